@@ -1,0 +1,136 @@
+"""The only reader of hwprofiles/ and modelcards/: loads and validates one item per YAML file.
+
+Ids equal file stems. A model card may list `aliases` (e.g. qwen3-27b -> qwen3.5-27b); lookups by alias
+report which id they resolved to, so the CLI can say so.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from planner.errors import DataFileError, UnknownIdError
+from planner.schema import HardwareProfile, ModelCard
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def data_dir(package: str) -> Path:
+    """Directory of a data package (hwprofiles or modelcards), installed or in a checkout."""
+    return Path(str(resources.files(package)))
+
+
+def _format_validation_error(path: Path, error: ValidationError) -> str:
+    """One line naming the file and each failing field (unknown keys first, at most three)."""
+    errors = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    parts = []
+    for item in errors[:3]:
+        field = ".".join(str(p) for p in item["loc"])
+        message = item["msg"].removeprefix("Value error, ")
+        got = item.get("input")
+        got_text = "" if isinstance(got, (dict, list)) or item["type"] == "missing" else f" (got {got!r})"
+        parts.append(f"{field}: {message}{got_text}" if field else f"{message}{got_text}")
+    more = f"; and {len(errors) - 3} more" if len(errors) > 3 else ""
+    return f"{path}: " + "; ".join(parts) + more
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Parse a YAML mapping from a file; DataFileError names the file when it is unreadable or not a mapping."""
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except OSError as exc:
+        raise DataFileError(f"{path}: cannot read file ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise DataFileError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    if not isinstance(raw, dict):
+        raise DataFileError(f"{path}: expected a YAML mapping at the top level (got {type(raw).__name__})")
+    return raw
+
+
+def load_item(path: Path, model: type[ModelT], *, check_stem: bool = True) -> ModelT:
+    """Validate one data file into `model`; the id must equal the file stem when check_stem is set."""
+    raw = read_yaml(path)
+    try:
+        item = model.model_validate(raw)
+    except ValidationError as exc:
+        raise DataFileError(_format_validation_error(path, exc)) from exc
+    item_id = getattr(item, "id", None)
+    if check_stem and item_id != path.stem:
+        raise DataFileError(f"{path}: id: must equal the file stem (got {item_id!r}, expected {path.stem!r})")
+    return item
+
+
+@functools.lru_cache(maxsize=None)
+def _files(package: str) -> dict[str, Path]:
+    return {p.stem: p for p in sorted(data_dir(package).glob("*.yaml"))}
+
+
+def model_ids() -> list[str]:
+    """Ids of every catalogued model card."""
+    return list(_files("modelcards"))
+
+
+def card_ids() -> list[str]:
+    """Ids of every catalogued hardware profile."""
+    return list(_files("hwprofiles"))
+
+
+@functools.lru_cache(maxsize=None)
+def load_model(model_id: str) -> ModelCard:
+    """The catalogued model card with this exact id."""
+    return load_item(_files("modelcards")[model_id], ModelCard)
+
+
+@functools.lru_cache(maxsize=None)
+def _alias_map() -> dict[str, str]:
+    aliases: dict[str, str] = {}
+    for model_id in model_ids():
+        for alias in load_model(model_id).aliases:
+            if alias in aliases or alias in _files("modelcards"):
+                raise DataFileError(f"{_files('modelcards')[model_id]}: aliases: '{alias}' is already taken "
+                                    f"(got it in {model_id}, expected each alias once and never an id)")
+            aliases[alias] = model_id
+    return aliases
+
+
+def resolve_model(name: str) -> tuple[ModelCard, str | None]:
+    """Model card by id, alias or path to a YAML card; returns (card, alias typed or None).
+
+    Raises UnknownIdError with the closest ids (and aliases) when nothing matches.
+    """
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return load_item(path, ModelCard, check_stem=False), None
+    key = name.strip().lower()
+    if key in _files("modelcards"):
+        return load_model(key), None
+    alias_target = _alias_map().get(key)
+    if alias_target is not None:
+        return load_model(alias_target), key
+    raise UnknownIdError("model card", name, [*model_ids(), *_alias_map()], "modelcards/")
+
+
+def resolve_card(name: str) -> HardwareProfile:
+    """Hardware profile by id or by path to a profile YAML (e.g. one written by `kvplan calibrate`)."""
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise DataFileError(f"--card: profile file not found (got {name!r})")
+        return load_item(path, HardwareProfile, check_stem=False)
+    key = name.strip().lower()
+    if key in _files("hwprofiles"):
+        return load_card(key)
+    raise UnknownIdError("hardware profile", name, card_ids(), "hwprofiles/")
+
+
+@functools.lru_cache(maxsize=None)
+def load_card(card_id: str) -> HardwareProfile:
+    """The catalogued hardware profile with this exact id."""
+    return load_item(_files("hwprofiles")[card_id], HardwareProfile)

@@ -1,0 +1,57 @@
+"""A deployment: what the user asked to plan (model, card, dtypes, parallelism, lengths, engine knobs).
+
+Built once at the boundary (CLI, app) after validation; every formula downstream trusts it.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from planner.dtypes import WEIGHT_SCHEMES, StorageDType, WeightScheme
+from planner.schema import Frozen, HardwareProfile, ModelCard
+
+DEFAULT_BLOCK_SIZE_TOKENS = 128  # MindIE cacheBlockSize default; vllm-ascend also forces 128
+DEFAULT_MEMORY_FRACTION = 0.8  # MindIE NPU_MEMORY_FRACTION default (mindie_llm/utils/env.py)
+DEFAULT_MAX_PREFILL_TOKENS = 8192  # MindIE ScheduleConfig.maxPrefillTokens default
+
+
+class Deployment(Frozen):
+    """Everything a plan depends on. `batch` None means: plan the largest batch that fits at ctx."""
+
+    model: ModelCard
+    hardware: HardwareProfile
+    weight_scheme_name: str
+    kv_dtype: StorageDType
+    tp: int = Field(ge=1, le=64)
+    ctx_tokens: int = Field(ge=1)
+    batch: int | None = Field(default=None, ge=1)
+    block_size_tokens: int = Field(default=DEFAULT_BLOCK_SIZE_TOKENS, ge=1, le=1024)
+    memory_fraction: float = Field(default=DEFAULT_MEMORY_FRACTION, gt=0, le=1)
+    max_prefill_tokens: int = Field(default=DEFAULT_MAX_PREFILL_TOKENS, ge=1)
+    mtp_tokens: int = Field(default=0, ge=0, le=8)
+    mtp_acceptance_fraction: float = Field(default=0.7, ge=0, le=1)
+    calibrated: bool = True
+    model_alias: str | None = None
+
+    @model_validator(mode="after")
+    def _check_scheme(self) -> Deployment:
+        if self.weight_scheme_name not in WEIGHT_SCHEMES:
+            raise ValueError(f"unknown weight scheme {self.weight_scheme_name!r}")
+        return self
+
+    @property
+    def weight_scheme(self) -> WeightScheme:
+        """The weight quantization scheme."""
+        return WEIGHT_SCHEMES[self.weight_scheme_name]
+
+    @property
+    def activation_dtype(self) -> StorageDType:
+        """16-bit dtype of activations and unquantized weights on this card."""
+        if self.weight_scheme_name == "fp16":
+            return StorageDType.fp16
+        return StorageDType(self.hardware.activation_dtype)
+
+    @property
+    def include_mtp(self) -> bool:
+        """True when MTP speculative decoding is on (its layers are loaded and cached)."""
+        return self.mtp_tokens > 0 and self.model.mtp_layers > 0

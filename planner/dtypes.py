@@ -1,0 +1,122 @@
+"""Data types: storage dtypes (KV cache, states, activations) and weight quantization schemes.
+
+A weight scheme says how many bits each quantized weight takes, which scale tensors come with it,
+which compute units the matmuls run on, and which native dtype the card must have for it.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StorageDType(str, Enum):
+    """Element types of tensors kept in device memory (KV cache, recurrent state, activations)."""
+
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"
+    int8 = "int8"
+
+    @property
+    def bits(self) -> int:
+        """Bits per element."""
+        return _STORAGE_BITS[self.value]
+
+
+_STORAGE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8}
+
+# Spellings users and HF configs use for storage dtypes.
+STORAGE_ALIASES = {
+    "float32": "fp32",
+    "float": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "float8": "fp8",
+    "c8": "int8",
+}
+
+
+class WeightScheme(BaseModel):
+    """How a weight dtype is stored and computed.
+
+    weight_bits                 bits per quantized weight element
+    compute_dtype               the peak-throughput key used for its matmuls (card.peak_tflop_per_s)
+    requires_native             dtype the card must list in native_dtypes (None: runs anywhere)
+    scale_bytes_per_channel     per output channel of each quantized matrix (scales, offsets, bias)
+    group_size                  input elements sharing one group scale (0: no grouping)
+    scale_bytes_per_group       bytes of scale+offset per group per output channel
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    weight_bits: int = Field(gt=0)
+    compute_dtype: str
+    requires_native: str | None
+    scale_bytes_per_channel: int = Field(ge=0)
+    group_size: int = Field(ge=0)
+    scale_bytes_per_group: int = Field(ge=0)
+    description: str
+
+
+# Scale layouts follow what the engines load:
+# - fp8 (W8A8-FP8): one fp32 scale per output channel (compressed-tensors / vLLM channel-wise FP8).
+# - int8 (W8A8, msModelSlim as MindIE loads it): per output channel an int64 deq_scale and an int32
+#   quant_bias, 12 B; per-tensor input scale/offset are negligible.  [assumed: msModelSlim W8A8 layout]
+# - w8a16: one fp32 scale per output channel.
+# - w4a16: group size 128 with a bf16 scale and a bf16 offset per group (AWQ/GPTQ-style), 4 B/group.
+WEIGHT_SCHEMES: dict[str, WeightScheme] = {
+    s.name: s
+    for s in (
+        WeightScheme(name="bf16", weight_bits=16, compute_dtype="bf16", requires_native="bf16",
+                     scale_bytes_per_channel=0, group_size=0, scale_bytes_per_group=0,
+                     description="bfloat16 weights and activations"),
+        WeightScheme(name="fp16", weight_bits=16, compute_dtype="fp16", requires_native="fp16",
+                     scale_bytes_per_channel=0, group_size=0, scale_bytes_per_group=0,
+                     description="float16 weights and activations"),
+        WeightScheme(name="fp8", weight_bits=8, compute_dtype="fp8", requires_native="fp8",
+                     scale_bytes_per_channel=4, group_size=0, scale_bytes_per_group=0,
+                     description="W8A8 in FP8 (e4m3): needs FP8 matrix units"),
+        WeightScheme(name="int8", weight_bits=8, compute_dtype="int8", requires_native="int8",
+                     scale_bytes_per_channel=12, group_size=0, scale_bytes_per_group=0,
+                     description="W8A8 in INT8 (MindIE/msModelSlim W8A8)"),
+        WeightScheme(name="w8a16", weight_bits=8, compute_dtype="bf16", requires_native=None,
+                     scale_bytes_per_channel=4, group_size=0, scale_bytes_per_group=0,
+                     description="INT8 weights dequantized to 16-bit activations"),
+        WeightScheme(name="w4a16", weight_bits=4, compute_dtype="bf16", requires_native=None,
+                     scale_bytes_per_channel=0, group_size=128, scale_bytes_per_group=4,
+                     description="INT4 weights (group 128) dequantized to 16-bit activations"),
+    )
+}
+
+WEIGHT_ALIASES = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "w8a8": "int8",
+    "w8a8-int8": "int8",
+    "w8a8-fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "int4": "w4a16",
+    "w4a16-int4": "w4a16",
+    "awq": "w4a16",
+    "gptq": "w4a16",
+}
+
+
+def weight_scheme(name: str) -> WeightScheme:
+    """Look up a weight scheme by name or alias; raises KeyError if unknown."""
+    key = name.strip().lower()
+    return WEIGHT_SCHEMES[WEIGHT_ALIASES.get(key, key)]
+
+
+def storage_dtype(name: str) -> StorageDType:
+    """Look up a storage dtype by name or alias; raises ValueError if unknown."""
+    key = name.strip().lower()
+    return StorageDType(STORAGE_ALIASES.get(key, key))

@@ -1,0 +1,123 @@
+"""Turn what a user typed (CLI flags, dashboard widgets) into a validated Deployment.
+
+Every failure is a PlanInputError (or UnknownIdError / DataFileError) whose message starts with the flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner import catalog, units
+from planner.deployment import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_PREFILL_TOKENS,
+    DEFAULT_MEMORY_FRACTION,
+    Deployment,
+)
+from planner.dtypes import WEIGHT_SCHEMES, StorageDType, storage_dtype, weight_scheme
+from planner.errors import PlanInputError
+from planner.schema import HardwareProfile
+
+DEFAULT_CARD = "ascend-950pr"
+DEFAULT_DTYPE = "bf16"
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Raw user choices; strings are parsed by to_deployment()."""
+
+    model: str
+    card: str = DEFAULT_CARD
+    dtype: str = DEFAULT_DTYPE
+    kv_dtype: str | None = None
+    tp: int = 1
+    ctx: str = "4k"
+    batch: int | None = None
+    block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
+    memory_fraction: float = DEFAULT_MEMORY_FRACTION
+    memory_gib: float | None = None
+    bandwidth_gbps: float | None = None
+    max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS
+    mtp: int = 0
+    mtp_acceptance: float = 0.7
+    calibrated: bool = True
+
+
+def parse_ctx(text: str, *, flag: str = "--ctx") -> int:
+    """Token count from a flag value, or PlanInputError naming the flag, the value and the accepted form."""
+    try:
+        return units.parse_tokens(str(text))
+    except ValueError as exc:
+        raise PlanInputError(f"{flag}: not a token count (got {text!r}, {exc})") from exc
+
+
+def parse_weight_scheme(text: str) -> str:
+    """Canonical weight-scheme name, or PlanInputError listing the accepted ones."""
+    try:
+        return weight_scheme(text).name
+    except KeyError:
+        raise PlanInputError(
+            f"--dtype: unknown weight dtype (got {text!r}, expected one of {', '.join(WEIGHT_SCHEMES)})"
+        ) from None
+
+
+def parse_kv_dtype(text: str | None, *, default: StorageDType) -> StorageDType:
+    """KV dtype from a flag (None: the activation dtype, as vLLM's 'auto' and MindIE without KV quant)."""
+    if text is None or text.lower() == "auto":
+        return default
+    try:
+        kv = storage_dtype(text)
+    except ValueError:
+        kv = None
+    if kv is None or kv is StorageDType.fp32:
+        raise PlanInputError(f"--kv-dtype: unknown KV dtype (got {text!r}, expected auto, bf16, fp16, fp8 or int8)")
+    return kv
+
+
+def apply_overrides(hw: HardwareProfile, *, memory_gib: float | None, bandwidth_gbps: float | None) -> HardwareProfile:
+    """Card profile with the user's capacity / bandwidth overrides (validated again as a whole)."""
+    update: dict[str, float] = {}
+    if memory_gib is not None:
+        if memory_gib <= 0:
+            raise PlanInputError(f"--memory-gib: must be > 0 (got {memory_gib})")
+        update["memory_capacity_gib"] = memory_gib
+    if bandwidth_gbps is not None:
+        if bandwidth_gbps <= 0:
+            raise PlanInputError(f"--bandwidth-gbps: must be > 0 (got {bandwidth_gbps})")
+        update["memory_bandwidth_gb_per_s"] = bandwidth_gbps
+    if not update:
+        return hw
+    return HardwareProfile.model_validate({**hw.model_dump(), **update})
+
+
+def _check_ranges(req: PlanRequest) -> None:
+    checks = [
+        ("--tp", req.tp, 1 <= req.tp <= 64, "1..64"),
+        ("--batch", req.batch, req.batch is None or req.batch >= 1, ">= 1"),
+        ("--block-size", req.block_size, 1 <= req.block_size <= 1024, "1..1024 (MindIE: <= 128, multiple of 16)"),
+        ("--memory-fraction", req.memory_fraction, 0 < req.memory_fraction <= 1, "in (0, 1]"),
+        ("--max-prefill-tokens", req.max_prefill_tokens, req.max_prefill_tokens >= 1, ">= 1"),
+        ("--mtp", req.mtp, 0 <= req.mtp <= 8, "0..8 draft tokens"),
+        ("--mtp-acceptance", req.mtp_acceptance, 0 <= req.mtp_acceptance <= 1, "in [0, 1]"),
+    ]
+    for flag, value, ok, expected in checks:
+        if not ok:
+            raise PlanInputError(f"{flag}: out of range (got {value}, expected {expected})")
+
+
+def to_deployment(req: PlanRequest) -> Deployment:
+    """Resolve ids and parse values; raises KvplanError subclasses naming the offending flag."""
+    _check_ranges(req)
+    ctx_tokens = parse_ctx(req.ctx)
+    scheme = parse_weight_scheme(req.dtype)
+    card, alias = catalog.resolve_model(req.model)
+    hw = apply_overrides(catalog.resolve_card(req.card), memory_gib=req.memory_gib, bandwidth_gbps=req.bandwidth_gbps)
+    activation = StorageDType.fp16 if scheme == "fp16" else StorageDType(hw.activation_dtype)
+    if req.mtp and card.mtp_layers == 0:
+        raise PlanInputError(f"--mtp: {card.id} ships no MTP layers (got {req.mtp}, expected 0)")
+    return Deployment(
+        model=card, hardware=hw, weight_scheme_name=scheme, kv_dtype=parse_kv_dtype(req.kv_dtype, default=activation),
+        tp=req.tp, ctx_tokens=ctx_tokens, batch=req.batch, block_size_tokens=req.block_size,
+        memory_fraction=req.memory_fraction, max_prefill_tokens=req.max_prefill_tokens, mtp_tokens=req.mtp,
+        mtp_acceptance_fraction=req.mtp_acceptance, calibrated=req.calibrated, model_alias=alias,
+    )

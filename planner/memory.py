@@ -1,0 +1,177 @@
+"""Memory formulas: weights, KV cache, linear-attention state, activations, and the KV budget.
+
+All results are bytes per device (one tensor-parallel rank).
+"""
+
+from __future__ import annotations
+
+import math
+
+from planner.dtypes import StorageDType, WeightScheme, storage_dtype
+from planner.params import Linear, Plain, kv_heads_per_rank, model_tensors, split
+from planner.schema import ModelCard
+from planner.units import BITS_PER_BYTE
+
+# kvplan's own estimate of live activation vectors per prefill token besides the widest op's output:
+# the residual stream and its normed copy.  [assumed: eager prefill keeps ~2 hidden-size buffers live]
+RESIDUAL_BUFFERS_PER_TOKEN = 2
+
+
+def linear_weight_bytes(linear: Linear, *, scheme: WeightScheme) -> int:
+    """Bytes of one quantized matmul weight on one rank, scales included.
+
+    Formula:
+        bytes = count * [ceil(in * out * bits / 8) + out * s_ch + out * ceil(in / g) * s_g]
+        bits  scheme.weight_bits;  s_ch scheme.scale_bytes_per_channel
+        g     scheme.group_size (term dropped when 0);  s_g scheme.scale_bytes_per_group
+    """
+    data_bytes = math.ceil(linear.in_features * linear.out_features * scheme.weight_bits / BITS_PER_BYTE)
+    channel_scale_bytes = linear.out_features * scheme.scale_bytes_per_channel
+    group_scale_bytes = 0
+    if scheme.group_size:
+        group_scale_bytes = linear.out_features * math.ceil(linear.in_features / scheme.group_size) * (
+            scheme.scale_bytes_per_group
+        )
+    return linear.count * (data_bytes + channel_scale_bytes + group_scale_bytes)
+
+
+def weight_bytes_per_device(
+    card: ModelCard, *, scheme: WeightScheme, activation_dtype: StorageDType, tp: int, include_mtp: bool = False
+) -> int:
+    """Weight bytes held by one tensor-parallel rank.
+
+    Formula:
+        bytes = sum over matmul weights of linear_weight_bytes(scheme)
+              + sum over plain tensors (embedding, lm_head, norms, router, conv, biases) of elements * b_act / 8
+    Matmul weights are quantized by the scheme; plain tensors stay in the 16-bit activation dtype, as
+    MindIE and vLLM keep embeddings, lm_head and norms unquantized. Shapes per rank from params.model_tensors.
+    """
+    total = 0
+    for tensor in model_tensors(card, tp=tp, include_mtp=include_mtp):
+        if isinstance(tensor, Linear):
+            total += linear_weight_bytes(tensor, scheme=scheme)
+        else:
+            total += plain_tensor_bytes(tensor, dtype=activation_dtype)
+    return total
+
+
+def plain_tensor_bytes(tensor: Plain, *, dtype: StorageDType) -> int:
+    """Bytes of an unquantized tensor: elements * bits / 8."""
+    return tensor.elements * dtype.bits // BITS_PER_BYTE
+
+
+def kv_cache_bytes_per_token(card: ModelCard, *, kv_dtype: StorageDType, tp: int, mtp: bool = False) -> int:
+    """KV-cache bytes one token occupies on one rank (only layers that keep a cache).
+
+    Formula (GQA/MHA):  2 * L_kv * H_kv_rank * d * b / 8
+    Formula (MLA):      L_kv * (kv_lora_rank + qk_rope_head_dim) * b / 8   (latent replicated on each rank)
+        L_kv       full-attention layers (+1 with MTP on: MindIE's allocator adds one layer)
+        H_kv_rank  params.kv_heads_per_rank (replicate when tp > H_kv, then ceil)
+        d          card.head_dim;  b  kv_dtype.bits
+    Linear-attention (GDN) layers keep no KV cache: see linear_state_bytes_per_sequence.
+    """
+    layers = card.full_attention_layers + (1 if mtp else 0)
+    if card.attention == "mla":
+        latent_width = (card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)
+        return layers * latent_width * kv_dtype.bits // BITS_PER_BYTE
+    head_dim = card.head_dim or 0
+    return 2 * layers * kv_heads_per_rank(card, tp=tp) * head_dim * kv_dtype.bits // BITS_PER_BYTE
+
+
+def linear_state_bytes_per_sequence(card: ModelCard, *, conv_dtype: StorageDType, tp: int) -> int:
+    """Fixed Gated DeltaNet state one sequence holds on one rank, whatever its length.
+
+    Formula:
+        per layer = (K - 1) * ceil(C / tp) * b_conv / 8  +  ceil(nv / tp) * dk * dv * b_ssm / 8
+        C       conv channels = 2 * nk * dk + nv * dv
+        K       linear_conv_kernel_dim (the conv state keeps K - 1 past steps, as vLLM allocates it)
+        b_ssm   bits of mamba_ssm_dtype (float32 in Qwen3.5 configs), else of the activation dtype
+        total   = per layer * linear-attention layers
+    """
+    if card.linear_attention_layers == 0:
+        return 0
+    nk, nv = card.linear_num_key_heads or 0, card.linear_num_value_heads or 0
+    dk, dv = card.linear_key_head_dim or 0, card.linear_value_head_dim or 0
+    kernel = card.linear_conv_kernel_dim or 0
+    ssm_dtype = storage_dtype(card.mamba_ssm_dtype) if card.mamba_ssm_dtype else conv_dtype
+    conv_bits = (kernel - 1) * split(2 * nk * dk + nv * dv, tp) * conv_dtype.bits
+    recurrent_bits = split(nv, tp) * dk * dv * ssm_dtype.bits
+    return card.linear_attention_layers * (conv_bits + recurrent_bits) // BITS_PER_BYTE
+
+
+def widest_activation_per_token(card: ModelCard, *, tp: int) -> int:
+    """Elements per token of the widest intermediate output of any layer on one rank.
+
+    Formula: max(3 * I_rank (gate_up output + activated half), q + 2 * kv widths, GDN in_proj width,
+    top_k * (H + 3 * I_moe_rank) for MoE token permutation).
+    """
+    widths = [3 * split(card.intermediate_size, tp)]
+    if card.head_dim:
+        q_width = split(card.num_attention_heads * card.head_dim * (2 if card.attn_output_gate else 1), tp)
+        widths.append(q_width + 2 * kv_heads_per_rank(card, tp=tp) * card.head_dim)
+    if card.linear_attention_layers:
+        nk, nv = card.linear_num_key_heads or 0, card.linear_num_value_heads or 0
+        widths.append(split(2 * nk * (card.linear_key_head_dim or 0) + 2 * nv * (card.linear_value_head_dim or 0)
+                            + 2 * nv, tp))
+    if card.is_moe:
+        moe_width = split(card.moe_intermediate_size or 0, tp)
+        widths.append((card.num_experts_per_tok or 0) * (card.hidden_size + 3 * moe_width))
+    return max(widths)
+
+
+def activation_bytes_per_device(
+    card: ModelCard, *, max_prefill_tokens: int, activation_dtype: StorageDType, tp: int
+) -> int:
+    """Peak activation memory of the largest prefill batch on one rank (the warm-up MindIE sizes KV after).
+
+    Formula: T * (R * H + W) * b / 8
+        T  max_prefill_tokens;  H hidden_size;  R RESIDUAL_BUFFERS_PER_TOKEN
+        W  widest_activation_per_token;  b activation_dtype.bits
+    An estimate: engines free per-op buffers eagerly, so the peak is one op's output plus the residuals.
+    """
+    per_token = RESIDUAL_BUFFERS_PER_TOKEN * card.hidden_size + widest_activation_per_token(card, tp=tp)
+    return max_prefill_tokens * per_token * activation_dtype.bits // BITS_PER_BYTE
+
+
+def usable_bytes(capacity_bytes: int, *, memory_fraction: float) -> int:
+    """Bytes the engine may use: floor(capacity * fraction) (MindIE NPU_MEMORY_FRACTION semantics)."""
+    return math.floor(capacity_bytes * memory_fraction)
+
+
+def kv_budget_bytes(usable: int, *, weights: int, activation: int, runtime: int) -> int:
+    """Bytes left for KV cache and states: usable - weights - activation - runtime (may be negative).
+
+    This is MindIE's npuMemSize=-1 rule: KV = total * fraction - (memory in use after warm-up).
+    """
+    return usable - weights - activation - runtime
+
+
+def paged_tokens(seq_tokens: int, *, block_size_tokens: int) -> int:
+    """Tokens of KV actually allocated for a sequence: ceil(seq / block) * block (paged attention)."""
+    return math.ceil(seq_tokens / block_size_tokens) * block_size_tokens
+
+
+def sequence_bytes(seq_tokens: int, *, kv_bytes_per_token: int, state_bytes: int, block_size_tokens: int) -> int:
+    """Bytes one sequence of seq_tokens holds: paged_tokens * kv_bytes_per_token + fixed state."""
+    return paged_tokens(seq_tokens, block_size_tokens=block_size_tokens) * kv_bytes_per_token + state_bytes
+
+
+def max_concurrent_sequences(budget_bytes: int, *, per_sequence_bytes: int) -> int:
+    """Largest n with n * per_sequence <= budget: floor(budget / per_sequence) (0 if the budget is negative)."""
+    if budget_bytes <= 0:
+        return 0
+    return budget_bytes // per_sequence_bytes
+
+
+def max_seq_len_at_batch(
+    budget_bytes: int, *, batch: int, kv_bytes_per_token: int, state_bytes: int, block_size_tokens: int
+) -> int:
+    """Longest sequence (a whole number of blocks) that `batch` sequences can each hold.
+
+    Formula: floor((budget / batch - state) / (block * kv_per_token)) * block; 0 if nothing fits.
+    """
+    per_sequence_budget = budget_bytes // batch - state_bytes
+    if per_sequence_budget <= 0 or kv_bytes_per_token == 0:
+        return 0
+    blocks = per_sequence_budget // (block_size_tokens * kv_bytes_per_token)
+    return blocks * block_size_tokens

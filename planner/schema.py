@@ -1,0 +1,300 @@
+"""Validated, frozen data models for model cards and hardware profiles.
+
+Model-card fields reuse Hugging Face config.json names verbatim. Hardware-profile fields keep datasheet
+units in their names (`_gib`, `_gb_per_s`, `_tflop_per_s`, `_us`); properties convert them to SI once.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from planner import units
+
+Confidence = Literal["P", "S", "D", "NF"]
+LayerType = Literal["full_attention", "linear_attention"]
+
+
+class Frozen(BaseModel):
+    """Strict base: unknown keys fail, instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(Frozen):
+    """Where a figure comes from. confidence: P primary, S secondary, D derived, NF not found (assumed)."""
+
+    ref: str = Field(min_length=1)
+    confidence: Confidence
+    fields: list[str] = Field(default_factory=list)
+    note: str = ""
+
+
+class HfSource(Frozen):
+    """The Hugging Face repository a card mirrors."""
+
+    hf_repo: str
+    revision: str = "main"
+
+
+class ModelCard(Frozen):
+    """Architecture of one model, in Hugging Face config.json field names."""
+
+    schema_version: Literal[1] = 1
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    aliases: list[str] = Field(default_factory=list)
+    source: HfSource
+    sources: list[Source] = Field(min_length=1)
+    model_type: str
+    attention: Literal["mha", "gqa", "mla", "hybrid"]
+    torch_dtype: str = "bfloat16"
+
+    hidden_size: int = Field(gt=0)
+    num_hidden_layers: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0)
+    head_dim: int | None = Field(default=None, gt=0)
+    intermediate_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    tie_word_embeddings: bool
+    max_position_embeddings: int = Field(gt=0)
+    attention_bias: bool = False
+    qk_norm: bool = False  # Qwen3-style per-head RMSNorm on q and k (head_dim weights each)
+    attn_output_gate: bool = False  # Qwen3-Next/3.5: q_proj also emits a sigmoid output gate
+
+    # Hybrid models (Qwen3-Next / Qwen3.5): which layers are full attention.
+    layer_types: list[LayerType] | None = None
+    full_attention_interval: int | None = Field(default=None, gt=0)
+    linear_conv_kernel_dim: int | None = Field(default=None, gt=0)
+    linear_key_head_dim: int | None = Field(default=None, gt=0)
+    linear_value_head_dim: int | None = Field(default=None, gt=0)
+    linear_num_key_heads: int | None = Field(default=None, gt=0)
+    linear_num_value_heads: int | None = Field(default=None, gt=0)
+    mamba_ssm_dtype: str | None = None  # dtype of the recurrent state (Qwen3.5 configs: float32)
+
+    # MoE (Qwen names first, DeepSeek names where they differ).
+    num_experts: int | None = Field(default=None, gt=0)
+    n_routed_experts: int | None = Field(default=None, gt=0)
+    num_experts_per_tok: int | None = Field(default=None, gt=0)
+    moe_intermediate_size: int | None = Field(default=None, gt=0)
+    shared_expert_intermediate_size: int | None = Field(default=None, gt=0)
+    n_shared_experts: int | None = Field(default=None, gt=0)
+    first_k_dense_replace: int = Field(default=0, ge=0)
+
+    # MLA (DeepSeek).
+    q_lora_rank: int | None = Field(default=None, gt=0)
+    kv_lora_rank: int | None = Field(default=None, gt=0)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0)
+    qk_nope_head_dim: int | None = Field(default=None, gt=0)
+    v_head_dim: int | None = Field(default=None, gt=0)
+
+    # Multi-token-prediction layers shipped with the checkpoint.
+    num_nextn_predict_layers: int = Field(default=0, ge=0)  # DeepSeek name
+    mtp_num_hidden_layers: int = Field(default=0, ge=0)  # Qwen3.5 name
+
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _check_geometry(self) -> ModelCard:
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_attention_heads must be a multiple of num_key_value_heads "
+                f"(got {self.num_attention_heads} and {self.num_key_value_heads})"
+            )
+        if self.attention != "mla" and self.head_dim is None:
+            raise ValueError("head_dim is required for non-MLA attention (write it explicitly)")
+        if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
+            raise ValueError(
+                f"layer_types must have num_hidden_layers entries "
+                f"(got {len(self.layer_types)}, expected {self.num_hidden_layers})"
+            )
+        self._check_hybrid()
+        self._check_mla()
+        self._check_moe()
+        return self
+
+    def _check_hybrid(self) -> None:
+        hybrid_fields = (self.linear_conv_kernel_dim, self.linear_key_head_dim, self.linear_value_head_dim,
+                         self.linear_num_key_heads, self.linear_num_value_heads)
+        if self.attention == "hybrid":
+            if any(f is None for f in hybrid_fields):
+                raise ValueError("attention 'hybrid' needs every linear_* field (conv kernel, head dims, heads)")
+            if self.layer_types is None and self.full_attention_interval is None:
+                raise ValueError("attention 'hybrid' needs layer_types or full_attention_interval")
+        elif any(f is not None for f in hybrid_fields):
+            raise ValueError(f"linear_* fields are only valid with attention 'hybrid' (got {self.attention!r})")
+
+    def _check_mla(self) -> None:
+        mla_fields = (self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim)
+        if self.attention == "mla" and any(f is None for f in mla_fields):
+            raise ValueError("attention 'mla' needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim")
+
+    def _check_moe(self) -> None:
+        if self.routed_expert_count and not (self.num_experts_per_tok and self.moe_intermediate_size):
+            raise ValueError("MoE cards need num_experts_per_tok and moe_intermediate_size")
+        if self.routed_expert_count and self.num_experts_per_tok and (
+            self.num_experts_per_tok > self.routed_expert_count
+        ):
+            raise ValueError(
+                f"num_experts_per_tok must be <= the expert count "
+                f"(got {self.num_experts_per_tok}, expected <= {self.routed_expert_count})"
+            )
+
+    @property
+    def routed_expert_count(self) -> int:
+        """Routed experts per MoE layer (0 for dense models)."""
+        return self.num_experts or self.n_routed_experts or 0
+
+    @property
+    def is_moe(self) -> bool:
+        """True when the MLP of (some) layers is a routed mixture of experts."""
+        return self.routed_expert_count > 0
+
+    @property
+    def mtp_layers(self) -> int:
+        """Multi-token-prediction layers shipped with the checkpoint (either HF spelling)."""
+        return self.num_nextn_predict_layers or self.mtp_num_hidden_layers
+
+    @property
+    def resolved_layer_types(self) -> list[LayerType]:
+        """Per-layer attention kind; with full_attention_interval k, every k-th layer (1-based) is full."""
+        if self.layer_types is not None:
+            return list(self.layer_types)
+        if self.attention != "hybrid" or self.full_attention_interval is None:
+            return ["full_attention"] * self.num_hidden_layers
+        k = self.full_attention_interval
+        return ["full_attention" if (i + 1) % k == 0 else "linear_attention" for i in range(self.num_hidden_layers)]
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Layers that keep a KV (or MLA latent) cache."""
+        return self.resolved_layer_types.count("full_attention")
+
+    @property
+    def linear_attention_layers(self) -> int:
+        """Gated DeltaNet layers, which keep a fixed-size state per sequence instead of a KV cache."""
+        return self.resolved_layer_types.count("linear_attention")
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a routed MoE (DeepSeek keeps the first first_k_dense_replace layers dense)."""
+        return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
+
+
+class PerfCoefficients(Frozen):
+    """Efficiencies and overheads the roofline applies to a card's datasheet peaks.
+
+    weight_read_bandwidth_fraction   achieved / datasheet bandwidth when streaming weights (decode GEMV)
+    kv_read_bandwidth_fraction       achieved / datasheet bandwidth in decode attention over the KV cache
+    compute_fraction                 achieved / datasheet dense peak, per compute dtype (large GEMM)
+    kernel_overhead_us               fixed cost per kernel launch in the decode step (graph mode)
+    step_overhead_us                 fixed cost per decode step (sampling, scheduling, host sync)
+    allreduce_latency_us             fixed latency of one tensor-parallel all-reduce
+    allreduce_bandwidth_fraction     achieved / datasheet interconnect bandwidth for all-reduce
+    """
+
+    weight_read_bandwidth_fraction: float = Field(gt=0, le=1)
+    kv_read_bandwidth_fraction: float = Field(gt=0, le=1)
+    compute_fraction: dict[str, float] = Field(default_factory=dict)
+    kernel_overhead_us: float = Field(ge=0)
+    step_overhead_us: float = Field(ge=0)
+    allreduce_latency_us: float = Field(ge=0)
+    allreduce_bandwidth_fraction: float = Field(gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _check_fractions(self) -> PerfCoefficients:
+        for dtype, fraction in self.compute_fraction.items():
+            if not 0 < fraction <= 1:
+                raise ValueError(f"compute_fraction.{dtype} must be in (0, 1] (got {fraction})")
+        return self
+
+
+class Interconnect(Frozen):
+    """Device-to-device link used by tensor-parallel all-reduce."""
+
+    kind: str
+    bandwidth_gb_per_s: float = Field(gt=0)  # per direction, per device
+    latency_us: float = Field(ge=0)
+
+
+class MeasuredBlock(Frozen):
+    """Written only by `kvplan calibrate`: measured coefficients plus their provenance."""
+
+    tool: str
+    tool_version: str
+    date: str
+    device_name: str
+    backend: str  # cuda | npu | cpu | bench-fit
+    versions: dict[str, str] = Field(default_factory=dict)
+    coefficients: PerfCoefficients
+    memory_bandwidth_gb_per_s: float | None = Field(default=None, gt=0)
+    usable_memory_gib: float | None = Field(default=None, gt=0)
+    samples: dict[str, list[float]] = Field(default_factory=dict)
+    notes: str = ""
+
+
+class HardwareProfile(Frozen):
+    """One accelerator as the planner sees it, in datasheet units."""
+
+    schema_version: Literal[1] = 1
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    vendor: Literal["huawei", "nvidia"]
+    memory_capacity_gib: float = Field(gt=0)
+    memory_bandwidth_gb_per_s: float = Field(gt=0)
+    peak_tflop_per_s: dict[str, float] = Field(min_length=1)  # dense, without sparsity
+    native_dtypes: list[str] = Field(min_length=1)
+    interconnect: Interconnect
+    runtime_overhead_gib: float = Field(ge=0)  # driver/runtime context, comm buffers, fragmentation
+    default_coefficients: PerfCoefficients
+    sources: list[Source] = Field(min_length=1)
+    notes: str = ""
+    measured: MeasuredBlock | None = None
+
+    @model_validator(mode="after")
+    def _check_peaks(self) -> HardwareProfile:
+        for dtype, peak in self.peak_tflop_per_s.items():
+            if peak <= 0:
+                raise ValueError(f"peak_tflop_per_s.{dtype} must be > 0 (got {peak})")
+        missing = [d for d in self.native_dtypes if d in ("bf16", "fp16", "fp8", "int8")
+                   and d not in self.peak_tflop_per_s]
+        if missing:
+            raise ValueError(f"native dtypes without a peak_tflop_per_s entry: {', '.join(missing)}")
+        return self
+
+    @property
+    def memory_capacity_bytes(self) -> int:
+        """Device memory in bytes (from memory_capacity_gib)."""
+        return units.gib_to_bytes(self.memory_capacity_gib)
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> float:
+        """Datasheet memory bandwidth in bytes/s."""
+        return units.gb_per_s_to_bytes_per_s(self.memory_bandwidth_gb_per_s)
+
+    @property
+    def runtime_overhead_bytes(self) -> int:
+        """Memory the runtime holds outside weights, KV and activations, in bytes."""
+        return units.gib_to_bytes(self.runtime_overhead_gib)
+
+    @property
+    def activation_dtype(self) -> str:
+        """16-bit dtype used for activations and unquantized weights: bf16, else fp16 (e.g. 310P)."""
+        return "bf16" if "bf16" in self.native_dtypes else "fp16"
+
+    def peak_flop_per_s(self, dtype: str) -> float:
+        """Dense datasheet peak for a compute dtype in FLOP/s; KeyError when the card has none."""
+        return units.tflop_per_s_to_flop_per_s(self.peak_tflop_per_s[dtype])
+
+    def coefficients(self, *, calibrated: bool = True) -> PerfCoefficients:
+        """Measured coefficients when present and wanted, else the datasheet defaults."""
+        if calibrated and self.measured is not None:
+            return self.measured.coefficients
+        return self.default_coefficients
+
+    @property
+    def is_calibrated(self) -> bool:
+        """True when `kvplan calibrate` wrote a measured block."""
+        return self.measured is not None

@@ -1,0 +1,114 @@
+"""Unit constants, parsing of user-typed sizes, and display formatting.
+
+This is the only module in planner/ that may contain conversion literals (2**30, 1e9, 1e-3, ...);
+tests/test_units.py greps the rest of planner/ for them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+BITS_PER_BYTE = 8
+KIB_BYTES = 2**10
+MIB_BYTES = 2**20
+GIB_BYTES = 2**30
+GB_BYTES = 10**9
+TB_BYTES = 10**12
+TFLOP = 10**12
+US_S = 1e-6
+MS_S = 1e-3
+PERCENT = 100
+# Context lengths follow LLM-serving usage: "32k" is 32 768 tokens (k = 1024), never 32 000.
+TOKENS_PER_K = 1024
+TOKENS_PER_M = 1024 * 1024
+
+_TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+
+
+def parse_tokens(text: str) -> int:
+    """Parse a token count typed by a user: "32768", "32k", "128K", "1m", "0.5k" -> tokens.
+
+    Formula: tokens = value * (1024 for k/K, 1024**2 for m/M, 1 otherwise); the result must be
+    a whole positive number. Raises ValueError with the accepted form otherwise.
+    """
+    match = _TOKEN_RE.match(text)
+    if match is None:
+        raise ValueError("expected a whole number of tokens such as 32768, 32k or 128K")
+    value = float(match.group(1))
+    suffix = match.group(2).lower()
+    multiplier = {"": 1, "k": TOKENS_PER_K, "m": TOKENS_PER_M}[suffix]
+    tokens = value * multiplier
+    if tokens <= 0 or not math.isclose(tokens, round(tokens)):
+        raise ValueError("expected a whole number of tokens > 0 such as 32768, 32k or 128K")
+    return round(tokens)
+
+
+def gib_to_bytes(gib: float) -> int:
+    """GiB (2**30 B) -> bytes, rounded down to a whole byte."""
+    return math.floor(gib * GIB_BYTES)
+
+
+def gb_per_s_to_bytes_per_s(gb_per_s: float) -> float:
+    """GB/s (1e9 B/s, as datasheets quote bandwidth) -> bytes/s."""
+    return gb_per_s * GB_BYTES
+
+
+def tflop_per_s_to_flop_per_s(tflop_per_s: float) -> float:
+    """TFLOP/s (1e12 FLOP/s) -> FLOP/s."""
+    return tflop_per_s * TFLOP
+
+
+def us_to_s(us: float) -> float:
+    """Microseconds -> seconds."""
+    return us * US_S
+
+
+def s_to_ms(seconds: float) -> float:
+    """Seconds -> milliseconds."""
+    return seconds / MS_S
+
+
+def bytes_to_gib(n_bytes: float) -> float:
+    """Bytes -> GiB (2**30 B)."""
+    return n_bytes / GIB_BYTES
+
+
+def fmt_gib(n_bytes: float) -> str:
+    """Display bytes as GiB with two decimals ("12.34 GiB")."""
+    return f"{n_bytes / GIB_BYTES:.2f} GiB"
+
+
+def fmt_bytes(n_bytes: float) -> str:
+    """Display a byte count with the largest binary unit that keeps it >= 1 (B, KiB, MiB, GiB)."""
+    for unit, size in (("GiB", GIB_BYTES), ("MiB", MIB_BYTES), ("KiB", KIB_BYTES)):
+        if abs(n_bytes) >= size:
+            return f"{n_bytes / size:.2f} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
+def fmt_ms(seconds: float) -> str:
+    """Display seconds as milliseconds ("63.2 ms")."""
+    return f"{seconds / MS_S:.1f} ms"
+
+
+def fmt_tokens_per_s(tokens_per_s: float) -> str:
+    """Display a throughput in tokens/s."""
+    return f"{tokens_per_s:,.1f} tok/s"
+
+
+def fmt_tokens(tokens: int) -> str:
+    """Display a token count, with the k (=1024) form when exact ("32k (32768)")."""
+    if tokens % TOKENS_PER_K == 0:
+        return f"{tokens // TOKENS_PER_K}k ({tokens})"
+    return str(tokens)
+
+
+def fmt_fraction(fraction: float) -> str:
+    """Display a [0, 1] fraction as a percentage ("37.5 %")."""
+    return f"{fraction * PERCENT:.1f} %"
+
+
+def fmt_billions(count: float) -> str:
+    """Display a count (parameters) in billions ("32.76 B")."""
+    return f"{count / 10**9:.2f} B"
