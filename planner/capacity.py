@@ -5,10 +5,13 @@ The formulas live in memory.py and roofline.py; this module only composes them a
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from planner import memory, units
 from planner.deployment import Deployment
 from planner.errors import DoesNotFitError, PlanInputError
-from planner.results import MemoryBreakdown, Performance, Plan, Recommendation
+from planner.results import MemoryBreakdown, Plan, Recommendation
+from planner.schema import Frozen
 
 MINDIE_MAX_BATCH_SIZE = 5000  # ScheduleConfig.maxBatchSize range [1, 5000] (MindIE service parameter docs)
 # The seed article's rule of thumb: the KV cache should take 30-40 % of HBM.  [seed: Qwen3-27B on 950PR]
@@ -128,30 +131,56 @@ def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
     return notes
 
 
-def performance_at(dep: Deployment, *, batch: int, prompt_tokens: int) -> Performance:
-    """Roofline speed at `batch` sequences each holding ctx_tokens, and TTFT for one prompt."""
-    from planner import roofline, serving  # deferred: keeps plan-only callers light
+class ServiceLevels(Frozen):
+    """Latency targets for the SLO search; None means unconstrained."""
 
-    step_s = roofline.decode_step_s(dep, batch=batch, ctx_tokens=dep.ctx_tokens)
-    tokens_per_step = serving.speculative_tokens_per_step(dep.mtp_tokens if dep.include_mtp else 0,
-                                                          acceptance_fraction=dep.mtp_acceptance_fraction)
-    per_user = tokens_per_step / step_s
-    return Performance(
-        batch=batch, ctx_tokens=dep.ctx_tokens, decode_step_s=step_s, tokens_per_s=per_user * batch,
-        per_user_tokens_per_s=per_user, ttft_s=roofline.ttft_s(dep, prompt_tokens=prompt_tokens),
-        calibrated=dep.calibrated and dep.hardware.is_calibrated,
-    )
+    tpot_s: float | None = Field(default=None, gt=0)
+    ttft_s: float | None = Field(default=None, gt=0)
+    min_user_tokens_per_s: float | None = Field(default=None, gt=0)
+
+    @property
+    def any(self) -> bool:
+        """True when at least one target is set."""
+        return any(v is not None for v in (self.tpot_s, self.ttft_s, self.min_user_tokens_per_s))
 
 
-def build_plan(dep: Deployment, *, prompt_tokens: int | None = None, with_performance: bool = True) -> Plan:
-    """The whole plan: checks, memory, recommendation, warnings and (when asked) the roofline speed."""
+def apply_slo(dep: Deployment, rec: Recommendation, *, slo: ServiceLevels, prompt_tokens: int) -> Recommendation:
+    """Largest batch <= the memory limit that meets every SLO; DoesNotFitError when batch 1 misses one."""
+    from planner import serving
+
+    limit = dep.batch or rec.max_batch_size
+    result = serving.search_slo(dep, tpot_s=slo.tpot_s, ttft_s=slo.ttft_s,
+                                min_user_tokens_per_s=slo.min_user_tokens_per_s, max_batch_by_memory=limit,
+                                prompt_tokens=prompt_tokens)
+    if not result.feasible:
+        flag = {"tpot": "--tpot-ms", "ttft": "--ttft-ms", "min-user-tps": "--min-user-tps"}.get(result.binding, "--batch")
+        raise DoesNotFitError(f"{flag}: not met even at batch 1 for {dep.model.id} on {dep.hardware.id} at "
+                              f"ctx {dep.ctx_tokens} (see `kvplan serve` for the achievable values); "
+                              f"try a shorter --ctx, a smaller --dtype or a larger --tp")
+    if dep.batch is not None and result.batch < dep.batch:
+        raise DoesNotFitError(f"--batch: {dep.batch} misses the {result.binding} target (got {dep.batch}, "
+                              f"expected <= {result.batch})")
+    return rec.model_copy(update={"max_batch_size": result.batch,
+                                  "binding_constraint": "memory" if result.batch == limit else result.binding})
+
+
+def build_plan(
+    dep: Deployment, *, prompt_tokens: int | None = None, with_performance: bool = True,
+    slo: ServiceLevels | None = None,
+) -> Plan:
+    """The whole plan: checks, memory, recommendation (memory, then SLOs), warnings and the roofline speed."""
     check_supported(dep)
     mem = memory_breakdown(dep)
     check_fits(dep, mem)
     rec = recommend(dep, mem)
+    prompt = prompt_tokens or dep.ctx_tokens
+    if slo is not None and slo.any:
+        rec = apply_slo(dep, rec, slo=slo, prompt_tokens=prompt)
     perf = None
     if with_performance:
-        perf = performance_at(dep, batch=rec.max_batch_size, prompt_tokens=prompt_tokens or dep.ctx_tokens)
+        from planner import serving  # deferred: memory-only callers skip numpy-heavy roofline imports
+
+        perf = serving.performance(dep, batch=rec.max_batch_size, ctx_tokens=dep.ctx_tokens, prompt_tokens=prompt)
     return Plan(
         model=dep.model.id, model_alias=dep.model_alias, card=dep.hardware.id, dtype=dep.weight_scheme.name,
         kv_dtype=dep.kv_dtype.value, tp=dep.tp, ctx_tokens=dep.ctx_tokens, batch=dep.batch,

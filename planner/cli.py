@@ -13,7 +13,7 @@ from typing import Annotated, NoReturn, Optional
 
 import typer
 
-from planner.errors import KvplanError
+from planner.errors import KvplanError, PlanInputError
 from planner.inputs import DEFAULT_CARD, DEFAULT_DTYPE, PlanRequest
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ app = typer.Typer(
 )
 models_app = typer.Typer(help="List catalogued model cards, or import one from a Hugging Face config.json.")
 app.add_typer(models_app, name="models")
+importlib.import_module("planner.cli_models").register_models(models_app)  # `kvplan models import`
 
 # Sub-command modules each define register(app); importing them must stay cheap (no torch, no plotly).
 COMMAND_MODULES = ("planner.cli_perf", "planner.cli_calibrate", "planner.cli_mindie")
@@ -39,6 +40,19 @@ def fail(exc: KvplanError) -> NoReturn:
 def print_json(payload: object) -> None:
     """Write a JSON document to stdout."""
     sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+
+
+def _positive(value: float | None, flag: str) -> float | None:
+    if value is not None and not value > 0:
+        raise PlanInputError(f"{flag}: must be > 0 (got {value})")
+    return value
+
+
+def _ms_to_s(value: float | None, flag: str) -> float | None:
+    from planner import units
+
+    checked = _positive(value, flag)
+    return None if checked is None else checked * units.MS_S
 
 
 @app.callback(invoke_without_command=True)
@@ -59,6 +73,9 @@ def plan(
     prompt_tokens: Annotated[Optional[str], typer.Option(help="Prompt length for TTFT (default: --ctx).")] = None,
     mtp: Annotated[int, typer.Option(help="MTP speculative draft tokens per step (0: off).")] = 0,
     mtp_acceptance: Annotated[float, typer.Option(help="Acceptance rate of each draft token.")] = 0.7,
+    tpot_ms: Annotated[Optional[float], typer.Option(help="SLO: max time per output token (ms).")] = None,
+    ttft_ms: Annotated[Optional[float], typer.Option(help="SLO: max time to first token under load (ms).")] = None,
+    min_user_tps: Annotated[Optional[float], typer.Option(help="SLO: min tokens/s per user.")] = None,
     uncalibrated: Annotated[bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="Print every term of the decode ledger.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object.")] = False,
@@ -79,7 +96,10 @@ def plan(
     try:
         dep = inputs.to_deployment(request)
         prompt = inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens") if prompt_tokens else None
-        result = capacity.build_plan(dep, prompt_tokens=prompt)
+        slo = capacity.ServiceLevels(
+            tpot_s=_ms_to_s(tpot_ms, "--tpot-ms"), ttft_s=_ms_to_s(ttft_ms, "--ttft-ms"),
+            min_user_tokens_per_s=_positive(min_user_tps, "--min-user-tps"))
+        result = capacity.build_plan(dep, prompt_tokens=prompt, slo=slo)
     except KvplanError as exc:
         fail(exc)
     if as_json:

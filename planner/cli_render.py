@@ -12,7 +12,9 @@ from planner import catalog, params, units
 from planner.deployment import Deployment
 from planner.results import Plan
 
-console = Console(highlight=False)
+# Wide enough for the tables when output is piped (rich would otherwise wrap at 80 columns).
+_probe = Console()
+console = Console(highlight=False, width=None if _probe.is_terminal else 140)
 
 
 def _memory_table(result: Plan) -> Table:

@@ -1,0 +1,210 @@
+"""`kvplan calibrate`: run the microbenchmarks, map medians to PerfCoefficients, write a measured profile.
+
+Mapping (each achieved rate is divided by the card's datasheet figure):
+    weight_read_bandwidth_fraction  bf16 GEMV at decode batches <= 16: sum(bytes) / sum(t - k) per batch,
+                                    median over batches, / memory_bandwidth          (k = kernel overhead)
+    kv_read_bandwidth_fraction      decode attention points with KV >= attn_min_fit_bytes: bytes / (t - k),
+                                    median, / memory_bandwidth
+    compute_fraction[dtype]         large square GEMM FLOP/s / peak_tflop_per_s[dtype], per dtype measured
+    kernel_overhead_us              per-kernel time of tiny kernels replayed from a captured graph (eager on cpu)
+    step_overhead_us                host wall time of: replay a graph holding argmax over the vocabulary, sync
+    allreduce_*                     kept from default_coefficients (one device; no all-reduce measured)
+Fractions above 1 (a card faster than its datasheet) are clipped to 1 and noted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from calibration import device as devmod
+from calibration.microbench import Measurements, Progress, Suite
+from calibration.shapes import FULL, STANDARD_SHAPES, TINY, TINY_SHAPES, ModelShapes, shapes_from_card
+from planner import catalog, units
+from planner.schema import HardwareProfile, MeasuredBlock, PerfCoefficients
+
+TOOL = "kvplan calibrate"
+TOOL_VERSION = "0.1.0"
+DECODE_GEMV_MAX_BATCH = 16
+DEFAULT_BUDGET_S = 60.0
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    """The measured block, the raw rows behind it, and where the profile came from."""
+
+    measured: MeasuredBlock
+    measurements: Measurements
+    source: Path
+
+
+def _rows(meas: Measurements, bench: str, **match: Any) -> list[dict[str, Any]]:
+    return [r for r in meas.rows.get(bench, []) if all(r.get(k) == v for k, v in match.items())]
+
+
+def kernel_overhead_s(meas: Measurements) -> float:
+    """Per-kernel fixed cost: graph replay when measured, else eager."""
+    rows = _rows(meas, "kernels", mode="graph") or _rows(meas, "kernels", mode="eager")
+    return float(rows[0]["median_s"]) if rows else 0.0
+
+
+def _busy_s(seconds: float, overhead_s: float) -> float:
+    """Time a kernel spends moving bytes: t - overhead, never below half of t (guards noisy tiny kernels)."""
+    return max(seconds - overhead_s, seconds / 2)
+
+
+def weight_read_bytes_per_s(meas: Measurements, overhead_s: float) -> float | None:
+    """Achieved bytes/s of bf16 decode GEMV (batch <= 16), aggregated over shapes, median over batches."""
+    per_batch: dict[int, list[tuple[float, float]]] = {}
+    for row in _rows(meas, "gemv", dtype="bf16"):
+        if row["batch"] <= DECODE_GEMV_MAX_BATCH:
+            per_batch.setdefault(row["batch"], []).append((row["bytes"], _busy_s(row["median_s"], overhead_s)))
+    rates = [sum(b for b, _ in pts) / sum(t for _, t in pts) for pts in per_batch.values()]
+    return statistics.median(rates) if rates else None
+
+
+def kv_read_bytes_per_s(meas: Measurements, overhead_s: float, *, min_bytes: int) -> float | None:
+    """Median achieved bytes/s of decode attention over points whose KV is at least min_bytes."""
+    rows = _rows(meas, "attention")
+    big = [r for r in rows if r["bytes"] >= min_bytes] or rows
+    rates = [r["bytes"] / _busy_s(r["median_s"], overhead_s) for r in big]
+    return statistics.median(rates) if rates else None
+
+
+def stream_bytes_per_s(meas: Measurements) -> float | None:
+    """Best of streaming read and copy (bytes read + written) bandwidth."""
+    rates = [r["bytes"] / r["median_s"] for r in _rows(meas, "stream")]
+    return max(rates) if rates else None
+
+
+def _fraction(achieved: float, datasheet: float, label: str, notes: list[str]) -> float:
+    value = achieved / datasheet
+    if value > 1:
+        notes.append(f"{label}: measured {value:.3f} of datasheet, clipped to 1")
+        return 1.0
+    return value
+
+
+def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes: int) -> PerfCoefficients:
+    """PerfCoefficients from measurements; anything not measured keeps the card's default coefficient."""
+    base, notes = hw.default_coefficients, meas.notes
+    overhead = kernel_overhead_s(meas)
+    bw = hw.memory_bandwidth_bytes_per_s
+    weight = weight_read_bytes_per_s(meas, overhead)
+    kv = kv_read_bytes_per_s(meas, overhead, min_bytes=min_attn_bytes)
+    compute = dict(base.compute_fraction)
+    for row in _rows(meas, "gemm"):
+        if row["dtype"] in hw.peak_tflop_per_s:
+            compute[row["dtype"]] = _fraction(row["flop"] / row["median_s"], hw.peak_flop_per_s(row["dtype"]),
+                                              f"compute_fraction.{row['dtype']}", notes)
+    steps = _rows(meas, "step")
+    notes.append("allreduce_*: default coefficients kept (one device visible; all-reduce not measured)")
+    return PerfCoefficients(
+        weight_read_bandwidth_fraction=_fraction(weight, bw, "weight_read", notes) if weight
+        else base.weight_read_bandwidth_fraction,
+        kv_read_bandwidth_fraction=_fraction(kv, bw, "kv_read", notes) if kv else base.kv_read_bandwidth_fraction,
+        compute_fraction=compute,
+        kernel_overhead_us=overhead / units.US_S if overhead else base.kernel_overhead_us,
+        step_overhead_us=steps[0]["median_s"] / units.US_S if steps else base.step_overhead_us,
+        allreduce_latency_us=base.allreduce_latency_us,
+        allreduce_bandwidth_fraction=base.allreduce_bandwidth_fraction,
+    )
+
+
+def samples_from(meas: Measurements) -> dict[str, list[float]]:
+    """Compact sample lists for the profile (rates in datasheet units, overheads in us); raw rows go to JSON."""
+    out: dict[str, list[float]] = {}
+    for row in meas.rows.get("kernels", []):
+        out[f"kernel_{row['mode']}_us"] = [s / units.US_S for s in row["samples_s"]]
+    for row in meas.rows.get("step", []):
+        out["step_overhead_us"] = [s / units.US_S for s in row["samples_s"]]
+    for row in meas.rows.get("stream", []):
+        out[f"stream_{row['op']}_gb_per_s"] = [row["bytes"] / s / units.GB_BYTES for s in row["samples_s"]]
+    for bench in ("gemv", "attention"):
+        for row in meas.rows.get(bench, []):
+            key = f"{bench}_{row.get('dtype', 'bf16')}_gb_per_s"
+            out.setdefault(key, []).append(row["bytes"] / row["median_s"] / units.GB_BYTES)
+    for bench in ("gemm", "prefill_gemm"):
+        for row in meas.rows.get(bench, []):
+            key = f"{bench}_{row['dtype']}_tflop_per_s"
+            out.setdefault(key, []).append(row["flop"] / row["median_s"] / units.TFLOP)
+    spreads = [r["spread_fraction"] for rows in meas.rows.values() for r in rows]
+    if spreads:
+        out["spread_fraction_median_max"] = [statistics.median(spreads), max(spreads)]
+    out["elapsed_s"] = [meas.elapsed_s]
+    return out
+
+
+def pick_shapes(model: str | None, *, tiny: bool) -> ModelShapes:
+    """Shapes of --model, else the standard set (TINY_SHAPES for cpu dry runs)."""
+    if model is not None:
+        card, _ = catalog.resolve_model(model)
+        return shapes_from_card(card)
+    return TINY_SHAPES if tiny else STANDARD_SHAPES
+
+
+def run_calibration(card: str, *, device: str, model: str | None = None, tiny: bool | None = None,
+                    budget_s: float = DEFAULT_BUDGET_S, progress: Progress | None = None) -> CalibrationResult:
+    """Benchmark `device` and return the measured block for `card` (tiny sizes default on for cpu)."""
+    hw = catalog.resolve_card(card)
+    backend = devmod.open_backend(device)
+    tiny = backend.kind == "cpu" if tiny is None else tiny
+    suite = Suite(backend=backend, sizes=TINY if tiny else FULL, shapes=pick_shapes(model, tiny=tiny),
+                  budget_s=budget_s, progress=progress or (lambda _label: None))
+    meas = suite.run()
+    meas.notes.extend(backend.notes)
+    sizes = TINY if tiny else FULL
+    coefficients = coefficients_from(meas, hw, min_attn_bytes=sizes.attn_min_fit_bytes)
+    mem = backend.mem_get_info()
+    bandwidth = stream_bytes_per_s(meas)
+    measured = MeasuredBlock(
+        tool=TOOL, tool_version=TOOL_VERSION, date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        device_name=backend.device_name(), backend=backend.kind, versions=backend.versions(),
+        coefficients=coefficients,
+        memory_bandwidth_gb_per_s=bandwidth / units.GB_BYTES if bandwidth else None,
+        usable_memory_gib=units.bytes_to_gib(mem[1]) if mem else None,
+        samples=samples_from(meas),
+        notes="; ".join([f"shapes: {suite.shapes.name}", f"sizes: {'tiny' if tiny else 'full'}",
+                         f"took {meas.elapsed_s:.1f} s", *meas.notes]),
+    )
+    return CalibrationResult(measured=measured, measurements=meas, source=source_path(card))
+
+
+def source_path(card: str) -> Path:
+    """The YAML file a card id or path refers to."""
+    path = Path(card)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        return path
+    return catalog.data_dir("hwprofiles") / f"{catalog.resolve_card(card).id}.yaml"
+
+
+def write_raw(result: CalibrationResult, path: Path) -> None:
+    """Every raw benchmark row (all samples) as JSON, for calibration/data/."""
+    payload = {"device": result.measured.device_name, "date": result.measured.date,
+               "versions": result.measured.versions, "elapsed_s": result.measurements.elapsed_s,
+               "notes": result.measurements.notes, "rows": result.measurements.rows}
+    path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    """`python -m calibration.calibrate CARD DEVICE OUT [MODEL] [RAW]`: the device-side entry (no typer needed)."""
+    import sys
+
+    from calibration.profile_writer import write_profile
+
+    card, device, out = sys.argv[1:4]
+    model = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
+    result = run_calibration(card, device=device, model=model, progress=lambda s: print(f"[calibrate] {s}", flush=True))
+    write_profile(result.source, result.measured, out=Path(out), force=True)
+    if len(sys.argv) > 5:
+        write_raw(result, Path(sys.argv[5]))
+    print(json.dumps(result.measured.coefficients.model_dump(), indent=1))
+    print(f"[calibrate] took {result.measurements.elapsed_s:.1f} s; notes: {result.measured.notes}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+"""Microbenchmarks: one code path for cpu, cuda and npu (device.Backend hides the differences).
+
+Each benchmark warms up, times with device events (host clock on cpu), repeats, and keeps every sample; the
+caller (calibration/calibrate.py) turns medians into PerfCoefficients. All rows are plain dicts so they can
+be written as raw JSON next to the profile (calibration/data/).
+
+    stream      sum over a large bf16 buffer (read) and a copy (read + write)   -> memory bandwidth
+    gemv        one layer's matmuls at decode batches, weights rotated past L2  -> weight_read_bandwidth_fraction
+    gemm        a large square GEMM per dtype, and prefill-shaped GEMMs         -> compute_fraction[dtype]
+    attention   decode attention (query length 1, GQA, no repeated KV heads)   -> kv_read_bandwidth_fraction
+    kernels     tiny kernels, eager and replayed from a captured graph          -> kernel_overhead_us
+    step        graph replay of argmax over the vocabulary + host sync          -> step_overhead_us
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from calibration.device import Backend, median_and_spread
+from calibration.shapes import BenchSizes, ModelShapes
+
+Progress = Callable[[str], None]
+BF16_BYTES = 2
+
+
+@dataclass
+class Measurements:
+    """Everything the suite measured, as raw rows plus notes on what was skipped and why."""
+
+    device: str
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def add(self, bench: str, **row: Any) -> None:
+        """Append one result row to a benchmark's table."""
+        self.rows.setdefault(bench, []).append(row)
+
+
+@dataclass
+class Suite:
+    """Runs the benchmarks on one backend within a time budget."""
+
+    backend: Backend
+    sizes: BenchSizes
+    shapes: ModelShapes
+    budget_s: float
+    progress: Progress = lambda _label: None  # noqa: E731
+    out: Measurements = field(init=False)
+    _start: float = field(init=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        self.out = Measurements(device=self.backend.spec.text)
+
+    def time_left(self) -> bool:
+        """True while the suite is inside its time budget."""
+        return time.perf_counter() - self._start < self.budget_s
+
+    def run(self) -> Measurements:
+        """Run every benchmark in order (cheapest, most important first); stop early when over budget."""
+        self._start = time.perf_counter()
+        steps = [("kernel overhead", self.kernels), ("step overhead", self.step), ("stream bandwidth", self.stream),
+                 ("decode GEMV", self.gemv), ("decode attention", self.attention), ("GEMM peak", self.gemm),
+                 ("prefill GEMM", self.prefill_gemm), ("quantized GEMV", self.quant_gemv)]
+        for label, bench in steps:
+            if not self.time_left():
+                self.out.notes.append(f"{label}: skipped, time budget of {self.budget_s:.0f} s spent")
+                continue
+            self.progress(label)
+            bench()
+        self.out.elapsed_s = time.perf_counter() - self._start
+        return self.out
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _randn(self, *shape: int, dtype: Any = None) -> Any:
+        torch = self.backend.torch
+        return torch.randn(*shape, device=self.backend.device, dtype=dtype or torch.bfloat16)
+
+    def _timed(self, fn: Callable[[], object], *, inner: int = 1, graph: bool = False) -> list[float]:
+        """Samples in seconds per call; with graph=True the calls are replayed from a captured graph."""
+        call = fn
+        if graph:
+            replay = self.backend.capture_graph(fn)
+            call = replay if replay is not None else fn
+        return self.backend.samples(call, warmup=self.sizes.warmup, repeats=self.sizes.repeats, inner=inner)
+
+    def _record(self, bench: str, seconds: list[float], **row: Any) -> float:
+        middle, spread = median_and_spread(seconds)
+        self.out.add(bench, median_s=middle, spread_fraction=spread, samples_s=seconds, **row)
+        return middle
+
+    # -- benchmarks ------------------------------------------------------------------------------------
+    def kernels(self) -> None:
+        """Fixed cost of a tiny kernel: eager launches, and replays of a captured graph of n kernels."""
+        n = self.sizes.small_kernels
+        x = self._randn(1024)
+
+        def many() -> None:
+            for _ in range(n):
+                x.mul_(1.0)
+
+        eager = [s / n for s in self._timed(many)]
+        self._record("kernels", eager, mode="eager", kernels=n)
+        if self.backend.kind != "cpu":
+            graph = [s / n for s in self._timed(many, graph=True)]
+            self._record("kernels", graph, mode="graph", kernels=n)
+
+    def step(self) -> None:
+        """Host wall time of one graph replay holding argmax over the vocabulary, plus the host sync."""
+        logits = self._randn(1, self.shapes.vocab_size)
+        token = logits.argmax(-1)
+
+        def sample() -> None:
+            token.copy_(logits.argmax(-1))
+
+        replay = self.backend.capture_graph(sample) or sample
+        for _ in range(self.sizes.warmup):
+            replay()
+        self.backend.synchronize()
+        seconds = []
+        for _ in range(self.sizes.repeats * 3):
+            start = time.perf_counter()
+            replay()
+            self.backend.synchronize()
+            seconds.append(time.perf_counter() - start)
+        self._record("step", seconds, vocab=self.shapes.vocab_size)
+
+    def stream(self) -> None:
+        """Streaming read (sum into fp32) and copy bandwidth over a buffer far larger than any cache."""
+        torch = self.backend.torch
+        elements = self.sizes.stream_bytes // BF16_BYTES
+        x = self._randn(elements)
+        y = torch.empty_like(x)
+        read = self._timed(lambda: x.sum(dtype=torch.float32), inner=3)
+        self._record("stream", read, op="read", bytes=elements * BF16_BYTES)
+        copy = self._timed(lambda: y.copy_(x), inner=3)
+        self._record("stream", copy, op="copy", bytes=2 * elements * BF16_BYTES)
+
+    def gemv(self) -> None:
+        """Decode-shaped matmuls y = x W^T for each batch, cycling through enough weight copies to beat L2."""
+        for in_f, out_f in self.shapes.linears:
+            weight_bytes = in_f * out_f * BF16_BYTES
+            copies = max(1, -(-self.sizes.rotate_bytes // weight_bytes))
+            weights = [self._randn(out_f, in_f) for _ in range(copies)]
+            for batch in self.sizes.decode_batches:
+                if not self.time_left():
+                    self.out.notes.append("decode GEMV: stopped early, time budget spent")
+                    return
+                x = self._randn(batch, in_f)
+
+                def run(x: Any = x, weights: list[Any] = weights) -> None:
+                    for w in weights:
+                        x @ w.t()
+
+                seconds = [s / copies for s in self._timed(run, graph=True)]
+                self._record("gemv", seconds, in_features=in_f, out_features=out_f, batch=batch,
+                             bytes=weight_bytes + batch * (in_f + out_f) * BF16_BYTES,
+                             flop=2 * batch * in_f * out_f, dtype="bf16")
+            del weights
+
+    def attention(self) -> None:
+        """Decode attention over B x ctx with GQA: each KV head is read once (no repeat_interleave of K/V)."""
+        hq, hkv, hd = self.shapes.num_attention_heads, self.shapes.num_key_value_heads, self.shapes.head_dim
+        for ctx in self.sizes.attn_contexts:
+            for batch in self.sizes.attn_batches:
+                kv_bytes = 2 * batch * hkv * ctx * hd * BF16_BYTES
+                if kv_bytes > self.sizes.attn_max_bytes or not self.time_left():
+                    continue
+                q = self._randn(batch, hq, 1, hd)
+                k, v = self._randn(batch, hkv, ctx, hd), self._randn(batch, hkv, ctx, hd)
+                attend = decode_attention_fn(self.backend, q, k, v)
+                seconds = self._timed(attend, graph=True)
+                self._record("attention", seconds, batch=batch, ctx=ctx, bytes=kv_bytes,
+                             heads=hq, kv_heads=hkv, head_dim=hd)
+                del q, k, v
+
+    def gemm(self) -> None:
+        """A large square GEMM per dtype the device offers (bf16, fp16; fp8 and int8 where supported)."""
+        n = self.sizes.gemm_n
+        for dtype, make in gemm_variants(self.backend, n).items():
+            try:
+                run = make()
+                seconds = self._timed(run, inner=3)
+            except (RuntimeError, TypeError, NotImplementedError) as exc:
+                self.out.notes.append(f"gemm {dtype}: not run ({str(exc).splitlines()[0][:120]})")
+                continue
+            self._record("gemm", seconds, dtype=dtype, m=n, n=n, k=n, flop=2 * n**3)
+
+    def prefill_gemm(self) -> None:
+        """The model's matmuls at the prefill token count (bf16): what prefill compute actually achieves."""
+        tokens = self.sizes.prefill_tokens
+        for in_f, out_f in self.shapes.linears:
+            if not self.time_left():
+                return
+            x, w = self._randn(tokens, in_f), self._randn(out_f, in_f)
+            seconds = self._timed(lambda x=x, w=w: x @ w.t(), inner=3)
+            self._record("prefill_gemm", seconds, dtype="bf16", m=tokens, k=in_f, n=out_f,
+                         flop=2 * tokens * in_f * out_f)
+
+
+    def quant_gemv(self) -> None:
+        """W8A16 / W4A16 decode GEMV through torch_npu.npu_weight_quant_batchmatmul (Ascend only)."""
+        if self.backend.kind != "npu":
+            self.out.notes.append(f"quantized GEMV (W8A16/W4A16): Ascend-only kernels, not run on {self.backend.kind}")
+            return
+        import torch_npu
+
+        torch = self.backend.torch
+        in_f, out_f = max(self.shapes.linears, key=lambda s: s[0] * s[1])
+        weight = torch.randint(-64, 64, (in_f, out_f), device=self.backend.device, dtype=torch.int8)
+        scale = self._randn(out_f)
+        for batch in self.sizes.decode_batches[:4]:
+            x = self._randn(batch, in_f)
+            seconds = self._timed(lambda x=x: torch_npu.npu_weight_quant_batchmatmul(x, weight, scale), inner=3)
+            self._record("gemv", seconds, in_features=in_f, out_features=out_f, batch=batch,
+                         bytes=in_f * out_f + batch * (in_f + out_f) * BF16_BYTES, flop=2 * batch * in_f * out_f,
+                         dtype="w8a16")
+
+
+def decode_attention_fn(backend: Backend, q: Any, k: Any, v: Any) -> Callable[[], object]:
+    """The decode-attention call for this backend; q (B, Hq, 1, D), k/v (B, Hkv, S, D).
+
+    npu: torch_npu.npu_fused_infer_attention_score (BNSD layout; S=1 runs the incremental kernel).
+    cuda/cpu: scaled_dot_product_attention with enable_gqa=True (FlashAttention-2 on CUDA reads each KV head
+    once and swaps the GQA group into the query length when the query length is 1).
+    """
+    torch = backend.torch
+    scale = q.shape[-1] ** -0.5
+    if backend.kind == "npu":
+        import torch_npu
+
+        return lambda: torch_npu.npu_fused_infer_attention_score(
+            q, k, v, num_heads=q.shape[1], num_key_value_heads=k.shape[1], input_layout="BNSD", scale=scale)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    if backend.kind == "cuda":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        def flash() -> object:
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                return sdpa(q, k, v, scale=scale, enable_gqa=True)
+
+        try:
+            flash()
+            return flash
+        except RuntimeError:
+            backend.notes.append("decode attention: FlashAttention backend refused GQA; SDPA default used")
+    return lambda: sdpa(q, k, v, scale=scale, enable_gqa=True)
+
+
+def gemm_variants(backend: Backend, n: int) -> dict[str, Callable[[], Callable[[], object]]]:
+    """Factories of n x n x n GEMM closures per dtype; each factory may raise when unsupported."""
+    torch, dev = backend.torch, backend.device
+
+    def dense(dtype: Any) -> Callable[[], Callable[[], object]]:
+        def make() -> Callable[[], object]:
+            a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
+            return lambda: a @ b
+
+        return make
+
+    variants = {"bf16": dense(torch.bfloat16), "fp16": dense(torch.float16)}
+    if backend.kind == "cuda":
+        variants["fp8"] = lambda: _cuda_fp8(torch, dev, n)
+        variants["int8"] = lambda: _cuda_int8(torch, dev, n)
+    elif backend.kind == "npu":
+        variants["int8"] = lambda: _npu_int8(torch, dev, n)
+    return variants
+
+
+def _cuda_fp8(torch: Any, dev: Any, n: int) -> Callable[[], object]:
+    a = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
+    b = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm wants
+    one = torch.ones((), device=dev)
+    return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+
+def _cuda_int8(torch: Any, dev: Any, n: int) -> Callable[[], object]:
+    a = torch.randint(-64, 64, (n, n), device=dev, dtype=torch.int8)
+    b = torch.randint(-64, 64, (n, n), device=dev, dtype=torch.int8).t()
+    return lambda: torch._int_mm(a, b)
+
+
+def _npu_int8(torch: Any, dev: Any, n: int) -> Callable[[], object]:
+    import torch_npu
+
+    a = torch.randint(-64, 64, (n, n), device=dev, dtype=torch.int8)
+    b = torch.randint(-64, 64, (n, n), device=dev, dtype=torch.int8)
+    scale = torch.ones(n, device=dev, dtype=torch.float32)
+    return lambda: torch_npu.npu_quant_matmul(a, b, scale, output_dtype=torch.bfloat16)

@@ -1,0 +1,101 @@
+"""Write a hardware profile with a new `measured:` block: every other line of the source file is kept verbatim.
+
+The block replaces the source's top-level `measured:` entry (or is appended), the result is validated as a
+HardwareProfile before anything is written, and the write is atomic (temp file in the target folder, then
+os.replace). An existing output file is overwritten only with force=True.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from planner.errors import DataFileError, OutputExistsError
+from planner.schema import HardwareProfile, MeasuredBlock
+
+_TOP_LEVEL_KEY = re.compile(r"^[A-Za-z_][\w-]*:")
+SIGNIFICANT_DIGITS = 5  # measured values carry ~1 % spread; five digits keep rounding far below it
+
+
+class _FlowListDumper(yaml.SafeDumper):
+    """Lists of scalars in flow style ([1, 2, 3]) so sample lists stay one line each."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    flow = all(not isinstance(item, (dict, list)) for item in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_FlowListDumper.add_representer(list, _represent_list)
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def measured_yaml(measured: MeasuredBlock) -> str:
+    """The `measured:` block as YAML text (top-level key included), floats to SIGNIFICANT_DIGITS digits."""
+    body = _rounded(measured.model_dump(mode="json"))
+    text = yaml.dump({"measured": body}, Dumper=_FlowListDumper, sort_keys=False, width=110, allow_unicode=True)
+    return "# written by `kvplan calibrate`; do not edit by hand (re-run it instead)\n" + text
+
+
+def replace_measured(source_text: str, block_text: str) -> str:
+    """Source YAML with its top-level `measured:` entry (and that entry's indented lines) replaced by block_text."""
+    lines = source_text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("measured:")), None)
+    if start is None:
+        prefix = source_text if source_text.endswith("\n") else source_text + "\n"
+        return prefix + block_text
+    end = start + 1
+    while end < len(lines) and not _TOP_LEVEL_KEY.match(lines[end]):
+        end += 1
+    while start > 0 and lines[start - 1].startswith("# written by `kvplan calibrate`"):
+        start -= 1
+    return "".join(lines[:start]) + block_text + "".join(lines[end:])
+
+
+def profile_with_measured(source: Path, measured: MeasuredBlock) -> tuple[str, HardwareProfile]:
+    """(new YAML text, validated profile) for the profile at `source` with `measured` set."""
+    text = replace_measured(source.read_text(encoding="utf-8"), measured_yaml(measured))
+    try:
+        profile = HardwareProfile.model_validate(yaml.safe_load(text))
+    except ValidationError as exc:
+        raise DataFileError(f"{source}: profile with the new measured block fails validation ({exc})") from exc
+    return text, profile
+
+
+def write_atomic(path: Path, text: str, *, force: bool) -> None:
+    """Write text to path through a temp file and os.replace; OutputExistsError if path exists and not force."""
+    if path.exists() and not force:
+        raise OutputExistsError(f"--out: {path} already exists (got an existing file, expected a new path); "
+                                "pass --force to overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as temp:
+            temp.write(text)
+        os.replace(temp_name, path)
+    except BaseException:
+        if os.path.exists(temp_name):
+            os.unlink(temp_name)
+        raise
+
+
+def write_profile(source: Path, measured: MeasuredBlock, *, out: Path, force: bool) -> HardwareProfile:
+    """Validate the source profile plus `measured`, then write it atomically to `out`; returns the profile."""
+    text, profile = profile_with_measured(source, measured)
+    write_atomic(out, text, force=force)
+    return profile

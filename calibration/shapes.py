@@ -1,0 +1,84 @@
+"""Benchmark shapes and sizes: taken from a model card when --model is given, else a standard set.
+
+Pure (no torch): the shapes come from planner.params, so the microbenchmarks time exactly the matrices the
+planner counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner import units
+from planner.params import Linear, decoder_tensors
+from planner.schema import ModelCard
+
+
+@dataclass(frozen=True)
+class ModelShapes:
+    """What the benchmarks need from a model: its matmul shapes (in, out) and its attention geometry."""
+
+    name: str
+    linears: tuple[tuple[int, int], ...]  # (in_features, out_features) of one layer's matmuls
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class BenchSizes:
+    """How big and how many: FULL on accelerators, TINY for CPU dry runs and tests."""
+
+    stream_bytes: int  # buffer streamed by the bandwidth test
+    rotate_bytes: int  # weights cycled through per GEMV timing, several times the last-level cache
+    gemm_n: int  # square GEMM edge for the compute peak
+    decode_batches: tuple[int, ...]
+    prefill_tokens: int
+    attn_batches: tuple[int, ...]
+    attn_contexts: tuple[int, ...]
+    attn_max_bytes: int  # skip attention points whose KV exceeds this
+    attn_min_fit_bytes: int  # points at or above this KV size set kv_read_bandwidth_fraction
+    small_kernels: int  # kernels per overhead timing
+    warmup: int
+    repeats: int
+
+
+FULL = BenchSizes(
+    stream_bytes=4 * units.GIB_BYTES, rotate_bytes=1 * units.GIB_BYTES, gemm_n=8192,
+    decode_batches=(1, 2, 4, 8, 16, 32, 64, 128), prefill_tokens=4096,
+    attn_batches=(1, 8, 32, 128), attn_contexts=(512, 2048, 8192, 32768),
+    attn_max_bytes=16 * units.GIB_BYTES, attn_min_fit_bytes=256 * units.MIB_BYTES,
+    small_kernels=200, warmup=3, repeats=7,
+)
+TINY = BenchSizes(
+    stream_bytes=8 * units.MIB_BYTES, rotate_bytes=4 * units.MIB_BYTES, gemm_n=128,
+    decode_batches=(1, 4), prefill_tokens=32, attn_batches=(1, 2), attn_contexts=(64, 256),
+    attn_max_bytes=64 * units.MIB_BYTES, attn_min_fit_bytes=0, small_kernels=20, warmup=1, repeats=3,
+)
+
+# A Llama/Qwen3-8B-class layer: the standard set when no --model is given.  [assumed: typical 8B geometry]
+STANDARD_SHAPES = ModelShapes(
+    name="standard-8b-class", linears=((4096, 6144), (4096, 4096), (4096, 24576), (12288, 4096)),
+    num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+)
+TINY_SHAPES = ModelShapes(
+    name="tiny", linears=((64, 96), (64, 64), (64, 256), (128, 64)),
+    num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=512,
+)
+
+
+def shapes_from_card(card: ModelCard) -> ModelShapes:
+    """One layer's distinct matmul shapes (tp=1) and the attention geometry of a model card.
+
+    q/k/v projections are fused into one (H, q + 2 kv) matmul, as serving engines run them.
+    """
+    linears = [t for t in decoder_tensors(card, tp=1) if isinstance(t, Linear)]
+    qkv = [t for t in linears if t.name in ("q_proj", "k_proj", "v_proj")]
+    others = [(t.in_features, t.out_features) for t in linears if t not in qkv]
+    fused = [(qkv[0].in_features, sum(t.out_features for t in qkv))] if qkv else []
+    unique = list(dict.fromkeys(fused + others))
+    return ModelShapes(
+        name=card.id, linears=tuple(unique), num_attention_heads=card.num_attention_heads,
+        num_key_value_heads=card.num_key_value_heads, head_dim=card.head_dim or 128, vocab_size=card.vocab_size,
+    )
+

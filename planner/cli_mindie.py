@@ -1,0 +1,293 @@
+"""`kvplan mindie` and `kvplan vllm`: a serving config from the same plan. Parse -> call -> format.
+
+The planner modules build everything (planner/mindie.py, mindie_rules.py, mindie_log.py, vllm_args.py);
+this module reads the user's files, writes the output through planner/atomic.py, and prints.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from planner.errors import DataFileError, KvplanError, PlanInputError
+from planner.inputs import DEFAULT_CARD, DEFAULT_DTYPE, PlanRequest
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")]
+CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
+DtypeOpt = Annotated[str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a16.")]
+KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache dtype (default: 16-bit activation dtype).")]
+TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree = MindIE worldSize.")]
+CtxOpt = Annotated[str, typer.Option("--ctx", help="maxSeqLen: input + output tokens per request (32k).")]
+BatchOpt = Annotated[int | None, typer.Option(help="Concurrent sequences (default: the most that fit).")]
+BlockOpt = Annotated[int, typer.Option(help="KV block size in tokens (MindIE cacheBlockSize).")]
+FractionOpt = Annotated[float, typer.Option(help="NPU_MEMORY_FRACTION: share of memory usable.")]
+MemoryOpt = Annotated[float | None, typer.Option(help="Override the card's memory capacity (GiB).")]
+PrefillOpt = Annotated[int | None, typer.Option(help="maxPrefillTokens (default: max(8192, input)).")]
+InputOpt = Annotated[str | None, typer.Option(help="maxInputTokenLen (default: ctx - output).")]
+OutputOpt = Annotated[str | None, typer.Option(help="maxIterTimes = max output (default: ctx / 4).")]
+WeightsOpt = Annotated[str | None, typer.Option(help="modelWeightPath: the checkpoint directory.")]
+NameOpt = Annotated[str | None, typer.Option(help="modelName served (default: --model as typed).")]
+MtpOpt = Annotated[int, typer.Option(help="MTP speculative tokens (plugin_params, 1 or 2; 0: off).")]
+PrefixOpt = Annotated[bool, typer.Option("--prefix-cache", help="Turn on MindIE's prefix cache plugin.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+
+
+def _fail(exc: KvplanError) -> NoReturn:
+    typer.echo(f"kvplan: error: {exc}", err=True)
+    raise typer.Exit(code=exc.exit_code)
+
+
+def parse_devices(text: str | None) -> list[int] | None:
+    """"0,1" -> [0, 1]; PlanInputError naming --devices otherwise."""
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise PlanInputError(f"--devices: not a comma-separated list of NPU ids (got {text!r}, "
+                             f"expected e.g. 0,1)") from None
+
+
+def _tokens(text: str | None, flag: str) -> int | None:
+    from planner import inputs
+
+    return inputs.parse_ctx(text, flag=flag) if text is not None else None
+
+
+def read_text(path: Path, *, flag: str) -> str:
+    """A user's file as text, or DataFileError naming the flag and the file."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise DataFileError(f"{flag}: cannot read {path} ({exc.strerror})") from exc
+
+
+def roofline_available() -> bool:
+    """True once planner/roofline.py (and serving.py, which capacity needs with it) exist."""
+    return all(importlib.util.find_spec(name) is not None for name in ("planner.roofline", "planner.serving"))
+
+
+def build_plan(dep: Any, *, prompt_tokens: int) -> Any:
+    """The plan, with the roofline's speed when it is available (else MindIE's default times are kept)."""
+    from planner import capacity
+
+    return capacity.build_plan(dep, prompt_tokens=prompt_tokens, with_performance=roofline_available())
+
+
+def prepare(request: PlanRequest, options: Any) -> tuple[Any, Any]:
+    """(Deployment sized with the MindIE lengths, Lengths): maxPrefillTokens drives the activation peak."""
+    from planner import inputs, mindie
+
+    dep = inputs.to_deployment(request)
+    lengths = mindie.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
+    return dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens}), lengths
+
+
+def corrected_deployment(dep: Any, comparison: Any) -> Any:
+    """The deployment with the card's runtime reserve (and capacity, when logged) set from the log."""
+    from planner import units
+    from planner.schema import HardwareProfile
+
+    runtime_gib = units.bytes_to_gib(comparison.corrected_runtime_bytes)
+    update: dict[str, float] = {"runtime_overhead_gib": runtime_gib}
+    if comparison.corrected_capacity_bytes:
+        update["memory_capacity_gib"] = units.bytes_to_gib(comparison.corrected_capacity_bytes)
+    hardware = HardwareProfile.model_validate({**dep.hardware.model_dump(), **update})
+    return dep.model_copy(update={"hardware": hardware})
+
+
+def apply_log(dep: Any, lengths: Any, log_path: Path) -> tuple[Any, Any, Any]:
+    """(corrected plan, corrected deployment, comparison) from a MindIE start-up log."""
+    from planner import mindie, mindie_log
+
+    plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
+    prediction = mindie.predict_blocks(plan, lengths=lengths, npu_mem_gib=-1)
+    figures = mindie_log.parse_mindie_log(read_text(log_path, flag="--from-log"))
+    comparison = mindie_log.compare_with_log(plan, figures=figures, prediction=prediction)
+    fixed = corrected_deployment(dep, comparison)
+    return build_plan(fixed, prompt_tokens=lengths.max_input_tokens), fixed, comparison
+
+
+def load_base(base_path: Path | None, version: str) -> dict[str, Any]:
+    """The user's --base config, or kvplan's pinned base for --mindie-version."""
+    from planner import mindie_rules
+
+    if base_path is None:
+        return mindie_rules.load_base(version)
+    return mindie_rules.parse_config_text(read_text(base_path, flag="--base"), source=str(base_path))
+
+
+def resolve_identity(options: Any, *, model_typed: str, has_base: bool) -> Any:
+    """modelName defaults to --model as typed; modelWeightPath is required unless --base has one."""
+    if has_base:
+        return options
+    if options.weights_path is None:
+        raise PlanInputError("--weights-path: required to write a MindIE config (got nothing, expected the "
+                             "checkpoint directory, e.g. /data/models/qwen3-27b); or pass --base config.json")
+    return options.model_copy(update={"model_name": options.model_name or model_typed})
+
+
+def register(app: typer.Typer) -> None:
+    """Add `mindie` and `vllm` to the kvplan app."""
+    app.command("mindie")(mindie_command)
+    app.command("vllm")(vllm_command)
+
+
+def mindie_command(
+    model: ModelOpt, card: CardOpt = DEFAULT_CARD, dtype: DtypeOpt = DEFAULT_DTYPE,
+    kv_dtype: KvDtypeOpt = None, tp: TpOpt = 1, ctx_len: CtxOpt = "4k", batch: BatchOpt = None,
+    block_size: BlockOpt = 128,
+    memory_fraction: FractionOpt = 0.8, memory_gib: MemoryOpt = None, max_prefill_tokens: PrefillOpt = None,
+    devices: Annotated[str | None, typer.Option(help="npuDeviceIds, e.g. 0,1 (default 0..tp-1).")] = None,
+    weights_path: WeightsOpt = None, model_name: NameOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write config.json here.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
+    base: Annotated[Path | None, typer.Option(help="Merge into this existing config.json.")] = None,
+    mindie_version: Annotated[str, typer.Option(help="Base layout: 2.x (master) or 1.0.RC3.")] = "2.x",
+    mtp: MtpOpt = 0, prefix_cache: PrefixOpt = False, max_input_tokens: InputOpt = None,
+    max_output_tokens: OutputOpt = None,
+    from_log: Annotated[Path | None, typer.Option(help="MindIE log: compare, fix the reserve.")] = None,
+    npu_mem_size: Annotated[str | None, typer.Option(help="auto (-1) or explicit (GiB).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a MindIE Server config.json from the plan and print the plan behind it."""
+    from planner import mindie
+
+    request = PlanRequest(model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len,
+                          batch=batch, block_size=block_size, memory_fraction=memory_fraction,
+                          memory_gib=memory_gib, mtp=mtp)
+    try:
+        if npu_mem_size not in (None, "auto", "explicit"):
+            raise PlanInputError(f"--npu-mem-size: unknown mode (got {npu_mem_size!r}, "
+                                 f"expected auto or explicit)")
+        options = mindie.MindieOptions(
+            devices=parse_devices(devices), weights_path=weights_path, model_name=model_name,
+            max_input_tokens=_tokens(max_input_tokens, "--max-input-tokens"),
+            max_output_tokens=_tokens(max_output_tokens, "--max-output-tokens"),
+            max_prefill_tokens=max_prefill_tokens,
+            npu_mem_size=npu_mem_size, mtp=mtp, prefix_cache=prefix_cache, mindie_version=mindie_version)
+        options = resolve_identity(options, model_typed=model, has_base=base is not None)
+        run_mindie(request, options, paths=(base, out, from_log), force=force, as_json=as_json)
+    except KvplanError as exc:
+        _fail(exc)
+
+
+def run_mindie(request: PlanRequest, options: Any, *, paths: tuple[Path | None, ...], force: bool,
+               as_json: bool) -> None:
+    """Plan, (correct from the log,) build, validate, write, print."""
+    from planner import atomic, mindie, mindie_rules
+
+    base_path, out, log_path = paths
+    dep, lengths = prepare(request, options)
+    base = load_base(base_path, options.mindie_version)
+    comparison = None
+    if log_path is not None:
+        plan, dep, comparison = apply_log(dep, lengths, log_path)
+    else:
+        plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
+    result = mindie.mindie_config(plan, base=base, lengths=lengths, options=options)
+    backup = None
+    if out is not None:
+        backup = atomic.write_atomic(out, mindie_rules.render_config(result.config), force=force)
+    if as_json:
+        payload = {"plan": plan.model_dump(mode="json"), "lengths": lengths.model_dump(),
+                   "mindie": result.model_dump(mode="json"),
+                   "log": comparison.model_dump(mode="json") if comparison else None,
+                   "written": str(out) if out else None, "backup": str(backup) if backup else None}
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return
+    print_mindie(plan, dep, result=result, lengths=lengths, comparison=comparison)
+    if out is None:
+        sys.stdout.write(mindie_rules.render_config(result.config))
+    else:
+        typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""))
+
+
+def _log_lines(comparison: Any) -> list[str]:
+    from planner import units
+
+    real_blocks = comparison.real_npu_block_num
+    return [
+        f"MindIE log vs plan: npuBlockNum predicted {comparison.predicted_npu_block_num}, logged "
+        f"{real_blocks if real_blocks is not None else 'n/a'}; KV budget predicted "
+        f"{units.fmt_gib(comparison.predicted_kv_budget_bytes)}, "
+        f"real {units.fmt_gib(comparison.real_kv_budget_bytes)} "
+        f"(from {comparison.source})",
+        f"Reserve corrected by {units.fmt_gib(comparison.reserve_delta_bytes)}: runtime reserve now "
+        f"{units.fmt_gib(comparison.corrected_runtime_bytes)} per card; the plan above and the config use it",
+        *(f"log note: {note}" for note in comparison.notes),
+    ]
+
+
+def print_mindie(plan: Any, dep: Any, *, result: Any, lengths: Any, comparison: Any) -> None:
+    """The plan, the log comparison, every field kvplan set, the npuBlockNum prediction, exports, notes."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from planner import cli_render, mindie, units
+
+    console = cli_render.console
+    cli_render.print_plan(plan, dep)
+    for line in _log_lines(comparison) if comparison else []:
+        console.print(escape(line))
+    table = Table(title="MindIE config.json: fields set by kvplan", header_style="bold")
+    for column in ("field", "value", "from"):
+        table.add_column(column)
+    for field in mindie.OWNED_FIELDS:
+        value = mindie.lookup(result.config, field.path)
+        shown = "(absent)" if value is mindie.MISSING else json.dumps(value)
+        table.add_row(field.dotted, escape(shown), escape(field.derivation))
+    console.print(table)
+    p = result.prediction
+    console.print(f"Predicted npuBlockNum per card: [bold]{p.npu_block_num}[/bold] "
+                  f"({p.allocated_blocks} blocks of {plan.block_size_tokens} tokens x "
+                  f"{units.fmt_bytes(p.block_bytes)} in "
+                  f"{units.fmt_gib(p.kv_budget_bytes)}, one kept by MindIE)")
+    console.print(f"Concurrency at {lengths.max_input_tokens} in + {lengths.max_output_tokens} out: "
+                  f"{p.concurrency} requests of {p.blocks_per_request} blocks; maxBatchSize "
+                  f"{plan.recommendation.max_batch_size}")
+    for name, value in result.env.items():
+        console.print(f"export {name}={value}")
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+
+
+def vllm_command(
+    model: ModelOpt, card: CardOpt = DEFAULT_CARD, dtype: DtypeOpt = DEFAULT_DTYPE,
+    kv_dtype: KvDtypeOpt = None, tp: TpOpt = 1, ctx_len: CtxOpt = "4k", batch: BatchOpt = None,
+    block_size: BlockOpt = 128,
+    memory_fraction: FractionOpt = 0.8, memory_gib: MemoryOpt = None, max_prefill_tokens: PrefillOpt = None,
+    weights_path: WeightsOpt = None, model_name: NameOpt = None, mtp: MtpOpt = 0,
+    prefix_cache: PrefixOpt = False,
+    max_input_tokens: InputOpt = None, max_output_tokens: OutputOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Print the `vllm serve` arguments (vllm-ascend) equivalent to the MindIE config of the same plan."""
+    from planner import mindie, vllm_args
+
+    request = PlanRequest(model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len,
+                          batch=batch, block_size=block_size, memory_fraction=memory_fraction,
+                          memory_gib=memory_gib, mtp=mtp)
+    try:
+        options = mindie.MindieOptions(
+            weights_path=weights_path, model_name=model_name, mtp=mtp, prefix_cache=prefix_cache,
+            max_input_tokens=_tokens(max_input_tokens, "--max-input-tokens"),
+            max_output_tokens=_tokens(max_output_tokens, "--max-output-tokens"),
+            max_prefill_tokens=max_prefill_tokens)
+        dep, lengths = prepare(request, options)
+        plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
+        result = vllm_args.vllm_args(plan, lengths=lengths, options=options)
+    except KvplanError as exc:
+        _fail(exc)
+    if as_json:
+        payload = {"plan": plan.model_dump(mode="json"), "vllm": result.model_dump(mode="json"),
+                   "command": vllm_args.render_command(result)}
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return
+    sys.stdout.write(vllm_args.render_command(result) + "\n")
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)

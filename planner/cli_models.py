@@ -1,0 +1,175 @@
+"""`kvplan models import`: a local Hugging Face config.json (plus safetensors headers) -> a model card YAML.
+
+Parse -> call planner.hfimport -> format. The card YAML goes to stdout (report on stderr) unless --out is
+given; --out is written atomically (temp file + os.replace) and never overwritten without --force.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from planner import units
+from planner.errors import KvplanError, OutputExistsError, PlanInputError
+
+if TYPE_CHECKING:  # planner.hfimport is imported when the command runs, so `kvplan --help` stays light
+    from planner import hfimport
+    from planner.schema import ModelCard
+
+CARD_FILE_MODE = 0o644  # [assumed: a data file others read; mkstemp alone would leave 0600]
+
+
+def register_models(models_app: typer.Typer) -> None:
+    """Add the `import` command to the `kvplan models` sub-app."""
+    models_app.command("import")(import_card)
+
+
+def import_card(
+    source: Annotated[Path, typer.Argument(help="Checkpoint directory holding config.json, or the file.")],
+    card_id: Annotated[str | None, typer.Option("--id", help="Card id (default: the --out stem).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the card here (default: stdout).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+) -> None:
+    """Turn a local config.json into a model card, checked against safetensors headers when present."""
+    from planner import hfimport
+    from planner.cli import fail  # deferred: planner.cli imports this module while it is being built
+
+    try:
+        card, summary, check = build_card(source, card_id=resolve_id(card_id, out=out))
+        text = hfimport.card_yaml(card)
+        if out is None:
+            sys.stdout.write(text)
+        else:
+            write_text_atomic(out, text, force=force)
+        for line in report_lines(card, summary, check, out=out):
+            typer.echo(line, err=out is None)
+    except KvplanError as exc:
+        fail(exc)
+
+
+def resolve_id(card_id: str | None, *, out: Path | None) -> str | None:
+    """--id if given (validated), else the --out file stem when it is a valid id, else None (derived)."""
+    from planner import hfimport
+
+    if card_id is not None:
+        if not hfimport.CARD_ID_RE.match(card_id):
+            raise PlanInputError(f"--id: must be lowercase kebab-case (got {card_id!r}, "
+                                 f"expected [a-z0-9][a-z0-9.-]*, e.g. qwen3-8b)")
+        return card_id
+    if out is not None and hfimport.CARD_ID_RE.match(out.stem):
+        return out.stem
+    return None
+
+
+def default_card_id(config: dict[str, object], *, fallback: str) -> str:
+    """Kebab-case id from the last part of `_name_or_path` (else `fallback`, the directory name)."""
+    name = str(config.get("_name_or_path") or fallback).rstrip("/").split("/")[-1]
+    slug = re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-.")
+    return slug or "imported-model"
+
+
+def build_card(
+    source: Path, *, card_id: str | None
+) -> tuple[ModelCard, hfimport.CheckpointSummary | None, hfimport.ParameterCheck | None]:
+    """Card from `source` (directory or config.json), plus the safetensors evidence beside it."""
+    from planner import hfimport
+
+    config_path = hfimport.config_path_of(source)
+    config = hfimport.read_config(config_path)
+    card_id = card_id or default_card_id(config, fallback=config_path.parent.resolve().name)
+    card = hfimport.card_from_config_dict(config, card_id=card_id, origin=str(config_path))
+    summary = hfimport.checkpoint_summary(config_path.parent, num_hidden_layers=card.num_hidden_layers)
+    if summary is None:
+        return card, None, None
+    check = hfimport.parameter_check(card, summary)
+    return card.model_copy(update={"notes": checkpoint_note(summary, check)}), summary, check
+
+
+def checkpoint_note(summary: hfimport.CheckpointSummary, check: hfimport.ParameterCheck) -> str:
+    """One-paragraph record of the checkpoint evidence, kept in the card's `notes`."""
+    dtypes = ", ".join(f"{d} {t.parameters:,} params / {t.weight_bytes:,} B"
+                       for d, t in summary.by_dtype.items())
+    return (f"safetensors headers ({len(summary.files)} files): {dtypes}. Text decoder: "
+            f"{check.checkpoint_parameters:,} params in the checkpoint vs {check.geometry_parameters:,} from "
+            f"this geometry (difference {check.difference_parameters:+,}); MTP "
+            f"{check.checkpoint_mtp_parameters:,} vs {check.geometry_mtp_parameters:,}; vision tower "
+            f"{summary.group('vision').parameters:,} (not in the card).")
+
+
+def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
+    """Write `text` to `path` via a temp file in the same directory and os.replace (never half-written).
+
+    Raises OutputExistsError when `path` exists and force is off. The exists-check and the replace are
+    two steps, so a file created in between by another process would be replaced.
+    """
+    if path.is_dir():
+        raise PlanInputError(f"--out: is a directory (got '{path}', expected a file path ending in .yaml)")
+    if path.exists() and not force:
+        raise OutputExistsError(f"--out: file exists (got '{path}', expected a new file); "
+                                f"pass --force to overwrite")
+    if not path.parent.is_dir():
+        raise PlanInputError(f"--out: directory does not exist (got '{path.parent}')")
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, CARD_FILE_MODE)
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+
+
+def report_lines(
+    card: ModelCard,
+    summary: hfimport.CheckpointSummary | None,
+    check: hfimport.ParameterCheck | None,
+    *,
+    out: Path | None,
+) -> list[str]:
+    """Human-readable summary: where the card went and how it compares with the checkpoint."""
+    lines = [f"wrote {out} (id {card.id}, {card.model_type}, attention {card.attention})" if out else
+             f"# card {card.id}: {card.model_type}, attention {card.attention}"]
+    if out is not None and out.stem != card.id:
+        lines.append(f"note: id {card.id!r} differs from the file stem {out.stem!r}; "
+                     f"modelcards/ needs them equal")
+    if summary is None or check is None:
+        return [*lines, "no *.safetensors beside config.json: card not checked against weights"]
+    lines.append(f"safetensors: {len(summary.files)} file(s), headers only")
+    for dtype, totals in sorted(summary.by_dtype.items()):
+        lines.append(f"  {dtype:<8} {totals.tensors:>6} tensors {totals.parameters:>18,} params "
+                     f"{totals.weight_bytes:>18,} B ({units.fmt_bytes(totals.weight_bytes)})")
+    lines += _comparison_lines(summary, check)
+    if summary.missing_shards:
+        lines.append(f"warning: shards listed in model.safetensors.index.json are missing: "
+                     f"{', '.join(summary.missing_shards)}; counts are incomplete")
+    return lines
+
+
+def _comparison_lines(summary: hfimport.CheckpointSummary, check: hfimport.ParameterCheck) -> list[str]:
+    diff = check.difference_parameters
+    share = abs(diff) / check.geometry_parameters
+    verdict = "matches" if diff == 0 else f"differs by {units.fmt_fraction(share)} of the geometry count"
+    rows = (("parameters from the card geometry (params.parameter_count)", f"{check.geometry_parameters:,}"),
+            ("parameters in the checkpoint (text decoder)", f"{check.checkpoint_parameters:,}"),
+            ("difference (checkpoint - geometry)", f"{diff:+,}  {verdict}"))
+    lines = [f"{label + ':':<61}{value}" for label, value in rows]
+    if check.checkpoint_mtp_parameters or check.geometry_mtp_parameters:
+        lines.append(f"MTP: checkpoint {check.checkpoint_mtp_parameters:,}, geometry "
+                     f"{check.geometry_mtp_parameters:,} (the card's mtp_num_hidden_layers / "
+                     f"num_nextn_predict_layers come from config.json only)")
+    for group, what in (("vision", "vision tower (not in the card)"), ("scale", "quantization scales")):
+        if summary.group(group).tensors:
+            lines.append(f"{what}: {summary.group(group).parameters:,} params, "
+                         f"{units.fmt_bytes(summary.group(group).weight_bytes)}")
+    return lines

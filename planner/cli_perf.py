@@ -1,0 +1,380 @@
+"""Performance sub-commands of `kvplan` (sweep, serve) and the `--explain` ledger table.
+
+Parse -> call planner.sweep / planner.serving -> format. Imports of numpy-backed modules are deferred into
+the commands so `kvplan --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from planner import units
+from planner.errors import KvplanError, PlanInputError
+from planner.inputs import DEFAULT_CARD, DEFAULT_DTYPE, PlanRequest
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from planner.deployment import Deployment
+    from planner.roofline import Ledger, Op
+    from planner.serving import ServingEstimate, SloResult
+    from planner.sweep import SweepResult
+
+FORMATS = ("table", "csv", "json")
+CSV_COLUMNS = (
+    "weight_dtype",
+    "batch",
+    "ctx_tokens",
+    "decode_step_s",
+    "tokens_per_s",
+    "per_user_tokens_per_s",
+    "fits_memory",
+)
+
+
+BOUND_LABELS = {"memory": "mem", "compute": "comp", "overhead": "fixed", "interconnect": "link"}
+EXPLAIN_COLUMNS = (
+    "op",
+    "layers",
+    "kernels",
+    "bytes",
+    "FLOP",
+    "xfer",
+    "comp",
+    "fixed",
+    "time",
+    "share",
+    "bound",
+)
+
+
+def _ms(seconds: float) -> str:
+    return f"{units.s_to_ms(seconds):.2f}"
+
+
+def explain_row(op: Op, *, total_s: float) -> tuple[str, ...]:
+    """One ledger op as table cells (times in ms)."""
+    times = (_ms(op.transfer_s), _ms(op.compute_s), _ms(op.overhead_s), _ms(op.time_s))
+    counts = (op.name, str(op.layers), str(op.kernels), units.fmt_bytes(op.bytes), f"{op.flop:.2g}")
+    return (*counts, *times, units.fmt_fraction(op.time_s / total_s), BOUND_LABELS[op.bound])
+
+
+def render_explain(ledger: Ledger) -> Table:
+    """Every op of a ledger: layers, kernels, bytes, FLOP, the three time components, total, share, bound.
+
+    Times in ms: "xfer" bytes / effective bandwidth (HBM, or the link for tp.allreduce), "comp" FLOP /
+    effective peak, "fixed" kernel launches and all-reduce latency; "time" = max(xfer, comp) + fixed.
+    """
+    from rich import box
+    from rich.table import Table
+
+    tag = "calibrated" if ledger.calibrated else "uncalibrated"
+    title = (
+        f"{ledger.phase} ledger: batch {ledger.batch}, ctx {ledger.ctx_tokens}, {ledger.query_tokens} query "
+        f"tokens, {ledger.chunks} pass(es), {tag}; times in ms, time = max(xfer, comp) + fixed"
+    )
+    link = f", interconnect {units.fmt_bytes(ledger.link_bytes)}" if ledger.link_bytes else ""
+    caption = f"HBM {units.fmt_bytes(ledger.hbm_bytes)}{link}"
+    table = Table(title=title, caption=caption, box=box.SIMPLE, pad_edge=False, collapse_padding=True)
+    for name in EXPLAIN_COLUMNS:
+        table.add_column(name, justify="left" if name in ("op", "bound") else "right", no_wrap=name == "op")
+    for op in ledger.ops:
+        table.add_row(*explain_row(op, total_s=ledger.time_s))
+    table.add_section()
+    kernels = str(sum(o.kernels for o in ledger.ops))
+    totals = ("total", "", kernels, units.fmt_bytes(ledger.hbm_bytes), f"{ledger.flop:.2g}", "", "", "")
+    table.add_row(*totals, _ms(ledger.time_s), units.fmt_fraction(1.0), "")
+    return table
+
+
+def parse_batches(text: str) -> list[int]:
+    """`1,2,4,8`, `1-64` (inclusive) or a mix -> sorted distinct batch sizes >= 1."""
+    values: set[int] = set()
+    try:
+        for item in (part.strip() for part in text.split(",") if part.strip()):
+            low, _, high = item.partition("-")
+            values.update(range(int(low), int(high or low) + 1))
+    except ValueError:
+        raise PlanInputError(
+            f"--batch: not a batch list (got {text!r}, expected e.g. 1,2,4,8 or 1-64)"
+        ) from None
+    if not values or min(values) < 1:
+        raise PlanInputError(f"--batch: batch sizes must be >= 1 (got {text!r})")
+    return sorted(values)
+
+
+def parse_contexts(text: str) -> list[int]:
+    """`256,1k,8k,32k` -> sorted distinct token counts."""
+    from planner import inputs
+
+    return sorted({inputs.parse_ctx(item.strip(), flag="--ctx") for item in text.split(",") if item.strip()})
+
+
+def sweep_csv(result: SweepResult) -> str:
+    """The grid as CSV in SI units (seconds, tokens/s), one row per point."""
+    import numpy as np
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    shape = result.decode_step_s.shape
+    scheme_idx, batch_idx, ctx_idx = (a.ravel() for a in np.indices(shape))
+    rows = zip(
+        np.asarray(result.weight_dtypes)[scheme_idx],
+        result.batch[batch_idx],
+        result.ctx_tokens[ctx_idx],
+        result.decode_step_s.ravel(),
+        result.tokens_per_s.ravel(),
+        result.per_user_tokens_per_s.ravel(),
+        result.fits_memory.ravel(),
+        strict=True,
+    )
+    writer.writerows(
+        (s, int(b), int(c), f"{t:.6g}", f"{a:.6g}", f"{u:.6g}", bool(f)) for s, b, c, t, a, u, f in rows
+    )
+    return buffer.getvalue()
+
+
+def sweep_json(result: SweepResult) -> str:
+    """The grid as JSON: header fields plus nested arrays indexed [dtype][batch][ctx]."""
+    payload = {
+        "model": result.model,
+        "card": result.card,
+        "kv_dtype": result.kv_dtype,
+        "tp": result.tp,
+        "calibrated": result.calibrated,
+        "tokens_per_step": result.tokens_per_step,
+        "weight_dtypes": list(result.weight_dtypes),
+        "batch": result.batch.tolist(),
+        "ctx_tokens": result.ctx_tokens.tolist(),
+        "decode_step_s": result.decode_step_s.tolist(),
+        "tokens_per_s": result.tokens_per_s.tolist(),
+        "per_user_tokens_per_s": result.per_user_tokens_per_s.tolist(),
+        "fits_memory": result.fits_memory.tolist(),
+    }
+    return json.dumps(payload)
+
+
+def sweep_table(result: SweepResult) -> Table:
+    """The grid as a rich table (human units: ms, tok/s)."""
+    from rich.table import Table
+
+    tag = "calibrated" if result.calibrated else "uncalibrated: datasheet peaks x assumed efficiencies"
+    table = Table(title=f"{result.model} on {result.card}, KV {result.kv_dtype}, tp={result.tp} ({tag})")
+    for name in ("dtype", "batch", "ctx", "TPOT", "per user", "aggregate", "fits"):
+        table.add_column(name, justify="left" if name == "dtype" else "right")
+    for point in result.points():
+        table.add_row(
+            point.weight_dtype,
+            str(point.batch),
+            str(point.ctx_tokens),
+            units.fmt_ms(point.decode_step_s),
+            units.fmt_tokens_per_s(point.per_user_tokens_per_s),
+            units.fmt_tokens_per_s(point.tokens_per_s),
+            "yes" if point.fits_memory else "no",
+        )
+    return table
+
+
+def _fail(exc: KvplanError) -> typer.Exit:
+    typer.echo(f"kvplan: error: {exc}", err=True)
+    return typer.Exit(code=exc.exit_code)
+
+
+def sweep_command(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")],
+    card: Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")] = DEFAULT_CARD,
+    dtype: Annotated[
+        str, typer.Option(help="Weight dtype(s), comma-separated: the dtype axis.")
+    ] = DEFAULT_DTYPE,
+    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default: activation dtype).")] = None,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
+    ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,8k,32k.")] = "256,1k,4k,8k,32k",
+    mtp: Annotated[int, typer.Option(help="MTP draft tokens per step (0: off).")] = 0,
+    mtp_acceptance: Annotated[float, typer.Option(help="Acceptance rate of each draft token.")] = 0.7,
+    memory_gib: Annotated[
+        float | None, typer.Option(help="Override the card's memory capacity (GiB).")
+    ] = None,
+    uncalibrated: Annotated[
+        bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")
+    ] = False,
+    output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+) -> None:
+    """Decode speed over a batch x context (x weight dtype) grid.
+
+    Example: `kvplan sweep -m qwen3-27b --dtype fp8,bf16 --batch 1-128 --ctx 256,8k --format csv`.
+    """
+    from planner import inputs, sweep
+
+    try:
+        if output_format not in FORMATS:
+            raise PlanInputError(
+                f"--format: unknown format (got {output_format!r}, expected table, csv or json)"
+            )
+        dtypes = [inputs.parse_weight_scheme(d.strip()) for d in dtype.split(",") if d.strip()]
+        batches, contexts = parse_batches(batch), parse_contexts(ctx)
+        request = PlanRequest(
+            model=model,
+            card=card,
+            dtype=dtypes[0],
+            kv_dtype=kv_dtype,
+            tp=tp,
+            ctx=str(max(contexts)),
+            mtp=mtp,
+            mtp_acceptance=mtp_acceptance,
+            memory_gib=memory_gib,
+            calibrated=not uncalibrated,
+        )
+        result = sweep.sweep(
+            inputs.to_deployment(request), batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes
+        )
+    except KvplanError as exc:
+        raise _fail(exc) from None
+    if output_format == "csv":
+        sys.stdout.write(sweep_csv(result))
+    elif output_format == "json":
+        sys.stdout.write(sweep_json(result) + "\n")
+    else:
+        from rich.console import Console
+
+        Console(highlight=False).print(sweep_table(result))
+
+
+def serve_lines(slo: SloResult | None, estimate: ServingEstimate) -> list[str]:
+    """Human summary of an SLO search and a steady-state serving estimate."""
+    lines = []
+    if slo is not None and not slo.feasible:
+        lines.append(f"SLO search: no batch meets the SLOs ({slo.binding} fails at batch 1)")
+    elif slo is not None and slo.performance is not None:
+        perf = slo.performance
+        lines.append(
+            f"SLO search: max_batch_size = {slo.batch}, max_seq_len = {slo.max_seq_len} (bound by "
+            f"{slo.binding}); TPOT {units.fmt_ms(slo.tpot_s or 0.0)}, loaded TTFT "
+            f"{units.fmt_ms(slo.loaded_ttft_s or 0.0)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
+            f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate"
+        )
+    tag = "calibrated" if estimate.calibrated else "uncalibrated: datasheet peaks x assumed efficiencies"
+    lines += [
+        f"Workload: {estimate.input_tokens} in / {estimate.output_tokens} out, "
+        f"concurrency {estimate.concurrency} "
+        f"({tag})",
+        f"  output {units.fmt_tokens_per_s(estimate.output_tokens_per_s)}, "
+        f"{units.fmt_tokens_per_s(estimate.per_user_tokens_per_s)} per user, "
+        f"request latency {units.fmt_ms(estimate.request_latency_s)}, TTFT {units.fmt_ms(estimate.ttft_s)}",
+        f"  decode step {units.fmt_ms(estimate.decode_step_s)}, prefill {units.fmt_ms(estimate.prefill_s)} "
+        f"({units.fmt_fraction(estimate.prefill_time_fraction)} of engine time)",
+    ]
+    return lines
+
+
+def serve_command(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")],
+    card: Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")] = DEFAULT_CARD,
+    dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
+    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default: activation dtype).")] = None,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    input_tokens: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "1k",
+    output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = "256",
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Concurrent requests (default: SLO best or memory max).")
+    ] = None,
+    tpot_ms: Annotated[float | None, typer.Option(min=0, help="SLO: time per output token (ms).")] = None,
+    ttft_ms: Annotated[
+        float | None, typer.Option(min=0, help="SLO: time to first token under load (ms).")
+    ] = None,
+    min_user_tps: Annotated[float | None, typer.Option(min=0, help="SLO: per-user tokens/s.")] = None,
+    mtp: Annotated[int, typer.Option(help="MTP draft tokens per step (0: off).")] = 0,
+    mtp_acceptance: Annotated[float, typer.Option(help="Acceptance rate of each draft token.")] = 0.7,
+    memory_gib: Annotated[
+        float | None, typer.Option(help="Override the card's memory capacity (GiB).")
+    ] = None,
+    uncalibrated: Annotated[
+        bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """SLO search and steady-state serving estimate: `kvplan serve -m qwen3-27b --dtype fp8 --tpot-ms 50`."""
+    from planner import inputs
+
+    try:
+        prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
+        output = inputs.parse_ctx(output_tokens, flag="--output-tokens")
+        request = PlanRequest(
+            model=model,
+            card=card,
+            dtype=dtype,
+            kv_dtype=kv_dtype,
+            tp=tp,
+            ctx=str(prompt + output),
+            mtp=mtp,
+            mtp_acceptance=mtp_acceptance,
+            memory_gib=memory_gib,
+            calibrated=not uncalibrated,
+        )
+        dep = inputs.to_deployment(request)
+        slo, estimate = serve_results(
+            dep,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            concurrency=concurrency,
+            slos=(_ms_to_s(tpot_ms), _ms_to_s(ttft_ms), min_user_tps),
+        )
+    except KvplanError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        payload = {
+            "slo": slo.model_dump(mode="json") if slo else None,
+            "estimate": estimate.model_dump(mode="json"),
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return
+    for line in serve_lines(slo, estimate):
+        typer.echo(line)
+
+
+def serve_results(
+    dep: Deployment,
+    *,
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int | None,
+    slos: tuple[float | None, float | None, float | None],
+) -> tuple[SloResult | None, ServingEstimate]:
+    """SLO search (when any SLO is set; slos = tpot_s, ttft_s, min per-user tok/s) and the workload estimate
+    at `concurrency`, else at the SLO's best batch, else at the memory limit."""
+    from planner import capacity, serving
+
+    max_batch = capacity.build_plan(dep, prompt_tokens=prompt_tokens, with_performance=False).recommendation
+    tpot_s, ttft_s, min_user = slos
+    slo = None
+    if any(limit is not None for limit in slos):
+        slo = serving.search_slo(
+            dep,
+            tpot_s=tpot_s,
+            ttft_s=ttft_s,
+            min_user_tokens_per_s=min_user,
+            max_batch_by_memory=max_batch.max_batch_size,
+            prompt_tokens=prompt_tokens,
+        )
+    users = concurrency or (slo.batch if slo is not None and slo.feasible else max_batch.max_batch_size)
+    estimate = serving.serving_estimate(
+        dep, input_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=users
+    )
+    return slo, estimate
+
+
+def _ms_to_s(ms: float | None) -> float | None:
+    return None if ms is None else ms * units.MS_S
+
+
+def register(app: typer.Typer) -> None:
+    """Add the performance sub-commands (`sweep`, `serve`) to the `kvplan` app."""
+    app.command("sweep")(sweep_command)
+    app.command("serve")(serve_command)

@@ -1,0 +1,292 @@
+"""Data shaping for the dashboard (app.py): memory segments, sweep axes, feasibility grids, comparisons.
+
+Pure: no streamlit, no plotly. The formulas stay in memory.py, roofline.py and serving.py; this module only
+calls them over arrays and arranges the results into what a chart draws.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import tempfile
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+from pydantic import BaseModel
+
+from planner import capacity, catalog, inputs, memory, params, units
+from planner.deployment import Deployment
+from planner.results import MemoryBreakdown, Performance, Plan
+from planner.schema import Frozen, ModelCard
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+# Context lengths the TPOT curve and the heatmap sweep: powers of two from 1k (k = 1024 tokens).
+MIN_SWEEP_CTX_TOKENS = 1024
+BATCH_SWEEP_POINTS = 48
+
+
+class MemorySegment(Frozen):
+    """One slice of the device-memory bar."""
+
+    label: str
+    size_bytes: int
+    note: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedCurve:
+    """Decode speed over a batch axis at one context length (arrays of equal length)."""
+
+    batch: np.ndarray
+    decode_step_s: np.ndarray
+    per_user_tokens_per_s: np.ndarray
+    tokens_per_s: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class FeasibilityGrid:
+    """Batch x context grid: does it fit in the KV budget, and the TPOT where it does (NaN elsewhere)."""
+
+    batch: np.ndarray
+    ctx_tokens: np.ndarray
+    fits: np.ndarray
+    tpot_s: np.ndarray
+
+
+def module_available(name: str) -> bool:
+    """True when planner.<name> exists (some planner modules are optional or still being written)."""
+    return importlib.util.find_spec(f"planner.{name}") is not None
+
+
+def memory_segments(mem: MemoryBreakdown, *, batch: int) -> list[MemorySegment]:
+    """The device memory split at `batch` sequences of ctx tokens; the segments sum to the capacity."""
+    state_bytes = batch * mem.state_bytes_per_sequence
+    kv_bytes = batch * (mem.kv_bytes_per_sequence - mem.state_bytes_per_sequence)
+    free_bytes = mem.kv_budget_bytes - kv_bytes - state_bytes
+    return [
+        MemorySegment(label="weights", size_bytes=mem.weights_bytes, note="model weights on this device"),
+        MemorySegment(label="KV cache", size_bytes=kv_bytes, note=f"{batch} sequences, paged"),
+        MemorySegment(label="linear-attention state", size_bytes=state_bytes, note=f"{batch} sequences, fixed size"),
+        MemorySegment(label="activation headroom", size_bytes=mem.activation_bytes, note="largest prefill batch"),
+        MemorySegment(label="runtime", size_bytes=mem.runtime_bytes, note="runtime context, comm buffers"),
+        MemorySegment(label="free (KV budget left)", size_bytes=free_bytes, note="room for more sequences"),
+        MemorySegment(label="reserve", size_bytes=mem.reserved_bytes, note="1 - memory fraction, held back"),
+    ]
+
+
+def kv_bytes_at(mem: MemoryBreakdown, *, batch: int) -> int:
+    """KV cache and states of `batch` sequences of ctx tokens."""
+    return batch * mem.kv_bytes_per_sequence
+
+
+def kv_fraction_of_capacity(mem: MemoryBreakdown, *, batch: int) -> float:
+    """Share of the device memory the KV cache and states take at `batch` sequences of ctx tokens."""
+    return kv_bytes_at(mem, batch=batch) / mem.device_capacity_bytes
+
+
+def kv_guideline_fraction() -> tuple[float, float]:
+    """The seed article's 30-40 % KV share rule of thumb, as (low, high) fractions."""
+    return capacity.KV_GUIDELINE_FRACTION
+
+
+def batch_axis(max_batch: int, *, points: int = BATCH_SWEEP_POINTS) -> np.ndarray:
+    """Distinct whole batch sizes from 1 to max_batch, log-spaced (dense where the curve bends)."""
+    top = max(int(max_batch), 1)
+    return np.unique(np.round(np.geomspace(1, top, num=min(points, top))).astype(np.int64))
+
+
+def ctx_axis(max_ctx_tokens: int, *, include: int | None = None) -> np.ndarray:
+    """Powers of two from 1k up to max_ctx_tokens (and that maximum), plus `include` when given."""
+    top = max(int(max_ctx_tokens), MIN_SWEEP_CTX_TOKENS)
+    steps = int(np.floor(np.log2(top / MIN_SWEEP_CTX_TOKENS)))
+    values = {MIN_SWEEP_CTX_TOKENS * 2**k for k in range(steps + 1)} | {top}
+    if include is not None:
+        values.add(int(include))
+    return np.array(sorted(values), dtype=np.int64)
+
+
+def sequence_bytes_axis(dep: Deployment, mem: MemoryBreakdown, ctx_tokens: np.ndarray) -> np.ndarray:
+    """Bytes one sequence holds at each context length (memory.sequence_bytes, element by element)."""
+    return np.array([
+        memory.sequence_bytes(int(c), kv_bytes_per_token=mem.kv_bytes_per_token,
+                              state_bytes=mem.state_bytes_per_sequence, block_size_tokens=dep.block_size_tokens)
+        for c in ctx_tokens
+    ], dtype=np.int64)
+
+
+def decode_step_grid_s(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarray) -> np.ndarray:
+    """Decode step seconds over a batch x context grid, shape (len(batch), len(ctx_tokens)), vectorised."""
+    from planner import roofline
+
+    batch_2d, ctx_2d = np.meshgrid(batch.astype(np.int64), ctx_tokens.astype(np.int64), indexing="ij")
+    step = roofline.decode_step_s_grid(dep, batch=batch_2d, ctx_tokens=ctx_2d)
+    return np.broadcast_to(np.asarray(step, dtype=float), batch_2d.shape)
+
+
+def tpot_s(perf: Performance) -> float:
+    """Time per output token of one user: the inverse of the per-user decode rate (MTP included)."""
+    return 1.0 / perf.per_user_tokens_per_s
+
+
+def per_user_tokens_per_s_at(tpot_s: float) -> float:
+    """The per-user decode rate a TPOT target means: one token every tpot_s seconds."""
+    return 1.0 / tpot_s
+
+
+def speed_curve(dep: Deployment, *, batch: np.ndarray, ctx_tokens: int) -> SpeedCurve:
+    """Per-user and aggregate tokens/s over a batch axis at ctx_tokens (one vectorised roofline call)."""
+    from planner import serving
+
+    step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=np.array([ctx_tokens]))[:, 0]
+    per_user = serving.tokens_per_step(dep) / step_s
+    return SpeedCurve(batch=batch, decode_step_s=step_s, per_user_tokens_per_s=per_user,
+                      tokens_per_s=per_user * batch)
+
+
+def feasibility_grid(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarray) -> FeasibilityGrid:
+    """Which (batch, ctx) pairs fit the KV budget, and their TPOT (step / tokens per step; NaN where not)."""
+    from planner import serving, sweep
+
+    fits = sweep.fits_memory_grid(dep, batch=batch.astype(np.int64)[:, None],
+                                  ctx_tokens=ctx_tokens.astype(np.int64)[None, :])
+    step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=ctx_tokens)
+    tpot_s = np.where(fits, step_s / serving.tokens_per_step(dep), np.nan)
+    return FeasibilityGrid(batch=batch, ctx_tokens=ctx_tokens, fits=fits, tpot_s=tpot_s)
+
+
+def max_batch_at(mem: MemoryBreakdown) -> int:
+    """Most sequences of ctx tokens that fit the KV budget."""
+    return min(memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=mem.kv_bytes_per_sequence),
+               capacity.MINDIE_MAX_BATCH_SIZE)
+
+
+def upload_dir() -> Path:
+    """Process-wide scratch directory for files the user uploaded (kept for the session)."""
+    path = Path(tempfile.gettempdir()) / "kvplan-dashboard-uploads"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def save_upload(data: bytes, *, name: str) -> Path:
+    """Write uploaded bytes under a content-addressed folder, keeping the user's file name for messages.
+
+    The planner then reads it like any other file (catalog.resolve_card / resolve_model take paths).
+    """
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    path = upload_dir() / digest / (Path(name).name or "upload")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return path
+
+
+def load_uploaded(data: bytes, model: type[ModelT], *, name: str) -> ModelT:
+    """Validate an uploaded data file (e.g. a calibrated hardware profile) with catalog.load_item."""
+    return catalog.load_item(save_upload(data, name=name), model, check_stem=False)
+
+
+def model_card_from_config(data: bytes, *, name: str) -> ModelCard:
+    """A ModelCard from an uploaded Hugging Face config.json (planner.hfimport; errors name the file)."""
+    from planner import hfimport
+
+    config = hfimport.read_config(save_upload(data, name=name))
+    card_id = hfimport.default_card_id(config, fallback=Path(name).stem)
+    return hfimport.card_from_config_dict(config, card_id=card_id, origin=name)
+
+
+def model_card_path(card: ModelCard) -> str:
+    """A YAML file holding `card`, usable as PlanRequest.model (catalog.resolve_model reads card paths)."""
+    from planner import hfimport
+
+    return str(save_upload(hfimport.card_yaml(card).encode("utf-8"), name=f"{card.id}.yaml"))
+
+
+def plan_for(req: inputs.PlanRequest, *, prompt_tokens: int | None = None) -> tuple[Deployment, Plan]:
+    """Deployment and plan for one request; with speed when the roofline module is present."""
+    dep = inputs.to_deployment(req)
+    plan = capacity.build_plan(dep, prompt_tokens=prompt_tokens, with_performance=module_available("roofline"))
+    return dep, plan
+
+
+def heatmap_batch_axis(max_batch: int, *, include: int | None = None) -> np.ndarray:
+    """Powers of two from 1 up to max_batch (and max_batch itself), plus `include` when given."""
+    top = max(int(max_batch), 1)
+    values = {2**k for k in range(int(np.floor(np.log2(top))) + 1)} | {top}
+    if include is not None:
+        values.add(int(include))
+    return np.array(sorted(values), dtype=np.int64)
+
+
+def heatmap_axes(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """(batch axis, ctx axis) of the feasibility heatmap: batches up to what fits at the shortest context."""
+    ctx = ctx_axis(dep.model.max_position_embeddings, include=dep.ctx_tokens)
+    shortest = int(sequence_bytes_axis(dep, mem, ctx[:1])[0])
+    most = min(memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=shortest),
+               capacity.MINDIE_MAX_BATCH_SIZE)
+    return heatmap_batch_axis(most, include=batch), ctx
+
+
+class LedgerLine(Frozen):
+    """One line of the memory arithmetic: the formula, the same with numbers, and the result."""
+
+    quantity: str
+    formula: str
+    substituted: str
+    result: str
+
+
+def kv_per_token_line(dep: Deployment, mem: MemoryBreakdown) -> LedgerLine:
+    """The KV bytes-per-token formula of this card (GQA/MHA or MLA latent) with its numbers."""
+    card, bits = dep.model, dep.kv_dtype.bits
+    layers = card.full_attention_layers + (1 if dep.include_mtp else 0)
+    if card.attention == "mla":
+        formula = "L_kv × (kv_lora_rank + qk_rope_head_dim) × b / 8"
+        substituted = f"{layers} × ({card.kv_lora_rank} + {card.qk_rope_head_dim}) × {bits} / 8"
+    else:
+        formula = "2 × L_kv × H_kv per rank × head_dim × b / 8"
+        substituted = f"2 × {layers} × {params.kv_heads_per_rank(card, tp=dep.tp)} × {card.head_dim} × {bits} / 8"
+    return LedgerLine(quantity="KV per token", formula=formula, substituted=substituted,
+                      result=units.fmt_bytes(mem.kv_bytes_per_token))
+
+
+def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
+    """The memory plan written out: each quantity's formula, the numbers put in, and the planner's result."""
+    mem, gib, batch = plan.memory, units.fmt_gib, plan.recommendation.max_batch_size
+    block = dep.block_size_tokens
+    paged = memory.paged_tokens(dep.ctx_tokens, block_size_tokens=block)
+    lines = [
+        LedgerLine(quantity="usable", formula="capacity × NPU_MEMORY_FRACTION",
+                   substituted=f"{gib(mem.device_capacity_bytes)} × {dep.memory_fraction:g}", result=gib(mem.usable_bytes)),
+        LedgerLine(quantity="KV budget", formula="usable − weights − activation peak − runtime",
+                   substituted=f"{gib(mem.usable_bytes)} − {gib(mem.weights_bytes)} − {gib(mem.activation_bytes)} − "
+                               f"{gib(mem.runtime_bytes)}", result=gib(mem.kv_budget_bytes)),
+        kv_per_token_line(dep, mem),
+        LedgerLine(quantity="per sequence", formula="ceil(ctx / block) × block × KV per token + state",
+                   substituted=f"{paged} × {units.fmt_bytes(mem.kv_bytes_per_token)} + "
+                               f"{units.fmt_bytes(mem.state_bytes_per_sequence)}",
+                   result=units.fmt_bytes(mem.kv_bytes_per_sequence)),
+        LedgerLine(quantity="max batch", formula="floor(KV budget / per sequence)",
+                   substituted=f"floor({gib(mem.kv_budget_bytes)} / {units.fmt_bytes(mem.kv_bytes_per_sequence)})",
+                   result=str(max_batch_at(mem))),
+        LedgerLine(quantity="KV share", formula="batch × per sequence / capacity",
+                   substituted=f"{batch} × {units.fmt_bytes(mem.kv_bytes_per_sequence)} / "
+                               f"{gib(mem.device_capacity_bytes)}",
+                   result=units.fmt_fraction(kv_fraction_of_capacity(mem, batch=batch))),
+    ]
+    return lines
+
+
+def mindie_config_text(dep: Deployment, plan: Plan) -> str | None:
+    """MindIE config.json text for the plan (planner.mindie), or None when this build cannot make one."""
+    if not module_available("mindie"):
+        return None
+    from planner import mindie
+
+    build = getattr(mindie, "build_config", None)
+    if build is None:
+        return None
+    result = build(plan, dep=dep, options=mindie.MindieOptions())
+    return str(mindie.render_config(result.config))

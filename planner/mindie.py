@@ -1,0 +1,383 @@
+"""MindIE Server config.json from a plan: pure (builds and checks a dict; cli_mindie writes the file).
+
+Sources: [DOC] = MindIE-LLM docs/zh/user_guide/user_manual/service_parameter_configuration.md (master
+8b4871ad31f5); [KV] = mindie_llm/text_generator/utils/kvcache_settings.py; [GEN] = .../generator.py;
+[ROUTER] = the Python router's initialize(); all summarised in ascend-mindie-facts.md section 1.
+Base configs (planner/data/): mindie-config-2.x.json mirrors master src/server/conf/config.json;
+mindie-config-1.0.RC3.json the 1.0.RC3 layout (LogConfig with logLevel/logPath, no kvPoolConfig).
+Every field kvplan writes is listed once, in OWNED_FIELDS; everything else in the base is kept as is.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from planner import mindie_rules, units
+from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
+from planner.errors import DataFileError, DoesNotFitError, PlanInputError
+from planner.results import Plan
+from planner.schema import Frozen
+
+DEFAULT_MINDIE_VERSION = mindie_rules.DEFAULT_MINDIE_VERSION
+OUTPUT_SHARE_DIVISOR = 4  # [assumed: default output = 1/4 of --ctx, MindIE's default is 512 of 2560]
+DEFAULT_MAX_PREFILL_BATCH_SIZE = 50  # [DOC] maxPrefillBatchSize default
+DEFAULT_PREFILL_MS, DEFAULT_DECODE_MS = 150, 50  # [DOC] prefillTimeMsPerReq / decodeTimeMsPerReq defaults
+DEFAULT_QUEUE_DELAY_US = 5000  # [DOC] maxQueueDelayMicroseconds default
+MAX_MS = 1000  # [DOC] prefillTimeMsPerReq / decodeTimeMsPerReq range [0, 1000]
+RESERVED_BLOCKS = 1  # [ROUTER] reports npuBlockNum = num_npu_blocks - 1 (last block kept for dummy batches)
+# [assumed: facts section 4 lists Qwen3.5 checkpoints as multimodal; [DOC]: npuMemSize -1 not for multimodal]
+MULTIMODAL_CHECKPOINTS = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
+MTP_DOCUMENTED = re.compile(r"^deepseek-(v3|r1)")  # [mtp.md] DeepSeek-R1/V3 W8A8 or KV-int8 only
+PREFIX_CACHE_DOCUMENTED = re.compile(r"^(qwen2|qwen2\.5|qwen3|deepseek-(v3|r1))-")  # [prefix_cache.md]
+KVPLAN_PLUGINS = ("mtp", "prefix_cache")
+MTP_EXCLUSIVE_PLUGINS = ("memory_decoding", "la")  # [mtp.md] MTP cannot combine with parallel decoding
+
+DEPLOY, MODEL, SCHEDULE = mindie_rules.DEPLOY, mindie_rules.MODEL, mindie_rules.SCHEDULE
+
+
+@dataclass(frozen=True)
+class OwnedField:
+    """One config.json field kvplan sets: where it lives, how kvplan derives it, what MindIE documents."""
+
+    path: tuple[str | int, ...]
+    derivation: str
+    doc: str
+
+    @property
+    def key(self) -> str:
+        """The field's own name (unique across the table)."""
+        return str(self.path[-1])
+
+    @property
+    def dotted(self) -> str:
+        """Path as MindIE's docs write it: BackendConfig.ScheduleConfig.maxBatchSize."""
+        return mindie_rules.dotted(self.path)
+
+
+# THE mapping table: every field kvplan overrides, in file order. Nothing else in the base is touched.
+OWNED_FIELDS: tuple[OwnedField, ...] = (
+    OwnedField(("BackendConfig", "modelInstanceNumber"), "1: kvplan plans one instance",
+               "[DOC] uint32 [1, 10]"),
+    OwnedField(("BackendConfig", "npuDeviceIds"), "[--devices], default 0..tp-1",
+               "[DOC] one set of logical ids per instance"),
+    OwnedField((*DEPLOY, "maxSeqLen"), "--ctx (input + output)", "[DOC] uint32 > 0, default 2560"),
+    OwnedField((*DEPLOY, "maxInputTokenLen"), "--max-input-tokens, default ctx - output",
+               "[DOC] [1, 4194304]; effective min(value, maxSeqLen - 1)"),
+    OwnedField((*DEPLOY, "truncation"), "false: over-long prompts fail loudly instead of losing context",
+               "[DOC] bool, default false"),
+    OwnedField((*MODEL, "modelName"), "--model-name, default the --model as typed",
+               "[DOC] served model name"),
+    OwnedField((*MODEL, "modelWeightPath"), "--weights-path", "[DOC] checkpoint directory"),
+    OwnedField((*MODEL, "worldSize"), "--tp", "[DOC] must equal the number of NPUs of the instance"),
+    OwnedField((*MODEL, "cpuMemSize"), "0: the plan never needs preemption (maxPreemptCount 0)",
+               "[DOC] uint32 GB; 0 only if maxPreemptCount = 0"),
+    OwnedField((*MODEL, "npuMemSize"), "-1 (auto) or floor(plan KV budget in GiB) (explicit)",
+               "[DOC] int32 GB, -1 or (0, 2147483647]; [KV] GB means 2**30 bytes"),
+    OwnedField((*MODEL, "backendType"), "atb", "[DOC] atb | ms"),
+    OwnedField((*MODEL, "plugin_params"), "--mtp N / --prefix-cache, other plugins kept",
+               "[DOC] JSON string; mtp.md, prefix_cache.md"),
+    OwnedField((*SCHEDULE, "cacheBlockSize"), "--block-size", "[DOC] [1, 128], multiples of 16, 128 advised"),
+    OwnedField((*SCHEDULE, "maxPrefillBatchSize"), "min(maxBatchSize, 50)",
+               "[DOC] [1, maxBatchSize], 0 = max"),
+    OwnedField((*SCHEDULE, "maxPrefillTokens"), "max(--max-prefill-tokens 8192, maxInputTokenLen)",
+               "[DOC] [1, 4194304] and >= maxInputTokenLen"),
+    OwnedField((*SCHEDULE, "prefillTimeMsPerReq"), "roofline TTFT at maxInputTokenLen, else 150",
+               "[DOC] [0, 1000] ms, used when supportSelectBatch"),
+    OwnedField((*SCHEDULE, "decodeTimeMsPerReq"), "roofline decode step at maxBatchSize, else 50",
+               "[DOC] [0, 1000] ms, used when supportSelectBatch"),
+    OwnedField((*SCHEDULE, "maxBatchSize"), "plan max_batch_size", "[DOC] [1, 5000] and >= maxPreemptCount"),
+    OwnedField((*SCHEDULE, "maxIterTimes"), "--max-output-tokens, default ctx / 4", "[DOC] [1, maxSeqLen]"),
+    OwnedField((*SCHEDULE, "maxPreemptCount"), "0: every planned sequence fits", "[DOC] [0, maxBatchSize]"),
+    OwnedField((*SCHEDULE, "supportSelectBatch"), "true only with roofline times (they are used only then)",
+               "[DOC] bool, default false"),
+    OwnedField((*SCHEDULE, "maxQueueDelayMicroseconds"), "5000 (MindIE default)", "[DOC] [500, 1000000] us"),
+)
+KEEP = "<keep the base's value>"  # owned value meaning: leave the base's field as it is
+
+
+class MindieOptions(Frozen):
+    """What the user asked of the MindIE config beyond the plan. None: kvplan's default (see OWNED_FIELDS)."""
+
+    devices: list[int] | None = None
+    weights_path: str | None = None
+    model_name: str | None = None
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_prefill_tokens: int | None = Field(default=None, ge=1)
+    npu_mem_size: Literal["auto", "explicit"] | None = None
+    mtp: int = Field(default=0, ge=0)
+    prefix_cache: bool = False
+    mindie_version: str = DEFAULT_MINDIE_VERSION
+
+
+class Lengths(Frozen):
+    """Token limits of one request: in + out <= max_seq_len; max_prefill >= input unless forced lower."""
+
+    max_seq_len_tokens: int
+    max_input_tokens: int
+    max_output_tokens: int
+    max_prefill_tokens: int
+
+
+class BlockPrediction(Frozen):
+    """npuBlockNum per card as MindIE computes it, and the concurrency it holds at the chosen lengths."""
+
+    block_bytes: int = Field(description="[KV] cache_block_bytes: block x KV bytes per token per rank")
+    kv_budget_bytes: int = Field(description="npuMemSize GiB in bytes, or the plan's estimate of MindIE's -1")
+    allocated_blocks: int = Field(description="[KV] floor(budget / block_bytes)")
+    npu_block_num: int = Field(description="[ROUTER] what MindIE logs: allocated - 1")
+    blocks_per_request: int = Field(description="[DOC] ceil(in / block) + ceil(out / block)")
+    concurrency: int = Field(description="floor(npu_block_num / blocks_per_request)")
+    warmup_blocks: int = Field(description="[GEN] ceil(min(maxSeqLen, in + out) / block), <= allocated")
+
+
+class MindieResult(Frozen):
+    """The config, the prediction behind it, what to export, and notes for the user."""
+
+    config: dict[str, Any]
+    prediction: BlockPrediction
+    npu_mem_mode: Literal["auto", "explicit"]
+    env: dict[str, str]
+    notes: list[str]
+
+
+def resolve_lengths(ctx_tokens: int, *, block_size_tokens: int, options: MindieOptions) -> Lengths:
+    """Split --ctx into input and output: output defaults to ctx/4 (whole blocks), input to the rest.
+
+    maxPrefillTokens defaults to max(8192, input) so MindIE's rule maxPrefillTokens >= maxInputTokenLen
+    holds; an explicit --max-prefill-tokens is kept as given (validate_config refuses it if too small).
+    """
+    out_tokens, in_tokens = options.max_output_tokens, options.max_input_tokens
+    if out_tokens is None and in_tokens is None:
+        quarter = ctx_tokens // OUTPUT_SHARE_DIVISOR
+        out_tokens = quarter // block_size_tokens * block_size_tokens or max(quarter, 1)
+    in_tokens = in_tokens if in_tokens is not None else ctx_tokens - (out_tokens or 0)
+    out_tokens = out_tokens if out_tokens is not None else ctx_tokens - in_tokens
+    if in_tokens < 1 or out_tokens < 1 or in_tokens + out_tokens > ctx_tokens:
+        raise PlanInputError(
+            f"--max-input-tokens/--max-output-tokens: input + output must fit in --ctx with both >= 1 "
+            f"(got {in_tokens} + {out_tokens}, expected a sum <= {ctx_tokens})"
+        )
+    prefill = options.max_prefill_tokens or max(DEFAULT_MAX_PREFILL_TOKENS, in_tokens)
+    return Lengths(max_seq_len_tokens=ctx_tokens, max_input_tokens=in_tokens, max_output_tokens=out_tokens,
+                   max_prefill_tokens=prefill)
+
+
+def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "explicit"]:
+    """auto (-1) by default: MindIE then measures the real non-KV memory after warm-up, so kvplan's estimates
+    of activations and runtime cannot cause an OOM. Multimodal checkpoints must use explicit ([DOC])."""
+    multimodal = model_id in MULTIMODAL_CHECKPOINTS
+    if requested == "auto" and multimodal:
+        raise PlanInputError(f"--npu-mem-size: MindIE does not allow npuMemSize -1 for multimodal models "
+                             f"(got auto for {model_id}, expected explicit)")
+    if requested == "explicit" or multimodal:
+        return "explicit"
+    return "auto"
+
+
+def npu_mem_size_gib(plan: Plan, *, mode: str) -> int:
+    """npuMemSize: -1, or the plan's per-card KV budget rounded down to whole GiB ([KV]: "GB" is 2**30 B)."""
+    if mode == "auto":
+        return -1
+    gib = plan.memory.kv_budget_bytes // units.GIB_BYTES
+    if gib < 1:
+        budget = units.fmt_gib(plan.memory.kv_budget_bytes)
+        raise DoesNotFitError(f"{plan.model} on {plan.card} at tp={plan.tp}: npuMemSize would be 0 GB "
+                              f"(got {budget} of KV budget, expected >= 1 GiB); "
+                              f"try --npu-mem-size auto or a larger --tp")
+    return int(gib)
+
+
+def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int) -> BlockPrediction:
+    """npuBlockNum the way MindIE computes it ([KV] L127-150, [ROUTER]).
+
+    Formula:
+        block_bytes = B * sum over cached layers (+1 with MTP) of (K + V) bytes per rank
+                    = B * plan.memory.kv_bytes_per_token          (B = cacheBlockSize)
+        allocated   = floor(budget / block_bytes), budget = npuMemSize * 2**30 or the plan's KV budget
+        npuBlockNum = allocated - 1 (logged); per request = ceil(in / B) + ceil(out / B)
+    """
+    block = plan.block_size_tokens
+    block_bytes = block * plan.memory.kv_bytes_per_token
+    budget = npu_mem_gib * units.GIB_BYTES if npu_mem_gib > 0 else max(plan.memory.kv_budget_bytes, 0)
+    allocated = budget // block_bytes
+    per_request = math.ceil(lengths.max_input_tokens / block) + math.ceil(lengths.max_output_tokens / block)
+    usable = max(allocated - RESERVED_BLOCKS, 0)
+    warmup_tokens = min(lengths.max_seq_len_tokens, lengths.max_input_tokens + lengths.max_output_tokens)
+    return BlockPrediction(block_bytes=block_bytes, kv_budget_bytes=budget, allocated_blocks=allocated,
+                           npu_block_num=usable, blocks_per_request=per_request,
+                           concurrency=usable // per_request, warmup_blocks=math.ceil(warmup_tokens / block))
+
+
+def plugin_params(base_value: object, *, options: MindieOptions) -> str | None:
+    """plugin_params JSON string: the base's plugins minus mtp/prefix_cache, plus what was asked."""
+    existing: dict[str, Any] = {}
+    if isinstance(base_value, str) and base_value.strip():
+        try:
+            existing = json.loads(base_value)
+        except json.JSONDecodeError as exc:
+            where = mindie_rules.dotted((*MODEL, "plugin_params"))
+            raise DataFileError(f"{where}: not a JSON string (got {base_value!r}, "
+                                f"expected e.g. '{{\"plugin_type\":\"mtp\"}}'; {exc.msg})") from exc
+    kept = [p for p in str(existing.get("plugin_type", "")).split(",") if p and p not in KVPLAN_PLUGINS]
+    params = {k: v for k, v in existing.items() if k not in ("plugin_type", "num_speculative_tokens")}
+    if options.mtp and set(kept) & set(MTP_EXCLUSIVE_PLUGINS):
+        raise PlanInputError(f"--mtp: MindIE's MTP cannot be combined with parallel decoding "
+                             f"(got plugin_type {','.join(kept)} in the base, "
+                             f"expected none of {', '.join(MTP_EXCLUSIVE_PLUGINS)})")
+    wanted = [*kept, *(["mtp"] if options.mtp else []), *(["prefix_cache"] if options.prefix_cache else [])]
+    if not wanted:
+        return None
+    extra = {"num_speculative_tokens": options.mtp} if options.mtp else {}
+    return json.dumps({"plugin_type": ",".join(wanted), **extra, **params}, separators=(",", ":"))
+
+
+def schedule_times_ms(plan: Plan) -> tuple[int, int] | None:
+    """(prefillTimeMsPerReq, decodeTimeMsPerReq) from the roofline, clamped to MindIE's [0, 1000] ms.
+
+    prefill: TTFT of one prompt of maxInputTokenLen (the plan's prompt_tokens); decode: one decode step at
+    maxBatchSize (MindIE charges decodeTimeMsPerReq per idle batch slot per step). None without a roofline.
+    """
+    perf = plan.performance
+    if perf is None:
+        return None
+    prefill_ms = min(round(units.s_to_ms(perf.ttft_s)), MAX_MS)
+    return prefill_ms, min(round(units.s_to_ms(perf.decode_step_s)), MAX_MS)
+
+
+def owned_values(plan: Plan, *, lengths: Lengths, options: MindieOptions, base: dict[str, Any],
+                 npu_mem_gib: int) -> dict[str, Any]:
+    """Value of every OWNED_FIELDS entry (KEEP: leave the base's; None: remove the field)."""
+    times = schedule_times_ms(plan)
+    batch = plan.recommendation.max_batch_size
+    prefill_ms, decode_ms = times or (DEFAULT_PREFILL_MS, DEFAULT_DECODE_MS)
+    return {
+        "modelInstanceNumber": 1, "npuDeviceIds": [list(options.devices or range(plan.tp))],
+        "maxSeqLen": lengths.max_seq_len_tokens, "maxInputTokenLen": lengths.max_input_tokens,
+        "truncation": False, "modelName": options.model_name or KEEP,
+        "modelWeightPath": options.weights_path or KEEP,
+        "worldSize": plan.tp, "cpuMemSize": 0, "npuMemSize": npu_mem_gib, "backendType": "atb",
+        "plugin_params": plugin_params(lookup(base, (*MODEL, "plugin_params")), options=options),
+        "cacheBlockSize": plan.block_size_tokens,
+        "maxPrefillBatchSize": min(batch, DEFAULT_MAX_PREFILL_BATCH_SIZE),
+        "maxPrefillTokens": lengths.max_prefill_tokens, "prefillTimeMsPerReq": prefill_ms,
+        "decodeTimeMsPerReq": decode_ms, "maxBatchSize": batch, "maxIterTimes": lengths.max_output_tokens,
+        "maxPreemptCount": 0, "supportSelectBatch": times is not None,
+        "maxQueueDelayMicroseconds": DEFAULT_QUEUE_DELAY_US,
+    }
+
+
+MISSING = object()
+
+
+def lookup(cfg: object, path: tuple[str | int, ...]) -> Any:
+    """Value at path in a config, or MISSING."""
+    node = cfg
+    for part in path:
+        in_list = isinstance(part, int) and isinstance(node, list) and part < len(node)
+        if not (in_list or (isinstance(part, str) and isinstance(node, dict) and part in node)):
+            return MISSING
+        node = node[part]  # type: ignore[index]
+    return node
+
+
+def merge_config(base: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of base with every owned field set from values; unknown fields and order are kept."""
+    cfg = copy.deepcopy(base)
+    for field in OWNED_FIELDS:
+        parent = lookup(cfg, field.path[:-1])
+        if not isinstance(parent, dict):
+            raise DataFileError(f"{mindie_rules.dotted(field.path[:-1])}: missing from the base config "
+                                f"(got no such object, expected a MindIE config.json of the 1.0.RC3+ layout)")
+        value = values[field.key]
+        if value is KEEP:
+            if field.key not in parent:
+                raise PlanInputError(f"--{_FLAG_FOR_KEEP[field.key]}: required, the base has no "
+                                     f"{field.dotted} (got nothing, expected a value)")
+        elif value is None:
+            parent.pop(field.key, None)
+        else:
+            parent[field.key] = value
+    return cfg
+
+
+_FLAG_FOR_KEEP = {"modelName": "model-name", "modelWeightPath": "weights-path"}
+
+
+def check_options(plan: Plan, *, options: MindieOptions) -> None:
+    """Flag-level MindIE constraints: MTP draft count, plugins per layout, devices = worldSize."""
+    if options.mtp and options.mtp not in mindie_rules.MTP_TOKENS:
+        raise PlanInputError(f"--mtp: MindIE's MTP plugin takes 1 or 2 speculative tokens "
+                             f"(got {options.mtp}, expected 1 or 2)")
+    if (options.mtp or options.prefix_cache) and options.mindie_version != DEFAULT_MINDIE_VERSION:
+        flag = "--mtp" if options.mtp else "--prefix-cache"
+        raise PlanInputError(f"{flag}: kvplan writes plugin_params only for the 2.x layout "
+                             f"(got --mindie-version {options.mindie_version}, expected 2.x); "
+                             f"the reference facts document plugin_params for master only")
+    devices = options.devices
+    if devices is None:
+        return
+    if len(devices) != plan.tp or len(set(devices)) != len(devices) or min(devices) < 0:
+        raise PlanInputError(f"--devices: worldSize must equal the number of distinct NPU ids "
+                             f"(got {','.join(map(str, devices))}, expected {plan.tp} distinct ids >= 0 "
+                             f"for --tp {plan.tp})")
+
+
+def check_warmup(plan: Plan, prediction: BlockPrediction) -> None:
+    """[GEN] _validate_warmup_memory: the longest warm-up request must fit in the allocated blocks."""
+    if prediction.warmup_blocks <= prediction.allocated_blocks:
+        return
+    raise DoesNotFitError(
+        f"{plan.model} on {plan.card} at tp={plan.tp}: MindIE's warm-up would fail "
+        f"(got {prediction.allocated_blocks} KV blocks, expected >= {prediction.warmup_blocks} for one "
+        f"maxSeqLen request); lower --ctx or "
+        f"--max-prefill-tokens, or raise --memory-fraction"
+    )
+
+
+def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPrediction, mode: str) -> list[str]:
+    """Advice that does not stop the config."""
+    notes = []
+    if mode == "auto":
+        notes.append(f"npuMemSize -1: MindIE sizes the KV cache after warm-up as NPU_MEMORY_FRACTION x HBM "
+                     f"minus memory in use; export NPU_MEMORY_FRACTION={plan.memory_fraction:g} "
+                     f"(the plan's fraction)")
+    else:
+        notes.append("npuMemSize explicit: MindIE takes exactly this many GiB for KV and ignores "
+                     "NPU_MEMORY_FRACTION; if kvplan underestimates weights or activations this can OOM")
+    if plan.performance is None:
+        notes.append("prefill/decode times: no roofline available, MindIE defaults 150/50 ms kept and "
+                     "supportSelectBatch left false")
+    if prediction.concurrency < plan.recommendation.max_batch_size:
+        notes.append(f"MindIE's blocks hold {prediction.concurrency} full-length requests, fewer than "
+                     f"maxBatchSize {plan.recommendation.max_batch_size}: extra requests wait for blocks")
+    if options.mtp and not MTP_DOCUMENTED.match(plan.model):
+        notes.append(f"--mtp: MindIE documents MTP for DeepSeek-R1/V3 (W8A8 or KV-int8), not {plan.model}")
+    if options.prefix_cache and not PREFIX_CACHE_DOCUMENTED.match(plan.model):
+        notes.append(f"--prefix-cache: MindIE documents it for Qwen2/2.5/3, DeepSeek-R1/V3, not {plan.model}")
+    if plan.memory.state_bytes_per_sequence:
+        notes.append("hybrid model: MindIE's block formula counts full-attention layers only; the "
+                     "linear-attention state per sequence is in maxBatchSize, not in npuBlockNum")
+    return notes
+
+
+def mindie_config(plan: Plan, *, base: dict[str, Any], lengths: Lengths,
+                  options: MindieOptions) -> MindieResult:
+    """The whole MindIE answer for a plan: merged and validated config, npuBlockNum prediction, env, notes."""
+    check_options(plan, options=options)
+    mode = npu_mem_mode(plan.model, requested=options.npu_mem_size)
+    gib = npu_mem_size_gib(plan, mode=mode)
+    cfg = merge_config(base, owned_values(plan, lengths=lengths, options=options, base=base, npu_mem_gib=gib))
+    mindie_rules.validate_config(cfg)
+    prediction = predict_blocks(plan, lengths=lengths, npu_mem_gib=gib)
+    check_warmup(plan, prediction)
+    env = {"NPU_MEMORY_FRACTION": f"{plan.memory_fraction:g}"} if mode == "auto" else {}
+    notes = mindie_notes(plan, options=options, prediction=prediction, mode=mode)
+    return MindieResult(config=cfg, prediction=prediction, npu_mem_mode=mode, env=env, notes=notes)

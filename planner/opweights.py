@@ -1,0 +1,115 @@
+"""Per-op weight bytes, matmul elements and activation traffic, from params.model_tensors shapes.
+
+Every tensor of one rank is assigned to the ledger op that streams it in a forward pass, so the ledger's
+weight bytes add up to memory.weight_bytes_per_device (minus the embedding table, which is gathered row
+by row, not streamed; with tied embeddings the lm_head streams that same table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner.deployment import Deployment
+from planner.memory import linear_weight_bytes, plain_tensor_bytes
+from planner.params import Linear, Plain, model_tensors, split
+
+OPS = (
+    "attn.qkv_proj",
+    "attn.o_proj",
+    "gdn.in_proj",
+    "gdn.update",
+    "gdn.out_proj",
+    "mlp.gate_up",
+    "mlp.down",
+    "moe.router",
+    "moe.experts",
+    "moe.shared",
+    "norms",
+    "lm_head",
+    "embedding",
+    "mtp.layer",
+    "mtp.experts",
+)
+# Plain tensors that are matmul weights (they cost 2 FLOP per element per token) and compute in the
+# 16-bit activation dtype, as the engines keep them unquantized.
+PLAIN_MATMULS = frozenset({"router", "lm_head", "shared_expert_gate", "mtp.router", "mtp.shared_expert_gate"})
+_BY_PART = {"embedding": "embedding", "lm_head": "lm_head", "norm": "norms", "moe_shared": "moe.shared"}
+
+
+@dataclass(frozen=True)
+class OpWeights:
+    """Per-op totals on one rank (all layers of the op together).
+
+    weight_bytes                   bytes streamed when the op runs (quantized matmuls with scales)
+    matmul_elements                weight elements that multiply every token (2 FLOP each)
+    activation_elements_per_token  input + output activation elements per token (sum over layers)
+    unquantized                    ops that compute in the activation dtype, not the scheme's
+    """
+
+    weight_bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
+    matmul_elements: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
+    activation_elements_per_token: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OPS, 0))
+    unquantized: frozenset[str] = frozenset({"moe.router", "lm_head"})
+
+
+def op_of_tensor(tensor: Linear | Plain) -> str:
+    """The ledger op that streams this tensor (see OPS)."""
+    if tensor.name.startswith("mtp."):
+        return (
+            "mtp.experts"
+            if tensor.part == "moe_experts" or tensor.name.startswith("mtp.experts.")
+            else ("mtp.layer")
+        )
+    if tensor.part in _BY_PART:
+        return _BY_PART[tensor.part]
+    if tensor.part == "attention":
+        return "attn.o_proj" if tensor.name == "o_proj" else "attn.qkv_proj"
+    if tensor.part == "linear_attention":
+        if isinstance(tensor, Plain):
+            return "gdn.update"
+        return "gdn.out_proj" if tensor.name == "out_proj" else "gdn.in_proj"
+    if tensor.part == "mlp":
+        return "mlp.gate_up" if tensor.name == "gate_up_proj" else "mlp.down"
+    return "moe.experts" if isinstance(tensor, Linear) else "moe.router"
+
+
+def _add_tensor(weights: OpWeights, tensor: Linear | Plain, *, dep: Deployment) -> None:
+    op = op_of_tensor(tensor)
+    if isinstance(tensor, Linear):
+        weights.weight_bytes[op] += linear_weight_bytes(tensor, scheme=dep.weight_scheme)
+        weights.matmul_elements[op] += tensor.elements
+        weights.activation_elements_per_token[op] += tensor.count * (tensor.in_features + tensor.out_features)
+        return
+    weights.weight_bytes[op] += plain_tensor_bytes(tensor, dtype=dep.activation_dtype)
+    if tensor.name in PLAIN_MATMULS:
+        weights.matmul_elements[op] += tensor.elements
+
+
+def op_weights(dep: Deployment) -> OpWeights:
+    """Bucket every weight of one rank by ledger op.
+
+    Formula (per op): weight_bytes = sum of memory.linear_weight_bytes (matmuls) + plain_tensor_bytes (rest);
+    matmul_elements = sum of matmul weight elements; activation elements per token = sum count*(in+out).
+    Routed-expert activations are scaled by k / E (a token visits k of E experts). The lm_head reads
+    ceil(V / tp) * H weights: the untied head, or the embedding table when tied.
+    """
+    card = dep.model
+    weights = OpWeights()
+    embedding_bytes = 0
+    for tensor in model_tensors(card, tp=dep.tp, include_mtp=dep.include_mtp):
+        if tensor.part == "embedding" and isinstance(tensor, Plain):
+            embedding_bytes += plain_tensor_bytes(tensor, dtype=dep.activation_dtype)
+            continue
+        _add_tensor(weights, tensor, dep=dep)
+    vocab_rows = split(card.vocab_size, dep.tp)
+    if card.tie_word_embeddings:
+        weights.weight_bytes["lm_head"] += embedding_bytes
+    weights.matmul_elements["lm_head"] = vocab_rows * card.hidden_size
+    weights.activation_elements_per_token["lm_head"] = vocab_rows + card.hidden_size
+    if card.is_moe:
+        for op in ("moe.experts", "mtp.experts"):
+            per_token = weights.activation_elements_per_token[op]
+            weights.activation_elements_per_token[op] = (
+                per_token * (card.num_experts_per_tok or 0) // (card.routed_expert_count)
+            )
+    return weights

@@ -1,0 +1,208 @@
+"""The dashboard (app.py) through Streamlit's AppTest, and the pure helpers behind it (planner/dashboard.py).
+
+AppTest cannot drive st.file_uploader, so uploads are tested through the helpers app.py calls.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from planner import catalog, dashboard
+from planner.errors import DataFileError
+from planner.inputs import PlanRequest
+from planner.schema import HardwareProfile
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+TIMEOUT_S = 60  # a cold run imports plotly and the planner; warm reruns take well under a second
+
+
+@pytest.fixture
+def app() -> AppTest:
+    """The dashboard after its first run with default settings."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    """Metric label -> displayed value."""
+    return {m.label: m.value for m in at.metric}
+
+
+def assert_clean(at: AppTest) -> None:
+    """No uncaught exception reached the page."""
+    assert not at.exception, [e.message for e in at.exception]
+
+
+def test_default_render_has_no_exception(app: AppTest) -> None:
+    assert_clean(app)
+    assert not app.error
+    shown = metrics(app)
+    assert {"max batch", "max seq len", "KV budget", "TPOT", "aggregate", "per user", "TTFT (idle)"} <= set(shown)
+    assert app.title[0].value.startswith("qwen3.5-27b on ")
+    assert [t.label for t in app.tabs] == ["Memory", "Speed", "Compare", "Formulas"]
+    assert app.success or app.warning  # the SLO search always reports one or the other
+
+
+def test_weight_dtype_changes_the_numbers(app: AppTest) -> None:
+    before = metrics(app)
+    app.selectbox(key="dtype").set_value("fp8").run()
+    assert_clean(app)
+    after = metrics(app)
+    # fp8 weights take half the bytes of bf16, so more of the card is left for KV: more sequences fit.
+    assert int(after["max batch"]) > int(before["max batch"])
+    assert after["KV budget"] != before["KV budget"]
+
+
+def test_model_change_updates_title_and_values(app: AppTest) -> None:
+    before = metrics(app)
+    app.selectbox(key="model").set_value("qwen3-8b").run()
+    assert_clean(app)
+    assert app.title[0].value.startswith("qwen3-8b on ")
+    assert metrics(app)["max batch"] != before["max batch"]
+
+
+def test_card_change_updates_values(app: AppTest) -> None:
+    before = metrics(app)
+    app.selectbox(key="card").set_value("nvidia-h200").run()
+    assert_clean(app)
+    assert not app.error
+    assert metrics(app)["TPOT"] != before["TPOT"]
+
+
+def test_capacity_override_changes_kv_budget(app: AppTest) -> None:
+    before = metrics(app)
+    app.number_input(key="memory_gib").set_value(96.0).run()
+    assert_clean(app)
+    assert metrics(app)["KV budget"] != before["KV budget"]
+
+
+def test_model_that_does_not_fit_shows_an_error_not_a_traceback(app: AppTest) -> None:
+    app.selectbox(key="model").set_value("llama-3.1-70b").run()
+    assert_clean(app)
+    assert "does not fit on ascend-950pr" in app.error[0].value
+    assert "Traceback" not in app.error[0].value
+    app.selectbox(key="tp").set_value(4).run()  # recovering: the same model over four cards fits
+    assert_clean(app)
+    assert not app.error
+    assert int(metrics(app)["max batch"]) >= 1
+
+
+def test_dtype_the_card_lacks_shows_an_error(app: AppTest) -> None:
+    app.selectbox(key="card").set_value("ascend-910b2").run()
+    app.selectbox(key="dtype").set_value("fp8").run()
+    assert_clean(app)
+    assert app.error[0].value.startswith("--dtype: fp8 needs native fp8")
+
+
+def test_bad_prompt_length_shows_an_error(app: AppTest) -> None:
+    app.text_input(key="prompt").set_value("lots").run()
+    assert_clean(app)
+    assert "not a token count" in app.error[0].value
+
+
+def test_batch_too_large_shows_an_error(app: AppTest) -> None:
+    app.number_input(key="batch").set_value(4000).run()
+    assert_clean(app)
+    assert app.error[0].value.startswith("--batch:")
+
+
+def test_compare_tab_renders_three_configurations(app: AppTest) -> None:
+    assert_clean(app)
+    cmp_keys = {"cmp1_card", "cmp1_dtype", "cmp2_card", "cmp2_dtype"}
+    assert cmp_keys <= {s.key for s in app.selectbox}
+    app.selectbox(key="cmp2_card").set_value("ascend-910b2").run()
+    app.selectbox(key="cmp2_dtype").set_value("int8").run()
+    assert_clean(app)
+
+
+def test_tpot_slo_changes_the_slo_message(app: AppTest) -> None:
+    app.number_input(key="tpot_slo").set_value(1.0).run()
+    assert_clean(app)
+    assert any("No batch meets" in w.value for w in app.warning)
+
+
+# ---------------------------------------------------------------- helpers behind the page
+
+
+@pytest.fixture(scope="module")
+def plan_27b() -> tuple[object, object]:
+    return dashboard.plan_for(PlanRequest(model="qwen3.5-27b", ctx="32k", dtype="fp8"))
+
+
+def test_memory_segments_sum_to_capacity(plan_27b: tuple) -> None:
+    _, plan = plan_27b
+    for batch in (1, plan.recommendation.max_batch_size):
+        segments = dashboard.memory_segments(plan.memory, batch=batch)
+        assert sum(s.size_bytes for s in segments) == plan.memory.device_capacity_bytes
+        assert all(s.size_bytes >= 0 for s in segments)
+
+
+def test_feasibility_grid_matches_the_plan(plan_27b: tuple) -> None:
+    dep, plan = plan_27b
+    most = plan.recommendation.max_batch_size
+    grid = dashboard.feasibility_grid(dep, batch=np.array([1, most, most + 1]),
+                                      ctx_tokens=np.array([dep.ctx_tokens]))
+    assert grid.fits[:, 0].tolist() == [True, True, False]
+    assert np.isnan(grid.tpot_s[2, 0]) and np.isfinite(grid.tpot_s[:2, 0]).all()
+    # The grid's TPOT is the plan's at its batch: one formula, two call paths.
+    assert grid.tpot_s[1, 0] == pytest.approx(dashboard.tpot_s(plan.performance), rel=1e-9)
+
+
+def test_speed_curve_is_vectorised_and_consistent(plan_27b: tuple) -> None:
+    dep, plan = plan_27b
+    axis = dashboard.batch_axis(plan.recommendation.max_batch_size)
+    assert axis[0] == 1 and axis[-1] == plan.recommendation.max_batch_size
+    curve = dashboard.speed_curve(dep, batch=axis, ctx_tokens=dep.ctx_tokens)
+    assert np.all(np.diff(curve.tokens_per_s) > 0)  # aggregate grows with batch
+    assert curve.tokens_per_s[-1] == pytest.approx(plan.performance.tokens_per_s, rel=1e-9)
+
+
+def test_axes() -> None:
+    assert dashboard.ctx_axis(5000, include=3000).tolist() == [1024, 2048, 3000, 4096, 5000]
+    assert dashboard.heatmap_batch_axis(20, include=3).tolist() == [1, 2, 3, 4, 8, 16, 20]
+    assert dashboard.batch_axis(1).tolist() == [1]
+
+
+def test_memory_ledger_results_are_the_plans(plan_27b: tuple) -> None:
+    dep, plan = plan_27b
+    lines = {line.quantity: line for line in dashboard.memory_ledger(dep, plan)}
+    assert lines["max batch"].result == str(plan.recommendation.max_batch_size)
+    assert lines["KV per token"].substituted == "2 × 16 × 4 × 256 × 16 / 8"  # 16 full-attention layers, 4 KV heads
+
+
+def test_uploaded_profile_is_validated() -> None:
+    source = catalog.data_dir("hwprofiles") / "ascend-950pr.yaml"
+    profile = dashboard.load_uploaded(source.read_bytes(), HardwareProfile, name="my-950pr.yaml")
+    assert profile.id == "ascend-950pr"
+    with pytest.raises(DataFileError, match=r"bad-profile\.yaml: memory_capacity_gib"):
+        bad = source.read_text().replace("memory_capacity_gib: 128", "memory_capacity_gib: -1")
+        dashboard.load_uploaded(bad.encode(), HardwareProfile, name="bad-profile.yaml")
+
+
+LLAMA_CONFIG = {
+    "_name_or_path": "example/tiny-llama", "model_type": "llama", "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True,
+    "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "rms_norm_eps": 1e-5,
+}
+
+
+@pytest.mark.skipif(not dashboard.module_available("hfimport"), reason="planner/hfimport.py not present")
+def test_uploaded_hf_config_plans_like_a_catalogue_model() -> None:
+    card = dashboard.model_card_from_config(json.dumps(LLAMA_CONFIG).encode(), name="config.json")
+    assert card.id == "tiny-llama"
+    _, plan = dashboard.plan_for(PlanRequest(model=dashboard.model_card_path(card), ctx="8k"))
+    assert plan.model == "tiny-llama"
+    assert plan.recommendation.max_batch_size > 1
+
+
+@pytest.mark.skipif(not dashboard.module_available("hfimport"), reason="planner/hfimport.py not present")
+def test_uploaded_config_that_is_not_json_raises_a_data_error() -> None:
+    with pytest.raises(DataFileError, match="not valid JSON"):
+        dashboard.model_card_from_config(b"{not json", name="config.json")

@@ -1,0 +1,129 @@
+"""The CLI: the mission command, JSON shape, and one clear line + exit code for every bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+runner = CliRunner()
+MISSION = ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8"]
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_mission_command_as_typed() -> None:
+    result = run(*MISSION)
+    assert result.exit_code == 0, result.output
+    assert "'qwen3-27b' is an alias of qwen3.5-27b" in result.output
+    assert "ascend-950pr" in result.output
+    assert "Recommended: max_batch_size =" in result.output
+    assert "uncalibrated" in result.output
+
+
+def test_json_shape_and_units() -> None:
+    result = run(*MISSION, "--json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    for key in ("model", "card", "dtype", "kv_dtype", "tp", "ctx_tokens", "batch", "memory", "recommendation",
+                "performance"):
+        assert key in plan
+    assert plan["ctx_tokens"] == 32768  # 32k means 32 * 1024
+    mem = plan["memory"]
+    for key in ("device_capacity_bytes", "usable_bytes", "weights_bytes", "kv_bytes_per_token",
+                "state_bytes_per_sequence", "activation_bytes", "reserved_bytes", "kv_budget_bytes"):
+        assert isinstance(mem[key], int)
+    assert mem["kv_bytes_per_token"] == 2 * 16 * 4 * 256 * 2  # 16 full-attention layers, bf16 KV
+    rec = plan["recommendation"]
+    per_seq = mem["kv_bytes_per_sequence"]
+    assert rec["max_batch_size"] * per_seq <= mem["kv_budget_bytes"] < (rec["max_batch_size"] + 1) * per_seq
+    perf = plan["performance"]
+    assert perf["batch"] == rec["max_batch_size"]
+    assert perf["tokens_per_s"] == pytest.approx(perf["per_user_tokens_per_s"] * perf["batch"])
+    assert perf["calibrated"] is False
+
+
+def test_batch_gives_max_seq_len() -> None:
+    plan = json.loads(run(*MISSION, "--batch", "4", "--json").output)
+    assert plan["batch"] == 4
+    assert plan["recommendation"]["max_batch_size"] == 4
+    assert plan["recommendation"]["max_seq_len"] >= 32768
+    assert plan["performance"]["batch"] == 4
+
+
+def test_memory_override_changes_budget() -> None:
+    big = json.loads(run(*MISSION, "--json").output)
+    small = json.loads(run(*MISSION, "--memory-gib", "64", "--json").output)
+    assert small["memory"]["device_capacity_bytes"] == 64 * 2**30
+    assert small["recommendation"]["max_batch_size"] < big["recommendation"]["max_batch_size"]
+
+
+def test_card_accepts_a_path(tmp_path: Path) -> None:
+    from planner import catalog
+
+    copy = tmp_path / "my-card.yaml"
+    shutil.copy(catalog.data_dir("hwprofiles") / "nvidia-h100.yaml", copy)
+    result = run("--model", "qwen3-8b", "--card", str(copy), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["card"] == "nvidia-h100"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "pattern"),
+    [
+        (["--model", "qwen3-27b", "--ctx", "32q"], 2, r"--ctx: not a token count \(got '32q'"),
+        (["--model", "qwen3-32", "--ctx", "4k"], 2, r"unknown model card 'qwen3-32'; did you mean .*'qwen3-32b'"),
+        (["--model", "qwen3-8b", "--card", "h100"], 2, r"unknown hardware profile 'h100'; did you mean .*nvidia-h100"),
+        (["--model", "qwen3-8b", "--card", "ascend-910b1", "--dtype", "fp8"], 2,
+         r"--dtype: fp8 needs native fp8 units, which ascend-910b1 lacks .*try --dtype int8"),
+        (["--model", "qwen3-8b", "--dtype", "fp7"], 2, r"--dtype: unknown weight dtype \(got 'fp7'"),
+        (["--model", "qwen3-8b", "--kv-dtype", "fp4"], 2, r"--kv-dtype: unknown KV dtype"),
+        (["--model", "qwen3-8b", "--tp", "3"], 2, r"--tp: qwen3-8b has 32 attention heads, not divisible"),
+        (["--model", "qwen3-8b", "--memory-fraction", "1.5"], 2, r"--memory-fraction: out of range \(got 1.5"),
+        (["--model", "qwen3-8b", "--card", "missing.yaml"], 2, r"--card: profile file not found"),
+        (["--model", "llama-3.1-70b", "--card", "ascend-910b4"], 3,
+         r"llama-3.1-70b \(bf16\) does not fit on ascend-910b4 at tp=1: .*try --tp 2"),
+        (["--model", "qwen3-8b", "--ctx", "4k", "--batch", "100000"], 3, r"--batch: 100000 sequences"),
+        ([], 2, r"--model: required"),
+    ],
+)
+def test_bad_input_one_line_and_exit_code(args: list[str], code: int, pattern: str) -> None:
+    result = run(*args)
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("kvplan: error: ")
+    import re
+
+    assert re.search(pattern, lines[0]), lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_malformed_profile_names_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    from planner import catalog
+
+    text = (catalog.data_dir("hwprofiles") / "nvidia-h100.yaml").read_text()
+    bad.write_text(text.replace("memory_bandwidth_gb_per_s:", "memory_bandwith_gb_per_s:"))
+    result = run("--model", "qwen3-8b", "--card", str(bad))
+    assert result.exit_code == 2
+    assert f"{bad}: memory_bandwith_gb_per_s: Extra inputs are not permitted" in result.output
+
+
+def test_listings() -> None:
+    models = run("models", "--json")
+    assert models.exit_code == 0, models.output
+    ids = {row["id"] for row in json.loads(models.output)}
+    assert {"qwen3-32b", "qwen3.5-27b", "deepseek-v3"} <= ids
+    cards = run("cards", "--json")
+    assert cards.exit_code == 0, cards.output
+    assert {"ascend-950pr", "nvidia-h200"} <= {row["id"] for row in json.loads(cards.output)}
+    table = run("cards")
+    assert "ascend-910b1" in table.output

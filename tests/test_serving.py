@@ -1,0 +1,173 @@
+"""Serving layer: speculative decoding, Performance block, batch knee, SLO search, workload estimate."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from planner import capacity, catalog, roofline, serving
+from planner.deployment import Deployment
+from planner.dtypes import StorageDType
+
+
+def deployment(model_id: str = "qwen3.5-27b", **kw: object) -> Deployment:
+    fields: dict[str, object] = {
+        "weight_scheme_name": "fp8",
+        "kv_dtype": StorageDType.bf16,
+        "tp": 1,
+        "ctx_tokens": 4096,
+        "calibrated": False,
+    }
+    fields.update(kw)
+    return Deployment(
+        model=catalog.load_model(model_id), hardware=catalog.load_card("ascend-950pr"), **fields
+    )
+
+
+# --- speculative decoding ---
+def test_seed_mtp_tokens_per_step() -> None:
+    # Seed 002 (Qwen3.5-0.8B on a 910, MTP with 1 draft token): 89.6 % acceptance -> 1 + 0.896 = 1.896 tokens
+    # per step, reported as 1.90.
+    assert serving.speculative_tokens_per_step(1, acceptance_fraction=0.896) == pytest.approx(
+        1.896, rel=1e-12
+    )
+    # 3 drafts at 0.8: 1 + 0.8 + 0.64 + 0.512 = 2.952
+    assert serving.speculative_tokens_per_step(3, acceptance_fraction=0.8) == pytest.approx(2.952, rel=1e-12)
+
+
+@given(draft=st.integers(0, 8), acceptance=st.floats(0, 1), more=st.floats(0, 1))
+def test_speculation_bounded_and_monotone(draft: int, acceptance: float, more: float) -> None:
+    tokens = serving.speculative_tokens_per_step(draft, acceptance_fraction=acceptance)
+    assert 1.0 <= tokens <= 1 + draft
+    higher = min(1.0, acceptance + more)
+    assert serving.speculative_tokens_per_step(draft, acceptance_fraction=higher) >= tokens
+    assert serving.speculative_tokens_per_step(draft + 1, acceptance_fraction=acceptance) >= tokens
+
+
+def test_seed_mtp_single_stream_speedup_is_plausible() -> None:
+    """Seed 002 measured 1.42x single stream (TPOT 37.8 -> 25.7 ms, 862-token prompt). The roofline gives
+    1.896 tokens per step over a step that also runs the MTP layer and a second lm_head pass; on the
+    (uncalibrated) 950PR it predicts ~1.65x. Bounds: above 1 and below the 1.896 ideal."""
+    plain = serving.performance(
+        deployment("qwen3.5-0.8b", weight_scheme_name="bf16"), batch=1, ctx_tokens=900, prompt_tokens=862
+    )
+    mtp = serving.performance(
+        deployment("qwen3.5-0.8b", weight_scheme_name="bf16", mtp_tokens=1, mtp_acceptance_fraction=0.896),
+        batch=1,
+        ctx_tokens=900,
+        prompt_tokens=862,
+    )
+    speedup = mtp.per_user_tokens_per_s / plain.per_user_tokens_per_s
+    assert 1.2 < speedup < 1.896
+
+
+# --- performance block ---
+def test_performance_block_consistent() -> None:
+    dep = deployment()
+    perf = serving.performance(dep, batch=8, ctx_tokens=384, prompt_tokens=256)
+    assert perf.decode_step_s == roofline.decode_step_s(dep, batch=8, ctx_tokens=384)
+    assert perf.tokens_per_s == pytest.approx(8 * perf.per_user_tokens_per_s, rel=1e-12)
+    assert perf.per_user_tokens_per_s == pytest.approx(1 / perf.decode_step_s, rel=1e-12)
+    assert perf.ttft_s == roofline.ttft_s(dep, prompt_tokens=256)
+    assert perf.calibrated is False
+
+
+def test_batch_knee_definition() -> None:
+    dep = deployment()
+    knee = serving.batch_knee(dep, ctx_tokens=384, max_batch=512)
+
+    def tps(batch: int) -> float:
+        return batch / roofline.decode_step_s(dep, batch=batch, ctx_tokens=384)
+
+    assert 1 <= knee <= 256
+    assert tps(2 * knee) < serving.KNEE_DOUBLING_GAIN * tps(knee)
+    assert tps(2 * (knee - 1)) >= serving.KNEE_DOUBLING_GAIN * tps(knee - 1)
+    assert serving.batch_knee(dep, ctx_tokens=384, max_batch=4) == 4  # never reached: the cap
+    assert serving.batch_knee(dep, ctx_tokens=384, max_batch=1) == 1
+
+
+def test_knee_moves_left_with_context() -> None:
+    """Longer contexts make every extra sequence cost more KV traffic, so throughput saturates sooner."""
+    dep = deployment("qwen3-32b")
+    assert serving.batch_knee(dep, ctx_tokens=32768, max_batch=1024) < serving.batch_knee(
+        dep, ctx_tokens=256, max_batch=1024
+    )
+
+
+# --- SLO search ---
+def test_slo_memory_binds_without_slos() -> None:
+    result = serving.search_slo(
+        deployment(),
+        tpot_s=None,
+        ttft_s=None,
+        min_user_tokens_per_s=None,
+        max_batch_by_memory=40,
+        prompt_tokens=1024,
+    )
+    assert (result.feasible, result.batch, result.binding) == (True, 40, "memory")
+    assert result.performance is not None and result.performance.batch == 40
+
+
+@pytest.mark.parametrize("binding", ["tpot", "min-user-tps", "ttft"])
+def test_slo_largest_feasible_batch(binding: str) -> None:
+    dep = deployment()
+    step_at_32 = roofline.decode_step_s(dep, batch=32, ctx_tokens=dep.ctx_tokens)
+    limits = {
+        "tpot": {"tpot_s": step_at_32},
+        "min-user-tps": {"min_user_tokens_per_s": 1 / step_at_32},
+        "ttft": {"ttft_s": roofline.ttft_s(dep, prompt_tokens=1024) + step_at_32},
+    }[binding]
+    kwargs: dict[str, float | None] = {
+        "tpot_s": None,
+        "ttft_s": None,
+        "min_user_tokens_per_s": None,
+        **limits,
+    }
+    result = serving.search_slo(dep, max_batch_by_memory=500, prompt_tokens=1024, **kwargs)
+    assert (result.feasible, result.batch, result.binding) == (True, 32, binding)
+
+
+def test_slo_infeasible_at_batch_one() -> None:
+    result = serving.search_slo(
+        deployment(),
+        tpot_s=1e-3,
+        ttft_s=None,
+        min_user_tokens_per_s=None,
+        max_batch_by_memory=100,
+        prompt_tokens=1024,
+    )
+    assert (result.feasible, result.batch, result.binding, result.performance) == (False, 0, "tpot", None)
+
+
+# --- serving estimate ---
+def test_serving_estimate_littles_law_and_bounds() -> None:
+    dep = deployment(mtp_tokens=1, mtp_acceptance_fraction=0.9)
+    est = serving.serving_estimate(dep, input_tokens=1024, output_tokens=256, concurrency=32)
+    assert est.request_latency_s == pytest.approx(32 / est.requests_per_s, rel=1e-12)
+    assert est.output_tokens_per_s == pytest.approx(est.requests_per_s * 256, rel=1e-12)
+    # never faster than pure decode at the same batch and mean context (prefill only takes time away)
+    decode_only = 32 * 1.9 / roofline.decode_step_s(dep, batch=32, ctx_tokens=1024 + 128)
+    assert est.output_tokens_per_s < decode_only
+    assert 0 < est.prefill_time_fraction < 1
+    assert est.ttft_s > roofline.ttft_s(dep, prompt_tokens=1024)
+
+
+@given(concurrency=st.integers(1, 256))
+def test_serving_throughput_grows_with_concurrency(concurrency: int) -> None:
+    dep = deployment()
+    low = serving.serving_estimate(dep, input_tokens=512, output_tokens=128, concurrency=concurrency)
+    high = serving.serving_estimate(dep, input_tokens=512, output_tokens=128, concurrency=concurrency + 1)
+    assert high.output_tokens_per_s >= low.output_tokens_per_s
+    assert high.request_latency_s >= low.request_latency_s
+
+
+def test_single_stream_estimate_is_the_decode_speed() -> None:
+    """With one request there is nothing to interleave: per-user speed = tokens_per_step / step,
+    TTFT = prefill, latency = prefill + O / a steps."""
+    dep = deployment("qwen3.5-0.8b", weight_scheme_name="bf16", mtp_tokens=1, mtp_acceptance_fraction=0.896)
+    est = serving.serving_estimate(dep, input_tokens=862, output_tokens=64, concurrency=1)
+    step_s = roofline.decode_step_s(dep, batch=1, ctx_tokens=862 + 32)
+    assert est.per_user_tokens_per_s == pytest.approx(1.896 / step_s, rel=1e-12)
+    assert est.ttft_s == roofline.ttft_s(dep, prompt_tokens=862)
+    assert est.request_latency_s == pytest.approx(est.ttft_s + 64 * step_s / 1.896, rel=1e-12)

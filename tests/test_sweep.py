@@ -1,0 +1,150 @@
+"""Grid sweep: agreement with the scalar path, memory fit vs the plan, and the `kvplan sweep` command."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from planner import capacity, catalog, roofline, serving, sweep
+from planner.cli import app
+from planner.cli_perf import parse_batches
+from planner.deployment import Deployment
+from planner.dtypes import StorageDType
+from planner.errors import PlanInputError
+
+
+def deployment(model_id: str = "qwen3.5-27b", **kw: object) -> Deployment:
+    fields: dict[str, object] = {
+        "weight_scheme_name": "fp8",
+        "kv_dtype": StorageDType.bf16,
+        "tp": 1,
+        "ctx_tokens": 4096,
+        "calibrated": False,
+    }
+    fields.update(kw)
+    return Deployment(
+        model=catalog.load_model(model_id), hardware=catalog.load_card("ascend-950pr"), **fields
+    )
+
+
+def test_grid_matches_scalar_path() -> None:
+    dep = deployment(mtp_tokens=1, mtp_acceptance_fraction=0.8)
+    result = sweep.sweep(dep, batch=[1, 7, 64], ctx_tokens=[100, 4096, 65536], weight_dtypes=["fp8", "w4a16"])
+    assert result.decode_step_s.shape == (2, 3, 3)
+    for i, scheme in enumerate(result.weight_dtypes):
+        scheme_dep = sweep.with_scheme(dep, weight_dtype=scheme)
+        for j, batch in enumerate([1, 7, 64]):
+            for k, ctx in enumerate([100, 4096, 65536]):
+                step = roofline.decode_step_s(scheme_dep, batch=batch, ctx_tokens=ctx)
+                assert result.decode_step_s[i, j, k] == pytest.approx(step, rel=1e-12)
+                assert result.per_user_tokens_per_s[i, j, k] == pytest.approx(1.8 / step, rel=1e-12)
+                assert result.tokens_per_s[i, j, k] == pytest.approx(batch * 1.8 / step, rel=1e-12)
+    assert len(list(result.points())) == 18
+
+
+def test_fits_memory_agrees_with_plan() -> None:
+    """The plan's max batch at ctx fits; one more sequence does not."""
+    dep = deployment(ctx_tokens=32768)
+    max_batch = capacity.build_plan(dep, with_performance=False).recommendation.max_batch_size
+    result = sweep.sweep(dep, batch=[max_batch, max_batch + 1], ctx_tokens=[32768])
+    assert result.fits_memory[0, :, 0].tolist() == [True, False]
+
+
+def test_parse_batches() -> None:
+    assert parse_batches("1-4,8, 2") == [1, 2, 3, 4, 8]
+    with pytest.raises(PlanInputError, match=r"^--batch: not a batch list \(got 'x'"):
+        parse_batches("x")
+    with pytest.raises(PlanInputError, match=r"^--batch: batch sizes must be >= 1"):
+        parse_batches("0-2")
+
+
+runner = CliRunner()
+
+
+def test_cli_sweep_csv() -> None:
+    out = runner.invoke(
+        app,
+        [
+            "sweep",
+            "-m",
+            "qwen3-27b",
+            "--dtype",
+            "fp8,bf16",
+            "--batch",
+            "1,8",
+            "--ctx",
+            "256,8k",
+            "--format",
+            "csv",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert len(rows) == 2 * 2 * 2
+    first = rows[0]
+    assert (first["weight_dtype"], first["batch"], first["ctx_tokens"]) == ("fp8", "1", "256")
+    dep = deployment()
+    assert float(first["decode_step_s"]) == pytest.approx(
+        roofline.decode_step_s(dep, batch=1, ctx_tokens=256), rel=1e-5
+    )  # CSV keeps 6 significant digits
+
+
+def test_cli_sweep_json_and_table() -> None:
+    out = runner.invoke(
+        app,
+        ["sweep", "-m", "qwen3-27b", "--dtype", "fp8", "--batch", "1-3", "--ctx", "1k", "--format", "json"],
+    )
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.stdout)
+    assert payload["batch"] == [1, 2, 3] and payload["ctx_tokens"] == [1024]
+    assert np.asarray(payload["decode_step_s"]).shape == (1, 3, 1)
+    table = runner.invoke(app, ["sweep", "-m", "qwen3-27b", "--dtype", "fp8", "--batch", "1", "--ctx", "1k"])
+    assert table.exit_code == 0 and "tok/s" in table.stdout
+
+
+def test_cli_sweep_bad_format_exits_2() -> None:
+    out = runner.invoke(app, ["sweep", "-m", "qwen3-27b", "--format", "xml"])
+    assert out.exit_code == 2
+    assert "--format: unknown format (got 'xml'" in out.output
+
+
+def test_cli_serve_reports_binding_constraint() -> None:
+    out = runner.invoke(
+        app,
+        [
+            "serve",
+            "-m",
+            "qwen3-27b",
+            "--dtype",
+            "fp8",
+            "--tpot-ms",
+            "50",
+            "--input-tokens",
+            "256",
+            "--output-tokens",
+            "128",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.stdout)
+    assert payload["slo"]["binding"] == "tpot"
+    assert payload["slo"]["tpot_s"] <= 0.05
+    assert payload["estimate"]["concurrency"] == payload["slo"]["batch"]
+    dep = deployment(ctx_tokens=384)
+    assert (
+        payload["slo"]["batch"]
+        == serving.search_slo(
+            dep,
+            tpot_s=0.05,
+            ttft_s=None,
+            min_user_tokens_per_s=None,
+            max_batch_by_memory=10_000,
+            prompt_tokens=256,
+        ).batch
+    )
