@@ -34,13 +34,17 @@ def main() -> None:
         "python -c pass (interpreter floor)": [sys.executable, "-c", "pass"],
         "kvplan --help": [kvplan, "--help"] if kvplan else [sys.executable, "-m", "planner.cli", "--help"],
         "mission command": ([kvplan] if kvplan else [sys.executable, "-m", "planner.cli"]) + MISSION,
-        "mission command --json": ([kvplan] if kvplan else [sys.executable, "-m", "planner.cli"]) + MISSION + ["--json"],
+        "mission command --json": ([kvplan] if kvplan else [sys.executable, "-m", "planner.cli"])
+        + MISSION
+        + ["--json"],
     }
     print(f"{'command':40s} {'median ms':>10s} {'min ms':>8s} {'max ms':>8s}  (runs={args.runs})")
     for name, command in commands.items():
         samples = time_command(command, args.runs)
-        print(f"{name:40s} {statistics.median(samples) * 1000:10.1f} {min(samples) * 1000:8.1f} "
-              f"{max(samples) * 1000:8.1f}")
+        print(
+            f"{name:40s} {statistics.median(samples) * 1000:10.1f} {min(samples) * 1000:8.1f} "
+            f"{max(samples) * 1000:8.1f}"
+        )
 
 
 if __name__ == "__main__":

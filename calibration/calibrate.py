@@ -6,7 +6,7 @@ Mapping (each achieved rate is divided by the card's datasheet figure):
     kv_read_bandwidth_fraction      decode attention points with KV >= attn_min_fit_bytes: bytes / (t - k),
                                     median, / memory_bandwidth
     compute_fraction[dtype]         large square GEMM FLOP/s / peak_tflop_per_s[dtype], per dtype measured
-    kernel_overhead_us              per-kernel time of tiny kernels replayed from a captured graph (eager on cpu)
+    kernel_overhead_us              per-kernel time of tiny kernels replayed from a graph (cpu: eager)
     step_overhead_us                host wall time of: replay a graph holding argmax over the vocabulary, sync
     allreduce_*                     kept from default_coefficients (one device; no all-reduce measured)
 Fractions above 1 (a card faster than its datasheet) are clipped to 1 and noted.
@@ -62,7 +62,9 @@ def weight_read_bytes_per_s(meas: Measurements, overhead_s: float) -> float | No
     per_batch: dict[int, list[tuple[float, float]]] = {}
     for row in _rows(meas, "gemv", dtype="bf16"):
         if row["batch"] <= DECODE_GEMV_MAX_BATCH:
-            per_batch.setdefault(row["batch"], []).append((row["bytes"], _busy_s(row["median_s"], overhead_s)))
+            per_batch.setdefault(row["batch"], []).append(
+                (row["bytes"], _busy_s(row["median_s"], overhead_s))
+            )
     rates = [sum(b for b, _ in pts) / sum(t for _, t in pts) for pts in per_batch.values()]
     return statistics.median(rates) if rates else None
 
@@ -99,14 +101,21 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
     compute = dict(base.compute_fraction)
     for row in _rows(meas, "gemm"):
         if row["dtype"] in hw.peak_tflop_per_s:
-            compute[row["dtype"]] = _fraction(row["flop"] / row["median_s"], hw.peak_flop_per_s(row["dtype"]),
-                                              f"compute_fraction.{row['dtype']}", notes)
+            compute[row["dtype"]] = _fraction(
+                row["flop"] / row["median_s"],
+                hw.peak_flop_per_s(row["dtype"]),
+                f"compute_fraction.{row['dtype']}",
+                notes,
+            )
     steps = _rows(meas, "step")
     notes.append("allreduce_*: default coefficients kept (one device visible; all-reduce not measured)")
     return PerfCoefficients(
-        weight_read_bandwidth_fraction=_fraction(weight, bw, "weight_read", notes) if weight
+        weight_read_bandwidth_fraction=_fraction(weight, bw, "weight_read", notes)
+        if weight
         else base.weight_read_bandwidth_fraction,
-        kv_read_bandwidth_fraction=_fraction(kv, bw, "kv_read", notes) if kv else base.kv_read_bandwidth_fraction,
+        kv_read_bandwidth_fraction=_fraction(kv, bw, "kv_read", notes)
+        if kv
+        else base.kv_read_bandwidth_fraction,
         compute_fraction=compute,
         kernel_overhead_us=overhead / units.US_S if overhead else base.kernel_overhead_us,
         step_overhead_us=steps[0]["median_s"] / units.US_S if steps else base.step_overhead_us,
@@ -116,7 +125,7 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
 
 
 def samples_from(meas: Measurements) -> dict[str, list[float]]:
-    """Compact sample lists for the profile (rates in datasheet units, overheads in us); raw rows go to JSON."""
+    """Compact sample lists for the profile (datasheet units, overheads in us); raw rows go to JSON."""
     out: dict[str, list[float]] = {}
     for row in meas.rows.get("kernels", []):
         out[f"kernel_{row['mode']}_us"] = [s / units.US_S for s in row["samples_s"]]
@@ -147,14 +156,26 @@ def pick_shapes(model: str | None, *, tiny: bool) -> ModelShapes:
     return TINY_SHAPES if tiny else STANDARD_SHAPES
 
 
-def run_calibration(card: str, *, device: str, model: str | None = None, tiny: bool | None = None,
-                    budget_s: float = DEFAULT_BUDGET_S, progress: Progress | None = None) -> CalibrationResult:
+def run_calibration(
+    card: str,
+    *,
+    device: str,
+    model: str | None = None,
+    tiny: bool | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    progress: Progress | None = None,
+) -> CalibrationResult:
     """Benchmark `device` and return the measured block for `card` (tiny sizes default on for cpu)."""
     hw = catalog.resolve_card(card)
     backend = devmod.open_backend(device)
     tiny = backend.kind == "cpu" if tiny is None else tiny
-    suite = Suite(backend=backend, sizes=TINY if tiny else FULL, shapes=pick_shapes(model, tiny=tiny),
-                  budget_s=budget_s, progress=progress or (lambda _label: None))
+    suite = Suite(
+        backend=backend,
+        sizes=TINY if tiny else FULL,
+        shapes=pick_shapes(model, tiny=tiny),
+        budget_s=budget_s,
+        progress=progress or (lambda _label: None),
+    )
     meas = suite.run()
     meas.notes.extend(backend.notes)
     sizes = TINY if tiny else FULL
@@ -162,14 +183,24 @@ def run_calibration(card: str, *, device: str, model: str | None = None, tiny: b
     mem = backend.mem_get_info()
     bandwidth = stream_bytes_per_s(meas)
     measured = MeasuredBlock(
-        tool=TOOL, tool_version=TOOL_VERSION, date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        device_name=backend.device_name(), backend=backend.kind, versions=backend.versions(),
+        tool=TOOL,
+        tool_version=TOOL_VERSION,
+        date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        device_name=backend.device_name(),
+        backend=backend.kind,
+        versions=backend.versions(),
         coefficients=coefficients,
         memory_bandwidth_gb_per_s=bandwidth / units.GB_BYTES if bandwidth else None,
         usable_memory_gib=units.bytes_to_gib(mem[1]) if mem else None,
         samples=samples_from(meas),
-        notes="; ".join([f"shapes: {suite.shapes.name}", f"sizes: {'tiny' if tiny else 'full'}",
-                         f"took {meas.elapsed_s:.1f} s", *meas.notes]),
+        notes="; ".join(
+            [
+                f"shapes: {suite.shapes.name}",
+                f"sizes: {'tiny' if tiny else 'full'}",
+                f"took {meas.elapsed_s:.1f} s",
+                *meas.notes,
+            ]
+        ),
     )
     return CalibrationResult(measured=measured, measurements=meas, source=source_path(card))
 
@@ -184,21 +215,28 @@ def source_path(card: str) -> Path:
 
 def write_raw(result: CalibrationResult, path: Path) -> None:
     """Every raw benchmark row (all samples) as JSON, for calibration/data/."""
-    payload = {"device": result.measured.device_name, "date": result.measured.date,
-               "versions": result.measured.versions, "elapsed_s": result.measurements.elapsed_s,
-               "notes": result.measurements.notes, "rows": result.measurements.rows}
+    payload = {
+        "device": result.measured.device_name,
+        "date": result.measured.date,
+        "versions": result.measured.versions,
+        "elapsed_s": result.measurements.elapsed_s,
+        "notes": result.measurements.notes,
+        "rows": result.measurements.rows,
+    }
     path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
 
 
 def main() -> None:
-    """`python -m calibration.calibrate CARD DEVICE OUT [MODEL] [RAW]`: the device-side entry (no typer needed)."""
+    """`python -m calibration.calibrate CARD DEVICE OUT [MODEL] [RAW]`: device-side entry, no typer needed."""
     import sys
 
     from calibration.profile_writer import write_profile
 
     card, device, out = sys.argv[1:4]
     model = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
-    result = run_calibration(card, device=device, model=model, progress=lambda s: print(f"[calibrate] {s}", flush=True))
+    result = run_calibration(
+        card, device=device, model=model, progress=lambda s: print(f"[calibrate] {s}", flush=True)
+    )
     write_profile(result.source, result.measured, out=Path(out), force=True)
     if len(sys.argv) > 5:
         write_raw(result, Path(sys.argv[5]))

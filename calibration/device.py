@@ -52,7 +52,8 @@ def import_torch(kind: str) -> ModuleType:
     """Import torch for a device kind; torch_npu only when kind == "npu".
 
     Sets TORCH_DEVICE_BACKEND_AUTOLOAD=0 first (unless npu is wanted and the user set nothing), so that an
-    installed torch_npu without CANN cannot break `import torch`. Raises MissingDependencyError with an install
+    installed torch_npu without CANN cannot break `import torch`. Raises MissingDependencyError with an
+    install
     hint when torch (or torch_npu for npu) is absent or fails to load.
     """
     if kind != "npu":
@@ -61,7 +62,8 @@ def import_torch(kind: str) -> ModuleType:
         import torch
     except ImportError as exc:
         raise MissingDependencyError(
-            f"--device {kind}: torch is not installed ({exc}); install it with `pip install 'kvplan-ascend[calibrate]'`"
+            f"--device {kind}: torch is not installed ({exc}); "
+            "install it with `pip install 'kvplan-ascend[calibrate]'`"
         ) from exc
     except RuntimeError as exc:  # autoload of a broken backend extension (torch_npu without CANN)
         raise MissingDependencyError(
@@ -79,7 +81,8 @@ def _import_torch_npu() -> ModuleType:
     except ImportError as exc:
         raise MissingDependencyError(
             "--device npu: torch_npu is not importable "
-            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); install torch_npu matching your "
+            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+            "install torch_npu matching your "
             "torch and run CANN's set_env.sh (`source /usr/local/Ascend/ascend-toolkit/set_env.sh`)"
         ) from exc
     return torch_npu  # type: ignore[no-any-return]
@@ -140,7 +143,7 @@ class Backend:
         return out
 
     def timer(self, fn: Callable[[], object], *, inner: int = 1) -> float:
-        """Seconds per call of fn, timing `inner` back-to-back calls with device events (host clock on cpu)."""
+        """Seconds per call: `inner` back-to-back calls timed with device events (host clock on cpu)."""
         if self.accel is None:
             start = time.perf_counter()
             for _ in range(inner):
@@ -162,7 +165,7 @@ class Backend:
         return [self.timer(fn, inner=inner) for _ in range(repeats)]
 
     def capture_graph(self, fn: Callable[[], object]) -> Callable[[], None] | None:
-        """Capture fn into a device graph (CUDA graph / NPU aclgraph) and return its replay; None if unsupported."""
+        """Capture fn into a device graph (CUDA graph / NPU aclgraph); its replay, or None if unsupported."""
         if self.accel is None:
             return None
         graph_cls = getattr(self.accel, "CUDAGraph", None) or getattr(self.accel, "NPUGraph", None)

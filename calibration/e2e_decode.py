@@ -7,7 +7,8 @@ call) instead of materialising repeated KV heads. The cache is exactly ctx token
 values, so the step attends over ctx keys; no prefill is run (its cost is not what is measured).
 
 Per (model, batch, ctx) it records:
-    decode_step_s    host wall time of one graph replay (forward + argmax over the vocabulary + feedback of the
+    decode_step_s    host wall time of one graph replay (forward + argmax over the vocabulary + feedback of
+                     the
                      token into the next input) followed by a host sync: what a serving loop pays per step
     device_step_s    device-event time of back-to-back replays / count (no host sync between them)
 and per model the bytes torch really allocated for weights and for each KV cache (memory_allocated deltas).
@@ -34,22 +35,48 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 ATTN_NAME = "kvplan_gqa_sdpa"
 DEFAULT_MODELS = ("qwen3-8b", "llama-3.1-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b")
 HEADROOM_BYTES = 6 * 2**30  # free memory kept beyond the KV cache for activations and graph pools
-CSV_FIELDS = ("model", "card", "dtype", "kv_dtype", "tp", "batch", "ctx", "decode_step_s", "device_step_s",
-              "spread_fraction", "replays", "graph", "kv_allocated_bytes", "kv_tensor_bytes")
+CSV_FIELDS = (
+    "model",
+    "card",
+    "dtype",
+    "kv_dtype",
+    "tp",
+    "batch",
+    "ctx",
+    "decode_step_s",
+    "device_step_s",
+    "spread_fraction",
+    "replays",
+    "graph",
+    "kv_allocated_bytes",
+    "kv_tensor_bytes",
+)
 
 
 def hf_config(card: Any) -> Any:
     """A transformers config with exactly the model card's geometry (HF field names are shared)."""
     from transformers import AutoConfig
 
-    fields = dict(vocab_size=card.vocab_size, hidden_size=card.hidden_size,
-                  intermediate_size=card.intermediate_size, num_hidden_layers=card.num_hidden_layers,
-                  num_attention_heads=card.num_attention_heads, num_key_value_heads=card.num_key_value_heads,
-                  head_dim=card.head_dim, max_position_embeddings=card.max_position_embeddings,
-                  tie_word_embeddings=card.tie_word_embeddings, attention_bias=card.attention_bias)
+    fields = dict(
+        vocab_size=card.vocab_size,
+        hidden_size=card.hidden_size,
+        intermediate_size=card.intermediate_size,
+        num_hidden_layers=card.num_hidden_layers,
+        num_attention_heads=card.num_attention_heads,
+        num_key_value_heads=card.num_key_value_heads,
+        head_dim=card.head_dim,
+        max_position_embeddings=card.max_position_embeddings,
+        tie_word_embeddings=card.tie_word_embeddings,
+        attention_bias=card.attention_bias,
+    )
     if card.is_moe:
-        fields.update(num_experts=card.num_experts, num_experts_per_tok=card.num_experts_per_tok,
-                      moe_intermediate_size=card.moe_intermediate_size, decoder_sparse_step=1, mlp_only_layers=[])
+        fields.update(
+            num_experts=card.num_experts,
+            num_experts_per_tok=card.num_experts_per_tok,
+            moe_intermediate_size=card.moe_intermediate_size,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+        )
     return AutoConfig.for_model(card.model_type, **fields)
 
 
@@ -61,8 +88,16 @@ def register_attention(torch: Any, use_flash: bool) -> None:
     sdpa = torch.nn.functional.scaled_dot_product_attention
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    def attend(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, scaling: Any = None,
-               dropout: float = 0.0, **kwargs: Any) -> tuple[Any, None]:
+    def attend(
+        module: Any,
+        query: Any,
+        key: Any,
+        value: Any,
+        attention_mask: Any,
+        scaling: Any = None,
+        dropout: float = 0.0,
+        **kwargs: Any,
+    ) -> tuple[Any, None]:
         causal = query.shape[2] > 1
         if use_flash:
             with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
@@ -94,7 +129,9 @@ def check_gqa_attention(bk: Backend) -> tuple[bool, float]:
             flash = False
     err = float((out.float() - ref).norm() / ref.norm())
     if not err < 1e-2:
-        raise RuntimeError(f"GQA attention disagrees with the repeated-KV reference (relative error {err:.2e})")
+        raise RuntimeError(
+            f"GQA attention disagrees with the repeated-KV reference (relative error {err:.2e})"
+        )
     return flash, err
 
 
@@ -105,16 +142,21 @@ def make_cache(config: Any, *, batch: int, ctx: int, bk: Backend) -> Any:
     try:
         return StaticCache(config=config, max_cache_len=ctx)
     except TypeError:
-        return StaticCache(config=config, max_batch_size=batch, max_cache_len=ctx, device=bk.device,
-                           dtype=bk.torch.bfloat16)
+        return StaticCache(
+            config=config, max_batch_size=batch, max_cache_len=ctx, device=bk.device, dtype=bk.torch.bfloat16
+        )
 
 
 def cache_tensors(cache: Any) -> list[Any]:
     """Every key/value tensor the cache holds (v5 `layers[i].keys/values`, 4.x `key_cache/value_cache`)."""
     layers = getattr(cache, "layers", None)
     if layers is not None:
-        return [t for layer in layers for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
-                if t is not None and hasattr(t, "numel")]
+        return [
+            t
+            for layer in layers
+            for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+            if t is not None and hasattr(t, "numel")
+        ]
     return [*cache.key_cache, *cache.value_cache]
 
 
@@ -129,8 +171,14 @@ class Stepper:
         self.cache_position = torch.tensor([ctx - 1], device=bk.device, dtype=torch.long)
 
     def __call__(self) -> None:
-        out = self.model(input_ids=self.ids, position_ids=self.pos, cache_position=self.cache_position,
-                         past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=self.ids,
+            position_ids=self.pos,
+            cache_position=self.cache_position,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         self.ids.copy_(out.logits[:, -1, :].argmax(-1, keepdim=True))
 
 
@@ -152,8 +200,12 @@ def time_point(bk: Backend, replay: Any, *, budget_s: float) -> dict[str, Any]:
         wall.append(time.perf_counter() - start)
     device_s = bk.timer(replay, inner=count)
     middle = statistics.median(wall)
-    return {"decode_step_s": middle, "device_step_s": device_s,
-            "spread_fraction": (statistics.quantiles(wall, n=10)[-1] - min(wall)) / middle, "replays": count}
+    return {
+        "decode_step_s": middle,
+        "device_step_s": device_s,
+        "spread_fraction": (statistics.quantiles(wall, n=10)[-1] - min(wall)) / middle,
+        "replays": count,
+    }
 
 
 def capture(bk: Backend, step: Stepper) -> tuple[Any, bool]:
@@ -202,9 +254,19 @@ def run_point(bk: Backend, model: Any, card: Any, *, batch: int, ctx: int, budge
     with bk.torch.no_grad():
         replay, graphed = capture(bk, step)
         timing = time_point(bk, replay, budget_s=budget_s)
-    row = {"model": card.id, "card": "nvidia-h200", "dtype": "bf16", "kv_dtype": "bf16", "tp": 1,
-           "batch": batch, "ctx": ctx, "graph": graphed, "kv_allocated_bytes": kv_allocated,
-           "kv_tensor_bytes": kv_tensor_bytes, **timing}
+    row = {
+        "model": card.id,
+        "card": "nvidia-h200",
+        "dtype": "bf16",
+        "kv_dtype": "bf16",
+        "tp": 1,
+        "batch": batch,
+        "ctx": ctx,
+        "graph": graphed,
+        "kv_allocated_bytes": kv_allocated,
+        "kv_tensor_bytes": kv_tensor_bytes,
+        **timing,
+    }
     del replay, step, cache, tensors
     empty_cache(bk)
     return row
@@ -218,14 +280,17 @@ def build_model(bk: Backend, card: Any) -> Any:
     config._attn_implementation = ATTN_NAME
     kwargs: dict[str, Any] = {"dtype": bk.torch.bfloat16, "attn_implementation": ATTN_NAME}
     if card.is_moe:
-        kwargs["experts_implementation"] = "grouped_mm"  # sort + histc + grouped GEMM: no host sync, capturable
+        kwargs["experts_implementation"] = (
+            "grouped_mm"  # sort + histc + grouped GEMM: no host sync, capturable
+        )
     with bk.torch.device(bk.device):
         model = AutoModelForCausalLM.from_config(config, **kwargs)
     return model.eval()
 
 
-def run_model(bk: Backend, model_id: str, *, grid: tuple[list[int], list[int]], budget_s: float,
-              writer: Any) -> dict[str, Any]:
+def run_model(
+    bk: Backend, model_id: str, *, grid: tuple[list[int], list[int]], budget_s: float, writer: Any
+) -> dict[str, Any]:
     """Build one model, then time every (batch, ctx) point that fits, within budget_s."""
     batches, contexts = grid
     card = catalog.load_model(model_id)
@@ -233,13 +298,21 @@ def run_model(bk: Backend, model_id: str, *, grid: tuple[list[int], list[int]], 
     start, before = time.perf_counter(), bk.memory_allocated()
     model = build_model(bk, card)
     bk.synchronize()
-    info = {"model": model_id, "weights_allocated_bytes": bk.memory_allocated() - before,
-            "parameter_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
-            "buffer_bytes": sum(b.numel() * b.element_size() for b in model.buffers()),
-            "attn_implementation": model.config._attn_implementation,
-            "build_s": time.perf_counter() - start, "points": 0, "skipped": []}
-    print(f"[e2e] {model_id}: {info['parameter_bytes'] / 2**30:.2f} GiB of parameters, "
-          f"built in {info['build_s']:.1f} s", flush=True)
+    info = {
+        "model": model_id,
+        "weights_allocated_bytes": bk.memory_allocated() - before,
+        "parameter_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+        "buffer_bytes": sum(b.numel() * b.element_size() for b in model.buffers()),
+        "attn_implementation": model.config._attn_implementation,
+        "build_s": time.perf_counter() - start,
+        "points": 0,
+        "skipped": [],
+    }
+    print(
+        f"[e2e] {model_id}: {info['parameter_bytes'] / 2**30:.2f} GiB of parameters, "
+        f"built in {info['build_s']:.1f} s",
+        flush=True,
+    )
     oom = getattr(bk.torch, "OutOfMemoryError", RuntimeError)
     for ctx in contexts:
         for batch in batches:
@@ -257,9 +330,12 @@ def run_model(bk: Backend, model_id: str, *, grid: tuple[list[int], list[int]], 
                 continue
             writer.writerow({k: row.get(k) for k in CSV_FIELDS})
             info["points"] += 1
-            print(f"  b={batch:4d} ctx={ctx:5d} step={row['decode_step_s'] * 1e3:8.3f} ms "
-                  f"dev={row['device_step_s'] * 1e3:8.3f} ms graph={row['graph']} "
-                  f"kv={row['kv_allocated_bytes']}/{row['kv_tensor_bytes']}", flush=True)
+            print(
+                f"  b={batch:4d} ctx={ctx:5d} step={row['decode_step_s'] * 1e3:8.3f} ms "
+                f"dev={row['device_step_s'] * 1e3:8.3f} ms graph={row['graph']} "
+                f"kv={row['kv_allocated_bytes']}/{row['kv_tensor_bytes']}",
+                flush=True,
+            )
     info["total_s"] = time.perf_counter() - start
     del model
     empty_cache(bk)
@@ -282,19 +358,28 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     flash, err = check_gqa_attention(bk)
     register_attention(bk.torch, flash)
-    meta: dict[str, Any] = {"torch": bk.torch.__version__, "transformers": transformers.__version__,
-                            "device": bk.device_name(), "flash_forced": flash, "gqa_relative_error": err,
-                            "models": []}
-    print(f"[e2e] {meta['device']} torch {meta['torch']} transformers {meta['transformers']} flash={flash}",
-          flush=True)
+    meta: dict[str, Any] = {
+        "torch": bk.torch.__version__,
+        "transformers": transformers.__version__,
+        "device": bk.device_name(),
+        "flash_forced": flash,
+        "gqa_relative_error": err,
+        "models": [],
+    }
+    print(
+        f"[e2e] {meta['device']} torch {meta['torch']} transformers {meta['transformers']} flash={flash}",
+        flush=True,
+    )
     grid = ([int(b) for b in args.batches.split(",")], [int(c) for c in args.ctx.split(",")])
     with open(args.out / "e2e_decode.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for model_id in args.models.split(","):
             try:
-                meta["models"].append(run_model(bk, model_id, grid=grid, budget_s=args.per_model_s, writer=writer))
-            except Exception as exc:  # noqa: BLE001 - one model's failure must not lose the others' data
+                meta["models"].append(
+                    run_model(bk, model_id, grid=grid, budget_s=args.per_model_s, writer=writer)
+                )
+            except Exception as exc:
                 meta["models"].append({"model": model_id, "error": f"{type(exc).__name__}: {exc}"[:500]})
                 print(f"[e2e] {model_id} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
                 empty_cache(bk)

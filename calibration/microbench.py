@@ -5,7 +5,7 @@ caller (calibration/calibrate.py) turns medians into PerfCoefficients. All rows 
 be written as raw JSON next to the profile (calibration/data/).
 
     stream      sum over a large bf16 buffer (read) and a copy (read + write)   -> memory bandwidth
-    gemv        one layer's matmuls at decode batches, weights rotated past L2  -> weight_read_bandwidth_fraction
+    gemv        one layer's matmuls at decode batches, weights past L2 -> weight_read_bandwidth_fraction
     gemm        a large square GEMM per dtype, and prefill-shaped GEMMs         -> compute_fraction[dtype]
     attention   decode attention (query length 1, GQA, no repeated KV heads)   -> kv_read_bandwidth_fraction
     kernels     tiny kernels, eager and replayed from a captured graph          -> kernel_overhead_us
@@ -48,7 +48,7 @@ class Suite:
     sizes: BenchSizes
     shapes: ModelShapes
     budget_s: float
-    progress: Progress = lambda _label: None  # noqa: E731
+    progress: Progress = lambda _label: None
     out: Measurements = field(init=False)
     _start: float = field(init=False, default=0.0)
 
@@ -62,9 +62,16 @@ class Suite:
     def run(self) -> Measurements:
         """Run every benchmark in order (cheapest, most important first); stop early when over budget."""
         self._start = time.perf_counter()
-        steps = [("kernel overhead", self.kernels), ("step overhead", self.step), ("stream bandwidth", self.stream),
-                 ("decode GEMV", self.gemv), ("decode attention", self.attention), ("GEMM peak", self.gemm),
-                 ("prefill GEMM", self.prefill_gemm), ("quantized GEMV", self.quant_gemv)]
+        steps = [
+            ("kernel overhead", self.kernels),
+            ("step overhead", self.step),
+            ("stream bandwidth", self.stream),
+            ("decode GEMV", self.gemv),
+            ("decode attention", self.attention),
+            ("GEMM peak", self.gemm),
+            ("prefill GEMM", self.prefill_gemm),
+            ("quantized GEMV", self.quant_gemv),
+        ]
         for label, bench in steps:
             if not self.time_left():
                 self.out.notes.append(f"{label}: skipped, time budget of {self.budget_s:.0f} s spent")
@@ -156,9 +163,16 @@ class Suite:
                         x @ w.t()
 
                 seconds = [s / copies for s in self._timed(run, graph=True)]
-                self._record("gemv", seconds, in_features=in_f, out_features=out_f, batch=batch,
-                             bytes=weight_bytes + batch * (in_f + out_f) * BF16_BYTES,
-                             flop=2 * batch * in_f * out_f, dtype="bf16")
+                self._record(
+                    "gemv",
+                    seconds,
+                    in_features=in_f,
+                    out_features=out_f,
+                    batch=batch,
+                    bytes=weight_bytes + batch * (in_f + out_f) * BF16_BYTES,
+                    flop=2 * batch * in_f * out_f,
+                    dtype="bf16",
+                )
             del weights
 
     def attention(self) -> None:
@@ -173,8 +187,16 @@ class Suite:
                 k, v = self._randn(batch, hkv, ctx, hd), self._randn(batch, hkv, ctx, hd)
                 attend = decode_attention_fn(self.backend, q, k, v)
                 seconds = self._timed(attend, graph=True)
-                self._record("attention", seconds, batch=batch, ctx=ctx, bytes=kv_bytes,
-                             heads=hq, kv_heads=hkv, head_dim=hd)
+                self._record(
+                    "attention",
+                    seconds,
+                    batch=batch,
+                    ctx=ctx,
+                    bytes=kv_bytes,
+                    heads=hq,
+                    kv_heads=hkv,
+                    head_dim=hd,
+                )
                 del q, k, v
 
     def gemm(self) -> None:
@@ -197,14 +219,22 @@ class Suite:
                 return
             x, w = self._randn(tokens, in_f), self._randn(out_f, in_f)
             seconds = self._timed(lambda x=x, w=w: x @ w.t(), inner=3)
-            self._record("prefill_gemm", seconds, dtype="bf16", m=tokens, k=in_f, n=out_f,
-                         flop=2 * tokens * in_f * out_f)
-
+            self._record(
+                "prefill_gemm",
+                seconds,
+                dtype="bf16",
+                m=tokens,
+                k=in_f,
+                n=out_f,
+                flop=2 * tokens * in_f * out_f,
+            )
 
     def quant_gemv(self) -> None:
         """W8A16 / W4A16 decode GEMV through torch_npu.npu_weight_quant_batchmatmul (Ascend only)."""
         if self.backend.kind != "npu":
-            self.out.notes.append(f"quantized GEMV (W8A16/W4A16): Ascend-only kernels, not run on {self.backend.kind}")
+            self.out.notes.append(
+                f"quantized GEMV (W8A16/W4A16): Ascend-only kernels, not run on {self.backend.kind}"
+            )
             return
         import torch_npu
 
@@ -214,10 +244,19 @@ class Suite:
         scale = self._randn(out_f)
         for batch in self.sizes.decode_batches[:4]:
             x = self._randn(batch, in_f)
-            seconds = self._timed(lambda x=x: torch_npu.npu_weight_quant_batchmatmul(x, weight, scale), inner=3)
-            self._record("gemv", seconds, in_features=in_f, out_features=out_f, batch=batch,
-                         bytes=in_f * out_f + batch * (in_f + out_f) * BF16_BYTES, flop=2 * batch * in_f * out_f,
-                         dtype="w8a16")
+            seconds = self._timed(
+                lambda x=x: torch_npu.npu_weight_quant_batchmatmul(x, weight, scale), inner=3
+            )
+            self._record(
+                "gemv",
+                seconds,
+                in_features=in_f,
+                out_features=out_f,
+                batch=batch,
+                bytes=in_f * out_f + batch * (in_f + out_f) * BF16_BYTES,
+                flop=2 * batch * in_f * out_f,
+                dtype="w8a16",
+            )
 
 
 def decode_attention_fn(backend: Backend, q: Any, k: Any, v: Any) -> Callable[[], object]:
@@ -233,7 +272,8 @@ def decode_attention_fn(backend: Backend, q: Any, k: Any, v: Any) -> Callable[[]
         import torch_npu
 
         return lambda: torch_npu.npu_fused_infer_attention_score(
-            q, k, v, num_heads=q.shape[1], num_key_value_heads=k.shape[1], input_layout="BNSD", scale=scale)
+            q, k, v, num_heads=q.shape[1], num_key_value_heads=k.shape[1], input_layout="BNSD", scale=scale
+        )
     sdpa = torch.nn.functional.scaled_dot_product_attention
     if backend.kind == "cuda":
         from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -1,4 +1,4 @@
-"""Write a hardware profile with a new `measured:` block: every other line of the source file is kept verbatim.
+"""Write a hardware profile with a new `measured:` block; every other line of the source is kept verbatim.
 
 The block replaces the source's top-level `measured:` entry (or is appended), the result is validated as a
 HardwareProfile before anything is written, and the write is atomic (temp file in the target folder, then
@@ -48,12 +48,14 @@ def _rounded(value: Any) -> Any:
 def measured_yaml(measured: MeasuredBlock) -> str:
     """The `measured:` block as YAML text (top-level key included), floats to SIGNIFICANT_DIGITS digits."""
     body = _rounded(measured.model_dump(mode="json"))
-    text = yaml.dump({"measured": body}, Dumper=_FlowListDumper, sort_keys=False, width=110, allow_unicode=True)
+    text = yaml.dump(
+        {"measured": body}, Dumper=_FlowListDumper, sort_keys=False, width=110, allow_unicode=True
+    )
     return "# written by `kvplan calibrate`; do not edit by hand (re-run it instead)\n" + text
 
 
 def replace_measured(source_text: str, block_text: str) -> str:
-    """Source YAML with its top-level `measured:` entry (and that entry's indented lines) replaced by block_text."""
+    """Source YAML with its top-level `measured:` entry (and its indented lines) replaced by block_text."""
     lines = source_text.splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if line.startswith("measured:")), None)
     if start is None:
@@ -73,15 +75,19 @@ def profile_with_measured(source: Path, measured: MeasuredBlock) -> tuple[str, H
     try:
         profile = HardwareProfile.model_validate(yaml.safe_load(text))
     except ValidationError as exc:
-        raise DataFileError(f"{source}: profile with the new measured block fails validation ({exc})") from exc
+        raise DataFileError(
+            f"{source}: profile with the new measured block fails validation ({exc})"
+        ) from exc
     return text, profile
 
 
 def write_atomic(path: Path, text: str, *, force: bool) -> None:
-    """Write text to path through a temp file and os.replace; OutputExistsError if path exists and not force."""
+    """Write text via a temp file and os.replace; OutputExistsError if path exists and not force."""
     if path.exists() and not force:
-        raise OutputExistsError(f"--out: {path} already exists (got an existing file, expected a new path); "
-                                "pass --force to overwrite it")
+        raise OutputExistsError(
+            f"--out: {path} already exists (got an existing file, expected a new path); "
+            "pass --force to overwrite it"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

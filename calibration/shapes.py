@@ -44,26 +44,50 @@ class BenchSizes:
 
 
 FULL = BenchSizes(
-    stream_bytes=4 * units.GIB_BYTES, rotate_bytes=1 * units.GIB_BYTES, gemm_n=8192,
-    decode_batches=(1, 2, 4, 8, 16, 32, 64, 128), prefill_tokens=4096,
-    attn_batches=(1, 8, 32, 128), attn_contexts=(512, 2048, 8192, 32768),
-    attn_max_bytes=16 * units.GIB_BYTES, attn_min_fit_bytes=256 * units.MIB_BYTES,
-    small_kernels=200, warmup=3, repeats=7,
+    stream_bytes=4 * units.GIB_BYTES,
+    rotate_bytes=1 * units.GIB_BYTES,
+    gemm_n=8192,
+    decode_batches=(1, 2, 4, 8, 16, 32, 64, 128),
+    prefill_tokens=4096,
+    attn_batches=(1, 8, 32, 128),
+    attn_contexts=(512, 2048, 8192, 32768),
+    attn_max_bytes=16 * units.GIB_BYTES,
+    attn_min_fit_bytes=256 * units.MIB_BYTES,
+    small_kernels=200,
+    warmup=3,
+    repeats=7,
 )
 TINY = BenchSizes(
-    stream_bytes=8 * units.MIB_BYTES, rotate_bytes=4 * units.MIB_BYTES, gemm_n=128,
-    decode_batches=(1, 4), prefill_tokens=32, attn_batches=(1, 2), attn_contexts=(64, 256),
-    attn_max_bytes=64 * units.MIB_BYTES, attn_min_fit_bytes=0, small_kernels=20, warmup=1, repeats=3,
+    stream_bytes=8 * units.MIB_BYTES,
+    rotate_bytes=4 * units.MIB_BYTES,
+    gemm_n=128,
+    decode_batches=(1, 4),
+    prefill_tokens=32,
+    attn_batches=(1, 2),
+    attn_contexts=(64, 256),
+    attn_max_bytes=64 * units.MIB_BYTES,
+    attn_min_fit_bytes=0,
+    small_kernels=20,
+    warmup=1,
+    repeats=3,
 )
 
 # A Llama/Qwen3-8B-class layer: the standard set when no --model is given.  [assumed: typical 8B geometry]
 STANDARD_SHAPES = ModelShapes(
-    name="standard-8b-class", linears=((4096, 6144), (4096, 4096), (4096, 24576), (12288, 4096)),
-    num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+    name="standard-8b-class",
+    linears=((4096, 6144), (4096, 4096), (4096, 24576), (12288, 4096)),
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=151936,
 )
 TINY_SHAPES = ModelShapes(
-    name="tiny", linears=((64, 96), (64, 64), (64, 256), (128, 64)),
-    num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=512,
+    name="tiny",
+    linears=((64, 96), (64, 64), (64, 256), (128, 64)),
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    vocab_size=512,
 )
 
 
@@ -78,7 +102,10 @@ def shapes_from_card(card: ModelCard) -> ModelShapes:
     fused = [(qkv[0].in_features, sum(t.out_features for t in qkv))] if qkv else []
     unique = list(dict.fromkeys(fused + others))
     return ModelShapes(
-        name=card.id, linears=tuple(unique), num_attention_heads=card.num_attention_heads,
-        num_key_value_heads=card.num_key_value_heads, head_dim=card.head_dim or 128, vocab_size=card.vocab_size,
+        name=card.id,
+        linears=tuple(unique),
+        num_attention_heads=card.num_attention_heads,
+        num_key_value_heads=card.num_key_value_heads,
+        head_dim=card.head_dim or 128,
+        vocab_size=card.vocab_size,
     )
-

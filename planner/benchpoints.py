@@ -67,8 +67,10 @@ def _dtype(text: str, *, where: str) -> str:
     key = text.strip().lower()
     name = WEIGHT_ALIASES.get(key, key)
     if name not in WEIGHT_SCHEMES:
-        raise DataFileError(f"{where}: column dtype: unknown weight dtype (got {text!r}, "
-                            f"expected one of {', '.join(WEIGHT_SCHEMES)})")
+        raise DataFileError(
+            f"{where}: column dtype: unknown weight dtype (got {text!r}, "
+            f"expected one of {', '.join(WEIGHT_SCHEMES)})"
+        )
     return name
 
 
@@ -86,10 +88,15 @@ def parse_row(row: dict[str, str], *, where: str) -> BenchPoint:
             raise DataFileError(f"{where}: column {column}: empty (expected a value)")
     batch = int(_positive(row["batch"], kind=int, where=where, column="batch"))
     return BenchPoint(
-        model=row["model"].strip(), card=row["card"].strip(), dtype=_dtype(row["dtype"], where=where),
+        model=row["model"].strip(),
+        card=row["card"].strip(),
+        dtype=_dtype(row["dtype"], where=where),
         kv_dtype=_kv_dtype(row["kv_dtype"], where=where),
-        tp=int(_positive(row["tp"], kind=int, where=where, column="tp")), batch=batch,
-        ctx_tokens=_ctx(row["ctx"], where=where), decode_step_s=_step_s(row, where=where, batch=batch), where=where,
+        tp=int(_positive(row["tp"], kind=int, where=where, column="tp")),
+        batch=batch,
+        ctx_tokens=_ctx(row["ctx"], where=where),
+        decode_step_s=_step_s(row, where=where, batch=batch),
+        where=where,
     )
 
 
@@ -114,14 +121,23 @@ def read_bench_points(path: Path) -> list[BenchPoint]:
     return points
 
 
-def deployment_for(point: BenchPoint, *, hardware: HardwareProfile | None = None,
-                   calibrated: bool = True) -> Deployment:
+def deployment_for(
+    point: BenchPoint, *, hardware: HardwareProfile | None = None, calibrated: bool = True
+) -> Deployment:
     """The Deployment a point ran (hardware overrides the point's card when given); errors name the point."""
     try:
         card, alias = catalog.resolve_model(point.model)
         hw = hardware if hardware is not None else catalog.resolve_card(point.card)
-        return Deployment(model=card, hardware=hw, weight_scheme_name=point.dtype,
-                          kv_dtype=storage_dtype(point.kv_dtype), tp=point.tp, ctx_tokens=point.ctx_tokens,
-                          batch=point.batch, calibrated=calibrated, model_alias=alias)
+        return Deployment(
+            model=card,
+            hardware=hw,
+            weight_scheme_name=point.dtype,
+            kv_dtype=storage_dtype(point.kv_dtype),
+            tp=point.tp,
+            ctx_tokens=point.ctx_tokens,
+            batch=point.batch,
+            calibrated=calibrated,
+            model_alias=alias,
+        )
     except KvplanError as exc:
         raise DataFileError(f"{point.where}: {exc}") from exc

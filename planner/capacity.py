@@ -23,7 +23,9 @@ def check_supported(dep: Deployment) -> None:
     hw, scheme = dep.hardware, dep.weight_scheme
     native = ", ".join(hw.native_dtypes)
     if scheme.requires_native and scheme.requires_native not in hw.native_dtypes:
-        alternatives = [d for d in ("int8", "w8a16", "w4a16") if d == "w8a16" or d == "w4a16" or d in hw.native_dtypes]
+        alternatives = [
+            d for d in ("int8", "w8a16", "w4a16") if d == "w8a16" or d == "w4a16" or d in hw.native_dtypes
+        ]
         raise PlanInputError(
             f"--dtype: {scheme.name} needs native {scheme.requires_native} units, which {hw.id} lacks "
             f"(got {scheme.name}, card supports {native}); try --dtype {' or '.join(alternatives)}"
@@ -47,20 +49,41 @@ def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
     card, hw = dep.model, dep.hardware
     capacity = hw.memory_capacity_bytes
     usable = memory.usable_bytes(capacity, memory_fraction=dep.memory_fraction)
-    weights = memory.weight_bytes_per_device(card, scheme=dep.weight_scheme, activation_dtype=dep.activation_dtype,
-                                             tp=dep.tp, include_mtp=dep.include_mtp)
-    activation = memory.activation_bytes_per_device(card, max_prefill_tokens=dep.max_prefill_tokens,
-                                                    activation_dtype=dep.activation_dtype, tp=dep.tp)
-    kv_per_token = memory.kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp)
+    weights = memory.weight_bytes_per_device(
+        card,
+        scheme=dep.weight_scheme,
+        activation_dtype=dep.activation_dtype,
+        tp=dep.tp,
+        include_mtp=dep.include_mtp,
+    )
+    activation = memory.activation_bytes_per_device(
+        card, max_prefill_tokens=dep.max_prefill_tokens, activation_dtype=dep.activation_dtype, tp=dep.tp
+    )
+    kv_per_token = memory.kv_cache_bytes_per_token(
+        card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp
+    )
     state = memory.linear_state_bytes_per_sequence(card, conv_dtype=dep.activation_dtype, tp=dep.tp)
-    budget = memory.kv_budget_bytes(usable, weights=weights, activation=activation, runtime=hw.runtime_overhead_bytes)
-    per_sequence = memory.sequence_bytes(dep.ctx_tokens, kv_bytes_per_token=kv_per_token, state_bytes=state,
-                                         block_size_tokens=dep.block_size_tokens)
+    budget = memory.kv_budget_bytes(
+        usable, weights=weights, activation=activation, runtime=hw.runtime_overhead_bytes
+    )
+    per_sequence = memory.sequence_bytes(
+        dep.ctx_tokens,
+        kv_bytes_per_token=kv_per_token,
+        state_bytes=state,
+        block_size_tokens=dep.block_size_tokens,
+    )
     return MemoryBreakdown(
-        device_capacity_bytes=capacity, usable_bytes=usable, weights_bytes=weights,
-        kv_bytes_per_token=kv_per_token, state_bytes_per_sequence=state, activation_bytes=activation,
-        runtime_bytes=hw.runtime_overhead_bytes, reserved_bytes=capacity - usable, kv_budget_bytes=budget,
-        kv_bytes_per_sequence=per_sequence, kv_budget_fraction_of_capacity=max(budget, 0) / capacity,
+        device_capacity_bytes=capacity,
+        usable_bytes=usable,
+        weights_bytes=weights,
+        kv_bytes_per_token=kv_per_token,
+        state_bytes_per_sequence=state,
+        activation_bytes=activation,
+        runtime_bytes=hw.runtime_overhead_bytes,
+        reserved_bytes=capacity - usable,
+        kv_budget_bytes=budget,
+        kv_bytes_per_sequence=per_sequence,
+        kv_budget_fraction_of_capacity=max(budget, 0) / capacity,
     )
 
 
@@ -69,9 +92,13 @@ def _no_fit_hint(dep: Deployment, mem: MemoryBreakdown) -> str:
     if dep.weight_scheme.weight_bits > 8:
         hints.append("a smaller --dtype (fp8, int8 or w8a16)")
     if mem.kv_budget_bytes > 0 and mem.kv_bytes_per_token:
-        longest = memory.max_seq_len_at_batch(mem.kv_budget_bytes, batch=1, kv_bytes_per_token=mem.kv_bytes_per_token,
-                                              state_bytes=mem.state_bytes_per_sequence,
-                                              block_size_tokens=dep.block_size_tokens)
+        longest = memory.max_seq_len_at_batch(
+            mem.kv_budget_bytes,
+            batch=1,
+            kv_bytes_per_token=mem.kv_bytes_per_token,
+            state_bytes=mem.state_bytes_per_sequence,
+            block_size_tokens=dep.block_size_tokens,
+        )
         if longest:
             hints.append(f"--ctx {longest} or less")
     return "try " + " or ".join(hints)
@@ -84,33 +111,48 @@ def check_fits(dep: Deployment, mem: MemoryBreakdown) -> None:
     where = f"{dep.model.id} ({dep.weight_scheme.name}) does not fit on {dep.hardware.id} at tp={dep.tp}"
     if mem.kv_budget_bytes <= 0:
         need = mem.weights_bytes + mem.activation_bytes + mem.runtime_bytes
-        detail = (f"weights + activations + runtime need {units.fmt_gib(need)} per device, "
-                  f"{units.fmt_gib(mem.usable_bytes)} usable")
+        detail = (
+            f"weights + activations + runtime need {units.fmt_gib(need)} per device, "
+            f"{units.fmt_gib(mem.usable_bytes)} usable"
+        )
     else:
-        detail = (f"one {dep.ctx_tokens}-token sequence needs {units.fmt_gib(mem.kv_bytes_per_sequence)} of KV, "
-                  f"{units.fmt_gib(mem.kv_budget_bytes)} left after weights")
+        detail = (
+            f"one {dep.ctx_tokens}-token sequence needs {units.fmt_gib(mem.kv_bytes_per_sequence)} of KV, "
+            f"{units.fmt_gib(mem.kv_budget_bytes)} left after weights"
+        )
     raise DoesNotFitError(f"{where}: {detail}; {_no_fit_hint(dep, mem)}")
 
 
 def recommend(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
-    """max_batch_size at ctx from memory; max_seq_len at the chosen batch (whole blocks, capped by the model)."""
-    max_batch = min(memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=mem.kv_bytes_per_sequence),
-                    MINDIE_MAX_BATCH_SIZE)
+    """max_batch_size at ctx from memory; max_seq_len at the chosen batch (whole blocks, model-capped)."""
+    max_batch = min(
+        memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=mem.kv_bytes_per_sequence),
+        MINDIE_MAX_BATCH_SIZE,
+    )
     batch = dep.batch or max_batch
     if batch > max_batch:
-        longest = memory.max_seq_len_at_batch(mem.kv_budget_bytes, batch=batch, kv_bytes_per_token=mem.kv_bytes_per_token,
-                                              state_bytes=mem.state_bytes_per_sequence,
-                                              block_size_tokens=dep.block_size_tokens)
+        longest = memory.max_seq_len_at_batch(
+            mem.kv_budget_bytes,
+            batch=batch,
+            kv_bytes_per_token=mem.kv_bytes_per_token,
+            state_bytes=mem.state_bytes_per_sequence,
+            block_size_tokens=dep.block_size_tokens,
+        )
         raise DoesNotFitError(
-            f"--batch: {batch} sequences of {dep.ctx_tokens} tokens do not fit on {dep.hardware.id} at tp={dep.tp} "
-            f"(got {batch}, expected <= {max_batch} at this --ctx); at --batch {batch} the longest sequence is "
+            f"--batch: {batch} sequences of {dep.ctx_tokens} tokens do not fit on {dep.hardware.id} "
+            f"at tp={dep.tp} (got {batch}, expected <= {max_batch} at this --ctx); "
+            f"at --batch {batch} the longest sequence is "
             f"{longest} tokens"
         )
     if dep.batch is None:
         return Recommendation(max_batch_size=max_batch, max_seq_len=dep.ctx_tokens)
-    longest = memory.max_seq_len_at_batch(mem.kv_budget_bytes, batch=batch, kv_bytes_per_token=mem.kv_bytes_per_token,
-                                          state_bytes=mem.state_bytes_per_sequence,
-                                          block_size_tokens=dep.block_size_tokens)
+    longest = memory.max_seq_len_at_batch(
+        mem.kv_budget_bytes,
+        batch=batch,
+        kv_bytes_per_token=mem.kv_bytes_per_token,
+        state_bytes=mem.state_bytes_per_sequence,
+        block_size_tokens=dep.block_size_tokens,
+    )
     return Recommendation(max_batch_size=batch, max_seq_len=min(longest, dep.model.max_position_embeddings))
 
 
@@ -118,16 +160,22 @@ def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
     """Advice that does not stop the plan: context beyond the model, KV share vs the 30-40 % guideline."""
     notes: list[str] = []
     if dep.ctx_tokens > dep.model.max_position_embeddings:
-        notes.append(f"--ctx {dep.ctx_tokens} exceeds {dep.model.id}'s max_position_embeddings "
-                     f"({dep.model.max_position_embeddings}); quality may suffer (MindIE docs)")
+        notes.append(
+            f"--ctx {dep.ctx_tokens} exceeds {dep.model.id}'s max_position_embeddings "
+            f"({dep.model.max_position_embeddings}); quality may suffer (MindIE docs)"
+        )
     low, high = KV_GUIDELINE_FRACTION
     used_fraction = rec.max_batch_size * mem.kv_bytes_per_sequence / mem.device_capacity_bytes
     if not low <= used_fraction <= high:
-        notes.append(f"KV cache at the recommended batch takes {units.fmt_fraction(used_fraction)} of device memory; "
-                     f"the seed article's rule of thumb is {units.fmt_fraction(low)}-{units.fmt_fraction(high)}")
+        notes.append(
+            f"KV cache at the recommended batch takes {units.fmt_fraction(used_fraction)} of device memory; "
+            f"the seed article's rule of thumb is {units.fmt_fraction(low)}-{units.fmt_fraction(high)}"
+        )
     if not dep.hardware.is_calibrated:
-        notes.append(f"{dep.hardware.id} is uncalibrated: speeds use datasheet peaks and assumed efficiencies "
-                     f"(run `kvplan calibrate`)")
+        notes.append(
+            f"{dep.hardware.id} is uncalibrated: speeds use datasheet peaks and assumed efficiencies "
+            f"(run `kvplan calibrate`)"
+        )
     return notes
 
 
@@ -144,28 +192,48 @@ class ServiceLevels(Frozen):
         return any(v is not None for v in (self.tpot_s, self.ttft_s, self.min_user_tokens_per_s))
 
 
-def apply_slo(dep: Deployment, rec: Recommendation, *, slo: ServiceLevels, prompt_tokens: int) -> Recommendation:
+def apply_slo(
+    dep: Deployment, rec: Recommendation, *, slo: ServiceLevels, prompt_tokens: int
+) -> Recommendation:
     """Largest batch <= the memory limit that meets every SLO; DoesNotFitError when batch 1 misses one."""
     from planner import serving
 
     limit = dep.batch or rec.max_batch_size
-    result = serving.search_slo(dep, tpot_s=slo.tpot_s, ttft_s=slo.ttft_s,
-                                min_user_tokens_per_s=slo.min_user_tokens_per_s, max_batch_by_memory=limit,
-                                prompt_tokens=prompt_tokens)
+    result = serving.search_slo(
+        dep,
+        tpot_s=slo.tpot_s,
+        ttft_s=slo.ttft_s,
+        min_user_tokens_per_s=slo.min_user_tokens_per_s,
+        max_batch_by_memory=limit,
+        prompt_tokens=prompt_tokens,
+    )
     if not result.feasible:
-        flag = {"tpot": "--tpot-ms", "ttft": "--ttft-ms", "min-user-tps": "--min-user-tps"}.get(result.binding, "--batch")
-        raise DoesNotFitError(f"{flag}: not met even at batch 1 for {dep.model.id} on {dep.hardware.id} at "
-                              f"ctx {dep.ctx_tokens} (see `kvplan serve` for the achievable values); "
-                              f"try a shorter --ctx, a smaller --dtype or a larger --tp")
+        flag = {"tpot": "--tpot-ms", "ttft": "--ttft-ms", "min-user-tps": "--min-user-tps"}.get(
+            result.binding, "--batch"
+        )
+        raise DoesNotFitError(
+            f"{flag}: not met even at batch 1 for {dep.model.id} on {dep.hardware.id} at "
+            f"ctx {dep.ctx_tokens} (see `kvplan serve` for the achievable values); "
+            f"try a shorter --ctx, a smaller --dtype or a larger --tp"
+        )
     if dep.batch is not None and result.batch < dep.batch:
-        raise DoesNotFitError(f"--batch: {dep.batch} misses the {result.binding} target (got {dep.batch}, "
-                              f"expected <= {result.batch})")
-    return rec.model_copy(update={"max_batch_size": result.batch,
-                                  "binding_constraint": "memory" if result.batch == limit else result.binding})
+        raise DoesNotFitError(
+            f"--batch: {dep.batch} misses the {result.binding} target (got {dep.batch}, "
+            f"expected <= {result.batch})"
+        )
+    return rec.model_copy(
+        update={
+            "max_batch_size": result.batch,
+            "binding_constraint": "memory" if result.batch == limit else result.binding,
+        }
+    )
 
 
 def build_plan(
-    dep: Deployment, *, prompt_tokens: int | None = None, with_performance: bool = True,
+    dep: Deployment,
+    *,
+    prompt_tokens: int | None = None,
+    with_performance: bool = True,
     slo: ServiceLevels | None = None,
 ) -> Plan:
     """The whole plan: checks, memory, recommendation (memory, then SLOs), warnings and the roofline speed."""
@@ -180,11 +248,22 @@ def build_plan(
     if with_performance:
         from planner import serving  # deferred: memory-only callers skip numpy-heavy roofline imports
 
-        perf = serving.performance(dep, batch=rec.max_batch_size, ctx_tokens=dep.ctx_tokens, prompt_tokens=prompt)
+        perf = serving.performance(
+            dep, batch=rec.max_batch_size, ctx_tokens=dep.ctx_tokens, prompt_tokens=prompt
+        )
     return Plan(
-        model=dep.model.id, model_alias=dep.model_alias, card=dep.hardware.id, dtype=dep.weight_scheme.name,
-        kv_dtype=dep.kv_dtype.value, tp=dep.tp, ctx_tokens=dep.ctx_tokens, batch=dep.batch,
-        block_size_tokens=dep.block_size_tokens, memory_fraction=dep.memory_fraction, memory=mem,
-        recommendation=rec, performance=perf, warnings=plan_warnings(dep, mem, rec),
+        model=dep.model.id,
+        model_alias=dep.model_alias,
+        card=dep.hardware.id,
+        dtype=dep.weight_scheme.name,
+        kv_dtype=dep.kv_dtype.value,
+        tp=dep.tp,
+        ctx_tokens=dep.ctx_tokens,
+        batch=dep.batch,
+        block_size_tokens=dep.block_size_tokens,
+        memory_fraction=dep.memory_fraction,
+        memory=mem,
+        recommendation=rec,
+        performance=perf,
+        warnings=plan_warnings(dep, mem, rec),
     )
-

@@ -42,7 +42,7 @@ def _format_validation_error(path: Path, error: ValidationError) -> str:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """Parse a YAML mapping from a file; DataFileError names the file when it is unreadable or not a mapping."""
+    """Parse a YAML mapping; DataFileError names the file when it is unreadable or not a mapping."""
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
     except OSError as exc:
@@ -67,7 +67,7 @@ def load_item(path: Path, model: type[ModelT], *, check_stem: bool = True) -> Mo
     return item
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _files(package: str) -> dict[str, Path]:
     return {p.stem: p for p in sorted(data_dir(package).glob("*.yaml"))}
 
@@ -82,20 +82,22 @@ def card_ids() -> list[str]:
     return list(_files("hwprofiles"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_model(model_id: str) -> ModelCard:
     """The catalogued model card with this exact id."""
     return load_item(_files("modelcards")[model_id], ModelCard)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _alias_map() -> dict[str, str]:
     aliases: dict[str, str] = {}
     for model_id in model_ids():
         for alias in load_model(model_id).aliases:
             if alias in aliases or alias in _files("modelcards"):
-                raise DataFileError(f"{_files('modelcards')[model_id]}: aliases: '{alias}' is already taken "
-                                    f"(got it in {model_id}, expected each alias once and never an id)")
+                raise DataFileError(
+                    f"{_files('modelcards')[model_id]}: aliases: '{alias}' is already taken "
+                    f"(got it in {model_id}, expected each alias once and never an id)"
+                )
             aliases[alias] = model_id
     return aliases
 
@@ -130,7 +132,7 @@ def resolve_card(name: str) -> HardwareProfile:
     raise UnknownIdError("hardware profile", name, card_ids(), "hwprofiles/")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_card(card_id: str) -> HardwareProfile:
     """The catalogued hardware profile with this exact id."""
     return load_item(_files("hwprofiles")[card_id], HardwareProfile)

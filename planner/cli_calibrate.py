@@ -1,15 +1,15 @@
 """`kvplan calibrate` and `kvplan validate`: parse -> call -> format. torch is imported only inside calibrate.
 
-    kvplan calibrate --card CARD [--device npu:0|cuda:0|cpu] [--model MODEL] [--out FILE] [--force]
-    kvplan calibrate --from-bench POINTS.csv --card CARD [--out FILE] [--force]
-    kvplan validate POINTS.csv [--card CARD] [--uncalibrated]
+kvplan calibrate --card CARD [--device npu:0|cuda:0|cpu] [--model MODEL] [--out FILE] [--force]
+kvplan calibrate --from-bench POINTS.csv --card CARD [--out FILE] [--force]
+kvplan validate POINTS.csv [--card CARD] [--uncalibrated]
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -34,8 +34,9 @@ def _default_device(card: str) -> str:
     return "npu:0" if catalog.resolve_card(card).vendor == "huawei" else "cuda:0"
 
 
-def _run_microbench(card: str, *, device: str, model: str | None, out: Path, force: bool, raw: Path | None,
-                    budget_s: float) -> None:
+def _run_microbench(
+    card: str, *, device: str, model: str | None, out: Path, force: bool, raw: Path | None, budget_s: float
+) -> None:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from calibration.calibrate import run_calibration, write_raw
@@ -43,14 +44,23 @@ def _run_microbench(card: str, *, device: str, model: str | None, out: Path, for
 
     if out.exists() and not force:
         write_atomic(out, "", force=False)  # raises OutputExistsError before minutes of benchmarking
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True) as bar:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True
+    ) as bar:
         task = bar.add_task("opening device", total=None)
-        result = run_calibration(card, device=device, model=model, budget_s=budget_s,
-                                 progress=lambda label: bar.update(task, description=label))
+        result = run_calibration(
+            card,
+            device=device,
+            model=model,
+            budget_s=budget_s,
+            progress=lambda label: bar.update(task, description=label),
+        )
     write_profile(result.source, result.measured, out=out, force=force)
     if raw is not None:
         write_raw(result, raw)
-    _print_coefficients(result.measured.coefficients.model_dump(), title=f"measured on {result.measured.device_name}")
+    _print_coefficients(
+        result.measured.coefficients.model_dump(), title=f"measured on {result.measured.device_name}"
+    )
     typer.echo(f"took {result.measurements.elapsed_s:.1f} s; wrote {out}")
     typer.echo(f"notes: {result.measured.notes}")
 
@@ -58,8 +68,11 @@ def _run_microbench(card: str, *, device: str, model: str | None, out: Path, for
 def _print_coefficients(values: dict[str, object], *, title: str) -> None:
     typer.echo(f"coefficients ({title}):")
     for key, value in values.items():
-        shown = {k: round(v, 4) for k, v in value.items()} if isinstance(value, dict) else (
-            round(value, 4) if isinstance(value, float) else value)
+        shown = (
+            {k: round(v, 4) for k, v in value.items()}
+            if isinstance(value, dict)
+            else (round(value, 4) if isinstance(value, float) else value)
+        )
         typer.echo(f"  {key:32s} {shown}")
 
 
@@ -75,18 +88,26 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool) -> N
     _print_points(points, result.residual_fractions, hw_id=hw.id)
     free = [p.name for p, f in zip(fit.FIT_PARAMS, fit.identifiable(points), strict=True) if f]
     measured = MeasuredBlock(
-        tool="kvplan calibrate --from-bench", tool_version="0.1.0",
+        tool="kvplan calibrate --from-bench",
+        tool_version="0.1.0",
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        device_name=f"fit to {points_csv.name} ({len(points)} points)", backend="bench-fit",
+        device_name=f"fit to {points_csv.name} ({len(points)} points)",
+        backend="bench-fit",
         coefficients=result.coefficients,
         memory_bandwidth_gb_per_s=hw.measured.memory_bandwidth_gb_per_s if hw.measured else None,
         usable_memory_gib=hw.measured.usable_memory_gib if hw.measured else None,
-        samples={"fit_residual_fraction": result.residual_fractions,
-                 "measured_decode_step_s": [p.decode_step_s for p in points]},
+        samples={
+            "fit_residual_fraction": result.residual_fractions,
+            "measured_decode_step_s": [p.decode_step_s for p in points],
+        },
         notes=f"fitted {', '.join(free)}; others kept from the profile; {result.iterations} iterations, "
-              f"MAPE {units.fmt_fraction(result.mape_fraction)}, worst {units.fmt_fraction(result.worst_fraction)}",
+        f"MAPE {units.fmt_fraction(result.mape_fraction)}, worst {units.fmt_fraction(result.worst_fraction)}",
     )
-    source = Path(card) if Path(card).suffix in (".yaml", ".yml") else catalog.data_dir("hwprofiles") / f"{hw.id}.yaml"
+    source = (
+        Path(card)
+        if Path(card).suffix in (".yaml", ".yml")
+        else catalog.data_dir("hwprofiles") / f"{hw.id}.yaml"
+    )
     write_profile(source, measured, out=out, force=force)
     _print_coefficients(result.coefficients.model_dump(), title=f"fitted: {', '.join(free)}")
     typer.echo(f"wrote {out}")
@@ -100,44 +121,76 @@ def _print_points(points: list, errors: list[float], *, hw_id: str) -> None:  # 
     for column in ("point", "model", "tp", "batch", "ctx", "measured", "predicted", "error"):
         table.add_column(column, justify="left" if column in ("point", "model") else "right")
     for point, error in zip(points, errors, strict=True):
-        table.add_row(point.where.rsplit("/", 1)[-1], point.model, str(point.tp), str(point.batch),
-                      str(point.ctx_tokens), units.fmt_ms(point.decode_step_s),
-                      units.fmt_ms(point.decode_step_s * (1 + error)), f"{error * units.PERCENT:+.1f} %")
+        table.add_row(
+            point.where.rsplit("/", 1)[-1],
+            point.model,
+            str(point.tp),
+            str(point.batch),
+            str(point.ctx_tokens),
+            units.fmt_ms(point.decode_step_s),
+            units.fmt_ms(point.decode_step_s * (1 + error)),
+            f"{error * units.PERCENT:+.1f} %",
+        )
     Console(width=120).print(table)
     mape = sum(abs(e) for e in errors) / len(errors)
     worst = max(range(len(errors)), key=lambda i: abs(errors[i]))
-    typer.echo(f"MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
-               f"{points[worst].where} ({points[worst].model}, batch {points[worst].batch}, ctx {points[worst].ctx_tokens})")
+    typer.echo(
+        f"MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
+        f"{points[worst].where} ({points[worst].model}, batch {points[worst].batch}, "
+        f"ctx {points[worst].ctx_tokens})"
+    )
 
 
 def calibrate(
     card: Annotated[str, typer.Option("--card", help=CARD_HELP)],
-    device: Annotated[Optional[str], typer.Option("--device", help="npu:N, cuda:N or cpu (default: by vendor).")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Take benchmark shapes from this model card.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Profile to write (default CARD-calibrated.yaml).")] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="npu:N, cuda:N or cpu (default: by vendor).")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Take benchmark shapes from this model card.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Profile to write (default CARD-calibrated.yaml).")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
-    from_bench: Annotated[Optional[Path], typer.Option("--from-bench", help="Fit to measured decode points (CSV) "
-                                                       "instead of running microbenchmarks.")] = None,
-    raw: Annotated[Optional[Path], typer.Option("--raw", help="Also write every raw sample as JSON.")] = None,
-    budget_s: Annotated[float, typer.Option("--budget-s", min=1.0, max=600.0,
-                                            help="Time budget of the microbenchmarks.")] = 60.0,
+    from_bench: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-bench", help="Fit to measured decode points (CSV) instead of running microbenchmarks."
+        ),
+    ] = None,
+    raw: Annotated[Path | None, typer.Option("--raw", help="Also write every raw sample as JSON.")] = None,
+    budget_s: Annotated[
+        float, typer.Option("--budget-s", min=1.0, max=600.0, help="Time budget of the microbenchmarks.")
+    ] = 60.0,
 ) -> None:
-    """Measure the card (microbenchmarks) or fit it to your benchmark, and write a profile with `measured:`."""
+    """Measure the card (microbenchmarks) or fit it to your benchmark; write a profile with `measured:`."""
     try:
         target = out or _default_out(card)
         if from_bench is not None:
             _fit_from_bench(card, points_csv=from_bench, out=target, force=force)
             return
-        _run_microbench(card, device=device or _default_device(card), model=model, out=target, force=force,
-                        raw=raw, budget_s=budget_s)
+        _run_microbench(
+            card,
+            device=device or _default_device(card),
+            model=model,
+            out=target,
+            force=force,
+            raw=raw,
+            budget_s=budget_s,
+        )
     except KvplanError as exc:
         _fail(exc)
 
 
 def validate(
     points_csv: Annotated[Path, typer.Argument(help="CSV of measured decode points.")],
-    card: Annotated[Optional[str], typer.Option("--card", help=CARD_HELP + " Overrides the CSV's card column.")] = None,
-    uncalibrated: Annotated[bool, typer.Option("--uncalibrated", help="Use datasheet defaults, not measured.")] = False,
+    card: Annotated[
+        str | None, typer.Option("--card", help=CARD_HELP + " Overrides the CSV's card column.")
+    ] = None,
+    uncalibrated: Annotated[
+        bool, typer.Option("--uncalibrated", help="Use datasheet defaults, not measured.")
+    ] = False,
 ) -> None:
     """Predicted vs measured decode step per point, with MAPE and the worst error."""
     from planner import catalog, fit

@@ -236,8 +236,9 @@ def print_mindie(plan: Any, dep: Any, *, result: Any, lengths: Any, comparison: 
     for line in _log_lines(comparison) if comparison else []:
         console.print(escape(line))
     table = Table(title="MindIE config.json: fields set by kvplan", header_style="bold")
-    for column in ("field", "value", "from"):
-        table.add_column(column)
+    table.add_column("field", overflow="fold")
+    table.add_column("value", overflow="fold")
+    table.add_column("from")
     for field in mindie.OWNED_FIELDS:
         value = mindie.lookup(result.config, field.path)
         shown = "(absent)" if value is mindie.MISSING else json.dumps(value)

@@ -6,11 +6,8 @@ given; --out is written atomically (temp file + os.replace) and never overwritte
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,7 +20,6 @@ if TYPE_CHECKING:  # planner.hfimport is imported when the command runs, so `kvp
     from planner import hfimport
     from planner.schema import ModelCard
 
-CARD_FILE_MODE = 0o644  # [assumed: a data file others read; mkstemp alone would leave 0600]
 
 
 def register_models(models_app: typer.Typer) -> None:
@@ -104,30 +100,20 @@ def checkpoint_note(summary: hfimport.CheckpointSummary, check: hfimport.Paramet
 
 
 def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
-    """Write `text` to `path` via a temp file in the same directory and os.replace (never half-written).
+    """Write `text` to `path` atomically via planner.atomic (no clobber without --force; a backup with it).
 
-    Raises OutputExistsError when `path` exists and force is off. The exists-check and the replace are
-    two steps, so a file created in between by another process would be replaced.
+    The flag-level checks come first so the messages name `--out`.
     """
+    from planner import atomic
+
     if path.is_dir():
         raise PlanInputError(f"--out: is a directory (got '{path}', expected a file path ending in .yaml)")
     if path.exists() and not force:
         raise OutputExistsError(f"--out: file exists (got '{path}', expected a new file); "
-                                f"pass --force to overwrite")
+                                f"pass --force to overwrite (the old file is kept as a .bak)")
     if not path.parent.is_dir():
         raise PlanInputError(f"--out: directory does not exist (got '{path.parent}')")
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp_name, CARD_FILE_MODE)
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
+    atomic.write_atomic(path, text, force=force)
 
 
 def report_lines(

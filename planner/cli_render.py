@@ -25,15 +25,24 @@ def _memory_table(result: Plan) -> Table:
     table.add_column("item")
     table.add_column("size", justify="right")
     table.add_column("note")
-    capacity_note = f"x {result.memory_fraction} NPU_MEMORY_FRACTION = {units.fmt_gib(mem.usable_bytes)} usable"
+    capacity_note = (
+        f"x {result.memory_fraction} NPU_MEMORY_FRACTION = {units.fmt_gib(mem.usable_bytes)} usable"
+    )
     rows = [
         ("device capacity", mem.device_capacity_bytes, capacity_note),
         ("weights", mem.weights_bytes, f"{result.dtype}, tp={result.tp}"),
         ("activation peak", mem.activation_bytes, "largest prefill batch (max_prefill_tokens)"),
         ("runtime", mem.runtime_bytes, "runtime context, comm buffers (card profile)"),
-        ("KV budget", mem.kv_budget_bytes, f"{units.fmt_fraction(mem.kv_budget_fraction_of_capacity)} of capacity"),
-        ("KV at recommended batch", kv_at_batch,
-         f"{rec.max_batch_size} x {units.fmt_bytes(mem.kv_bytes_per_sequence)} per sequence"),
+        (
+            "KV budget",
+            mem.kv_budget_bytes,
+            f"{units.fmt_fraction(mem.kv_budget_fraction_of_capacity)} of capacity",
+        ),
+        (
+            "KV at recommended batch",
+            kv_at_batch,
+            f"{rec.max_batch_size} x {units.fmt_bytes(mem.kv_bytes_per_sequence)} per sequence",
+        ),
         ("held back", mem.reserved_bytes, "1 - memory fraction"),
     ]
     for name, size, note in rows:
@@ -44,10 +53,13 @@ def _memory_table(result: Plan) -> Table:
 def _header(result: Plan, dep: Deployment) -> str:
     alias = f" ('{result.model_alias}' is an alias of {result.model})" if result.model_alias else ""
     calibrated = "calibrated" if dep.hardware.is_calibrated and dep.calibrated else "uncalibrated"
-    return (f"[bold]{result.model}[/bold]{alias} on [bold]{result.card}[/bold] "
-            f"({units.fmt_gib(dep.hardware.memory_capacity_bytes)}, {dep.hardware.memory_bandwidth_gb_per_s:g} GB/s, "
-            f"{calibrated}) | weights {result.dtype}, KV {result.kv_dtype}, tp={result.tp}, "
-            f"ctx {units.fmt_tokens(result.ctx_tokens)}")
+    return (
+        f"[bold]{result.model}[/bold]{alias} on [bold]{result.card}[/bold] "
+        f"({units.fmt_gib(dep.hardware.memory_capacity_bytes)}, "
+        f"{dep.hardware.memory_bandwidth_gb_per_s:g} GB/s, "
+        f"{calibrated}) | weights {result.dtype}, KV {result.kv_dtype}, tp={result.tp}, "
+        f"ctx {units.fmt_tokens(result.ctx_tokens)}"
+    )
 
 
 def print_plan(result: Plan, dep: Deployment) -> None:
@@ -55,20 +67,30 @@ def print_plan(result: Plan, dep: Deployment) -> None:
     mem, rec = result.memory, result.recommendation
     console.print(_header(result, dep))
     console.print(_memory_table(result))
-    console.print(f"KV cache per token: {units.fmt_bytes(mem.kv_bytes_per_token)} "
-                  f"({dep.model.full_attention_layers} cached layers)"
-                  + (f"; linear-attention state per sequence: {units.fmt_bytes(mem.state_bytes_per_sequence)} "
-                     f"({dep.model.linear_attention_layers} GDN layers)" if mem.state_bytes_per_sequence else ""))
-    console.print(f"[bold green]Recommended:[/bold green] max_batch_size = {rec.max_batch_size}, "
-                  f"max_seq_len = {rec.max_seq_len} (bound by {rec.binding_constraint}; "
-                  f"block size {result.block_size_tokens})")
+    console.print(
+        f"KV cache per token: {units.fmt_bytes(mem.kv_bytes_per_token)} "
+        f"({dep.model.full_attention_layers} cached layers)"
+        + (
+            f"; linear-attention state per sequence: {units.fmt_bytes(mem.state_bytes_per_sequence)} "
+            f"({dep.model.linear_attention_layers} GDN layers)"
+            if mem.state_bytes_per_sequence
+            else ""
+        )
+    )
+    console.print(
+        f"[bold green]Recommended:[/bold green] max_batch_size = {rec.max_batch_size}, "
+        f"max_seq_len = {rec.max_seq_len} (bound by {rec.binding_constraint}; "
+        f"block size {result.block_size_tokens})"
+    )
     perf = result.performance
     if perf is not None:
         tag = "calibrated" if perf.calibrated else "uncalibrated, datasheet peaks x assumed efficiencies"
-        console.print(f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: "
-                      f"TPOT {units.fmt_ms(perf.decode_step_s)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
-                      f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, "
-                      f"TTFT {units.fmt_ms(perf.ttft_s)} ({tag})")
+        console.print(
+            f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: "
+            f"TPOT {units.fmt_ms(perf.decode_step_s)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
+            f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, "
+            f"TTFT {units.fmt_ms(perf.ttft_s)} ({tag})"
+        )
     for note in result.warnings:
         console.print(f"[yellow]note:[/yellow] {note}")
 
@@ -88,11 +110,18 @@ def model_rows() -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for model_id in catalog.model_ids():
         card = catalog.load_model(model_id)
-        rows.append({
-            "id": card.id, "aliases": card.aliases, "attention": card.attention,
-            "layers": card.num_hidden_layers, "kv_layers": card.full_attention_layers,
-            "parameters": params.parameter_count(card), "moe": card.is_moe, "hf_repo": card.source.hf_repo,
-        })
+        rows.append(
+            {
+                "id": card.id,
+                "aliases": card.aliases,
+                "attention": card.attention,
+                "layers": card.num_hidden_layers,
+                "kv_layers": card.full_attention_layers,
+                "parameters": params.parameter_count(card),
+                "moe": card.is_moe,
+                "hf_repo": card.source.hf_repo,
+            }
+        )
     return rows
 
 
@@ -107,9 +136,14 @@ def print_models(*, as_json: bool) -> None:
         table.add_column(column)
     for row in rows:
         billions = units.fmt_billions(float(str(row["parameters"])))
-        table.add_row(str(row["id"]), ", ".join(row["aliases"]) if isinstance(row["aliases"], list) else "",
-                      str(row["attention"]) + (" moe" if row["moe"] else ""),
-                      f"{row['layers']} ({row['kv_layers']})", billions, str(row["hf_repo"]))
+        table.add_row(
+            str(row["id"]),
+            ", ".join(row["aliases"]) if isinstance(row["aliases"], list) else "",
+            str(row["attention"]) + (" moe" if row["moe"] else ""),
+            f"{row['layers']} ({row['kv_layers']})",
+            billions,
+            str(row["hf_repo"]),
+        )
     console.print(table)
 
 
@@ -118,11 +152,17 @@ def card_rows() -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for card_id in catalog.card_ids():
         hw = catalog.load_card(card_id)
-        rows.append({
-            "id": hw.id, "name": hw.name, "memory_capacity_gib": hw.memory_capacity_gib,
-            "memory_bandwidth_gb_per_s": hw.memory_bandwidth_gb_per_s, "peak_tflop_per_s": hw.peak_tflop_per_s,
-            "native_dtypes": hw.native_dtypes, "calibrated": hw.is_calibrated,
-        })
+        rows.append(
+            {
+                "id": hw.id,
+                "name": hw.name,
+                "memory_capacity_gib": hw.memory_capacity_gib,
+                "memory_bandwidth_gb_per_s": hw.memory_bandwidth_gb_per_s,
+                "peak_tflop_per_s": hw.peak_tflop_per_s,
+                "native_dtypes": hw.native_dtypes,
+                "calibrated": hw.is_calibrated,
+            }
+        )
     return rows
 
 
@@ -139,6 +179,12 @@ def print_cards(*, as_json: bool) -> None:
         peaks = row["peak_tflop_per_s"]
         peak_text = ", ".join(f"{k} {v:g}" for k, v in peaks.items()) if isinstance(peaks, dict) else ""
         dtypes = row["native_dtypes"]
-        table.add_row(str(row["id"]), f"{row['memory_capacity_gib']:g} GiB", f"{row['memory_bandwidth_gb_per_s']:g} GB/s",
-                      peak_text, ", ".join(dtypes) if isinstance(dtypes, list) else "", "yes" if row["calibrated"] else "no")
+        table.add_row(
+            str(row["id"]),
+            f"{row['memory_capacity_gib']:g} GiB",
+            f"{row['memory_bandwidth_gb_per_s']:g} GB/s",
+            peak_text,
+            ", ".join(dtypes) if isinstance(dtypes, list) else "",
+            "yes" if row["calibrated"] else "no",
+        )
     console.print(table)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
+import re
 import tempfile
 from pathlib import Path
 from typing import TypeVar
@@ -26,6 +27,7 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 # Context lengths the TPOT curve and the heatmap sweep: powers of two from 1k (k = 1024 tokens).
 MIN_SWEEP_CTX_TOKENS = 1024
 BATCH_SWEEP_POINTS = 48
+UPLOADED_MODEL_ID = "uploaded-model"
 
 
 class MemorySegment(Frozen):
@@ -69,8 +71,12 @@ def memory_segments(mem: MemoryBreakdown, *, batch: int) -> list[MemorySegment]:
     return [
         MemorySegment(label="weights", size_bytes=mem.weights_bytes, note="model weights on this device"),
         MemorySegment(label="KV cache", size_bytes=kv_bytes, note=f"{batch} sequences, paged"),
-        MemorySegment(label="linear-attention state", size_bytes=state_bytes, note=f"{batch} sequences, fixed size"),
-        MemorySegment(label="activation headroom", size_bytes=mem.activation_bytes, note="largest prefill batch"),
+        MemorySegment(
+            label="linear-attention state", size_bytes=state_bytes, note=f"{batch} sequences, fixed size"
+        ),
+        MemorySegment(
+            label="activation headroom", size_bytes=mem.activation_bytes, note="largest prefill batch"
+        ),
         MemorySegment(label="runtime", size_bytes=mem.runtime_bytes, note="runtime context, comm buffers"),
         MemorySegment(label="free (KV budget left)", size_bytes=free_bytes, note="room for more sequences"),
         MemorySegment(label="reserve", size_bytes=mem.reserved_bytes, note="1 - memory fraction, held back"),
@@ -110,11 +116,18 @@ def ctx_axis(max_ctx_tokens: int, *, include: int | None = None) -> np.ndarray:
 
 def sequence_bytes_axis(dep: Deployment, mem: MemoryBreakdown, ctx_tokens: np.ndarray) -> np.ndarray:
     """Bytes one sequence holds at each context length (memory.sequence_bytes, element by element)."""
-    return np.array([
-        memory.sequence_bytes(int(c), kv_bytes_per_token=mem.kv_bytes_per_token,
-                              state_bytes=mem.state_bytes_per_sequence, block_size_tokens=dep.block_size_tokens)
-        for c in ctx_tokens
-    ], dtype=np.int64)
+    return np.array(
+        [
+            memory.sequence_bytes(
+                int(c),
+                kv_bytes_per_token=mem.kv_bytes_per_token,
+                state_bytes=mem.state_bytes_per_sequence,
+                block_size_tokens=dep.block_size_tokens,
+            )
+            for c in ctx_tokens
+        ],
+        dtype=np.int64,
+    )
 
 
 def decode_step_grid_s(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarray) -> np.ndarray:
@@ -142,16 +155,18 @@ def speed_curve(dep: Deployment, *, batch: np.ndarray, ctx_tokens: int) -> Speed
 
     step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=np.array([ctx_tokens]))[:, 0]
     per_user = serving.tokens_per_step(dep) / step_s
-    return SpeedCurve(batch=batch, decode_step_s=step_s, per_user_tokens_per_s=per_user,
-                      tokens_per_s=per_user * batch)
+    return SpeedCurve(
+        batch=batch, decode_step_s=step_s, per_user_tokens_per_s=per_user, tokens_per_s=per_user * batch
+    )
 
 
 def feasibility_grid(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarray) -> FeasibilityGrid:
     """Which (batch, ctx) pairs fit the KV budget, and their TPOT (step / tokens per step; NaN where not)."""
     from planner import serving, sweep
 
-    fits = sweep.fits_memory_grid(dep, batch=batch.astype(np.int64)[:, None],
-                                  ctx_tokens=ctx_tokens.astype(np.int64)[None, :])
+    fits = sweep.fits_memory_grid(
+        dep, batch=batch.astype(np.int64)[:, None], ctx_tokens=ctx_tokens.astype(np.int64)[None, :]
+    )
     step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=ctx_tokens)
     tpot_s = np.where(fits, step_s / serving.tokens_per_step(dep), np.nan)
     return FeasibilityGrid(batch=batch, ctx_tokens=ctx_tokens, fits=fits, tpot_s=tpot_s)
@@ -159,8 +174,10 @@ def feasibility_grid(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarr
 
 def max_batch_at(mem: MemoryBreakdown) -> int:
     """Most sequences of ctx tokens that fit the KV budget."""
-    return min(memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=mem.kv_bytes_per_sequence),
-               capacity.MINDIE_MAX_BATCH_SIZE)
+    return min(
+        memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=mem.kv_bytes_per_sequence),
+        capacity.MINDIE_MAX_BATCH_SIZE,
+    )
 
 
 def upload_dir() -> Path:
@@ -193,8 +210,14 @@ def model_card_from_config(data: bytes, *, name: str) -> ModelCard:
     from planner import hfimport
 
     config = hfimport.read_config(save_upload(data, name=name))
-    card_id = hfimport.default_card_id(config, fallback=Path(name).stem)
-    return hfimport.card_from_config_dict(config, card_id=card_id, origin=name)
+    return hfimport.card_from_config_dict(config, card_id=uploaded_card_id(config), origin=name)
+
+
+def uploaded_card_id(config: dict[str, object]) -> str:
+    """Kebab-case id from the last part of the config's `_name_or_path`, else "uploaded-model"."""
+    name = str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1]
+    slug = re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-.")
+    return slug or UPLOADED_MODEL_ID
 
 
 def model_card_path(card: ModelCard) -> str:
@@ -207,7 +230,9 @@ def model_card_path(card: ModelCard) -> str:
 def plan_for(req: inputs.PlanRequest, *, prompt_tokens: int | None = None) -> tuple[Deployment, Plan]:
     """Deployment and plan for one request; with speed when the roofline module is present."""
     dep = inputs.to_deployment(req)
-    plan = capacity.build_plan(dep, prompt_tokens=prompt_tokens, with_performance=module_available("roofline"))
+    plan = capacity.build_plan(
+        dep, prompt_tokens=prompt_tokens, with_performance=module_available("roofline")
+    )
     return dep, plan
 
 
@@ -224,8 +249,10 @@ def heatmap_axes(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> tuple[
     """(batch axis, ctx axis) of the feasibility heatmap: batches up to what fits at the shortest context."""
     ctx = ctx_axis(dep.model.max_position_embeddings, include=dep.ctx_tokens)
     shortest = int(sequence_bytes_axis(dep, mem, ctx[:1])[0])
-    most = min(memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=shortest),
-               capacity.MINDIE_MAX_BATCH_SIZE)
+    most = min(
+        memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=shortest),
+        capacity.MINDIE_MAX_BATCH_SIZE,
+    )
     return heatmap_batch_axis(most, include=batch), ctx
 
 
@@ -243,13 +270,19 @@ def kv_per_token_line(dep: Deployment, mem: MemoryBreakdown) -> LedgerLine:
     card, bits = dep.model, dep.kv_dtype.bits
     layers = card.full_attention_layers + (1 if dep.include_mtp else 0)
     if card.attention == "mla":
-        formula = "L_kv × (kv_lora_rank + qk_rope_head_dim) × b / 8"
-        substituted = f"{layers} × ({card.kv_lora_rank} + {card.qk_rope_head_dim}) × {bits} / 8"
+        formula = "L_kv x (kv_lora_rank + qk_rope_head_dim) x b / 8"
+        substituted = f"{layers} x ({card.kv_lora_rank} + {card.qk_rope_head_dim}) x {bits} / 8"
     else:
-        formula = "2 × L_kv × H_kv per rank × head_dim × b / 8"
-        substituted = f"2 × {layers} × {params.kv_heads_per_rank(card, tp=dep.tp)} × {card.head_dim} × {bits} / 8"
-    return LedgerLine(quantity="KV per token", formula=formula, substituted=substituted,
-                      result=units.fmt_bytes(mem.kv_bytes_per_token))
+        formula = "2 x L_kv x H_kv per rank x head_dim x b / 8"
+        substituted = (
+            f"2 x {layers} x {params.kv_heads_per_rank(card, tp=dep.tp)} x {card.head_dim} x {bits} / 8"
+        )
+    return LedgerLine(
+        quantity="KV per token",
+        formula=formula,
+        substituted=substituted,
+        result=units.fmt_bytes(mem.kv_bytes_per_token),
+    )
 
 
 def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
@@ -258,35 +291,63 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
     block = dep.block_size_tokens
     paged = memory.paged_tokens(dep.ctx_tokens, block_size_tokens=block)
     lines = [
-        LedgerLine(quantity="usable", formula="capacity × NPU_MEMORY_FRACTION",
-                   substituted=f"{gib(mem.device_capacity_bytes)} × {dep.memory_fraction:g}", result=gib(mem.usable_bytes)),
-        LedgerLine(quantity="KV budget", formula="usable − weights − activation peak − runtime",
-                   substituted=f"{gib(mem.usable_bytes)} − {gib(mem.weights_bytes)} − {gib(mem.activation_bytes)} − "
-                               f"{gib(mem.runtime_bytes)}", result=gib(mem.kv_budget_bytes)),
+        LedgerLine(
+            quantity="usable",
+            formula="capacity x NPU_MEMORY_FRACTION",
+            substituted=f"{gib(mem.device_capacity_bytes)} x {dep.memory_fraction:g}",
+            result=gib(mem.usable_bytes),
+        ),
+        LedgerLine(
+            quantity="KV budget",
+            formula="usable - weights - activation peak - runtime",
+            substituted=f"{gib(mem.usable_bytes)} - {gib(mem.weights_bytes)} - {gib(mem.activation_bytes)} - "
+            f"{gib(mem.runtime_bytes)}",
+            result=gib(mem.kv_budget_bytes),
+        ),
         kv_per_token_line(dep, mem),
-        LedgerLine(quantity="per sequence", formula="ceil(ctx / block) × block × KV per token + state",
-                   substituted=f"{paged} × {units.fmt_bytes(mem.kv_bytes_per_token)} + "
-                               f"{units.fmt_bytes(mem.state_bytes_per_sequence)}",
-                   result=units.fmt_bytes(mem.kv_bytes_per_sequence)),
-        LedgerLine(quantity="max batch", formula="floor(KV budget / per sequence)",
-                   substituted=f"floor({gib(mem.kv_budget_bytes)} / {units.fmt_bytes(mem.kv_bytes_per_sequence)})",
-                   result=str(max_batch_at(mem))),
-        LedgerLine(quantity="KV share", formula="batch × per sequence / capacity",
-                   substituted=f"{batch} × {units.fmt_bytes(mem.kv_bytes_per_sequence)} / "
-                               f"{gib(mem.device_capacity_bytes)}",
-                   result=units.fmt_fraction(kv_fraction_of_capacity(mem, batch=batch))),
+        LedgerLine(
+            quantity="per sequence",
+            formula="ceil(ctx / block) x block x KV per token + state",
+            substituted=f"{paged} x {units.fmt_bytes(mem.kv_bytes_per_token)} + "
+            f"{units.fmt_bytes(mem.state_bytes_per_sequence)}",
+            result=units.fmt_bytes(mem.kv_bytes_per_sequence),
+        ),
+        LedgerLine(
+            quantity="max batch",
+            formula="floor(KV budget / per sequence)",
+            substituted=f"floor({gib(mem.kv_budget_bytes)} / {units.fmt_bytes(mem.kv_bytes_per_sequence)})",
+            result=str(max_batch_at(mem)),
+        ),
+        LedgerLine(
+            quantity="KV share",
+            formula="batch x per sequence / capacity",
+            substituted=f"{batch} x {units.fmt_bytes(mem.kv_bytes_per_sequence)} / "
+            f"{gib(mem.device_capacity_bytes)}",
+            result=units.fmt_fraction(kv_fraction_of_capacity(mem, batch=batch)),
+        ),
     ]
     return lines
 
 
-def mindie_config_text(dep: Deployment, plan: Plan) -> str | None:
-    """MindIE config.json text for the plan (planner.mindie), or None when this build cannot make one."""
+def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list[str]] | None:
+    """MindIE config.json text and notes for the deployment, as `kvplan mindie` builds them; None when this
+    build has no planner/mindie.py.
+
+    As the CLI does, the plan is re-sized with MindIE's lengths (maxPrefillTokens drives the activation peak).
+    """
     if not module_available("mindie"):
         return None
-    from planner import mindie
+    from planner import mindie, mindie_rules
 
-    build = getattr(mindie, "build_config", None)
-    if build is None:
-        return None
-    result = build(plan, dep=dep, options=mindie.MindieOptions())
-    return str(mindie.render_config(result.config))
+    options = mindie.MindieOptions(
+        weights_path=weights_path, model_name=dep.model_alias or dep.model.id, mtp=dep.mtp_tokens
+    )
+    lengths = mindie.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
+    sized = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
+    plan = capacity.build_plan(
+        sized, prompt_tokens=lengths.max_input_tokens, with_performance=module_available("roofline")
+    )
+    result = mindie.mindie_config(
+        plan, base=mindie_rules.load_base(options.mindie_version), lengths=lengths, options=options
+    )
+    return mindie_rules.render_config(result.config), list(result.notes)

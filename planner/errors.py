@@ -1,4 +1,6 @@
-"""Exception hierarchy. Messages follow `<subject>: <what is wrong> (got <value>, expected <constraint>)[; hint]`.
+"""Exception hierarchy.
+
+Messages follow `<subject>: <what is wrong> (got <value>, expected <constraint>)[; hint]`.
 
 The CLI maps `exit_code` to the process exit status; anything that is not a KvplanError is a bug.
 """

@@ -32,7 +32,7 @@ class FitParam:
 
 
 # Bounds: fractions of the datasheet between 5 % and 100 %; a kernel launch between 0 and 100 us; a step
-# overhead between 0 and 50 ms.  [assumed: wider than any card or engine we know, narrow enough to stay physical]
+# overhead between 0 and 50 ms.  [assumed: wider than any card or engine we know, yet physical]
 FIT_PARAMS: tuple[FitParam, ...] = (
     FitParam("weight_read_bandwidth_fraction", 0.05, 1.0),
     FitParam("kv_read_bandwidth_fraction", 0.05, 1.0),
@@ -92,8 +92,14 @@ def _groups(points: Sequence[BenchPoint], hardware: HardwareProfile | None) -> l
     groups = []
     for members in keyed.values():
         dep = deployment_for(points[members[0]], hardware=hardware, calibrated=False)
-        groups.append(_Group(dep, np.asarray(members), np.asarray([points[i].batch for i in members], float),
-                             np.asarray([points[i].ctx_tokens for i in members], float)))
+        groups.append(
+            _Group(
+                dep,
+                np.asarray(members),
+                np.asarray([points[i].batch for i in members], float),
+                np.asarray([points[i].ctx_tokens for i in members], float),
+            )
+        )
     return groups
 
 
@@ -110,20 +116,20 @@ def predicted_step_s(groups: list[_Group], coefficients: PerfCoefficients, *, co
 def _to_unit(values: FloatArray) -> FloatArray:
     lower = np.array([p.lower for p in FIT_PARAMS])
     upper = np.array([p.upper for p in FIT_PARAMS])
-    return np.clip((values - lower) / (upper - lower), 0.0, 1.0)
+    return np.asarray(np.clip((values - lower) / (upper - lower), 0.0, 1.0), dtype=np.float64)
 
 
 def _from_unit(unit: FloatArray) -> FloatArray:
     lower = np.array([p.lower for p in FIT_PARAMS])
     upper = np.array([p.upper for p in FIT_PARAMS])
-    return lower + np.clip(unit, 0.0, 1.0) * (upper - lower)
+    return np.asarray(lower + np.clip(unit, 0.0, 1.0) * (upper - lower), dtype=np.float64)
 
 
 def _start(base: PerfCoefficients) -> FloatArray:
     values = np.array([getattr(base, p.name) for p in FIT_PARAMS], dtype=float)
     lower = np.array([p.lower for p in FIT_PARAMS])
     upper = np.array([p.upper for p in FIT_PARAMS])
-    return np.clip(values, lower + 1e-6 * (upper - lower), upper)
+    return np.asarray(np.clip(values, lower + 1e-6 * (upper - lower), upper), dtype=np.float64)
 
 
 def identifiable(points: Sequence[BenchPoint]) -> npt.NDArray[np.bool_]:
@@ -140,7 +146,9 @@ def identifiable(points: Sequence[BenchPoint]) -> npt.NDArray[np.bool_]:
     return np.array([several_models or p.name in single_model_params for p in FIT_PARAMS])
 
 
-def _residuals(unit: FloatArray, *, groups: list[_Group], base: PerfCoefficients, measured: FloatArray) -> FloatArray:
+def _residuals(
+    unit: FloatArray, *, groups: list[_Group], base: PerfCoefficients, measured: FloatArray
+) -> FloatArray:
     coefficients = coefficients_at(base, _from_unit(unit).tolist())
     return predicted_step_s(groups, coefficients, count=len(measured)) / measured - 1.0
 
@@ -155,8 +163,12 @@ def _jacobian(unit: FloatArray, r0: FloatArray, free: npt.NDArray[np.bool_], **k
     return jac
 
 
-def fit_coefficients(points: Sequence[BenchPoint], *, hardware: HardwareProfile | None = None,
-                     base: PerfCoefficients | None = None) -> FitResult:
+def fit_coefficients(
+    points: Sequence[BenchPoint],
+    *,
+    hardware: HardwareProfile | None = None,
+    base: PerfCoefficients | None = None,
+) -> FitResult:
     """Bounded Levenberg-Marquardt fit of FIT_PARAMS to the points' decode-step times.
 
     Formula: minimise sum_i (pred_i(theta) / measured_i - 1)^2 over theta in the FIT_PARAMS boxes;
@@ -177,8 +189,11 @@ def fit_coefficients(points: Sequence[BenchPoint], *, hardware: HardwareProfile 
         normal = jac.T @ jac
         gradient = jac.T @ r
         scale = np.diag(normal) + 1e-12
-        trial_unit = np.clip(unit - np.linalg.solve(normal + damping * np.diag(scale) + 1e-15 * np.eye(len(unit)),
-                                                     gradient), 0.0, 1.0)
+        trial_unit = np.clip(
+            unit - np.linalg.solve(normal + damping * np.diag(scale) + 1e-15 * np.eye(len(unit)), gradient),
+            0.0,
+            1.0,
+        )
         trial_unit[~free] = unit[~free]
         trial = _residuals(trial_unit, **kw)  # type: ignore[arg-type]
         gain = float(r @ r - trial @ trial)
@@ -192,20 +207,30 @@ def fit_coefficients(points: Sequence[BenchPoint], *, hardware: HardwareProfile 
             if damping > 1e8:
                 converged = True
                 break
-    return FitResult(coefficients=coefficients_at(start, _from_unit(unit).tolist()),
-                     residual_fractions=r.tolist(), iterations=iteration, converged=converged)
+    return FitResult(
+        coefficients=coefficients_at(start, _from_unit(unit).tolist()),
+        residual_fractions=r.tolist(),
+        iterations=iteration,
+        converged=converged,
+    )
 
 
-def prediction_errors(points: Sequence[BenchPoint], *, hardware: HardwareProfile | None = None,
-                      coefficients: PerfCoefficients | None = None, calibrated: bool = True) -> list[float]:
+def prediction_errors(
+    points: Sequence[BenchPoint],
+    *,
+    hardware: HardwareProfile | None = None,
+    coefficients: PerfCoefficients | None = None,
+    calibrated: bool = True,
+) -> list[float]:
     """pred / measured - 1 for every point: under `coefficients` when given, else the card's own
     (measured when calibrated and present, datasheet defaults otherwise)."""
     groups = _groups(points, hardware)
     measured = np.array([p.decode_step_s for p in points])
     if coefficients is not None:
-        return (predicted_step_s(groups, coefficients, count=len(points)) / measured - 1.0).tolist()
+        predicted = predicted_step_s(groups, coefficients, count=len(points))
+        return [float(e) for e in predicted / measured - 1.0]
     out = np.empty(len(points))
     for g in groups:
         dep = g.deployment.model_copy(update={"calibrated": calibrated})
         out[g.index] = roofline.decode_step_s_grid(dep, batch=g.batch, ctx_tokens=g.ctx_tokens)
-    return (out / measured - 1.0).tolist()
+    return [float(e) for e in out / measured - 1.0]

@@ -70,11 +70,15 @@ def parse_kv_dtype(text: str | None, *, default: StorageDType) -> StorageDType:
     except ValueError:
         kv = None
     if kv is None or kv is StorageDType.fp32:
-        raise PlanInputError(f"--kv-dtype: unknown KV dtype (got {text!r}, expected auto, bf16, fp16, fp8 or int8)")
+        raise PlanInputError(
+            f"--kv-dtype: unknown KV dtype (got {text!r}, expected auto, bf16, fp16, fp8 or int8)"
+        )
     return kv
 
 
-def apply_overrides(hw: HardwareProfile, *, memory_gib: float | None, bandwidth_gbps: float | None) -> HardwareProfile:
+def apply_overrides(
+    hw: HardwareProfile, *, memory_gib: float | None, bandwidth_gbps: float | None
+) -> HardwareProfile:
     """Card profile with the user's capacity / bandwidth overrides (validated again as a whole)."""
     update: dict[str, float] = {}
     if memory_gib is not None:
@@ -94,7 +98,12 @@ def _check_ranges(req: PlanRequest) -> None:
     checks = [
         ("--tp", req.tp, 1 <= req.tp <= 64, "1..64"),
         ("--batch", req.batch, req.batch is None or req.batch >= 1, ">= 1"),
-        ("--block-size", req.block_size, 1 <= req.block_size <= 1024, "1..1024 (MindIE: <= 128, multiple of 16)"),
+        (
+            "--block-size",
+            req.block_size,
+            1 <= req.block_size <= 1024,
+            "1..1024 (MindIE: <= 128, multiple of 16)",
+        ),
         ("--memory-fraction", req.memory_fraction, 0 < req.memory_fraction <= 1, "in (0, 1]"),
         ("--max-prefill-tokens", req.max_prefill_tokens, req.max_prefill_tokens >= 1, ">= 1"),
         ("--mtp", req.mtp, 0 <= req.mtp <= 8, "0..8 draft tokens"),
@@ -111,13 +120,25 @@ def to_deployment(req: PlanRequest) -> Deployment:
     ctx_tokens = parse_ctx(req.ctx)
     scheme = parse_weight_scheme(req.dtype)
     card, alias = catalog.resolve_model(req.model)
-    hw = apply_overrides(catalog.resolve_card(req.card), memory_gib=req.memory_gib, bandwidth_gbps=req.bandwidth_gbps)
+    hw = apply_overrides(
+        catalog.resolve_card(req.card), memory_gib=req.memory_gib, bandwidth_gbps=req.bandwidth_gbps
+    )
     activation = StorageDType.fp16 if scheme == "fp16" else StorageDType(hw.activation_dtype)
     if req.mtp and card.mtp_layers == 0:
         raise PlanInputError(f"--mtp: {card.id} ships no MTP layers (got {req.mtp}, expected 0)")
     return Deployment(
-        model=card, hardware=hw, weight_scheme_name=scheme, kv_dtype=parse_kv_dtype(req.kv_dtype, default=activation),
-        tp=req.tp, ctx_tokens=ctx_tokens, batch=req.batch, block_size_tokens=req.block_size,
-        memory_fraction=req.memory_fraction, max_prefill_tokens=req.max_prefill_tokens, mtp_tokens=req.mtp,
-        mtp_acceptance_fraction=req.mtp_acceptance, calibrated=req.calibrated, model_alias=alias,
+        model=card,
+        hardware=hw,
+        weight_scheme_name=scheme,
+        kv_dtype=parse_kv_dtype(req.kv_dtype, default=activation),
+        tp=req.tp,
+        ctx_tokens=ctx_tokens,
+        batch=req.batch,
+        block_size_tokens=req.block_size,
+        memory_fraction=req.memory_fraction,
+        max_prefill_tokens=req.max_prefill_tokens,
+        mtp_tokens=req.mtp,
+        mtp_acceptance_fraction=req.mtp_acceptance,
+        calibrated=req.calibrated,
+        model_alias=alias,
     )

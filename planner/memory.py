@@ -29,20 +29,28 @@ def linear_weight_bytes(linear: Linear, *, scheme: WeightScheme) -> int:
     channel_scale_bytes = linear.out_features * scheme.scale_bytes_per_channel
     group_scale_bytes = 0
     if scheme.group_size:
-        group_scale_bytes = linear.out_features * math.ceil(linear.in_features / scheme.group_size) * (
-            scheme.scale_bytes_per_group
+        group_scale_bytes = (
+            linear.out_features
+            * math.ceil(linear.in_features / scheme.group_size)
+            * (scheme.scale_bytes_per_group)
         )
     return linear.count * (data_bytes + channel_scale_bytes + group_scale_bytes)
 
 
 def weight_bytes_per_device(
-    card: ModelCard, *, scheme: WeightScheme, activation_dtype: StorageDType, tp: int, include_mtp: bool = False
+    card: ModelCard,
+    *,
+    scheme: WeightScheme,
+    activation_dtype: StorageDType,
+    tp: int,
+    include_mtp: bool = False,
 ) -> int:
     """Weight bytes held by one tensor-parallel rank.
 
     Formula:
         bytes = sum over matmul weights of linear_weight_bytes(scheme)
-              + sum over plain tensors (embedding, lm_head, norms, router, conv, biases) of elements * b_act / 8
+              + sum over plain tensors (embedding, lm_head, norms, router, conv, biases)
+                of elements * b_act / 8
     Matmul weights are quantized by the scheme; plain tensors stay in the 16-bit activation dtype, as
     MindIE and vLLM keep embeddings, lm_head and norms unquantized. Shapes per rank from params.model_tensors.
     """
@@ -111,8 +119,14 @@ def widest_activation_per_token(card: ModelCard, *, tp: int) -> int:
         widths.append(q_width + 2 * kv_heads_per_rank(card, tp=tp) * card.head_dim)
     if card.linear_attention_layers:
         nk, nv = card.linear_num_key_heads or 0, card.linear_num_value_heads or 0
-        widths.append(split(2 * nk * (card.linear_key_head_dim or 0) + 2 * nv * (card.linear_value_head_dim or 0)
-                            + 2 * nv, tp))
+        widths.append(
+            split(
+                2 * nk * (card.linear_key_head_dim or 0)
+                + 2 * nv * (card.linear_value_head_dim or 0)
+                + 2 * nv,
+                tp,
+            )
+        )
     if card.is_moe:
         moe_width = split(card.moe_intermediate_size or 0, tp)
         widths.append((card.num_experts_per_tok or 0) * (card.hidden_size + 3 * moe_width))
@@ -151,13 +165,15 @@ def paged_tokens(seq_tokens: int, *, block_size_tokens: int) -> int:
     return math.ceil(seq_tokens / block_size_tokens) * block_size_tokens
 
 
-def sequence_bytes(seq_tokens: int, *, kv_bytes_per_token: int, state_bytes: int, block_size_tokens: int) -> int:
+def sequence_bytes(
+    seq_tokens: int, *, kv_bytes_per_token: int, state_bytes: int, block_size_tokens: int
+) -> int:
     """Bytes one sequence of seq_tokens holds: paged_tokens * kv_bytes_per_token + fixed state."""
     return paged_tokens(seq_tokens, block_size_tokens=block_size_tokens) * kv_bytes_per_token + state_bytes
 
 
 def max_concurrent_sequences(budget_bytes: int, *, per_sequence_bytes: int) -> int:
-    """Largest n with n * per_sequence <= budget: floor(budget / per_sequence) (0 if the budget is negative)."""
+    """Largest n with n * per_sequence <= budget: floor(budget / per_sequence); 0 for a negative budget."""
     if budget_bytes <= 0:
         return 0
     return budget_bytes // per_sequence_bytes

@@ -35,7 +35,7 @@ RESERVED_BLOCKS = 1  # [ROUTER] reports npuBlockNum = num_npu_blocks - 1 (last b
 # [assumed: facts section 4 lists Qwen3.5 checkpoints as multimodal; [DOC]: npuMemSize -1 not for multimodal]
 MULTIMODAL_CHECKPOINTS = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
 MTP_DOCUMENTED = re.compile(r"^deepseek-(v3|r1)")  # [mtp.md] DeepSeek-R1/V3 W8A8 or KV-int8 only
-PREFIX_CACHE_DOCUMENTED = re.compile(r"^(qwen2|qwen2\.5|qwen3|deepseek-(v3|r1))-")  # [prefix_cache.md]
+PREFIX_CACHE_DOCUMENTED = re.compile(r"^(qwen2|qwen2\.5|qwen3|deepseek-(v3|r1))(-|$)")  # [prefix_cache.md]
 KVPLAN_PLUGINS = ("mtp", "prefix_cache")
 MTP_EXCLUSIVE_PLUGINS = ("memory_decoding", "la")  # [mtp.md] MTP cannot combine with parallel decoding
 
@@ -78,8 +78,8 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
     OwnedField((*MODEL, "worldSize"), "--tp", "[DOC] must equal the number of NPUs of the instance"),
     OwnedField((*MODEL, "cpuMemSize"), "0: the plan never needs preemption (maxPreemptCount 0)",
                "[DOC] uint32 GB; 0 only if maxPreemptCount = 0"),
-    OwnedField((*MODEL, "npuMemSize"), "-1 (auto) or floor(plan KV budget in GiB) (explicit)",
-               "[DOC] int32 GB, -1 or (0, 2147483647]; [KV] GB means 2**30 bytes"),
+    OwnedField((*MODEL, "npuMemSize"), "-1 (auto) or floor(KV budget minus states, GiB) (explicit)",
+               "[DOC] int32 GB, -1 or (0, 2147483647]; [KV]: GB means GiB"),
     OwnedField((*MODEL, "backendType"), "atb", "[DOC] atb | ms"),
     OwnedField((*MODEL, "plugin_params"), "--mtp N / --prefix-cache, other plugins kept",
                "[DOC] JSON string; mtp.md, prefix_cache.md"),
@@ -183,12 +183,18 @@ def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "ex
 
 
 def npu_mem_size_gib(plan: Plan, *, mode: str) -> int:
-    """npuMemSize: -1, or the plan's per-card KV budget rounded down to whole GiB ([KV]: "GB" is 2**30 B)."""
+    """npuMemSize: -1, or the paged-KV part of the plan's budget in whole GiB ([KV]: its "GB" is GiB).
+
+    Formula: floor((kv_budget - max_batch_size * state_bytes_per_sequence) / GiB). Hybrid models' fixed
+    linear-attention states are taken out first: MindIE's npuMemSize sizes KV blocks only, and kvplan
+    cannot tell whether MindIE allocates those states inside it (assumed: outside, the safe side).
+    """
     if mode == "auto":
         return -1
-    gib = plan.memory.kv_budget_bytes // units.GIB_BYTES
+    states = plan.recommendation.max_batch_size * plan.memory.state_bytes_per_sequence
+    gib = (plan.memory.kv_budget_bytes - states) // units.GIB_BYTES
     if gib < 1:
-        budget = units.fmt_gib(plan.memory.kv_budget_bytes)
+        budget = units.fmt_gib(plan.memory.kv_budget_bytes - states)
         raise DoesNotFitError(f"{plan.model} on {plan.card} at tp={plan.tp}: npuMemSize would be 0 GB "
                               f"(got {budget} of KV budget, expected >= 1 GiB); "
                               f"try --npu-mem-size auto or a larger --tp")
@@ -201,7 +207,7 @@ def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int) -> BlockPr
     Formula:
         block_bytes = B * sum over cached layers (+1 with MTP) of (K + V) bytes per rank
                     = B * plan.memory.kv_bytes_per_token          (B = cacheBlockSize)
-        allocated   = floor(budget / block_bytes), budget = npuMemSize * 2**30 or the plan's KV budget
+        allocated   = floor(budget / block_bytes), budget = npuMemSize GiB in bytes or the plan's KV budget
         npuBlockNum = allocated - 1 (logged); per request = ceil(in / B) + ceil(out / B)
     """
     block = plan.block_size_tokens
@@ -355,6 +361,8 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
     if plan.performance is None:
         notes.append("prefill/decode times: no roofline available, MindIE defaults 150/50 ms kept and "
                      "supportSelectBatch left false")
+    elif units.s_to_ms(max(plan.performance.ttft_s, plan.performance.decode_step_s)) > MAX_MS:
+        notes.append("roofline prefill or decode time above 1000 ms: clamped to MindIE's maximum")
     if prediction.concurrency < plan.recommendation.max_batch_size:
         notes.append(f"MindIE's blocks hold {prediction.concurrency} full-length requests, fewer than "
                      f"maxBatchSize {plan.recommendation.max_batch_size}: extra requests wait for blocks")

@@ -15,8 +15,9 @@ from typing import Literal
 
 from planner.schema import ModelCard
 
-Part = Literal["embedding", "attention", "linear_attention", "mlp", "moe_experts", "moe_shared", "norm",
-               "lm_head", "mtp"]
+Part = Literal[
+    "embedding", "attention", "linear_attention", "mlp", "moe_experts", "moe_shared", "norm", "lm_head", "mtp"
+]
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,9 @@ def mla_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain
             Linear("q_b_proj", "attention", card.q_lora_rank, split(heads * (nope + rope), tp), layers),
         ]
     else:
-        tensors.append(Linear("q_proj", "attention", card.hidden_size, split(heads * (nope + rope), tp), layers))
+        tensors.append(
+            Linear("q_proj", "attention", card.hidden_size, split(heads * (nope + rope), tp), layers)
+        )
     tensors += [
         Linear("kv_a_proj_with_mqa", "attention", card.hidden_size, kv_lora + rope, layers),
         Plain("kv_a_layernorm", "norm", kv_lora, layers),
@@ -128,7 +131,9 @@ def linear_attention_tensors(card: ModelCard, *, tp: int, layers: int) -> list[L
     kernel = card.linear_conv_kernel_dim or 0
     conv_dim = 2 * nk * dk + nv * dv
     return [
-        Linear("in_proj_qkvz", "linear_attention", card.hidden_size, split(2 * nk * dk + 2 * nv * dv, tp), layers),
+        Linear(
+            "in_proj_qkvz", "linear_attention", card.hidden_size, split(2 * nk * dk + 2 * nv * dv, tp), layers
+        ),
         Linear("in_proj_ba", "linear_attention", card.hidden_size, split(2 * nv, tp), layers),
         Linear("out_proj", "linear_attention", split(nv * dv, tp), card.hidden_size, layers),
         Plain("conv1d", "linear_attention", split(conv_dim, tp) * kernel, layers),
@@ -137,7 +142,9 @@ def linear_attention_tensors(card: ModelCard, *, tp: int, layers: int) -> list[L
     ]
 
 
-def dense_mlp_tensors(card: ModelCard, *, tp: int, layers: int, width: int, part: Part = "mlp") -> list[Linear]:
+def dense_mlp_tensors(
+    card: ModelCard, *, tp: int, layers: int, width: int, part: Part = "mlp"
+) -> list[Linear]:
     """Gated MLP (SwiGLU) of `layers` layers: gate_up H -> 2*width (column), down width -> H (row)."""
     return [
         Linear("gate_up_proj", part, card.hidden_size, 2 * split(width, tp), layers),
@@ -153,7 +160,9 @@ def moe_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain
     experts = card.routed_expert_count
     width = card.moe_intermediate_size or 0
     tensors: list[Linear | Plain] = [
-        Linear("experts.gate_up_proj", "moe_experts", card.hidden_size, 2 * split(width, tp), layers * experts),
+        Linear(
+            "experts.gate_up_proj", "moe_experts", card.hidden_size, 2 * split(width, tp), layers * experts
+        ),
         Linear("experts.down_proj", "moe_experts", split(width, tp), card.hidden_size, layers * experts),
         Plain("router", "moe_experts", card.hidden_size * experts, layers),
     ]

@@ -116,26 +116,39 @@ class ModelCard(Frozen):
         return self
 
     def _check_hybrid(self) -> None:
-        hybrid_fields = (self.linear_conv_kernel_dim, self.linear_key_head_dim, self.linear_value_head_dim,
-                         self.linear_num_key_heads, self.linear_num_value_heads)
+        hybrid_fields = (
+            self.linear_conv_kernel_dim,
+            self.linear_key_head_dim,
+            self.linear_value_head_dim,
+            self.linear_num_key_heads,
+            self.linear_num_value_heads,
+        )
         if self.attention == "hybrid":
             if any(f is None for f in hybrid_fields):
-                raise ValueError("attention 'hybrid' needs every linear_* field (conv kernel, head dims, heads)")
+                raise ValueError(
+                    "attention 'hybrid' needs every linear_* field (conv kernel, head dims, heads)"
+                )
             if self.layer_types is None and self.full_attention_interval is None:
                 raise ValueError("attention 'hybrid' needs layer_types or full_attention_interval")
         elif any(f is not None for f in hybrid_fields):
-            raise ValueError(f"linear_* fields are only valid with attention 'hybrid' (got {self.attention!r})")
+            raise ValueError(
+                f"linear_* fields are only valid with attention 'hybrid' (got {self.attention!r})"
+            )
 
     def _check_mla(self) -> None:
         mla_fields = (self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim)
         if self.attention == "mla" and any(f is None for f in mla_fields):
-            raise ValueError("attention 'mla' needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim")
+            raise ValueError(
+                "attention 'mla' needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim"
+            )
 
     def _check_moe(self) -> None:
         if self.routed_expert_count and not (self.num_experts_per_tok and self.moe_intermediate_size):
             raise ValueError("MoE cards need num_experts_per_tok and moe_intermediate_size")
-        if self.routed_expert_count and self.num_experts_per_tok and (
-            self.num_experts_per_tok > self.routed_expert_count
+        if (
+            self.routed_expert_count
+            and self.num_experts_per_tok
+            and (self.num_experts_per_tok > self.routed_expert_count)
         ):
             raise ValueError(
                 f"num_experts_per_tok must be <= the expert count "
@@ -165,7 +178,10 @@ class ModelCard(Frozen):
         if self.attention != "hybrid" or self.full_attention_interval is None:
             return ["full_attention"] * self.num_hidden_layers
         k = self.full_attention_interval
-        return ["full_attention" if (i + 1) % k == 0 else "linear_attention" for i in range(self.num_hidden_layers)]
+        return [
+            "full_attention" if (i + 1) % k == 0 else "linear_attention"
+            for i in range(self.num_hidden_layers)
+        ]
 
     @property
     def full_attention_layers(self) -> int:
@@ -258,8 +274,11 @@ class HardwareProfile(Frozen):
         for dtype, peak in self.peak_tflop_per_s.items():
             if peak <= 0:
                 raise ValueError(f"peak_tflop_per_s.{dtype} must be > 0 (got {peak})")
-        missing = [d for d in self.native_dtypes if d in ("bf16", "fp16", "fp8", "int8")
-                   and d not in self.peak_tflop_per_s]
+        missing = [
+            d
+            for d in self.native_dtypes
+            if d in ("bf16", "fp16", "fp8", "int8") and d not in self.peak_tflop_per_s
+        ]
         if missing:
             raise ValueError(f"native dtypes without a peak_tflop_per_s entry: {', '.join(missing)}")
         return self

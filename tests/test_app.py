@@ -43,10 +43,19 @@ def test_default_render_has_no_exception(app: AppTest) -> None:
     assert_clean(app)
     assert not app.error
     shown = metrics(app)
-    assert {"max batch", "max seq len", "KV budget", "TPOT", "aggregate", "per user", "TTFT (idle)"} <= set(shown)
+    assert {"max batch", "max seq len", "KV budget", "TPOT", "aggregate", "per user", "TTFT (idle)"} <= set(
+        shown
+    )
     assert app.title[0].value.startswith("qwen3.5-27b on ")
     assert [t.label for t in app.tabs] == ["Memory", "Speed", "Compare", "Formulas"]
     assert app.success or app.warning  # the SLO search always reports one or the other
+
+
+def test_download_buttons_are_offered(app: AppTest) -> None:
+    labels = [b.proto.label for b in app.sidebar.get("download_button")]
+    assert "Plan (JSON)" in labels
+    if dashboard.module_available("mindie"):
+        assert "MindIE config.json" in labels
 
 
 def test_weight_dtype_changes_the_numbers(app: AppTest) -> None:
@@ -146,8 +155,9 @@ def test_memory_segments_sum_to_capacity(plan_27b: tuple) -> None:
 def test_feasibility_grid_matches_the_plan(plan_27b: tuple) -> None:
     dep, plan = plan_27b
     most = plan.recommendation.max_batch_size
-    grid = dashboard.feasibility_grid(dep, batch=np.array([1, most, most + 1]),
-                                      ctx_tokens=np.array([dep.ctx_tokens]))
+    grid = dashboard.feasibility_grid(
+        dep, batch=np.array([1, most, most + 1]), ctx_tokens=np.array([dep.ctx_tokens])
+    )
     assert grid.fits[:, 0].tolist() == [True, True, False]
     assert np.isnan(grid.tpot_s[2, 0]) and np.isfinite(grid.tpot_s[:2, 0]).all()
     # The grid's TPOT is the plan's at its batch: one formula, two call paths.
@@ -173,7 +183,9 @@ def test_memory_ledger_results_are_the_plans(plan_27b: tuple) -> None:
     dep, plan = plan_27b
     lines = {line.quantity: line for line in dashboard.memory_ledger(dep, plan)}
     assert lines["max batch"].result == str(plan.recommendation.max_batch_size)
-    assert lines["KV per token"].substituted == "2 × 16 × 4 × 256 × 16 / 8"  # 16 full-attention layers, 4 KV heads
+    assert (
+        lines["KV per token"].substituted == "2 x 16 x 4 x 256 x 16 / 8"
+    )  # 16 full-attention layers, 4 KV heads
 
 
 def test_uploaded_profile_is_validated() -> None:
@@ -186,10 +198,20 @@ def test_uploaded_profile_is_validated() -> None:
 
 
 LLAMA_CONFIG = {
-    "_name_or_path": "example/tiny-llama", "model_type": "llama", "architectures": ["LlamaForCausalLM"],
-    "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True,
-    "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "rms_norm_eps": 1e-5,
+    "_name_or_path": "example/tiny-llama",
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 2048,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "intermediate_size": 8192,
+    "vocab_size": 128256,
+    "tie_word_embeddings": True,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+    "rms_norm_eps": 1e-5,
 }
 
 
@@ -200,6 +222,16 @@ def test_uploaded_hf_config_plans_like_a_catalogue_model() -> None:
     _, plan = dashboard.plan_for(PlanRequest(model=dashboard.model_card_path(card), ctx="8k"))
     assert plan.model == "tiny-llama"
     assert plan.recommendation.max_batch_size > 1
+
+
+@pytest.mark.skipif(not dashboard.module_available("mindie"), reason="planner/mindie.py not present")
+def test_mindie_config_text_is_json_with_the_plans_batch(plan_27b: tuple) -> None:
+    dep, _ = plan_27b
+    exported = dashboard.mindie_config_text(dep, weights_path="/data/models/qwen3.5-27b")
+    assert exported is not None
+    config = json.loads(exported[0])
+    schedule = config["BackendConfig"]["ScheduleConfig"]
+    assert schedule["maxBatchSize"] >= 1
 
 
 @pytest.mark.skipif(not dashboard.module_available("hfimport"), reason="planner/hfimport.py not present")

@@ -32,13 +32,31 @@ def test_json_shape_and_units() -> None:
     result = run(*MISSION, "--json")
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)
-    for key in ("model", "card", "dtype", "kv_dtype", "tp", "ctx_tokens", "batch", "memory", "recommendation",
-                "performance"):
+    for key in (
+        "model",
+        "card",
+        "dtype",
+        "kv_dtype",
+        "tp",
+        "ctx_tokens",
+        "batch",
+        "memory",
+        "recommendation",
+        "performance",
+    ):
         assert key in plan
     assert plan["ctx_tokens"] == 32768  # 32k means 32 * 1024
     mem = plan["memory"]
-    for key in ("device_capacity_bytes", "usable_bytes", "weights_bytes", "kv_bytes_per_token",
-                "state_bytes_per_sequence", "activation_bytes", "reserved_bytes", "kv_budget_bytes"):
+    for key in (
+        "device_capacity_bytes",
+        "usable_bytes",
+        "weights_bytes",
+        "kv_bytes_per_token",
+        "state_bytes_per_sequence",
+        "activation_bytes",
+        "reserved_bytes",
+        "kv_budget_bytes",
+    ):
         assert isinstance(mem[key], int)
     assert mem["kv_bytes_per_token"] == 2 * 16 * 4 * 256 * 2  # 16 full-attention layers, bf16 KV
     rec = plan["recommendation"]
@@ -79,17 +97,35 @@ def test_card_accepts_a_path(tmp_path: Path) -> None:
     ("args", "code", "pattern"),
     [
         (["--model", "qwen3-27b", "--ctx", "32q"], 2, r"--ctx: not a token count \(got '32q'"),
-        (["--model", "qwen3-32", "--ctx", "4k"], 2, r"unknown model card 'qwen3-32'; did you mean .*'qwen3-32b'"),
-        (["--model", "qwen3-8b", "--card", "h100"], 2, r"unknown hardware profile 'h100'; did you mean .*nvidia-h100"),
-        (["--model", "qwen3-8b", "--card", "ascend-910b1", "--dtype", "fp8"], 2,
-         r"--dtype: fp8 needs native fp8 units, which ascend-910b1 lacks .*try --dtype int8"),
+        (
+            ["--model", "qwen3-32", "--ctx", "4k"],
+            2,
+            r"unknown model card 'qwen3-32'; did you mean .*'qwen3-32b'",
+        ),
+        (
+            ["--model", "qwen3-8b", "--card", "h100"],
+            2,
+            r"unknown hardware profile 'h100'; did you mean .*nvidia-h100",
+        ),
+        (
+            ["--model", "qwen3-8b", "--card", "ascend-910b1", "--dtype", "fp8"],
+            2,
+            r"--dtype: fp8 needs native fp8 units, which ascend-910b1 lacks .*try --dtype int8",
+        ),
         (["--model", "qwen3-8b", "--dtype", "fp7"], 2, r"--dtype: unknown weight dtype \(got 'fp7'"),
         (["--model", "qwen3-8b", "--kv-dtype", "fp4"], 2, r"--kv-dtype: unknown KV dtype"),
         (["--model", "qwen3-8b", "--tp", "3"], 2, r"--tp: qwen3-8b has 32 attention heads, not divisible"),
-        (["--model", "qwen3-8b", "--memory-fraction", "1.5"], 2, r"--memory-fraction: out of range \(got 1.5"),
+        (
+            ["--model", "qwen3-8b", "--memory-fraction", "1.5"],
+            2,
+            r"--memory-fraction: out of range \(got 1.5",
+        ),
         (["--model", "qwen3-8b", "--card", "missing.yaml"], 2, r"--card: profile file not found"),
-        (["--model", "llama-3.1-70b", "--card", "ascend-910b4"], 3,
-         r"llama-3.1-70b \(bf16\) does not fit on ascend-910b4 at tp=1: .*try --tp 2"),
+        (
+            ["--model", "llama-3.1-70b", "--card", "ascend-910b4"],
+            3,
+            r"llama-3.1-70b \(bf16\) does not fit on ascend-910b4 at tp=1: .*try --tp 2",
+        ),
         (["--model", "qwen3-8b", "--ctx", "4k", "--batch", "100000"], 3, r"--batch: 100000 sequences"),
         ([], 2, r"--model: required"),
     ],

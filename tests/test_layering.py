@@ -18,8 +18,13 @@ CORE_MODULES = sorted(
 
 
 def imported_modules(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sys.modules))"],
-                         capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     return set(out.stdout.split())
 
 
@@ -36,14 +41,18 @@ def test_core_module_imports_only_allowed(module: str) -> None:
 
 
 def test_mission_command_imports_nothing_heavy() -> None:
-    code = ("import sys\nfrom planner.cli import app\nsys.argv=['kvplan','--model','qwen3-27b','--ctx','32k',"
-            "'--dtype','fp8']\ntry:\n    app()\nexcept SystemExit:\n    pass")
+    code = (
+        "import sys\nfrom planner.cli import app\nsys.argv=['kvplan','--model','qwen3-27b','--ctx','32k',"
+        "'--dtype','fp8']\ntry:\n    app()\nexcept SystemExit:\n    pass"
+    )
     loaded = imported_modules(code)
     assert not [m for m in HEAVY if m in loaded]
 
 
 # Unit conversions (GiB, GB, TFLOP, ms) belong in units.py; small epsilons such as 1e-6 are not conversions.
-CONVERSION_LITERAL = re.compile(r"(1024\s*\*\*|2\s*\*\*\s*(20|30|40)\b|\b1e9\b|\b1e12\b|\b10\s*\*\*\s*(9|12)\b|[*/]\s*1000\b)")
+CONVERSION_LITERAL = re.compile(
+    r"(1024\s*\*\*|2\s*\*\*\s*(20|30|40)\b|\b1e9\b|\b1e12\b|\b10\s*\*\*\s*(9|12)\b|[*/]\s*1000\b)"
+)
 
 
 def test_conversion_literals_only_in_units() -> None:

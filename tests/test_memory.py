@@ -74,8 +74,13 @@ def test_exact_parameter_counts(model_id: str, expected: int) -> None:
 
 @pytest.mark.parametrize(
     ("model_id", "billions", "rel"),
-    [("qwen3-32b", 32.8, 0.01), ("qwen3-30b-a3b", 30.5, 0.01), ("qwen3-235b-a22b", 235.0, 0.01),
-     ("deepseek-v3", 671.0, 0.01), ("qwen3-next-80b-a3b", 80.0, 0.01)],
+    [
+        ("qwen3-32b", 32.8, 0.01),
+        ("qwen3-30b-a3b", 30.5, 0.01),
+        ("qwen3-235b-a22b", 235.0, 0.01),
+        ("deepseek-v3", 671.0, 0.01),
+        ("qwen3-next-80b-a3b", 80.0, 0.01),
+    ],
 )
 def test_published_parameter_counts(model_id: str, billions: float, rel: float) -> None:
     # Published sizes are rounded to 3 significant digits, hence rel=1 %.
@@ -138,8 +143,12 @@ def test_paged_rounding_and_budget_arithmetic() -> None:
 def test_max_seq_len_at_batch_whole_blocks() -> None:
     # budget for 4 sequences of 10 blocks of 128 tokens at 2 B/token, plus 7 B state each
     budget = 4 * (10 * 128 * 2 + 7) + 3
-    assert memory.max_seq_len_at_batch(budget, batch=4, kv_bytes_per_token=2, state_bytes=7,
-                                       block_size_tokens=128) == 1280
+    assert (
+        memory.max_seq_len_at_batch(
+            budget, batch=4, kv_bytes_per_token=2, state_bytes=7, block_size_tokens=128
+        )
+        == 1280
+    )
 
 
 def test_activation_estimate_scales_with_prefill_tokens() -> None:

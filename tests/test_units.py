@@ -7,10 +7,18 @@ import pytest
 from planner import units
 
 
-@pytest.mark.parametrize(("text", "tokens"), [
-    ("32768", 32768), ("32k", 32768), ("32K", 32768), ("128K", 131072), ("1m", 1048576), ("0.5k", 512),
-    (" 4k ", 4096),
-])
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("32768", 32768),
+        ("32k", 32768),
+        ("32K", 32768),
+        ("128K", 131072),
+        ("1m", 1048576),
+        ("0.5k", 512),
+        (" 4k ", 4096),
+    ],
+)
 def test_parse_tokens(text: str, tokens: int) -> None:
     assert units.parse_tokens(text) == tokens
 

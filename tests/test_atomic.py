@@ -1,0 +1,98 @@
+"""planner.atomic: atomic writes, no clobbering without force, backups that never overwrite each other."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from planner import atomic
+from planner.errors import OutputExistsError, PlanInputError
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_new_file_is_written_with_0640(tmp_path: Path) -> None:
+    target = tmp_path / "config.json"
+    assert atomic.write_atomic(target, "{}\n") is None
+    assert target.read_text() == "{}\n"
+    assert (target.stat().st_mode & 0o777) == atomic.NEW_FILE_MODE
+    assert leftovers(tmp_path) == []
+
+
+def test_existing_file_is_refused_and_untouched(tmp_path: Path) -> None:
+    target = tmp_path / "config.json"
+    target.write_text("old")
+    with pytest.raises(
+        OutputExistsError,
+        match=rf"^{target}: already exists \(got an existing file, expected a new "
+        r"path\); pass --force to replace it \(the old file is then kept as "
+        r"config\.json\.bak\)$",
+    ):
+        atomic.write_atomic(target, "new")
+    assert target.read_text() == "old"
+    assert leftovers(tmp_path) == []
+
+
+def test_force_keeps_numbered_backups_and_mode(tmp_path: Path) -> None:
+    target = tmp_path / "config.json"
+    target.write_text("v1")
+    os.chmod(target, 0o600)
+    assert atomic.write_atomic(target, "v2", force=True) == tmp_path / "config.json.bak"
+    assert atomic.write_atomic(target, "v3", force=True) == tmp_path / "config.json.bak.1"
+    assert atomic.write_atomic(target, b"v4", force=True) == tmp_path / "config.json.bak.2"
+    contents = [
+        (tmp_path / n).read_text() for n in ("config.json.bak", "config.json.bak.1", "config.json.bak.2")
+    ]
+    assert contents == ["v1", "v2", "v3"]
+    assert target.read_text() == "v4"
+    assert (target.stat().st_mode & 0o777) == 0o600  # a replaced file keeps its permissions
+    assert leftovers(tmp_path) == []
+
+
+def test_failed_replace_leaves_the_old_file_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "config.json"
+    target.write_text("old")
+
+    def broken_replace(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="No space left"):
+        atomic.write_atomic(target, "new", force=True)
+    assert target.read_text() == "old"
+    assert leftovers(tmp_path) == []
+
+
+def test_race_on_a_new_name_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The name appears between the existence check and the link: the link fails, nothing is overwritten."""
+    target = tmp_path / "config.json"
+    real_link = os.link
+
+    def racing_link(src: object, dst: object) -> None:
+        Path(str(dst)).write_text("someone else")
+        real_link(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(atomic.os, "link", racing_link)
+    with pytest.raises(OutputExistsError):
+        atomic.write_atomic(target, "mine")
+    assert target.read_text() == "someone else"
+    assert leftovers(tmp_path) == []
+
+
+def test_missing_directory_and_directory_target(tmp_path: Path) -> None:
+    with pytest.raises(PlanInputError, match=r": directory .* does not exist \(got a missing directory"):
+        atomic.write_atomic(tmp_path / "nope" / "config.json", "{}")
+    with pytest.raises(PlanInputError, match=r": is a directory \(got a directory, expected a file path\)$"):
+        atomic.write_atomic(tmp_path, "{}", force=True)
+
+
+def test_relative_path_in_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    atomic.write_atomic(Path("out.json"), "x")
+    assert (tmp_path / "out.json").read_text() == "x"

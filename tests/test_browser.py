@@ -1,0 +1,201 @@
+"""The dashboard in a real browser: `streamlit run app.py` headless on loopback, driven by Playwright in
+Debian's Chromium (no browser downloads: executable_path points at /usr/bin/chromium).
+
+Changes a control, checks the numbers and charts re-render with new values and that no exception text
+appears, and saves docs/dashboard.png. Skips cleanly when chromium or playwright is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path(os.environ.get("KVPLAN_CHROMIUM", "/usr/bin/chromium"))
+SCREENSHOT = ROOT / "docs" / "dashboard.png"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SERVER_START_TIMEOUT_S = 60
+PAGE_TIMEOUT_MS = 60_000
+VIEWPORT = {"width": 1600, "height": 1500}
+SCREENSHOT_VIEWPORT = {"width": 1600, "height": 1860}
+
+playwright_sync = pytest.importorskip(
+    "playwright.sync_api", reason="Python package playwright is not installed"
+)
+if not CHROMIUM.is_file():
+    pytest.skip(f"{CHROMIUM} not found (apt-get install chromium)", allow_module_level=True)
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on at the moment, on loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], *, timeout_s: float) -> None:
+    """Poll Streamlit's health endpoint until it answers ok, the server dies, or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode} before becoming healthy")
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response,
+        ):
+            if response.read().strip() == b"ok":
+                return
+        time.sleep(0.25)
+    raise TimeoutError(f"streamlit not healthy at {url} after {timeout_s} s")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`streamlit run app.py` on a free loopback port; always terminated."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(ROOT / "app.py"),
+        "--server.headless",
+        "true",
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "viewer",
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc, timeout_s=SERVER_START_TIMEOUT_S)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def page(server: str) -> Iterator[object]:
+    """A fresh Chromium page on the dashboard, the first run rendered."""
+    with playwright_sync.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            tab = browser.new_page(viewport=VIEWPORT)
+            tab.set_default_timeout(PAGE_TIMEOUT_MS)
+            tab.goto(server)
+            wait_loaded(tab)
+            yield tab
+        finally:
+            browser.close()
+
+
+def wait_loaded(tab: object) -> None:
+    """Wait for the metrics and a chart, then for the script run to finish."""
+    tab.wait_for_selector('[data-testid="stMetricValue"]')
+    tab.wait_for_selector(".js-plotly-plot .main-svg", state="attached")
+    wait_idle(tab)
+
+
+def wait_idle(tab: object) -> None:
+    """Wait for the script run to finish (Streamlit's running indicator gone)."""
+    tab.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=PAGE_TIMEOUT_MS
+    )
+    tab.wait_for_timeout(500)
+
+
+def metric(tab: object, label: str) -> str:
+    """The displayed value of the st.metric whose label is `label`."""
+    box = (
+        tab.locator('[data-testid="stMetric"]')
+        .filter(has=tab.locator('[data-testid="stMetricLabel"]', has_text=label))
+        .first
+    )
+    return str(box.locator('[data-testid="stMetricValue"]').inner_text()).strip()
+
+
+def chart_texts(tab: object) -> str:
+    """Text inside the memory bar chart (segment labels are GiB values)."""
+    return str(tab.locator(".js-plotly-plot").first.inner_text())
+
+
+def choose(tab: object, key: str, option: str) -> None:
+    """Pick `option` in the selectbox with widget key `key` (Streamlit tags its container st-key-<key>)."""
+    tab.locator(f'.st-key-{key} [role="combobox"]').click()
+    tab.get_by_role("option", name=option, exact=True).click()
+
+
+def assert_no_exception(tab: object) -> None:
+    assert tab.locator('[data-testid="stException"]').count() == 0
+    body = str(tab.locator("body").inner_text())
+    assert "Traceback" not in body
+    assert "Exception" not in body
+
+
+def test_changing_dtype_rerenders_numbers_and_charts(page: object) -> None:
+    assert_no_exception(page)
+    batch_before, budget_before = metric(page, "max batch"), metric(page, "KV budget")
+    chart_before = chart_texts(page)
+    choose(page, "dtype", "fp8")
+    page.wait_for_function(
+        "(before) => [...document.querySelectorAll('[data-testid=\"stMetricValue\"]')]"
+        ".some(e => e.innerText.includes('GiB') && !e.innerText.includes(before))",
+        arg=budget_before,
+    )
+    wait_loaded(page)
+    assert_no_exception(page)
+    assert int(metric(page, "max batch")) > int(batch_before)  # fp8 weights leave more room for KV
+    assert metric(page, "KV budget") != budget_before
+    assert chart_texts(page) != chart_before  # the stacked bar was redrawn with the new sizes
+    page.get_by_role("tab", name="Speed").click()
+    page.wait_for_selector('[data-testid="stPlotlyChart"] >> nth=3')
+    wait_idle(page)
+    assert_no_exception(page)
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size(SCREENSHOT_VIEWPORT)  # Streamlit scrolls inside the page: show it all at once
+    wait_idle(page)
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+    assert SCREENSHOT.stat().st_size > 10_000
+
+
+def test_infeasible_choice_shows_message_not_traceback(page: object) -> None:
+    choose(page, "model", "llama-3.1-70b")
+    page.wait_for_selector('[data-testid="stAlertContentError"]')
+    wait_idle(page)
+    text = str(page.locator('[data-testid="stAlertContentError"]').first.inner_text())
+    assert "does not fit" in text
+    assert_no_exception(page)

@@ -1,0 +1,145 @@
+"""calibrate -> profile -> plan on CPU (tiny sizes), the coefficient mapping, and the profile writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from calibration.calibrate import coefficients_from
+from calibration.microbench import Measurements
+from calibration.profile_writer import replace_measured, write_atomic, write_profile
+from planner import catalog
+from planner.cli import app
+from planner.errors import OutputExistsError
+from planner.schema import MeasuredBlock
+
+H200 = catalog.data_dir("hwprofiles") / "nvidia-h200.yaml"
+
+
+def _synthetic_measurements() -> Measurements:
+    meas = Measurements(device="synthetic")
+    meas.add("kernels", mode="graph", median_s=2e-6, spread_fraction=0.0, samples_s=[2e-6])
+    meas.add("step", median_s=50e-6, spread_fraction=0.0, samples_s=[50e-6])
+    # 96 MB in 30 us + 2 us overhead -> 3.2 TB/s of weights; per batch, summed over shapes
+    meas.add(
+        "gemv", dtype="bf16", batch=1, bytes=96e6, median_s=32e-6, spread_fraction=0.0, samples_s=[32e-6]
+    )
+    meas.add("gemv", dtype="bf16", batch=64, bytes=96e6, median_s=1e-3, spread_fraction=0.0, samples_s=[1e-3])
+    # 1 GB of KV in 402 us -> 2.5e12 B/s after the 2 us overhead; the 1 MB point is below the fit threshold
+    meas.add("attention", bytes=1e9, median_s=402e-6, spread_fraction=0.0, samples_s=[402e-6])
+    meas.add("attention", bytes=1e6, median_s=50e-6, spread_fraction=0.0, samples_s=[50e-6])
+    meas.add(
+        "gemm",
+        dtype="bf16",
+        flop=2 * 8192**3,
+        median_s=2 * 8192**3 / 700e12,
+        spread_fraction=0.0,
+        samples_s=[1.0],
+    )
+    return meas
+
+
+def test_coefficients_from_measurements() -> None:
+    hw = catalog.load_card("nvidia-h200")  # datasheet 4800 GB/s, bf16 989.4 TFLOP/s
+    c = coefficients_from(_synthetic_measurements(), hw, min_attn_bytes=256 * 2**20)
+    assert c.weight_read_bandwidth_fraction == pytest.approx(3.2e12 / 4.8e12)  # batch 64 (> 16) is ignored
+    assert c.kv_read_bandwidth_fraction == pytest.approx(2.5e12 / 4.8e12)
+    assert c.compute_fraction["bf16"] == pytest.approx(700 / 989.4)
+    assert c.compute_fraction["fp8"] == hw.default_coefficients.compute_fraction["fp8"]  # not measured: kept
+    assert c.kernel_overhead_us == pytest.approx(2.0)
+    assert c.step_overhead_us == pytest.approx(50.0)
+
+
+def test_fraction_above_datasheet_is_clipped_and_noted() -> None:
+    meas = _synthetic_measurements()
+    meas.rows["gemm"][0]["median_s"] = 2 * 8192**3 / 2000e12  # 2 PFLOP/s in bf16: faster than the datasheet
+    c = coefficients_from(meas, catalog.load_card("nvidia-h200"), min_attn_bytes=0)
+    assert c.compute_fraction["bf16"] == 1.0
+    assert any("clipped to 1" in n for n in meas.notes)
+
+
+def test_replace_measured_keeps_every_other_line() -> None:
+    source = H200.read_text(encoding="utf-8")
+    block = "measured:\n  tool: x\n"
+    replaced = replace_measured(source, block)
+    kept = [line for line in source.splitlines() if not line.startswith(("measured:", "  ", "# written by"))]
+    for line in kept:
+        assert line in replaced.splitlines()
+    assert replace_measured(replaced, block) == replaced  # idempotent
+
+
+def test_write_atomic_refuses_to_overwrite(tmp_path: Path) -> None:
+    target = tmp_path / "p.yaml"
+    write_atomic(target, "a: 1\n", force=False)
+    with pytest.raises(OutputExistsError, match=r"^--out: .*p\.yaml already exists"):
+        write_atomic(target, "a: 2\n", force=False)
+    write_atomic(target, "a: 2\n", force=True)
+    assert target.read_text() == "a: 2\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["p.yaml"]  # no temp file left behind
+
+
+def test_committed_h200_profile_is_calibrated() -> None:
+    hw = catalog.load_card("nvidia-h200")
+    assert hw.measured is not None and hw.measured.backend == "cuda"
+    assert hw.measured.device_name == "NVIDIA H200"
+    assert hw.coefficients() == hw.measured.coefficients
+
+
+def test_calibrate_profile_plan_on_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    out, raw = tmp_path / "h200-cpu.yaml", tmp_path / "raw.json"
+    runner = CliRunner()
+    result = runner.invoke(
+        app,
+        [
+            "calibrate",
+            "--card",
+            "nvidia-h200",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--raw",
+            str(raw),
+            "--budget-s",
+            "30",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    profile = yaml.safe_load(out.read_text())
+    measured = MeasuredBlock.model_validate(profile["measured"])
+    assert measured.backend == "cpu" and "torch" in measured.versions
+    assert measured.samples["kernel_eager_us"] and raw.stat().st_size > 0
+    assert profile["peak_tflop_per_s"] == yaml.safe_load(H200.read_text())["peak_tflop_per_s"]
+    again = runner.invoke(app, ["calibrate", "--card", "nvidia-h200", "--device", "cpu", "--out", str(out)])
+    assert again.exit_code == 2 and "already exists" in again.output
+    plan = runner.invoke(app, ["--card", str(out), "--model", "qwen3-0.6b", "--ctx", "2k", "--batch", "4"])
+    assert plan.exit_code == 0, plan.output
+    assert "calibrated" in plan.output
+
+
+def test_from_bench_writes_a_fitted_profile(tmp_path: Path) -> None:
+    data = Path(__file__).resolve().parents[1] / "calibration/data/h200-e2e-decode.csv"
+    points = tmp_path / "qwen3-8b.csv"
+    lines = data.read_text().splitlines()
+    points.write_text("\n".join([lines[0], *[ln for ln in lines[1:] if ln.startswith("qwen3-8b,")]]) + "\n")
+    out = tmp_path / "fitted.yaml"
+    result = CliRunner().invoke(
+        app, ["calibrate", "--from-bench", str(points), "--card", "nvidia-h200", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "MAPE" in result.output
+    measured = MeasuredBlock.model_validate(yaml.safe_load(out.read_text())["measured"])
+    assert measured.backend == "bench-fit"
+    assert len(measured.samples["fit_residual_fraction"]) == 14
+
+
+def test_profile_writer_validates(tmp_path: Path) -> None:
+    block = catalog.load_card("nvidia-h200").measured
+    assert block is not None
+    out = tmp_path / "copy.yaml"
+    written = write_profile(H200, block, out=out, force=False)
+    assert written.measured == block
