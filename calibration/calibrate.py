@@ -1,12 +1,17 @@
 """`kvplan calibrate`: run the microbenchmarks, map medians to PerfCoefficients, write a measured profile.
 
 Mapping (each achieved rate is divided by the card's datasheet figure):
-    weight_read_bandwidth_fraction  bf16 GEMV at decode batches <= 16: sum(bytes) / sum(t - k) per batch,
-                                    median over batches, / memory_bandwidth          (k = kernel overhead)
+    weight_read_bandwidth_fraction  bf16 GEMV at decode batches <= 16 over every shape (the model's and the
+    matmul_latency_us               1024^2 .. 8192 x 28672 ladder): least squares of t = latency + bytes / bw
+                                    on relative residuals; fraction = bw / memory_bandwidth, latency >= 0
     kv_read_bandwidth_fraction      decode attention points with KV >= attn_min_fit_bytes: bytes / (t - k),
-                                    median, / memory_bandwidth
+                                    median, / memory_bandwidth (the fallback when a plan has no table)
+    attention_table                 every decode attention point as (batch, kv_heads, head_dim, ctx, GB/s)
     compute_fraction[dtype]         large square GEMM FLOP/s / peak_tflop_per_s[dtype], per dtype measured
-    kernel_overhead_us              per-kernel time of tiny kernels replayed from a graph (cpu: eager)
+    kernel_overhead_us              per-kernel time of the real decode elementwise chain (RMSNorm pieces,
+                                    add, SiLU, mul) at the smallest batch, replayed from a graph; without it
+                                    the empty kernel from a graph (cpu: eager). The empty-kernel times stay
+                                    in the samples as provenance.
     step_overhead_us                host wall time of: replay a graph holding argmax over the vocabulary, sync
     allreduce_*                     kept from default_coefficients (one device; no all-reduce measured)
 Fractions above 1 (a card faster than its datasheet) are clipped to 1 and noted.
@@ -21,11 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from calibration import device as devmod
 from calibration.microbench import Measurements, Progress, Suite
 from calibration.shapes import FULL, STANDARD_SHAPES, TINY, TINY_SHAPES, ModelShapes, shapes_from_card
 from planner import catalog, units
-from planner.schema import HardwareProfile, MeasuredBlock, PerfCoefficients
+from planner.schema import AttentionRate, HardwareProfile, MeasuredBlock, PerfCoefficients
 
 TOOL = "kvplan calibrate"
 TOOL_VERSION = "0.1.0"
@@ -47,9 +54,43 @@ def _rows(meas: Measurements, bench: str, **match: Any) -> list[dict[str, Any]]:
 
 
 def kernel_overhead_s(meas: Measurements) -> float:
-    """Per-kernel fixed cost: graph replay when measured, else eager."""
-    rows = _rows(meas, "kernels", mode="graph") or _rows(meas, "kernels", mode="eager")
+    """Per-kernel fixed cost: the decode elementwise chain at its smallest batch, else the empty kernel
+    (graph replay when measured, else eager)."""
+    chain = sorted(_rows(meas, "kernels", mode="decode_chain"), key=lambda r: r["batch"])
+    rows = chain or _rows(meas, "kernels", mode="graph") or _rows(meas, "kernels", mode="eager")
     return float(rows[0]["median_s"]) if rows else 0.0
+
+
+def gemv_latency_fit(meas: Measurements) -> tuple[float, float] | None:
+    """(latency_s, bytes_per_s) of t = latency + bytes / bw over bf16 GEMV rows at batch <= 16.
+
+    Formula: minimise sum_i ((L + b_i / B - t_i) / t_i)^2, linear in (L, 1 / B); needs two sizes.
+    Latency is clipped at 0; None when fewer than two distinct sizes were measured or 1 / B <= 0.
+    """
+    rows = [r for r in _rows(meas, "gemv", dtype="bf16") if r["batch"] <= DECODE_GEMV_MAX_BATCH]
+    if len({r["bytes"] for r in rows}) < 2:
+        return None
+    t = np.array([r["median_s"] for r in rows])
+    design = np.column_stack([np.ones_like(t), [r["bytes"] for r in rows]]) / t[:, None]
+    (latency, inverse_bw), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    if inverse_bw <= 0:
+        return None
+    return max(float(latency), 0.0), 1.0 / float(inverse_bw)
+
+
+def attention_table(meas: Measurements) -> list[AttentionRate] | None:
+    """Every decode attention point as a measured rate (GB/s of KV read, fixed costs included)."""
+    rows = _rows(meas, "attention")
+    return [
+        AttentionRate(
+            batch=r["batch"],
+            kv_heads=r["kv_heads"],
+            head_dim=r["head_dim"],
+            ctx_tokens=r["ctx"],
+            gb_per_s=r["bytes"] / r["median_s"] / units.GB_BYTES,
+        )
+        for r in rows
+    ] or None
 
 
 def _busy_s(seconds: float, overhead_s: float) -> float:
@@ -96,7 +137,8 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
     base, notes = hw.default_coefficients, meas.notes
     overhead = kernel_overhead_s(meas)
     bw = hw.memory_bandwidth_bytes_per_s
-    weight = weight_read_bytes_per_s(meas, overhead)
+    gemv_fit = gemv_latency_fit(meas)
+    latency_s, weight = gemv_fit if gemv_fit else (None, weight_read_bytes_per_s(meas, overhead))
     kv = kv_read_bytes_per_s(meas, overhead, min_bytes=min_attn_bytes)
     compute = dict(base.compute_fraction)
     for row in _rows(meas, "gemm"):
@@ -118,9 +160,11 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
         else base.kv_read_bandwidth_fraction,
         compute_fraction=compute,
         kernel_overhead_us=overhead / units.US_S if overhead else base.kernel_overhead_us,
+        matmul_latency_us=latency_s / units.US_S if latency_s is not None else base.matmul_latency_us,
         step_overhead_us=steps[0]["median_s"] / units.US_S if steps else base.step_overhead_us,
         allreduce_latency_us=base.allreduce_latency_us,
         allreduce_bandwidth_fraction=base.allreduce_bandwidth_fraction,
+        attention_table=attention_table(meas),
     )
 
 
@@ -128,15 +172,15 @@ def samples_from(meas: Measurements) -> dict[str, list[float]]:
     """Compact sample lists for the profile (datasheet units, overheads in us); raw rows go to JSON."""
     out: dict[str, list[float]] = {}
     for row in meas.rows.get("kernels", []):
-        out[f"kernel_{row['mode']}_us"] = [s / units.US_S for s in row["samples_s"]]
+        suffix = f"_b{row['batch']}" if "batch" in row else ""
+        out[f"kernel_{row['mode']}{suffix}_us"] = [s / units.US_S for s in row["samples_s"]]
     for row in meas.rows.get("step", []):
         out["step_overhead_us"] = [s / units.US_S for s in row["samples_s"]]
     for row in meas.rows.get("stream", []):
         out[f"stream_{row['op']}_gb_per_s"] = [row["bytes"] / s / units.GB_BYTES for s in row["samples_s"]]
-    for bench in ("gemv", "attention"):
-        for row in meas.rows.get(bench, []):
-            key = f"{bench}_{row.get('dtype', 'bf16')}_gb_per_s"
-            out.setdefault(key, []).append(row["bytes"] / row["median_s"] / units.GB_BYTES)
+    for row in meas.rows.get("gemv", []):  # attention rates live in coefficients.attention_table
+        key = f"gemv_{row.get('dtype', 'bf16')}_gb_per_s"
+        out.setdefault(key, []).append(row["bytes"] / row["median_s"] / units.GB_BYTES)
     for bench in ("gemm", "prefill_gemm"):
         for row in meas.rows.get(bench, []):
             key = f"{bench}_{row['dtype']}_tflop_per_s"

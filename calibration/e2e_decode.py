@@ -80,8 +80,12 @@ def hf_config(card: Any) -> Any:
     return AutoConfig.for_model(card.model_type, **fields)
 
 
-def register_attention(torch: Any, use_flash: bool) -> None:
-    """Register the GQA SDPA attention (and a mask function returning None: the cache is exactly ctx long)."""
+def register_attention(torch: Any, use_flash: bool, *, label: str | None = None) -> None:
+    """Register the GQA SDPA attention (and a mask function returning None: the cache is exactly ctx long).
+
+    With `label`, each call runs inside torch.profiler.record_function(label) (calibration/kernel_counts.py
+    attributes its kernels to attention); host-side only, nothing changes on the device.
+    """
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 
@@ -106,7 +110,11 @@ def register_attention(torch: Any, use_flash: bool) -> None:
             out = sdpa(query, key, value, scale=scaling, is_causal=causal, enable_gqa=True)
         return out.transpose(1, 2).contiguous(), None
 
-    AttentionInterface.register(ATTN_NAME, attend)
+    def labelled(*args: Any, **kwargs: Any) -> tuple[Any, None]:
+        with torch.profiler.record_function(label or ATTN_NAME):
+            return attend(*args, **kwargs)
+
+    AttentionInterface.register(ATTN_NAME, labelled if label else attend)
     AttentionMaskInterface.register(ATTN_NAME, lambda *args, **kwargs: None)
 
 

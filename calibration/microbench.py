@@ -5,10 +5,14 @@ caller (calibration/calibrate.py) turns medians into PerfCoefficients. All rows 
 be written as raw JSON next to the profile (calibration/data/).
 
     stream      sum over a large bf16 buffer (read) and a copy (read + write)   -> memory bandwidth
-    gemv        one layer's matmuls at decode batches, weights past L2 -> weight_read_bandwidth_fraction
+    gemv        one layer's matmuls at decode batches plus a ladder of GEMV sizes (1024^2 .. 8192 x 28672),
+                weights past L2; t = latency + bytes / bw  -> matmul_latency_us, weight_read_bandwidth_fraction
     gemm        a large square GEMM per dtype, and prefill-shaped GEMMs         -> compute_fraction[dtype]
-    attention   decode attention (query length 1, GQA, no repeated KV heads)   -> kv_read_bandwidth_fraction
-    kernels     tiny kernels, eager and replayed from a captured graph          -> kernel_overhead_us
+    attention   decode attention (query length 1, GQA, no repeated KV heads) over batch x kv heads x ctx
+                                                               -> attention_table, kv_read_bandwidth_fraction
+    kernels     an empty kernel (x.mul_(1) on 1024 elements), eager and from a graph (provenance), and a
+                chain of real decode elementwise kernels (RMSNorm pieces, add, SiLU, mul on [batch, hidden])
+                replayed from a graph                                          -> kernel_overhead_us
     step        graph replay of argmax over the vocabulary + host sync          -> step_overhead_us
 """
 
@@ -24,6 +28,10 @@ from calibration.shapes import BenchSizes, ModelShapes
 
 Progress = Callable[[str], None]
 BF16_BYTES = 2
+# Kernels of one pass of decode_chain(): float cast, pow, mean, + eps, rsqrt, mul, bf16 cast, * weight,
+# + residual, SiLU, mul = 11 eager kernels (one each; calibration/kernel_counts.py profiles it to check).
+CHAIN_KERNELS_PER_PASS = 11
+RMS_EPS = 1e-6
 
 
 @dataclass
@@ -101,7 +109,7 @@ class Suite:
 
     # -- benchmarks ------------------------------------------------------------------------------------
     def kernels(self) -> None:
-        """Fixed cost of a tiny kernel: eager launches, and replays of a captured graph of n kernels."""
+        """Fixed cost per kernel: an empty kernel (eager and graph) and real decode elementwise kernels."""
         n = self.sizes.small_kernels
         x = self._randn(1024)
 
@@ -114,6 +122,12 @@ class Suite:
         if self.backend.kind != "cpu":
             graph = [s / n for s in self._timed(many, graph=True)]
             self._record("kernels", graph, mode="graph", kernels=n)
+        passes = max(1, n // CHAIN_KERNELS_PER_PASS)
+        for batch in self.sizes.small_kernel_batches:
+            chain = decode_chain(self.backend, batch=batch, hidden=self.sizes.small_kernel_hidden, passes=passes)
+            kernels = passes * CHAIN_KERNELS_PER_PASS
+            seconds = [s / kernels for s in self._timed(chain, graph=self.backend.kind != "cpu")]
+            self._record("kernels", seconds, mode="decode_chain", kernels=kernels, batch=batch)
 
     def step(self) -> None:
         """Host wall time of one graph replay holding argmax over the vocabulary, plus the host sync."""
@@ -147,12 +161,15 @@ class Suite:
         self._record("stream", copy, op="copy", bytes=2 * elements * BF16_BYTES)
 
     def gemv(self) -> None:
-        """Decode-shaped matmuls y = x W^T for each batch, cycling through enough weight copies to beat L2."""
-        for in_f, out_f in self.shapes.linears:
+        """Decode-shaped matmuls y = x W^T, cycling through enough weight copies to beat L2: the model's
+        matmuls at every decode batch, then a ladder of sizes at a few batches for the latency fit."""
+        plan = [(shape, self.sizes.decode_batches, "model") for shape in self.shapes.linears]
+        plan += [(shape, self.sizes.gemv_latency_batches, "ladder") for shape in self.sizes.gemv_latency_shapes]
+        for (in_f, out_f), batches, role in plan:
             weight_bytes = in_f * out_f * BF16_BYTES
             copies = max(1, -(-self.sizes.rotate_bytes // weight_bytes))
             weights = [self._randn(out_f, in_f) for _ in range(copies)]
-            for batch in self.sizes.decode_batches:
+            for batch in batches:
                 if not self.time_left():
                     self.out.notes.append("decode GEMV: stopped early, time budget spent")
                     return
@@ -172,32 +189,38 @@ class Suite:
                     bytes=weight_bytes + batch * (in_f + out_f) * BF16_BYTES,
                     flop=2 * batch * in_f * out_f,
                     dtype="bf16",
+                    role=role,
                 )
             del weights
 
     def attention(self) -> None:
-        """Decode attention over B x ctx with GQA: each KV head is read once (no repeat_interleave of K/V)."""
-        hq, hkv, hd = self.shapes.num_attention_heads, self.shapes.num_key_value_heads, self.shapes.head_dim
-        for ctx in self.sizes.attn_contexts:
-            for batch in self.sizes.attn_batches:
-                kv_bytes = 2 * batch * hkv * ctx * hd * BF16_BYTES
-                if kv_bytes > self.sizes.attn_max_bytes or not self.time_left():
-                    continue
-                q = self._randn(batch, hq, 1, hd)
-                k, v = self._randn(batch, hkv, ctx, hd), self._randn(batch, hkv, ctx, hd)
-                attend = decode_attention_fn(self.backend, q, k, v)
-                seconds = self._timed(attend, graph=True)
-                self._record(
-                    "attention",
-                    seconds,
-                    batch=batch,
-                    ctx=ctx,
-                    bytes=kv_bytes,
-                    heads=hq,
-                    kv_heads=hkv,
-                    head_dim=hd,
-                )
-                del q, k, v
+        """Decode attention over batch x kv heads x ctx with GQA: each KV head is read once (no
+        repeat_interleave of K/V); one layer per point, points above attn_max_bytes skipped."""
+        hq, hd = self.shapes.num_attention_heads, self.shapes.head_dim
+        for hkv in self.shapes.kv_heads_grid:
+            for ctx in self.sizes.attn_contexts:
+                for batch in self.sizes.attn_batches:
+                    kv_bytes = 2 * batch * hkv * ctx * hd * BF16_BYTES
+                    if kv_bytes > self.sizes.attn_max_bytes or not self.time_left():
+                        continue
+                    self._attention_point(batch=batch, ctx=ctx, heads=(hq, hkv, hd))
+
+    def _attention_point(self, *, batch: int, ctx: int, heads: tuple[int, int, int]) -> None:
+        hq, hkv, hd = heads
+        q = self._randn(batch, hq, 1, hd)
+        k, v = self._randn(batch, hkv, ctx, hd), self._randn(batch, hkv, ctx, hd)
+        attend = decode_attention_fn(self.backend, q, k, v)
+        seconds = self._timed(attend, graph=True)
+        self._record(
+            "attention",
+            seconds,
+            batch=batch,
+            ctx=ctx,
+            bytes=2 * batch * hkv * ctx * hd * BF16_BYTES,
+            heads=hq,
+            kv_heads=hkv,
+            head_dim=hd,
+        )
 
     def gemm(self) -> None:
         """A large square GEMM per dtype the device offers (bf16, fp16; fp8 and int8 where supported)."""
@@ -257,6 +280,29 @@ class Suite:
                 flop=2 * batch * in_f * out_f,
                 dtype="w8a16",
             )
+
+
+def decode_chain(backend: Backend, *, batch: int, hidden: int, passes: int) -> Callable[[], object]:
+    """`passes` repetitions of the small kernels of an eager decode layer on [batch, hidden] bf16:
+    RMSNorm as transformers writes it (float cast, pow, mean, + eps, rsqrt, mul, cast back, * weight), a
+    residual add, SiLU and a mul: CHAIN_KERNELS_PER_PASS kernels per pass, each dependent on the last."""
+    torch = backend.torch
+    x = torch.randn(batch, hidden, device=backend.device, dtype=torch.bfloat16)
+    weight = torch.randn(hidden, device=backend.device, dtype=torch.bfloat16)
+    residual = torch.randn_like(x)
+
+    def run() -> object:
+        h = x
+        for _ in range(passes):
+            f = h.float()
+            var = f.pow(2).mean(-1, keepdim=True)
+            f = f * torch.rsqrt(var + RMS_EPS)
+            h = weight * f.to(torch.bfloat16)
+            h = h + residual
+            h = torch.nn.functional.silu(h) * residual
+        return h
+
+    return run
 
 
 def decode_attention_fn(backend: Backend, q: Any, k: Any, v: Any) -> Callable[[], object]:

@@ -23,6 +23,14 @@ class ModelShapes:
     num_key_value_heads: int
     head_dim: int
     vocab_size: int
+    # KV-head counts of the decode-attention grid (each with num_attention_heads query heads): the model's
+    # own and a second GQA shape, so the table spans batch x kv heads, not batch alone
+    attention_kv_heads: tuple[int, ...] = ()
+
+    @property
+    def kv_heads_grid(self) -> tuple[int, ...]:
+        """KV-head counts to benchmark: attention_kv_heads, else the model's own."""
+        return self.attention_kv_heads or (self.num_key_value_heads,)
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,10 @@ class BenchSizes:
     attn_max_bytes: int  # skip attention points whose KV exceeds this
     attn_min_fit_bytes: int  # points at or above this KV size set kv_read_bandwidth_fraction
     small_kernels: int  # kernels per overhead timing
+    gemv_latency_shapes: tuple[tuple[int, int], ...]  # extra (in, out) GEMV shapes for the latency fit
+    gemv_latency_batches: tuple[int, ...]
+    small_kernel_batches: tuple[int, ...]  # rows of the [batch, hidden] decode elementwise chain
+    small_kernel_hidden: int
     warmup: int
     repeats: int
 
@@ -49,11 +61,23 @@ FULL = BenchSizes(
     gemm_n=8192,
     decode_batches=(1, 2, 4, 8, 16, 32, 64, 128),
     prefill_tokens=4096,
-    attn_batches=(1, 8, 32, 128),
-    attn_contexts=(512, 2048, 8192, 32768),
-    attn_max_bytes=16 * units.GIB_BYTES,
+    attn_batches=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+    attn_contexts=(256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
+    attn_max_bytes=20 * units.GIB_BYTES,
     attn_min_fit_bytes=256 * units.MIB_BYTES,
     small_kernels=200,
+    gemv_latency_shapes=(
+        (1024, 1024),
+        (2048, 2048),
+        (4096, 1024),
+        (5120, 5120),
+        (8192, 8192),
+        (5120, 25600),
+        (8192, 28672),
+    ),
+    gemv_latency_batches=(1, 8),
+    small_kernel_batches=(1, 8, 64),
+    small_kernel_hidden=4096,
     warmup=3,
     repeats=7,
 )
@@ -68,6 +92,10 @@ TINY = BenchSizes(
     attn_max_bytes=64 * units.MIB_BYTES,
     attn_min_fit_bytes=0,
     small_kernels=20,
+    gemv_latency_shapes=((32, 32), (128, 256)),
+    gemv_latency_batches=(1,),
+    small_kernel_batches=(1,),
+    small_kernel_hidden=64,
     warmup=1,
     repeats=3,
 )
@@ -80,6 +108,7 @@ STANDARD_SHAPES = ModelShapes(
     num_key_value_heads=8,
     head_dim=128,
     vocab_size=151936,
+    attention_kv_heads=(8, 4),
 )
 TINY_SHAPES = ModelShapes(
     name="tiny",
@@ -88,6 +117,7 @@ TINY_SHAPES = ModelShapes(
     num_key_value_heads=2,
     head_dim=16,
     vocab_size=512,
+    attention_kv_heads=(2, 1),
 )
 
 
@@ -108,4 +138,5 @@ def shapes_from_card(card: ModelCard) -> ModelShapes:
         num_key_value_heads=card.num_key_value_heads,
         head_dim=card.head_dim or 128,
         vocab_size=card.vocab_size,
+        attention_kv_heads=tuple(dict.fromkeys([card.num_key_value_heads, max(1, card.num_key_value_heads // 2)])),
     )

@@ -83,9 +83,7 @@ def prepare(request: PlanRequest, options: Any) -> tuple[Any, Any]:
     """(Deployment sized with the MindIE lengths, Lengths): maxPrefillTokens drives the activation peak."""
     from planner import inputs, mindie
 
-    dep = inputs.to_deployment(request)
-    lengths = mindie.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
-    return dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens}), lengths
+    return mindie.sized_deployment(inputs.to_deployment(request), options=options)
 
 
 def corrected_deployment(dep: Any, comparison: Any) -> Any:

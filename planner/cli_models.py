@@ -6,7 +6,6 @@ given; --out is written atomically (temp file + os.replace) and never overwritte
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,7 +16,7 @@ from planner import units
 from planner.errors import KvplanError, OutputExistsError, PlanInputError
 
 if TYPE_CHECKING:  # planner.hfimport is imported when the command runs, so `kvplan --help` stays light
-    from planner import hfimport
+    from planner import checkpoint
     from planner.schema import ModelCard
 
 
@@ -64,31 +63,24 @@ def resolve_id(card_id: str | None, *, out: Path | None) -> str | None:
     return None
 
 
-def default_card_id(config: dict[str, object], *, fallback: str) -> str:
-    """Kebab-case id from the last part of `_name_or_path` (else `fallback`, the directory name)."""
-    name = str(config.get("_name_or_path") or fallback).rstrip("/").split("/")[-1]
-    slug = re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-.")
-    return slug or "imported-model"
-
-
 def build_card(
     source: Path, *, card_id: str | None
-) -> tuple[ModelCard, hfimport.CheckpointSummary | None, hfimport.ParameterCheck | None]:
+) -> tuple[ModelCard, checkpoint.CheckpointSummary | None, checkpoint.ParameterCheck | None]:
     """Card from `source` (directory or config.json), plus the safetensors evidence beside it."""
-    from planner import hfimport
+    from planner import checkpoint, hfimport
 
     config_path = hfimport.config_path_of(source)
     config = hfimport.read_config(config_path)
-    card_id = card_id or default_card_id(config, fallback=config_path.parent.resolve().name)
+    card_id = card_id or hfimport.default_card_id(config, fallback=config_path.parent.resolve().name)
     card = hfimport.card_from_config_dict(config, card_id=card_id, origin=str(config_path))
-    summary = hfimport.checkpoint_summary(config_path.parent, num_hidden_layers=card.num_hidden_layers)
+    summary = checkpoint.checkpoint_summary(config_path.parent, num_hidden_layers=card.num_hidden_layers)
     if summary is None:
         return card, None, None
-    check = hfimport.parameter_check(card, summary)
+    check = checkpoint.parameter_check(card, summary)
     return card.model_copy(update={"notes": checkpoint_note(summary, check)}), summary, check
 
 
-def checkpoint_note(summary: hfimport.CheckpointSummary, check: hfimport.ParameterCheck) -> str:
+def checkpoint_note(summary: checkpoint.CheckpointSummary, check: checkpoint.ParameterCheck) -> str:
     """One-paragraph record of the checkpoint evidence, kept in the card's `notes`."""
     dtypes = ", ".join(f"{d} {t.parameters:,} params / {t.weight_bytes:,} B"
                        for d, t in summary.by_dtype.items())
@@ -118,8 +110,8 @@ def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
 
 def report_lines(
     card: ModelCard,
-    summary: hfimport.CheckpointSummary | None,
-    check: hfimport.ParameterCheck | None,
+    summary: checkpoint.CheckpointSummary | None,
+    check: checkpoint.ParameterCheck | None,
     *,
     out: Path | None,
 ) -> list[str]:
@@ -142,7 +134,7 @@ def report_lines(
     return lines
 
 
-def _comparison_lines(summary: hfimport.CheckpointSummary, check: hfimport.ParameterCheck) -> list[str]:
+def _comparison_lines(summary: checkpoint.CheckpointSummary, check: checkpoint.ParameterCheck) -> list[str]:
     diff = check.difference_parameters
     share = abs(diff) / check.geometry_parameters
     verdict = "matches" if diff == 0 else f"differs by {units.fmt_fraction(share)} of the geometry count"

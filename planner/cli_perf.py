@@ -36,6 +36,15 @@ CSV_COLUMNS = (
     "per_user_tokens_per_s",
     "fits_memory",
 )
+# Options `sweep` and `serve` share.
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")]
+CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
+KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache dtype (default: activation dtype).")]
+TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree.")]
+MtpOpt = Annotated[int, typer.Option(help="MTP draft tokens per step (0: off).")]
+AcceptanceOpt = Annotated[float, typer.Option(help="Acceptance rate of each draft token.")]
+MemoryOpt = Annotated[float | None, typer.Option(help="Override the card's memory capacity (GiB).")]
+UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")]
 
 
 BOUND_LABELS = {"memory": "mem", "compute": "comp", "overhead": "fixed", "interconnect": "link"}
@@ -188,23 +197,19 @@ def _fail(exc: KvplanError) -> typer.Exit:
 
 
 def sweep_command(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")],
-    card: Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")] = DEFAULT_CARD,
+    model: ModelOpt,
+    card: CardOpt = DEFAULT_CARD,
     dtype: Annotated[
         str, typer.Option(help="Weight dtype(s), comma-separated: the dtype axis.")
     ] = DEFAULT_DTYPE,
-    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default: activation dtype).")] = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
     batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
     ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,8k,32k.")] = "256,1k,4k,8k,32k",
-    mtp: Annotated[int, typer.Option(help="MTP draft tokens per step (0: off).")] = 0,
-    mtp_acceptance: Annotated[float, typer.Option(help="Acceptance rate of each draft token.")] = 0.7,
-    memory_gib: Annotated[
-        float | None, typer.Option(help="Override the card's memory capacity (GiB).")
-    ] = None,
-    uncalibrated: Annotated[
-        bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")
-    ] = False,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = 0.7,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
 ) -> None:
     """Decode speed over a batch x context (x weight dtype) grid.
@@ -275,11 +280,11 @@ def serve_lines(slo: SloResult | None, estimate: ServingEstimate) -> list[str]:
 
 
 def serve_command(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")],
-    card: Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")] = DEFAULT_CARD,
+    model: ModelOpt,
+    card: CardOpt = DEFAULT_CARD,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
-    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype (default: activation dtype).")] = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
     input_tokens: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "1k",
     output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = "256",
     concurrency: Annotated[
@@ -290,14 +295,10 @@ def serve_command(
         float | None, typer.Option(min=0, help="SLO: time to first token under load (ms).")
     ] = None,
     min_user_tps: Annotated[float | None, typer.Option(min=0, help="SLO: per-user tokens/s.")] = None,
-    mtp: Annotated[int, typer.Option(help="MTP draft tokens per step (0: off).")] = 0,
-    mtp_acceptance: Annotated[float, typer.Option(help="Acceptance rate of each draft token.")] = 0.7,
-    memory_gib: Annotated[
-        float | None, typer.Option(help="Override the card's memory capacity (GiB).")
-    ] = None,
-    uncalibrated: Annotated[
-        bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")
-    ] = False,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = 0.7,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """SLO search and steady-state serving estimate: `kvplan serve -m qwen3-27b --dtype fp8 --tpot-ms 50`."""

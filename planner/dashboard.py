@@ -7,9 +7,9 @@ calls them over arrays and arranges the results into what a chart draws.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib.util
-import re
 import tempfile
 from pathlib import Path
 from typing import TypeVar
@@ -180,51 +180,48 @@ def max_batch_at(mem: MemoryBreakdown) -> int:
     )
 
 
-def upload_dir() -> Path:
-    """Process-wide scratch directory for files the user uploaded (kept for the session)."""
-    path = Path(tempfile.gettempdir()) / "kvplan-dashboard-uploads"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+@functools.cache
+def process_upload_dir() -> tempfile.TemporaryDirectory[str]:
+    """Fallback scratch folder for uploads when the caller passes none; removed when the process exits."""
+    return tempfile.TemporaryDirectory(prefix="kvplan-uploads-")
 
 
-def save_upload(data: bytes, *, name: str) -> Path:
+def save_upload(data: bytes, *, name: str, directory: Path | None = None) -> Path:
     """Write uploaded bytes under a content-addressed folder, keeping the user's file name for messages.
 
-    The planner then reads it like any other file (catalog.resolve_card / resolve_model take paths).
+    `directory` is the caller's scratch folder (the dashboard passes one per browser session, deleted with
+    it); without one, a temporary folder of this process. The planner then reads the file like any other
+    (catalog.resolve_card / resolve_model take paths).
     """
     digest = hashlib.sha256(data).hexdigest()[:16]
-    path = upload_dir() / digest / (Path(name).name or "upload")
+    root = directory if directory is not None else Path(process_upload_dir().name)
+    path = root / digest / (Path(name).name or "upload")
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     return path
 
 
-def load_uploaded(data: bytes, model: type[ModelT], *, name: str) -> ModelT:
+def load_uploaded(data: bytes, model: type[ModelT], *, name: str, directory: Path | None = None) -> ModelT:
     """Validate an uploaded data file (e.g. a calibrated hardware profile) with catalog.load_item."""
-    return catalog.load_item(save_upload(data, name=name), model, check_stem=False)
+    return catalog.load_item(save_upload(data, name=name, directory=directory), model, check_stem=False)
 
 
-def model_card_from_config(data: bytes, *, name: str) -> ModelCard:
+def model_card_from_config(data: bytes, *, name: str, directory: Path | None = None) -> ModelCard:
     """A ModelCard from an uploaded Hugging Face config.json (planner.hfimport; errors name the file)."""
     from planner import hfimport
 
-    config = hfimport.read_config(save_upload(data, name=name))
-    return hfimport.card_from_config_dict(config, card_id=uploaded_card_id(config), origin=name)
+    config = hfimport.read_config(save_upload(data, name=name, directory=directory))
+    card_id = hfimport.default_card_id(config, default=UPLOADED_MODEL_ID)
+    return hfimport.card_from_config_dict(config, card_id=card_id, origin=name)
 
 
-def uploaded_card_id(config: dict[str, object]) -> str:
-    """Kebab-case id from the last part of the config's `_name_or_path`, else "uploaded-model"."""
-    name = str(config.get("_name_or_path") or "").rstrip("/").split("/")[-1]
-    slug = re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-.")
-    return slug or UPLOADED_MODEL_ID
-
-
-def model_card_path(card: ModelCard) -> str:
+def model_card_path(card: ModelCard, *, directory: Path | None = None) -> str:
     """A YAML file holding `card`, usable as PlanRequest.model (catalog.resolve_model reads card paths)."""
     from planner import hfimport
 
-    return str(save_upload(hfimport.card_yaml(card).encode("utf-8"), name=f"{card.id}.yaml"))
+    text = hfimport.card_yaml(card).encode("utf-8")
+    return str(save_upload(text, name=f"{card.id}.yaml", directory=directory))
 
 
 def plan_for(req: inputs.PlanRequest, *, prompt_tokens: int | None = None) -> tuple[Deployment, Plan]:
@@ -234,6 +231,11 @@ def plan_for(req: inputs.PlanRequest, *, prompt_tokens: int | None = None) -> tu
         dep, prompt_tokens=prompt_tokens, with_performance=module_available("roofline")
     )
     return dep, plan
+
+
+def powers_of_two_upto(top: int) -> np.ndarray:
+    """1, 2, 4, ... up to top (axis ticks)."""
+    return 2 ** np.arange(int(np.floor(np.log2(max(int(top), 1)))) + 1, dtype=np.int64)
 
 
 def heatmap_batch_axis(max_batch: int, *, include: int | None = None) -> np.ndarray:
@@ -342,8 +344,7 @@ def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list
     options = mindie.MindieOptions(
         weights_path=weights_path, model_name=dep.model_alias or dep.model.id, mtp=dep.mtp_tokens
     )
-    lengths = mindie.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
-    sized = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
+    sized, lengths = mindie.sized_deployment(dep, options=options)
     plan = capacity.build_plan(
         sized, prompt_tokens=lengths.max_input_tokens, with_performance=module_available("roofline")
     )

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from planner import mindie_rules, units
-from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
+from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
@@ -168,6 +168,12 @@ def resolve_lengths(ctx_tokens: int, *, block_size_tokens: int, options: MindieO
     prefill = options.max_prefill_tokens or max(DEFAULT_MAX_PREFILL_TOKENS, in_tokens)
     return Lengths(max_seq_len_tokens=ctx_tokens, max_input_tokens=in_tokens, max_output_tokens=out_tokens,
                    max_prefill_tokens=prefill)
+
+
+def sized_deployment(dep: Deployment, *, options: MindieOptions) -> tuple[Deployment, Lengths]:
+    """(dep re-sized with MindIE's lengths, the lengths): maxPrefillTokens drives the activation peak."""
+    lengths = resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
+    return dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens}), lengths
 
 
 def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "explicit"]:

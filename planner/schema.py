@@ -199,25 +199,45 @@ class ModelCard(Frozen):
         return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
 
 
+class AttentionRate(Frozen):
+    """One measured decode-attention point (query length 1, one layer): the KV bytes read per second.
+
+    gb_per_s = 2 * batch * kv_heads * ctx * head_dim * 2 bytes / median time; the time includes the kernels'
+    fixed cost, so small points show low rates. planner/attention.py interpolates these in log space.
+    """
+
+    batch: int = Field(gt=0)
+    kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    ctx_tokens: int = Field(gt=0)
+    gb_per_s: float = Field(gt=0)
+
+
 class PerfCoefficients(Frozen):
     """Efficiencies and overheads the roofline applies to a card's datasheet peaks.
 
     weight_read_bandwidth_fraction   achieved / datasheet bandwidth when streaming weights (decode GEMV)
     kv_read_bandwidth_fraction       achieved / datasheet bandwidth in decode attention over the KV cache
     compute_fraction                 achieved / datasheet dense peak, per compute dtype (large GEMM)
-    kernel_overhead_us               fixed cost per kernel launch in the decode step (graph mode)
+    kernel_overhead_us               fixed cost of one small non-matmul decode kernel (norm, add, rope piece)
+                                     replayed from a graph: launch gap plus its minimum run time
+    matmul_latency_us                fixed cost of one decode matmul kernel: t = latency + bytes / bandwidth
     step_overhead_us                 fixed cost per decode step (sampling, scheduling, host sync)
     allreduce_latency_us             fixed latency of one tensor-parallel all-reduce
     allreduce_bandwidth_fraction     achieved / datasheet interconnect bandwidth for all-reduce
+    attention_table                  measured decode-attention rates over batch x kv heads x ctx; None: the
+                                     roofline uses kv_read_bandwidth_fraction for attention
     """
 
     weight_read_bandwidth_fraction: float = Field(gt=0, le=1)
     kv_read_bandwidth_fraction: float = Field(gt=0, le=1)
     compute_fraction: dict[str, float] = Field(default_factory=dict)
     kernel_overhead_us: float = Field(ge=0)
+    matmul_latency_us: float = Field(ge=0)
     step_overhead_us: float = Field(ge=0)
     allreduce_latency_us: float = Field(ge=0)
     allreduce_bandwidth_fraction: float = Field(gt=0, le=1)
+    attention_table: list[AttentionRate] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> PerfCoefficients:

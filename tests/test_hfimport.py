@@ -17,7 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from planner import catalog, hfimport, params
+from planner import catalog, checkpoint, hfimport, params
 from planner.cli import app
 from planner.errors import DataFileError
 from planner.schema import ModelCard
@@ -263,13 +263,13 @@ def test_hfimport_imports_nothing_heavy() -> None:
 def test_tiny_llama_checkpoint_matches_the_geometry_exactly(tmp_path: Path) -> None:
     root = tiny_llama_checkpoint(tmp_path / "tiny")
     card = hfimport.card_from_config_dict(TINY_LLAMA, card_id="tiny")
-    summary = hfimport.checkpoint_summary(root, num_hidden_layers=card.num_hidden_layers)
+    summary = checkpoint.checkpoint_summary(root, num_hidden_layers=card.num_hidden_layers)
     assert summary is not None
     assert summary.files == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
     bf16 = summary.by_dtype["BF16"]
     # 2 layers x 9 tensors + embedding, final norm, lm_head = 21 tensors; BF16 = 2 bytes each
     assert (bf16.tensors, bf16.parameters, bf16.weight_bytes) == (21, TINY_LLAMA_PARAMETERS, 2 * 6736)
-    check = hfimport.parameter_check(card, summary)
+    check = checkpoint.parameter_check(card, summary)
     assert check.geometry_parameters == check.checkpoint_parameters == TINY_LLAMA_PARAMETERS
     assert check.difference_parameters == 0
 
@@ -277,7 +277,7 @@ def test_tiny_llama_checkpoint_matches_the_geometry_exactly(tmp_path: Path) -> N
 def test_header_reader_ignores_tensor_data(tmp_path: Path) -> None:
     path = tmp_path / "m.safetensors"
     write_safetensors(path, {"a": ("F32", [3, 5]), "b": ("BF16", [7])})
-    header = hfimport.safetensors_header(path)
+    header = checkpoint.safetensors_header(path)
     assert header["a"].shape == [3, 5] and header["a"].data_offsets == (0, 60)
     assert header["b"].dtype == "BF16" and header["b"].data_offsets == (60, 74)
 
@@ -290,7 +290,7 @@ def test_groups_split_mtp_vision_and_scales(tmp_path: Path) -> None:
         "mtp.fc.weight": ("BF16", [16, 32]),
         "model.visual.blocks.0.attn.qkv.weight": ("BF16", [48, 16]),
     })
-    summary = hfimport.checkpoint_summary(tmp_path, num_hidden_layers=2)
+    summary = checkpoint.checkpoint_summary(tmp_path, num_hidden_layers=2)
     assert summary is not None
     assert {g: t.parameters for g, t in summary.by_group.items()} == {
         "text": 512, "scale": 1, "mtp": 1024, "vision": 768}
@@ -299,7 +299,7 @@ def test_groups_split_mtp_vision_and_scales(tmp_path: Path) -> None:
 
 
 def test_no_safetensors_means_no_summary(tmp_path: Path) -> None:
-    assert hfimport.checkpoint_summary(tmp_path, num_hidden_layers=2) is None
+    assert checkpoint.checkpoint_summary(tmp_path, num_hidden_layers=2) is None
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -313,7 +313,7 @@ def test_bad_safetensors_files_are_named(tmp_path: Path, content: bytes, message
     path = tmp_path / "bad.safetensors"
     path.write_bytes(content)
     with pytest.raises(DataFileError, match=rf"^{path}: {message}"):
-        hfimport.safetensors_header(path)
+        checkpoint.safetensors_header(path)
 
 
 def test_truncated_and_malformed_entries_are_reported(tmp_path: Path) -> None:
@@ -321,11 +321,11 @@ def test_truncated_and_malformed_entries_are_reported(tmp_path: Path) -> None:
     write_safetensors(path, {"a": ("F32", [100])})
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(DataFileError, match=r"file is truncated \(got \d+ bytes, expected >= \d+\)"):
-        hfimport.safetensors_header(path)
+        checkpoint.safetensors_header(path)
     raw = json.dumps({"a": {"dtype": "F32", "shape": [1]}}).encode()
     path.write_bytes(len(raw).to_bytes(8, "little") + raw)
     with pytest.raises(DataFileError, match=r"malformed tensor entry"):
-        hfimport.safetensors_header(path)
+        checkpoint.safetensors_header(path)
 
 
 def test_missing_shards_are_listed(tmp_path: Path) -> None:
@@ -334,7 +334,7 @@ def test_missing_shards_are_listed(tmp_path: Path) -> None:
     index = {"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors",
                             "model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}
     (root / "model.safetensors.index.json").write_text(json.dumps(index))
-    summary = hfimport.checkpoint_summary(root, num_hidden_layers=2)
+    summary = checkpoint.checkpoint_summary(root, num_hidden_layers=2)
     assert summary is not None and summary.missing_shards == ["model-00002-of-00002.safetensors"]
 
 

@@ -1,0 +1,275 @@
+"""Plotly figure builders of the kvplan dashboard (app.py): one fig_*() per chart.
+
+Drawing only: every number comes from planner/ (through planner/dashboard.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from planner import dashboard, units
+from planner.results import Plan
+
+SEGMENT_COLORS = {
+    "weights": "#4C6EF5",
+    "KV cache": "#F08C00",
+    "linear-attention state": "#FFC078",
+    "activation headroom": "#AE3EC9",
+    "runtime": "#868E96",
+    "free (KV budget left)": "#D3F9D8",
+    "reserve": "#E9ECEF",
+}
+COMPARE_COLORS = ["#4C6EF5", "#F08C00", "#2F9E44"]
+LABEL_MIN_FRACTION = 0.04  # label a memory segment only when it spans 4 % of the bar
+
+
+def fig_memory(
+    segments: list[dashboard.MemorySegment],
+    *,
+    capacity_bytes: int,
+    kv_start_bytes: int,
+    guideline: tuple[float, float],
+) -> go.Figure:
+    """One stacked horizontal bar of the device memory, with the 30-40 % KV guideline band."""
+    fig = go.Figure()
+    for seg in segments:
+        gib = units.bytes_to_gib(seg.size_bytes)
+        fig.add_trace(
+            go.Bar(
+                y=["device"],
+                x=[gib],
+                name=seg.label,
+                orientation="h",
+                marker_color=SEGMENT_COLORS.get(seg.label),
+                text=[f"{gib:.1f}"] if seg.size_bytes > capacity_bytes * LABEL_MIN_FRACTION else [""],
+                textposition="inside",
+                hovertemplate=f"{seg.label}: %{{x:.2f}} GiB<br>{seg.note}<extra></extra>",
+            )
+        )
+    low, high = (units.bytes_to_gib(kv_start_bytes + f * capacity_bytes) for f in guideline)
+    fig.add_shape(
+        type="rect",
+        x0=low,
+        x1=high,
+        y0=-0.55,
+        y1=0.55,
+        line={"color": "#2F9E44", "width": 2, "dash": "dash"},
+        fillcolor="rgba(47,158,68,0.10)",
+    )
+    fig.add_annotation(
+        x=(low + high) / 2,
+        y=0.62,
+        text=f"KV should end here ({guideline[0]:.0%}-{guideline[1]:.0%} of the card)",
+        showarrow=False,
+        yanchor="bottom",
+        font={"color": "#2F9E44"},
+    )
+    fig.update_layout(
+        barmode="stack",
+        height=250,
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        xaxis_title="GiB per device",
+        xaxis_range=[0, units.bytes_to_gib(capacity_bytes)],
+        yaxis={"showticklabels": False, "range": [-0.7, 1.0]},
+        legend={"orientation": "h", "y": -0.35, "traceorder": "normal"},
+    )
+    return fig
+
+
+def marker_line(x: float, *, top: float, name: str, color: str, dash: str) -> go.Scatter:
+    """A vertical line drawn as a trace (shapes on a log axis would need log-space coordinates)."""
+    return go.Scatter(
+        x=[x, x],
+        y=[0, top],
+        name=name,
+        mode="lines",
+        line={"color": color, "dash": dash, "width": 2},
+        hovertemplate=f"{name}<extra></extra>",
+    )
+
+
+def fig_speed(
+    curve: dashboard.SpeedCurve, *, knee: int, batch: int, tpot_slo_ms: float, slo_batch: int | None
+) -> go.Figure:
+    """Aggregate and per-user tokens/s vs batch, with the knee, the chosen batch and the TPOT SLO."""
+    top = float(np.max(curve.tokens_per_s)) * 1.08
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=curve.batch,
+            y=curve.tokens_per_s,
+            name="aggregate tok/s",
+            mode="lines+markers",
+            line={"color": "#4C6EF5", "width": 3},
+            marker={"size": 5},
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=curve.batch,
+            y=curve.per_user_tokens_per_s,
+            name="per-user tok/s",
+            yaxis="y2",
+            mode="lines",
+            line={"color": "#F08C00", "width": 3},
+        )
+    )
+    slo_rate = dashboard.per_user_tokens_per_s_at(tpot_slo_ms * units.MS_S)
+    fig.add_trace(
+        go.Scatter(
+            x=[curve.batch[0], curve.batch[-1]],
+            y=[slo_rate, slo_rate],
+            yaxis="y2",
+            name=f"per-user rate at TPOT SLO {tpot_slo_ms:g} ms",
+            mode="lines",
+            line={"color": "#E03131", "dash": "dash"},
+        )
+    )
+    fig.add_trace(marker_line(knee, top=top, name=f"knee: batch {knee}", color="#495057", dash="dot"))
+    fig.add_trace(marker_line(batch, top=top, name=f"plan: batch {batch}", color="#2F9E44", dash="solid"))
+    if slo_batch:
+        fig.add_trace(
+            marker_line(slo_batch, top=top, name=f"SLO: batch {slo_batch}", color="#E03131", dash="dash")
+        )
+    per_user_top = max(float(np.max(curve.per_user_tokens_per_s)), slo_rate) * 1.08
+    fig.update_layout(
+        height=400,
+        margin={"l": 10, "r": 10, "t": 10, "b": 10},
+        legend={"orientation": "h", "y": -0.22},
+        xaxis={
+            "title": "batch (concurrent sequences)",
+            "type": "log",
+            "tickvals": dashboard.powers_of_two_upto(int(curve.batch[-1])),
+            "tickangle": 0,
+        },
+        yaxis={"title": "aggregate tokens/s", "range": [0, top]},
+        yaxis2={
+            "title": "per-user tokens/s",
+            "overlaying": "y",
+            "side": "right",
+            "range": [0, per_user_top],
+            "showgrid": False,
+        },
+    )
+    return fig
+
+
+def ctx_labels(ctx_tokens: np.ndarray) -> list[str]:
+    """Short axis labels of context lengths ("32k" rather than "32k tokens")."""
+    return [units.fmt_tokens(int(c)).split(" ")[0] for c in ctx_tokens]
+
+
+def fig_tpot_vs_ctx(grid: dashboard.FeasibilityGrid, *, tpot_slo_ms: float, ctx_tokens: int) -> go.Figure:
+    """TPOT vs context length at batch 1 and at the plan's batch (lines stop where memory runs out)."""
+    fig = go.Figure()
+    for row, batch in enumerate(grid.batch):
+        fig.add_trace(
+            go.Scatter(
+                x=grid.ctx_tokens,
+                y=units.s_to_ms(grid.tpot_s[row]),
+                name=f"batch {batch}",
+                mode="lines+markers",
+                line={"color": COMPARE_COLORS[row % 3], "width": 3},
+            )
+        )
+    fig.add_hline(
+        y=tpot_slo_ms, line_dash="dash", line_color="#E03131", annotation_text=f"TPOT SLO {tpot_slo_ms:g} ms"
+    )
+    fig.add_vline(x=ctx_tokens, line_color="#868E96", line_dash="dot", annotation_text="chosen ctx")
+    fig.update_layout(
+        height=380,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        legend={"orientation": "h", "y": 1.12},
+        xaxis={
+            "title": "context length (tokens)",
+            "type": "log",
+            "tickvals": grid.ctx_tokens,
+            "ticktext": ctx_labels(grid.ctx_tokens),
+        },
+        yaxis={"title": "TPOT (ms)", "rangemode": "tozero"},
+    )
+    return fig
+
+
+def fig_feasibility(grid: dashboard.FeasibilityGrid, *, tpot_slo_ms: float) -> go.Figure:
+    """Batch x context heatmap: TPOT where it fits (red beyond the SLO), blank where it does not."""
+    tpot_ms = units.s_to_ms(grid.tpot_s)
+    text = np.where(grid.fits, np.char.mod("%.0f", np.nan_to_num(tpot_ms)), "✗")
+    labels = ctx_labels(grid.ctx_tokens)
+    top = max(tpot_slo_ms * 2, float(np.nanmax(tpot_ms)) if np.isfinite(tpot_ms).any() else tpot_slo_ms * 2)
+    slo_at = min(tpot_slo_ms / top, 1.0)
+    fig = go.Figure(
+        go.Heatmap(
+            z=tpot_ms,
+            x=labels,
+            y=[str(b) for b in grid.batch],
+            text=text,
+            texttemplate="%{text}",
+            zmin=0,
+            zmax=top,
+            hoverongaps=False,
+            colorbar={"title": "TPOT ms"},
+            colorscale=[
+                [0, "#D3F9D8"],
+                [slo_at, "#FFE066"],
+                [min(slo_at + 1e-6, 1.0), "#FFA8A8"],
+                [1, "#C92A2A"],
+            ],
+            hovertemplate="batch %{y}, ctx %{x}<br>TPOT %{z:.1f} ms<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=420,
+        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        plot_bgcolor="#F1F3F5",
+        xaxis={"title": "context length (tokens)", "type": "category"},
+        yaxis={"title": "batch", "type": "category"},
+    )
+    return fig
+
+
+def fig_compare(rows: list[dict[str, Any]], metric: str, title: str) -> go.Figure:
+    """One bar per configuration for one metric."""
+    fig = go.Figure(
+        go.Bar(
+            x=[r["config"] for r in rows],
+            y=[r[metric] for r in rows],
+            marker_color=COMPARE_COLORS[: len(rows)],
+            text=[f"{r[metric]:,.1f}" for r in rows],
+            textposition="outside",
+        )
+    )
+    fig.update_layout(
+        title=title, height=300, margin={"l": 10, "r": 10, "t": 40, "b": 10}, yaxis={"rangemode": "tozero"}
+    )
+    return fig
+
+
+def fig_compare_memory(plans: list[tuple[str, Plan]]) -> go.Figure:
+    """Stacked memory bars side by side, one per configuration."""
+    fig = go.Figure()
+    stacks = [
+        (name, dashboard.memory_segments(p.memory, batch=p.recommendation.max_batch_size))
+        for name, p in plans
+    ]
+    for index, seg in enumerate(stacks[0][1]):
+        fig.add_trace(
+            go.Bar(
+                x=[name for name, _ in stacks],
+                name=seg.label,
+                marker_color=SEGMENT_COLORS.get(seg.label),
+                y=[units.bytes_to_gib(segs[index].size_bytes) for _, segs in stacks],
+            )
+        )
+    fig.update_layout(
+        barmode="stack",
+        title="Memory per device (GiB)",
+        height=360,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return fig
+

@@ -1,0 +1,342 @@
+"""Page sections of the kvplan dashboard (app.py): the Memory, Speed, Compare and Formulas tabs, and the
+cached planner calls behind the whole page.
+
+Widgets and layout only: charts come from app_figures.py, numbers from planner/.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from app_figures import (
+    fig_compare,
+    fig_compare_memory,
+    fig_feasibility,
+    fig_memory,
+    fig_speed,
+    fig_tpot_vs_ctx,
+)
+from planner import catalog, dashboard, units
+from planner.deployment import Deployment
+from planner.dtypes import WEIGHT_SCHEMES
+from planner.errors import KvplanError
+from planner.inputs import PlanRequest
+from planner.results import Plan
+from planner.schema import HardwareProfile
+
+KV_DTYPE_CHOICES = ["auto", "bf16", "fp16", "fp8", "int8"]
+TP_CHOICES = [1, 2, 4, 8, 16]
+COMPARE_DEFAULT_DTYPES = ["=", "fp8", "int8"]  # B and C start as the sidebar's config in FP8 and in W8A8
+NO_SPEED_MODEL = "The speed model (planner/roofline.py) is not available in this build."
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything the sidebar chose: the plan request plus the SLOs and the prompt length for TTFT."""
+
+    req: PlanRequest
+    tpot_slo_ms: float
+    ttft_slo_ms: float
+    prompt: str | None
+
+
+
+# ---------------------------------------------------------------- cached planner calls
+
+
+@st.cache_resource(show_spinner=False)
+def catalogue() -> tuple[list[str], list[str]]:
+    """Model ids and card ids (the catalogue does not change while the app runs)."""
+    return catalog.model_ids(), catalog.card_ids()
+
+
+@st.cache_resource(show_spinner=False)
+def card_profile(card: str) -> HardwareProfile:
+    """A catalogued or uploaded hardware profile."""
+    return catalog.resolve_card(card)
+
+
+def prompt_tokens_of(prompt: str | None) -> int | None:
+    """The sidebar's "Prompt tokens for TTFT" as tokens, or None when left empty (= the context length)."""
+    from planner import inputs
+
+    return inputs.parse_ctx(prompt, flag="prompt tokens") if prompt else None
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def cached_plan(req: PlanRequest, prompt: str | None) -> tuple[Deployment, Plan]:
+    """Deployment and plan for one request (KvplanError propagates and is not cached)."""
+    return dashboard.plan_for(req, prompt_tokens=prompt_tokens_of(prompt))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_speed(req: PlanRequest) -> tuple[dashboard.SpeedCurve, int]:
+    """Tokens/s over the batch axis at the chosen context, and the batch knee."""
+    from planner import serving
+
+    dep, plan = cached_plan(req, None)
+    most = max(dashboard.max_batch_at(plan.memory), 1)
+    curve = dashboard.speed_curve(dep, batch=dashboard.batch_axis(most), ctx_tokens=dep.ctx_tokens)
+    return curve, serving.batch_knee(dep, ctx_tokens=dep.ctx_tokens, max_batch=most)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_grid(req: PlanRequest) -> dashboard.FeasibilityGrid:
+    """Batch x context feasibility and TPOT (one vectorised roofline call)."""
+    dep, plan = cached_plan(req, None)
+    batch_axis, ctx_axis = dashboard.heatmap_axes(dep, plan.memory, batch=plan.recommendation.max_batch_size)
+    return dashboard.feasibility_grid(dep, batch=batch_axis, ctx_tokens=ctx_axis)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_tpot_vs_ctx(req: PlanRequest) -> dashboard.FeasibilityGrid:
+    """TPOT over context lengths at batch 1 and at the plan's batch (NaN where it does not fit)."""
+    dep, plan = cached_plan(req, None)
+    ctx_axis = dashboard.ctx_axis(dep.model.max_position_embeddings, include=dep.ctx_tokens)
+    batch_axis = np.unique(np.array([1, plan.recommendation.max_batch_size], dtype=np.int64))
+    return dashboard.feasibility_grid(dep, batch=batch_axis, ctx_tokens=ctx_axis)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_slo(req: PlanRequest, tpot_slo_ms: float, ttft_slo_ms: float, prompt: str | None) -> Any:
+    """serving.search_slo: the largest batch meeting both SLOs within memory."""
+    from planner import serving
+
+    dep, plan = cached_plan(req, prompt)
+    prompt_tokens = prompt_tokens_of(prompt)
+    return serving.search_slo(
+        dep,
+        tpot_s=tpot_slo_ms * units.MS_S,
+        ttft_s=ttft_slo_ms * units.MS_S,
+        min_user_tokens_per_s=None,
+        max_batch_by_memory=dashboard.max_batch_at(plan.memory),
+        prompt_tokens=dep.ctx_tokens if prompt_tokens is None else prompt_tokens,
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_mindie(req: PlanRequest, weights_path: str) -> tuple[str, list[str]] | None:
+    """MindIE config.json text and notes for the request (None when planner/mindie.py is absent)."""
+    dep, _ = cached_plan(req, None)
+    return dashboard.mindie_config_text(dep, weights_path=weights_path)
+
+
+
+# ---------------------------------------------------------------- page sections
+
+
+def show_memory(dep: Deployment, plan: Plan) -> None:
+    """Stacked memory bar, KV share against the guideline, and the budget arithmetic."""
+    mem, batch = plan.memory, plan.recommendation.max_batch_size
+    segments = dashboard.memory_segments(mem, batch=batch)
+    guideline = dashboard.kv_guideline_fraction()
+    st.plotly_chart(
+        fig_memory(
+            segments,
+            capacity_bytes=mem.device_capacity_bytes,
+            kv_start_bytes=mem.weights_bytes,
+            guideline=guideline,
+        ),
+        key="fig_memory",
+    )
+    share = dashboard.kv_fraction_of_capacity(mem, batch=batch)
+    low, high = guideline
+    verdict = "inside" if low <= share <= high else ("below" if share < low else "above")
+    kv_gib = units.fmt_gib(dashboard.kv_bytes_at(mem, batch=batch))
+    text, table = st.columns([2, 3])
+    text.markdown(
+        f"At batch **{batch}** the KV cache and states take **{kv_gib} = {units.fmt_fraction(share)}** "
+        f"of the card, {verdict} the seed article's "
+        f"{units.fmt_fraction(low)}-{units.fmt_fraction(high)} rule of thumb. The KV budget is "
+        f"**{units.fmt_gib(mem.kv_budget_bytes)}** "
+        f"({units.fmt_fraction(mem.kv_budget_fraction_of_capacity)} of "
+        f"capacity); one sequence of {units.fmt_tokens(plan.ctx_tokens)} tokens holds "
+        f"{units.fmt_bytes(mem.kv_bytes_per_sequence)}."
+    )
+    table.dataframe(
+        [
+            {"item": s.label, "GiB": round(units.bytes_to_gib(s.size_bytes), 2), "note": s.note}
+            for s in segments
+        ],
+        hide_index=True,
+        width="stretch",
+    )
+
+
+def show_speed(settings: Settings, dep: Deployment, plan: Plan) -> None:
+    """Tokens/s vs batch with knee and SLO; TPOT vs context; the batch x context heatmap."""
+    curve, knee = cached_speed(settings.req)
+    slo = cached_slo(settings.req, settings.tpot_slo_ms, settings.ttft_slo_ms, settings.prompt)
+    show_slo_summary(slo, knee=knee, settings=settings)
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Throughput vs batch")
+        st.plotly_chart(
+            fig_speed(
+                curve,
+                knee=knee,
+                batch=plan.recommendation.max_batch_size,
+                tpot_slo_ms=settings.tpot_slo_ms,
+                slo_batch=slo.batch if slo.feasible else None,
+            ),
+            key="fig_speed",
+        )
+    with right:
+        st.subheader("TPOT vs context length")
+        st.plotly_chart(
+            fig_tpot_vs_ctx(
+                cached_tpot_vs_ctx(settings.req), tpot_slo_ms=settings.tpot_slo_ms, ctx_tokens=plan.ctx_tokens
+            ),
+            key="fig_tpot_ctx",
+        )
+    st.subheader("Feasibility: batch x context")
+    st.caption(
+        "Each cell is the TPOT in ms where the batch fits the KV budget; ✗ does not fit. "
+        "Green to yellow meets the TPOT SLO, red misses it."
+    )
+    st.plotly_chart(
+        fig_feasibility(cached_grid(settings.req), tpot_slo_ms=settings.tpot_slo_ms), key="fig_feasibility"
+    )
+
+
+def show_slo_summary(slo: Any, *, knee: int, settings: Settings) -> None:
+    """One line on the SLO search: the best batch, or why none meets the SLOs."""
+    slos = f"TPOT ≤ {settings.tpot_slo_ms:g} ms and TTFT ≤ {settings.ttft_slo_ms:g} ms"
+    if not slo.feasible:
+        st.warning(
+            f"No batch meets {slos} (binding: {slo.binding}). Knee of the throughput curve: batch {knee}."
+        )
+        return
+    perf = slo.performance
+    st.success(
+        f"Largest batch meeting {slos}: **{slo.batch}** (bound by {slo.binding}): "
+        f"{units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, TPOT {units.fmt_ms(slo.tpot_s)}, "
+        f"loaded TTFT {units.fmt_ms(slo.loaded_ttft_s)}. Knee of the throughput curve: batch {knee}."
+    )
+
+
+def compare_request(index: int, base: PlanRequest, card_ids: list[str]) -> PlanRequest:
+    """Controls of one comparison column; '=' keeps the sidebar's choice."""
+    same = "="
+    default_dtype = COMPARE_DEFAULT_DTYPES[index]
+    dtypes = [same, *WEIGHT_SCHEMES]
+    card = st.selectbox("card", [same, *card_ids], key=f"cmp{index}_card")
+    dtype = st.selectbox("weight dtype", dtypes, index=dtypes.index(default_dtype), key=f"cmp{index}_dtype")
+    kv_dtype = st.selectbox("KV dtype", [same, *KV_DTYPE_CHOICES], key=f"cmp{index}_kv")
+    tp = st.selectbox("tp", [same, *TP_CHOICES], key=f"cmp{index}_tp")
+    changes: dict[str, Any] = {}
+    if card != same:
+        changes.update(card=card, memory_gib=None, bandwidth_gbps=None)
+    if dtype != same:
+        changes["dtype"] = dtype
+    if kv_dtype != same:
+        changes["kv_dtype"] = None if kv_dtype == "auto" else kv_dtype
+    if tp != same:
+        changes["tp"] = int(tp)
+    return dataclasses.replace(base, **changes)
+
+
+def compare_row(name: str, plan: Plan) -> dict[str, Any]:
+    """Display row of one compared configuration."""
+    mem, rec, perf = plan.memory, plan.recommendation, plan.performance
+    row: dict[str, Any] = {
+        "config": name,
+        "card": plan.card,
+        "weights": plan.dtype,
+        "KV": plan.kv_dtype,
+        "tp": plan.tp,
+        "weights GiB": round(units.bytes_to_gib(mem.weights_bytes), 2),
+        "KV budget GiB": round(units.bytes_to_gib(mem.kv_budget_bytes), 2),
+        "max batch": rec.max_batch_size,
+    }
+    if perf is not None:
+        row.update(
+            {
+                "TPOT ms": round(units.s_to_ms(dashboard.tpot_s(perf)), 1),
+                "aggregate tok/s": round(perf.tokens_per_s, 1),
+                "per-user tok/s": round(perf.per_user_tokens_per_s, 1),
+                "TTFT ms": round(units.s_to_ms(perf.ttft_s)),
+            }
+        )
+    return row
+
+
+def show_compare(settings: Settings) -> None:
+    """Two or three configurations side by side: the sidebar's, and variants of it."""
+    _, card_ids = catalogue()
+    count = st.radio("Configurations", [2, 3], index=1, horizontal=True, key="cmp_count")
+    columns = st.columns(int(count))
+    named: list[tuple[str, Plan]] = []
+    for index, column in enumerate(columns):
+        with column:
+            name = "ABC"[index]
+            st.markdown(f"**{name}**" + (" · sidebar settings" if index == 0 else ""))
+            req = settings.req if index == 0 else compare_request(index, settings.req, card_ids)
+            try:
+                named.append((name, cached_plan(req, settings.prompt)[1]))
+            except KvplanError as exc:
+                st.error(str(exc))
+    if not named:
+        return
+    rows = [compare_row(name, plan) for name, plan in named]
+    st.dataframe(rows, hide_index=True, width="stretch")
+    charts = st.columns(3)
+    charts[0].plotly_chart(fig_compare_memory(named), key="fig_cmp_memory")
+    if all("aggregate tok/s" in r for r in rows):
+        charts[1].plotly_chart(
+            fig_compare(rows, "aggregate tok/s", "Aggregate tokens/s at max batch"), key="fig_cmp_tps"
+        )
+        charts[2].plotly_chart(fig_compare(rows, "TPOT ms", "TPOT (ms) at max batch"), key="fig_cmp_tpot")
+
+
+def ledger_row(op: Any, *, total_s: float) -> dict[str, Any]:
+    """Display row of one decode-ledger op, with its time formula written out in ms."""
+    xfer, comp, fixed, time = (
+        units.s_to_ms(v) for v in (op.transfer_s, op.compute_s, op.overhead_s, op.time_s)
+    )
+    return {
+        "op": op.name,
+        "layers": op.layers,
+        "kernels": op.kernels,
+        "bytes": units.fmt_bytes(op.bytes),
+        "FLOP": f"{op.flop:.3g}",
+        "time = max(xfer, comp) + fixed (ms)": f"max({xfer:.3f}, {comp:.3f}) + {fixed:.3f} = {time:.3f}",
+        "share": units.fmt_fraction(op.time_s / total_s),
+        "bound": op.bound,
+    }
+
+
+def show_formulas(dep: Deployment, plan: Plan) -> None:
+    """The memory arithmetic and the decode ledger with every number substituted (`kvplan --explain`)."""
+    st.subheader("Memory")
+    st.dataframe(
+        [line.model_dump() for line in dashboard.memory_ledger(dep, plan)], hide_index=True, width="stretch"
+    )
+    if plan.performance is None:
+        st.info(NO_SPEED_MODEL)
+        return
+    from planner import roofline
+
+    ledger = roofline.decode_ledger(dep, batch=plan.performance.batch, ctx_tokens=plan.ctx_tokens)
+    st.subheader(f"Decode step at batch {ledger.batch}, context {units.fmt_tokens(ledger.ctx_tokens)}")
+    st.caption(
+        "time = max(xfer, comp) + fixed, where xfer = bytes / effective bandwidth, comp = FLOP / effective "
+        "peak, fixed = kernel launches + all-reduce latency. Effective = datasheet x the card's "
+        + ("measured" if ledger.calibrated else "assumed (uncalibrated)")
+        + " coefficients."
+    )
+    st.dataframe(
+        [ledger_row(op, total_s=ledger.time_s) for op in ledger.ops],
+        hide_index=True,
+        width="stretch",
+        height=min(40 + 35 * len(ledger.ops), 700),
+    )
+    st.markdown(
+        f"**Step total {units.fmt_ms(ledger.time_s)}**: HBM {units.fmt_bytes(ledger.hbm_bytes)}, "
+        f"interconnect {units.fmt_bytes(ledger.link_bytes)}, {ledger.flop:.3g} FLOP."
+    )
+

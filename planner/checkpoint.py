@@ -1,0 +1,165 @@
+"""Checkpoint evidence from safetensors headers: exact weight bytes and parameters per dtype and group.
+
+Reads only each file's header (u64 length + JSON), never tensor data and without the safetensors library,
+and sets the totals against the planner's geometry count (params.parameter_count).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from planner import params
+from planner.errors import DataFileError
+from planner.schema import Frozen, ModelCard
+
+HEADER_LENGTH_BYTES = 8  # safetensors: u64 little-endian header size, then the JSON header
+MAX_HEADER_BYTES = 100_000_000  # [datasheet: safetensors format spec, header limited to 100 MB]
+# Trailing name parts of quantization side tensors (FP8 block scales, GPTQ/AWQ zeros): not model parameters.
+SCALE_SUFFIXES = ("weight_scale_inv", "weight_scale", "input_scale", "scales", "qzeros", "g_idx")
+VISION_PARTS = ("visual", "vision_tower", "vision_model", "multi_modal_projector")
+_LAYER_RE = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+class TensorTotals(Frozen):
+    """Tensors, parameters (elements) and exact stored bytes of a set of tensors."""
+
+    tensors: int = 0
+    parameters: int = 0
+    weight_bytes: int = 0
+
+
+class TensorEntry(Frozen):
+    """One tensor of a safetensors header: dtype name, shape, [begin, end) byte offsets in the data block."""
+
+    dtype: str
+    shape: list[int]
+    data_offsets: tuple[int, int]
+
+
+def safetensors_header(path: Path) -> dict[str, TensorEntry]:
+    """The tensors of one safetensors file, from its header alone (no tensor data is read).
+
+    Layout: u64 little-endian N, N bytes of JSON {name: {dtype, shape, data_offsets}} (and __metadata__),
+    then the data block; the file must be long enough to reach every tensor's end offset.
+    """
+    with path.open("rb") as f:
+        prefix = f.read(HEADER_LENGTH_BYTES)
+        if prefix == b"version ":  # "version https://git-lfs.github.com/spec/v1 ..."
+            raise DataFileError(f"{path}: a Git LFS pointer, not weights (got a pointer file, expected "
+                                f"safetensors); run `git lfs pull` or download the file")
+        if len(prefix) < HEADER_LENGTH_BYTES:
+            raise DataFileError(f"{path}: not a safetensors file (got {len(prefix)} bytes, expected >= 8)")
+        header_bytes = int.from_bytes(prefix, "little")
+        if header_bytes > MAX_HEADER_BYTES:
+            raise DataFileError(f"{path}: implausible header length (got {header_bytes}, expected <= "
+                                f"{MAX_HEADER_BYTES}); not a safetensors file?")
+        raw = f.read(header_bytes)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+        if not isinstance(header, dict):
+            raise TypeError(f"got a JSON {type(header).__name__}")
+        header.pop("__metadata__", None)
+        entries = {name: TensorEntry.model_validate(entry) for name, entry in header.items()}
+    except (UnicodeDecodeError, json.JSONDecodeError, TypeError) as exc:
+        raise DataFileError(f"{path}: header is not a JSON object ({exc}); not a safetensors file?") from exc
+    except ValidationError as exc:
+        raise DataFileError(f"{path}: malformed tensor entry ({exc.errors()[0]['msg']}; expected dtype, "
+                            f"shape and data_offsets [begin, end])") from exc
+    data_end = max((e.data_offsets[1] for e in entries.values()), default=0)
+    needed = HEADER_LENGTH_BYTES + header_bytes + data_end
+    if path.stat().st_size < needed:
+        raise DataFileError(f"{path}: file is truncated (got {path.stat().st_size} bytes, expected >= "
+                            f"{needed}); incomplete download?")
+    return entries
+
+
+def tensor_group(name: str, *, num_hidden_layers: int) -> str:
+    """Which part of the checkpoint a tensor belongs to: scale, vision, mtp or text.
+
+    mtp: names under `mtp.` (Qwen) or decoder layers with index >= num_hidden_layers (DeepSeek's layer 61).
+    """
+    parts = name.split(".")
+    if parts[-1] in SCALE_SUFFIXES:
+        return "scale"
+    if any(part in VISION_PARTS for part in parts):
+        return "vision"
+    layer = _LAYER_RE.search(name)
+    beyond_decoder = layer is not None and int(layer.group(1)) >= num_hidden_layers
+    return "mtp" if parts[0] == "mtp" or ".mtp." in name or beyond_decoder else "text"
+
+
+class CheckpointSummary(Frozen):
+    """Totals over every *.safetensors file of a directory, from headers only."""
+
+    files: list[str]
+    by_dtype: dict[str, TensorTotals]
+    by_group: dict[str, TensorTotals]
+    missing_shards: list[str] = Field(default_factory=list)
+
+    def group(self, name: str) -> TensorTotals:
+        """Totals of one group (text, mtp, vision, scale); zeros when the checkpoint has none."""
+        return self.by_group.get(name, TensorTotals())
+
+def _add(totals: dict[str, TensorTotals], key: str, *, parameters: int, weight_bytes: int) -> None:
+    old = totals.get(key, TensorTotals())
+    totals[key] = TensorTotals(tensors=old.tensors + 1, parameters=old.parameters + parameters,
+                               weight_bytes=old.weight_bytes + weight_bytes)
+
+
+def checkpoint_summary(directory: Path, *, num_hidden_layers: int) -> CheckpointSummary | None:
+    """Per-dtype and per-group totals of the safetensors files in `directory`; None when there are none."""
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        return None
+    by_dtype: dict[str, TensorTotals] = {}
+    by_group: dict[str, TensorTotals] = {}
+    for path in files:
+        for name, entry in safetensors_header(path).items():
+            elements = math.prod(entry.shape)
+            stored = entry.data_offsets[1] - entry.data_offsets[0]
+            _add(by_dtype, entry.dtype, parameters=elements, weight_bytes=stored)
+            _add(by_group, tensor_group(name, num_hidden_layers=num_hidden_layers),
+                 parameters=elements, weight_bytes=stored)
+    return CheckpointSummary(files=[p.name for p in files], by_dtype=by_dtype, by_group=by_group,
+                             missing_shards=_missing_shards(directory, present={p.name for p in files}))
+
+
+def _missing_shards(directory: Path, *, present: set[str]) -> list[str]:
+    index = directory / "model.safetensors.index.json"
+    if not index.is_file():
+        return []
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
+    except (OSError, ValueError, AttributeError) as exc:
+        raise DataFileError(f"{index}: not a readable safetensors index ({exc})") from exc
+    return sorted(set(weight_map.values()) - present)
+
+
+class ParameterCheck(Frozen):
+    """The card's computed parameter count set against the checkpoint's text-decoder tensors."""
+
+    geometry_parameters: int
+    checkpoint_parameters: int
+    geometry_mtp_parameters: int
+    checkpoint_mtp_parameters: int
+
+    @property
+    def difference_parameters(self) -> int:
+        """checkpoint - geometry (text decoder, MTP excluded); 0 when the card matches the weights."""
+        return self.checkpoint_parameters - self.geometry_parameters
+
+
+def parameter_check(card: ModelCard, summary: CheckpointSummary) -> ParameterCheck:
+    """Compare params.parameter_count(card) with the checkpoint's text (and MTP) parameters."""
+    geometry = params.parameter_count(card)
+    return ParameterCheck(
+        geometry_parameters=geometry,
+        checkpoint_parameters=summary.group("text").parameters,
+        geometry_mtp_parameters=params.parameter_count(card, include_mtp=True) - geometry,
+        checkpoint_mtp_parameters=summary.group("mtp").parameters,
+    )
