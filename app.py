@@ -4,9 +4,9 @@ A thin layer over planner/: widgets, layout and fig_*() builders. Every number c
 planner.capacity, sweeps from planner.dashboard over planner.roofline, SLO search from planner.serving);
 planner errors are shown with st.error(str(exc)), never as a traceback.
 
-This file holds the sidebar, the header, the metrics, the exports and main(); the tabs and the cached planner
-calls are in app_sections.py, the plotly fig_*() builders in app_figures.py (imported from the script's folder,
-which `streamlit run` puts on sys.path).
+This file holds the sidebar, the header, the metrics, the exports and main(); the tabs and the cached
+planner calls are in app_sections.py, the plotly fig_*() builders in app_figures.py (imported from the
+script's folder, which `streamlit run` puts on sys.path).
 """
 
 from __future__ import annotations
@@ -186,7 +186,6 @@ def sidebar() -> Settings:
     return Settings(req=req, tpot_slo_ms=float(tpot), ttft_slo_ms=float(ttft), prompt=prompt)
 
 
-
 # ---------------------------------------------------------------- page
 
 
@@ -256,7 +255,6 @@ def show_metrics(plan: Plan) -> None:
         border=True,
         help="Prefill of one prompt of the context length on an idle engine.",
     )
-
 
 
 def show_downloads(settings: Settings, plan: Plan) -> None:

@@ -272,4 +272,3 @@ def fig_compare_memory(plans: list[tuple[str, Plan]]) -> go.Figure:
         legend={"orientation": "h", "y": -0.2},
     )
     return fig
-

@@ -44,7 +44,6 @@ class Settings:
     prompt: str | None
 
 
-
 # ---------------------------------------------------------------- cached planner calls
 
 
@@ -123,7 +122,6 @@ def cached_mindie(req: PlanRequest, weights_path: str) -> tuple[str, list[str]] 
     """MindIE config.json text and notes for the request (None when planner/mindie.py is absent)."""
     dep, _ = cached_plan(req, None)
     return dashboard.mindie_config_text(dep, weights_path=weights_path)
-
 
 
 # ---------------------------------------------------------------- page sections
@@ -339,4 +337,3 @@ def show_formulas(dep: Deployment, plan: Plan) -> None:
         f"**Step total {units.fmt_ms(ledger.time_s)}**: HBM {units.fmt_bytes(ledger.hbm_bytes)}, "
         f"interconnect {units.fmt_bytes(ledger.link_bytes)}, {ledger.flop:.3g} FLOP."
     )
-

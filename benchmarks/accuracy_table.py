@@ -4,7 +4,8 @@
     python benchmarks/accuracy_table.py --write    # replace the generated section of ACCURACY.md
 
 Inputs: calibration/data/h200-e2e-decode.csv and h200-e2e-memory.json (from calibration/e2e_decode.py on the
-device) and hwprofiles/nvidia-h200.yaml (its measured block from `kvplan calibrate` on the same device).
+device; its `engine` column is transformers, so predictions use the measured transformers kernel table) and
+hwprofiles/nvidia-h200.yaml (its measured block from `kvplan calibrate` on the same device).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from planner import benchpoints, catalog, fit, memory  # noqa: E402
 from planner.dtypes import StorageDType, weight_scheme  # noqa: E402
+from planner.schema import HardwareProfile  # noqa: E402
 
 DATA = ROOT / "calibration" / "data"
 BEGIN, END = "<!-- tables:begin -->", "<!-- tables:end -->"
@@ -74,8 +76,8 @@ def fit_transfer(points: list) -> tuple[list[str], dict[str, list[float]]]:  # t
             mark = " (train)" if model == train_model else ""
             cells.append(f"{errs.mean() * 100:.1f} / {errs.max() * 100:.1f} %{mark}")
         coeff = (
-            f"w {c.weight_read_bandwidth_fraction:.3f}, kv {c.kv_read_bandwidth_fraction:.3f}, "
-            f"kernel {c.kernel_overhead_us:.1f} us, step {c.step_overhead_us:.1f} us"
+            f"kernel {c.kernel_overhead_us:.2f} us (fitted); w {c.weight_read_bandwidth_fraction:.3f}, "
+            f"matmul {c.matmul_latency_us:.2f} us, step {c.step_overhead_us:.1f} us, attention table (kept)"
         )
         lines.append(f"| {train_model} | {coeff} | " + " | ".join(cells) + " |")
     return [*lines, ""], columns
@@ -128,6 +130,34 @@ def memory_table() -> list[str]:
     return [*lines, ""]
 
 
+def _summary_row(label: str, points: list, errors: list[float]) -> str:  # type: ignore[type-arg]
+    dense = [e for p, e in zip(points, errors, strict=True) if not catalog.load_model(p.model).is_moe]
+    return f"| {label} | {_stats(dense)} | {_stats(errors)} |"
+
+
+def repeatability() -> list[str]:
+    """Run 3 (same day, fresh processes): a second e2e grid and a second, independent `kvplan calibrate`."""
+    run1 = benchpoints.read_bench_points(DATA / "h200-e2e-decode.csv")
+    run3 = benchpoints.read_bench_points(DATA / "h200-e2e-decode-run3.csv")
+    first = {(p.model, p.batch, p.ctx_tokens): p.decode_step_s for p in run1}
+    drift = np.array([p.decode_step_s / first[(p.model, p.batch, p.ctx_tokens)] - 1 for p in run3])
+    profile = catalog.load_item(DATA / "h200-calibrated-run3.yaml", HardwareProfile, check_stem=False)
+    assert profile.measured is not None
+    again = profile.measured.coefficients
+    lines = [
+        f"End-to-end run 3 against run 1, {drift.size} points: mean {drift.mean() * 100:+.2f} %, "
+        f"median {np.median(drift) * 100:+.2f} %, range {drift.min() * 100:+.2f} % to {drift.max() * 100:+.2f} %.",
+        "",
+        "| calibration / e2e points | dense MAPE | dense worst | all MAPE | all worst |",
+        "|---|---:|---:|---:|---:|",
+        _summary_row("committed profile / run 1", run1, fit.prediction_errors(run1, calibrated=True)),
+        _summary_row("committed profile / run 3", run3, fit.prediction_errors(run3, calibrated=True)),
+        _summary_row("run-3 calibration / run 1", run1, fit.prediction_errors(run1, coefficients=again)),
+        _summary_row("run-3 calibration / run 3", run3, fit.prediction_errors(run3, coefficients=again)),
+    ]
+    return [*lines, ""]
+
+
 def tables() -> str:
     points = benchpoints.read_bench_points(DATA / "h200-e2e-decode.csv")
     micro = fit.prediction_errors(points, calibrated=True)
@@ -137,6 +167,8 @@ def tables() -> str:
     out += per_model_summary(points, micro, "calibrated by `kvplan calibrate` alone")
     out += per_model_summary(points, datasheet, "datasheet defaults (`--uncalibrated`), for comparison")
     out += ["### Decode step: `--from-bench` fit on one model, predicting the others", "", *fit_lines]
+    out += ["### Repeatability: a second end-to-end run and an independent second calibration", ""]
+    out += repeatability()
     out += ["### Memory: planner prediction vs torch.cuda.memory_allocated", "", *memory_table()]
     out += ["### Every point (error = predicted / measured - 1)", ""]
     out += per_point_table(points, {"microbench": micro, "datasheet": datasheet, **fit_columns})

@@ -8,6 +8,7 @@ Mapping (each achieved rate is divided by the card's datasheet figure):
                                     median, / memory_bandwidth (the fallback when a plan has no table)
     attention_table                 every decode attention point as (batch, kv_heads, head_dim, ctx, GB/s)
     compute_fraction[dtype]         large square GEMM FLOP/s / peak_tflop_per_s[dtype], per dtype measured
+    kernel_overhead_table           the chain below at every measured batch (tokens, us per kernel)
     kernel_overhead_us              per-kernel time of the real decode elementwise chain (RMSNorm pieces,
                                     add, SiLU, mul) at the smallest batch, replayed from a graph; without it
                                     the empty kernel from a graph (cpu: eager). The empty-kernel times stay
@@ -32,7 +33,7 @@ from calibration import device as devmod
 from calibration.microbench import Measurements, Progress, Suite
 from calibration.shapes import FULL, STANDARD_SHAPES, TINY, TINY_SHAPES, ModelShapes, shapes_from_card
 from planner import catalog, units
-from planner.schema import AttentionRate, HardwareProfile, MeasuredBlock, PerfCoefficients
+from planner.schema import AttentionRate, HardwareProfile, KernelCost, MeasuredBlock, PerfCoefficients
 
 TOOL = "kvplan calibrate"
 TOOL_VERSION = "0.1.0"
@@ -59,6 +60,12 @@ def kernel_overhead_s(meas: Measurements) -> float:
     chain = sorted(_rows(meas, "kernels", mode="decode_chain"), key=lambda r: r["batch"])
     rows = chain or _rows(meas, "kernels", mode="graph") or _rows(meas, "kernels", mode="eager")
     return float(rows[0]["median_s"]) if rows else 0.0
+
+
+def kernel_overhead_table(meas: Measurements) -> list[KernelCost] | None:
+    """Per-kernel time of the decode elementwise chain at each measured batch (graph replay)."""
+    rows = sorted(_rows(meas, "kernels", mode="decode_chain"), key=lambda r: r["batch"])
+    return [KernelCost(tokens=r["batch"], kernel_us=r["median_s"] / units.US_S) for r in rows] or None
 
 
 def gemv_latency_fit(meas: Measurements) -> tuple[float, float] | None:
@@ -164,6 +171,7 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
         step_overhead_us=steps[0]["median_s"] / units.US_S if steps else base.step_overhead_us,
         allreduce_latency_us=base.allreduce_latency_us,
         allreduce_bandwidth_fraction=base.allreduce_bandwidth_fraction,
+        kernel_overhead_table=kernel_overhead_table(meas),
         attention_table=attention_table(meas),
     )
 
@@ -270,12 +278,50 @@ def write_raw(result: CalibrationResult, path: Path) -> None:
     path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
 
 
+def rebuild_from_raw(card: str, raw: Path) -> MeasuredBlock:
+    """The measured block re-derived on any machine from a raw JSON of write_raw (same mapping as a run).
+
+    For mapping changes after a device run: the rows are the measurement, the block is derived from them.
+    usable_memory_gib (not in the raw rows) is kept from the card's current measured block.
+    """
+    payload = json.loads(raw.read_text(encoding="utf-8"))
+    hw = catalog.resolve_card(card)
+    meas = Measurements(device=payload["device"], rows=payload["rows"], notes=list(payload["notes"]))
+    meas.elapsed_s = float(payload["elapsed_s"])
+    bandwidth = stream_bytes_per_s(meas)
+    return MeasuredBlock(
+        tool=TOOL,
+        tool_version=TOOL_VERSION,
+        date=payload["date"],
+        device_name=payload["device"],
+        backend="cuda" if "cuda" in payload["versions"] else "npu",
+        versions=payload["versions"],
+        coefficients=coefficients_from(meas, hw, min_attn_bytes=FULL.attn_min_fit_bytes),
+        memory_bandwidth_gb_per_s=bandwidth / units.GB_BYTES if bandwidth else None,
+        usable_memory_gib=hw.measured.usable_memory_gib if hw.measured else None,
+        samples=samples_from(meas),
+        notes="; ".join(
+            [
+                "shapes: standard-8b-class",
+                "sizes: full",
+                f"took {meas.elapsed_s:.1f} s",
+                *dict.fromkeys(meas.notes),
+                f"re-derived from {raw.name} by calibration.calibrate --from-raw",
+            ]
+        ),
+    )
+
+
 def main() -> None:
     """`python -m calibration.calibrate CARD DEVICE OUT [MODEL] [RAW]`: device-side entry, no typer needed."""
     import sys
 
     from calibration.profile_writer import write_profile
 
+    if sys.argv[1] == "--from-raw":  # python -m calibration.calibrate --from-raw RAW CARD OUT
+        raw, card, out = Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+        write_profile(source_path(card), rebuild_from_raw(card, raw), out=Path(out), force=True)
+        return
     card, device, out = sys.argv[1:4]
     model = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
     result = run_calibration(

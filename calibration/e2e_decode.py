@@ -41,6 +41,7 @@ CSV_FIELDS = (
     "dtype",
     "kv_dtype",
     "tp",
+    "engine",
     "batch",
     "ctx",
     "decode_step_s",
@@ -268,6 +269,7 @@ def run_point(bk: Backend, model: Any, card: Any, *, batch: int, ctx: int, budge
         "dtype": "bf16",
         "kv_dtype": "bf16",
         "tp": 1,
+        "engine": "transformers",  # planner/engines.py: HF modules in a CUDA graph
         "batch": batch,
         "ctx": ctx,
         "graph": graphed,

@@ -46,7 +46,9 @@ def annotate_modules(torch: Any, model: Any) -> list[Any]:
     for path, module in model.named_modules():
         stack: list[Any] = []
 
-        def enter(_module: Any, _args: Any, label: str = label_of(path or "root"), st: list[Any] = stack) -> None:
+        def enter(
+            _module: Any, _args: Any, label: str = label_of(path or "root"), st: list[Any] = stack
+        ) -> None:
             rf = torch.profiler.record_function(label)
             rf.__enter__()
             st.append(rf)
@@ -135,7 +137,9 @@ def chain_check(bk: Backend) -> dict[str, Any]:
     return {"expected": CHAIN_KERNELS_PER_PASS, "counted": counts["total_kernels"], **counts}
 
 
-def run_model(bk: Backend, model_id: str, *, points: list[tuple[int, int]], timed: list[tuple[int, int]]) -> dict:  # type: ignore[type-arg]
+def run_model(
+    bk: Backend, model_id: str, *, points: list[tuple[int, int]], timed: list[tuple[int, int]]
+) -> dict:  # type: ignore[type-arg]
     """Build one model, profile its points, then (hooks removed) time `timed` points as e2e_decode does."""
     card = catalog.load_model(model_id)
     model = e2e_decode.build_model(bk, card)

@@ -6,7 +6,7 @@ be written as raw JSON next to the profile (calibration/data/).
 
     stream      sum over a large bf16 buffer (read) and a copy (read + write)   -> memory bandwidth
     gemv        one layer's matmuls at decode batches plus a ladder of GEMV sizes (1024^2 .. 8192 x 28672),
-                weights past L2; t = latency + bytes / bw  -> matmul_latency_us, weight_read_bandwidth_fraction
+                weights past L2; t = latency + bytes / bw -> matmul_latency_us, weight_read_bandwidth_fraction
     gemm        a large square GEMM per dtype, and prefill-shaped GEMMs         -> compute_fraction[dtype]
     attention   decode attention (query length 1, GQA, no repeated KV heads) over batch x kv heads x ctx
                                                                -> attention_table, kv_read_bandwidth_fraction
@@ -124,7 +124,9 @@ class Suite:
             self._record("kernels", graph, mode="graph", kernels=n)
         passes = max(1, n // CHAIN_KERNELS_PER_PASS)
         for batch in self.sizes.small_kernel_batches:
-            chain = decode_chain(self.backend, batch=batch, hidden=self.sizes.small_kernel_hidden, passes=passes)
+            chain = decode_chain(
+                self.backend, batch=batch, hidden=self.sizes.small_kernel_hidden, passes=passes
+            )
             kernels = passes * CHAIN_KERNELS_PER_PASS
             seconds = [s / kernels for s in self._timed(chain, graph=self.backend.kind != "cpu")]
             self._record("kernels", seconds, mode="decode_chain", kernels=kernels, batch=batch)
@@ -164,7 +166,9 @@ class Suite:
         """Decode-shaped matmuls y = x W^T, cycling through enough weight copies to beat L2: the model's
         matmuls at every decode batch, then a ladder of sizes at a few batches for the latency fit."""
         plan = [(shape, self.sizes.decode_batches, "model") for shape in self.shapes.linears]
-        plan += [(shape, self.sizes.gemv_latency_batches, "ladder") for shape in self.sizes.gemv_latency_shapes]
+        plan += [
+            (shape, self.sizes.gemv_latency_batches, "ladder") for shape in self.sizes.gemv_latency_shapes
+        ]
         for (in_f, out_f), batches, role in plan:
             weight_bytes = in_f * out_f * BF16_BYTES
             copies = max(1, -(-self.sizes.rotate_bytes // weight_bytes))

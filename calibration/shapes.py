@@ -138,5 +138,7 @@ def shapes_from_card(card: ModelCard) -> ModelShapes:
         num_key_value_heads=card.num_key_value_heads,
         head_dim=card.head_dim or 128,
         vocab_size=card.vocab_size,
-        attention_kv_heads=tuple(dict.fromkeys([card.num_key_value_heads, max(1, card.num_key_value_heads // 2)])),
+        attention_kv_heads=tuple(
+            dict.fromkeys([card.num_key_value_heads, max(1, card.num_key_value_heads // 2)])
+        ),
     )

@@ -104,8 +104,10 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> Path 
     if path.is_dir():
         raise PlanInputError(f"{path}: is a directory (got a directory, expected a file path)")
     if not directory.is_dir():
-        raise PlanInputError(f"{path}: directory {directory} does not exist (got a missing directory, "
-                             f"expected an existing one)")
+        raise PlanInputError(
+            f"{path}: directory {directory} does not exist (got a missing directory, "
+            f"expected an existing one)"
+        )
     exists = path.exists()
     if exists and not force:
         raise _exists_error(path)

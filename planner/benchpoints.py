@@ -2,6 +2,7 @@
 
 Columns (header names, any order; extra columns are ignored):
     model, card, dtype, kv_dtype, tp, batch, ctx   and   decode_step_s or tokens_per_s
+    engine (optional): the engine that ran the point (planner/engines.py; empty or absent: mindie)
 `tokens_per_s` is the whole batch's decode throughput, so decode_step_s = batch / tokens_per_s.
 `ctx` is the tokens each sequence holds in its KV cache at that step ("8192" or "8k").
 Every error names the file, the line and the column.
@@ -16,6 +17,7 @@ from pathlib import Path
 from planner import catalog, units
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
+from planner.engines import DEFAULT_ENGINE, parse_engine
 from planner.errors import DataFileError, KvplanError
 from planner.schema import HardwareProfile
 
@@ -36,6 +38,7 @@ class BenchPoint:
     ctx_tokens: int
     decode_step_s: float
     where: str  # "file:line", for messages
+    engine: str = DEFAULT_ENGINE
 
 
 def _positive(text: str, *, kind: type, where: str, column: str) -> float:
@@ -97,7 +100,15 @@ def parse_row(row: dict[str, str], *, where: str) -> BenchPoint:
         ctx_tokens=_ctx(row["ctx"], where=where),
         decode_step_s=_step_s(row, where=where, batch=batch),
         where=where,
+        engine=_engine(row.get("engine") or DEFAULT_ENGINE, where=where),
     )
+
+
+def _engine(text: str, *, where: str) -> str:
+    try:
+        return parse_engine(text, flag="column engine")
+    except KvplanError as exc:
+        raise DataFileError(f"{where}: {exc}") from exc
 
 
 def read_bench_points(path: Path) -> list[BenchPoint]:
@@ -138,6 +149,7 @@ def deployment_for(
             batch=point.batch,
             calibrated=calibrated,
             model_alias=alias,
+            engine=point.engine,
         )
     except KvplanError as exc:
         raise DataFileError(f"{point.where}: {exc}") from exc

@@ -50,14 +50,18 @@ def safetensors_header(path: Path) -> dict[str, TensorEntry]:
     with path.open("rb") as f:
         prefix = f.read(HEADER_LENGTH_BYTES)
         if prefix == b"version ":  # "version https://git-lfs.github.com/spec/v1 ..."
-            raise DataFileError(f"{path}: a Git LFS pointer, not weights (got a pointer file, expected "
-                                f"safetensors); run `git lfs pull` or download the file")
+            raise DataFileError(
+                f"{path}: a Git LFS pointer, not weights (got a pointer file, expected "
+                f"safetensors); run `git lfs pull` or download the file"
+            )
         if len(prefix) < HEADER_LENGTH_BYTES:
             raise DataFileError(f"{path}: not a safetensors file (got {len(prefix)} bytes, expected >= 8)")
         header_bytes = int.from_bytes(prefix, "little")
         if header_bytes > MAX_HEADER_BYTES:
-            raise DataFileError(f"{path}: implausible header length (got {header_bytes}, expected <= "
-                                f"{MAX_HEADER_BYTES}); not a safetensors file?")
+            raise DataFileError(
+                f"{path}: implausible header length (got {header_bytes}, expected <= "
+                f"{MAX_HEADER_BYTES}); not a safetensors file?"
+            )
         raw = f.read(header_bytes)
     try:
         header = json.loads(raw.decode("utf-8"))
@@ -68,13 +72,17 @@ def safetensors_header(path: Path) -> dict[str, TensorEntry]:
     except (UnicodeDecodeError, json.JSONDecodeError, TypeError) as exc:
         raise DataFileError(f"{path}: header is not a JSON object ({exc}); not a safetensors file?") from exc
     except ValidationError as exc:
-        raise DataFileError(f"{path}: malformed tensor entry ({exc.errors()[0]['msg']}; expected dtype, "
-                            f"shape and data_offsets [begin, end])") from exc
+        raise DataFileError(
+            f"{path}: malformed tensor entry ({exc.errors()[0]['msg']}; expected dtype, "
+            f"shape and data_offsets [begin, end])"
+        ) from exc
     data_end = max((e.data_offsets[1] for e in entries.values()), default=0)
     needed = HEADER_LENGTH_BYTES + header_bytes + data_end
     if path.stat().st_size < needed:
-        raise DataFileError(f"{path}: file is truncated (got {path.stat().st_size} bytes, expected >= "
-                            f"{needed}); incomplete download?")
+        raise DataFileError(
+            f"{path}: file is truncated (got {path.stat().st_size} bytes, expected >= "
+            f"{needed}); incomplete download?"
+        )
     return entries
 
 
@@ -105,10 +113,14 @@ class CheckpointSummary(Frozen):
         """Totals of one group (text, mtp, vision, scale); zeros when the checkpoint has none."""
         return self.by_group.get(name, TensorTotals())
 
+
 def _add(totals: dict[str, TensorTotals], key: str, *, parameters: int, weight_bytes: int) -> None:
     old = totals.get(key, TensorTotals())
-    totals[key] = TensorTotals(tensors=old.tensors + 1, parameters=old.parameters + parameters,
-                               weight_bytes=old.weight_bytes + weight_bytes)
+    totals[key] = TensorTotals(
+        tensors=old.tensors + 1,
+        parameters=old.parameters + parameters,
+        weight_bytes=old.weight_bytes + weight_bytes,
+    )
 
 
 def checkpoint_summary(directory: Path, *, num_hidden_layers: int) -> CheckpointSummary | None:
@@ -123,10 +135,18 @@ def checkpoint_summary(directory: Path, *, num_hidden_layers: int) -> Checkpoint
             elements = math.prod(entry.shape)
             stored = entry.data_offsets[1] - entry.data_offsets[0]
             _add(by_dtype, entry.dtype, parameters=elements, weight_bytes=stored)
-            _add(by_group, tensor_group(name, num_hidden_layers=num_hidden_layers),
-                 parameters=elements, weight_bytes=stored)
-    return CheckpointSummary(files=[p.name for p in files], by_dtype=by_dtype, by_group=by_group,
-                             missing_shards=_missing_shards(directory, present={p.name for p in files}))
+            _add(
+                by_group,
+                tensor_group(name, num_hidden_layers=num_hidden_layers),
+                parameters=elements,
+                weight_bytes=stored,
+            )
+    return CheckpointSummary(
+        files=[p.name for p in files],
+        by_dtype=by_dtype,
+        by_group=by_group,
+        missing_shards=_missing_shards(directory, present={p.name for p in files}),
+    )
 
 
 def _missing_shards(directory: Path, *, present: set[str]) -> list[str]:

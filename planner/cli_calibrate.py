@@ -1,8 +1,8 @@
 """`kvplan calibrate` and `kvplan validate`: parse -> call -> format. torch is imported only inside calibrate.
 
 kvplan calibrate --card CARD [--device npu:0|cuda:0|cpu] [--model MODEL] [--out FILE] [--force]
-kvplan calibrate --from-bench POINTS.csv --card CARD [--out FILE] [--force]
-kvplan validate POINTS.csv [--card CARD] [--uncalibrated]
+kvplan calibrate --from-bench POINTS.csv --card CARD [--engine E] [--out FILE] [--force]
+kvplan validate POINTS.csv [--card CARD] [--engine E] [--uncalibrated]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from planner import units
 from planner.errors import KvplanError
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
+ENGINE_HELP = "Engine that ran the points (mindie, vllm, transformers); overrides the CSV's engine column."
 
 
 def _fail(exc: KvplanError) -> NoReturn:
@@ -76,17 +77,34 @@ def _print_coefficients(values: dict[str, object], *, title: str) -> None:
         typer.echo(f"  {key:32s} {shown}")
 
 
-def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool) -> None:
+def _with_engine(points: list, engine: str | None) -> list:  # type: ignore[type-arg]
+    """The points with every engine replaced by --engine (validated), or unchanged when it is None."""
+    import dataclasses
+
+    from planner.engines import parse_engine
+
+    if engine is None:
+        return points
+    name = parse_engine(engine)
+    return [dataclasses.replace(p, engine=name) for p in points]
+
+
+def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engine: str | None) -> None:
     from calibration.profile_writer import write_profile
     from planner import catalog, fit
     from planner.benchpoints import read_bench_points
     from planner.schema import MeasuredBlock
 
     hw = catalog.resolve_card(card)
-    points = read_bench_points(points_csv)
+    points = _with_engine(read_bench_points(points_csv), engine)
     result = fit.fit_coefficients(points, hardware=hw)
     _print_points(points, result.residual_fractions, hw_id=hw.id)
-    free = [p.name for p, f in zip(fit.FIT_PARAMS, fit.identifiable(points), strict=True) if f]
+    table = hw.coefficients(calibrated=True).attention_table is not None
+    free = [
+        p.name
+        for p, f in zip(fit.FIT_PARAMS, fit.identifiable(points, attention_table=table), strict=True)
+        if f
+    ]
     measured = MeasuredBlock(
         tool="kvplan calibrate --from-bench",
         tool_version="0.1.0",
@@ -163,12 +181,13 @@ def calibrate(
     budget_s: Annotated[
         float, typer.Option("--budget-s", min=1.0, max=600.0, help="Time budget of the microbenchmarks.")
     ] = 60.0,
+    engine: Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)] = None,
 ) -> None:
     """Measure the card (microbenchmarks) or fit it to your benchmark; write a profile with `measured:`."""
     try:
         target = out or _default_out(card)
         if from_bench is not None:
-            _fit_from_bench(card, points_csv=from_bench, out=target, force=force)
+            _fit_from_bench(card, points_csv=from_bench, out=target, force=force, engine=engine)
             return
         _run_microbench(
             card,
@@ -191,6 +210,7 @@ def validate(
     uncalibrated: Annotated[
         bool, typer.Option("--uncalibrated", help="Use datasheet defaults, not measured.")
     ] = False,
+    engine: Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)] = None,
 ) -> None:
     """Predicted vs measured decode step per point, with MAPE and the worst error."""
     from planner import catalog, fit
@@ -198,7 +218,7 @@ def validate(
 
     try:
         hw = catalog.resolve_card(card) if card else None
-        points = read_bench_points(points_csv)
+        points = _with_engine(read_bench_points(points_csv), engine)
         errors = fit.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
         hw_id = hw.id if hw else ", ".join(sorted({p.card for p in points}))
         _print_points(points, errors, hw_id=hw_id + (" uncalibrated" if uncalibrated else ""))

@@ -43,14 +43,15 @@ def _fail(exc: KvplanError) -> NoReturn:
 
 
 def parse_devices(text: str | None) -> list[int] | None:
-    """"0,1" -> [0, 1]; PlanInputError naming --devices otherwise."""
+    """ "0,1" -> [0, 1]; PlanInputError naming --devices otherwise."""
     if text is None:
         return None
     try:
         return [int(part) for part in text.split(",")]
     except ValueError:
-        raise PlanInputError(f"--devices: not a comma-separated list of NPU ids (got {text!r}, "
-                             f"expected e.g. 0,1)") from None
+        raise PlanInputError(
+            f"--devices: not a comma-separated list of NPU ids (got {text!r}, expected e.g. 0,1)"
+        ) from None
 
 
 def _tokens(text: str | None, flag: str) -> int | None:
@@ -125,8 +126,10 @@ def resolve_identity(options: Any, *, model_typed: str, has_base: bool) -> Any:
     if has_base:
         return options
     if options.weights_path is None:
-        raise PlanInputError("--weights-path: required to write a MindIE config (got nothing, expected the "
-                             "checkpoint directory, e.g. /data/models/qwen3-27b); or pass --base config.json")
+        raise PlanInputError(
+            "--weights-path: required to write a MindIE config (got nothing, expected the "
+            "checkpoint directory, e.g. /data/models/qwen3-27b); or pass --base config.json"
+        )
     return options.model_copy(update={"model_name": options.model_name or model_typed})
 
 
@@ -137,17 +140,27 @@ def register(app: typer.Typer) -> None:
 
 
 def mindie_command(
-    model: ModelOpt, card: CardOpt = DEFAULT_CARD, dtype: DtypeOpt = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None, tp: TpOpt = 1, ctx_len: CtxOpt = "4k", batch: BatchOpt = None,
+    model: ModelOpt,
+    card: CardOpt = DEFAULT_CARD,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    ctx_len: CtxOpt = "4k",
+    batch: BatchOpt = None,
     block_size: BlockOpt = 128,
-    memory_fraction: FractionOpt = 0.8, memory_gib: MemoryOpt = None, max_prefill_tokens: PrefillOpt = None,
+    memory_fraction: FractionOpt = 0.8,
+    memory_gib: MemoryOpt = None,
+    max_prefill_tokens: PrefillOpt = None,
     devices: Annotated[str | None, typer.Option(help="npuDeviceIds, e.g. 0,1 (default 0..tp-1).")] = None,
-    weights_path: WeightsOpt = None, model_name: NameOpt = None,
+    weights_path: WeightsOpt = None,
+    model_name: NameOpt = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write config.json here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
     base: Annotated[Path | None, typer.Option(help="Merge into this existing config.json.")] = None,
     mindie_version: Annotated[str, typer.Option(help="Base layout: 2.x (master) or 1.0.RC3.")] = "2.x",
-    mtp: MtpOpt = 0, prefix_cache: PrefixOpt = False, max_input_tokens: InputOpt = None,
+    mtp: MtpOpt = 0,
+    prefix_cache: PrefixOpt = False,
+    max_input_tokens: InputOpt = None,
     max_output_tokens: OutputOpt = None,
     from_log: Annotated[Path | None, typer.Option(help="MindIE log: compare, fix the reserve.")] = None,
     npu_mem_size: Annotated[str | None, typer.Option(help="auto (-1) or explicit (GiB).")] = None,
@@ -156,27 +169,45 @@ def mindie_command(
     """Write a MindIE Server config.json from the plan and print the plan behind it."""
     from planner import mindie
 
-    request = PlanRequest(model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len,
-                          batch=batch, block_size=block_size, memory_fraction=memory_fraction,
-                          memory_gib=memory_gib, mtp=mtp)
+    request = PlanRequest(
+        model=model,
+        card=card,
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        tp=tp,
+        ctx=ctx_len,
+        batch=batch,
+        block_size=block_size,
+        memory_fraction=memory_fraction,
+        memory_gib=memory_gib,
+        mtp=mtp,
+    )
     try:
         if npu_mem_size not in (None, "auto", "explicit"):
-            raise PlanInputError(f"--npu-mem-size: unknown mode (got {npu_mem_size!r}, "
-                                 f"expected auto or explicit)")
+            raise PlanInputError(
+                f"--npu-mem-size: unknown mode (got {npu_mem_size!r}, expected auto or explicit)"
+            )
         options = mindie.MindieOptions(
-            devices=parse_devices(devices), weights_path=weights_path, model_name=model_name,
+            devices=parse_devices(devices),
+            weights_path=weights_path,
+            model_name=model_name,
             max_input_tokens=_tokens(max_input_tokens, "--max-input-tokens"),
             max_output_tokens=_tokens(max_output_tokens, "--max-output-tokens"),
             max_prefill_tokens=max_prefill_tokens,
-            npu_mem_size=npu_mem_size, mtp=mtp, prefix_cache=prefix_cache, mindie_version=mindie_version)
+            npu_mem_size=npu_mem_size,
+            mtp=mtp,
+            prefix_cache=prefix_cache,
+            mindie_version=mindie_version,
+        )
         options = resolve_identity(options, model_typed=model, has_base=base is not None)
         run_mindie(request, options, paths=(base, out, from_log), force=force, as_json=as_json)
     except KvplanError as exc:
         _fail(exc)
 
 
-def run_mindie(request: PlanRequest, options: Any, *, paths: tuple[Path | None, ...], force: bool,
-               as_json: bool) -> None:
+def run_mindie(
+    request: PlanRequest, options: Any, *, paths: tuple[Path | None, ...], force: bool, as_json: bool
+) -> None:
     """Plan, (correct from the log,) build, validate, write, print."""
     from planner import atomic, mindie, mindie_rules
 
@@ -193,10 +224,14 @@ def run_mindie(request: PlanRequest, options: Any, *, paths: tuple[Path | None, 
     if out is not None:
         backup = atomic.write_atomic(out, mindie_rules.render_config(result.config), force=force)
     if as_json:
-        payload = {"plan": plan.model_dump(mode="json"), "lengths": lengths.model_dump(),
-                   "mindie": result.model_dump(mode="json"),
-                   "log": comparison.model_dump(mode="json") if comparison else None,
-                   "written": str(out) if out else None, "backup": str(backup) if backup else None}
+        payload = {
+            "plan": plan.model_dump(mode="json"),
+            "lengths": lengths.model_dump(),
+            "mindie": result.model_dump(mode="json"),
+            "log": comparison.model_dump(mode="json") if comparison else None,
+            "written": str(out) if out else None,
+            "backup": str(backup) if backup else None,
+        }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
     print_mindie(plan, dep, result=result, lengths=lengths, comparison=comparison)
@@ -243,13 +278,17 @@ def print_mindie(plan: Any, dep: Any, *, result: Any, lengths: Any, comparison: 
         table.add_row(field.dotted, escape(shown), escape(field.derivation))
     console.print(table)
     p = result.prediction
-    console.print(f"Predicted npuBlockNum per card: [bold]{p.npu_block_num}[/bold] "
-                  f"({p.allocated_blocks} blocks of {plan.block_size_tokens} tokens x "
-                  f"{units.fmt_bytes(p.block_bytes)} in "
-                  f"{units.fmt_gib(p.kv_budget_bytes)}, one kept by MindIE)")
-    console.print(f"Concurrency at {lengths.max_input_tokens} in + {lengths.max_output_tokens} out: "
-                  f"{p.concurrency} requests of {p.blocks_per_request} blocks; maxBatchSize "
-                  f"{plan.recommendation.max_batch_size}")
+    console.print(
+        f"Predicted npuBlockNum per card: [bold]{p.npu_block_num}[/bold] "
+        f"({p.allocated_blocks} blocks of {plan.block_size_tokens} tokens x "
+        f"{units.fmt_bytes(p.block_bytes)} in "
+        f"{units.fmt_gib(p.kv_budget_bytes)}, one kept by MindIE)"
+    )
+    console.print(
+        f"Concurrency at {lengths.max_input_tokens} in + {lengths.max_output_tokens} out: "
+        f"{p.concurrency} requests of {p.blocks_per_request} blocks; maxBatchSize "
+        f"{plan.recommendation.max_batch_size}"
+    )
     for name, value in result.env.items():
         console.print(f"export {name}={value}")
     for note in result.notes:
@@ -257,34 +296,62 @@ def print_mindie(plan: Any, dep: Any, *, result: Any, lengths: Any, comparison: 
 
 
 def vllm_command(
-    model: ModelOpt, card: CardOpt = DEFAULT_CARD, dtype: DtypeOpt = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None, tp: TpOpt = 1, ctx_len: CtxOpt = "4k", batch: BatchOpt = None,
+    model: ModelOpt,
+    card: CardOpt = DEFAULT_CARD,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    ctx_len: CtxOpt = "4k",
+    batch: BatchOpt = None,
     block_size: BlockOpt = 128,
-    memory_fraction: FractionOpt = 0.8, memory_gib: MemoryOpt = None, max_prefill_tokens: PrefillOpt = None,
-    weights_path: WeightsOpt = None, model_name: NameOpt = None, mtp: MtpOpt = 0,
+    memory_fraction: FractionOpt = 0.8,
+    memory_gib: MemoryOpt = None,
+    max_prefill_tokens: PrefillOpt = None,
+    weights_path: WeightsOpt = None,
+    model_name: NameOpt = None,
+    mtp: MtpOpt = 0,
     prefix_cache: PrefixOpt = False,
-    max_input_tokens: InputOpt = None, max_output_tokens: OutputOpt = None, as_json: JsonOpt = False,
+    max_input_tokens: InputOpt = None,
+    max_output_tokens: OutputOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Print the `vllm serve` arguments (vllm-ascend) equivalent to the MindIE config of the same plan."""
     from planner import mindie, vllm_args
 
-    request = PlanRequest(model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len,
-                          batch=batch, block_size=block_size, memory_fraction=memory_fraction,
-                          memory_gib=memory_gib, mtp=mtp)
+    request = PlanRequest(
+        model=model,
+        card=card,
+        dtype=dtype,
+        kv_dtype=kv_dtype,
+        tp=tp,
+        ctx=ctx_len,
+        batch=batch,
+        block_size=block_size,
+        memory_fraction=memory_fraction,
+        memory_gib=memory_gib,
+        mtp=mtp,
+    )
     try:
         options = mindie.MindieOptions(
-            weights_path=weights_path, model_name=model_name, mtp=mtp, prefix_cache=prefix_cache,
+            weights_path=weights_path,
+            model_name=model_name,
+            mtp=mtp,
+            prefix_cache=prefix_cache,
             max_input_tokens=_tokens(max_input_tokens, "--max-input-tokens"),
             max_output_tokens=_tokens(max_output_tokens, "--max-output-tokens"),
-            max_prefill_tokens=max_prefill_tokens)
+            max_prefill_tokens=max_prefill_tokens,
+        )
         dep, lengths = prepare(request, options)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
         result = vllm_args.vllm_args(plan, lengths=lengths, options=options)
     except KvplanError as exc:
         _fail(exc)
     if as_json:
-        payload = {"plan": plan.model_dump(mode="json"), "vllm": result.model_dump(mode="json"),
-                   "command": vllm_args.render_command(result)}
+        payload = {
+            "plan": plan.model_dump(mode="json"),
+            "vllm": result.model_dump(mode="json"),
+            "command": vllm_args.render_command(result),
+        }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
     sys.stdout.write(vllm_args.render_command(result) + "\n")

@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # planner.hfimport is imported when the command runs, so `kvp
     from planner.schema import ModelCard
 
 
-
 def register_models(models_app: typer.Typer) -> None:
     """Add the `import` command to the `kvplan models` sub-app."""
     models_app.command("import")(import_card)
@@ -55,8 +54,10 @@ def resolve_id(card_id: str | None, *, out: Path | None) -> str | None:
 
     if card_id is not None:
         if not hfimport.CARD_ID_RE.match(card_id):
-            raise PlanInputError(f"--id: must be lowercase kebab-case (got {card_id!r}, "
-                                 f"expected [a-z0-9][a-z0-9.-]*, e.g. qwen3-8b)")
+            raise PlanInputError(
+                f"--id: must be lowercase kebab-case (got {card_id!r}, "
+                f"expected [a-z0-9][a-z0-9.-]*, e.g. qwen3-8b)"
+            )
         return card_id
     if out is not None and hfimport.CARD_ID_RE.match(out.stem):
         return out.stem
@@ -82,13 +83,16 @@ def build_card(
 
 def checkpoint_note(summary: checkpoint.CheckpointSummary, check: checkpoint.ParameterCheck) -> str:
     """One-paragraph record of the checkpoint evidence, kept in the card's `notes`."""
-    dtypes = ", ".join(f"{d} {t.parameters:,} params / {t.weight_bytes:,} B"
-                       for d, t in summary.by_dtype.items())
-    return (f"safetensors headers ({len(summary.files)} files): {dtypes}. Text decoder: "
-            f"{check.checkpoint_parameters:,} params in the checkpoint vs {check.geometry_parameters:,} from "
-            f"this geometry (difference {check.difference_parameters:+,}); MTP "
-            f"{check.checkpoint_mtp_parameters:,} vs {check.geometry_mtp_parameters:,}; vision tower "
-            f"{summary.group('vision').parameters:,} (not in the card).")
+    dtypes = ", ".join(
+        f"{d} {t.parameters:,} params / {t.weight_bytes:,} B" for d, t in summary.by_dtype.items()
+    )
+    return (
+        f"safetensors headers ({len(summary.files)} files): {dtypes}. Text decoder: "
+        f"{check.checkpoint_parameters:,} params in the checkpoint vs {check.geometry_parameters:,} from "
+        f"this geometry (difference {check.difference_parameters:+,}); MTP "
+        f"{check.checkpoint_mtp_parameters:,} vs {check.geometry_mtp_parameters:,}; vision tower "
+        f"{summary.group('vision').parameters:,} (not in the card)."
+    )
 
 
 def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
@@ -101,8 +105,10 @@ def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
     if path.is_dir():
         raise PlanInputError(f"--out: is a directory (got '{path}', expected a file path ending in .yaml)")
     if path.exists() and not force:
-        raise OutputExistsError(f"--out: file exists (got '{path}', expected a new file); "
-                                f"pass --force to overwrite (the old file is kept as a .bak)")
+        raise OutputExistsError(
+            f"--out: file exists (got '{path}', expected a new file); "
+            f"pass --force to overwrite (the old file is kept as a .bak)"
+        )
     if not path.parent.is_dir():
         raise PlanInputError(f"--out: directory does not exist (got '{path.parent}')")
     atomic.write_atomic(path, text, force=force)
@@ -116,21 +122,29 @@ def report_lines(
     out: Path | None,
 ) -> list[str]:
     """Human-readable summary: where the card went and how it compares with the checkpoint."""
-    lines = [f"wrote {out} (id {card.id}, {card.model_type}, attention {card.attention})" if out else
-             f"# card {card.id}: {card.model_type}, attention {card.attention}"]
+    lines = [
+        f"wrote {out} (id {card.id}, {card.model_type}, attention {card.attention})"
+        if out
+        else f"# card {card.id}: {card.model_type}, attention {card.attention}"
+    ]
     if out is not None and out.stem != card.id:
-        lines.append(f"note: id {card.id!r} differs from the file stem {out.stem!r}; "
-                     f"modelcards/ needs them equal")
+        lines.append(
+            f"note: id {card.id!r} differs from the file stem {out.stem!r}; modelcards/ needs them equal"
+        )
     if summary is None or check is None:
         return [*lines, "no *.safetensors beside config.json: card not checked against weights"]
     lines.append(f"safetensors: {len(summary.files)} file(s), headers only")
     for dtype, totals in sorted(summary.by_dtype.items()):
-        lines.append(f"  {dtype:<8} {totals.tensors:>6} tensors {totals.parameters:>18,} params "
-                     f"{totals.weight_bytes:>18,} B ({units.fmt_bytes(totals.weight_bytes)})")
+        lines.append(
+            f"  {dtype:<8} {totals.tensors:>6} tensors {totals.parameters:>18,} params "
+            f"{totals.weight_bytes:>18,} B ({units.fmt_bytes(totals.weight_bytes)})"
+        )
     lines += _comparison_lines(summary, check)
     if summary.missing_shards:
-        lines.append(f"warning: shards listed in model.safetensors.index.json are missing: "
-                     f"{', '.join(summary.missing_shards)}; counts are incomplete")
+        lines.append(
+            f"warning: shards listed in model.safetensors.index.json are missing: "
+            f"{', '.join(summary.missing_shards)}; counts are incomplete"
+        )
     return lines
 
 
@@ -138,16 +152,22 @@ def _comparison_lines(summary: checkpoint.CheckpointSummary, check: checkpoint.P
     diff = check.difference_parameters
     share = abs(diff) / check.geometry_parameters
     verdict = "matches" if diff == 0 else f"differs by {units.fmt_fraction(share)} of the geometry count"
-    rows = (("parameters from the card geometry (params.parameter_count)", f"{check.geometry_parameters:,}"),
-            ("parameters in the checkpoint (text decoder)", f"{check.checkpoint_parameters:,}"),
-            ("difference (checkpoint - geometry)", f"{diff:+,}  {verdict}"))
+    rows = (
+        ("parameters from the card geometry (params.parameter_count)", f"{check.geometry_parameters:,}"),
+        ("parameters in the checkpoint (text decoder)", f"{check.checkpoint_parameters:,}"),
+        ("difference (checkpoint - geometry)", f"{diff:+,}  {verdict}"),
+    )
     lines = [f"{label + ':':<61}{value}" for label, value in rows]
     if check.checkpoint_mtp_parameters or check.geometry_mtp_parameters:
-        lines.append(f"MTP: checkpoint {check.checkpoint_mtp_parameters:,}, geometry "
-                     f"{check.geometry_mtp_parameters:,} (the card's mtp_num_hidden_layers / "
-                     f"num_nextn_predict_layers come from config.json only)")
+        lines.append(
+            f"MTP: checkpoint {check.checkpoint_mtp_parameters:,}, geometry "
+            f"{check.geometry_mtp_parameters:,} (the card's mtp_num_hidden_layers / "
+            f"num_nextn_predict_layers come from config.json only)"
+        )
     for group, what in (("vision", "vision tower (not in the card)"), ("scale", "quantization scales")):
         if summary.group(group).tensors:
-            lines.append(f"{what}: {summary.group(group).parameters:,} params, "
-                         f"{units.fmt_bytes(summary.group(group).weight_bytes)}")
+            lines.append(
+                f"{what}: {summary.group(group).parameters:,} params, "
+                f"{units.fmt_bytes(summary.group(group).weight_bytes)}"
+            )
     return lines

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, WeightScheme
+from planner.engines import DEFAULT_ENGINE, ENGINES
 from planner.schema import Frozen, HardwareProfile, ModelCard
 
 DEFAULT_BLOCK_SIZE_TOKENS = 128  # MindIE cacheBlockSize default; vllm-ascend also forces 128
@@ -32,11 +33,14 @@ class Deployment(Frozen):
     mtp_acceptance_fraction: float = Field(default=0.7, ge=0, le=1)
     calibrated: bool = True
     model_alias: str | None = None
+    engine: str = DEFAULT_ENGINE  # kernel structure of the decode step (planner/engines.py)
 
     @model_validator(mode="after")
     def _check_scheme(self) -> Deployment:
         if self.weight_scheme_name not in WEIGHT_SCHEMES:
             raise ValueError(f"unknown weight scheme {self.weight_scheme_name!r}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r} (expected one of {', '.join(ENGINES)})")
         return self
 
     @property

@@ -86,9 +86,9 @@ class _Group:
 
 
 def _groups(points: Sequence[BenchPoint], hardware: HardwareProfile | None) -> list[_Group]:
-    keyed: dict[tuple[str, str, str, str, int], list[int]] = {}
+    keyed: dict[tuple[str, str, str, str, int, str], list[int]] = {}
     for i, p in enumerate(points):
-        keyed.setdefault((p.model, p.card, p.dtype, p.kv_dtype, p.tp), []).append(i)
+        keyed.setdefault((p.model, p.card, p.dtype, p.kv_dtype, p.tp, p.engine), []).append(i)
     groups = []
     for members in keyed.values():
         dep = deployment_for(points[members[0]], hardware=hardware, calibrated=False)
@@ -132,18 +132,25 @@ def _start(base: PerfCoefficients) -> FloatArray:
     return np.asarray(np.clip(values, lower + 1e-6 * (upper - lower), upper), dtype=np.float64)
 
 
-def identifiable(points: Sequence[BenchPoint]) -> npt.NDArray[np.bool_]:
+def identifiable(points: Sequence[BenchPoint], *, attention_table: bool = False) -> npt.NDArray[np.bool_]:
     """Which FIT_PARAMS the points can pin down.
 
-    Within one model, weight-read time, kernel overheads and the step overhead are all constant in batch and
-    ctx, so only their sum is identifiable: with a single model only kv_read_bandwidth_fraction and
-    kernel_overhead_us are fitted (extra per-layer cost is what an implementation adds), and the weight
-    fraction and step overhead keep the profile's measured values. Points from two or more models (different
-    bytes per kernel and kernels per step) free all FIT_PARAMS.
+    Within one model, weight-read time, matmul latencies, kernel overheads and the step overhead are all
+    constant in batch and ctx, so only their sum is identifiable: with a single model only
+    kv_read_bandwidth_fraction and kernel_overhead_us are fitted (extra per-layer cost is what an
+    implementation adds), and the others keep the profile's measured values. Points from two or more models
+    (different bytes per kernel and kernels per step) free all FIT_PARAMS. With a measured attention table
+    (attention_table=True) decode attention does not use kv_read_bandwidth_fraction, which stays fixed.
     """
     several_models = len({p.model for p in points}) > 1
     single_model_params = ("kv_read_bandwidth_fraction", "kernel_overhead_us")
-    return np.array([several_models or p.name in single_model_params for p in FIT_PARAMS])
+    return np.array(
+        [
+            (several_models or p.name in single_model_params)
+            and not (attention_table and p.name == "kv_read_bandwidth_fraction")
+            for p in FIT_PARAMS
+        ]
+    )
 
 
 def _residuals(
@@ -180,7 +187,7 @@ def fit_coefficients(
     start = base if base is not None else hw.coefficients(calibrated=True)
     measured = np.array([p.decode_step_s for p in points])
     kw = {"groups": groups, "base": start, "measured": measured}
-    free = identifiable(points)
+    free = identifiable(points, attention_table=start.attention_table is not None)
     unit = _to_unit(_start(start))
     r = _residuals(unit, **kw)  # type: ignore[arg-type]
     damping, converged, iteration = 1e-3, False, 0

@@ -42,8 +42,10 @@ class _Config:
         """The value of `key`; DataFileError naming the file and field when absent or null."""
         value = self.raw.get(key)
         if value is None:
-            raise DataFileError(f"{self.where}: {self.prefix}{key}: required field missing "
-                                f"(got nothing, expected a value for model_type {self.model_type!r})")
+            raise DataFileError(
+                f"{self.where}: {self.prefix}{key}: required field missing "
+                f"(got nothing, expected a value for model_type {self.model_type!r})"
+            )
         return value
 
     def optional(self, key: str, default: Any = None) -> Any:
@@ -63,8 +65,10 @@ class _Config:
         """Reject a config feature the card schema cannot express."""
         value = self.raw.get(key)
         if value is not None and value != expected:
-            raise DataFileError(f"{self.where}: {self.prefix}{key}: not supported by the card schema "
-                                f"(got {value!r}, expected {expected!r})")
+            raise DataFileError(
+                f"{self.where}: {self.prefix}{key}: not supported by the card schema "
+                f"(got {value!r}, expected {expected!r})"
+            )
 
 
 def _base_fields(cfg: _Config) -> dict[str, Any]:
@@ -75,11 +79,13 @@ def _base_fields(cfg: _Config) -> dict[str, Any]:
         "hidden_size": cfg.required("hidden_size"),
         "num_hidden_layers": cfg.required("num_hidden_layers"),
         "num_attention_heads": heads,
-        "num_key_value_heads": cfg.defaulted("num_key_value_heads", heads,
-                                             why="absent: transformers then uses num_attention_heads"),
+        "num_key_value_heads": cfg.defaulted(
+            "num_key_value_heads", heads, why="absent: transformers then uses num_attention_heads"
+        ),
         "vocab_size": cfg.required("vocab_size"),
-        "tie_word_embeddings": cfg.defaulted("tie_word_embeddings", False,
-                                             why="absent: the transformers default for this model_type"),
+        "tie_word_embeddings": cfg.defaulted(
+            "tie_word_embeddings", False, why="absent: the transformers default for this model_type"
+        ),
         "max_position_embeddings": cfg.required("max_position_embeddings"),
         "attention_bias": cfg.optional("attention_bias", False),
     }
@@ -92,8 +98,10 @@ def _llama(cfg: _Config) -> dict[str, Any]:
     if head_dim is None:
         hidden, heads = fields["hidden_size"], fields["num_attention_heads"]
         if hidden % heads:
-            raise DataFileError(f"{cfg.where}: head_dim: absent and hidden_size is not a multiple of "
-                                f"num_attention_heads (got {hidden} and {heads})")
+            raise DataFileError(
+                f"{cfg.where}: head_dim: absent and hidden_size is not a multiple of "
+                f"num_attention_heads (got {hidden} and {heads})"
+            )
         head_dim = hidden // heads
         cfg.derived["head_dim"] = f"head_dim = hidden_size / num_attention_heads = {head_dim} (absent)"
     return {**fields, "head_dim": head_dim}
@@ -104,8 +112,10 @@ def _qwen3(cfg: _Config) -> dict[str, Any]:
     if "num_experts" in cfg.raw and "intermediate_size" not in cfg.raw:
         # Every layer is MoE (checked in _qwen_moe), so the dense width is never used; the schema needs one.
         fields["intermediate_size"] = cfg.required("moe_intermediate_size")
-        cfg.derived["intermediate_size"] = ("intermediate_size = moe_intermediate_size (absent and unused: "
-                                            "every layer is MoE; placeholder the schema requires)")
+        cfg.derived["intermediate_size"] = (
+            "intermediate_size = moe_intermediate_size (absent and unused: "
+            "every layer is MoE; placeholder the schema requires)"
+        )
     else:
         fields["intermediate_size"] = cfg.required("intermediate_size")
     return fields
@@ -124,20 +134,35 @@ def _qwen_moe(cfg: _Config) -> dict[str, Any]:
 
 def _hybrid(cfg: _Config) -> dict[str, Any]:
     if cfg.optional("layer_types") is None and cfg.optional("full_attention_interval") is None:
-        raise DataFileError(f"{cfg.where}: {cfg.prefix}layer_types: required field missing (got neither "
-                            f"layer_types nor full_attention_interval, expected one for {cfg.model_type!r})")
-    fields = {key: cfg.required(key) for key in (
-        "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
-        "linear_num_key_heads", "linear_num_value_heads")}
-    return {**fields, "layer_types": cfg.optional("layer_types"),
-            "full_attention_interval": cfg.optional("full_attention_interval")}
+        raise DataFileError(
+            f"{cfg.where}: {cfg.prefix}layer_types: required field missing (got neither "
+            f"layer_types nor full_attention_interval, expected one for {cfg.model_type!r})"
+        )
+    fields = {
+        key: cfg.required(key)
+        for key in (
+            "linear_conv_kernel_dim",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+            "linear_num_key_heads",
+            "linear_num_value_heads",
+        )
+    }
+    return {
+        **fields,
+        "layer_types": cfg.optional("layer_types"),
+        "full_attention_interval": cfg.optional("full_attention_interval"),
+    }
 
 
 def _qwen3_5(cfg: _Config) -> dict[str, Any]:
-    fields = {**_qwen3(cfg), **_hybrid(cfg),
-              "attn_output_gate": cfg.defaulted("attn_output_gate", True, why="absent: always on in Qwen3.5"),
-              "mtp_num_hidden_layers": cfg.optional("mtp_num_hidden_layers", 0),
-              "mamba_ssm_dtype": cfg.optional("mamba_ssm_dtype")}
+    fields = {
+        **_qwen3(cfg),
+        **_hybrid(cfg),
+        "attn_output_gate": cfg.defaulted("attn_output_gate", True, why="absent: always on in Qwen3.5"),
+        "mtp_num_hidden_layers": cfg.optional("mtp_num_hidden_layers", 0),
+        "mamba_ssm_dtype": cfg.optional("mamba_ssm_dtype"),
+    }
     if "num_experts" in cfg.raw:
         fields.update(_qwen_moe(cfg))
     return fields
@@ -146,20 +171,34 @@ def _qwen3_5(cfg: _Config) -> dict[str, Any]:
 def _deepseek_v3(cfg: _Config) -> dict[str, Any]:
     cfg.must_equal("moe_layer_freq", 1)
     fields = {**_base_fields(cfg), "intermediate_size": cfg.required("intermediate_size")}
-    for key in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
-                "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"):
+    for key in (
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "qk_nope_head_dim",
+        "v_head_dim",
+        "n_routed_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+    ):
         fields[key] = cfg.required(key)
-    return {**fields, "q_lora_rank": cfg.optional("q_lora_rank"),
-            "n_shared_experts": cfg.optional("n_shared_experts") or None,
-            "first_k_dense_replace": cfg.optional("first_k_dense_replace", 0),
-            "num_nextn_predict_layers": cfg.optional("num_nextn_predict_layers", 0)}
+    return {
+        **fields,
+        "q_lora_rank": cfg.optional("q_lora_rank"),
+        "n_shared_experts": cfg.optional("n_shared_experts") or None,
+        "first_k_dense_replace": cfg.optional("first_k_dense_replace", 0),
+        "num_nextn_predict_layers": cfg.optional("num_nextn_predict_layers", 0),
+    }
 
 
 # Qwen3-Next always gates attention output; it is not a config key there (Qwen3.5 spells it out).
 FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
-    "llama": _llama, "qwen3": _qwen3, "qwen3_moe": lambda c: {**_qwen3(c), **_qwen_moe(c)},
+    "llama": _llama,
+    "qwen3": _qwen3,
+    "qwen3_moe": lambda c: {**_qwen3(c), **_qwen_moe(c)},
     "qwen3_next": lambda c: {**_qwen3(c), **_qwen_moe(c), **_hybrid(c), "attn_output_gate": True},
-    "qwen3_5_text": _qwen3_5, "qwen3_5_moe_text": _qwen3_5, "deepseek_v3": _deepseek_v3,
+    "qwen3_5_text": _qwen3_5,
+    "qwen3_5_moe_text": _qwen3_5,
+    "deepseek_v3": _deepseek_v3,
 }
 # model_type values `kvplan models import` understands (outer names of nested configs included).
 SUPPORTED_MODEL_TYPES = sorted([*FAMILIES, *NESTED_TEXT_TYPES])
@@ -174,8 +213,10 @@ def _text_config(config: Mapping[str, Any], where: str) -> _Config:
     else:
         cfg = _Config(config, config, where, "", str(outer_type))
     if cfg.model_type not in FAMILIES:
-        raise DataFileError(f"{where}: {cfg.prefix}model_type: unsupported (got {cfg.model_type!r}, "
-                            f"expected one of {', '.join(SUPPORTED_MODEL_TYPES)})")
+        raise DataFileError(
+            f"{where}: {cfg.prefix}model_type: unsupported (got {cfg.model_type!r}, "
+            f"expected one of {', '.join(SUPPORTED_MODEL_TYPES)})"
+        )
     return cfg
 
 
@@ -189,8 +230,9 @@ def attention_kind(fields: Mapping[str, Any], *, model_type: str) -> str:
     return "mha" if fields["num_attention_heads"] == fields["num_key_value_heads"] else "gqa"
 
 
-def card_from_config_dict(config: Mapping[str, Any], *, card_id: str, origin: str = "config.json",
-                          imported_on: str | None = None) -> ModelCard:
+def card_from_config_dict(
+    config: Mapping[str, Any], *, card_id: str, origin: str = "config.json", imported_on: str | None = None
+) -> ModelCard:
     """A validated ModelCard from a Hugging Face config dict; errors name `origin` and the config field.
 
     origin names the file in messages and in `sources`; imported_on (ISO date) defaults to today.
@@ -199,18 +241,34 @@ def card_from_config_dict(config: Mapping[str, Any], *, card_id: str, origin: st
     fields = FAMILIES[cfg.model_type](cfg)
     attention = attention_kind(fields, model_type=cfg.model_type)
     if attention != "hybrid":
-        fields = {k: v for k, v in fields.items() if not k.startswith("linear_") and k not in (
-            "layer_types", "full_attention_interval")}
+        fields = {
+            k: v
+            for k, v in fields.items()
+            if not k.startswith("linear_") and k not in ("layer_types", "full_attention_interval")
+        }
     date = imported_on or datetime.date.today().isoformat()
     hf_repo = str(config.get("_name_or_path") or "local")
     sources: list[dict[str, Any]] = [
-        {"ref": f"{origin} (imported by kvplan {__version__} on {date})", "confidence": "P"}]
+        {"ref": f"{origin} (imported by kvplan {__version__} on {date})", "confidence": "P"}
+    ]
     if cfg.derived:
-        sources.append({"ref": "kvplan models import: values not in config.json", "confidence": "D",
-                        "fields": sorted(cfg.derived), "note": "; ".join(cfg.derived.values())})
-    raw_card = {"id": card_id, "name": hf_repo.rstrip("/").split("/")[-1] if hf_repo != "local" else card_id,
-                "source": {"hf_repo": hf_repo}, "sources": sources, "model_type": cfg.model_type,
-                "attention": attention, **{k: v for k, v in fields.items() if v is not None}}
+        sources.append(
+            {
+                "ref": "kvplan models import: values not in config.json",
+                "confidence": "D",
+                "fields": sorted(cfg.derived),
+                "note": "; ".join(cfg.derived.values()),
+            }
+        )
+    raw_card = {
+        "id": card_id,
+        "name": hf_repo.rstrip("/").split("/")[-1] if hf_repo != "local" else card_id,
+        "source": {"hf_repo": hf_repo},
+        "sources": sources,
+        "model_type": cfg.model_type,
+        "attention": attention,
+        **{k: v for k, v in fields.items() if v is not None},
+    }
     try:
         return ModelCard.model_validate(raw_card)
     except ValidationError as exc:
@@ -224,8 +282,11 @@ def card_from_config_dict(config: Mapping[str, Any], *, card_id: str, origin: st
 def card_yaml(card: ModelCard) -> str:
     """The card as YAML in schema field order, without defaulted fields (schema_version kept)."""
     dumped = card.model_dump(mode="json", exclude_defaults=True)
-    always = {"schema_version": card.schema_version, "torch_dtype": card.torch_dtype,
-              "attention_bias": card.attention_bias}
+    always = {
+        "schema_version": card.schema_version,
+        "torch_dtype": card.torch_dtype,
+        "attention_bias": card.attention_bias,
+    }
     ordered = {k: dumped.get(k, always.get(k)) for k in ModelCard.model_fields if k in dumped or k in always}
     return str(yaml.safe_dump(ordered, sort_keys=False, default_flow_style=None, width=110))
 
@@ -234,8 +295,10 @@ def config_path_of(path: Path) -> Path:
     """`path` itself when it is a file, else `path`/config.json; DataFileError when neither exists."""
     candidate = path / "config.json" if path.is_dir() else path
     if not candidate.is_file():
-        raise DataFileError(f"{candidate}: config file not found (got {str(path)!r}, expected a directory "
-                            f"holding config.json, or the config.json file itself)")
+        raise DataFileError(
+            f"{candidate}: config file not found (got {str(path)!r}, expected a directory "
+            f"holding config.json, or the config.json file itself)"
+        )
     return candidate
 
 

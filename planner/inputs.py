@@ -15,6 +15,7 @@ from planner.deployment import (
     Deployment,
 )
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, storage_dtype, weight_scheme
+from planner.engines import DEFAULT_ENGINE, parse_engine
 from planner.errors import PlanInputError
 from planner.schema import HardwareProfile
 
@@ -41,6 +42,7 @@ class PlanRequest:
     mtp: int = 0
     mtp_acceptance: float = 0.7
     calibrated: bool = True
+    engine: str = DEFAULT_ENGINE
 
 
 def parse_ctx(text: str, *, flag: str = "--ctx") -> int:
@@ -117,6 +119,7 @@ def _check_ranges(req: PlanRequest) -> None:
 def to_deployment(req: PlanRequest) -> Deployment:
     """Resolve ids and parse values; raises KvplanError subclasses naming the offending flag."""
     _check_ranges(req)
+    engine = parse_engine(req.engine)
     ctx_tokens = parse_ctx(req.ctx)
     scheme = parse_weight_scheme(req.dtype)
     card, alias = catalog.resolve_model(req.model)
@@ -141,4 +144,5 @@ def to_deployment(req: PlanRequest) -> Deployment:
         mtp_acceptance_fraction=req.mtp_acceptance,
         calibrated=req.calibrated,
         model_alias=alias,
+        engine=engine,
     )

@@ -5,7 +5,8 @@ Sources: [DOC] = MindIE-LLM docs/zh/user_guide/user_manual/service_parameter_con
 [ROUTER] = the Python router's initialize(); all summarised in ascend-mindie-facts.md section 1.
 Base configs (planner/data/): mindie-config-2.x.json mirrors master src/server/conf/config.json;
 mindie-config-1.0.RC3.json the 1.0.RC3 layout (LogConfig with logLevel/logPath, no kvPoolConfig).
-Every field kvplan writes is listed once, in OWNED_FIELDS; everything else in the base is kept as is.
+Every field kvplan writes is listed once, in OWNED_FIELDS (planner/mindie_fields.py); everything else
+in the base is kept as is.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import copy
 import json
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
@@ -22,6 +22,7 @@ from pydantic import Field
 from planner import mindie_rules, units
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
+from planner.mindie_fields import MODEL, OWNED_FIELDS
 from planner.results import Plan
 from planner.schema import Frozen
 
@@ -39,66 +40,6 @@ PREFIX_CACHE_DOCUMENTED = re.compile(r"^(qwen2|qwen2\.5|qwen3|deepseek-(v3|r1))(
 KVPLAN_PLUGINS = ("mtp", "prefix_cache")
 MTP_EXCLUSIVE_PLUGINS = ("memory_decoding", "la")  # [mtp.md] MTP cannot combine with parallel decoding
 
-DEPLOY, MODEL, SCHEDULE = mindie_rules.DEPLOY, mindie_rules.MODEL, mindie_rules.SCHEDULE
-
-
-@dataclass(frozen=True)
-class OwnedField:
-    """One config.json field kvplan sets: where it lives, how kvplan derives it, what MindIE documents."""
-
-    path: tuple[str | int, ...]
-    derivation: str
-    doc: str
-
-    @property
-    def key(self) -> str:
-        """The field's own name (unique across the table)."""
-        return str(self.path[-1])
-
-    @property
-    def dotted(self) -> str:
-        """Path as MindIE's docs write it: BackendConfig.ScheduleConfig.maxBatchSize."""
-        return mindie_rules.dotted(self.path)
-
-
-# THE mapping table: every field kvplan overrides, in file order. Nothing else in the base is touched.
-OWNED_FIELDS: tuple[OwnedField, ...] = (
-    OwnedField(("BackendConfig", "modelInstanceNumber"), "1: kvplan plans one instance",
-               "[DOC] uint32 [1, 10]"),
-    OwnedField(("BackendConfig", "npuDeviceIds"), "[--devices], default 0..tp-1",
-               "[DOC] one set of logical ids per instance"),
-    OwnedField((*DEPLOY, "maxSeqLen"), "--ctx (input + output)", "[DOC] uint32 > 0, default 2560"),
-    OwnedField((*DEPLOY, "maxInputTokenLen"), "--max-input-tokens, default ctx - output",
-               "[DOC] [1, 4194304]; effective min(value, maxSeqLen - 1)"),
-    OwnedField((*DEPLOY, "truncation"), "false: over-long prompts fail loudly instead of losing context",
-               "[DOC] bool, default false"),
-    OwnedField((*MODEL, "modelName"), "--model-name, default the --model as typed",
-               "[DOC] served model name"),
-    OwnedField((*MODEL, "modelWeightPath"), "--weights-path", "[DOC] checkpoint directory"),
-    OwnedField((*MODEL, "worldSize"), "--tp", "[DOC] must equal the number of NPUs of the instance"),
-    OwnedField((*MODEL, "cpuMemSize"), "0: the plan never needs preemption (maxPreemptCount 0)",
-               "[DOC] uint32 GB; 0 only if maxPreemptCount = 0"),
-    OwnedField((*MODEL, "npuMemSize"), "-1 (auto) or floor(KV budget minus states, GiB) (explicit)",
-               "[DOC] int32 GB, -1 or (0, 2147483647]; [KV]: GB means GiB"),
-    OwnedField((*MODEL, "backendType"), "atb", "[DOC] atb | ms"),
-    OwnedField((*MODEL, "plugin_params"), "--mtp N / --prefix-cache, other plugins kept",
-               "[DOC] JSON string; mtp.md, prefix_cache.md"),
-    OwnedField((*SCHEDULE, "cacheBlockSize"), "--block-size", "[DOC] [1, 128], multiples of 16, 128 advised"),
-    OwnedField((*SCHEDULE, "maxPrefillBatchSize"), "min(maxBatchSize, 50)",
-               "[DOC] [1, maxBatchSize], 0 = max"),
-    OwnedField((*SCHEDULE, "maxPrefillTokens"), "max(--max-prefill-tokens 8192, maxInputTokenLen)",
-               "[DOC] [1, 4194304] and >= maxInputTokenLen"),
-    OwnedField((*SCHEDULE, "prefillTimeMsPerReq"), "roofline TTFT at maxInputTokenLen, else 150",
-               "[DOC] [0, 1000] ms, used when supportSelectBatch"),
-    OwnedField((*SCHEDULE, "decodeTimeMsPerReq"), "roofline decode step at maxBatchSize, else 50",
-               "[DOC] [0, 1000] ms, used when supportSelectBatch"),
-    OwnedField((*SCHEDULE, "maxBatchSize"), "plan max_batch_size", "[DOC] [1, 5000] and >= maxPreemptCount"),
-    OwnedField((*SCHEDULE, "maxIterTimes"), "--max-output-tokens, default ctx / 4", "[DOC] [1, maxSeqLen]"),
-    OwnedField((*SCHEDULE, "maxPreemptCount"), "0: every planned sequence fits", "[DOC] [0, maxBatchSize]"),
-    OwnedField((*SCHEDULE, "supportSelectBatch"), "true only with roofline times (they are used only then)",
-               "[DOC] bool, default false"),
-    OwnedField((*SCHEDULE, "maxQueueDelayMicroseconds"), "5000 (MindIE default)", "[DOC] [500, 1000000] us"),
-)
 KEEP = "<keep the base's value>"  # owned value meaning: leave the base's field as it is
 
 
@@ -166,8 +107,12 @@ def resolve_lengths(ctx_tokens: int, *, block_size_tokens: int, options: MindieO
             f"(got {in_tokens} + {out_tokens}, expected a sum <= {ctx_tokens})"
         )
     prefill = options.max_prefill_tokens or max(DEFAULT_MAX_PREFILL_TOKENS, in_tokens)
-    return Lengths(max_seq_len_tokens=ctx_tokens, max_input_tokens=in_tokens, max_output_tokens=out_tokens,
-                   max_prefill_tokens=prefill)
+    return Lengths(
+        max_seq_len_tokens=ctx_tokens,
+        max_input_tokens=in_tokens,
+        max_output_tokens=out_tokens,
+        max_prefill_tokens=prefill,
+    )
 
 
 def sized_deployment(dep: Deployment, *, options: MindieOptions) -> tuple[Deployment, Lengths]:
@@ -181,8 +126,10 @@ def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "ex
     of activations and runtime cannot cause an OOM. Multimodal checkpoints must use explicit ([DOC])."""
     multimodal = model_id in MULTIMODAL_CHECKPOINTS
     if requested == "auto" and multimodal:
-        raise PlanInputError(f"--npu-mem-size: MindIE does not allow npuMemSize -1 for multimodal models "
-                             f"(got auto for {model_id}, expected explicit)")
+        raise PlanInputError(
+            f"--npu-mem-size: MindIE does not allow npuMemSize -1 for multimodal models "
+            f"(got auto for {model_id}, expected explicit)"
+        )
     if requested == "explicit" or multimodal:
         return "explicit"
     return "auto"
@@ -201,9 +148,11 @@ def npu_mem_size_gib(plan: Plan, *, mode: str) -> int:
     gib = (plan.memory.kv_budget_bytes - states) // units.GIB_BYTES
     if gib < 1:
         budget = units.fmt_gib(plan.memory.kv_budget_bytes - states)
-        raise DoesNotFitError(f"{plan.model} on {plan.card} at tp={plan.tp}: npuMemSize would be 0 GB "
-                              f"(got {budget} of KV budget, expected >= 1 GiB); "
-                              f"try --npu-mem-size auto or a larger --tp")
+        raise DoesNotFitError(
+            f"{plan.model} on {plan.card} at tp={plan.tp}: npuMemSize would be 0 GB "
+            f"(got {budget} of KV budget, expected >= 1 GiB); "
+            f"try --npu-mem-size auto or a larger --tp"
+        )
     return int(gib)
 
 
@@ -223,9 +172,15 @@ def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int) -> BlockPr
     per_request = math.ceil(lengths.max_input_tokens / block) + math.ceil(lengths.max_output_tokens / block)
     usable = max(allocated - RESERVED_BLOCKS, 0)
     warmup_tokens = min(lengths.max_seq_len_tokens, lengths.max_input_tokens + lengths.max_output_tokens)
-    return BlockPrediction(block_bytes=block_bytes, kv_budget_bytes=budget, allocated_blocks=allocated,
-                           npu_block_num=usable, blocks_per_request=per_request,
-                           concurrency=usable // per_request, warmup_blocks=math.ceil(warmup_tokens / block))
+    return BlockPrediction(
+        block_bytes=block_bytes,
+        kv_budget_bytes=budget,
+        allocated_blocks=allocated,
+        npu_block_num=usable,
+        blocks_per_request=per_request,
+        concurrency=usable // per_request,
+        warmup_blocks=math.ceil(warmup_tokens / block),
+    )
 
 
 def plugin_params(base_value: object, *, options: MindieOptions) -> str | None:
@@ -236,14 +191,18 @@ def plugin_params(base_value: object, *, options: MindieOptions) -> str | None:
             existing = json.loads(base_value)
         except json.JSONDecodeError as exc:
             where = mindie_rules.dotted((*MODEL, "plugin_params"))
-            raise DataFileError(f"{where}: not a JSON string (got {base_value!r}, "
-                                f"expected e.g. '{{\"plugin_type\":\"mtp\"}}'; {exc.msg})") from exc
+            raise DataFileError(
+                f"{where}: not a JSON string (got {base_value!r}, "
+                f'expected e.g. \'{{"plugin_type":"mtp"}}\'; {exc.msg})'
+            ) from exc
     kept = [p for p in str(existing.get("plugin_type", "")).split(",") if p and p not in KVPLAN_PLUGINS]
     params = {k: v for k, v in existing.items() if k not in ("plugin_type", "num_speculative_tokens")}
     if options.mtp and set(kept) & set(MTP_EXCLUSIVE_PLUGINS):
-        raise PlanInputError(f"--mtp: MindIE's MTP cannot be combined with parallel decoding "
-                             f"(got plugin_type {','.join(kept)} in the base, "
-                             f"expected none of {', '.join(MTP_EXCLUSIVE_PLUGINS)})")
+        raise PlanInputError(
+            f"--mtp: MindIE's MTP cannot be combined with parallel decoding "
+            f"(got plugin_type {','.join(kept)} in the base, "
+            f"expected none of {', '.join(MTP_EXCLUSIVE_PLUGINS)})"
+        )
     wanted = [*kept, *(["mtp"] if options.mtp else []), *(["prefix_cache"] if options.prefix_cache else [])]
     if not wanted:
         return None
@@ -264,24 +223,35 @@ def schedule_times_ms(plan: Plan) -> tuple[int, int] | None:
     return prefill_ms, min(round(units.s_to_ms(perf.decode_step_s)), MAX_MS)
 
 
-def owned_values(plan: Plan, *, lengths: Lengths, options: MindieOptions, base: dict[str, Any],
-                 npu_mem_gib: int) -> dict[str, Any]:
+def owned_values(
+    plan: Plan, *, lengths: Lengths, options: MindieOptions, base: dict[str, Any], npu_mem_gib: int
+) -> dict[str, Any]:
     """Value of every OWNED_FIELDS entry (KEEP: leave the base's; None: remove the field)."""
     times = schedule_times_ms(plan)
     batch = plan.recommendation.max_batch_size
     prefill_ms, decode_ms = times or (DEFAULT_PREFILL_MS, DEFAULT_DECODE_MS)
     return {
-        "modelInstanceNumber": 1, "npuDeviceIds": [list(options.devices or range(plan.tp))],
-        "maxSeqLen": lengths.max_seq_len_tokens, "maxInputTokenLen": lengths.max_input_tokens,
-        "truncation": False, "modelName": options.model_name or KEEP,
+        "modelInstanceNumber": 1,
+        "npuDeviceIds": [list(options.devices or range(plan.tp))],
+        "maxSeqLen": lengths.max_seq_len_tokens,
+        "maxInputTokenLen": lengths.max_input_tokens,
+        "truncation": False,
+        "modelName": options.model_name or KEEP,
         "modelWeightPath": options.weights_path or KEEP,
-        "worldSize": plan.tp, "cpuMemSize": 0, "npuMemSize": npu_mem_gib, "backendType": "atb",
+        "worldSize": plan.tp,
+        "cpuMemSize": 0,
+        "npuMemSize": npu_mem_gib,
+        "backendType": "atb",
         "plugin_params": plugin_params(lookup(base, (*MODEL, "plugin_params")), options=options),
         "cacheBlockSize": plan.block_size_tokens,
         "maxPrefillBatchSize": min(batch, DEFAULT_MAX_PREFILL_BATCH_SIZE),
-        "maxPrefillTokens": lengths.max_prefill_tokens, "prefillTimeMsPerReq": prefill_ms,
-        "decodeTimeMsPerReq": decode_ms, "maxBatchSize": batch, "maxIterTimes": lengths.max_output_tokens,
-        "maxPreemptCount": 0, "supportSelectBatch": times is not None,
+        "maxPrefillTokens": lengths.max_prefill_tokens,
+        "prefillTimeMsPerReq": prefill_ms,
+        "decodeTimeMsPerReq": decode_ms,
+        "maxBatchSize": batch,
+        "maxIterTimes": lengths.max_output_tokens,
+        "maxPreemptCount": 0,
+        "supportSelectBatch": times is not None,
         "maxQueueDelayMicroseconds": DEFAULT_QUEUE_DELAY_US,
     }
 
@@ -306,13 +276,17 @@ def merge_config(base: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]
     for field in OWNED_FIELDS:
         parent = lookup(cfg, field.path[:-1])
         if not isinstance(parent, dict):
-            raise DataFileError(f"{mindie_rules.dotted(field.path[:-1])}: missing from the base config "
-                                f"(got no such object, expected a MindIE config.json of the 1.0.RC3+ layout)")
+            raise DataFileError(
+                f"{mindie_rules.dotted(field.path[:-1])}: missing from the base config "
+                f"(got no such object, expected a MindIE config.json of the 1.0.RC3+ layout)"
+            )
         value = values[field.key]
         if value is KEEP:
             if field.key not in parent:
-                raise PlanInputError(f"--{_FLAG_FOR_KEEP[field.key]}: required, the base has no "
-                                     f"{field.dotted} (got nothing, expected a value)")
+                raise PlanInputError(
+                    f"--{_FLAG_FOR_KEEP[field.key]}: required, the base has no "
+                    f"{field.dotted} (got nothing, expected a value)"
+                )
         elif value is None:
             parent.pop(field.key, None)
         else:
@@ -326,20 +300,25 @@ _FLAG_FOR_KEEP = {"modelName": "model-name", "modelWeightPath": "weights-path"}
 def check_options(plan: Plan, *, options: MindieOptions) -> None:
     """Flag-level MindIE constraints: MTP draft count, plugins per layout, devices = worldSize."""
     if options.mtp and options.mtp not in mindie_rules.MTP_TOKENS:
-        raise PlanInputError(f"--mtp: MindIE's MTP plugin takes 1 or 2 speculative tokens "
-                             f"(got {options.mtp}, expected 1 or 2)")
+        raise PlanInputError(
+            f"--mtp: MindIE's MTP plugin takes 1 or 2 speculative tokens (got {options.mtp}, expected 1 or 2)"
+        )
     if (options.mtp or options.prefix_cache) and options.mindie_version != DEFAULT_MINDIE_VERSION:
         flag = "--mtp" if options.mtp else "--prefix-cache"
-        raise PlanInputError(f"{flag}: kvplan writes plugin_params only for the 2.x layout "
-                             f"(got --mindie-version {options.mindie_version}, expected 2.x); "
-                             f"the reference facts document plugin_params for master only")
+        raise PlanInputError(
+            f"{flag}: kvplan writes plugin_params only for the 2.x layout "
+            f"(got --mindie-version {options.mindie_version}, expected 2.x); "
+            f"the reference facts document plugin_params for master only"
+        )
     devices = options.devices
     if devices is None:
         return
     if len(devices) != plan.tp or len(set(devices)) != len(devices) or min(devices) < 0:
-        raise PlanInputError(f"--devices: worldSize must equal the number of distinct NPU ids "
-                             f"(got {','.join(map(str, devices))}, expected {plan.tp} distinct ids >= 0 "
-                             f"for --tp {plan.tp})")
+        raise PlanInputError(
+            f"--devices: worldSize must equal the number of distinct NPU ids "
+            f"(got {','.join(map(str, devices))}, expected {plan.tp} distinct ids >= 0 "
+            f"for --tp {plan.tp})"
+        )
 
 
 def check_warmup(plan: Plan, prediction: BlockPrediction) -> None:
@@ -358,32 +337,43 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
     """Advice that does not stop the config."""
     notes = []
     if mode == "auto":
-        notes.append(f"npuMemSize -1: MindIE sizes the KV cache after warm-up as NPU_MEMORY_FRACTION x HBM "
-                     f"minus memory in use; export NPU_MEMORY_FRACTION={plan.memory_fraction:g} "
-                     f"(the plan's fraction)")
+        notes.append(
+            f"npuMemSize -1: MindIE sizes the KV cache after warm-up as NPU_MEMORY_FRACTION x HBM "
+            f"minus memory in use; export NPU_MEMORY_FRACTION={plan.memory_fraction:g} "
+            f"(the plan's fraction)"
+        )
     else:
-        notes.append("npuMemSize explicit: MindIE takes exactly this many GiB for KV and ignores "
-                     "NPU_MEMORY_FRACTION; if kvplan underestimates weights or activations this can OOM")
+        notes.append(
+            "npuMemSize explicit: MindIE takes exactly this many GiB for KV and ignores "
+            "NPU_MEMORY_FRACTION; if kvplan underestimates weights or activations this can OOM"
+        )
     if plan.performance is None:
-        notes.append("prefill/decode times: no roofline available, MindIE defaults 150/50 ms kept and "
-                     "supportSelectBatch left false")
+        notes.append(
+            "prefill/decode times: no roofline available, MindIE defaults 150/50 ms kept and "
+            "supportSelectBatch left false"
+        )
     elif units.s_to_ms(max(plan.performance.ttft_s, plan.performance.decode_step_s)) > MAX_MS:
         notes.append("roofline prefill or decode time above 1000 ms: clamped to MindIE's maximum")
     if prediction.concurrency < plan.recommendation.max_batch_size:
-        notes.append(f"MindIE's blocks hold {prediction.concurrency} full-length requests, fewer than "
-                     f"maxBatchSize {plan.recommendation.max_batch_size}: extra requests wait for blocks")
+        notes.append(
+            f"MindIE's blocks hold {prediction.concurrency} full-length requests, fewer than "
+            f"maxBatchSize {plan.recommendation.max_batch_size}: extra requests wait for blocks"
+        )
     if options.mtp and not MTP_DOCUMENTED.match(plan.model):
         notes.append(f"--mtp: MindIE documents MTP for DeepSeek-R1/V3 (W8A8 or KV-int8), not {plan.model}")
     if options.prefix_cache and not PREFIX_CACHE_DOCUMENTED.match(plan.model):
         notes.append(f"--prefix-cache: MindIE documents it for Qwen2/2.5/3, DeepSeek-R1/V3, not {plan.model}")
     if plan.memory.state_bytes_per_sequence:
-        notes.append("hybrid model: MindIE's block formula counts full-attention layers only; the "
-                     "linear-attention state per sequence is in maxBatchSize, not in npuBlockNum")
+        notes.append(
+            "hybrid model: MindIE's block formula counts full-attention layers only; the "
+            "linear-attention state per sequence is in maxBatchSize, not in npuBlockNum"
+        )
     return notes
 
 
-def mindie_config(plan: Plan, *, base: dict[str, Any], lengths: Lengths,
-                  options: MindieOptions) -> MindieResult:
+def mindie_config(
+    plan: Plan, *, base: dict[str, Any], lengths: Lengths, options: MindieOptions
+) -> MindieResult:
     """The whole MindIE answer for a plan: merged and validated config, npuBlockNum prediction, env, notes."""
     check_options(plan, options=options)
     mode = npu_mem_mode(plan.model, requested=options.npu_mem_size)

@@ -35,8 +35,10 @@ WEIGHTS_RE = re.compile(rf"Model loading took\s+{_NUMBER}\s*GiB")
 TOTAL_RE = re.compile(rf"Total npu memory:\s*{_NUMBER}\s*GiB")
 NON_KV_RE = re.compile(rf"Total non KV cache memory:\s*{_NUMBER}\s*GiB")
 FRACTION_RE = re.compile(rf"Requested memory:\s*{_NUMBER}\s*\(util\)")
-WARMUP_RE = re.compile(r"warmup params: max_prefill_tokens=(\d+), max_seq_len=(\d+), max_input_len=(\d+), "
-                       r"max_iter_times=(\d+)")
+WARMUP_RE = re.compile(
+    r"warmup params: max_prefill_tokens=(\d+), max_seq_len=(\d+), max_input_len=(\d+), "
+    r"max_iter_times=(\d+)"
+)
 WARMUP_FAILED_RE = re.compile(r"Required block number:\s*(\d+)\.\s*Left block number:\s*(\d+)")
 
 
@@ -131,9 +133,11 @@ def real_kv_budget(figures: MindieLogFigures, *, block_bytes: int) -> tuple[int,
         return figures.warmup_left_blocks * block_bytes, "Left block number (failed warm-up)"
     if figures.npu_block_num is not None:
         return (figures.npu_block_num + RESERVED_BLOCKS) * block_bytes, "npuBlockNum"
-    raise PlanInputError("--from-log: no KV figures in the log (got no npuBlockNum, 'Allocated ... for "
-                         "KVcache' or 'Left block number' line, expected at least one); start MindIE with "
-                         "MINDIE_LLM_PYTHON_LOG_TO_FILE=1 MINDIE_LLM_PYTHON_LOG_LEVEL=INFO")
+    raise PlanInputError(
+        "--from-log: no KV figures in the log (got no npuBlockNum, 'Allocated ... for "
+        "KVcache' or 'Left block number' line, expected at least one); start MindIE with "
+        "MINDIE_LLM_PYTHON_LOG_TO_FILE=1 MINDIE_LLM_PYTHON_LOG_LEVEL=INFO"
+    )
 
 
 def reserve_delta_bytes(plan: Plan, figures: MindieLogFigures, *, real_budget: int) -> tuple[int, int | None]:
@@ -153,20 +157,29 @@ def reserve_delta_bytes(plan: Plan, figures: MindieLogFigures, *, real_budget: i
 def _consistency_notes(plan: Plan, figures: MindieLogFigures, *, max_seq_len: int) -> list[str]:
     notes = []
     if figures.block_size_tokens and figures.block_size_tokens != plan.block_size_tokens:
-        notes.append(f"the log's blockSize is {figures.block_size_tokens}, "
-                     f"this plan uses {plan.block_size_tokens}")
+        notes.append(
+            f"the log's blockSize is {figures.block_size_tokens}, this plan uses {plan.block_size_tokens}"
+        )
     if figures.memory_fraction is not None and figures.memory_fraction != plan.memory_fraction:
-        notes.append(f"the log ran with NPU_MEMORY_FRACTION {figures.memory_fraction:g}, this plan with "
-                     f"{plan.memory_fraction:g}: the correction assumes the same fraction")
+        notes.append(
+            f"the log ran with NPU_MEMORY_FRACTION {figures.memory_fraction:g}, this plan with "
+            f"{plan.memory_fraction:g}: the correction assumes the same fraction"
+        )
     if figures.warmup and figures.warmup.max_seq_len != max_seq_len:
-        notes.append(f"the log warmed up with max_seq_len {figures.warmup.max_seq_len}, this plan with "
-                     f"{max_seq_len}: activations differ, re-check after the next start")
+        notes.append(
+            f"the log warmed up with max_seq_len {figures.warmup.max_seq_len}, this plan with "
+            f"{max_seq_len}: activations differ, re-check after the next start"
+        )
     if figures.warmup_required_blocks is not None:
-        notes.append(f"MindIE's warm-up failed: it needed {figures.warmup_required_blocks} blocks and had "
-                     f"{figures.warmup_left_blocks} (start-up OOM)")
+        notes.append(
+            f"MindIE's warm-up failed: it needed {figures.warmup_required_blocks} blocks and had "
+            f"{figures.warmup_left_blocks} (start-up OOM)"
+        )
     if not figures.non_kv_cache_bytes and not figures.kv_cache_bytes:
-        notes.append("no profiling line: assuming the logged run used npuMemSize -1; with an explicit "
-                     "npuMemSize the log only confirms the block size, not the reserve")
+        notes.append(
+            "no profiling line: assuming the logged run used npuMemSize -1; with an explicit "
+            "npuMemSize the log only confirms the block size, not the reserve"
+        )
     return notes
 
 
@@ -181,8 +194,13 @@ def compare_with_log(plan: Plan, *, figures: MindieLogFigures, prediction: Block
     planned_budget = max(plan.memory.kv_budget_bytes, 0)  # the -1 estimate, whatever npuMemSize is now
     predicted_blocks = max(planned_budget // prediction.block_bytes - RESERVED_BLOCKS, 0)
     return LogComparison(
-        predicted_npu_block_num=predicted_blocks, real_npu_block_num=figures.npu_block_num,
-        predicted_kv_budget_bytes=planned_budget, real_kv_budget_bytes=real_budget, source=source,
-        reserve_delta_bytes=delta, corrected_runtime_bytes=corrected, corrected_capacity_bytes=capacity,
+        predicted_npu_block_num=predicted_blocks,
+        real_npu_block_num=figures.npu_block_num,
+        predicted_kv_budget_bytes=planned_budget,
+        real_kv_budget_bytes=real_budget,
+        source=source,
+        reserve_delta_bytes=delta,
+        corrected_runtime_bytes=corrected,
+        corrected_capacity_bytes=capacity,
         notes=notes,
     )

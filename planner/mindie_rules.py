@@ -61,8 +61,12 @@ RANGE_RULES: tuple[RangeRule, ...] = (
 
 # (left, relation, right, hint): left <relation> right must hold.
 RELATION_RULES: tuple[tuple[tuple[str | int, ...], str, tuple[str | int, ...], str], ...] = (
-    ((*SCHEDULE, "maxPrefillTokens"), ">=", (*DEPLOY, "maxInputTokenLen"),
-     "raise --max-prefill-tokens or lower --max-input-tokens"),
+    (
+        (*SCHEDULE, "maxPrefillTokens"),
+        ">=",
+        (*DEPLOY, "maxInputTokenLen"),
+        "raise --max-prefill-tokens or lower --max-input-tokens",
+    ),
     ((*SCHEDULE, "maxIterTimes"), "<=", (*DEPLOY, "maxSeqLen"), "lower --max-output-tokens"),
     ((*SCHEDULE, "maxBatchSize"), ">=", (*SCHEDULE, "maxPreemptCount"), ""),
     ((*SCHEDULE, "maxPrefillBatchSize"), "<=", (*SCHEDULE, "maxBatchSize"), "0 means maxBatchSize"),
@@ -79,7 +83,8 @@ def _value(cfg: dict[str, Any], path: tuple[str | int, ...], expected: str) -> A
     node: Any = cfg
     for part in path:
         ok = (isinstance(part, int) and isinstance(node, list) and part < len(node)) or (
-            isinstance(part, str) and isinstance(node, dict) and part in node)
+            isinstance(part, str) and isinstance(node, dict) and part in node
+        )
         if not ok:
             raise PlanInputError(f"{dotted(path)}: missing (got nothing, expected {expected})")
         node = node[part]
@@ -133,12 +138,21 @@ def check_model_config(cfg: dict[str, Any]) -> None:
     preempt = _integer(cfg, (*SCHEDULE, "maxPreemptCount"), "an integer")
     if preempt > 0 and _integer(cfg, (*MODEL, "cpuMemSize"), "an integer") <= 0:
         cpu = _value(cfg, (*MODEL, "cpuMemSize"), "")
-        raise _fail((*MODEL, "cpuMemSize"), f"must be > 0 when maxPreemptCount is {preempt} "
-                    "(preemption swaps KV to host memory)", cpu, "> 0")
+        raise _fail(
+            (*MODEL, "cpuMemSize"),
+            f"must be > 0 when maxPreemptCount is {preempt} (preemption swaps KV to host memory)",
+            cpu,
+            "> 0",
+        )
     block = _integer(cfg, (*SCHEDULE, "cacheBlockSize"), "an integer")
     if block % BLOCK_MULTIPLE:
-        raise _fail((*SCHEDULE, "cacheBlockSize"), "must be a multiple of 16", block, "16, 32, 64 or 128",
-                    "set --block-size 128 (MindIE's advice)")
+        raise _fail(
+            (*SCHEDULE, "cacheBlockSize"),
+            "must be a multiple of 16",
+            block,
+            "16, 32, 64 or 128",
+            "set --block-size 128 (MindIE's advice)",
+        )
 
 
 def check_devices(cfg: dict[str, Any]) -> None:
@@ -154,8 +168,13 @@ def check_devices(cfg: dict[str, Any]) -> None:
         if not ints or len(set(group)) != len(group) or min(group, default=-1) < 0:
             raise _fail(path, "ids must be distinct integers >= 0", group, "e.g. [0, 1]")
         if len(group) != world:
-            raise _fail((*MODEL, "worldSize"), f"must equal the number of devices in {dotted(path)}",
-                        world, str(len(group)), "set --devices and --tp together")
+            raise _fail(
+                (*MODEL, "worldSize"),
+                f"must equal the number of devices in {dotted(path)}",
+                world,
+                str(len(group)),
+                "set --devices and --tp together",
+            )
 
 
 def check_plugins(cfg: dict[str, Any]) -> None:
@@ -170,7 +189,7 @@ def check_plugins(cfg: dict[str, Any]) -> None:
     except json.JSONDecodeError:
         params = None
     if not isinstance(params, dict):
-        raise _fail(path, "must be a JSON object in a string", raw, "'{\"plugin_type\":\"mtp\",...}'")
+        raise _fail(path, "must be a JSON object in a string", raw, '\'{"plugin_type":"mtp",...}\'')
     if "mtp" not in str(params.get("plugin_type", "")).split(","):
         return
     tokens = params.get("num_speculative_tokens")
@@ -178,8 +197,9 @@ def check_plugins(cfg: dict[str, Any]) -> None:
         raise _fail(path, "MTP num_speculative_tokens out of MindIE's range", tokens, "1 or 2", "set --mtp 1")
     template = _value(cfg, (*SCHEDULE, "templateType"), "Standard or Mix")
     if template == "Mix":
-        raise _fail((*SCHEDULE, "templateType"), "MTP cannot be combined with SplitFuse", template,
-                    "Standard")
+        raise _fail(
+            (*SCHEDULE, "templateType"), "MTP cannot be combined with SplitFuse", template, "Standard"
+        )
 
 
 def validate_config(cfg: dict[str, Any]) -> None:
@@ -194,8 +214,10 @@ def validate_config(cfg: dict[str, Any]) -> None:
 def load_base(version: str) -> dict[str, Any]:
     """The committed base config pinned to a MindIE layout (planner/data/)."""
     if version not in MINDIE_BASE_FILES:
-        raise PlanInputError(f"--mindie-version: unknown layout (got {version!r}, expected one of "
-                             f"{', '.join(MINDIE_BASE_FILES)})")
+        raise PlanInputError(
+            f"--mindie-version: unknown layout (got {version!r}, expected one of "
+            f"{', '.join(MINDIE_BASE_FILES)})"
+        )
     text = resources.files("planner").joinpath("data", MINDIE_BASE_FILES[version]).read_text(encoding="utf-8")
     return parse_config_text(text, source=f"planner/data/{MINDIE_BASE_FILES[version]}")
 

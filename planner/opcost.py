@@ -14,43 +14,17 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from planner.deployment import Deployment
-from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
-from planner.opweights import OpWeights, op_weights
-from planner.params import split
-from planner.units import BITS_PER_BYTE
+from planner.engines import OpKernels, op_kernels
+from planner.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, geometry, matmul_dtype
+
+__all__ = ["GDN_FLOP_PER_STATE_ELEMENT", "Geometry", "geometry", "matmul_dtype"]  # re-exported
 
 FloatArray = npt.NDArray[np.float64]
 Resource = Literal["hbm", "kv", "link", "none"]
 
-# Kernel launches per layer (or per run) of each op in graph mode.  [assumed: MindIE/ATB decode graph with
-# fused QKV, fused qk-norm+rope, reshape-and-cache + paged attention, gate_up + SwiGLU, fused add+RMSNorm;
-# calibration's kernel_overhead_us absorbs the error]
-KERNELS_PER_OP: dict[str, int] = {
-    "embedding": 1,
-    "attn.qkv_proj": 1,
-    "attn.core": 3,  # qk-norm+rope, reshape_and_cache, paged attention
-    "attn.o_proj": 1,
-    "gdn.in_proj": 2,  # in_proj_qkvz and in_proj_ba
-    "gdn.update": 3,  # causal conv1d update, recurrent delta-rule update, gated RMSNorm
-    "gdn.out_proj": 1,
-    "mlp.gate_up": 2,  # matmul + SwiGLU
-    "mlp.down": 1,
-    "moe.router": 2,  # gating matmul + top-k
-    "moe.experts": 5,  # dispatch, grouped gate_up, SwiGLU, grouped down, combine
-    "moe.shared": 3,
-    "norms": 2,  # two fused add+RMSNorm per layer
-    "lm_head": 2,  # final norm + matmul
-    "mtp.layer": 9,  # 3 norms, fc, qkv, o, gate_up, SwiGLU, down
-    "mtp.attention": 3,
-    "mtp.lm_head": 2,
-}
 # Hidden-vector passes per layer outside the matmuls: two RMSNorms (read + write = 2 each) and two
 # residual adds (2 reads + 1 write each): 2*2 + 2*3 = 10. Each touched element costs about one FLOP.
 NORM_RESIDUAL_PASSES_PER_LAYER = 10
-# FLOP per state element per token in a delta-rule update: decay (1), S^T k (2), rank-1 update (2),
-# readout S^T q (2) = 7.
-GDN_FLOP_PER_STATE_ELEMENT = 7
 # All-reduces per layer under tensor parallelism: after the attention output and after the MLP output.
 ALLREDUCES_PER_LAYER = 2
 
@@ -79,8 +53,28 @@ class Step:
 
 
 @dataclass(frozen=True)
+class AttentionLookup:
+    """Where a decode-attention term sits in the measured attention table (planner/attention.py).
+
+    rows   sequences * KV heads per rank (the kernel's parallel work items), ctx  cached tokens per sequence,
+    kernels  attention kernels whose time the table holds (one per layer),
+    read_bytes  the cache bytes the table's rate applies to; the rest of the term's bytes (writing the new
+                tokens' K/V) moves at HBM rate, so a higher table rate never makes a longer context faster
+    """
+
+    rows: FloatArray
+    ctx_tokens: FloatArray
+    kernels: int
+    read_bytes: FloatArray
+
+
+@dataclass(frozen=True)
 class Term:
-    """One op over `layers` layers: bytes over `resource`, FLOP in `compute_dtype`, launches, collectives."""
+    """One op over `layers` layers: bytes over `resource`, FLOP in `compute_dtype`, launches, collectives.
+
+    kernels counts every launch; matmuls of them are matmul calls (charged matmul latency, the rest kernel
+    overhead). attention is set on decode-attention terms, for the measured table.
+    """
 
     name: str
     layers: int
@@ -90,101 +84,43 @@ class Term:
     compute_dtype: str
     resource: Resource
     collectives: int = 0
+    matmuls: int = 0
+    attention: AttentionLookup | None = None
 
 
-@dataclass(frozen=True)
-class Geometry:
-    """Everything the terms need from a deployment, computed once (integers, per rank)."""
-
-    weights: OpWeights
-    kv_bytes_per_token: int
-    mtp_kv_bytes_per_token: int
-    state_bytes_per_sequence: int
-    attention_flop_per_key: int
-    mtp_attention_flop_per_key: int
-    gdn_flop_per_token: int
-    hidden_size: int
-    activation_bytes: int
-    layers: dict[str, int]
-    experts: int
-    top_k: int
-    tp: int
-    matmul_dtype: str
-    activation_dtype: str
+def launches(geo: Geometry, op: str, *, layers: int) -> dict[str, int]:
+    """Term keyword arguments kernels= and matmuls= for `op` over `layers` layers (or passes)."""
+    count: OpKernels = op_kernels(geo.engine, op)
+    return {"kernels": count.launches * layers, "matmuls": count.matmuls * layers}
 
 
-def attention_flop_per_key(dep: Deployment, *, layers: int) -> int:
-    """FLOP one query token spends on one cached key, summed over `layers` attention layers on a rank.
-
-    Formula: 2 * heads_rank * (d_qk + d_v) * layers
-        2        multiply + add
-        GQA/MHA  d_qk = d_v = head_dim (Q.K^T then P.V)
-        MLA      absorbed form: d_qk = kv_lora_rank + qk_rope_head_dim, d_v = kv_lora_rank
-        heads_rank = ceil(num_attention_heads / tp)
-    """
-    card = dep.model
-    heads_rank = split(card.num_attention_heads, dep.tp)
-    if card.attention == "mla":
-        qk_dim = (card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)
-        v_dim = card.kv_lora_rank or 0
-    else:
-        qk_dim = v_dim = card.head_dim or 0
-    return 2 * heads_rank * (qk_dim + v_dim) * layers
-
-
-def gdn_flop_per_token(dep: Deployment) -> int:
-    """FLOP one token spends in the state updates of all Gated DeltaNet layers on a rank.
-
-    Formula: L_lin * (7 * ceil(nv / tp) * dk * dv + 2 * K * ceil(C / tp))
-        7   GDN_FLOP_PER_STATE_ELEMENT (decay, S^T k, rank-1 update, readout)
-        C   conv channels 2 * nk * dk + nv * dv;  K linear_conv_kernel_dim (multiply-add per tap)
-    """
-    card = dep.model
-    nk, nv = card.linear_num_key_heads or 0, card.linear_num_value_heads or 0
-    dk, dv = card.linear_key_head_dim or 0, card.linear_value_head_dim or 0
-    state_flop = GDN_FLOP_PER_STATE_ELEMENT * split(nv, dep.tp) * dk * dv
-    conv_flop = 2 * (card.linear_conv_kernel_dim or 0) * split(2 * nk * dk + nv * dv, dep.tp)
-    return card.linear_attention_layers * (state_flop + conv_flop)
-
-
-def matmul_dtype(dep: Deployment) -> str:
-    """Peak key of the weight matmuls: the scheme's compute dtype, except that 16-bit compute (bf16, fp16,
-    w8a16, w4a16) runs in the card's activation dtype (fp16 on cards without bf16, such as the 310P)."""
-    compute = dep.weight_scheme.compute_dtype
-    return dep.activation_dtype.value if compute in ("bf16", "fp16") else compute
-
-
-def geometry(dep: Deployment) -> Geometry:
-    """Collect per-rank weights, cache sizes and FLOP coefficients of a deployment."""
-    card, act = dep.model, dep.activation_dtype
-    kv_main = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp)
-    kv_mtp = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=True) - kv_main
-    mtp_layers = card.mtp_layers if dep.include_mtp else 0
-    layers = {
-        "full": card.full_attention_layers,
-        "linear": card.linear_attention_layers,
-        "dense": card.num_hidden_layers - card.moe_layers,
-        "moe": card.moe_layers,
-        "all": card.num_hidden_layers,
-        "mtp": mtp_layers,
-    }
-    return Geometry(
-        weights=op_weights(dep),
-        kv_bytes_per_token=kv_main,
-        mtp_kv_bytes_per_token=kv_mtp if mtp_layers else 0,
-        state_bytes_per_sequence=linear_state_bytes_per_sequence(card, conv_dtype=act, tp=dep.tp),
-        attention_flop_per_key=attention_flop_per_key(dep, layers=card.full_attention_layers),
-        mtp_attention_flop_per_key=attention_flop_per_key(dep, layers=mtp_layers),
-        gdn_flop_per_token=gdn_flop_per_token(dep),
-        hidden_size=card.hidden_size,
-        activation_bytes=act.bits // BITS_PER_BYTE,
-        layers=layers,
-        experts=card.routed_expert_count,
-        top_k=card.num_experts_per_tok or 0,
-        tp=dep.tp,
-        matmul_dtype=matmul_dtype(dep),
-        activation_dtype=act.value,
+def term(
+    geo: Geometry,
+    op: str,
+    *,
+    layers: int,
+    hbm: FloatArray,
+    flop: FloatArray,
+    dtype: str,
+    resource: Resource = "hbm",
+) -> Term:
+    """A Term for `op` with the engine's launches over `layers` layers (or passes)."""
+    return Term(
+        op,
+        layers,
+        bytes=hbm,
+        flop=flop,
+        compute_dtype=dtype,
+        resource=resource,
+        **launches(geo, op, layers=layers),
     )
+
+
+def attention_launches(geo: Geometry, op: str, *, layers: int) -> dict[str, int]:
+    """launches() of an attention op plus the attention kernel and, on qk-norm models, the q/k norms."""
+    extra = ["attn.kernel"] + (["attn.qk_norm"] if geo.qk_norm else [])
+    kernels = op_kernels(geo.engine, op).launches + sum(op_kernels(geo.engine, e).launches for e in extra)
+    return {"kernels": kernels * layers, "matmuls": 0}
 
 
 def expected_experts_touched(experts: int, *, top_k: int, tokens: FloatArray) -> FloatArray:
@@ -207,7 +143,7 @@ def linear_term(geo: Geometry, step: Step, *, op: str, layers: int) -> Term:
     hbm = w.weight_bytes[op] + step.tokens * w.activation_elements_per_token[op] * geo.activation_bytes
     flop = 2.0 * step.tokens * w.matmul_elements[op]
     dtype = geo.activation_dtype if op in w.unquantized else geo.matmul_dtype
-    return Term(op, layers, KERNELS_PER_OP[op] * layers, hbm, flop, dtype, "hbm")
+    return term(geo, op, layers=layers, hbm=hbm, flop=flop, dtype=dtype)
 
 
 def moe_experts_term(geo: Geometry, step: Step) -> Term:
@@ -224,9 +160,7 @@ def moe_experts_term(geo: Geometry, step: Step) -> Term:
     )
     flop = 2.0 * step.tokens * w.matmul_elements["moe.experts"] * geo.top_k / e
     layers = geo.layers["moe"]
-    return Term(
-        "moe.experts", layers, KERNELS_PER_OP["moe.experts"] * layers, hbm, flop, geo.matmul_dtype, "hbm"
-    )
+    return term(geo, "moe.experts", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype)
 
 
 def attention_term(geo: Geometry, step: Step) -> Term:
@@ -241,8 +175,21 @@ def attention_term(geo: Geometry, step: Step) -> Term:
     hbm = step.sequences * step.cached_tokens * kv + step.tokens * kv
     flop = step.tokens * step.attended_tokens * geo.attention_flop_per_key
     layers = geo.layers["full"]
+    lookup = AttentionLookup(
+        rows=step.sequences * geo.kv_heads_per_rank,
+        ctx_tokens=step.cached_tokens,
+        kernels=layers,
+        read_bytes=step.sequences * step.cached_tokens * kv,
+    )
     return Term(
-        "attn.core", layers, KERNELS_PER_OP["attn.core"] * layers, hbm, flop, geo.activation_dtype, "kv"
+        "attn.core",
+        layers,
+        bytes=hbm,
+        flop=flop,
+        compute_dtype=geo.activation_dtype,
+        resource="kv",
+        attention=lookup,
+        **attention_launches(geo, "attn.core", layers=layers),
     )
 
 
@@ -256,8 +203,8 @@ def gdn_update_term(geo: Geometry, step: Step) -> Term:
     hbm = 2.0 * step.sequences * geo.state_bytes_per_sequence + geo.weights.weight_bytes["gdn.update"]
     flop = step.tokens * geo.gdn_flop_per_token
     layers = geo.layers["linear"]
-    return Term(
-        "gdn.update", layers, KERNELS_PER_OP["gdn.update"] * layers, hbm, flop, geo.activation_dtype, "kv"
+    return term(
+        geo, "gdn.update", layers=layers, hbm=hbm, flop=flop, dtype=geo.activation_dtype, resource="kv"
     )
 
 
@@ -271,7 +218,7 @@ def norms_term(geo: Geometry, step: Step) -> Term:
     elements = step.tokens * geo.hidden_size * NORM_RESIDUAL_PASSES_PER_LAYER * geo.layers["all"]
     hbm = geo.weights.weight_bytes["norms"] + elements * geo.activation_bytes
     layers = geo.layers["all"]
-    return Term("norms", layers, KERNELS_PER_OP["norms"] * layers, hbm, elements, geo.activation_dtype, "hbm")
+    return term(geo, "norms", layers=layers, hbm=hbm, flop=elements, dtype=geo.activation_dtype)
 
 
 def embedding_term(geo: Geometry, step: Step) -> Term:
@@ -280,9 +227,7 @@ def embedding_term(geo: Geometry, step: Step) -> Term:
     Formula: bytes = 2 * n * H * b_act (read the row, write the hidden state);  flop = 0
     """
     hbm = 2.0 * step.tokens * geo.hidden_size * geo.activation_bytes
-    return Term(
-        "embedding", 1, KERNELS_PER_OP["embedding"], hbm, np.zeros_like(hbm), geo.activation_dtype, "hbm"
-    )
+    return term(geo, "embedding", layers=1, hbm=hbm, flop=np.zeros_like(hbm), dtype=geo.activation_dtype)
 
 
 def lm_head_term(geo: Geometry, step: Step) -> Term:
@@ -294,7 +239,7 @@ def lm_head_term(geo: Geometry, step: Step) -> Term:
     rows = step.logits_tokens
     hbm = w.weight_bytes["lm_head"] + rows * w.activation_elements_per_token["lm_head"] * geo.activation_bytes
     flop = 2.0 * rows * w.matmul_elements["lm_head"]
-    return Term("lm_head", 1, KERNELS_PER_OP["lm_head"], hbm, flop, geo.activation_dtype, "hbm")
+    return term(geo, "lm_head", layers=1, hbm=hbm, flop=flop, dtype=geo.activation_dtype)
 
 
 def allreduce_term(geo: Geometry, step: Step) -> Term:
@@ -306,7 +251,14 @@ def allreduce_term(geo: Geometry, step: Step) -> Term:
     count = ALLREDUCES_PER_LAYER * geo.layers["all"] if geo.tp > 1 else 0
     link = count * step.tokens * geo.hidden_size * geo.activation_bytes
     return Term(
-        "tp.allreduce", geo.layers["all"], 0, link, np.zeros_like(link), geo.activation_dtype, "link", count
+        "tp.allreduce",
+        geo.layers["all"],
+        kernels=0,
+        bytes=link,
+        flop=np.zeros_like(link),
+        compute_dtype=geo.activation_dtype,
+        resource="link",
+        collectives=count,
     )
 
 
@@ -328,7 +280,7 @@ def mtp_layer_term(geo: Geometry, step: Step) -> Term:
     hbm = runs * (w.weight_bytes["mtp.layer"] + expert_bytes + act * geo.activation_bytes)
     flop = runs * 2.0 * m * (w.matmul_elements["mtp.layer"] + expert_flop)
     layers = runs * geo.layers["mtp"]
-    return Term("mtp.layer", layers, KERNELS_PER_OP["mtp.layer"] * layers, hbm, flop, geo.matmul_dtype, "hbm")
+    return term(geo, "mtp.layer", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype)
 
 
 def mtp_attention_term(geo: Geometry, step: Step) -> Term:
@@ -340,8 +292,22 @@ def mtp_attention_term(geo: Geometry, step: Step) -> Term:
     hbm = runs * (step.sequences * step.cached_tokens + step.draft_tokens) * kv
     flop = runs * step.draft_tokens * step.attended_tokens * geo.mtp_attention_flop_per_key
     layers = runs * geo.layers["mtp"]
-    kernels = KERNELS_PER_OP["mtp.attention"] * layers
-    return Term("mtp.attention", layers, kernels, hbm, flop, geo.activation_dtype, "kv")
+    lookup = AttentionLookup(
+        rows=step.sequences * geo.kv_heads_per_rank,
+        ctx_tokens=step.cached_tokens,
+        kernels=layers,
+        read_bytes=runs * step.sequences * step.cached_tokens * kv,
+    )
+    return Term(
+        "mtp.attention",
+        layers,
+        bytes=hbm,
+        flop=flop,
+        compute_dtype=geo.activation_dtype,
+        resource="kv",
+        attention=lookup,
+        **attention_launches(geo, "mtp.attention", layers=layers),
+    )
 
 
 def mtp_lm_head_term(geo: Geometry, step: Step) -> Term:
@@ -354,8 +320,7 @@ def mtp_lm_head_term(geo: Geometry, step: Step) -> Term:
         w.weight_bytes["lm_head"] + rows * w.activation_elements_per_token["lm_head"] * geo.activation_bytes
     )
     flop = runs * 2.0 * rows * w.matmul_elements["lm_head"]
-    kernels = KERNELS_PER_OP["mtp.lm_head"] * runs
-    return Term("mtp.lm_head", runs, kernels, hbm, flop, geo.activation_dtype, "hbm")
+    return term(geo, "mtp.lm_head", layers=runs, hbm=hbm, flop=flop, dtype=geo.activation_dtype)
 
 
 def step_terms(geo: Geometry, step: Step) -> list[Term]:

@@ -1,9 +1,11 @@
 """Roofline step times: per-op ledgers for a decode step and a prefill, and a vectorised decode grid.
 
-Time of one op = max(bytes / effective bandwidth, FLOP / effective peak of its dtype) + kernels * launch
-overhead; all-reduces cost latency + 2 (tp - 1) / tp * bytes / effective link bandwidth; every pass pays
-the step overhead once. Effective = datasheet * the card's coefficients (measured ones when calibrated).
-Bytes and FLOP per op come from planner/opcost.py.
+Time of one op = max(bytes / effective bandwidth, FLOP / effective peak of its dtype) + matmul calls *
+matmul latency + other kernels * kernel overhead (the engine's kernel counts, planner/engines.py); decode
+attention reads the KV cache at the measured attention table's rate when the card has one
+(planner/attention.py), else at kv_read_bandwidth_fraction; all-reduces cost latency + 2 (tp - 1) / tp *
+bytes / effective link bandwidth; every pass pays the step overhead once. Effective = datasheet * the card's
+coefficients (measured ones when calibrated). Bytes and FLOP per op come from planner/opcost.py.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner import opcost
+from planner.attention import AttentionGrid, attention_bytes_per_s, attention_grid
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.opcost import FloatArray, Step, Term
@@ -34,9 +37,13 @@ class Rates:
     link_bytes_per_s: float
     flop_per_s: dict[str, float]
     kernel_overhead_s: float
+    matmul_latency_s: float
+    kernel_overhead_by_tokens: tuple[FloatArray, FloatArray] | None  # (log tokens, ratio), when measured
     step_overhead_s: float
     allreduce_latency_s: float
     tp: int
+    peak_bytes_per_s: float  # datasheet memory bandwidth: the attention table's rates never exceed it
+    attention: AttentionGrid | None = None  # measured decode-attention rates, when calibrated with a table
 
 
 class Op(Frozen):
@@ -103,10 +110,36 @@ def rates(dep: Deployment) -> Rates:
         * coeff.allreduce_bandwidth_fraction,
         flop_per_s={d: effective_flop_per_s(hw, coefficients=coeff, dtype=d) for d in sorted(dtypes)},
         kernel_overhead_s=us_to_s(coeff.kernel_overhead_us),
+        matmul_latency_s=us_to_s(coeff.matmul_latency_us),
+        kernel_overhead_by_tokens=kernel_overhead_table(coeff),
         step_overhead_s=us_to_s(coeff.step_overhead_us),
         allreduce_latency_s=us_to_s(coeff.allreduce_latency_us),
         tp=dep.tp,
+        peak_bytes_per_s=bandwidth,
+        attention=attention_grid(coeff.attention_table) if coeff.attention_table else None,
     )
+
+
+def kernel_overhead_table(coeff: PerfCoefficients) -> tuple[FloatArray, FloatArray] | None:
+    """(log tokens, cost relative to the fewest tokens) of the measured table, made non-decreasing."""
+    if not coeff.kernel_overhead_table:
+        return None
+    points = sorted((p.tokens, p.kernel_us) for p in coeff.kernel_overhead_table)
+    ratio = np.maximum.accumulate(np.array([us for _, us in points]) / points[0][1])
+    return np.log(np.array([t for t, _ in points], dtype=np.float64)), ratio
+
+
+def small_kernel_s(rate: Rates, *, tokens: FloatArray | float) -> FloatArray | float:
+    """Fixed cost of one small kernel at `tokens` rows.
+
+    Formula: kernel_overhead_s * r(tokens); r = the measured table's cost relative to its fewest tokens,
+    interpolated in log(tokens) and clamped at its ends (r = 1 without a table). kernel_overhead_us is the
+    table's first entry when measured, so a --from-bench fit of it scales the whole measured curve.
+    """
+    if rate.kernel_overhead_by_tokens is None:
+        return rate.kernel_overhead_s
+    log_tokens, ratio = rate.kernel_overhead_by_tokens
+    return rate.kernel_overhead_s * np.interp(np.log(np.maximum(tokens, 1.0)), log_tokens, ratio)
 
 
 def is_calibrated(dep: Deployment) -> bool:
@@ -114,29 +147,47 @@ def is_calibrated(dep: Deployment) -> bool:
     return dep.calibrated and dep.hardware.is_calibrated
 
 
-def term_seconds(term: Term, *, rate: Rates) -> tuple[FloatArray, FloatArray, FloatArray]:
+def term_seconds(
+    term: Term, *, rate: Rates, tokens: FloatArray | float = 1.0
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(transfer_s, compute_s, overhead_s) of one term.
 
     Formula:
         transfer_s = bytes / bw          bw = hbm, kv or (for all-reduce) link rate
                      all-reduce: 2 (tp - 1) / tp * bytes / link   (ring: reduce-scatter + all-gather)
+                     decode attention with a measured table: cache reads at min(table rate(rows, ctx),
+                     datasheet), the new tokens' K/V writes at the HBM rate
         compute_s  = flop / flop_per_s[compute_dtype]
-        overhead_s = kernels * kernel_overhead + collectives * allreduce_latency
+        overhead_s = m * matmul_latency + (k - m - a) * kernel_overhead + collectives * allreduce_latency
+                     k kernels, m of them matmul calls, a attention kernels timed by the table (else 0)
     """
+    timed_by_table = 0
     if term.resource == "link":
         ring_fraction = 2.0 * (rate.tp - 1) / rate.tp
         transfer = ring_fraction * term.bytes / rate.link_bytes_per_s
+    elif term.attention is not None and rate.attention is not None:
+        table = attention_bytes_per_s(
+            rate.attention, rows=term.attention.rows, ctx_tokens=term.attention.ctx_tokens
+        )
+        read = term.attention.read_bytes
+        transfer = read / np.minimum(table, rate.peak_bytes_per_s) + (term.bytes - read) / rate.hbm_bytes_per_s
+        timed_by_table = term.attention.kernels
     else:
         bandwidth = rate.kv_bytes_per_s if term.resource == "kv" else rate.hbm_bytes_per_s
         transfer = term.bytes / bandwidth
     compute = term.flop / rate.flop_per_s[term.compute_dtype]
-    overhead = term.kernels * rate.kernel_overhead_s + term.collectives * rate.allreduce_latency_s
-    return transfer, compute, np.full_like(transfer, overhead)
+    other_kernels = term.kernels - term.matmuls - timed_by_table
+    overhead = (
+        term.matmuls * rate.matmul_latency_s
+        + other_kernels * small_kernel_s(rate, tokens=tokens)
+        + term.collectives * rate.allreduce_latency_s
+    )
+    return transfer, compute, np.broadcast_to(overhead, np.broadcast(transfer, overhead).shape) + 0.0
 
 
-def term_time_s(term: Term, *, rate: Rates) -> FloatArray:
+def term_time_s(term: Term, *, rate: Rates, tokens: FloatArray | float = 1.0) -> FloatArray:
     """Formula: time_s = max(transfer_s, compute_s) + overhead_s."""
-    transfer, compute, overhead = term_seconds(term, rate=rate)
+    transfer, compute, overhead = term_seconds(term, rate=rate, tokens=tokens)
     return np.maximum(transfer, compute) + overhead
 
 
@@ -174,7 +225,7 @@ def decode_step_s_grid(dep: Deployment, *, batch: npt.ArrayLike, ctx_tokens: npt
     step = decode_step(dep, batch=batch_arr, ctx_tokens=ctx_arr)
     total = np.full(np.broadcast_shapes(batch_arr.shape, ctx_arr.shape), rate.step_overhead_s)
     for term in opcost.step_terms(opcost.geometry(dep), step):
-        total = total + term_time_s(term, rate=rate)
+        total = total + term_time_s(term, rate=rate, tokens=step.tokens)
     return total
 
 
@@ -192,9 +243,9 @@ def bound_of(*, transfer_s: float, compute_s: float, overhead_s: float, resource
     return "interconnect" if resource == "link" else "memory"
 
 
-def ledger_op(term: Term, *, rate: Rates, chunks: int) -> Op:
+def ledger_op(term: Term, *, rate: Rates, chunks: int, tokens: FloatArray) -> Op:
     """Sum one term over the passes (prefill chunks, or the single decode step) into a ledger row."""
-    transfer, compute, overhead = term_seconds(term, rate=rate)
+    transfer, compute, overhead = term_seconds(term, rate=rate, tokens=tokens)
     time_s = float(np.sum(np.maximum(transfer, compute) + overhead))
     transfer_s, compute_s, overhead_s = (
         float(np.sum(transfer)),
@@ -247,7 +298,7 @@ def assemble_ledger(
     """Build a Ledger from a (possibly multi-chunk) pass; lengths = (batch, ctx_tokens, query_tokens)."""
     rate = rates(dep)
     terms = opcost.step_terms(opcost.geometry(dep), step)
-    ops = [ledger_op(t, rate=rate, chunks=chunks) for t in terms]
+    ops = [ledger_op(t, rate=rate, chunks=chunks, tokens=step.tokens) for t in terms]
     ops.append(step_overhead_op(rate, passes=chunks))
     link = [t.name for t in terms if t.resource == "link"]
     return Ledger(

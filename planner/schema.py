@@ -213,6 +213,13 @@ class AttentionRate(Frozen):
     gb_per_s: float = Field(gt=0)
 
 
+class KernelCost(Frozen):
+    """Measured per-kernel time of small decode kernels at one token count (rows of [tokens, hidden])."""
+
+    tokens: int = Field(gt=0)
+    kernel_us: float = Field(gt=0)
+
+
 class PerfCoefficients(Frozen):
     """Efficiencies and overheads the roofline applies to a card's datasheet peaks.
 
@@ -225,6 +232,8 @@ class PerfCoefficients(Frozen):
     step_overhead_us                 fixed cost per decode step (sampling, scheduling, host sync)
     allreduce_latency_us             fixed latency of one tensor-parallel all-reduce
     allreduce_bandwidth_fraction     achieved / datasheet interconnect bandwidth for all-reduce
+    kernel_overhead_table            kernel_overhead_us measured at several token counts (decode elementwise
+                                     chain); None: kernel_overhead_us at every batch
     attention_table                  measured decode-attention rates over batch x kv heads x ctx; None: the
                                      roofline uses kv_read_bandwidth_fraction for attention
     """
@@ -237,6 +246,7 @@ class PerfCoefficients(Frozen):
     step_overhead_us: float = Field(ge=0)
     allreduce_latency_us: float = Field(ge=0)
     allreduce_bandwidth_fraction: float = Field(gt=0, le=1)
+    kernel_overhead_table: list[KernelCost] | None = Field(default=None, min_length=1)
     attention_table: list[AttentionRate] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")

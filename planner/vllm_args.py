@@ -42,8 +42,12 @@ def min_memory_utilization(plan: Plan) -> float:
     Formula: (weights + activation + runtime + batch * kv_bytes_per_sequence) / capacity
     """
     mem = plan.memory
-    needed = (mem.weights_bytes + mem.activation_bytes + mem.runtime_bytes
-              + plan.recommendation.max_batch_size * mem.kv_bytes_per_sequence)
+    needed = (
+        mem.weights_bytes
+        + mem.activation_bytes
+        + mem.runtime_bytes
+        + plan.recommendation.max_batch_size * mem.kv_bytes_per_sequence
+    )
     return math.ceil(needed / mem.device_capacity_bytes * units.PERCENT) / units.PERCENT
 
 
@@ -51,8 +55,10 @@ def vllm_args(plan: Plan, *, lengths: Lengths, options: MindieOptions) -> VllmAr
     """The vllm serve arguments of the plan, with notes where vLLM and MindIE differ."""
     if plan.block_size_tokens not in VLLM_BLOCK_SIZES:
         choices = ", ".join(map(str, VLLM_BLOCK_SIZES))
-        raise PlanInputError(f"--block-size: vLLM has no such block size "
-                             f"(got {plan.block_size_tokens}, expected one of {choices})")
+        raise PlanInputError(
+            f"--block-size: vLLM has no such block size "
+            f"(got {plan.block_size_tokens}, expected one of {choices})"
+        )
     args: list[tuple[str, str | None]] = [
         ("--max-model-len", str(lengths.max_seq_len_tokens)),
         ("--max-num-seqs", str(plan.recommendation.max_batch_size)),
@@ -66,23 +72,35 @@ def vllm_args(plan: Plan, *, lengths: Lengths, options: MindieOptions) -> VllmAr
         args.append(("--served-model-name", options.model_name))
     if options.prefix_cache:
         args.append(("--enable-prefix-caching", None))
-    return VllmArgs(model=options.weights_path or plan.model, args=args,
-                    min_gpu_memory_utilization=min_memory_utilization(plan), notes=vllm_notes(plan, options))
+    return VllmArgs(
+        model=options.weights_path or plan.model,
+        args=args,
+        min_gpu_memory_utilization=min_memory_utilization(plan),
+        notes=vllm_notes(plan, options),
+    )
 
 
 def vllm_notes(plan: Plan, options: MindieOptions) -> list[str]:
     """Where the vLLM command differs from the MindIE config in meaning."""
-    notes = [f"--gpu-memory-utilization {plan.memory_fraction:g} is NPU_MEMORY_FRACTION (a share of all "
-             f"memory), not npuMemSize; the plan's batch needs at least {min_memory_utilization(plan):g}"]
+    notes = [
+        f"--gpu-memory-utilization {plan.memory_fraction:g} is NPU_MEMORY_FRACTION (a share of all "
+        f"memory), not npuMemSize; the plan's batch needs at least {min_memory_utilization(plan):g}"
+    ]
     if plan.kv_dtype == "int8":
-        notes.append("--kv-cache-dtype: vLLM has no int8 choice; vllm-ascend's INT8 KV cache (C8) comes with "
-                     "an msModelSlim-quantized checkpoint, so auto is printed")
+        notes.append(
+            "--kv-cache-dtype: vLLM has no int8 choice; vllm-ascend's INT8 KV cache (C8) comes with "
+            "an msModelSlim-quantized checkpoint, so auto is printed"
+        )
     if options.mtp:
-        notes.append(f"--mtp {options.mtp}: add vllm-ascend's --speculative-config for MTP; its method name "
-                     f"depends on the vLLM version, so kvplan does not print it")
+        notes.append(
+            f"--mtp {options.mtp}: add vllm-ascend's --speculative-config for MTP; its method name "
+            f"depends on the vLLM version, so kvplan does not print it"
+        )
     if not options.prefix_cache:
-        notes.append("vLLM V1 enables prefix caching by default (MindIE does not); add "
-                     "--no-enable-prefix-caching to match the MindIE config")
+        notes.append(
+            "vLLM V1 enables prefix caching by default (MindIE does not); add "
+            "--no-enable-prefix-caching to match the MindIE config"
+        )
     return notes
 
 

@@ -19,6 +19,10 @@ from planner.schema import MeasuredBlock
 H200 = catalog.data_dir("hwprofiles") / "nvidia-h200.yaml"
 
 
+def _one(seconds: float) -> dict[str, object]:
+    return {"spread_fraction": 0.0, "samples_s": [seconds]}
+
+
 def _synthetic_measurements() -> Measurements:
     meas = Measurements(device="synthetic")
     meas.add("kernels", mode="graph", median_s=2e-6, spread_fraction=0.0, samples_s=[2e-6])
@@ -29,8 +33,9 @@ def _synthetic_measurements() -> Measurements:
     )
     meas.add("gemv", dtype="bf16", batch=64, bytes=96e6, median_s=1e-3, spread_fraction=0.0, samples_s=[1e-3])
     # 1 GB of KV in 402 us -> 2.5e12 B/s after the 2 us overhead; the 1 MB point is below the fit threshold
-    meas.add("attention", bytes=1e9, median_s=402e-6, spread_fraction=0.0, samples_s=[402e-6])
-    meas.add("attention", bytes=1e6, median_s=50e-6, spread_fraction=0.0, samples_s=[50e-6])
+    geometry = {"kv_heads": 8, "head_dim": 128}
+    meas.add("attention", bytes=1e9, median_s=402e-6, batch=64, ctx=7629, **geometry, **_one(402e-6))
+    meas.add("attention", bytes=1e6, median_s=50e-6, batch=1, ctx=244, **geometry, **_one(50e-6))
     meas.add(
         "gemm",
         dtype="bf16",
@@ -51,6 +56,36 @@ def test_coefficients_from_measurements() -> None:
     assert c.compute_fraction["fp8"] == hw.default_coefficients.compute_fraction["fp8"]  # not measured: kept
     assert c.kernel_overhead_us == pytest.approx(2.0)
     assert c.step_overhead_us == pytest.approx(50.0)
+    assert c.matmul_latency_us == hw.default_coefficients.matmul_latency_us  # one GEMV size: no latency fit
+    assert c.kernel_overhead_table is None
+    table = c.attention_table or []
+    assert [(p.batch, p.ctx_tokens) for p in table] == [(64, 7629), (1, 244)]
+    assert table[0].gb_per_s == pytest.approx(1e9 / 402e-6 / 1e9)  # bytes / median time, in GB/s
+
+
+def test_gemv_latency_fit_recovers_latency_and_bandwidth() -> None:
+    # t = 5 us + bytes / 4e12 B/s exactly over three sizes -> latency 5 us, fraction 4.0 / 4.8
+    meas = _synthetic_measurements()
+    meas.rows["gemv"] = []
+    for size in (2e6, 50e6, 400e6):
+        t = 5e-6 + size / 4e12
+        meas.add("gemv", dtype="bf16", batch=1, bytes=size, median_s=t, **_one(t))
+    c = coefficients_from(meas, catalog.load_card("nvidia-h200"), min_attn_bytes=0)
+    assert c.matmul_latency_us == pytest.approx(5.0, rel=1e-6)
+    assert c.weight_read_bandwidth_fraction == pytest.approx(4.0 / 4.8, rel=1e-6)
+
+
+def test_decode_chain_sets_kernel_overhead_and_its_table() -> None:
+    meas = _synthetic_measurements()
+    for batch, us in ((64, 2.5), (1, 1.5), (8, 2.0)):
+        meas.add("kernels", mode="decode_chain", batch=batch, median_s=us * 1e-6, **_one(us * 1e-6))
+    c = coefficients_from(meas, catalog.load_card("nvidia-h200"), min_attn_bytes=0)
+    assert c.kernel_overhead_us == pytest.approx(1.5)  # the chain at its smallest batch, not the empty kernel
+    assert [(k.tokens, k.kernel_us) for k in c.kernel_overhead_table or []] == [
+        (1, pytest.approx(1.5)),
+        (8, pytest.approx(2.0)),
+        (64, pytest.approx(2.5)),
+    ]
 
 
 def test_fraction_above_datasheet_is_clipped_and_noted() -> None:

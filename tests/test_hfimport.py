@@ -29,80 +29,212 @@ DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F8_E4M3": 1, "I32": 4}
 # --- fixtures: configs shaped like the released config.json files ------------------------------------
 
 QWEN3_0_6B = {
-    "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "architectures": ["Qwen3ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "head_dim": 128,
+    "hidden_act": "silu",
     "hidden_size": 1024,
-    "initializer_range": 0.02, "intermediate_size": 3072, "max_position_embeddings": 40960,
-    "max_window_layers": 28, "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28,
-    "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 1000000,
-    "sliding_window": None, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
-    "transformers_version": "4.51.0", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
+    "initializer_range": 0.02,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 40960,
+    "max_window_layers": 28,
+    "model_type": "qwen3",
+    "num_attention_heads": 16,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 1000000,
+    "sliding_window": None,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.51.0",
+    "use_cache": True,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
     "_name_or_path": "Qwen/Qwen3-0.6B",
 }
 QWEN3_30B_A3B = {
-    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "attention_bias": False,
-    "decoder_sparse_step": 1, "head_dim": 128, "hidden_size": 2048, "intermediate_size": 6144,
-    "max_position_embeddings": 40960, "mlp_only_layers": [], "moe_intermediate_size": 768,
-    "norm_topk_prob": True, "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8,
-    "num_hidden_layers": 48, "num_key_value_heads": 4, "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16", "vocab_size": 151936,
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "model_type": "qwen3_moe",
+    "attention_bias": False,
+    "decoder_sparse_step": 1,
+    "head_dim": 128,
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "max_position_embeddings": 40960,
+    "mlp_only_layers": [],
+    "moe_intermediate_size": 768,
+    "norm_topk_prob": True,
+    "num_attention_heads": 32,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 4,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 151936,
 }
 QWEN3_NEXT_80B = {
-    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "decoder_sparse_step": 1,
-    "full_attention_interval": 4, "head_dim": 256, "hidden_size": 2048, "intermediate_size": 5120,
-    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
-    "linear_num_value_heads": 32, "linear_value_head_dim": 128, "max_position_embeddings": 262144,
-    "mlp_only_layers": [], "moe_intermediate_size": 512, "num_attention_heads": 16, "num_experts": 512,
-    "num_experts_per_tok": 10, "num_hidden_layers": 48, "num_key_value_heads": 2,
-    "partial_rotary_factor": 0.25, "shared_expert_intermediate_size": 512, "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16", "vocab_size": 151936,
+    "architectures": ["Qwen3NextForCausalLM"],
+    "model_type": "qwen3_next",
+    "decoder_sparse_step": 1,
+    "full_attention_interval": 4,
+    "head_dim": 256,
+    "hidden_size": 2048,
+    "intermediate_size": 5120,
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "linear_value_head_dim": 128,
+    "max_position_embeddings": 262144,
+    "mlp_only_layers": [],
+    "moe_intermediate_size": 512,
+    "num_attention_heads": 16,
+    "num_experts": 512,
+    "num_experts_per_tok": 10,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 2,
+    "partial_rotary_factor": 0.25,
+    "shared_expert_intermediate_size": 512,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 151936,
 }
 QWEN3_5_27B = {
-    "architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "model_type": "qwen3_5",
     "tie_word_embeddings": False,  # only at the top level: the importer must look there too
     "text_config": {
-        "model_type": "qwen3_5_text", "attn_output_gate": True, "dtype": "bfloat16",
-        "full_attention_interval": 4, "head_dim": 256, "hidden_size": 5120, "intermediate_size": 17408,
+        "model_type": "qwen3_5_text",
+        "attn_output_gate": True,
+        "dtype": "bfloat16",
+        "full_attention_interval": 4,
+        "head_dim": 256,
+        "hidden_size": 5120,
+        "intermediate_size": 17408,
         "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 16,
-        "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
-        "linear_num_value_heads": 48, "linear_value_head_dim": 128, "mamba_ssm_dtype": "float32",
-        "max_position_embeddings": 262144, "mtp_num_hidden_layers": 1, "num_attention_heads": 24,
-        "num_hidden_layers": 64, "num_key_value_heads": 4, "vocab_size": 248320,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 48,
+        "linear_value_head_dim": 128,
+        "mamba_ssm_dtype": "float32",
+        "max_position_embeddings": 262144,
+        "mtp_num_hidden_layers": 1,
+        "num_attention_heads": 24,
+        "num_hidden_layers": 64,
+        "num_key_value_heads": 4,
+        "vocab_size": 248320,
     },
     "vision_config": {"model_type": "qwen3_5_vision", "depth": 27, "hidden_size": 1152},
 }
 QWEN3_5_TEXT: dict[str, Any] = QWEN3_5_27B["text_config"]  # type: ignore[assignment]
 LLAMA_3_1_8B = {  # the released config has no head_dim key
-    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
-    "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 131072,
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 131072,
     "mlp_bias": False,
-    "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
-    "pretraining_tp": 1, "rms_norm_eps": 1e-05,
-    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-    "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 128256,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 128256,
 }
 DEEPSEEK_V3 = {
-    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "attention_bias": False,
-    "first_k_dense_replace": 3, "hidden_size": 7168, "intermediate_size": 18432, "kv_lora_rank": 512,
-    "max_position_embeddings": 163840, "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 8,
-    "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": True, "num_attention_heads": 128,
-    "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 128,
-    "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-    "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
-                            "weight_block_size": [128, 128]},
-    "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "tie_word_embeddings": False, "topk_group": 4,
-    "torch_dtype": "bfloat16", "v_head_dim": 128, "vocab_size": 129280,
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3",
+    "attention_bias": False,
+    "first_k_dense_replace": 3,
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "kv_lora_rank": 512,
+    "max_position_embeddings": 163840,
+    "moe_intermediate_size": 2048,
+    "moe_layer_freq": 1,
+    "n_group": 8,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "norm_topk_prob": True,
+    "num_attention_heads": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 61,
+    "num_key_value_heads": 128,
+    "num_nextn_predict_layers": 1,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "quantization_config": {
+        "activation_scheme": "dynamic",
+        "fmt": "e4m3",
+        "quant_method": "fp8",
+        "weight_block_size": [128, 128],
+    },
+    "routed_scaling_factor": 2.5,
+    "scoring_func": "sigmoid",
+    "tie_word_embeddings": False,
+    "topk_group": 4,
+    "torch_dtype": "bfloat16",
+    "v_head_dim": 128,
+    "vocab_size": 129280,
 }
-GEOMETRY_KEYS = ("model_type", "attention", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                 "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings",
-                 "max_position_embeddings", "attention_bias", "qk_norm", "attn_output_gate",
-                 "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
-                 "linear_num_key_heads", "linear_num_value_heads", "num_experts", "n_routed_experts",
-                 "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
-                 "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
-                 "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "num_nextn_predict_layers")
+GEOMETRY_KEYS = (
+    "model_type",
+    "attention",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "tie_word_embeddings",
+    "max_position_embeddings",
+    "attention_bias",
+    "qk_norm",
+    "attn_output_gate",
+    "linear_conv_kernel_dim",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "num_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "num_nextn_predict_layers",
+)
 
 
 def write_safetensors(path: Path, tensors: Tensors) -> None:
@@ -127,23 +259,40 @@ def write_checkpoint(root: Path, config: dict[str, Any], shards: list[Tensors]) 
 
 
 # Tiny Llama: H=16, 4 heads x hd 4 (head_dim absent -> 16/4), 2 KV heads, I=32, V=64, L=2, untied head.
-TINY_LLAMA = {"model_type": "llama", "hidden_size": 16, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "intermediate_size": 32, "vocab_size": 64, "num_hidden_layers": 2,
-              "max_position_embeddings": 128, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-              "_name_or_path": "acme/Tiny-Llama"}
+TINY_LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 16,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 32,
+    "vocab_size": 64,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 128,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "_name_or_path": "acme/Tiny-Llama",
+}
 
 
 TINY_LLAMA_LAYER = {  # HF Llama tensor names of one decoder layer -> shape
-    "self_attn.q_proj.weight": [16, 16], "self_attn.k_proj.weight": [8, 16],
-    "self_attn.v_proj.weight": [8, 16], "self_attn.o_proj.weight": [16, 16],
-    "mlp.gate_proj.weight": [32, 16], "mlp.up_proj.weight": [32, 16],
-    "mlp.down_proj.weight": [16, 32], "input_layernorm.weight": [16], "post_attention_layernorm.weight": [16],
+    "self_attn.q_proj.weight": [16, 16],
+    "self_attn.k_proj.weight": [8, 16],
+    "self_attn.v_proj.weight": [8, 16],
+    "self_attn.o_proj.weight": [16, 16],
+    "mlp.gate_proj.weight": [32, 16],
+    "mlp.up_proj.weight": [32, 16],
+    "mlp.down_proj.weight": [16, 32],
+    "input_layernorm.weight": [16],
+    "post_attention_layernorm.weight": [16],
 }
 
 
 def tiny_llama_tensors(layers: range) -> Tensors:
-    return {f"model.layers.{i}.{name}": ("BF16", shape)
-            for i in layers for name, shape in TINY_LLAMA_LAYER.items()}
+    return {
+        f"model.layers.{i}.{name}": ("BF16", shape)
+        for i in layers
+        for name, shape in TINY_LLAMA_LAYER.items()
+    }
 
 
 # Per layer: q 256 + k 128 + v 128 + o 256 + mlp 3*512 + norms 32 = 2336; x2 layers = 4672;
@@ -153,18 +302,28 @@ TINY_LLAMA_PARAMETERS = 6736
 
 def tiny_llama_checkpoint(root: Path) -> Path:
     shard1 = {"model.embed_tokens.weight": ("BF16", [64, 16]), **tiny_llama_tensors(range(1))}
-    shard2 = {**tiny_llama_tensors(range(1, 2)), "model.norm.weight": ("BF16", [16]),
-              "lm_head.weight": ("BF16", [64, 16])}
+    shard2 = {
+        **tiny_llama_tensors(range(1, 2)),
+        "model.norm.weight": ("BF16", [16]),
+        "lm_head.weight": ("BF16", [64, 16]),
+    }
     return write_checkpoint(root, TINY_LLAMA, [shard1, shard2])
 
 
 # --- config.json -> card --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("config", "catalog_id"), [
-    (QWEN3_0_6B, "qwen3-0.6b"), (QWEN3_30B_A3B, "qwen3-30b-a3b"), (QWEN3_NEXT_80B, "qwen3-next-80b-a3b"),
-    (QWEN3_5_27B, "qwen3.5-27b"), (LLAMA_3_1_8B, "llama-3.1-8b"), (DEEPSEEK_V3, "deepseek-v3"),
-])
+@pytest.mark.parametrize(
+    ("config", "catalog_id"),
+    [
+        (QWEN3_0_6B, "qwen3-0.6b"),
+        (QWEN3_30B_A3B, "qwen3-30b-a3b"),
+        (QWEN3_NEXT_80B, "qwen3-next-80b-a3b"),
+        (QWEN3_5_27B, "qwen3.5-27b"),
+        (LLAMA_3_1_8B, "llama-3.1-8b"),
+        (DEEPSEEK_V3, "deepseek-v3"),
+    ],
+)
 def test_import_reproduces_catalogued_geometry(config: dict[str, Any], catalog_id: str) -> None:
     imported = hfimport.card_from_config_dict(config, card_id=catalog_id, imported_on="2025-01-01")
     committed = catalog.load_model(catalog_id)
@@ -192,11 +351,18 @@ def test_qwen3_5_takes_text_config_and_keeps_its_fields() -> None:
 
 
 def test_qwen3_5_moe_without_intermediate_size_gets_a_documented_placeholder() -> None:
-    text = {**QWEN3_5_TEXT, "model_type": "qwen3_5_moe_text", "num_experts": 256,
-            "num_experts_per_tok": 8, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512}
+    text = {
+        **QWEN3_5_TEXT,
+        "model_type": "qwen3_5_moe_text",
+        "num_experts": 256,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+    }
     del text["intermediate_size"]
-    card = hfimport.card_from_config_dict({**QWEN3_5_27B, "model_type": "qwen3_5_moe", "text_config": text},
-                                          card_id="q")
+    card = hfimport.card_from_config_dict(
+        {**QWEN3_5_27B, "model_type": "qwen3_5_moe", "text_config": text}, card_id="q"
+    )
     assert card.is_moe and card.moe_layers == card.num_hidden_layers
     assert card.intermediate_size == 512
     derived = card.sources[1]
@@ -221,27 +387,39 @@ def test_name_or_path_becomes_hf_repo() -> None:
 
 
 def test_unknown_model_type_names_file_type_and_supported_list() -> None:
-    with pytest.raises(DataFileError, match=r"^ckpt/config\.json: model_type: unsupported \(got 'mistral', "
-                                            r"expected one of .*deepseek_v3.*llama.*qwen3_next"):
-        hfimport.card_from_config_dict({**TINY_LLAMA, "model_type": "mistral"}, card_id="t",
-                                       origin="ckpt/config.json")
+    with pytest.raises(
+        DataFileError,
+        match=r"^ckpt/config\.json: model_type: unsupported \(got 'mistral', "
+        r"expected one of .*deepseek_v3.*llama.*qwen3_next",
+    ):
+        hfimport.card_from_config_dict(
+            {**TINY_LLAMA, "model_type": "mistral"}, card_id="t", origin="ckpt/config.json"
+        )
 
 
-@pytest.mark.parametrize(("config", "field"), [
-    ({k: v for k, v in TINY_LLAMA.items() if k != "vocab_size"}, "vocab_size"),
-    ({k: v for k, v in QWEN3_0_6B.items() if k != "head_dim"}, "head_dim"),
-    ({k: v for k, v in DEEPSEEK_V3.items() if k != "kv_lora_rank"}, "kv_lora_rank"),
-    ({**QWEN3_5_27B, "text_config": {k: v for k, v in QWEN3_5_TEXT.items() if k != "hidden_size"}},
-     "text_config.hidden_size"),
-])
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({k: v for k, v in TINY_LLAMA.items() if k != "vocab_size"}, "vocab_size"),
+        ({k: v for k, v in QWEN3_0_6B.items() if k != "head_dim"}, "head_dim"),
+        ({k: v for k, v in DEEPSEEK_V3.items() if k != "kv_lora_rank"}, "kv_lora_rank"),
+        (
+            {**QWEN3_5_27B, "text_config": {k: v for k, v in QWEN3_5_TEXT.items() if k != "hidden_size"}},
+            "text_config.hidden_size",
+        ),
+    ],
+)
 def test_missing_required_field_names_file_and_field(config: dict[str, Any], field: str) -> None:
     with pytest.raises(DataFileError, match=rf"^x/config\.json: {field}: required field missing"):
         hfimport.card_from_config_dict(config, card_id="t", origin="x/config.json")
 
 
 def test_features_the_schema_cannot_express_are_rejected() -> None:
-    with pytest.raises(DataFileError, match=r"^config\.json: decoder_sparse_step: not supported .*\(got 2, "
-                                            r"expected 1\)"):
+    with pytest.raises(
+        DataFileError,
+        match=r"^config\.json: decoder_sparse_step: not supported .*\(got 2, "
+        r"expected 1\)",
+    ):
         hfimport.card_from_config_dict({**QWEN3_30B_A3B, "decoder_sparse_step": 2}, card_id="t")
 
 
@@ -283,17 +461,27 @@ def test_header_reader_ignores_tensor_data(tmp_path: Path) -> None:
 
 
 def test_groups_split_mtp_vision_and_scales(tmp_path: Path) -> None:
-    write_safetensors(tmp_path / "model.safetensors", {
-        "model.layers.0.mlp.down_proj.weight": ("F8_E4M3", [16, 32]),
-        "model.layers.0.mlp.down_proj.weight_scale_inv": ("F32", [1, 1]),
-        "model.layers.2.eh_proj.weight": ("BF16", [16, 32]),  # DeepSeek MTP: layer index = num_hidden_layers
-        "mtp.fc.weight": ("BF16", [16, 32]),
-        "model.visual.blocks.0.attn.qkv.weight": ("BF16", [48, 16]),
-    })
+    write_safetensors(
+        tmp_path / "model.safetensors",
+        {
+            "model.layers.0.mlp.down_proj.weight": ("F8_E4M3", [16, 32]),
+            "model.layers.0.mlp.down_proj.weight_scale_inv": ("F32", [1, 1]),
+            "model.layers.2.eh_proj.weight": (
+                "BF16",
+                [16, 32],
+            ),  # DeepSeek MTP: layer index = num_hidden_layers
+            "mtp.fc.weight": ("BF16", [16, 32]),
+            "model.visual.blocks.0.attn.qkv.weight": ("BF16", [48, 16]),
+        },
+    )
     summary = checkpoint.checkpoint_summary(tmp_path, num_hidden_layers=2)
     assert summary is not None
     assert {g: t.parameters for g, t in summary.by_group.items()} == {
-        "text": 512, "scale": 1, "mtp": 1024, "vision": 768}
+        "text": 512,
+        "scale": 1,
+        "mtp": 1024,
+        "vision": 768,
+    }
     assert summary.by_dtype["F8_E4M3"].weight_bytes == 512  # 1 byte per element
     assert summary.by_dtype["F32"].weight_bytes == 4
 
@@ -302,13 +490,16 @@ def test_no_safetensors_means_no_summary(tmp_path: Path) -> None:
     assert checkpoint.checkpoint_summary(tmp_path, num_hidden_layers=2) is None
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\n", "a Git LFS pointer"),
-    (b"\x03\x00", r"not a safetensors file \(got 2 bytes, expected >= 8\)"),
-    ((2**40).to_bytes(8, "little"), "implausible header length"),
-    ((4).to_bytes(8, "little") + b"{no}", "header is not a JSON object"),
-    ((2).to_bytes(8, "little") + b"[]", "header is not a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\n", "a Git LFS pointer"),
+        (b"\x03\x00", r"not a safetensors file \(got 2 bytes, expected >= 8\)"),
+        ((2**40).to_bytes(8, "little"), "implausible header length"),
+        ((4).to_bytes(8, "little") + b"{no}", "header is not a JSON object"),
+        ((2).to_bytes(8, "little") + b"[]", "header is not a JSON object"),
+    ],
+)
 def test_bad_safetensors_files_are_named(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "bad.safetensors"
     path.write_bytes(content)
@@ -331,8 +522,12 @@ def test_truncated_and_malformed_entries_are_reported(tmp_path: Path) -> None:
 def test_missing_shards_are_listed(tmp_path: Path) -> None:
     root = tiny_llama_checkpoint(tmp_path / "tiny")
     (root / "model-00002-of-00002.safetensors").unlink()
-    index = {"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors",
-                            "model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}
+    index = {
+        "weight_map": {
+            "model.norm.weight": "model-00002-of-00002.safetensors",
+            "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+        }
+    }
     (root / "model.safetensors.index.json").write_text(json.dumps(index))
     summary = checkpoint.checkpoint_summary(root, num_hidden_layers=2)
     assert summary is not None and summary.missing_shards == ["model-00002-of-00002.safetensors"]
@@ -382,10 +577,13 @@ def test_cli_writes_out_atomically_and_refuses_to_clobber(tmp_path: Path) -> Non
     assert catalog.load_item(out, ModelCard).id == "tiny-llama"
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--id", "Bad_Id"], "--id: must be lowercase kebab-case (got 'Bad_Id'"),
-    (["--out", "/nonexistent-dir/x.yaml"], "--out: directory does not exist"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--id", "Bad_Id"], "--id: must be lowercase kebab-case (got 'Bad_Id'"),
+        (["--out", "/nonexistent-dir/x.yaml"], "--out: directory does not exist"),
+    ],
+)
 def test_cli_bad_flags_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     root = tiny_llama_checkpoint(tmp_path / "tiny")
     result = runner.invoke(app, ["models", "import", str(root), *args])
@@ -403,15 +601,32 @@ def test_cli_errors_name_the_file(tmp_path: Path) -> None:
 
 
 def test_cli_reports_mtp_and_vision_of_a_qwen3_5_checkpoint(tmp_path: Path) -> None:
-    text = {**QWEN3_5_TEXT, "hidden_size": 16, "num_hidden_layers": 4, "head_dim": 4,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 32, "vocab_size": 64,
-            "linear_num_key_heads": 2, "linear_num_value_heads": 2, "linear_key_head_dim": 4,
-            "linear_value_head_dim": 4, "layer_types": ["linear_attention"] * 3 + ["full_attention"]}
-    root = write_checkpoint(tmp_path / "q35", {**QWEN3_5_27B, "text_config": text}, [{
-        "model.language_model.embed_tokens.weight": ("BF16", [64, 16]),
-        "mtp.fc.weight": ("BF16", [16, 32]),
-        "model.visual.patch_embed.proj.weight": ("BF16", [16, 24]),
-    }])
+    text = {
+        **QWEN3_5_TEXT,
+        "hidden_size": 16,
+        "num_hidden_layers": 4,
+        "head_dim": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 32,
+        "vocab_size": 64,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 2,
+        "linear_key_head_dim": 4,
+        "linear_value_head_dim": 4,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+    }
+    root = write_checkpoint(
+        tmp_path / "q35",
+        {**QWEN3_5_27B, "text_config": text},
+        [
+            {
+                "model.language_model.embed_tokens.weight": ("BF16", [64, 16]),
+                "mtp.fc.weight": ("BF16", [16, 32]),
+                "model.visual.patch_embed.proj.weight": ("BF16", [16, 24]),
+            }
+        ],
+    )
     result = runner.invoke(app, ["models", "import", str(root), "--id", "tiny-q35"])
     assert result.exit_code == 0, result.output
     assert "MTP: checkpoint 512, geometry" in result.stderr

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner import capacity, catalog, roofline, serving
+from planner import catalog, roofline, serving
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 

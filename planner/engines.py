@@ -1,0 +1,103 @@
+"""Kernel structure of a decode step per inference engine: how many kernels each op launches (pure data).
+
+The roofline charges every op max(bytes / bandwidth, FLOP / peak) plus fixed costs that depend on how the
+engine splits the op into kernels:
+    matmuls   matmul calls (one cuBLAS / aclnn call each, whatever helper kernels it launches, e.g. split-K
+              reduce): matmul_latency_us each, the latency of `t = latency + bytes / bw` over GEMV sizes
+    kernels   other kernels (norm pieces, rope, adds, activation, cache writes): kernel_overhead_us each
+Counts are per layer for layer ops and per pass for embedding / lm_head. Sub-ops that only some models have
+(Qwen3's per-head q/k RMSNorm) and the attention kernel itself (timed by the measured attention table when
+the card has one) are separate keys, so planner/opcost.py can add them where they apply.
+
+Engines:
+    mindie, vllm   fused serving graphs: fused QKV, fused qk-norm+rope, reshape-and-cache + paged attention,
+                   gate_up + SwiGLU, fused add+RMSNorm.  [assumed: MindIE/ATB and vLLM graph structure from
+                   their model code; NOT measured, no serving engine ran on a device here]
+    transformers   Hugging Face transformers 5.17 eager modules captured in a CUDA graph (the ACCURACY.md
+                   reference).  [measured: calibration/kernel_counts.py on NVIDIA H200, 2026-11-30, torch
+                   2.11.0+cu130; raw data calibration/data/h200-kernel-counts.json; per-label counts identical
+                   on qwen3-8b, llama-3.1-8b, qwen3-14b, qwen3-32b, qwen3-30b-a3b at batch 1 and 64]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.errors import PlanInputError
+
+
+@dataclass(frozen=True)
+class OpKernels:
+    """Kernel launches of one op per layer (or per pass): other kernels and matmul calls."""
+
+    kernels: int
+    matmuls: int = 0
+
+    @property
+    def launches(self) -> int:
+        """Every launch the op makes (matmul calls counted once each)."""
+        return self.kernels + self.matmuls
+
+
+FUSED: dict[str, OpKernels] = {
+    "embedding": OpKernels(1),
+    "attn.qkv_proj": OpKernels(0, 1),
+    "attn.qk_norm": OpKernels(0),  # fused into the rope kernel
+    "attn.core": OpKernels(2),  # qk-norm+rope, reshape_and_cache
+    "attn.kernel": OpKernels(1),  # paged attention
+    "attn.o_proj": OpKernels(0, 1),
+    "gdn.in_proj": OpKernels(0, 2),  # in_proj_qkvz and in_proj_ba
+    "gdn.update": OpKernels(3),  # causal conv1d update, recurrent delta-rule update, gated RMSNorm
+    "gdn.out_proj": OpKernels(0, 1),
+    "mlp.gate_up": OpKernels(1, 1),  # matmul + SwiGLU
+    "mlp.down": OpKernels(0, 1),
+    "moe.router": OpKernels(1, 1),  # gating matmul + top-k
+    "moe.experts": OpKernels(3, 2),  # dispatch, grouped gate_up, SwiGLU, grouped down, combine
+    "moe.shared": OpKernels(1, 2),
+    "norms": OpKernels(2),  # two fused add+RMSNorm per layer
+    "lm_head": OpKernels(1, 1),  # final norm + matmul
+    "mtp.layer": OpKernels(4, 5),  # 3 norms, SwiGLU; fc, qkv, o, gate_up, down
+    "mtp.attention": OpKernels(2),  # + the attention kernel ("attn.kernel")
+    "mtp.lm_head": OpKernels(1, 1),
+}
+
+# Hugging Face transformers, per decoder layer unless noted (calibration/data/h200-kernel-counts.json):
+TRANSFORMERS: dict[str, OpKernels] = {
+    **FUSED,  # gdn.*, moe.shared and mtp.*: no reference model ran them; fused counts kept [assumed]
+    "embedding": OpKernels(1),  # index_select
+    "attn.qkv_proj": OpKernels(0, 3),  # separate q, k, v projections
+    "attn.qk_norm": OpKernels(16),  # q_norm and k_norm: RMSNorm = 8 kernels each (to fp32, pow, mean, + eps,
+    # rsqrt, mul, to bf16, * weight)
+    "attn.core": OpKernels(15),  # rotary embedding 10 (mul x4, neg x2, cat x2, add x2), cache update 5
+    # (arange, add, index_copy_ of K and V, ...)
+    "attn.kernel": OpKernels(1),  # FlashAttention-2 split-KV (+ a combine kernel when it splits)
+    "attn.o_proj": OpKernels(0, 1),
+    "mlp.gate_up": OpKernels(2, 2),  # gate and up projections; SiLU, mul
+    "mlp.down": OpKernels(0, 1),
+    "moe.router": OpKernels(5, 1),  # gate matmul; to fp32, softmax, topk, sort, to bf16
+    "moe.experts": OpKernels(29, 2),  # grouped_mm path: sort, histc, scan, gathers, 5 copies, masked ops,
+    # 2 prepare_grouped_gemm, SiLU*mul, index_put, reduce (28) + act_fn (1); 2 grouped GEMMs
+    "norms": OpKernels(18),  # input and post-attention RMSNorm (8 each), two residual adds
+    "lm_head": OpKernels(19, 1),  # per step: final RMSNorm 8, rotary cos/sin 9, argmax 1, token copy 1
+}
+
+ENGINE_KERNELS: dict[str, dict[str, OpKernels]] = {
+    "mindie": FUSED,
+    "vllm": FUSED,
+    "transformers": TRANSFORMERS,
+}
+ENGINES: tuple[str, ...] = tuple(ENGINE_KERNELS)
+DEFAULT_ENGINE = "mindie"
+
+
+def parse_engine(text: str, *, flag: str = "--engine") -> str:
+    """Canonical engine name, or PlanInputError naming the flag and the accepted engines."""
+    name = text.strip().lower()
+    if name not in ENGINE_KERNELS:
+        raise PlanInputError(f"{flag}: unknown engine (got {text!r}, expected one of {', '.join(ENGINES)})")
+    return name
+
+
+def op_kernels(engine: str, op: str) -> OpKernels:
+    """Kernel launches per layer (or pass) of `op` under `engine` (engine validated at the boundary)."""
+    return ENGINE_KERNELS[engine][op]

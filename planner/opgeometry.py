@@ -1,0 +1,119 @@
+"""Per-rank geometry of a deployment that the op terms need: weights, cache sizes, FLOP coefficients, engine.
+
+Split from planner/opcost.py (which re-exports Geometry, geometry and matmul_dtype); pure, integers per rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.deployment import Deployment
+from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
+from planner.opweights import OpWeights, op_weights
+from planner.params import split
+from planner.units import BITS_PER_BYTE
+
+# FLOP per state element per token in a delta-rule update: decay (1), S^T k (2), rank-1 update (2),
+# readout S^T q (2) = 7.
+GDN_FLOP_PER_STATE_ELEMENT = 7
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Everything the terms need from a deployment, computed once (integers, per rank)."""
+
+    weights: OpWeights
+    kv_bytes_per_token: int
+    mtp_kv_bytes_per_token: int
+    state_bytes_per_sequence: int
+    attention_flop_per_key: int
+    mtp_attention_flop_per_key: int
+    gdn_flop_per_token: int
+    hidden_size: int
+    activation_bytes: int
+    layers: dict[str, int]
+    experts: int
+    top_k: int
+    tp: int
+    matmul_dtype: str
+    activation_dtype: str
+    engine: str
+    qk_norm: bool
+    kv_heads_per_rank: int  # KV heads (GQA/MHA) or 1 latent (MLA) per rank: attention table rows per sequence
+
+
+def attention_flop_per_key(dep: Deployment, *, layers: int) -> int:
+    """FLOP one query token spends on one cached key, summed over `layers` attention layers on a rank.
+
+    Formula: 2 * heads_rank * (d_qk + d_v) * layers
+        2        multiply + add
+        GQA/MHA  d_qk = d_v = head_dim (Q.K^T then P.V)
+        MLA      absorbed form: d_qk = kv_lora_rank + qk_rope_head_dim, d_v = kv_lora_rank
+        heads_rank = ceil(num_attention_heads / tp)
+    """
+    card = dep.model
+    heads_rank = split(card.num_attention_heads, dep.tp)
+    if card.attention == "mla":
+        qk_dim = (card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)
+        v_dim = card.kv_lora_rank or 0
+    else:
+        qk_dim = v_dim = card.head_dim or 0
+    return 2 * heads_rank * (qk_dim + v_dim) * layers
+
+
+def gdn_flop_per_token(dep: Deployment) -> int:
+    """FLOP one token spends in the state updates of all Gated DeltaNet layers on a rank.
+
+    Formula: L_lin * (7 * ceil(nv / tp) * dk * dv + 2 * K * ceil(C / tp))
+        7   GDN_FLOP_PER_STATE_ELEMENT (decay, S^T k, rank-1 update, readout)
+        C   conv channels 2 * nk * dk + nv * dv;  K linear_conv_kernel_dim (multiply-add per tap)
+    """
+    card = dep.model
+    nk, nv = card.linear_num_key_heads or 0, card.linear_num_value_heads or 0
+    dk, dv = card.linear_key_head_dim or 0, card.linear_value_head_dim or 0
+    state_flop = GDN_FLOP_PER_STATE_ELEMENT * split(nv, dep.tp) * dk * dv
+    conv_flop = 2 * (card.linear_conv_kernel_dim or 0) * split(2 * nk * dk + nv * dv, dep.tp)
+    return card.linear_attention_layers * (state_flop + conv_flop)
+
+
+def matmul_dtype(dep: Deployment) -> str:
+    """Peak key of the weight matmuls: the scheme's compute dtype, except that 16-bit compute (bf16, fp16,
+    w8a16, w4a16) runs in the card's activation dtype (fp16 on cards without bf16, such as the 310P)."""
+    compute = dep.weight_scheme.compute_dtype
+    return dep.activation_dtype.value if compute in ("bf16", "fp16") else compute
+
+
+def geometry(dep: Deployment) -> Geometry:
+    """Collect per-rank weights, cache sizes and FLOP coefficients of a deployment."""
+    card, act = dep.model, dep.activation_dtype
+    kv_main = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp)
+    kv_mtp = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=True) - kv_main
+    mtp_layers = card.mtp_layers if dep.include_mtp else 0
+    layers = {
+        "full": card.full_attention_layers,
+        "linear": card.linear_attention_layers,
+        "dense": card.num_hidden_layers - card.moe_layers,
+        "moe": card.moe_layers,
+        "all": card.num_hidden_layers,
+        "mtp": mtp_layers,
+    }
+    return Geometry(
+        weights=op_weights(dep),
+        kv_bytes_per_token=kv_main,
+        mtp_kv_bytes_per_token=kv_mtp if mtp_layers else 0,
+        state_bytes_per_sequence=linear_state_bytes_per_sequence(card, conv_dtype=act, tp=dep.tp),
+        attention_flop_per_key=attention_flop_per_key(dep, layers=card.full_attention_layers),
+        mtp_attention_flop_per_key=attention_flop_per_key(dep, layers=mtp_layers),
+        gdn_flop_per_token=gdn_flop_per_token(dep),
+        hidden_size=card.hidden_size,
+        activation_bytes=act.bits // BITS_PER_BYTE,
+        layers=layers,
+        experts=card.routed_expert_count,
+        top_k=card.num_experts_per_tok or 0,
+        tp=dep.tp,
+        matmul_dtype=matmul_dtype(dep),
+        activation_dtype=act.value,
+        engine=dep.engine,
+        qk_norm=card.qk_norm,
+        kv_heads_per_rank=1 if card.attention == "mla" else split(card.num_key_value_heads, dep.tp),
+    )
