@@ -146,7 +146,8 @@ def repeatability() -> list[str]:
     again = profile.measured.coefficients
     lines = [
         f"End-to-end run 3 against run 1, {drift.size} points: mean {drift.mean() * 100:+.2f} %, "
-        f"median {np.median(drift) * 100:+.2f} %, range {drift.min() * 100:+.2f} % to {drift.max() * 100:+.2f} %.",
+        f"median {np.median(drift) * 100:+.2f} %, "
+        f"range {drift.min() * 100:+.2f} % to {drift.max() * 100:+.2f} %.",
         "",
         "| calibration / e2e points | dense MAPE | dense worst | all MAPE | all worst |",
         "|---|---:|---:|---:|---:|",

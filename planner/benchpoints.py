@@ -1,9 +1,10 @@
 """Measured end-to-end decode points from a user's benchmark (CSV), and the Deployment each one describes.
 
 Columns (header names, any order; extra columns are ignored):
-    model, card, dtype, kv_dtype, tp, batch, ctx   and   decode_step_s or tokens_per_s
+    model, card, dtype, kv_dtype, tp, batch, ctx   and   decode_step_s, tokens_per_s or per_user_tokens_per_s
     engine (optional): the engine that ran the point (planner/engines.py; empty or absent: mindie)
-`tokens_per_s` is the whole batch's decode throughput, so decode_step_s = batch / tokens_per_s.
+`tokens_per_s` is the whole batch's decode throughput, so decode_step_s = batch / tokens_per_s;
+`per_user_tokens_per_s` is one sequence's (what serving benchmarks print per request): step = 1 / it.
 `ctx` is the tokens each sequence holds in its KV cache at that step ("8192" or "8k").
 Every error names the file, the line and the column.
 """
@@ -22,7 +23,7 @@ from planner.errors import DataFileError, KvplanError
 from planner.schema import HardwareProfile
 
 REQUIRED_COLUMNS = ("model", "card", "dtype", "kv_dtype", "tp", "batch", "ctx")
-TIME_COLUMNS = ("decode_step_s", "tokens_per_s")
+TIME_COLUMNS = ("decode_step_s", "tokens_per_s", "per_user_tokens_per_s")
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,13 @@ def _step_s(row: dict[str, str], *, where: str, batch: int) -> float:
         return _positive(row["decode_step_s"], kind=float, where=where, column="decode_step_s")
     if (row.get("tokens_per_s") or "").strip():
         return batch / _positive(row["tokens_per_s"], kind=float, where=where, column="tokens_per_s")
-    raise DataFileError(f"{where}: decode_step_s and tokens_per_s are both empty (expected one of them)")
+    if (row.get("per_user_tokens_per_s") or "").strip():
+        column = "per_user_tokens_per_s"
+        per_user = _positive(row[column], kind=float, where=where, column=column)
+        return 1.0 / per_user
+    raise DataFileError(
+        f"{where}: decode_step_s, tokens_per_s and per_user_tokens_per_s are all empty (expected one of them)"
+    )
 
 
 def _dtype(text: str, *, where: str) -> str:
@@ -121,7 +128,7 @@ def read_bench_points(path: Path) -> list[BenchPoint]:
     header = [h.strip() for h in reader.fieldnames or []]
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing or not any(c in header for c in TIME_COLUMNS):
-        wanted = missing or ["decode_step_s or tokens_per_s"]
+        wanted = missing or ["decode_step_s, tokens_per_s or per_user_tokens_per_s"]
         raise DataFileError(f"{path}:1: header: missing column {', '.join(wanted)} (got {', '.join(header)})")
     points = []
     for line, row in enumerate(reader, start=2):

@@ -44,21 +44,43 @@ def check_supported(dep: Deployment) -> None:
         )
 
 
-def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
-    """Per-device memory plan for the deployment at ctx_tokens (KV of one sequence of ctx tokens)."""
-    card, hw = dep.model, dep.hardware
-    capacity = hw.memory_capacity_bytes
-    usable = memory.usable_bytes(capacity, memory_fraction=dep.memory_fraction)
-    weights = memory.weight_bytes_per_device(
-        card,
+def weight_bytes(dep: Deployment) -> int:
+    """Weight bytes per device for the deployment (memory.weight_bytes_per_device with its settings)."""
+    return memory.weight_bytes_per_device(
+        dep.model,
         scheme=dep.weight_scheme,
         activation_dtype=dep.activation_dtype,
         tp=dep.tp,
         include_mtp=dep.include_mtp,
     )
-    activation = memory.activation_bytes_per_device(
-        card, max_prefill_tokens=dep.max_prefill_tokens, activation_dtype=dep.activation_dtype, tp=dep.tp
+
+
+def activation_bytes(dep: Deployment) -> int:
+    """Prefill activation peak per device (memory.activation_bytes_per_device with its settings)."""
+    return memory.activation_bytes_per_device(
+        dep.model, max_prefill_tokens=dep.max_prefill_tokens, activation_dtype=dep.activation_dtype, tp=dep.tp
     )
+
+
+def kv_budget_bytes(dep: Deployment) -> int:
+    """KV budget per device.
+
+    Formula: capacity * memory_fraction - weights - prefill activations - runtime overhead (bytes)
+    """
+    hw = dep.hardware
+    usable = memory.usable_bytes(hw.memory_capacity_bytes, memory_fraction=dep.memory_fraction)
+    return memory.kv_budget_bytes(
+        usable, weights=weight_bytes(dep), activation=activation_bytes(dep), runtime=hw.runtime_overhead_bytes
+    )
+
+
+def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
+    """Per-device memory plan for the deployment at ctx_tokens (KV of one sequence of ctx tokens)."""
+    card, hw = dep.model, dep.hardware
+    capacity = hw.memory_capacity_bytes
+    usable = memory.usable_bytes(capacity, memory_fraction=dep.memory_fraction)
+    weights = weight_bytes(dep)
+    activation = activation_bytes(dep)
     kv_per_token = memory.kv_cache_bytes_per_token(
         card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp
     )

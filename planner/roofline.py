@@ -170,7 +170,8 @@ def term_seconds(
             rate.attention, rows=term.attention.rows, ctx_tokens=term.attention.ctx_tokens
         )
         read = term.attention.read_bytes
-        transfer = read / np.minimum(table, rate.peak_bytes_per_s) + (term.bytes - read) / rate.hbm_bytes_per_s
+        cache_read_s = read / np.minimum(table, rate.peak_bytes_per_s)
+        transfer = cache_read_s + (term.bytes - read) / rate.hbm_bytes_per_s
         timed_by_table = term.attention.kernels
     else:
         bandwidth = rate.kv_bytes_per_s if term.resource == "kv" else rate.hbm_bytes_per_s

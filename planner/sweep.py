@@ -66,25 +66,10 @@ class SweepResult(BaseModel):
 
 
 def kv_budget_bytes(dep: Deployment) -> int:
-    """Bytes left for KV cache and states on one rank (memory.kv_budget_bytes of this deployment).
+    """Bytes left for KV cache and states on one rank (capacity.kv_budget_bytes)."""
+    from planner import capacity
 
-    Formula: capacity * memory_fraction - weights - prefill activations - runtime overhead
-    """
-    hw, card = dep.hardware, dep.model
-    usable = memory.usable_bytes(hw.memory_capacity_bytes, memory_fraction=dep.memory_fraction)
-    weights = memory.weight_bytes_per_device(
-        card,
-        scheme=dep.weight_scheme,
-        activation_dtype=dep.activation_dtype,
-        tp=dep.tp,
-        include_mtp=dep.include_mtp,
-    )
-    activation = memory.activation_bytes_per_device(
-        card, max_prefill_tokens=dep.max_prefill_tokens, activation_dtype=dep.activation_dtype, tp=dep.tp
-    )
-    return memory.kv_budget_bytes(
-        usable, weights=weights, activation=activation, runtime=hw.runtime_overhead_bytes
-    )
+    return capacity.kv_budget_bytes(dep)
 
 
 def fits_memory_grid(

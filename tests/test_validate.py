@@ -43,9 +43,20 @@ def test_missing_time_column(tmp_path: Path) -> None:
         header="model,card,dtype,kv_dtype,tp,batch,ctx\n",
     )
     with pytest.raises(
-        DataFileError, match=r"points\.csv:1: header: missing column decode_step_s or tokens_per_s"
+        DataFileError,
+        match=r"points\.csv:1: header: missing column decode_step_s, tokens_per_s or per_user_tokens_per_s",
     ):
         read_bench_points(path)
+
+
+def test_per_user_tokens_per_s_column(tmp_path: Path) -> None:
+    path = _csv(
+        tmp_path,
+        "qwen3-8b,nvidia-h200,bf16,bf16,1,8,512,11\n",
+        header="model,card,dtype,kv_dtype,tp,batch,ctx,per_user_tokens_per_s\n",
+    )
+    (point,) = read_bench_points(path)
+    assert point.decode_step_s == pytest.approx(1 / 11)  # one sequence's rate: step = 1 / per-user tok/s
 
 
 def test_unknown_model_names_the_point(tmp_path: Path) -> None:
