@@ -272,7 +272,9 @@ def print_mindie(plan: Any, dep: Any, *, result: Any, lengths: Any, comparison: 
     table.add_column("field", overflow="fold")
     table.add_column("value", overflow="fold")
     table.add_column("from")
-    for field in mindie.OWNED_FIELDS:
+    from planner.mindie_fields import OWNED_FIELDS
+
+    for field in OWNED_FIELDS:
         value = mindie.lookup(result.config, field.path)
         shown = "(absent)" if value is mindie.MISSING else json.dumps(value)
         table.add_row(field.dotted, escape(shown), escape(field.derivation))

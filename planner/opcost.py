@@ -9,7 +9,7 @@ Quantities are numpy arrays, so the same formulas serve one point (0-d arrays), 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -88,7 +88,14 @@ class Term:
     attention: AttentionLookup | None = None
 
 
-def launches(geo: Geometry, op: str, *, layers: int) -> dict[str, int]:
+class Launches(TypedDict):
+    """Term keyword arguments: kernel launches and, of those, matmul calls."""
+
+    kernels: int
+    matmuls: int
+
+
+def launches(geo: Geometry, op: str, *, layers: int) -> Launches:
     """Term keyword arguments kernels= and matmuls= for `op` over `layers` layers (or passes)."""
     count: OpKernels = op_kernels(geo.engine, op)
     return {"kernels": count.launches * layers, "matmuls": count.matmuls * layers}
@@ -116,7 +123,7 @@ def term(
     )
 
 
-def attention_launches(geo: Geometry, op: str, *, layers: int) -> dict[str, int]:
+def attention_launches(geo: Geometry, op: str, *, layers: int) -> Launches:
     """launches() of an attention op plus the attention kernel and, on qk-norm models, the q/k norms."""
     extra = ["attn.kernel"] + (["attn.qk_norm"] if geo.qk_norm else [])
     kernels = op_kernels(geo.engine, op).launches + sum(op_kernels(geo.engine, e).launches for e in extra)
