@@ -265,8 +265,10 @@ def source_path(card: str) -> Path:
     return catalog.data_dir("hwprofiles") / f"{catalog.resolve_card(card).id}.yaml"
 
 
-def write_raw(result: CalibrationResult, path: Path) -> None:
-    """Every raw benchmark row (all samples) as JSON, for calibration/data/."""
+def write_raw(result: CalibrationResult, path: Path, *, force: bool = True) -> None:
+    """Every raw benchmark row (all samples) as JSON for calibration/data/; atomic, no clobber unless force."""
+    from planner import atomic
+
     payload = {
         "device": result.measured.device_name,
         "date": result.measured.date,
@@ -275,7 +277,7 @@ def write_raw(result: CalibrationResult, path: Path) -> None:
         "notes": result.measurements.notes,
         "rows": result.measurements.rows,
     }
-    path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    atomic.write_atomic(path, json.dumps(payload, indent=1) + "\n", force=force)
 
 
 def rebuild_from_raw(card: str, raw: Path) -> MeasuredBlock:

@@ -7,9 +7,7 @@ os.replace). An existing output file is overwritten only with force=True.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -82,22 +80,19 @@ def profile_with_measured(source: Path, measured: MeasuredBlock) -> tuple[str, H
 
 
 def write_atomic(path: Path, text: str, *, force: bool) -> None:
-    """Write text via a temp file and os.replace; OutputExistsError if path exists and not force."""
+    """Write text atomically via planner.atomic (a .bak keeps what --force replaces).
+
+    OutputExistsError, naming --out, if path exists and not force.
+    """
+    from planner import atomic
+
     if path.exists() and not force:
         raise OutputExistsError(
             f"--out: {path} already exists (got an existing file, expected a new path); "
-            "pass --force to overwrite it"
+            "pass --force to overwrite it (the old file is kept as a .bak)"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as temp:
-            temp.write(text)
-        os.replace(temp_name, path)
-    except BaseException:
-        if os.path.exists(temp_name):
-            os.unlink(temp_name)
-        raise
+    atomic.write_atomic(path, text, force=force)
 
 
 def write_profile(source: Path, measured: MeasuredBlock, *, out: Path, force: bool) -> HardwareProfile:

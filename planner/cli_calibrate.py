@@ -43,8 +43,9 @@ def _run_microbench(
     from calibration.calibrate import run_calibration, write_raw
     from calibration.profile_writer import write_atomic, write_profile
 
-    if out.exists() and not force:
-        write_atomic(out, "", force=False)  # raises OutputExistsError before minutes of benchmarking
+    for target in (out, raw):  # refuse before minutes of benchmarking, not after
+        if target is not None and target.exists() and not force:
+            write_atomic(target, "", force=False)  # raises OutputExistsError
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True
     ) as bar:
@@ -58,7 +59,7 @@ def _run_microbench(
         )
     write_profile(result.source, result.measured, out=out, force=force)
     if raw is not None:
-        write_raw(result, raw)
+        write_raw(result, raw, force=force)
     _print_coefficients(
         result.measured.coefficients.model_dump(), title=f"measured on {result.measured.device_name}"
     )

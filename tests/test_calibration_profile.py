@@ -113,7 +113,9 @@ def test_write_atomic_refuses_to_overwrite(tmp_path: Path) -> None:
         write_atomic(target, "a: 2\n", force=False)
     write_atomic(target, "a: 2\n", force=True)
     assert target.read_text() == "a: 2\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["p.yaml"]  # no temp file left behind
+    # no temp file left behind; --force kept what it replaced
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml", "p.yaml.bak"]
+    assert (tmp_path / "p.yaml.bak").read_text() == "a: 1\n"
 
 
 def test_committed_h200_profile_is_calibrated() -> None:
