@@ -266,7 +266,7 @@ def source_path(card: str) -> Path:
 
 
 def write_raw(result: CalibrationResult, path: Path, *, force: bool = True) -> None:
-    """Every raw benchmark row (all samples) as JSON for calibration/data/; atomic, no clobber unless force."""
+    """Every raw benchmark row (all samples) as JSON; atomic, no clobber unless force."""
     from planner import atomic
 
     payload = {
