@@ -159,6 +159,40 @@ def repeatability() -> list[str]:
     return [*lines, ""]
 
 
+def _dense_and_moe(points: list, errors: list[float]) -> str:  # type: ignore[type-arg]
+    is_moe = [catalog.load_model(p.model).is_moe for p in points]
+    dense = [e for e, m in zip(errors, is_moe, strict=True) if not m]
+    moe = [e for e, m in zip(errors, is_moe, strict=True) if m]
+    return f"{_stats(dense)} | {_stats(moe)}"
+
+
+def profile_history() -> list[str]:
+    """The run-2 profile (before the grouped-GEMM benchmark) against the committed run-4 profile."""
+    points = benchpoints.read_bench_points(DATA / "h200-e2e-decode.csv")
+    run2 = catalog.load_item(DATA / "h200-calibrated-profile.yaml", HardwareProfile, check_stem=False)
+    assert run2.measured is not None
+    lines = [
+        "| profile (e2e run 1 points) | moe.experts timed as | dense MAPE | dense worst | MoE MAPE | "
+        "MoE worst |",
+        "|---|---|---:|---:|---:|---:|",
+        f"| run 2 (`data/h200-calibrated-profile.yaml`) | dense GEMV rate + matmul latency | "
+        f"{_dense_and_moe(points, fit.prediction_errors(points, coefficients=run2.measured.coefficients))} |",
+        f"| run 4, committed (`data/h200-microbench-x2.json`) | grouped-GEMM fit | "
+        f"{_dense_and_moe(points, fit.prediction_errors(points, calibrated=True))} |",
+    ]
+    return [*lines, ""]
+
+
+def tp_table() -> list[str]:
+    """TP=2 end-to-end points (calibration/e2e_tp.py on two H200s) against the committed profile."""
+    points = benchpoints.read_bench_points(DATA / "h200-e2e-decode-tp2-x2.csv")
+    errors = fit.prediction_errors(points, calibrated=True)
+    uncal = fit.prediction_errors(points, calibrated=False)
+    lines = per_model_summary(points, errors, "tp = 2, calibrated by `kvplan calibrate` alone (run 4)")
+    lines += per_point_table(points, {"microbench": errors, "datasheet": uncal})
+    return lines
+
+
 def tables() -> str:
     points = benchpoints.read_bench_points(DATA / "h200-e2e-decode.csv")
     micro = fit.prediction_errors(points, calibrated=True)
@@ -167,6 +201,8 @@ def tables() -> str:
     out = ["### Decode step: microbenchmark-only calibration (hwprofiles/nvidia-h200.yaml `measured`)", ""]
     out += per_model_summary(points, micro, "calibrated by `kvplan calibrate` alone")
     out += per_model_summary(points, datasheet, "datasheet defaults (`--uncalibrated`), for comparison")
+    out += ["### MoE: grouped-GEMM coefficients (run 4) against the run-2 profile", "", *profile_history()]
+    out += ["### Tensor parallelism: tp = 2 on two H200s (NVLink, NCCL)", "", *tp_table()]
     out += ["### Decode step: `--from-bench` fit on one model, predicting the others", "", *fit_lines]
     out += ["### Repeatability: a second end-to-end run and an independent second calibration", ""]
     out += repeatability()

@@ -14,7 +14,12 @@ Mapping (each achieved rate is divided by the card's datasheet figure):
                                     the empty kernel from a graph (cpu: eager). The empty-kernel times stay
                                     in the samples as provenance.
     step_overhead_us                host wall time of: replay a graph holding argmax over the vocabulary, sync
-    allreduce_*                     kept from default_coefficients (one device; no all-reduce measured)
+    grouped_matmul_latency_us       grouped expert GEMMs (MoE gate_up and down over all experts, every decode
+    grouped_weight_read_bandwidth_fraction  batch): the same least squares over touched-expert bytes
+    allreduce_latency_us            all-reduce over every visible device (graph replay when captured, else
+    allreduce_bandwidth_fraction    eager): least squares of t = latency + bus_bytes / bw, bus_bytes =
+                                    2 (n - 1) / n * message; fraction = bw / interconnect bandwidth. One
+                                    device: kept from default_coefficients, and the notes say so
 Fractions above 1 (a card faster than its datasheet) are clipped to 1 and noted.
 """
 
@@ -69,16 +74,34 @@ def kernel_overhead_table(meas: Measurements) -> list[KernelCost] | None:
 
 
 def gemv_latency_fit(meas: Measurements) -> tuple[float, float] | None:
-    """(latency_s, bytes_per_s) of t = latency + bytes / bw over bf16 GEMV rows at batch <= 16.
+    """(latency_s, bytes_per_s) of t = latency + bytes / bw over bf16 GEMV rows at batch <= 16."""
+    rows = [r for r in _rows(meas, "gemv", dtype="bf16") if r["batch"] <= DECODE_GEMV_MAX_BATCH]
+    return latency_bandwidth_fit(rows, bytes_key="bytes")
+
+
+def grouped_gemm_fit(meas: Measurements) -> tuple[float, float] | None:
+    """(latency_s, bytes_per_s) of t = latency + bytes / bw over every grouped expert GEMM row (bytes =
+    touched experts' matrices + routed activations; calibration/moe_bench.py)."""
+    return latency_bandwidth_fit(_rows(meas, "grouped_gemm"), bytes_key="bytes")
+
+
+def allreduce_fit(meas: Measurements) -> tuple[float, float] | None:
+    """(latency_s, bus bytes_per_s) of t = latency + bus_bytes / bw over all-reduce rows: graph replays
+    when any were captured (a graphed decode step's all-reduces), else eager calls."""
+    rows = _rows(meas, "allreduce", mode="graph") or _rows(meas, "allreduce", mode="eager")
+    return latency_bandwidth_fit(rows, bytes_key="bus_bytes")
+
+
+def latency_bandwidth_fit(rows: list[dict[str, Any]], *, bytes_key: str) -> tuple[float, float] | None:
+    """(latency_s, bytes_per_s) of t = latency + bytes / bw, least squares on relative residuals.
 
     Formula: minimise sum_i ((L + b_i / B - t_i) / t_i)^2, linear in (L, 1 / B); needs two sizes.
     Latency is clipped at 0; None when fewer than two distinct sizes were measured or 1 / B <= 0.
     """
-    rows = [r for r in _rows(meas, "gemv", dtype="bf16") if r["batch"] <= DECODE_GEMV_MAX_BATCH]
-    if len({r["bytes"] for r in rows}) < 2:
+    if len({r[bytes_key] for r in rows}) < 2:
         return None
     t = np.array([r["median_s"] for r in rows])
-    design = np.column_stack([np.ones_like(t), [r["bytes"] for r in rows]]) / t[:, None]
+    design = np.column_stack([np.ones_like(t), [r[bytes_key] for r in rows]]) / t[:, None]
     (latency, inverse_bw), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
     if inverse_bw <= 0:
         return None
@@ -157,7 +180,10 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
                 notes,
             )
     steps = _rows(meas, "step")
-    notes.append("allreduce_*: default coefficients kept (one device visible; all-reduce not measured)")
+    grouped = grouped_gemm_fit(meas)
+    link = allreduce_fit(meas)
+    if link is None:
+        notes.append("allreduce_*: default coefficients kept (all-reduce not measured)")
     return PerfCoefficients(
         weight_read_bandwidth_fraction=_fraction(weight, bw, "weight_read", notes)
         if weight
@@ -169,10 +195,18 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
         kernel_overhead_us=overhead / units.US_S if overhead else base.kernel_overhead_us,
         matmul_latency_us=latency_s / units.US_S if latency_s is not None else base.matmul_latency_us,
         step_overhead_us=steps[0]["median_s"] / units.US_S if steps else base.step_overhead_us,
-        allreduce_latency_us=base.allreduce_latency_us,
-        allreduce_bandwidth_fraction=base.allreduce_bandwidth_fraction,
+        allreduce_latency_us=link[0] / units.US_S if link else base.allreduce_latency_us,
+        allreduce_bandwidth_fraction=_fraction(
+            link[1], units.gb_per_s_to_bytes_per_s(hw.interconnect.bandwidth_gb_per_s), "allreduce", notes
+        )
+        if link
+        else base.allreduce_bandwidth_fraction,
         kernel_overhead_table=kernel_overhead_table(meas),
         attention_table=attention_table(meas),
+        grouped_matmul_latency_us=grouped[0] / units.US_S if grouped else None,
+        grouped_weight_read_bandwidth_fraction=_fraction(grouped[1], bw, "grouped_weight_read", notes)
+        if grouped
+        else None,
     )
 
 
@@ -193,10 +227,25 @@ def samples_from(meas: Measurements) -> dict[str, list[float]]:
         for row in meas.rows.get(bench, []):
             key = f"{bench}_{row['dtype']}_tflop_per_s"
             out.setdefault(key, []).append(row["flop"] / row["median_s"] / units.TFLOP)
+    out.update(moe_and_link_samples(meas))
     spreads = [r["spread_fraction"] for rows in meas.rows.values() for r in rows]
     if spreads:
         out["spread_fraction_median_max"] = [statistics.median(spreads), max(spreads)]
     out["elapsed_s"] = [meas.elapsed_s]
+    return out
+
+
+def moe_and_link_samples(meas: Measurements) -> dict[str, list[float]]:
+    """Grouped expert GEMM rates (GB/s), whole experts-op and all-reduce medians (us), in row order."""
+    out: dict[str, list[float]] = {}
+    for row in meas.rows.get("grouped_gemm", []):
+        out.setdefault(f"grouped_gemm_{row['op']}_gb_per_s", []).append(
+            row["bytes"] / row["median_s"] / units.GB_BYTES
+        )
+    for row in meas.rows.get("moe_experts", []):
+        out.setdefault("moe_experts_op_us", []).append(row["median_s"] / units.US_S)
+    for row in meas.rows.get("allreduce", []):
+        out.setdefault(f"allreduce_{row['mode']}_us", []).append(row["median_s"] / units.US_S)
     return out
 
 

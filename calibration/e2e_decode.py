@@ -8,8 +8,7 @@ values, so the step attends over ctx keys; no prefill is run (its cost is not wh
 
 Per (model, batch, ctx) it records:
     decode_step_s    host wall time of one graph replay (forward + argmax over the vocabulary + feedback of
-                     the
-                     token into the next input) followed by a host sync: what a serving loop pays per step
+                     the token into the next input) followed by a host sync: what a serving loop pays per step
     device_step_s    device-event time of back-to-back replays / count (no host sync between them)
 and per model the bytes torch really allocated for weights and for each KV cache (memory_allocated deltas).
 

@@ -14,6 +14,10 @@ be written as raw JSON next to the profile (calibration/data/).
                 chain of real decode elementwise kernels (RMSNorm pieces, add, SiLU, mul on [batch, hidden])
                 replayed from a graph                                          -> kernel_overhead_us
     step        graph replay of argmax over the vocabulary + host sync          -> step_overhead_us
+    grouped_gemm  MoE grouped expert GEMMs at decode batches (calibration/moe_bench.py)
+                                     -> grouped_matmul_latency_us, grouped_weight_read_bandwidth_fraction
+    allreduce   all-reduce over every visible device, 8 KiB .. 64 MiB (calibration/allreduce.py)
+                                     -> allreduce_latency_us, allreduce_bandwidth_fraction
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from calibration import allreduce, moe_bench
 from calibration.device import Backend, median_and_spread
 from calibration.shapes import BenchSizes, ModelShapes
 
@@ -57,6 +62,7 @@ class Suite:
     shapes: ModelShapes
     budget_s: float
     progress: Progress = lambda _label: None
+    allreduce_world: int = 0  # ranks of the all-reduce benchmark; 0: every visible device when more than one
     out: Measurements = field(init=False)
     _start: float = field(init=False, default=0.0)
 
@@ -79,6 +85,8 @@ class Suite:
             ("GEMM peak", self.gemm),
             ("prefill GEMM", self.prefill_gemm),
             ("quantized GEMV", self.quant_gemv),
+            ("grouped expert GEMM", lambda: moe_bench.grouped_gemm_bench(self)),
+            ("all-reduce", lambda: allreduce.allreduce_rows(self)),
         ]
         for label, bench in steps:
             if not self.time_left():

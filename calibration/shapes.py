@@ -26,6 +26,9 @@ class ModelShapes:
     # KV-head counts of the decode-attention grid (each with num_attention_heads query heads): the model's
     # own and a second GQA shape, so the table spans batch x kv heads, not batch alone
     attention_kv_heads: tuple[int, ...] = ()
+    # routed experts of the grouped-GEMM benchmark: (experts, top_k, hidden_size, moe_intermediate_size);
+    # None: not benchmarked (a dense --model)
+    moe: tuple[int, int, int, int] | None = None
 
     @property
     def kv_heads_grid(self) -> tuple[int, ...]:
@@ -51,6 +54,10 @@ class BenchSizes:
     gemv_latency_batches: tuple[int, ...]
     small_kernel_batches: tuple[int, ...]  # rows of the [batch, hidden] decode elementwise chain
     small_kernel_hidden: int
+    moe_batches: tuple[
+        int, ...
+    ]  # decode batches of the grouped expert GEMM benchmark (tokens * top_k routed)
+    allreduce_bytes: tuple[int, ...]  # all-reduce message sizes (batch x hidden bf16 at decode)
     warmup: int
     repeats: int
 
@@ -78,6 +85,8 @@ FULL = BenchSizes(
     gemv_latency_batches=(1, 8),
     small_kernel_batches=(1, 8, 64),
     small_kernel_hidden=4096,
+    moe_batches=(1, 2, 4, 8, 16, 32, 64, 128),
+    allreduce_bytes=tuple(8 * units.KIB_BYTES * 2**i for i in range(14)),  # 8 KiB .. 64 MiB
     warmup=3,
     repeats=7,
 )
@@ -96,6 +105,8 @@ TINY = BenchSizes(
     gemv_latency_batches=(1,),
     small_kernel_batches=(1,),
     small_kernel_hidden=64,
+    moe_batches=(1, 4),
+    allreduce_bytes=(8 * units.KIB_BYTES, 64 * units.KIB_BYTES),
     warmup=1,
     repeats=3,
 )
@@ -109,6 +120,7 @@ STANDARD_SHAPES = ModelShapes(
     head_dim=128,
     vocab_size=151936,
     attention_kv_heads=(8, 4),
+    moe=(128, 8, 2048, 768),  # [assumed: the reference MoE, qwen3-30b-a3b (modelcards/qwen3-30b-a3b.yaml)]
 )
 TINY_SHAPES = ModelShapes(
     name="tiny",
@@ -118,6 +130,7 @@ TINY_SHAPES = ModelShapes(
     head_dim=16,
     vocab_size=512,
     attention_kv_heads=(2, 1),
+    moe=(8, 2, 64, 32),
 )
 
 
@@ -141,4 +154,12 @@ def shapes_from_card(card: ModelCard) -> ModelShapes:
         attention_kv_heads=tuple(
             dict.fromkeys([card.num_key_value_heads, max(1, card.num_key_value_heads // 2)])
         ),
+        moe=(
+            card.routed_expert_count,
+            card.num_experts_per_tok or 0,
+            card.hidden_size,
+            card.moe_intermediate_size or 0,
+        )
+        if card.is_moe
+        else None,
     )

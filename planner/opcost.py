@@ -20,7 +20,7 @@ from planner.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, geometry, m
 __all__ = ["GDN_FLOP_PER_STATE_ELEMENT", "Geometry", "geometry", "matmul_dtype"]  # re-exported
 
 FloatArray = npt.NDArray[np.float64]
-Resource = Literal["hbm", "kv", "link", "none"]
+Resource = Literal["hbm", "kv", "link", "experts", "none"]
 
 # Hidden-vector passes per layer outside the matmuls: two RMSNorms (read + write = 2 each) and two
 # residual adds (2 reads + 1 write each): 2*2 + 2*3 = 10. Each touched element costs about one FLOP.
@@ -156,6 +156,9 @@ def linear_term(geo: Geometry, step: Step, *, op: str, layers: int) -> Term:
 def moe_experts_term(geo: Geometry, step: Step) -> Term:
     """Routed experts: read the experts the batch touches; each token computes k of E experts.
 
+    Resource "experts": the roofline times its bytes and its matmul calls (the grouped GEMMs) with the
+    measured grouped-GEMM coefficients when the card has them, else as dense decode GEMV.
+
     Formula:
         bytes = W_exp * D(n) / E + n * A_exp * b_act     D(n) expected_experts_touched
         flop  = 2 * n * E_exp * k / E                     E_exp elements of all E experts
@@ -167,7 +170,9 @@ def moe_experts_term(geo: Geometry, step: Step) -> Term:
     )
     flop = 2.0 * step.tokens * w.matmul_elements["moe.experts"] * geo.top_k / e
     layers = geo.layers["moe"]
-    return term(geo, "moe.experts", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype)
+    return term(
+        geo, "moe.experts", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype, resource="experts"
+    )
 
 
 def attention_term(geo: Geometry, step: Step) -> Term:

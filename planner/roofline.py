@@ -33,11 +33,13 @@ class Rates:
     """Effective rates of one card for one deployment (SI units)."""
 
     hbm_bytes_per_s: float  # weight streaming
+    expert_bytes_per_s: float  # routed-expert weights through grouped GEMMs
     kv_bytes_per_s: float  # KV cache and recurrent state
     link_bytes_per_s: float
     flop_per_s: dict[str, float]
     kernel_overhead_s: float
     matmul_latency_s: float
+    grouped_matmul_latency_s: float
     kernel_overhead_by_tokens: tuple[FloatArray, FloatArray] | None  # (log tokens, ratio), when measured
     step_overhead_s: float
     allreduce_latency_s: float
@@ -103,14 +105,20 @@ def rates(dep: Deployment) -> Rates:
     coeff = hw.coefficients(calibrated=dep.calibrated)
     bandwidth = hw.memory_bandwidth_bytes_per_s
     dtypes = {opcost.matmul_dtype(dep), dep.activation_dtype.value}
+    grouped_fraction = coeff.grouped_weight_read_bandwidth_fraction or coeff.weight_read_bandwidth_fraction
+    grouped_latency_us = coeff.grouped_matmul_latency_us
     return Rates(
         hbm_bytes_per_s=bandwidth * coeff.weight_read_bandwidth_fraction,
+        expert_bytes_per_s=bandwidth * grouped_fraction,
         kv_bytes_per_s=bandwidth * coeff.kv_read_bandwidth_fraction,
         link_bytes_per_s=gb_per_s_to_bytes_per_s(hw.interconnect.bandwidth_gb_per_s)
         * coeff.allreduce_bandwidth_fraction,
         flop_per_s={d: effective_flop_per_s(hw, coefficients=coeff, dtype=d) for d in sorted(dtypes)},
         kernel_overhead_s=us_to_s(coeff.kernel_overhead_us),
         matmul_latency_s=us_to_s(coeff.matmul_latency_us),
+        grouped_matmul_latency_s=us_to_s(
+            coeff.matmul_latency_us if grouped_latency_us is None else grouped_latency_us
+        ),
         kernel_overhead_by_tokens=kernel_overhead_table(coeff),
         step_overhead_s=us_to_s(coeff.step_overhead_us),
         allreduce_latency_s=us_to_s(coeff.allreduce_latency_us),
@@ -147,18 +155,25 @@ def is_calibrated(dep: Deployment) -> bool:
     return dep.calibrated and dep.hardware.is_calibrated
 
 
+def resource_bytes_per_s(rate: Rates, *, resource: str) -> float:
+    """Effective bandwidth of an HBM-side resource: KV reads, routed-expert weights (grouped GEMM), else
+    dense weight streaming."""
+    return {"kv": rate.kv_bytes_per_s, "experts": rate.expert_bytes_per_s}.get(resource, rate.hbm_bytes_per_s)
+
+
 def term_seconds(
     term: Term, *, rate: Rates, tokens: FloatArray | float = 1.0
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(transfer_s, compute_s, overhead_s) of one term.
 
     Formula:
-        transfer_s = bytes / bw          bw = hbm, kv or (for all-reduce) link rate
+        transfer_s = bytes / bw          bw = hbm, kv, experts (grouped GEMM) or (all-reduce) link rate
                      all-reduce: 2 (tp - 1) / tp * bytes / link   (ring: reduce-scatter + all-gather)
                      decode attention with a measured table: cache reads at min(table rate(rows, ctx),
                      datasheet), the new tokens' K/V writes at the HBM rate
         compute_s  = flop / flop_per_s[compute_dtype]
         overhead_s = m * matmul_latency + (k - m - a) * kernel_overhead + collectives * allreduce_latency
+                     matmul_latency = grouped_matmul_latency for routed experts (grouped GEMMs)
                      k kernels, m of them matmul calls, a attention kernels timed by the table (else 0)
     """
     timed_by_table = 0
@@ -174,12 +189,12 @@ def term_seconds(
         transfer = cache_read_s + (term.bytes - read) / rate.hbm_bytes_per_s
         timed_by_table = term.attention.kernels
     else:
-        bandwidth = rate.kv_bytes_per_s if term.resource == "kv" else rate.hbm_bytes_per_s
-        transfer = term.bytes / bandwidth
+        transfer = term.bytes / resource_bytes_per_s(rate, resource=term.resource)
     compute = term.flop / rate.flop_per_s[term.compute_dtype]
     other_kernels = term.kernels - term.matmuls - timed_by_table
+    matmul_latency_s = rate.grouped_matmul_latency_s if term.resource == "experts" else rate.matmul_latency_s
     overhead = (
-        term.matmuls * rate.matmul_latency_s
+        term.matmuls * matmul_latency_s
         + other_kernels * small_kernel_s(rate, tokens=tokens)
         + term.collectives * rate.allreduce_latency_s
     )

@@ -236,6 +236,11 @@ class PerfCoefficients(Frozen):
                                      chain); None: kernel_overhead_us at every batch
     attention_table                  measured decode-attention rates over batch x kv heads x ctx; None: the
                                      roofline uses kv_read_bandwidth_fraction for attention
+    grouped_matmul_latency_us        fixed cost of one grouped expert GEMM (MoE gate_up or down over all
+                                     experts): t = latency + touched expert bytes / bandwidth;
+                                     None: matmul_latency_us
+    grouped_weight_read_bandwidth_fraction   achieved / datasheet bandwidth of the same fit; None:
+                                     weight_read_bandwidth_fraction
     """
 
     weight_read_bandwidth_fraction: float = Field(gt=0, le=1)
@@ -248,6 +253,8 @@ class PerfCoefficients(Frozen):
     allreduce_bandwidth_fraction: float = Field(gt=0, le=1)
     kernel_overhead_table: list[KernelCost] | None = Field(default=None, min_length=1)
     attention_table: list[AttentionRate] | None = Field(default=None, min_length=1)
+    grouped_matmul_latency_us: float | None = Field(default=None, ge=0)
+    grouped_weight_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> PerfCoefficients:

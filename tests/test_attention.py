@@ -95,8 +95,11 @@ def test_calibrated_decode_step_is_monotone_and_above_the_bandwidth_floor(
 ) -> None:
     dep = _dep(model, engine)
     step = roofline.decode_step_s(dep, batch=batch, ctx_tokens=ctx)
-    assert roofline.decode_step_s(dep, batch=batch + 1, ctx_tokens=ctx) >= step
-    assert roofline.decode_step_s(dep, batch=batch, ctx_tokens=ctx + 512) >= step
+    # non-decreasing up to float rounding: where the table's running maximum is flat, two contexts give the
+    # same time summed in a different order (seen: 1 ulp apart with the run-4 table)
+    floor = step * (1 - 1e-12)
+    assert roofline.decode_step_s(dep, batch=batch + 1, ctx_tokens=ctx) >= floor
+    assert roofline.decode_step_s(dep, batch=batch, ctx_tokens=ctx + 512) >= floor
     ledger = roofline.decode_ledger(dep, batch=batch, ctx_tokens=ctx)
     assert step >= ledger.hbm_bytes / H200.memory_bandwidth_bytes_per_s
     assert ledger.time_s == pytest.approx(step, rel=1e-12)

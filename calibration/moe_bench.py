@@ -1,0 +1,147 @@
+"""Grouped expert GEMM microbenchmark: what transformers' MoE decode path runs per layer at decode shapes
+(experts_implementation="grouped_mm").
+
+transformers 5.x `grouped_mm_experts_forward` sorts the batch * top_k routed (token, expert) pairs by expert,
+counts tokens per expert (histc + cumsum -> offsets) and runs two grouped GEMMs over ALL E experts' stacked
+weights, (E, 2 I, H) for gate_up and (E, H, I) for down, through torch.nn.functional.grouped_mm
+(torch >= 2.10; torch._grouped_mm before); experts that no token chose get an empty group. Two benchmarks,
+per decode batch:
+
+    grouped_gemm   the two grouped GEMMs alone, on routed inputs sorted as transformers sorts them;
+                   bytes = touched experts * expert matrix bytes + routed rows * (in + out) * 2
+                   -> t = latency + bytes / bw  ->  grouped_matmul_latency_us,
+                      grouped_weight_read_bandwidth_fraction (calibration/calibrate.py)
+    moe_experts    transformers' own Qwen3MoeExperts forward (grouped_mm implementation: routing kernels and
+                   both GEMMs), as provenance: the whole op the roofline's moe.experts term models
+
+Routing is uniform random top-k. Each timing cycles through several routings of the same weight stack so that
+consecutive calls read different experts (the real model has different weights per layer, never in L2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+BF16_BYTES = 2
+MAX_ROUTINGS = 16
+
+
+def grouped_mm_fn(torch: Any) -> Callable[..., Any]:
+    """torch.nn.functional.grouped_mm when present (torch >= 2.10), else torch._grouped_mm."""
+    return getattr(torch.nn.functional, "grouped_mm", None) or torch._grouped_mm
+
+
+def routings(suite: Any, *, tokens: int, experts: int, top_k: int, count: int) -> list[Any]:
+    """`count` random top-k routings of `tokens` tokens over `experts` experts: (tokens, top_k) indices."""
+    torch = suite.backend.torch
+    return [
+        torch.rand(tokens, experts, device=suite.backend.device).topk(top_k, dim=-1).indices
+        for _ in range(count)
+    ]
+
+
+def offsets_of(torch: Any, index: Any, *, experts: int) -> tuple[Any, Any]:
+    """(permutation sorting the routed pairs by expert, int32 cumulative tokens per expert), computed as
+    transformers does (sort, then histc over expert ids, then cumsum)."""
+    ids, perm = torch.sort(index.reshape(-1))
+    counts = torch.histc(ids.float(), bins=experts, min=0, max=experts - 1)
+    return perm, torch.cumsum(counts, dim=0, dtype=torch.int32)
+
+
+def grouped_gemm_bench(suite: Any) -> None:
+    """Time the gate_up and down grouped GEMMs at every decode batch of the suite's sizes."""
+    if suite.shapes.moe is None:
+        suite.out.notes.append("grouped GEMM: no MoE shapes (dense --model), not run")
+        return
+    experts, top_k, hidden, inter = suite.shapes.moe
+    torch = suite.backend.torch
+    grouped = grouped_mm_fn(torch)
+    stacks = {
+        "gate_up": suite._randn(experts, 2 * inter, hidden),
+        "down": suite._randn(experts, hidden, inter),
+    }
+    for batch in suite.sizes.moe_batches:
+        if not suite.time_left():
+            suite.out.notes.append("grouped GEMM: stopped early, time budget spent")
+            return
+        touched_bytes = top_k * batch * 3 * hidden * inter * BF16_BYTES
+        count = max(1, min(MAX_ROUTINGS, -(-suite.sizes.rotate_bytes // touched_bytes)))
+        plans = [
+            offsets_of(torch, r, experts=experts)
+            for r in routings(suite, tokens=batch, experts=experts, top_k=top_k, count=count)
+        ]
+        touched = sum(int((torch.diff(offs, prepend=offs[:1] * 0) > 0).sum()) for _, offs in plans) / count
+        for op, weight in stacks.items():
+            out_f, in_f = weight.shape[1], weight.shape[2]
+            inputs = [(suite._randn(batch * top_k, in_f), offs) for _, offs in plans]
+
+            def run(inputs: list[Any] = inputs, w: Any = weight) -> None:
+                for x, offs in inputs:
+                    grouped(x, w.transpose(-2, -1), offs=offs)
+
+            seconds = [s / count for s in suite._timed(run, graph=suite.backend.kind != "cpu")]
+            suite._record(
+                "grouped_gemm",
+                seconds,
+                op=op,
+                batch=batch,
+                routed=batch * top_k,
+                experts=experts,
+                touched=touched,
+                in_features=in_f,
+                out_features=out_f,
+                bytes=touched * in_f * out_f * BF16_BYTES + batch * top_k * (in_f + out_f) * BF16_BYTES,
+                flop=2 * batch * top_k * in_f * out_f,
+            )
+    moe_experts_bench(suite)
+
+
+def transformers_experts(suite: Any) -> Any | None:
+    """transformers' Qwen3MoeExperts (grouped_mm implementation) at the suite's MoE shape, or None."""
+    try:
+        from transformers import Qwen3MoeConfig
+        from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeExperts
+    except ImportError as exc:
+        suite.out.notes.append(f"moe_experts: transformers not importable ({exc}), not run")
+        return None
+    experts, top_k, hidden, inter = suite.shapes.moe
+    config = Qwen3MoeConfig(
+        hidden_size=hidden, moe_intermediate_size=inter, num_experts=experts, num_experts_per_tok=top_k
+    )
+    config._experts_implementation = "grouped_mm"
+    torch = suite.backend.torch
+    with torch.device(suite.backend.device):
+        module = Qwen3MoeExperts(config).to(torch.bfloat16)
+    for weight in (module.gate_up_proj, module.down_proj):
+        torch.nn.init.normal_(weight, std=0.02)
+    return module
+
+
+def moe_experts_bench(suite: Any) -> None:
+    """Time transformers' whole experts forward (routing kernels + grouped GEMMs) at each decode batch."""
+    module = transformers_experts(suite)
+    if module is None:
+        return
+    experts, top_k, hidden, _ = suite.shapes.moe
+    torch = suite.backend.torch
+    for batch in suite.sizes.moe_batches:
+        if not suite.time_left():
+            return
+        count = 4
+        calls = [
+            (
+                suite._randn(batch, hidden),
+                index,
+                torch.rand(batch, top_k, device=suite.backend.device).to(torch.bfloat16),
+            )
+            for index in routings(suite, tokens=batch, experts=experts, top_k=top_k, count=count)
+        ]
+
+        def run(calls: list[Any] = calls) -> None:
+            with torch.no_grad():
+                for x, index, weights in calls:
+                    module(x, index, weights)
+
+        seconds = [s / count for s in suite._timed(run, graph=suite.backend.kind != "cpu")]
+        suite._record("moe_experts", seconds, batch=batch, routed=batch * top_k, experts=experts)
