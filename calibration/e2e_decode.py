@@ -6,12 +6,8 @@ once (scaled_dot_product_attention with enable_gqa=True, FlashAttention-2 backen
 call) instead of materialising repeated KV heads. The cache is exactly ctx tokens long and filled with random
 values, so the step attends over ctx keys; no prefill is run (its cost is not what is measured).
 
-Per (model, batch, ctx) it records:
-    decode_step_s    host wall time of one graph replay (forward + argmax over the vocabulary + feedback of
-                     the token into the next input) followed by a host sync: what a serving loop pays per step
-    device_step_s    device-event time of back-to-back replays / count (no host sync between them)
-and per model the bytes torch really allocated for weights and for each KV cache (memory_allocated deltas).
-
+Records decode_step_s (wall time of one graph replay + host sync), device_step_s (device events) and
+the bytes torch allocated for weights and each KV cache (ACCURACY.md).
 Run: python -m calibration.e2e_decode --out DIR [--models ...] [--batches ...] [--ctx ...] [--per-model-s S]
 """
 
@@ -34,22 +30,11 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 ATTN_NAME = "kvplan_gqa_sdpa"
 DEFAULT_MODELS = ("qwen3-8b", "llama-3.1-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b")
 HEADROOM_BYTES = 6 * 2**30  # free memory kept beyond the KV cache for activations and graph pools
-CSV_FIELDS = (
-    "model",
-    "card",
-    "dtype",
-    "kv_dtype",
-    "tp",
-    "engine",
-    "batch",
-    "ctx",
-    "decode_step_s",
-    "device_step_s",
-    "spread_fraction",
-    "replays",
-    "graph",
-    "kv_allocated_bytes",
-    "kv_tensor_bytes",
+# One name per column of the CSV (a space-separated string keeps the list on three lines).
+CSV_FIELDS = tuple(
+    "model card dtype kv_dtype tp engine batch ctx decode_step_s device_step_s spread_fraction replays "  # noqa: SIM905
+    "graph "
+    "kv_allocated_bytes kv_tensor_bytes".split()
 )
 
 
@@ -200,6 +185,11 @@ def time_point(bk: Backend, replay: Any, *, budget_s: float) -> dict[str, Any]:
     bk.synchronize()
     one = time.perf_counter() - probe
     count = int(min(50, max(5, budget_s / max(one, 1e-4) / 3)))
+    return timed_replays(bk, replay, count=count)
+
+
+def timed_replays(bk: Backend, replay: Any, *, count: int) -> dict[str, Any]:
+    """Median wall time of `count` replay + sync, device-event time, spread = (p90 - min) / median."""
     wall = []
     for _ in range(count):
         start = time.perf_counter()

@@ -19,8 +19,6 @@ import copy
 import csv
 import datetime as dt
 import os
-import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -99,20 +97,7 @@ def time_fixed(bk: Backend, replay: Any) -> dict[str, Any]:
         replay()
     bk.synchronize()
     dist.barrier()
-    wall = []
-    for _ in range(REPLAYS):
-        start = time.perf_counter()
-        replay()
-        bk.synchronize()
-        wall.append(time.perf_counter() - start)
-    device_s = bk.timer(replay, inner=REPLAYS)
-    middle = statistics.median(wall)
-    return {
-        "decode_step_s": middle,
-        "device_step_s": device_s,
-        "spread_fraction": (statistics.quantiles(wall, n=10)[-1] - min(wall)) / middle,
-        "replays": REPLAYS,
-    }
+    return ref.timed_replays(bk, replay, count=REPLAYS)
 
 
 def run_point(bk: Backend, model: Any, card: Any, *, batch: int, ctx: int, tp: int) -> dict[str, Any]:

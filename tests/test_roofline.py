@@ -13,6 +13,7 @@ from planner.errors import PlanInputError
 from planner.opcost import expected_experts_touched
 from planner.opweights import op_weights
 from planner.schema import HardwareProfile
+from tests.helpers import deployment_950pr
 
 # ascend-950pr default coefficients (hwprofiles/ascend-950pr.yaml, uncalibrated):
 BW = 1600e9  # memory_bandwidth_gb_per_s 1600 -> B/s
@@ -24,17 +25,7 @@ STEP_S = 500e-6  # step_overhead_us
 
 
 def deployment(model_id: str, **kw: object) -> Deployment:
-    fields: dict[str, object] = {
-        "weight_scheme_name": "bf16",
-        "kv_dtype": StorageDType.bf16,
-        "tp": 1,
-        "ctx_tokens": 4096,
-        "calibrated": False,
-    }
-    fields.update(kw)
-    return Deployment(
-        model=catalog.load_model(model_id), hardware=catalog.load_card("ascend-950pr"), **fields
-    )
+    return deployment_950pr(model_id, scheme="bf16", **kw)
 
 
 def op(ledger: roofline.Ledger, name: str) -> roofline.Op:

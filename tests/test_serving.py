@@ -6,23 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner import catalog, roofline, serving
+from planner import roofline, serving
 from planner.deployment import Deployment
-from planner.dtypes import StorageDType
+from tests.helpers import deployment_950pr
 
 
 def deployment(model_id: str = "qwen3.5-27b", **kw: object) -> Deployment:
-    fields: dict[str, object] = {
-        "weight_scheme_name": "fp8",
-        "kv_dtype": StorageDType.bf16,
-        "tp": 1,
-        "ctx_tokens": 4096,
-        "calibrated": False,
-    }
-    fields.update(kw)
-    return Deployment(
-        model=catalog.load_model(model_id), hardware=catalog.load_card("ascend-950pr"), **fields
-    )
+    return deployment_950pr(model_id, **kw)
 
 
 # --- speculative decoding ---

@@ -10,26 +10,16 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from planner import capacity, catalog, roofline, serving, sweep
+from planner import capacity, roofline, serving, sweep
 from planner.cli import app
 from planner.cli_perf import parse_batches
 from planner.deployment import Deployment
-from planner.dtypes import StorageDType
 from planner.errors import PlanInputError
+from tests.helpers import deployment_950pr
 
 
 def deployment(model_id: str = "qwen3.5-27b", **kw: object) -> Deployment:
-    fields: dict[str, object] = {
-        "weight_scheme_name": "fp8",
-        "kv_dtype": StorageDType.bf16,
-        "tp": 1,
-        "ctx_tokens": 4096,
-        "calibrated": False,
-    }
-    fields.update(kw)
-    return Deployment(
-        model=catalog.load_model(model_id), hardware=catalog.load_card("ascend-950pr"), **fields
-    )
+    return deployment_950pr(model_id, **kw)
 
 
 def test_grid_matches_scalar_path() -> None:
