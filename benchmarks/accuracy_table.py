@@ -19,8 +19,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner import benchpoints, catalog, fit, memory  # noqa: E402
+from planner import catalog, memory  # noqa: E402
 from planner.dtypes import StorageDType, weight_scheme  # noqa: E402
+from planner.importers import benchpoints  # noqa: E402
+from planner.perf import fit  # noqa: E402
 from planner.schema import HardwareProfile  # noqa: E402
 
 DATA = ROOT / "calibration" / "data"

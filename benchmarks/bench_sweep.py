@@ -43,9 +43,10 @@ def main() -> None:
     start = time.perf_counter()
     import numpy as np
 
-    from planner import catalog, roofline, sweep
+    from planner import catalog
     from planner.deployment import Deployment
     from planner.dtypes import StorageDType
+    from planner.perf import roofline, sweep
 
     dep = Deployment(
         model=catalog.resolve_model("qwen3-27b")[0],

@@ -1,12 +1,11 @@
-"""kvplan dashboard: `streamlit run app.py`.
+"""kvplan dashboard page: `streamlit run app.py` (the repository root's app.py calls main()).
 
-A thin layer over planner/: widgets, layout and fig_*() builders. Every number comes from planner/ (plans from
-planner.capacity, sweeps from planner.dashboard over planner.roofline, SLO search from planner.serving);
-planner errors are shown with st.error(str(exc)), never as a traceback.
+A thin layer over planner/: widgets, layout and fig_*() builders. Every number comes from planner/ (plans
+from planner.perf.plan, sweeps from dashboard.view over planner.perf.roofline, SLO search from
+planner.perf.serving); planner errors are shown with st.error(str(exc)), never as a traceback.
 
-This file holds the sidebar, the header, the metrics, the exports and main(); the tabs and the cached
-planner calls are in app_sections.py, the plotly fig_*() builders in app_figures.py (imported from the
-script's folder, which `streamlit run` puts on sys.path).
+This module holds the sidebar, the header, the metrics, the exports and main(); the tabs and the cached
+planner calls are in dashboard/sections.py, the plotly fig_*() builders in dashboard/figures.py.
 """
 
 from __future__ import annotations
@@ -17,9 +16,9 @@ from typing import Any
 
 import streamlit as st
 
-from app_sections import (
+from dashboard import view as dashboard
+from dashboard.sections import (
     KV_DTYPE_CHOICES,
-    NO_SPEED_MODEL,
     TP_CHOICES,
     Settings,
     cached_mindie,
@@ -30,7 +29,7 @@ from app_sections import (
     show_memory,
     show_speed,
 )
-from planner import dashboard, units
+from planner import units
 from planner.deployment import DEFAULT_MEMORY_FRACTION, Deployment
 from planner.dtypes import WEIGHT_SCHEMES
 from planner.errors import KvplanError
@@ -62,11 +61,6 @@ def uploaded_model_path() -> str | None:
     upload = st.sidebar.file_uploader("Hugging Face config.json", type=["json"], key="model_upload")
     if upload is None:
         st.sidebar.caption("Upload a config.json to plan a model that is not in the catalogue.")
-        return None
-    if not dashboard.module_available("hfimport"):
-        st.sidebar.error(
-            "Importing config.json is not available in this build (planner/hfimport.py is missing)."
-        )
         return None
     try:
         card = dashboard.model_card_from_config(upload.getvalue(), name=upload.name, directory=upload_dir())
@@ -280,9 +274,6 @@ def show_downloads(settings: Settings, plan: Plan) -> None:
     except KvplanError as exc:
         st.sidebar.error(str(exc))
         return
-    if exported is None:
-        st.sidebar.caption("MindIE config export is not available in this build (planner/mindie.py).")
-        return
     text, notes = exported
     st.sidebar.download_button(
         "MindIE config.json",
@@ -324,15 +315,9 @@ def main() -> None:
     with memory_tab:
         guarded(show_memory, dep, plan)
     with speed_tab:
-        if plan.performance is None:
-            st.info(NO_SPEED_MODEL)
-        else:
-            guarded(show_speed, settings, dep, plan)
+        guarded(show_speed, settings, dep, plan)
     with compare_tab:
         guarded(show_compare, settings)
     with formula_tab:
         guarded(show_formulas, dep, plan)
     show_downloads(settings, plan)
-
-
-main()

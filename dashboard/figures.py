@@ -1,6 +1,6 @@
 """Plotly figure builders of the kvplan dashboard (app.py): one fig_*() per chart.
 
-Drawing only: every number comes from planner/ (through planner/dashboard.py).
+Drawing only: every number comes from planner/ (through dashboard/view.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from planner import dashboard, units
+from dashboard import view as dashboard
+from planner import units
 from planner.results import Plan
 
 SEGMENT_COLORS = {

@@ -1,7 +1,7 @@
 """Page sections of the kvplan dashboard (app.py): the Memory, Speed, Compare and Formulas tabs, and the
 cached planner calls behind the whole page.
 
-Widgets and layout only: charts come from app_figures.py, numbers from planner/.
+Widgets and layout only: charts come from dashboard/figures.py, numbers from planner/.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from app_figures import (
+from dashboard import view as dashboard
+from dashboard.figures import (
     fig_compare,
     fig_compare_memory,
     fig_feasibility,
@@ -20,7 +21,7 @@ from app_figures import (
     fig_speed,
     fig_tpot_vs_ctx,
 )
-from planner import catalog, dashboard, units
+from planner import catalog, units
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_SCHEMES
 from planner.errors import KvplanError
@@ -31,7 +32,6 @@ from planner.schema import HardwareProfile
 KV_DTYPE_CHOICES = ["auto", "bf16", "fp16", "fp8", "int8"]
 TP_CHOICES = [1, 2, 4, 8, 16]
 COMPARE_DEFAULT_DTYPES = ["=", "fp8", "int8"]  # B and C start as the sidebar's config in FP8 and in W8A8
-NO_SPEED_MODEL = "The speed model (planner/roofline.py) is not available in this build."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,10 +75,10 @@ def cached_plan(req: PlanRequest, prompt: str | None) -> tuple[Deployment, Plan]
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_speed(req: PlanRequest) -> tuple[dashboard.SpeedCurve, int]:
     """Tokens/s over the batch axis at the chosen context, and the batch knee."""
-    from planner import serving
+    from planner.perf import serving
 
     dep, plan = cached_plan(req, None)
-    most = max(dashboard.max_batch_at(plan.memory), 1)
+    most = max(dashboard.max_batch_at(dep, plan.memory), 1)
     curve = dashboard.speed_curve(dep, batch=dashboard.batch_axis(most), ctx_tokens=dep.ctx_tokens)
     return curve, serving.batch_knee(dep, ctx_tokens=dep.ctx_tokens, max_batch=most)
 
@@ -103,7 +103,7 @@ def cached_tpot_vs_ctx(req: PlanRequest) -> dashboard.FeasibilityGrid:
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_slo(req: PlanRequest, tpot_slo_ms: float, ttft_slo_ms: float, prompt: str | None) -> Any:
     """serving.search_slo: the largest batch meeting both SLOs within memory."""
-    from planner import serving
+    from planner.perf import serving
 
     dep, plan = cached_plan(req, prompt)
     prompt_tokens = prompt_tokens_of(prompt)
@@ -112,14 +112,14 @@ def cached_slo(req: PlanRequest, tpot_slo_ms: float, ttft_slo_ms: float, prompt:
         tpot_s=tpot_slo_ms * units.MS_S,
         ttft_s=ttft_slo_ms * units.MS_S,
         min_user_tokens_per_s=None,
-        max_batch_by_memory=dashboard.max_batch_at(plan.memory),
+        max_batch_by_memory=dashboard.max_batch_at(dep, plan.memory),
         prompt_tokens=dep.ctx_tokens if prompt_tokens is None else prompt_tokens,
     )
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def cached_mindie(req: PlanRequest, weights_path: str) -> tuple[str, list[str]] | None:
-    """MindIE config.json text and notes for the request (None when planner/mindie.py is absent)."""
+def cached_mindie(req: PlanRequest, weights_path: str) -> tuple[str, list[str]]:
+    """MindIE config.json text and notes for the request."""
     dep, _ = cached_plan(req, None)
     return dashboard.mindie_config_text(dep, weights_path=weights_path)
 
@@ -314,12 +314,10 @@ def show_formulas(dep: Deployment, plan: Plan) -> None:
     st.dataframe(
         [line.model_dump() for line in dashboard.memory_ledger(dep, plan)], hide_index=True, width="stretch"
     )
-    if plan.performance is None:
-        st.info(NO_SPEED_MODEL)
-        return
-    from planner import roofline
+    from planner.perf import roofline
 
-    ledger = roofline.decode_ledger(dep, batch=plan.performance.batch, ctx_tokens=plan.ctx_tokens)
+    batch = plan.performance.batch if plan.performance else plan.recommendation.max_batch_size
+    ledger = roofline.decode_ledger(dep, batch=batch, ctx_tokens=plan.ctx_tokens)
     st.subheader(f"Decode step at batch {ledger.batch}, context {units.fmt_tokens(ledger.ctx_tokens)}")
     st.caption(
         "time = max(xfer, comp) + fixed, where xfer = bytes / effective bandwidth, comp = FLOP / effective "

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import importlib.util
 import tempfile
 from pathlib import Path
 from typing import TypeVar
@@ -19,6 +18,7 @@ from pydantic import BaseModel
 
 from planner import capacity, catalog, inputs, memory, params, units
 from planner.deployment import Deployment
+from planner.perf import plan as perf_plan
 from planner.results import MemoryBreakdown, Performance, Plan
 from planner.schema import Frozen, ModelCard
 
@@ -56,11 +56,6 @@ class FeasibilityGrid:
     ctx_tokens: np.ndarray
     fits: np.ndarray
     tpot_s: np.ndarray
-
-
-def module_available(name: str) -> bool:
-    """True when planner.<name> exists (some planner modules are optional or still being written)."""
-    return importlib.util.find_spec(f"planner.{name}") is not None
 
 
 def memory_segments(mem: MemoryBreakdown, *, batch: int) -> list[MemorySegment]:
@@ -115,24 +110,18 @@ def ctx_axis(max_ctx_tokens: int, *, include: int | None = None) -> np.ndarray:
 
 
 def sequence_bytes_axis(dep: Deployment, mem: MemoryBreakdown, ctx_tokens: np.ndarray) -> np.ndarray:
-    """Bytes one sequence holds at each context length (memory.sequence_bytes, element by element)."""
-    return np.array(
-        [
-            memory.sequence_bytes(
-                int(c),
-                kv_bytes_per_token=mem.kv_bytes_per_token,
-                state_bytes=mem.state_bytes_per_sequence,
-                block_size_tokens=dep.block_size_tokens,
-            )
-            for c in ctx_tokens
-        ],
-        dtype=np.int64,
+    """Bytes one sequence holds at each context length (memory.sequence_bytes over the array)."""
+    return memory.sequence_bytes(
+        np.asarray(ctx_tokens, dtype=np.int64),
+        kv_bytes_per_token=mem.kv_bytes_per_token,
+        state_bytes=mem.state_bytes_per_sequence,
+        block_size_tokens=dep.block_size_tokens,
     )
 
 
 def decode_step_grid_s(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarray) -> np.ndarray:
     """Decode step seconds over a batch x context grid, shape (len(batch), len(ctx_tokens)), vectorised."""
-    from planner import roofline
+    from planner.perf import roofline
 
     batch_2d, ctx_2d = np.meshgrid(batch.astype(np.int64), ctx_tokens.astype(np.int64), indexing="ij")
     step = roofline.decode_step_s_grid(dep, batch=batch_2d, ctx_tokens=ctx_2d)
@@ -151,7 +140,7 @@ def per_user_tokens_per_s_at(tpot_s: float) -> float:
 
 def speed_curve(dep: Deployment, *, batch: np.ndarray, ctx_tokens: int) -> SpeedCurve:
     """Per-user and aggregate tokens/s over a batch axis at ctx_tokens (one vectorised roofline call)."""
-    from planner import serving
+    from planner.perf import serving
 
     step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=np.array([ctx_tokens]))[:, 0]
     per_user = serving.tokens_per_step(dep) / step_s
@@ -162,7 +151,7 @@ def speed_curve(dep: Deployment, *, batch: np.ndarray, ctx_tokens: int) -> Speed
 
 def feasibility_grid(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarray) -> FeasibilityGrid:
     """Which (batch, ctx) pairs fit the KV budget, and their TPOT (step / tokens per step; NaN where not)."""
-    from planner import serving, sweep
+    from planner.perf import serving, sweep
 
     fits = sweep.fits_memory_grid(
         dep, batch=batch.astype(np.int64)[:, None], ctx_tokens=ctx_tokens.astype(np.int64)[None, :]
@@ -172,12 +161,9 @@ def feasibility_grid(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarr
     return FeasibilityGrid(batch=batch, ctx_tokens=ctx_tokens, fits=fits, tpot_s=tpot_s)
 
 
-def max_batch_at(mem: MemoryBreakdown) -> int:
-    """Most sequences of ctx tokens that fit the KV budget."""
-    return min(
-        memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=mem.kv_bytes_per_sequence),
-        capacity.MINDIE_MAX_BATCH_SIZE,
-    )
+def max_batch_at(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """Most sequences of ctx tokens that fit the KV budget (capacity.max_batch_size)."""
+    return capacity.max_batch_size(dep, mem)
 
 
 @functools.cache
@@ -208,8 +194,9 @@ def load_uploaded(data: bytes, model: type[ModelT], *, name: str, directory: Pat
 
 
 def model_card_from_config(data: bytes, *, name: str, directory: Path | None = None) -> ModelCard:
-    """A ModelCard from an uploaded Hugging Face config.json (planner.hfimport; errors name the file)."""
-    from planner import hfimport
+    """A ModelCard from an uploaded Hugging Face config.json (planner.importers.hfimport; errors name the
+    file)."""
+    from planner.importers import hfimport
 
     config = hfimport.read_config(save_upload(data, name=name, directory=directory))
     card_id = hfimport.default_card_id(config, default=UPLOADED_MODEL_ID)
@@ -218,18 +205,16 @@ def model_card_from_config(data: bytes, *, name: str, directory: Path | None = N
 
 def model_card_path(card: ModelCard, *, directory: Path | None = None) -> str:
     """A YAML file holding `card`, usable as PlanRequest.model (catalog.resolve_model reads card paths)."""
-    from planner import hfimport
+    from planner.importers import hfimport
 
     text = hfimport.card_yaml(card).encode("utf-8")
     return str(save_upload(text, name=f"{card.id}.yaml", directory=directory))
 
 
 def plan_for(req: inputs.PlanRequest, *, prompt_tokens: int | None = None) -> tuple[Deployment, Plan]:
-    """Deployment and plan for one request; with speed when the roofline module is present."""
+    """Deployment and plan (with speed) for one request."""
     dep = inputs.to_deployment(req)
-    plan = capacity.build_plan(
-        dep, prompt_tokens=prompt_tokens, with_performance=module_available("roofline")
-    )
+    plan = perf_plan.build_plan(dep, prompt_tokens=prompt_tokens)
     return dep, plan
 
 
@@ -251,10 +236,7 @@ def heatmap_axes(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> tuple[
     """(batch axis, ctx axis) of the feasibility heatmap: batches up to what fits at the shortest context."""
     ctx = ctx_axis(dep.model.max_position_embeddings, include=dep.ctx_tokens)
     shortest = int(sequence_bytes_axis(dep, mem, ctx[:1])[0])
-    most = min(
-        memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=shortest),
-        capacity.MINDIE_MAX_BATCH_SIZE,
-    )
+    most = capacity.max_batch_size(dep, mem, per_sequence_bytes=shortest)
     return heatmap_batch_axis(most, include=batch), ctx
 
 
@@ -318,7 +300,7 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
             quantity="max batch",
             formula="floor(KV budget / per sequence)",
             substituted=f"floor({gib(mem.kv_budget_bytes)} / {units.fmt_bytes(mem.kv_bytes_per_sequence)})",
-            result=str(max_batch_at(mem)),
+            result=str(max_batch_at(dep, mem)),
         ),
         LedgerLine(
             quantity="KV share",
@@ -331,23 +313,20 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
     return lines
 
 
-def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list[str]] | None:
-    """MindIE config.json text and notes for the deployment, as `kvplan mindie` builds them; None when this
-    build has no planner/mindie.py.
+def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list[str]]:
+    """MindIE config.json text and notes for the deployment, as `kvplan mindie` builds them.
 
     As the CLI does, the plan is re-sized with MindIE's lengths (maxPrefillTokens drives the activation peak).
     """
-    if not module_available("mindie"):
-        return None
-    from planner import mindie, mindie_rules
+    from planner.engines import common
+    from planner.engines.mindie import config as mindie
+    from planner.engines.mindie import rules as mindie_rules
 
     options = mindie.MindieOptions(
         weights_path=weights_path, model_name=dep.model_alias or dep.model.id, mtp=dep.mtp_tokens
     )
-    sized, lengths = mindie.sized_deployment(dep, options=options)
-    plan = capacity.build_plan(
-        sized, prompt_tokens=lengths.max_input_tokens, with_performance=module_available("roofline")
-    )
+    sized, lengths = common.sized_deployment(dep, options=options)
+    plan = perf_plan.build_plan(sized, prompt_tokens=lengths.max_input_tokens)
     result = mindie.mindie_config(
         plan, base=mindie_rules.load_base(options.mindie_version), lengths=lengths, options=options
     )

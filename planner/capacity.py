@@ -1,19 +1,20 @@
-"""Deployment -> Plan: checks the inputs against the card, sizes memory, recommends lengths, adds speed.
+"""Deployment -> memory plan: checks the inputs against the card, sizes memory, recommends lengths.
 
-The formulas live in memory.py and roofline.py; this module only composes them and words the outcome.
+The formulas live in memory.py; this module composes them per deployment (the one KV budget, the one batch
+cap) and words the outcome. planner/perf/plan.py adds the speed and the SLO search on top.
 """
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from planner import memory, units
 from planner.deployment import Deployment
 from planner.errors import DoesNotFitError, PlanInputError
-from planner.results import MemoryBreakdown, Plan, Recommendation
-from planner.schema import Frozen
+from planner.kinds import EngineName
+from planner.results import MemoryBreakdown, Recommendation
 
-MINDIE_MAX_BATCH_SIZE = 5000  # ScheduleConfig.maxBatchSize range [1, 5000] (MindIE service parameter docs)
+# Engines that cap the batch: MindIE's ScheduleConfig.maxBatchSize range is [1, 5000] (MindIE service
+# parameter docs); vLLM's --max-num-seqs and transformers have no documented upper limit.
+ENGINE_MAX_BATCH_SIZE: dict[EngineName, int] = {"mindie": 5000}
 # The seed article's rule of thumb: the KV cache should take 30-40 % of HBM.  [seed: Qwen3-27B on 950PR]
 KV_GUIDELINE_FRACTION = (0.30, 0.40)
 
@@ -87,7 +88,7 @@ def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
     state = memory.linear_state_bytes_per_sequence(card, conv_dtype=dep.activation_dtype, tp=dep.tp)
     budget = memory.kv_budget_bytes(
         usable, weights=weights, activation=activation, runtime=hw.runtime_overhead_bytes
-    )
+    )  # = kv_budget_bytes(dep), without computing the weights twice
     per_sequence = memory.sequence_bytes(
         dep.ctx_tokens,
         kv_bytes_per_token=kv_per_token,
@@ -145,12 +146,20 @@ def check_fits(dep: Deployment, mem: MemoryBreakdown) -> None:
     raise DoesNotFitError(f"{where}: {detail}; {_no_fit_hint(dep, mem)}")
 
 
+def max_batch_size(dep: Deployment, mem: MemoryBreakdown, *, per_sequence_bytes: int | None = None) -> int:
+    """Most sequences that fit the KV budget, capped by the engine's batch limit (the one batch cap).
+
+    Formula: min(floor(kv_budget / per_sequence), engine cap); per_sequence defaults to one ctx sequence.
+    """
+    per_sequence = per_sequence_bytes or mem.kv_bytes_per_sequence
+    most = memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=per_sequence)
+    cap = ENGINE_MAX_BATCH_SIZE.get(dep.engine)
+    return most if cap is None else min(most, cap)
+
+
 def recommend(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
     """max_batch_size at ctx from memory; max_seq_len at the chosen batch (whole blocks, model-capped)."""
-    max_batch = min(
-        memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=mem.kv_bytes_per_sequence),
-        MINDIE_MAX_BATCH_SIZE,
-    )
+    max_batch = max_batch_size(dep, mem)
     batch = dep.batch or max_batch
     if batch > max_batch:
         longest = memory.max_seq_len_at_batch(
@@ -201,91 +210,9 @@ def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
     return notes
 
 
-class ServiceLevels(Frozen):
-    """Latency targets for the SLO search; None means unconstrained."""
-
-    tpot_s: float | None = Field(default=None, gt=0)
-    ttft_s: float | None = Field(default=None, gt=0)
-    min_user_tokens_per_s: float | None = Field(default=None, gt=0)
-
-    @property
-    def any(self) -> bool:
-        """True when at least one target is set."""
-        return any(v is not None for v in (self.tpot_s, self.ttft_s, self.min_user_tokens_per_s))
-
-
-def apply_slo(
-    dep: Deployment, rec: Recommendation, *, slo: ServiceLevels, prompt_tokens: int
-) -> Recommendation:
-    """Largest batch <= the memory limit that meets every SLO; DoesNotFitError when batch 1 misses one."""
-    from planner import serving
-
-    limit = dep.batch or rec.max_batch_size
-    result = serving.search_slo(
-        dep,
-        tpot_s=slo.tpot_s,
-        ttft_s=slo.ttft_s,
-        min_user_tokens_per_s=slo.min_user_tokens_per_s,
-        max_batch_by_memory=limit,
-        prompt_tokens=prompt_tokens,
-    )
-    if not result.feasible:
-        flag = {"tpot": "--tpot-ms", "ttft": "--ttft-ms", "min-user-tps": "--min-user-tps"}.get(
-            result.binding, "--batch"
-        )
-        raise DoesNotFitError(
-            f"{flag}: not met even at batch 1 for {dep.model.id} on {dep.hardware.id} at "
-            f"ctx {dep.ctx_tokens} (see `kvplan serve` for the achievable values); "
-            f"try a shorter --ctx, a smaller --dtype or a larger --tp"
-        )
-    if dep.batch is not None and result.batch < dep.batch:
-        raise DoesNotFitError(
-            f"--batch: {dep.batch} misses the {result.binding} target (got {dep.batch}, "
-            f"expected <= {result.batch})"
-        )
-    return rec.model_copy(
-        update={
-            "max_batch_size": result.batch,
-            "binding_constraint": "memory" if result.batch == limit else result.binding,
-        }
-    )
-
-
-def build_plan(
-    dep: Deployment,
-    *,
-    prompt_tokens: int | None = None,
-    with_performance: bool = True,
-    slo: ServiceLevels | None = None,
-) -> Plan:
-    """The whole plan: checks, memory, recommendation (memory, then SLOs), warnings and the roofline speed."""
+def memory_plan(dep: Deployment) -> tuple[MemoryBreakdown, Recommendation]:
+    """Checks, memory breakdown and the memory-bound recommendation (DoesNotFitError when nothing fits)."""
     check_supported(dep)
     mem = memory_breakdown(dep)
     check_fits(dep, mem)
-    rec = recommend(dep, mem)
-    prompt = prompt_tokens or dep.ctx_tokens
-    if slo is not None and slo.any:
-        rec = apply_slo(dep, rec, slo=slo, prompt_tokens=prompt)
-    perf = None
-    if with_performance:
-        from planner import serving  # deferred: memory-only callers skip numpy-heavy roofline imports
-
-        perf = serving.performance(
-            dep, batch=rec.max_batch_size, ctx_tokens=dep.ctx_tokens, prompt_tokens=prompt
-        )
-    return Plan(
-        model=dep.model.id,
-        model_alias=dep.model_alias,
-        card=dep.hardware.id,
-        dtype=dep.weight_scheme.name,
-        kv_dtype=dep.kv_dtype.value,
-        tp=dep.tp,
-        ctx_tokens=dep.ctx_tokens,
-        batch=dep.batch,
-        block_size_tokens=dep.block_size_tokens,
-        memory_fraction=dep.memory_fraction,
-        memory=mem,
-        recommendation=rec,
-        performance=perf,
-        warnings=plan_warnings(dep, mem, rec),
-    )
+    return mem, recommend(dep, mem)

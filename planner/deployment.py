@@ -8,12 +8,13 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, WeightScheme
-from planner.engines import DEFAULT_ENGINE, ENGINES
+from planner.kinds import DEFAULT_ENGINE, ENGINES, EngineName
 from planner.schema import Frozen, HardwareProfile, ModelCard
 
 DEFAULT_BLOCK_SIZE_TOKENS = 128  # MindIE cacheBlockSize default; vllm-ascend also forces 128
 DEFAULT_MEMORY_FRACTION = 0.8  # MindIE NPU_MEMORY_FRACTION default (mindie_llm/utils/env.py)
 DEFAULT_MAX_PREFILL_TOKENS = 8192  # MindIE ScheduleConfig.maxPrefillTokens default
+DEFAULT_MTP_ACCEPTANCE_FRACTION = 0.7  # [assumed: per-draft-token acceptance, DeepSeek-V3 report range]
 
 
 class Deployment(Frozen):
@@ -30,10 +31,10 @@ class Deployment(Frozen):
     memory_fraction: float = Field(default=DEFAULT_MEMORY_FRACTION, gt=0, le=1)
     max_prefill_tokens: int = Field(default=DEFAULT_MAX_PREFILL_TOKENS, ge=1)
     mtp_tokens: int = Field(default=0, ge=0, le=8)
-    mtp_acceptance_fraction: float = Field(default=0.7, ge=0, le=1)
+    mtp_acceptance_fraction: float = Field(default=DEFAULT_MTP_ACCEPTANCE_FRACTION, ge=0, le=1)
     calibrated: bool = True
     model_alias: str | None = None
-    engine: str = DEFAULT_ENGINE  # kernel structure of the decode step (planner/engines.py)
+    engine: EngineName = DEFAULT_ENGINE  # kernel structure of the decode step (planner/perf/kernels.py)
 
     @model_validator(mode="after")
     def _check_scheme(self) -> Deployment:

@@ -12,15 +12,17 @@ from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MAX_PREFILL_TOKENS,
     DEFAULT_MEMORY_FRACTION,
+    DEFAULT_MTP_ACCEPTANCE_FRACTION,
     Deployment,
 )
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, storage_dtype, weight_scheme
-from planner.engines import DEFAULT_ENGINE, parse_engine
 from planner.errors import PlanInputError
+from planner.kinds import DEFAULT_ENGINE, parse_engine
 from planner.schema import HardwareProfile
 
 DEFAULT_CARD = "ascend-950pr"
 DEFAULT_DTYPE = "bf16"
+DEFAULT_CTX = "4k"
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class PlanRequest:
     dtype: str = DEFAULT_DTYPE
     kv_dtype: str | None = None
     tp: int = 1
-    ctx: str = "4k"
+    ctx: str = DEFAULT_CTX
     batch: int | None = None
     block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
     memory_fraction: float = DEFAULT_MEMORY_FRACTION
@@ -40,7 +42,7 @@ class PlanRequest:
     bandwidth_gbps: float | None = None
     max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS
     mtp: int = 0
-    mtp_acceptance: float = 0.7
+    mtp_acceptance: float = DEFAULT_MTP_ACCEPTANCE_FRACTION
     calibrated: bool = True
     engine: str = DEFAULT_ENGINE
 

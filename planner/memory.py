@@ -6,11 +6,17 @@ All results are bytes per device (one tensor-parallel rank).
 from __future__ import annotations
 
 import math
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from planner.dtypes import StorageDType, WeightScheme, storage_dtype
 from planner.params import Linear, Plain, kv_heads_per_rank, model_tensors, split
 from planner.schema import ModelCard
 from planner.units import BITS_PER_BYTE
+
+Tokens = TypeVar("Tokens", int, npt.NDArray[np.int64])  # one token count, or an array of them
 
 # kvplan's own estimate of live activation vectors per prefill token besides the widest op's output:
 # the residual stream and its normed copy.  [assumed: eager prefill keeps ~2 hidden-size buffers live]
@@ -160,15 +166,19 @@ def kv_budget_bytes(usable: int, *, weights: int, activation: int, runtime: int)
     return usable - weights - activation - runtime
 
 
-def paged_tokens(seq_tokens: int, *, block_size_tokens: int) -> int:
-    """Tokens of KV actually allocated for a sequence: ceil(seq / block) * block (paged attention)."""
-    return math.ceil(seq_tokens / block_size_tokens) * block_size_tokens
+def paged_tokens(seq_tokens: Tokens, *, block_size_tokens: int) -> Tokens:
+    """Tokens of KV actually allocated for a sequence: ceil(seq / block) * block (paged attention).
+
+    Integer ceiling division, so it holds for one count or an int64 array of them.
+    """
+    return -(-seq_tokens // block_size_tokens) * block_size_tokens
 
 
 def sequence_bytes(
-    seq_tokens: int, *, kv_bytes_per_token: int, state_bytes: int, block_size_tokens: int
-) -> int:
-    """Bytes one sequence of seq_tokens holds: paged_tokens * kv_bytes_per_token + fixed state."""
+    seq_tokens: Tokens, *, kv_bytes_per_token: int, state_bytes: int, block_size_tokens: int
+) -> Tokens:
+    """Bytes one sequence of seq_tokens holds: paged_tokens * kv_bytes_per_token + fixed state (int or
+    int64 array)."""
     return paged_tokens(seq_tokens, block_size_tokens=block_size_tokens) * kv_bytes_per_token + state_bytes
 
 

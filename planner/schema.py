@@ -203,7 +203,7 @@ class AttentionRate(Frozen):
     """One measured decode-attention point (query length 1, one layer): the KV bytes read per second.
 
     gb_per_s = 2 * batch * kv_heads * ctx * head_dim * 2 bytes / median time; the time includes the kernels'
-    fixed cost, so small points show low rates. planner/attention.py interpolates these in log space.
+    fixed cost, so small points show low rates. planner/perf/attention.py interpolates these in log space.
     """
 
     batch: int = Field(gt=0)

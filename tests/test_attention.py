@@ -7,10 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import catalog, roofline
-from planner.attention import attention_bytes_per_s, attention_grid
+from planner import catalog
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
+from planner.perf import roofline
+from planner.perf.attention import attention_bytes_per_s, attention_grid
 from planner.schema import AttentionRate
 
 H200 = catalog.load_card("nvidia-h200")

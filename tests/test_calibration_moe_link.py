@@ -9,9 +9,10 @@ import pytest
 from calibration.allreduce import ring_bus_bytes, run_allreduce
 from calibration.calibrate import coefficients_from
 from calibration.microbench import Measurements
-from planner import catalog, roofline
+from planner import catalog
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
+from planner.perf import roofline
 
 H200 = catalog.load_card("nvidia-h200")
 H200_BW = 4800e9  # memory_bandwidth_gb_per_s 4800 -> B/s

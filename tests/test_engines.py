@@ -1,4 +1,5 @@
-"""planner/engines.py: the engine kernel tables, the measured transformers counts, and --engine validation."""
+"""planner/perf/kernels.py and planner/kinds.py: the engine kernel tables, the measured transformers
+counts, and --engine validation."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner import catalog, engines, opcost, roofline
-from planner.benchpoints import read_bench_points
+from planner import catalog
+from planner import kinds as engines
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.errors import DataFileError, PlanInputError
+from planner.importers.benchpoints import read_bench_points
 from planner.inputs import PlanRequest, to_deployment
+from planner.perf import opcost, roofline
 
 COUNTS = Path(__file__).resolve().parents[1] / "calibration" / "data" / "h200-kernel-counts.json"
 

@@ -1,13 +1,14 @@
-"""planner.fit on synthetic points with a known answer (pure: no torch)."""
+"""planner.perf.fit on synthetic points with a known answer (pure: no torch)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from planner import catalog, fit
-from planner.benchpoints import BenchPoint, deployment_for
-from planner.roofline import decode_step_s
+from planner import catalog
+from planner.importers.benchpoints import BenchPoint, deployment_for
+from planner.perf import fit
+from planner.perf.roofline import decode_step_s
 
 TRUE = {
     "weight_read_bandwidth_fraction": 0.71,

@@ -17,9 +17,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from planner import catalog, checkpoint, hfimport, params
+from planner import catalog, params
 from planner.cli import app
 from planner.errors import DataFileError
+from planner.importers import checkpoint, hfimport
 from planner.schema import ModelCard
 
 runner = CliRunner()
@@ -429,7 +430,7 @@ def test_schema_violations_are_reported_with_the_config_field() -> None:
 
 
 def test_hfimport_imports_nothing_heavy() -> None:
-    code = "import sys\nfrom planner import hfimport\nprint(' '.join(sys.modules))"
+    code = "import sys\nfrom planner.importers import hfimport\nprint(' '.join(sys.modules))"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = run.stdout.split()
     assert [m for m in ("torch", "safetensors", "typer", "rich", "streamlit", "plotly") if m in loaded] == []

@@ -17,10 +17,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from planner import capacity, inputs, mindie, mindie_rules, units
+from planner import inputs, units
 from planner.cli import app
+from planner.engines import common
+from planner.engines.mindie import config as mindie
+from planner.engines.mindie import rules as mindie_rules
+from planner.engines.mindie.config import MindieOptions
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
-from planner.mindie import MindieOptions
+from planner.perf import plan as perf_plan
 from planner.results import Performance
 
 GOLDEN = Path(__file__).parent / "golden" / "mindie"
@@ -44,12 +48,12 @@ MISSION = [
 ]
 
 
-def plan_for(request: inputs.PlanRequest, options: MindieOptions) -> tuple[Any, mindie.Lengths]:
+def plan_for(request: inputs.PlanRequest, options: MindieOptions) -> tuple[Any, common.Lengths]:
     """What cli_mindie.prepare + build_plan do, without the roofline."""
     dep = inputs.to_deployment(request)
-    lengths = mindie.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
+    lengths = common.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
     dep = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
-    return capacity.build_plan(dep, with_performance=False), lengths
+    return perf_plan.build_plan(dep, with_performance=False), lengths
 
 
 def build(request: inputs.PlanRequest, options: MindieOptions, base: dict[str, Any] | None = None) -> Any:
@@ -199,7 +203,7 @@ def test_roofline_times_set_select_batch() -> None:
     ],
 )
 def test_resolve_lengths(ctx: int, given: dict[str, int], expected: tuple[int, int, int]) -> None:
-    lengths = mindie.resolve_lengths(ctx, block_size_tokens=128, options=MindieOptions(**given))
+    lengths = common.resolve_lengths(ctx, block_size_tokens=128, options=MindieOptions(**given))
     assert (lengths.max_input_tokens, lengths.max_output_tokens, lengths.max_prefill_tokens) == expected
 
 
@@ -209,7 +213,7 @@ def test_lengths_must_fit_ctx() -> None:
         match=r"^--max-input-tokens/--max-output-tokens: input \+ output must fit "
         r"in --ctx with both >= 1 \(got 4000 \+ 512, expected a sum <= 4096\)$",
     ):
-        mindie.resolve_lengths(
+        common.resolve_lengths(
             4096, block_size_tokens=128, options=MindieOptions(max_input_tokens=4000, max_output_tokens=512)
         )
 

@@ -1,4 +1,4 @@
-"""planner.mindie_log: parse MindIE start-up logs, compare with the prediction, correct the reserve.
+"""planner.engines.mindie.log: parse MindIE start-up logs, compare with the prediction, correct the reserve.
 
 The excerpts below are constructed (no Ascend device was available) from the lines MindIE-LLM master prints:
 router initialize() (kvCacheDescs with npuBlockNum, one per rank), the C++ llm manager's
@@ -21,9 +21,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from planner import capacity, cli_mindie, inputs, mindie, mindie_log, units
+from planner import inputs, units
 from planner.cli import app
+from planner.engines import common
+from planner.engines.mindie import config as mindie
+from planner.engines.mindie import log as mindie_log
 from planner.errors import PlanInputError
+from planner.perf import plan as perf_plan
 
 PREFIX = "[2026-05-02 10:11:12.345+08:00] [4711] [INFO] [llm] "
 AUTO_RUN_LOG = (
@@ -63,8 +67,8 @@ def plan_and_prediction() -> tuple[object, mindie.BlockPrediction]:
     dep = inputs.to_deployment(
         inputs.PlanRequest(model="qwen3-32b", card="ascend-910b3", dtype="bf16", tp=4, ctx="8k")
     )
-    lengths = mindie.resolve_lengths(dep.ctx_tokens, block_size_tokens=128, options=options)
-    plan = capacity.build_plan(dep, with_performance=False)
+    lengths = common.resolve_lengths(dep.ctx_tokens, block_size_tokens=128, options=options)
+    plan = perf_plan.build_plan(dep, with_performance=False)
     return plan, mindie.predict_blocks(plan, lengths=lengths, npu_mem_gib=-1)
 
 
@@ -123,8 +127,8 @@ def test_correction_from_profiling_reproduces_mindie_budget(plan_and_prediction)
         3901,
     )
     # The corrected plan's budget is MindIE's: floor(64 GiB x 0.8) - 20.71 GiB (GiB floats: allow 1 KiB)
-    fixed = cli_mindie.corrected_deployment(plan_dep(), comparison)
-    corrected = capacity.build_plan(fixed, with_performance=False)
+    fixed = mindie_log.corrected_deployment(plan_dep(), comparison)
+    corrected = perf_plan.build_plan(fixed, with_performance=False)
     expected = int(64 * 2**30 * 0.8) - units.gib_to_bytes(20.71)
     assert corrected.memory.kv_budget_bytes == pytest.approx(expected, abs=1024)
     assert corrected.recommendation.max_batch_size == expected // (512 * 2**20) == 60

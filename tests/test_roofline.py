@@ -6,12 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import catalog, memory, roofline
+from planner import catalog, memory
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.errors import PlanInputError
-from planner.opcost import expected_experts_touched
-from planner.opweights import op_weights
+from planner.perf import roofline
+from planner.perf.opcost import expected_experts_touched
+from planner.perf.opweights import op_weights
 from planner.schema import HardwareProfile
 from tests.helpers import deployment_950pr
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner import roofline, serving
 from planner.deployment import Deployment
+from planner.perf import roofline, serving
 from tests.helpers import deployment_950pr
 
 

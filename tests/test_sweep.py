@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from planner import capacity, roofline, serving, sweep
 from planner.cli import app
-from planner.cli_perf import parse_batches
+from planner.cli.perf import parse_batches
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
+from planner.perf import plan as perf_plan
+from planner.perf import roofline, serving, sweep
 from tests.helpers import deployment_950pr
 
 
@@ -40,7 +41,7 @@ def test_grid_matches_scalar_path() -> None:
 def test_fits_memory_agrees_with_plan() -> None:
     """The plan's max batch at ctx fits; one more sequence does not."""
     dep = deployment(ctx_tokens=32768)
-    max_batch = capacity.build_plan(dep, with_performance=False).recommendation.max_batch_size
+    max_batch = perf_plan.build_plan(dep, with_performance=False).recommendation.max_batch_size
     result = sweep.sweep(dep, batch=[max_batch, max_batch + 1], ctx_tokens=[32768])
     assert result.fits_memory[0, :, 0].tolist() == [True, False]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from planner import fit
-from planner.benchpoints import read_bench_points
 from planner.cli import app
 from planner.errors import DataFileError
+from planner.importers.benchpoints import read_bench_points
+from planner.perf import fit
 
 HEADER = "model,card,dtype,kv_dtype,tp,batch,ctx,decode_step_s,tokens_per_s\n"
 

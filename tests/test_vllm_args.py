@@ -1,4 +1,4 @@
-"""planner.vllm_args and `kvplan vllm`: the same plan as vllm serve arguments."""
+"""planner.engines.vllm and `kvplan vllm`: the same plan as vllm serve arguments."""
 
 from __future__ import annotations
 
@@ -7,18 +7,22 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from planner import capacity, inputs, mindie, vllm_args
+from planner import inputs
 from planner.cli import app
+from planner.engines import common
+from planner.engines import vllm as vllm_args
+from planner.engines.mindie import config as mindie
 from planner.errors import PlanInputError
+from planner.perf import plan as perf_plan
 
 runner = CliRunner()
 
 
 def build(request: inputs.PlanRequest, options: mindie.MindieOptions) -> tuple[object, vllm_args.VllmArgs]:
     dep = inputs.to_deployment(request)
-    lengths = mindie.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
+    lengths = common.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
     dep = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
-    plan = capacity.build_plan(dep, with_performance=False)
+    plan = perf_plan.build_plan(dep, with_performance=False)
     return plan, vllm_args.vllm_args(plan, lengths=lengths, options=options)
 
 

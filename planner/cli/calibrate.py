@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
 from planner import units
+from planner.cli.options import fail
 from planner.errors import KvplanError
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
 ENGINE_HELP = "Engine that ran the points (mindie, vllm, transformers); overrides the CSV's engine column."
-
-
-def _fail(exc: KvplanError) -> NoReturn:
-    typer.echo(f"kvplan: error: {exc}", err=True)
-    raise typer.Exit(code=exc.exit_code)
 
 
 def _default_out(card: str) -> Path:
@@ -82,7 +78,7 @@ def _with_engine(points: list, engine: str | None) -> list:  # type: ignore[type
     """The points with every engine replaced by --engine (validated), or unchanged when it is None."""
     import dataclasses
 
-    from planner.engines import parse_engine
+    from planner.kinds import parse_engine
 
     if engine is None:
         return points
@@ -92,8 +88,9 @@ def _with_engine(points: list, engine: str | None) -> list:  # type: ignore[type
 
 def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engine: str | None) -> None:
     from calibration.profile_writer import write_profile
-    from planner import catalog, fit
-    from planner.benchpoints import read_bench_points
+    from planner import catalog
+    from planner.importers.benchpoints import read_bench_points
+    from planner.perf import fit
     from planner.schema import MeasuredBlock
 
     hw = catalog.resolve_card(card)
@@ -200,7 +197,7 @@ def calibrate(
             budget_s=budget_s,
         )
     except KvplanError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 def validate(
@@ -214,8 +211,9 @@ def validate(
     engine: Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)] = None,
 ) -> None:
     """Predicted vs measured decode step per point, with MAPE and the worst error."""
-    from planner import catalog, fit
-    from planner.benchpoints import read_bench_points
+    from planner import catalog
+    from planner.importers.benchpoints import read_bench_points
+    from planner.perf import fit
 
     try:
         hw = catalog.resolve_card(card) if card else None
@@ -224,7 +222,7 @@ def validate(
         hw_id = hw.id if hw else ", ".join(sorted({p.card for p in points}))
         _print_points(points, errors, hw_id=hw_id + (" uncalibrated" if uncalibrated else ""))
     except KvplanError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,32 +1,51 @@
 """`kvplan mindie` and `kvplan vllm`: a serving config from the same plan. Parse -> call -> format.
 
-The planner modules build everything (planner/mindie.py, mindie_rules.py, mindie_log.py, vllm_args.py);
-this module reads the user's files, writes the output through planner/atomic.py, and prints.
+planner/engines/ builds everything (mindie/config.py, mindie/rules.py, mindie/log.py, vllm.py); this
+module reads the user's files, writes the output through planner/atomic.py, and prints.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from planner.cli.options import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_CARD,
+    DEFAULT_CTX,
+    DEFAULT_DTYPE,
+    DEFAULT_MAX_PREFILL_TOKENS,
+    DEFAULT_MEMORY_FRACTION,
+    BatchOpt,
+    BlockOpt,
+    CardOpt,
+    DtypeOpt,
+    FractionOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    MemoryOpt,
+    ModelOpt,
+    fail,
+    plan_request,
+    print_json,
+)
 from planner.errors import DataFileError, KvplanError, PlanInputError
-from planner.inputs import DEFAULT_CARD, DEFAULT_DTYPE, PlanRequest
+from planner.inputs import PlanRequest
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")]
-CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
-DtypeOpt = Annotated[str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a16.")]
-KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache dtype (default: 16-bit activation dtype).")]
+if TYPE_CHECKING:
+    from planner.deployment import Deployment
+    from planner.engines.common import Lengths, ServingOptions
+    from planner.engines.mindie.config import MindieOptions, MindieResult
+    from planner.engines.mindie.log import LogComparison
+    from planner.engines.mindie.rules import MindieConfig
+    from planner.results import Plan
+
 TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree = MindIE worldSize.")]
 CtxOpt = Annotated[str, typer.Option("--ctx", help="maxSeqLen: input + output tokens per request (32k).")]
-BatchOpt = Annotated[int | None, typer.Option(help="Concurrent sequences (default: the most that fit).")]
-BlockOpt = Annotated[int, typer.Option(help="KV block size in tokens (MindIE cacheBlockSize).")]
-FractionOpt = Annotated[float, typer.Option(help="NPU_MEMORY_FRACTION: share of memory usable.")]
-MemoryOpt = Annotated[float | None, typer.Option(help="Override the card's memory capacity (GiB).")]
 PrefillOpt = Annotated[int | None, typer.Option(help="maxPrefillTokens (default: max(8192, input)).")]
 InputOpt = Annotated[str | None, typer.Option(help="maxInputTokenLen (default: ctx - output).")]
 OutputOpt = Annotated[str | None, typer.Option(help="maxIterTimes = max output (default: ctx / 4).")]
@@ -34,12 +53,6 @@ WeightsOpt = Annotated[str | None, typer.Option(help="modelWeightPath: the check
 NameOpt = Annotated[str | None, typer.Option(help="modelName served (default: --model as typed).")]
 MtpOpt = Annotated[int, typer.Option(help="MTP speculative tokens (plugin_params, 1 or 2; 0: off).")]
 PrefixOpt = Annotated[bool, typer.Option("--prefix-cache", help="Turn on MindIE's prefix cache plugin.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
-
-
-def _fail(exc: KvplanError) -> NoReturn:
-    typer.echo(f"kvplan: error: {exc}", err=True)
-    raise typer.Exit(code=exc.exit_code)
 
 
 def parse_devices(text: str | None) -> list[int] | None:
@@ -68,60 +81,44 @@ def read_text(path: Path, *, flag: str) -> str:
         raise DataFileError(f"{flag}: cannot read {path} ({exc.strerror})") from exc
 
 
-def roofline_available() -> bool:
-    """True once planner/roofline.py (and serving.py, which capacity needs with it) exist."""
-    return all(importlib.util.find_spec(name) is not None for name in ("planner.roofline", "planner.serving"))
+def build_plan(dep: Deployment, *, prompt_tokens: int) -> Plan:
+    """The plan with the roofline's speed (MindIE's schedule times come from it)."""
+    from planner.perf import plan as perf_plan
+
+    return perf_plan.build_plan(dep, prompt_tokens=prompt_tokens)
 
 
-def build_plan(dep: Any, *, prompt_tokens: int) -> Any:
-    """The plan, with the roofline's speed when it is available (else MindIE's default times are kept)."""
-    from planner import capacity
+def prepare(request: PlanRequest, options: ServingOptions) -> tuple[Deployment, Lengths]:
+    """(Deployment sized with the request lengths, Lengths): maxPrefillTokens drives the activation peak."""
+    from planner import inputs
+    from planner.engines import common
 
-    return capacity.build_plan(dep, prompt_tokens=prompt_tokens, with_performance=roofline_available())
-
-
-def prepare(request: PlanRequest, options: Any) -> tuple[Any, Any]:
-    """(Deployment sized with the MindIE lengths, Lengths): maxPrefillTokens drives the activation peak."""
-    from planner import inputs, mindie
-
-    return mindie.sized_deployment(inputs.to_deployment(request), options=options)
+    return common.sized_deployment(inputs.to_deployment(request), options=options)
 
 
-def corrected_deployment(dep: Any, comparison: Any) -> Any:
-    """The deployment with the card's runtime reserve (and capacity, when logged) set from the log."""
-    from planner import units
-    from planner.schema import HardwareProfile
-
-    runtime_gib = units.bytes_to_gib(comparison.corrected_runtime_bytes)
-    update: dict[str, float] = {"runtime_overhead_gib": runtime_gib}
-    if comparison.corrected_capacity_bytes:
-        update["memory_capacity_gib"] = units.bytes_to_gib(comparison.corrected_capacity_bytes)
-    hardware = HardwareProfile.model_validate({**dep.hardware.model_dump(), **update})
-    return dep.model_copy(update={"hardware": hardware})
-
-
-def apply_log(dep: Any, lengths: Any, log_path: Path) -> tuple[Any, Any, Any]:
+def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, Deployment, LogComparison]:
     """(corrected plan, corrected deployment, comparison) from a MindIE start-up log."""
-    from planner import mindie, mindie_log
+    from planner.engines.mindie import config as mindie
+    from planner.engines.mindie import log as mindie_log
 
     plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
     prediction = mindie.predict_blocks(plan, lengths=lengths, npu_mem_gib=-1)
     figures = mindie_log.parse_mindie_log(read_text(log_path, flag="--from-log"))
     comparison = mindie_log.compare_with_log(plan, figures=figures, prediction=prediction)
-    fixed = corrected_deployment(dep, comparison)
+    fixed = mindie_log.corrected_deployment(dep, comparison)
     return build_plan(fixed, prompt_tokens=lengths.max_input_tokens), fixed, comparison
 
 
-def load_base(base_path: Path | None, version: str) -> dict[str, Any]:
+def load_base(base_path: Path | None, version: str) -> MindieConfig:
     """The user's --base config, or kvplan's pinned base for --mindie-version."""
-    from planner import mindie_rules
+    from planner.engines.mindie import rules as mindie_rules
 
     if base_path is None:
         return mindie_rules.load_base(version)
     return mindie_rules.parse_config_text(read_text(base_path, flag="--base"), source=str(base_path))
 
 
-def resolve_identity(options: Any, *, model_typed: str, has_base: bool) -> Any:
+def resolve_identity(options: MindieOptions, *, model_typed: str, has_base: bool) -> MindieOptions:
     """modelName defaults to --model as typed; modelWeightPath is required unless --base has one."""
     if has_base:
         return options
@@ -145,10 +142,10 @@ def mindie_command(
     dtype: DtypeOpt = DEFAULT_DTYPE,
     kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,
-    ctx_len: CtxOpt = "4k",
+    ctx_len: CtxOpt = DEFAULT_CTX,
     batch: BatchOpt = None,
-    block_size: BlockOpt = 128,
-    memory_fraction: FractionOpt = 0.8,
+    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
+    memory_fraction: FractionOpt = DEFAULT_MEMORY_FRACTION,
     memory_gib: MemoryOpt = None,
     max_prefill_tokens: PrefillOpt = None,
     devices: Annotated[str | None, typer.Option(help="npuDeviceIds, e.g. 0,1 (default 0..tp-1).")] = None,
@@ -167,21 +164,9 @@ def mindie_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Write a MindIE Server config.json from the plan and print the plan behind it."""
-    from planner import mindie
+    from planner.engines.mindie import config as mindie
 
-    request = PlanRequest(
-        model=model,
-        card=card,
-        dtype=dtype,
-        kv_dtype=kv_dtype,
-        tp=tp,
-        ctx=ctx_len,
-        batch=batch,
-        block_size=block_size,
-        memory_fraction=memory_fraction,
-        memory_gib=memory_gib,
-        mtp=mtp,
-    )
+    request = plan_request(locals(), max_prefill_tokens=DEFAULT_MAX_PREFILL_TOKENS)  # sized later
     try:
         if npu_mem_size not in (None, "auto", "explicit"):
             raise PlanInputError(
@@ -202,14 +187,21 @@ def mindie_command(
         options = resolve_identity(options, model_typed=model, has_base=base is not None)
         run_mindie(request, options, paths=(base, out, from_log), force=force, as_json=as_json)
     except KvplanError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 def run_mindie(
-    request: PlanRequest, options: Any, *, paths: tuple[Path | None, ...], force: bool, as_json: bool
+    request: PlanRequest,
+    options: MindieOptions,
+    *,
+    paths: tuple[Path | None, ...],
+    force: bool,
+    as_json: bool,
 ) -> None:
     """Plan, (correct from the log,) build, validate, write, print."""
-    from planner import atomic, mindie, mindie_rules
+    from planner import atomic
+    from planner.engines.mindie import config as mindie
+    from planner.engines.mindie import rules as mindie_rules
 
     base_path, out, log_path = paths
     dep, lengths = prepare(request, options)
@@ -232,7 +224,7 @@ def run_mindie(
             "written": str(out) if out else None,
             "backup": str(backup) if backup else None,
         }
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        print_json(payload)
         return
     print_mindie(plan, dep, result=result, lengths=lengths, comparison=comparison)
     if out is None:
@@ -241,7 +233,7 @@ def run_mindie(
         typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""))
 
 
-def _log_lines(comparison: Any) -> list[str]:
+def _log_lines(comparison: LogComparison) -> list[str]:
     from planner import units
 
     real_blocks = comparison.real_npu_block_num
@@ -257,12 +249,16 @@ def _log_lines(comparison: Any) -> list[str]:
     ]
 
 
-def print_mindie(plan: Any, dep: Any, *, result: Any, lengths: Any, comparison: Any) -> None:
+def print_mindie(
+    plan: Plan, dep: Deployment, *, result: MindieResult, lengths: Lengths, comparison: LogComparison | None
+) -> None:
     """The plan, the log comparison, every field kvplan set, the npuBlockNum prediction, exports, notes."""
     from rich.markup import escape
     from rich.table import Table
 
-    from planner import cli_render, mindie, units
+    from planner import units
+    from planner.cli import render as cli_render
+    from planner.engines.mindie import config as mindie
 
     console = cli_render.console
     cli_render.print_plan(plan, dep)
@@ -272,7 +268,7 @@ def print_mindie(plan: Any, dep: Any, *, result: Any, lengths: Any, comparison: 
     table.add_column("field", overflow="fold")
     table.add_column("value", overflow="fold")
     table.add_column("from")
-    from planner.mindie_fields import OWNED_FIELDS
+    from planner.engines.mindie.fields import OWNED_FIELDS
 
     for field in OWNED_FIELDS:
         value = mindie.lookup(result.config, field.path)
@@ -303,10 +299,10 @@ def vllm_command(
     dtype: DtypeOpt = DEFAULT_DTYPE,
     kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,
-    ctx_len: CtxOpt = "4k",
+    ctx_len: CtxOpt = DEFAULT_CTX,
     batch: BatchOpt = None,
-    block_size: BlockOpt = 128,
-    memory_fraction: FractionOpt = 0.8,
+    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
+    memory_fraction: FractionOpt = DEFAULT_MEMORY_FRACTION,
     memory_gib: MemoryOpt = None,
     max_prefill_tokens: PrefillOpt = None,
     weights_path: WeightsOpt = None,
@@ -318,21 +314,10 @@ def vllm_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the `vllm serve` arguments (vllm-ascend) equivalent to the MindIE config of the same plan."""
-    from planner import mindie, vllm_args
+    from planner.engines import vllm as vllm_args
+    from planner.engines.mindie import config as mindie
 
-    request = PlanRequest(
-        model=model,
-        card=card,
-        dtype=dtype,
-        kv_dtype=kv_dtype,
-        tp=tp,
-        ctx=ctx_len,
-        batch=batch,
-        block_size=block_size,
-        memory_fraction=memory_fraction,
-        memory_gib=memory_gib,
-        mtp=mtp,
-    )
+    request = plan_request(locals(), max_prefill_tokens=DEFAULT_MAX_PREFILL_TOKENS)  # sized later
     try:
         options = mindie.MindieOptions(
             weights_path=weights_path,
@@ -347,14 +332,14 @@ def vllm_command(
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
         result = vllm_args.vllm_args(plan, lengths=lengths, options=options)
     except KvplanError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         payload = {
             "plan": plan.model_dump(mode="json"),
             "vllm": result.model_dump(mode="json"),
             "command": vllm_args.render_command(result),
         }
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        print_json(payload)
         return
     sys.stdout.write(vllm_args.render_command(result) + "\n")
     for note in result.notes:

@@ -1,7 +1,7 @@
 """`kvplan models import`: a local Hugging Face config.json (plus safetensors headers) -> a model card YAML.
 
-Parse -> call planner.hfimport -> format. The card YAML goes to stdout (report on stderr) unless --out is
-given; --out is written atomically (temp file + os.replace) and never overwritten without --force.
+Parse -> call planner.importers.hfimport -> format. The card YAML goes to stdout (report on stderr) unless
+--out is given; --out is written atomically (temp file + os.replace) and never overwritten without --force.
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
+from planner.cli.options import fail
 from planner.errors import KvplanError, OutputExistsError, PlanInputError
 
-if TYPE_CHECKING:  # planner.hfimport is imported when the command runs, so `kvplan --help` stays light
-    from planner import checkpoint
+# planner.importers.hfimport is imported when the command runs, so `kvplan --help` stays light
+if TYPE_CHECKING:
+    from planner.importers import checkpoint
     from planner.schema import ModelCard
 
 
-def register_models(models_app: typer.Typer) -> None:
+def register(models_app: typer.Typer) -> None:
     """Add the `import` command to the `kvplan models` sub-app."""
     models_app.command("import")(import_card)
 
@@ -32,8 +34,7 @@ def import_card(
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
 ) -> None:
     """Turn a local config.json into a model card, checked against safetensors headers when present."""
-    from planner import hfimport
-    from planner.cli import fail  # deferred: planner.cli imports this module while it is being built
+    from planner.importers import hfimport
 
     try:
         card, summary, check = build_card(source, card_id=resolve_id(card_id, out=out))
@@ -50,7 +51,7 @@ def import_card(
 
 def resolve_id(card_id: str | None, *, out: Path | None) -> str | None:
     """--id if given (validated), else the --out file stem when it is a valid id, else None (derived)."""
-    from planner import hfimport
+    from planner.importers import hfimport
 
     if card_id is not None:
         if not hfimport.CARD_ID_RE.match(card_id):
@@ -68,7 +69,7 @@ def build_card(
     source: Path, *, card_id: str | None
 ) -> tuple[ModelCard, checkpoint.CheckpointSummary | None, checkpoint.ParameterCheck | None]:
     """Card from `source` (directory or config.json), plus the safetensors evidence beside it."""
-    from planner import checkpoint, hfimport
+    from planner.importers import checkpoint, hfimport
 
     config_path = hfimport.config_path_of(source)
     config = hfimport.read_config(config_path)

@@ -1,7 +1,7 @@
-"""Performance sub-commands of `kvplan` (sweep, serve) and the `--explain` ledger table.
+"""Performance sub-commands of `kvplan` (sweep, serve); the `--explain` table is planner/cli/explain.py.
 
-Parse -> call planner.sweep / planner.serving -> format. Imports of numpy-backed modules are deferred into
-the commands so `kvplan --help` stays instant.
+Parse -> call planner.perf.sweep / planner.perf.serving -> format. Imports of numpy-backed modules are
+deferred into the commands so `kvplan --help` stays instant.
 """
 
 from __future__ import annotations
@@ -15,16 +15,30 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
+from planner.cli.options import (
+    DEFAULT_CARD,
+    DEFAULT_DTYPE,
+    DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    AcceptanceOpt,
+    CardOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    MemoryOpt,
+    ModelOpt,
+    MtpOpt,
+    TpOpt,
+    UncalibratedOpt,
+    fail,
+    plan_request,
+)
 from planner.errors import KvplanError, PlanInputError
-from planner.inputs import DEFAULT_CARD, DEFAULT_DTYPE, PlanRequest
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from planner.deployment import Deployment
-    from planner.roofline import Ledger, Op
-    from planner.serving import ServingEstimate, SloResult
-    from planner.sweep import SweepResult
+    from planner.perf.serving import ServingEstimate, SloResult
+    from planner.perf.sweep import SweepResult
 
 FORMATS = ("table", "csv", "json")
 CSV_COLUMNS = (
@@ -36,70 +50,6 @@ CSV_COLUMNS = (
     "per_user_tokens_per_s",
     "fits_memory",
 )
-# Options `sweep` and `serve` share.
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")]
-CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
-KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache dtype (default: activation dtype).")]
-TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree.")]
-MtpOpt = Annotated[int, typer.Option(help="MTP draft tokens per step (0: off).")]
-AcceptanceOpt = Annotated[float, typer.Option(help="Acceptance rate of each draft token.")]
-MemoryOpt = Annotated[float | None, typer.Option(help="Override the card's memory capacity (GiB).")]
-UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")]
-
-
-BOUND_LABELS = {"memory": "mem", "compute": "comp", "overhead": "fixed", "interconnect": "link"}
-EXPLAIN_COLUMNS = (
-    "op",
-    "layers",
-    "kernels",
-    "bytes",
-    "FLOP",
-    "xfer",
-    "comp",
-    "fixed",
-    "time",
-    "share",
-    "bound",
-)
-
-
-def _ms(seconds: float) -> str:
-    return f"{units.s_to_ms(seconds):.2f}"
-
-
-def explain_row(op: Op, *, total_s: float) -> tuple[str, ...]:
-    """One ledger op as table cells (times in ms)."""
-    times = (_ms(op.transfer_s), _ms(op.compute_s), _ms(op.overhead_s), _ms(op.time_s))
-    counts = (op.name, str(op.layers), str(op.kernels), units.fmt_bytes(op.bytes), f"{op.flop:.2g}")
-    return (*counts, *times, units.fmt_fraction(op.time_s / total_s), BOUND_LABELS[op.bound])
-
-
-def render_explain(ledger: Ledger) -> Table:
-    """Every op of a ledger: layers, kernels, bytes, FLOP, the three time components, total, share, bound.
-
-    Times in ms: "xfer" bytes / effective bandwidth (HBM, or the link for tp.allreduce), "comp" FLOP /
-    effective peak, "fixed" kernel launches and all-reduce latency; "time" = max(xfer, comp) + fixed.
-    """
-    from rich import box
-    from rich.table import Table
-
-    tag = "calibrated" if ledger.calibrated else "uncalibrated"
-    title = (
-        f"{ledger.phase} ledger: batch {ledger.batch}, ctx {ledger.ctx_tokens}, {ledger.query_tokens} query "
-        f"tokens, {ledger.chunks} pass(es), {tag}; times in ms, time = max(xfer, comp) + fixed"
-    )
-    link = f", interconnect {units.fmt_bytes(ledger.link_bytes)}" if ledger.link_bytes else ""
-    caption = f"HBM {units.fmt_bytes(ledger.hbm_bytes)}{link}"
-    table = Table(title=title, caption=caption, box=box.SIMPLE, pad_edge=False, collapse_padding=True)
-    for name in EXPLAIN_COLUMNS:
-        table.add_column(name, justify="left" if name in ("op", "bound") else "right", no_wrap=name == "op")
-    for op in ledger.ops:
-        table.add_row(*explain_row(op, total_s=ledger.time_s))
-    table.add_section()
-    kernels = str(sum(o.kernels for o in ledger.ops))
-    totals = ("total", "", kernels, units.fmt_bytes(ledger.hbm_bytes), f"{ledger.flop:.2g}", "", "", "")
-    table.add_row(*totals, _ms(ledger.time_s), units.fmt_fraction(1.0), "")
-    return table
 
 
 def parse_batches(text: str) -> list[int]:
@@ -191,11 +141,6 @@ def sweep_table(result: SweepResult) -> Table:
     return table
 
 
-def _fail(exc: KvplanError) -> typer.Exit:
-    typer.echo(f"kvplan: error: {exc}", err=True)
-    return typer.Exit(code=exc.exit_code)
-
-
 def sweep_command(
     model: ModelOpt,
     card: CardOpt = DEFAULT_CARD,
@@ -207,7 +152,7 @@ def sweep_command(
     batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
     ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,8k,32k.")] = "256,1k,4k,8k,32k",
     mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = 0.7,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
     memory_gib: MemoryOpt = None,
     uncalibrated: UncalibratedOpt = False,
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
@@ -216,7 +161,8 @@ def sweep_command(
 
     Example: `kvplan sweep -m qwen3-27b --dtype fp8,bf16 --batch 1-128 --ctx 256,8k --format csv`.
     """
-    from planner import inputs, sweep
+    from planner import inputs
+    from planner.perf import sweep
 
     try:
         if output_format not in FORMATS:
@@ -225,23 +171,12 @@ def sweep_command(
             )
         dtypes = [inputs.parse_weight_scheme(d.strip()) for d in dtype.split(",") if d.strip()]
         batches, contexts = parse_batches(batch), parse_contexts(ctx)
-        request = PlanRequest(
-            model=model,
-            card=card,
-            dtype=dtypes[0],
-            kv_dtype=kv_dtype,
-            tp=tp,
-            ctx=str(max(contexts)),
-            mtp=mtp,
-            mtp_acceptance=mtp_acceptance,
-            memory_gib=memory_gib,
-            calibrated=not uncalibrated,
-        )
+        request = plan_request(locals(), dtype=dtypes[0], ctx=str(max(contexts)), batch=None)
         result = sweep.sweep(
             inputs.to_deployment(request), batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes
         )
     except KvplanError as exc:
-        raise _fail(exc) from None
+        fail(exc)
     if output_format == "csv":
         sys.stdout.write(sweep_csv(result))
     elif output_format == "json":
@@ -296,10 +231,10 @@ def serve_command(
     ] = None,
     min_user_tps: Annotated[float | None, typer.Option(min=0, help="SLO: per-user tokens/s.")] = None,
     mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = 0.7,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
     memory_gib: MemoryOpt = None,
     uncalibrated: UncalibratedOpt = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """SLO search and steady-state serving estimate: `kvplan serve -m qwen3-27b --dtype fp8 --tpot-ms 50`."""
     from planner import inputs
@@ -307,18 +242,7 @@ def serve_command(
     try:
         prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
         output = inputs.parse_ctx(output_tokens, flag="--output-tokens")
-        request = PlanRequest(
-            model=model,
-            card=card,
-            dtype=dtype,
-            kv_dtype=kv_dtype,
-            tp=tp,
-            ctx=str(prompt + output),
-            mtp=mtp,
-            mtp_acceptance=mtp_acceptance,
-            memory_gib=memory_gib,
-            calibrated=not uncalibrated,
-        )
+        request = plan_request(locals(), ctx=str(prompt + output))
         dep = inputs.to_deployment(request)
         slo, estimate = serve_results(
             dep,
@@ -328,7 +252,7 @@ def serve_command(
             slos=(_ms_to_s(tpot_ms), _ms_to_s(ttft_ms), min_user_tps),
         )
     except KvplanError as exc:
-        raise _fail(exc) from None
+        fail(exc)
     if as_json:
         payload = {
             "slo": slo.model_dump(mode="json") if slo else None,
@@ -350,9 +274,10 @@ def serve_results(
 ) -> tuple[SloResult | None, ServingEstimate]:
     """SLO search (when any SLO is set; slos = tpot_s, ttft_s, min per-user tok/s) and the workload estimate
     at `concurrency`, else at the SLO's best batch, else at the memory limit."""
-    from planner import capacity, serving
+    from planner import capacity
+    from planner.perf import serving
 
-    max_batch = capacity.build_plan(dep, prompt_tokens=prompt_tokens, with_performance=False).recommendation
+    _, max_batch = capacity.memory_plan(dep)
     tpot_s, ttft_s, min_user = slos
     slo = None
     if any(limit is not None for limit in slos):

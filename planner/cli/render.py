@@ -97,12 +97,13 @@ def print_plan(result: Plan, dep: Deployment) -> None:
 
 def print_explain(dep: Deployment, result: Plan) -> None:
     """Print the decode ledger (every op's bytes, FLOPs and time) at the plan's batch."""
-    from planner import cli_perf, roofline
+    from planner.cli import explain
+    from planner.perf import roofline
 
     perf = result.performance
     batch = perf.batch if perf else result.recommendation.max_batch_size
     ledger = roofline.decode_ledger(dep, batch=batch, ctx_tokens=dep.ctx_tokens)
-    console.print(cli_perf.render_explain(ledger))
+    console.print(explain.render_explain(ledger))
 
 
 def model_rows() -> list[dict[str, object]]:

@@ -18,8 +18,8 @@ import math
 import shlex
 
 from planner import units
+from planner.engines.common import Lengths, ServingOptions
 from planner.errors import PlanInputError
-from planner.mindie import Lengths, MindieOptions
 from planner.results import Plan
 from planner.schema import Frozen
 
@@ -51,7 +51,7 @@ def min_memory_utilization(plan: Plan) -> float:
     return math.ceil(needed / mem.device_capacity_bytes * units.PERCENT) / units.PERCENT
 
 
-def vllm_args(plan: Plan, *, lengths: Lengths, options: MindieOptions) -> VllmArgs:
+def vllm_args(plan: Plan, *, lengths: Lengths, options: ServingOptions) -> VllmArgs:
     """The vllm serve arguments of the plan, with notes where vLLM and MindIE differ."""
     if plan.block_size_tokens not in VLLM_BLOCK_SIZES:
         choices = ", ".join(map(str, VLLM_BLOCK_SIZES))
@@ -80,7 +80,7 @@ def vllm_args(plan: Plan, *, lengths: Lengths, options: MindieOptions) -> VllmAr
     )
 
 
-def vllm_notes(plan: Plan, options: MindieOptions) -> list[str]:
+def vllm_notes(plan: Plan, options: ServingOptions) -> list[str]:
     """Where the vLLM command differs from the MindIE config in meaning."""
     notes = [
         f"--gpu-memory-utilization {plan.memory_fraction:g} is NPU_MEMORY_FRACTION (a share of all "

@@ -2,7 +2,7 @@
 
 Columns (header names, any order; extra columns are ignored):
     model, card, dtype, kv_dtype, tp, batch, ctx   and   decode_step_s, tokens_per_s or per_user_tokens_per_s
-    engine (optional): the engine that ran the point (planner/engines.py; empty or absent: mindie)
+    engine (optional): the engine that ran the point (planner/perf/kernels.py; empty or absent: mindie)
 `tokens_per_s` is the whole batch's decode throughput, so decode_step_s = batch / tokens_per_s;
 `per_user_tokens_per_s` is one sequence's (what serving benchmarks print per request): step = 1 / it.
 `ctx` is the tokens each sequence holds in its KV cache at that step ("8192" or "8k").
@@ -18,8 +18,8 @@ from pathlib import Path
 from planner import catalog, units
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
-from planner.engines import DEFAULT_ENGINE, parse_engine
 from planner.errors import DataFileError, KvplanError
+from planner.kinds import DEFAULT_ENGINE, EngineName, parse_engine
 from planner.schema import HardwareProfile
 
 REQUIRED_COLUMNS = ("model", "card", "dtype", "kv_dtype", "tp", "batch", "ctx")
@@ -39,7 +39,7 @@ class BenchPoint:
     ctx_tokens: int
     decode_step_s: float
     where: str  # "file:line", for messages
-    engine: str = DEFAULT_ENGINE
+    engine: EngineName = DEFAULT_ENGINE
 
 
 def _positive(text: str, *, kind: type, where: str, column: str) -> float:
@@ -111,7 +111,7 @@ def parse_row(row: dict[str, str], *, where: str) -> BenchPoint:
     )
 
 
-def _engine(text: str, *, where: str) -> str:
+def _engine(text: str, *, where: str) -> EngineName:
     try:
         return parse_engine(text, flag="column engine")
     except KvplanError as exc:

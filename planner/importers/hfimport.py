@@ -2,7 +2,7 @@
 
 `card_from_config_dict` maps a config dict (Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Llama, DeepSeek-V3)
 onto the card schema, names unchanged. Checkpoint evidence (safetensors headers) lives in
-planner/checkpoint.py and is re-exported here.
+planner/importers/checkpoint.py and is re-exported here.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Fit a card's PerfCoefficients to measured end-to-end decode points (pure: numpy only, no torch).
 
-The model is planner.roofline's decode step; the fitted parameters are the efficiencies and overheads it
+The model is planner.perf.roofline's decode step; the fitted parameters are the efficiencies and overheads it
 applies. Least squares on relative residuals (pred / measured - 1), so small and large steps weigh alike, by
 a bounded Levenberg-Marquardt: parameters live in [lower, upper] boxes that keep them physical (a fraction of
 the datasheet in (0, 1], overheads >= 0), every step is projected back into the box.
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planner import roofline
-from planner.benchpoints import BenchPoint, deployment_for
 from planner.deployment import Deployment
+from planner.importers.benchpoints import BenchPoint, deployment_for
+from planner.perf import roofline
 from planner.schema import HardwareProfile, PerfCoefficients
 
 FloatArray = npt.NDArray[np.float64]

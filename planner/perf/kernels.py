@@ -7,7 +7,7 @@ engine splits the op into kernels:
     kernels   other kernels (norm pieces, rope, adds, activation, cache writes): kernel_overhead_us each
 Counts are per layer for layer ops and per pass for embedding / lm_head. Sub-ops that only some models have
 (Qwen3's per-head q/k RMSNorm) and the attention kernel itself (timed by the measured attention table when
-the card has one) are separate keys, so planner/opcost.py can add them where they apply.
+the card has one) are separate keys, so planner/perf/opcost.py can add them where they apply.
 
 Engines:
     mindie, vllm   fused serving graphs: fused QKV, fused qk-norm+rope, reshape-and-cache + paged attention,
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.errors import PlanInputError
+from planner.kinds import ENGINES, EngineName
 
 
 @dataclass(frozen=True)
@@ -81,23 +81,14 @@ TRANSFORMERS: dict[str, OpKernels] = {
     "lm_head": OpKernels(19, 1),  # per step: final RMSNorm 8, rotary cos/sin 9, argmax 1, token copy 1
 }
 
-ENGINE_KERNELS: dict[str, dict[str, OpKernels]] = {
+ENGINE_KERNELS: dict[EngineName, dict[str, OpKernels]] = {
     "mindie": FUSED,
     "vllm": FUSED,
     "transformers": TRANSFORMERS,
 }
-ENGINES: tuple[str, ...] = tuple(ENGINE_KERNELS)
-DEFAULT_ENGINE = "mindie"
+assert tuple(ENGINE_KERNELS) == ENGINES, "every engine in planner/kinds.py needs a kernel table"
 
 
-def parse_engine(text: str, *, flag: str = "--engine") -> str:
-    """Canonical engine name, or PlanInputError naming the flag and the accepted engines."""
-    name = text.strip().lower()
-    if name not in ENGINE_KERNELS:
-        raise PlanInputError(f"{flag}: unknown engine (got {text!r}, expected one of {', '.join(ENGINES)})")
-    return name
-
-
-def op_kernels(engine: str, op: str) -> OpKernels:
+def op_kernels(engine: EngineName, op: str) -> OpKernels:
     """Kernel launches per layer (or pass) of `op` under `engine` (engine validated at the boundary)."""
     return ENGINE_KERNELS[engine][op]

@@ -3,7 +3,7 @@
 A *term* aggregates one op over every layer that has it: `attn.qkv_proj` is the fused Q/K/V projection of
 all full-attention layers, `gdn.update` the conv + delta-rule state update of all Gated DeltaNet layers.
 Quantities are numpy arrays, so the same formulas serve one point (0-d arrays), the chunks of a prefill
-(1-d) and a 10^5-point sweep (broadcast 2-d). planner/roofline.py turns terms into seconds.
+(1-d) and a 10^5-point sweep (broadcast 2-d). planner/perf/roofline.py turns terms into seconds.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Literal, TypedDict
 import numpy as np
 import numpy.typing as npt
 
-from planner.engines import OpKernels, op_kernels
-from planner.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, geometry, matmul_dtype
+from planner.perf.kernels import OpKernels, op_kernels
+from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, geometry, matmul_dtype
 
 __all__ = ["GDN_FLOP_PER_STATE_ELEMENT", "Geometry", "geometry", "matmul_dtype"]  # re-exported
 
@@ -54,7 +54,7 @@ class Step:
 
 @dataclass(frozen=True)
 class AttentionLookup:
-    """Where a decode-attention term sits in the measured attention table (planner/attention.py).
+    """Where a decode-attention term sits in the measured attention table (planner/perf/attention.py).
 
     rows   sequences * KV heads per rank (the kernel's parallel work items), ctx  cached tokens per sequence,
     kernels  attention kernels whose time the table holds (one per layer),

@@ -1,6 +1,7 @@
 """Per-rank geometry of a deployment that the op terms need: weights, cache sizes, FLOP coefficients, engine.
 
-Split from planner/opcost.py (which re-exports Geometry, geometry and matmul_dtype); pure, integers per rank.
+Split from planner/perf/opcost.py (which re-exports Geometry, geometry and matmul_dtype); pure, integers
+per rank.
 """
 
 from __future__ import annotations
@@ -8,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.deployment import Deployment
+from planner.kinds import EngineName
 from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
-from planner.opweights import OpWeights, op_weights
 from planner.params import split
+from planner.perf.opweights import OpWeights, op_weights
 from planner.units import BITS_PER_BYTE
 
 # FLOP per state element per token in a delta-rule update: decay (1), S^T k (2), rank-1 update (2),
@@ -37,7 +39,7 @@ class Geometry:
     tp: int
     matmul_dtype: str
     activation_dtype: str
-    engine: str
+    engine: EngineName
     qk_norm: bool
     kv_heads_per_rank: int  # KV heads (GQA/MHA) or 1 latent (MLA) per rank: attention table rows per sequence
 

@@ -1,11 +1,11 @@
 """Roofline step times: per-op ledgers for a decode step and a prefill, and a vectorised decode grid.
 
 Time of one op = max(bytes / effective bandwidth, FLOP / effective peak of its dtype) + matmul calls *
-matmul latency + other kernels * kernel overhead (the engine's kernel counts, planner/engines.py); decode
+matmul latency + other kernels * kernel overhead (the engine's kernel counts, planner/perf/kernels.py); decode
 attention reads the KV cache at the measured attention table's rate when the card has one
-(planner/attention.py), else at kv_read_bandwidth_fraction; all-reduces cost latency + 2 (tp - 1) / tp *
+(planner/perf/attention.py), else at kv_read_bandwidth_fraction; all-reduces cost latency + 2 (tp - 1) / tp *
 bytes / effective link bandwidth; every pass pays the step overhead once. Effective = datasheet * the card's
-coefficients (measured ones when calibrated). Bytes and FLOP per op come from planner/opcost.py.
+coefficients (measured ones when calibrated). Bytes and FLOP per op come from planner/perf/opcost.py.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from planner import opcost
-from planner.attention import AttentionGrid, attention_bytes_per_s, attention_grid
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
-from planner.opcost import FloatArray, Step, Term
+from planner.perf import opcost
+from planner.perf.attention import AttentionGrid, attention_bytes_per_s, attention_grid
+from planner.perf.opcost import FloatArray, Step, Term
 from planner.schema import Frozen, HardwareProfile, PerfCoefficients
 from planner.units import gb_per_s_to_bytes_per_s, us_to_s
 

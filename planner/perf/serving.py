@@ -8,8 +8,8 @@ from typing import Literal
 
 import numpy as np
 
-from planner import roofline
 from planner.deployment import Deployment
+from planner.perf import roofline
 from planner.results import Performance
 from planner.schema import Frozen
 

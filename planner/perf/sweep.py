@@ -12,8 +12,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from planner import memory, roofline, serving
+from planner import capacity, memory
 from planner.deployment import Deployment
+from planner.perf import roofline, serving
 
 
 class SweepPoint(BaseModel):
@@ -65,28 +66,23 @@ class SweepResult(BaseModel):
                     )
 
 
-def kv_budget_bytes(dep: Deployment) -> int:
-    """Bytes left for KV cache and states on one rank (capacity.kv_budget_bytes)."""
-    from planner import capacity
-
-    return capacity.kv_budget_bytes(dep)
-
-
 def fits_memory_grid(
     dep: Deployment, *, batch: npt.NDArray[np.int64], ctx_tokens: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.bool_]:
     """Whether `batch` sequences of `ctx_tokens` each fit the KV budget (broadcast arrays).
 
-    Formula: batch * (ceil(ctx / block) * block * kv_bytes_per_token + state_bytes) <= kv_budget_bytes
+    Formula: batch * memory.sequence_bytes(ctx) <= capacity.kv_budget_bytes(dep)
     """
     card = dep.model
-    kv_per_token = memory.kv_cache_bytes_per_token(
-        card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp
+    per_sequence = memory.sequence_bytes(
+        ctx_tokens,
+        kv_bytes_per_token=memory.kv_cache_bytes_per_token(
+            card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp
+        ),
+        state_bytes=memory.linear_state_bytes_per_sequence(card, conv_dtype=dep.activation_dtype, tp=dep.tp),
+        block_size_tokens=dep.block_size_tokens,
     )
-    state = memory.linear_state_bytes_per_sequence(card, conv_dtype=dep.activation_dtype, tp=dep.tp)
-    block = dep.block_size_tokens
-    per_sequence = -(-ctx_tokens // block) * block * kv_per_token + state
-    return np.asarray(batch * per_sequence <= kv_budget_bytes(dep))
+    return np.asarray(batch * per_sequence <= capacity.kv_budget_bytes(dep))
 
 
 def with_scheme(dep: Deployment, *, weight_dtype: str) -> Deployment:

@@ -5,7 +5,7 @@ Sources: [DOC] = MindIE-LLM docs/zh/user_guide/user_manual/service_parameter_con
 [ROUTER] = the Python router's initialize(); all summarised in ascend-mindie-facts.md section 1.
 Base configs (planner/data/): mindie-config-2.x.json mirrors master src/server/conf/config.json;
 mindie-config-1.0.RC3.json the 1.0.RC3 layout (LogConfig with logLevel/logPath, no kvPoolConfig).
-Every field kvplan writes is listed once, in OWNED_FIELDS (planner/mindie_fields.py); everything else
+Every field kvplan writes is listed once, in OWNED_FIELDS (planner/engines/mindie/fields.py); everything else
 in the base is kept as is.
 """
 
@@ -19,15 +19,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from planner import mindie_rules, units
-from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
+from planner import units
+from planner.engines.common import Lengths, ServingOptions
+from planner.engines.mindie import rules as mindie_rules
+from planner.engines.mindie.fields import MODEL, OWNED_FIELDS
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
-from planner.mindie_fields import MODEL, OWNED_FIELDS
 from planner.results import Plan
 from planner.schema import Frozen
 
 DEFAULT_MINDIE_VERSION = mindie_rules.DEFAULT_MINDIE_VERSION
-OUTPUT_SHARE_DIVISOR = 4  # [assumed: default output = 1/4 of --ctx, MindIE's default is 512 of 2560]
 DEFAULT_MAX_PREFILL_BATCH_SIZE = 50  # [DOC] maxPrefillBatchSize default
 DEFAULT_PREFILL_MS, DEFAULT_DECODE_MS = 150, 50  # [DOC] prefillTimeMsPerReq / decodeTimeMsPerReq defaults
 DEFAULT_QUEUE_DELAY_US = 5000  # [DOC] maxQueueDelayMicroseconds default
@@ -43,28 +43,12 @@ MTP_EXCLUSIVE_PLUGINS = ("memory_decoding", "la")  # [mtp.md] MTP cannot combine
 KEEP = "<keep the base's value>"  # owned value meaning: leave the base's field as it is
 
 
-class MindieOptions(Frozen):
-    """What the user asked of the MindIE config beyond the plan. None: kvplan's default (see OWNED_FIELDS)."""
+class MindieOptions(ServingOptions):
+    """ServingOptions plus MindIE's own knobs. None: kvplan's default (see OWNED_FIELDS)."""
 
     devices: list[int] | None = None
-    weights_path: str | None = None
-    model_name: str | None = None
-    max_input_tokens: int | None = Field(default=None, ge=1)
-    max_output_tokens: int | None = Field(default=None, ge=1)
-    max_prefill_tokens: int | None = Field(default=None, ge=1)
     npu_mem_size: Literal["auto", "explicit"] | None = None
-    mtp: int = Field(default=0, ge=0)
-    prefix_cache: bool = False
     mindie_version: str = DEFAULT_MINDIE_VERSION
-
-
-class Lengths(Frozen):
-    """Token limits of one request: in + out <= max_seq_len; max_prefill >= input unless forced lower."""
-
-    max_seq_len_tokens: int
-    max_input_tokens: int
-    max_output_tokens: int
-    max_prefill_tokens: int
 
 
 class BlockPrediction(Frozen):
@@ -87,38 +71,6 @@ class MindieResult(Frozen):
     npu_mem_mode: Literal["auto", "explicit"]
     env: dict[str, str]
     notes: list[str]
-
-
-def resolve_lengths(ctx_tokens: int, *, block_size_tokens: int, options: MindieOptions) -> Lengths:
-    """Split --ctx into input and output: output defaults to ctx/4 (whole blocks), input to the rest.
-
-    maxPrefillTokens defaults to max(8192, input) so MindIE's rule maxPrefillTokens >= maxInputTokenLen
-    holds; an explicit --max-prefill-tokens is kept as given (validate_config refuses it if too small).
-    """
-    out_tokens, in_tokens = options.max_output_tokens, options.max_input_tokens
-    if out_tokens is None and in_tokens is None:
-        quarter = ctx_tokens // OUTPUT_SHARE_DIVISOR
-        out_tokens = quarter // block_size_tokens * block_size_tokens or max(quarter, 1)
-    in_tokens = in_tokens if in_tokens is not None else ctx_tokens - (out_tokens or 0)
-    out_tokens = out_tokens if out_tokens is not None else ctx_tokens - in_tokens
-    if in_tokens < 1 or out_tokens < 1 or in_tokens + out_tokens > ctx_tokens:
-        raise PlanInputError(
-            f"--max-input-tokens/--max-output-tokens: input + output must fit in --ctx with both >= 1 "
-            f"(got {in_tokens} + {out_tokens}, expected a sum <= {ctx_tokens})"
-        )
-    prefill = options.max_prefill_tokens or max(DEFAULT_MAX_PREFILL_TOKENS, in_tokens)
-    return Lengths(
-        max_seq_len_tokens=ctx_tokens,
-        max_input_tokens=in_tokens,
-        max_output_tokens=out_tokens,
-        max_prefill_tokens=prefill,
-    )
-
-
-def sized_deployment(dep: Deployment, *, options: MindieOptions) -> tuple[Deployment, Lengths]:
-    """(dep re-sized with MindIE's lengths, the lengths): maxPrefillTokens drives the activation peak."""
-    lengths = resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
-    return dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens}), lengths
 
 
 def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "explicit"]:

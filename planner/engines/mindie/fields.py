@@ -1,14 +1,14 @@
 """The mapping table of MindIE config.json fields kvplan owns: path, derivation, and the MindIE doc it cites.
 
-Kept apart from planner/mindie.py (which builds the values) so that module stays small; sources are tagged
-as there: [DOC] service_parameter_configuration.md, [KV] kvcache_settings.py, [GEN] generator.py.
+Kept apart from config.py (which builds the values) so that module stays small; sources are tagged as
+there: [DOC] service_parameter_configuration.md, [KV] kvcache_settings.py, [GEN] generator.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner import mindie_rules
+from planner.engines.mindie import rules as mindie_rules
 
 DEPLOY, MODEL, SCHEDULE = mindie_rules.DEPLOY, mindie_rules.MODEL, mindie_rules.SCHEDULE
 

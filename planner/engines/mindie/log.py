@@ -22,10 +22,11 @@ import re
 from pydantic import Field
 
 from planner import units
+from planner.deployment import Deployment
+from planner.engines.mindie.config import RESERVED_BLOCKS, BlockPrediction
 from planner.errors import PlanInputError
-from planner.mindie import RESERVED_BLOCKS, BlockPrediction
 from planner.results import Plan
-from planner.schema import Frozen
+from planner.schema import Frozen, HardwareProfile
 
 _NUMBER = r"(\d+(?:\.\d+)?)"
 NPU_BLOCK_RE = re.compile(r"(?<![A-Za-z_])npuBlockNum['\"]?\s*[:=]\s*['\"]?(\d+)", re.IGNORECASE)
@@ -204,3 +205,13 @@ def compare_with_log(plan: Plan, *, figures: MindieLogFigures, prediction: Block
         corrected_capacity_bytes=capacity,
         notes=notes,
     )
+
+
+def corrected_deployment(dep: Deployment, comparison: LogComparison) -> Deployment:
+    """The deployment with the card's runtime reserve (and capacity, when logged) set from the log."""
+    runtime_gib = units.bytes_to_gib(comparison.corrected_runtime_bytes)
+    update: dict[str, float] = {"runtime_overhead_gib": runtime_gib}
+    if comparison.corrected_capacity_bytes:
+        update["memory_capacity_gib"] = units.bytes_to_gib(comparison.corrected_capacity_bytes)
+    hardware = HardwareProfile.model_validate({**dep.hardware.model_dump(), **update})
+    return dep.model_copy(update={"hardware": hardware})

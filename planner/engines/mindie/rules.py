@@ -2,8 +2,8 @@
 documented ranges and inter-field rules, checked before anything is written.
 
 Source: MindIE-LLM docs/zh/user_guide/user_manual/service_parameter_configuration.md (master 8b4871ad31f5),
-summarised in ascend-mindie-facts.md 1.2 and 1.3. Kept apart from planner/mindie.py so that each module
-stays readable; this one knows only config.json paths, never the plan.
+summarised in ascend-mindie-facts.md 1.2 and 1.3. Kept apart from config.py so that each module stays
+readable; this one knows only config.json paths, never the plan.
 Messages: `<field path>: <what is wrong> (got <value>, expected <constraint>)[; hint]`.
 """
 
@@ -16,6 +16,8 @@ from typing import Any
 
 from planner import units
 from planner.errors import DataFileError, PlanInputError
+
+MindieConfig = dict[str, Any]  # a parsed MindIE config.json (JSON object)
 
 MINDIE_BASE_FILES = {"2.x": "mindie-config-2.x.json", "1.0.RC3": "mindie-config-1.0.RC3.json"}
 DEFAULT_MINDIE_VERSION = "2.x"

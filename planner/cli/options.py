@@ -1,0 +1,93 @@
+"""What every `kvplan` command shares: the option definitions (defaults defined once, in planner/inputs.py
+and planner/deployment.py), the one way to build a PlanRequest from flags, and the one `fail`.
+
+Importing this module must stay cheap (typer and planner.inputs' light imports only): `kvplan --help`
+loads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Mapping
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from planner import units
+from planner.deployment import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_MAX_PREFILL_TOKENS,
+    DEFAULT_MEMORY_FRACTION,
+    DEFAULT_MTP_ACCEPTANCE_FRACTION,
+)
+from planner.errors import KvplanError, PlanInputError
+from planner.inputs import DEFAULT_CARD, DEFAULT_CTX, DEFAULT_DTYPE, PlanRequest
+from planner.kinds import DEFAULT_ENGINE
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE_TOKENS",
+    "DEFAULT_CARD",
+    "DEFAULT_CTX",
+    "DEFAULT_DTYPE",
+    "DEFAULT_ENGINE",
+    "DEFAULT_MAX_PREFILL_TOKENS",
+    "DEFAULT_MEMORY_FRACTION",
+    "DEFAULT_MTP_ACCEPTANCE_FRACTION",
+]
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")]
+CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
+DtypeOpt = Annotated[str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a16.")]
+KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache dtype (default: 16-bit activation dtype).")]
+TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree (devices per instance).")]
+CtxOpt = Annotated[str, typer.Option("--ctx", help="Context length per sequence: 32768, 32k, 128K.")]
+BatchOpt = Annotated[int | None, typer.Option(help="Concurrent sequences (default: the most that fit).")]
+BlockOpt = Annotated[int, typer.Option(help="KV block size in tokens (MindIE cacheBlockSize).")]
+FractionOpt = Annotated[float, typer.Option(help="NPU_MEMORY_FRACTION: share of memory usable.")]
+MemoryOpt = Annotated[float | None, typer.Option(help="Override the card's memory capacity (GiB).")]
+BandwidthOpt = Annotated[float | None, typer.Option(help="Override memory bandwidth (GB/s).")]
+MtpOpt = Annotated[int, typer.Option(help="MTP speculative draft tokens per step (0: off).")]
+AcceptanceOpt = Annotated[float, typer.Option(help="Acceptance rate of each draft token.")]
+UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")]
+EngineOpt = Annotated[str, typer.Option(help="Kernel structure: mindie, vllm, transformers.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+
+REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(PlanRequest))
+
+
+def plan_request(flags: Mapping[str, object], **overrides: object) -> PlanRequest:
+    """The PlanRequest of a command: its flag values (pass `locals()`) named as PlanRequest's fields;
+    `ctx_len` is --ctx, `uncalibrated` negates `calibrated`; `overrides` replace values the command parsed."""
+    values: dict[str, Any] = {name: flags[name] for name in REQUEST_FIELDS if name in flags}
+    if "ctx_len" in flags:
+        values["ctx"] = flags["ctx_len"]
+    if "uncalibrated" in flags:
+        values["calibrated"] = not flags["uncalibrated"]
+    values.update(overrides)
+    return PlanRequest(**values)
+
+
+def fail(exc: KvplanError) -> NoReturn:
+    """Print an expected error as one line on stderr and exit with its code."""
+    typer.echo(f"kvplan: error: {exc}", err=True)
+    raise typer.Exit(code=exc.exit_code)
+
+
+def print_json(payload: object) -> None:
+    """Write a JSON document to stdout."""
+    sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+
+
+def positive(value: float | None, flag: str) -> float | None:
+    """`value` when None or > 0, else PlanInputError naming the flag."""
+    if value is not None and not value > 0:
+        raise PlanInputError(f"{flag}: must be > 0 (got {value})")
+    return value
+
+
+def ms_to_s(value: float | None, flag: str) -> float | None:
+    """A millisecond flag (None or > 0) in seconds."""
+    checked = positive(value, flag)
+    return None if checked is None else checked * units.MS_S

@@ -1,0 +1,68 @@
+"""What every engine's serving config shares (engine-neutral): the request lengths and the served model.
+
+MindIE (planner/engines/mindie/) and vLLM (planner/engines/vllm.py) both size the plan with these lengths, so
+their configs describe the same deployment.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
+from planner.errors import PlanInputError
+from planner.schema import Frozen
+
+OUTPUT_SHARE_DIVISOR = 4  # [assumed: default output = 1/4 of --ctx, MindIE's default is 512 of 2560]
+
+
+class ServingOptions(Frozen):
+    """What the user asked of a serving config beyond the plan. None: kvplan's default."""
+
+    weights_path: str | None = None
+    model_name: str | None = None
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_prefill_tokens: int | None = Field(default=None, ge=1)
+    mtp: int = Field(default=0, ge=0)
+    prefix_cache: bool = False
+
+
+class Lengths(Frozen):
+    """Token limits of one request: in + out <= max_seq_len; max_prefill >= input unless forced lower."""
+
+    max_seq_len_tokens: int
+    max_input_tokens: int
+    max_output_tokens: int
+    max_prefill_tokens: int
+
+
+def resolve_lengths(ctx_tokens: int, *, block_size_tokens: int, options: ServingOptions) -> Lengths:
+    """Split --ctx into input and output: output defaults to ctx/4 (whole blocks), input to the rest.
+
+    maxPrefillTokens defaults to max(8192, input) so MindIE's rule maxPrefillTokens >= maxInputTokenLen
+    holds; an explicit --max-prefill-tokens is kept as given (validate_config refuses it if too small).
+    """
+    out_tokens, in_tokens = options.max_output_tokens, options.max_input_tokens
+    if out_tokens is None and in_tokens is None:
+        quarter = ctx_tokens // OUTPUT_SHARE_DIVISOR
+        out_tokens = quarter // block_size_tokens * block_size_tokens or max(quarter, 1)
+    in_tokens = in_tokens if in_tokens is not None else ctx_tokens - (out_tokens or 0)
+    out_tokens = out_tokens if out_tokens is not None else ctx_tokens - in_tokens
+    if in_tokens < 1 or out_tokens < 1 or in_tokens + out_tokens > ctx_tokens:
+        raise PlanInputError(
+            f"--max-input-tokens/--max-output-tokens: input + output must fit in --ctx with both >= 1 "
+            f"(got {in_tokens} + {out_tokens}, expected a sum <= {ctx_tokens})"
+        )
+    prefill = options.max_prefill_tokens or max(DEFAULT_MAX_PREFILL_TOKENS, in_tokens)
+    return Lengths(
+        max_seq_len_tokens=ctx_tokens,
+        max_input_tokens=in_tokens,
+        max_output_tokens=out_tokens,
+        max_prefill_tokens=prefill,
+    )
+
+
+def sized_deployment(dep: Deployment, *, options: ServingOptions) -> tuple[Deployment, Lengths]:
+    """(dep re-sized with the engine's lengths, the lengths): maxPrefillTokens drives the activation peak."""
+    lengths = resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
+    return dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens}), lengths
