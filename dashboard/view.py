@@ -253,7 +253,7 @@ def kv_per_token_line(dep: Deployment, mem: MemoryBreakdown) -> LedgerLine:
     """The KV bytes-per-token formula of this card (GQA/MHA or MLA latent) with its numbers."""
     card, bits = dep.model, dep.kv_dtype.bits
     layers = card.full_attention_layers + (1 if dep.include_mtp else 0)
-    if card.attention == "mla":
+    if card.attention_traits.latent_kv:
         formula = "L_kv x (kv_lora_rank + qk_rope_head_dim) x b / 8"
         substituted = f"{layers} x ({card.kv_lora_rank} + {card.qk_rope_head_dim}) x {bits} / 8"
     else:

@@ -85,7 +85,7 @@ def kv_cache_bytes_per_token(card: ModelCard, *, kv_dtype: StorageDType, tp: int
     Linear-attention (GDN) layers keep no KV cache: see linear_state_bytes_per_sequence.
     """
     layers = card.full_attention_layers + (1 if mtp else 0)
-    if card.attention == "mla":
+    if card.attention_traits.latent_kv:
         latent_width = (card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)
         return layers * latent_width * kv_dtype.bits // BITS_PER_BYTE
     head_dim = card.head_dim or 0

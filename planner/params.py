@@ -179,7 +179,7 @@ def moe_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain
 def decoder_tensors(card: ModelCard, *, tp: int) -> list[Linear | Plain]:
     """Every weight of the decoder stack (no embedding, head or MTP) on one rank."""
     full = card.full_attention_layers
-    attention = mla_tensors if card.attention == "mla" else attention_tensors
+    attention = mla_tensors if card.attention_traits.latent_kv else attention_tensors
     tensors = attention(card, tp=tp, layers=full)
     if card.linear_attention_layers:
         tensors += linear_attention_tensors(card, tp=tp, layers=card.linear_attention_layers)
@@ -200,7 +200,7 @@ def mtp_tensors(card: ModelCard, *, tp: int) -> list[Linear | Plain]:
     n = card.mtp_layers
     if n == 0:
         return []
-    attention = mla_tensors if card.attention == "mla" else attention_tensors
+    attention = mla_tensors if card.attention_traits.latent_kv else attention_tensors
     tensors: list[Linear | Plain] = [
         Plain("mtp_norms", "mtp", 4 * card.hidden_size, n),
         Linear("mtp_fc", "mtp", 2 * card.hidden_size, card.hidden_size, n),

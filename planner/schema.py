@@ -6,6 +6,7 @@ units in their names (`_gib`, `_gb_per_s`, `_tflop_per_s`, `_us`); properties co
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -14,6 +15,23 @@ from planner import units
 
 Confidence = Literal["P", "S", "D", "NF"]
 LayerType = Literal["full_attention", "linear_attention"]
+AttentionKind = Literal["mha", "gqa", "mla", "hybrid"]
+
+
+@dataclass(frozen=True)
+class AttentionTraits:
+    """What an attention kind means for the formulas; a new kind is one ATTENTION_KINDS entry."""
+
+    latent_kv: bool  # KV holds one compressed latent per token and layer, replicated on every rank (MLA)
+    linear_layers: bool  # some layers are linear attention (Gated DeltaNet): a fixed state, no KV cache
+
+
+ATTENTION_KINDS: dict[AttentionKind, AttentionTraits] = {
+    "mha": AttentionTraits(latent_kv=False, linear_layers=False),
+    "gqa": AttentionTraits(latent_kv=False, linear_layers=False),
+    "mla": AttentionTraits(latent_kv=True, linear_layers=False),
+    "hybrid": AttentionTraits(latent_kv=False, linear_layers=True),
+}
 
 
 class Frozen(BaseModel):
@@ -48,7 +66,7 @@ class ModelCard(Frozen):
     source: HfSource
     sources: list[Source] = Field(min_length=1)
     model_type: str
-    attention: Literal["mha", "gqa", "mla", "hybrid"]
+    attention: AttentionKind
     torch_dtype: str = "bfloat16"
 
     hidden_size: int = Field(gt=0)
@@ -103,7 +121,7 @@ class ModelCard(Frozen):
                 f"num_attention_heads must be a multiple of num_key_value_heads "
                 f"(got {self.num_attention_heads} and {self.num_key_value_heads})"
             )
-        if self.attention != "mla" and self.head_dim is None:
+        if not self.attention_traits.latent_kv and self.head_dim is None:
             raise ValueError("head_dim is required for non-MLA attention (write it explicitly)")
         if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
             raise ValueError(
@@ -123,7 +141,7 @@ class ModelCard(Frozen):
             self.linear_num_key_heads,
             self.linear_num_value_heads,
         )
-        if self.attention == "hybrid":
+        if self.attention_traits.linear_layers:
             if any(f is None for f in hybrid_fields):
                 raise ValueError(
                     "attention 'hybrid' needs every linear_* field (conv kernel, head dims, heads)"
@@ -137,7 +155,7 @@ class ModelCard(Frozen):
 
     def _check_mla(self) -> None:
         mla_fields = (self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim)
-        if self.attention == "mla" and any(f is None for f in mla_fields):
+        if self.attention_traits.latent_kv and any(f is None for f in mla_fields):
             raise ValueError(
                 "attention 'mla' needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim"
             )
@@ -171,11 +189,16 @@ class ModelCard(Frozen):
         return self.num_nextn_predict_layers or self.mtp_num_hidden_layers
 
     @property
+    def attention_traits(self) -> AttentionTraits:
+        """The formulas' view of this card's attention kind (ATTENTION_KINDS)."""
+        return ATTENTION_KINDS[self.attention]
+
+    @property
     def resolved_layer_types(self) -> list[LayerType]:
         """Per-layer attention kind; with full_attention_interval k, every k-th layer (1-based) is full."""
         if self.layer_types is not None:
             return list(self.layer_types)
-        if self.attention != "hybrid" or self.full_attention_interval is None:
+        if not self.attention_traits.linear_layers or self.full_attention_interval is None:
             return ["full_attention"] * self.num_hidden_layers
         k = self.full_attention_interval
         return [

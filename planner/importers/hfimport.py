@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from planner import __version__
 from planner.errors import DataFileError
-from planner.schema import ModelCard
+from planner.schema import ATTENTION_KINDS, AttentionKind, ModelCard
 
 CARD_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")  # as ModelCard.id
 # Outer model_type of multimodal configs whose text model sits under "text_config".
@@ -220,7 +220,7 @@ def _text_config(config: Mapping[str, Any], where: str) -> _Config:
     return cfg
 
 
-def attention_kind(fields: Mapping[str, Any], *, model_type: str) -> str:
+def attention_kind(fields: Mapping[str, Any], *, model_type: str) -> AttentionKind:
     """Card `attention`: mla (DeepSeek); hybrid with linear-attention layers; else mha/gqa by head counts."""
     if model_type == "deepseek_v3":
         return "mla"
@@ -240,7 +240,7 @@ def card_from_config_dict(
     cfg = _text_config(config, origin)
     fields = FAMILIES[cfg.model_type](cfg)
     attention = attention_kind(fields, model_type=cfg.model_type)
-    if attention != "hybrid":
+    if not ATTENTION_KINDS[attention].linear_layers:
         fields = {
             k: v
             for k, v in fields.items()

@@ -22,8 +22,34 @@ Engines:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from planner.kinds import ENGINES, EngineName
+
+# Every op of the decode/prefill ledger (planner/perf/opcost.py terms are named after these, plus
+# "tp.allreduce", which launches no kernels of its own): a misspelt op is a type error.
+OpName = Literal[
+    "embedding",
+    "attn.qkv_proj",
+    "attn.qk_norm",
+    "attn.core",
+    "attn.kernel",
+    "attn.o_proj",
+    "gdn.in_proj",
+    "gdn.update",
+    "gdn.out_proj",
+    "mlp.gate_up",
+    "mlp.down",
+    "moe.router",
+    "moe.experts",
+    "moe.shared",
+    "norms",
+    "lm_head",
+    "mtp.layer",
+    "mtp.attention",
+    "mtp.lm_head",
+]
+OP_NAMES: tuple[OpName, ...] = get_args(OpName)
 
 
 @dataclass(frozen=True)
@@ -39,7 +65,7 @@ class OpKernels:
         return self.kernels + self.matmuls
 
 
-FUSED: dict[str, OpKernels] = {
+FUSED: dict[OpName, OpKernels] = {
     "embedding": OpKernels(1),
     "attn.qkv_proj": OpKernels(0, 1),
     "attn.qk_norm": OpKernels(0),  # fused into the rope kernel
@@ -62,7 +88,7 @@ FUSED: dict[str, OpKernels] = {
 }
 
 # Hugging Face transformers, per decoder layer unless noted (calibration/data/h200-kernel-counts.json):
-TRANSFORMERS: dict[str, OpKernels] = {
+TRANSFORMERS: dict[OpName, OpKernels] = {
     **FUSED,  # gdn.*, moe.shared and mtp.*: no reference model ran them; fused counts kept [assumed]
     "embedding": OpKernels(1),  # index_select
     "attn.qkv_proj": OpKernels(0, 3),  # separate q, k, v projections
@@ -81,14 +107,15 @@ TRANSFORMERS: dict[str, OpKernels] = {
     "lm_head": OpKernels(19, 1),  # per step: final RMSNorm 8, rotary cos/sin 9, argmax 1, token copy 1
 }
 
-ENGINE_KERNELS: dict[EngineName, dict[str, OpKernels]] = {
+ENGINE_KERNELS: dict[EngineName, dict[OpName, OpKernels]] = {
     "mindie": FUSED,
     "vllm": FUSED,
     "transformers": TRANSFORMERS,
 }
 assert tuple(ENGINE_KERNELS) == ENGINES, "every engine in planner/kinds.py needs a kernel table"
+assert all(set(table) == set(OP_NAMES) for table in ENGINE_KERNELS.values()), "every op needs a count"
 
 
-def op_kernels(engine: EngineName, op: str) -> OpKernels:
+def op_kernels(engine: EngineName, op: OpName) -> OpKernels:
     """Kernel launches per layer (or pass) of `op` under `engine` (engine validated at the boundary)."""
     return ENGINE_KERNELS[engine][op]

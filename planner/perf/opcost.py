@@ -14,7 +14,7 @@ from typing import Literal, TypedDict
 import numpy as np
 import numpy.typing as npt
 
-from planner.perf.kernels import OpKernels, op_kernels
+from planner.perf.kernels import OpKernels, OpName, op_kernels
 from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, geometry, matmul_dtype
 
 __all__ = ["GDN_FLOP_PER_STATE_ELEMENT", "Geometry", "geometry", "matmul_dtype"]  # re-exported
@@ -95,7 +95,7 @@ class Launches(TypedDict):
     matmuls: int
 
 
-def launches(geo: Geometry, op: str, *, layers: int) -> Launches:
+def launches(geo: Geometry, op: OpName, *, layers: int) -> Launches:
     """Term keyword arguments kernels= and matmuls= for `op` over `layers` layers (or passes)."""
     count: OpKernels = op_kernels(geo.engine, op)
     return {"kernels": count.launches * layers, "matmuls": count.matmuls * layers}
@@ -103,7 +103,7 @@ def launches(geo: Geometry, op: str, *, layers: int) -> Launches:
 
 def term(
     geo: Geometry,
-    op: str,
+    op: OpName,
     *,
     layers: int,
     hbm: FloatArray,
@@ -123,9 +123,9 @@ def term(
     )
 
 
-def attention_launches(geo: Geometry, op: str, *, layers: int) -> Launches:
+def attention_launches(geo: Geometry, op: OpName, *, layers: int) -> Launches:
     """launches() of an attention op plus the attention kernel and, on qk-norm models, the q/k norms."""
-    extra = ["attn.kernel"] + (["attn.qk_norm"] if geo.qk_norm else [])
+    extra: list[OpName] = ["attn.kernel", "attn.qk_norm"] if geo.qk_norm else ["attn.kernel"]
     kernels = op_kernels(geo.engine, op).launches + sum(op_kernels(geo.engine, e).launches for e in extra)
     return {"kernels": kernels * layers, "matmuls": 0}
 
@@ -138,7 +138,7 @@ def expected_experts_touched(experts: int, *, top_k: int, tokens: FloatArray) ->
     return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
 
 
-def linear_term(geo: Geometry, step: Step, *, op: str, layers: int) -> Term:
+def linear_term(geo: Geometry, step: Step, *, op: OpName, layers: int) -> Term:
     """A matmul op: stream its weights once, read and write the activations of every token.
 
     Formula:

@@ -55,7 +55,7 @@ def attention_flop_per_key(dep: Deployment, *, layers: int) -> int:
     """
     card = dep.model
     heads_rank = split(card.num_attention_heads, dep.tp)
-    if card.attention == "mla":
+    if card.attention_traits.latent_kv:
         qk_dim = (card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)
         v_dim = card.kv_lora_rank or 0
     else:
@@ -117,5 +117,5 @@ def geometry(dep: Deployment) -> Geometry:
         activation_dtype=act.value,
         engine=dep.engine,
         qk_norm=card.qk_norm,
-        kv_heads_per_rank=1 if card.attention == "mla" else split(card.num_key_value_heads, dep.tp),
+        kv_heads_per_rank=1 if card.attention_traits.latent_kv else split(card.num_key_value_heads, dep.tp),
     )
