@@ -160,31 +160,25 @@ def max_batch_size(dep: Deployment, mem: MemoryBreakdown, *, per_sequence_bytes:
 def recommend(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
     """max_batch_size at ctx from memory; max_seq_len at the chosen batch (whole blocks, model-capped)."""
     max_batch = max_batch_size(dep, mem)
-    batch = dep.batch or max_batch
-    if batch > max_batch:
-        longest = memory.max_seq_len_at_batch(
-            mem.kv_budget_bytes,
-            batch=batch,
-            kv_bytes_per_token=mem.kv_bytes_per_token,
-            state_bytes=mem.state_bytes_per_sequence,
-            block_size_tokens=dep.block_size_tokens,
-        )
-        raise DoesNotFitError(
-            f"--batch: {batch} sequences of {dep.ctx_tokens} tokens do not fit on {dep.hardware.id} "
-            f"at tp={dep.tp} (got {batch}, expected <= {max_batch} at this --ctx); "
-            f"at --batch {batch} the longest sequence is "
-            f"{longest} tokens"
-        )
     if dep.batch is None:
         return Recommendation(max_batch_size=max_batch, max_seq_len=dep.ctx_tokens)
     longest = memory.max_seq_len_at_batch(
         mem.kv_budget_bytes,
-        batch=batch,
+        batch=dep.batch,
         kv_bytes_per_token=mem.kv_bytes_per_token,
         state_bytes=mem.state_bytes_per_sequence,
         block_size_tokens=dep.block_size_tokens,
     )
-    return Recommendation(max_batch_size=batch, max_seq_len=min(longest, dep.model.max_position_embeddings))
+    if dep.batch > max_batch:
+        raise DoesNotFitError(
+            f"--batch: {dep.batch} sequences of {dep.ctx_tokens} tokens do not fit on {dep.hardware.id} "
+            f"at tp={dep.tp} (got {dep.batch}, expected <= {max_batch} at this --ctx); "
+            f"at --batch {dep.batch} the longest sequence is "
+            f"{longest} tokens"
+        )
+    return Recommendation(
+        max_batch_size=dep.batch, max_seq_len=min(longest, dep.model.max_position_embeddings)
+    )
 
 
 def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

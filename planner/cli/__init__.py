@@ -12,33 +12,24 @@ import typer
 
 from planner.cli import calibrate, configs, models, perf
 from planner.cli.options import (
-    DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_CARD,
     DEFAULT_CTX,
-    DEFAULT_DTYPE,
     DEFAULT_ENGINE,
     DEFAULT_MAX_PREFILL_TOKENS,
-    DEFAULT_MEMORY_FRACTION,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
     AcceptanceOpt,
     BandwidthOpt,
-    BatchOpt,
-    BlockOpt,
-    CardOpt,
     CtxOpt,
-    DtypeOpt,
     EngineOpt,
-    FractionOpt,
-    KvDtypeOpt,
-    MemoryOpt,
     MtpOpt,
     TpOpt,
     UncalibratedOpt,
     fail,
     ms_to_s,
+    plan_options,
     plan_request,
     positive,
     print_json,
+    with_options,
 )
 from planner.errors import KvplanError
 
@@ -54,20 +45,14 @@ app.add_typer(models_app, name="models")
 
 
 @app.callback(invoke_without_command=True)
+@with_options(plan_options)
 def plan(
     ctx: typer.Context,
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")
     ] = None,
-    card: CardOpt = DEFAULT_CARD,
-    dtype: DtypeOpt = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,
     ctx_len: CtxOpt = DEFAULT_CTX,
-    batch: BatchOpt = None,
-    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: FractionOpt = DEFAULT_MEMORY_FRACTION,
-    memory_gib: MemoryOpt = None,
     bandwidth_gbps: BandwidthOpt = None,
     max_prefill_tokens: Annotated[
         int, typer.Option(help="Largest prefill batch in tokens (activation peak).")
@@ -88,6 +73,7 @@ def plan(
         bool, typer.Option("--explain", help="Print every term of the decode ledger.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object.")] = False,
+    **flags: object,
 ) -> None:
     """Plan memory and speed for one model on one card: `kvplan --model qwen3-27b --ctx 32k --dtype fp8`."""
     if ctx.invoked_subcommand is not None:
@@ -102,7 +88,7 @@ def plan(
     from planner import inputs  # deferred so `kvplan --help` stays instant
     from planner.perf import plan as perf_plan
 
-    request = plan_request(locals())
+    request = plan_request({**locals(), **flags})
     try:
         dep = inputs.to_deployment(request)
         prompt = inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens") if prompt_tokens else None

@@ -8,30 +8,22 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from planner.cli.options import (
-    DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_CARD,
     DEFAULT_CTX,
-    DEFAULT_DTYPE,
     DEFAULT_MAX_PREFILL_TOKENS,
-    DEFAULT_MEMORY_FRACTION,
-    BatchOpt,
-    BlockOpt,
-    CardOpt,
-    DtypeOpt,
-    FractionOpt,
     JsonOpt,
-    KvDtypeOpt,
-    MemoryOpt,
     ModelOpt,
     fail,
+    plan_options,
     plan_request,
     print_json,
+    with_options,
 )
 from planner.errors import DataFileError, KvplanError, PlanInputError
 from planner.inputs import PlanRequest
@@ -136,53 +128,61 @@ def register(app: typer.Typer) -> None:
     app.command("vllm")(vllm_command)
 
 
-def mindie_command(
-    model: ModelOpt,
-    card: CardOpt = DEFAULT_CARD,
-    dtype: DtypeOpt = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
-    ctx_len: CtxOpt = DEFAULT_CTX,
-    batch: BatchOpt = None,
-    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: FractionOpt = DEFAULT_MEMORY_FRACTION,
-    memory_gib: MemoryOpt = None,
+def serving_options(
     max_prefill_tokens: PrefillOpt = None,
-    devices: Annotated[str | None, typer.Option(help="npuDeviceIds, e.g. 0,1 (default 0..tp-1).")] = None,
     weights_path: WeightsOpt = None,
     model_name: NameOpt = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write config.json here.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
-    base: Annotated[Path | None, typer.Option(help="Merge into this existing config.json.")] = None,
-    mindie_version: Annotated[str, typer.Option(help="Base layout: 2.x (master) or 1.0.RC3.")] = "2.x",
     mtp: MtpOpt = 0,
     prefix_cache: PrefixOpt = False,
     max_input_tokens: InputOpt = None,
     max_output_tokens: OutputOpt = None,
+) -> None:
+    """The serving-config options `mindie` and `vllm` share (a signature template for `with_options`)."""
+
+
+def serving_values(flags: Mapping[str, object]) -> dict[str, object]:
+    """ServingOptions fields from the flags, token counts parsed ("8k" -> 8192)."""
+    from planner.engines.common import ServingOptions
+
+    values = {name: flags[name] for name in ServingOptions.model_fields if name in flags}
+    for name in ("max_input_tokens", "max_output_tokens"):
+        text = flags.get(name)
+        values[name] = _tokens(None if text is None else str(text), "--" + name.replace("_", "-"))
+    return values
+
+
+@with_options(plan_options, serving_options)
+def mindie_command(
+    model: ModelOpt,
+    tp: TpOpt = 1,
+    ctx_len: CtxOpt = DEFAULT_CTX,
+    devices: Annotated[str | None, typer.Option(help="npuDeviceIds, e.g. 0,1 (default 0..tp-1).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write config.json here.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
+    base: Annotated[Path | None, typer.Option(help="Merge into this existing config.json.")] = None,
+    mindie_version: Annotated[str, typer.Option(help="Base layout: 2.x (master) or 1.0.RC3.")] = "2.x",
     from_log: Annotated[Path | None, typer.Option(help="MindIE log: compare, fix the reserve.")] = None,
     npu_mem_size: Annotated[str | None, typer.Option(help="auto (-1) or explicit (GiB).")] = None,
     as_json: JsonOpt = False,
+    **flags: object,
 ) -> None:
     """Write a MindIE Server config.json from the plan and print the plan behind it."""
     from planner.engines.mindie import config as mindie
 
-    request = plan_request(locals(), max_prefill_tokens=DEFAULT_MAX_PREFILL_TOKENS)  # sized later
+    typed = {"model": model, "tp": tp, "ctx_len": ctx_len}
+    request = plan_request({**flags, **typed}, max_prefill_tokens=DEFAULT_MAX_PREFILL_TOKENS)  # sized later
     try:
         if npu_mem_size not in (None, "auto", "explicit"):
             raise PlanInputError(
                 f"--npu-mem-size: unknown mode (got {npu_mem_size!r}, expected auto or explicit)"
             )
-        options = mindie.MindieOptions(
-            devices=parse_devices(devices),
-            weights_path=weights_path,
-            model_name=model_name,
-            max_input_tokens=_tokens(max_input_tokens, "--max-input-tokens"),
-            max_output_tokens=_tokens(max_output_tokens, "--max-output-tokens"),
-            max_prefill_tokens=max_prefill_tokens,
-            npu_mem_size=npu_mem_size,
-            mtp=mtp,
-            prefix_cache=prefix_cache,
-            mindie_version=mindie_version,
+        options = mindie.MindieOptions.model_validate(
+            {
+                "devices": parse_devices(devices),
+                **serving_values(flags),
+                "npu_mem_size": npu_mem_size,
+                "mindie_version": mindie_version,
+            }
         )
         options = resolve_identity(options, model_typed=model, has_base=base is not None)
         run_mindie(request, options, paths=(base, out, from_log), force=force, as_json=as_json)
@@ -293,41 +293,22 @@ def print_mindie(
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
 
 
+@with_options(plan_options, serving_options)
 def vllm_command(
     model: ModelOpt,
-    card: CardOpt = DEFAULT_CARD,
-    dtype: DtypeOpt = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,
     ctx_len: CtxOpt = DEFAULT_CTX,
-    batch: BatchOpt = None,
-    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: FractionOpt = DEFAULT_MEMORY_FRACTION,
-    memory_gib: MemoryOpt = None,
-    max_prefill_tokens: PrefillOpt = None,
-    weights_path: WeightsOpt = None,
-    model_name: NameOpt = None,
-    mtp: MtpOpt = 0,
-    prefix_cache: PrefixOpt = False,
-    max_input_tokens: InputOpt = None,
-    max_output_tokens: OutputOpt = None,
     as_json: JsonOpt = False,
+    **flags: object,
 ) -> None:
     """Print the `vllm serve` arguments (vllm-ascend) equivalent to the MindIE config of the same plan."""
     from planner.engines import vllm as vllm_args
-    from planner.engines.mindie import config as mindie
+    from planner.engines.common import ServingOptions
 
-    request = plan_request(locals(), max_prefill_tokens=DEFAULT_MAX_PREFILL_TOKENS)  # sized later
+    typed = {"model": model, "tp": tp, "ctx_len": ctx_len}
+    request = plan_request({**flags, **typed}, max_prefill_tokens=DEFAULT_MAX_PREFILL_TOKENS)  # sized later
     try:
-        options = mindie.MindieOptions(
-            weights_path=weights_path,
-            model_name=model_name,
-            mtp=mtp,
-            prefix_cache=prefix_cache,
-            max_input_tokens=_tokens(max_input_tokens, "--max-input-tokens"),
-            max_output_tokens=_tokens(max_output_tokens, "--max-output-tokens"),
-            max_prefill_tokens=max_prefill_tokens,
-        )
+        options = ServingOptions.model_validate(serving_values(flags))
         dep, lengths = prepare(request, options)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
         result = vllm_args.vllm_args(plan, lengths=lengths, options=options)

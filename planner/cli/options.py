@@ -8,10 +8,12 @@ loads it.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import sys
-from collections.abc import Mapping
-from typing import Annotated, Any, NoReturn
+import typing
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -53,6 +55,42 @@ AcceptanceOpt = Annotated[float, typer.Option(help="Acceptance rate of each draf
 UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")]
 EngineOpt = Annotated[str, typer.Option(help="Kernel structure: mindie, vllm, transformers.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+
+Command = TypeVar("Command", bound=Callable[..., None])
+
+
+def plan_options(
+    card: CardOpt = DEFAULT_CARD,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    kv_dtype: KvDtypeOpt = None,
+    batch: BatchOpt = None,
+    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
+    memory_fraction: FractionOpt = DEFAULT_MEMORY_FRACTION,
+    memory_gib: MemoryOpt = None,
+) -> None:
+    """The deployment options of every planning command (a signature template for `with_options`)."""
+
+
+def with_options(*templates: Callable[..., None]) -> Callable[[Command], Command]:
+    """Give a command the options of `templates` after its own (its own win on a name clash); the command
+    takes them as `**flags` and passes them on (plan_request, ServingOptions), so each is defined once."""
+
+    def decorate(command: Command) -> Command:
+        hints = {}
+        for function in (*templates, command):
+            hints.update(typing.get_type_hints(function, include_extras=True))
+        own = [p for p in inspect.signature(command).parameters.values() if p.kind is not p.VAR_KEYWORD]
+        names = {p.name for p in own}
+        shared = [
+            p for t in templates for p in inspect.signature(t).parameters.values() if p.name not in names
+        ]
+        params = [p.replace(kind=p.KEYWORD_ONLY, annotation=hints[p.name]) for p in (*own, *shared)]
+        command.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        command.__annotations__ = {**hints, "return": None}
+        return command
+
+    return decorate
+
 
 REQUEST_FIELDS = tuple(field.name for field in dataclasses.fields(PlanRequest))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table
@@ -12,6 +13,8 @@ from planner import catalog, params, units
 from planner.deployment import Deployment
 from planner.results import Plan
 
+Row = dict[str, object]
+Columns = tuple[tuple[str, ...], Callable[[Row], tuple[str, ...]]]
 # Wide enough for the tables when output is piped (rich would otherwise wrap at 80 columns).
 _probe = Console()
 console = Console(highlight=False, width=None if _probe.is_terminal else 140)
@@ -106,9 +109,9 @@ def print_explain(dep: Deployment, result: Plan) -> None:
     console.print(explain.render_explain(ledger))
 
 
-def model_rows() -> list[dict[str, object]]:
+def model_rows() -> list[Row]:
     """One summary row per catalogued model card."""
-    rows: list[dict[str, object]] = []
+    rows: list[Row] = []
     for model_id in catalog.model_ids():
         card = catalog.load_model(model_id)
         rows.append(
@@ -126,31 +129,43 @@ def model_rows() -> list[dict[str, object]]:
     return rows
 
 
-def print_models(*, as_json: bool) -> None:
-    """List model cards as a table or JSON."""
-    rows = model_rows()
+def _model_cells(row: Row) -> tuple[str, ...]:
+    billions = units.fmt_billions(float(str(row["parameters"])))
+    return (
+        str(row["id"]),
+        ", ".join(row["aliases"]) if isinstance(row["aliases"], list) else "",
+        str(row["attention"]) + (" moe" if row["moe"] else ""),
+        f"{row['layers']} ({row['kv_layers']})",
+        billions,
+        str(row["hf_repo"]),
+    )
+
+
+def _print_rows(rows: list[Row], *, as_json: bool, title: str, columns: Columns) -> None:
+    """Catalogue rows as JSON, or as a table of `columns`: (header, row -> cells)."""
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
-    table = Table(title="Model cards (modelcards/)")
-    for column in ("id", "aliases", "attention", "layers (KV)", "params", "source"):
+    headers, cells = columns
+    table = Table(title=title)
+    for column in headers:
         table.add_column(column)
     for row in rows:
-        billions = units.fmt_billions(float(str(row["parameters"])))
-        table.add_row(
-            str(row["id"]),
-            ", ".join(row["aliases"]) if isinstance(row["aliases"], list) else "",
-            str(row["attention"]) + (" moe" if row["moe"] else ""),
-            f"{row['layers']} ({row['kv_layers']})",
-            billions,
-            str(row["hf_repo"]),
-        )
+        table.add_row(*cells(row))
     console.print(table)
 
 
-def card_rows() -> list[dict[str, object]]:
+def print_models(*, as_json: bool) -> None:
+    """List model cards as a table or JSON."""
+    headers = ("id", "aliases", "attention", "layers (KV)", "params", "source")
+    _print_rows(
+        model_rows(), as_json=as_json, title="Model cards (modelcards/)", columns=(headers, _model_cells)
+    )
+
+
+def card_rows() -> list[Row]:
     """One summary row per catalogued hardware profile."""
-    rows: list[dict[str, object]] = []
+    rows: list[Row] = []
     for card_id in catalog.card_ids():
         hw = catalog.load_card(card_id)
         rows.append(
@@ -167,25 +182,23 @@ def card_rows() -> list[dict[str, object]]:
     return rows
 
 
+def _card_cells(row: Row) -> tuple[str, ...]:
+    peaks = row["peak_tflop_per_s"]
+    peak_text = ", ".join(f"{k} {v:g}" for k, v in peaks.items()) if isinstance(peaks, dict) else ""
+    dtypes = row["native_dtypes"]
+    return (
+        str(row["id"]),
+        f"{row['memory_capacity_gib']:g} GiB",
+        f"{row['memory_bandwidth_gb_per_s']:g} GB/s",
+        peak_text,
+        ", ".join(dtypes) if isinstance(dtypes, list) else "",
+        "yes" if row["calibrated"] else "no",
+    )
+
+
 def print_cards(*, as_json: bool) -> None:
     """List hardware profiles as a table or JSON."""
-    rows = card_rows()
-    if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
-        return
-    table = Table(title="Hardware profiles (hwprofiles/)")
-    for column in ("id", "memory", "bandwidth", "dense peak TFLOP/s", "dtypes", "calibrated"):
-        table.add_column(column)
-    for row in rows:
-        peaks = row["peak_tflop_per_s"]
-        peak_text = ", ".join(f"{k} {v:g}" for k, v in peaks.items()) if isinstance(peaks, dict) else ""
-        dtypes = row["native_dtypes"]
-        table.add_row(
-            str(row["id"]),
-            f"{row['memory_capacity_gib']:g} GiB",
-            f"{row['memory_bandwidth_gb_per_s']:g} GB/s",
-            peak_text,
-            ", ".join(dtypes) if isinstance(dtypes, list) else "",
-            "yes" if row["calibrated"] else "no",
-        )
-    console.print(table)
+    headers = ("id", "memory", "bandwidth", "dense peak TFLOP/s", "dtypes", "calibrated")
+    _print_rows(
+        card_rows(), as_json=as_json, title="Hardware profiles (hwprofiles/)", columns=(headers, _card_cells)
+    )

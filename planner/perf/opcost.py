@@ -186,22 +186,31 @@ def attention_term(geo: Geometry, step: Step) -> Term:
     kv = geo.kv_bytes_per_token
     hbm = step.sequences * step.cached_tokens * kv + step.tokens * kv
     flop = step.tokens * step.attended_tokens * geo.attention_flop_per_key
-    layers = geo.layers["full"]
+    read = step.sequences * step.cached_tokens * kv
+    return cache_attention_term(geo, step, "attn.core", layers=geo.layers["full"], cost=(hbm, flop, read))
+
+
+def cache_attention_term(
+    geo: Geometry, step: Step, op: OpName, *, layers: int, cost: tuple[FloatArray, FloatArray, FloatArray]
+) -> Term:
+    """A Term for attention over a paged cache: cost = (bytes, FLOP, bytes the attention kernel reads) on the
+    KV resource, the measured-table lookup (rows = sequences x KV heads) and the attention launches."""
+    hbm, flop, read = cost
     lookup = AttentionLookup(
         rows=step.sequences * geo.kv_heads_per_rank,
         ctx_tokens=step.cached_tokens,
         kernels=layers,
-        read_bytes=step.sequences * step.cached_tokens * kv,
+        read_bytes=read,
     )
     return Term(
-        "attn.core",
+        op,
         layers,
         bytes=hbm,
         flop=flop,
         compute_dtype=geo.activation_dtype,
         resource="kv",
         attention=lookup,
-        **attention_launches(geo, "attn.core", layers=layers),
+        **attention_launches(geo, op, layers=layers),
     )
 
 
@@ -304,22 +313,8 @@ def mtp_attention_term(geo: Geometry, step: Step) -> Term:
     hbm = runs * (step.sequences * step.cached_tokens + step.draft_tokens) * kv
     flop = runs * step.draft_tokens * step.attended_tokens * geo.mtp_attention_flop_per_key
     layers = runs * geo.layers["mtp"]
-    lookup = AttentionLookup(
-        rows=step.sequences * geo.kv_heads_per_rank,
-        ctx_tokens=step.cached_tokens,
-        kernels=layers,
-        read_bytes=runs * step.sequences * step.cached_tokens * kv,
-    )
-    return Term(
-        "mtp.attention",
-        layers,
-        bytes=hbm,
-        flop=flop,
-        compute_dtype=geo.activation_dtype,
-        resource="kv",
-        attention=lookup,
-        **attention_launches(geo, "mtp.attention", layers=layers),
-    )
+    read = runs * step.sequences * step.cached_tokens * kv
+    return cache_attention_term(geo, step, "mtp.attention", layers=layers, cost=(hbm, flop, read))
 
 
 def mtp_lm_head_term(geo: Geometry, step: Step) -> Term:
