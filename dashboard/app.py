@@ -208,46 +208,46 @@ def show_header(dep: Deployment, plan: Plan) -> None:
             st.badge(f"alias {plan.model_alias}", color="gray")
 
 
+def metric_row(cells: list[tuple[str, str, str | None]]) -> None:
+    """One row of bordered st.metric boxes: (label, value, help)."""
+    for column, (label, value, help_text) in zip(st.columns(len(cells)), cells, strict=True):
+        column.metric(label, value, border=True, help=help_text)
+
+
 def show_metrics(plan: Plan) -> None:
     """The headline numbers in two rows: memory (batch, lengths, KV) and speed (TPOT, tokens/s, TTFT)."""
     rec, mem, perf = plan.recommendation, plan.memory, plan.performance
     share = dashboard.kv_fraction_of_capacity(mem, batch=rec.max_batch_size)
-    top = st.columns(4)
-    top[0].metric(
-        "max batch" if plan.batch is None else "batch",
-        f"{rec.max_batch_size}",
-        border=True,
-        help="Largest batch of full-length sequences that fits (MindIE maxBatchSize).",
-    )
-    top[1].metric("max seq len", units.fmt_tokens(rec.max_seq_len), border=True)
-    top[2].metric(
-        "KV budget",
-        units.fmt_gib(mem.kv_budget_bytes),
-        border=True,
-        help="usable - weights - activation peak - runtime",
-    )
-    top[3].metric(
-        "KV share at this batch",
-        units.fmt_fraction(share),
-        border=True,
-        help="Seed article's rule of thumb: 30-40 % of the card's memory.",
+    batch_help = "Largest batch of full-length sequences that fits (MindIE maxBatchSize)."
+    metric_row(
+        [
+            ("max batch" if plan.batch is None else "batch", f"{rec.max_batch_size}", batch_help),
+            ("max seq len", units.fmt_tokens(rec.max_seq_len), None),
+            ("KV budget", units.fmt_gib(mem.kv_budget_bytes), "usable - weights - activation peak - runtime"),
+            (
+                "KV share at this batch",
+                units.fmt_fraction(share),
+                "Seed article's rule of thumb: 30-40 % of the card's memory.",
+            ),
+        ]
     )
     if perf is None:
         return
-    bottom = st.columns(4)
-    bottom[0].metric(
-        "TPOT",
-        units.fmt_ms(dashboard.tpot_s(perf)),
-        border=True,
-        help="Time per output token of one user at this batch.",
-    )
-    bottom[1].metric("aggregate", units.fmt_tokens_per_s(perf.tokens_per_s), border=True)
-    bottom[2].metric("per user", units.fmt_tokens_per_s(perf.per_user_tokens_per_s), border=True)
-    bottom[3].metric(
-        "TTFT (idle)",
-        units.fmt_ms(perf.ttft_s),
-        border=True,
-        help="Prefill of one prompt of the context length on an idle engine.",
+    metric_row(
+        [
+            (
+                "TPOT",
+                units.fmt_ms(dashboard.tpot_s(perf)),
+                "Time per output token of one user at this batch.",
+            ),
+            ("aggregate", units.fmt_tokens_per_s(perf.tokens_per_s), None),
+            ("per user", units.fmt_tokens_per_s(perf.per_user_tokens_per_s), None),
+            (
+                "TTFT (idle)",
+                units.fmt_ms(perf.ttft_s),
+                "Prefill of one prompt of the context length on an idle engine.",
+            ),
+        ]
     )
 
 

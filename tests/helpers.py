@@ -20,3 +20,7 @@ def deployment_950pr(model_id: str = "qwen3.5-27b", *, scheme: str = "fp8", **kw
     return Deployment(
         model=catalog.load_model(model_id), hardware=catalog.load_card("ascend-950pr"), **fields
     )
+
+
+# `kvplan mindie` for Qwen3-32B on four 910B3 at 8k (the documented tp=4 example); tests append their flags.
+MINDIE_32B_TP4_ARGS = ("mindie", "--model", "qwen3-32b", "--card", "ascend-910b3", "--tp", "4", "--ctx", "8k")

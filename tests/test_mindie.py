@@ -26,6 +26,7 @@ from planner.engines.mindie.config import MindieOptions
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
 from planner.perf import plan as perf_plan
 from planner.results import Performance
+from tests.helpers import MINDIE_32B_TP4_ARGS
 
 GOLDEN = Path(__file__).parent / "golden" / "mindie"
 runner = CliRunner()
@@ -595,15 +596,7 @@ def test_cli_base_in_place_needs_force(tmp_path: Path) -> None:
     base = tmp_path / "config.json"
     base.write_text(json.dumps(user_base(), indent=4))
     args = [
-        "mindie",
-        "--model",
-        "qwen3-32b",
-        "--card",
-        "ascend-910b3",
-        "--tp",
-        "4",
-        "--ctx",
-        "8k",
+        *MINDIE_32B_TP4_ARGS,
         "--base",
         str(base),
         "-o",

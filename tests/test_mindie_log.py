@@ -28,6 +28,7 @@ from planner.engines.mindie import config as mindie
 from planner.engines.mindie import log as mindie_log
 from planner.errors import PlanInputError
 from planner.perf import plan as perf_plan
+from tests.helpers import MINDIE_32B_TP4_ARGS
 
 PREFIX = "[2026-05-02 10:11:12.345+08:00] [4711] [INFO] [llm] "
 AUTO_RUN_LOG = (
@@ -196,15 +197,7 @@ def test_cli_from_log_corrects_the_next_config(tmp_path: Path) -> None:
     log = tmp_path / "mindie.log"
     log.write_text(AUTO_RUN_LOG)
     args = [
-        "mindie",
-        "--model",
-        "qwen3-32b",
-        "--card",
-        "ascend-910b3",
-        "--tp",
-        "4",
-        "--ctx",
-        "8k",
+        *MINDIE_32B_TP4_ARGS,
         "--weights-path",
         "/w",
         "--json",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -12,13 +13,14 @@ from planner.cli import app
 from planner.engines import common
 from planner.engines import vllm as vllm_args
 from planner.engines.mindie import config as mindie
-from planner.errors import PlanInputError
+from planner.errors import DoesNotFitError, PlanInputError
 from planner.perf import plan as perf_plan
+from planner.results import Plan
 
 runner = CliRunner()
 
 
-def build(request: inputs.PlanRequest, options: mindie.MindieOptions) -> tuple[object, vllm_args.VllmArgs]:
+def build(request: inputs.PlanRequest, options: mindie.MindieOptions) -> tuple[Plan, vllm_args.VllmArgs]:
     dep = inputs.to_deployment(request)
     lengths = common.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
     dep = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
@@ -49,18 +51,18 @@ def test_mission_arguments() -> None:
     assert any("not npuMemSize" in note for note in result.notes)
 
 
-def test_min_utilization_formula() -> None:
+def test_min_utilization_holds_the_batch_and_one_hundredth_less_does_not() -> None:
     plan, result = build(MISSION, mindie.MindieOptions())
-    mem = plan.memory
-    needed = (
-        mem.weights_bytes
-        + mem.activation_bytes
-        + mem.runtime_bytes
-        + plan.recommendation.max_batch_size * mem.kv_bytes_per_sequence
-    )
-    # rounded up to the next hundredth, so it never undershoots what the batch needs
-    assert result.min_gpu_memory_utilization >= needed / mem.device_capacity_bytes
-    assert result.min_gpu_memory_utilization - needed / mem.device_capacity_bytes < 0.01
+    util = result.min_gpu_memory_utilization
+    batch = plan.recommendation.max_batch_size
+    at_util, _ = build(dataclasses.replace(MISSION, memory_fraction=util), mindie.MindieOptions())
+    assert at_util.recommendation.max_batch_size >= batch
+    below = dataclasses.replace(MISSION, memory_fraction=round(util - 0.01, 2))
+    try:
+        smaller, _ = build(below, mindie.MindieOptions())
+    except DoesNotFitError:
+        return
+    assert smaller.recommendation.max_batch_size < batch
 
 
 @pytest.mark.parametrize(("kv", "expected", "note"), [("fp8", "fp8", None), ("int8", "auto", "C8")])

@@ -12,24 +12,12 @@ from dataclasses import dataclass, field
 from planner.deployment import Deployment
 from planner.memory import linear_weight_bytes, plain_tensor_bytes
 from planner.params import Linear, Plain, model_tensors, split
+from planner.perf.kernels import OP_NAMES
 
-OPS = (
-    "attn.qkv_proj",
-    "attn.o_proj",
-    "gdn.in_proj",
-    "gdn.update",
-    "gdn.out_proj",
-    "mlp.gate_up",
-    "mlp.down",
-    "moe.router",
-    "moe.experts",
-    "moe.shared",
-    "norms",
-    "lm_head",
-    "embedding",
-    "mtp.layer",
-    "mtp.experts",
-)
+# Ops that stream weights: the kernel ops minus the weightless ones, plus the MTP layer's experts (costed
+# apart from the rest of mtp.layer, which owns their kernels).
+WEIGHTLESS_OPS = frozenset({"attn.qk_norm", "attn.core", "attn.kernel", "mtp.attention", "mtp.lm_head"})
+OPS: tuple[str, ...] = (*(op for op in OP_NAMES if op not in WEIGHTLESS_OPS), "mtp.experts")
 # Plain tensors that are matmul weights (they cost 2 FLOP per element per token) and compute in the
 # 16-bit activation dtype, as the engines keep them unquantized.
 PLAIN_MATMULS = frozenset({"router", "lm_head", "shared_expert_gate", "mtp.router", "mtp.shared_expert_gate"})
