@@ -6,6 +6,7 @@ Parametrized over the catalogue (planner.catalog), so a new YAML file is tested 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,77 +130,88 @@ def test_aliases_do_not_collide_with_ids_or_each_other() -> None:
 # ---------------------------------------------------------------- malformed files
 
 
-def test_extra_key_names_file_and_key(tmp_path: Path) -> None:
-    raw = _raw("modelcards", "qwen3-8b")
-    raw["intermediate_sizes"] = 12288  # misspelling of intermediate_size, added next to the real key
-    path = _write(tmp_path / "qwen3-8b.yaml", raw)
-    expected = r"intermediate_sizes: Extra inputs are not permitted"
+def _rename(old: str, new: str) -> Callable[[dict[str, Any]], None]:
+    return lambda raw: raw.update({new: raw.pop(old)})
+
+
+def _set(*path: str | int, value: object) -> Callable[[dict[str, Any]], None]:
+    def mutate(raw: dict[str, Any]) -> None:
+        target: Any = raw
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return mutate
+
+
+# (folder, item id, file stem, mutation, what the one-line error must say after "<path>: ")
+MALFORMED = {
+    "extra key": (
+        "modelcards",
+        "qwen3-8b",
+        "qwen3-8b",
+        _set("intermediate_sizes", value=12288),  # misspelling of intermediate_size, next to the real key
+        r"intermediate_sizes: Extra inputs are not permitted",
+    ),
+    "misspelled key": (
+        "modelcards",
+        "qwen3-8b",
+        "qwen3-8b",
+        _rename("hidden_size", "hiden_size"),
+        r"(hidden_size|hiden_size): ",
+    ),
+    "misspelled hardware key": (
+        "hwprofiles",
+        "nvidia-h100",
+        "nvidia-h100",
+        _rename("memory_bandwidth_gb_per_s", "memory_bandwidth_gbps"),
+        r"(memory_bandwidth_gb_per_s|memory_bandwidth_gbps): ",
+    ),
+    "negative peak": (
+        "hwprofiles",
+        "nvidia-h100",
+        "nvidia-h100",
+        _set("peak_tflop_per_s", "bf16", value=-989),
+        r"peak_tflop_per_s\.bf16 must be > 0 \(got -989",
+    ),
+    "negative bandwidth": (
+        "hwprofiles",
+        "ascend-910b2",
+        "ascend-910b2",
+        _set("memory_bandwidth_gb_per_s", value=-1600),
+        r"memory_bandwidth_gb_per_s: .*greater than 0",
+    ),
+    "heads not divisible": (
+        "modelcards",
+        "llama-3.1-8b",
+        "llama-3.1-8b",
+        _set("num_key_value_heads", value=5),  # 32 query heads are not a multiple of 5
+        r"num_attention_heads must be a multiple of num_key_value_heads \(got 32 and 5\)",
+    ),
+    "id not stem": (
+        "modelcards",
+        "qwen3-8b",
+        "qwen3-8b-copy",
+        _set("id", value="qwen3-8b"),
+        r"id: must equal the file stem \(got 'qwen3-8b', expected 'qwen3-8b-copy'\)",
+    ),
+    "bad confidence mark": (
+        "hwprofiles",
+        "nvidia-l40s",
+        "nvidia-l40s",
+        _set("sources", 0, "confidence", value="maybe"),
+        r"sources\.0\.confidence: ",
+    ),
+    "empty sources": ("modelcards", "deepseek-v3", "deepseek-v3", _set("sources", value=[]), r"sources: "),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_file_names_file_and_field(tmp_path: Path, case: str) -> None:
+    folder, item_id, stem, mutate, expected = MALFORMED[case]
+    raw = _raw(folder, item_id)
+    mutate(raw)
+    path = _write(tmp_path / f"{stem}.yaml", raw)
+    model: type[ModelCard] | type[HardwareProfile] = ModelCard if folder == "modelcards" else HardwareProfile
     with pytest.raises(DataFileError, match=_subject(path) + expected):
-        catalog.load_item(path, ModelCard)
-
-
-def test_misspelled_key_names_file_and_key(tmp_path: Path) -> None:
-    raw = _raw("modelcards", "qwen3-8b")
-    raw["hiden_size"] = raw.pop("hidden_size")
-    path = _write(tmp_path / "qwen3-8b.yaml", raw)
-    with pytest.raises(DataFileError, match=_subject(path) + r"(hidden_size|hiden_size): "):
-        catalog.load_item(path, ModelCard)
-
-
-def test_misspelled_hardware_key_names_file_and_key(tmp_path: Path) -> None:
-    raw = _raw("hwprofiles", "nvidia-h100")
-    raw["memory_bandwidth_gbps"] = raw.pop("memory_bandwidth_gb_per_s")
-    path = _write(tmp_path / "nvidia-h100.yaml", raw)
-    expected = r"(memory_bandwidth_gb_per_s|memory_bandwidth_gbps): "
-    with pytest.raises(DataFileError, match=_subject(path) + expected):
-        catalog.load_item(path, HardwareProfile)
-
-
-def test_negative_peak_names_file_and_dtype(tmp_path: Path) -> None:
-    raw = _raw("hwprofiles", "nvidia-h100")
-    raw["peak_tflop_per_s"]["bf16"] = -989
-    path = _write(tmp_path / "nvidia-h100.yaml", raw)
-    expected = r"peak_tflop_per_s\.bf16 must be > 0 \(got -989"
-    with pytest.raises(DataFileError, match=_subject(path) + expected):
-        catalog.load_item(path, HardwareProfile)
-
-
-def test_negative_bandwidth_names_file_and_field(tmp_path: Path) -> None:
-    raw = _raw("hwprofiles", "ascend-910b2")
-    raw["memory_bandwidth_gb_per_s"] = -1600
-    path = _write(tmp_path / "ascend-910b2.yaml", raw)
-    with pytest.raises(DataFileError, match=_subject(path) + r"memory_bandwidth_gb_per_s: .*greater than 0"):
-        catalog.load_item(path, HardwareProfile)
-
-
-def test_heads_not_divisible_names_file_and_fields(tmp_path: Path) -> None:
-    raw = _raw("modelcards", "llama-3.1-8b")
-    raw["num_key_value_heads"] = 5  # 32 query heads are not a multiple of 5
-    path = _write(tmp_path / "llama-3.1-8b.yaml", raw)
-    expected = r"num_attention_heads must be a multiple of num_key_value_heads \(got 32 and 5\)"
-    with pytest.raises(DataFileError, match=_subject(path) + expected):
-        catalog.load_item(path, ModelCard)
-
-
-def test_id_not_stem_names_file_and_id(tmp_path: Path) -> None:
-    raw = _raw("modelcards", "qwen3-8b")
-    path = _write(tmp_path / "qwen3-8b-copy.yaml", raw)
-    expected = r"id: must equal the file stem \(got 'qwen3-8b', expected 'qwen3-8b-copy'\)"
-    with pytest.raises(DataFileError, match=_subject(path) + expected):
-        catalog.load_item(path, ModelCard)
-
-
-def test_bad_confidence_mark_names_file_and_field(tmp_path: Path) -> None:
-    raw = _raw("hwprofiles", "nvidia-l40s")
-    raw["sources"][0]["confidence"] = "maybe"
-    path = _write(tmp_path / "nvidia-l40s.yaml", raw)
-    with pytest.raises(DataFileError, match=_subject(path) + r"sources\.0\.confidence: "):
-        catalog.load_item(path, HardwareProfile)
-
-
-def test_empty_sources_names_file_and_field(tmp_path: Path) -> None:
-    raw = _raw("modelcards", "deepseek-v3")
-    raw["sources"] = []
-    path = _write(tmp_path / "deepseek-v3.yaml", raw)
-    with pytest.raises(DataFileError, match=_subject(path) + r"sources: "):
-        catalog.load_item(path, ModelCard)
+        catalog.load_item(path, model)
