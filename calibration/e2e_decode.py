@@ -350,12 +350,19 @@ def main() -> None:
     parser.add_argument("--batches", default="1,8,32,64,128")
     parser.add_argument("--ctx", default="512,2048,8192")
     parser.add_argument("--per-model-s", type=float, default=75.0)
+    parser.add_argument(
+        "--attn-backend",
+        choices=("flash", "default"),
+        default="flash",
+        help="flash: FlashAttention forced (runs 1-4); default: torch SDPA picks (cuDNN on H200)",
+    )
     args = parser.parse_args()
     bk = open_backend(args.device)
     import transformers
 
     args.out.mkdir(parents=True, exist_ok=True)
     flash, err = check_gqa_attention(bk)
+    flash = flash and args.attn_backend == "flash"
     register_attention(bk.torch, flash)
     meta: dict[str, Any] = {
         "torch": bk.torch.__version__,
