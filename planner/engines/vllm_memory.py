@@ -1,0 +1,288 @@
+"""vLLM / vllm-ascend KV-pool accounting (pure): how many full-length requests the engine's block pool holds.
+
+Spec with file:line citations: docs/engines/vllm-memory.md (vLLM 0.27.1, commit 6e448d0ea; vllm-ascend main
+182b75ea, which pins vLLM v0.27.1). The memory available to the pool is an input: `kvplan vllm` passes
+kvplan's own KV budget (planner/memory.kv_budget_bytes) so every command sizes from one budget; what differs
+per engine is how that budget is cut into blocks (steps 2-7 of the spec), which is computed here exactly.
+
+Platforms:
+  "cuda"            vLLM 0.27.1 on CUDA (attention backends with MultipleOf(16) kernel blocks)
+  "ascend"          vllm-ascend 182b75ea: hybrid block size from the K half only (issue #7393)
+  "ascend-pr14543"  vllm-ascend with the open fix PRs #14543 / #16261: block size from K+V
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from planner.dtypes import StorageDType, storage_dtype
+from planner.params import kv_heads_per_rank, split
+from planner.schema import Frozen, ModelCard
+from planner.units import BITS_PER_BYTE, PERCENT
+
+Platform = Literal["cuda", "ascend", "ascend-pr14543"]
+PLATFORMS: tuple[Platform, ...] = ("cuda", "ascend", "ascend-pr14543")
+
+CUDA_DEFAULT_BLOCK_TOKENS = 16  # vllm/config/cache.py:47 DEFAULT_BLOCK_SIZE; flash_attn.py:84 MultipleOf(16)
+ASCEND_BLOCK_TOKENS = 128  # [VA] utils.py:1162-1212 refresh_block_size; attention_v1.py:148 kernel [128]
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py:68 (vllm-ascend does not override it)
+GROUP_SIZE_SPREAD = 1.5  # kv_cache_utils.py:1244-1256: one group size when max < 1.5 x min layer count
+
+
+class VllmPool(Frozen):
+    """vLLM's KV pool for one deployment (per rank) and the figures it logs at start-up."""
+
+    platform: Platform
+    block_size_tokens: int
+    page_bytes: int
+    layers_per_group: int
+    attention_groups: int
+    state_groups: int
+    num_blocks: int
+    blocks_per_request: int
+    max_concurrency: float
+    kv_cache_size_tokens: int
+    mamba_cache_mode: Literal["none", "align"]
+    max_model_len_tokens: int
+
+
+def platform_for(vendor: str, *, ascend_page_fix: bool = False) -> Platform:
+    """The vLLM platform of a card vendor: nvidia -> cuda, huawei -> vllm-ascend (with or without the fix)."""
+    if vendor == "nvidia":
+        return "cuda"
+    return "ascend-pr14543" if ascend_page_fix else "ascend"
+
+
+def attention_bytes_per_token(card: ModelCard, *, kv_dtype: StorageDType, tp: int) -> int:
+    """K+V bytes of one token in one attention layer on one rank (FullAttentionSpec with block_size 1).
+
+    Formula (GQA/MHA): 2 * H_kv_rank * d * b / 8    (kv_cache_interface.py:184-271)
+    Formula (MLA):     (kv_lora_rank + qk_rope_head_dim) * b / 8, replicated on every rank
+                       (MLAAttentionSpec kv_cache_interface.py:389-427; [VA] AscendMLAAttentionSpec :55-61)
+    """
+    if card.attention_traits.latent_kv:
+        return ((card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)) * kv_dtype.bits // BITS_PER_BYTE
+    return 2 * kv_heads_per_rank(card, tp=tp) * (card.head_dim or 0) * kv_dtype.bits // BITS_PER_BYTE
+
+
+def key_bytes_per_token(card: ModelCard, *, kv_dtype: StorageDType, tp: int) -> int:
+    """The K half only, which vllm-ascend sizes hybrid blocks from ([VA] patch_mamba_config.py:85-92).
+
+    Formula: GQA/MHA H_kv_rank * d * b / 8;  MLA kv_lora_rank * b / 8
+    """
+    if card.attention_traits.latent_kv:
+        return (card.kv_lora_rank or 0) * kv_dtype.bits // BITS_PER_BYTE
+    return attention_bytes_per_token(card, kv_dtype=kv_dtype, tp=tp) // 2
+
+
+def conv_state_bytes(card: ModelCard, *, conv_dtype: StorageDType, tp: int, num_spec: int) -> int:
+    """Gated DeltaNet conv state of one layer on one rank (mamba_utils.py:247-268; qwen3_5.py:381-400).
+
+    Formula: (K - 1 + n_spec) * ceil(C / tp) * b / 8,  C = 2 * nk * dk + nv * dv, b the activation dtype
+    """
+    nk, nv = card.linear_num_key_heads or 0, card.linear_num_value_heads or 0
+    conv_dim = 2 * nk * (card.linear_key_head_dim or 0) + nv * (card.linear_value_head_dim or 0)
+    rows = (card.linear_conv_kernel_dim or 1) - 1 + num_spec
+    return rows * split(conv_dim, tp) * conv_dtype.bits // BITS_PER_BYTE
+
+
+def ssm_state_bytes(card: ModelCard, *, conv_dtype: StorageDType, tp: int) -> int:
+    """Gated DeltaNet recurrent (temporal) state of one layer on one rank (mamba_utils.py:247-268).
+
+    Formula: ceil(nv / tp) * dv * dk * b_ssm / 8, b_ssm = mamba_ssm_dtype (float32 for Qwen3.5,
+    models/config.py:799-823), else the activation dtype
+    """
+    ssm_dtype = storage_dtype(card.mamba_ssm_dtype) if card.mamba_ssm_dtype else conv_dtype
+    nv = card.linear_num_value_heads or 0
+    dims = (card.linear_value_head_dim or 0) * (card.linear_key_head_dim or 0)
+    return split(nv, tp) * dims * ssm_dtype.bits // BITS_PER_BYTE
+
+
+def hybrid_block_and_page(
+    platform: Platform, *, kv_tok: int, k_tok: int, conv: int, ssm: int, user_block_tokens: int | None = None
+) -> tuple[int, int]:
+    """(attention block size in tokens, unified page bytes) for a hybrid attention + GDN model.
+
+    cuda (vllm/platforms/interface.py:765-937 _align_hybrid_block_size, mamba_cache_mode none/align):
+        a = max(16, --block-size);  block = a * ceil((conv + ssm) / (a * kv_tok));  page = block * kv_tok
+    ascend ([VA] patch_mamba_config.py:58-117, the K half only, issue #7393):
+        block = 128 * ceil(ssm / (128 * k_tok));  page = block * kv_tok + conv
+    ascend-pr14543 (open fix PRs #14543 / #16261):
+        block = 128 * ceil(ssm / (128 * kv_tok));  page = block * kv_tok + conv
+    """
+    if platform == "cuda":
+        align = max(CUDA_DEFAULT_BLOCK_TOKENS, user_block_tokens or CUDA_DEFAULT_BLOCK_TOKENS)
+        block = align * math.ceil((conv + ssm) / (align * kv_tok))
+        return block, block * kv_tok
+    per_token = k_tok if platform == "ascend" else kv_tok
+    block = ASCEND_BLOCK_TOKENS * math.ceil(ssm / (ASCEND_BLOCK_TOKENS * per_token))
+    return block, block * kv_tok + conv
+
+
+def plain_block_tokens(platform: Platform, *, user_block_tokens: int | None) -> int:
+    """Block size of a model with attention layers only.
+
+    vllm-ascend forces 128 when prefix caching or chunked prefill is on, both on by default
+    ([VA] utils.py:1162-1212); vLLM on CUDA takes --block-size (any int > 0, cache.py:49) or 16.
+    """
+    if platform == "cuda":
+        return user_block_tokens or CUDA_DEFAULT_BLOCK_TOKENS
+    return ASCEND_BLOCK_TOKENS
+
+
+def group_size(layer_counts: list[int]) -> int:
+    """Layers per KV-cache group (kv_cache_utils.py:1244-1256 _get_kv_cache_groups_uniform_page_size).
+
+    Formula: g = max(counts) if max < 1.5 * min(counts) else min(counts)
+    """
+    low, high = min(layer_counts), max(layer_counts)
+    return high if high < low * GROUP_SIZE_SPREAD else low
+
+
+def blocks_in_pool(available_bytes: int, *, page_bytes: int, layers_per_group: int) -> int:
+    """Block ids the pool holds (kv_cache_utils.py:993-1010 get_num_blocks): available // page // g.
+
+    g tensors of page * num_blocks bytes share the pool; a block id reserves one page in each. 0 if negative.
+    """
+    return max(available_bytes, 0) // page_bytes // layers_per_group
+
+
+def blocks_per_request(
+    *, attention_groups: int, state_groups: int, max_model_len: int, block_tokens: int, state_blocks: int
+) -> int:
+    """Blocks one full-length request takes.
+
+    Source: kv_cache_utils.py:937-959; kv_cache_interface.py:266-271 (attention), 729-738 (state).
+
+    Formula: attention_groups * ceil(max_model_len / block) + state_groups * state_blocks
+    """
+    return attention_groups * math.ceil(max_model_len / block_tokens) + state_groups * state_blocks
+
+
+def state_blocks_per_sequence(*, prefix_caching: bool, num_spec: int) -> int:
+    """State blocks per GDN group and sequence (MambaSpec.max_memory_usage_bytes, kv_cache_interface.py:729).
+
+    Formula: 1 + n_spec (mamba_cache_mode none); 2 + n_spec (align, i.e. --enable-prefix-caching)
+    """
+    return (2 if prefix_caching else 1) + num_spec
+
+
+def max_concurrency(num_blocks: int, *, per_request_blocks: int) -> float:
+    """ "Maximum concurrency" vLLM logs (kv_cache_utils.py:937-959): num_blocks / blocks_per_request."""
+    return num_blocks / per_request_blocks
+
+
+def kv_cache_size_tokens(concurrency: float, *, max_model_len: int) -> int:
+    """ "GPU KV cache size: N tokens" (kv_cache_utils.py:1877-1887): int(concurrency * max_model_len)."""
+    return int(concurrency * max_model_len)
+
+
+def min_gpu_memory_utilization(
+    *, capacity_bytes: int, non_kv_bytes: int, n_seqs: int, pool: VllmPool
+) -> float:
+    """Smallest --gpu-memory-utilization holding n_seqs full-length requests (spec step 7), 2 decimals up.
+
+    Formula: ceil(100 * (non_kv + n * blocks_per_request * page * g) / capacity) / 100
+    """
+    need = non_kv_bytes + n_seqs * pool.blocks_per_request * pool.page_bytes * pool.layers_per_group
+    return math.ceil(need / capacity_bytes * PERCENT - 1e-9) / PERCENT
+
+
+def log_lines(pool: VllmPool) -> list[str]:
+    """The two lines vLLM logs at start-up (kv_cache_utils.py:2224-2240)."""
+    return [
+        f"GPU KV cache size: {pool.kv_cache_size_tokens:,} tokens",
+        f"Maximum concurrency for {pool.max_model_len_tokens:,} tokens per request: "
+        f"{pool.max_concurrency:.2f}x",
+    ]
+
+
+def block_and_page(
+    card: ModelCard,
+    platform: Platform,
+    *,
+    kv_dtype: StorageDType,
+    conv_dtype: StorageDType,
+    tp: int,
+    num_spec: int,
+    user_block_tokens: int | None = None,
+) -> tuple[int, int]:
+    """(block tokens, page bytes per layer) for the card on the platform: hybrid rule or plain rule."""
+    kv_tok = attention_bytes_per_token(card, kv_dtype=kv_dtype, tp=tp)
+    if card.linear_attention_layers == 0:
+        block = plain_block_tokens(platform, user_block_tokens=user_block_tokens)
+        return block, block * kv_tok
+    return hybrid_block_and_page(
+        platform,
+        kv_tok=kv_tok,
+        k_tok=key_bytes_per_token(card, kv_dtype=kv_dtype, tp=tp),
+        conv=conv_state_bytes(card, conv_dtype=conv_dtype, tp=tp, num_spec=num_spec),
+        ssm=ssm_state_bytes(card, conv_dtype=conv_dtype, tp=tp),
+        user_block_tokens=user_block_tokens,
+    )
+
+
+def vllm_pool(
+    card: ModelCard,
+    platform: Platform,
+    *,
+    available_bytes: int,
+    kv_dtype: StorageDType,
+    conv_dtype: StorageDType,
+    tp: int,
+    max_model_len: int,
+    prefix_caching: bool = False,
+    num_spec: int = 0,
+    user_block_tokens: int | None = None,
+) -> VllmPool:
+    """The pool vLLM builds from available_bytes (per rank), spec steps 2-6 in order.
+
+    Attention layers include the MTP drafter's (card.mtp_layers, qwen3_5_mtp.py:117-162) when num_spec > 0.
+    """
+    block, page = block_and_page(
+        card,
+        platform,
+        kv_dtype=kv_dtype,
+        conv_dtype=conv_dtype,
+        tp=tp,
+        num_spec=num_spec,
+        user_block_tokens=user_block_tokens,
+    )
+    n_attn = card.full_attention_layers + (card.mtp_layers if num_spec else 0)
+    n_state = card.linear_attention_layers
+    g = group_size([n_attn, n_state]) if n_state else n_attn
+    attn_groups, state_groups = math.ceil(n_attn / g), math.ceil(n_state / g)
+    per_request = blocks_per_request(
+        attention_groups=attn_groups,
+        state_groups=state_groups,
+        max_model_len=max_model_len,
+        block_tokens=block,
+        state_blocks=state_blocks_per_sequence(prefix_caching=prefix_caching, num_spec=num_spec),
+    )
+    n_blocks = blocks_in_pool(available_bytes, page_bytes=page, layers_per_group=g)
+    concurrency = max_concurrency(n_blocks, per_request_blocks=per_request)
+    return VllmPool(
+        platform=platform,
+        block_size_tokens=block,
+        page_bytes=page,
+        layers_per_group=g,
+        attention_groups=attn_groups,
+        state_groups=state_groups,
+        num_blocks=n_blocks,
+        blocks_per_request=per_request,
+        max_concurrency=concurrency,
+        kv_cache_size_tokens=kv_cache_size_tokens(concurrency, max_model_len=max_model_len),
+        mamba_cache_mode="align" if prefix_caching and n_state else "none",
+        max_model_len_tokens=max_model_len,
+    )
+
+
+def vllm_available_bytes(
+    capacity_bytes: int, *, utilization: float, weights: int, activation: int, non_torch: int, graph: int = 0
+) -> int:
+    """What vLLM's own profile leaves for KV (gpu_worker.py:500-548; [VA] worker.py:514-547).
+
+    Formula: ceil(capacity * util) - weights - activation peak - non-torch - graph (graph: CUDA only)
+    """
+    return math.ceil(capacity_bytes * utilization) - weights - activation - non_torch - graph
