@@ -259,6 +259,11 @@ class PerfCoefficients(Frozen):
                                      chain); None: kernel_overhead_us at every batch
     attention_table                  measured decode-attention rates over batch x kv heads x ctx; None: the
                                      roofline uses kv_read_bandwidth_fraction for attention
+    attention_tables                 one such table per decode-attention kernel (e.g. cudnn, flash);
+                                     None: only attention_table
+    attention_kernels                engine -> {head_dim: kernel name in attention_tables}: the kernel that
+                                     engine runs for decode at that head_dim (nearest head_dim when not
+                                     listed); an engine not listed uses attention_table
     grouped_matmul_latency_us        fixed cost of one grouped expert GEMM (MoE gate_up or down over all
                                      experts): t = latency + touched expert bytes / bandwidth;
                                      None: matmul_latency_us
@@ -276,6 +281,8 @@ class PerfCoefficients(Frozen):
     allreduce_bandwidth_fraction: float = Field(gt=0, le=1)
     kernel_overhead_table: list[KernelCost] | None = Field(default=None, min_length=1)
     attention_table: list[AttentionRate] | None = Field(default=None, min_length=1)
+    attention_tables: dict[str, list[AttentionRate]] | None = Field(default=None, min_length=1)
+    attention_kernels: dict[str, dict[int, str]] | None = None
     grouped_matmul_latency_us: float | None = Field(default=None, ge=0)
     grouped_weight_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
 
@@ -284,6 +291,14 @@ class PerfCoefficients(Frozen):
         for dtype, fraction in self.compute_fraction.items():
             if not 0 < fraction <= 1:
                 raise ValueError(f"compute_fraction.{dtype} must be in (0, 1] (got {fraction})")
+        tables = self.attention_tables or {}
+        for engine, by_dim in (self.attention_kernels or {}).items():
+            for head_dim, kernel in by_dim.items():
+                if kernel not in tables or not tables[kernel]:
+                    raise ValueError(
+                        f"attention_kernels.{engine}.{head_dim} names kernel {kernel!r}, which has no table "
+                        f"in attention_tables (got {sorted(tables)})"
+                    )
         return self
 
 

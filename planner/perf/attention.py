@@ -13,6 +13,9 @@ non-decreasing along rows and along ctx (running maximum), so predicted time nev
 context grows (noise in the measurement cannot break it).
 Lookup: bilinear interpolation of log(rate) over (log rows, log ctx); outside the grid the coordinates are
 clamped to its edge (the edge rate applies: time then scales with bytes).
+Kernel choice: a profile may hold one table per decode-attention kernel (PerfCoefficients.attention_tables)
+and, per engine and head_dim, the kernel that engine runs (attention_kernels); attention_table_for picks it,
+keeping only the measured points of the head_dim nearest the model's. Otherwise the single attention_table.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planner.schema import AttentionRate
+from planner.schema import AttentionRate, PerfCoefficients
 from planner.units import gb_per_s_to_bytes_per_s
 
 FloatArray = npt.NDArray[np.float64]
@@ -36,6 +39,33 @@ class AttentionGrid:
     log_rows: FloatArray
     log_ctx: FloatArray
     log_rate: FloatArray  # shape (rows, ctx)
+
+
+def attention_kernel(coeff: PerfCoefficients, *, engine: str, head_dim: int) -> str | None:
+    """Name of the decode-attention kernel `engine` runs at `head_dim` (nearest listed head_dim), or None
+    when the profile states no choice for that engine (then the single attention_table applies)."""
+    by_dim = (coeff.attention_kernels or {}).get(engine)
+    if not by_dim:
+        return None
+    nearest = min(by_dim, key=lambda d: (abs(d - head_dim), d))
+    return by_dim[nearest]
+
+
+def attention_table_for(
+    coeff: PerfCoefficients, *, engine: str, head_dim: int
+) -> Sequence[AttentionRate] | None:
+    """The measured decode-attention points that time `engine` at `head_dim`.
+
+    With a kernel choice: that kernel's table, restricted to its points at the measured head_dim nearest
+    `head_dim` (rates differ by head_dim: cuDNN is slower at 256 than at 128 on H200). Without one: the
+    single attention_table, unfiltered (back-compat).
+    """
+    kernel = attention_kernel(coeff, engine=engine, head_dim=head_dim)
+    if kernel is None or coeff.attention_tables is None:
+        return coeff.attention_table
+    table = coeff.attention_tables[kernel]
+    nearest = min({p.head_dim for p in table}, key=lambda d: (abs(d - head_dim), d))
+    return [p for p in table if p.head_dim == nearest]
 
 
 def _filled(grid: FloatArray) -> FloatArray:

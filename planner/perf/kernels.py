@@ -96,7 +96,8 @@ TRANSFORMERS: dict[OpName, OpKernels] = {
     # rsqrt, mul, to bf16, * weight)
     "attn.core": OpKernels(15),  # rotary embedding 10 (mul x4, neg x2, cat x2, add x2), cache update 5
     # (arange, add, index_copy_ of K and V, ...)
-    "attn.kernel": OpKernels(1),  # FlashAttention-2 split-KV (+ a combine kernel when it splits)
+    "attn.kernel": OpKernels(1),  # one SDPA decode kernel; which one (cuDNN under torch's default dispatch,
+    # FlashAttention when forced) is the profile's attention_kernels choice, timed by its table
     "attn.o_proj": OpKernels(0, 1),
     "mlp.gate_up": OpKernels(2, 2),  # gate and up projections; SiLU, mul
     "mlp.down": OpKernels(0, 1),

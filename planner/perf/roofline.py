@@ -20,7 +20,7 @@ import numpy.typing as npt
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.perf import opcost
-from planner.perf.attention import AttentionGrid, attention_bytes_per_s, attention_grid
+from planner.perf.attention import AttentionGrid, attention_bytes_per_s, attention_grid, attention_table_for
 from planner.perf.opcost import FloatArray, Step, Term
 from planner.schema import Frozen, HardwareProfile, PerfCoefficients
 from planner.units import gb_per_s_to_bytes_per_s, us_to_s
@@ -124,8 +124,14 @@ def rates(dep: Deployment) -> Rates:
         allreduce_latency_s=us_to_s(coeff.allreduce_latency_us),
         tp=dep.tp,
         peak_bytes_per_s=bandwidth,
-        attention=attention_grid(coeff.attention_table) if coeff.attention_table else None,
+        attention=decode_attention_grid(dep, coeff),
     )
+
+
+def decode_attention_grid(dep: Deployment, coeff: PerfCoefficients) -> AttentionGrid | None:
+    """Grid of the measured table that times this deployment's decode attention (engine, head_dim), if any."""
+    table = attention_table_for(coeff, engine=dep.engine, head_dim=dep.model.head_dim or 0)
+    return attention_grid(table) if table else None
 
 
 def kernel_overhead_table(coeff: PerfCoefficients) -> tuple[FloatArray, FloatArray] | None:
