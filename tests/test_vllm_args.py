@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from planner import inputs
+from planner import catalog, inputs
 from planner.cli import app
 from planner.engines import common
 from planner.engines import vllm as vllm_args
 from planner.engines.mindie import config as mindie
-from planner.errors import DoesNotFitError, PlanInputError
+from planner.errors import DoesNotFitError
 from planner.perf import plan as perf_plan
 from planner.results import Plan
 
@@ -25,10 +27,12 @@ def build(request: inputs.PlanRequest, options: mindie.MindieOptions) -> tuple[P
     lengths = common.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
     dep = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
     plan = perf_plan.build_plan(dep, with_performance=False)
-    return plan, vllm_args.vllm_args(plan, lengths=lengths, options=options)
+    return plan, vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)
 
 
 MISSION = inputs.PlanRequest(model="qwen3-27b", card="ascend-950pr", dtype="fp8", tp=2, ctx="32k")
+GOLDEN = Path(__file__).parent / "golden" / "engines" / "vllm_cases.json"
+ISSUE_CASES = {c["id"]: c for c in json.loads(GOLDEN.read_text())["cases"] if "issue-budget" in c["id"]}
 
 
 def test_mission_arguments() -> None:
@@ -38,31 +42,53 @@ def test_mission_arguments() -> None:
     args = dict(result.args)
     assert args == {
         "--max-model-len": "32768",
-        "--max-num-seqs": str(plan.recommendation.max_batch_size),
+        "--max-num-seqs": str(math.floor(result.pool.max_concurrency)),  # vLLM's accounting, not MindIE's
         "--max-num-batched-tokens": "24576",  # = MindIE maxPrefillTokens = the longest prompt (32k - 8k out)
-        "--gpu-memory-utilization": "0.8",  # NPU_MEMORY_FRACTION, not npuMemSize
-        "--block-size": "128",
-        "--kv-cache-dtype": "auto",
+        "--gpu-memory-utilization": "0.8",  # kvplan's memory fraction, the budget the pool is cut from
+        "--kv-cache-dtype": "auto",  # no --block-size: vLLM computes it for this hybrid model
         "--tensor-parallel-size": "2",
         "--served-model-name": "qwen3-27b",
     }
     assert result.model == "/data/models/qwen3-27b"
+    assert result.pool.kv_cache_size_tokens < plan.memory.kv_budget_bytes
     assert 0 < result.min_gpu_memory_utilization <= 0.8
-    assert any("not npuMemSize" in note for note in result.notes)
+    assert any("issue #7393" in note for note in result.notes)
+
+
+@pytest.mark.parametrize(("prefix", "mtp"), [(False, 0), (True, 0), (False, 1), (False, 3)])
+def test_mission_log_lines_match_the_worked_cases(prefix: bool, mtp: int) -> None:
+    """`kvplan vllm` on the issue-12 inputs prints the concurrency of the vllm-ascend goldens."""
+    source = "issue-budget-with-mtp-weights" if mtp else "issue-budget"
+    case = ISSUE_CASES[f"qwen3.5-27b-tp2-950pr-32k-ascend-pc{int(prefix)}-mtp{mtp}-{source}"]
+    request = dataclasses.replace(MISSION, mtp=mtp)
+    plan, result = build(request, mindie.MindieOptions(prefix_cache=prefix, mtp=mtp))
+    assert plan.memory.kv_budget_bytes == case["inputs"]["available_kv_bytes"]
+    expected = case["expected"]
+    assert result.pool.num_blocks == expected["num_blocks"]
+    assert result.log_lines == [
+        f"GPU KV cache size: {expected['kv_cache_size_tokens']:,} tokens",
+        f"Maximum concurrency for 32,768 tokens per request: {expected['max_concurrency']:.2f}x",
+    ]
+    assert result.max_num_seqs == math.floor(expected["max_concurrency"])
+    spec = dict(result.args).get("--speculative-config")
+    assert spec == (
+        None if not mtp else json.dumps({"method": "mtp", "num_speculative_tokens": mtp}).replace(" ", "")
+    )
 
 
 def test_min_utilization_holds_the_batch_and_one_hundredth_less_does_not() -> None:
-    plan, result = build(MISSION, mindie.MindieOptions())
+    request = dataclasses.replace(MISSION, memory_fraction=0.9)
+    _, result = build(request, mindie.MindieOptions())
     util = result.min_gpu_memory_utilization
-    batch = plan.recommendation.max_batch_size
-    at_util, _ = build(dataclasses.replace(MISSION, memory_fraction=util), mindie.MindieOptions())
-    assert at_util.recommendation.max_batch_size >= batch
+    batch = result.max_num_seqs
+    _, at_util = build(dataclasses.replace(MISSION, memory_fraction=util), mindie.MindieOptions())
+    assert at_util.pool.max_concurrency >= batch
     below = dataclasses.replace(MISSION, memory_fraction=round(util - 0.01, 2))
     try:
-        smaller, _ = build(below, mindie.MindieOptions())
+        _, smaller = build(below, mindie.MindieOptions())
     except DoesNotFitError:
         return
-    assert smaller.recommendation.max_batch_size < batch
+    assert smaller.pool.max_concurrency < batch
 
 
 @pytest.mark.parametrize(("kv", "expected", "note"), [("fp8", "fp8", None), ("int8", "auto", "C8")])
@@ -74,14 +100,19 @@ def test_kv_cache_dtype(kv: str, expected: str, note: str | None) -> None:
         assert any(note in n for n in result.notes)
 
 
-def test_block_size_must_be_a_vllm_choice() -> None:
-    request = inputs.PlanRequest(model="qwen3-8b", card="ascend-910b2", block_size=96, ctx="8k")
-    with pytest.raises(
-        PlanInputError,
-        match=r"^--block-size: vLLM has no such block size \(got 96, expected one of "
-        r"1, 8, 16, 32, 64, 128\)$",
-    ):
-        build(request, mindie.MindieOptions())
+@pytest.mark.parametrize(("card", "expected"), [("ascend-910b2", "128"), ("nvidia-h200", "96")])
+def test_block_size_rule(card: str, expected: str) -> None:
+    """vllm-ascend forces 128 (prefix caching / chunked prefill on); CUDA vLLM takes any positive int."""
+    request = inputs.PlanRequest(model="qwen3-8b", card=card, block_size=96, ctx="8k")
+    _, result = build(request, mindie.MindieOptions())
+    assert dict(result.args)["--block-size"] == expected
+    assert result.pool.block_size_tokens == int(expected)
+    assert any("forces 128" in n for n in result.notes) == (expected == "128")
+
+
+def test_hf_id_without_weights_path() -> None:
+    _, result = build(MISSION, mindie.MindieOptions())
+    assert result.model == catalog.load_model("qwen3.5-27b").source.hf_repo
 
 
 def test_prefix_cache_and_command_rendering() -> None:
@@ -97,17 +128,23 @@ def test_cli_vllm() -> None:
         app, ["vllm", "--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8", "--tp", "2"]
     )
     assert result.exit_code == 0, result.output
-    assert "vllm serve qwen3.5-27b" in result.output
+    assert f"vllm serve {catalog.load_model('qwen3.5-27b').source.hf_repo}" in result.output
     assert "--max-model-len 32768" in result.output
+    assert "#   Maximum concurrency for 32,768 tokens per request: " in result.output
     payload = json.loads(runner.invoke(app, ["vllm", "--model", "qwen3-8b", "--json"]).output)
-    assert dict(payload["vllm"]["args"])["--max-num-seqs"] == str(
-        payload["plan"]["recommendation"]["max_batch_size"]
-    )
+    assert dict(payload["vllm"]["args"])["--max-num-seqs"] == str(payload["vllm"]["max_num_seqs"])
 
 
 def test_cli_vllm_errors() -> None:
-    result = runner.invoke(app, ["vllm", "--model", "qwen3-8b", "--block-size", "96"])
-    assert result.exit_code == 2
-    assert "kvplan: error: --block-size: vLLM has no such block size (got 96" in result.output
     result = runner.invoke(app, ["vllm", "--model", "qwen3-27b", "--memory-gib", "8"])
     assert result.exit_code == 3
+
+
+def test_pool_without_one_full_request_does_not_fit() -> None:
+    """vLLM refuses to start when one max-model-len request does not fit: exit 3, one line."""
+    _, result = build(MISSION, mindie.MindieOptions())
+    tiny = result.pool.model_copy(
+        update={"num_blocks": result.pool.blocks_per_request - 1, "max_concurrency": 0.96}
+    )
+    with pytest.raises(DoesNotFitError, match=r"^--ctx: vLLM's KV pool holds 0\.96 requests of 32768 tokens"):
+        vllm_args.max_num_seqs(tiny)
