@@ -311,7 +311,7 @@ def vllm_command(
         options = ServingOptions.model_validate(serving_values(flags))
         dep, lengths = prepare(request, options)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-        result = vllm_args.vllm_args(plan, lengths=lengths, options=options)
+        result = vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)
     except KvplanError as exc:
         fail(exc)
     if as_json:
@@ -323,5 +323,6 @@ def vllm_command(
         print_json(payload)
         return
     sys.stdout.write(vllm_args.render_command(result) + "\n")
+    sys.stdout.write("".join(f"# {line}\n" for line in vllm_args.summary_lines(result)))
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
