@@ -74,7 +74,28 @@ def updated_profile() -> tuple[str, HardwareProfile]:
     return profile_with_measured(PROFILE, measured)
 
 
+def gdn_counts() -> list[str]:
+    """Per model: median matmul calls and other kernels per GDN layer (batch >= 2) from gdn_*.json.
+
+    Matmul calls = gemm-category kernels less cuBLAS split-K reduce helpers (one call launches both).
+    """
+    out = []
+    for name in ("gdn_call2.json", "gdn_27b_call3.json"):
+        for row in json.loads((RAW.parent / name).read_text(encoding="utf-8")):
+            if row["impl"] != "resolved" or row["batch"] < 2:
+                continue
+            names = [k[0] for k in row["layer0_kernels"]]
+            gemm = int(row["by_category_per_layer"]["gemm"]["n"])
+            calls = gemm - sum("splitKreduce" in n for n in names)
+            other = int(row["kernels_per_layer"]) - gemm
+            out.append(f"{row['model']} b{row['batch']}: matmul calls {calls}, other kernels {other}")
+    return out
+
+
 def main() -> None:
+    if "--gdn" in sys.argv:
+        print("\n".join(gdn_counts()))
+        return
     text, profile = updated_profile()
     assert profile.measured is not None
     coeff = profile.measured.coefficients

@@ -89,7 +89,7 @@ FUSED: dict[OpName, OpKernels] = {
 
 # Hugging Face transformers, per decoder layer unless noted (calibration/data/h200-kernel-counts.json):
 TRANSFORMERS: dict[OpName, OpKernels] = {
-    **FUSED,  # gdn.*, moe.shared and mtp.*: no reference model ran them; fused counts kept [assumed]
+    **FUSED,  # moe.shared and mtp.*: no reference model ran them; fused counts kept [assumed]
     "embedding": OpKernels(1),  # index_select
     "attn.qkv_proj": OpKernels(0, 3),  # separate q, k, v projections
     "attn.qk_norm": OpKernels(16),  # q_norm and k_norm: RMSNorm = 8 kernels each (to fp32, pow, mean, + eps,
@@ -106,7 +106,20 @@ TRANSFORMERS: dict[OpName, OpKernels] = {
     # 2 prepare_grouped_gemm, SiLU*mul, index_put, reduce (28) + act_fn (1); 2 grouped GEMMs
     "norms": OpKernels(18),  # input and post-attention RMSNorm (8 each), two residual adds
     "lm_head": OpKernels(19, 1),  # per step: final RMSNorm 8, rotary cos/sin 9, argmax 1, token copy 1
+    # Gated DeltaNet mixer with flash-linear-attention 0.6 kernels (transformers' Qwen3_5GatedDeltaNet),
+    # per layer [measured: calibration/data/h200-run5/gdn_*.json, torch.profiler under a CUDA graph, H200
+    # 2026-12-01; derived by `python3 -m calibration.attn_tables_from_run5 --gdn`]: 5 matmul calls, 29 others
+    # at batch >= 2 (copies 12, torch depthwise conv 1, gating/norm elementwise 15, fused recurrent rule 1)
+    "gdn.in_proj": OpKernels(0, 4),  # in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
+    "gdn.update": OpKernels(29),
+    "gdn.out_proj": OpKernels(0, 1),
 }
+
+# Passes over each sequence's linear-attention (conv + recurrent) state per decode step: read + write once
+# in a fused update [assumed for mindie, vllm]; transformers + fla reads and writes the fp32 state twice
+# (the recurrent kernel returns a new state that the cache then copy_'s) [measured: h200-run5 gdn_*.json,
+# 27B shape at batch 64: recurrent kernel 138 us + copies 136 us over a 207 MB state].
+STATE_PASSES: dict[EngineName, int] = {"mindie": 2, "vllm": 2, "transformers": 4}
 
 ENGINE_KERNELS: dict[EngineName, dict[OpName, OpKernels]] = {
     "mindie": FUSED,
@@ -115,6 +128,11 @@ ENGINE_KERNELS: dict[EngineName, dict[OpName, OpKernels]] = {
 }
 assert tuple(ENGINE_KERNELS) == ENGINES, "every engine in planner/kinds.py needs a kernel table"
 assert all(set(table) == set(OP_NAMES) for table in ENGINE_KERNELS.values()), "every op needs a count"
+
+
+def state_passes(engine: EngineName) -> int:
+    """Reads + writes of the linear-attention state per sequence and decode step under `engine`."""
+    return STATE_PASSES[engine]
 
 
 def op_kernels(engine: EngineName, op: OpName) -> OpKernels:

@@ -14,7 +14,7 @@ from typing import Literal, TypedDict
 import numpy as np
 import numpy.typing as npt
 
-from planner.perf.kernels import OpKernels, OpName, op_kernels
+from planner.perf.kernels import OpKernels, OpName, op_kernels, state_passes
 from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, geometry, matmul_dtype
 
 __all__ = ["GDN_FLOP_PER_STATE_ELEMENT", "Geometry", "geometry", "matmul_dtype"]  # re-exported
@@ -218,10 +218,14 @@ def gdn_update_term(geo: Geometry, step: Step) -> Term:
     """Gated DeltaNet state update: every sequence reads and writes its fixed conv + recurrent state.
 
     Formula:
-        bytes = 2 * s * S + W_gdn       S state bytes per sequence (all linear layers), W_gdn conv/dt weights
+        bytes = P * s * S + W_gdn       S state bytes per sequence (all linear layers), W_gdn conv/dt weights,
+                                        P state passes of the engine (2 fused; 4 for transformers + fla)
         flop  = n * G                   G gdn_flop_per_token
     """
-    hbm = 2.0 * step.sequences * geo.state_bytes_per_sequence + geo.weights.weight_bytes["gdn.update"]
+    hbm = (
+        state_passes(geo.engine) * step.sequences * geo.state_bytes_per_sequence
+        + geo.weights.weight_bytes["gdn.update"]
+    )
     flop = step.tokens * geo.gdn_flop_per_token
     layers = geo.layers["linear"]
     return term(

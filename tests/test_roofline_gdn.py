@@ -1,0 +1,56 @@
+"""Gated DeltaNet decode cost per engine: state passes and the measured transformers + fla kernel count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner import catalog
+from planner.deployment import Deployment
+from planner.dtypes import StorageDType
+from planner.perf import opcost, roofline
+from planner.perf.kernels import op_kernels, state_passes
+
+
+def _dep(engine: str, model: str = "qwen3.5-27b") -> Deployment:
+    return Deployment(
+        model=catalog.load_model(model),
+        hardware=catalog.load_card("nvidia-h200"),
+        weight_scheme_name="bf16",
+        kv_dtype=StorageDType.bf16,
+        tp=1,
+        ctx_tokens=4096,
+        engine=engine,
+    )
+
+
+def _gdn_bytes(dep: Deployment, batch: float) -> float:
+    step = roofline.decode_step(dep, batch=np.asarray(batch), ctx_tokens=np.asarray(2048.0))
+    term = opcost.gdn_update_term(opcost.geometry(dep), step)
+    return float(term.bytes)
+
+
+def test_transformers_reads_and_writes_the_state_twice() -> None:
+    assert state_passes("transformers") == 4 and state_passes("vllm") == 2
+    geo = opcost.geometry(_dep("transformers"))
+    for engine in ("transformers", "vllm"):
+        dep = _dep(engine)
+        per_sequence = _gdn_bytes(dep, 65.0) - _gdn_bytes(dep, 1.0)
+        # linear in batch: 64 more sequences cost 64 * passes * state bytes per sequence
+        assert per_sequence == pytest.approx(64 * state_passes(engine) * geo.state_bytes_per_sequence)
+
+
+def test_transformers_gdn_layer_kernel_counts_are_the_measured_ones() -> None:
+    launches = sum(
+        op_kernels("transformers", op).launches for op in ("gdn.in_proj", "gdn.update", "gdn.out_proj")
+    )
+    assert launches == 34  # 5 matmul calls + 29 others per layer (h200-run5 gdn_*.json at batch >= 2)
+    assert op_kernels("transformers", "gdn.update").launches > op_kernels("vllm", "gdn.update").launches
+
+
+def test_gdn_layer_cost_grows_with_batch_and_dominates_fused() -> None:
+    slow, fused = _dep("transformers"), _dep("vllm")
+    t1 = roofline.decode_step_s(slow, batch=1, ctx_tokens=2048)
+    t64 = roofline.decode_step_s(slow, batch=64, ctx_tokens=2048)
+    assert t64 > t1
+    assert t1 > roofline.decode_step_s(fused, batch=1, ctx_tokens=2048)
