@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from planner import readers
 from planner.errors import DataFileError, UnknownIdError
 from planner.schema import HardwareProfile, ModelCard
 
@@ -43,12 +44,15 @@ def _format_validation_error(path: Path, error: ValidationError) -> str:
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """Parse a YAML mapping; DataFileError names the file when it is unreadable or not a mapping."""
+    text = readers.read_text_capped(path)
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-    except OSError as exc:
-        raise DataFileError(f"{path}: cannot read file ({exc.strerror})") from exc
+        raw = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise DataFileError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    except (RecursionError, MemoryError) as exc:
+        raise DataFileError(
+            f"{path}: YAML nested or aliased too deeply to read ({type(exc).__name__})"
+        ) from exc
     if not isinstance(raw, dict):
         raise DataFileError(f"{path}: expected a YAML mapping at the top level (got {type(raw).__name__})")
     return raw
@@ -102,13 +106,23 @@ def _alias_map() -> dict[str, str]:
     return aliases
 
 
+def _is_file(path: Path) -> bool:
+    """True for an existing file; False also when the name cannot be looked up (too long, bad bytes)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def resolve_model(name: str) -> tuple[ModelCard, str | None]:
     """Model card by id, alias or path to a YAML card; returns (card, alias typed or None).
 
     Raises UnknownIdError with the closest ids (and aliases) when nothing matches.
     """
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
+    if path.suffix in (".yaml", ".yml") or "/" in name:
+        if not _is_file(path):
+            raise DataFileError(f"--model: model card file not found (got {name!r})")
         return load_item(path, ModelCard, check_stem=False), None
     key = name.strip().lower()
     if key in _files("modelcards"):
@@ -122,8 +136,8 @@ def resolve_model(name: str) -> tuple[ModelCard, str | None]:
 def resolve_card(name: str) -> HardwareProfile:
     """Hardware profile by id or by path to a profile YAML (e.g. one written by `kvplan calibrate`)."""
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if not path.is_file():
+    if path.suffix in (".yaml", ".yml") or _is_file(path):
+        if not _is_file(path):
             raise DataFileError(f"--card: profile file not found (got {name!r})")
         return load_item(path, HardwareProfile, check_stem=False)
     key = name.strip().lower()

@@ -21,6 +21,7 @@ from planner.cli.options import (
     CtxOpt,
     EngineOpt,
     MtpOpt,
+    OneLineErrors,
     TpOpt,
     UncalibratedOpt,
     fail,
@@ -35,6 +36,7 @@ from planner.errors import KvplanError
 
 app = typer.Typer(
     name="kvplan",
+    cls=OneLineErrors,
     help="Capacity planner for LLM inference on Ascend NPUs: memory, KV cache, speed, MindIE configs.",
     no_args_is_help=False,
     add_completion=False,

@@ -67,10 +67,11 @@ def _tokens(text: str | None, flag: str) -> int | None:
 
 def read_text(path: Path, *, flag: str) -> str:
     """A user's file as text, or DataFileError naming the flag and the file."""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise DataFileError(f"{flag}: cannot read {path} ({exc.strerror})") from exc
+    from planner import readers
+    from planner.engines.mindie.rules import MAX_CONFIG_BYTES
+
+    limit = MAX_CONFIG_BYTES if flag == "--base" else readers.DEFAULT_LIMIT_BYTES
+    return readers.read_bytes_capped(path, flag=flag, limit_bytes=limit).decode("utf-8", errors="replace")
 
 
 def build_plan(dep: Deployment, *, prompt_tokens: int) -> Plan:
@@ -107,7 +108,15 @@ def load_base(base_path: Path | None, version: str) -> MindieConfig:
 
     if base_path is None:
         return mindie_rules.load_base(version)
-    return mindie_rules.parse_config_text(read_text(base_path, flag="--base"), source=str(base_path))
+    text = read_text(base_path, flag="--base")
+    try:
+        return mindie_rules.parse_config_text(text, source=str(base_path))
+    except RecursionError as exc:
+        raise DataFileError(f"--base {base_path}: JSON nested too deeply to read") from exc
+    except KvplanError as exc:
+        if str(base_path) in str(exc):
+            raise
+        raise DataFileError(f"--base {base_path}: {exc}") from exc
 
 
 def resolve_identity(options: MindieOptions, *, model_typed: str, has_base: bool) -> MindieOptions:

@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
+from typer._click.exceptions import ClickException
+from typer.core import TyperGroup
+from typer.exceptions import Abort
 
 from planner import units
 from planner.deployment import (
@@ -113,9 +116,68 @@ def fail(exc: KvplanError) -> NoReturn:
     raise typer.Exit(code=exc.exit_code)
 
 
+def one_line(text: str) -> str:
+    """`text` with its whitespace runs (newlines included) collapsed to single spaces."""
+    return " ".join(text.split())
+
+
+def usage_line(exc: ClickException) -> str:
+    """A click usage error as one line, with the rejected value when click's message lacks it."""
+    text = one_line(exc.format_message())
+    cause = exc.__cause__
+    errors = getattr(cause, "errors", None)
+    if callable(errors):
+        found = [e.get("input") for e in errors() if isinstance(e, dict)]
+        if found and f"{found[0]!r}" not in text:
+            text += f" (got {found[0]!r})"
+    name = getattr(getattr(exc, "param", None), "name", None)
+    if isinstance(name, str) and not text.count("-"):
+        text = text.replace(name, name.upper())  # an argument: its usage spelling, POINTS_CSV
+    return text
+
+
+class OneLineErrors(TyperGroup):
+    """The root command: click usage errors (bad type, unknown option, missing value) and any KvplanError
+    that escaped a command end as the one `kvplan: error:` line, exit 2 (3 for does-not-fit), not a box."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """click's main, run non-standalone so its errors reach the one-line handler here."""
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as exc:
+            if not standalone_mode:
+                raise
+            typer.echo(f"kvplan: error: {usage_line(exc)}", err=True)
+            sys.exit(exc.exit_code)
+        except Abort:
+            if not standalone_mode:
+                raise
+            typer.echo("kvplan: error: aborted", err=True)
+            sys.exit(1)
+        except KvplanError as exc:
+            if not standalone_mode:
+                raise
+            typer.echo(f"kvplan: error: {one_line(str(exc))}", err=True)
+            sys.exit(exc.exit_code)
+        if standalone_mode:
+            sys.exit(result if isinstance(result, int) else 0)
+        return result
+
+
 def print_json(payload: object) -> None:
-    """Write a JSON document to stdout."""
-    sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+    """Write a JSON document to stdout: strict JSON (a NaN or infinity is a bug, never `NaN` output)."""
+    try:
+        text = json.dumps(payload, indent=2, allow_nan=False)
+    except ValueError as exc:
+        raise KvplanError(f"--json: a result is not a finite number ({exc}); please report this") from exc
+    sys.stdout.write(text + "\n")
 
 
 def positive(value: float | None, flag: str) -> float | None:

@@ -15,7 +15,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner import catalog, units
+from planner import catalog, readers, units
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
 from planner.errors import DataFileError, KvplanError
@@ -120,10 +120,7 @@ def _engine(text: str, *, where: str) -> EngineName:
 
 def read_bench_points(path: Path) -> list[BenchPoint]:
     """Every point of a bench CSV; DataFileError on a missing column, a bad value, or no rows."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataFileError(f"{path}: cannot read file ({exc.strerror})") from exc
+    text = readers.read_text_capped(path)
     reader = csv.DictReader(text.splitlines())
     header = [h.strip() for h in reader.fieldnames or []]
     missing = [c for c in REQUIRED_COLUMNS if c not in header]

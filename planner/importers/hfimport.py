@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from planner import __version__
+from planner import __version__, readers
 from planner.errors import DataFileError
 from planner.schema import ATTENTION_KINDS, AttentionKind, ModelCard
 
@@ -311,10 +311,11 @@ def default_card_id(config: Mapping[str, Any], *, fallback: str = "", default: s
 
 def read_config(path: Path) -> dict[str, Any]:
     """Parse a config.json into a dict; DataFileError names the file."""
+    text = readers.read_text_capped(path)
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataFileError(f"{path}: cannot read file ({exc.strerror})") from exc
+        config = json.loads(text)
+    except RecursionError as exc:
+        raise DataFileError(f"{path}: JSON nested too deeply to read") from exc
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataFileError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(config, dict):
