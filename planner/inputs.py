@@ -80,19 +80,33 @@ def parse_kv_dtype(text: str | None, *, default: StorageDType) -> StorageDType:
     return kv
 
 
+MEMORY_GIB_RANGE = (1 / 1024, 2.0**20)  # 1 MiB .. 1 PiB of device memory
+BANDWIDTH_GBPS_RANGE = (1e-3, 1e7)  # 1 MB/s .. 10 PB/s
+MAX_BATCH = 10**6
+MAX_PREFILL_TOKENS = units.MAX_TOKENS
+
+
+def bounded(value: float, flag: str, limits: tuple[float, float]) -> float:
+    """`value` when finite and within [low, high], else PlanInputError naming the flag, value and range."""
+    low, high = limits
+    if not low <= value <= high:  # NaN fails both comparisons
+        raise PlanInputError(
+            f"{flag}: out of range (got {value}, expected a finite number in [{low:g}, {high:g}])"
+        )
+    return value
+
+
 def apply_overrides(
     hw: HardwareProfile, *, memory_gib: float | None, bandwidth_gbps: float | None
 ) -> HardwareProfile:
     """Card profile with the user's capacity / bandwidth overrides (validated again as a whole)."""
     update: dict[str, float] = {}
     if memory_gib is not None:
-        if memory_gib <= 0:
-            raise PlanInputError(f"--memory-gib: must be > 0 (got {memory_gib})")
-        update["memory_capacity_gib"] = memory_gib
+        update["memory_capacity_gib"] = bounded(memory_gib, "--memory-gib", MEMORY_GIB_RANGE)
     if bandwidth_gbps is not None:
-        if bandwidth_gbps <= 0:
-            raise PlanInputError(f"--bandwidth-gbps: must be > 0 (got {bandwidth_gbps})")
-        update["memory_bandwidth_gb_per_s"] = bandwidth_gbps
+        update["memory_bandwidth_gb_per_s"] = bounded(
+            bandwidth_gbps, "--bandwidth-gbps", BANDWIDTH_GBPS_RANGE
+        )
     if not update:
         return hw
     return HardwareProfile.model_validate({**hw.model_dump(), **update})
@@ -101,7 +115,7 @@ def apply_overrides(
 def _check_ranges(req: PlanRequest) -> None:
     checks = [
         ("--tp", req.tp, 1 <= req.tp <= 64, "1..64"),
-        ("--batch", req.batch, req.batch is None or req.batch >= 1, ">= 1"),
+        ("--batch", req.batch, req.batch is None or 1 <= req.batch <= MAX_BATCH, f"1..{MAX_BATCH}"),
         (
             "--block-size",
             req.block_size,
@@ -109,7 +123,12 @@ def _check_ranges(req: PlanRequest) -> None:
             "1..1024 (MindIE: <= 128, multiple of 16)",
         ),
         ("--memory-fraction", req.memory_fraction, 0 < req.memory_fraction <= 1, "in (0, 1]"),
-        ("--max-prefill-tokens", req.max_prefill_tokens, req.max_prefill_tokens >= 1, ">= 1"),
+        (
+            "--max-prefill-tokens",
+            req.max_prefill_tokens,
+            1 <= req.max_prefill_tokens <= MAX_PREFILL_TOKENS,
+            f"1..{MAX_PREFILL_TOKENS}",
+        ),
         ("--mtp", req.mtp, 0 <= req.mtp <= 8, "0..8 draft tokens"),
         ("--mtp-acceptance", req.mtp_acceptance, 0 <= req.mtp_acceptance <= 1, "in [0, 1]"),
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from planner import units
 
@@ -37,7 +37,7 @@ ATTENTION_KINDS: dict[AttentionKind, AttentionTraits] = {
 class Frozen(BaseModel):
     """Strict base: unknown keys fail, instances are immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Source(Frozen):
@@ -54,6 +54,10 @@ class HfSource(Frozen):
 
     hf_repo: str
     revision: str = "main"
+
+
+MAX_LAYERS = 10**4
+MAX_CARD_INT = 10**8
 
 
 class ModelCard(Frozen):
@@ -114,6 +118,15 @@ class ModelCard(Frozen):
 
     notes: str = ""
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _check_size(cls, value: object, info: ValidationInfo) -> object:
+        """Every count of a card is bounded: 10^4 layers, 10^8 for any other size (vocab, widths)."""
+        limit = MAX_LAYERS if info.field_name == "num_hidden_layers" else MAX_CARD_INT
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            raise ValueError(f"must be <= {limit} (got a {len(str(value))}-digit number)")
+        return value
+
     @model_validator(mode="after")
     def _check_geometry(self) -> ModelCard:
         if self.num_attention_heads % self.num_key_value_heads:
@@ -161,6 +174,11 @@ class ModelCard(Frozen):
             )
 
     def _check_moe(self) -> None:
+        if self.first_k_dense_replace > self.num_hidden_layers:
+            raise ValueError(
+                f"first_k_dense_replace must be <= num_hidden_layers "
+                f"(got {self.first_k_dense_replace}, expected <= {self.num_hidden_layers})"
+            )
         if self.routed_expert_count and not (self.num_experts_per_tok and self.moe_intermediate_size):
             raise ValueError("MoE cards need num_experts_per_tok and moe_intermediate_size")
         if (
@@ -333,8 +351,8 @@ class HardwareProfile(Frozen):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
     name: str
     vendor: Literal["huawei", "nvidia"]
-    memory_capacity_gib: float = Field(gt=0)
-    memory_bandwidth_gb_per_s: float = Field(gt=0)
+    memory_capacity_gib: float = Field(gt=0, le=2.0**20)  # <= 1 PiB; >= 1 MiB in _check_peaks
+    memory_bandwidth_gb_per_s: float = Field(gt=0, le=1e7)  # >= 1 MB/s in _check_peaks
     peak_tflop_per_s: dict[str, float] = Field(min_length=1)  # dense, without sparsity
     native_dtypes: list[str] = Field(min_length=1)
     interconnect: Interconnect
@@ -349,6 +367,13 @@ class HardwareProfile(Frozen):
         for dtype, peak in self.peak_tflop_per_s.items():
             if peak <= 0:
                 raise ValueError(f"peak_tflop_per_s.{dtype} must be > 0 (got {peak})")
+            if not 1e-6 <= peak <= 1e6:
+                raise ValueError(f"peak_tflop_per_s.{dtype} must be in [1e-6, 1e6] (got {peak})")
+        if self.memory_capacity_gib < 1 / 1024 or self.memory_bandwidth_gb_per_s < 1e-3:
+            raise ValueError(
+                f"memory_capacity_gib must be >= 1 MiB and memory_bandwidth_gb_per_s >= 0.001 "
+                f"(got {self.memory_capacity_gib} and {self.memory_bandwidth_gb_per_s})"
+            )
         missing = [
             d
             for d in self.native_dtypes

@@ -23,6 +23,8 @@ PERCENT = 100
 TOKENS_PER_K = 1024
 TOKENS_PER_M = 1024 * 1024
 
+MAX_TOKENS = 128 * TOKENS_PER_M  # bound on any typed token count: beyond every model's context window
+
 _TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 
 
@@ -30,7 +32,7 @@ def parse_tokens(text: str) -> int:
     """Parse a token count typed by a user: "32768", "32k", "128K", "1m", "0.5k" -> tokens.
 
     Formula: tokens = value * (1024 for k/K, 1024**2 for m/M, 1 otherwise); the result must be
-    a whole positive number. Raises ValueError with the accepted form otherwise.
+    a whole positive number of at most MAX_TOKENS. Raises ValueError with the accepted form otherwise.
     """
     match = _TOKEN_RE.match(text)
     if match is None:
@@ -39,6 +41,8 @@ def parse_tokens(text: str) -> int:
     suffix = match.group(2).lower()
     multiplier = {"": 1, "k": TOKENS_PER_K, "m": TOKENS_PER_M}[suffix]
     tokens = value * multiplier
+    if not tokens <= MAX_TOKENS:
+        raise ValueError(f"expected at most {MAX_TOKENS // TOKENS_PER_M}m ({MAX_TOKENS}) tokens")
     if tokens <= 0 or not math.isclose(tokens, round(tokens)):
         raise ValueError("expected a whole number of tokens > 0 such as 32768, 32k or 128K")
     return round(tokens)

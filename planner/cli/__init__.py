@@ -93,7 +93,7 @@ def plan(
     request = plan_request({**locals(), **flags})
     try:
         dep = inputs.to_deployment(request)
-        prompt = inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens") if prompt_tokens else None
+        prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens")
         slo = perf_plan.ServiceLevels(
             tpot_s=ms_to_s(tpot_ms, "--tpot-ms"),
             ttft_s=ms_to_s(ttft_ms, "--ttft-ms"),

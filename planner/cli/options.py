@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import math
 import sys
 import typing
 from collections.abc import Callable, Mapping
@@ -184,6 +185,8 @@ def positive(value: float | None, flag: str) -> float | None:
     """`value` when None or > 0, else PlanInputError naming the flag."""
     if value is not None and not value > 0:
         raise PlanInputError(f"{flag}: must be > 0 (got {value})")
+    if value is not None and not value < math.inf:
+        raise PlanInputError(f"{flag}: must be finite (got {value})")
     return value
 
 

@@ -29,9 +29,12 @@ from planner.cli.options import (
     TpOpt,
     UncalibratedOpt,
     fail,
+    ms_to_s,
     plan_request,
+    positive,
+    print_json,
 )
-from planner.errors import KvplanError, PlanInputError
+from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -52,13 +55,21 @@ CSV_COLUMNS = (
 )
 
 
+MAX_GRID_BATCHES = 4096  # a sweep grid axis longer than this is a typo, not a plan
+
+
 def parse_batches(text: str) -> list[int]:
     """`1,2,4,8`, `1-64` (inclusive) or a mix -> sorted distinct batch sizes >= 1."""
     values: set[int] = set()
     try:
         for item in (part.strip() for part in text.split(",") if part.strip()):
             low, _, high = item.partition("-")
-            values.update(range(int(low), int(high or low) + 1))
+            first, last = int(low), int(high or low)
+            if last - first >= MAX_GRID_BATCHES or len(values) >= MAX_GRID_BATCHES:
+                raise PlanInputError(
+                    f"--batch: too many batch sizes (got {text!r}, expected at most {MAX_GRID_BATCHES})"
+                )
+            values.update(range(first, last + 1))
     except ValueError:
         raise PlanInputError(
             f"--batch: not a batch list (got {text!r}, expected e.g. 1,2,4,8 or 1-64)"
@@ -72,7 +83,12 @@ def parse_contexts(text: str) -> list[int]:
     """`256,1k,8k,32k` -> sorted distinct token counts."""
     from planner import inputs
 
-    return sorted({inputs.parse_ctx(item.strip(), flag="--ctx") for item in text.split(",") if item.strip()})
+    contexts = sorted(
+        {inputs.parse_ctx(item.strip(), flag="--ctx") for item in text.split(",") if item.strip()}
+    )
+    if not contexts or len(contexts) > MAX_GRID_BATCHES:
+        raise PlanInputError(f"--ctx: expected 1..{MAX_GRID_BATCHES} context lengths (got {text[:80]!r})")
+    return contexts
 
 
 def sweep_csv(result: SweepResult) -> str:
@@ -171,6 +187,10 @@ def sweep_command(
             )
         dtypes = [inputs.parse_weight_scheme(d.strip()) for d in dtype.split(",") if d.strip()]
         batches, contexts = parse_batches(batch), parse_contexts(ctx)
+        if not dtypes:
+            raise PlanInputError(
+                f"--dtype: no weight dtype given (got {dtype!r}, expected e.g. bf16 or fp8,bf16)"
+            )
         request = plan_request(locals(), dtype=dtypes[0], ctx=str(max(contexts)), batch=None)
         result = sweep.sweep(
             inputs.to_deployment(request), batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes
@@ -249,7 +269,11 @@ def serve_command(
             prompt_tokens=prompt,
             output_tokens=output,
             concurrency=concurrency,
-            slos=(_ms_to_s(tpot_ms), _ms_to_s(ttft_ms), min_user_tps),
+            slos=(
+                ms_to_s(tpot_ms, "--tpot-ms"),
+                ms_to_s(ttft_ms, "--ttft-ms"),
+                positive(min_user_tps, "--min-user-tps"),
+            ),
         )
     except KvplanError as exc:
         fail(exc)
@@ -258,7 +282,7 @@ def serve_command(
             "slo": slo.model_dump(mode="json") if slo else None,
             "estimate": estimate.model_dump(mode="json"),
         }
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        print_json(payload)
         return
     for line in serve_lines(slo, estimate):
         typer.echo(line)
@@ -278,6 +302,11 @@ def serve_results(
     from planner.perf import serving
 
     _, max_batch = capacity.memory_plan(dep)
+    if concurrency is not None and concurrency > max_batch.max_batch_size:
+        raise DoesNotFitError(
+            f"--concurrency: memory holds at most {max_batch.max_batch_size} sequences of "
+            f"{prompt_tokens + output_tokens} tokens (got {concurrency})"
+        )
     tpot_s, ttft_s, min_user = slos
     slo = None
     if any(limit is not None for limit in slos):
@@ -294,10 +323,6 @@ def serve_results(
         dep, input_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=users
     )
     return slo, estimate
-
-
-def _ms_to_s(ms: float | None) -> float | None:
-    return None if ms is None else ms * units.MS_S
 
 
 def register(app: typer.Typer) -> None:
