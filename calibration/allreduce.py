@@ -10,22 +10,28 @@ roofline applies (planner/roofline.py), so calibration/calibrate.py fits t = lat
 -> allreduce_latency_us and allreduce_bandwidth_fraction = bw / interconnect bandwidth.
 
 The environment is inherited by the workers: keep NCCL_NVLS_ENABLE=0 (and the other multicast switches) set
-where the host asks for it.
+where the host asks for it. On npu each worker imports torch_npu itself (with TORCH_DEVICE_BACKEND_AUTOLOAD=0,
+or torch < 2.5, nothing else would register the npu device or HCCL), and every failure, the import included,
+is reported to the parent at once; the parent watches the ranks and returns as soon as one dies, instead of
+waiting out the queue timeout. The HCCL path has not run on Ascend hardware (tests/fake_npu drives it on CPU
+over gloo).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import queue as queue_mod
 import socket
 import time
 from typing import Any
 
-from calibration.device import median_and_spread
+from calibration.device import DeviceSpec, median_and_spread, tensor_device
 
 BF16_BYTES = 2
 DIST_BACKEND = {"cuda": "nccl", "npu": "hccl", "cpu": "gloo"}
 TIMEOUT_S = 60
+POLL_S = 0.2  # how often the parent checks whether a rank died before reporting
 
 
 def free_port() -> int:
@@ -69,7 +75,10 @@ def _graph_of(torch: Any, kind: str, fn: Any, *, inner: int) -> Any | None:
     if kind == "cpu":
         return None
     accel = getattr(torch, kind)
-    graph = (getattr(accel, "CUDAGraph", None) or accel.NPUGraph)()
+    graph_cls = getattr(accel, "CUDAGraph", None) or getattr(accel, "NPUGraph", None)
+    if graph_cls is None or not hasattr(accel, "graph"):
+        raise RuntimeError(f"no graph class in this {kind} build (torch_npu for CANN 8.0.0 has none)")
+    graph = graph_cls()
     with accel.graph(graph):
         for _ in range(inner):
             fn()
@@ -93,8 +102,9 @@ def _measure(torch: Any, *, kind: str, device: Any, world: int, cfg: dict[str, A
         modes = [("eager", call, inner)]
         try:
             replay = _graph_of(torch, kind, call, inner=inner)
-        except RuntimeError as exc:
-            rows.append({"note": f"graph capture failed: {str(exc).splitlines()[0][:160]}"})
+        except Exception as exc:  # refused (TASK_QUEUE_ENABLE=2) or absent: eager rows only, noted once
+            if not any("note" in r for r in rows):
+                rows.append({"note": f"graph capture failed: {str(exc).splitlines()[0][:160]}"})
             replay = None
         if replay is not None:
             modes.append(("graph", replay, 1))
@@ -117,37 +127,71 @@ def _measure(torch: Any, *, kind: str, device: Any, world: int, cfg: dict[str, A
     return rows
 
 
-def worker(rank: int, world: int, kind: str, port: int, cfg: dict[str, Any], queue: Any) -> None:
-    """One rank: join the group, time every message size, rank 0 puts its rows (or the error) on the queue."""
+def _rank_device(kind: str, rank: int) -> tuple[Any, Any]:
+    """(torch, device) for one rank: torch_npu imported explicitly on npu (autoload may be off); elsewhere
+    autoload is switched off so a broken torch_npu cannot break `import torch`."""
+    if kind != "npu":
+        os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     import torch
-    import torch.distributed as dist
 
-    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-    device = torch.device("cpu") if kind == "cpu" else torch.device(f"{kind}:{rank}")
-    if kind != "cpu":
-        getattr(torch, kind).set_device(device)
+    if kind == "npu":
+        import torch_npu  # noqa: F401  (registers torch.npu and the hccl backend)
+    if kind == "cpu":
+        return torch, torch.device("cpu")
+    accel = getattr(torch, kind)
+    device = tensor_device(torch, accel, DeviceSpec(kind, rank))
+    accel.set_device(rank)
+    return torch, device
+
+
+def worker(rank: int, world: int, kind: str, port: int, cfg: dict[str, Any], queue: Any) -> None:
+    """One rank: join the group, time every message size; rank 0 puts its rows on the queue. Any failure,
+    from the torch_npu import on, is put on the queue by every rank that hits it (the parent keeps the
+    first) and the rank exits with status 1 instead of raising into a traceback."""
+    import sys
+
     try:
+        torch, device = _rank_device(kind, rank)
+        import torch.distributed as dist
+
         dist.init_process_group(
             DIST_BACKEND[kind],
             init_method=f"tcp://127.0.0.1:{port}",
             rank=rank,
             world_size=world,
             timeout=dt.timedelta(seconds=TIMEOUT_S),
-            device_id=None if kind == "cpu" else device,
+            device_id=None if device.type == "cpu" else device,
         )
         rows = _measure(torch, kind=kind, device=device, world=world, cfg=cfg)
         if rank == 0:
             queue.put(rows)
         dist.barrier()
         dist.destroy_process_group()
-    except Exception as exc:  # reported to the parent, which records it as a note
-        if rank == 0:
-            queue.put(f"{type(exc).__name__}: {str(exc)[:300]}")
-        raise
+    except Exception as exc:  # reported to the parent, which records it as one note
+        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        queue.put(f"rank {rank}: {type(exc).__name__}: {text}")
+        sys.exit(1)
+
+
+def _first_result(queue: Any, procs: Any, *, deadline_s: float) -> Any:
+    """The first thing a rank reported, polling so that a rank that died silently (killed, segfault) ends
+    the wait at once; a string when nothing came or a rank died first."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            return queue.get(timeout=POLL_S)
+        except queue_mod.Empty:
+            dead = [p.exitcode for p in procs.processes if p.exitcode not in (None, 0)]
+            if dead:
+                try:
+                    return queue.get(timeout=POLL_S)  # its own report may still be in flight
+                except queue_mod.Empty:
+                    return f"a rank exited with status {dead[0]} before reporting"
+    return f"no result from rank 0 within {deadline_s:.0f} s"
 
 
 def run_allreduce(kind: str, *, world: int, sizes: tuple[int, ...], warmup: int, repeats: int) -> Any:
-    """Spawn `world` ranks and return rank 0's rows, or an error string."""
+    """Spawn `world` ranks and return rank 0's rows, or an error string (the first failure reported)."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -156,10 +200,11 @@ def run_allreduce(kind: str, *, world: int, sizes: tuple[int, ...], warmup: int,
     procs = mp.start_processes(
         worker, args=(world, kind, free_port(), cfg, queue), nprocs=world, join=False, start_method="spawn"
     )
-    try:
-        result = queue.get(timeout=TIMEOUT_S * 2)
-    except Exception as exc:  # queue.Empty: the ranks hung or died before reporting
-        result = f"no result from rank 0 ({type(exc).__name__})"
+    result = _first_result(queue, procs, deadline_s=TIMEOUT_S * 2)
+    if not isinstance(result, list):
+        for proc in procs.processes:  # one rank failed: do not leave the others waiting on a collective
+            if proc.is_alive():
+                proc.terminate()
     try:
         procs.join(timeout=TIMEOUT_S)
     except Exception as exc:  # a rank failed after reporting: keep what rank 0 reported

@@ -21,6 +21,12 @@ Mapping (each achieved rate is divided by the card's datasheet figure):
                                     2 (n - 1) / n * message; fraction = bw / interconnect bandwidth. One
                                     device: kept from default_coefficients, and the notes say so
 Fractions above 1 (a card faster than its datasheet) are clipped to 1 and noted.
+
+Every benchmark runs isolated (device.Backend.run_guarded): a failure or out-of-memory error becomes one note
+and the profile is written from the rows that were measured. Timings taken eager because graph capture was
+unavailable or refused carry timing="eager" and the profile's notes and versions["graph_mode"] say so. On npu
+the decode-attention sizes are capped by device memory, the decode-chain divisor is counted with
+torch_npu.profiler, and a SoC without bf16 (310P) labels its "bf16" rows fp16 (calibration/npu_caps.py).
 """
 
 from __future__ import annotations
@@ -35,9 +41,13 @@ from typing import Any
 import numpy as np
 
 from calibration import device as devmod
+from calibration import shapes as shapes_mod
 from calibration.microbench import Measurements, Progress, Suite
+from calibration.npu_post import finish_npu, sized_for_memory
+from calibration.profile_writer import samples_from
 from calibration.shapes import FULL, STANDARD_SHAPES, TINY, TINY_SHAPES, ModelShapes, shapes_from_card
 from planner import catalog, units
+from planner.errors import KvplanError
 from planner.schema import AttentionRate, HardwareProfile, KernelCost, MeasuredBlock, PerfCoefficients
 
 TOOL = "kvplan calibrate"
@@ -59,11 +69,21 @@ def _rows(meas: Measurements, bench: str, **match: Any) -> list[dict[str, Any]]:
     return [r for r in meas.rows.get(bench, []) if all(r.get(k) == v for k, v in match.items())]
 
 
+def _graphed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows timed from a graph replay (raw files from before the timing label were graph on devices)."""
+    return [r for r in rows if r.get("timing", "graph") == "graph"]
+
+
 def kernel_overhead_s(meas: Measurements) -> float:
-    """Per-kernel fixed cost: the decode elementwise chain at its smallest batch, else the empty kernel
-    (graph replay when measured, else eager)."""
+    """Per-kernel fixed cost: the decode elementwise chain at its smallest batch (graph replays first, eager
+    when nothing was captured), else the empty kernel (graph replay when measured, else eager)."""
     chain = sorted(_rows(meas, "kernels", mode="decode_chain"), key=lambda r: r["batch"])
-    rows = chain or _rows(meas, "kernels", mode="graph") or _rows(meas, "kernels", mode="eager")
+    rows = (
+        _graphed(chain)
+        or chain
+        or _rows(meas, "kernels", mode="graph")
+        or _rows(meas, "kernels", mode="eager")
+    )
     return float(rows[0]["median_s"]) if rows else 0.0
 
 
@@ -73,9 +93,14 @@ def kernel_overhead_table(meas: Measurements) -> list[KernelCost] | None:
     return [KernelCost(tokens=r["batch"], kernel_us=r["median_s"] / units.US_S) for r in rows] or None
 
 
+def decode_dtype(meas: Measurements) -> str:
+    """The dtype of the dense decode benchmarks: bf16, or fp16 where the SoC has no bf16 (310P)."""
+    return "fp16" if _rows(meas, "gemv", dtype="fp16") and not _rows(meas, "gemv", dtype="bf16") else "bf16"
+
+
 def gemv_latency_fit(meas: Measurements) -> tuple[float, float] | None:
-    """(latency_s, bytes_per_s) of t = latency + bytes / bw over bf16 GEMV rows at batch <= 16."""
-    rows = [r for r in _rows(meas, "gemv", dtype="bf16") if r["batch"] <= DECODE_GEMV_MAX_BATCH]
+    """(latency_s, bytes_per_s) of t = latency + bytes / bw, bf16 (310P: fp16) GEMV rows at batch <= 16."""
+    rows = [r for r in _rows(meas, "gemv", dtype=decode_dtype(meas)) if r["batch"] <= DECODE_GEMV_MAX_BATCH]
     return latency_bandwidth_fit(rows, bytes_key="bytes")
 
 
@@ -131,7 +156,7 @@ def _busy_s(seconds: float, overhead_s: float) -> float:
 def weight_read_bytes_per_s(meas: Measurements, overhead_s: float) -> float | None:
     """Achieved bytes/s of bf16 decode GEMV (batch <= 16), aggregated over shapes, median over batches."""
     per_batch: dict[int, list[tuple[float, float]]] = {}
-    for row in _rows(meas, "gemv", dtype="bf16"):
+    for row in _rows(meas, "gemv", dtype=decode_dtype(meas)):
         if row["batch"] <= DECODE_GEMV_MAX_BATCH:
             per_batch.setdefault(row["batch"], []).append(
                 (row["bytes"], _busy_s(row["median_s"], overhead_s))
@@ -210,45 +235,6 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
     )
 
 
-def samples_from(meas: Measurements) -> dict[str, list[float]]:
-    """Compact sample lists for the profile (datasheet units, overheads in us); raw rows go to JSON."""
-    out: dict[str, list[float]] = {}
-    for row in meas.rows.get("kernels", []):
-        suffix = f"_b{row['batch']}" if "batch" in row else ""
-        out[f"kernel_{row['mode']}{suffix}_us"] = [s / units.US_S for s in row["samples_s"]]
-    for row in meas.rows.get("step", []):
-        out["step_overhead_us"] = [s / units.US_S for s in row["samples_s"]]
-    for row in meas.rows.get("stream", []):
-        out[f"stream_{row['op']}_gb_per_s"] = [row["bytes"] / s / units.GB_BYTES for s in row["samples_s"]]
-    for row in meas.rows.get("gemv", []):  # attention rates live in coefficients.attention_table
-        key = f"gemv_{row.get('dtype', 'bf16')}_gb_per_s"
-        out.setdefault(key, []).append(row["bytes"] / row["median_s"] / units.GB_BYTES)
-    for bench in ("gemm", "prefill_gemm"):
-        for row in meas.rows.get(bench, []):
-            key = f"{bench}_{row['dtype']}_tflop_per_s"
-            out.setdefault(key, []).append(row["flop"] / row["median_s"] / units.TFLOP)
-    out.update(moe_and_link_samples(meas))
-    spreads = [r["spread_fraction"] for rows in meas.rows.values() for r in rows]
-    if spreads:
-        out["spread_fraction_median_max"] = [statistics.median(spreads), max(spreads)]
-    out["elapsed_s"] = [meas.elapsed_s]
-    return out
-
-
-def moe_and_link_samples(meas: Measurements) -> dict[str, list[float]]:
-    """Grouped expert GEMM rates (GB/s), whole experts-op and all-reduce medians (us), in row order."""
-    out: dict[str, list[float]] = {}
-    for row in meas.rows.get("grouped_gemm", []):
-        out.setdefault(f"grouped_gemm_{row['op']}_gb_per_s", []).append(
-            row["bytes"] / row["median_s"] / units.GB_BYTES
-        )
-    for row in meas.rows.get("moe_experts", []):
-        out.setdefault("moe_experts_op_us", []).append(row["median_s"] / units.US_S)
-    for row in meas.rows.get("allreduce", []):
-        out.setdefault(f"allreduce_{row['mode']}_us", []).append(row["median_s"] / units.US_S)
-    return out
-
-
 def pick_shapes(model: str | None, *, tiny: bool) -> ModelShapes:
     """Shapes of --model, else the standard set (TINY_SHAPES for cpu dry runs)."""
     if model is not None:
@@ -266,44 +252,64 @@ def run_calibration(
     budget_s: float = DEFAULT_BUDGET_S,
     progress: Progress | None = None,
 ) -> CalibrationResult:
-    """Benchmark `device` and return the measured block for `card` (tiny sizes default on for cpu)."""
+    """Benchmark `device` and return the measured block for `card` (tiny sizes default on for cpu).
+
+    Raises KvplanError (one line) when no benchmark produced a row; otherwise the block holds what ran and
+    its notes say what did not.
+    """
     hw = catalog.resolve_card(card)
     backend = devmod.open_backend(device)
-    tiny = backend.kind == "cpu" if tiny is None else tiny
+    tiny = shapes_mod.tiny_sizes(backend.kind) if tiny is None else tiny
+    sizes = sized_for_memory(TINY if tiny else FULL, backend)
     suite = Suite(
         backend=backend,
-        sizes=TINY if tiny else FULL,
+        sizes=sizes,
         shapes=pick_shapes(model, tiny=tiny),
         budget_s=budget_s,
         progress=progress or (lambda _label: None),
     )
     meas = suite.run()
-    meas.notes.extend(backend.notes)
-    sizes = TINY if tiny else FULL
+    if not any(meas.rows.values()):
+        raise KvplanError(
+            f"--device {backend.spec.text}: no benchmark produced a result, no profile written; "
+            f"{'; '.join(dict.fromkeys(meas.notes + backend.notes))[:600]}"
+        )
+    finish_npu(meas, backend, hidden=sizes.small_kernel_hidden)
+    meas.notes.extend(n for n in backend.notes if n not in meas.notes)
     coefficients = coefficients_from(meas, hw, min_attn_bytes=sizes.attn_min_fit_bytes)
+    return CalibrationResult(
+        measured=measured_block(meas, backend, coefficients, shapes=suite.shapes.name, tiny=tiny),
+        measurements=meas,
+        source=source_path(card),
+    )
+
+
+def measured_block(
+    meas: Measurements, backend: devmod.Backend, coefficients: PerfCoefficients, *, shapes: str, tiny: bool
+) -> MeasuredBlock:
+    """The profile's measured block: coefficients plus provenance (versions, settings, graph mode)."""
     mem = backend.mem_get_info()
     bandwidth = stream_bytes_per_s(meas)
-    measured = MeasuredBlock(
+    return MeasuredBlock(
         tool=TOOL,
         tool_version=TOOL_VERSION,
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         device_name=backend.device_name(),
         backend=backend.kind,
-        versions=backend.versions(),
+        versions=backend.provenance(),
         coefficients=coefficients,
         memory_bandwidth_gb_per_s=bandwidth / units.GB_BYTES if bandwidth else None,
         usable_memory_gib=units.bytes_to_gib(mem[1]) if mem else None,
         samples=samples_from(meas),
         notes="; ".join(
             [
-                f"shapes: {suite.shapes.name}",
+                f"shapes: {shapes}",
                 f"sizes: {'tiny' if tiny else 'full'}",
                 f"took {meas.elapsed_s:.1f} s",
                 *meas.notes,
             ]
         ),
     )
-    return CalibrationResult(measured=measured, measurements=meas, source=source_path(card))
 
 
 def source_path(card: str) -> Path:

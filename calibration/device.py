@@ -53,8 +53,8 @@ def import_torch(kind: str) -> ModuleType:
 
     Sets TORCH_DEVICE_BACKEND_AUTOLOAD=0 first (unless npu is wanted and the user set nothing), so that an
     installed torch_npu without CANN cannot break `import torch`. Raises MissingDependencyError with an
-    install
-    hint when torch (or torch_npu for npu) is absent or fails to load.
+    install hint when torch (or torch_npu for npu) is absent or fails to load; for npu the hint is the
+    torch / torch_npu / CANN check of calibration/npu_env.py (what to install, exactly).
     """
     if kind != "npu":
         os.environ.setdefault(AUTOLOAD_ENV, "0")
@@ -67,25 +67,51 @@ def import_torch(kind: str) -> ModuleType:
         ) from exc
     except RuntimeError as exc:  # autoload of a broken backend extension (torch_npu without CANN)
         raise MissingDependencyError(
-            f"--device {kind}: importing torch failed while auto-loading a device backend ({exc}); "
-            f"set {AUTOLOAD_ENV}=0 or install the matching CANN toolkit"
+            f"--device {kind}: importing torch failed while auto-loading a device backend "
+            f"({_first_line(exc)}); set {AUTOLOAD_ENV}=0 or install the matching CANN toolkit"
+            + (f"; {_install_hint()}" if kind == "npu" else "")
         ) from exc
     if kind == "npu":
-        _import_torch_npu()
+        import_torch_npu()
     return torch
 
 
-def _import_torch_npu() -> ModuleType:
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
+
+
+def _install_hint() -> str:
+    """The errors and warnings of the version check, one clause each (empty when all is well)."""
+    from calibration import npu_env
+
+    found = npu_env.compat_findings(npu_env.installed())
+    return "; ".join(f.text for f in found if f.level != "ok") or "torch / torch_npu versions look consistent"
+
+
+def import_torch_npu() -> ModuleType:
+    """Import torch_npu; any failure (ImportError, RuntimeError, or the plain Exception torch_npu raises for
+    a missing driver) becomes one MissingDependencyError line that says what to install."""
     try:
         import torch_npu  # type: ignore[import-not-found]
-    except ImportError as exc:
+    except Exception as exc:  # torch_npu raises ImportError, RuntimeError and plain Exception at import
         raise MissingDependencyError(
-            "--device npu: torch_npu is not importable "
-            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-            "install torch_npu matching your "
-            "torch and run CANN's set_env.sh (`source /usr/local/Ascend/ascend-toolkit/set_env.sh`)"
+            f"--device npu: torch_npu is not importable ({_first_line(exc)}); {_install_hint()}; "
+            "and run CANN's set_env.sh (`source /usr/local/Ascend/ascend-toolkit/set_env.sh`)"
         ) from exc
     return torch_npu  # type: ignore[no-any-return]
+
+
+def tensor_device(torch: Any, accel: Any, spec: DeviceSpec) -> Any:
+    """torch.device for tensors of `spec`. The one seam for tests/fake_npu: a device module that sets
+    `fake_tensor_device` (the CPU test double) places tensors there; real torch.cuda / torch.npu do not."""
+    fake = getattr(accel, "fake_tensor_device", None)
+    return torch.device(fake if isinstance(fake, str) else spec.text)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """torch.OutOfMemoryError, or a RuntimeError whose text says so ("NPU out of memory", CUDA's)."""
+    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()
 
 
 @dataclass
@@ -97,11 +123,44 @@ class Backend:
     device: Any
     accel: Any | None  # torch.cuda or torch.npu; None on cpu
     notes: list[str] = field(default_factory=list)
+    caps: Any | None = None  # npu_caps.SocCaps on npu: what this SoC measures, skips, attempts
+    graph_state: str = "untried"  # "captured" once a capture worked; else why graphs are off
 
     @property
     def kind(self) -> str:
         """cpu, cuda or npu."""
         return self.spec.kind
+
+    @property
+    def compute_dtype(self) -> Any:
+        """The dtype of the "bf16" benchmarks: bfloat16, or float16 on a SoC without bf16 (310P)."""
+        name = self.caps.compute_dtype if self.caps is not None else "bf16"
+        return self.torch.float16 if name == "fp16" else self.torch.bfloat16
+
+    def empty_cache(self) -> None:
+        """Release cached device memory (after an out-of-memory benchmark)."""
+        import gc
+
+        gc.collect()
+        if self.accel is not None and hasattr(self.accel, "empty_cache"):
+            self.accel.empty_cache()
+
+    def run_guarded(self, label: str, bench: Callable[[], object], notes: list[str]) -> bool:
+        """Run one benchmark so that it can only fail alone: a skip from the SoC plan, an out-of-memory
+        error or any other exception becomes one line in `notes`; rows it recorded before are kept."""
+        verdict, reason = self.caps.decision(label) if self.caps is not None else ("measure", "")
+        if verdict == "skip":
+            notes.append(f"{label}: skipped on {self.caps.soc} ({reason})")  # type: ignore[union-attr]
+            return False
+        try:
+            bench()
+        except Exception as exc:  # isolation is the point: one benchmark's failure never ends the run
+            self.empty_cache()
+            what = "out of memory" if is_out_of_memory(exc) else "failed"
+            tried = f" [{reason}]" if verdict == "attempt" else ""
+            notes.append(f"{label}: {what} ({_first_line(exc)}){tried}; rows measured before it are kept")
+            return False
+        return True
 
     def synchronize(self) -> None:
         """Wait for all queued device work (no-op on cpu)."""
@@ -165,45 +224,77 @@ class Backend:
         return [self.timer(fn, inner=inner) for _ in range(repeats)]
 
     def capture_graph(self, fn: Callable[[], object]) -> Callable[[], None] | None:
-        """Capture fn into a device graph (CUDA graph / NPU aclgraph); its replay, or None if unsupported."""
-        if self.accel is None:
+        """Capture fn into a device graph (CUDA graph / NPU aclgraph); its replay, or None: on cpu, when this
+        build has no graph class (torch_npu for CANN 8.0.0), or when capture is refused (torch_npu with
+        TASK_QUEUE_ENABLE=2) or fails. The first refusal is noted and later captures are not retried, so
+        callers label those timings eager."""
+        if self.accel is None or self.graph_state not in ("untried", "captured"):
             return None
         graph_cls = getattr(self.accel, "CUDAGraph", None) or getattr(self.accel, "NPUGraph", None)
         graph_ctx = getattr(self.accel, "graph", None)
         if graph_cls is None or graph_ctx is None:
-            self.notes.append(f"{self.kind}: no graph capture in this torch build")
+            self._graphs_off(f"no graph class in this {self.kind} build (torch_npu for CANN 8.0.0 has none)")
             return None
-        stream = self.accel.Stream()
-        stream.wait_stream(self.accel.current_stream())
-        with self.accel.stream(stream):
-            for _ in range(3):
-                fn()
-        self.accel.current_stream().wait_stream(stream)
-        graph = graph_cls()
-        with graph_ctx(graph):
-            fn()
-        self.synchronize()
+        try:
+            graph = _capture(self.accel, fn, graph_cls(), graph_ctx)
+        except Exception as exc:  # capture refused or failed: fall back to eager, say why once
+            self._graphs_off(f"graph capture failed ({_first_line(exc)}){_task_queue_hint(self.kind)}")
+            return None
+        self.graph_state = "captured"
         return graph.replay  # type: ignore[no-any-return]
+
+    def _graphs_off(self, reason: str) -> None:
+        self.graph_state = reason
+        self.notes.append(f"{self.kind}: {reason}; graph benchmarks timed eager and labelled eager")
+
+    def provenance(self) -> dict[str, str]:
+        """versions() plus, on npu, the settings that decide the numbers and the graph mode used."""
+        out = self.versions()
+        if self.kind == "npu":
+            from calibration import npu_env
+
+            out.update({f"env.{k}": v for k, v in npu_env.settings().items()})
+        if self.kind != "cpu":
+            out["graph_mode"] = "graph" if self.graph_state == "captured" else f"eager ({self.graph_state})"
+        return out
+
+
+def _capture(accel: Any, fn: Callable[[], object], graph: Any, graph_ctx: Any) -> Any:
+    """Warm fn up on a side stream, then capture one call into `graph` (the CUDA-graph recipe)."""
+    stream = accel.Stream()
+    stream.wait_stream(accel.current_stream())
+    with accel.stream(stream):
+        for _ in range(3):
+            fn()
+    accel.current_stream().wait_stream(stream)
+    with graph_ctx(graph):
+        fn()
+    accel.synchronize()
+    return graph
+
+
+def _task_queue_hint(kind: str) -> str:
+    if kind == "npu" and os.environ.get("TASK_QUEUE_ENABLE") == "2":
+        return "; torch_npu refuses capture with TASK_QUEUE_ENABLE=2: set TASK_QUEUE_ENABLE=1 to time graphs"
+    return ""
 
 
 def _npu_versions() -> dict[str, str]:
+    """torch_npu, CANN (torch_npu's own API, else the toolkit's install-info file), SoC name and id."""
+    from calibration import npu_env
+
     out: dict[str, str] = {}
     try:
         import torch_npu
 
         out["torch_npu"] = str(getattr(torch_npu, "__version__", "unknown"))
+        out["cann"] = npu_env.cann_from_torch_npu(torch_npu) or npu_env.cann_from_files()[0] or "unknown"
+        out["soc_name"] = str(torch_npu.npu.get_device_name(0))
         soc = getattr(torch_npu.npu.utils, "get_soc_version", None)
         if soc is not None:
             out["soc_version"] = str(soc())
-    except ImportError:
-        out["torch_npu"] = "absent"
-    cann = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
-    if cann:
-        out["cann_path"] = cann
-        version_file = os.path.join(cann, "version.cfg")
-        if os.path.isfile(version_file):
-            with open(version_file, encoding="utf-8") as handle:
-                out["cann"] = handle.read().strip().splitlines()[0][:120]
+    except Exception as exc:  # provenance is best effort; the benchmarks already imported torch_npu
+        out["torch_npu"] = out.get("torch_npu", f"query failed ({_first_line(exc)})")
     return out
 
 
@@ -226,7 +317,23 @@ def open_backend(text: str) -> Backend:
             "use --device cpu for a dry run"
         )
     accel.set_device(spec.index)
-    return Backend(spec=spec, torch=torch, device=torch.device(spec.text), accel=accel)
+    backend = Backend(spec=spec, torch=torch, device=tensor_device(torch, accel, spec), accel=accel)
+    if spec.kind == "npu":
+        _plan_npu(backend)
+    return backend
+
+
+def _plan_npu(backend: Backend) -> None:
+    """Attach the SoC's benchmark plan and note the version check's warnings (errors stop the run)."""
+    from calibration import npu_caps, npu_env
+
+    backend.caps = npu_caps.caps_for(backend.device_name())
+    found = npu_env.merged(npu_env.installed(), _npu_versions(), torch_version=str(backend.torch.__version__))
+    findings = npu_env.compat_findings(found) + npu_env.soc_findings(backend.caps.soc, found.cann)
+    errors = [f.text for f in findings if f.level == "error"]
+    if errors:
+        raise MissingDependencyError(f"--device {backend.spec.text}: {'; '.join(errors)}")
+    backend.notes.extend(f"version check: {f.text}" for f in findings if f.level == "warn")
 
 
 def median_and_spread(values: list[float]) -> tuple[float, float]:

@@ -10,6 +10,7 @@ the rank's KV heads, attention and timing follow calibration/e2e_decode.py (CUDA
 eager otherwise; the CSV's `graph` column says which). Rank 0 writes the rows (its host wall time per step).
 
 Run: torchrun --nproc-per-node 2 -m calibration.e2e_tp --out DIR [--models ...] [--batches ...] [--ctx ...]
+     [--device-kind cuda|npu|cpu] [--card CARD]   (npu: HCCL, never run on Ascend hardware)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from calibration import e2e_decode as ref
+from calibration.allreduce import DIST_BACKEND
 from calibration.device import Backend, open_backend
 from planner import catalog
 
@@ -100,6 +102,11 @@ def time_fixed(bk: Backend, replay: Any) -> dict[str, Any]:
     return ref.timed_replays(bk, replay, count=REPLAYS)
 
 
+def card_label(bk: Backend, card_id: str | None) -> str:
+    """The hardware-profile id for the rows: --card, else the device's own name (never a fixed card)."""
+    return card_id or bk.device_name().lower().replace(" ", "-")
+
+
 def run_point(bk: Backend, model: Any, card: Any, *, batch: int, ctx: int, tp: int) -> dict[str, Any]:
     """One (batch, ctx) on this rank: cache of the rank's KV heads, capture (or eager), fixed-count timing."""
     config = model.config
@@ -117,7 +124,7 @@ def run_point(bk: Backend, model: Any, card: Any, *, batch: int, ctx: int, tp: i
         timing = time_fixed(bk, replay)
     row = {
         "model": card.id,
-        "card": "nvidia-h200",
+        "card": getattr(bk, "card_label", None) or card_label(bk, None),
         "dtype": "bf16",
         "kv_dtype": "bf16",
         "tp": tp,
@@ -143,16 +150,19 @@ def main() -> None:
     parser.add_argument("--models", default="qwen3-8b,qwen3-32b")
     parser.add_argument("--batches", default="1,8,64")
     parser.add_argument("--ctx", default="512,4096")
+    parser.add_argument("--device-kind", choices=["cuda", "npu", "cpu"], default=None)
+    parser.add_argument("--card", default=None, help="profile id written in the rows (default: device name)")
     args = parser.parse_args()
     rank, tp = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    kind = "cpu" if os.environ.get("KVPLAN_TP_CPU") else "cuda"
-    bk = open_backend("cpu" if kind == "cpu" else f"cuda:{int(os.environ['LOCAL_RANK'])}")
+    kind = args.device_kind or ("cpu" if os.environ.get("KVPLAN_TP_CPU") else "cuda")
+    bk = open_backend("cpu" if kind == "cpu" else f"{kind}:{int(os.environ['LOCAL_RANK'])}")
     dist.init_process_group(
-        "gloo" if kind == "cpu" else "nccl",
+        DIST_BACKEND[kind],  # gloo / nccl / hccl
         timeout=dt.timedelta(seconds=180),
         device_id=None if kind == "cpu" else bk.device,
     )
-    flash = kind != "cpu" and ref.check_gqa_attention(bk)[0]
+    bk.card_label = card_label(bk, args.card)  # type: ignore[attr-defined]
+    flash = kind == "cuda" and ref.check_gqa_attention(bk)[0]
     ref.register_attention(bk.torch, flash)
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / "e2e_decode_tp.csv" if rank == 0 else Path(os.devnull)  # rank 0 writes the rows

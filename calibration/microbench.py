@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from calibration import allreduce, moe_bench
+from calibration import allreduce, moe_bench, npu_kernels
 from calibration.device import Backend, median_and_spread
 from calibration.shapes import BenchSizes, ModelShapes
 
@@ -65,6 +65,7 @@ class Suite:
     allreduce_world: int = 0  # ranks of the all-reduce benchmark; 0: every visible device when more than one
     out: Measurements = field(init=False)
     _start: float = field(init=False, default=0.0)
+    last_timing: str = field(init=False, default="eager")  # how the last _timed call ran: graph | eager
 
     def __post_init__(self) -> None:
         self.out = Measurements(device=self.backend.spec.text)
@@ -93,25 +94,27 @@ class Suite:
                 self.out.notes.append(f"{label}: skipped, time budget of {self.budget_s:.0f} s spent")
                 continue
             self.progress(label)
-            bench()
+            self.backend.run_guarded(label, bench, self.out.notes)  # fails alone, one note
         self.out.elapsed_s = time.perf_counter() - self._start
         return self.out
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _randn(self, *shape: int, dtype: Any = None) -> Any:
         torch = self.backend.torch
-        return torch.randn(*shape, device=self.backend.device, dtype=dtype or torch.bfloat16)
+        return torch.randn(*shape, device=self.backend.device, dtype=dtype or self.backend.compute_dtype)
 
     def _timed(self, fn: Callable[[], object], *, inner: int = 1, graph: bool = False) -> list[float]:
         """Samples in seconds per call; with graph=True the calls are replayed from a captured graph."""
-        call = fn
+        call, self.last_timing = fn, "eager"
         if graph:
             replay = self.backend.capture_graph(fn)
             call = replay if replay is not None else fn
+            self.last_timing = "eager" if replay is None else "graph"
         return self.backend.samples(call, warmup=self.sizes.warmup, repeats=self.sizes.repeats, inner=inner)
 
     def _record(self, bench: str, seconds: list[float], **row: Any) -> float:
         middle, spread = median_and_spread(seconds)
+        row.setdefault("timing", self.last_timing)
         self.out.add(bench, median_s=middle, spread_fraction=spread, samples_s=seconds, **row)
         return middle
 
@@ -129,7 +132,8 @@ class Suite:
         self._record("kernels", eager, mode="eager", kernels=n)
         if self.backend.kind != "cpu":
             graph = [s / n for s in self._timed(many, graph=True)]
-            self._record("kernels", graph, mode="graph", kernels=n)
+            if self.last_timing == "graph":  # never label eager timings graph
+                self._record("kernels", graph, mode="graph", kernels=n)
         passes = max(1, n // CHAIN_KERNELS_PER_PASS)
         for batch in self.sizes.small_kernel_batches:
             chain = decode_chain(
@@ -147,7 +151,9 @@ class Suite:
         def sample() -> None:
             token.copy_(logits.argmax(-1))
 
-        replay = self.backend.capture_graph(sample) or sample
+        replay = self.backend.capture_graph(sample)
+        self.last_timing = "eager" if replay is None else "graph"
+        replay = replay or sample
         for _ in range(self.sizes.warmup):
             replay()
         self.backend.synchronize()
@@ -219,9 +225,12 @@ class Suite:
 
     def _attention_point(self, *, batch: int, ctx: int, heads: tuple[int, int, int]) -> None:
         hq, hkv, hd = heads
-        q = self._randn(batch, hq, 1, hd)
-        k, v = self._randn(batch, hkv, ctx, hd), self._randn(batch, hkv, ctx, hd)
-        attend = decode_attention_fn(self.backend, q, k, v)
+        if self.backend.kind == "npu":  # paged KV cache + block table, as the engines call it
+            attend = npu_kernels.paged_attention_fn(self.backend, batch=batch, ctx=ctx, heads=heads)
+        else:
+            q = self._randn(batch, hq, 1, hd)
+            k, v = self._randn(batch, hkv, ctx, hd), self._randn(batch, hkv, ctx, hd)
+            attend = decode_attention_fn(self.backend, q, k, v)
         seconds = self._timed(attend, graph=True)
         self._record(
             "attention",
@@ -271,27 +280,7 @@ class Suite:
                 f"quantized GEMV (W8A16/W4A16): Ascend-only kernels, not run on {self.backend.kind}"
             )
             return
-        import torch_npu
-
-        torch = self.backend.torch
-        in_f, out_f = max(self.shapes.linears, key=lambda s: s[0] * s[1])
-        weight = torch.randint(-64, 64, (in_f, out_f), device=self.backend.device, dtype=torch.int8)
-        scale = self._randn(out_f)
-        for batch in self.sizes.decode_batches[:4]:
-            x = self._randn(batch, in_f)
-            seconds = self._timed(
-                lambda x=x: torch_npu.npu_weight_quant_batchmatmul(x, weight, scale), inner=3
-            )
-            self._record(
-                "gemv",
-                seconds,
-                in_features=in_f,
-                out_features=out_f,
-                batch=batch,
-                bytes=in_f * out_f + batch * (in_f + out_f) * BF16_BYTES,
-                flop=2 * batch * in_f * out_f,
-                dtype="w8a16",
-            )
+        npu_kernels.w8a16_rows(self)  # engine layout (in, out), ND and FRACTAL_NZ, in a graph
 
 
 def decode_chain(backend: Backend, *, batch: int, hidden: int, passes: int) -> Callable[[], object]:
@@ -299,8 +288,9 @@ def decode_chain(backend: Backend, *, batch: int, hidden: int, passes: int) -> C
     RMSNorm as transformers writes it (float cast, pow, mean, + eps, rsqrt, mul, cast back, * weight), a
     residual add, SiLU and a mul: CHAIN_KERNELS_PER_PASS kernels per pass, each dependent on the last."""
     torch = backend.torch
-    x = torch.randn(batch, hidden, device=backend.device, dtype=torch.bfloat16)
-    weight = torch.randn(hidden, device=backend.device, dtype=torch.bfloat16)
+    dtype = backend.compute_dtype  # bf16; fp16 on a SoC without bf16 (310P)
+    x = torch.randn(batch, hidden, device=backend.device, dtype=dtype)
+    weight = torch.randn(hidden, device=backend.device, dtype=dtype)
     residual = torch.randn_like(x)
 
     def run() -> object:
@@ -309,7 +299,7 @@ def decode_chain(backend: Backend, *, batch: int, hidden: int, passes: int) -> C
             f = h.float()
             var = f.pow(2).mean(-1, keepdim=True)
             f = f * torch.rsqrt(var + RMS_EPS)
-            h = weight * f.to(torch.bfloat16)
+            h = weight * f.to(dtype)
             h = h + residual
             h = torch.nn.functional.silu(h) * residual
         return h
@@ -363,8 +353,8 @@ def gemm_variants(backend: Backend, n: int) -> dict[str, Callable[[], Callable[[
     if backend.kind == "cuda":
         variants["fp8"] = lambda: _cuda_fp8(torch, dev, n)
         variants["int8"] = lambda: _cuda_int8(torch, dev, n)
-    elif backend.kind == "npu":
-        variants["int8"] = lambda: _npu_int8(torch, dev, n)
+    elif backend.kind == "npu":  # the SoC's dtypes (fp8 on the 950, no bf16 on the 310P)
+        return npu_kernels.gemm_variants(backend, n)
     return variants
 
 
@@ -379,12 +369,3 @@ def _cuda_int8(torch: Any, dev: Any, n: int) -> Callable[[], object]:
     a = torch.randint(-64, 64, (n, n), device=dev, dtype=torch.int8)
     b = torch.randint(-64, 64, (n, n), device=dev, dtype=torch.int8).t()
     return lambda: torch._int_mm(a, b)
-
-
-def _npu_int8(torch: Any, dev: Any, n: int) -> Callable[[], object]:
-    import torch_npu
-
-    a = torch.randint(-64, 64, (n, n), device=dev, dtype=torch.int8)
-    b = torch.randint(-64, 64, (n, n), device=dev, dtype=torch.int8)
-    scale = torch.ones(n, device=dev, dtype=torch.float32)
-    return lambda: torch_npu.npu_quant_matmul(a, b, scale, output_dtype=torch.bfloat16)

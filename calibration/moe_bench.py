@@ -32,6 +32,18 @@ def grouped_mm_fn(torch: Any) -> Callable[..., Any]:
     return getattr(torch.nn.functional, "grouped_mm", None) or torch._grouped_mm
 
 
+def grouped_call(backend: Any) -> tuple[Callable[[Any], Any], Callable[[Any, Any, Any], Any]]:
+    """(prepare, call) for one grouped GEMM: prepare lays an (E, out, in) stack out once, call(x, stack,
+    offsets) runs it. npu: torch_npu.npu_grouped_matmul on (E, in, out) stacks (torch's grouped_mm has no
+    NPU kernel; calibration/npu_kernels.py); elsewhere torch's grouped_mm on a transposed view."""
+    if backend.kind == "npu":
+        from calibration import npu_kernels
+
+        return npu_kernels.grouped_matmul_fn(backend)
+    grouped = grouped_mm_fn(backend.torch)
+    return (lambda stack: stack.transpose(-2, -1)), (lambda x, w, offs: grouped(x, w, offs=offs))
+
+
 def routings(suite: Any, *, tokens: int, experts: int, top_k: int, count: int) -> list[Any]:
     """`count` random top-k routings of `tokens` tokens over `experts` experts: (tokens, top_k) indices."""
     torch = suite.backend.torch
@@ -49,6 +61,12 @@ def offsets_of(torch: Any, index: Any, *, experts: int) -> tuple[Any, Any]:
     return perm, torch.cumsum(counts, dim=0, dtype=torch.int32)
 
 
+def offsets_for(backend: Any, offsets: Any) -> Any:
+    """The offsets as the grouped GEMM wants them: int64 for npu_grouped_matmul's group_list (converted once,
+    outside the timed calls), int32 for torch's grouped_mm."""
+    return offsets.to(backend.torch.int64) if backend.kind == "npu" else offsets
+
+
 def grouped_gemm_bench(suite: Any) -> None:
     """Time the gate_up and down grouped GEMMs at every decode batch of the suite's sizes."""
     if suite.shapes.moe is None:
@@ -56,10 +74,10 @@ def grouped_gemm_bench(suite: Any) -> None:
         return
     experts, top_k, hidden, inter = suite.shapes.moe
     torch = suite.backend.torch
-    grouped = grouped_mm_fn(torch)
+    prepare, grouped = grouped_call(suite.backend)
     stacks = {
-        "gate_up": suite._randn(experts, 2 * inter, hidden),
-        "down": suite._randn(experts, hidden, inter),
+        "gate_up": prepare(suite._randn(experts, 2 * inter, hidden)),
+        "down": prepare(suite._randn(experts, hidden, inter)),
     }
     for batch in suite.sizes.moe_batches:
         if not suite.time_left():
@@ -73,12 +91,12 @@ def grouped_gemm_bench(suite: Any) -> None:
         ]
         touched = sum(int((torch.diff(offs, prepend=offs[:1] * 0) > 0).sum()) for _, offs in plans) / count
         for op, weight in stacks.items():
-            out_f, in_f = weight.shape[1], weight.shape[2]
-            inputs = [(suite._randn(batch * top_k, in_f), offs) for _, offs in plans]
+            in_f, out_f = weight.shape[1], weight.shape[2]  # prepared: (E, in, out)
+            inputs = [(suite._randn(batch * top_k, in_f), offsets_for(suite.backend, o)) for _, o in plans]
 
             def run(inputs: list[Any] = inputs, w: Any = weight) -> None:
                 for x, offs in inputs:
-                    grouped(x, w.transpose(-2, -1), offs=offs)
+                    grouped(x, w, offs)
 
             seconds = [s / count for s in suite._timed(run, graph=suite.backend.kind != "cpu")]
             suite._record(
@@ -120,6 +138,12 @@ def transformers_experts(suite: Any) -> Any | None:
 
 def moe_experts_bench(suite: Any) -> None:
     """Time transformers' whole experts forward (routing kernels + grouped GEMMs) at each decode batch."""
+    if suite.backend.kind == "npu":
+        suite.out.notes.append(
+            "moe_experts: transformers' grouped_mm experts call torch's grouped_mm, which has no NPU kernel; "
+            "not run on npu (the grouped GEMMs above use torch_npu.npu_grouped_matmul)"
+        )
+        return
     module = transformers_experts(suite)
     if module is None:
         return

@@ -8,12 +8,14 @@ os.replace). An existing output file is overwritten only with force=True.
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from planner import units
 from planner.errors import DataFileError, OutputExistsError
 from planner.schema import HardwareProfile, MeasuredBlock
 
@@ -100,3 +102,42 @@ def write_profile(source: Path, measured: MeasuredBlock, *, out: Path, force: bo
     text, profile = profile_with_measured(source, measured)
     write_atomic(out, text, force=force)
     return profile
+
+
+def samples_from(meas: Any) -> dict[str, list[float]]:
+    """Compact sample lists for the profile (datasheet units, overheads in us); raw rows go to JSON."""
+    out: dict[str, list[float]] = {}
+    for row in meas.rows.get("kernels", []):
+        suffix = f"_b{row['batch']}" if "batch" in row else ""
+        out[f"kernel_{row['mode']}{suffix}_us"] = [s / units.US_S for s in row["samples_s"]]
+    for row in meas.rows.get("step", []):
+        out["step_overhead_us"] = [s / units.US_S for s in row["samples_s"]]
+    for row in meas.rows.get("stream", []):
+        out[f"stream_{row['op']}_gb_per_s"] = [row["bytes"] / s / units.GB_BYTES for s in row["samples_s"]]
+    for row in meas.rows.get("gemv", []):  # attention rates live in coefficients.attention_table
+        key = f"gemv_{row.get('dtype', 'bf16')}_gb_per_s"
+        out.setdefault(key, []).append(row["bytes"] / row["median_s"] / units.GB_BYTES)
+    for bench in ("gemm", "prefill_gemm"):
+        for row in meas.rows.get(bench, []):
+            key = f"{bench}_{row['dtype']}_tflop_per_s"
+            out.setdefault(key, []).append(row["flop"] / row["median_s"] / units.TFLOP)
+    out.update(moe_and_link_samples(meas))
+    spreads = [r["spread_fraction"] for rows in meas.rows.values() for r in rows]
+    if spreads:
+        out["spread_fraction_median_max"] = [statistics.median(spreads), max(spreads)]
+    out["elapsed_s"] = [meas.elapsed_s]
+    return out
+
+
+def moe_and_link_samples(meas: Any) -> dict[str, list[float]]:
+    """Grouped expert GEMM rates (GB/s), whole experts-op and all-reduce medians (us), in row order."""
+    out: dict[str, list[float]] = {}
+    for row in meas.rows.get("grouped_gemm", []):
+        out.setdefault(f"grouped_gemm_{row['op']}_gb_per_s", []).append(
+            row["bytes"] / row["median_s"] / units.GB_BYTES
+        )
+    for row in meas.rows.get("moe_experts", []):
+        out.setdefault("moe_experts_op_us", []).append(row["median_s"] / units.US_S)
+    for row in meas.rows.get("allreduce", []):
+        out.setdefault(f"allreduce_{row['mode']}_us", []).append(row["median_s"] / units.US_S)
+    return out

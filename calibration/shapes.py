@@ -6,6 +6,7 @@ planner counts.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from planner import units
@@ -110,6 +111,15 @@ TINY = BenchSizes(
     warmup=1,
     repeats=3,
 )
+
+SIZES_ENV = "KVPLAN_CALIBRATE_SIZES"
+
+
+def tiny_sizes(kind: str) -> bool:
+    """TINY sizes on cpu, or anywhere when KVPLAN_CALIBRATE_SIZES=tiny (a seconds-long smoke run that calls
+    every kernel once on a new machine before the full run; the tests' fake NPU uses it too)."""
+    return kind == "cpu" or os.environ.get(SIZES_ENV, "").lower() == "tiny"
+
 
 # A Llama/Qwen3-8B-class layer: the standard set when no --model is given.  [assumed: typical 8B geometry]
 STANDARD_SHAPES = ModelShapes(

@@ -180,9 +180,15 @@ def calibrate(
         float, typer.Option("--budget-s", min=1.0, max=600.0, help="Time budget of the microbenchmarks.")
     ] = 60.0,
     engine: Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Print environment, SoC plan and what is missing; run nothing.")
+    ] = False,
 ) -> None:
     """Measure the card (microbenchmarks) or fit it to your benchmark; write a profile with `measured:`."""
     try:
+        if check:
+            _check(card, device=device or _default_device(card))
+            return
         target = out or _default_out(card)
         if from_bench is not None:
             _fit_from_bench(card, points_csv=from_bench, out=target, force=force, engine=engine)
@@ -198,6 +204,17 @@ def calibrate(
         )
     except KvplanError as exc:
         fail(exc)
+
+
+def _check(card: str, *, device: str) -> None:
+    """`--check` (calibration/npu_check.py): exit 2 when something is missing."""
+    from calibration.npu_check import check
+    from planner import catalog
+
+    report = check(device, card_id=catalog.resolve_card(card).id)
+    typer.echo("\n".join(report.lines))
+    if report.missing:
+        raise typer.Exit(code=2)
 
 
 def validate(

@@ -1,0 +1,171 @@
+"""`kvplan calibrate --device npu:0` end to end on the fake NPU (tests/fake_npu), one test per failure mode of
+issue 16: each ends in a written profile from what ran, or in one clear line, never a traceback or a wait.
+
+The fake runs torch_npu's calls on CPU with the documented keywords; none of this has run on an Ascend card.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from planner.schema import HardwareProfile
+from tests.fake_npu.harness import fake_npu_fixture  # noqa: F401  (registers the fake_npu fixture)
+
+pytest.importorskip("torch")
+typer_testing = pytest.importorskip("typer.testing")
+
+
+def _calibrate(tmp_path: Path, *extra: str, card: str = "ascend-910b4") -> tuple[Any, Path]:
+    from planner.cli import app
+
+    out = tmp_path / "calibrated.yaml"
+    args = [
+        "calibrate",
+        "--card",
+        card,
+        "--device",
+        "npu:0",
+        "--out",
+        str(out),
+        "--raw",
+        str(tmp_path / "raw.json"),
+    ]
+    result = typer_testing.CliRunner().invoke(app, [*args, *extra])
+    return result, out
+
+
+def _profile(out: Path) -> HardwareProfile:
+    return HardwareProfile.model_validate(yaml.safe_load(out.read_text(encoding="utf-8")))
+
+
+def _raw(tmp_path: Path) -> dict[str, Any]:
+    import json
+
+    return json.loads((tmp_path / "raw.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def test_fake_910b4_calibrates_to_a_profile_with_npu_provenance(
+    fake_npu: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake_npu.setenv("TASK_QUEUE_ENABLE", "1")
+    result, out = _calibrate(tmp_path)
+    assert result.exit_code == 0, result.output
+    measured = _profile(out).measured
+    assert measured is not None and measured.backend == "npu" and measured.device_name == "Ascend910B4"
+    versions = measured.versions
+    assert versions["soc_name"] == "Ascend910B4" and versions["cann"] == "8.1.RC1"  # torch_npu's own query
+    assert versions["env.TASK_QUEUE_ENABLE"] == "1" and versions["graph_mode"] == "graph"
+    rows = _raw(tmp_path)["rows"]
+    expected = {"kernels", "step", "stream", "gemv", "attention", "gemm", "prefill_gemm", "grouped_gemm"}
+    assert expected <= set(rows)
+    assert {r["layout"] for r in rows["gemv"] if r["dtype"] == "w8a16"} == {"ND", "NZ"}  # engine layouts
+    assert {r["dtype"] for r in rows["gemm"]} == {"bf16", "fp16", "int8"}  # no fp8 on a 910B
+    assert all(r["timing"] == "graph" for r in rows["attention"])
+    assert "kernels per pass:" in measured.notes  # counted through torch_npu.profiler's kernel_details.csv
+    assert measured.coefficients.grouped_matmul_latency_us is not None  # npu_grouped_matmul rows were fitted
+
+
+def test_no_grouped_matmul_kernel_fails_alone(fake_npu: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake_npu.setenv("FAKE_NPU_FAIL", "no_grouped_matmul")
+    result, out = _calibrate(tmp_path)
+    assert result.exit_code == 0, result.output
+    notes = _profile(out).measured.notes  # type: ignore[union-attr]
+    assert (
+        "grouped expert GEMM: failed (RuntimeError: torch_npu" in notes and "no npu_grouped_matmul" in notes
+    )
+    rows = _raw(tmp_path)["rows"]
+    assert "grouped_gemm" not in rows and {"attention", "gemm"} <= set(rows)  # the others still ran
+
+
+@pytest.mark.parametrize(
+    ("setting", "reason"),
+    [
+        ({"TASK_QUEUE_ENABLE": "2"}, "set TASK_QUEUE_ENABLE=1 to time graphs"),
+        ({"FAKE_NPU_FAIL": "no_npugraph"}, "no graph class in this npu build"),
+    ],
+    ids=["task-queue-2-refuses-capture", "cann-8.0.0-build-without-npugraph"],
+)
+def test_without_graph_capture_timings_are_labelled_eager(
+    fake_npu: pytest.MonkeyPatch, tmp_path: Path, setting: dict[str, str], reason: str
+) -> None:
+    for key, value in setting.items():
+        fake_npu.setenv(key, value)
+    result, out = _calibrate(tmp_path)
+    assert result.exit_code == 0, result.output
+    measured = _profile(out).measured
+    assert measured is not None and measured.versions["graph_mode"].startswith("eager (")
+    assert reason in measured.notes
+    rows = _raw(tmp_path)["rows"]
+    assert not [r for r in rows["kernels"] if r["mode"] == "graph"]  # never an eager timing labelled graph
+    assert {r["timing"] for rs in rows.values() for r in rs} == {"eager"}
+
+
+def test_out_of_memory_keeps_smaller_points_and_later_benchmarks(
+    fake_npu: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # TINY attention: KV = 2 * batch * kv_heads * ctx * head_dim * 2 B from 256 B to 64 KiB; fail above 16 KiB
+    fake_npu.setenv("FAKE_NPU_OOM_BYTES", str(16 * 1024))
+    result, out = _calibrate(tmp_path)
+    assert result.exit_code == 0, result.output
+    notes = _profile(out).measured.notes  # type: ignore[union-attr]
+    assert "decode attention: out of memory (RuntimeError: NPU out of memory" in notes
+    rows = _raw(tmp_path)["rows"]
+    assert rows["attention"] and all(r["bytes"] <= 16 * 1024 for r in rows["attention"])
+    assert "gemm" in rows and "grouped_gemm" in rows  # benchmarks after the failing one ran
+
+
+@pytest.mark.parametrize("mode", ["import_runtime", "import_exception"])
+def test_torch_npu_import_failure_is_one_line(
+    fake_npu: pytest.MonkeyPatch, tmp_path: Path, mode: str
+) -> None:
+    fake_npu.setenv("FAKE_NPU_FAIL", mode)
+    result, out = _calibrate(tmp_path)
+    assert result.exit_code == 2
+    line = result.output.strip()  # CliRunner mixes stderr with the (transient) progress bar's newline
+    assert line.startswith("kvplan: error: --device npu: torch_npu is not importable (")
+    assert "\n" not in line and "Traceback" not in line
+    assert not out.exists()
+
+
+def test_torch_npu_built_for_another_torch_is_one_line(fake_npu: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake_npu.setenv("FAKE_NPU_VERSION", "2.5.1")  # the installed torch is the CPU test build, not 2.5.1
+    result, _ = _calibrate(tmp_path)
+    assert result.exit_code == 2 and "\n" not in result.output.strip()
+    assert (
+        "does not match torch_npu 2.5.1 (built for torch 2.5.1); pip install 'torch==2.5.1'" in result.output
+    )
+
+
+def test_310p_runs_fp16_and_says_so(fake_npu: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake_npu.setenv("FAKE_NPU_SOC", "Ascend310P3")  # the fake's torch_npu ops reject bf16 on a 310P
+    result, out = _calibrate(tmp_path, card="atlas-300i-duo")
+    assert result.exit_code == 0, result.output
+    notes = _profile(out).measured.notes  # type: ignore[union-attr]
+    assert "no bf16; the bf16 benchmarks ran in fp16" in notes and "failed" not in notes
+    rows = _raw(tmp_path)["rows"]
+    assert {r["dtype"] for r in rows["gemv"]} == {"fp16", "w8a16"} and "bf16" not in {
+        r["dtype"] for r in rows["gemm"]
+    }
+
+
+def test_950_measures_fp8_and_needs_cann_9(fake_npu: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake_npu.setenv("FAKE_NPU_SOC", "Ascend950PR")
+    blocked, _ = _calibrate(tmp_path, card="ascend-950pr")  # the fake's default CANN is 8.1.RC1
+    assert blocked.exit_code == 2 and "Ascend950PR needs CANN >= 9.0.0" in blocked.output
+    fake_npu.setenv("FAKE_NPU_CANN", "9.0.0")
+    result, _ = _calibrate(tmp_path, "--force", card="ascend-950pr")
+    assert result.exit_code == 0, result.output
+    assert "fp8" in {r["dtype"] for r in _raw(tmp_path)["rows"]["gemm"]}
+
+
+def test_nothing_measured_is_one_line_and_no_profile(fake_npu: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import calibration.microbench as mb
+
+    fake_npu.setattr(mb.Suite, "time_left", lambda self: False)  # every benchmark skipped
+    result, out = _calibrate(tmp_path)
+    assert result.exit_code == 2 and "no benchmark produced a result, no profile written" in result.output
+    assert not out.exists()
