@@ -296,10 +296,23 @@ def guarded(section: Any, *args: Any) -> None:
 
 
 def main() -> None:
-    """Sidebar, then the plan, then the tabs."""
+    """The page, behind one boundary: an unexpected error is one st.error line, never a traceback with
+    server paths (issue 14; .streamlit/config.toml also sets client.showErrorDetails = false)."""
     st.set_page_config(
         page_title="kvplan · Ascend capacity planner", page_icon=":material/memory:", layout="wide"
     )
+    try:
+        page()
+    except Exception as exc:
+        if type(exc).__module__.startswith("streamlit"):
+            raise  # st.stop / st.rerun control flow
+        st.error(
+            f"kvplan could not handle this input ({type(exc).__name__}); check the uploaded file and values"
+        )
+
+
+def page() -> None:
+    """Sidebar, then the plan, then the tabs."""
     settings = sidebar()
     try:
         dep, plan = cached_plan(settings.req, settings.prompt)

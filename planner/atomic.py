@@ -14,6 +14,7 @@ keeps its mode.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -96,8 +97,20 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> Path 
     """Write `data` to `path` atomically; refuse an existing path unless `force`.
 
     Returns the backup path when an existing file was replaced (force), else None.
-    Raises OutputExistsError (path exists, no force) or PlanInputError (directory missing, not writable).
+    Raises OutputExistsError (path exists, no force) or PlanInputError (directory missing, not writable,
+    a name the file system refuses: too long, a NUL byte); other OSErrors propagate.
     """
+    try:
+        return _write_atomic(path, data, force=force)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        raise PlanInputError(f"{str(path)[:120]}...: cannot write ({exc.strerror})") from exc
+    except ValueError as exc:  # a NUL byte in the name
+        raise PlanInputError(f"{str(path)[:120]!r}: cannot write ({exc})") from exc
+
+
+def _write_atomic(path: Path, data: str | bytes, *, force: bool) -> Path | None:
     payload = data.encode("utf-8") if isinstance(data, str) else data
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")

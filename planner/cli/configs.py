@@ -7,12 +7,14 @@ module reads the user's files, writes the output through planner/atomic.py, and 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import ValidationError
 
 from planner.cli.options import (
     DEFAULT_CTX,
@@ -96,7 +98,10 @@ def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, 
 
     plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
     prediction = mindie.predict_blocks(plan, lengths=lengths, npu_mem_gib=-1)
-    figures = mindie_log.parse_mindie_log(read_text(log_path, flag="--from-log"))
+    try:
+        figures = mindie_log.parse_mindie_log(read_text(log_path, flag="--from-log"))
+    except PlanInputError as exc:
+        raise DataFileError(f"--from-log {log_path}: {exc}") from exc
     comparison = mindie_log.compare_with_log(plan, figures=figures, prediction=prediction)
     fixed = mindie_log.corrected_deployment(dep, comparison)
     return build_plan(fixed, prompt_tokens=lengths.max_input_tokens), fixed, comparison
@@ -149,11 +154,31 @@ def serving_options(
     """The serving-config options `mindie` and `vllm` share (a signature template for `with_options`)."""
 
 
+def option_error(exc: ValidationError) -> PlanInputError:
+    """A pydantic error of an options object as one line naming the flag(s) and the value(s)."""
+    parts = [
+        f"--{str(e['loc'][0]).replace('_', '-') if e['loc'] else 'option'}: "
+        f"{e['msg']} (got {e.get('input')!r})"
+        for e in exc.errors()[:3]
+    ]
+    return PlanInputError("; ".join(parts))
+
+
+def base_error(exc: KvplanError, base: Path | None) -> KvplanError:
+    """An error about a field of the --base config, prefixed with `--base FILE:` (the file it came from)."""
+    if base is None or str(base) in str(exc) or not re.match(r"^[A-Z][A-Za-z]*[.\[:]", str(exc)):
+        return exc
+    return DataFileError(f"--base {base}: {exc}")
+
+
 def serving_values(flags: Mapping[str, object]) -> dict[str, object]:
     """ServingOptions fields from the flags, token counts parsed ("8k" -> 8192)."""
     from planner.engines.common import ServingOptions
 
     values = {name: flags[name] for name in ServingOptions.model_fields if name in flags}
+    for name in ("weights_path", "model_name"):
+        if flags.get(name) is not None and not str(flags[name]).strip():
+            raise PlanInputError(f"--{name.replace('_', '-')}: empty (got '', expected a non-empty value)")
     for name in ("max_input_tokens", "max_output_tokens"):
         text = flags.get(name)
         values[name] = _tokens(None if text is None else str(text), "--" + name.replace("_", "-"))
@@ -195,8 +220,10 @@ def mindie_command(
         )
         options = resolve_identity(options, model_typed=model, has_base=base is not None)
         run_mindie(request, options, paths=(base, out, from_log), force=force, as_json=as_json)
+    except ValidationError as exc:
+        fail(option_error(exc))
     except KvplanError as exc:
-        fail(exc)
+        fail(base_error(exc, base))
 
 
 def run_mindie(
@@ -321,6 +348,8 @@ def vllm_command(
         dep, lengths = prepare(request, options)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
         result = vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)
+    except ValidationError as exc:
+        fail(option_error(exc))
     except KvplanError as exc:
         fail(exc)
     if as_json:

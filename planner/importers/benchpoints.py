@@ -42,6 +42,10 @@ class BenchPoint:
     engine: EngineName = DEFAULT_ENGINE
 
 
+MIN_POSITIVE = 1e-12  # below any time (s), rate or count a bench can measure
+MAX_POSITIVE = 1e12
+
+
 def _positive(text: str, *, kind: type, where: str, column: str) -> float:
     try:
         value = kind(text)
@@ -49,6 +53,11 @@ def _positive(text: str, *, kind: type, where: str, column: str) -> float:
         value = None
     if value is None or value <= 0:
         raise DataFileError(f"{where}: column {column}: must be a {kind.__name__} > 0 (got {text!r})")
+    if not MIN_POSITIVE <= value <= MAX_POSITIVE:  # NaN, inf, denormal
+        raise DataFileError(
+            f"{where}: column {column}: must be a finite {kind.__name__} in "
+            f"[{MIN_POSITIVE:g}, {MAX_POSITIVE:g}] (got {text!r})"
+        )
     return float(value)
 
 

@@ -97,6 +97,10 @@ def _llama(cfg: _Config) -> dict[str, Any]:
     head_dim = cfg.optional("head_dim")
     if head_dim is None:
         hidden, heads = fields["hidden_size"], fields["num_attention_heads"]
+        if not isinstance(heads, int) or heads <= 0:
+            raise DataFileError(
+                f"{cfg.where}: num_attention_heads: must be a whole number > 0 (got {heads!r})"
+            )
         if hidden % heads:
             raise DataFileError(
                 f"{cfg.where}: head_dim: absent and hidden_size is not a multiple of "
