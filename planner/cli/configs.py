@@ -341,7 +341,7 @@ def vllm_command(
     from planner.engines import vllm as vllm_args
     from planner.engines.common import ServingOptions
 
-    typed = {"model": model, "tp": tp, "ctx_len": ctx_len}
+    typed = {"model": model, "tp": tp, "ctx_len": ctx_len, "engine": "vllm"}  # vLLM's block accounting
     request = plan_request({**flags, **typed}, max_prefill_tokens=DEFAULT_MAX_PREFILL_TOKENS)  # sized later
     try:
         options = ServingOptions.model_validate(serving_values(flags))
