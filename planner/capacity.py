@@ -6,7 +6,9 @@ cap) and words the outcome. planner/perf/plan.py adds the speed and the SLO sear
 
 from __future__ import annotations
 
-from planner import memory, units
+import math
+
+from planner import memory, units, vllm_memory
 from planner.deployment import Deployment
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.kinds import EngineName
@@ -153,8 +155,26 @@ def max_batch_size(dep: Deployment, mem: MemoryBreakdown, *, per_sequence_bytes:
     """
     per_sequence = per_sequence_bytes or mem.kv_bytes_per_sequence
     most = memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=per_sequence)
+    if dep.engine == "vllm" and per_sequence_bytes is None:
+        most = vllm_max_batch_size(dep, mem)
     cap = ENGINE_MAX_BATCH_SIZE.get(dep.engine)
     return most if cap is None else min(most, cap)
+
+
+def vllm_max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """vLLM's own accounting of the same KV budget: floor("Maximum concurrency" at --ctx).
+
+    Blocks, state pages and groups per platform: planner/vllm_memory.py (docs/engines/vllm-memory.md).
+    """
+    pool = vllm_memory.deployment_pool(
+        dep, available_bytes=mem.kv_budget_bytes, max_model_len=dep.ctx_tokens, num_spec=dep.mtp_tokens
+    )
+    if pool.max_concurrency < 1:
+        raise DoesNotFitError(
+            f"--ctx: vLLM's KV pool holds {pool.max_concurrency:.2f} requests of {dep.ctx_tokens} tokens "
+            f"on {dep.hardware.id} at tp={dep.tp} (expected at least 1; vLLM refuses to start)"
+        )
+    return math.floor(pool.max_concurrency)
 
 
 def recommend(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:

@@ -1,9 +1,11 @@
 """vLLM / vllm-ascend KV-pool accounting (pure): how many full-length requests the engine's block pool holds.
 
-Spec with file:line citations: docs/engines/vllm-memory.md (vLLM 0.27.1, commit 6e448d0ea; vllm-ascend main
-182b75ea, which pins vLLM v0.27.1). The memory available to the pool is an input: `kvplan vllm` passes
-kvplan's own KV budget (planner/memory.kv_budget_bytes) so every command sizes from one budget; what differs
-per engine is how that budget is cut into blocks (steps 2-7 of the spec), which is computed here exactly.
+Spec with file:line citations: docs/engines/vllm-memory.md (vLLM 0.27.1, commit 6e448d0ea; vllm-ascend
+main 182b75ea, which pins vLLM v0.27.1). Core, not planner/engines/, because capacity.py sizes
+`--engine vllm` plans with it: one computation for `kvplan --engine vllm` and `kvplan vllm`.
+The memory available to the pool is an input: both pass kvplan's own KV budget
+(planner/memory.kv_budget_bytes), so every command sizes from one budget; what differs per engine is how
+that budget is cut into blocks (steps 2-7 of the spec), which is computed here exactly.
 
 Platforms:
   "cuda"            vLLM 0.27.1 on CUDA (attention backends with MultipleOf(16) kernel blocks)
@@ -16,6 +18,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from planner.deployment import Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.params import kv_heads_per_rank, split
 from planner.schema import Frozen, ModelCard
@@ -286,3 +289,32 @@ def vllm_available_bytes(
     Formula: ceil(capacity * util) - weights - activation peak - non-torch - graph (graph: CUDA only)
     """
     return math.ceil(capacity_bytes * utilization) - weights - activation - non_torch - graph
+
+
+def deployment_pool(
+    dep: Deployment,
+    *,
+    available_bytes: int,
+    max_model_len: int,
+    prefix_caching: bool = False,
+    num_spec: int = 0,
+) -> VllmPool:
+    """vLLM's pool for a deployment: the card's vendor picks the platform, the plan's dtypes the pages.
+
+    --block-size reaches the pool only on CUDA for attention-only models (vllm-ascend forces 128; hybrids
+    compute it); num_spec counts only when the model ships MTP layers.
+    """
+    platform = platform_for(dep.hardware.vendor)
+    plain = dep.model.linear_attention_layers == 0
+    return vllm_pool(
+        dep.model,
+        platform,
+        available_bytes=available_bytes,
+        kv_dtype=dep.kv_dtype,
+        conv_dtype=dep.activation_dtype,
+        tp=dep.tp,
+        max_model_len=max_model_len,
+        prefix_caching=prefix_caching,
+        num_spec=num_spec if dep.model.mtp_layers else 0,
+        user_block_tokens=dep.block_size_tokens if plain and platform == "cuda" else None,
+    )

@@ -148,3 +148,18 @@ def test_pool_without_one_full_request_does_not_fit() -> None:
     )
     with pytest.raises(DoesNotFitError, match=r"^--ctx: vLLM's KV pool holds 0\.96 requests of 32768 tokens"):
         vllm_args.max_num_seqs(tiny)
+
+
+@pytest.mark.parametrize("card", ["ascend-950pr", "nvidia-h200"])
+@pytest.mark.parametrize("model", ["qwen3.5-27b", "qwen3-32b", "qwen3-next-80b-a3b"])
+def test_plan_with_engine_vllm_gives_kvplan_vllm_batch(model: str, card: str) -> None:
+    """`kvplan --engine vllm` and `kvplan vllm` answer max batch with the same vLLM accounting."""
+    request = inputs.PlanRequest(model=model, card=card, dtype="fp8", tp=4, ctx="32k", engine="vllm")
+    options = mindie.MindieOptions()
+    dep, lengths = common.sized_deployment(inputs.to_deployment(request), options=options)
+    plan = perf_plan.build_plan(dep, with_performance=False)
+    result = vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)
+    assert plan.recommendation.max_batch_size == result.max_num_seqs
+    mindie_dep = dep.model_copy(update={"engine": "mindie"})
+    mindie_plan = perf_plan.build_plan(mindie_dep, with_performance=False)
+    assert mindie_plan.memory.kv_budget_bytes == plan.memory.kv_budget_bytes  # one budget, two accountings

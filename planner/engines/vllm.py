@@ -1,7 +1,7 @@
 """`vllm serve` arguments for a plan, sized by vLLM's own KV-pool accounting (pure).
 
 The budget is kvplan's (planner/memory.kv_budget_bytes: capacity x fraction - weights - activation at
---max-num-batched-tokens - runtime); how vLLM cuts it into blocks is planner/engines/vllm_memory.py
+--max-num-batched-tokens - runtime); how vLLM cuts it into blocks is planner/vllm_memory.py
 (docs/engines/vllm-memory.md). Mapping to the MindIE config of the same plan (ascend-mindie-facts.md 1.6):
   --max-model-len           MindIE maxSeqLen (--ctx)
   --max-num-seqs            floor of vLLM's "Maximum concurrency" for max-model-len requests
@@ -19,8 +19,8 @@ import json
 import math
 import shlex
 
+from planner import vllm_memory as vm
 from planner.deployment import Deployment
-from planner.engines import vllm_memory as vm
 from planner.engines.common import Lengths, ServingOptions
 from planner.errors import DoesNotFitError
 from planner.results import Plan
@@ -43,19 +43,12 @@ class VllmArgs(Frozen):
 
 def plan_pool(plan: Plan, dep: Deployment, *, lengths: Lengths, options: ServingOptions) -> vm.VllmPool:
     """vLLM's pool for the plan: kvplan's KV budget cut into the engine's blocks (vendor: platform)."""
-    platform = vm.platform_for(dep.hardware.vendor)
-    hybrid = dep.model.linear_attention_layers > 0
-    return vm.vllm_pool(
-        dep.model,
-        platform,
+    return vm.deployment_pool(
+        dep,
         available_bytes=plan.memory.kv_budget_bytes,
-        kv_dtype=dep.kv_dtype,
-        conv_dtype=dep.activation_dtype,
-        tp=dep.tp,
         max_model_len=lengths.max_seq_len_tokens,
         prefix_caching=options.prefix_cache,
-        num_spec=options.mtp if dep.model.mtp_layers else 0,
-        user_block_tokens=None if hybrid or platform != "cuda" else dep.block_size_tokens,
+        num_spec=options.mtp,
     )
 
 
