@@ -96,6 +96,9 @@ def checkpoint_note(summary: checkpoint.CheckpointSummary, check: checkpoint.Par
     )
 
 
+MAX_NAME_CHARS = 255  # the usual file-name limit (NAME_MAX)
+
+
 def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
     """Write `text` to `path` atomically via planner.atomic (no clobber without --force; a backup with it).
 
@@ -103,6 +106,8 @@ def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
     """
     from planner import atomic
 
+    if len(path.name) > MAX_NAME_CHARS:
+        raise PlanInputError(f"--out: file name too long (got {len(path.name)} characters, expected <= 255)")
     if path.is_dir():
         raise PlanInputError(f"--out: is a directory (got '{path}', expected a file path ending in .yaml)")
     if path.exists() and not force:

@@ -43,7 +43,7 @@ class BenchPoint:
 
 
 MIN_POSITIVE = 1e-12  # below any time (s), rate or count a bench can measure
-MAX_POSITIVE = 1e12
+MAX_POSITIVE = 1e11
 
 
 def _positive(text: str, *, kind: type, where: str, column: str) -> float:

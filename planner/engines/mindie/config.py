@@ -147,6 +147,9 @@ def plugin_params(base_value: object, *, options: MindieOptions) -> str | None:
                 f"{where}: not a JSON string (got {base_value!r}, "
                 f'expected e.g. \'{{"plugin_type":"mtp"}}\'; {exc.msg})'
             ) from exc
+        if not isinstance(existing, dict):
+            where = mindie_rules.dotted((*MODEL, "plugin_params"))
+            raise DataFileError(f"{where}: not a JSON object string (got {base_value!r})")
     kept = [p for p in str(existing.get("plugin_type", "")).split(",") if p and p not in KVPLAN_PLUGINS]
     params = {k: v for k, v in existing.items() if k not in ("plugin_type", "num_speculative_tokens")}
     if options.mtp and set(kept) & set(MTP_EXCLUSIVE_PLUGINS):

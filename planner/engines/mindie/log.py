@@ -73,7 +73,7 @@ class MindieLogFigures(Frozen):
 
 
 MAX_LOG_GIB = 2.0**20  # a logged memory figure above 1 PiB is not a device's
-MAX_LOG_COUNT = 10**12  # a logged block or token count above this is not a device's
+MAX_LOG_COUNT = 10**11  # a logged block or token count above this is not a device's
 
 
 def _count(text: str) -> int:
