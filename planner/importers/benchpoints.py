@@ -42,6 +42,8 @@ class BenchPoint:
     engine: EngineName = DEFAULT_ENGINE
 
 
+MAX_BENCH_ROWS = 5000  # a bench of more points is split into files; bounds validate/fit time
+
 MIN_POSITIVE = 1e-12  # below any time (s), rate or count a bench can measure
 MAX_POSITIVE = 1e11
 
@@ -138,6 +140,10 @@ def read_bench_points(path: Path) -> list[BenchPoint]:
         raise DataFileError(f"{path}:1: header: missing column {', '.join(wanted)} (got {', '.join(header)})")
     points = []
     for line, row in enumerate(reader, start=2):
+        if line > MAX_BENCH_ROWS + 1:
+            raise DataFileError(
+                f"{path}: too many rows (got more than {MAX_BENCH_ROWS}, expected at most so many)"
+            )
         clean = {(k or "").strip(): (v or "") for k, v in row.items()}
         points.append(parse_row(clean, where=f"{path}:{line}"))
     if not points:
