@@ -67,8 +67,8 @@ def _print_coefficients(values: dict[str, object], *, title: str) -> None:
     typer.echo(f"coefficients ({title}):")
     for key, value in values.items():
         shown = (
-            {k: round(v, 4) for k, v in value.items()}
-            if isinstance(value, dict)
+            {k: round(v, 4) if isinstance(v, float) else f"{len(v)} points" for k, v in value.items()}
+            if isinstance(value, dict) and key != "attention_kernels"
             else (round(value, 4) if isinstance(value, float) else value)
         )
         typer.echo(f"  {key:32s} {shown}")
