@@ -23,7 +23,7 @@ PERCENT = 100
 TOKENS_PER_K = 1024
 TOKENS_PER_M = 1024 * 1024
 
-MAX_TOKENS = 128 * TOKENS_PER_M  # bound on any typed token count: beyond every model's context window
+MAX_TOKENS = 1024 * TOKENS_PER_M  # bound on any typed token count: beyond every model's context window
 
 _TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 
