@@ -32,7 +32,7 @@ from planner.cli.options import (
     print_json,
     with_options,
 )
-from planner.errors import KvplanError
+from planner.errors import KvplanError, PlanInputError
 
 app = typer.Typer(
     name="kvplan",
@@ -94,6 +94,10 @@ def plan(
     try:
         dep = inputs.to_deployment(request)
         prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens")
+        if prompt is not None and prompt > dep.ctx_tokens:
+            raise PlanInputError(
+                f"--prompt-tokens: longer than the context (got {prompt}, expected <= --ctx {dep.ctx_tokens})"
+            )
         slo = perf_plan.ServiceLevels(
             tpot_s=ms_to_s(tpot_ms, "--tpot-ms"),
             ttft_s=ms_to_s(ttft_ms, "--ttft-ms"),
