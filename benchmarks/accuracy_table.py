@@ -6,6 +6,10 @@
 Inputs: calibration/data/h200-e2e-decode.csv and h200-e2e-memory.json (from calibration/e2e_decode.py on the
 device; its `engine` column is transformers, so predictions use the measured transformers kernel table) and
 hwprofiles/nvidia-h200.yaml (its measured block from `kvplan calibrate` on the same device).
+Those e2e points ran with FlashAttention forced, so they are predicted with the profile's kernel choice
+removed (FLASH_HW: decode attention timed by the single `attention_table`, kvplan calibrate's flash
+microbenchmark). Run 5 (calibration/data/h200-run5/: dense_decode.csv with torch's default SDPA dispatch,
+variant_decode.csv's flash-forced rows, hybrid_decode.csv) is predicted from the shipped profile as is.
 """
 
 from __future__ import annotations
@@ -26,6 +30,19 @@ from planner.perf import fit  # noqa: E402
 from planner.schema import HardwareProfile  # noqa: E402
 
 DATA = ROOT / "calibration" / "data"
+RUN5 = DATA / "h200-run5"
+
+
+def _h200_with_kernels(kernels: dict[str, dict[int, str]] | None) -> HardwareProfile:
+    """The shipped H200 profile with its measured attention_kernels replaced (None: single table)."""
+    hw = catalog.load_card("nvidia-h200")
+    assert hw.measured is not None
+    coeff = hw.measured.coefficients.model_copy(update={"attention_kernels": kernels})
+    return hw.model_copy(update={"measured": hw.measured.model_copy(update={"coefficients": coeff})})
+
+
+FLASH_HW = _h200_with_kernels(None)  # flash-forced references: kvplan calibrate's flash attention_table
+RUN5_FLASH_HW = _h200_with_kernels({"transformers": {128: "flash", 256: "flash"}})
 BEGIN, END = "<!-- tables:begin -->", "<!-- tables:end -->"
 
 
@@ -68,7 +85,7 @@ def fit_transfer(points: list) -> tuple[list[str], dict[str, list[float]]]:  # t
     ]
     columns: dict[str, list[float]] = {}
     for train_model in dense_models:
-        result = fit.fit_coefficients([p for p in points if p.model == train_model])
+        result = fit.fit_coefficients([p for p in points if p.model == train_model], hardware=FLASH_HW)
         c = result.coefficients
         errors = fit.prediction_errors(points, coefficients=c)
         columns[f"fit on {train_model}"] = errors
@@ -153,8 +170,12 @@ def repeatability() -> list[str]:
         "",
         "| calibration / e2e points | dense MAPE | dense worst | all MAPE | all worst |",
         "|---|---:|---:|---:|---:|",
-        _summary_row("committed profile / run 1", run1, fit.prediction_errors(run1, calibrated=True)),
-        _summary_row("committed profile / run 3", run3, fit.prediction_errors(run3, calibrated=True)),
+        _summary_row(
+            "committed profile / run 1", run1, fit.prediction_errors(run1, hardware=FLASH_HW, calibrated=True)
+        ),
+        _summary_row(
+            "committed profile / run 3", run3, fit.prediction_errors(run3, hardware=FLASH_HW, calibrated=True)
+        ),
         _summary_row("run-3 calibration / run 1", run1, fit.prediction_errors(run1, coefficients=again)),
         _summary_row("run-3 calibration / run 3", run3, fit.prediction_errors(run3, coefficients=again)),
     ]
@@ -180,7 +201,7 @@ def profile_history() -> list[str]:
         f"| run 2 (`data/h200-calibrated-profile.yaml`) | dense GEMV rate + matmul latency | "
         f"{_dense_and_moe(points, fit.prediction_errors(points, coefficients=run2.measured.coefficients))} |",
         f"| run 4, committed (`data/h200-microbench-x2.json`) | grouped-GEMM fit | "
-        f"{_dense_and_moe(points, fit.prediction_errors(points, calibrated=True))} |",
+        f"{_dense_and_moe(points, fit.prediction_errors(points, hardware=FLASH_HW, calibrated=True))} |",
     ]
     return [*lines, ""]
 
@@ -188,19 +209,53 @@ def profile_history() -> list[str]:
 def tp_table() -> list[str]:
     """TP=2 end-to-end points (calibration/e2e_tp.py on two H200s) against the committed profile."""
     points = benchpoints.read_bench_points(DATA / "h200-e2e-decode-tp2-x2.csv")
-    errors = fit.prediction_errors(points, calibrated=True)
+    errors = fit.prediction_errors(points, hardware=FLASH_HW, calibrated=True)
     uncal = fit.prediction_errors(points, calibrated=False)
     lines = per_model_summary(points, errors, "tp = 2, calibrated by `kvplan calibrate` alone (run 4)")
     lines += per_point_table(points, {"microbench": errors, "datasheet": uncal})
     return lines
 
 
+def _run5_points(name: str, backend: str | None = None) -> list:  # type: ignore[type-arg]
+    """Bench points of one run-5 CSV, only the rows of `backend` (attn_backend column) when given."""
+    import csv
+
+    points = benchpoints.read_bench_points(RUN5 / name)
+    with open(RUN5 / name, encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return [p for p, r in zip(points, rows, strict=True) if backend is None or r["attn_backend"] == backend]
+
+
+def run5_tables() -> list[str]:
+    """Held-out run-5 decode points against the shipped profile (microbenchmarks only, nothing fitted)."""
+    dense = _run5_points("dense_decode.csv")
+    flash = _run5_points("variant_decode.csv", "flash")
+    hybrid = _run5_points("hybrid_decode.csv")
+    dense_err = fit.prediction_errors(dense, calibrated=True)
+    hybrid_err = fit.prediction_errors(hybrid, calibrated=True)
+    flash_run5 = fit.prediction_errors(flash, hardware=RUN5_FLASH_HW, calibrated=True)
+    flash_single = fit.prediction_errors(flash, hardware=FLASH_HW, calibrated=True)
+    run1 = benchpoints.read_bench_points(DATA / "h200-e2e-decode.csv")
+    run1_err = fit.prediction_errors(run1, hardware=RUN5_FLASH_HW, calibrated=True)
+    out = per_model_summary(dense, dense_err, "dense_decode.csv: SDPA default dispatch (cuDNN), cudnn table")
+    out += per_model_summary(hybrid, hybrid_err, "hybrid_decode.csv: Qwen3.5 GDN (fla) + full attention")
+    out += per_model_summary(flash, flash_run5, "variant_decode.csv flash-forced rows, run-5 flash table")
+    out += per_model_summary(flash, flash_single, "the same rows, kvplan calibrate's flash attention_table")
+    out += per_model_summary(run1, run1_err, "h200-e2e-decode.csv (run 1, flash forced), run-5 flash table")
+    out += ["#### Every run-5 point (error = predicted / measured - 1)", ""]
+    out += per_point_table(dense, {"shipped profile": dense_err})
+    out += per_point_table(hybrid, {"shipped profile": hybrid_err})
+    return out
+
+
 def tables() -> str:
     points = benchpoints.read_bench_points(DATA / "h200-e2e-decode.csv")
-    micro = fit.prediction_errors(points, calibrated=True)
+    micro = fit.prediction_errors(points, hardware=FLASH_HW, calibrated=True)
     datasheet = fit.prediction_errors(points, calibrated=False)
     fit_lines, fit_columns = fit_transfer(points)
-    out = ["### Decode step: microbenchmark-only calibration (hwprofiles/nvidia-h200.yaml `measured`)", ""]
+    out = ["### Run 5 (2026-12-01): held-out decode points, shipped profile, nothing fitted", ""]
+    out += run5_tables()
+    out += ["### Decode step: microbenchmark-only calibration (hwprofiles/nvidia-h200.yaml `measured`)", ""]
     out += per_model_summary(points, micro, "calibrated by `kvplan calibrate` alone")
     out += per_model_summary(points, datasheet, "datasheet defaults (`--uncalibrated`), for comparison")
     out += ["### MoE: grouped-GEMM coefficients (run 4) against the run-2 profile", "", *profile_history()]
