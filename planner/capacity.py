@@ -7,6 +7,7 @@ cap) and words the outcome. planner/perf/plan.py adds the speed and the SLO sear
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from planner import memory, units, vllm_memory
 from planner.deployment import Deployment
@@ -19,6 +20,15 @@ from planner.results import MemoryBreakdown, Recommendation
 ENGINE_MAX_BATCH_SIZE: dict[EngineName, int] = {"mindie": 5000}
 # The seed article's rule of thumb: the KV cache should take 30-40 % of HBM.  [seed: Qwen3-27B on 950PR]
 KV_GUIDELINE_FRACTION = (0.30, 0.40)
+# MindIE's router reports npuBlockNum = num_npu_blocks - 1: the last block is kept for dummy batches
+# (mindie_llm/connector/request_router/router_impl.py; docs/engines/mindie-memory.md).
+MINDIE_RESERVED_BLOCKS = 1
+# Checkpoints MindIE treats as multimodal: npuMemSize must be explicit whole GiB (MindIE service parameter
+# docs: -1 not for multimodal). [assumed: the facts file lists Qwen3.5 checkpoints as multimodal]
+MINDIE_EXPLICIT_NPU_MEM = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
+# MindIE's KV dtypes: the activation dtype, or int8 from a C8-quantized checkpoint; it has no FP8 KV cache
+# (mindie_llm/runtime/model_runner/model_runner.py; docs/engines/mindie-memory.md).
+MINDIE_KV_DTYPES = ("bf16", "fp16", "int8")
 
 
 def check_supported(dep: Deployment) -> None:
@@ -37,6 +47,11 @@ def check_supported(dep: Deployment) -> None:
         raise PlanInputError(
             f"--kv-dtype: {hw.id} has no native {dep.kv_dtype.value} (got {dep.kv_dtype.value}, "
             f"expected one of {native})"
+        )
+    if dep.engine == "mindie" and dep.kv_dtype.value not in MINDIE_KV_DTYPES:
+        raise PlanInputError(
+            f"--kv-dtype: MindIE has no {dep.kv_dtype.value.upper()} KV cache (got {dep.kv_dtype.value}); "
+            f"use bf16/fp16 or int8 (C8, needs a quantized checkpoint)"
         )
     heads = dep.model.num_attention_heads
     if heads % dep.tp:
@@ -157,6 +172,8 @@ def max_batch_size(dep: Deployment, mem: MemoryBreakdown, *, per_sequence_bytes:
     most = memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=per_sequence)
     if dep.engine == "vllm" and per_sequence_bytes is None:
         most = vllm_max_batch_size(dep, mem)
+    if dep.engine == "mindie" and per_sequence_bytes is None:
+        most = mindie_max_batch_size(dep, mem)
     cap = ENGINE_MAX_BATCH_SIZE.get(dep.engine)
     return most if cap is None else min(most, cap)
 
@@ -175,6 +192,45 @@ def vllm_max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
             f"on {dep.hardware.id} at tp={dep.tp} (expected at least 1; vLLM refuses to start)"
         )
     return math.floor(pool.max_concurrency)
+
+
+def mindie_batch_holds(
+    dep: Deployment, mem: MemoryBreakdown, batch: memory.Tokens, *, ctx_tokens: memory.Tokens | None = None
+) -> Any:
+    """Whether MindIE's usable blocks hold `batch` sequences of ctx (ints or int64 arrays that broadcast).
+
+    Formula (docs/engines/mindie-memory.md): paged = kv_budget - batch * state, floored to whole GiB when
+    npuMemSize is explicit; floor(paged / (block * kv_per_token)) - MINDIE_RESERVED_BLOCKS
+    >= batch * ceil(ctx / block). ctx defaults to dep.ctx_tokens.
+    """
+    block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
+    paged = mem.kv_budget_bytes - batch * mem.state_bytes_per_sequence
+    if dep.model.id in MINDIE_EXPLICIT_NPU_MEM:
+        paged = paged // units.GIB_BYTES * units.GIB_BYTES
+    ctx: Any = dep.ctx_tokens if ctx_tokens is None else ctx_tokens
+    blocks_per_sequence = -(-ctx // dep.block_size_tokens)  # ceil(ctx / block), int or array
+    return paged // block_bytes - MINDIE_RESERVED_BLOCKS >= batch * blocks_per_sequence
+
+
+def mindie_max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """Largest batch MindIE's usable blocks hold at ctx (binary search on mindie_batch_holds, monotone).
+
+    Upper bound: floor(kv_budget / per-sequence bytes); DoesNotFitError when not one sequence is held.
+    """
+    low, high = (
+        0,
+        memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=mem.kv_bytes_per_sequence),
+    )
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if mindie_batch_holds(dep, mem, middle) else (low, middle - 1)
+    if low < 1:
+        raise DoesNotFitError(
+            f"--ctx: MindIE's usable KV blocks (one kept by its router) hold no {dep.ctx_tokens}-token "
+            f"sequence on {dep.hardware.id} at tp={dep.tp} (got 0, expected at least 1); "
+            f"try --tp {dep.tp * 2}"
+        )
+    return low
 
 
 def recommend(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:

@@ -93,7 +93,9 @@ def test_min_utilization_holds_the_batch_and_one_hundredth_less_does_not() -> No
 
 @pytest.mark.parametrize(("kv", "expected", "note"), [("fp8", "fp8", None), ("int8", "auto", "C8")])
 def test_kv_cache_dtype(kv: str, expected: str, note: str | None) -> None:
-    request = inputs.PlanRequest(model="qwen3-8b", card="ascend-950pr", dtype="fp8", kv_dtype=kv, ctx="8k")
+    request = inputs.PlanRequest(
+        model="qwen3-8b", card="ascend-950pr", dtype="fp8", kv_dtype=kv, ctx="8k", engine="vllm"
+    )
     _, result = build(request, mindie.MindieOptions())
     assert dict(result.args)["--kv-cache-dtype"] == expected
     if note:

@@ -82,7 +82,10 @@ def fits_memory_grid(
         state_bytes=memory.linear_state_bytes_per_sequence(card, conv_dtype=dep.activation_dtype, tp=dep.tp),
         block_size_tokens=dep.block_size_tokens,
     )
-    return np.asarray(batch * per_sequence <= capacity.kv_budget_bytes(dep))
+    fits = np.asarray(batch * per_sequence <= capacity.kv_budget_bytes(dep))
+    if dep.engine == "mindie":  # MindIE keeps one block (and whole GiB when explicit): capacity's rule
+        fits &= capacity.mindie_batch_holds(dep, capacity.memory_breakdown(dep), batch, ctx_tokens=ctx_tokens)
+    return fits
 
 
 def with_scheme(dep: Deployment, *, weight_dtype: str) -> Deployment:

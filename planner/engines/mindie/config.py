@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from planner import units
+from planner import capacity, units
 from planner.engines.common import Lengths, ServingOptions
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.fields import MODEL, OWNED_FIELDS
@@ -32,9 +32,9 @@ DEFAULT_MAX_PREFILL_BATCH_SIZE = 50  # [DOC] maxPrefillBatchSize default
 DEFAULT_PREFILL_MS, DEFAULT_DECODE_MS = 150, 50  # [DOC] prefillTimeMsPerReq / decodeTimeMsPerReq defaults
 DEFAULT_QUEUE_DELAY_US = 5000  # [DOC] maxQueueDelayMicroseconds default
 MAX_MS = 1000  # [DOC] prefillTimeMsPerReq / decodeTimeMsPerReq range [0, 1000]
-RESERVED_BLOCKS = 1  # [ROUTER] reports npuBlockNum = num_npu_blocks - 1 (last block kept for dummy batches)
+RESERVED_BLOCKS = capacity.MINDIE_RESERVED_BLOCKS  # [ROUTER] npuBlockNum = num_npu_blocks - 1
 # [assumed: facts section 4 lists Qwen3.5 checkpoints as multimodal; [DOC]: npuMemSize -1 not for multimodal]
-MULTIMODAL_CHECKPOINTS = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
+MULTIMODAL_CHECKPOINTS = capacity.MINDIE_EXPLICIT_NPU_MEM
 MTP_DOCUMENTED = re.compile(r"^deepseek-(v3|r1)")  # [mtp.md] DeepSeek-R1/V3 W8A8 or KV-int8 only
 PREFIX_CACHE_DOCUMENTED = re.compile(r"^(qwen2|qwen2\.5|qwen3|deepseek-(v3|r1))(-|$)")  # [prefix_cache.md]
 KVPLAN_PLUGINS = ("mtp", "prefix_cache")
