@@ -11,6 +11,7 @@ import dataclasses
 import inspect
 import json
 import math
+import re
 import sys
 import typing
 from collections.abc import Callable, Mapping
@@ -113,13 +114,21 @@ def plan_request(flags: Mapping[str, object], **overrides: object) -> PlanReques
 
 def fail(exc: KvplanError) -> NoReturn:
     """Print an expected error as one line on stderr and exit with its code."""
-    typer.echo(f"kvplan: error: {exc}", err=True)
+    typer.echo(f"kvplan: error: {printable(str(exc))}", err=True)
     raise typer.Exit(code=exc.exit_code)
 
 
+def printable(text: str) -> str:
+    """`text` on one line: line breaks become spaces, other control characters their escapes (\\x1d)."""
+    chars = (
+        " " if c in "\n\r" else c if c.isprintable() else c.encode("unicode_escape").decode() for c in text
+    )
+    return "".join(chars)
+
+
 def one_line(text: str) -> str:
-    """`text` with its whitespace runs (newlines included) collapsed to single spaces."""
-    return " ".join(text.split())
+    """`text` with its whitespace runs (newlines included) collapsed to single spaces, control escaped."""
+    return printable(re.sub(r"[ \t]*[\r\n]+[ \t]*", " ", text)).strip()
 
 
 def usage_line(exc: ClickException) -> str:
