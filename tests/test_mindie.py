@@ -186,8 +186,19 @@ def test_roofline_times_set_select_batch() -> None:
     schedule = result.config["BackendConfig"]["ScheduleConfig"]
     # 2.5 s TTFT clamps to MindIE's 1000 ms maximum; 42.1 ms decode step rounds to 42
     assert (schedule["prefillTimeMsPerReq"], schedule["decodeTimeMsPerReq"]) == (1000, 42)
-    assert schedule["supportSelectBatch"] is True
+    # uncalibrated times are written but not used: supportSelectBatch stays false, with a note
+    assert schedule["supportSelectBatch"] is False
     assert any("clamped" in note for note in result.notes)
+    assert any("supportSelectBatch false" in note for note in result.notes)
+    calibrated = timed.model_copy(update={"performance": perf.model_copy(update={"calibrated": True})})
+    result = mindie.mindie_config(
+        calibrated,
+        base=mindie_rules.load_base("2.x"),
+        lengths=lengths,
+        options=CASES["qwen3-32b_910b3_bf16_tp4_8k"][1],
+    )
+    assert result.config["BackendConfig"]["ScheduleConfig"]["supportSelectBatch"] is True
+    assert not any("supportSelectBatch false" in note for note in result.notes)
 
 
 # --- lengths --------------------------------------------------------------------------------------------

@@ -178,6 +178,12 @@ def schedule_times_ms(plan: Plan) -> tuple[int, int] | None:
     return prefill_ms, min(round(units.s_to_ms(perf.decode_step_s)), MAX_MS)
 
 
+def select_batch(plan: Plan) -> bool:
+    """supportSelectBatch: true only with calibrated roofline times. MindIE weighs prefills against decodes
+    with prefill/decodeTimeMsPerReq; an uncalibrated (often clamped 1000 ms) prefill time starves prefills."""
+    return plan.performance is not None and plan.performance.calibrated
+
+
 def owned_values(
     plan: Plan, *, lengths: Lengths, options: MindieOptions, base: dict[str, Any], npu_mem_gib: int
 ) -> dict[str, Any]:
@@ -206,7 +212,7 @@ def owned_values(
         "maxBatchSize": batch,
         "maxIterTimes": lengths.max_output_tokens,
         "maxPreemptCount": 0,
-        "supportSelectBatch": times is not None,
+        "supportSelectBatch": select_batch(plan),
         "maxQueueDelayMicroseconds": DEFAULT_QUEUE_DELAY_US,
     }
 
@@ -307,8 +313,15 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
             "prefill/decode times: no roofline available, MindIE defaults 150/50 ms kept and "
             "supportSelectBatch left false"
         )
-    elif units.s_to_ms(max(plan.performance.ttft_s, plan.performance.decode_step_s)) > MAX_MS:
-        notes.append("roofline prefill or decode time above 1000 ms: clamped to MindIE's maximum")
+    else:
+        if not plan.performance.calibrated:
+            notes.append(
+                "supportSelectBatch false: prefill/decode times are uncalibrated roofline estimates, and "
+                "MindIE's batch selection weighs them (a wrong prefill time starves prefills); "
+                "run `kvplan calibrate` to enable it"
+            )
+        if units.s_to_ms(max(plan.performance.ttft_s, plan.performance.decode_step_s)) > MAX_MS:
+            notes.append("roofline prefill or decode time above 1000 ms: clamped to MindIE's maximum")
     if prediction.concurrency < plan.recommendation.max_batch_size:
         notes.append(
             f"MindIE's blocks hold {prediction.concurrency} full-length requests, fewer than "
@@ -320,8 +333,11 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
         notes.append(f"--prefix-cache: MindIE documents it for Qwen2/2.5/3, DeepSeek-R1/V3, not {plan.model}")
     if plan.memory.state_bytes_per_sequence:
         notes.append(
-            "hybrid model: MindIE's block formula counts full-attention layers only; the "
-            "linear-attention state per sequence is in maxBatchSize, not in npuBlockNum"
+            f"assumed: MindIE-LLM's public sources have no {plan.model} model; kvplan assumes MindIE keeps "
+            f"each sequence's linear-attention state "
+            f"({units.fmt_bytes(plan.memory.state_bytes_per_sequence)}) "
+            f"outside the KV blocks, counts full-attention layers only in npuBlockNum, and takes the states "
+            f"out of npuMemSize; maxBatchSize {plan.recommendation.max_batch_size} depends on this"
         )
     return notes
 
