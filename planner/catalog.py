@@ -106,6 +106,21 @@ def _alias_map() -> dict[str, str]:
     return aliases
 
 
+@functools.cache
+def _hf_repo_map() -> dict[str, str]:
+    """Hugging Face repo names ("Qwen/Qwen3-32B", lower-cased) -> card id: each card's source.hf_repo, and
+    "<org>/<id or alias>" for the org of that repo (so "deepseek-ai/DeepSeek-R1" finds deepseek-v3)."""
+    repos: dict[str, str] = {}
+    for model_id in model_ids():
+        card = load_model(model_id)
+        org = card.source.hf_repo.split("/")[0].lower() if "/" in card.source.hf_repo else ""
+        repos.setdefault(card.source.hf_repo.lower(), model_id)
+        for name in (model_id, *card.aliases):
+            if org:
+                repos.setdefault(f"{org}/{name}", model_id)
+    return repos
+
+
 def _is_file(path: Path) -> bool:
     """True for an existing file; False also when the name cannot be looked up (too long, bad bytes)."""
     try:
@@ -115,15 +130,20 @@ def _is_file(path: Path) -> bool:
 
 
 def resolve_model(name: str) -> tuple[ModelCard, str | None]:
-    """Model card by id, alias or path to a YAML card; returns (card, alias typed or None).
+    """Model card by id, alias, Hugging Face repo name or YAML path; returns (card, alias typed or None).
 
     Raises UnknownIdError with the closest ids (and aliases) when nothing matches.
     """
     path = Path(name)
     if path.suffix in (".yaml", ".yml") or "/" in name:
-        if not _is_file(path):
-            raise DataFileError(f"--model: model card file not found (got {name!r})")
-        return load_item(path, ModelCard, check_stem=False), None
+        if _is_file(path):
+            return load_item(path, ModelCard, check_stem=False), None
+        is_yaml = path.suffix in (".yaml", ".yml")
+        hf_target = None if is_yaml else _hf_repo_map().get(name.strip().lower())
+        if hf_target is None:
+            also = "" if is_yaml else " and no catalogued card mirrors that Hugging Face repo"
+            raise DataFileError(f"--model: model card file not found{also} (got {name!r})")
+        return load_model(hf_target), name.strip()
     key = name.strip().lower()
     if key in _files("modelcards"):
         return load_model(key), None

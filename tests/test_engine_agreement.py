@@ -48,7 +48,8 @@ def test_plan_and_config_command_agree(model: str, card: str, engine: str) -> No
         compared += 1
         if engine == "mindie":
             assert batch <= payload["mindie"]["prediction"]["concurrency"]
-    assert compared or card != "ascend-950pr" or model == "deepseek-v3"
+    # Only the DeepSeek (671 B) cards are too big for 8 x 950PR in bf16: every other model is compared there.
+    assert compared or card != "ascend-950pr" or catalog.load_model(model).model_type.startswith("deepseek")
 
 
 def test_mindie_refuses_fp8_kv_cache() -> None:

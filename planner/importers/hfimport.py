@@ -1,8 +1,8 @@
 """Hugging Face config.json -> ModelCard (offline).
 
 `card_from_config_dict` maps a config dict (Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Llama, DeepSeek-V3)
-onto the card schema, names unchanged. Checkpoint evidence (safetensors headers) lives in
-planner/importers/checkpoint.py and is re-exported here.
+onto the card schema, names unchanged (DeepSeek-V3.2's indexer keys are not carried). Checkpoint evidence
+(safetensors headers) lives in planner/importers/checkpoint.py and is re-exported here.
 """
 
 from __future__ import annotations
@@ -203,6 +203,8 @@ FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "qwen3_5_text": _qwen3_5,
     "qwen3_5_moe_text": _qwen3_5,
     "deepseek_v3": _deepseek_v3,
+    # V3.2 = V3 geometry + a sparse-attention indexer (index_* keys: not in the card schema, see card notes).
+    "deepseek_v32": _deepseek_v3,
 }
 # model_type values `kvplan models import` understands (outer names of nested configs included).
 SUPPORTED_MODEL_TYPES = sorted([*FAMILIES, *NESTED_TEXT_TYPES])
@@ -226,7 +228,7 @@ def _text_config(config: Mapping[str, Any], where: str) -> _Config:
 
 def attention_kind(fields: Mapping[str, Any], *, model_type: str) -> AttentionKind:
     """Card `attention`: mla (DeepSeek); hybrid with linear-attention layers; else mha/gqa by head counts."""
-    if model_type == "deepseek_v3":
+    if model_type in ("deepseek_v3", "deepseek_v32"):
         return "mla"
     layer_types = fields.get("layer_types")
     if fields.get("linear_num_key_heads") and ("linear_attention" in (layer_types or ["linear_attention"])):
