@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planner import memory, units, vllm_memory
+from planner import layout, memory, units, vllm_memory
 from planner.deployment import Deployment
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.kinds import EngineName
@@ -60,6 +60,7 @@ def check_supported(dep: Deployment) -> None:
             f"--tp: {dep.model.id} has {heads} attention heads, not divisible by tp "
             f"(got {dep.tp}, expected one of {', '.join(map(str, divisors))})"
         )
+    layout.check_layout(dep)
 
 
 def weight_bytes(dep: Deployment) -> int:
@@ -70,13 +71,35 @@ def weight_bytes(dep: Deployment) -> int:
         activation_dtype=dep.activation_dtype,
         tp=dep.tp,
         include_mtp=dep.include_mtp,
+        shards=layout.shards(dep),
     )
+
+
+def weight_bytes_by_part(dep: Deployment) -> dict[str, int]:
+    """Weight bytes per device split by part (memory.weight_bytes_by_part with the layout's shards)."""
+    return memory.weight_bytes_by_part(
+        dep.model,
+        scheme=dep.weight_scheme,
+        activation_dtype=dep.activation_dtype,
+        tp=dep.tp,
+        include_mtp=dep.include_mtp,
+        shards=layout.shards(dep),
+    )
+
+
+def runtime_bytes(dep: Deployment) -> int:
+    """Runtime reserve per device: the card's (covers the TP communicator) + the layout's comm buffers."""
+    return dep.hardware.runtime_overhead_bytes + sum(layout.comm_buffer_bytes(dep).values())
 
 
 def activation_bytes(dep: Deployment) -> int:
     """Prefill activation peak per device (memory.activation_bytes_per_device with its settings)."""
     return memory.activation_bytes_per_device(
-        dep.model, max_prefill_tokens=dep.max_prefill_tokens, activation_dtype=dep.activation_dtype, tp=dep.tp
+        dep.model,
+        max_prefill_tokens=dep.max_prefill_tokens,
+        activation_dtype=dep.activation_dtype,
+        tp=dep.tp,
+        moe_tp=layout.moe_tp(dep),
     )
 
 
@@ -88,7 +111,7 @@ def kv_budget_bytes(dep: Deployment) -> int:
     hw = dep.hardware
     usable = memory.usable_bytes(hw.memory_capacity_bytes, memory_fraction=dep.memory_fraction)
     return memory.kv_budget_bytes(
-        usable, weights=weight_bytes(dep), activation=activation_bytes(dep), runtime=hw.runtime_overhead_bytes
+        usable, weights=weight_bytes(dep), activation=activation_bytes(dep), runtime=runtime_bytes(dep)
     )
 
 
@@ -100,11 +123,14 @@ def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
     weights = weight_bytes(dep)
     activation = activation_bytes(dep)
     kv_per_token = memory.kv_cache_bytes_per_token(
-        card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp
+        card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp, pp=dep.pp
     )
-    state = memory.linear_state_bytes_per_sequence(card, conv_dtype=dep.activation_dtype, tp=dep.tp)
+    state = memory.linear_state_bytes_per_sequence(
+        card, conv_dtype=dep.activation_dtype, tp=dep.tp, pp=dep.pp
+    )
+    runtime = runtime_bytes(dep)
     budget = memory.kv_budget_bytes(
-        usable, weights=weights, activation=activation, runtime=hw.runtime_overhead_bytes
+        usable, weights=weights, activation=activation, runtime=runtime
     )  # = kv_budget_bytes(dep), without computing the weights twice
     per_sequence = memory.sequence_bytes(
         dep.ctx_tokens,
@@ -119,7 +145,7 @@ def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
         kv_bytes_per_token=kv_per_token,
         state_bytes_per_sequence=state,
         activation_bytes=activation,
-        runtime_bytes=hw.runtime_overhead_bytes,
+        runtime_bytes=runtime,
         reserved_bytes=capacity - usable,
         kv_budget_bytes=budget,
         kv_bytes_per_sequence=per_sequence,
@@ -148,7 +174,10 @@ def check_fits(dep: Deployment, mem: MemoryBreakdown) -> None:
     """Raise DoesNotFitError, with the numbers and what would help, when not one sequence of ctx fits."""
     if mem.kv_budget_bytes >= mem.kv_bytes_per_sequence:
         return
-    where = f"{dep.model.id} ({dep.weight_scheme.name}) does not fit on {dep.hardware.id} at tp={dep.tp}"
+    where = (
+        f"{dep.model.id} ({dep.weight_scheme.name}) does not fit on {dep.hardware.id} "
+        f"at {layout.describe(dep)}"
+    )
     if mem.kv_budget_bytes <= 0:
         need = mem.weights_bytes + mem.activation_bytes + mem.runtime_bytes
         detail = (
@@ -170,7 +199,7 @@ def max_batch_size(dep: Deployment, mem: MemoryBreakdown, *, per_sequence_bytes:
     """
     per_sequence = per_sequence_bytes or mem.kv_bytes_per_sequence
     most = memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=per_sequence)
-    if dep.engine == "vllm" and per_sequence_bytes is None:
+    if dep.engine == "vllm" and per_sequence_bytes is None and dep.pp == 1:
         most = vllm_max_batch_size(dep, mem)
     if dep.engine == "mindie" and per_sequence_bytes is None:
         most = mindie_max_batch_size(dep, mem)
@@ -189,7 +218,7 @@ def vllm_max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
     if pool.max_concurrency < 1:
         raise DoesNotFitError(
             f"--ctx: vLLM's KV pool holds {pool.max_concurrency:.2f} requests of {dep.ctx_tokens} tokens "
-            f"on {dep.hardware.id} at tp={dep.tp} (expected at least 1; vLLM refuses to start)"
+            f"on {dep.hardware.id} at {layout.describe(dep)} (expected at least 1; vLLM refuses to start)"
         )
     return math.floor(pool.max_concurrency)
 
@@ -227,14 +256,32 @@ def mindie_max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
     if low < 1:
         raise DoesNotFitError(
             f"--ctx: MindIE's usable KV blocks (one kept by its router) hold no {dep.ctx_tokens}-token "
-            f"sequence on {dep.hardware.id} at tp={dep.tp} (got 0, expected at least 1); "
+            f"sequence on {dep.hardware.id} at {layout.describe(dep)} (got 0, expected at least 1); "
             f"try --tp {dep.tp * 2}"
         )
     return low
 
 
 def recommend(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
-    """max_batch_size at ctx from memory; max_seq_len at the chosen batch (whole blocks, model-capped)."""
+    """max_batch_size at ctx for the whole instance: dp x what one DP group's KV holds (memory is per device,
+    and each DP group holds only its own sequences' KV); max_seq_len at the chosen batch."""
+    rank_dep = per_dp_rank(dep)
+    rec = recommend_per_rank(rank_dep, mem)
+    if dep.dp == 1:
+        return rec
+    instance = dep.batch if dep.batch is not None else rec.max_batch_size * dep.dp
+    return rec.model_copy(update={"max_batch_size": instance})
+
+
+def per_dp_rank(dep: Deployment) -> Deployment:
+    """The deployment as one DP group sees it: --batch N becomes ceil(N / dp) sequences."""
+    if dep.dp == 1 or dep.batch is None:
+        return dep
+    return dep.model_copy(update={"batch": layout.per_dp_rank_batch(dep.batch, dp=dep.dp)})
+
+
+def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
+    """max_batch_size at ctx from one device's memory; max_seq_len at the chosen batch (whole blocks)."""
     max_batch = max_batch_size(dep, mem)
     if dep.batch is None:
         return Recommendation(max_batch_size=max_batch, max_seq_len=dep.ctx_tokens)
@@ -248,7 +295,8 @@ def recommend(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
     if dep.batch > max_batch:
         raise DoesNotFitError(
             f"--batch: {dep.batch} sequences of {dep.ctx_tokens} tokens do not fit on {dep.hardware.id} "
-            f"at tp={dep.tp} (got {dep.batch}, expected <= {max_batch} at this --ctx); "
+            f"at {layout.describe(dep)} (got {dep.batch}, expected <= {max_batch} at this --ctx"
+            f"{' per DP group' if dep.dp > 1 else ''}); "
             f"at --batch {dep.batch} the longest sequence is "
             f"{longest} tokens"
         )
@@ -266,7 +314,8 @@ def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
             f"({dep.model.max_position_embeddings}); quality may suffer (MindIE docs)"
         )
     low, high = KV_GUIDELINE_FRACTION
-    used_fraction = rec.max_batch_size * mem.kv_bytes_per_sequence / mem.device_capacity_bytes
+    rank_batch = layout.per_dp_rank_batch(rec.max_batch_size, dp=dep.dp)
+    used_fraction = rank_batch * mem.kv_bytes_per_sequence / mem.device_capacity_bytes
     if not low <= used_fraction <= high:
         notes.append(
             f"KV cache at the recommended batch takes {units.fmt_fraction(used_fraction)} of device memory; "

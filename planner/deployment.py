@@ -15,6 +15,8 @@ DEFAULT_BLOCK_SIZE_TOKENS = 128  # MindIE cacheBlockSize default; vllm-ascend al
 DEFAULT_MEMORY_FRACTION = 0.8  # MindIE NPU_MEMORY_FRACTION default (mindie_llm/utils/env.py)
 DEFAULT_MAX_PREFILL_TOKENS = 8192  # MindIE ScheduleConfig.maxPrefillTokens default
 DEFAULT_MTP_ACCEPTANCE_FRACTION = 0.7  # [assumed: per-draft-token acceptance, DeepSeek-V3 report range]
+MAX_DEGREE = 1024  # a parallel degree, node count or node size beyond this is a typo, not a plan
+MAX_REDUNDANT_EXPERTS = 4096
 
 
 class Deployment(Frozen):
@@ -25,6 +27,12 @@ class Deployment(Frozen):
     weight_scheme_name: str
     kv_dtype: StorageDType
     tp: int = Field(ge=1, le=64)
+    dp: int = Field(default=1, ge=1, le=MAX_DEGREE)  # attention data parallel (planner/layout.py)
+    ep: int = Field(default=1, ge=1, le=MAX_DEGREE)  # expert parallel: routed experts split ep ways
+    pp: int = Field(default=1, ge=1, le=MAX_DEGREE)  # pipeline stages
+    redundant_experts: int = Field(default=0, ge=0, le=MAX_REDUNDANT_EXPERTS)  # EPLB copies, all ranks
+    nodes: int | None = Field(default=None, ge=1, le=MAX_DEGREE)  # None: as few as the layout needs
+    devices_per_node: int | None = Field(default=None, ge=1, le=MAX_DEGREE)  # None: the card profile's
     ctx_tokens: int = Field(ge=1)
     batch: int | None = Field(default=None, ge=1)
     block_size_tokens: int = Field(default=DEFAULT_BLOCK_SIZE_TOKENS, ge=1, le=1024)
@@ -55,6 +63,12 @@ class Deployment(Frozen):
         if self.weight_scheme_name == "fp16":
             return StorageDType.fp16
         return StorageDType(self.hardware.activation_dtype)
+
+    @property
+    def is_tp_only(self) -> bool:
+        """True for a plain tensor-parallel plan (no DP, EP, PP, redundant experts or node settings)."""
+        extras = (self.dp, self.ep, self.pp, self.redundant_experts + 1)
+        return extras == (1, 1, 1, 1) and self.nodes is None and self.devices_per_node is None
 
     @property
     def include_mtp(self) -> bool:

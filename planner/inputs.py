@@ -13,6 +13,8 @@ from planner.deployment import (
     DEFAULT_MAX_PREFILL_TOKENS,
     DEFAULT_MEMORY_FRACTION,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    MAX_DEGREE,
+    MAX_REDUNDANT_EXPERTS,
     Deployment,
 )
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, storage_dtype, weight_scheme
@@ -45,6 +47,12 @@ class PlanRequest:
     mtp_acceptance: float = DEFAULT_MTP_ACCEPTANCE_FRACTION
     calibrated: bool = True
     engine: str = DEFAULT_ENGINE
+    dp: int = 1
+    ep: int = 1
+    pp: int = 1
+    nodes: int | None = None
+    devices_per_node: int | None = None
+    redundant_experts: int = 0
 
 
 def parse_ctx(text: str, *, flag: str = "--ctx") -> int:
@@ -132,9 +140,22 @@ def _check_ranges(req: PlanRequest) -> None:
         ("--mtp", req.mtp, 0 <= req.mtp <= 8, "0..8 draft tokens"),
         ("--mtp-acceptance", req.mtp_acceptance, 0 <= req.mtp_acceptance <= 1, "in [0, 1]"),
     ]
-    for flag, value, ok, expected in checks:
+    for flag, value, ok, expected in [*checks, *_layout_checks(req)]:
         if not ok:
             raise PlanInputError(f"{flag}: out of range (got {value}, expected {expected})")
+
+
+def _layout_checks(req: PlanRequest) -> list[tuple[str, int | None, bool, str]]:
+    degrees = [("--dp", req.dp), ("--ep", req.ep), ("--pp", req.pp)]
+    optional = [("--nodes", req.nodes), ("--devices-per-node", req.devices_per_node)]
+    limit = f"1..{MAX_DEGREE}"
+    checks: list[tuple[str, int | None, bool, str]] = [
+        (flag, value, 1 <= value <= MAX_DEGREE, limit) for flag, value in degrees
+    ]
+    checks += [(flag, value, value is None or 1 <= value <= MAX_DEGREE, limit) for flag, value in optional]
+    redundant_ok = 0 <= req.redundant_experts <= MAX_REDUNDANT_EXPERTS
+    checks.append(("--redundant-experts", req.redundant_experts, redundant_ok, f"0..{MAX_REDUNDANT_EXPERTS}"))
+    return checks
 
 
 def to_deployment(req: PlanRequest) -> Deployment:
@@ -166,4 +187,10 @@ def to_deployment(req: PlanRequest) -> Deployment:
         calibrated=req.calibrated,
         model_alias=alias,
         engine=engine,
+        dp=req.dp,
+        ep=req.ep,
+        pp=req.pp,
+        nodes=req.nodes,
+        devices_per_node=req.devices_per_node,
+        redundant_experts=req.redundant_experts,
     )

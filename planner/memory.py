@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.dtypes import StorageDType, WeightScheme, storage_dtype
-from planner.params import Linear, Plain, kv_heads_per_rank, model_tensors, split
+from planner.params import Linear, Plain, Shards, kv_heads_per_rank, model_tensors, split, stage_layers
 from planner.schema import ModelCard
 from planner.units import BITS_PER_BYTE
 
@@ -50,8 +50,9 @@ def weight_bytes_per_device(
     activation_dtype: StorageDType,
     tp: int,
     include_mtp: bool = False,
+    shards: Shards | None = None,
 ) -> int:
-    """Weight bytes held by one tensor-parallel rank.
+    """Weight bytes held by one rank (one tensor-parallel rank; `shards` for EP/DP/PP layouts).
 
     Formula:
         bytes = sum over matmul weights of linear_weight_bytes(scheme)
@@ -60,13 +61,33 @@ def weight_bytes_per_device(
     Matmul weights are quantized by the scheme; plain tensors stay in the 16-bit activation dtype, as
     MindIE and vLLM keep embeddings, lm_head and norms unquantized. Shapes per rank from params.model_tensors.
     """
-    total = 0
-    for tensor in model_tensors(card, tp=tp, include_mtp=include_mtp):
+    parts = weight_bytes_by_part(
+        card, scheme=scheme, activation_dtype=activation_dtype, tp=tp, include_mtp=include_mtp, shards=shards
+    )
+    return sum(parts.values())
+
+
+def weight_bytes_by_part(
+    card: ModelCard,
+    *,
+    scheme: WeightScheme,
+    activation_dtype: StorageDType,
+    tp: int,
+    include_mtp: bool = False,
+    shards: Shards | None = None,
+) -> dict[str, int]:
+    """Weight bytes of one rank per part (embedding, attention, mlp, moe_experts, moe_shared, norm, ...).
+
+    Formula: per part, sum of linear_weight_bytes (matmuls) + elements * b_act / 8 (plain tensors).
+    """
+    parts: dict[str, int] = {}
+    for tensor in model_tensors(card, tp=tp, include_mtp=include_mtp, shards=shards):
         if isinstance(tensor, Linear):
-            total += linear_weight_bytes(tensor, scheme=scheme)
+            size = linear_weight_bytes(tensor, scheme=scheme)
         else:
-            total += plain_tensor_bytes(tensor, dtype=activation_dtype)
-    return total
+            size = plain_tensor_bytes(tensor, dtype=activation_dtype)
+        parts[tensor.part] = parts.get(tensor.part, 0) + size
+    return parts
 
 
 def plain_tensor_bytes(tensor: Plain, *, dtype: StorageDType) -> int:
@@ -74,17 +95,20 @@ def plain_tensor_bytes(tensor: Plain, *, dtype: StorageDType) -> int:
     return tensor.elements * dtype.bits // BITS_PER_BYTE
 
 
-def kv_cache_bytes_per_token(card: ModelCard, *, kv_dtype: StorageDType, tp: int, mtp: bool = False) -> int:
+def kv_cache_bytes_per_token(
+    card: ModelCard, *, kv_dtype: StorageDType, tp: int, mtp: bool = False, pp: int = 1
+) -> int:
     """KV-cache bytes one token occupies on one rank (only layers that keep a cache).
 
     Formula (GQA/MHA):  2 * L_kv * H_kv_rank * d * b / 8
     Formula (MLA):      L_kv * (kv_lora_rank + qk_rope_head_dim) * b / 8   (latent replicated on each rank)
-        L_kv       full-attention layers (+1 with MTP on: MindIE's allocator adds one layer)
+        L_kv       full-attention layers of the fullest pipeline stage, ceil(L / pp)
+                   (+1 with MTP on: MindIE's allocator adds one layer)
         H_kv_rank  params.kv_heads_per_rank (replicate when tp > H_kv, then ceil)
         d          card.head_dim;  b  kv_dtype.bits
     Linear-attention (GDN) layers keep no KV cache: see linear_state_bytes_per_sequence.
     """
-    layers = card.full_attention_layers + (1 if mtp else 0)
+    layers = stage_layers(card.full_attention_layers, pp) + (1 if mtp else 0)
     if card.attention_traits.latent_kv:
         latent_width = (card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)
         return layers * latent_width * kv_dtype.bits // BITS_PER_BYTE
@@ -92,7 +116,9 @@ def kv_cache_bytes_per_token(card: ModelCard, *, kv_dtype: StorageDType, tp: int
     return 2 * layers * kv_heads_per_rank(card, tp=tp) * head_dim * kv_dtype.bits // BITS_PER_BYTE
 
 
-def linear_state_bytes_per_sequence(card: ModelCard, *, conv_dtype: StorageDType, tp: int) -> int:
+def linear_state_bytes_per_sequence(
+    card: ModelCard, *, conv_dtype: StorageDType, tp: int, pp: int = 1
+) -> int:
     """Fixed Gated DeltaNet state one sequence holds on one rank, whatever its length.
 
     Formula:
@@ -100,7 +126,7 @@ def linear_state_bytes_per_sequence(card: ModelCard, *, conv_dtype: StorageDType
         C       conv channels = 2 * nk * dk + nv * dv
         K       linear_conv_kernel_dim (the conv state keeps K - 1 past steps, as vLLM allocates it)
         b_ssm   bits of mamba_ssm_dtype (float32 in Qwen3.5 configs), else of the activation dtype
-        total   = per layer * linear-attention layers
+        total   = per layer * linear-attention layers (of the fullest pipeline stage: ceil(L_lin / pp))
     """
     if card.linear_attention_layers == 0:
         return 0
@@ -110,14 +136,19 @@ def linear_state_bytes_per_sequence(card: ModelCard, *, conv_dtype: StorageDType
     ssm_dtype = storage_dtype(card.mamba_ssm_dtype) if card.mamba_ssm_dtype else conv_dtype
     conv_bits = (kernel - 1) * split(2 * nk * dk + nv * dv, tp) * conv_dtype.bits
     recurrent_bits = split(nv, tp) * dk * dv * ssm_dtype.bits
-    return card.linear_attention_layers * (conv_bits + recurrent_bits) // BITS_PER_BYTE
+    layers = stage_layers(card.linear_attention_layers, pp)
+    return layers * (conv_bits + recurrent_bits) // BITS_PER_BYTE
 
 
-def widest_activation_per_token(card: ModelCard, *, tp: int) -> int:
+def widest_activation_per_token(card: ModelCard, *, tp: int, moe_tp: int | None = None) -> int:
     """Elements per token of the widest intermediate output of any layer on one rank.
 
     Formula: max(3 * I_rank (gate_up output + activated half), q + 2 * kv widths, GDN in_proj width,
-    top_k * (H + 3 * I_moe_rank) for MoE token permutation).
+    rows * (H + 3 * I_moe_rank) for MoE token permutation), I_moe_rank = ceil(I_moe / moe_tp) and
+    rows = ceil(top_k * moe_tp / tp) routed rows per prefill token of the DP group: moe_tp defaults to tp
+    (every rank permutes all top_k rows); under EP a DP group's tokens are split over its tp ranks before
+    dispatch and each of the ep ranks receives its balanced share (vllm-ascend's MC2 and
+    all-to-all paths; load imbalance left to the speed model).
     """
     widths = [3 * split(card.intermediate_size, tp)]
     if card.head_dim:
@@ -134,13 +165,20 @@ def widest_activation_per_token(card: ModelCard, *, tp: int) -> int:
             )
         )
     if card.is_moe:
-        moe_width = split(card.moe_intermediate_size or 0, tp)
-        widths.append((card.num_experts_per_tok or 0) * (card.hidden_size + 3 * moe_width))
+        expert_tp = moe_tp or tp
+        moe_width = split(card.moe_intermediate_size or 0, expert_tp)
+        rows = math.ceil((card.num_experts_per_tok or 0) * expert_tp / tp)
+        widths.append(rows * (card.hidden_size + 3 * moe_width))
     return max(widths)
 
 
 def activation_bytes_per_device(
-    card: ModelCard, *, max_prefill_tokens: int, activation_dtype: StorageDType, tp: int
+    card: ModelCard,
+    *,
+    max_prefill_tokens: int,
+    activation_dtype: StorageDType,
+    tp: int,
+    moe_tp: int | None = None,
 ) -> int:
     """Peak activation memory of the largest prefill batch on one rank (the warm-up MindIE sizes KV after).
 
@@ -149,7 +187,8 @@ def activation_bytes_per_device(
         W  widest_activation_per_token;  b activation_dtype.bits
     An estimate: engines free per-op buffers eagerly, so the peak is one op's output plus the residuals.
     """
-    per_token = RESIDUAL_BUFFERS_PER_TOKEN * card.hidden_size + widest_activation_per_token(card, tp=tp)
+    widest = widest_activation_per_token(card, tp=tp, moe_tp=moe_tp)
+    per_token = RESIDUAL_BUFFERS_PER_TOKEN * card.hidden_size + widest
     return max_prefill_tokens * per_token * activation_dtype.bits // BITS_PER_BYTE
 
 

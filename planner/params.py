@@ -51,6 +51,30 @@ class Plain:
         return self.count * self.elements_each
 
 
+@dataclass(frozen=True)
+class Shards:
+    """How a layout beyond tensor parallelism cuts one rank's weights (planner/layout.py builds it).
+
+    moe_tp            tensor-parallel degree inside each routed expert (tp * dp / ep)
+    experts_per_rank  routed experts a rank holds, redundant (EPLB) copies included: (E + R) / ep
+    pp                pipeline stages: a rank holds ceil(n / pp) layers of each kind (the fullest stage)
+    """
+
+    moe_tp: int
+    experts_per_rank: int
+    pp: int = 1
+
+
+def tp_only_shards(card: ModelCard, *, tp: int) -> Shards:
+    """The shards of a tensor-parallel-only plan: every expert on every rank, split tp ways; one stage."""
+    return Shards(moe_tp=tp, experts_per_rank=card.routed_expert_count, pp=1)
+
+
+def stage_layers(layers: int, pp: int) -> int:
+    """Layers of one kind on the fullest pipeline stage: ceil(layers / pp)."""
+    return math.ceil(layers / pp)
+
+
 def split(size: int, tp: int) -> int:
     """Per-rank share of a dimension split across tp ranks: ceil(size / tp)."""
     return math.ceil(size / tp)
@@ -152,18 +176,21 @@ def dense_mlp_tensors(
     ]
 
 
-def moe_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain]:
-    """MoE MLP of `layers` layers: E routed experts (each a gated MLP of moe_intermediate_size, split by tp),
-    a replicated router H -> E (plus DeepSeek's E score-correction biases), and shared experts
+def moe_tensors(
+    card: ModelCard, *, tp: int, layers: int, shards: Shards | None = None
+) -> list[Linear | Plain]:
+    """MoE MLP of `layers` layers: the rank's routed experts (shards.experts_per_rank of E, each a gated MLP
+    of moe_intermediate_size split shards.moe_tp ways; all E split tp ways without shards), a replicated
+    router H -> E (plus DeepSeek's E score-correction biases), and shared experts split tp ways
     (shared_expert_intermediate_size, or n_shared_experts * moe_intermediate_size) with Qwen's 1-wide gate.
     """
     experts = card.routed_expert_count
+    cut = shards or tp_only_shards(card, tp=tp)
     width = card.moe_intermediate_size or 0
+    held = layers * cut.experts_per_rank
     tensors: list[Linear | Plain] = [
-        Linear(
-            "experts.gate_up_proj", "moe_experts", card.hidden_size, 2 * split(width, tp), layers * experts
-        ),
-        Linear("experts.down_proj", "moe_experts", split(width, tp), card.hidden_size, layers * experts),
+        Linear("experts.gate_up_proj", "moe_experts", card.hidden_size, 2 * split(width, cut.moe_tp), held),
+        Linear("experts.down_proj", "moe_experts", split(width, cut.moe_tp), card.hidden_size, held),
         Plain("router", "moe_experts", card.hidden_size * experts, layers),
     ]
     if card.n_routed_experts:
@@ -176,23 +203,25 @@ def moe_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain
     return tensors
 
 
-def decoder_tensors(card: ModelCard, *, tp: int) -> list[Linear | Plain]:
-    """Every weight of the decoder stack (no embedding, head or MTP) on one rank."""
-    full = card.full_attention_layers
+def decoder_tensors(card: ModelCard, *, tp: int, shards: Shards | None = None) -> list[Linear | Plain]:
+    """Every weight of the decoder stack (no embedding, head or MTP) on one rank (of the fullest stage)."""
+    pp = shards.pp if shards else 1
     attention = mla_tensors if card.attention_traits.latent_kv else attention_tensors
-    tensors = attention(card, tp=tp, layers=full)
+    tensors = attention(card, tp=tp, layers=stage_layers(card.full_attention_layers, pp))
     if card.linear_attention_layers:
-        tensors += linear_attention_tensors(card, tp=tp, layers=card.linear_attention_layers)
-    dense_layers = card.num_hidden_layers - card.moe_layers
+        linear_layers = stage_layers(card.linear_attention_layers, pp)
+        tensors += linear_attention_tensors(card, tp=tp, layers=linear_layers)
+    dense_layers = stage_layers(card.num_hidden_layers - card.moe_layers, pp)
     if dense_layers:
         tensors += dense_mlp_tensors(card, tp=tp, layers=dense_layers, width=card.intermediate_size)
     if card.moe_layers:
-        tensors += moe_tensors(card, tp=tp, layers=card.moe_layers)
-    tensors.append(Plain("layer_norms", "norm", 2 * card.hidden_size, card.num_hidden_layers))
+        tensors += moe_tensors(card, tp=tp, layers=stage_layers(card.moe_layers, pp), shards=shards)
+    norm_layers = stage_layers(card.num_hidden_layers, pp)
+    tensors.append(Plain("layer_norms", "norm", 2 * card.hidden_size, norm_layers))
     return tensors
 
 
-def mtp_tensors(card: ModelCard, *, tp: int) -> list[Linear | Plain]:
+def mtp_tensors(card: ModelCard, *, tp: int, shards: Shards | None = None) -> list[Linear | Plain]:
     """Multi-token-prediction modules: per MTP layer two input norms, an fc/eh_proj 2H -> H, one full
     decoder layer (the model's attention kind and MLP of its last layer) and a final norm; embedding and
     head are shared with the main model. Counted only when speculative decoding with MTP is on.
@@ -207,7 +236,7 @@ def mtp_tensors(card: ModelCard, *, tp: int) -> list[Linear | Plain]:
         *attention(card, tp=tp, layers=n),
     ]
     if card.is_moe:
-        tensors += moe_tensors(card, tp=tp, layers=n)
+        tensors += moe_tensors(card, tp=tp, layers=n, shards=shards)
     else:
         tensors += dense_mlp_tensors(card, tp=tp, layers=n, width=card.intermediate_size)
     return [_as_mtp(t) for t in tensors]
@@ -219,18 +248,23 @@ def _as_mtp(tensor: Linear | Plain) -> Linear | Plain:
     return Plain(f"mtp.{tensor.name}", "mtp", tensor.elements_each, tensor.count)
 
 
-def model_tensors(card: ModelCard, *, tp: int, include_mtp: bool = False) -> list[Linear | Plain]:
+def model_tensors(
+    card: ModelCard, *, tp: int, include_mtp: bool = False, shards: Shards | None = None
+) -> list[Linear | Plain]:
     """All weights on one rank: vocab-parallel embedding (ceil(V/tp) rows), the decoder, the final norm,
     and the column-parallel lm_head unless tied to the embedding; plus MTP modules when asked.
+    With pipeline stages (shards.pp > 1) the fullest stage is counted: ceil(n / pp) layers of each kind and
+    one vocabulary matrix (the first stage's embedding or the last stage's lm_head, equal in size).
     """
     vocab_rows = split(card.vocab_size, tp)
     tensors: list[Linear | Plain] = [Plain("embed_tokens", "embedding", vocab_rows * card.hidden_size, 1)]
-    tensors += decoder_tensors(card, tp=tp)
+    tensors += decoder_tensors(card, tp=tp, shards=shards)
     tensors.append(Plain("final_norm", "norm", card.hidden_size, 1))
-    if not card.tie_word_embeddings:
+    staged = shards is not None and shards.pp > 1
+    if not card.tie_word_embeddings and not staged:
         tensors.append(Plain("lm_head", "lm_head", vocab_rows * card.hidden_size, 1))
     if include_mtp:
-        tensors += mtp_tensors(card, tp=tp)
+        tensors += mtp_tensors(card, tp=tp, shards=shards)
     return tensors
 
 

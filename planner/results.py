@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from planner.schema import Frozen
@@ -49,6 +51,31 @@ class Performance(Frozen):
     calibrated: bool
 
 
+class LayoutReport(Frozen):
+    """One rank's view of a layout beyond tensor parallelism (planner/layout.py); bytes per device.
+
+    batch_per_dp_group      sequences each DP group serves at the recommended instance batch
+    weights_by_part_bytes   the weights row itemised: embedding, attention, mlp, moe_experts, moe_shared, ...
+    comm_buffers_bytes      buffers the layout adds to the card's runtime reserve (in memory.runtime_bytes)
+    notes                   why the layout holds what it holds, with what is assumed
+    """
+
+    tp: int
+    dp: int
+    ep: int
+    pp: int
+    moe_tp: int
+    world_size: int
+    nodes: int
+    devices_per_node: int
+    experts_per_rank: int
+    redundant_experts: int
+    batch_per_dp_group: int
+    weights_by_part_bytes: dict[str, int]
+    comm_buffers_bytes: dict[str, int]
+    notes: list[str]
+
+
 class Plan(Frozen):
     """The whole answer for one deployment."""
 
@@ -66,3 +93,8 @@ class Plan(Frozen):
     recommendation: Recommendation
     performance: Performance | None
     warnings: list[str]
+    layout: LayoutReport | None = None  # None for a tensor-parallel-only plan (and left out of its JSON)
+
+    def json_payload(self) -> dict[str, Any]:
+        """The plan as JSON values; `layout` is left out of tensor-parallel-only plans."""
+        return self.model_dump(mode="json", exclude={"layout"} if self.layout is None else None)

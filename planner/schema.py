@@ -321,11 +321,16 @@ class PerfCoefficients(Frozen):
 
 
 class Interconnect(Frozen):
-    """Device-to-device link used by tensor-parallel all-reduce."""
+    """Device-to-device links: the node's own (tensor-parallel all-reduce, intra-node all-to-all) and the
+    network between nodes (None where the profile does not know it; planner/layout.py says so)."""
 
     kind: str
     bandwidth_gb_per_s: float = Field(gt=0)  # per direction, per device
     latency_us: float = Field(ge=0)
+    devices_per_node: int | None = Field(default=None, ge=1, le=1024)  # devices the node's link joins
+    inter_node_kind: str | None = None
+    inter_node_bandwidth_gb_per_s: float | None = Field(default=None, gt=0)  # per direction, per device
+    inter_node_latency_us: float | None = Field(default=None, ge=0)
 
 
 class MeasuredBlock(Frozen):

@@ -25,6 +25,7 @@ from planner.cli.options import (
     TpOpt,
     UncalibratedOpt,
     fail,
+    layout_options,
     ms_to_s,
     plan_options,
     plan_request,
@@ -47,7 +48,7 @@ app.add_typer(models_app, name="models")
 
 
 @app.callback(invoke_without_command=True)
-@with_options(plan_options)
+@with_options(plan_options, layout_options)
 def plan(
     ctx: typer.Context,
     model: Annotated[
@@ -107,7 +108,7 @@ def plan(
     except KvplanError as exc:
         fail(exc)
     if as_json:
-        print_json(result.model_dump(mode="json"))
+        print_json(result.json_payload())
         return
     from planner.cli import render as cli_render
 

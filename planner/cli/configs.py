@@ -253,7 +253,7 @@ def run_mindie(
         backup = atomic.write_atomic(out, mindie_rules.render_config(result.config), force=force)
     if as_json:
         payload = {
-            "plan": plan.model_dump(mode="json"),
+            "plan": plan.json_payload(),
             "lengths": lengths.model_dump(),
             "mindie": result.model_dump(mode="json"),
             "log": comparison.model_dump(mode="json") if comparison else None,
@@ -354,7 +354,7 @@ def vllm_command(
         fail(exc)
     if as_json:
         payload = {
-            "plan": plan.model_dump(mode="json"),
+            "plan": plan.json_payload(),
             "vllm": result.model_dump(mode="json"),
             "command": vllm_args.render_command(result),
         }

@@ -60,6 +60,24 @@ AcceptanceOpt = Annotated[float, typer.Option(help="Acceptance rate of each draf
 UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")]
 EngineOpt = Annotated[str, typer.Option(help="Kernel structure: mindie, vllm, transformers.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+DpOpt = Annotated[int, typer.Option(help="Attention data-parallel groups (each holds its sequences' KV).")]
+EpOpt = Annotated[int, typer.Option(help="Expert-parallel degree: routed experts split over ep ranks.")]
+PpOpt = Annotated[int, typer.Option(help="Pipeline-parallel stages.")]
+NodesOpt = Annotated[int | None, typer.Option(help="Nodes of the instance (default: as the layout needs).")]
+NodeSizeOpt = Annotated[int | None, typer.Option(help="Devices per node (default: the card profile's).")]
+RedundantOpt = Annotated[int, typer.Option(help="Redundant expert copies for EPLB load balancing.")]
+
+
+def layout_options(
+    dp: DpOpt = 1,
+    ep: EpOpt = 1,
+    pp: PpOpt = 1,
+    nodes: NodesOpt = None,
+    devices_per_node: NodeSizeOpt = None,
+    redundant_experts: RedundantOpt = 0,
+) -> None:
+    """The parallel-layout options beyond --tp (a signature template for `with_options`; docs/layouts.md)."""
+
 
 Command = TypeVar("Command", bound=Callable[..., None])
 

@@ -20,10 +20,34 @@ _probe = Console()
 console = Console(highlight=False, width=None if _probe.is_terminal else 140)
 
 
+PART_LABELS = {
+    "moe_experts": "routed experts + router",
+    "moe_shared": "shared experts",
+    "mlp": "dense MLP",
+    "linear_attention": "linear attention",
+    "lm_head": "lm_head",
+}
+
+
+def _layout_rows(result: Plan) -> list[tuple[str, int, str]]:
+    """Itemised per-rank rows of a layout plan: weights by part, then the layout's comm buffers."""
+    report = result.layout
+    if report is None:
+        return []
+    rows = [
+        (f"  {PART_LABELS.get(part, part)}", size, "weights of this rank")
+        for part, size in sorted(report.weights_by_part_bytes.items(), key=lambda item: -item[1])
+    ]
+    rows += [(f"  {name}", size, "in runtime") for name, size in report.comm_buffers_bytes.items()]
+    return rows
+
+
 def _memory_table(result: Plan) -> Table:
     mem = result.memory
     rec = result.recommendation
-    kv_at_batch = rec.max_batch_size * mem.kv_bytes_per_sequence
+    group_batch = result.layout.batch_per_dp_group if result.layout else rec.max_batch_size
+    kv_at_batch = group_batch * mem.kv_bytes_per_sequence
+    parallel = f"tp={result.tp}" if result.layout is None else _layout_text(result)
     table = Table(title="Memory per device", show_header=True, header_style="bold")
     table.add_column("item")
     table.add_column("size", justify="right")
@@ -33,7 +57,8 @@ def _memory_table(result: Plan) -> Table:
     )
     rows = [
         ("device capacity", mem.device_capacity_bytes, capacity_note),
-        ("weights", mem.weights_bytes, f"{result.dtype}, tp={result.tp}"),
+        ("weights", mem.weights_bytes, f"{result.dtype}, {parallel}"),
+        *_layout_rows(result),
         ("activation peak", mem.activation_bytes, "largest prefill batch (max_prefill_tokens)"),
         ("runtime", mem.runtime_bytes, "runtime context, comm buffers (card profile)"),
         (
@@ -44,13 +69,22 @@ def _memory_table(result: Plan) -> Table:
         (
             "KV at recommended batch",
             kv_at_batch,
-            f"{rec.max_batch_size} x {units.fmt_bytes(mem.kv_bytes_per_sequence)} per sequence",
+            f"{group_batch} x {units.fmt_bytes(mem.kv_bytes_per_sequence)} per sequence"
+            + (f" (one of {result.layout.dp} DP groups)" if result.layout and result.layout.dp > 1 else ""),
         ),
         ("held back", mem.reserved_bytes, "1 - memory fraction"),
     ]
     for name, size, note in rows:
         table.add_row(name, units.fmt_gib(size), note)
     return table
+
+
+def _layout_text(result: Plan) -> str:
+    report = result.layout
+    if report is None:
+        return f"tp={result.tp}"
+    degrees = [("dp", report.dp), ("ep", report.ep), ("pp", report.pp)]
+    return " ".join([f"tp={report.tp}", *(f"{name}={value}" for name, value in degrees if value > 1)])
 
 
 def _header(result: Plan, dep: Deployment) -> str:
@@ -60,7 +94,7 @@ def _header(result: Plan, dep: Deployment) -> str:
         f"[bold]{result.model}[/bold]{alias} on [bold]{result.card}[/bold] "
         f"({units.fmt_gib(dep.hardware.memory_capacity_bytes)}, "
         f"{dep.hardware.memory_bandwidth_gb_per_s:g} GB/s, "
-        f"{calibrated}) | weights {result.dtype}, KV {result.kv_dtype}, tp={result.tp}, "
+        f"{calibrated}) | weights {result.dtype}, KV {result.kv_dtype}, {_layout_text(result)}, "
         f"ctx {units.fmt_tokens(result.ctx_tokens)}"
     )
 
@@ -85,6 +119,14 @@ def print_plan(result: Plan, dep: Deployment) -> None:
         f"max_seq_len = {rec.max_seq_len} (bound by {rec.binding_constraint}; "
         f"block size {result.block_size_tokens})"
     )
+    if result.layout is not None:
+        lay = result.layout
+        console.print(
+            f"[bold]Layout:[/bold] {_layout_text(result)} = {lay.world_size} devices on {lay.nodes} "
+            f"node(s) of {lay.devices_per_node}; experts split ep={lay.ep} x moe_tp={lay.moe_tp}"
+        )
+        for line in lay.notes:
+            console.print(f"  why: {line}")
     perf = result.performance
     if perf is not None:
         tag = "calibrated" if perf.calibrated else "uncalibrated, datasheet peaks x assumed efficiencies"

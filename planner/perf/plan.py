@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from planner import capacity
+from planner import capacity, layout
 from planner.deployment import Deployment
 from planner.errors import DoesNotFitError
 from planner.perf import serving
-from planner.results import Plan, Recommendation
+from planner.results import Performance, Plan, Recommendation
 from planner.schema import Frozen
 
 
@@ -71,16 +71,26 @@ def build_plan(
     with_performance: bool = True,
     slo: ServiceLevels | None = None,
 ) -> Plan:
-    """The whole plan: checks, memory, recommendation (memory, then SLOs), warnings and the roofline speed."""
+    """The whole plan: checks, memory, recommendation (memory, then SLOs), warnings and the roofline speed.
+
+    With dp > 1 the SLO search and the speed run on one DP group (its share of the batch); the instance's
+    batch and aggregate tokens/s are dp times the group's.
+    """
     mem, rec = capacity.memory_plan(dep)
     prompt = prompt_tokens or dep.ctx_tokens
+    group_dep = capacity.per_dp_rank(dep)
+    group_rec = rec.model_copy(
+        update={"max_batch_size": layout.per_dp_rank_batch(rec.max_batch_size, dp=dep.dp)}
+    )
     if slo is not None and slo.any:
-        rec = apply_slo(dep, rec, slo=slo, prompt_tokens=prompt)
+        group_rec = apply_slo(group_dep, group_rec, slo=slo, prompt_tokens=prompt)
+        rec = group_rec.model_copy(update={"max_batch_size": group_rec.max_batch_size * dep.dp})
     perf = None
     if with_performance:  # memory-only plans (MindIE's default schedule times) skip the roofline
-        perf = serving.performance(
-            dep, batch=rec.max_batch_size, ctx_tokens=dep.ctx_tokens, prompt_tokens=prompt
+        perf = instance_performance(
+            group_dep, batch=group_rec.max_batch_size, dp=dep.dp, prompt_tokens=prompt
         )
+    report = None if dep.is_tp_only else layout.layout_report(dep, instance_batch=rec.max_batch_size)
     return Plan(
         model=dep.model.id,
         model_alias=dep.model_alias,
@@ -96,4 +106,18 @@ def build_plan(
         recommendation=rec,
         performance=perf,
         warnings=capacity.plan_warnings(dep, mem, rec),
+        layout=report,
     )
+
+
+def instance_performance(group_dep: Deployment, *, batch: int, dp: int, prompt_tokens: int) -> Performance:
+    """Speed of one DP group at its batch, with the batch and aggregate tokens/s of all dp groups.
+
+    Formula: instance batch = dp * batch; instance tokens/s = dp * group tokens/s (groups step in lockstep).
+    """
+    group = serving.performance(
+        group_dep, batch=batch, ctx_tokens=group_dep.ctx_tokens, prompt_tokens=prompt_tokens
+    )
+    if dp == 1:
+        return group
+    return group.model_copy(update={"batch": batch * dp, "tokens_per_s": group.tokens_per_s * dp})
