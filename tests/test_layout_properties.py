@@ -7,7 +7,8 @@ Two physical exceptions are kept visible rather than modelled away, each checked
 - a larger --ep at fixed tp x dp only re-cuts the experts (same bytes per rank) while the MC2 window replaces
   the all-gather path's buffer, and CANN's A2 rule sizes that window for BS x ep x min(E_local, K) rows.
 Weights + KV never rise for any degree; the activation peak and the runtime (comm buffers) outside those
-cases; a pipeline's first extra stage adds one communicator (200 MB) but always saves more in weights.
+cases; a pipeline's first extra stage adds one communicator (200 MB), more than a tiny model's halved
+layers save, so the total may rise by at most that one buffer there.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from planner import capacity, catalog
+from planner import capacity, catalog, layout
 from planner.errors import PlanInputError
 from planner.inputs import PlanRequest, to_deployment
 
@@ -61,5 +62,6 @@ def test_memory_per_rank_never_rises_when_one_degree_grows(model, card, dtype, d
         assert after[1] <= before[1]  # activation peak
     if not (moe and grow in ("dp", "ep")) and grow != "pp":
         assert after[2] <= before[2]  # runtime and comm buffers
+    pipeline_communicator = layout.HCCL_DEFAULT_BUFFER_BYTES if grow == "pp" and pp == 1 else 0
     if not (moe and grow in ("dp", "ep")):
-        assert sum(after) <= sum(before)  # everything the rank holds
+        assert sum(after) <= sum(before) + pipeline_communicator  # everything the rank holds
