@@ -128,36 +128,3 @@ def test_slo_infeasible_at_batch_one() -> None:
         prompt_tokens=1024,
     )
     assert (result.feasible, result.batch, result.binding, result.performance) == (False, 0, "tpot", None)
-
-
-# --- serving estimate ---
-def test_serving_estimate_littles_law_and_bounds() -> None:
-    dep = deployment(mtp_tokens=1, mtp_acceptance_fraction=0.9)
-    est = serving.serving_estimate(dep, input_tokens=1024, output_tokens=256, concurrency=32)
-    assert est.request_latency_s == pytest.approx(32 / est.requests_per_s, rel=1e-12)
-    assert est.output_tokens_per_s == pytest.approx(est.requests_per_s * 256, rel=1e-12)
-    # never faster than pure decode at the same batch and mean context (prefill only takes time away)
-    decode_only = 32 * 1.9 / roofline.decode_step_s(dep, batch=32, ctx_tokens=1024 + 128)
-    assert est.output_tokens_per_s < decode_only
-    assert 0 < est.prefill_time_fraction < 1
-    assert est.ttft_s > roofline.ttft_s(dep, prompt_tokens=1024)
-
-
-@given(concurrency=st.integers(1, 256))
-def test_serving_throughput_grows_with_concurrency(concurrency: int) -> None:
-    dep = deployment()
-    low = serving.serving_estimate(dep, input_tokens=512, output_tokens=128, concurrency=concurrency)
-    high = serving.serving_estimate(dep, input_tokens=512, output_tokens=128, concurrency=concurrency + 1)
-    assert high.output_tokens_per_s >= low.output_tokens_per_s
-    assert high.request_latency_s >= low.request_latency_s
-
-
-def test_single_stream_estimate_is_the_decode_speed() -> None:
-    """With one request there is nothing to interleave: per-user speed = tokens_per_step / step,
-    TTFT = prefill, latency = prefill + O / a steps."""
-    dep = deployment("qwen3.5-0.8b", weight_scheme_name="bf16", mtp_tokens=1, mtp_acceptance_fraction=0.896)
-    est = serving.serving_estimate(dep, input_tokens=862, output_tokens=64, concurrency=1)
-    step_s = roofline.decode_step_s(dep, batch=1, ctx_tokens=862 + 32)
-    assert est.per_user_tokens_per_s == pytest.approx(1.896 / step_s, rel=1e-12)
-    assert est.ttft_s == roofline.ttft_s(dep, prompt_tokens=862)
-    assert est.request_latency_s == pytest.approx(est.ttft_s + 64 * step_s / 1.896, rel=1e-12)

@@ -89,25 +89,31 @@ def _with_engine(points: list, engine: str | None) -> list:  # type: ignore[type
 def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engine: str | None) -> None:
     from calibration.profile_writer import write_profile
     from planner import catalog
-    from planner.importers.benchpoints import read_bench_points
+    from planner.importers.benchpoints import read_bench_rows
     from planner.perf import fit
     from planner.schema import MeasuredBlock
 
     hw = catalog.resolve_card(card)
-    points = _with_engine(read_bench_points(points_csv), engine)
-    result = fit.fit_coefficients(points, hardware=hw)
-    _print_points(points, result.residual_fractions, hw_id=hw.id)
+    steps, serving = read_bench_rows(points_csv)
+    points, rows = _with_engine(steps, engine), _with_engine(serving, engine)
+    result = fit.fit_coefficients(points, hardware=hw, serving=rows)
+    if points:
+        _print_points(points, result.residual_fractions[: len(points)], hw_id=hw.id)
+    if rows:
+        _print_serving(rows, result.residual_fractions[len(points) :], hw_id=hw.id)
     table = hw.coefficients(calibrated=True).attention_table is not None
     free = [
         p.name
-        for p, f in zip(fit.FIT_PARAMS, fit.identifiable(points, attention_table=table), strict=True)
+        for p, f in zip(
+            fit.FIT_PARAMS, fit.identifiable([*points, *rows], attention_table=table), strict=True
+        )
         if f
     ]
     measured = MeasuredBlock(
         tool="kvplan calibrate --from-bench",
         tool_version="0.1.0",
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        device_name=f"fit to {points_csv.name} ({len(points)} points)",
+        device_name=f"fit to {points_csv.name} ({len(points)} step, {len(rows)} serving points)",
         backend="bench-fit",
         coefficients=result.coefficients,
         memory_bandwidth_gb_per_s=hw.measured.memory_bandwidth_gb_per_s if hw.measured else None,
@@ -115,6 +121,7 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
         samples={
             "fit_residual_fraction": result.residual_fractions,
             "measured_decode_step_s": [p.decode_step_s for p in points],
+            "measured_output_tokens_per_s": [r.output_tokens_per_s for r in rows],
         },
         notes=f"fitted {', '.join(free)}; others kept from the profile; {result.iterations} iterations, "
         f"MAPE {units.fmt_fraction(result.mape_fraction)}, worst {units.fmt_fraction(result.worst_fraction)}",
@@ -154,6 +161,34 @@ def _print_points(points: list, errors: list[float], *, hw_id: str) -> None:  # 
         f"MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
         f"{points[worst].where} ({points[worst].model}, batch {points[worst].batch}, "
         f"ctx {points[worst].ctx_tokens})"
+    )
+
+
+def _print_serving(rows: list, errors: list[float], *, hw_id: str) -> None:  # type: ignore[type-arg]
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"serving output tok/s, predicted vs measured ({hw_id}; closed loop, waves)")
+    for column in ("point", "model", "tp", "conc", "in/out", "mtp", "measured", "predicted", "error"):
+        table.add_column(column, justify="left" if column in ("point", "model") else "right")
+    for row, error in zip(rows, errors, strict=True):
+        table.add_row(
+            row.where.rsplit("/", 1)[-1],
+            row.model,
+            str(row.tp) + (f" x dp{row.dp}" if row.dp > 1 else ""),
+            str(row.concurrency),
+            f"{row.input_tokens}/{row.output_tokens}",
+            str(row.mtp),
+            units.fmt_tokens_per_s(row.output_tokens_per_s),
+            units.fmt_tokens_per_s(row.output_tokens_per_s * (1 + error)),
+            f"{error * units.PERCENT:+.1f} %",
+        )
+    Console(width=140).print(table)
+    mape = sum(abs(e) for e in errors) / len(errors)
+    worst = max(range(len(errors)), key=lambda i: abs(errors[i]))
+    typer.echo(
+        f"serving MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
+        f"{rows[worst].where} ({rows[worst].model}, concurrency {rows[worst].concurrency})"
     )
 
 
@@ -218,7 +253,7 @@ def _check(card: str, *, device: str) -> None:
 
 
 def validate(
-    points_csv: Annotated[Path, typer.Argument(help="CSV of measured decode points.")],
+    points_csv: Annotated[Path, typer.Argument(help="CSV of measured decode-step and/or serving rows.")],
     card: Annotated[
         str | None, typer.Option("--card", help=CARD_HELP + " Overrides the CSV's card column.")
     ] = None,
@@ -227,17 +262,25 @@ def validate(
     ] = False,
     engine: Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)] = None,
 ) -> None:
-    """Predicted vs measured decode step per point, with MAPE and the worst error."""
+    """Predicted vs measured per row (decode-step rows: step time; serving rows: output tok/s), with MAPE
+    and the worst error of each kind."""
     from planner import catalog
-    from planner.importers.benchpoints import read_bench_points
-    from planner.perf import fit
+    from planner.importers.benchpoints import read_bench_rows
+    from planner.perf import fit, fit_serving
 
     try:
         hw = catalog.resolve_card(card) if card else None
-        points = _with_engine(read_bench_points(points_csv), engine)
-        errors = fit.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
-        hw_id = hw.id if hw else ", ".join(sorted({p.card for p in points}))
-        _print_points(points, errors, hw_id=hw_id + (" uncalibrated" if uncalibrated else ""))
+        steps, serving = read_bench_rows(points_csv)
+        points, rows = _with_engine(steps, engine), _with_engine(serving, engine)
+        step_errors = fit.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
+        serving_errors = fit_serving.serving_errors(rows, hardware=hw, calibrated=not uncalibrated)
+        suffix = " uncalibrated" if uncalibrated else ""
+        if points:
+            hw_id = hw.id if hw else ", ".join(sorted({p.card for p in points}))
+            _print_points(points, step_errors, hw_id=hw_id + suffix)
+        if rows:
+            hw_id = hw.id if hw else ", ".join(sorted({r.card for r in rows}))
+            _print_serving(rows, serving_errors, hw_id=hw_id + suffix)
     except KvplanError as exc:
         fail(exc)
 

@@ -18,9 +18,12 @@ from planner import units
 from planner.cli.options import (
     DEFAULT_CARD,
     DEFAULT_DTYPE,
+    DEFAULT_ENGINE,
+    DEFAULT_MAX_PREFILL_TOKENS,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
     AcceptanceOpt,
     CardOpt,
+    EngineOpt,
     JsonOpt,
     KvDtypeOpt,
     MemoryOpt,
@@ -40,7 +43,8 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from planner.deployment import Deployment
-    from planner.perf.serving import ServingEstimate, SloResult
+    from planner.perf.closed_loop import BenchRun, ServingEstimate
+    from planner.perf.serving import SloResult
     from planner.perf.sweep import SweepResult
 
 FORMATS = ("table", "csv", "json")
@@ -221,14 +225,18 @@ def serve_lines(slo: SloResult | None, estimate: ServingEstimate) -> list[str]:
             f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate"
         )
     tag = "calibrated" if estimate.calibrated else "uncalibrated: datasheet peaks x assumed efficiencies"
+    queued = estimate.concurrency - estimate.running_batch
     lines += [
         f"Workload: {estimate.input_tokens} in / {estimate.output_tokens} out, "
-        f"concurrency {estimate.concurrency} "
-        f"({tag})",
+        f"concurrency {estimate.concurrency} (closed loop, {estimate.run.arrivals}; {tag})",
         f"  output {units.fmt_tokens_per_s(estimate.output_tokens_per_s)}, "
         f"{units.fmt_tokens_per_s(estimate.per_user_tokens_per_s)} per user, "
-        f"request latency {units.fmt_ms(estimate.request_latency_s)}, TTFT {units.fmt_ms(estimate.ttft_s)}",
-        f"  decode step {units.fmt_ms(estimate.decode_step_s)}, prefill {units.fmt_ms(estimate.prefill_s)} "
+        f"TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_ms(estimate.tpot_s)}, "
+        f"request latency {units.fmt_ms(estimate.request_latency_s)}",
+        f"  engine: {estimate.running_batch} running"
+        + (f" ({queued} queued)" if queued else "")
+        + f", decode step {units.fmt_ms(estimate.decode_step_s)}, prefill passes of "
+        f"{estimate.prefill_batch} prompt(s) {units.fmt_ms(estimate.prefill_pass_s)} each "
         f"({units.fmt_fraction(estimate.prefill_time_fraction)} of engine time)",
     ]
     return lines
@@ -252,16 +260,33 @@ def serve_command(
     min_user_tps: Annotated[float | None, typer.Option(min=0, help="SLO: per-user tokens/s.")] = None,
     mtp: MtpOpt = 0,
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    engine: EngineOpt = DEFAULT_ENGINE,
+    max_prefill_tokens: Annotated[
+        int, typer.Option(min=1, help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens).")
+    ] = DEFAULT_MAX_PREFILL_TOKENS,
+    max_batch: Annotated[
+        int | None,
+        typer.Option(min=1, help="Engine's running-sequence limit (max_num_seqs); the rest queue."),
+    ] = None,
+    num_requests: Annotated[
+        int | None, typer.Option(min=1, help="Requests in the benchmark run (default: steady state).")
+    ] = None,
+    arrivals: Annotated[
+        str, typer.Option(help="waves (fixed lengths, all start together) or staggered (variable lengths).")
+    ] = "waves",
     memory_gib: MemoryOpt = None,
     uncalibrated: UncalibratedOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """SLO search and steady-state serving estimate: `kvplan serve -m qwen3-27b --dtype fp8 --tpot-ms 50`."""
+    """Closed-loop serving estimate and SLO search: `kvplan serve -m qwen3-27b --concurrency 32`."""
     from planner import inputs
+    from planner.perf.closed_loop import ARRIVALS, BenchRun
 
     try:
         prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
         output = inputs.parse_ctx(output_tokens, flag="--output-tokens")
+        if arrivals not in ARRIVALS:
+            raise PlanInputError(f"--arrivals: unknown mode (got {arrivals!r}, expected waves or staggered)")
         request = plan_request(locals(), ctx=str(prompt + output))
         dep = inputs.to_deployment(request)
         slo, estimate = serve_results(
@@ -274,6 +299,7 @@ def serve_command(
                 ms_to_s(ttft_ms, "--ttft-ms"),
                 positive(min_user_tps, "--min-user-tps"),
             ),
+            run=BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals),
         )
     except KvplanError as exc:
         fail(exc)
@@ -295,17 +321,21 @@ def serve_results(
     output_tokens: int,
     concurrency: int | None,
     slos: tuple[float | None, float | None, float | None],
+    run: BenchRun,
 ) -> tuple[SloResult | None, ServingEstimate]:
-    """SLO search (when any SLO is set; slos = tpot_s, ttft_s, min per-user tok/s) and the workload estimate
-    at `concurrency`, else at the SLO's best batch, else at the memory limit."""
+    """SLO search (when any SLO is set; slos = tpot_s, ttft_s, min per-user tok/s) and the closed-loop
+    estimate at `concurrency`, else at the SLO's best batch, else at the memory limit; `run`: how the bench
+    runs."""
     from planner import capacity
-    from planner.perf import serving
+    from planner.perf import closed_loop, serving
 
     _, max_batch = capacity.memory_plan(dep)
-    if concurrency is not None and concurrency > max_batch.max_batch_size:
+    running = min(concurrency, run.max_batch or concurrency) if concurrency is not None else None
+    if running is not None and running > max_batch.max_batch_size:
+        flag = "--concurrency" if running == concurrency else "--max-batch"
         raise DoesNotFitError(
-            f"--concurrency: memory holds at most {max_batch.max_batch_size} sequences of "
-            f"{prompt_tokens + output_tokens} tokens (got {concurrency})"
+            f"{flag}: memory holds at most {max_batch.max_batch_size} sequences of "
+            f"{prompt_tokens + output_tokens} tokens (got {running}); --max-batch N lets the rest queue"
         )
     tpot_s, ttft_s, min_user = slos
     slo = None
@@ -319,8 +349,8 @@ def serve_results(
             prompt_tokens=prompt_tokens,
         )
     users = concurrency or (slo.batch if slo is not None and slo.feasible else max_batch.max_batch_size)
-    estimate = serving.serving_estimate(
-        dep, input_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=users
+    estimate = closed_loop.serving_estimate(
+        dep, input_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=users, run=run
     )
     return slo, estimate
 

@@ -1,12 +1,20 @@
-"""Measured end-to-end decode points from a user's benchmark (CSV), and the Deployment each one describes.
+"""Measured benchmark rows (CSV) of two kinds, and the Deployment each one describes.
 
-Columns (header names, any order; extra columns are ignored):
+Step rows (one decode step at a fixed batch and context) have the columns (any order; extra columns ignored):
     model, card, dtype, kv_dtype, tp, batch, ctx   and   decode_step_s, tokens_per_s or per_user_tokens_per_s
-    engine (optional): the engine that ran the point (planner/perf/kernels.py; empty or absent: mindie)
 `tokens_per_s` is the whole batch's decode throughput, so decode_step_s = batch / tokens_per_s;
-`per_user_tokens_per_s` is one sequence's (what serving benchmarks print per request): step = 1 / it.
-`ctx` is the tokens each sequence holds in its KV cache at that step ("8192" or "8k").
-Every error names the file, the line and the column.
+`per_user_tokens_per_s` is one sequence's: step = 1 / it. `ctx`: tokens each sequence holds ("8192", "8k").
+
+Serving rows (what load tools report for a closed-loop run at fixed concurrency, predicted by
+planner/perf/closed_loop.py through planner/perf/fit_serving.py) have
+    model, card, dtype, kv_dtype, tp, engine, concurrency, input_tokens, output_tokens, output_tokens_per_s
+and optional mtp (draft tokens), mtp_acceptance, ttft_s, tpot_s, dp, max_num_seqs, max_num_batched_tokens,
+num_prompts, memory_gib (the card's capacity when it differs from the profile, e.g. the seed's 64 GB 950PR).
+A row with a non-empty output_tokens_per_s is a serving row; one file may hold both kinds.
+
+Both: `engine` is the engine that ran the row (mindie, vllm, transformers; vllm-ascend = vllm; empty or
+absent on a step row: mindie); `model` is a catalogue id or alias, or a Hugging Face name (`Qwen/Qwen3-32B`,
+matched against the cards' source.hf_repo). Every error names the file, the line and the column.
 """
 
 from __future__ import annotations
@@ -18,9 +26,9 @@ from pathlib import Path
 from planner import catalog, readers, units
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
-from planner.errors import DataFileError, KvplanError
+from planner.errors import DataFileError, KvplanError, UnknownIdError
 from planner.kinds import DEFAULT_ENGINE, EngineName, parse_engine
-from planner.schema import HardwareProfile
+from planner.schema import HardwareProfile, ModelCard
 
 REQUIRED_COLUMNS = ("model", "card", "dtype", "kv_dtype", "tp", "batch", "ctx")
 TIME_COLUMNS = ("decode_step_s", "tokens_per_s", "per_user_tokens_per_s")
@@ -122,33 +130,182 @@ def parse_row(row: dict[str, str], *, where: str) -> BenchPoint:
     )
 
 
+# Names load tools and published tables give engines -> the kernel structure kvplan models.
+ENGINE_ALIASES = {"vllm-ascend": "vllm", "vllm_ascend": "vllm", "mindie-llm": "mindie", "hf": "transformers"}
+
+
 def _engine(text: str, *, where: str) -> EngineName:
+    key = text.strip().lower()
     try:
-        return parse_engine(text, flag="column engine")
+        return parse_engine(ENGINE_ALIASES.get(key, key), flag="column engine")
     except KvplanError as exc:
         raise DataFileError(f"{where}: {exc}") from exc
 
 
-def read_bench_points(path: Path) -> list[BenchPoint]:
-    """Every point of a bench CSV; DataFileError on a missing column, a bad value, or no rows."""
+SERVING_COLUMNS = (
+    "model",
+    "card",
+    "dtype",
+    "tp",
+    "engine",
+    "concurrency",
+    "input_tokens",
+    "output_tokens",
+    "output_tokens_per_s",
+)
+
+
+@dataclass(frozen=True)
+class ServingPoint:
+    """One measured closed-loop serving run: what ran, how it was driven, the output tok/s it reached.
+
+    kv_dtype "" (an empty cell): the 16-bit activation dtype, what engines use without KV quantization.
+    max_batch: the engine's running-sequence limit (max_num_seqs) when given; prefill_tokens: its prefill
+    token budget (max_num_batched_tokens / maxPrefillTokens) when given; dp replicas share the concurrency.
+    """
+
+    model: str
+    card: str
+    dtype: str
+    kv_dtype: str
+    tp: int
+    engine: EngineName
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+    output_tokens_per_s: float
+    where: str
+    mtp: int = 0
+    mtp_acceptance_fraction: float | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    dp: int = 1
+    max_batch: int | None = None
+    prefill_tokens: int | None = None
+    num_requests: int | None = None
+    memory_gib: float | None = None
+
+
+def _optional(row: dict[str, str], column: str, *, kind: type, where: str) -> float | None:
+    text = (row.get(column) or "").strip()
+    return _positive(text, kind=kind, where=where, column=column) if text else None
+
+
+def _optional_int(row: dict[str, str], column: str, *, where: str) -> int | None:
+    value = _optional(row, column, kind=int, where=where)
+    return None if value is None else int(value)
+
+
+def _tokens(row: dict[str, str], column: str, *, where: str) -> int:
+    try:
+        return units.parse_tokens(row[column])
+    except ValueError as exc:
+        raise DataFileError(f"{where}: column {column}: {exc} (got {row[column]!r})") from exc
+
+
+def _acceptance(row: dict[str, str], *, where: str) -> float | None:
+    text = (row.get("mtp_acceptance") or "").strip()
+    if not text:
+        return None
+    value = _positive(text, kind=float, where=where, column="mtp_acceptance")
+    if value > 1:
+        raise DataFileError(f"{where}: column mtp_acceptance: must be a fraction in (0, 1] (got {text!r})")
+    return value
+
+
+def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
+    """Validate one CSV row with output_tokens_per_s into a ServingPoint."""
+    for column in SERVING_COLUMNS:
+        if not (row.get(column) or "").strip():
+            raise DataFileError(f"{where}: column {column}: empty (expected a value)")
+    mtp_text = (row.get("mtp") or "").strip()
+    return ServingPoint(
+        model=row["model"].strip(),
+        card=row["card"].strip(),
+        dtype=_dtype(row["dtype"], where=where),
+        kv_dtype=_kv_dtype(row["kv_dtype"], where=where) if (row.get("kv_dtype") or "").strip() else "",
+        tp=int(_positive(row["tp"], kind=int, where=where, column="tp")),
+        engine=_engine(row["engine"], where=where),
+        concurrency=int(_positive(row["concurrency"], kind=int, where=where, column="concurrency")),
+        input_tokens=_tokens(row, "input_tokens", where=where),
+        output_tokens=_tokens(row, "output_tokens", where=where),
+        output_tokens_per_s=_positive(
+            row["output_tokens_per_s"], kind=float, where=where, column="output_tokens_per_s"
+        ),
+        where=where,
+        mtp=0 if mtp_text in ("", "0") else int(_positive(mtp_text, kind=int, where=where, column="mtp")),
+        mtp_acceptance_fraction=_acceptance(row, where=where),
+        ttft_s=_optional(row, "ttft_s", kind=float, where=where),
+        tpot_s=_optional(row, "tpot_s", kind=float, where=where),
+        dp=_optional_int(row, "dp", where=where) or 1,
+        max_batch=_optional_int(row, "max_num_seqs", where=where),
+        prefill_tokens=_optional_int(row, "max_num_batched_tokens", where=where),
+        num_requests=_optional_int(row, "num_prompts", where=where),
+        memory_gib=_optional(row, "memory_gib", kind=float, where=where),
+    )
+
+
+def _check_header(path: Path, header: list[str]) -> None:
+    step_missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if not step_missing and any(c in header for c in TIME_COLUMNS):
+        return
+    serving_missing = [c for c in (*SERVING_COLUMNS, "kv_dtype") if c not in header]
+    if not serving_missing:
+        return
+    wanted = step_missing or ["decode_step_s, tokens_per_s or per_user_tokens_per_s"]
+    raise DataFileError(
+        f"{path}:1: header: missing column {', '.join(wanted)} for decode-step rows, or "
+        f"{', '.join(serving_missing)} for serving rows (got {', '.join(header)})"
+    )
+
+
+def read_bench_rows(path: Path) -> tuple[list[BenchPoint], list[ServingPoint]]:
+    """(step rows, serving rows) of a bench CSV; DataFileError on a missing column, a bad value, no rows."""
     text = readers.read_text_capped(path)
     reader = csv.DictReader(text.splitlines())
-    header = [h.strip() for h in reader.fieldnames or []]
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing or not any(c in header for c in TIME_COLUMNS):
-        wanted = missing or ["decode_step_s, tokens_per_s or per_user_tokens_per_s"]
-        raise DataFileError(f"{path}:1: header: missing column {', '.join(wanted)} (got {', '.join(header)})")
-    points = []
+    _check_header(path, [h.strip() for h in reader.fieldnames or []])
+    steps: list[BenchPoint] = []
+    serving: list[ServingPoint] = []
     for line, row in enumerate(reader, start=2):
         if line > MAX_BENCH_ROWS + 1:
             raise DataFileError(
                 f"{path}: too many rows (got more than {MAX_BENCH_ROWS}, expected at most so many)"
             )
         clean = {(k or "").strip(): (v or "") for k, v in row.items()}
-        points.append(parse_row(clean, where=f"{path}:{line}"))
-    if not points:
+        where = f"{path}:{line}"
+        if (clean.get("output_tokens_per_s") or "").strip():
+            serving.append(parse_serving_row(clean, where=where))
+        else:
+            steps.append(parse_row(clean, where=where))
+    if not steps and not serving:
         raise DataFileError(f"{path}: no data rows (expected at least one point)")
-    return points
+    return steps, serving
+
+
+def read_bench_points(path: Path) -> list[BenchPoint]:
+    """The decode-step rows of a bench CSV; DataFileError when it has none (serving rows: read_bench_rows)."""
+    steps, serving = read_bench_rows(path)
+    if not steps:
+        raise DataFileError(
+            f"{path}: no decode-step rows (got {len(serving)} serving rows, expected batch/ctx rows)"
+        )
+    return steps
+
+
+def catalogue_model(name: str) -> tuple[ModelCard, str | None]:
+    """Model card for a bench row's model: catalogue id or alias, else a Hugging Face name matched against the
+    cards' source.hf_repo (case-insensitive), else the part after the '/' as an id or alias."""
+    if "/" not in name or Path(name).suffix in (".yaml", ".yml"):
+        return catalog.resolve_model(name)
+    by_repo = {catalog.load_model(i).source.hf_repo.lower(): i for i in catalog.model_ids()}
+    model_id = by_repo.get(name.strip().lower())
+    if model_id is not None:
+        return catalog.load_model(model_id), None
+    short = name.rsplit("/", 1)[-1]
+    try:
+        return catalog.resolve_model(short)
+    except KvplanError as exc:
+        raise UnknownIdError("model card", name, catalog.model_ids(), "modelcards/") from exc
 
 
 def deployment_for(
@@ -156,7 +313,7 @@ def deployment_for(
 ) -> Deployment:
     """The Deployment a point ran (hardware overrides the point's card when given); errors name the point."""
     try:
-        card, alias = catalog.resolve_model(point.model)
+        card, alias = catalogue_model(point.model)
         hw = hardware if hardware is not None else catalog.resolve_card(point.card)
         return Deployment(
             model=card,

@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import Deployment
-from planner.importers.benchpoints import BenchPoint, deployment_for
-from planner.perf import roofline
+from planner.importers.benchpoints import BenchPoint, ServingPoint, deployment_for
+from planner.perf import fit_serving, roofline
 from planner.schema import HardwareProfile, PerfCoefficients
 
 FloatArray = npt.NDArray[np.float64]
@@ -132,7 +132,9 @@ def _start(base: PerfCoefficients) -> FloatArray:
     return np.asarray(np.clip(values, lower + 1e-6 * (upper - lower), upper), dtype=np.float64)
 
 
-def identifiable(points: Sequence[BenchPoint], *, attention_table: bool = False) -> npt.NDArray[np.bool_]:
+def identifiable(
+    points: Sequence[BenchPoint | ServingPoint], *, attention_table: bool = False
+) -> npt.NDArray[np.bool_]:
     """Which FIT_PARAMS the points can pin down.
 
     Within one model, weight-read time, matmul latencies, kernel overheads and the step overhead are all
@@ -154,10 +156,18 @@ def identifiable(points: Sequence[BenchPoint], *, attention_table: bool = False)
 
 
 def _residuals(
-    unit: FloatArray, *, groups: list[_Group], base: PerfCoefficients, measured: FloatArray
+    unit: FloatArray,
+    *,
+    groups: list[_Group],
+    base: PerfCoefficients,
+    measured: FloatArray,
+    serving: Sequence[fit_serving.PreparedRow] = (),
 ) -> FloatArray:
     coefficients = coefficients_at(base, _from_unit(unit).tolist())
-    return predicted_step_s(groups, coefficients, count=len(measured)) / measured - 1.0
+    steps = predicted_step_s(groups, coefficients, count=len(measured)) / measured - 1.0
+    if not serving:
+        return steps
+    return np.concatenate([steps, np.asarray(fit_serving.serving_residuals(serving, coefficients))])
 
 
 def _jacobian(unit: FloatArray, r0: FloatArray, free: npt.NDArray[np.bool_], **kw: object) -> FloatArray:
@@ -175,19 +185,23 @@ def fit_coefficients(
     *,
     hardware: HardwareProfile | None = None,
     base: PerfCoefficients | None = None,
+    serving: Sequence[ServingPoint] = (),
 ) -> FitResult:
-    """Bounded Levenberg-Marquardt fit of FIT_PARAMS to the points' decode-step times.
+    """Bounded Levenberg-Marquardt fit of FIT_PARAMS to the points' decode-step times and the serving rows'
+    output tok/s (residuals in that order).
 
     Formula: minimise sum_i (pred_i(theta) / measured_i - 1)^2 over theta in the FIT_PARAMS boxes;
-    pred_i = roofline.decode_step_s_grid. Starts from `base` (default: the card's current coefficients);
-    parameters the points cannot identify (see `identifiable`) stay at their start values.
+    pred_i = roofline.decode_step_s_grid (step rows), fit_serving's closed-loop output tok/s (serving rows).
+    Starts from `base` (default: the card's current coefficients); parameters the points cannot identify
+    (see `identifiable`) stay at their start values.
     """
     groups = _groups(points, hardware)
-    hw = hardware if hardware is not None else groups[0].deployment.hardware
+    rows = fit_serving.prepare(serving, hardware=hardware, calibrated=False)
+    hw = hardware or (groups[0].deployment.hardware if groups else rows[0].deployment.hardware)
     start = base if base is not None else hw.coefficients(calibrated=True)
     measured = np.array([p.decode_step_s for p in points])
-    kw = {"groups": groups, "base": start, "measured": measured}
-    free = identifiable(points, attention_table=start.attention_table is not None)
+    kw = {"groups": groups, "base": start, "measured": measured, "serving": rows}
+    free = identifiable([*points, *serving], attention_table=start.attention_table is not None)
     unit = _to_unit(_start(start))
     r = _residuals(unit, **kw)  # type: ignore[arg-type]
     damping, converged, iteration = 1e-3, False, 0

@@ -1,5 +1,6 @@
 """Serving-level estimates on top of the roofline: speculative decoding, the Performance block, the batch
-knee, SLO search and a steady-state workload estimate (prefill interleaved with decode).
+knee and SLO search. What a benchmark client at fixed concurrency sees (closed loop, prefill interleaved with
+decode) is planner/perf/closed_loop.py.
 """
 
 from __future__ import annotations
@@ -170,63 +171,4 @@ def _slo_result(
         tpot_s=float(checks["tpot"][best - 1]),
         loaded_ttft_s=float(checks["ttft"][best - 1]),
         performance=performance(dep, batch=best, ctx_tokens=dep.ctx_tokens, prompt_tokens=prompt_tokens),
-    )
-
-
-class ServingEstimate(Frozen):
-    """Steady state of `concurrency` requests of input_tokens in, output_tokens out (continuous batching).
-
-    output_tokens_per_s   aggregate generated tokens/s;  requests_per_s  completed requests/s
-    request_latency_s     arrival to last token;  ttft_s  own prefill (+ one in-flight decode step when c > 1)
-    decode_step_s         step at batch = concurrency, ctx = input + output / 2 (the mean context)
-    per_user_tokens_per_s output tokens / (latency - ttft);  prefill_time_fraction  share of time in prefill
-    """
-
-    input_tokens: int
-    output_tokens: int
-    concurrency: int
-    decode_step_s: float
-    prefill_s: float
-    ttft_s: float
-    request_latency_s: float
-    requests_per_s: float
-    output_tokens_per_s: float
-    per_user_tokens_per_s: float
-    prefill_time_fraction: float
-    calibrated: bool
-
-
-def serving_estimate(
-    dep: Deployment, *, input_tokens: int, output_tokens: int, concurrency: int
-) -> ServingEstimate:
-    """Steady-state throughput and latency with prefills interleaved into the decode loop.
-
-    Formula (P prefill of one prompt, t step at batch c and mean ctx I + O/2, a tokens_per_step):
-        every request needs P of prefill and O / a decode steps shared by c requests, so
-        R = 1 / (P + O * t / (c * a))           requests/s (engine never idle)
-        output tok/s = R * O;   latency = c / R = c * P + O * t / a   (Little's law)
-        ttft = P + t (worst-case wait for the in-flight step; P alone when c = 1)
-        per-user tok/s = O / (latency - P) (decode phase, including other requests' prefills)
-        prefill fraction = R * P
-    """
-    mean_ctx = input_tokens + output_tokens // 2
-    step_s = roofline.decode_step_s(dep, batch=concurrency, ctx_tokens=mean_ctx)
-    prefill_s = roofline.ttft_s(dep, prompt_tokens=input_tokens)
-    per_step = tokens_per_step(dep)
-    requests_per_s = 1.0 / (prefill_s + output_tokens * step_s / (concurrency * per_step))
-    latency_s = concurrency / requests_per_s
-    ttft = prefill_s + (step_s if concurrency > 1 else 0.0)
-    return ServingEstimate(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        concurrency=concurrency,
-        decode_step_s=step_s,
-        prefill_s=prefill_s,
-        ttft_s=ttft,
-        request_latency_s=latency_s,
-        requests_per_s=requests_per_s,
-        output_tokens_per_s=requests_per_s * output_tokens,
-        per_user_tokens_per_s=output_tokens / (latency_s - prefill_s),
-        prefill_time_fraction=requests_per_s * prefill_s,
-        calibrated=roofline.is_calibrated(dep),
     )

@@ -1,0 +1,141 @@
+"""Serving-level bench rows (benchpoints.ServingPoint) -> Deployment and predicted output tok/s.
+
+One prediction per row: the closed-loop estimate (planner/perf/closed_loop.py) of one data-parallel replica at
+its share of the concurrency, times the replicas. The running batch is the smallest of the replica's clients,
+the row's max_num_seqs and what the replica's memory holds at input + output tokens (engines queue the rest).
+Rows are timed as "waves" (every published load tool here starts all clients together at fixed lengths).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from planner import capacity, catalog, inputs
+from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
+from planner.dtypes import StorageDType, storage_dtype
+from planner.errors import DataFileError, KvplanError
+from planner.importers.benchpoints import ServingPoint, catalogue_model
+from planner.perf import closed_loop
+from planner.schema import HardwareProfile, PerfCoefficients
+
+
+def kv_dtype_of(point: ServingPoint, hardware: HardwareProfile) -> StorageDType:
+    """The row's KV dtype; an empty cell means the 16-bit activation dtype (fp16 weights: fp16, else the
+    card's activation dtype), as vLLM's kv_cache_dtype=auto and MindIE without KV quantization."""
+    if point.kv_dtype:
+        return storage_dtype(point.kv_dtype)
+    return StorageDType.fp16 if point.dtype == "fp16" else StorageDType(hardware.activation_dtype)
+
+
+def serving_deployment(
+    point: ServingPoint, *, hardware: HardwareProfile | None = None, calibrated: bool = True
+) -> Deployment:
+    """The Deployment one replica of a serving row ran (hardware overrides the row's card when given).
+
+    ctx_tokens = input + output (the longest a request grows); mtp acceptance: the row's, else the default.
+    Errors (unknown model or card, does not fit) name the row.
+    """
+    try:
+        card, alias = catalogue_model(point.model)
+        hw = hardware if hardware is not None else catalog.resolve_card(point.card)
+        hw = inputs.apply_overrides(hw, memory_gib=point.memory_gib, bandwidth_gbps=None)
+        acceptance = point.mtp_acceptance_fraction
+        optional: dict[str, object] = (
+            {} if point.prefill_tokens is None else {"max_prefill_tokens": point.prefill_tokens}
+        )
+        return Deployment(
+            model=card,
+            hardware=hw,
+            weight_scheme_name=point.dtype,
+            kv_dtype=kv_dtype_of(point, hw),
+            tp=point.tp,
+            ctx_tokens=point.input_tokens + point.output_tokens,
+            calibrated=calibrated,
+            model_alias=alias,
+            engine=point.engine,
+            mtp_tokens=point.mtp,
+            mtp_acceptance_fraction=DEFAULT_MTP_ACCEPTANCE_FRACTION if acceptance is None else acceptance,
+            **optional,
+        )
+    except KvplanError as exc:
+        raise DataFileError(f"{point.where}: {exc}") from exc
+
+
+def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.BenchRun]:
+    """(clients per replica, how the replica runs): K / dp clients, running batch capped by max_num_seqs and
+    by the memory-bound batch at input + output tokens; num_prompts / dp requests when the row gives them."""
+    try:
+        _, recommendation = capacity.memory_plan(dep)
+    except KvplanError as exc:
+        raise DataFileError(f"{point.where}: {exc}") from exc
+    clients = max(1, math.ceil(point.concurrency / point.dp))
+    limits = [clients, recommendation.max_batch_size, point.max_batch or clients]
+    requests = None if point.num_requests is None else max(1, math.ceil(point.num_requests / point.dp))
+    return clients, closed_loop.BenchRun(max_batch=max(1, min(limits)), num_requests=requests)
+
+
+@dataclass(frozen=True)
+class PreparedRow:
+    """A serving row with what does not depend on the coefficients worked out once (for fitting)."""
+
+    point: ServingPoint
+    deployment: Deployment
+    clients: int
+    run: closed_loop.BenchRun
+
+
+def prepare(
+    points: Sequence[ServingPoint], *, hardware: HardwareProfile | None = None, calibrated: bool = True
+) -> list[PreparedRow]:
+    """Deployment, clients per replica and run of every row (errors name the row)."""
+    rows = []
+    for point in points:
+        dep = serving_deployment(point, hardware=hardware, calibrated=calibrated)
+        clients, run = replica_run(point, dep)
+        rows.append(PreparedRow(point, dep, clients, run))
+    return rows
+
+
+def predicted_output_tokens_per_s(row: PreparedRow, coefficients: PerfCoefficients | None = None) -> float:
+    """Predicted output tok/s of the whole row: dp replicas times one replica's closed-loop estimate, under
+    `coefficients` when given (else the card's own)."""
+    return row.point.dp * estimate(row, coefficients).output_tokens_per_s
+
+
+def estimate(row: PreparedRow, coefficients: PerfCoefficients | None = None) -> closed_loop.ServingEstimate:
+    """One replica's closed-loop estimate of the row."""
+    dep = row.deployment if coefficients is None else with_coefficients(row.deployment, coefficients)
+    point = row.point
+    return closed_loop.serving_estimate(
+        dep,
+        input_tokens=point.input_tokens,
+        output_tokens=point.output_tokens,
+        concurrency=row.clients,
+        run=row.run,
+    )
+
+
+def with_coefficients(dep: Deployment, coefficients: PerfCoefficients) -> Deployment:
+    """The deployment with these coefficients as its card's only (uncalibrated) set."""
+    hw = dep.hardware.model_copy(update={"default_coefficients": coefficients, "measured": None})
+    return dep.model_copy(update={"hardware": hw, "calibrated": False})
+
+
+def serving_residuals(
+    rows: Sequence[PreparedRow], coefficients: PerfCoefficients | None = None
+) -> list[float]:
+    """predicted / measured - 1 of every prepared row's output tok/s."""
+    return [predicted_output_tokens_per_s(r, coefficients) / r.point.output_tokens_per_s - 1.0 for r in rows]
+
+
+def serving_errors(
+    points: Sequence[ServingPoint],
+    *,
+    hardware: HardwareProfile | None = None,
+    coefficients: PerfCoefficients | None = None,
+    calibrated: bool = True,
+) -> list[float]:
+    """predicted / measured - 1 of every row's output tok/s (dp replicas times one replica's estimate)."""
+    return serving_residuals(prepare(points, hardware=hardware, calibrated=calibrated), coefficients)

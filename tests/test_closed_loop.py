@@ -1,0 +1,139 @@
+"""Closed-loop serving estimate (planner/perf/closed_loop.py): what a benchmark at fixed concurrency sees."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.deployment import Deployment
+from planner.perf import closed_loop, roofline
+from planner.perf.closed_loop import BenchRun
+from tests.helpers import deployment_950pr
+
+
+def deployment(model_id: str = "qwen3.5-27b", **kw: object) -> Deployment:
+    return deployment_950pr(model_id, **kw)
+
+
+def test_single_stream_is_the_decode_speed() -> None:
+    """One client: nothing to interleave. TTFT = prefill; O - 1 verify steps of t / a each after it."""
+    dep = deployment("qwen3.5-0.8b", weight_scheme_name="bf16", mtp_tokens=1, mtp_acceptance_fraction=0.896)
+    est = closed_loop.serving_estimate(dep, input_tokens=862, output_tokens=64, concurrency=1)
+    step_s = roofline.decode_step_s(dep, batch=1, ctx_tokens=862 + 32)
+    assert est.per_user_tokens_per_s == pytest.approx(1.896 / step_s, rel=1e-12)
+    assert est.ttft_s == pytest.approx(roofline.ttft_s(dep, prompt_tokens=862), rel=1e-12)
+    assert est.request_latency_s == pytest.approx(est.ttft_s + 63 * step_s / 1.896, rel=1e-12)
+
+
+def test_waves_within_one_prefill_pass_have_no_interference() -> None:
+    """8 prompts of 256 tokens fit one 8192-token prefill pass: every request's first token comes at the
+    end of that pass and its TPOT window holds only decode steps, so per-user = a / t exactly."""
+    dep = deployment(weight_scheme_name="fp8")
+    est = closed_loop.serving_estimate(dep, input_tokens=256, output_tokens=128, concurrency=8)
+    step_s = roofline.decode_step_s(dep, batch=8, ctx_tokens=256 + 64)
+    assert (est.prefill_batch, est.running_batch) == (8, 8)
+    assert est.tpot_s == pytest.approx(step_s, rel=1e-12)
+    assert est.ttft_s == pytest.approx(est.prefill_pass_s, rel=1e-12)
+    # one batched pass of 8 prompts costs more than one prompt and less than 8 separate ones
+    assert est.prefill_s < est.prefill_pass_s < 8 * est.prefill_s
+
+
+def test_littles_law_and_prefill_share() -> None:
+    dep = deployment(mtp_tokens=1, mtp_acceptance_fraction=0.9)
+    est = closed_loop.serving_estimate(dep, input_tokens=1024, output_tokens=256, concurrency=32)
+    assert est.request_latency_s == pytest.approx(32 / est.requests_per_s, rel=1e-12)
+    assert est.output_tokens_per_s == pytest.approx(est.requests_per_s * 256, rel=1e-12)
+    decode_only = 32 * est.tokens_per_step / est.decode_step_s
+    assert est.output_tokens_per_s < decode_only  # prefill only takes engine time away
+    assert 0 < est.prefill_time_fraction < 1
+
+
+def test_staggered_arrivals_put_other_prefills_in_every_window() -> None:
+    """Staggered: window = decode + (b - 1) single prefills, so TPOT is the step plus (b - 1) P / (O - 1)."""
+    dep = deployment(weight_scheme_name="fp8")
+    run = BenchRun(arrivals="staggered")
+    est = closed_loop.serving_estimate(dep, input_tokens=256, output_tokens=128, concurrency=16, run=run)
+    expected = est.decode_step_s + 15 * est.prefill_s / 127
+    assert est.tpot_s == pytest.approx(expected, rel=1e-12)
+    waves = closed_loop.serving_estimate(dep, input_tokens=256, output_tokens=128, concurrency=16)
+    assert est.per_user_tokens_per_s < waves.per_user_tokens_per_s
+
+
+def test_queueing_beyond_max_batch() -> None:
+    """K > max_batch: the engine runs max_batch; throughput is that of K = max_batch, latency grows K / b."""
+    dep = deployment(weight_scheme_name="fp8")
+    capped = closed_loop.serving_estimate(
+        dep, input_tokens=512, output_tokens=128, concurrency=64, run=BenchRun(max_batch=16)
+    )
+    alone = closed_loop.serving_estimate(dep, input_tokens=512, output_tokens=128, concurrency=16)
+    assert capped.running_batch == 16
+    assert capped.output_tokens_per_s == pytest.approx(alone.output_tokens_per_s, rel=1e-12)
+    assert capped.request_latency_s == pytest.approx(4 * alone.request_latency_s, rel=1e-12)
+    assert capped.ttft_s > alone.ttft_s + 2.9 * alone.cycle_s  # waits about 3 cycles in the queue
+
+
+def test_finite_run_counts_its_partial_last_wave() -> None:
+    dep = deployment(weight_scheme_name="fp8")
+    steady = closed_loop.serving_estimate(dep, input_tokens=256, output_tokens=128, concurrency=32)
+    whole = closed_loop.serving_estimate(
+        dep, input_tokens=256, output_tokens=128, concurrency=32, run=BenchRun(num_requests=96)
+    )
+    ragged = closed_loop.serving_estimate(
+        dep, input_tokens=256, output_tokens=128, concurrency=32, run=BenchRun(num_requests=97)
+    )
+    assert whole.output_tokens_per_s == pytest.approx(steady.output_tokens_per_s, rel=1e-12)
+    assert ragged.output_tokens_per_s < whole.output_tokens_per_s  # a 1-request wave at the end
+
+
+@settings(max_examples=40, deadline=None)
+@given(concurrency=st.integers(1, 200), arrivals=st.sampled_from(["waves", "staggered"]))
+def test_throughput_grows_with_concurrency(concurrency: int, arrivals: str) -> None:
+    dep = deployment()
+    run = BenchRun(arrivals=arrivals)  # type: ignore[arg-type]
+    low = closed_loop.serving_estimate(
+        dep, input_tokens=512, output_tokens=128, concurrency=concurrency, run=run
+    )
+    high = closed_loop.serving_estimate(
+        dep, input_tokens=512, output_tokens=128, concurrency=concurrency + 1, run=run
+    )
+    assert high.output_tokens_per_s >= low.output_tokens_per_s * (1 - 1e-9)
+    assert high.request_latency_s >= low.request_latency_s
+
+
+def test_serve_cli_json_matches_the_library() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner import inputs
+    from planner.cli import app
+
+    args = ["serve", "-m", "qwen3-8b", "--card", "ascend-910b3", "--input-tokens", "1k"]
+    args += [
+        "--output-tokens",
+        "256",
+        "--concurrency",
+        "64",
+        "--max-batch",
+        "16",
+        "--engine",
+        "vllm",
+        "--json",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    got = json.loads(result.output)["estimate"]
+    request = inputs.PlanRequest(model="qwen3-8b", card="ascend-910b3", ctx="1280", engine="vllm")
+    want = closed_loop.serving_estimate(
+        inputs.to_deployment(request),
+        input_tokens=1024,
+        output_tokens=256,
+        concurrency=64,
+        run=BenchRun(max_batch=16),
+    )
+    assert got["running_batch"] == 16
+    assert got["output_tokens_per_s"] == pytest.approx(want.output_tokens_per_s, rel=1e-12)
+    bad = CliRunner().invoke(app, ["serve", "-m", "qwen3-8b", "--arrivals", "poisson"])
+    assert bad.exit_code == 2
+    assert "--arrivals" in bad.output

@@ -1,0 +1,131 @@
+"""Serving-level bench rows: parsing, model/engine names, per-row prediction, validate and --from-bench."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.errors import DataFileError
+from planner.importers.benchpoints import read_bench_rows
+from planner.perf import closed_loop, fit_serving
+
+HEADER = (
+    "model,card,dtype,kv_dtype,tp,engine,concurrency,input_tokens,output_tokens,output_tokens_per_s,"
+    "mtp,mtp_acceptance,ttft_s,tpot_s,dp,max_num_seqs\n"
+)
+SEED = Path(__file__).resolve().parents[1] / "docs/examples/seed-950pr-serving.csv"
+
+
+def _csv(tmp_path: Path, body: str, header: str = HEADER) -> Path:
+    path = tmp_path / "rows.csv"
+    path.write_text(header + body, encoding="utf-8")
+    return path
+
+
+def test_hf_names_engine_aliases_and_optional_columns(tmp_path: Path) -> None:
+    path = _csv(
+        tmp_path,
+        "Qwen/Qwen3-32B,ascend-910b3,int8,,4,vllm-ascend,72,3.5k,1500,1065.2,,,,,,\n"
+        "qwen3.5-27b,ascend-910b3,int8,bf16,2,vllm,32,3500,1500,660,3,0.7,2.5,0.04,2,16\n",
+    )
+    steps, (first, second) = read_bench_rows(path)
+    assert steps == []
+    assert (first.engine, first.input_tokens, first.kv_dtype, first.mtp, first.dp) == ("vllm", 3584, "", 0, 1)
+    assert (second.mtp, second.mtp_acceptance_fraction, second.dp, second.max_batch) == (3, 0.7, 2, 16)
+    dep = fit_serving.serving_deployment(first)
+    assert dep.model.id == "qwen3-32b"  # matched through the card's source.hf_repo
+    assert dep.kv_dtype.value == "bf16"  # empty kv_dtype: the activation dtype
+
+
+def test_prediction_is_dp_times_one_replica(tmp_path: Path) -> None:
+    """dp = 2 replicas at 32 clients each behave as two rows of 32: same per-replica estimate, doubled."""
+    path = _csv(
+        tmp_path,
+        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,64,1024,256,1000,,,,,2,\n"
+        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,32,1024,256,1000,,,,,1,\n",
+    )
+    _, (two, one) = read_bench_rows(path)
+    e_two, e_one = fit_serving.serving_errors([two, one])
+    assert 1 + e_two == pytest.approx(2 * (1 + e_one), rel=1e-12)
+
+
+def test_max_num_seqs_caps_the_running_batch(tmp_path: Path) -> None:
+    path = _csv(tmp_path, "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,64,1024,256,1000,,,,,,8\n")
+    _, (row,) = read_bench_rows(path)
+    (prepared,) = fit_serving.prepare([row])
+    assert prepared.run.max_batch == 8
+    est = fit_serving.estimate(prepared)
+    alone = closed_loop.serving_estimate(
+        prepared.deployment, input_tokens=1024, output_tokens=256, concurrency=8
+    )
+    assert est.output_tokens_per_s == pytest.approx(alone.output_tokens_per_s, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "qwen9-8b,ascend-910b3,bf16,,1,vllm,8,512,128,100,,,,,,\n",
+            r"rows\.csv:2: unknown model card 'qwen9-8b'",
+        ),
+        ("Qwen/Qwen9-8B,ascend-910b3,bf16,,1,vllm,8,512,128,100,,,,,,\n", r"rows\.csv:2: unknown model card"),
+        ("qwen3-8b,ascend-9999,bf16,,1,vllm,8,512,128,100,,,,,,\n", r"rows\.csv:2: unknown hardware profile"),
+        (
+            "qwen3-8b,ascend-910b3,bf16,,1,sglang2,8,512,128,100,,,,,,\n",
+            r"rows\.csv:2: column engine: unknown",
+        ),
+        ("qwen3-8b,ascend-910b3,bf16,,1,vllm,0,512,128,100,,,,,,\n", r"rows\.csv:2: column concurrency"),
+        (
+            "qwen3-8b,ascend-910b3,bf16,,1,vllm,8,512,128,100,,1.5,,,,\n",
+            r"rows\.csv:2: column mtp_acceptance",
+        ),
+    ],
+)
+def test_bad_rows_get_one_line_naming_the_row(tmp_path: Path, body: str, message: str) -> None:
+    path = _csv(tmp_path, body)
+    with pytest.raises(DataFileError, match=message):
+        _, rows = read_bench_rows(path)
+        fit_serving.serving_errors(rows)
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert "rows.csv:2" in result.output and "Traceback" not in result.output
+
+
+def test_validate_reports_both_kinds(tmp_path: Path) -> None:
+    header = HEADER.rstrip("\n") + ",batch,ctx,decode_step_s\n"
+    path = _csv(
+        tmp_path,
+        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,8,512,128,100,,,,,,,,,\n"
+        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,,,,,,,,,,,8,1k,0.03\n",
+        header=header,
+    )
+    steps, rows = read_bench_rows(path)
+    assert (len(steps), len(rows)) == (1, 1)
+    (error,) = fit_serving.serving_errors(rows)
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"serving MAPE {abs(error) * 100:.1f} %" in result.output
+    assert "decode step, predicted vs measured" in result.output
+
+
+def test_from_bench_fits_serving_rows(tmp_path: Path) -> None:
+    """The seed's 950PR serving rows: the datasheet model is >2x optimistic; a fit brings every row closer."""
+    before = fit_serving.serving_errors(read_bench_rows(SEED)[1])
+    out = tmp_path / "seed.yaml"
+    result = CliRunner().invoke(
+        app, ["calibrate", "--from-bench", str(SEED), "--card", "ascend-950pr", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    after = fit_serving.serving_errors(read_bench_rows(SEED)[1], hardware=_card(out))
+    assert max(abs(e) for e in after) < min(abs(e) for e in before)
+    assert yaml.safe_load(out.read_text())["measured"]["samples"]["measured_output_tokens_per_s"][0] == 15.8
+
+
+def _card(path: Path):  # type: ignore[no-untyped-def]
+    from planner import catalog
+
+    return catalog.resolve_card(str(path))
