@@ -113,7 +113,8 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
         tool="kvplan calibrate --from-bench",
         tool_version="0.1.0",
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        device_name=f"fit to {points_csv.name} ({len(points)} step, {len(rows)} serving points)",
+        device_name=f"fit to {points_csv.name} ({len(points)} points"
+        + (f", {len(rows)} serving rows)" if rows else ")"),
         backend="bench-fit",
         coefficients=result.coefficients,
         memory_bandwidth_gb_per_s=hw.measured.memory_bandwidth_gb_per_s if hw.measured else None,
@@ -121,8 +122,8 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
         samples={
             "fit_residual_fraction": result.residual_fractions,
             "measured_decode_step_s": [p.decode_step_s for p in points],
-            "measured_output_tokens_per_s": [r.output_tokens_per_s for r in rows],
-        },
+        }
+        | ({"measured_output_tokens_per_s": [r.output_tokens_per_s for r in rows]} if rows else {}),
         notes=f"fitted {', '.join(free)}; others kept from the profile; {result.iterations} iterations, "
         f"MAPE {units.fmt_fraction(result.mape_fraction)}, worst {units.fmt_fraction(result.worst_fraction)}",
     )

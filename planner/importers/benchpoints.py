@@ -293,19 +293,14 @@ def read_bench_points(path: Path) -> list[BenchPoint]:
 
 
 def catalogue_model(name: str) -> tuple[ModelCard, str | None]:
-    """Model card for a bench row's model: catalogue id or alias, else a Hugging Face name matched against the
-    cards' source.hf_repo (case-insensitive), else the part after the '/' as an id or alias."""
-    if "/" not in name or Path(name).suffix in (".yaml", ".yml"):
-        return catalog.resolve_model(name)
-    by_repo = {catalog.load_model(i).source.hf_repo.lower(): i for i in catalog.model_ids()}
-    model_id = by_repo.get(name.strip().lower())
-    if model_id is not None:
-        return catalog.load_model(model_id), None
-    short = name.rsplit("/", 1)[-1]
+    """Model card for a bench row's model: catalogue id, alias or Hugging Face repo name
+    (catalog.resolve_model); an unknown repo name is an unknown model (not a missing file), closest ids."""
     try:
-        return catalog.resolve_model(short)
+        return catalog.resolve_model(name)
     except KvplanError as exc:
-        raise UnknownIdError("model card", name, catalog.model_ids(), "modelcards/") from exc
+        if "/" in name and Path(name).suffix not in (".yaml", ".yml"):
+            raise UnknownIdError("model card", name, catalog.model_ids(), "modelcards/") from exc
+        raise
 
 
 def deployment_for(
