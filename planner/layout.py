@@ -12,6 +12,9 @@ embeddings and lm_head stay tensor-parallel over tp. Pipeline stages each hold c
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
 
 from planner import memory, units
 from planner.deployment import Deployment
@@ -52,6 +55,26 @@ def experts_per_rank(dep: Deployment) -> int:
 def shards(dep: Deployment) -> Shards:
     """The weight shards of one rank under the deployment's layout (params.Shards)."""
     return Shards(moe_tp=moe_tp(dep), experts_per_rank=experts_per_rank(dep), pp=dep.pp)
+
+
+def speed_shards(dep: Deployment) -> Shards:
+    """The shards the speed ledger streams: one rank's experts, every layer (a token passes all stages)."""
+    return Shards(moe_tp=moe_tp(dep), experts_per_rank=experts_per_rank(dep), pp=1)
+
+
+def off_node_fraction(group: int, *, per_node: int) -> float:
+    """Share of a rank's traffic to the other members of a group of `group` ranks that leaves the node.
+
+    Formula: (g - min(g, N)) / (g - 1) for uniform destinations (0 for g = 1); the group packs whole nodes.
+    """
+    if group <= 1:
+        return 0.0
+    return (group - min(group, per_node)) / (group - 1)
+
+
+def expert_group(dep: Deployment) -> int:
+    """Ranks the MoE dispatch spans: ep when expert parallel, else the dp groups' all-gather (dp)."""
+    return dep.ep if dep.ep > 1 else dep.dp
 
 
 def devices_per_node(dep: Deployment) -> int:
@@ -247,3 +270,14 @@ def layout_report(dep: Deployment, *, instance_batch: int) -> LayoutReport:
         comm_buffers_bytes=comm_buffer_bytes(dep),
         notes=layout_notes(dep, batch_per_group=group_batch),
     )
+
+
+def pipeline_microbatch(batch: Any, *, pp: int) -> Any:
+    """Sequences of one in-flight microbatch: batch / min(pp, batch) (int or float array; batch when pp = 1).
+
+    With pp stages the engine keeps up to pp microbatches in flight; each passes every stage once per
+    token, so TPOT = the whole model's step at this microbatch (stages idle when batch < pp: the bubble).
+    """
+    if pp == 1:
+        return batch
+    return batch / np.minimum(pp, np.maximum(batch, 1))

@@ -287,6 +287,8 @@ class PerfCoefficients(Frozen):
                                      None: matmul_latency_us
     grouped_weight_read_bandwidth_fraction   achieved / datasheet bandwidth of the same fit; None:
                                      weight_read_bandwidth_fraction
+    expert_imbalance_factor          rows the busiest expert-parallel rank receives / the mean (>= 1); None:
+                                     planner/perf/opgeometry.py's assumed default (only used when ep > 1)
     """
 
     weight_read_bandwidth_fraction: float = Field(gt=0, le=1)
@@ -303,6 +305,7 @@ class PerfCoefficients(Frozen):
     attention_kernels: dict[str, dict[int, str]] | None = None
     grouped_matmul_latency_us: float | None = Field(default=None, ge=0)
     grouped_weight_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    expert_imbalance_factor: float | None = Field(default=None, ge=1, le=64)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> PerfCoefficients:

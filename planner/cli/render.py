@@ -123,7 +123,8 @@ def print_plan(result: Plan, dep: Deployment) -> None:
         lay = result.layout
         console.print(
             f"[bold]Layout:[/bold] {_layout_text(result)} = {lay.world_size} devices on {lay.nodes} "
-            f"node(s) of {lay.devices_per_node}; experts split ep={lay.ep} x moe_tp={lay.moe_tp}"
+            f"node(s) of {lay.devices_per_node}"
+            + (f"; experts split ep={lay.ep} x moe_tp={lay.moe_tp}" if lay.experts_per_rank else "")
         )
         for line in lay.notes:
             console.print(f"  why: {line}")
@@ -147,6 +148,8 @@ def print_explain(dep: Deployment, result: Plan) -> None:
 
     perf = result.performance
     batch = perf.batch if perf else result.recommendation.max_batch_size
+    if result.layout is not None:  # the ledger of one DP group's ranks at its share of the batch
+        batch = result.layout.batch_per_dp_group
     ledger = roofline.decode_ledger(dep, batch=batch, ctx_tokens=dep.ctx_tokens)
     console.print(explain.render_explain(ledger))
 

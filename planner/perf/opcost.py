@@ -20,7 +20,7 @@ from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, geomet
 __all__ = ["GDN_FLOP_PER_STATE_ELEMENT", "Geometry", "geometry", "matmul_dtype"]  # re-exported
 
 FloatArray = npt.NDArray[np.float64]
-Resource = Literal["hbm", "kv", "link", "experts", "none"]
+Resource = Literal["hbm", "kv", "link", "experts", "none", "a2a", "stage"]
 
 # Hidden-vector passes per layer outside the matmuls: two RMSNorms (read + write = 2 each) and two
 # residual adds (2 reads + 1 write each): 2*2 + 2*3 = 10. Each touched element costs about one FLOP.
@@ -154,21 +154,27 @@ def linear_term(geo: Geometry, step: Step, *, op: OpName, layers: int) -> Term:
 
 
 def moe_experts_term(geo: Geometry, step: Step) -> Term:
-    """Routed experts: read the experts the batch touches; each token computes k of E experts.
+    """Routed experts: read the rank's experts the instance's tokens touch; compute the rank's rows.
 
     Resource "experts": the roofline times its bytes and its matmul calls (the grouped GEMMs) with the
     measured grouped-GEMM coefficients when the card has them, else as dense decode GEMV.
 
     Formula:
-        bytes = W_exp * D(n) / E + n * A_exp * b_act     D(n) expected_experts_touched
-        flop  = 2 * n * E_exp * k / E                     E_exp elements of all E experts
+        bytes = W_exp * D(n * dp) / E + n * f * u * A_exp * b_act   D expected_experts_touched (E experts)
+        flop  = 2 * n * k * f * u * E_exp / E_rank
+        W_exp, E_exp  bytes and elements of the rank's E_rank experts;  A_exp its k rows' in+out per token
+        f = moe_tp / tp  the rank's share of a token's rows (1 under TP, 1/tp when experts are whole);
+        u  expert_imbalance (the busiest EP rank; 1 without EP);  dp groups' tokens all reach the experts
     """
     w, e = geo.weights, geo.experts
-    touched = expected_experts_touched(e, top_k=geo.top_k, tokens=step.tokens)
+    touched = expected_experts_touched(e, top_k=geo.top_k, tokens=step.tokens * geo.dp)
+    rows_scale = geo.expert_row_fraction * geo.expert_imbalance
     hbm = w.weight_bytes["moe.experts"] * touched / e + (
-        step.tokens * w.activation_elements_per_token["moe.experts"] * geo.activation_bytes
+        step.tokens * rows_scale * w.activation_elements_per_token["moe.experts"] * geo.activation_bytes
     )
-    flop = 2.0 * step.tokens * w.matmul_elements["moe.experts"] * geo.top_k / e
+    flop = (
+        2.0 * step.tokens * rows_scale * w.matmul_elements["moe.experts"] * geo.top_k / geo.experts_per_rank
+    )
     layers = geo.layers["moe"]
     return term(
         geo, "moe.experts", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype, resource="experts"
@@ -267,6 +273,14 @@ def lm_head_term(geo: Geometry, step: Step) -> Term:
     return term(geo, "lm_head", layers=1, hbm=hbm, flop=flop, dtype=geo.activation_dtype)
 
 
+def link_term(
+    geo: Geometry, name: str, *, link: FloatArray, resource: Resource, counts: tuple[int, int]
+) -> Term:
+    """A weightless communication Term: `link` bytes over `resource`; counts = (layers, collectives)."""
+    zero = np.zeros_like(link)
+    return Term(name, counts[0], 0, link, zero, geo.activation_dtype, resource, collectives=counts[1])
+
+
 def allreduce_term(geo: Geometry, step: Step) -> Term:
     """Tensor-parallel all-reduces: two per layer of the hidden activations of every token.
 
@@ -275,16 +289,31 @@ def allreduce_term(geo: Geometry, step: Step) -> Term:
     """
     count = ALLREDUCES_PER_LAYER * geo.layers["all"] if geo.tp > 1 else 0
     link = count * step.tokens * geo.hidden_size * geo.activation_bytes
-    return Term(
-        "tp.allreduce",
-        geo.layers["all"],
-        kernels=0,
-        bytes=link,
-        flop=np.zeros_like(link),
-        compute_dtype=geo.activation_dtype,
-        resource="link",
-        collectives=count,
-    )
+    return link_term(geo, "tp.allreduce", link=link, resource="link", counts=(geo.layers["all"], count))
+
+
+def moe_dispatch_term(geo: Geometry, step: Step) -> Term:
+    """Token dispatch to the experts and combine back, per MoE layer (MC2 / all-to-all, or all-gather).
+
+    Formula: EP: bytes = 2 * L_moe * (n / tp) * k * H * b_act * (ep - 1) / ep * u  (tokens split over tp
+    ranks, k rows each, the off-rank share, u expert_imbalance); all-gather (ep = 1, dp > 1): bytes =
+    2 * L_moe * (dp - 1) * n * H * b_act; collectives 2 * L_moe at the roofline's a2a rate and latency.
+    """
+    layers = geo.layers["moe"]
+    hidden_bytes = step.tokens * geo.hidden_size * geo.activation_bytes
+    if geo.ep > 1:
+        share = (geo.ep - 1) / geo.ep * geo.expert_imbalance
+        link = 2.0 * layers * hidden_bytes / geo.tp * geo.top_k * share
+    else:
+        link = 2.0 * layers * (geo.dp - 1) * hidden_bytes
+    return link_term(geo, "moe.dispatch", link=link, resource="a2a", counts=(layers, 2 * layers))
+
+
+def pipeline_send_term(geo: Geometry, step: Step) -> Term:
+    """Pipeline hand-offs. Formula: bytes = (pp - 1) * n * H * b_act over the stage link, pp - 1 sends."""
+    hops = geo.pp - 1
+    link = hops * step.tokens * geo.hidden_size * geo.activation_bytes
+    return link_term(geo, "pp.send", link=link, resource="stage", counts=(hops, hops))
 
 
 def mtp_layer_term(geo: Geometry, step: Step) -> Term:
@@ -357,11 +386,15 @@ def step_terms(geo: Geometry, step: Step) -> list[Term]:
         ]
     if lay["moe"]:
         terms += [linear_term(geo, step, op="moe.router", layers=lay["moe"]), moe_experts_term(geo, step)]
+        if geo.ep > 1 or geo.dp > 1:
+            terms.append(moe_dispatch_term(geo, step))
         if geo.weights.weight_bytes["moe.shared"]:
             terms.append(linear_term(geo, step, op="moe.shared", layers=lay["moe"]))
     terms += [norms_term(geo, step), lm_head_term(geo, step)]
     if geo.tp > 1:
         terms.append(allreduce_term(geo, step))
+    if geo.pp > 1:
+        terms.append(pipeline_send_term(geo, step))
     if lay["mtp"] and step.draft_runs:
         terms += [mtp_layer_term(geo, step), mtp_attention_term(geo, step), mtp_lm_head_term(geo, step)]
     return terms

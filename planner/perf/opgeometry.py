@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner import layout
 from planner.deployment import Deployment
 from planner.kinds import EngineName
 from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
 from planner.params import split
 from planner.perf.opweights import OpWeights, op_weights
 from planner.units import BITS_PER_BYTE
+
+# Rows the busiest expert-parallel rank receives over the mean when the profile has no measured factor.
+# [assumed: top-k routing at decode batch sizes leaves the busiest of ep ranks ~20 % above the mean; not
+# measured here (DeepSeek's EPLB exists because of this skew); calibrate expert_imbalance_factor]
+EXPERT_IMBALANCE_ASSUMED = 1.2
 
 # FLOP per state element per token in a delta-rule update: decay (1), S^T k (2), rank-1 update (2),
 # readout S^T q (2) = 7.
@@ -42,6 +48,12 @@ class Geometry:
     engine: EngineName
     qk_norm: bool
     kv_heads_per_rank: int  # KV heads (GQA/MHA) or 1 latent (MLA) per rank: attention table rows per sequence
+    dp: int = 1  # attention data-parallel groups: the experts see dp groups' tokens (planner/layout.py)
+    ep: int = 1
+    pp: int = 1
+    experts_per_rank: int = 0  # routed experts this rank holds (E when ep = 1)
+    expert_row_fraction: float = 1.0  # moe_tp / tp: this rank's share of a group token's k expert rows
+    expert_imbalance: float = 1.0  # busiest EP rank's rows / the mean (1 without EP)
 
 
 def attention_flop_per_key(dep: Deployment, *, layers: int) -> int:
@@ -118,4 +130,19 @@ def geometry(dep: Deployment) -> Geometry:
         engine=dep.engine,
         qk_norm=card.qk_norm,
         kv_heads_per_rank=1 if card.attention_traits.latent_kv else split(card.num_key_value_heads, dep.tp),
+        dp=dep.dp,
+        ep=dep.ep,
+        pp=dep.pp,
+        experts_per_rank=layout.experts_per_rank(dep),
+        expert_row_fraction=layout.moe_tp(dep) / dep.tp,
+        expert_imbalance=expert_imbalance(dep),
     )
+
+
+def expert_imbalance(dep: Deployment) -> float:
+    """Busiest expert-parallel rank's routed rows / the mean: the profile's expert_imbalance_factor, else
+    EXPERT_IMBALANCE_ASSUMED; 1 without expert parallelism (every rank computes every expert's share)."""
+    if dep.ep == 1:
+        return 1.0
+    measured = dep.hardware.coefficients(calibrated=dep.calibrated).expert_imbalance_factor
+    return EXPERT_IMBALANCE_ASSUMED if measured is None else measured

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from planner import layout
 from planner.deployment import Deployment
 from planner.memory import linear_weight_bytes, plain_tensor_bytes
 from planner.params import Linear, Plain, model_tensors, split
@@ -78,13 +79,17 @@ def op_weights(dep: Deployment) -> OpWeights:
 
     Formula (per op): weight_bytes = sum of memory.linear_weight_bytes (matmuls) + plain_tensor_bytes (rest);
     matmul_elements = sum of matmul weight elements; activation elements per token = sum count*(in+out).
-    Routed-expert activations are scaled by k / E (a token visits k of E experts). The lm_head reads
+    Routed-expert activations are scaled by k / E_rank (a token's k rows, each through one of the rank's
+    E_rank experts; opcost scales the rows by the layout's share). Shapes follow the layout's shards
+    (planner/layout.py: experts per rank, moe_tp, the fullest pipeline stage). The lm_head reads
     ceil(V / tp) * H weights: the untied head, or the embedding table when tied.
     """
     card = dep.model
     weights = OpWeights()
     embedding_bytes = 0
-    for tensor in model_tensors(card, tp=dep.tp, include_mtp=dep.include_mtp):
+    for tensor in model_tensors(
+        card, tp=dep.tp, include_mtp=dep.include_mtp, shards=layout.speed_shards(dep)
+    ):
         if tensor.part == "embedding" and isinstance(tensor, Plain):
             embedding_bytes += plain_tensor_bytes(tensor, dtype=dep.activation_dtype)
             continue
@@ -98,6 +103,6 @@ def op_weights(dep: Deployment) -> OpWeights:
         for op in ("moe.experts", "mtp.experts"):
             per_token = weights.activation_elements_per_token[op]
             weights.activation_elements_per_token[op] = (
-                per_token * (card.num_experts_per_tok or 0) // (card.routed_expert_count)
+                per_token * (card.num_experts_per_tok or 0) // layout.experts_per_rank(dep)
             )
     return weights

@@ -17,13 +17,14 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from planner import layout
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
-from planner.perf import opcost
+from planner.perf import links, opcost
 from planner.perf.attention import AttentionGrid, attention_bytes_per_s, attention_grid, attention_table_for
 from planner.perf.opcost import FloatArray, Step, Term
 from planner.schema import Frozen, HardwareProfile, PerfCoefficients
-from planner.units import gb_per_s_to_bytes_per_s, us_to_s
+from planner.units import us_to_s
 
 Bound = Literal["memory", "compute", "overhead", "interconnect"]
 
@@ -35,7 +36,7 @@ class Rates:
     hbm_bytes_per_s: float  # weight streaming
     expert_bytes_per_s: float  # routed-expert weights through grouped GEMMs
     kv_bytes_per_s: float  # KV cache and recurrent state
-    link_bytes_per_s: float
+    link_rates: links.LinkRates  # all-reduce, MoE dispatch and pipeline rates (planner/perf/links.py)
     flop_per_s: dict[str, float]
     kernel_overhead_s: float
     matmul_latency_s: float
@@ -111,8 +112,7 @@ def rates(dep: Deployment) -> Rates:
         hbm_bytes_per_s=bandwidth * coeff.weight_read_bandwidth_fraction,
         expert_bytes_per_s=bandwidth * grouped_fraction,
         kv_bytes_per_s=bandwidth * coeff.kv_read_bandwidth_fraction,
-        link_bytes_per_s=gb_per_s_to_bytes_per_s(hw.interconnect.bandwidth_gb_per_s)
-        * coeff.allreduce_bandwidth_fraction,
+        link_rates=links.link_rates(dep, coeff),
         flop_per_s={d: effective_flop_per_s(hw, coefficients=coeff, dtype=d) for d in sorted(dtypes)},
         kernel_overhead_s=us_to_s(coeff.kernel_overhead_us),
         matmul_latency_s=us_to_s(coeff.matmul_latency_us),
@@ -182,10 +182,9 @@ def term_seconds(
                      matmul_latency = grouped_matmul_latency for routed experts (grouped GEMMs)
                      k kernels, m of them matmul calls, a attention kernels timed by the table (else 0)
     """
-    timed_by_table = 0
-    if term.resource == "link":
-        ring_fraction = 2.0 * (rate.tp - 1) / rate.tp
-        transfer = ring_fraction * term.bytes / rate.link_bytes_per_s
+    timed_by_table, collective_latency_s = 0, rate.allreduce_latency_s
+    if term.resource in links.COLLECTIVE_RESOURCES:
+        transfer, collective_latency_s = links.collective_seconds(rate.link_rates, term, tp=rate.tp)
     elif term.attention is not None and rate.attention is not None:
         table = attention_bytes_per_s(
             rate.attention, rows=term.attention.rows, ctx_tokens=term.attention.ctx_tokens
@@ -202,7 +201,7 @@ def term_seconds(
     overhead = (
         term.matmuls * matmul_latency_s
         + other_kernels * small_kernel_s(rate, tokens=tokens)
-        + term.collectives * rate.allreduce_latency_s
+        + term.collectives * collective_latency_s
     )
     return transfer, compute, np.broadcast_to(overhead, np.broadcast(transfer, overhead).shape) + 0.0
 
@@ -223,6 +222,7 @@ def decode_step(dep: Deployment, *, batch: FloatArray, ctx_tokens: FloatArray) -
     draft = dep.mtp_tokens if dep.include_mtp else 0
     q = 1 + draft
     block = dep.block_size_tokens
+    batch = layout.pipeline_microbatch(batch, pp=dep.pp)  # one in-flight microbatch passes every stage
     tokens = batch * q
     return Step(
         tokens=tokens,
@@ -322,7 +322,7 @@ def assemble_ledger(
     terms = opcost.step_terms(opcost.geometry(dep), step)
     ops = [ledger_op(t, rate=rate, chunks=chunks, tokens=step.tokens) for t in terms]
     ops.append(step_overhead_op(rate, passes=chunks))
-    link = [t.name for t in terms if t.resource == "link"]
+    link = [t.name for t in terms if t.resource in links.COLLECTIVE_RESOURCES]
     return Ledger(
         phase=phase,
         batch=lengths[0],
