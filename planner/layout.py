@@ -255,6 +255,7 @@ def layout_report(dep: Deployment, *, instance_batch: int) -> LayoutReport:
         shards=shards(dep),
     )
     return LayoutReport(
+        model_type=dep.model.model_type,
         tp=dep.tp,
         dp=dep.dp,
         ep=dep.ep,

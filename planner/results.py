@@ -60,6 +60,7 @@ class LayoutReport(Frozen):
     notes                   why the layout holds what it holds, with what is assumed
     """
 
+    model_type: str
     tp: int
     dp: int
     ep: int

@@ -22,6 +22,7 @@ from planner.cli.options import (
     JsonOpt,
     ModelOpt,
     fail,
+    layout_options,
     plan_options,
     plan_request,
     print_json,
@@ -185,7 +186,7 @@ def serving_values(flags: Mapping[str, object]) -> dict[str, object]:
     return values
 
 
-@with_options(plan_options, serving_options)
+@with_options(plan_options, serving_options, layout_options)
 def mindie_command(
     model: ModelOpt,
     tp: TpOpt = 1,
@@ -329,7 +330,7 @@ def print_mindie(
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
 
 
-@with_options(plan_options, serving_options)
+@with_options(plan_options, serving_options, layout_options)
 def vllm_command(
     model: ModelOpt,
     tp: TpOpt = 1,

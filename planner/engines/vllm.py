@@ -11,6 +11,7 @@ The budget is kvplan's (planner/memory.kv_budget_bytes: capacity x fraction - we
   --kv-cache-dtype          auto (16-bit) or fp8; vllm-ascend's INT8 KV comes with a quantized checkpoint
   --tensor-parallel-size    worldSize (--tp)
   --speculative-config      {"method": "mtp", "num_speculative_tokens": n} with --mtp n
+  --data-parallel-size, --enable-expert-parallel, ...: layouts beyond TP (planner/engines/layouts.py)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import shlex
 
 from planner import vllm_memory as vm
 from planner.deployment import Deployment
+from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
 from planner.errors import DoesNotFitError
 from planner.results import Plan
@@ -91,6 +93,8 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
     if pool.state_groups == 0:
         args.append(("--block-size", str(pool.block_size_tokens)))
     args += [("--kv-cache-dtype", KV_CACHE_DTYPES[plan.kv_dtype]), ("--tensor-parallel-size", str(plan.tp))]
+    if plan.layout is not None:
+        args += layouts.vllm_layout_args(plan.layout)
     if options.model_name:
         args.append(("--served-model-name", options.model_name))
     if options.prefix_cache:
@@ -129,6 +133,8 @@ def vllm_notes(
             f"prefill on (got {plan.block_size_tokens})"
         )
     notes += dtype_and_cache_notes(plan, dep, options)
+    if plan.layout is not None:
+        notes += layouts.vllm_layout_notes(plan.layout)
     return notes
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from planner import capacity, units
+from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.fields import MODEL, OWNED_FIELDS
@@ -189,11 +190,11 @@ def owned_values(
 ) -> dict[str, Any]:
     """Value of every OWNED_FIELDS entry (KEEP: leave the base's; None: remove the field)."""
     times = schedule_times_ms(plan)
-    batch = plan.recommendation.max_batch_size
+    batch = plan.layout.batch_per_dp_group if plan.layout else plan.recommendation.max_batch_size
     prefill_ms, decode_ms = times or (DEFAULT_PREFILL_MS, DEFAULT_DECODE_MS)
     return {
         "modelInstanceNumber": 1,
-        "npuDeviceIds": [list(options.devices or range(plan.tp))],
+        "npuDeviceIds": [list(options.devices or range(node_devices(plan)))],
         "maxSeqLen": lengths.max_seq_len_tokens,
         "maxInputTokenLen": lengths.max_input_tokens,
         "truncation": False,
@@ -271,15 +272,31 @@ def check_options(plan: Plan, *, options: MindieOptions) -> None:
             f"(got --mindie-version {options.mindie_version}, expected 2.x); "
             f"the reference facts document plugin_params for master only"
         )
-    devices = options.devices
+    devices, count = options.devices, node_devices(plan)
     if devices is None:
         return
-    if len(devices) != plan.tp or len(set(devices)) != len(devices) or min(devices) < 0:
+    if len(devices) != count or len(set(devices)) != len(devices) or min(devices) < 0:
         raise PlanInputError(
             f"--devices: worldSize must equal the number of distinct NPU ids "
-            f"(got {','.join(map(str, devices))}, expected {plan.tp} distinct ids >= 0 "
-            f"for --tp {plan.tp})"
+            f"(got {','.join(map(str, devices))}, expected {count} distinct ids >= 0 "
+            f"for --tp {plan.tp}{' and its layout' if plan.layout else ''})"
         )
+
+
+def node_devices(plan: Plan) -> int:
+    """NPUs of the instance on one node: tp, or the layout's (planner/engines/layouts.py)."""
+    return layouts.devices_on_one_node(plan.layout) if plan.layout else plan.tp
+
+
+def apply_layout(cfg: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """The config with a layout's multi-node and parallel fields set (unchanged for a tp-only plan)."""
+    if plan.layout is None:
+        return cfg
+    for path, value in layouts.mindie_layout_values(plan.layout, model_type=plan.layout.model_type).items():
+        parent = lookup(cfg, path[:-1])
+        if isinstance(parent, dict):
+            parent[str(path[-1])] = value
+    return cfg
 
 
 def check_warmup(plan: Plan, prediction: BlockPrediction) -> None:
@@ -322,10 +339,11 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
             )
         if units.s_to_ms(max(plan.performance.ttft_s, plan.performance.decode_step_s)) > MAX_MS:
             notes.append("roofline prefill or decode time above 1000 ms: clamped to MindIE's maximum")
-    if prediction.concurrency < plan.recommendation.max_batch_size:
+    batch = plan.layout.batch_per_dp_group if plan.layout else plan.recommendation.max_batch_size
+    if prediction.concurrency < batch:
         notes.append(
             f"MindIE's blocks hold {prediction.concurrency} full-length requests, fewer than "
-            f"maxBatchSize {plan.recommendation.max_batch_size}: extra requests wait for blocks"
+            f"maxBatchSize {batch}: extra requests wait for blocks"
         )
     if options.mtp and not MTP_DOCUMENTED.match(plan.model):
         notes.append(f"--mtp: MindIE documents MTP for DeepSeek-R1/V3 (W8A8 or KV-int8), not {plan.model}")
@@ -349,10 +367,13 @@ def mindie_config(
     check_options(plan, options=options)
     mode = npu_mem_mode(plan.model, requested=options.npu_mem_size)
     gib = npu_mem_size_gib(plan, mode=mode)
-    cfg = merge_config(base, owned_values(plan, lengths=lengths, options=options, base=base, npu_mem_gib=gib))
+    values = owned_values(plan, lengths=lengths, options=options, base=base, npu_mem_gib=gib)
+    cfg = apply_layout(merge_config(base, values), plan)
     mindie_rules.validate_config(cfg)
     prediction = predict_blocks(plan, lengths=lengths, npu_mem_gib=gib)
     check_warmup(plan, prediction)
     env = {"NPU_MEMORY_FRACTION": f"{plan.memory_fraction:g}"} if mode == "auto" else {}
     notes = mindie_notes(plan, options=options, prediction=prediction, mode=mode)
+    if plan.layout is not None:
+        notes += layouts.mindie_layout_notes(plan.layout, model_type=plan.layout.model_type)
     return MindieResult(config=cfg, prediction=prediction, npu_mem_mode=mode, env=env, notes=notes)

@@ -1,0 +1,99 @@
+"""Layouts in the engines' terms: vllm-ascend arguments, MindIE multi-node fields (engines/layouts.py)."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+runner = CliRunner()
+QWEN_A3 = ["--model", "qwen3-235b-a22b", "--card", "ascend-910c", "--dtype", "bf16", "--ctx", "5k"]
+R1_TWO_NODES = ["--model", "deepseek-r1", "--card", "ascend-910c", "--dtype", "int8", "--ctx", "5k"]
+R1_TWO_NODES += ["--tp", "8", "--dp", "4", "--ep", "32"]
+
+
+def vllm_json(*args: str) -> dict:
+    result = runner.invoke(app, ["vllm", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def flags(payload: dict) -> dict[str, str | None]:
+    return {flag: value for flag, value in payload["vllm"]["args"]}
+
+
+def test_vllm_single_node_dp_ep_flags() -> None:
+    """vllm-ascend's nightly Qwen3-235B-A22B A3 layout: tp 8, dp 2, expert parallel over all 16 dies."""
+    payload = vllm_json(*QWEN_A3, "--tp", "8", "--dp", "2", "--ep", "16", "--memory-fraction", "0.9")
+    args = flags(payload)
+    assert args["--tensor-parallel-size"] == "8" and args["--data-parallel-size"] == "2"
+    assert "--enable-expert-parallel" in args and args["--enable-expert-parallel"] is None
+    assert "--data-parallel-size-local" not in args  # one node
+    assert int(args["--max-num-seqs"]) >= 32  # the nightly's max_num_seqs per DP engine
+    assert any("each of the 2 DP engines" in note for note in payload["vllm"]["notes"])
+
+
+def test_vllm_multi_node_flags_and_notes() -> None:
+    payload = vllm_json(*R1_TWO_NODES, "--redundant-experts", "32")
+    args = flags(payload)
+    assert args["--data-parallel-size"] == "4" and args["--data-parallel-size-local"] == "2"  # 2 nodes of 16
+    assert json.loads(args["--eplb-config"] or "") == {"num_redundant_experts": 32}
+    assert "--enable-eplb" in args
+    notes = " ".join(payload["vllm"]["notes"])
+    assert "--headless --data-parallel-start-rank i x 2" in notes
+
+
+def test_vllm_tp_only_has_no_layout_flags() -> None:
+    args = flags(vllm_json("--model", "qwen3-32b", "--card", "ascend-910b4", "--tp", "4"))
+    assert not {"--data-parallel-size", "--enable-expert-parallel", "--pipeline-parallel-size"} & set(args)
+
+
+def mindie_json(*args: str) -> dict:
+    result = runner.invoke(app, ["mindie", *args, "--weights-path", "/data/w", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_mindie_multi_node_fields() -> None:
+    payload = mindie_json(*R1_TWO_NODES)
+    backend = payload["mindie"]["config"]["BackendConfig"]
+    model = backend["ModelDeployConfig"]["ModelConfig"][0]
+    assert (model["dp"], model["tp"], model["moe_tp"], model["moe_ep"]) == (4, 8, 1, 32)
+    assert model["models"] == {"deepseekv2": {"ep_level": 2}}  # MC2 dispatch, as the speed model assumes
+    assert backend["multiNodesInferEnabled"] is True
+    assert model["worldSize"] == len(backend["npuDeviceIds"][0]) == 16  # one node's dies
+    layout = payload["plan"]["layout"]
+    assert backend["ScheduleConfig"]["maxBatchSize"] == layout["batch_per_dp_group"]
+
+
+def test_mindie_single_node_layout_keeps_multi_node_off() -> None:
+    payload = mindie_json(*QWEN_A3, "--tp", "8", "--dp", "2", "--ep", "16")
+    backend = payload["mindie"]["config"]["BackendConfig"]
+    model = backend["ModelDeployConfig"]["ModelConfig"][0]
+    assert backend["multiNodesInferEnabled"] is False and model["worldSize"] == 16
+    assert "models" not in model or "deepseekv2" not in model.get("models", {})  # ep_level: DeepSeek only
+    assert any("DeepSeek only" in note for note in payload["mindie"]["notes"])
+
+
+def test_mindie_devices_must_cover_the_layout() -> None:
+    result = runner.invoke(
+        app,
+        [
+            "mindie",
+            *QWEN_A3,
+            "--tp",
+            "8",
+            "--dp",
+            "2",
+            "--ep",
+            "16",
+            "--devices",
+            "0,1,2,3,4,5,6,7",
+            "--weights-path",
+            "/w",
+        ],
+    )
+    assert result.exit_code == 2
+    assert result.stderr.strip().count("\n") == 0 and "expected 16 distinct ids" in result.stderr
