@@ -53,6 +53,7 @@ BASES: dict[str, list[str]] = {
     "cards": ["cards"],
     "sweep": ["sweep", "-m", "qwen3-8b", "--batch", "1,8", "--ctx", "1k"],
     "serve": ["serve", "-m", "qwen3-8b"],
+    "simulate": ["simulate", "-m", "qwen3-8b", "--rate", "2", "--requests", "50"],
     "calibrate": ["calibrate", "--card", "ascend-950pr", "--from-bench", GOOD_CSV, "--out", "fit.yaml"],
     "validate": ["validate", GOOD_CSV],
     "mindie": [

@@ -1,0 +1,254 @@
+"""`kvplan simulate`: request-level simulation of one serving instance (planner/sim/), parse -> run -> print.
+
+kvplan simulate --model M --card C --dtype D [--tp N] [--engine E] (--rate R | --concurrency K | --trace F)
+  --input-tokens I --output-tokens O [--requests N] [--seed S] [--ttft-ms X --tpot-ms Y] [--json]
+  [--out records.csv [--force]]
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from planner import units
+from planner.cli.options import (
+    DEFAULT_CARD,
+    DEFAULT_DTYPE,
+    DEFAULT_ENGINE,
+    DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    AcceptanceOpt,
+    CardOpt,
+    EngineOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    MemoryOpt,
+    ModelOpt,
+    MtpOpt,
+    TpOpt,
+    UncalibratedOpt,
+    fail,
+    ms_to_s,
+    plan_request,
+    positive,
+    print_json,
+)
+from planner.errors import KvplanError, PlanInputError
+
+if TYPE_CHECKING:
+    from planner.sim.run import SimResult
+    from planner.sim.workload import Workload
+
+DEFAULT_REQUESTS = 1000
+CSV_COLUMNS = (
+    "request",
+    "arrival_s",
+    "input_tokens",
+    "output_tokens",
+    "first_token_s",
+    "finish_s",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "preemptions",
+)
+RATE_RANGE_PER_S = (1e-6, 1e6)  # requests/s: one a fortnight .. far beyond any single instance
+MAX_CONCURRENCY = 100_000
+MAX_BATCH = 5000  # MindIE maxBatchSize range [1, 5000] (facts 1.2); also bounds the step grid
+MAX_PASS_TOKENS = 4_194_304  # MindIE maxPrefillTokens range [1, 4194304] (facts 1.2)
+
+LengthOpt = Annotated[
+    str, typer.Option(help="Tokens: 1k | uniform:LO:HI | lognormal:MEDIAN:SIGMA | empirical:FILE.")
+]
+KnobOpt = Annotated[int | None, typer.Option(min=1)]
+
+
+def build_workload(
+    *,
+    rate: float | None,
+    concurrency: int | None,
+    trace: Path | None,
+    lengths: tuple[str, str],
+    shape: tuple[int, int],
+) -> Workload:
+    """The workload from the flags (exactly one of --rate, --concurrency, --trace); shape: requests, seed."""
+    from planner import inputs
+    from planner.sim import workload as wl
+
+    chosen = [
+        flag
+        for flag, v in (("--rate", rate), ("--concurrency", concurrency), ("--trace", trace))
+        if v is not None
+    ]
+    if len(chosen) != 1:
+        raise PlanInputError(
+            f"--rate/--concurrency/--trace: give exactly one (got {', '.join(chosen) or 'none'})"
+        )
+    if trace is not None:
+        return wl.read_trace(trace)
+    requests, seed = shape
+    if not 1 <= requests <= wl.MAX_REQUESTS:
+        raise PlanInputError(f"--requests: out of range (got {requests}, expected 1..{wl.MAX_REQUESTS})")
+    dists = (
+        wl.parse_length(lengths[0], flag="--input-tokens"),
+        wl.parse_length(lengths[1], flag="--output-tokens"),
+    )
+    if rate is not None:
+        positive(rate, "--rate")
+        checked = inputs.bounded(rate, "--rate", RATE_RANGE_PER_S)
+        return wl.synthetic(lengths=dists, count=requests, rate_per_s=checked, seed=seed)
+    if concurrency is None or not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise PlanInputError(
+            f"--concurrency: out of range (got {concurrency}, expected 1..{MAX_CONCURRENCY})"
+        )
+    closed = wl.synthetic(lengths=dists, count=requests, rate_per_s=None, seed=seed)
+    return wl.Workload(closed.input_tokens, closed.output_tokens, arrival_s=None, concurrency=concurrency)
+
+
+def records_csv(result: SimResult) -> str:
+    """One row per request, SI units."""
+    rec = result.records
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    columns = (
+        rec.arrival_s, rec.input_tokens, rec.output_tokens, rec.first_token_s, rec.finish_s,
+        rec.ttft_s, rec.tpot_s, rec.e2e_s, rec.preemptions,
+    )  # fmt: skip
+    for index, row in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
+        writer.writerow((index, *(f"{v:.6g}" if isinstance(v, float) else v for v in row)))
+    return buffer.getvalue()
+
+
+def summary_lines(result: SimResult, *, label: str) -> list[str]:
+    """Human summary: throughput, latency percentiles, batch, preemptions, goodput."""
+    s = result.summary
+    tag = "calibrated" if s.calibrated else "uncalibrated: datasheet peaks x assumed efficiencies"
+    lines = [
+        f"{label}: {s.requests} requests in {s.duration_s:.1f} s ({s.scheduler.scheduler} scheduler, {tag})",
+        f"  throughput {units.fmt_tokens_per_s(s.throughput.output_tokens_per_s)} output, "
+        f"{s.throughput.requests_per_s:.3g} requests/s; mean in system {s.mean_in_system:.3g}",
+    ]
+    for name, p in (("TTFT", s.ttft_s), ("TPOT", s.tpot_s), ("E2E", s.e2e_s)):
+        lines.append(
+            f"  {name:4} mean {units.fmt_ms(p.mean)}  P50 {units.fmt_ms(p.p50)}  P90 {units.fmt_ms(p.p90)}  "
+            f"P95 {units.fmt_ms(p.p95)}  P99 {units.fmt_ms(p.p99)}"
+        )
+    lines.append(
+        f"  batch reached {s.max_batch_reached} (cap {s.scheduler.max_batch}), KV peak "
+        f"{units.fmt_fraction(s.kv_peak_fraction)} of {s.scheduler.total_blocks} blocks, "
+        f"{s.preemptions} preemptions"
+    )
+    if s.goodput_requests_per_s is not None:
+        lines.append(f"  goodput {s.goodput_requests_per_s:.3g} requests/s meeting the SLOs")
+    return lines
+
+
+def simulate_command(
+    model: ModelOpt,
+    card: CardOpt = DEFAULT_CARD,
+    dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    engine: EngineOpt = DEFAULT_ENGINE,
+    rate: Annotated[float | None, typer.Option(help="Poisson arrivals per second.")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Closed loop: users, each sends on completion.")
+    ] = None,
+    trace: Annotated[Path | None, typer.Option(help="CSV arrival_s,input_tokens,output_tokens.")] = None,
+    input_tokens: LengthOpt = "1k",
+    output_tokens: LengthOpt = "256",
+    requests: Annotated[int, typer.Option(help="Requests to simulate.")] = DEFAULT_REQUESTS,
+    seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed (arrivals, lengths).")] = 0,
+    ttft_ms: Annotated[float | None, typer.Option(help="SLO: time to first token (ms).")] = None,
+    tpot_ms: Annotated[float | None, typer.Option(help="SLO: time per output token (ms).")] = None,
+    max_batch: Annotated[
+        int | None, typer.Option(min=1, help="maxBatchSize / max_num_seqs (default: plan).")
+    ] = None,
+    max_batched_tokens: Annotated[
+        int | None, typer.Option(min=1, help="vLLM max_num_batched_tokens.")
+    ] = None,
+    max_prefill_batch: Annotated[
+        int | None, typer.Option(min=1, max=MAX_BATCH, help="MindIE maxPrefillBatchSize.")
+    ] = None,
+    max_prefill_tokens: Annotated[
+        int | None, typer.Option(min=1, max=MAX_PASS_TOKENS, help="MindIE maxPrefillTokens.")
+    ] = None,
+    select_batch: Annotated[bool, typer.Option("--select-batch", help="MindIE supportSelectBatch.")] = False,
+    prefill_time_ms_per_req: Annotated[float | None, typer.Option(min=0, max=1000)] = None,
+    decode_time_ms_per_req: Annotated[float | None, typer.Option(min=0, max=1000)] = None,
+    queue_delay_us: Annotated[
+        float | None, typer.Option(min=0, max=1_000_000, help="maxQueueDelayMicroseconds.")
+    ] = None,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
+    out: Annotated[Path | None, typer.Option(help="Write per-request records (CSV) here.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
+    flags = locals()
+    try:
+        result = run_simulation(flags)
+        if out is not None:
+            from planner import atomic
+
+            atomic.write_atomic(out, records_csv(result), force=force)
+    except KvplanError as exc:
+        fail(exc)
+    if as_json:
+        payload = {"model": model, "card": card, "engine": engine, **result.summary.model_dump(mode="json")}
+        print_json(payload)
+        return
+    for line in summary_lines(result, label=f"{model} on {card}, tp={tp}"):
+        typer.echo(line)
+
+
+def run_simulation(flags: dict[str, Any]) -> SimResult:
+    """Workload, deployment (ctx = the longest request), scheduler knobs, SLOs -> the simulation."""
+    from planner import inputs
+    from planner.sim import config, run
+
+    work = build_workload(
+        rate=flags["rate"],
+        concurrency=flags["concurrency"],
+        trace=flags["trace"],
+        lengths=(flags["input_tokens"], flags["output_tokens"]),
+        shape=(flags["requests"], flags["seed"]),
+    )
+    longest = int((work.input_tokens + work.output_tokens).max())
+    knobs = scheduler_knobs(flags)
+    prefill = flags["max_prefill_tokens"] or max(longest, config.DEFAULT_MAX_PREFILL_TOKENS)
+    request = plan_request(flags, ctx=str(longest), batch=None, max_prefill_tokens=prefill)
+    dep = inputs.to_deployment(request)
+    slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
+    cfg = run.default_config(dep, workload=work, **knobs)
+    return run.simulate(dep, work, cfg=cfg, slo=slo)
+
+
+def scheduler_knobs(flags: dict[str, Any]) -> dict[str, Any]:
+    """SchedulerConfig keywords from the flags (None: the engine default)."""
+    ms = {
+        k: (None if flags[k] is None else flags[k] * units.MS_S)
+        for k in ("prefill_time_ms_per_req", "decode_time_ms_per_req")
+    }
+    return {
+        "max_batch": flags["max_batch"],
+        "max_batched_tokens": flags["max_batched_tokens"],
+        "max_prefill_batch": flags["max_prefill_batch"],
+        "max_prefill_tokens": flags["max_prefill_tokens"],
+        "select_batch": flags["select_batch"],
+        "prefill_time_per_req_s": ms["prefill_time_ms_per_req"],
+        "decode_time_per_req_s": ms["decode_time_ms_per_req"],
+        "queue_delay_s": None if flags["queue_delay_us"] is None else flags["queue_delay_us"] * units.US_S,
+    }
+
+
+def register(app: typer.Typer) -> None:
+    """Add `simulate` to the `kvplan` app."""
+    app.command("simulate")(simulate_command)

@@ -1,0 +1,134 @@
+"""Per-request records of a simulation -> latency percentiles, throughput, goodput, mean in system.
+
+TTFT = first token - arrival; TPOT = (finish - first token) / (output - 1) (0 for one-token outputs);
+end-to-end = finish - arrival. Percentiles are numpy's linear-interpolated ones. Goodput counts the
+requests that meet every given SLO (TTFT <= ttft_s and TPOT <= tpot_s) per second of the run.
+mean_in_system is measured independently of the records: the time average of the engine's own count of
+requests in the system (arrived, not finished), sampled at every engine event, so Little's law
+(mean_in_system = arrival rate * mean end-to-end) is a check on the simulator, not an identity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.schema import Frozen
+from planner.sim.workload import FloatArray, IntArray
+
+QUANTILES = (50, 90, 95, 99)
+MAX_TIMELINE_POINTS = 2000  # points of the over-time series returned (downsampled)
+
+
+class Percentiles(Frozen):
+    """Mean and percentiles of one latency (seconds)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+
+
+class Throughput(Frozen):
+    """Completed work per second of the run."""
+
+    output_tokens_per_s: float
+    requests_per_s: float
+    total_tokens_per_s: float
+
+
+@dataclass(frozen=True)
+class Records:
+    """One row per request (numpy columns, request id = index)."""
+
+    arrival_s: FloatArray
+    input_tokens: IntArray
+    output_tokens: IntArray
+    first_token_s: FloatArray
+    finish_s: FloatArray
+    preemptions: IntArray
+
+    @property
+    def ttft_s(self) -> FloatArray:
+        """Time to first token of each request."""
+        return self.first_token_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> FloatArray:
+        """Time per output token after the first: (finish - first) / (output - 1); 0 for one token."""
+        steps = np.maximum(self.output_tokens - 1, 1)
+        return np.where(self.output_tokens > 1, (self.finish_s - self.first_token_s) / steps, 0.0)
+
+    @property
+    def e2e_s(self) -> FloatArray:
+        """Arrival to last token."""
+        return self.finish_s - self.arrival_s
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The engine's state after each event: time, requests in system, decode batch, KV blocks used, queue."""
+
+    time_s: FloatArray
+    in_system: IntArray
+    batch: IntArray
+    used_blocks: IntArray
+    waiting: IntArray
+
+
+def percentiles(values: FloatArray) -> Percentiles:
+    """Mean, P50, P90, P95, P99 of the values (0 for none)."""
+    if values.size == 0:
+        return Percentiles(mean=0.0, p50=0.0, p90=0.0, p95=0.0, p99=0.0)
+    p50, p90, p95, p99 = (float(v) for v in np.percentile(values, QUANTILES))
+    return Percentiles(mean=float(np.mean(values)), p50=p50, p90=p90, p95=p95, p99=p99)
+
+
+def duration_s(records: Records) -> float:
+    """Length of the run: from time 0 (the first arrival at the earliest) to the last completion."""
+    return float(np.max(records.finish_s))
+
+
+def throughput(records: Records) -> Throughput:
+    """Formula: output tokens / duration, requests / duration, (input + output) / duration."""
+    duration = duration_s(records)
+    output = float(np.sum(records.output_tokens))
+    total = output + float(np.sum(records.input_tokens))
+    return Throughput(
+        output_tokens_per_s=output / duration,
+        requests_per_s=records.finish_s.size / duration,
+        total_tokens_per_s=total / duration,
+    )
+
+
+def goodput_requests_per_s(records: Records, *, ttft_s: float | None, tpot_s: float | None) -> float:
+    """Requests meeting every given SLO per second: count(ttft <= X and tpot <= Y) / duration."""
+    ok = np.ones(records.finish_s.size, dtype=bool)
+    if ttft_s is not None:
+        ok &= records.ttft_s <= ttft_s
+    if tpot_s is not None:
+        ok &= records.tpot_s <= tpot_s
+    return float(np.count_nonzero(ok)) / duration_s(records)
+
+
+def mean_in_system(timeline: Timeline) -> float:
+    """Time average of the requests in system: sum_i n_i * (t_{i+1} - t_i) / (t_last - 0)."""
+    if timeline.time_s.size < 2 or timeline.time_s[-1] <= 0:
+        return 0.0
+    spans = np.diff(timeline.time_s)
+    return float(np.sum(timeline.in_system[:-1] * spans) / timeline.time_s[-1])
+
+
+def downsampled(timeline: Timeline, *, points: int = MAX_TIMELINE_POINTS) -> Timeline:
+    """Every k-th event of the timeline so at most `points` remain (the last one kept)."""
+    stride = max(1, -(-timeline.time_s.size // points))
+    keep = np.unique(np.append(np.arange(0, timeline.time_s.size, stride), timeline.time_s.size - 1))
+    return Timeline(
+        time_s=timeline.time_s[keep],
+        in_system=timeline.in_system[keep],
+        batch=timeline.batch[keep],
+        used_blocks=timeline.used_blocks[keep],
+        waiting=timeline.waiting[keep],
+    )

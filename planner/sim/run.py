@@ -1,0 +1,206 @@
+"""`simulate`: a workload through one simulated serving instance of a deployment -> summary + records.
+
+The deployment's ctx is the longest request (prompt + output); its memory plan gives the KV block pool
+and the default batch cap (MindIE: maxBatchSize as `kvplan mindie` writes it at that ctx; vLLM: its
+max_num_seqs default for the device, the KV pool bounding the batch through preemption).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planner import capacity
+from planner.deployment import Deployment
+from planner.errors import DoesNotFitError, PlanInputError
+from planner.perf import roofline
+from planner.schema import Frozen
+from planner.sim import config, metrics, schedulers, steptable
+from planner.sim.config import SchedulerConfig
+from planner.sim.engine import Engine
+from planner.sim.metrics import Percentiles, Records, Throughput, Timeline
+from planner.sim.workload import Workload
+
+ASSUMPTIONS = (
+    "step times: the planner's roofline ledger for this card/profile/engine (measured coefficients when "
+    "calibrated), interpolated on a (batch, ctx) / (tokens, attended) grid",
+    "a vLLM mixed step streams the weights once for its prefill and decode tokens",
+    "MTP: every sequence gains the expected tokens per step (1 + a + ... + a^k), no per-step randomness",
+    "preemption: recompute (the last-admitted request frees its blocks and prefills again)",
+    "no prefix caching, no host overhead between steps beyond the step overhead in the profile",
+)
+
+
+class SimSummary(Frozen):
+    """What `kvplan simulate --json` prints (keys kept stable: scripts depend on them)."""
+
+    requests: int
+    duration_s: float
+    throughput: Throughput
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    e2e_s: Percentiles
+    mean_in_system: float
+    max_batch_reached: int
+    preemptions: int
+    goodput_requests_per_s: float | None
+    slo: dict[str, float] | None
+    scheduler: SchedulerConfig
+    kv_peak_fraction: float
+    prefill_tokens: int
+    calibrated: bool
+    assumptions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Summary, one record per request, and the engine's timeline."""
+
+    summary: SimSummary
+    records: Records
+    timeline: Timeline
+
+
+def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> SchedulerConfig:
+    """Scheduler knobs: the engine's defaults, the plan's block pool and batch cap, maxPrefillTokens at least
+    the longest prompt (MindIE requires maxPrefillTokens >= maxInputTokenLen), then `knobs`.
+
+    DoesNotFitError when the model does not fit, or when one request alone outgrows the block pool.
+    """
+    mem, rec = capacity.memory_plan(dep)
+    pool = config.block_pool(dep, mem, max_model_len=dep.ctx_tokens)
+    values: dict[str, Any] = {
+        "scheduler": config.scheduler_for(dep),
+        "max_batch": config.default_max_batch(dep, planned_batch=rec.max_batch_size),
+        "max_prefill_tokens": max(dep.max_prefill_tokens, int(np.max(workload.input_tokens))),
+        **pool,
+    }
+    values.update({k: v for k, v in knobs.items() if v is not None})
+    cfg = SchedulerConfig(**values)
+    longest = int(np.max(workload.input_tokens + workload.output_tokens))
+    need = config.blocks_for(longest, block_tokens=cfg.block_tokens) + cfg.state_blocks
+    if need > cfg.total_blocks:
+        raise DoesNotFitError(
+            f"{dep.model.id} on {dep.hardware.id} at tp={dep.tp}: a {longest}-token request needs {need} KV "
+            f"blocks, the pool has {cfg.total_blocks}; try a larger --tp or shorter requests"
+        )
+    return cfg
+
+
+def check_config(cfg: SchedulerConfig, *, workload: Workload) -> None:
+    """Engine-side refusals: MindIE rejects prompts over maxPrefillTokens; vLLM needs a budget that holds
+    a full decode batch (max_num_batched_tokens >= max_num_seqs, its own start-up check)."""
+    longest_prompt = int(np.max(workload.input_tokens))
+    if cfg.scheduler == "mindie" and longest_prompt > cfg.max_prefill_tokens:
+        raise PlanInputError(
+            f"--max-prefill-tokens: MindIE rejects a {longest_prompt}-token prompt "
+            f"(got maxPrefillTokens {cfg.max_prefill_tokens}, expected >= the longest prompt)"
+        )
+    if cfg.scheduler == "vllm" and cfg.max_batched_tokens < cfg.max_batch:
+        raise PlanInputError(
+            f"--max-batched-tokens: below max_num_seqs (got {cfg.max_batched_tokens}, "
+            f"expected >= max_num_seqs {cfg.max_batch})"
+        )
+
+
+def build_table(dep: Deployment, cfg: SchedulerConfig, workload: Workload) -> steptable.StepTable:
+    """Step grids that cover every batch, context and pass this run can reach."""
+    longest = int(np.max(workload.input_tokens + workload.output_tokens))
+    budget = cfg.max_batched_tokens if cfg.scheduler == "vllm" else cfg.max_prefill_tokens
+    return steptable.build(
+        dep, max_batch=cfg.max_batch, max_ctx_tokens=longest, max_pass_tokens=max(budget, longest)
+    )
+
+
+def run_engine(cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload) -> Engine:
+    """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users)."""
+    count = workload.requests
+    if workload.arrival_s is None:
+        users = min(workload.concurrency or 1, count)
+        arrivals = [0.0] * users + [math.inf] * (count - users)
+    else:
+        users, arrivals = count, workload.arrival_s.tolist()
+    eng = Engine(
+        cfg, table, requests=(workload.input_tokens.tolist(), workload.output_tokens.tolist(), arrivals)
+    )
+    eng.issued = users
+    while eng.finished < count:
+        eng.admit_arrivals()
+        eng.record()
+        if not (eng.running or eng.waiting or eng.prefilling):
+            eng.t = max(eng.t, eng.next_arrival_s())
+            continue
+        schedulers.step(eng)
+    eng.record()
+    return eng
+
+
+def records_of(eng: Engine) -> Records:
+    """The engine's per-request lists as numpy columns."""
+    return Records(
+        arrival_s=np.asarray(eng.arrival, dtype=np.float64),
+        input_tokens=np.asarray(eng.prompt, dtype=np.int64),
+        output_tokens=np.asarray(eng.output, dtype=np.int64),
+        first_token_s=np.asarray(eng.first, dtype=np.float64),
+        finish_s=np.asarray(eng.finish, dtype=np.float64),
+        preemptions=np.asarray(eng.preempted, dtype=np.int64),
+    )
+
+
+def timeline_of(eng: Engine) -> Timeline:
+    """The engine's event trace as numpy columns."""
+    times, in_system, batch, blocks, waiting = eng.trace
+    return Timeline(
+        time_s=np.asarray(times, dtype=np.float64),
+        in_system=np.asarray(in_system, dtype=np.int64),
+        batch=np.asarray(batch, dtype=np.int64),
+        used_blocks=np.asarray(blocks, dtype=np.int64),
+        waiting=np.asarray(waiting, dtype=np.int64),
+    )
+
+
+def summarize(
+    eng: Engine, *, dep: Deployment, slo: tuple[float | None, float | None]
+) -> tuple[SimSummary, Records, Timeline]:
+    """Summary statistics of a finished engine; slo = (ttft_s, tpot_s), either may be None."""
+    records, timeline = records_of(eng), timeline_of(eng)
+    with_slo = any(limit is not None for limit in slo)
+    summary = SimSummary(
+        requests=records.finish_s.size,
+        duration_s=metrics.duration_s(records),
+        throughput=metrics.throughput(records),
+        ttft_s=metrics.percentiles(records.ttft_s),
+        tpot_s=metrics.percentiles(records.tpot_s),
+        e2e_s=metrics.percentiles(records.e2e_s),
+        mean_in_system=metrics.mean_in_system(timeline),
+        max_batch_reached=eng.max_batch_reached,
+        preemptions=eng.preemptions,
+        goodput_requests_per_s=(
+            metrics.goodput_requests_per_s(records, ttft_s=slo[0], tpot_s=slo[1]) if with_slo else None
+        ),
+        slo={k: v for k, v in zip(("ttft_s", "tpot_s"), slo, strict=True) if v is not None} or None,
+        scheduler=eng.cfg,
+        kv_peak_fraction=float(np.max(timeline.used_blocks)) / eng.cfg.total_blocks,
+        prefill_tokens=eng.prefill_tokens,
+        calibrated=roofline.is_calibrated(dep),
+        assumptions=ASSUMPTIONS,
+    )
+    return summary, records, timeline
+
+
+def simulate(
+    dep: Deployment,
+    workload: Workload,
+    *,
+    cfg: SchedulerConfig | None = None,
+    slo: tuple[float | None, float | None] = (None, None),
+) -> SimResult:
+    """Simulate `workload` on one instance of `dep` (cfg: default_config when None)."""
+    cfg = cfg or default_config(dep, workload=workload)
+    table = build_table(dep, cfg, workload)
+    check_config(cfg, workload=workload)
+    summary, records, timeline = summarize(run_engine(cfg, table, workload), dep=dep, slo=slo)
+    return SimResult(summary=summary, records=records, timeline=timeline)

@@ -1,0 +1,174 @@
+"""What one engine step runs, per engine. Each function performs one step (or one decode span).
+
+vLLM (V1 scheduler, chunked prefill on; docs.vllm.ai "Optimization and Tuning: chunked prefill"): every
+step has a budget of max_num_batched_tokens. Running decodes are scheduled first (1 + draft tokens each),
+then prompts already being prefilled continue, then waiting requests are admitted in arrival order while
+fewer than max_num_seqs are admitted and the budget and free KV blocks allow; a prompt longer than what
+is left of the budget is split across steps. Prefill chunks and decodes share one forward pass.
+
+MindIE (ScheduleConfig, templateType Standard; facts 1.2 [P]): prefill goes first. When requests wait,
+the next step is a prefill batch of waiting requests in arrival order, closed when maxPrefillBatchSize
+requests or maxPrefillTokens input tokens are reached (or maxBatchSize / free blocks would be exceeded);
+decodes pause during it. With supportSelectBatch the scheduler instead runs decode while
+prefillTimeMsPerReq * decodeReqNum exceeds accumulatedDecodeWasteTime, which grows by
+decodeTimeMsPerReq * (maxBatchSize - decodeReqNum) per decode step chosen ([assumed]: the waste resets
+when a prefill runs). An idle engine waits up to maxQueueDelayMicroseconds after the first arrival to fill
+the prefill batch ([assumed] reading of "longest a request waits to fill a batch").
+"""
+
+from __future__ import annotations
+
+from planner.errors import PlanInputError
+from planner.sim.engine import Engine
+
+
+def prefill_shape(chunks: list[tuple[int, int, int]]) -> tuple[float, float]:
+    """(tokens, mean attended keys per token) of prefill chunks (request, tokens, prefix).
+
+    Formula: T = sum c_i;  A = sum c_i * (p_i + (c_i + 1) / 2) / T   (causal attention within a chunk)
+    """
+    tokens = sum(c for _, c, _ in chunks)
+    keys = sum(c * (p + (c + 1) / 2.0) for _, c, p in chunks)
+    return float(tokens), keys / tokens
+
+
+def vllm_chunks(eng: Engine) -> list[tuple[int, int, int]]:
+    """This step's prefill chunks (request, tokens, prefix): continuing prompts, then admitted ones."""
+    cfg = eng.cfg
+    budget = cfg.max_batched_tokens - len(eng.running) * eng.table.query_tokens_per_step
+    chunks: list[tuple[int, int, int]] = []
+    for request in eng.prefilling:
+        if budget <= 0:
+            break
+        done = eng.prefill_done[request]
+        take = min(eng.prefill_tokens_of(request) - done, budget)
+        chunks.append((request, take, done))
+        budget -= take
+    while eng.waiting and budget > 0 and len(eng.running) + len(eng.prefilling) < cfg.max_batch:
+        request = eng.waiting[0]
+        if not eng.try_admit(request):
+            break
+        eng.waiting.popleft()
+        eng.prefilling.append(request)
+        take = min(eng.prefill_tokens_of(request), budget)
+        chunks.append((request, take, 0))
+        budget -= take
+    return chunks
+
+
+def vllm_step(eng: Engine) -> None:
+    """One vLLM step: a mixed prefill + decode pass, or a decode span when nothing is to prefill."""
+    chunks = vllm_chunks(eng)
+    if not chunks:
+        if not eng.running:
+            raise_stuck(eng)
+        eng.decode_span()
+        return
+    batch = len(eng.running)
+    ctx = eng.mean_ctx_tokens() if batch else 0.0
+    seconds = eng.table.mixed_s(batch, ctx, prefill_shape(chunks))
+    completed = []
+    for request, take, _ in chunks:
+        eng.prefill_done[request] += take
+        eng.prefill_tokens += take
+        if eng.prefill_done[request] >= eng.prefill_tokens_of(request):
+            completed.append(request)
+    eng.advance(1 if batch else 0, seconds)
+    for request in completed:
+        if request in eng.prefilling:  # not preempted during the step
+            eng.prefilling.remove(request)
+            eng.prefill_done[request] = 0
+            eng.join_decode(request)
+
+
+def mindie_prefers_prefill(eng: Engine) -> bool:
+    """Prefill first (supportSelectBatch off, or nothing decoding), else the documented comparison."""
+    cfg, decoding = eng.cfg, len(eng.running)
+    if not cfg.select_batch or decoding == 0:
+        return True
+    if cfg.prefill_time_per_req_s * decoding > eng.decode_waste_s:
+        eng.decode_waste_s += cfg.decode_time_per_req_s * max(cfg.max_batch - decoding, 0)
+        return False
+    eng.decode_waste_s = 0.0
+    return True
+
+
+def mindie_waits(eng: Engine) -> bool:
+    """An idle engine holds a short prefill batch up to queue_delay_s past its first arrival; True if so
+    (time moved to the next arrival or the deadline)."""
+    cfg = eng.cfg
+    if eng.running or not eng.waiting or len(eng.waiting) >= cfg.max_prefill_batch:
+        return False
+    if sum(eng.prefill_tokens_of(r) for r in eng.waiting) >= cfg.max_prefill_tokens:
+        return False
+    deadline = eng.arrival[eng.waiting[0]] + cfg.queue_delay_s
+    if eng.t >= deadline:
+        return False
+    eng.t = min(deadline, eng.next_arrival_s())
+    return True
+
+
+def mindie_batch(eng: Engine) -> list[int]:
+    """Waiting requests admitted to the next prefill batch, in arrival order (blocks allocated)."""
+    cfg = eng.cfg
+    batch: list[int] = []
+    tokens = 0
+    while (
+        eng.waiting and len(batch) < cfg.max_prefill_batch and len(eng.running) + len(batch) < cfg.max_batch
+    ):
+        request = eng.waiting[0]
+        size = eng.prefill_tokens_of(request)
+        if batch and tokens + size > cfg.max_prefill_tokens:
+            break
+        if not eng.try_admit(request):
+            break
+        eng.waiting.popleft()
+        batch.append(request)
+        tokens += size
+    return batch
+
+
+def mindie_prefill(eng: Engine) -> bool:
+    """Run a prefill batch now if one can be formed (decodes pause); True when time moved."""
+    if mindie_waits(eng):
+        return True
+    batch = mindie_batch(eng)
+    if not batch:
+        return False
+    tokens, attended = prefill_shape([(r, eng.prefill_tokens_of(r), 0) for r in batch])
+    eng.prefill_tokens += int(tokens)
+    eng.advance(0, eng.table.pass_s(tokens, attended))
+    for request in batch:
+        eng.join_decode(request)
+    return True
+
+
+def mindie_step(eng: Engine) -> None:
+    """One MindIE step: a prefill batch, else decode (one step when supportSelectBatch chose decode over
+    a waiting prefill, so the choice is made again; else a span to the next event)."""
+    chose_decode = False
+    if eng.waiting:
+        chose_decode = not mindie_prefers_prefill(eng)
+        if not chose_decode and mindie_prefill(eng):
+            return
+    if not eng.running:
+        raise_stuck(eng)
+    eng.decode_span(single=chose_decode)
+
+
+def raise_stuck(eng: Engine) -> None:
+    """Nothing runs and the queue's head cannot be admitted (unreachable when every request fits the
+    pool alone, which run.default_config checks): an error, never an endless loop."""
+    head = eng.waiting[0] if eng.waiting else -1
+    raise PlanInputError(
+        f"simulation: request {head} cannot be admitted to an idle engine "
+        f"(got {eng.admission_blocks(max(head, 0))} blocks needed, expected <= {eng.cfg.total_blocks})"
+    )
+
+
+def step(eng: Engine) -> None:
+    """One step of the configured scheduler."""
+    if eng.cfg.scheduler == "vllm":
+        vllm_step(eng)
+    else:
+        mindie_step(eng)

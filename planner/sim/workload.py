@@ -1,0 +1,193 @@
+"""Workloads: when requests arrive and how long their prompts and outputs are. Seeded, reproducible.
+
+Arrivals: Poisson at a rate (exponential gaps), a closed loop of K users (a user sends its next request the
+moment the previous one finishes, as benchmark clients with fixed concurrency do), or a trace file of
+(arrival_s, input_tokens, output_tokens) rows. Lengths: `1k` (fixed), `uniform:LO:HI`,
+`lognormal:MEDIAN:SIGMA` or `empirical:FILE` (one token count per line, sampled with replacement).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from planner import readers, units
+from planner.errors import DataFileError, PlanInputError
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+MAX_REQUESTS = 200_000  # 100 000 take ~3-5 s of CPU; more is a typo (and would stall a script)
+MAX_TRACE_BYTES = 64 * units.MIB_BYTES  # ~1e6 rows of three numbers
+MAX_LOGNORMAL_SIGMA = 4.0  # beyond this the distribution is all outliers
+TRACE_COLUMNS = ("arrival_s", "input_tokens", "output_tokens")
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A token-length distribution: kind fixed/uniform/lognormal/empirical with its parameters."""
+
+    kind: str
+    low: float
+    high: float
+    values: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The requests of one run. arrival_s is None for a closed loop of `concurrency` users."""
+
+    input_tokens: IntArray
+    output_tokens: IntArray
+    arrival_s: FloatArray | None
+    concurrency: int | None
+
+    @property
+    def requests(self) -> int:
+        """Number of requests."""
+        return int(self.input_tokens.size)
+
+
+def parse_length(text: str, *, flag: str) -> LengthDist:
+    """`1k` | `fixed:1k` | `uniform:LO:HI` | `lognormal:MEDIAN:SIGMA` | `empirical:FILE`."""
+    kind, _, rest = str(text).partition(":")
+    if not rest:
+        return _fixed(kind, flag)
+    kind = kind.strip().lower()
+    if kind == "fixed":
+        return _fixed(rest, flag)
+    if kind == "empirical":
+        return LengthDist("empirical", 0, 0, read_lengths(Path(rest), flag=flag))
+    parts = rest.split(":")
+    if kind not in ("uniform", "lognormal") or len(parts) != 2:
+        raise PlanInputError(
+            f"{flag}: not a length distribution (got {text!r}, expected 1k, uniform:LO:HI, "
+            "lognormal:MEDIAN:SIGMA or empirical:FILE)"
+        )
+    low = _tokens(parts[0], flag)
+    if kind == "uniform":
+        high = _tokens(parts[1], flag)
+        if high < low:
+            raise PlanInputError(f"{flag}: uniform HI below LO (got {text!r}, expected LO <= HI)")
+        return LengthDist("uniform", low, high)
+    return LengthDist("lognormal", low, _sigma(parts[1], flag))
+
+
+def _fixed(text: str, flag: str) -> LengthDist:
+    value = _tokens(text, flag)
+    return LengthDist("fixed", value, value)
+
+
+def _tokens(text: str, flag: str) -> int:
+    try:
+        value = units.parse_tokens(text)
+    except ValueError as exc:
+        raise PlanInputError(f"{flag}: not a token count (got {text!r}, {exc})") from None
+    if value < 1:
+        raise PlanInputError(f"{flag}: must be >= 1 token (got {text!r})")
+    return value
+
+
+def _sigma(text: str, flag: str) -> float:
+    try:
+        sigma = float(text)
+    except ValueError:
+        sigma = math.nan
+    if not 0 <= sigma <= MAX_LOGNORMAL_SIGMA:
+        raise PlanInputError(
+            f"{flag}: lognormal SIGMA out of range (got {text!r}, expected 0..{MAX_LOGNORMAL_SIGMA:g})"
+        )
+    return sigma
+
+
+def read_lengths(path: Path, *, flag: str) -> tuple[int, ...]:
+    """Token counts, one per line (blank lines and # comments skipped), from a capped read."""
+    text = readers.read_text_capped(path, flag=flag, limit_bytes=MAX_TRACE_BYTES)
+    values: list[int] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        item = line.split("#")[0].strip()
+        if not item:
+            continue
+        if not item.isdigit() or int(item) < 1 or int(item) > units.MAX_TOKENS:
+            raise DataFileError(
+                f"{flag} {path}:{number}: not a token count "
+                f"(got {item[:40]!r}, expected 1..{units.MAX_TOKENS})"
+            )
+        values.append(int(item))
+    if not values:
+        raise DataFileError(f"{flag} {path}: no token counts (got an empty file, expected one per line)")
+    return tuple(values)
+
+
+def sample_lengths(dist: LengthDist, *, count: int, rng: np.random.Generator) -> IntArray:
+    """`count` token lengths >= 1 drawn from `dist` (lognormal: exp(N(ln median, sigma)), rounded)."""
+    if dist.kind == "fixed":
+        return np.full(count, int(dist.low), dtype=np.int64)
+    if dist.kind == "uniform":
+        return rng.integers(int(dist.low), int(dist.high) + 1, size=count, dtype=np.int64)
+    if dist.kind == "empirical":
+        return rng.choice(np.asarray(dist.values, dtype=np.int64), size=count)
+    drawn = np.exp(rng.normal(math.log(dist.low), dist.high, size=count))
+    return np.clip(np.rint(drawn), 1, units.MAX_TOKENS).astype(np.int64)
+
+
+def poisson_arrivals_s(rate_per_s: float, *, count: int, rng: np.random.Generator) -> FloatArray:
+    """Arrival times of a Poisson process: cumulative sums of exponential gaps of mean 1 / rate (s)."""
+    return np.cumsum(rng.exponential(1.0 / rate_per_s, size=count))
+
+
+def synthetic(
+    *, lengths: tuple[LengthDist, LengthDist], count: int, rate_per_s: float | None, seed: int
+) -> Workload:
+    """Poisson (rate given) or closed-loop workload (rate None; concurrency set by the caller)."""
+    rng = np.random.default_rng(seed)
+    prompt = sample_lengths(lengths[0], count=count, rng=rng)
+    output = sample_lengths(lengths[1], count=count, rng=rng)
+    arrivals = None if rate_per_s is None else poisson_arrivals_s(rate_per_s, count=count, rng=rng)
+    return Workload(input_tokens=prompt, output_tokens=output, arrival_s=arrivals, concurrency=None)
+
+
+def read_trace(path: Path, *, flag: str = "--trace") -> Workload:
+    """A trace CSV with header arrival_s,input_tokens,output_tokens; rows sorted by arrival on return."""
+    text = readers.read_text_capped(path, flag=flag, limit_bytes=MAX_TRACE_BYTES)
+    rows = list(csv.reader(io.StringIO(text)))
+    header = [cell.strip() for cell in rows[0]] if rows else []
+    if tuple(header[:3]) != TRACE_COLUMNS:
+        raise DataFileError(
+            f"{flag} {path}: bad header (got {','.join(header)[:80]!r}, expected {','.join(TRACE_COLUMNS)})"
+        )
+    body = [row for row in rows[1:] if any(cell.strip() for cell in row)]
+    if not body or len(body) > MAX_REQUESTS:
+        raise DataFileError(
+            f"{flag} {path}: expected 1..{MAX_REQUESTS} requests (got {len(body)} rows after the header)"
+        )
+    table = np.array([_trace_row(row, where=f"{flag} {path}:{i + 2}") for i, row in enumerate(body)])
+    order = np.argsort(table[:, 0], kind="stable")
+    return Workload(
+        input_tokens=table[order, 1].astype(np.int64),
+        output_tokens=table[order, 2].astype(np.int64),
+        arrival_s=table[order, 0].astype(np.float64),
+        concurrency=None,
+    )
+
+
+def _trace_row(row: list[str], *, where: str) -> tuple[float, float, float]:
+    """One validated trace row: arrival >= 0 finite, token counts whole numbers in 1..MAX_TOKENS."""
+    try:
+        arrival, prompt, output = (float(cell) for cell in row[:3])
+    except ValueError:
+        raise DataFileError(f"{where}: not three numbers (got {','.join(row)[:80]!r})") from None
+    if not 0 <= arrival < math.inf:
+        raise DataFileError(f"{where}: arrival_s must be finite and >= 0 (got {row[0]!r})")
+    for name, value in (("input_tokens", prompt), ("output_tokens", output)):
+        if not (1 <= value <= units.MAX_TOKENS and value == int(value)):
+            raise DataFileError(
+                f"{where}: {name} must be a whole number in 1..{units.MAX_TOKENS} (got {value:g})"
+            )
+    return arrival, prompt, output

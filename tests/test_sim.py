@@ -1,0 +1,225 @@
+"""The serving simulator (planner/sim/): invariants as property tests, limits against the planner."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner.deployment import Deployment
+from planner.perf import roofline, serving
+from planner.sim import run, steptable
+from planner.sim import workload as wl
+from planner.sim.config import SchedulerConfig
+from tests.helpers import deployment_950pr
+
+SCHEDULERS = ("vllm", "mindie")
+
+
+def deployment(engine: str, *, ctx: int, model: str = "qwen3-8b", **kw: object) -> Deployment:
+    return deployment_950pr(model, engine=engine, ctx_tokens=ctx, **kw)
+
+
+def fixed(prompt: int, output: int, *, count: int, rate: float | None, seed: int = 0) -> wl.Workload:
+    lengths = (wl.LengthDist("fixed", prompt, prompt), wl.LengthDist("fixed", output, output))
+    return wl.synthetic(lengths=lengths, count=count, rate_per_s=rate, seed=seed)
+
+
+def closed(work: wl.Workload, users: int) -> wl.Workload:
+    return wl.Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=users)
+
+
+# --- step table: the planner's own step model, not a second one
+
+
+@pytest.mark.parametrize("prompt", [1, 100, 3000])
+def test_one_chunk_pass_is_the_planners_ttft(prompt: int) -> None:
+    dep = deployment("vllm", ctx=4096)
+    table = steptable.build(dep, max_batch=8, max_ctx_tokens=4096, max_pass_tokens=8192)
+    # grid nodes are exact; between them linear interpolation of a near-linear function: 0.5 %
+    assert table.pass_s(prompt, (prompt + 1) / 2) == pytest.approx(
+        roofline.ttft_s(dep, prompt_tokens=prompt), rel=5e-3
+    )
+
+
+@given(batch=st.integers(1, 64), ctx=st.floats(1, 4000))
+@settings(max_examples=40, deadline=None)
+def test_decode_lookup_matches_the_roofline(batch: int, ctx: float) -> None:
+    """roofline.decode_step_s_grid pages ctx up to whole 128-token blocks (a step function of ctx); the grid
+    interpolates it linearly, so a lookup lies between the exact step one block below and one above."""
+    dep = deployment("mindie", ctx=4096)
+    table = _table(dep)
+    below = float(roofline.decode_step_s_grid(dep, batch=batch, ctx_tokens=max(ctx - 128, 1)))
+    above = float(roofline.decode_step_s_grid(dep, batch=batch, ctx_tokens=ctx + 128))
+    assert below * (1 - 1e-9) <= table.decode_s(batch, ctx) <= above * (1 + 1e-9)
+
+
+_TABLES: dict[int, steptable.StepTable] = {}
+
+
+def _table(dep: Deployment) -> steptable.StepTable:
+    return _TABLES.setdefault(
+        0, steptable.build(dep, max_batch=64, max_ctx_tokens=4096, max_pass_tokens=8192)
+    )
+
+
+# --- invariants
+
+
+def tight_config(dep: Deployment, work: wl.Workload, *, scheduler: str, blocks: int) -> SchedulerConfig:
+    """A pool of `blocks` 16-token blocks and a batch cap far above it: forces preemption."""
+    return SchedulerConfig(
+        scheduler=scheduler,  # type: ignore[arg-type]
+        max_batch=64,
+        max_batched_tokens=512,
+        max_prefill_batch=8,
+        max_prefill_tokens=4096,
+        total_blocks=blocks,
+        block_tokens=16,
+    )
+
+
+@given(
+    scheduler=st.sampled_from(SCHEDULERS),
+    count=st.integers(1, 40),
+    rate=st.floats(0.5, 200),
+    seed=st.integers(0, 2**16),
+    blocks=st.integers(40, 200),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_invariants_under_memory_pressure(
+    scheduler: str, count: int, rate: float, seed: int, blocks: int
+) -> None:
+    lengths = (wl.LengthDist("uniform", 1, 300), wl.LengthDist("uniform", 1, 300))
+    work = wl.synthetic(lengths=lengths, count=count, rate_per_s=rate, seed=seed)
+    dep = deployment(scheduler, ctx=600)
+    cfg = tight_config(dep, work, scheduler=scheduler, blocks=blocks)
+    eng = run.run_engine(cfg, run.build_table(dep, cfg, work), work)
+    result = run.summarize(eng, dep=dep, slo=(None, None))
+    records, timeline = result[1], result[2]
+    # every request finishes exactly once, after its first token, which follows its arrival
+    assert eng.finished == count
+    assert np.all(records.arrival_s <= records.first_token_s)
+    assert np.all(records.first_token_s <= records.finish_s)
+    # tokens conserved: each request delivers its output (the last step may overshoot by < 1 token)
+    delivered = np.asarray(eng.delivered)
+    assert np.all(delivered >= records.output_tokens)
+    assert np.all(delivered < records.output_tokens + eng.table.tokens_per_step)
+    # prefill computes every prompt at least once; exactly once when nothing was preempted
+    assert eng.prefill_tokens >= int(records.input_tokens.sum())
+    if eng.preemptions == 0:
+        assert eng.prefill_tokens == int(records.input_tokens.sum())
+    assert int(records.preemptions.sum()) == eng.preemptions
+    # blocks never over-allocated, all returned at the end; the batch never exceeds its cap
+    assert timeline.used_blocks.max() <= cfg.total_blocks
+    assert timeline.used_blocks.min() >= 0 and eng.used_blocks == 0
+    assert eng.max_batch_reached <= cfg.max_batch
+
+
+def test_memory_pressure_preempts() -> None:
+    """200 requests of up to 600 tokens at once on 40 blocks of 16 tokens: preemption must happen."""
+    lengths = (wl.LengthDist("fixed", 200, 200), wl.LengthDist("fixed", 300, 300))
+    work = wl.synthetic(lengths=lengths, count=200, rate_per_s=1000.0, seed=1)
+    dep = deployment("vllm", ctx=500)
+    cfg = tight_config(dep, work, scheduler="vllm", blocks=40)
+    eng = run.run_engine(cfg, run.build_table(dep, cfg, work), work)
+    assert eng.preemptions > 0
+    assert eng.prefill_tokens > 200 * 200  # recomputation costs prefill work
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_littles_law(scheduler: str) -> None:
+    """L = lambda * W: the engine's own in-system count, time-averaged, against the records."""
+    lengths = (wl.LengthDist("uniform", 64, 1024), wl.LengthDist("uniform", 16, 256))
+    rate = 8.0
+    work = wl.synthetic(lengths=lengths, count=4000, rate_per_s=rate, seed=3)
+    dep = deployment(scheduler, ctx=1280)
+    result = run.simulate(dep, work)
+    s = result.summary
+    measured_rate = s.requests / s.duration_s
+    # sampled at events, arrivals counted at the next step boundary: bias ~ step / (2 * E2E) < 2 %
+    assert s.mean_in_system == pytest.approx(measured_rate * s.e2e_s.mean, rel=0.02)
+    # against the nominal Poisson rate: 4000 arrivals, sd of the rate estimate 1/sqrt(4000) = 1.6 %
+    assert s.mean_in_system == pytest.approx(rate * s.e2e_s.mean, rel=0.08)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+@pytest.mark.parametrize("mtp", [0, 2])
+def test_zero_rate_limit_is_single_request_latency(scheduler: str, mtp: int) -> None:
+    prompt, output = 700, 50
+    dep = deployment(scheduler, ctx=prompt + output, model="qwen3.5-27b", mtp_tokens=mtp)
+    lone = fixed(prompt, output, count=20, rate=None)  # one request every 1000 s: never two at once
+    lone = wl.Workload(lone.input_tokens, lone.output_tokens, arrival_s=np.arange(20) * 1e3, concurrency=None)
+    result = run.simulate(dep, lone)
+    cfg = result.summary.scheduler
+    wait = cfg.queue_delay_s if scheduler == "mindie" else 0.0  # MindIE holds a lone request to fill a batch
+    ttft = roofline.ttft_s(dep, prompt_tokens=prompt) + wait
+    assert result.records.ttft_s == pytest.approx(np.full(20, ttft), rel=5e-3)
+    per_step = serving.tokens_per_step(dep)
+    steps = int(np.ceil((output - 1) / per_step - 1e-9))
+    ctx = prompt + 1 + per_step * np.arange(steps)
+    decode = float(np.sum(roofline.decode_step_s_grid(dep, batch=1, ctx_tokens=ctx)))
+    assert result.records.e2e_s == pytest.approx(np.full(20, ttft + decode), rel=1e-2)
+    assert result.summary.max_batch_reached == 1 and result.summary.preemptions == 0
+
+
+@pytest.mark.parametrize("users", [4, 32])
+def test_saturated_closed_loop_is_the_planners_steady_state(users: int) -> None:
+    """MindIE, one prompt per prefill: the planner's serving_estimate model (prefill serialised with decode,
+    c users always in the system). The simulated batch is c - 1 while a prefill is queued and the planner
+    times every step at the mean context, so agreement within 5 %."""
+    prompt, output = 512, 256
+    dep = deployment("mindie", ctx=prompt + output)
+    work = closed(fixed(prompt, output, count=40 * users, rate=None), users)
+    cfg = run.default_config(dep, workload=work, max_prefill_batch=1)
+    result = run.simulate(dep, work, cfg=cfg)
+    steady = serving.serving_estimate(dep, input_tokens=prompt, output_tokens=output, concurrency=users)
+    assert result.summary.throughput.output_tokens_per_s == pytest.approx(
+        steady.output_tokens_per_s, rel=0.05
+    )
+    assert result.summary.max_batch_reached == users
+
+
+def test_chunked_prefill_beats_prefill_priority_on_tpot_tail() -> None:
+    """vLLM's mixed steps never pause decodes for a whole prompt; MindIE's prefill batches do."""
+    lengths = (wl.LengthDist("uniform", 1000, 4000), wl.LengthDist("fixed", 128, 128))
+    work = wl.synthetic(lengths=lengths, count=400, rate_per_s=3.0, seed=5)
+    tails = {
+        engine: run.simulate(deployment(engine, ctx=4200), work).summary.tpot_s.p99 for engine in SCHEDULERS
+    }
+    assert tails["vllm"] < tails["mindie"]
+
+
+def test_select_batch_and_queue_delay_change_the_schedule() -> None:
+    work = fixed(512, 128, count=300, rate=6.0, seed=2)
+    dep = deployment("mindie", ctx=640)
+    plain = run.simulate(dep, work)
+    select = run.simulate(dep, work, cfg=run.default_config(dep, workload=work, select_batch=True))
+    # decode chosen over waiting prefills at times: first tokens come later, decodes pause less
+    assert select.summary.ttft_s.mean > plain.summary.ttft_s.mean
+    assert select.summary.tpot_s.p99 <= plain.summary.tpot_s.p99
+
+
+def test_seeded_and_reproducible() -> None:
+    lengths = (wl.LengthDist("lognormal", 500, 0.7), wl.LengthDist("uniform", 10, 300))
+    first = wl.synthetic(lengths=lengths, count=300, rate_per_s=5.0, seed=9)
+    again = wl.synthetic(lengths=lengths, count=300, rate_per_s=5.0, seed=9)
+    other = wl.synthetic(lengths=lengths, count=300, rate_per_s=5.0, seed=10)
+    assert np.array_equal(first.input_tokens, again.input_tokens)
+    assert not np.array_equal(first.input_tokens, other.input_tokens)
+    dep = deployment("vllm", ctx=int((first.input_tokens + first.output_tokens).max()))
+    assert run.simulate(dep, first).summary == run.simulate(dep, again).summary
+
+
+def test_goodput_counts_requests_meeting_both_slos() -> None:
+    work = fixed(256, 64, count=200, rate=4.0, seed=4)
+    dep = deployment("vllm", ctx=320)
+    base = run.simulate(dep, work).records
+    ttft, tpot = float(np.median(base.ttft_s)), float(np.median(base.tpot_s))
+    result = run.simulate(dep, work, slo=(ttft, tpot))
+    meets = np.count_nonzero((base.ttft_s <= ttft) & (base.tpot_s <= tpot))
+    assert result.summary.goodput_requests_per_s == pytest.approx(
+        meets / result.summary.duration_s, rel=1e-12
+    )
+    assert result.summary.goodput_requests_per_s < result.summary.throughput.requests_per_s

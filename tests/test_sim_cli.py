@@ -1,0 +1,121 @@
+"""`kvplan simulate`: the stable JSON interface, the records CSV, and one line + exit code per bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+runner = CliRunner()
+BASE = ["simulate", "--model", "qwen3-8b", "--card", "ascend-950pr", "--dtype", "fp8"]
+SMALL = [*BASE, "--input-tokens", "256", "--output-tokens", "64", "--requests", "200"]
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args))
+
+
+def test_json_keys_as_the_issue_lists_them() -> None:
+    result = run(*SMALL, "--rate", "4", "--ttft-ms", "500", "--tpot-ms", "50", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    for key in ("requests", "duration_s", "mean_in_system", "max_batch_reached", "preemptions"):
+        assert key in out
+    assert set(out["throughput"]) >= {"output_tokens_per_s", "requests_per_s"}
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        assert set(out[name]) == {"mean", "p50", "p90", "p95", "p99"}
+        assert out[name]["p50"] <= out[name]["p90"] <= out[name]["p95"] <= out[name]["p99"]
+    assert out["requests"] == 200
+    assert 0 <= out["goodput_requests_per_s"] <= out["throughput"]["requests_per_s"]
+
+
+def test_goodput_only_with_slos_and_token_forms() -> None:
+    result = run(*BASE, "--input-tokens", "1k", "--output-tokens", "uniform:16:64", "--requests", "50",
+                 "--concurrency", "4", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["goodput_requests_per_s"] is None
+    assert out["max_batch_reached"] <= 4
+
+
+def test_records_csv_atomic_and_no_clobber(tmp_path: Path) -> None:
+    target = tmp_path / "records.csv"
+    first = run(*SMALL, "--rate", "2", "--out", str(target))
+    assert first.exit_code == 0, first.output
+    rows = list(csv.DictReader(io.StringIO(target.read_text())))
+    assert len(rows) == 200
+    assert {int(r["request"]) for r in rows} == set(range(200))
+    assert all(float(r["e2e_s"]) >= float(r["ttft_s"]) >= 0 for r in rows)
+    again = run(*SMALL, "--rate", "2", "--out", str(target))
+    assert again.exit_code == 2
+    assert again.output.count("\n") == 1 and "exists" in again.output
+    forced = run(*SMALL, "--rate", "3", "--out", str(target), "--force")
+    assert forced.exit_code == 0, forced.output
+    assert target.with_name("records.csv.bak").exists()
+
+
+def test_trace_file(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,input_tokens,output_tokens\n0.5,100,20\n0,300,10\n2,50,5\n")
+    result = run(*BASE, "--trace", str(trace), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["requests"] == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["--rate", "-1"], 2, "--rate: must be > 0"),
+        (["--rate", "0"], 2, "--rate: must be > 0"),
+        (["--rate", "nan"], 2, "--rate"),
+        (["--rate", "2", "--concurrency", "3"], 2, "give exactly one"),
+        ([], 2, "give exactly one"),
+        (["--rate", "2", "--ttft-ms", "0"], 2, "--ttft-ms: must be > 0"),
+        (["--rate", "2", "--tpot-ms", "-5"], 2, "--tpot-ms: must be > 0"),
+        (["--concurrency", "0"], 2, "--concurrency"),
+        (["--rate", "2", "--requests", "0"], 2, "--requests"),
+        (["--rate", "2", "--input-tokens", "uniform:9:3"], 2, "--input-tokens"),
+        (["--rate", "2", "--output-tokens", "lognormal:100:-1"], 2, "--output-tokens"),
+        (["--rate", "2", "--input-tokens", "zipf:3:4"], 2, "--input-tokens"),
+        (["--rate", "2", "--memory-gib", "4"], 3, "does not fit"),
+        (["--rate", "2", "--engine", "mindie", "--input-tokens", "9k", "--max-prefill-tokens", "8192"], 2,
+         "--max-prefill-tokens"),
+    ],
+)  # fmt: skip
+def test_bad_input_one_line(args: list[str], code: int, needle: str) -> None:
+    result = run(*BASE, "--requests", "20", *args)
+    assert result.exit_code == code, result.output
+    assert result.output.startswith("kvplan: error: ")
+    assert result.output.count("\n") == 1
+    assert needle in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("", "bad header"),
+        ("arrival_s,input_tokens,output_tokens\n", "expected 1.."),
+        ("arrival_s,input_tokens,output_tokens\n0,abc,3\n", ":2: not three numbers"),
+        ("arrival_s,input_tokens,output_tokens\n0,10,3\n-1,10,3\n", ":3: arrival_s must be finite"),
+        ("arrival_s,input_tokens,output_tokens\n0,10.5,3\n", "whole number"),
+        ("arrival_s,input_tokens,output_tokens\n0,10,0\n", "output_tokens"),
+        ("time,in,out\n0,1,1\n", "bad header"),
+    ],
+)
+def test_bad_trace_one_line(tmp_path: Path, content: str, needle: str) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text(content)
+    result = run(*BASE, "--trace", str(trace))
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and needle in result.output
+
+
+def test_trace_that_is_not_a_file(tmp_path: Path) -> None:
+    result = run(*BASE, "--trace", str(tmp_path))
+    assert result.exit_code == 2 and "not a regular file" in result.output
