@@ -17,6 +17,7 @@ from typing import Any
 import streamlit as st
 
 from dashboard import view as dashboard
+from dashboard.load import show_load
 from dashboard.sections import (
     KV_DTYPE_CHOICES,
     TP_CHOICES,
@@ -324,11 +325,15 @@ def page() -> None:
     show_metrics(plan)
     if plan.warnings:
         st.info("\n\n".join(f"Note: {w}" for w in plan.warnings))
-    memory_tab, speed_tab, compare_tab, formula_tab = st.tabs(["Memory", "Speed", "Compare", "Formulas"])
+    memory_tab, speed_tab, load_tab, compare_tab, formula_tab = st.tabs(
+        ["Memory", "Speed", "Load", "Compare", "Formulas"]
+    )
     with memory_tab:
         guarded(show_memory, dep, plan)
     with speed_tab:
         guarded(show_speed, settings, dep, plan)
+    with load_tab:
+        guarded(show_load, settings)
     with compare_tab:
         guarded(show_compare, settings)
     with formula_tab:

@@ -39,7 +39,9 @@ from planner.cli.options import (
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
-    from planner.sim.run import SimResult
+    from planner.deployment import Deployment
+    from planner.sim.run import SimResult, SimSummary
+    from planner.sim.search import Load, SearchResult
     from planner.sim.workload import Workload
 
 DEFAULT_REQUESTS = 1000
@@ -57,6 +59,7 @@ CSV_COLUMNS = (
 )
 RATE_RANGE_PER_S = (1e-6, 1e6)  # requests/s: one a fortnight .. far beyond any single instance
 MAX_CONCURRENCY = 100_000
+MAX_SEARCH_REQUESTS = 20_000  # per simulated point: a search runs ~20 of them
 MAX_BATCH = 5000  # MindIE maxBatchSize range [1, 5000] (facts 1.2); also bounds the step grid
 MAX_PASS_TOKENS = 4_194_304  # MindIE maxPrefillTokens range [1, 4194304] (facts 1.2)
 
@@ -166,10 +169,10 @@ def simulate_command(
     ttft_ms: Annotated[float | None, typer.Option(help="SLO: time to first token (ms).")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="SLO: time per output token (ms).")] = None,
     max_batch: Annotated[
-        int | None, typer.Option(min=1, help="maxBatchSize / max_num_seqs (default: plan).")
+        int | None, typer.Option(min=1, max=MAX_BATCH, help="maxBatchSize / max_num_seqs (default: plan).")
     ] = None,
     max_batched_tokens: Annotated[
-        int | None, typer.Option(min=1, help="vLLM max_num_batched_tokens.")
+        int | None, typer.Option(min=1, max=MAX_PASS_TOKENS, help="vLLM max_num_batched_tokens.")
     ] = None,
     max_prefill_batch: Annotated[
         int | None, typer.Option(min=1, max=MAX_BATCH, help="MindIE maxPrefillBatchSize.")
@@ -187,6 +190,15 @@ def simulate_command(
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
     memory_gib: MemoryOpt = None,
     uncalibrated: UncalibratedOpt = False,
+    pd: Annotated[str | None, typer.Option(help="P:D prefill and decode instances (disaggregated).")] = None,
+    prefill_tp: Annotated[
+        int | None, typer.Option(help="--pd: tp of each prefill instance (default --tp).")
+    ] = None,
+    kv_link_gbps: Annotated[
+        float | None, typer.Option(help="--pd: KV link GB/s per device (default: card).")
+    ] = None,
+    search: Annotated[str | None, typer.Option(help="max-rate, max-concurrency or knee.")] = None,
+    quantile: Annotated[str, typer.Option(help="Tail the SLOs apply to in --search: p99 or p95.")] = "p99",
     out: Annotated[Path | None, typer.Option(help="Write per-request records (CSV) here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
     as_json: JsonOpt = False,
@@ -194,45 +206,144 @@ def simulate_command(
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = locals()
     try:
-        result = run_simulation(flags)
-        if out is not None:
-            from planner import atomic
+        if search is not None:
+            found = run_search(flags)
+        else:
+            result = run_simulation(flags)
+            if out is not None:
+                from planner import atomic
 
-            atomic.write_atomic(out, records_csv(result), force=force)
+                atomic.write_atomic(out, records_csv(result), force=force)
     except KvplanError as exc:
         fail(exc)
-    if as_json:
-        payload = {"model": model, "card": card, "engine": engine, **result.summary.model_dump(mode="json")}
-        print_json(payload)
-        return
-    for line in summary_lines(result, label=f"{model} on {card}, tp={tp}"):
-        typer.echo(line)
+    head = {"model": model, "card": card, "engine": engine, "pd": pd}
+    if search is not None:
+        print_json({**head, **found.model_dump(mode="json")}) if as_json else print_search(found)
+    elif as_json:
+        print_json({**head, **result.summary.model_dump(mode="json")})
+    else:
+        label = f"{model} on {card}, tp={tp}" + (f", P:D {pd}" if pd else "")
+        for line in summary_lines(result, label=label):
+            typer.echo(line)
+
+
+def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[str, Any]]:
+    """The deployment at ctx = the longest request and the scheduler knobs."""
+    from planner import inputs
+    from planner.sim import config
+
+    longest = int((work.input_tokens + work.output_tokens).max())
+    prefill = flags["max_prefill_tokens"] or max(longest, config.DEFAULT_MAX_PREFILL_TOKENS)
+    request = plan_request(flags, ctx=str(longest), batch=None, max_prefill_tokens=prefill)
+    return inputs.to_deployment(request), scheduler_knobs(flags)
+
+
+def simulate_workload(flags: dict[str, Any], work: Workload) -> SimResult:
+    """One simulation of `work`: aggregated, or disaggregated with --pd."""
+    from planner.sim import pd, run
+
+    dep, knobs = prepared(flags, work)
+    slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
+    if flags["pd"] is None:
+        cfg = run.default_config(dep, workload=work, **knobs)
+        return run.simulate(dep, work, cfg=cfg, slo=slo)
+    link = flags["kv_link_gbps"]
+    if link is not None:
+        inputs_bounded(link, "--kv-link-gbps", (1e-3, 1e6))
+    if flags["prefill_tp"] is not None and not 1 <= flags["prefill_tp"] <= 64:
+        raise PlanInputError(f"--prefill-tp: out of range (got {flags['prefill_tp']}, expected 1..64)")
+    spec = pd.spec_for(dep, counts=pd.parse_pd(flags["pd"]), prefill_tp=flags["prefill_tp"], link_gbps=link)
+    return pd.simulate_pd(spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None})
+
+
+def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> float:
+    """planner.inputs.bounded (deferred import)."""
+    from planner import inputs
+
+    return inputs.bounded(value, flag, limits)
 
 
 def run_simulation(flags: dict[str, Any]) -> SimResult:
-    """Workload, deployment (ctx = the longest request), scheduler knobs, SLOs -> the simulation."""
-    from planner import inputs
-    from planner.sim import config, run
+    """Workload from the flags -> the simulation."""
+    return simulate_workload(flags, workload_of(flags))
 
-    work = build_workload(
-        rate=flags["rate"],
-        concurrency=flags["concurrency"],
-        trace=flags["trace"],
+
+def workload_of(flags: dict[str, Any], **load: Any) -> Workload:
+    """The flags' workload; `load` (rate= or concurrency=) replaces theirs (searches)."""
+    values = {"rate": flags["rate"], "concurrency": flags["concurrency"], "trace": flags["trace"], **load}
+    return build_workload(
+        rate=values["rate"],
+        concurrency=values["concurrency"],
+        trace=values["trace"],
         lengths=(flags["input_tokens"], flags["output_tokens"]),
         shape=(flags["requests"], flags["seed"]),
     )
-    longest = int((work.input_tokens + work.output_tokens).max())
-    knobs = scheduler_knobs(flags)
-    prefill = flags["max_prefill_tokens"] or max(longest, config.DEFAULT_MAX_PREFILL_TOKENS)
-    request = plan_request(flags, ctx=str(longest), batch=None, max_prefill_tokens=prefill)
-    dep = inputs.to_deployment(request)
+
+
+SEARCHES = ("max-rate", "max-concurrency", "knee")
+
+
+def run_search(flags: dict[str, Any]) -> SearchResult:
+    """--search: the largest --rate / --concurrency meeting the SLOs at --quantile, or the knee; the flag's
+    own value is the first guess of the top of the range."""
+    from planner.sim import search
+
+    kind, quantile = flags["search"], flags["quantile"]
+    if kind not in SEARCHES or quantile not in ("p95", "p99"):
+        raise PlanInputError(
+            f"--search/--quantile: unknown (got {kind!r}, {quantile!r}; expected one of "
+            f"{', '.join(SEARCHES)} and p95 or p99)"
+        )
+    by_rate = kind == "max-rate" or (kind == "knee" and flags["rate"] is not None)
+    top = flags["rate"] if by_rate else flags["concurrency"]
+    if top is None or flags["trace"] is not None:
+        need = "--rate" if by_rate else "--concurrency"
+        raise PlanInputError(f"--search {kind}: needs {need} (the top of the range to search) and no --trace")
+    if flags["requests"] > MAX_SEARCH_REQUESTS:
+        raise PlanInputError(
+            f"--requests: too many for --search, which runs ~20 simulations "
+            f"(got {flags['requests']}, expected <= {MAX_SEARCH_REQUESTS} per point)"
+        )
+    workload_of(flags)  # validates the flags once, with one clear error
     slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
-    cfg = run.default_config(dep, workload=work, **knobs)
-    return run.simulate(dep, work, cfg=cfg, slo=slo)
+
+    def run_at(x: float) -> SimSummary:
+        given = {"rate": x, "concurrency": None} if by_rate else {"rate": None, "concurrency": int(x)}
+        return simulate_workload(flags, workload_of(flags, **given)).summary
+
+    low = top / search.RATE_RANGE_FRACTION if by_rate else 1.0
+    load: Load = "rate" if by_rate else "concurrency"
+    return search.search(run_at, kind=kind, load=load, slo=slo, quantile=quantile, bracket=(low, float(top)))
+
+
+def print_search(found: SearchResult) -> None:
+    """Human table of a search: every load simulated and the answer."""
+    unit = "users" if found.load == "concurrency" else "req/s"
+    for p in found.points:
+        mark = "meets" if p.meets_slo else "misses"
+        typer.echo(
+            f"  {p.x:10.4g} {unit}: TTFT {found.quantile} {units.fmt_ms(p.ttft_s)}, "
+            f"TPOT {units.fmt_ms(p.tpot_s)}, "
+            f"E2E {units.fmt_ms(p.e2e_s)}, {units.fmt_tokens_per_s(p.output_tokens_per_s)}"
+            + (f" ({mark} the SLOs)" if found.slo else "")
+        )
+    answer = "none meets the SLOs" if found.best is None else f"{found.best:.4g}"
+    typer.echo(f"{found.kind} ({found.quantile}): {answer}")
+
+
+TIME_KNOBS = {
+    "prefill_time_ms_per_req": (0, 1000),
+    "decode_time_ms_per_req": (0, 1000),
+    "queue_delay_us": (0, 1e6),
+}
 
 
 def scheduler_knobs(flags: dict[str, Any]) -> dict[str, Any]:
-    """SchedulerConfig keywords from the flags (None: the engine default)."""
+    """SchedulerConfig keywords from the flags (None: the engine default); time knobs within MindIE's ranges
+    (facts 1.2), NaN refused."""
+    for key, limits in TIME_KNOBS.items():
+        if flags[key] is not None:
+            inputs_bounded(flags[key], "--" + key.replace("_", "-"), limits)
     ms = {
         k: (None if flags[k] is None else flags[k] * units.MS_S)
         for k in ("prefill_time_ms_per_req", "decode_time_ms_per_req")

@@ -18,7 +18,7 @@ from planner.deployment import Deployment
 from planner.results import MemoryBreakdown
 from planner.schema import Frozen
 
-SchedulerName = Literal["vllm", "mindie"]
+SchedulerName = Literal["vllm", "mindie", "decode"]  # decode: a P:D decode instance (planner/sim/pd.py)
 
 # vLLM: max_num_batched_tokens of the API server on a >= 70 GiB device (facts 1.6, [S]): the per-step
 # token budget of chunked prefill (vLLM V1 always chunks).
@@ -104,7 +104,7 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     """vLLM: its max_num_seqs default for the device; MindIE: the plan's maxBatchSize at the longest request
     (what `kvplan mindie` writes)."""
-    if scheduler_for(dep) == "mindie":
+    if dep.engine == "mindie":
         return planned_batch
     large = dep.hardware.memory_capacity_bytes >= VLLM_LARGE_DEVICE_GIB * units.GIB_BYTES
     return VLLM_MAX_NUM_SEQS_LARGE if large else VLLM_MAX_NUM_SEQS_SMALL

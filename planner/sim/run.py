@@ -162,32 +162,67 @@ def timeline_of(eng: Engine) -> Timeline:
     )
 
 
-def summarize(
-    eng: Engine, *, dep: Deployment, slo: tuple[float | None, float | None]
-) -> tuple[SimSummary, Records, Timeline]:
-    """Summary statistics of a finished engine; slo = (ttft_s, tpot_s), either may be None."""
-    records, timeline = records_of(eng), timeline_of(eng)
+@dataclass(frozen=True)
+class EngineStats:
+    """What the engines report beyond the records: mean in system, batch and KV peaks, counters."""
+
+    mean_in_system: float
+    max_batch_reached: int
+    preemptions: int
+    kv_peak_fraction: float
+    prefill_tokens: int
+
+
+def stats_of(eng: Engine, timeline: Timeline) -> EngineStats:
+    """EngineStats of one finished engine (mean in system from its own event trace)."""
+    return EngineStats(
+        mean_in_system=metrics.mean_in_system(timeline),
+        max_batch_reached=eng.max_batch_reached,
+        preemptions=eng.preemptions,
+        kv_peak_fraction=float(np.max(timeline.used_blocks)) / eng.cfg.total_blocks,
+        prefill_tokens=eng.prefill_tokens,
+    )
+
+
+def summary_of(
+    records: Records,
+    stats: EngineStats,
+    *,
+    cfg: SchedulerConfig,
+    calibrated: bool,
+    slo: tuple[float | None, float | None],
+) -> SimSummary:
+    """Summary statistics of finished records; slo = (ttft_s, tpot_s), either may be None."""
     with_slo = any(limit is not None for limit in slo)
-    summary = SimSummary(
+    return SimSummary(
         requests=records.finish_s.size,
         duration_s=metrics.duration_s(records),
         throughput=metrics.throughput(records),
         ttft_s=metrics.percentiles(records.ttft_s),
         tpot_s=metrics.percentiles(records.tpot_s),
         e2e_s=metrics.percentiles(records.e2e_s),
-        mean_in_system=metrics.mean_in_system(timeline),
-        max_batch_reached=eng.max_batch_reached,
-        preemptions=eng.preemptions,
+        mean_in_system=stats.mean_in_system,
+        max_batch_reached=stats.max_batch_reached,
+        preemptions=stats.preemptions,
         goodput_requests_per_s=(
             metrics.goodput_requests_per_s(records, ttft_s=slo[0], tpot_s=slo[1]) if with_slo else None
         ),
         slo={k: v for k, v in zip(("ttft_s", "tpot_s"), slo, strict=True) if v is not None} or None,
-        scheduler=eng.cfg,
-        kv_peak_fraction=float(np.max(timeline.used_blocks)) / eng.cfg.total_blocks,
-        prefill_tokens=eng.prefill_tokens,
-        calibrated=roofline.is_calibrated(dep),
+        scheduler=cfg,
+        kv_peak_fraction=stats.kv_peak_fraction,
+        prefill_tokens=stats.prefill_tokens,
+        calibrated=calibrated,
         assumptions=ASSUMPTIONS,
     )
+
+
+def summarize(
+    eng: Engine, *, dep: Deployment, slo: tuple[float | None, float | None]
+) -> tuple[SimSummary, Records, Timeline]:
+    """Summary, records and timeline of a finished engine."""
+    records, timeline = records_of(eng), timeline_of(eng)
+    stats = stats_of(eng, timeline)
+    summary = summary_of(records, stats, cfg=eng.cfg, calibrated=roofline.is_calibrated(dep), slo=slo)
     return summary, records, timeline
 
 

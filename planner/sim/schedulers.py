@@ -14,6 +14,8 @@ prefillTimeMsPerReq * decodeReqNum exceeds accumulatedDecodeWasteTime, which gro
 decodeTimeMsPerReq * (maxBatchSize - decodeReqNum) per decode step chosen ([assumed]: the waste resets
 when a prefill runs). An idle engine waits up to maxQueueDelayMicroseconds after the first arrival to fill
 the prefill batch ([assumed] reading of "longest a request waits to fill a batch").
+
+Decode-only (a P:D decode instance, planner/sim/pd.py): admit prefilled requests, decode.
 """
 
 from __future__ import annotations
@@ -166,9 +168,27 @@ def raise_stuck(eng: Engine) -> None:
     )
 
 
+def decode_only_step(eng: Engine) -> None:
+    """A P:D decode instance: requests arrive prefilled (KV transferred, first token out); each is admitted in
+    arrival order when a batch slot and its blocks are free, then the batch decodes to the next event."""
+    while eng.waiting and len(eng.running) < eng.cfg.max_batch:
+        request = eng.waiting[0]
+        if not eng.try_admit(request):
+            break
+        eng.waiting.popleft()
+        eng.join_decode(request)
+    if not eng.running:
+        if eng.waiting:
+            raise_stuck(eng)
+        return
+    eng.decode_span()
+
+
 def step(eng: Engine) -> None:
     """One step of the configured scheduler."""
     if eng.cfg.scheduler == "vllm":
         vllm_step(eng)
-    else:
+    elif eng.cfg.scheduler == "mindie":
         mindie_step(eng)
+    else:
+        decode_only_step(eng)

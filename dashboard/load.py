@@ -1,0 +1,185 @@
+"""The Load tab: the serving simulator (planner/sim/) under the sidebar's deployment.
+
+Latency CDFs and percentiles vs concurrency, the throughput-latency curve with the SLO line, KV occupancy over
+time, and aggregated vs P:D-disaggregated side by side at one request rate. Every simulation is cached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from planner import inputs, units
+from planner.errors import KvplanError
+from planner.inputs import PlanRequest
+from planner.sim import pd, run
+from planner.sim import workload as wl
+
+CONCURRENCY_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+REQUESTS_PER_USER = 12  # closed-loop requests per user: enough for P99 without slowing the page
+MIN_REQUESTS = 120
+
+
+def deployment_for(req: PlanRequest, *, prompt: int, output: int, engine: str) -> Any:
+    """The sidebar's deployment at ctx = prompt + output for the chosen engine."""
+    longest = prompt + output
+    changed = dataclasses.replace(
+        req, ctx=str(longest), batch=None, engine=engine, max_prefill_tokens=max(longest, 8192)
+    )
+    return inputs.to_deployment(changed)
+
+
+def workload(prompt: int, output: int, *, users: int | None, rate: float | None, count: int) -> wl.Workload:
+    """Fixed lengths; a closed loop of `users` or Poisson at `rate` (seed 0)."""
+    lengths = (wl.LengthDist("fixed", prompt, prompt), wl.LengthDist("fixed", output, output))
+    work = wl.synthetic(lengths=lengths, count=count, rate_per_s=rate, seed=0)
+    if users is None:
+        return work
+    return wl.Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=users)
+
+
+@st.cache_data(show_spinner="Simulating...", max_entries=64)
+def closed_loop(req: PlanRequest, engine: str, prompt: int, output: int, users: int) -> dict[str, Any]:
+    """One closed-loop simulation, reduced to what the figures plot."""
+    dep = deployment_for(req, prompt=prompt, output=output, engine=engine)
+    count = max(REQUESTS_PER_USER * users, MIN_REQUESTS)
+    result = run.simulate(dep, workload(prompt, output, users=users, rate=None, count=count))
+    return reduced(result)
+
+
+@st.cache_data(show_spinner="Simulating...", max_entries=32)
+def open_loop(
+    req: PlanRequest, engine: str, shape: tuple[int, int, float, int], split: str | None
+) -> dict[str, Any]:
+    """Poisson at a rate, aggregated (split None) or disaggregated P:D; shape = (prompt, output, rate, n)."""
+    prompt, output, rate, count = shape
+    dep = deployment_for(req, prompt=prompt, output=output, engine=engine)
+    work = workload(prompt, output, users=None, rate=rate, count=count)
+    if split is None:
+        return reduced(run.simulate(dep, work))
+    spec = pd.spec_for(dep, counts=pd.parse_pd(split), prefill_tp=None, link_gbps=None)
+    return reduced(pd.simulate_pd(spec, work, slo=(None, None), knobs={}))
+
+
+def reduced(result: run.SimResult) -> dict[str, Any]:
+    """Summary, sorted latencies (CDFs) and the KV / batch timeline of one simulation."""
+    timeline = run.metrics.downsampled(result.timeline, points=600)
+    return {
+        "summary": result.summary,
+        "ttft": np.sort(result.records.ttft_s),
+        "e2e": np.sort(result.records.e2e_s),
+        "time": timeline.time_s,
+        "kv": timeline.used_blocks / result.summary.scheduler.total_blocks,
+        "batch": timeline.batch,
+    }
+
+
+def fig_cdf(runs: dict[str, dict[str, Any]], key: str, title: str) -> go.Figure:
+    """Latency CDF per run (ms on x)."""
+    fig = go.Figure()
+    for name, data in runs.items():
+        values = data[key] / units.MS_S
+        fig.add_scatter(x=values, y=np.arange(1, values.size + 1) / values.size, mode="lines", name=name)
+    fig.update_layout(title=title, xaxis_title="ms", yaxis_title="fraction of requests", height=340)
+    return fig
+
+
+def fig_tails(points: dict[int, dict[str, Any]], *, slo_ms: float) -> go.Figure:
+    """P50/P95/P99 TTFT and per-user tok/s vs concurrency, with the TTFT SLO line."""
+    users = list(points)
+    fig = go.Figure()
+    for quantile in ("p50", "p95", "p99"):
+        ttft = [getattr(points[u]["summary"].ttft_s, quantile) / units.MS_S for u in users]
+        fig.add_scatter(x=users, y=ttft, mode="lines+markers", name=f"TTFT {quantile.upper()}")
+    fig.add_hline(y=slo_ms, line_dash="dash", annotation_text="TTFT SLO")
+    fig.update_layout(title="TTFT tails vs concurrency", xaxis_type="log", xaxis_title="users",
+                      yaxis_title="ms", height=340)  # fmt: skip
+    return fig
+
+
+def fig_throughput_latency(points: dict[int, dict[str, Any]], *, slo_ms: float) -> go.Figure:
+    """Output tok/s against P99 TPOT, one point per concurrency, with the TPOT SLO line."""
+    summaries = [points[u]["summary"] for u in points]
+    fig = go.Figure()
+    fig.add_scatter(
+        x=[s.tpot_s.p99 / units.MS_S for s in summaries],
+        y=[s.throughput.output_tokens_per_s for s in summaries],
+        mode="lines+markers+text",
+        text=[str(u) for u in points],
+        textposition="top center",
+        name="users",
+    )
+    fig.add_vline(x=slo_ms, line_dash="dash", annotation_text="TPOT SLO")
+    fig.update_layout(title="Throughput vs P99 TPOT", xaxis_title="P99 TPOT (ms)",
+                      yaxis_title="output tok/s", height=340)  # fmt: skip
+    return fig
+
+
+def fig_kv(runs: dict[str, dict[str, Any]]) -> go.Figure:
+    """KV block occupancy over time per run (decode instance 0 for P:D)."""
+    fig = go.Figure()
+    for name, data in runs.items():
+        fig.add_scatter(x=data["time"], y=data["kv"], mode="lines", name=name)
+    fig.update_layout(title="KV blocks in use", xaxis_title="s", yaxis_title="fraction of the pool",
+                      yaxis_range=[0, 1.02], height=340)  # fmt: skip
+    return fig
+
+
+def table_row(name: str, summary: run.SimSummary) -> dict[str, Any]:
+    """One row of the aggregated vs disaggregated table (ms, tok/s)."""
+    return {
+        "": name,
+        "P95 TTFT ms": summary.ttft_s.p95 / units.MS_S,
+        "P99 TPOT ms": summary.tpot_s.p99 / units.MS_S,
+        "output tok/s": summary.throughput.output_tokens_per_s,
+        "preemptions": summary.preemptions,
+    }
+
+
+def show_load(settings: Any) -> None:
+    """The tab: controls, the concurrency sweep, and aggregated vs disaggregated."""
+    req: PlanRequest = settings.req
+    left, middle, right = st.columns(3)
+    engine = left.selectbox("Engine scheduler", ["mindie", "vllm"], key="load_engine")
+    prompt = int(middle.number_input("Prompt tokens", 1, 131072, 256, key="load_prompt"))
+    output = int(right.number_input("Output tokens", 1, 32768, 128, key="load_output"))
+    users = st.multiselect(
+        "Concurrency (closed loop)", CONCURRENCY_CHOICES, [1, 8, 32, 64, 128], key="load_users"
+    )
+    points = {u: closed_loop(req, engine, prompt, output, u) for u in sorted(users)}
+    if points:
+        one, two = st.columns(2)
+        one.plotly_chart(fig_tails(points, slo_ms=settings.ttft_slo_ms), width="stretch")
+        two.plotly_chart(fig_throughput_latency(points, slo_ms=settings.tpot_slo_ms), width="stretch")
+        runs = {f"{u} users": points[u] for u in points}
+        st.plotly_chart(fig_cdf(runs, "e2e", "End-to-end latency CDF"), width="stretch")
+    show_disaggregated(req, engine, prompt, output)
+    st.caption(
+        "Simulated on the planner's own step model (uncalibrated cards: datasheet x assumed efficiencies). "
+        "Assumptions: " + "; ".join(run.ASSUMPTIONS)
+    )
+
+
+def show_disaggregated(req: PlanRequest, engine: str, prompt: int, output: int) -> None:
+    """Aggregated vs P:D at one Poisson rate: TTFT CDFs and KV occupancy side by side."""
+    left, right = st.columns(2)
+    rate = float(left.number_input("Request rate (req/s)", 0.01, 1000.0, 2.0, key="load_rate"))
+    split = right.selectbox("P:D instances", ["1:1", "1:2", "2:1", "1:3"], key="load_pd")
+    shape = (prompt, output, rate, 400)
+    try:
+        runs = {
+            "aggregated": open_loop(req, engine, shape, None),
+            f"P:D {split}": open_loop(req, engine, shape, split),
+        }
+    except KvplanError as exc:
+        st.error(str(exc))
+        return
+    one, two = st.columns(2)
+    one.plotly_chart(fig_cdf(runs, "ttft", "TTFT CDF"), width="stretch")
+    two.plotly_chart(fig_kv(runs), width="stretch")
+    rows = [table_row(name, d["summary"]) for name, d in runs.items()]
+    st.dataframe(rows, hide_index=True)

@@ -1,0 +1,142 @@
+"""Searches over load: the largest rate (or concurrency) whose tail latencies meet the SLOs, and the knee.
+
+Every point is a full simulation (`run_at(x)` -> SimSummary), so a search costs ~15-25 simulations.
+- max-rate / max-concurrency: the largest x whose P99 (or P95) TTFT and TPOT meet the SLOs; the upper
+  bound doubles while it still meets them, then bisection (rate: 12 halvings; concurrency: integers).
+- knee: the load of largest *power* = output tokens/s / percentile end-to-end latency (Kleinrock's power:
+  past it, latency grows faster than throughput) over a geometric sweep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+
+from planner.errors import PlanInputError
+from planner.schema import Frozen
+from planner.sim.run import SimSummary
+
+SearchKind = Literal["max-rate", "max-concurrency", "knee"]
+Quantile = Literal["p95", "p99"]
+RATE_HALVINGS = 12  # bisection steps: the answer within 2^-12 of the bracket
+MAX_DOUBLINGS = 8
+KNEE_POINTS = 12
+RATE_RANGE_FRACTION = 64  # rate searches start at top / 64
+Load = Literal["rate", "concurrency"]
+
+
+class SearchPoint(Frozen):
+    """One simulated load: x (requests/s or users) and what it gave."""
+
+    x: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    output_tokens_per_s: float
+    meets_slo: bool
+
+
+class SearchResult(Frozen):
+    """The answer (best x meeting the SLOs, or the knee) and every point simulated, sorted by x."""
+
+    kind: SearchKind
+    load: Load  # x is requests/s (rate) or users (concurrency)
+    quantile: Quantile
+    slo: dict[str, float] | None
+    best: float | None
+    points: list[SearchPoint]
+
+
+def meets(summary: SimSummary, *, slo: tuple[float | None, float | None], quantile: Quantile) -> bool:
+    """Formula: ttft_q <= ttft_slo and tpot_q <= tpot_slo (an absent SLO always holds)."""
+    ttft, tpot = slo
+    ok_ttft = ttft is None or getattr(summary.ttft_s, quantile) <= ttft
+    ok_tpot = tpot is None or getattr(summary.tpot_s, quantile) <= tpot
+    return bool(ok_ttft and ok_tpot)
+
+
+def point_of(
+    x: float, summary: SimSummary, *, slo: tuple[float | None, float | None], quantile: Quantile
+) -> SearchPoint:
+    """A SearchPoint from a simulation summary at load x."""
+    return SearchPoint(
+        x=x,
+        ttft_s=getattr(summary.ttft_s, quantile),
+        tpot_s=getattr(summary.tpot_s, quantile),
+        e2e_s=getattr(summary.e2e_s, quantile),
+        output_tokens_per_s=summary.throughput.output_tokens_per_s,
+        meets_slo=meets(summary, slo=slo, quantile=quantile),
+    )
+
+
+def largest_meeting(
+    run_at: Callable[[float], SimSummary],
+    *,
+    slo: tuple[float | None, float | None],
+    quantile: Quantile,
+    bracket: tuple[float, float],
+    integer: bool,
+) -> tuple[float | None, list[SearchPoint]]:
+    """Largest x in the (growing) bracket meeting the SLOs, by doubling then bisection; None if the low end
+    misses them."""
+    if all(limit is None for limit in slo):
+        raise PlanInputError("--search: needs an SLO (got none, expected --ttft-ms and/or --tpot-ms)")
+    points: list[SearchPoint] = []
+
+    def probe(x: float) -> bool:
+        points.append(point_of(x, run_at(x), slo=slo, quantile=quantile))
+        return points[-1].meets_slo
+
+    low, high = bracket
+    if not probe(low):
+        return None, points
+    for _ in range(MAX_DOUBLINGS):
+        if not probe(high):
+            break
+        low, high = high, high * 2
+    for _ in range(RATE_HALVINGS):
+        if (integer and high - low <= 1) or high == low:
+            break
+        middle = float((low + high) // 2) if integer else (low + high) / 2
+        low, high = (middle, high) if probe(middle) else (low, middle)
+    return low, points
+
+
+def knee(
+    run_at: Callable[[float], SimSummary], *, quantile: Quantile, bracket: tuple[float, float], integer: bool
+) -> tuple[float, list[SearchPoint]]:
+    """The load of largest power = output tok/s / end-to-end latency quantile over a geometric sweep."""
+    grid = np.geomspace(bracket[0], bracket[1], KNEE_POINTS)
+    xs = sorted({float(round(x)) for x in grid} if integer else {float(x) for x in grid})
+    points = [point_of(x, run_at(x), slo=(None, None), quantile=quantile) for x in xs]
+    power = [p.output_tokens_per_s / p.e2e_s for p in points]
+    return points[int(np.argmax(power))].x, points
+
+
+def search(
+    run_at: Callable[[float], SimSummary],
+    *,
+    kind: SearchKind,
+    load: Load,
+    slo: tuple[float | None, float | None],
+    quantile: Quantile,
+    bracket: tuple[float, float],
+) -> SearchResult:
+    """Run the search `kind` over loads from bracket[0] up (bracket[1]: a first guess of the top)."""
+    integer = load == "concurrency"
+    best: float | None
+    if kind == "knee":
+        best, points = knee(run_at, quantile=quantile, bracket=bracket, integer=integer)
+    else:
+        best, points = largest_meeting(run_at, slo=slo, quantile=quantile, bracket=bracket, integer=integer)
+    limits = {k: v for k, v in zip(("ttft_s", "tpot_s"), slo, strict=True) if v is not None}
+    return SearchResult(
+        kind=kind,
+        load=load,
+        quantile=quantile,
+        slo=limits or None,
+        best=best,
+        points=sorted(points, key=lambda p: p.x),
+    )

@@ -1,0 +1,177 @@
+"""P:D disaggregation and the load searches of the simulator (planner/sim/pd.py, planner/sim/search.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from planner import memory
+from planner.cli import app
+from planner.deployment import Deployment
+from planner.errors import PlanInputError
+from planner.perf import roofline
+from planner.sim import pd, run, search
+from planner.sim import workload as wl
+from tests.helpers import deployment_950pr
+
+runner = CliRunner()
+
+
+def deployment(engine: str, *, ctx: int, model: str = "qwen3-8b") -> Deployment:
+    return deployment_950pr(model, engine=engine, ctx_tokens=ctx)
+
+
+def poisson(prompt: tuple[int, int], output: int, *, count: int, rate: float, seed: int = 0) -> wl.Workload:
+    lengths = (wl.LengthDist("uniform", *prompt), wl.LengthDist("fixed", output, output))
+    return wl.synthetic(lengths=lengths, count=count, rate_per_s=rate, seed=seed)
+
+
+@pytest.mark.parametrize(("text", "counts"), [("1:1", (1, 1)), ("2:3", (2, 3)), (" 4 : 1 ", (4, 1))])
+def test_parse_pd(text: str, counts: tuple[int, int]) -> None:
+    assert pd.parse_pd(text) == counts
+
+
+@pytest.mark.parametrize("text", ["", "1", "1:", ":2", "0:1", "1:0", "a:b", "1:2:3", "-1:2", "65:1"])
+def test_parse_pd_refuses(text: str) -> None:
+    with pytest.raises(PlanInputError, match=r"^--pd: "):
+        pd.parse_pd(text)
+
+
+def test_kv_transfer_formula() -> None:
+    dep = deployment("mindie", ctx=2048)
+    spec = pd.spec_for(dep, counts=(1, 1), prefill_tp=None, link_gbps=25.0)
+    per_token = memory.kv_cache_bytes_per_token(dep.model, kv_dtype=dep.kv_dtype, tp=1)
+    # 1000 tokens page to 1024 (8 blocks of 128); 25 GB/s; the card's latency (ascend-950pr: 20 us)
+    expected = 20e-6 + 1024 * per_token / 25e9
+    got = pd.kv_transfer_s(spec, prompt_tokens=np.asarray([1000]))
+    assert got[0] == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["mindie", "vllm"])
+def test_lone_requests_cost_prefill_transfer_and_decode(engine: str) -> None:
+    prompt, output = 900, 40
+    dep = deployment(engine, ctx=prompt + output)
+    lengths = (wl.LengthDist("fixed", prompt, prompt), wl.LengthDist("fixed", output, output))
+    lone = wl.synthetic(lengths=lengths, count=10, rate_per_s=None, seed=0)
+    lone = wl.Workload(lone.input_tokens, lone.output_tokens, arrival_s=np.arange(10) * 1e3, concurrency=None)
+    spec = pd.spec_for(dep, counts=(1, 2), prefill_tp=None, link_gbps=None)
+    result = pd.simulate_pd(spec, lone, slo=(None, None), knobs={})
+    wait = result.summary.scheduler.queue_delay_s if engine == "mindie" else 0.0
+    ttft = roofline.ttft_s(dep, prompt_tokens=prompt) + wait
+    assert result.records.ttft_s == pytest.approx(np.full(10, ttft), rel=5e-3)
+    transfer = float(pd.kv_transfer_s(spec, prompt_tokens=np.asarray([prompt]))[0])
+    ctx = prompt + 1 + np.arange(output - 1)
+    decode = float(np.sum(roofline.decode_step_s_grid(dep, batch=1, ctx_tokens=ctx)))
+    assert result.records.e2e_s == pytest.approx(np.full(10, ttft + transfer + decode), rel=1e-2)
+
+
+def test_disaggregation_cuts_the_ttft_tail_of_prefill_priority() -> None:
+    """The seed's observation: with prefill and decode separated, a prompt never waits behind a decode batch
+    and decodes never pause for prompts; at a load one MindIE instance still sustains, P95 TTFT and P99
+    TPOT both fall with 1:1 (twice the cards)."""
+    work = poisson((500, 3000), 200, count=600, rate=2.0, seed=7)
+    dep = deployment("mindie", ctx=3200)
+    together = run.simulate(dep, work).summary
+    spec = pd.spec_for(dep, counts=(1, 1), prefill_tp=None, link_gbps=None)
+    apart = pd.simulate_pd(spec, work, slo=(None, None), knobs={}).summary
+    assert apart.ttft_s.p95 < together.ttft_s.p95
+    assert apart.tpot_s.p99 < together.tpot_s.p99
+    assert apart.requests == together.requests == 600
+
+
+def test_pd_refuses_a_closed_loop() -> None:
+    work = poisson((100, 200), 20, count=10, rate=1.0)
+    closed = wl.Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=2)
+    spec = pd.spec_for(deployment("vllm", ctx=220), counts=(1, 1), prefill_tp=None, link_gbps=None)
+    with pytest.raises(PlanInputError, match=r"^--pd: a closed loop"):
+        pd.simulate_pd(spec, closed, slo=(None, None), knobs={})
+
+
+# --- searches
+
+
+def test_max_rate_search_brackets_the_slo() -> None:
+    dep = deployment("vllm", ctx=1300)
+
+    def run_at(rate: float) -> run.SimSummary:
+        return run.simulate(dep, poisson((200, 1000), 128, count=400, rate=rate, seed=1)).summary
+
+    slo = (0.5, None)
+    found = search.search(run_at, kind="max-rate", load="rate", slo=slo, quantile="p99", bracket=(0.5, 8.0))
+    assert found.best is not None
+    best = next(p for p in found.points if p.x == found.best)
+    assert best.meets_slo and best.ttft_s <= 0.5
+    above = [p for p in found.points if p.x > found.best]
+    assert above and not any(p.meets_slo for p in above[:1])  # the next load probed above misses
+    assert [p.x for p in found.points] == sorted(p.x for p in found.points)
+
+
+def test_knee_is_the_load_of_largest_power() -> None:
+    dep = deployment("mindie", ctx=400)
+
+    def run_at(users: float) -> run.SimSummary:
+        lengths = (wl.LengthDist("fixed", 256, 256), wl.LengthDist("fixed", 128, 128))
+        work = wl.synthetic(lengths=lengths, count=max(int(users) * 6, 60), rate_per_s=None, seed=0)
+        closed = wl.Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=int(users))
+        return run.simulate(dep, closed).summary
+
+    found = search.search(
+        run_at, kind="knee", load="concurrency", slo=(None, None), quantile="p99", bracket=(1, 256)
+    )
+    power = {p.x: p.output_tokens_per_s / p.e2e_s for p in found.points}
+    assert found.best == max(power, key=lambda x: power[x])
+    assert 1 < found.best < 256  # neither end: throughput saturates, latency keeps growing
+
+
+def test_search_needs_an_slo() -> None:
+    with pytest.raises(PlanInputError, match=r"^--search: needs an SLO"):
+        search.search(
+            lambda x: None, kind="max-rate", load="rate", slo=(None, None), quantile="p99", bracket=(1, 2)
+        )  # type: ignore[arg-type,return-value]
+
+
+# --- CLI
+
+BASE = ["simulate", "--model", "qwen3-8b", "--card", "ascend-950pr", "--dtype", "fp8", "--requests", "200",
+        "--input-tokens", "uniform:200:1000", "--output-tokens", "64"]  # fmt: skip
+
+
+def test_cli_pd_json() -> None:
+    result = runner.invoke(app, [*BASE, "--rate", "3", "--pd", "1:2", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["pd"] == "1:2" and out["requests"] == 200
+    assert out["scheduler"]["scheduler"] == "decode"
+
+
+def test_cli_search_json() -> None:
+    result = runner.invoke(app, [*BASE, "--rate", "8", "--search", "max-rate", "--ttft-ms", "400", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["kind"] == "max-rate" and out["load"] == "rate" and out["quantile"] == "p99"
+    assert out["best"] is None or any(p["x"] == out["best"] and p["meets_slo"] for p in out["points"])
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["--concurrency", "4", "--pd", "1:1"], 2, "--pd: a closed loop"),
+        (["--rate", "2", "--pd", "1"], 2, "--pd: not a P:D"),
+        (["--rate", "2", "--pd", "1:1", "--memory-gib", "8"], 3, "does not fit"),
+        (["--rate", "2", "--pd", "1:1", "--kv-link-gbps", "nan"], 2, "--kv-link-gbps"),
+        (["--rate", "2", "--pd", "1:1", "--prefill-tp", "0"], 2, "--prefill-tp"),
+        (["--rate", "2", "--search", "max-rate"], 2, "needs an SLO"),
+        (["--concurrency", "4", "--search", "max-rate", "--ttft-ms", "100"], 2, "needs --rate"),
+        (["--rate", "2", "--search", "fastest"], 2, "--search"),
+        (["--rate", "2", "--queue-delay-us", "nan"], 2, "--queue-delay-us"),
+        (["--rate", "2", "--max-batch", "999999"], 2, "--max-batch"),
+    ],
+)  # fmt: skip
+def test_cli_bad_pd_and_search_one_line(args: list[str], code: int, needle: str) -> None:
+    result = runner.invoke(app, [*BASE, *args])
+    assert result.exit_code == code, result.output
+    assert result.output.startswith("kvplan: error: ") and result.output.count("\n") == 1
+    assert needle in result.output
