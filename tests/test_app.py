@@ -48,7 +48,7 @@ def test_default_render_has_no_exception(app: AppTest) -> None:
         shown
     )
     assert app.title[0].value.startswith("qwen3.5-27b on ")
-    assert [t.label for t in app.tabs] == ["Memory", "Speed", "Compare", "Formulas"]
+    assert [t.label for t in app.tabs] == ["Memory", "Speed", "Load", "Compare", "Formulas"]
     assert app.success or app.warning  # the SLO search always reports one or the other
 
 

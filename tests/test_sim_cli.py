@@ -119,3 +119,17 @@ def test_bad_trace_one_line(tmp_path: Path, content: str, needle: str) -> None:
 def test_trace_that_is_not_a_file(tmp_path: Path) -> None:
     result = run(*BASE, "--trace", str(tmp_path))
     assert result.exit_code == 2 and "not a regular file" in result.output
+
+
+def test_timeline_csv(tmp_path: Path) -> None:
+    target = tmp_path / "timeline.csv"
+    result = run(*SMALL, "--rate", "4", "--timeline-out", str(target))
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(target.read_text())))
+    assert 2 <= len(rows) <= 2001
+    times = [float(r["time_s"]) for r in rows]
+    assert times == sorted(times)
+    assert all(0 <= float(r["kv_used_fraction"]) <= 1 for r in rows)
+    assert int(rows[-1]["in_system"]) == 0  # everything finished
+    again = run(*SMALL, "--rate", "4", "--timeline-out", str(target))
+    assert again.exit_code == 2 and "exists" in again.output

@@ -175,3 +175,35 @@ def test_cli_bad_pd_and_search_one_line(args: list[str], code: int, needle: str)
     assert result.exit_code == code, result.output
     assert result.output.startswith("kvplan: error: ") and result.output.count("\n") == 1
     assert needle in result.output
+
+
+def fake_summary(ttft_s: float, tpot_s: float, goodput: float) -> run.SimSummary:
+    """A real summary with its TTFT/TPOT tails and goodput replaced (search logic only)."""
+    dep = deployment("vllm", ctx=300)
+    base = run.simulate(dep, poisson((100, 200), 16, count=20, rate=1.0)).summary
+    tails = {"ttft_s": base.ttft_s.model_copy(update={"p99": ttft_s}),
+             "tpot_s": base.tpot_s.model_copy(update={"p99": tpot_s})}  # fmt: skip
+    return base.model_copy(update={**tails, "goodput_requests_per_s": goodput})
+
+
+def test_pd_search_picks_the_fewest_cards_then_the_best_goodput() -> None:
+    """Prefill capacity sets TTFT (falls with P), decode capacity TPOT (falls with D): 2:2 and 3:1 both meet
+    at 4 cards; the search stops there and keeps the one of larger goodput."""
+    calls: list[str] = []
+
+    def run_pd(p: int, d: int) -> run.SimSummary:
+        calls.append(f"{p}:{d}")
+        return fake_summary(ttft_s=1.0 / p, tpot_s=0.1 / d if p < 3 else 0.04, goodput=p + 2 * d)
+
+    found = search.search_pd(run_pd, devices_of=lambda p, d: p + d, slo=(0.5, 0.05), quantile="p99")
+    assert found.best == "2:2" and found.devices == 4
+    assert all(int(c[0]) + int(c[-1]) <= 4 for c in calls)  # no 5-card fleet simulated
+    assert {"1:1", "1:2", "2:1", "1:3", "2:2", "3:1"} == set(calls)
+
+
+def test_pd_search_cli(tmp_path: object) -> None:
+    args = [*BASE, "--rate", "2", "--search", "pd", "--ttft-ms", "2000", "--tpot-ms", "200", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["kind"] == "pd" and out["best"] == "1:1" and out["devices"] == 2  # a loose SLO: the smallest

@@ -41,7 +41,7 @@ from planner.errors import KvplanError, PlanInputError
 if TYPE_CHECKING:
     from planner.deployment import Deployment
     from planner.sim.run import SimResult, SimSummary
-    from planner.sim.search import Load, SearchResult
+    from planner.sim.search import Load, PdSearchResult, SearchResult
     from planner.sim.workload import Workload
 
 DEFAULT_REQUESTS = 1000
@@ -126,6 +126,34 @@ def records_csv(result: SimResult) -> str:
     return buffer.getvalue()
 
 
+TIMELINE_COLUMNS = ("time_s", "in_system", "waiting", "batch", "kv_used_fraction")
+
+
+def timeline_csv(result: SimResult) -> str:
+    """The engine's state over time (downsampled to at most 2000 events; decode instance 0 under --pd)."""
+    from planner.sim import metrics
+
+    line = metrics.downsampled(result.timeline)
+    kv = line.used_blocks / result.summary.scheduler.total_blocks
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(TIMELINE_COLUMNS)
+    rows = zip(line.time_s.tolist(), line.in_system.tolist(), line.waiting.tolist(), line.batch.tolist(),
+               kv.tolist(), strict=True)  # fmt: skip
+    writer.writerows((f"{t:.6g}", n, w, b, f"{k:.4g}") for t, n, w, b, k in rows)
+    return buffer.getvalue()
+
+
+def write_outputs(result: SimResult, *, records: Path | None, timeline: Path | None, force: bool) -> None:
+    """--out and --timeline-out, each atomic and never over an existing file without --force."""
+    from planner import atomic
+
+    if records is not None:
+        atomic.write_atomic(records, records_csv(result), force=force)
+    if timeline is not None:
+        atomic.write_atomic(timeline, timeline_csv(result), force=force)
+
+
 def summary_lines(result: SimResult, *, label: str) -> list[str]:
     """Human summary: throughput, latency percentiles, batch, preemptions, goodput."""
     s = result.summary
@@ -200,6 +228,9 @@ def simulate_command(
     search: Annotated[str | None, typer.Option(help="max-rate, max-concurrency or knee.")] = None,
     quantile: Annotated[str, typer.Option(help="Tail the SLOs apply to in --search: p99 or p95.")] = "p99",
     out: Annotated[Path | None, typer.Option(help="Write per-request records (CSV) here.")] = None,
+    timeline_out: Annotated[
+        Path | None, typer.Option(help="Write queue length, batch and KV use over time (CSV) here.")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -210,10 +241,7 @@ def simulate_command(
             found = run_search(flags)
         else:
             result = run_simulation(flags)
-            if out is not None:
-                from planner import atomic
-
-                atomic.write_atomic(out, records_csv(result), force=force)
+            write_outputs(result, records=out, timeline=timeline_out, force=force)
     except KvplanError as exc:
         fail(exc)
     head = {"model": model, "card": card, "engine": engine, "pd": pd}
@@ -280,10 +308,31 @@ def workload_of(flags: dict[str, Any], **load: Any) -> Workload:
     )
 
 
-SEARCHES = ("max-rate", "max-concurrency", "knee")
+SEARCHES = ("max-rate", "max-concurrency", "knee", "pd")
 
 
-def run_search(flags: dict[str, Any]) -> SearchResult:
+def run_pd_search(flags: dict[str, Any]) -> PdSearchResult:
+    """--search pd: the fewest cards (P:D split) meeting the SLOs at --rate (the target)."""
+    from planner.sim import search
+
+    if flags["rate"] is None or flags["requests"] > MAX_SEARCH_REQUESTS:
+        raise PlanInputError(
+            f"--search pd: needs --rate (the target) and --requests <= {MAX_SEARCH_REQUESTS} "
+            f"(got rate {flags['rate']}, requests {flags['requests']})"
+        )
+    work = workload_of(flags)
+    slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
+    tp = (flags["prefill_tp"] or flags["tp"], flags["tp"])
+
+    def run_pd(p: int, d: int) -> SimSummary:
+        return simulate_workload({**flags, "pd": f"{p}:{d}"}, work).summary
+
+    return search.search_pd(
+        run_pd, devices_of=lambda p, d: p * tp[0] + d * tp[1], slo=slo, quantile=flags["quantile"]
+    )
+
+
+def run_search(flags: dict[str, Any]) -> SearchResult | PdSearchResult:
     """--search: the largest --rate / --concurrency meeting the SLOs at --quantile, or the knee; the flag's
     own value is the first guess of the top of the range."""
     from planner.sim import search
@@ -294,6 +343,8 @@ def run_search(flags: dict[str, Any]) -> SearchResult:
             f"--search/--quantile: unknown (got {kind!r}, {quantile!r}; expected one of "
             f"{', '.join(SEARCHES)} and p95 or p99)"
         )
+    if kind == "pd":
+        return run_pd_search(flags)
     by_rate = kind == "max-rate" or (kind == "knee" and flags["rate"] is not None)
     top = flags["rate"] if by_rate else flags["concurrency"]
     if top is None or flags["trace"] is not None:
@@ -316,8 +367,22 @@ def run_search(flags: dict[str, Any]) -> SearchResult:
     return search.search(run_at, kind=kind, load=load, slo=slo, quantile=quantile, bracket=(low, float(top)))
 
 
-def print_search(found: SearchResult) -> None:
-    """Human table of a search: every load simulated and the answer."""
+def print_pd_search(found: PdSearchResult) -> None:
+    """Human table of a P:D search."""
+    for p in found.points:
+        typer.echo(
+            f"  P:D {p.pd:5} ({p.devices} cards): TTFT {found.quantile} {units.fmt_ms(p.ttft_s)}, "
+            f"TPOT {units.fmt_ms(p.tpot_s)} ({'meets' if p.meets_slo else 'misses'} the SLOs)"
+        )
+    answer = "none up to 8 instances" if found.best is None else f"{found.best} on {found.devices} cards"
+    typer.echo(f"pd ({found.quantile}): {answer}")
+
+
+def print_search(found: SearchResult | PdSearchResult) -> None:
+    """Human table of a search: every load (or P:D split) simulated and the answer."""
+    if found.kind == "pd":
+        print_pd_search(found)  # type: ignore[arg-type]
+        return
     unit = "users" if found.load == "concurrency" else "req/s"
     for p in found.points:
         mark = "meets" if p.meets_slo else "misses"

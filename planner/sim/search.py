@@ -3,6 +3,8 @@
 Every point is a full simulation (`run_at(x)` -> SimSummary), so a search costs ~15-25 simulations.
 - max-rate / max-concurrency: the largest x whose P99 (or P95) TTFT and TPOT meet the SLOs; the upper
   bound doubles while it still meets them, then bisection (rate: 12 halvings; concurrency: integers).
+- pd: the P:D split with the fewest cards whose tails meet the SLOs at a target rate (fleets of up to
+  MAX_PD_INSTANCES instances, smallest first; among equal card counts the largest goodput).
 - knee: the load of largest *power* = output tokens/s / percentile end-to-end latency (Kleinrock's power:
   past it, latency grows faster than throughput) over a geometric sweep.
 """
@@ -18,11 +20,12 @@ from planner.errors import PlanInputError
 from planner.schema import Frozen
 from planner.sim.run import SimSummary
 
-SearchKind = Literal["max-rate", "max-concurrency", "knee"]
+SearchKind = Literal["max-rate", "max-concurrency", "knee", "pd"]
 Quantile = Literal["p95", "p99"]
 RATE_HALVINGS = 12  # bisection steps: the answer within 2^-12 of the bracket
 MAX_DOUBLINGS = 8
 KNEE_POINTS = 12
+MAX_PD_INSTANCES = 8  # P + D at most, in the P:D search
 RATE_RANGE_FRACTION = 64  # rate searches start at top / 64
 Load = Literal["rate", "concurrency"]
 
@@ -139,4 +142,69 @@ def search(
         slo=limits or None,
         best=best,
         points=sorted(points, key=lambda p: p.x),
+    )
+
+
+class PdPoint(Frozen):
+    """One P:D split at the target rate."""
+
+    pd: str
+    devices: int
+    ttft_s: float
+    tpot_s: float
+    goodput_requests_per_s: float
+    meets_slo: bool
+
+
+class PdSearchResult(Frozen):
+    """The split with the fewest cards meeting the SLOs (None if no fleet up to the cap does)."""
+
+    kind: Literal["pd"]
+    quantile: Quantile
+    slo: dict[str, float]
+    best: str | None
+    devices: int | None
+    points: list[PdPoint]
+
+
+def search_pd(
+    run_pd: Callable[[int, int], SimSummary],
+    *,
+    devices_of: Callable[[int, int], int],
+    slo: tuple[float | None, float | None],
+    quantile: Quantile,
+) -> PdSearchResult:
+    """Splits P:D (P + D <= MAX_PD_INSTANCES) in order of cards; stop after the first card count that has a
+    split meeting the SLOs; best = its split of largest goodput."""
+    if all(limit is None for limit in slo):
+        raise PlanInputError("--search pd: needs an SLO (got none, expected --ttft-ms and/or --tpot-ms)")
+    splits = [(p, d) for p in range(1, MAX_PD_INSTANCES) for d in range(1, MAX_PD_INSTANCES + 1 - p)]
+    splits.sort(key=lambda pair: (devices_of(*pair), pair))
+    points: list[PdPoint] = []
+    for p, d in splits:
+        if any(q.meets_slo for q in points) and devices_of(p, d) > min(
+            q.devices for q in points if q.meets_slo
+        ):
+            break
+        summary = run_pd(p, d)
+        points.append(
+            PdPoint(
+                pd=f"{p}:{d}",
+                devices=devices_of(p, d),
+                ttft_s=getattr(summary.ttft_s, quantile),
+                tpot_s=getattr(summary.tpot_s, quantile),
+                goodput_requests_per_s=summary.goodput_requests_per_s or 0.0,
+                meets_slo=meets(summary, slo=slo, quantile=quantile),
+            )
+        )
+    good = [q for q in points if q.meets_slo]
+    best = max(good, key=lambda q: q.goodput_requests_per_s) if good else None
+    limits = {k: v for k, v in zip(("ttft_s", "tpot_s"), slo, strict=True) if v is not None}
+    return PdSearchResult(
+        kind="pd",
+        quantile=quantile,
+        slo=limits,
+        best=best.pd if best else None,
+        devices=best.devices if best else None,
+        points=points,
     )
