@@ -271,6 +271,10 @@ class PerfCoefficients(Frozen):
                                      replayed from a graph: launch gap plus its minimum run time
     matmul_latency_us                fixed cost of one decode matmul kernel: t = latency + bytes / bandwidth
     step_overhead_us                 fixed cost per decode step (sampling, scheduling, host sync)
+    sequence_overhead_us             cost per sequence per step (scheduler, host, per-request kernels);
+                                     0 unless fitted to measured steps (kvplan calibrate --from-bench)
+    state_read_bandwidth_fraction    achieved / datasheet bandwidth of the linear-attention (GDN) state
+                                     update; None: kv_read_bandwidth_fraction
     allreduce_latency_us             fixed latency of one tensor-parallel all-reduce
     allreduce_bandwidth_fraction     achieved / datasheet interconnect bandwidth for all-reduce
     kernel_overhead_table            kernel_overhead_us measured at several token counts (decode elementwise
@@ -297,6 +301,8 @@ class PerfCoefficients(Frozen):
     kernel_overhead_us: float = Field(ge=0)
     matmul_latency_us: float = Field(ge=0)
     step_overhead_us: float = Field(ge=0)
+    sequence_overhead_us: float = Field(default=0.0, ge=0)
+    state_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     allreduce_latency_us: float = Field(ge=0)
     allreduce_bandwidth_fraction: float = Field(gt=0, le=1)
     kernel_overhead_table: list[KernelCost] | None = Field(default=None, min_length=1)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from planner import units
 from planner.cli.options import fail
 from planner.errors import KvplanError
+
+if TYPE_CHECKING:
+    from planner.perf.fit import FitResult
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
 ENGINE_HELP = "Engine that ran the points (mindie, vllm, transformers); overrides the CSV's engine column."
@@ -91,24 +94,19 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
     from planner import catalog
     from planner.importers.benchpoints import read_bench_rows
     from planner.perf import fit
+    from planner.perf.fit_params import FIT_PARAMS
     from planner.schema import MeasuredBlock
 
     hw = catalog.resolve_card(card)
     steps, serving = read_bench_rows(points_csv)
     points, rows = _with_engine(steps, engine), _with_engine(serving, engine)
-    result = fit.fit_coefficients(points, hardware=hw, serving=rows)
+    result = fit.fit_coefficients(points, hardware=hw, serving=rows, source=f"--from-bench {points_csv}")
     if points:
         _print_points(points, result.residual_fractions[: len(points)], hw_id=hw.id)
     if rows:
         _print_serving(rows, result.residual_fractions[len(points) :], hw_id=hw.id)
-    table = hw.coefficients(calibrated=True).attention_table is not None
-    free = [
-        p.name
-        for p, f in zip(
-            fit.FIT_PARAMS, fit.identifiable([*points, *rows], attention_table=table), strict=True
-        )
-        if f
-    ]
+    _print_fit(result)
+    decided = [p.name for p, d in zip(FIT_PARAMS, result.decided_by_data, strict=True) if d] or ["none"]
     measured = MeasuredBlock(
         tool="kvplan calibrate --from-bench",
         tool_version="0.1.0",
@@ -122,10 +120,14 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
         samples={
             "fit_residual_fraction": result.residual_fractions,
             "measured_decode_step_s": [p.decode_step_s for p in points],
+            "fit_log_value": result.log_values,
+            "fit_sigma_log": result.sigma_log,
+            "fit_range": result.fit_range,
         }
         | ({"measured_output_tokens_per_s": [r.output_tokens_per_s for r in rows]} if rows else {}),
-        notes=f"fitted {', '.join(free)}; others kept from the profile; {result.iterations} iterations, "
-        f"MAPE {units.fmt_fraction(result.mape_fraction)}, worst {units.fmt_fraction(result.worst_fraction)}",
+        notes=f"MAP fit toward the profile's values (fit_params.py); set by the rows: {', '.join(decided)}; "
+        f"{result.iterations} iterations, MAPE {units.fmt_fraction(result.mape_fraction)}, worst "
+        f"{units.fmt_fraction(result.worst_fraction)}" + "".join(f"; warning: {w}" for w in result.warnings),
     )
     source = (
         Path(card)
@@ -133,8 +135,30 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
         else catalog.data_dir("hwprofiles") / f"{hw.id}.yaml"
     )
     write_profile(source, measured, out=out, force=force)
-    _print_coefficients(result.coefficients.model_dump(), title=f"fitted: {', '.join(free)}")
     typer.echo(f"wrote {out}")
+
+
+def _print_fit(result: FitResult) -> None:
+    """Every fitted term: value, uncertainty factor, whether the rows or the prior set it; then warnings."""
+    import math
+
+    from planner.perf.fit_params import FIT_PARAMS
+
+    typer.echo(
+        "fitted terms (value, x/ one-sigma factor; 'rows' = set by the rows, 'prior' = held by the profile):"
+    )
+    for param, u, sigma, decided, side in zip(
+        FIT_PARAMS, result.log_values, result.sigma_log, result.decided_by_data, result.bounds, strict=True
+    ):
+        mark = f", ON {side.upper()} BOUND" if side else ""
+        typer.echo(
+            f"  {param.name:32s} {math.exp(u):10.4g}  x/ {math.exp(sigma):.2f}  "
+            f"({'rows' if decided else 'prior'}{mark}; {param.meaning})"
+        )
+    low_b, high_b, low_c, high_c = result.fit_range
+    typer.echo(f"fitted range: batch {low_b:g}-{high_b:g}, ctx {low_c:g}-{high_c:g} tokens")
+    for line in result.warnings:
+        typer.echo(f"warning: {line}")
 
 
 def _print_points(points: list, errors: list[float], *, hw_id: str) -> None:  # type: ignore[type-arg]

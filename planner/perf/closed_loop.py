@@ -29,7 +29,8 @@ A finite run (num_requests) ends with a partial wave: tokens / makespan, not the
 from __future__ import annotations
 
 import math
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 import numpy as np
 from pydantic import Field
@@ -94,18 +95,63 @@ class ServingEstimate(Frozen):
     calibrated: bool
 
 
+class Timer(Protocol):
+    """Where the closed loop gets its step and pass times: the roofline (RooflineTimer), or the fit's
+    cached linearisation of the same roofline (planner/perf/fit_features.py)."""
+
+    @property
+    def max_prefill_tokens(self) -> int: ...
+    @property
+    def tokens_per_step(self) -> float: ...
+    def decode_step_s(self, *, batch: int, ctx_tokens: int) -> float: ...
+    def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float: ...
+
+
+@dataclass(frozen=True)
+class RooflineTimer:
+    """Step and pass times straight from the roofline of one deployment."""
+
+    dep: Deployment
+
+    @property
+    def max_prefill_tokens(self) -> int:
+        return self.dep.max_prefill_tokens
+
+    @property
+    def tokens_per_step(self) -> float:
+        return tokens_per_step(self.dep)
+
+    def decode_step_s(self, *, batch: int, ctx_tokens: int) -> float:
+        return roofline.decode_step_s(self.dep, batch=batch, ctx_tokens=ctx_tokens)
+
+    def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float:
+        return batched_prefill_s(self.dep, prompts=prompts, prompt_tokens=prompt_tokens)
+
+
 def batched_prefill_s(dep: Deployment, *, prompts: int, prompt_tokens: int) -> float:
     """Seconds of one prefill pass over `prompts` prompts of `prompt_tokens` each (one prompt: its TTFT).
 
-    Formula: the roofline prefill ledger of one pass with tokens = n * I, n sequences, each attending
-    (I + 1) / 2 keys on average (causal, no prefix), n logits rows; one MTP draft pass when MTP is on.
-    A single prompt longer than max_prefill_tokens is chunked (roofline.ttft_s).
+    Formula: the roofline prefill ledger of prefill_pass_step; a single prompt longer than
+    max_prefill_tokens is chunked (roofline.ttft_s).
     """
     if prompts == 1:
         return roofline.ttft_s(dep, prompt_tokens=prompt_tokens)
+    step = prefill_pass_step(dep, prompts=prompts, prompt_tokens=prompt_tokens)
+    lengths = (prompts, prompt_tokens, prompts * prompt_tokens)
+    return roofline.assemble_ledger(dep, step=step, chunks=1, phase="prefill", lengths=lengths).time_s
+
+
+def prefill_pass_step(dep: Deployment, *, prompts: int, prompt_tokens: int) -> Step:
+    """One prefill pass of n prompts of I tokens (n * I <= max_prefill_tokens; n = 1: roofline's chunks).
+
+    Formula: tokens = n * I, n sequences, each attending (I + 1) / 2 keys on average (causal, no prefix),
+    n logits rows; one MTP draft pass when MTP is on.
+    """
+    if prompts == 1:
+        return roofline.prefill_step(dep, prompt_tokens=prompt_tokens)
     tokens = np.asarray([float(prompts * prompt_tokens)])
     rows = np.asarray([float(prompts)])
-    step = Step(
+    return Step(
         tokens=tokens,
         sequences=rows,
         cached_tokens=np.zeros(1),
@@ -115,26 +161,24 @@ def batched_prefill_s(dep: Deployment, *, prompts: int, prompt_tokens: int) -> f
         draft_tokens=tokens,
         draft_logits=rows,
     )
-    lengths = (prompts, prompt_tokens, prompts * prompt_tokens)
-    return roofline.assemble_ledger(dep, step=step, chunks=1, phase="prefill", lengths=lengths).time_s
 
 
-def prompts_per_prefill_pass(dep: Deployment, *, prompt_tokens: int, running_batch: int) -> int:
+def prompts_per_prefill_pass(timer: Timer, *, prompt_tokens: int, running_batch: int) -> int:
     """Formula: n = clamp(floor(max_prefill_tokens / I), 1, b): waiting prompts one prefill pass takes."""
-    return max(1, min(running_batch, dep.max_prefill_tokens // prompt_tokens))
+    return max(1, min(running_batch, timer.max_prefill_tokens // prompt_tokens))
 
 
-def wave_prefill_s(dep: Deployment, *, prompt_tokens: int, running_batch: int) -> tuple[float, float, float]:
+def wave_prefill_s(timer: Timer, *, prompt_tokens: int, running_batch: int) -> tuple[float, float, float]:
     """(prefill seconds of a wave, mean first-token time of its requests, one full pass) in "waves" mode.
 
     Formula: b prompts in m = ceil(b / n) passes, m - 1 of n prompts and one of r = b - (m - 1) n;
     pass j ends at e_j = sum_{i<=j} P_i; mean first token = sum_j size_j * e_j / b.
     """
-    per_pass = prompts_per_prefill_pass(dep, prompt_tokens=prompt_tokens, running_batch=running_batch)
+    per_pass = prompts_per_prefill_pass(timer, prompt_tokens=prompt_tokens, running_batch=running_batch)
     passes = math.ceil(running_batch / per_pass)
     last = running_batch - (passes - 1) * per_pass
-    full_s = batched_prefill_s(dep, prompts=per_pass, prompt_tokens=prompt_tokens)
-    last_s = full_s if last == per_pass else batched_prefill_s(dep, prompts=last, prompt_tokens=prompt_tokens)
+    full_s = timer.prefill_s(prompts=per_pass, prompt_tokens=prompt_tokens)
+    last_s = full_s if last == per_pass else timer.prefill_s(prompts=last, prompt_tokens=prompt_tokens)
     ends = full_s * np.arange(1, passes)  # the full passes (all but the last)
     total_s = full_s * (passes - 1) + last_s
     mean_first_s = (float(np.sum(per_pass * ends)) + last * total_s) / running_batch
@@ -154,9 +198,7 @@ class _Cycle(Frozen):
     per_pass: int
 
 
-def cycle(
-    dep: Deployment, *, input_tokens: int, output_tokens: int, batch: int, arrivals: Arrivals
-) -> _Cycle:
+def cycle(timer: Timer, *, input_tokens: int, output_tokens: int, batch: int, arrivals: Arrivals) -> _Cycle:
     """One cycle in which each of `batch` running requests is prefilled once and emits its O tokens.
 
     Formula (a tokens per step, t step at batch b and ctx I + O/2, P_1 one prompt's prefill):
@@ -166,14 +208,14 @@ def cycle(
         staggered: prefill = b * P_1; first token e = P_1 + t / 2 (the in-flight step);
                    window = decode + (b - 1) * P_1
     """
-    step_s = roofline.decode_step_s(dep, batch=batch, ctx_tokens=input_tokens + output_tokens // 2)
-    decode_s = (output_tokens - 1) / tokens_per_step(dep) * step_s
+    step_s = timer.decode_step_s(batch=batch, ctx_tokens=input_tokens + output_tokens // 2)
+    decode_s = (output_tokens - 1) / timer.tokens_per_step * step_s
     if arrivals == "waves":
-        prefill_s, first_s, pass_s = wave_prefill_s(dep, prompt_tokens=input_tokens, running_batch=batch)
-        per_pass = prompts_per_prefill_pass(dep, prompt_tokens=input_tokens, running_batch=batch)
+        prefill_s, first_s, pass_s = wave_prefill_s(timer, prompt_tokens=input_tokens, running_batch=batch)
+        per_pass = prompts_per_prefill_pass(timer, prompt_tokens=input_tokens, running_batch=batch)
         window_s = prefill_s + decode_s - first_s
     else:
-        pass_s = batched_prefill_s(dep, prompts=1, prompt_tokens=input_tokens)
+        pass_s = timer.prefill_s(prompts=1, prompt_tokens=input_tokens)
         prefill_s, per_pass = batch * pass_s, 1
         first_s = pass_s + (step_s / 2 if batch > 1 else 0.0)
         window_s = decode_s + (batch - 1) * pass_s
@@ -190,7 +232,7 @@ def cycle(
 
 
 def run_makespan_s(
-    dep: Deployment, *, steady: _Cycle, tokens: tuple[int, int], num_requests: int, arrivals: Arrivals
+    timer: Timer, *, steady: _Cycle, tokens: tuple[int, int], num_requests: int, arrivals: Arrivals
 ) -> float:
     """Seconds a run of N requests takes: full cycles of b, then one partial cycle of the rest (its tail).
 
@@ -199,7 +241,7 @@ def run_makespan_s(
     full, rest = divmod(num_requests, steady.batch)
     makespan_s = full * (steady.prefill_s + steady.decode_s)
     if rest:
-        tail = cycle(dep, input_tokens=tokens[0], output_tokens=tokens[1], batch=rest, arrivals=arrivals)
+        tail = cycle(timer, input_tokens=tokens[0], output_tokens=tokens[1], batch=rest, arrivals=arrivals)
         makespan_s += tail.prefill_s + tail.decode_s
     return makespan_s
 
@@ -212,7 +254,19 @@ def serving_estimate(
     concurrency: int,
     run: BenchRun = STEADY_WAVES,
 ) -> ServingEstimate:
-    """Closed-loop throughput and latency of K = concurrency clients (module docstring).
+    """Closed-loop throughput and latency of K = concurrency clients (module docstring), roofline-timed."""
+    return estimate_with(
+        RooflineTimer(dep),
+        workload=(input_tokens, output_tokens, concurrency),
+        run=run,
+        calibrated=roofline.is_calibrated(dep),
+    )
+
+
+def estimate_with(
+    timer: Timer, *, workload: tuple[int, int, int], run: BenchRun, calibrated: bool
+) -> ServingEstimate:
+    """The closed-loop estimate with step and pass times from `timer`; workload = (I, O, K).
 
     Formula: b = min(K, max_batch); T = prefill + decode of one cycle (`cycle`); X = b / T requests/s;
         output tok/s = X * O (steady state) or N * O / makespan (finite run of N requests);
@@ -220,10 +274,11 @@ def serving_estimate(
         (e: first token within the cycle);
         tpot = window / (O - 1) (step / a when O = 1); prefill fraction = prefill / T
     """
+    input_tokens, output_tokens, concurrency = workload
     batch = min(concurrency, run.max_batch or concurrency)
     tokens = (input_tokens, output_tokens)
     one = cycle(
-        dep, input_tokens=input_tokens, output_tokens=output_tokens, batch=batch, arrivals=run.arrivals
+        timer, input_tokens=input_tokens, output_tokens=output_tokens, batch=batch, arrivals=run.arrivals
     )
     cycle_s = one.prefill_s + one.decode_s
     requests_per_s = batch / cycle_s
@@ -231,10 +286,10 @@ def serving_estimate(
     output_per_s = requests_per_s * output_tokens
     if run.num_requests is not None:
         makespan_s = run_makespan_s(
-            dep, steady=one, tokens=tokens, num_requests=run.num_requests, arrivals=run.arrivals
+            timer, steady=one, tokens=tokens, num_requests=run.num_requests, arrivals=run.arrivals
         )
         output_per_s = run.num_requests * output_tokens / makespan_s
-    per_step = tokens_per_step(dep)
+    per_step = timer.tokens_per_step
     tpot_s = one.window_s / (output_tokens - 1) if output_tokens > 1 else one.step_s / per_step
     return ServingEstimate(
         input_tokens=input_tokens,
@@ -245,7 +300,7 @@ def serving_estimate(
         run=run,
         tokens_per_step=per_step,
         decode_step_s=one.step_s,
-        prefill_s=roofline.ttft_s(dep, prompt_tokens=input_tokens),
+        prefill_s=timer.prefill_s(prompts=1, prompt_tokens=input_tokens),
         prefill_pass_s=one.pass_s,
         cycle_s=cycle_s,
         ttft_s=latency_s - cycle_s + one.first_token_s,
@@ -255,5 +310,5 @@ def serving_estimate(
         output_tokens_per_s=output_per_s,
         per_user_tokens_per_s=1.0 / tpot_s,
         prefill_time_fraction=one.prefill_s / cycle_s,
-        calibrated=roofline.is_calibrated(dep),
+        calibrated=calibrated,
     )

@@ -1,57 +1,70 @@
-"""Fit a card's PerfCoefficients to measured end-to-end decode points (pure: numpy only, no torch).
+"""Fit a card's PerfCoefficients to measured rows: decode steps and closed-loop serving runs (numpy only).
 
-The model is planner.perf.roofline's decode step; the fitted parameters are the efficiencies and overheads it
-applies. Least squares on relative residuals (pred / measured - 1), so small and large steps weigh alike, by
-a bounded Levenberg-Marquardt: parameters live in [lower, upper] boxes that keep them physical (a fraction of
-the datasheet in (0, 1], overheads >= 0), every step is projected back into the box.
+The model is the planner's own (roofline decode step and prefill, planner/perf/closed_loop.py for serving
+rows); the fit adjusts the terms in planner/perf/fit_params.py, each with a physical meaning and a box:
+weight-streaming, KV-read and linear-attention-state efficiency, fixed per-step cost, per-layer (small-kernel)
+cost, per-sequence cost, and the prefill GEMM efficiency. It is a maximum a posteriori fit in log space:
+
+    minimise  sum_i (pred_i / measured_i - 1)^2 / NOISE^2  +  sum_j ((u_j - prior_j) / sigma_j)^2
+
+pred_i: a row's decode step, or a serving row's output tok/s (and its TTFT, TPOT when given). The prior pulls
+every term toward the profile's microbenchmark or datasheet value, so one model's rows suffice: what the rows
+cannot tell apart stays near the prior, and the reported uncertainty says which is which. Bounded
+Levenberg-Marquardt, forward-difference Jacobian; the posterior covariance gives each value's uncertainty.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import Deployment
+from planner.errors import PlanInputError
 from planner.importers.benchpoints import BenchPoint, ServingPoint, deployment_for
-from planner.perf import fit_serving, roofline
+from planner.perf import fit_checks, fit_features, fit_params, fit_serving, roofline
 from planner.schema import HardwareProfile, PerfCoefficients
 
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
-class FitParam:
-    """One fitted coefficient with the box that keeps it physical."""
-
-    name: str
-    lower: float
-    upper: float
-
-
-# Bounds: fractions of the datasheet between 5 % and 100 %; a kernel launch between 0 and 100 us; a step
-# overhead between 0 and 50 ms.  [assumed: wider than any card or engine we know, yet physical]
-FIT_PARAMS: tuple[FitParam, ...] = (
-    FitParam("weight_read_bandwidth_fraction", 0.05, 1.0),
-    FitParam("kv_read_bandwidth_fraction", 0.05, 1.0),
-    FitParam("kernel_overhead_us", 0.0, 100.0),
-    FitParam("step_overhead_us", 0.0, 50_000.0),
-)
-MAX_ITERATIONS = 60
-FD_STEP = 1e-5  # finite-difference step in the unit box
-TOLERANCE = 1e-12
+MAX_ITERATIONS = 40
+FD_STEP = 1e-4  # forward-difference step in log space
+TOLERANCE = 1e-10  # relative decrease of the objective that ends the search
+# Relative error one row is expected to carry from measurement and model alone.  [assumed: run-to-run spread
+# of the H200 end-to-end grid is ~1 %, the microbenchmark-only model error ~5 % (ACCURACY.md)]
+NOISE_FRACTION = 0.05
+START_SPREAD = (10.0, 300.0)  # extra starts: terms without a prior value at 10x and 300x their floor
+DATA_DECIDES = 0.5  # posterior sigma below this share of the prior's: the rows determined the value
 
 
 @dataclass(frozen=True)
 class FitResult:
-    """Fitted coefficients, the relative residual of every point, and how the fit went."""
+    """Fitted coefficients, the relative residual of every row, each term's uncertainty, and warnings.
+
+    residual_fractions: pred / measured - 1 of each step row, then each serving row's output tok/s.
+    log_values, sigma_log: fitted value and posterior one-sigma of every FIT_PARAM in log space (the value is
+    uncertain by a factor exp(sigma_log)); prior_sigma_log: the prior's; bounds: 'lower'/'upper'/'' each.
+    fit_range: [batch min, batch max, ctx min, ctx max] the rows cover.
+    """
 
     coefficients: PerfCoefficients
-    residual_fractions: list[float]  # pred / measured - 1, in point order
+    residual_fractions: list[float]
     iterations: int
     converged: bool
+    log_values: list[float] = field(default_factory=list)
+    sigma_log: list[float] = field(default_factory=list)
+    prior_sigma_log: list[float] = field(default_factory=list)
+    bounds: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    fit_range: list[float] = field(default_factory=list)
+
+    @property
+    def decided_by_data(self) -> list[bool]:
+        """Per FIT_PARAM: True when the rows, not the prior, set the value."""
+        return [s < DATA_DECIDES * p for s, p in zip(self.sigma_log, self.prior_sigma_log, strict=True)]
 
     @property
     def mape_fraction(self) -> float:
@@ -67,12 +80,6 @@ class FitResult:
 def with_coefficients(hardware: HardwareProfile, coefficients: PerfCoefficients) -> HardwareProfile:
     """The profile with these coefficients as its only (uncalibrated) set."""
     return hardware.model_copy(update={"default_coefficients": coefficients, "measured": None})
-
-
-def coefficients_at(base: PerfCoefficients, values: Sequence[float]) -> PerfCoefficients:
-    """base with the FIT_PARAMS replaced by values (in FIT_PARAMS order)."""
-    update = {p.name: float(v) for p, v in zip(FIT_PARAMS, values, strict=True)}
-    return base.model_copy(update=update)
 
 
 @dataclass(frozen=True)
@@ -113,113 +120,134 @@ def predicted_step_s(groups: list[_Group], coefficients: PerfCoefficients, *, co
     return out
 
 
-def _to_unit(values: FloatArray) -> FloatArray:
-    lower = np.array([p.lower for p in FIT_PARAMS])
-    upper = np.array([p.upper for p in FIT_PARAMS])
-    return np.asarray(np.clip((values - lower) / (upper - lower), 0.0, 1.0), dtype=np.float64)
+def at_coefficients(dep: Deployment, coefficients: PerfCoefficients) -> Deployment:
+    """The deployment with these coefficients as its card's only (uncalibrated) set."""
+    hw = with_coefficients(dep.hardware, coefficients)
+    return dep.model_copy(update={"hardware": hw, "calibrated": False})
 
 
-def _from_unit(unit: FloatArray) -> FloatArray:
-    lower = np.array([p.lower for p in FIT_PARAMS])
-    upper = np.array([p.upper for p in FIT_PARAMS])
-    return np.asarray(lower + np.clip(unit, 0.0, 1.0) * (upper - lower), dtype=np.float64)
+def group_features(group: _Group, base: PerfCoefficients) -> fit_features.PassFeatures:
+    """The fixed parts of every point's decode step in a group (fit_features), at the base coefficients."""
+    dep = at_coefficients(group.deployment, base)
+    step = roofline.decode_step(dep, batch=group.batch, ctx_tokens=group.ctx_tokens)
+    return fit_features.features(dep, step, rows=group.batch.size, sequences=group.batch)
 
 
-def _start(base: PerfCoefficients) -> FloatArray:
-    values = np.array([getattr(base, p.name) for p in FIT_PARAMS], dtype=float)
-    lower = np.array([p.lower for p in FIT_PARAMS])
-    upper = np.array([p.upper for p in FIT_PARAMS])
-    return np.asarray(np.clip(values, lower + 1e-6 * (upper - lower), upper), dtype=np.float64)
+@dataclass(frozen=True)
+class _Problem:
+    """Everything the objective needs: step rows (grouped, as cached features), serving rows with their
+    cached timers, the prior and the base coefficients."""
+
+    groups: list[tuple[npt.NDArray[np.int64], fit_features.PassFeatures]]
+    measured_step_s: FloatArray
+    serving: list[fit_serving.PreparedRow]
+    timers: list[fit_features.FeatureTimer]
+    weights: FloatArray  # per observation: 1, fit_serving.TTFT_WEIGHT for a TTFT
+    base: PerfCoefficients
+    centre: FloatArray
+    sigma: FloatArray
+
+    @classmethod
+    def build(
+        cls,
+        points: Sequence[BenchPoint],
+        rows: list[fit_serving.PreparedRow],
+        *,
+        hardware: HardwareProfile | None,
+        start: tuple[PerfCoefficients, FloatArray, FloatArray],
+    ) -> _Problem:
+        """Group the step rows and cache every feature once; start = (base, prior centre, prior sigma)."""
+        base, centre, sigma = start
+        groups = _groups(points, hardware)
+        return cls(
+            groups=[(g.index, group_features(g, base)) for g in groups],
+            measured_step_s=np.array([p.decode_step_s for p in points]),
+            serving=rows,
+            timers=[fit_features.FeatureTimer(at_coefficients(r.deployment, base), base) for r in rows],
+            weights=np.concatenate([np.ones(len(points)), fit_serving.observation_weights(rows)]),
+            base=base,
+            centre=centre,
+            sigma=sigma,
+        )
 
 
-def identifiable(
-    points: Sequence[BenchPoint | ServingPoint], *, attention_table: bool = False
-) -> npt.NDArray[np.bool_]:
-    """Which FIT_PARAMS the points can pin down.
+def data_residuals(problem: _Problem, log_values: FloatArray) -> FloatArray:
+    """weight * log(pred / measured) of every observation: step rows, then serving rows (output tok/s,
+    TTFT, TPOT; weights in problem.weights).
 
-    Within one model, weight-read time, matmul latencies, kernel overheads and the step overhead are all
-    constant in batch and ctx, so only their sum is identifiable: with a single model only
-    kv_read_bandwidth_fraction and kernel_overhead_us are fitted (extra per-layer cost is what an
-    implementation adds), and the others keep the profile's measured values. Points from two or more models
-    (different bytes per kernel and kernels per step) free all FIT_PARAMS. With a measured attention table
-    (attention_table=True) decode attention does not use kv_read_bandwidth_fraction, which stays fixed.
+    The log ratio weighs 2x too fast and 2x too slow alike (pred / measured - 1 would not), and equals the
+    relative error to first order.
     """
-    several_models = len({p.model for p in points}) > 1
-    single_model_params = ("kv_read_bandwidth_fraction", "kernel_overhead_us")
-    return np.array(
-        [
-            (several_models or p.name in single_model_params)
-            and not (attention_table and p.name == "kv_read_bandwidth_fraction")
-            for p in FIT_PARAMS
-        ]
-    )
+    coefficients = fit_params.coefficients_at(problem.base, log_values)
+    steps = np.empty(len(problem.measured_step_s))
+    for index, cached in problem.groups:
+        steps[index] = fit_features.pass_times(cached, coefficients)
+    steps = steps / problem.measured_step_s
+    if problem.serving:
+        observed = fit_serving.observation_residuals(problem.serving, coefficients, timers=problem.timers)
+        steps = np.concatenate([steps, 1.0 + observed])
+    return np.asarray(problem.weights * np.log(np.maximum(steps, 1e-300)), dtype=np.float64)
 
 
-def _residuals(
-    unit: FloatArray,
-    *,
-    groups: list[_Group],
-    base: PerfCoefficients,
-    measured: FloatArray,
-    serving: Sequence[fit_serving.PreparedRow] = (),
-) -> FloatArray:
-    coefficients = coefficients_at(base, _from_unit(unit).tolist())
-    steps = predicted_step_s(groups, coefficients, count=len(measured)) / measured - 1.0
-    if not serving:
-        return steps
-    return np.concatenate([steps, np.asarray(fit_serving.serving_residuals(serving, coefficients))])
-
-
-def _jacobian(unit: FloatArray, r0: FloatArray, free: npt.NDArray[np.bool_], **kw: object) -> FloatArray:
-    jac = np.zeros((len(r0), len(unit)))
-    for j in np.flatnonzero(free):
-        step = FD_STEP if unit[j] + FD_STEP <= 1.0 else -FD_STEP
-        moved = unit.copy()
+def _jacobian(problem: _Problem, log_values: FloatArray, r0: FloatArray) -> FloatArray:
+    jac = np.zeros((len(r0), len(log_values)))
+    for j in range(len(log_values)):
+        step = FD_STEP if log_values[j] + FD_STEP <= fit_params.UPPER[j] else -FD_STEP
+        moved = log_values.copy()
         moved[j] += step
-        jac[:, j] = (_residuals(moved, **kw) - r0) / step  # type: ignore[arg-type]
+        jac[:, j] = (data_residuals(problem, moved) - r0) / step
     return jac
 
 
-def fit_coefficients(
-    points: Sequence[BenchPoint],
-    *,
-    hardware: HardwareProfile | None = None,
-    base: PerfCoefficients | None = None,
-    serving: Sequence[ServingPoint] = (),
-) -> FitResult:
-    """Bounded Levenberg-Marquardt fit of FIT_PARAMS to the points' decode-step times and the serving rows'
-    output tok/s (residuals in that order).
+def _cost(problem: _Problem, u: FloatArray, r: FloatArray) -> float:
+    return float(np.sum((r / NOISE_FRACTION) ** 2) + np.sum(((u - problem.centre) / problem.sigma) ** 2))
 
-    Formula: minimise sum_i (pred_i(theta) / measured_i - 1)^2 over theta in the FIT_PARAMS boxes;
-    pred_i = roofline.decode_step_s_grid (step rows), fit_serving's closed-loop output tok/s (serving rows).
-    Starts from `base` (default: the card's current coefficients); parameters the points cannot identify
-    (see `identifiable`) stay at their start values.
+
+def _starts(problem: _Problem) -> list[FloatArray]:
+    """Start points: the prior centre, and the centre with every term the profile does not hold (wide prior)
+    moved to each of START_SPREAD times its floor, so a per-sequence cost far from its floor is found."""
+    centre = np.clip(problem.centre, fit_params.LOWER, fit_params.UPPER)
+    unknown = problem.sigma >= fit_params.PRIOR_SIGMA_UNKNOWN
+    starts = [centre]
+    for factor in START_SPREAD:
+        moved = centre.copy()
+        moved[unknown] += np.log(factor)
+        moved = np.clip(moved, fit_params.LOWER, fit_params.UPPER)
+        starts.append(moved)
+    return starts
+
+
+def _solve(problem: _Problem) -> tuple[FloatArray, FloatArray, FloatArray, int, bool]:
+    """The best of the LM searches from every start (`_starts`); see `_search`."""
+    best = min((_search(problem, u) for u in _starts(problem)), key=lambda found: found[0])
+    _, u, r, iterations, converged = best
+    jac = _jacobian(problem, u, r) / NOISE_FRACTION
+    return u, r, _covariance(jac, np.diag(1.0 / problem.sigma**2), r), iterations, converged
+
+
+def _search(problem: _Problem, u: FloatArray) -> tuple[float, FloatArray, FloatArray, int, bool]:
+    """(cost, log values, data residuals, iterations, converged): bounded LM on the MAP cost from u.
+
+    Formula per iteration: H = J'J / s^2 + diag(1 / sigma^2); g = J'r / s^2 + (u - c) / sigma^2;
+    u <- clip(u - (H + lambda diag(H))^-1 g, box); accepted when the cost falls (s = NOISE_FRACTION).
     """
-    groups = _groups(points, hardware)
-    rows = fit_serving.prepare(serving, hardware=hardware, calibrated=False)
-    hw = hardware or (groups[0].deployment.hardware if groups else rows[0].deployment.hardware)
-    start = base if base is not None else hw.coefficients(calibrated=True)
-    measured = np.array([p.decode_step_s for p in points])
-    kw = {"groups": groups, "base": start, "measured": measured, "serving": rows}
-    free = identifiable([*points, *serving], attention_table=start.attention_table is not None)
-    unit = _to_unit(_start(start))
-    r = _residuals(unit, **kw)  # type: ignore[arg-type]
-    damping, converged, iteration = 1e-3, False, 0
+    r = data_residuals(problem, u)
+    cost, damping, converged, iteration = _cost(problem, u, r), 1e-3, False, 0
+    prior_h = np.diag(1.0 / problem.sigma**2)
     for iteration in range(1, MAX_ITERATIONS + 1):  # noqa: B007 - iteration is reported
-        jac = _jacobian(unit, r, free, **kw)
-        normal = jac.T @ jac
-        gradient = jac.T @ r
-        scale = np.diag(normal) + 1e-12
-        trial_unit = np.clip(
-            unit - np.linalg.solve(normal + damping * np.diag(scale) + 1e-15 * np.eye(len(unit)), gradient),
-            0.0,
-            1.0,
+        jac = _jacobian(problem, u, r) / NOISE_FRACTION
+        hessian = jac.T @ jac + prior_h
+        gradient = jac.T @ (r / NOISE_FRACTION) + (u - problem.centre) / problem.sigma**2
+        trial_u = np.clip(
+            u - np.linalg.solve(hessian + damping * np.diag(np.diag(hessian)), gradient),
+            fit_params.LOWER,
+            fit_params.UPPER,
         )
-        trial_unit[~free] = unit[~free]
-        trial = _residuals(trial_unit, **kw)  # type: ignore[arg-type]
-        gain = float(r @ r - trial @ trial)
-        if gain > 0:
-            unit, r, damping = trial_unit, trial, max(damping / 3, 1e-9)
+        trial_r = data_residuals(problem, trial_u)
+        trial_cost = _cost(problem, trial_u, trial_r)
+        if trial_cost < cost:
+            gain = (cost - trial_cost) / max(cost, 1e-300)
+            u, r, cost, damping = trial_u, trial_r, trial_cost, max(damping / 4, 1e-9)
             if gain < TOLERANCE:
                 converged = True
                 break
@@ -228,11 +256,80 @@ def fit_coefficients(
             if damping > 1e8:
                 converged = True
                 break
+    return cost, u, r, iteration, converged
+
+
+def _covariance(jac: FloatArray, prior_h: FloatArray, r: FloatArray) -> FloatArray:
+    """Posterior covariance in log space; the rows count for less when they scatter more than NOISE_FRACTION.
+
+    Formula: C = (J'J / k + diag(1/sigma^2))^-1,  k = max(1, chi2 / (n - p_eff)),  chi2 = sum (r / s)^2,
+    p_eff = trace(J C0 J') with C0 = (J'J + diag(1/sigma^2))^-1 (parameters the rows pin down).
+    A term the rows do not touch keeps its prior sigma.
+    """
+    c0 = np.linalg.inv(jac.T @ jac + prior_h)
+    p_eff = float(np.trace(jac @ c0 @ jac.T))
+    chi2 = float(np.sum((r / NOISE_FRACTION) ** 2))
+    scale = max(1.0, chi2 / max(1.0, len(r) - p_eff))
+    return np.asarray(np.linalg.inv(jac.T @ jac / scale + prior_h), dtype=np.float64)
+
+
+def fit_coefficients(
+    points: Sequence[BenchPoint],
+    *,
+    hardware: HardwareProfile | None = None,
+    base: PerfCoefficients | None = None,
+    serving: Sequence[ServingPoint] = (),
+    source: str = "--from-bench",
+) -> FitResult:
+    """MAP fit of FIT_PARAMS to step rows and serving rows (module docstring); refuses garbage (fit_checks).
+
+    Starts from, and is pulled toward, `base` (default: the card's current coefficients; a measured block
+    makes the prior narrow). Residuals are reported per row: steps, then serving rows' output tok/s.
+    """
+    fit_checks.check_rows(points, serving, source=source)
+    rows = fit_serving.prepare(serving, hardware=hardware, calibrated=False)
+    hw = hardware or (
+        deployment_for(points[0], calibrated=False).hardware if points else rows[0].deployment.hardware
+    )
+    start = base if base is not None else hw.coefficients(calibrated=True)
+    centre, sigma = fit_params.prior(start, measured=base is None and hw.is_calibrated)
+    problem = _Problem.build(points, rows, hardware=hardware, start=(start, centre, sigma))
+    u, r, covariance, iterations, converged = _solve(problem)
+    if not np.all(np.isfinite(r)):
+        raise PlanInputError(f"{source}: the fit ended with non-finite predictions; check the rows")
+    return _result(problem, u, r, covariance, (iterations, converged, points, serving))
+
+
+def _result(
+    problem: _Problem,
+    u: FloatArray,
+    r: FloatArray,
+    covariance: FloatArray,
+    extra: tuple[int, bool, Sequence[BenchPoint], Sequence[ServingPoint]],
+) -> FitResult:
+    """FitResult from the solution: per-row residuals, uncertainties, bound and quality warnings."""
+    iterations, converged, points, serving = extra
+    per_row = np.concatenate(
+        [r[: len(points)], fit_serving.output_residuals(r[len(points) :], problem.serving)]
+    )
+    values = np.exp(u)
+    bounds = fit_params.on_bound(u)
+    worst = int(np.argmax(np.abs(per_row)))
+    where = [*(p.where for p in points), *(s.where for s in serving)][worst]
+    mape = float(np.mean(np.abs(per_row)))
+    warnings = fit_checks.bound_warnings(values.tolist(), bounds)
+    warnings += fit_checks.quality_warnings(mape, f"{per_row[worst]:+.0%} at {where}")
     return FitResult(
-        coefficients=coefficients_at(start, _from_unit(unit).tolist()),
-        residual_fractions=r.tolist(),
-        iterations=iteration,
+        coefficients=fit_params.coefficients_at(problem.base, u),
+        residual_fractions=per_row.tolist(),
+        iterations=iterations,
         converged=converged,
+        log_values=u.tolist(),
+        sigma_log=np.sqrt(np.diag(covariance)).tolist(),
+        prior_sigma_log=problem.sigma.tolist(),
+        bounds=bounds,
+        warnings=warnings,
+        fit_range=fit_checks.fitted_range(points, serving),
     )
 
 

@@ -12,13 +12,19 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from planner import capacity, catalog, inputs
 from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.errors import DataFileError, KvplanError
 from planner.importers.benchpoints import ServingPoint, catalogue_model
 from planner.perf import closed_loop
+from planner.perf.fit_features import FeatureTimer
 from planner.schema import HardwareProfile, PerfCoefficients
+
+FloatArray = npt.NDArray[np.float64]
 
 
 def kv_dtype_of(point: ServingPoint, hardware: HardwareProfile) -> StorageDType:
@@ -104,16 +110,18 @@ def predicted_output_tokens_per_s(row: PreparedRow, coefficients: PerfCoefficien
     return row.point.dp * estimate(row, coefficients).output_tokens_per_s
 
 
-def estimate(row: PreparedRow, coefficients: PerfCoefficients | None = None) -> closed_loop.ServingEstimate:
-    """One replica's closed-loop estimate of the row."""
-    dep = row.deployment if coefficients is None else with_coefficients(row.deployment, coefficients)
+def estimate(
+    row: PreparedRow, coefficients: PerfCoefficients | None = None, timer: FeatureTimer | None = None
+) -> closed_loop.ServingEstimate:
+    """One replica's closed-loop estimate of the row (through the fit's cached `timer` when given)."""
     point = row.point
+    workload = (point.input_tokens, point.output_tokens, row.clients)
+    if timer is not None and coefficients is not None:
+        timer.coefficients = coefficients
+        return closed_loop.estimate_with(timer, workload=workload, run=row.run, calibrated=False)
+    dep = row.deployment if coefficients is None else with_coefficients(row.deployment, coefficients)
     return closed_loop.serving_estimate(
-        dep,
-        input_tokens=point.input_tokens,
-        output_tokens=point.output_tokens,
-        concurrency=row.clients,
-        run=row.run,
+        dep, input_tokens=workload[0], output_tokens=workload[1], concurrency=workload[2], run=row.run
     )
 
 
@@ -128,6 +136,52 @@ def serving_residuals(
 ) -> list[float]:
     """predicted / measured - 1 of every prepared row's output tok/s."""
     return [predicted_output_tokens_per_s(r, coefficients) / r.point.output_tokens_per_s - 1.0 for r in rows]
+
+
+def observation_residuals(
+    rows: Sequence[PreparedRow],
+    coefficients: PerfCoefficients,
+    *,
+    timers: Sequence[FeatureTimer] | None = None,
+) -> FloatArray:
+    """pred / measured - 1 of every observation, row by row: output tok/s, then TTFT and TPOT when given."""
+    out: list[float] = []
+    for i, row in enumerate(rows):
+        est = estimate(row, coefficients, None if timers is None else timers[i])
+        point = row.point
+        out.append(point.dp * est.output_tokens_per_s / point.output_tokens_per_s - 1.0)
+        if point.ttft_s is not None:
+            out.append(est.ttft_s / point.ttft_s - 1.0)
+        if point.tpot_s is not None:
+            out.append(est.tpot_s / point.tpot_s - 1.0)
+    return np.asarray(out, dtype=np.float64)
+
+
+# A client's TTFT also holds request handling (HTTP, tokenization, scheduling) the engine model does not time,
+# so a TTFT observation counts TTFT_WEIGHT as much as a throughput or TPOT one.  [assumed: the seed's 0.41 s
+# TTFT for 256 tokens is ~6 decode steps; the rows' TPOT and throughput agree with each other, TTFT does not]
+TTFT_WEIGHT = 0.2
+
+
+def observation_weights(rows: Sequence[PreparedRow]) -> FloatArray:
+    """Weight of every observation in observation_residuals' order: 1, TTFT_WEIGHT for TTFT."""
+    out: list[float] = []
+    for row in rows:
+        out.append(1.0)
+        if row.point.ttft_s is not None:
+            out.append(TTFT_WEIGHT)
+        if row.point.tpot_s is not None:
+            out.append(1.0)
+    return np.asarray(out, dtype=np.float64)
+
+
+def output_residuals(observed: FloatArray, rows: Sequence[PreparedRow]) -> FloatArray:
+    """Each row's output tok/s residual out of observation_residuals' flat array."""
+    index, at = [], 0
+    for row in rows:
+        index.append(at)
+        at += 1 + (row.point.ttft_s is not None) + (row.point.tpot_s is not None)
+    return np.asarray(observed[index], dtype=np.float64)
 
 
 def serving_errors(

@@ -20,7 +20,7 @@ from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, geomet
 __all__ = ["GDN_FLOP_PER_STATE_ELEMENT", "Geometry", "geometry", "matmul_dtype"]  # re-exported
 
 FloatArray = npt.NDArray[np.float64]
-Resource = Literal["hbm", "kv", "link", "experts", "none", "a2a", "stage"]
+Resource = Literal["hbm", "kv", "state", "link", "experts", "none", "a2a", "stage"]
 
 # Hidden-vector passes per layer outside the matmuls: two RMSNorms (read + write = 2 each) and two
 # residual adds (2 reads + 1 write each): 2*2 + 2*3 = 10. Each touched element costs about one FLOP.
@@ -235,7 +235,7 @@ def gdn_update_term(geo: Geometry, step: Step) -> Term:
     flop = step.tokens * geo.gdn_flop_per_token
     layers = geo.layers["linear"]
     return term(
-        geo, "gdn.update", layers=layers, hbm=hbm, flop=flop, dtype=geo.activation_dtype, resource="kv"
+        geo, "gdn.update", layers=layers, hbm=hbm, flop=flop, dtype=geo.activation_dtype, resource="state"
     )
 
 

@@ -35,7 +35,8 @@ class Rates:
 
     hbm_bytes_per_s: float  # weight streaming
     expert_bytes_per_s: float  # routed-expert weights through grouped GEMMs
-    kv_bytes_per_s: float  # KV cache and recurrent state
+    kv_bytes_per_s: float  # KV cache
+    state_bytes_per_s: float  # linear-attention (GDN) recurrent state
     link_rates: links.LinkRates  # all-reduce, MoE dispatch and pipeline rates (planner/perf/links.py)
     flop_per_s: dict[str, float]
     kernel_overhead_s: float
@@ -43,6 +44,7 @@ class Rates:
     grouped_matmul_latency_s: float
     kernel_overhead_by_tokens: tuple[FloatArray, FloatArray] | None  # (log tokens, ratio), when measured
     step_overhead_s: float
+    sequence_overhead_s: float  # per sequence per pass (scheduler, host, per-request small kernels)
     allreduce_latency_s: float
     tp: int
     peak_bytes_per_s: float  # datasheet memory bandwidth: the attention table's rates never exceed it
@@ -112,6 +114,8 @@ def rates(dep: Deployment) -> Rates:
         hbm_bytes_per_s=bandwidth * coeff.weight_read_bandwidth_fraction,
         expert_bytes_per_s=bandwidth * grouped_fraction,
         kv_bytes_per_s=bandwidth * coeff.kv_read_bandwidth_fraction,
+        state_bytes_per_s=bandwidth
+        * (coeff.state_read_bandwidth_fraction or coeff.kv_read_bandwidth_fraction),
         link_rates=links.link_rates(dep, coeff),
         flop_per_s={d: effective_flop_per_s(hw, coefficients=coeff, dtype=d) for d in sorted(dtypes)},
         kernel_overhead_s=us_to_s(coeff.kernel_overhead_us),
@@ -121,6 +125,7 @@ def rates(dep: Deployment) -> Rates:
         ),
         kernel_overhead_by_tokens=kernel_overhead_table(coeff),
         step_overhead_s=us_to_s(coeff.step_overhead_us),
+        sequence_overhead_s=us_to_s(coeff.sequence_overhead_us),
         allreduce_latency_s=us_to_s(coeff.allreduce_latency_us),
         tp=dep.tp,
         peak_bytes_per_s=bandwidth,
@@ -162,9 +167,14 @@ def is_calibrated(dep: Deployment) -> bool:
 
 
 def resource_bytes_per_s(rate: Rates, *, resource: str) -> float:
-    """Effective bandwidth of an HBM-side resource: KV reads, routed-expert weights (grouped GEMM), else
-    dense weight streaming."""
-    return {"kv": rate.kv_bytes_per_s, "experts": rate.expert_bytes_per_s}.get(resource, rate.hbm_bytes_per_s)
+    """Effective bandwidth of an HBM-side resource: KV reads, linear-attention state, routed-expert weights
+    (grouped GEMM), else dense weight streaming."""
+    by_resource = {
+        "kv": rate.kv_bytes_per_s,
+        "state": rate.state_bytes_per_s,
+        "experts": rate.expert_bytes_per_s,
+    }
+    return by_resource.get(resource, rate.hbm_bytes_per_s)
 
 
 def term_seconds(
@@ -239,13 +249,14 @@ def decode_step(dep: Deployment, *, batch: FloatArray, ctx_tokens: FloatArray) -
 def decode_step_s_grid(dep: Deployment, *, batch: npt.ArrayLike, ctx_tokens: npt.ArrayLike) -> FloatArray:
     """Decode step seconds over broadcast arrays of batch and context (the sweep and dashboard path).
 
-    Formula: step_s = sum over ops of term_time_s + step_overhead_s
+    Formula: step_s = sum over ops of term_time_s + step_overhead_s + batch * sequence_overhead_s
     """
     batch_arr = np.asarray(batch, dtype=np.float64)
     ctx_arr = np.asarray(ctx_tokens, dtype=np.float64)
     rate = rates(dep)
     step = decode_step(dep, batch=batch_arr, ctx_tokens=ctx_arr)
-    total = np.full(np.broadcast_shapes(batch_arr.shape, ctx_arr.shape), rate.step_overhead_s)
+    fixed = rate.step_overhead_s + batch_arr * rate.sequence_overhead_s
+    total = np.broadcast_to(fixed, np.broadcast_shapes(batch_arr.shape, ctx_arr.shape)) + 0.0
     for term in opcost.step_terms(opcost.geometry(dep), step):
         total = total + term_time_s(term, rate=rate, tokens=step.tokens)
     return total
@@ -291,9 +302,12 @@ def ledger_op(term: Term, *, rate: Rates, chunks: int, tokens: FloatArray) -> Op
     )
 
 
-def step_overhead_op(rate: Rates, *, passes: int) -> Op:
-    """The fixed per-pass cost (sampling, scheduling, host sync): passes * step_overhead_s."""
-    overhead = passes * rate.step_overhead_s
+def step_overhead_op(rate: Rates, *, passes: int, sequences: float = 0.0) -> Op:
+    """The fixed per-pass cost (sampling, scheduling, host sync) and the per-sequence cost.
+
+    Formula: passes * step_overhead_s + sequences * sequence_overhead_s  (sequences summed over passes)
+    """
+    overhead = passes * rate.step_overhead_s + sequences * rate.sequence_overhead_s
     return Op(
         name="step.overhead",
         layers=0,
@@ -321,7 +335,7 @@ def assemble_ledger(
     rate = rates(dep)
     terms = opcost.step_terms(opcost.geometry(dep), step)
     ops = [ledger_op(t, rate=rate, chunks=chunks, tokens=step.tokens) for t in terms]
-    ops.append(step_overhead_op(rate, passes=chunks))
+    ops.append(step_overhead_op(rate, passes=chunks, sequences=float(np.sum(step.sequences))))
     link = [t.name for t in terms if t.resource in links.COLLECTIVE_RESOURCES]
     return Ledger(
         phase=phase,

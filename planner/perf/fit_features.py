@@ -1,0 +1,169 @@
+"""The roofline's time of a pass as a cheap function of the fitted terms: the fit's inner loop.
+
+For one pass (a decode step over a grid of batch x ctx, or the chunks of a prefill), every term's bytes, FLOP
+and kernel counts are fixed; only the rates the coefficients set change. PassFeatures holds those fixed
+quantities (one row per pass, one column per opcost term) and `pass_times` re-evaluates the formulas of
+roofline.term_seconds for new coefficients in a few numpy operations. tests/test_fit.py checks pass_times
+against the roofline at random coefficients: the same speed model, only cached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.deployment import Deployment
+from planner.perf import links, opcost, roofline
+from planner.perf.attention import attention_bytes_per_s
+from planner.perf.opcost import Step
+from planner.perf.serving import tokens_per_step
+from planner.schema import PerfCoefficients
+from planner.units import us_to_s
+
+FloatArray = npt.NDArray[np.float64]
+BANDWIDTH_RESOURCES = ("hbm", "kv", "state", "experts")  # scaled by a fitted fraction; others fixed
+
+
+@dataclass(frozen=True)
+class PassFeatures:
+    """Fixed quantities of P passes x T terms (see module docstring); SI units."""
+
+    bytes: FloatArray  # bytes through the term's bandwidth resource (table-timed cache reads excluded)
+    resource: tuple[str, ...]  # per term: hbm, kv, state, experts, or "" (fixed transfer only)
+    fixed_transfer_s: FloatArray  # table-timed attention reads, all-reduce transfers
+    flop: FloatArray
+    compute_dtype: tuple[str, ...]
+    fixed_overhead_s: FloatArray  # grouped-GEMM and all-reduce latencies
+    matmuls: FloatArray  # dense matmul calls (each pays matmul_latency)
+    small_kernels: FloatArray  # other kernels x the measured cost ratio at the pass's tokens
+    passes: FloatArray  # per row: step overheads paid
+    sequences: FloatArray  # per row: sequences paying the per-sequence cost
+    bandwidth_bytes_per_s: float
+    peak_flop_per_s: dict[str, float]
+
+
+def _column(value: FloatArray | float, rows: int) -> FloatArray:
+    return np.broadcast_to(np.asarray(value, dtype=np.float64), (rows,)).astype(np.float64)
+
+
+def _term_parts(
+    term: opcost.Term, rate: roofline.Rates, tokens: FloatArray, rows: int, tied: bool
+) -> tuple[dict[str, FloatArray], str]:
+    """One term's fixed parts, mirroring roofline.term_seconds (tied: grouped GEMMs pay matmul_latency)."""
+    table = 0
+    fixed = np.zeros(rows)
+    moved = _column(term.bytes, rows)
+    resource: str = term.resource if term.resource in BANDWIDTH_RESOURCES else "hbm"
+    latency_s = rate.allreduce_latency_s
+    if term.resource in links.COLLECTIVE_RESOURCES:
+        transfer, latency_s = links.collective_seconds(rate.link_rates, term, tp=rate.tp)
+        fixed, moved, resource = _column(transfer, rows), np.zeros(rows), ""
+    elif term.attention is not None and rate.attention is not None:
+        lookup = term.attention
+        speed = attention_bytes_per_s(rate.attention, rows=lookup.rows, ctx_tokens=lookup.ctx_tokens)
+        fixed = _column(lookup.read_bytes / np.minimum(speed, rate.peak_bytes_per_s), rows)
+        moved, resource, table = moved - _column(lookup.read_bytes, rows), "hbm", lookup.kernels
+    separate = term.resource == "experts" and not tied
+    grouped = term.matmuls * rate.grouped_matmul_latency_s if separate else 0.0
+    ratio = np.asarray(roofline.small_kernel_s(rate, tokens=tokens)) / max(rate.kernel_overhead_s, 1e-300)
+    return {
+        "bytes": moved,
+        "fixed_transfer_s": fixed,
+        "flop": _column(term.flop, rows),
+        "fixed_overhead_s": _column(grouped + term.collectives * latency_s, rows),
+        "matmuls": _column(0.0 if separate else float(term.matmuls), rows),
+        "small_kernels": _column((term.kernels - term.matmuls - table) * ratio, rows),
+    }, resource
+
+
+def features(dep: Deployment, step: Step, *, rows: int, sequences: FloatArray) -> PassFeatures:
+    """PassFeatures of `rows` passes of `step` (a decode grid or prefill chunks), at dep's coefficients."""
+    rate = roofline.rates(dep)
+    if rate.kernel_overhead_s <= 0:
+        rate = roofline.rates(_with_kernel_overhead(dep))
+    terms = opcost.step_terms(opcost.geometry(dep), step)
+    tied = dep.hardware.coefficients(calibrated=dep.calibrated).grouped_matmul_latency_us is None
+    parts = [_term_parts(t, rate, step.tokens, rows, tied) for t in terms]
+    stack = {k: np.stack([p[0][k] for p in parts], axis=1) for k in parts[0][0]}
+    return PassFeatures(
+        bytes=stack["bytes"],
+        resource=tuple(p[1] for p in parts),
+        fixed_transfer_s=stack["fixed_transfer_s"],
+        flop=stack["flop"],
+        compute_dtype=tuple(t.compute_dtype for t in terms),
+        fixed_overhead_s=stack["fixed_overhead_s"],
+        matmuls=stack["matmuls"],
+        small_kernels=stack["small_kernels"],
+        passes=np.ones(rows),
+        sequences=_column(sequences, rows),
+        bandwidth_bytes_per_s=rate.peak_bytes_per_s,
+        peak_flop_per_s={d: dep.hardware.peak_flop_per_s(d) for d in dep.hardware.peak_tflop_per_s},
+    )
+
+
+def _with_kernel_overhead(dep: Deployment) -> Deployment:
+    """The deployment with a nominal kernel overhead, so the small-kernel ratio can be read off the rate."""
+    coeff = dep.hardware.coefficients(calibrated=dep.calibrated).model_copy(
+        update={"kernel_overhead_us": 1.0}
+    )
+    hw = dep.hardware.model_copy(update={"default_coefficients": coeff, "measured": None})
+    return dep.model_copy(update={"hardware": hw, "calibrated": False})
+
+
+def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
+    """Seconds of every row under coefficients c (roofline.term_seconds' formulas on the fixed parts).
+
+    Formula per row: sum_t max(bytes_t / (BW * frac_t) + fixed_t, flop_t / (peak_t * cf_t))
+                     + fixed_overhead_t + small_kernels_t * kernel_overhead + matmuls_t * matmul_latency
+                     + passes * step_overhead + sequences * sequence_overhead
+    """
+    fraction = {
+        "hbm": c.weight_read_bandwidth_fraction,
+        "kv": c.kv_read_bandwidth_fraction,
+        "state": c.state_read_bandwidth_fraction or c.kv_read_bandwidth_fraction,
+        "experts": c.grouped_weight_read_bandwidth_fraction or c.weight_read_bandwidth_fraction,
+        "": 1.0,
+    }
+    inverse = np.array([1.0 / (f.bandwidth_bytes_per_s * fraction[r]) for r in f.resource])
+    flop_rate = np.array([f.peak_flop_per_s[d] * c.compute_fraction[d] for d in f.compute_dtype])
+    transfer = f.bytes * inverse + f.fixed_transfer_s
+    terms = np.maximum(transfer, f.flop / flop_rate) + f.fixed_overhead_s
+    terms = terms + f.small_kernels * us_to_s(c.kernel_overhead_us) + f.matmuls * us_to_s(c.matmul_latency_us)
+    fixed = f.passes * us_to_s(c.step_overhead_us) + f.sequences * us_to_s(c.sequence_overhead_us)
+    return np.asarray(np.sum(terms, axis=1) + fixed, dtype=np.float64)
+
+
+@dataclass
+class FeatureTimer:
+    """closed_loop.Timer over cached PassFeatures of one deployment; `coefficients` set per evaluation."""
+
+    dep: Deployment
+    coefficients: PerfCoefficients
+    cache: dict[tuple[str, int, int], PassFeatures] = field(default_factory=dict)
+
+    @property
+    def max_prefill_tokens(self) -> int:
+        return self.dep.max_prefill_tokens
+
+    @property
+    def tokens_per_step(self) -> float:
+        return tokens_per_step(self.dep)
+
+    def decode_step_s(self, *, batch: int, ctx_tokens: int) -> float:
+        key = ("decode", batch, ctx_tokens)
+        if key not in self.cache:
+            b, c = np.asarray([float(batch)]), np.asarray([float(ctx_tokens)])
+            step = roofline.decode_step(self.dep, batch=b, ctx_tokens=c)
+            self.cache[key] = features(self.dep, step, rows=1, sequences=b)
+        return float(pass_times(self.cache[key], self.coefficients)[0])
+
+    def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float:
+        from planner.perf.closed_loop import prefill_pass_step
+
+        key = ("prefill", prompts, prompt_tokens)
+        if key not in self.cache:
+            step = prefill_pass_step(self.dep, prompts=prompts, prompt_tokens=prompt_tokens)
+            self.cache[key] = features(self.dep, step, rows=step.tokens.size, sequences=step.sequences)
+        return float(np.sum(pass_times(self.cache[key], self.coefficients)))
