@@ -125,11 +125,12 @@ def test_cached_features_equal_the_roofline(seed: int) -> None:
     """The fit's inner loop (fit_features) is the roofline, cached: equal at random coefficients."""
     rng = np.random.default_rng(seed)
     cases = [
-        ("qwen3.5-27b", "ascend-950pr", "fp8", "mindie", 0),
-        ("qwen3-30b-a3b", "nvidia-h200", "bf16", "vllm", 0),
+        ("qwen3.5-27b", "ascend-950pr", "fp8", "mindie", 1),
+        ("qwen3-30b-a3b", "nvidia-h200", "bf16", "vllm", 2),
+        ("qwen3-32b", "ascend-910b3", "int8", "vllm", 4),
     ]
-    model, card, dtype, engine, mtp = cases[seed % 2]
-    request = inputs.PlanRequest(model=model, card=card, dtype=dtype, ctx="8192", engine=engine, mtp=mtp)
+    model, card, dtype, engine, tp = cases[seed % 3]
+    request = inputs.PlanRequest(model=model, card=card, dtype=dtype, ctx="8192", engine=engine, tp=tp)
     dep = inputs.to_deployment(request)
     log_values = fit_params.LOWER + (fit_params.UPPER - fit_params.LOWER) * rng.random(len(fit_params.LOWER))
     coefficients = fit_params.coefficients_at(dep.hardware.coefficients(), log_values)
