@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from planner import catalog, memory  # noqa: E402
 from planner.dtypes import StorageDType, weight_scheme  # noqa: E402
 from planner.importers import benchpoints  # noqa: E402
-from planner.perf import fit  # noqa: E402
+from planner.perf import fit, fit_params  # noqa: E402
 from planner.schema import HardwareProfile  # noqa: E402
 
 DATA = ROOT / "calibration" / "data"
@@ -78,7 +78,7 @@ def per_point_table(points: list, columns: dict[str, list[float]]) -> list[str]:
 def fit_transfer(points: list) -> tuple[list[str], dict[str, list[float]]]:  # type: ignore[type-arg]
     dense_models = [m for m in dict.fromkeys(p.model for p in points) if not catalog.load_model(m).is_moe]
     lines = [
-        "| fitted on | fitted coefficients | "
+        "| fitted on | set by the rows (MAP fit, planner/perf/fit.py) | "
         + " | ".join(f"{m} MAPE / worst" for m in dict.fromkeys(p.model for p in points))
         + " |",
         "|---|---|" + "---|" * len(set(p.model for p in points)),
@@ -95,8 +95,14 @@ def fit_transfer(points: list) -> tuple[list[str], dict[str, list[float]]]:  # t
             mark = " (train)" if model == train_model else ""
             cells.append(f"{errs.mean() * 100:.1f} / {errs.max() * 100:.1f} %{mark}")
         coeff = (
-            f"kernel {c.kernel_overhead_us:.2f} us (fitted); w {c.weight_read_bandwidth_fraction:.3f}, "
-            f"matmul {c.matmul_latency_us:.2f} us, step {c.step_overhead_us:.1f} us, attention table (kept)"
+            "; ".join(
+                f"{param.name} {np.exp(u):.3g}"
+                for param, u, d in zip(
+                    fit_params.FIT_PARAMS, result.log_values, result.decided_by_data, strict=True
+                )
+                if d
+            )
+            or "none (every term held by the profile)"
         )
         lines.append(f"| {train_model} | {coeff} | " + " | ".join(cells) + " |")
     return [*lines, ""], columns

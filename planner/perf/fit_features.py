@@ -17,6 +17,7 @@ import numpy.typing as npt
 from planner.deployment import Deployment
 from planner.perf import links, opcost, roofline
 from planner.perf.attention import attention_bytes_per_s
+from planner.perf.closed_loop import prefill_pass_step
 from planner.perf.opcost import Step
 from planner.perf.serving import tokens_per_step
 from planner.schema import PerfCoefficients
@@ -160,8 +161,6 @@ class FeatureTimer:
         return float(pass_times(self.cache[key], self.coefficients)[0])
 
     def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float:
-        from planner.perf.closed_loop import prefill_pass_step
-
         key = ("prefill", prompts, prompt_tokens)
         if key not in self.cache:
             step = prefill_pass_step(self.dep, prompts=prompts, prompt_tokens=prompt_tokens)
