@@ -100,7 +100,7 @@ def test_max_rate_search_brackets_the_slo() -> None:
         return run.simulate(dep, poisson((200, 1000), 128, count=400, rate=rate, seed=1)).summary
 
     slo = (0.5, None)
-    found = search.search(run_at, kind="max-rate", load="rate", slo=slo, quantile="p99", bracket=(0.5, 8.0))
+    found = search.search(run_at, kind="max-rate", slo=slo, quantile="p99", span=("rate", 0.5, 8.0))
     assert found.best is not None
     best = next(p for p in found.points if p.x == found.best)
     assert best.meets_slo and best.ttft_s <= 0.5
@@ -118,9 +118,7 @@ def test_knee_is_the_load_of_largest_power() -> None:
         closed = wl.Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=int(users))
         return run.simulate(dep, closed).summary
 
-    found = search.search(
-        run_at, kind="knee", load="concurrency", slo=(None, None), quantile="p99", bracket=(1, 256)
-    )
+    found = search.search(run_at, kind="knee", slo=(None, None), quantile="p99", span=("concurrency", 1, 256))
     power = {p.x: p.output_tokens_per_s / p.e2e_s for p in found.points}
     assert found.best == max(power, key=lambda x: power[x])
     assert 1 < found.best < 256  # neither end: throughput saturates, latency keeps growing
@@ -128,9 +126,7 @@ def test_knee_is_the_load_of_largest_power() -> None:
 
 def test_search_needs_an_slo() -> None:
     with pytest.raises(PlanInputError, match=r"^--search: needs an SLO"):
-        search.search(
-            lambda x: None, kind="max-rate", load="rate", slo=(None, None), quantile="p99", bracket=(1, 2)
-        )  # type: ignore[arg-type,return-value]
+        search.search(lambda x: None, kind="max-rate", slo=(None, None), quantile="p99", span=("rate", 1, 2))  # type: ignore[arg-type,return-value]
 
 
 # --- CLI

@@ -41,7 +41,6 @@ from planner.errors import KvplanError, PlanInputError
 if TYPE_CHECKING:
     from planner.deployment import Deployment
     from planner.sim.run import SimResult, SimSummary
-    from planner.sim.search import Load, PdSearchResult, SearchResult
     from planner.sim.workload import Workload
 
 DEFAULT_REQUESTS = 1000
@@ -59,7 +58,6 @@ CSV_COLUMNS = (
 )
 RATE_RANGE_PER_S = (1e-6, 1e6)  # requests/s: one a fortnight .. far beyond any single instance
 MAX_CONCURRENCY = 100_000
-MAX_SEARCH_REQUESTS = 20_000  # per simulated point: a search runs ~20 of them
 MAX_BATCH = 5000  # MindIE maxBatchSize range [1, 5000] (facts 1.2); also bounds the step grid
 MAX_PASS_TOKENS = 4_194_304  # MindIE maxPrefillTokens range [1, 4194304] (facts 1.2)
 
@@ -238,7 +236,9 @@ def simulate_command(
     flags = locals()
     try:
         if search is not None:
-            found = run_search(flags)
+            from planner.cli import simsearch
+
+            found = simsearch.run_search(flags, summary_at=summary_at)
         else:
             result = run_simulation(flags)
             write_outputs(result, records=out, timeline=timeline_out, force=force)
@@ -246,7 +246,7 @@ def simulate_command(
         fail(exc)
     head = {"model": model, "card": card, "engine": engine, "pd": pd}
     if search is not None:
-        print_json({**head, **found.model_dump(mode="json")}) if as_json else print_search(found)
+        print_json({**head, **found.model_dump(mode="json")}) if as_json else simsearch.print_search(found)
     elif as_json:
         print_json({**head, **result.summary.model_dump(mode="json")})
     else:
@@ -291,6 +291,11 @@ def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> floa
     return inputs.bounded(value, flag, limits)
 
 
+def summary_at(flags: dict[str, Any], load: dict[str, Any]) -> SimSummary:
+    """The summary of one simulation of the flags with `load` (rate= / concurrency=) replacing theirs."""
+    return simulate_workload(flags, workload_of(flags, **load)).summary
+
+
 def run_simulation(flags: dict[str, Any]) -> SimResult:
     """Workload from the flags -> the simulation."""
     return simulate_workload(flags, workload_of(flags))
@@ -306,94 +311,6 @@ def workload_of(flags: dict[str, Any], **load: Any) -> Workload:
         lengths=(flags["input_tokens"], flags["output_tokens"]),
         shape=(flags["requests"], flags["seed"]),
     )
-
-
-SEARCHES = ("max-rate", "max-concurrency", "knee", "pd")
-
-
-def run_pd_search(flags: dict[str, Any]) -> PdSearchResult:
-    """--search pd: the fewest cards (P:D split) meeting the SLOs at --rate (the target)."""
-    from planner.sim import search
-
-    if flags["rate"] is None or flags["requests"] > MAX_SEARCH_REQUESTS:
-        raise PlanInputError(
-            f"--search pd: needs --rate (the target) and --requests <= {MAX_SEARCH_REQUESTS} "
-            f"(got rate {flags['rate']}, requests {flags['requests']})"
-        )
-    work = workload_of(flags)
-    slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
-    tp = (flags["prefill_tp"] or flags["tp"], flags["tp"])
-
-    def run_pd(p: int, d: int) -> SimSummary:
-        return simulate_workload({**flags, "pd": f"{p}:{d}"}, work).summary
-
-    return search.search_pd(
-        run_pd, devices_of=lambda p, d: p * tp[0] + d * tp[1], slo=slo, quantile=flags["quantile"]
-    )
-
-
-def run_search(flags: dict[str, Any]) -> SearchResult | PdSearchResult:
-    """--search: the largest --rate / --concurrency meeting the SLOs at --quantile, or the knee; the flag's
-    own value is the first guess of the top of the range."""
-    from planner.sim import search
-
-    kind, quantile = flags["search"], flags["quantile"]
-    if kind not in SEARCHES or quantile not in ("p95", "p99"):
-        raise PlanInputError(
-            f"--search/--quantile: unknown (got {kind!r}, {quantile!r}; expected one of "
-            f"{', '.join(SEARCHES)} and p95 or p99)"
-        )
-    if kind == "pd":
-        return run_pd_search(flags)
-    by_rate = kind == "max-rate" or (kind == "knee" and flags["rate"] is not None)
-    top = flags["rate"] if by_rate else flags["concurrency"]
-    if top is None or flags["trace"] is not None:
-        need = "--rate" if by_rate else "--concurrency"
-        raise PlanInputError(f"--search {kind}: needs {need} (the top of the range to search) and no --trace")
-    if flags["requests"] > MAX_SEARCH_REQUESTS:
-        raise PlanInputError(
-            f"--requests: too many for --search, which runs ~20 simulations "
-            f"(got {flags['requests']}, expected <= {MAX_SEARCH_REQUESTS} per point)"
-        )
-    workload_of(flags)  # validates the flags once, with one clear error
-    slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
-
-    def run_at(x: float) -> SimSummary:
-        given = {"rate": x, "concurrency": None} if by_rate else {"rate": None, "concurrency": int(x)}
-        return simulate_workload(flags, workload_of(flags, **given)).summary
-
-    low = top / search.RATE_RANGE_FRACTION if by_rate else 1.0
-    load: Load = "rate" if by_rate else "concurrency"
-    return search.search(run_at, kind=kind, load=load, slo=slo, quantile=quantile, bracket=(low, float(top)))
-
-
-def print_pd_search(found: PdSearchResult) -> None:
-    """Human table of a P:D search."""
-    for p in found.points:
-        typer.echo(
-            f"  P:D {p.pd:5} ({p.devices} cards): TTFT {found.quantile} {units.fmt_ms(p.ttft_s)}, "
-            f"TPOT {units.fmt_ms(p.tpot_s)} ({'meets' if p.meets_slo else 'misses'} the SLOs)"
-        )
-    answer = "none up to 8 instances" if found.best is None else f"{found.best} on {found.devices} cards"
-    typer.echo(f"pd ({found.quantile}): {answer}")
-
-
-def print_search(found: SearchResult | PdSearchResult) -> None:
-    """Human table of a search: every load (or P:D split) simulated and the answer."""
-    if found.kind == "pd":
-        print_pd_search(found)  # type: ignore[arg-type]
-        return
-    unit = "users" if found.load == "concurrency" else "req/s"
-    for p in found.points:
-        mark = "meets" if p.meets_slo else "misses"
-        typer.echo(
-            f"  {p.x:10.4g} {unit}: TTFT {found.quantile} {units.fmt_ms(p.ttft_s)}, "
-            f"TPOT {units.fmt_ms(p.tpot_s)}, "
-            f"E2E {units.fmt_ms(p.e2e_s)}, {units.fmt_tokens_per_s(p.output_tokens_per_s)}"
-            + (f" ({mark} the SLOs)" if found.slo else "")
-        )
-    answer = "none meets the SLOs" if found.best is None else f"{found.best:.4g}"
-    typer.echo(f"{found.kind} ({found.quantile}): {answer}")
 
 
 TIME_KNOBS = {

@@ -122,12 +122,12 @@ def search(
     run_at: Callable[[float], SimSummary],
     *,
     kind: SearchKind,
-    load: Load,
     slo: tuple[float | None, float | None],
     quantile: Quantile,
-    bracket: tuple[float, float],
+    span: tuple[Load, float, float],
 ) -> SearchResult:
-    """Run the search `kind` over loads from bracket[0] up (bracket[1]: a first guess of the top)."""
+    """Run the search `kind` over span = (load, low, first guess of the top): rate or concurrency from low."""
+    load, bracket = span[0], (span[1], span[2])
     integer = load == "concurrency"
     best: float | None
     if kind == "knee":

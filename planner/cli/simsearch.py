@@ -1,0 +1,112 @@
+"""`kvplan simulate --search`: loads (or P:D splits) searched with full simulations (planner/sim/search.py).
+
+Parse -> call planner.sim.search with a function that simulates one load -> print. Imported by the command
+only when --search is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from planner import units
+from planner.cli.options import ms_to_s
+from planner.errors import PlanInputError
+
+if TYPE_CHECKING:
+    from planner.sim.run import SimSummary
+    from planner.sim.search import Load, PdSearchResult, SearchResult
+
+MAX_SEARCH_REQUESTS = 20_000  # per simulated point: a search runs ~20 of them
+# One simulation: (the command's flags, the load that replaces theirs: rate= / concurrency=) -> its summary.
+SummaryAt = Callable[[dict[str, Any], dict[str, Any]], "SimSummary"]
+
+
+SEARCHES = ("max-rate", "max-concurrency", "knee", "pd")
+
+
+def run_pd_search(flags: dict[str, Any], *, summary_at: SummaryAt) -> PdSearchResult:
+    """--search pd: the fewest cards (P:D split) meeting the SLOs at --rate (the target)."""
+    from planner.sim import search
+
+    if flags["rate"] is None or flags["requests"] > MAX_SEARCH_REQUESTS:
+        raise PlanInputError(
+            f"--search pd: needs --rate (the target) and --requests <= {MAX_SEARCH_REQUESTS} "
+            f"(got rate {flags['rate']}, requests {flags['requests']})"
+        )
+    slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
+    tp = (flags["prefill_tp"] or flags["tp"], flags["tp"])
+
+    def run_pd(p: int, d: int) -> SimSummary:
+        return summary_at({**flags, "pd": f"{p}:{d}"}, {})
+
+    return search.search_pd(
+        run_pd, devices_of=lambda p, d: p * tp[0] + d * tp[1], slo=slo, quantile=flags["quantile"]
+    )
+
+
+def run_search(flags: dict[str, Any], *, summary_at: SummaryAt) -> SearchResult | PdSearchResult:
+    """--search: the largest --rate / --concurrency meeting the SLOs at --quantile, or the knee; the flag's
+    own value is the first guess of the top of the range."""
+    from planner.sim import search
+
+    kind, quantile = flags["search"], flags["quantile"]
+    if kind not in SEARCHES or quantile not in ("p95", "p99"):
+        raise PlanInputError(
+            f"--search/--quantile: unknown (got {kind!r}, {quantile!r}; expected one of "
+            f"{', '.join(SEARCHES)} and p95 or p99)"
+        )
+    if kind == "pd":
+        return run_pd_search(flags, summary_at=summary_at)
+    by_rate = kind == "max-rate" or (kind == "knee" and flags["rate"] is not None)
+    top = flags["rate"] if by_rate else flags["concurrency"]
+    if top is None or flags["trace"] is not None:
+        need = "--rate" if by_rate else "--concurrency"
+        raise PlanInputError(f"--search {kind}: needs {need} (the top of the range to search) and no --trace")
+    if flags["requests"] > MAX_SEARCH_REQUESTS:
+        raise PlanInputError(
+            f"--requests: too many for --search, which runs ~20 simulations "
+            f"(got {flags['requests']}, expected <= {MAX_SEARCH_REQUESTS} per point)"
+        )
+    slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
+
+    def run_at(x: float) -> SimSummary:
+        given = {"rate": x, "concurrency": None} if by_rate else {"rate": None, "concurrency": int(x)}
+        return summary_at(flags, given)
+
+    low = top / search.RATE_RANGE_FRACTION if by_rate else 1.0
+    load: Load = "rate" if by_rate else "concurrency"
+    return search.search(run_at, kind=kind, slo=slo, quantile=quantile, span=(load, low, float(top)))
+
+
+def print_pd_search(found: PdSearchResult) -> None:
+    """Human table of a P:D search."""
+    for p in found.points:
+        typer.echo(
+            f"  P:D {p.pd:5} ({p.devices} cards): TTFT {found.quantile} {units.fmt_ms(p.ttft_s)}, "
+            f"TPOT {units.fmt_ms(p.tpot_s)} ({'meets' if p.meets_slo else 'misses'} the SLOs)"
+        )
+    answer = "none up to 8 instances" if found.best is None else f"{found.best} on {found.devices} cards"
+    typer.echo(f"pd ({found.quantile}): {answer}")
+
+
+def print_search(found: SearchResult | PdSearchResult) -> None:
+    """Human table of a search: every load (or P:D split) simulated and the answer."""
+    from planner.sim.search import PdSearchResult
+
+    if isinstance(found, PdSearchResult):
+        print_pd_search(found)
+        return
+    unit = "users" if found.load == "concurrency" else "req/s"
+    for p in found.points:
+        mark = "meets" if p.meets_slo else "misses"
+        typer.echo(
+            f"  {p.x:10.4g} {unit}: TTFT {found.quantile} {units.fmt_ms(p.ttft_s)}, "
+            f"TPOT {units.fmt_ms(p.tpot_s)}, "
+            f"E2E {units.fmt_ms(p.e2e_s)}, {units.fmt_tokens_per_s(p.output_tokens_per_s)}"
+            + (f" ({mark} the SLOs)" if found.slo else "")
+        )
+    answer = "none meets the SLOs" if found.best is None else f"{found.best:.4g}"
+    typer.echo(f"{found.kind} ({found.quantile}): {answer}")
