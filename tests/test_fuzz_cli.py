@@ -46,6 +46,7 @@ FUZZ = settings(
 )
 GOOD_CSV = "good.csv"  # written into every example's directory
 GOOD_HF = "good-config.json"
+GOOD_RESULT = "good-vllm-bench.json"  # a `vllm bench serve --save-result` file (tests/fixtures/bench_results)
 
 # A valid invocation of every command; fuzzed flags are appended after it (the last value wins).
 BASES: dict[str, list[str]] = {
@@ -68,6 +69,8 @@ BASES: dict[str, list[str]] = {
     "vllm": ["vllm", "--model", "qwen3-8b"],
     "models": ["models"],
     "models import": ["models", "import", GOOD_HF],
+    "bench": ["bench"],
+    "bench import": ["bench", "import", GOOD_RESULT, "-m", "qwen3-8b", "--card", "ascend-910b3"],
 }
 # Flags whose value is a file kvplan writes: only names inside the example's own directory, never /dev/*.
 OUTPUT_FLAGS = {"--out", "-o", "--raw"}
@@ -217,7 +220,18 @@ def hostile_number() -> st.SearchStrategy[str]:
 
 
 def hostile_input_path() -> st.SearchStrategy[str]:
-    special = ["/dev/zero", "/dev/null", "no-such-file", ".", "/", "", "x" * 300, GOOD_CSV, GOOD_HF]
+    special = [
+        "/dev/zero",
+        "/dev/null",
+        "no-such-file",
+        ".",
+        "/",
+        "",
+        "x" * 300,
+        GOOD_CSV,
+        GOOD_HF,
+        GOOD_RESULT,
+    ]
     return st.sampled_from(special + corpus_paths())
 
 
@@ -265,6 +279,8 @@ def prepare(directory: Path) -> None:
     rows = "".join(corpus.bench_row(f"{0.010 + 0.002 * i:.4f}", batch=str(2**i)) for i in range(5))
     (directory / GOOD_CSV).write_text(corpus.BENCH_HEADER + rows)
     (directory / GOOD_HF).write_text(json.dumps(corpus._hf_base()))
+    fixture = Path(__file__).parent / "fixtures" / "bench_results" / "vllm_bench_serve.json"
+    (directory / GOOD_RESULT).write_text(fixture.read_text())
 
 
 def run_batch(batch: list[list[str]]) -> list[Run]:

@@ -1,0 +1,79 @@
+"""genai-perf's CSV export (`profile_export_genai_perf.csv`; AIPerf's `profile_export_aiperf.csv` alike) ->
+ServingResult.
+
+Layout as genai-perf writes it (triton-inference-server/perf_analyzer genai-perf tests/test_csv_exporter.py):
+a per-request table `Metric,avg,min,max,p99,...` with rows "Time To First Token (ms)", "Inter Token Latency
+(ms)", "Request Latency (ms)", "Output Sequence Length (tokens)", "Input Sequence Length (tokens)"; a blank
+line; then `Metric,Value` with "Output Token Throughput (tokens/sec)", "Request Throughput (per sec)",
+"Request Count (count)". AIPerf spells "Time to First Token (ms)" and "Request Count": names are matched
+case-insensitively, units ignored. The concurrency is a command-line setting the CSV does not record.
+"""
+
+from __future__ import annotations
+
+import csv
+
+from planner import units
+from planner.errors import DataFileError
+from planner.importers.servingresult import ServingResult, number
+
+TTFT = "time to first token"
+ITL = "inter token latency"
+OUTPUT_LENGTH = "output sequence length"
+INPUT_LENGTH = "input sequence length"
+THROUGHPUT = "output token throughput"
+REQUESTS = "request count"
+
+
+def _name(cell: str) -> str:
+    """Metric name without its unit, lower-case: 'Time To First Token (ms)' -> 'time to first token'."""
+    return cell.split("(")[0].strip().lower()
+
+
+def tables(text: str, *, where: str) -> tuple[dict[str, str], dict[str, str]]:
+    """({metric: avg} from the per-request table, {metric: value} from the Metric,Value table)."""
+    averages: dict[str, str] = {}
+    values: dict[str, str] = {}
+    table: tuple[dict[str, str], int] | None = None  # the table being read and its value column
+    for line in csv.reader(text.splitlines()):
+        if not any(cell.strip() for cell in line):
+            table = None
+        elif line[0].strip().lower() == "metric":
+            header = [cell.strip().lower() for cell in line]
+            table = (averages, header.index("avg")) if "avg" in header else None
+            table = (values, header.index("value")) if "value" in header else table
+        elif table is not None and len(line) > table[1]:
+            table[0][_name(line[0])] = line[table[1]].strip()
+    if THROUGHPUT not in values:
+        raise DataFileError(
+            f"{where}: Output Token Throughput (tokens/sec): required row missing "
+            f"(expected a 'Metric,Value' table from genai-perf or AIPerf)"
+        )
+    return averages, values
+
+
+def _required(table: dict[str, str], name: str, *, where: str) -> float:
+    if not table.get(name):
+        raise DataFileError(f"{where}: {name}: required row missing (got none)")
+    return number(table[name], where=where, field=name)
+
+
+def from_csv(text: str, *, where: str) -> ServingResult:
+    """The run in a genai-perf / AIPerf CSV export (concurrency None: the caller supplies it)."""
+    averages, values = tables(text, where=where)
+    ttft = averages.get(TTFT)
+    itl = averages.get(ITL)
+    requests = values.get(REQUESTS)
+    return ServingResult(
+        concurrency=None,
+        input_tokens=round(_required(averages, INPUT_LENGTH, where=where)),
+        output_tokens=round(_required(averages, OUTPUT_LENGTH, where=where)),
+        output_tokens_per_s=_required(values, THROUGHPUT, where=where),
+        ttft_s=None if not ttft else number(ttft, where=where, field=TTFT) * units.MS_S,
+        # genai-perf's inter-token latency is the mean time per output token after the first (its TPOT)
+        tpot_s=None if not itl else number(itl, where=where, field=ITL) * units.MS_S,
+        requests=None if not requests else int(number(requests, where=where, field=REQUESTS)),
+        duration_s=None,
+        tool="genai-perf",
+        where=where,
+    )

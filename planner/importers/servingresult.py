@@ -1,0 +1,123 @@
+"""One serving-benchmark measurement, whatever tool printed it, and the bench row it becomes.
+
+A load tool reports, for one run at a fixed cap on requests in flight: the aggregate output tokens/s, the mean
+tokens in and out per request, and mean TTFT / TPOT. `ServingResult` holds exactly that, in SI units; the tool
+parsers (vllmbench.py, aisbench.py, genaiperf.py) fill it; servingfiles.read_serving_result picks the parser
+from the file's content. `bench_row` adds what no result file records (model, card, dtypes, tp, engine,
+MTP) and gives the serving bench-row columns `kvplan calibrate --from-bench` reads (issue 10's interface).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from planner.errors import DataFileError
+
+# Columns of a serving bench row, in order (issue 10: `--from-bench` accepts rows with these columns).
+ROW_COLUMNS = (
+    "model", "card", "dtype", "kv_dtype", "tp", "engine", "concurrency", "input_tokens", "output_tokens",
+    "output_tokens_per_s", "ttft_s", "tpot_s", "mtp", "mtp_acceptance", "requests", "duration_s", "tool",
+    "source",
+)  # fmt: skip
+MAX_VALUE = 1e11  # above any count, rate or time (s) a serving run reports
+_NUMBER_RE = re.compile(r"^\s*([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)\s*([A-Za-z/%]*)\s*$")
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    """One serving run: cap on requests in flight, mean lengths, aggregate output rate, mean latencies."""
+
+    concurrency: int | None  # the client's cap on requests in flight (None: the file does not say)
+    input_tokens: int  # mean prompt tokens per request
+    output_tokens: int  # mean generated tokens per request
+    output_tokens_per_s: float  # all generated tokens / benchmark duration (ramp and tail included)
+    ttft_s: float | None  # mean time to first token
+    tpot_s: float | None  # mean time per output token after the first
+    requests: int | None  # completed requests
+    duration_s: float | None  # benchmark duration
+    tool: str  # which tool's format was read
+    where: str  # the file, for messages
+
+
+def parse_json(text: str, *, where: str) -> dict[str, Any]:
+    """A JSON object from `text`; DataFileError naming the file when it is not one."""
+    try:
+        data = json.loads(text)
+    except (RecursionError, json.JSONDecodeError) as exc:
+        raise DataFileError(f"{where}: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise DataFileError(f"{where}: expected a JSON object at the top level (got {type(data).__name__})")
+    return data
+
+
+def number(value: object, *, where: str, field: str, unit: str = "") -> float:
+    """A finite number >= 0 from a JSON/CSV value, optionally suffixed by `unit` ("146.1 ms", "480 token/s").
+
+    Errors name the file and the field, with the value and the limit.
+    """
+    if isinstance(value, bool) or value is None:
+        raise DataFileError(f"{where}: {field}: expected a number (got {value!r})")
+    text = str(value)
+    match = _NUMBER_RE.match(text)
+    if match is None or (match.group(2) and unit and match.group(2) != unit):
+        expected = f"a number in {unit}" if unit else "a number"
+        raise DataFileError(f"{where}: {field}: expected {expected} (got {text!r})")
+    result = float(match.group(1))
+    if not math.isfinite(result) or not 0 <= result <= MAX_VALUE:
+        raise DataFileError(f"{where}: {field}: must be in [0, {MAX_VALUE:g}] (got {text!r})")
+    return result
+
+
+def mean_tokens(total: float, count: float, *, where: str, field: str) -> int:
+    """Mean tokens per request = total / count, rounded; errors when the count is 0 or the mean is < 1."""
+    if count <= 0:
+        raise DataFileError(f"{where}: {field}: no completed requests to average over (got {count:g})")
+    mean = total / count
+    if mean < 1:
+        raise DataFileError(f"{where}: {field}: mean below one token per request (got {mean:g})")
+    return round(mean)
+
+
+def checked(result: ServingResult) -> ServingResult:
+    """The result if it can describe a serving run; DataFileError naming the file and the bad value."""
+    if result.output_tokens_per_s <= 0:
+        raise DataFileError(
+            f"{result.where}: output token throughput: must be > 0 (got {result.output_tokens_per_s:g})"
+        )
+    if result.concurrency is not None and result.concurrency < 1:
+        raise DataFileError(f"{result.where}: concurrency: must be >= 1 (got {result.concurrency})")
+    return result
+
+
+def _cell(value: float | int | None) -> str:
+    if value is None:
+        return ""
+    return str(value) if isinstance(value, int) else f"{value:.6g}"
+
+
+def bench_row(result: ServingResult, *, setup: dict[str, str]) -> dict[str, str]:
+    """The serving bench row: `setup` (model, card, dtype, kv_dtype, tp, engine, mtp, ...) + the result.
+
+    Errors when the result has no concurrency (genai-perf without --concurrency).
+    """
+    if result.concurrency is None:
+        raise DataFileError(
+            f"{result.where}: concurrency: not recorded in this file (got nothing); pass --concurrency"
+        )
+    measured = {
+        "concurrency": _cell(result.concurrency),
+        "input_tokens": _cell(result.input_tokens),
+        "output_tokens": _cell(result.output_tokens),
+        "output_tokens_per_s": _cell(result.output_tokens_per_s),
+        "ttft_s": _cell(result.ttft_s),
+        "tpot_s": _cell(result.tpot_s),
+        "requests": _cell(result.requests),
+        "duration_s": _cell(result.duration_s),
+        "tool": result.tool,
+        "source": result.where,
+    }
+    return {column: {**setup, **measured}.get(column, "") for column in ROW_COLUMNS}

@@ -1,0 +1,59 @@
+"""`vllm bench serve --save-result` JSON -> ServingResult.
+
+Field names as vLLM writes them (vllm/benchmarks/serve.py: `result_json` = the run's settings
+`max_concurrency`, `request_rate`, `num_prompts`, merged with the metrics `duration`, `completed`,
+`total_input_tokens`, `total_output_tokens`, `output_throughput`, `mean_ttft_ms`, `mean_tpot_ms`, ...).
+The same keys come from the older benchmarks/benchmark_serving.py and from SGLang's bench_serving JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from planner import units
+from planner.errors import DataFileError
+from planner.importers.servingresult import ServingResult, mean_tokens, number
+
+REQUIRED = ("completed", "total_input_tokens", "total_output_tokens", "output_throughput")
+
+
+def _optional_ms(data: Mapping[str, Any], key: str, *, where: str) -> float | None:
+    if data.get(key) is None:
+        return None
+    return number(data[key], where=where, field=key) * units.MS_S
+
+
+def _concurrency(data: Mapping[str, Any], *, where: str) -> int | None:
+    """max_concurrency when set; with none and every request sent at once (request_rate inf), num_prompts."""
+    if data.get("max_concurrency") is not None:
+        return int(number(data["max_concurrency"], where=where, field="max_concurrency"))
+    if str(data.get("request_rate", "")) == "inf" and data.get("num_prompts") is not None:
+        return int(number(data["num_prompts"], where=where, field="num_prompts"))
+    return None
+
+
+def from_dict(data: Mapping[str, Any], *, where: str) -> ServingResult:
+    """The run a vllm bench serve result JSON describes; errors name the file and the missing field."""
+    missing = [key for key in REQUIRED if data.get(key) is None]
+    if missing:
+        raise DataFileError(
+            f"{where}: {missing[0]}: required field missing (got none of {', '.join(missing)}; "
+            f"expected a `vllm bench serve --save-result` JSON)"
+        )
+    completed = number(data["completed"], where=where, field="completed")
+    total_in = number(data["total_input_tokens"], where=where, field="total_input_tokens")
+    total_out = number(data["total_output_tokens"], where=where, field="total_output_tokens")
+    duration = data.get("duration")
+    return ServingResult(
+        concurrency=_concurrency(data, where=where),
+        input_tokens=mean_tokens(total_in, completed, where=where, field="total_input_tokens"),
+        output_tokens=mean_tokens(total_out, completed, where=where, field="total_output_tokens"),
+        output_tokens_per_s=number(data["output_throughput"], where=where, field="output_throughput"),
+        ttft_s=_optional_ms(data, "mean_ttft_ms", where=where),
+        tpot_s=_optional_ms(data, "mean_tpot_ms", where=where),
+        requests=int(completed),
+        duration_s=None if duration is None else number(duration, where=where, field="duration"),
+        tool="vllm-bench-serve",
+        where=where,
+    )

@@ -1,0 +1,153 @@
+"""Issue 9 item 3: result files of the load tools people run -> serving bench rows (`kvplan bench import`).
+
+Fixtures (tests/fixtures/bench_results/, README there) follow each tool's documented layout; expected values
+are computed here from the fixture's own fields, so a parser that reads the wrong field fails.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.errors import DataFileError
+from planner.importers import servingfiles, servingresult
+
+FIXTURES = Path(__file__).parent / "fixtures" / "bench_results"
+VLLM = FIXTURES / "vllm_bench_serve.json"
+AIS_JSON = FIXTURES / "aisbench" / "gsm8kdataset.json"
+AIS_CSV = FIXTURES / "aisbench" / "gsm8kdataset.csv"
+GENAI = FIXTURES / "genai_perf_profile_export_genai_perf.csv"
+runner = CliRunner()
+SETUP = ["--model", "Qwen/Qwen3-8B", "--card", "ascend-910b3", "--dtype", "int8", "--tp", "1"]
+
+
+def _unit_value(text: str) -> float:
+    return float(text.split()[0])
+
+
+def test_vllm_bench_json_fields() -> None:
+    raw = json.loads(VLLM.read_text())
+    result = servingfiles.read_serving_result(VLLM)
+    assert result.tool == "vllm-bench-serve"
+    assert result.concurrency == raw["max_concurrency"]
+    assert result.input_tokens == round(raw["total_input_tokens"] / raw["completed"])
+    assert result.output_tokens == round(raw["total_output_tokens"] / raw["completed"])
+    assert result.output_tokens_per_s == pytest.approx(raw["output_throughput"])
+    assert result.ttft_s == pytest.approx(raw["mean_ttft_ms"] / 1000)
+    assert result.tpot_s == pytest.approx(raw["mean_tpot_ms"] / 1000)
+    assert result.duration_s == pytest.approx(raw["duration"])
+
+
+def test_vllm_bench_without_cap_sends_all_prompts_at_once(tmp_path: Path) -> None:
+    raw = {**json.loads(VLLM.read_text()), "max_concurrency": None}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(raw))
+    assert servingfiles.read_serving_result(path).concurrency == raw["num_prompts"]
+
+
+@pytest.mark.parametrize("path", [AIS_JSON, AIS_CSV], ids=["json", "csv"])
+def test_aisbench_json_and_csv_pair(path: Path) -> None:
+    raw = json.loads(AIS_JSON.read_text())
+    rows = {r["Performance Parameters"]: r for r in csv.DictReader(AIS_CSV.read_text().splitlines())}
+    result = servingfiles.read_serving_result(path)
+    assert result.tool == "aisbench"
+    assert result.concurrency == raw["Max Concurrency"]["total"]
+    requests = raw["Success Requests"]["total"]
+    assert result.input_tokens == round(raw["Total Input Tokens"]["total"] / requests)
+    assert result.output_tokens == round(raw["Total generated tokens"]["total"] / requests)
+    assert result.output_tokens_per_s == pytest.approx(_unit_value(raw["Output Token Throughput"]["total"]))
+    assert result.ttft_s == pytest.approx(_unit_value(rows["TTFT"]["Average"]) / 1000)
+    assert result.tpot_s == pytest.approx(_unit_value(rows["TPOT"]["Average"]) / 1000)
+    assert result.duration_s == pytest.approx(_unit_value(raw["Benchmark Duration"]["total"]) / 1000)
+
+
+def test_aisbench_csv_without_its_json_is_one_clear_error(tmp_path: Path) -> None:
+    lone = tmp_path / "x.csv"
+    lone.write_text(AIS_CSV.read_text())
+    with pytest.raises(DataFileError, match=r"x\.csv: Output Token Throughput: needs the AISBench JSON"):
+        servingfiles.read_serving_result(lone)
+
+
+def test_genai_perf_csv_needs_concurrency_from_the_caller() -> None:
+    table = {r[0]: r for r in csv.reader(GENAI.read_text().splitlines()) if r}
+    result = servingfiles.read_serving_result(GENAI)
+    assert result.tool == "genai-perf" and result.concurrency is None
+    assert result.output_tokens_per_s == pytest.approx(
+        float(table["Output Token Throughput (tokens/sec)"][1])
+    )
+    assert result.output_tokens == round(float(table["Output Sequence Length (tokens)"][1]))
+    assert result.input_tokens == round(float(table["Input Sequence Length (tokens)"][1]))
+    assert result.ttft_s == pytest.approx(float(table["Time To First Token (ms)"][1]) / 1000)
+    with pytest.raises(DataFileError, match="concurrency: not recorded in this file"):
+        servingresult.bench_row(result, setup={})
+    assert servingfiles.read_serving_result(GENAI, concurrency=16).concurrency == 16
+
+
+def test_cli_writes_one_row_per_file_with_the_setup_columns(tmp_path: Path) -> None:
+    out = tmp_path / "rows.csv"
+    args = ["bench", "import", str(VLLM), str(AIS_JSON), str(GENAI), *SETUP, "--concurrency", "32"]
+    result = runner.invoke(app, [*args, "--engine", "vllm", "--mtp", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(out.read_text().splitlines()))
+    assert [r["tool"] for r in rows] == ["vllm-bench-serve", "aisbench", "genai-perf"]
+    assert list(rows[0]) == list(servingresult.ROW_COLUMNS)
+    for row in rows:
+        assert (row["model"], row["card"], row["dtype"], row["tp"], row["mtp"]) == (
+            "Qwen/Qwen3-8B", "ascend-910b3", "int8", "1", "1",
+        )  # fmt: skip
+        assert row["concurrency"] == "32" and float(row["output_tokens_per_s"]) > 0
+    again = runner.invoke(app, [*args, "--out", str(out)])
+    assert again.exit_code != 0 and "--out: file exists" in again.output
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--model", "nope-1b"], "nope-1b"),
+        (["--card", "nope-card"], "nope-card"),
+        (["--engine", "tgi"], "--engine: unknown engine (got 'tgi'"),
+        (["--dtype", "q3"], "--dtype: unknown weight dtype (got 'q3'"),
+        (["--mtp-acceptance", "1.5"], "--mtp-acceptance: must be in [0, 1] (got 1.5)"),
+    ],
+)
+def test_cli_bad_setup_is_one_line(extra: list[str], message: str) -> None:
+    result = runner.invoke(app, ["bench", "import", str(VLLM), *SETUP, *extra])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kvplan: error:") and message in lines[0]
+
+
+def _vllm(**fields: object) -> str:
+    base = {"completed": 4, "total_input_tokens": 40, "total_output_tokens": 8, "output_throughput": 5}
+    return json.dumps({k: v for k, v in {**base, **fields}.items() if v is not None})
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("a.json", "[1, 2]", "expected a JSON object"),
+        ("b.json", _vllm(completed=0), "total_input_tokens: no completed requests"),
+        ("c.json", _vllm(total_output_tokens=None), "total_output_tokens: required field missing"),
+        ("d.json", '{"Output Token Throughput": {"total": "fast token/s"}}', "expected a number in token/s"),
+        (
+            "e.csv",
+            "Metric,avg\nTime To First Token (ms),5\n",
+            "Output Token Throughput (tokens/sec): required",
+        ),
+        ("f.txt", "hello", "unknown result format"),
+        ("g.json", _vllm(output_throughput=0), "output token throughput: must be > 0"),
+        ("h.json", _vllm(output_throughput="nan"), "expected a number"),
+        ("i.json", _vllm(output_throughput=-3), "output_throughput: must be in [0, 1e+11] (got '-3')"),
+    ],
+)
+def test_bad_result_files_name_the_file_and_field(tmp_path: Path, name: str, text: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(DataFileError, match=f"^{path}: .*") as info:
+        servingfiles.read_serving_result(path, concurrency=4)
+    assert message in str(info.value)
