@@ -151,3 +151,18 @@ def test_bad_result_files_name_the_file_and_field(tmp_path: Path, name: str, tex
     with pytest.raises(DataFileError, match=f"^{path}: .*") as info:
         servingfiles.read_serving_result(path, concurrency=4)
     assert message in str(info.value)
+
+
+def test_imported_rows_are_serving_rows_kvplan_validate_reads(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.csv"
+    imported = runner.invoke(app, ["bench", "import", str(VLLM), str(AIS_JSON), *SETUP, "--out", str(rows)])
+    assert imported.exit_code == 0, imported.output
+    from planner.importers.benchpoints import read_bench_rows
+
+    steps, serving = read_bench_rows(rows)
+    raw = json.loads(VLLM.read_text())
+    assert not steps and len(serving) == 2
+    assert serving[0].num_requests == raw["completed"] and serving[0].concurrency == raw["max_concurrency"]
+    validated = runner.invoke(app, ["validate", str(rows)])
+    assert validated.exit_code == 0, validated.output
+    assert "serving" in validated.output

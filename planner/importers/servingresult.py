@@ -20,7 +20,7 @@ from planner.errors import DataFileError
 # Columns of a serving bench row, in order (issue 10: `--from-bench` accepts rows with these columns).
 ROW_COLUMNS = (
     "model", "card", "dtype", "kv_dtype", "tp", "engine", "concurrency", "input_tokens", "output_tokens",
-    "output_tokens_per_s", "ttft_s", "tpot_s", "mtp", "mtp_acceptance", "requests", "duration_s", "tool",
+    "output_tokens_per_s", "ttft_s", "tpot_s", "mtp", "mtp_acceptance", "num_prompts", "duration_s", "tool",
     "source",
 )  # fmt: skip
 MAX_VALUE = 1e11  # above any count, rate or time (s) a serving run reports
@@ -115,7 +115,7 @@ def bench_row(result: ServingResult, *, setup: dict[str, str]) -> dict[str, str]
         "output_tokens_per_s": _cell(result.output_tokens_per_s),
         "ttft_s": _cell(result.ttft_s),
         "tpot_s": _cell(result.tpot_s),
-        "requests": _cell(result.requests),
+        "num_prompts": _cell(result.requests),  # completed requests: the run's length for the closed loop
         "duration_s": _cell(result.duration_s),
         "tool": result.tool,
         "source": result.where,

@@ -1,0 +1,162 @@
+"""kvplan's prediction for each published Ascend serving row: command, predicted, published, error.
+
+    PYTHONPATH=. python calibration/published/predict.py [--profile-dir DIR] [--out predictions.csv]
+
+For each row of ascend-serving.csv this builds the serving bench row kvplan reads (planner/importers/
+benchpoints.py) and predicts its output tok/s with the same code as `kvplan validate` and `kvplan serve`
+(planner/perf/fit_serving.py: dp replicas x one replica's closed-loop estimate, "waves" arrivals, the
+running batch capped by max_num_seqs and by memory). Rows kvplan cannot predict are kept with the reason
+(engine or dtype it does not model, model without a card, multi-node disaggregated deployments, ...).
+
+Printed: a per-(card, engine) summary (rows, median |error|, median signed error) and the path of the CSV.
+error = predicted / published - 1. CI baselines are floors (a run passes at >= 0.97 x baseline), so a
+positive error against a ci-baseline-floor row overstates how optimistic kvplan is by up to the margin the
+CI run had above its floor, which is not published.
+
+--profile-dir: predict with the card profiles in DIR (<card>.yaml, e.g. fitted ones) instead of hwprofiles/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import shlex
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "ascend-serving.csv"
+# Corpus engine -> kvplan engine. sglang, cloudmatrix-infer (the paper's own stack) and the seed's
+# hand-written torch_npu server have no kernel structure in kvplan: not predicted.
+ENGINES = {"vllm-ascend": "vllm", "mindie": "mindie"}
+ARRIVAL_MARGIN = 2.0  # paced rows whose arrival rate x output tokens is within 2x the throughput
+SEED_950PR_MEMORY_GIB = "64"  # seed 000: a 64 GB 950PR (calibration/published/README.md)
+OUT_COLUMNS = (
+    "row", "model", "card", "engine", "kind", "dtype", "tp", "dp", "concurrency", "input_tokens",
+    "output_tokens", "mtp", "published_tokens_per_s", "predicted_tokens_per_s", "error", "status", "command",
+    "source_url",
+)  # fmt: skip
+
+
+def _skip_reason(row: dict[str, str]) -> str | None:
+    """Why a corpus row cannot be predicted, or None."""
+    from planner import catalog
+    from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES
+    from planner.errors import KvplanError
+
+    if row["engine"] not in ENGINES:
+        return f"engine {row['engine']} not modelled"
+    dtype = WEIGHT_ALIASES.get(row["dtype"].lower(), row["dtype"].lower())
+    if dtype not in WEIGHT_SCHEMES:
+        return f"dtype {row['dtype'] or '(not stated)'} not modelled"
+    if not row["tp"] or not row["concurrency"] or not row["input_tokens"] or not row["output_tokens"]:
+        return "tp, concurrency or lengths not stated"
+    notes = row["notes"]
+    if "disaggregated" in notes.lower():
+        return "prefill/decode disaggregated (one replica's closed loop does not describe it)"
+    rate = re.search(r"request_rate=([0-9.]+)", notes)
+    arrival_cap = float(rate.group(1)) * float(row["output_tokens"]) if rate else 0.0
+    if 0 < arrival_cap < ARRIVAL_MARGIN * float(row["output_tokens_per_s"]):
+        return f"arrival-bound (request_rate {rate.group(1) if rate else ''}/s x output tokens ~ throughput)"
+    try:
+        catalog.resolve_model(row["model"])
+    except KvplanError:
+        return "no model card"
+    return None
+
+
+def bench_row(row: dict[str, str]) -> dict[str, str]:
+    """The corpus row as a serving bench row (benchpoints.parse_serving_row's columns)."""
+    out = {key: row[key] for key in ("model", "card", "dtype", "kv_dtype", "tp", "concurrency")}
+    out |= {key: row[key] for key in ("input_tokens", "output_tokens", "output_tokens_per_s", "mtp")}
+    out |= {key: row[key] for key in ("mtp_acceptance", "dp", "max_num_seqs", "max_num_batched_tokens")}
+    out["engine"] = ENGINES[row["engine"]]
+    prompts = re.search(r"num_prompts=(\d+)", row["notes"])
+    out["num_prompts"] = prompts.group(1) if prompts else ""
+    out["memory_gib"] = SEED_950PR_MEMORY_GIB if "000_" in row["source_path"] else ""
+    return out
+
+
+def command(bench: dict[str, str], *, card: str) -> str:
+    """The `kvplan serve` command predicting one replica of the row (x dp for the whole deployment)."""
+    dp = int(bench["dp"] or 1)
+    args = ["kvplan", "serve", "-m", bench["model"], "--card", card, "--dtype", bench["dtype"]]
+    args += ["--kv-dtype", bench["kv_dtype"]] if bench["kv_dtype"] else []
+    args += ["--tp", bench["tp"], "--engine", bench["engine"]]
+    args += ["--input-tokens", bench["input_tokens"], "--output-tokens", bench["output_tokens"]]
+    args += ["--concurrency", str(-(-int(bench["concurrency"]) // dp))]
+    optional = {"--mtp": bench["mtp"], "--max-batch": bench["max_num_seqs"]}
+    optional["--memory-gib"] = bench["memory_gib"]
+    optional["--num-requests"] = str(-(-int(bench["num_prompts"]) // dp)) if bench["num_prompts"] else ""
+    optional["--max-prefill-tokens"] = bench["max_num_batched_tokens"]
+    for flag, value in optional.items():
+        args += [flag, value] if value and value != "0" else []
+    return shlex.join(args) + (f"  # x dp={dp}" if dp > 1 else "")
+
+
+def predict_row(index: int, row: dict[str, str], *, profile_dir: Path | None) -> dict[str, str]:
+    """One output row: the prediction, or the reason there is none."""
+    from planner import catalog
+    from planner.errors import KvplanError
+    from planner.importers.benchpoints import parse_serving_row
+    from planner.perf import fit_serving
+
+    result = {key: row.get(key, "") for key in OUT_COLUMNS} | {"row": str(index)}
+    result |= {"published_tokens_per_s": row["output_tokens_per_s"], "source_url": row["source_url"]}
+    reason = _skip_reason(row)
+    if reason is not None:
+        return result | {"status": f"skipped: {reason}"}
+    bench = bench_row(row)
+    card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
+    try:
+        point = parse_serving_row(bench, where=f"{CORPUS.name}:{index}")
+        hardware = catalog.resolve_card(card)
+        error = fit_serving.serving_errors([point], hardware=hardware)[0]
+    except KvplanError as exc:
+        return result | {"status": f"skipped: {exc}", "command": command(bench, card=card)}
+    predicted = (1.0 + error) * point.output_tokens_per_s
+    return result | {
+        "predicted_tokens_per_s": f"{predicted:.1f}",
+        "error": f"{error:+.3f}",
+        "status": "predicted",
+        "command": command(bench, card=card),
+    }
+
+
+def summary(rows: list[dict[str, str]]) -> list[str]:
+    """Markdown table lines: per (card, engine, kind), predicted rows, median |error|, median error."""
+    groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for row in rows:
+        if row["status"] == "predicted":
+            groups[(row["card"], row["engine"], row["kind"])].append(float(row["error"]))
+    lines = ["| card | engine | kind | rows | median abs error | median error |", "|---|---|---|---|---|---|"]
+    for (card, engine, kind), errors in sorted(groups.items()):
+        abs_median, median = statistics.median(abs(e) for e in errors), statistics.median(errors)
+        lines.append(f"| {card} | {engine} | {kind} | {len(errors)} | {abs_median:.1%} | {median:+.1%} |")
+    skipped = sum(1 for row in rows if row["status"] != "predicted")
+    lines.append(f"\n{len(rows) - skipped} rows predicted, {skipped} skipped (reasons in the CSV's status).")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile-dir", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=HERE / "predictions-before.csv")
+    args = parser.parse_args(argv)
+    with CORPUS.open(encoding="utf-8") as handle:
+        corpus = list(csv.DictReader(handle))
+    rows = [predict_row(i, row, profile_dir=args.profile_dir) for i, row in enumerate(corpus, start=2)]
+    with args.out.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(OUT_COLUMNS), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    print("\n".join(summary(rows)))
+    print(f"per-row table: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
