@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from planner import memory
@@ -203,3 +205,28 @@ def test_pd_search_cli(tmp_path: object) -> None:
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["kind"] == "pd" and out["best"] == "1:1" and out["devices"] == 2  # a loose SLO: the smallest
+
+
+@given(
+    engine=st.sampled_from(["vllm", "mindie"]),
+    counts=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    count=st.integers(1, 60),
+    rate=st.floats(0.2, 50),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_pd_invariants(engine: str, counts: tuple[int, int], count: int, rate: float, seed: int) -> None:
+    """Every request is prefilled once and decoded once: first token after arrival, last after the first
+    token plus its KV transfer; requests and output tokens conserved across the P + D instances."""
+    work = poisson((1, 800), 64, count=count, rate=rate, seed=seed)
+    dep = deployment(engine, ctx=900)
+    spec = pd.spec_for(dep, counts=counts, prefill_tp=None, link_gbps=None)
+    result = pd.simulate_pd(spec, work, slo=(None, None), knobs={})
+    rec = result.records
+    transfer = pd.kv_transfer_s(spec, prompt_tokens=rec.input_tokens)
+    assert result.summary.requests == count
+    assert np.all(rec.first_token_s >= rec.arrival_s)
+    assert np.all(rec.finish_s >= rec.first_token_s + transfer - 1e-12)
+    assert int(rec.output_tokens.sum()) == 64 * count
+    assert result.summary.prefill_tokens >= int(rec.input_tokens.sum())
+    assert result.summary.max_batch_reached <= result.summary.scheduler.max_batch
