@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from planner.deployment import Deployment
     from planner.perf.closed_loop import BenchRun, ServingEstimate
+    from planner.perf.fit_band import SpeedBand
     from planner.perf.serving import SloResult
     from planner.perf.sweep import SweepResult
 
@@ -211,8 +212,8 @@ def sweep_command(
         Console(highlight=False).print(sweep_table(result))
 
 
-def serve_lines(slo: SloResult | None, estimate: ServingEstimate) -> list[str]:
-    """Human summary of an SLO search and a steady-state serving estimate."""
+def serve_lines(slo: SloResult | None, estimate: ServingEstimate, band: SpeedBand) -> list[str]:
+    """Human summary of an SLO search and a closed-loop serving estimate, with its range and source."""
     lines = []
     if slo is not None and not slo.feasible:
         lines.append(f"SLO search: no batch meets the SLOs ({slo.binding} fails at batch 1)")
@@ -224,12 +225,16 @@ def serve_lines(slo: SloResult | None, estimate: ServingEstimate) -> list[str]:
             f"{units.fmt_ms(slo.loaded_ttft_s or 0.0)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
             f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate"
         )
-    tag = "calibrated" if estimate.calibrated else "uncalibrated: datasheet peaks x assumed efficiencies"
     queued = estimate.concurrency - estimate.running_batch
+    low, high = (
+        band.low_factor * estimate.output_tokens_per_s,
+        band.high_factor * estimate.output_tokens_per_s,
+    )
     lines += [
         f"Workload: {estimate.input_tokens} in / {estimate.output_tokens} out, "
-        f"concurrency {estimate.concurrency} (closed loop, {estimate.run.arrivals}; {tag})",
-        f"  output {units.fmt_tokens_per_s(estimate.output_tokens_per_s)}, "
+        f"concurrency {estimate.concurrency} (closed loop, {estimate.run.arrivals}; {band.source})",
+        f"  output {units.fmt_tokens_per_s(estimate.output_tokens_per_s)} (likely "
+        f"{units.fmt_tokens_per_s(low)} to {units.fmt_tokens_per_s(high)}), "
         f"{units.fmt_tokens_per_s(estimate.per_user_tokens_per_s)} per user, "
         f"TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_ms(estimate.tpot_s)}, "
         f"request latency {units.fmt_ms(estimate.request_latency_s)}",
@@ -238,6 +243,7 @@ def serve_lines(slo: SloResult | None, estimate: ServingEstimate) -> list[str]:
         + f", decode step {units.fmt_ms(estimate.decode_step_s)}, prefill passes of "
         f"{estimate.prefill_batch} prompt(s) {units.fmt_ms(estimate.prefill_pass_s)} each "
         f"({units.fmt_fraction(estimate.prefill_time_fraction)} of engine time)",
+        *(f"note: {n}" for n in band.notes),
     ]
     return lines
 
@@ -280,6 +286,7 @@ def serve_command(
 ) -> None:
     """Closed-loop serving estimate and SLO search: `kvplan serve -m qwen3-27b --concurrency 32`."""
     from planner import inputs
+    from planner.perf import fit_band
     from planner.perf.closed_loop import ARRIVALS, BenchRun
 
     try:
@@ -301,16 +308,25 @@ def serve_command(
             ),
             run=BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals),
         )
+        band = fit_band.speed_band(
+            dep, batch=estimate.running_batch, ctx_tokens=estimate.input_tokens + estimate.output_tokens
+        )
     except KvplanError as exc:
         fail(exc)
     if as_json:
         payload = {
             "slo": slo.model_dump(mode="json") if slo else None,
             "estimate": estimate.model_dump(mode="json"),
+            "speed_range": {
+                "source": band.source,
+                "output_tokens_per_s_low": band.low_factor * estimate.output_tokens_per_s,
+                "output_tokens_per_s_high": band.high_factor * estimate.output_tokens_per_s,
+                "notes": band.notes,
+            },
         }
         print_json(payload)
         return
-    for line in serve_lines(slo, estimate):
+    for line in serve_lines(slo, estimate, band):
         typer.echo(line)
 
 
