@@ -129,3 +129,20 @@ def _card(path: Path):  # type: ignore[no-untyped-def]
     from planner import catalog
 
     return catalog.resolve_card(str(path))
+
+
+def test_rows_of_different_engine_versions_are_not_contradictory(tmp_path: Path) -> None:
+    """The same CI case measured at two vllm-ascend commits 1.6x apart: two set-ups, not a contradiction;
+    without the version they are refused, naming both rows."""
+    from planner.perf import fit
+
+    header = HEADER.rstrip("\n") + ",engine_version\n"
+    body = (
+        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,8,512,128,100,,,,,,,v1\n"
+        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,8,512,128,160,,,,,,,v2\n"
+    )
+    _, rows = read_bench_rows(_csv(tmp_path, body, header=header))
+    assert len(fit.fit_coefficients([], serving=rows).residual_fractions) == 2
+    _, same = read_bench_rows(_csv(tmp_path, body.replace(",v2", ",v1"), header=header))
+    with pytest.raises(DataFileError, match=r"rows\.csv:3: contradicts .*rows\.csv:2"):
+        fit.fit_coefficients([], serving=same)

@@ -9,7 +9,8 @@ Serving rows (what load tools report for a closed-loop run at fixed concurrency,
 planner/perf/closed_loop.py through planner/perf/fit_serving.py) have
     model, card, dtype, kv_dtype, tp, engine, concurrency, input_tokens, output_tokens, output_tokens_per_s
 and optional mtp (draft tokens), mtp_acceptance, ttft_s, tpot_s, dp, max_num_seqs, max_num_batched_tokens,
-num_prompts, memory_gib (the card's capacity when it differs from the profile, e.g. the seed's 64 GB 950PR).
+num_prompts, memory_gib (the card's capacity when it differs from the profile, e.g. the seed's 64 GB 950PR),
+engine_version (rows of different versions are different set-ups to the fit's contradiction check).
 A row with a non-empty output_tokens_per_s is a serving row; one file may hold both kinds.
 
 Both: `engine` is the engine that ran the row (mindie, vllm, transformers; vllm-ascend = vllm; empty or
@@ -184,6 +185,7 @@ class ServingPoint:
     prefill_tokens: int | None = None
     num_requests: int | None = None
     memory_gib: float | None = None
+    engine_version: str = ""  # e.g. a vllm-ascend commit: rows of different versions are different set-ups
 
 
 def _optional(row: dict[str, str], column: str, *, kind: type, where: str) -> float | None:
@@ -242,6 +244,7 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         prefill_tokens=_optional_int(row, "max_num_batched_tokens", where=where),
         num_requests=_optional_int(row, "num_prompts", where=where),
         memory_gib=_optional(row, "memory_gib", kind=float, where=where),
+        engine_version=(row.get("engine_version") or "").strip(),
     )
 
 

@@ -28,6 +28,7 @@ def _serving_key(p: ServingPoint) -> tuple[object, ...]:
     return (
         p.model, p.card, p.dtype, p.kv_dtype, p.tp, p.engine, p.concurrency, p.input_tokens,
         p.output_tokens, p.mtp, p.mtp_acceptance_fraction, p.dp, p.max_batch, p.prefill_tokens, p.memory_gib,
+        p.engine_version,
     )  # fmt: skip
 
 
@@ -49,7 +50,7 @@ def check_rows(points: Sequence[BenchPoint], serving: Sequence[ServingPoint], *,
             raise DataFileError(
                 f"{where}: contradicts {first[0]}: the same set-up measured {value:.6g} and {first[1]:.6g} "
                 f"({ratio:.2f}x apart, expected within {CONTRADICTION_RATIO}x); drop one or tell them apart "
-                "(engine, dtype, max_num_seqs columns)"
+                "(engine, engine_version, dtype, max_num_seqs columns)"
             )
 
 
