@@ -24,9 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner import catalog, memory  # noqa: E402
+from planner.deployment import Deployment  # noqa: E402
 from planner.dtypes import StorageDType, weight_scheme  # noqa: E402
 from planner.importers import benchpoints  # noqa: E402
-from planner.perf import fit, fit_params  # noqa: E402
+from planner.perf import fit, fit_params, opcost, prefill, roofline  # noqa: E402
 from planner.schema import HardwareProfile  # noqa: E402
 
 DATA = ROOT / "calibration" / "data"
@@ -254,6 +255,99 @@ def run5_tables() -> list[str]:
     return out
 
 
+PREFILL_HYBRID = ("qwen3.5-27b", "qwen3.5-0.8b")
+
+
+def _with_coefficients(hw: HardwareProfile, **update: object) -> HardwareProfile:
+    assert hw.measured is not None
+    coeff = hw.measured.coefficients.model_copy(update=update)
+    return hw.model_copy(update={"measured": hw.measured.model_copy(update={"coefficients": coeff})})
+
+
+def _prefill_deployment(model_id: str, prompt: int, hw: HardwareProfile) -> Deployment:
+    """One request, the whole prompt in one pass, bf16, transformers (as ref_prefill.py ran it)."""
+    card, alias = catalog.resolve_model(model_id)
+    return Deployment(
+        model=card,
+        hardware=hw,
+        weight_scheme_name="bf16",
+        kv_dtype=StorageDType.bf16,
+        tp=1,
+        ctx_tokens=prompt,
+        batch=1,
+        model_alias=alias,
+        engine="transformers",
+        max_prefill_tokens=prompt,
+    )
+
+
+def _without_own_shape(hw: HardwareProfile, model_id: str) -> HardwareProfile:
+    """The profile with the prefill layer rows of this model's own layer shapes removed."""
+    assert hw.measured is not None and hw.measured.coefficients.prefill_layer_table
+    geo = opcost.geometry(_prefill_deployment(model_id, 1024, hw))
+    own = {round(prefill.layer_elements_per_token(geo, kind=k)) for k in ("attention", "linear_attention")}
+    rows = [r for r in hw.measured.coefficients.prefill_layer_table if r.elements_per_token not in own]
+    return _with_coefficients(hw, prefill_layer_table=rows)
+
+
+def _prefill_row_errors(row: dict, hws: dict[str, HardwareProfile]) -> dict[str, float]:  # type: ignore[type-arg]
+    out = {}
+    for name, hw in hws.items():
+        dep = _prefill_deployment(row["model"], row["prompt_tokens"], hw)
+        out[name] = roofline.ttft_s(dep, prompt_tokens=row["prompt_tokens"]) / row["ttft_s"] - 1
+    return out
+
+
+def prefill_tables() -> list[str]:
+    """Held-out TTFT (calibration/data/h200-run5/prefill.json) against the shipped profile."""
+    raw = json.loads((RUN5 / "prefill.json").read_text())
+    shipped = catalog.load_card("nvidia-h200")
+    before = _with_coefficients(
+        shipped, gemm_efficiency_table=None, prefill_attention_table=None, prefill_layer_table=None
+    )
+    second = {(r["model"], r["prompt_tokens"]): r["ttft_s"] for r in raw["ttft_1rep_call4"]}
+    rows, errs = raw["ttft_3reps_call3"], []
+    lines = [
+        "| model | prompt | measured ms | predicted ms | error | error vs 2nd reading "
+        "| own layer rows left out | before (no prefill tables) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        model, prompt = row["model"], row["prompt_tokens"]
+        hws = {"shipped": shipped, "loso": _without_own_shape(shipped, model), "before": before}
+        e = _prefill_row_errors(row, hws)
+        predicted = (1 + e["shipped"]) * row["ttft_s"]
+        e["second"] = predicted / second[(model, prompt)] - 1
+        errs.append((model, e))
+        lines.append(
+            f"| {model} | {prompt} | {row['ttft_s'] * 1e3:.1f} | {predicted * 1e3:.1f} | "
+            f"{e['shipped'] * 100:+.1f} % | {e['second'] * 100:+.1f} % | "
+            f"{e['loso'] * 100:+.1f} % | {e['before'] * 100:+.1f} % |"
+        )
+    return [*_prefill_summary(errs), "", *lines, ""]
+
+
+def _prefill_summary(errs: list[tuple[str, dict[str, float]]]) -> list[str]:
+    groups = {
+        "dense (qwen3-8b, qwen3-32b)": [e for m, e in errs if m not in PREFILL_HYBRID],
+        "hybrid (qwen3.5-27b, qwen3.5-0.8b)": [e for m, e in errs if m in PREFILL_HYBRID],
+        "hybrid, qwen3.5-27b only": [e for m, e in errs if m == "qwen3.5-27b"],
+        "all": [e for _, e in errs],
+    }
+    lines = [
+        "| points | n | shipped MAPE / worst | vs 2nd reading | own layer rows left out | "
+        "before (no prefill tables) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, group in groups.items():
+        cells = " | ".join(
+            _stats([g[k] for g in group]).replace(" | ", " / ")
+            for k in ("shipped", "second", "loso", "before")
+        )
+        lines.append(f"| {label} | {len(group)} | {cells} |")
+    return lines
+
+
 def tables() -> str:
     points = benchpoints.read_bench_points(DATA / "h200-e2e-decode.csv")
     micro = fit.prediction_errors(points, hardware=FLASH_HW, calibrated=True)
@@ -261,6 +355,8 @@ def tables() -> str:
     fit_lines, fit_columns = fit_transfer(points)
     out = ["### Run 5 (2026-12-01): held-out decode points, shipped profile, nothing fitted", ""]
     out += run5_tables()
+    out += ["### Prefill (TTFT): held-out single requests, shipped profile, nothing fitted", ""]
+    out += prefill_tables()
     out += ["### Decode step: microbenchmark-only calibration (hwprofiles/nvidia-h200.yaml `measured`)", ""]
     out += per_model_summary(points, micro, "calibrated by `kvplan calibrate` alone")
     out += per_model_summary(points, datasheet, "datasheet defaults (`--uncalibrated`), for comparison")

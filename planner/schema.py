@@ -261,6 +261,42 @@ class KernelCost(Frozen):
     kernel_us: float = Field(gt=0)
 
 
+class GemmEfficiency(Frozen):
+    """One measured matmul (bf16): achieved / datasheet dense peak at `tokens` rows (M) and N*K weights."""
+
+    tokens: int = Field(ge=1)
+    weight_elements: float = Field(gt=0)
+    fraction: float = Field(gt=0, le=1)
+
+
+class PrefillAttentionRate(Frozen):
+    """Measured causal prefill attention (one sequence, GQA) at `tokens` prompt tokens, in TFLOP/s."""
+
+    q_heads: int = Field(ge=1)
+    head_dim: int = Field(ge=1)
+    tokens: int = Field(ge=1)
+    tflop_per_s: float = Field(gt=0)
+
+
+class PrefillLayerCost(Frozen):
+    """Measured non-matmul, non-attention kernel time of ONE decoder layer's prefill of `tokens` tokens
+    (norms, rotary, activations, copies; conv + gating + chunked delta rule in linear-attention layers).
+
+    elements_per_token: the measured layer's matmul input + output activation elements per token (the
+    size the planner scales it by); kind: "attention" (full-attention layer) or "linear_attention";
+    engine: the engine whose layer code was timed (the planner uses rows of the deployment's engine only);
+    eager_us: wall time of the whole layer call, launched eagerly (above the kernel time when the host's
+    launches are slower than the device: the floor of a small model's prefill).
+    """
+
+    engine: Literal["mindie", "vllm", "transformers"]  # planner.kinds.EngineName (schema sits below kinds)
+    kind: Literal["attention", "linear_attention"]
+    elements_per_token: int = Field(ge=1)
+    tokens: int = Field(ge=1)
+    us: float = Field(gt=0)
+    eager_us: float | None = Field(default=None, gt=0)
+
+
 class PerfCoefficients(Frozen):
     """Efficiencies and overheads the roofline applies to a card's datasheet peaks.
 
@@ -293,6 +329,11 @@ class PerfCoefficients(Frozen):
                                      weight_read_bandwidth_fraction
     expert_imbalance_factor          rows the busiest expert-parallel rank receives / the mean (>= 1); None:
                                      planner/perf/opgeometry.py's assumed default (only used when ep > 1)
+    gemm_efficiency_table            prefill matmul efficiency vs M tokens and N*K (bf16/fp16 terms);
+                                     None: compute_fraction
+    prefill_attention_table          prefill attention rates vs prompt tokens; None: compute_fraction
+    prefill_layer_table              prefill non-matmul time per layer vs tokens; None: norms / gdn.update
+                                     terms as in decode (bytes, FLOP, kernel overheads)
     """
 
     weight_read_bandwidth_fraction: float = Field(gt=0, le=1)
@@ -312,6 +353,9 @@ class PerfCoefficients(Frozen):
     grouped_matmul_latency_us: float | None = Field(default=None, ge=0)
     grouped_weight_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     expert_imbalance_factor: float | None = Field(default=None, ge=1, le=64)
+    gemm_efficiency_table: list[GemmEfficiency] | None = Field(default=None, min_length=1)
+    prefill_attention_table: list[PrefillAttentionRate] | None = Field(default=None, min_length=1)
+    prefill_layer_table: list[PrefillLayerCost] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> PerfCoefficients:

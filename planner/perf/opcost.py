@@ -86,6 +86,7 @@ class Term:
     collectives: int = 0
     matmuls: int = 0
     attention: AttentionLookup | None = None
+    flop_per_s: FloatArray | None = None  # measured prefill rate (planner/perf/prefill.py); None: dtype peak
 
 
 class Launches(TypedDict):

@@ -10,7 +10,6 @@ coefficients (measured ones when calibrated). Bytes and FLOP per op come from pl
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,9 +19,11 @@ import numpy.typing as npt
 from planner import layout
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
-from planner.perf import links, opcost
+from planner.perf import links, opcost, prefill
 from planner.perf.attention import AttentionGrid, attention_bytes_per_s, attention_grid, attention_table_for
 from planner.perf.opcost import FloatArray, Step, Term
+from planner.perf.prefill import prefill_chunks as prefill_chunks  # re-exported (tests, callers)
+from planner.perf.prefill import prefill_step as prefill_step  # re-exported (closed_loop)
 from planner.schema import Frozen, HardwareProfile, PerfCoefficients
 from planner.units import us_to_s
 
@@ -187,7 +188,7 @@ def term_seconds(
                      all-reduce: 2 (tp - 1) / tp * bytes / link   (ring: reduce-scatter + all-gather)
                      decode attention with a measured table: cache reads at min(table rate(rows, ctx),
                      datasheet), the new tokens' K/V writes at the HBM rate
-        compute_s  = flop / flop_per_s[compute_dtype]
+        compute_s  = flop / flop_per_s[compute_dtype]   (the term's measured prefill rate when it has one)
         overhead_s = m * matmul_latency + (k - m - a) * kernel_overhead + collectives * allreduce_latency
                      matmul_latency = grouped_matmul_latency for routed experts (grouped GEMMs)
                      k kernels, m of them matmul calls, a attention kernels timed by the table (else 0)
@@ -205,7 +206,8 @@ def term_seconds(
         timed_by_table = term.attention.kernels
     else:
         transfer = term.bytes / resource_bytes_per_s(rate, resource=term.resource)
-    compute = term.flop / rate.flop_per_s[term.compute_dtype]
+    peak = rate.flop_per_s[term.compute_dtype] if term.flop_per_s is None else term.flop_per_s
+    compute = term.flop / peak
     other_kernels = term.kernels - term.matmuls - timed_by_table
     matmul_latency_s = rate.grouped_matmul_latency_s if term.resource == "experts" else rate.matmul_latency_s
     overhead = (
@@ -280,11 +282,7 @@ def ledger_op(term: Term, *, rate: Rates, chunks: int, tokens: FloatArray) -> Op
     """Sum one term over the passes (prefill chunks, or the single decode step) into a ledger row."""
     transfer, compute, overhead = term_seconds(term, rate=rate, tokens=tokens)
     time_s = float(np.sum(np.maximum(transfer, compute) + overhead))
-    transfer_s, compute_s, overhead_s = (
-        float(np.sum(transfer)),
-        float(np.sum(compute)),
-        float(np.sum(overhead)),
-    )
+    transfer_s, compute_s, overhead_s = (float(np.sum(x)) for x in (transfer, compute, overhead))
     return Op(
         name=term.name,
         layers=term.layers,
@@ -302,14 +300,10 @@ def ledger_op(term: Term, *, rate: Rates, chunks: int, tokens: FloatArray) -> Op
     )
 
 
-def step_overhead_op(rate: Rates, *, passes: int, sequences: float = 0.0) -> Op:
-    """The fixed per-pass cost (sampling, scheduling, host sync) and the per-sequence cost.
-
-    Formula: passes * step_overhead_s + sequences * sequence_overhead_s  (sequences summed over passes)
-    """
-    overhead = passes * rate.step_overhead_s + sequences * rate.sequence_overhead_s
+def overhead_op(name: str, seconds: float) -> Op:
+    """A ledger row of pure overhead (no bytes, no FLOP)."""
     return Op(
-        name="step.overhead",
+        name=name,
         layers=0,
         kernels=0,
         bytes=0.0,
@@ -317,10 +311,27 @@ def step_overhead_op(rate: Rates, *, passes: int, sequences: float = 0.0) -> Op:
         compute_dtype="-",
         transfer_s=0.0,
         compute_s=0.0,
-        overhead_s=overhead,
-        time_s=overhead,
+        overhead_s=seconds,
+        time_s=seconds,
         bound="overhead",
     )
+
+
+def step_overhead_op(rate: Rates, *, passes: int, sequences: float = 0.0) -> Op:
+    """The fixed per-pass cost (sampling, scheduling, host sync) and the per-sequence cost.
+
+    Formula: passes * step_overhead_s + sequences * sequence_overhead_s  (sequences summed over passes)
+    """
+    return overhead_op("step.overhead", passes * rate.step_overhead_s + sequences * rate.sequence_overhead_s)
+
+
+def host_wait_op(terms: list[Term], *, rate: Rates, step: Step, floor_s: FloatArray) -> Op:
+    """Time the engine's eager launches run longer than the device work, summed over the passes.
+
+    Formula: wait = sum over passes of max(0, floor_s - (step_overhead_s + sum of term_time_s)).
+    """
+    device = rate.step_overhead_s + sum(term_time_s(t, rate=rate, tokens=step.tokens) for t in terms)
+    return overhead_op("host.wait", float(np.sum(np.maximum(floor_s - device, 0.0))))
 
 
 def assemble_ledger(
@@ -333,9 +344,15 @@ def assemble_ledger(
 ) -> Ledger:
     """Build a Ledger from a (possibly multi-chunk) pass; lengths = (batch, ctx_tokens, query_tokens)."""
     rate = rates(dep)
-    terms = opcost.step_terms(opcost.geometry(dep), step)
+    geo = opcost.geometry(dep)
+    terms = opcost.step_terms(geo, step)
+    if phase == "prefill":
+        terms = prefill.measured_prefill_terms(dep, geo, terms, tokens=step.tokens)
     ops = [ledger_op(t, rate=rate, chunks=chunks, tokens=step.tokens) for t in terms]
     ops.append(step_overhead_op(rate, passes=chunks, sequences=float(np.sum(step.sequences))))
+    floor = prefill.host_floor_s(dep, geo, tokens=step.tokens) if phase == "prefill" else None
+    if floor is not None:
+        ops.append(host_wait_op(terms, rate=rate, step=step, floor_s=floor))
     link = [t.name for t in terms if t.resource in links.COLLECTIVE_RESOURCES]
     return Ledger(
         phase=phase,
@@ -357,40 +374,6 @@ def decode_ledger(dep: Deployment, *, batch: int, ctx_tokens: int) -> Ledger:
     step = decode_step(dep, batch=np.asarray(float(batch)), ctx_tokens=np.asarray(float(ctx_tokens)))
     return assemble_ledger(
         dep, step=step, chunks=1, phase="decode", lengths=(batch, ctx_tokens, int(step.tokens))
-    )
-
-
-def prefill_chunks(prompt_tokens: int, *, max_prefill_tokens: int) -> tuple[list[int], list[int]]:
-    """(chunk lengths, prefix before each chunk) of a prompt split by max_prefill_tokens.
-
-    Formula: ceil(T / C) chunks of C tokens, the last one T - (chunks - 1) * C; prefix_i = i * C.
-    """
-    chunks = math.ceil(prompt_tokens / max_prefill_tokens)
-    lengths = [max_prefill_tokens] * (chunks - 1) + [prompt_tokens - (chunks - 1) * max_prefill_tokens]
-    prefixes = [i * max_prefill_tokens for i in range(chunks)]
-    return lengths, prefixes
-
-
-def prefill_step(dep: Deployment, *, prompt_tokens: int) -> Step:
-    """The passes of a chunked prefill of one prompt, one array element per chunk.
-
-    Formula per chunk i of c_i tokens after p_i prefix tokens: tokens = c_i, 1 sequence, cached = p_i,
-    attended = p_i + (c_i + 1) / 2 (causal), logits only for the last token; one MTP pass per chunk when on.
-    """
-    lengths, prefixes = prefill_chunks(prompt_tokens, max_prefill_tokens=dep.max_prefill_tokens)
-    tokens = np.asarray(lengths, dtype=np.float64)
-    prefix = np.asarray(prefixes, dtype=np.float64)
-    last = np.zeros_like(tokens)
-    last[-1] = 1.0
-    return Step(
-        tokens=tokens,
-        sequences=np.ones_like(tokens),
-        cached_tokens=prefix,
-        attended_tokens=prefix + (tokens + 1.0) / 2.0,
-        logits_tokens=last,
-        draft_runs=1 if dep.include_mtp else 0,
-        draft_tokens=tokens,
-        draft_logits=last,
     )
 
 
