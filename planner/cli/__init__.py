@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli import bench, calibrate, configs, models, perf, simulate
+from planner.cli import bench, calibrate, configs, layouts, models, perf, simulate
 from planner.cli.options import (
     DEFAULT_CTX,
     DEFAULT_ENGINE,
@@ -145,7 +145,7 @@ def cards_list(as_json: Annotated[bool, typer.Option("--json", help="Print as JS
 
 
 models.register(models_app)
-for _module in (perf, calibrate, configs, simulate, bench):
+for _module in (perf, calibrate, configs, simulate, bench, layouts):
     _module.register(app)
 
 

@@ -1,0 +1,123 @@
+"""`kvplan layout`: the best tp x dp x ep x pp layouts for a device budget under SLOs (planner/perf/
+layout_search.py). Parse -> search -> format; numpy-backed imports are deferred so `kvplan --help` stays
+instant."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from planner import units
+from planner.cli.options import (
+    DEFAULT_CTX,
+    DEFAULT_ENGINE,
+    CtxOpt,
+    EngineOpt,
+    JsonOpt,
+    ModelOpt,
+    fail,
+    ms_to_s,
+    plan_options,
+    plan_request,
+    positive,
+    print_json,
+    with_options,
+)
+from planner.errors import DoesNotFitError, KvplanError, PlanInputError
+
+if TYPE_CHECKING:
+    from planner.perf.layout_search import LayoutSearch
+
+BudgetOpt = Annotated[int, typer.Option(help="Devices available (the budget the layouts fill).")]
+TopOpt = Annotated[int, typer.Option(help="Layouts to show, best first.")]
+MsOpt = Annotated[float | None, typer.Option(help="SLO in ms (None: unconstrained).")]
+
+
+@with_options(plan_options)
+def layout_command(
+    model: ModelOpt,
+    budget_devices: BudgetOpt,
+    ctx_len: CtxOpt = DEFAULT_CTX,
+    engine: EngineOpt = DEFAULT_ENGINE,
+    tpot_ms: MsOpt = None,
+    ttft_ms: MsOpt = None,
+    min_user_tps: Annotated[float | None, typer.Option(help="SLO: min tokens/s per user.")] = None,
+    top: TopOpt = 10,
+    as_json: JsonOpt = False,
+    **flags: object,
+) -> None:
+    """Rank parallel layouts (tp, dp, ep, pp) by tokens/s per device within --budget-devices under SLOs."""
+    from planner import inputs
+    from planner.deployment import MAX_DEGREE
+    from planner.perf import layout_search, plan
+
+    request = plan_request({**flags, "model": model, "ctx_len": ctx_len, "engine": engine})
+    try:
+        if not 1 <= budget_devices <= MAX_DEGREE or not 1 <= top <= MAX_DEGREE:
+            flag, value = ("--budget-devices", budget_devices) if top >= 1 else ("--top", top)
+            raise PlanInputError(f"{flag}: out of range (got {value}, expected 1..{MAX_DEGREE})")
+        dep = inputs.to_deployment(request)
+        slo = plan.ServiceLevels(
+            tpot_s=ms_to_s(tpot_ms, "--tpot-ms"),
+            ttft_s=ms_to_s(ttft_ms, "--ttft-ms"),
+            min_user_tokens_per_s=positive(min_user_tps, "--min-user-tps"),
+        )
+        result = layout_search.search_layouts(dep, budget=budget_devices, slo=slo)
+        if not result.candidates:
+            raise DoesNotFitError(
+                f"--budget-devices: no layout of {dep.model.id} on up to {budget_devices} {dep.hardware.id} "
+                f"devices fits and meets the SLOs (got {result.tried} layouts tried, expected at least one); "
+                f"try more devices, a smaller --dtype, a shorter --ctx or looser SLOs"
+            )
+    except KvplanError as exc:
+        fail(exc)
+    shown = result.model_copy(update={"candidates": result.candidates[:top]})
+    if as_json:
+        print_json(shown.model_dump(mode="json"))
+        return
+    print_search(shown)
+
+
+def print_search(result: LayoutSearch) -> None:
+    """The ranked layouts as a table."""
+    from rich.table import Table
+
+    from planner.cli.render import console
+
+    table = Table(
+        title=f"Layouts within {result.budget_devices} devices, best tokens/s per device first "
+        f"({len(result.candidates)} shown of those that fit; {result.tried} tried)",
+        header_style="bold",
+    )
+    for column in (
+        "tp",
+        "dp",
+        "ep",
+        "pp",
+        "devices",
+        "replicas",
+        "batch",
+        "TPOT",
+        "TTFT",
+        "tok/s",
+        "tok/s/dev",
+    ):
+        table.add_column(column, justify="right")
+    table.add_column("bound by")
+    for c in result.candidates:
+        table.add_row(
+            *map(str, (c.tp, c.dp, c.ep, c.pp, c.devices, c.replicas, c.max_batch_size)),
+            units.fmt_ms(c.tpot_s),
+            units.fmt_ms(c.ttft_s),
+            units.fmt_tokens_per_s(c.tokens_per_s),
+            units.fmt_tokens_per_s(c.tokens_per_s_per_device),
+            c.binding_constraint,
+        )
+    console.print(table)
+    console.print("batch = the instance's sequences (all DP groups); replicas = instances the budget holds")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `kvplan layout` to the app."""
+    app.command("layout")(layout_command)
