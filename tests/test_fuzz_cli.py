@@ -67,6 +67,7 @@ BASES: dict[str, list[str]] = {
         "config.json",
     ],
     "vllm": ["vllm", "--model", "qwen3-8b"],
+    "layout": ["layout", "--model", "qwen3-8b", "--budget-devices", "2"],
     "models": ["models"],
     "models import": ["models", "import", GOOD_HF],
     "bench": ["bench"],
