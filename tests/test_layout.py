@@ -30,6 +30,8 @@ NIGHTLY_A3 = [
     ("qwen3-235b-a22b", "bf16", (8, 2, 16), 32, 3500 + 1500, 8192, 0),
     # DeepSeek-R1-0528 W8A8, tp8 dp2 EP16, MTP 1 (DeepSeek-R1-0528-W8A8.yaml: max_num_seqs 16)
     ("deepseek-r1", "int8", (8, 2, 16), 16, 3500 + 1500, 4096, 1),
+    # Qwen3.5-397B-A17B W8A8, tp16 EP16, MTP 3 (Qwen3.5-397B-A17B-W8A8-mtp-A3.yaml: max_num_seqs 32)
+    ("qwen3.5-397b-a17b", "int8", (16, 1, 16), 32, 3500 + 1500, 16384, 3),
 ]
 
 
