@@ -69,6 +69,18 @@ def _exists_error(path: Path) -> OutputExistsError:
     )
 
 
+def check_new(targets: dict[str, Path | None], *, force: bool) -> None:
+    """Before slow work: the output files (flag -> path) are distinct and, force off, none exists yet
+    (write_atomic checks again; this only spares a long run and a half-written set of outputs)."""
+    given = {flag: path for flag, path in targets.items() if path is not None}
+    seen: dict[Path, str] = {}
+    for flag, path in given.items():
+        if (first := seen.setdefault(path.resolve(), flag)) != flag:
+            raise PlanInputError(f"{flag}: same file as {first} (got {path}, expected another path)")
+        if not force and os.path.lexists(path):
+            raise _exists_error(path)
+
+
 def _link_new(temp: Path, path: Path) -> None:
     """Give `temp` the name `path` only if that name is free (hard link: atomic no-clobber)."""
     try:

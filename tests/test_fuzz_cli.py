@@ -74,7 +74,7 @@ BASES: dict[str, list[str]] = {
     "bench import": ["bench", "import", GOOD_RESULT, "-m", "qwen3-8b", "--card", "ascend-910b3"],
 }
 # Flags whose value is a file kvplan writes: only names inside the example's own directory, never /dev/*.
-OUTPUT_FLAGS = {"--out", "-o", "--raw"}
+OUTPUT_FLAGS = {"--out", "-o", "--raw", "--timeline-out"}
 # calibrate without --from-bench runs minutes of microbenchmarks: that flag only ever gets a file.
 NEVER_EMPTY = {("calibrate", "--from-bench")}
 TOKEN_FLAG = re.compile(r"tokens|ctx|batch|concurrency|block-size|mtp$|tp$")
@@ -415,6 +415,32 @@ def mindie_log(draw: st.DrawFn) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
 
 
+@st.composite
+def trace_csv(draw: st.DrawFn) -> bytes:
+    """A `simulate --trace` CSV: a few good rows, 0-2 cells of each replaced by hostile text."""
+    cells = st.one_of(
+        st.sampled_from([*NUMBER_TEXT, "1e300", "-1e-300"]),
+        st.text(max_size=6).filter(lambda s: "," not in s and "\n" not in s),
+    )
+    rows = []
+    for i in range(draw(st.integers(0, 6))):
+        fields = [f"{0.5 * i:g}", str(64 * (i + 1)), str(8 * (i + 1))]
+        for _ in range(draw(st.integers(0, 2))):
+            fields[draw(st.integers(0, 2))] = draw(cells)
+        rows.append(",".join(fields) + "\n")
+    header = corpus.TRACE_HEADER if draw(st.integers(0, 5)) else "arrival_s,input_tokens\n"
+    return (header + "".join(rows)).encode("utf-8", "surrogatepass")
+
+
+@st.composite
+def length_list(draw: st.DrawFn) -> bytes:
+    """An `--input-tokens empirical:FILE` list: one token count per line, some hostile."""
+    lines = draw(
+        st.lists(st.one_of(st.sampled_from([*NUMBER_TEXT, "128", "# c"]), st.text(max_size=5)), max_size=6)
+    )
+    return "\n".join(lines).encode("utf-8", "surrogatepass")
+
+
 FILE_TARGETS: dict[str, tuple[str, Any]] = {
     # name: (file name, strategy); the command lines are in file_commands()
     "model card": ("card.yaml", mutated_bytes(_card_base(), _yaml_dump)),
@@ -423,6 +449,8 @@ FILE_TARGETS: dict[str, tuple[str, Any]] = {
     "hf config.json": ("config.json", mutated_bytes(corpus._hf_base(), _json_dump)),
     "mindie base": ("base.json", mutated_bytes(corpus._mindie_base(), _json_dump)),
     "mindie log": ("mindie.log", mindie_log()),
+    "simulate trace": ("trace.csv", trace_csv()),
+    "empirical lengths": ("lengths.txt", length_list()),
 }
 
 
@@ -444,6 +472,35 @@ def file_commands(target: str, path: str) -> list[list[str]]:
         "mindie base": [
             ["mindie", "--model", "qwen3-8b", "--base", path, "--out", "config.json", "--json"],
             ["mindie", "--model", "qwen3-8b", "--base", path, "--mtp", "1"],
+        ],
+        "simulate trace": [
+            ["simulate", "-m", "qwen3-8b", "--trace", path, "--json"],
+            ["simulate", "-m", "qwen3-8b", "--trace", path, "--pd", "1:1", "--out", "r.csv"],
+        ],
+        "empirical lengths": [
+            [
+                "simulate",
+                "-m",
+                "qwen3-8b",
+                "--rate",
+                "2",
+                "--requests",
+                "50",
+                "--input-tokens",
+                f"empirical:{path}",
+            ],
+            [
+                "simulate",
+                "-m",
+                "qwen3-8b",
+                "--concurrency",
+                "4",
+                "--requests",
+                "50",
+                "--output-tokens",
+                f"empirical:{path}",
+                "--json",
+            ],
         ],
         "mindie log": [
             ["mindie", "--model", "qwen3-8b", "--weights-path", "/w", "--from-log", path, "--json"],

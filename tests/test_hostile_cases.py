@@ -438,3 +438,141 @@ def test_dashboard_config_is_what_streamlit_reads() -> None:
     ).stdout
     assert re.search(r'^address = "(localhost|127\.0\.0\.1)"', shown, re.M), shown[-2000:]
     assert re.search(r'^showErrorDetails = (false|"none")', shown, re.M), shown[-2000:]
+
+
+# --- new surface (2026-12-01 afternoon): simulate, traces, layouts, serve -------------------------------
+
+SIM = ["simulate", "-m", "qwen3-8b", "--requests", "50"]
+
+
+@pytest.mark.parametrize(
+    ("rel", "codes", "names"),
+    [
+        ("traces/trace-empty.csv", {2}, ("trace-empty.csv",)),
+        ("traces/trace-header-only.csv", {2}, ("trace-header-only.csv",)),
+        ("traces/trace-bad-header.csv", {2}, ("trace-bad-header.csv", "header")),
+        ("traces/trace-bom.csv", {0, 2}, ("trace-bom.csv",)),
+        ("traces/trace-negative-time.csv", {2}, ("trace-negative-time.csv", "-1")),
+        ("traces/trace-nan-time.csv", {2}, ("trace-nan-time.csv", "nan")),
+        ("traces/trace-inf-tokens.csv", {2}, ("trace-inf-tokens.csv", "inf")),
+        ("traces/trace-zero-tokens.csv", {2}, ("trace-zero-tokens.csv",)),
+        ("traces/trace-fraction-tokens.csv", {2}, ("trace-fraction-tokens.csv", "10.5")),
+        ("traces/trace-400-digits.csv", {2}, ("trace-400-digits.csv",)),
+        # cause: the longest request fed --max-prefill-tokens' range check, which named a flag not given
+        ("traces/trace-tokens-over-limit.csv", {2}, ("--input-tokens + --output-tokens", "1073741824")),
+        ("traces/trace-time-1e300.csv", {0, 2, 3}, ("trace-time-1e300.csv",)),
+        ("traces/trace-unsorted.csv", {0}, ()),
+        ("traces/trace-short-row.csv", {2}, ("trace-short-row.csv",)),
+        ("traces/trace-nul-bytes.csv", {2}, ("trace-nul-bytes.csv",)),
+        ("traces/trace-non-utf8.csv", {2}, ("trace-non-utf8.csv", "UTF-8")),
+        ("traces/trace-unclosed-quote.csv", {2}, ("trace-unclosed-quote.csv",)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_sim_malformed_traces(tmp_path: Path, rel: str, codes: set[int], names) -> None:
+    run = run_kvplan(["simulate", "-m", "qwen3-8b", "--trace", str(H / rel), "--json"], cwd=tmp_path)
+    check(run, codes=codes, names=names)
+
+
+@pytest.mark.parametrize(
+    ("rel", "codes"),
+    [
+        ("traces/lengths-superscript-digit.txt", {2}),  # cause: str.isdigit() took '²', int() raised
+        ("traces/lengths-arabic-digits.txt", {2}),
+        ("traces/lengths-zero.txt", {2}),
+        ("traces/lengths-400-digits.txt", {2}),
+        ("traces/lengths-empty.txt", {2}),
+        ("traces/lengths-non-utf8.txt", {2}),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_sim_malformed_empirical_lengths(tmp_path: Path, rel: str, codes: set[int]) -> None:
+    run = run_kvplan([*SIM, "--rate", "2", "--input-tokens", f"empirical:{H / rel}"], cwd=tmp_path)
+    check(run, codes=codes, names=("--input-tokens", Path(rel).name))
+
+
+def test_sim_trace_over_request_limit_is_refused_quickly(tmp_path: Path, large: dict[str, Path]) -> None:
+    """Cause: every row of a 10^6-row trace was parsed before the row count was checked (15 s)."""
+    run = run_kvplan(
+        ["simulate", "-m", "qwen3-8b", "--trace", str(large["trace-300k-rows.csv"])], cwd=tmp_path
+    )
+    check(run, codes={2}, names=("--trace", "200000"))
+
+
+@pytest.mark.parametrize(
+    ("args", "codes", "names"),
+    [
+        # cause: no bound on simulated work; 2.6e10 tokens ran for minutes
+        (
+            [*SIM, "--concurrency", "100000", "--requests", "200000", "--output-tokens", "128k"],
+            {2},
+            ("tokens",),
+        ),
+        (
+            [*SIM, "--rate", "2", "--requests", "200000", "--input-tokens", "128k", "--max-batch", "1"],
+            {2},
+            (),
+        ),
+        # cause: one prefill step per token and request (vLLM budget 1): ~10^6 engine steps per 100 requests
+        (
+            [
+                *SIM,
+                "--rate",
+                "2",
+                "--requests",
+                "150",
+                "--engine",
+                "vllm",
+                "--max-batched-tokens",
+                "1",
+                "--max-batch",
+                "1",
+                "--input-tokens",
+                "8k",
+            ],
+            {2},
+            ("engine steps",),
+        ),
+        ([*SIM, "--rate", "1e300"], {2}, ("--rate",)),
+        ([*SIM, "--rate", "nan"], {2}, ("--rate", "nan")),
+        ([*SIM, "--rate", "0"], {2}, ("--rate",)),
+        ([*SIM, "--requests", "999999999999", "--rate", "2"], {2}, ("--requests",)),
+        ([*SIM, "--rate", "2", "--pd", "0:0"], {2}, ("--pd", "0:0")),
+        ([*SIM, "--rate", "2", "--pd", "1000:1000"], {2}, ("--pd", "1000:1000")),
+        ([*SIM, "--rate", "2", "--input-tokens", "1024m", "--json"], {2}, ("--input-tokens",)),
+        (
+            ["serve", "-m", "qwen3-8b", "--input-tokens", "1024m", "--output-tokens", "1024m"],
+            {2},
+            ("--input-tokens", "--output-tokens"),
+        ),
+        (
+            [*BASE, "--ep", "1000", "--model", "deepseek-v3", "--card", "ascend-910c", "--tp", "16"],
+            {2},
+            ("--ep",),
+        ),
+        (
+            ["vllm", "--model", "deepseek-v3", "--card", "ascend-910c", "--tp", "16", "--pp", "1000"],
+            {2},
+            ("--pp",),
+        ),
+        ([*BASE, "--nodes", "1000000000"], {2}, ("--nodes",)),
+        ([*BASE, "--dp", "0"], {2}, ("--dp",)),
+    ],
+    ids=case_id,
+)
+def test_sim_and_layout_bounds(tmp_path: Path, args, codes, names) -> None:
+    check(run_kvplan(args, cwd=tmp_path), codes=codes, names=names)
+
+
+def test_sim_outputs_checked_before_running(tmp_path: Path) -> None:
+    """Cause: --out was written, then --timeline-out (same file, or an existing one) failed: half the
+    outputs on disk with exit 2; with --force the timeline replaced the records."""
+    run = run_kvplan(
+        [*SIM, "--rate", "2", "--out", "same.csv", "--timeline-out", "./same.csv", "--force"], cwd=tmp_path
+    )
+    check(run, codes={2}, names=("--timeline-out", "--out"))
+    (tmp_path / "old.csv").write_text("keep\n")
+    run = run_kvplan([*SIM, "--rate", "2", "--out", "new.csv", "--timeline-out", "old.csv"], cwd=tmp_path)
+    check(run, codes={2}, names=("old.csv",))
+    assert not (tmp_path / "same.csv").exists() and not (tmp_path / "new.csv").exists()
+    assert (tmp_path / "old.csv").read_text() == "keep\n"

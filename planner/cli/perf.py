@@ -292,6 +292,7 @@ def serve_command(
     try:
         prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
         output = inputs.parse_ctx(output_tokens, flag="--output-tokens")
+        inputs.parse_ctx(str(prompt + output), flag="--input-tokens + --output-tokens")
         if arrivals not in ARRIVALS:
             raise PlanInputError(f"--arrivals: unknown mode (got {arrivals!r}, expected waves or staggered)")
         request = plan_request(locals(), ctx=str(prompt + output))

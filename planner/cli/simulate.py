@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from planner import units
+from planner import atomic, units
 from planner.cli.options import (
     DEFAULT_CARD,
     DEFAULT_DTYPE,
@@ -144,8 +144,6 @@ def timeline_csv(result: SimResult) -> str:
 
 def write_outputs(result: SimResult, *, records: Path | None, timeline: Path | None, force: bool) -> None:
     """--out and --timeline-out, each atomic and never over an existing file without --force."""
-    from planner import atomic
-
     if records is not None:
         atomic.write_atomic(records, records_csv(result), force=force)
     if timeline is not None:
@@ -235,6 +233,7 @@ def simulate_command(
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = locals()
     try:
+        atomic.check_new({"--out": out, "--timeline-out": timeline_out}, force=force)
         if search is not None:
             from planner.cli import simsearch
 
@@ -261,6 +260,11 @@ def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[st
     from planner.sim import config
 
     longest = int((work.input_tokens + work.output_tokens).max())
+    if longest > units.MAX_TOKENS:
+        raise PlanInputError(
+            f"--input-tokens + --output-tokens: longest request too long (got {longest}, "
+            f"expected <= {units.MAX_TOKENS})"
+        )
     prefill = flags["max_prefill_tokens"] or max(longest, config.DEFAULT_MAX_PREFILL_TOKENS)
     request = plan_request(flags, ctx=str(longest), batch=None, max_prefill_tokens=prefill)
     return inputs.to_deployment(request), scheduler_knobs(flags)

@@ -24,6 +24,9 @@ from planner.sim.engine import Engine
 from planner.sim.metrics import Percentiles, Records, Throughput, Timeline
 from planner.sim.workload import Workload
 
+MAX_SIM_TOKENS = 2_000_000_000  # prompt + output tokens per simulated instance (~3 s of simulation)
+MAX_ENGINE_LOOPS = 1_000_000  # engine iterations per instance: ~5x the most --requests allows (~20-40 s)
+
 ASSUMPTIONS = (
     "step times: the planner's roofline ledger for this card/profile/engine (measured coefficients when "
     "calibrated), interpolated on a (batch, ctx) / (tokens, attended) grid",
@@ -115,6 +118,24 @@ def build_table(dep: Deployment, cfg: SchedulerConfig, workload: Workload) -> st
     )
 
 
+def check_work(loops: int, workload: Workload) -> int:
+    """`loops` (engine iterations so far) if within MAX_ENGINE_LOOPS and the workload's token total within
+    MAX_SIM_TOKENS (tokens = sum of prompt + output tokens); else PlanInputError (bounded run time)."""
+    if loops == 1:
+        tokens = int(np.sum(workload.input_tokens)) + int(np.sum(workload.output_tokens))
+        if tokens > MAX_SIM_TOKENS:
+            raise PlanInputError(
+                f"--requests/--input-tokens/--output-tokens: too much to simulate (got {tokens:.3g} "
+                f"tokens in {workload.requests} requests, expected <= {MAX_SIM_TOKENS:.3g})"
+            )
+    if loops > MAX_ENGINE_LOOPS:
+        raise PlanInputError(
+            f"--requests: the simulation needs more than {MAX_ENGINE_LOOPS} engine steps (got "
+            f"{workload.requests} requests; expected fewer, shorter ones or larger batch/token limits)"
+        )
+    return loops
+
+
 def run_engine(cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload) -> Engine:
     """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users)."""
     count = workload.requests
@@ -127,7 +148,9 @@ def run_engine(cfg: SchedulerConfig, table: steptable.StepTable, workload: Workl
         cfg, table, requests=(workload.input_tokens.tolist(), workload.output_tokens.tolist(), arrivals)
     )
     eng.issued = users
+    loops = 0
     while eng.finished < count:
+        loops = check_work(loops + 1, workload)
         eng.admit_arrivals()
         eng.record()
         if not (eng.running or eng.waiting or eng.prefilling):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,7 +115,7 @@ def read_lengths(path: Path, *, flag: str) -> tuple[int, ...]:
         item = line.split("#")[0].strip()
         if not item:
             continue
-        if not item.isdigit() or int(item) < 1 or int(item) > units.MAX_TOKENS:
+        if not (item.isascii() and item.isdigit()) or int(item) < 1 or int(item) > units.MAX_TOKENS:
             raise DataFileError(
                 f"{flag} {path}:{number}: not a token count "
                 f"(got {item[:40]!r}, expected 1..{units.MAX_TOKENS})"
@@ -156,16 +157,18 @@ def synthetic(
 def read_trace(path: Path, *, flag: str = "--trace") -> Workload:
     """A trace CSV with header arrival_s,input_tokens,output_tokens; rows sorted by arrival on return."""
     text = readers.read_text_capped(path, flag=flag, limit_bytes=MAX_TRACE_BYTES)
-    rows = list(csv.reader(io.StringIO(text)))
-    header = [cell.strip() for cell in rows[0]] if rows else []
+    rows = csv.reader(io.StringIO(text))
+    header = [cell.strip() for cell in next(rows, [])]
     if tuple(header[:3]) != TRACE_COLUMNS:
         raise DataFileError(
             f"{flag} {path}: bad header (got {','.join(header)[:80]!r}, expected {','.join(TRACE_COLUMNS)})"
         )
-    body = [row for row in rows[1:] if any(cell.strip() for cell in row)]
+    filled = (row for row in rows if any(cell.strip() for cell in row))
+    body = list(itertools.islice(filled, MAX_REQUESTS + 1))  # parse no further than one row too many
     if not body or len(body) > MAX_REQUESTS:
+        got = "more than " * (len(body) > MAX_REQUESTS) + str(min(len(body), MAX_REQUESTS))
         raise DataFileError(
-            f"{flag} {path}: expected 1..{MAX_REQUESTS} requests (got {len(body)} rows after the header)"
+            f"{flag} {path}: expected 1..{MAX_REQUESTS} requests (got {got} rows after the header)"
         )
     table = np.array([_trace_row(row, where=f"{flag} {path}:{i + 2}") for i, row in enumerate(body)])
     order = np.argsort(table[:, 0], kind="stable")

@@ -5,7 +5,8 @@ repository's own data files (so they stay in step with the schema). Large files 
 over the size limit, 10^5-deep JSON) are never committed: `write_large(dir)` makes them at test time.
 Kinds: modelcards/ (card YAML for --model), profiles/ (hardware YAML for --card), bench/ (CSV for validate
 and calibrate --from-bench), hfconfigs/ (config.json for models import), mindie-base/ (config.json for
-mindie --base), mindie-logs/ (for mindie --from-log).
+mindie --base), mindie-logs/ (for mindie --from-log), traces/ (`simulate --trace` CSVs and
+`--input-tokens empirical:FILE` length lists).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-KINDS = ("modelcards", "profiles", "bench", "hfconfigs", "mindie-base", "mindie-logs")
+KINDS = ("modelcards", "profiles", "bench", "hfconfigs", "mindie-base", "mindie-logs", "traces")
 BIG_DIGITS = "9" * 400  # a 400-digit integer: int() takes it, float() and C code overflow
 DEEP = 100_000  # nesting depth that overflows any recursive parser
 
@@ -272,6 +273,42 @@ def mindie_logs() -> dict[str, bytes]:
     }
 
 
+TRACE_HEADER = "arrival_s,input_tokens,output_tokens\n"
+
+
+def traces() -> dict[str, bytes]:
+    """`simulate --trace` CSVs (trace-*.csv) and `empirical:FILE` token-length lists (lengths-*.txt)."""
+
+    def trace(*rows: str) -> bytes:
+        return (TRACE_HEADER + "".join(row + "\n" for row in rows)).encode()
+
+    return {
+        "trace-empty.csv": b"",
+        "trace-header-only.csv": trace(),
+        "trace-bad-header.csv": b"time,in,out\n0,10,10\n",
+        "trace-bom.csv": b"\xef\xbb\xbf" + trace("0,10,10"),
+        "trace-negative-time.csv": trace("-1,100,10"),
+        "trace-nan-time.csv": trace("nan,100,10"),
+        "trace-inf-tokens.csv": trace("0,inf,10"),
+        "trace-zero-tokens.csv": trace("0,0,10"),
+        "trace-fraction-tokens.csv": trace("0,10.5,10"),
+        "trace-400-digits.csv": trace(f"0,{BIG_DIGITS},10"),
+        "trace-tokens-over-limit.csv": trace("0,1073741824,1073741824"),
+        "trace-time-1e300.csv": trace("0,100,10", "1e300,100,10"),
+        "trace-unsorted.csv": trace("5,100,10", "1,100,10", "3,10,5"),
+        "trace-short-row.csv": trace("0,10,10", "0"),
+        "trace-nul-bytes.csv": trace("0,1\x0000,10"),
+        "trace-non-utf8.csv": TRACE_HEADER.encode() + b"0,\xff\xfe,10\n",
+        "trace-unclosed-quote.csv": trace('"0,10,10'),
+        "lengths-superscript-digit.txt": "\u00b2\n".encode(),
+        "lengths-arabic-digits.txt": "\u0661\u0662\n".encode(),
+        "lengths-zero.txt": b"0\n",
+        "lengths-400-digits.txt": (BIG_DIGITS + "\n").encode(),
+        "lengths-empty.txt": b"# only a comment\n",
+        "lengths-non-utf8.txt": b"12\n\xff\n",
+    }
+
+
 def build() -> dict[str, bytes]:
     """Every committed corpus file, keyed by its path relative to tests/hostile/."""
     groups = {
@@ -281,6 +318,7 @@ def build() -> dict[str, bytes]:
         "hfconfigs": hf_configs(),
         "mindie-base": mindie_bases(),
         "mindie-logs": mindie_logs(),
+        "traces": traces(),
     }
     return {f"{kind}/{name}": data for kind, files in groups.items() for name, data in files.items()}
 
@@ -309,6 +347,7 @@ def write_large(directory: Path) -> dict[str, Path]:
     put("mindie-base-11MiB.json", _json(_mindie_base())[:-1] + pad + b"}")
     put("mindie-log-11MiB.log", (LOG_PREFIX + "x" * 1000 + "\n").encode() * (11 * 2**10))
     put("model-card-11MiB.yaml", (REPO / "modelcards" / "qwen3-8b.yaml").read_bytes() + b"#" * (11 * 2**20))
+    put("trace-300k-rows.csv", (TRACE_HEADER + "0.5,10,10\n" * 300_000).encode())  # > 200000 requests
     return paths
 
 
