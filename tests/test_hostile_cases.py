@@ -513,7 +513,7 @@ def test_sim_trace_over_request_limit_is_refused_quickly(tmp_path: Path, large: 
             {2},
             (),
         ),
-        # cause: one prefill step per token and request (vLLM budget 1): ~10^6 engine steps per 100 requests
+        # cause: one prefill pass per token (vLLM budget 1): 1.2e6 passes, minutes; now refused before running
         (
             [
                 *SIM,
@@ -576,3 +576,31 @@ def test_sim_outputs_checked_before_running(tmp_path: Path) -> None:
     check(run, codes={2}, names=("old.csv",))
     assert not (tmp_path / "same.csv").exists() and not (tmp_path / "new.csv").exists()
     assert (tmp_path / "old.csv").read_text() == "keep\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "codes", "names"),
+    [
+        # cause: Deployment's pydantic bounds (tp <= 64, mtp <= 8) escaped as a ValidationError traceback
+        ("serving-tp-1e8.csv", {2}, ("serving-tp-1e8.csv:2", "tp", "100000000")),
+        ("serving-mtp-99.csv", {2}, ("serving-mtp-99.csv:2", "mtp", "99")),
+        ("serving-concurrency-1e11.csv", {0, 2}, ("serving-concurrency-1e11.csv",)),
+        ("serving-dp-1e9.csv", {0, 2}, ("serving-dp-1e9.csv",)),
+        ("serving-tps-nan.csv", {2}, ("serving-tps-nan.csv:2",)),
+        ("serving-tps-1e-320.csv", {2}, ("serving-tps-1e-320.csv:2",)),
+        ("serving-concurrency-zero.csv", {2}, ("serving-concurrency-zero.csv:2",)),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+@pytest.mark.parametrize("command", ["validate", "calibrate"])
+def test_serving_bench_rows(tmp_path: Path, command: str, name: str, codes: set[int], names) -> None:
+    path = str(H / "bench" / name)
+    args = (
+        ["validate", path, "--card", "ascend-950pr"]
+        if command == "validate"
+        else ["calibrate", "--card", "ascend-950pr", "--from-bench", path, "--out", "fit.yaml"]
+    )
+    run = run_kvplan(args, cwd=tmp_path)
+    check(run, codes=codes, names=names)
+    if command == "calibrate" and run.returncode == 0:
+        assert not re.search(r"\.nan|\.inf", (tmp_path / "fit.yaml").read_text(), re.I)

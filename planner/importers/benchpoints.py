@@ -24,6 +24,8 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from planner import catalog, readers, units
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
@@ -306,6 +308,15 @@ def catalogue_model(name: str) -> tuple[ModelCard, str | None]:
         raise
 
 
+def row_error(where: str, exc: ValidationError) -> DataFileError:
+    """One line for a row a schema refused: the row, the first failing field, its limit and the value."""
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"])
+    value = first.get("input")
+    got = f" (got {value!r})" if isinstance(value, (int, float, str)) else ""
+    return DataFileError(f"{where}: {field}: {first['msg'].removeprefix('Value error, ')}{got}")
+
+
 def deployment_for(
     point: BenchPoint, *, hardware: HardwareProfile | None = None, calibrated: bool = True
 ) -> Deployment:
@@ -327,3 +338,5 @@ def deployment_for(
         )
     except KvplanError as exc:
         raise DataFileError(f"{point.where}: {exc}") from exc
+    except ValidationError as exc:
+        raise row_error(point.where, exc) from exc

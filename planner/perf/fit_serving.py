@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import ValidationError
 
 from planner import capacity, catalog, inputs
 from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.errors import DataFileError, KvplanError
-from planner.importers.benchpoints import ServingPoint, catalogue_model
+from planner.importers.benchpoints import ServingPoint, catalogue_model, row_error
 from planner.perf import closed_loop
 from planner.perf.fit_features import FeatureTimer
 from planner.schema import HardwareProfile, PerfCoefficients
@@ -67,6 +68,8 @@ def serving_deployment(
         )
     except KvplanError as exc:
         raise DataFileError(f"{point.where}: {exc}") from exc
+    except ValidationError as exc:
+        raise row_error(point.where, exc) from exc
 
 
 def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.BenchRun]:

@@ -118,9 +118,10 @@ def build_table(dep: Deployment, cfg: SchedulerConfig, workload: Workload) -> st
     )
 
 
-def check_work(loops: int, workload: Workload) -> int:
-    """`loops` (engine iterations so far) if within MAX_ENGINE_LOOPS and the workload's token total within
-    MAX_SIM_TOKENS (tokens = sum of prompt + output tokens); else PlanInputError (bounded run time)."""
+def check_work(loops: int, cfg: SchedulerConfig, workload: Workload) -> int:
+    """`loops` (engine iterations so far) if within MAX_ENGINE_LOOPS, else PlanInputError (bounded time).
+    On the first loop, before any work: prompt + output tokens <= MAX_SIM_TOKENS and the prefill passes
+    the prompts need at least (sum of prompt tokens / tokens per pass) <= MAX_ENGINE_LOOPS."""
     if loops == 1:
         tokens = int(np.sum(workload.input_tokens)) + int(np.sum(workload.output_tokens))
         if tokens > MAX_SIM_TOKENS:
@@ -128,7 +129,9 @@ def check_work(loops: int, workload: Workload) -> int:
                 f"--requests/--input-tokens/--output-tokens: too much to simulate (got {tokens:.3g} "
                 f"tokens in {workload.requests} requests, expected <= {MAX_SIM_TOKENS:.3g})"
             )
-    if loops > MAX_ENGINE_LOOPS:
+    per_pass = cfg.max_batched_tokens if cfg.scheduler == "vllm" else cfg.max_prefill_tokens
+    needed = loops if loops > 1 else int(np.sum(workload.input_tokens)) // per_pass
+    if needed > MAX_ENGINE_LOOPS:
         raise PlanInputError(
             f"--requests: the simulation needs more than {MAX_ENGINE_LOOPS} engine steps (got "
             f"{workload.requests} requests; expected fewer, shorter ones or larger batch/token limits)"
@@ -150,7 +153,7 @@ def run_engine(cfg: SchedulerConfig, table: steptable.StepTable, workload: Workl
     eng.issued = users
     loops = 0
     while eng.finished < count:
-        loops = check_work(loops + 1, workload)
+        loops = check_work(loops + 1, cfg, workload)
         eng.admit_arrivals()
         eng.record()
         if not (eng.running or eng.waiting or eng.prefilling):

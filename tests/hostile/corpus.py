@@ -273,6 +273,35 @@ def mindie_logs() -> dict[str, bytes]:
     }
 
 
+SERVING_HEADER = (
+    "model,card,dtype,kv_dtype,tp,engine,concurrency,input_tokens,output_tokens,output_tokens_per_s,mtp,dp\n"
+)
+
+
+def serving_row(
+    *, tp: str = "1", concurrency: str = "8", mtp: str = "", dp: str = "", tps: str = "500"
+) -> str:
+    return f"qwen3-8b,ascend-950pr,bf16,,{tp},vllm,{concurrency},1024,256,{tps},{mtp},{dp}\n"
+
+
+def serving_bench() -> dict[str, bytes]:
+    """Serving-level bench rows (output_tokens_per_s) for validate / calibrate --from-bench."""
+    good = serving_row(concurrency="16", tps="900")
+
+    def two(row: str) -> bytes:
+        return (SERVING_HEADER + row + good).encode()
+
+    return {
+        "serving-tp-1e8.csv": two(serving_row(tp="100000000")),
+        "serving-mtp-99.csv": two(serving_row(mtp="99")),
+        "serving-concurrency-1e11.csv": two(serving_row(concurrency="100000000000")),
+        "serving-dp-1e9.csv": two(serving_row(dp="1000000000")),
+        "serving-tps-nan.csv": two(serving_row(tps="nan")),
+        "serving-tps-1e-320.csv": two(serving_row(tps="1e-320")),
+        "serving-concurrency-zero.csv": two(serving_row(concurrency="0")),
+    }
+
+
 TRACE_HEADER = "arrival_s,input_tokens,output_tokens\n"
 
 
@@ -314,7 +343,7 @@ def build() -> dict[str, bytes]:
     groups = {
         "modelcards": model_cards(),
         "profiles": profiles(),
-        "bench": bench(),
+        "bench": {**bench(), **serving_bench()},
         "hfconfigs": hf_configs(),
         "mindie-base": mindie_bases(),
         "mindie-logs": mindie_logs(),
