@@ -415,6 +415,12 @@ def mindie_log(draw: st.DrawFn) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
 
 
+def _vllm_result_base() -> dict[str, Any]:
+    return json.loads(
+        (Path(__file__).parent / "fixtures" / "bench_results" / "vllm_bench_serve.json").read_text()
+    )
+
+
 @st.composite
 def trace_csv(draw: st.DrawFn) -> bytes:
     """A `simulate --trace` CSV: a few good rows, 0-2 cells of each replaced by hostile text."""
@@ -450,6 +456,7 @@ FILE_TARGETS: dict[str, tuple[str, Any]] = {
     "mindie base": ("base.json", mutated_bytes(corpus._mindie_base(), _json_dump)),
     "mindie log": ("mindie.log", mindie_log()),
     "simulate trace": ("trace.csv", trace_csv()),
+    "vllm bench result": ("result.json", mutated_bytes(_vllm_result_base(), _json_dump)),
     "empirical lengths": ("lengths.txt", length_list()),
 }
 
@@ -476,6 +483,10 @@ def file_commands(target: str, path: str) -> list[list[str]]:
         "simulate trace": [
             ["simulate", "-m", "qwen3-8b", "--trace", path, "--json"],
             ["simulate", "-m", "qwen3-8b", "--trace", path, "--pd", "1:1", "--out", "r.csv"],
+        ],
+        "vllm bench result": [
+            ["bench", "import", path, "-m", "qwen3-8b", "--card", "ascend-910b3"],
+            ["bench", "import", path, "-m", "qwen3-8b", "--card", "ascend-910b3", "--out", "rows.csv"],
         ],
         "empirical lengths": [
             [

@@ -604,3 +604,24 @@ def test_serving_bench_rows(tmp_path: Path, command: str, name: str, codes: set[
     check(run, codes=codes, names=names)
     if command == "calibrate" and run.returncode == 0:
         assert not re.search(r"\.nan|\.inf", (tmp_path / "fit.yaml").read_text(), re.I)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "result-completed-denormal.json",  # cause: total / 5e-324 requests overflowed round(): traceback
+        "result-completed-zero.json",
+        "result-duration-zero.json",  # cause: 0 s / 0 ms were written into a row validate cannot re-read
+        "result-ttft-zero.json",
+        "result-tpot-denormal.json",
+        "result-throughput-denormal.json",
+        "result-input-tokens-huge.json",
+        "result-throughput-nan.json",
+        "result-not-object.json",
+    ],
+)
+def test_bench_import_malformed_results(tmp_path: Path, name: str) -> None:
+    args = ["bench", "import", str(H / "bench" / name), "-m", "qwen3-8b", "--card", "ascend-910b3"]
+    run = run_kvplan([*args, "--out", "rows.csv"], cwd=tmp_path)
+    check(run, codes={2}, names=(name,))
+    assert not (tmp_path / "rows.csv").exists()

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from planner import units
 from planner.errors import DataFileError
 
 # Columns of a serving bench row, in order (issue 10: `--from-bench` accepts rows with these columns).
@@ -24,6 +25,7 @@ ROW_COLUMNS = (
     "source",
 )  # fmt: skip
 MAX_VALUE = 1e11  # above any count, rate or time (s) a serving run reports
+MIN_MEASURED = 1e-12  # benchpoints.MIN_POSITIVE: a row below it (0 ms, say) is not re-readable
 _NUMBER_RE = re.compile(r"^\s*([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)\s*([A-Za-z/%]*)\s*$")
 
 
@@ -74,11 +76,14 @@ def number(value: object, *, where: str, field: str, unit: str = "") -> float:
 
 def mean_tokens(total: float, count: float, *, where: str, field: str) -> int:
     """Mean tokens per request = total / count, rounded; errors when the count is 0 or the mean is < 1."""
-    if count <= 0:
+    if count < 1:  # also a denormal count, whose quotient overflows round()
         raise DataFileError(f"{where}: {field}: no completed requests to average over (got {count:g})")
     mean = total / count
-    if mean < 1:
-        raise DataFileError(f"{where}: {field}: mean below one token per request (got {mean:g})")
+    if not 1 <= mean <= units.MAX_TOKENS:
+        raise DataFileError(
+            f"{where}: {field}: mean tokens per request out of range "
+            f"(got {mean:g}, expected 1..{units.MAX_TOKENS})"
+        )
     return round(mean)
 
 
@@ -90,6 +95,13 @@ def checked(result: ServingResult) -> ServingResult:
         )
     if result.concurrency is not None and result.concurrency < 1:
         raise DataFileError(f"{result.where}: concurrency: must be >= 1 (got {result.concurrency})")
+    for field in ("output_tokens_per_s", "ttft_s", "tpot_s", "duration_s"):  # what a bench row re-reads
+        value = getattr(result, field)
+        if value is not None and not MIN_MEASURED <= value <= MAX_VALUE:
+            raise DataFileError(
+                f"{result.where}: {field}: out of range "
+                f"(got {value:g}, expected {MIN_MEASURED:g}..{MAX_VALUE:g})"
+            )
     return result
 
 

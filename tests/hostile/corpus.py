@@ -302,6 +302,29 @@ def serving_bench() -> dict[str, bytes]:
     }
 
 
+def _vllm_result(**changes: Any) -> bytes:
+    """A `vllm bench serve --save-result` JSON (the repository's fixture) with fields changed."""
+    fixture = REPO / "tests" / "fixtures" / "bench_results" / "vllm_bench_serve.json"
+    return _json(_with(json.loads(fixture.read_text()), **changes))
+
+
+def bench_results() -> dict[str, bytes]:
+    """Result files for `kvplan bench import` (vllm bench JSON; the tool is read from the content)."""
+    return {
+        "result-completed-denormal.json": _vllm_result(completed=5e-324),
+        "result-completed-zero.json": _vllm_result(completed=0),
+        "result-duration-zero.json": _vllm_result(duration=0),
+        "result-ttft-zero.json": _vllm_result(mean_ttft_ms=0),
+        "result-tpot-denormal.json": _vllm_result(mean_tpot_ms=5e-324),
+        "result-throughput-denormal.json": _vllm_result(output_throughput=5e-324),
+        "result-input-tokens-huge.json": _vllm_result(total_input_tokens=1e300, completed=1),
+        "result-throughput-nan.json": _json(
+            json.loads(_vllm_result(output_throughput=12345).decode())
+        ).replace(b"12345", b"NaN"),
+        "result-not-object.json": b"[1, 2]",
+    }
+
+
 TRACE_HEADER = "arrival_s,input_tokens,output_tokens\n"
 
 
@@ -343,7 +366,7 @@ def build() -> dict[str, bytes]:
     groups = {
         "modelcards": model_cards(),
         "profiles": profiles(),
-        "bench": {**bench(), **serving_bench()},
+        "bench": {**bench(), **serving_bench(), **bench_results()},
         "hfconfigs": hf_configs(),
         "mindie-base": mindie_bases(),
         "mindie-logs": mindie_logs(),
