@@ -625,3 +625,11 @@ def test_bench_import_malformed_results(tmp_path: Path, name: str) -> None:
     run = run_kvplan([*args, "--out", "rows.csv"], cwd=tmp_path)
     check(run, codes={2}, names=(name,))
     assert not (tmp_path / "rows.csv").exists()
+
+
+def test_layout_top_out_of_range_names_top(tmp_path: Path) -> None:
+    """Cause: any out-of-range value with --top >= 1 was blamed on --budget-devices (a value in range)."""
+    run = run_kvplan(
+        ["layout", "-m", "qwen3-8b", "--budget-devices", "8", "--top", "999999999999"], cwd=tmp_path
+    )
+    check(run, codes={2}, names=("--top", "999999999999"))

@@ -55,7 +55,8 @@ def layout_command(
     request = plan_request({**flags, "model": model, "ctx_len": ctx_len, "engine": engine})
     try:
         if not 1 <= budget_devices <= MAX_DEGREE or not 1 <= top <= MAX_DEGREE:
-            flag, value = ("--budget-devices", budget_devices) if top >= 1 else ("--top", top)
+            budget_ok = 1 <= budget_devices <= MAX_DEGREE
+            flag, value = ("--top", top) if budget_ok else ("--budget-devices", budget_devices)
             raise PlanInputError(f"{flag}: out of range (got {value}, expected 1..{MAX_DEGREE})")
         dep = inputs.to_deployment(request)
         slo = plan.ServiceLevels(
