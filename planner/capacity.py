@@ -321,6 +321,9 @@ def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
             f"KV cache at the recommended batch takes {units.fmt_fraction(used_fraction)} of device memory; "
             f"the seed article's rule of thumb is {units.fmt_fraction(low)}-{units.fmt_fraction(high)}"
         )
+    measured = dep.hardware.measured
+    if measured is not None and measured.backend == "bench-fit" and dep.calibrated:
+        notes.append(f"{dep.hardware.id} speeds: {measured.device_name}")
     if not dep.hardware.is_calibrated:
         notes.append(
             f"{dep.hardware.id} is uncalibrated: speeds use datasheet peaks and assumed efficiencies "

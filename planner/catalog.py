@@ -153,8 +153,12 @@ def resolve_model(name: str) -> tuple[ModelCard, str | None]:
     raise UnknownIdError("model card", name, [*model_ids(), *_alias_map()], "modelcards/")
 
 
-def resolve_card(name: str) -> HardwareProfile:
-    """Hardware profile by id or by path to a profile YAML (e.g. one written by `kvplan calibrate`)."""
+def resolve_card(name: str, *, engine: str | None = None) -> HardwareProfile:
+    """Hardware profile by id or by path to a profile YAML (e.g. one written by `kvplan calibrate`).
+
+    With `engine`, a catalogued card without a measured block resolves to its profile fitted to published
+    serving results for that engine (hwprofiles/fitted/<card>.<engine>.yaml) when one is shipped.
+    """
     path = Path(name)
     if path.suffix in (".yaml", ".yml") or _is_file(path):
         if not _is_file(path):
@@ -162,8 +166,29 @@ def resolve_card(name: str) -> HardwareProfile:
         return load_item(path, HardwareProfile, check_stem=False)
     key = name.strip().lower()
     if key in _files("hwprofiles"):
-        return load_card(key)
+        base = load_card(key)
+        fitted = None if engine is None or base.is_calibrated else fitted_profile(key, engine)
+        return fitted or base
     raise UnknownIdError("hardware profile", name, card_ids(), "hwprofiles/")
+
+
+@functools.cache
+def fitted_profile(card_id: str, engine: str) -> HardwareProfile | None:
+    """The card's profile fitted to published serving results for `engine`, or None when none is shipped.
+
+    hwprofiles/fitted/<card>.<engine>.yaml (calibration/published/fit_profiles.py writes them): the card's
+    profile plus a measured block (backend bench-fit) naming the rows it stands on; its id is the card's.
+    """
+    path = data_dir("hwprofiles") / "fitted" / f"{card_id}.{engine}.yaml"
+    if not _is_file(path):
+        return None
+    profile = load_item(path, HardwareProfile, check_stem=False)
+    if profile.id != card_id or profile.measured is None:
+        raise DataFileError(
+            f"{path}: id/measured: a fitted profile keeps its card's id and has a measured block "
+            f"(got id {profile.id!r}, expected {card_id!r})"
+        )
+    return profile
 
 
 @functools.cache

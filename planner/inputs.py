@@ -166,7 +166,9 @@ def to_deployment(req: PlanRequest) -> Deployment:
     scheme = parse_weight_scheme(req.dtype)
     card, alias = catalog.resolve_model(req.model)
     hw = apply_overrides(
-        catalog.resolve_card(req.card), memory_gib=req.memory_gib, bandwidth_gbps=req.bandwidth_gbps
+        catalog.resolve_card(req.card, engine=engine),
+        memory_gib=req.memory_gib,
+        bandwidth_gbps=req.bandwidth_gbps,
     )
     activation = StorageDType.fp16 if scheme == "fp16" else StorageDType(hw.activation_dtype)
     if req.mtp and card.mtp_layers == 0:

@@ -13,7 +13,8 @@ error = predicted / published - 1. CI baselines are floors (a run passes at >= 0
 positive error against a ci-baseline-floor row overstates how optimistic kvplan is by up to the margin the
 CI run had above its floor, which is not published.
 
---profile-dir: predict with the card profiles in DIR (<card>.yaml, e.g. fitted ones) instead of hwprofiles/.
+--profile-dir: predict with the card profiles in DIR (<card>.yaml) instead of hwprofiles/.
+--fitted: predict with the profile a user gets for that card and engine (hwprofiles/fitted/ when shipped).
 """
 
 from __future__ import annotations
@@ -97,7 +98,9 @@ def command(bench: dict[str, str], *, card: str) -> str:
     return shlex.join(args) + (f"  # x dp={dp}" if dp > 1 else "")
 
 
-def predict_row(index: int, row: dict[str, str], *, profile_dir: Path | None) -> dict[str, str]:
+def predict_row(
+    index: int, row: dict[str, str], *, profile_dir: Path | None, fitted: bool = False
+) -> dict[str, str]:
     """One output row: the prediction, or the reason there is none."""
     from planner import catalog
     from planner.errors import KvplanError
@@ -113,7 +116,7 @@ def predict_row(index: int, row: dict[str, str], *, profile_dir: Path | None) ->
     card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
     try:
         point = parse_serving_row(bench, where=f"{CORPUS.name}:{index}")
-        hardware = catalog.resolve_card(card)
+        hardware = catalog.resolve_card(card, engine=bench["engine"] if fitted else None)
         error = fit_serving.serving_errors([point], hardware=hardware)[0]
     except KvplanError as exc:
         return result | {"status": f"skipped: {exc}", "command": command(bench, card=card)}
@@ -145,10 +148,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile-dir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=HERE / "predictions-before.csv")
+    parser.add_argument(
+        "--fitted", action="store_true", help="use the shipped fitted profile of each card and engine"
+    )
     args = parser.parse_args(argv)
     with CORPUS.open(encoding="utf-8") as handle:
         corpus = list(csv.DictReader(handle))
-    rows = [predict_row(i, row, profile_dir=args.profile_dir) for i, row in enumerate(corpus, start=2)]
+    rows = [
+        predict_row(i, row, profile_dir=args.profile_dir, fitted=args.fitted)
+        for i, row in enumerate(corpus, start=2)
+    ]
     with args.out.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(OUT_COLUMNS), lineterminator="\n")
         writer.writeheader()

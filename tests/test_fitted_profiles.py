@@ -1,0 +1,77 @@
+"""Issue 10: profiles fitted to published serving results, per (card, engine), picked for that pair.
+
+hwprofiles/fitted/<card>.<engine>.yaml are written by calibration/published/fit_profiles.py through
+`kvplan calibrate --from-bench`; each names the rows it stands on (calibration/published/fit-rows/).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner import catalog
+from planner.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+FITTED = sorted((ROOT / "hwprofiles" / "fitted").glob("*.yaml"))
+runner = CliRunner()
+
+
+def _pair(path: Path) -> tuple[str, str]:
+    card, engine = path.name.removesuffix(".yaml").rsplit(".", 1)
+    return card, engine
+
+
+def test_fitted_profiles_are_shipped() -> None:
+    assert {_pair(p) for p in FITTED} >= {("ascend-910c", "vllm"), ("ascend-950pr", "mindie")}
+
+
+@pytest.mark.parametrize("path", FITTED, ids=lambda p: p.name)
+def test_fitted_profile_differs_from_its_card_only_in_measured(path: Path) -> None:
+    card, engine = _pair(path)
+    fitted = catalog.fitted_profile(card, engine)
+    base = catalog.load_card(card)
+    assert fitted is not None and fitted.measured is not None and fitted.measured.backend == "bench-fit"
+    assert fitted.model_dump(exclude={"measured"}) == base.model_dump(exclude={"measured"})
+
+
+@pytest.mark.parametrize("path", FITTED, ids=lambda p: p.name)
+def test_fitted_profile_names_the_rows_it_stands_on(path: Path) -> None:
+    card, engine = _pair(path)
+    measured = catalog.fitted_profile(card, engine).measured  # type: ignore[union-attr]
+    pattern = r"calibrated: fit from (\d+) published points \(.*\), (calibration/published/\S+\.csv)$"
+    match = re.match(pattern, measured.device_name)
+    assert match, measured.device_name
+    with (ROOT / match.group(2)).open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == int(match.group(1)) == len(measured.samples["measured_output_tokens_per_s"])
+    # one hardware's rows only: a fit never mixes cards or engines
+    assert {(r["card"], r["engine"]) for r in rows} == {(card, engine)}
+
+
+def test_card_and_engine_pick_the_fitted_profile() -> None:
+    for path in FITTED:
+        card, engine = _pair(path)
+        assert catalog.resolve_card(card, engine=engine).is_calibrated
+        assert catalog.resolve_card(card) == catalog.load_card(card)
+        others = {"mindie", "vllm", "transformers"} - {engine}
+        for other in others:
+            if not (ROOT / "hwprofiles" / "fitted" / f"{card}.{other}.yaml").exists():
+                assert catalog.resolve_card(card, engine=other) == catalog.load_card(card)
+
+
+def test_plan_says_which_data_its_speeds_stand_on() -> None:
+    card, engine = _pair(FITTED[0])
+    args = ["--model", "qwen3-8b", "--card", card, "--engine", engine, "--ctx", "4k", "--json"]
+    fitted = json.loads(runner.invoke(app, args).output)
+    plain = json.loads(runner.invoke(app, [*args, "--uncalibrated"]).output)
+    notes = " ".join(fitted["warnings"])
+    assert "speeds: calibrated: fit from" in notes and "published points" in notes
+    assert "is uncalibrated" not in notes
+    assert not any("speeds: calibrated" in n for n in plain["warnings"])
+    assert fitted["performance"]["decode_step_s"] != plain["performance"]["decode_step_s"]
