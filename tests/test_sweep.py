@@ -72,6 +72,7 @@ def test_cli_sweep_csv() -> None:
             "256,8k",
             "--format",
             "csv",
+            "--uncalibrated",  # deployment()'s datasheet profile, not the seed-fitted 950PR/mindie one
         ],
     )
     assert out.exit_code == 0, out.output
@@ -120,6 +121,7 @@ def test_cli_serve_reports_binding_constraint() -> None:
             "--output-tokens",
             "128",
             "--json",
+            "--uncalibrated",  # deployment()'s datasheet profile, not the seed-fitted 950PR/mindie one
         ],
     )
     assert out.exit_code == 0, out.output
