@@ -2,7 +2,8 @@
 
 A thin layer over planner/: widgets, layout and fig_*() builders. Every number comes from planner/ (plans
 from planner.perf.plan, sweeps from dashboard.view over planner.perf.roofline, SLO search from
-planner.perf.serving); planner errors are shown with st.error(str(exc)), never as a traceback.
+planner.perf.serving); planner errors are shown with st.error(dashboard_message(exc)) (widget names, no
+server paths), never as a traceback.
 
 This module holds the sidebar, the header, the metrics, the exports and main(); the tabs and the cached
 planner calls are in dashboard/sections.py, the plotly fig_*() builders in dashboard/figures.py.
@@ -35,9 +36,11 @@ from planner.deployment import DEFAULT_MEMORY_FRACTION, Deployment
 from planner.dtypes import WEIGHT_SCHEMES
 from planner.errors import KvplanError
 from planner.inputs import DEFAULT_CARD, PlanRequest
+from planner.kinds import DEFAULT_ENGINE, ENGINES
 from planner.results import Plan
 
 DEFAULT_MODEL = "qwen3.5-27b"
+DEFAULT_WEIGHT_DTYPE = "fp8"  # the README's mission: Qwen3-27B in FP8 on the 950PR
 CTX_CHOICES = ["1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k", "256k"]
 DEFAULT_TPOT_MS = 100.0
 DEFAULT_TTFT_MS = 10000.0
@@ -66,7 +69,7 @@ def uploaded_model_path() -> str | None:
     try:
         card = dashboard.model_card_from_config(upload.getvalue(), name=upload.name, directory=upload_dir())
     except KvplanError as exc:
-        st.sidebar.error(str(exc))
+        st.sidebar.error(dashboard.dashboard_message(exc))
         return None
     st.sidebar.success(f"Imported {card.id}")
     return dashboard.model_card_path(card, directory=upload_dir())
@@ -106,8 +109,15 @@ def sidebar_card(card_ids: list[str]) -> tuple[str, float | None, float | None]:
 
 
 def sidebar_advanced() -> dict[str, Any]:
-    """Engine knobs that rarely change (memory fraction, block size, MTP, calibration, prompt)."""
+    """Engine knobs that rarely change (engine, memory fraction, block size, MTP, calibration, prompt)."""
     with st.sidebar.expander("Engine settings"):
+        engine = st.selectbox(
+            "Engine",
+            list(ENGINES),
+            index=ENGINES.index(DEFAULT_ENGINE),
+            key="engine",
+            help="Whose block accounting sizes the max batch (and whose kernels the speed model uses).",
+        )
         fraction = st.slider(
             "NPU_MEMORY_FRACTION", 0.5, 1.0, DEFAULT_MEMORY_FRACTION, 0.01, key="memory_fraction"
         )
@@ -117,6 +127,7 @@ def sidebar_advanced() -> dict[str, Any]:
         prompt = st.text_input("Prompt tokens for TTFT", value="", key="prompt", placeholder="= context")
         uncalibrated = st.toggle("Ignore measured coefficients", value=False, key="uncalibrated")
     return {
+        "engine": str(engine),
         "memory_fraction": float(fraction),
         "block_size": int(block),
         "mtp": int(mtp),
@@ -135,7 +146,7 @@ def sidebar() -> Settings:
     dtype = st.sidebar.selectbox(
         "Weight dtype",
         list(WEIGHT_SCHEMES),
-        index=0,
+        index=list(WEIGHT_SCHEMES).index(DEFAULT_WEIGHT_DTYPE),
         key="dtype",
         help="\n".join(f"- **{n}**: {s.description}" for n, s in WEIGHT_SCHEMES.items()),
     )
@@ -209,6 +220,11 @@ def show_header(dep: Deployment, plan: Plan) -> None:
             st.badge(f"alias {plan.model_alias}", color="gray")
 
 
+# st.metric truncates values wider than its column ("128…"): short numbers with the unit in the label,
+# and a value font that shrinks with the window (1024-1440 px with the sidebar open).
+METRIC_CSS = "<style>[data-testid='stMetricValue'] {font-size: clamp(1.3rem, 2.1vw, 2.25rem);}</style>"
+
+
 def metric_row(cells: list[tuple[str, str, str | None]]) -> None:
     """One row of bordered st.metric boxes: (label, value, help)."""
     for column, (label, value, help_text) in zip(st.columns(len(cells)), cells, strict=True):
@@ -219,17 +235,21 @@ def show_metrics(plan: Plan) -> None:
     """The headline numbers in two rows: memory (batch, lengths, KV) and speed (TPOT, tokens/s, TTFT)."""
     rec, mem, perf = plan.recommendation, plan.memory, plan.performance
     share = dashboard.kv_fraction_of_capacity(mem, batch=rec.max_batch_size)
-    batch_help = "Largest batch of full-length sequences that fits (MindIE maxBatchSize)."
+    batch_help = (
+        "Memory limit: the largest batch of full-length sequences the engine's KV blocks hold (MindIE "
+        "maxBatchSize, vLLM --max-num-seqs). The SLO limit is on the Speed tab."
+    )
+    st.markdown(METRIC_CSS, unsafe_allow_html=True)
     metric_row(
         [
             ("max batch" if plan.batch is None else "batch", f"{rec.max_batch_size}", batch_help),
-            ("max seq len", units.fmt_tokens(rec.max_seq_len), None),
-            ("KV budget", units.fmt_gib(mem.kv_budget_bytes), "usable - weights - activation peak - runtime"),
+            ("max seq len", dashboard.short_tokens(rec.max_seq_len), f"{rec.max_seq_len} tokens"),
             (
-                "KV share at this batch",
-                units.fmt_fraction(share),
-                "Seed article's rule of thumb: 30-40 % of the card's memory.",
+                "KV budget (GiB)",
+                f"{units.bytes_to_gib(mem.kv_budget_bytes):.1f}",
+                "usable - weights - activation peak - runtime",
             ),
+            ("KV share", units.fmt_fraction(share), "Seed article's rule of thumb: 30-40 % of the card."),
         ]
     )
     if perf is None:
@@ -237,15 +257,15 @@ def show_metrics(plan: Plan) -> None:
     metric_row(
         [
             (
-                "TPOT",
-                units.fmt_ms(dashboard.tpot_s(perf)),
+                "TPOT (ms)",
+                f"{units.s_to_ms(dashboard.tpot_s(perf)):,.1f}",
                 "Time per output token of one user at this batch.",
             ),
-            ("aggregate", units.fmt_tokens_per_s(perf.tokens_per_s), None),
-            ("per user", units.fmt_tokens_per_s(perf.per_user_tokens_per_s), None),
+            ("aggregate (tok/s)", f"{perf.tokens_per_s:,.0f}", None),
+            ("per user (tok/s)", f"{perf.per_user_tokens_per_s:,.1f}", None),
             (
-                "TTFT (idle)",
-                units.fmt_ms(perf.ttft_s),
+                "TTFT idle (ms)",
+                f"{units.s_to_ms(perf.ttft_s):,.0f}",
                 "Prefill of one prompt of the context length on an idle engine.",
             ),
         ]
@@ -264,16 +284,16 @@ def show_downloads(settings: Settings, plan: Plan) -> None:
         key="download_plan",
         icon=":material/download:",
     )
+    if st.session_state.get("weights_path_model") != plan.model:  # a new model: its own default path
+        st.session_state["weights_path"] = f"/data/models/{plan.model}"
+        st.session_state["weights_path_model"] = plan.model
     weights_path = st.sidebar.text_input(
-        "Checkpoint path on the server",
-        value=f"/data/models/{plan.model}",
-        key="weights_path",
-        help="MindIE modelWeightPath",
+        "Checkpoint path on the server", key="weights_path", help="MindIE modelWeightPath"
     )
     try:
         exported = cached_mindie(settings.req, weights_path)
     except KvplanError as exc:
-        st.sidebar.error(str(exc))
+        st.sidebar.error(dashboard.dashboard_message(exc))
         return
     text, notes = exported
     st.sidebar.download_button(
@@ -293,7 +313,7 @@ def guarded(section: Any, *args: Any) -> None:
     try:
         section(*args)
     except KvplanError as exc:
-        st.error(str(exc))
+        st.error(dashboard.dashboard_message(exc))
 
 
 def main() -> None:
@@ -319,7 +339,7 @@ def page() -> None:
         dep, plan = cached_plan(settings.req, settings.prompt)
     except KvplanError as exc:
         st.title("kvplan")
-        st.error(str(exc))
+        st.error(dashboard.dashboard_message(exc))
         return
     show_header(dep, plan)
     show_metrics(plan)

@@ -169,7 +169,7 @@ def show_speed(settings: Settings, dep: Deployment, plan: Plan) -> None:
     """Tokens/s vs batch with knee and SLO; TPOT vs context; the batch x context heatmap."""
     curve, knee = cached_speed(settings.req)
     slo = cached_slo(settings.req, settings.tpot_slo_ms, settings.ttft_slo_ms, settings.prompt)
-    show_slo_summary(slo, knee=knee, settings=settings)
+    show_slo_summary(slo, knee=knee, settings=settings, memory_batch=dashboard.max_batch_at(dep, plan.memory))
     left, right = st.columns(2)
     with left:
         st.subheader("Throughput vs batch")
@@ -201,17 +201,20 @@ def show_speed(settings: Settings, dep: Deployment, plan: Plan) -> None:
     )
 
 
-def show_slo_summary(slo: Any, *, knee: int, settings: Settings) -> None:
-    """One line on the SLO search: the best batch, or why none meets the SLOs."""
+def show_slo_summary(slo: Any, *, knee: int, settings: Settings, memory_batch: int) -> None:
+    """One line on the SLO search, labelled as the SLO limit next to the memory limit (the max batch metric):
+    the two answer different questions."""
     slos = f"TPOT ≤ {settings.tpot_slo_ms:g} ms and TTFT ≤ {settings.ttft_slo_ms:g} ms"
+    memory = f"Memory limit (max batch above): {memory_batch}."
     if not slo.feasible:
         st.warning(
-            f"No batch meets {slos} (binding: {slo.binding}). Knee of the throughput curve: batch {knee}."
+            f"{memory} SLO limit: no batch meets {slos} (binding: {slo.binding}). "
+            f"Knee of the throughput curve: batch {knee}."
         )
         return
     perf = slo.performance
     st.success(
-        f"Largest batch meeting {slos}: **{slo.batch}** (bound by {slo.binding}): "
+        f"{memory} SLO limit: the largest batch meeting {slos} is **{slo.batch}** (bound by {slo.binding}): "
         f"{units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, TPOT {units.fmt_ms(slo.tpot_s)}, "
         f"loaded TTFT {units.fmt_ms(slo.loaded_ttft_s)}. Knee of the throughput curve: batch {knee}."
     )
@@ -277,7 +280,7 @@ def show_compare(settings: Settings) -> None:
             try:
                 named.append((name, cached_plan(req, settings.prompt)[1]))
             except KvplanError as exc:
-                st.error(str(exc))
+                st.error(dashboard.dashboard_message(exc))
     if not named:
         return
     rows = [compare_row(name, plan) for name, plan in named]

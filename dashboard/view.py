@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import re
 import tempfile
 from pathlib import Path
 from typing import TypeVar
@@ -128,6 +129,12 @@ def decode_step_grid_s(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.nda
     return np.broadcast_to(np.asarray(step, dtype=float), batch_2d.shape)
 
 
+def short_tokens(tokens: int) -> str:
+    """A token count short enough for a metric box: "32k" when a whole number of k (1024), else digits."""
+    whole_k, rest = divmod(int(tokens), units.TOKENS_PER_K)
+    return f"{whole_k}k" if whole_k and not rest else f"{tokens:,}"
+
+
 def tpot_s(perf: Performance) -> float:
     """Time per output token of one user: the inverse of the per-user decode rate (MTP included)."""
     return 1.0 / perf.per_user_tokens_per_s
@@ -159,6 +166,45 @@ def feasibility_grid(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarr
     step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=ctx_tokens)
     tpot_s = np.where(fits, step_s / serving.tokens_per_step(dep), np.nan)
     return FeasibilityGrid(batch=batch, ctx_tokens=ctx_tokens, fits=fits, tpot_s=tpot_s)
+
+
+# CLI flags in planner messages -> the dashboard widget that sets the same value.
+WIDGET_LABELS = {
+    "model": "Model",
+    "card": "Card",
+    "dtype": "Weight dtype",
+    "kv-dtype": "KV-cache dtype",
+    "tp": "Tensor parallel (tp)",
+    "ctx": "Context length",
+    "batch": "Batch",
+    "block-size": "KV block size",
+    "memory-fraction": "NPU_MEMORY_FRACTION",
+    "memory-gib": "Memory capacity (GiB)",
+    "bandwidth-gbps": "Memory bandwidth (GB/s)",
+    "mtp": "MTP draft tokens",
+    "mtp-acceptance": "MTP acceptance",
+    "engine": "Engine",
+    "prompt-tokens": "Prompt tokens for TTFT",
+    "weights-path": "Checkpoint path",
+    "npu-mem-size": "npuMemSize",
+}
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*[a-z0-9])( (?=[\w.]))?")
+_TEMP_DIRS = re.compile(r"\S*?kvplan-(?:dashboard|uploads)-[^/\s]*/(?:[0-9a-f]{16}/)?")
+
+
+def _widget_words(match: re.Match[str]) -> str:
+    label = WIDGET_LABELS.get(match.group(1))
+    if label is None:
+        return match.group(0)
+    return label + (" = " if match.group(2) else "")
+
+
+def dashboard_message(exc: Exception) -> str:
+    """A planner error in the dashboard's words: CLI flags become the widget names ("--tp 4" ->
+    "Tensor parallel (tp) = 4"), and the server's scratch folders are cut from uploaded file paths."""
+    text = _FLAG.sub(_widget_words, str(exc))
+    text = _TEMP_DIRS.sub("", text)
+    return text.replace(tempfile.gettempdir().rstrip("/") + "/", "")
 
 
 def max_batch_at(dep: Deployment, mem: MemoryBreakdown) -> int:
@@ -298,7 +344,7 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
         ),
         LedgerLine(
             quantity="max batch",
-            formula="floor(KV budget / per sequence)",
+            formula=f"{dep.engine}'s block accounting, at most floor(KV budget / per sequence)",
             substituted=f"floor({gib(mem.kv_budget_bytes)} / {units.fmt_bytes(mem.kv_bytes_per_sequence)})",
             result=str(max_batch_at(dep, mem)),
         ),
@@ -316,7 +362,8 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
 def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list[str]]:
     """MindIE config.json text and notes for the deployment, as `kvplan mindie` builds them.
 
-    As the CLI does, the plan is re-sized with MindIE's lengths (maxPrefillTokens drives the activation peak).
+    As the CLI does, the plan is re-sized with MindIE's lengths (maxPrefillTokens drives the activation peak),
+    with MindIE's block accounting whatever engine the page shows.
     """
     from planner.engines import common
     from planner.engines.mindie import config as mindie
@@ -325,7 +372,7 @@ def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list
     options = mindie.MindieOptions(
         weights_path=weights_path, model_name=dep.model_alias or dep.model.id, mtp=dep.mtp_tokens
     )
-    sized, lengths = common.sized_deployment(dep, options=options)
+    sized, lengths = common.sized_deployment(dep.model_copy(update={"engine": "mindie"}), options=options)
     plan = perf_plan.build_plan(sized, prompt_tokens=lengths.max_input_tokens)
     result = mindie.mindie_config(
         plan, base=mindie_rules.load_base(options.mindie_version), lengths=lengths, options=options

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from planner import layout, memory, units, vllm_memory
-from planner.deployment import Deployment
+from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Recommendation
@@ -29,6 +29,27 @@ MINDIE_EXPLICIT_NPU_MEM = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
 # MindIE's KV dtypes: the activation dtype, or int8 from a C8-quantized checkpoint; it has no FP8 KV cache
 # (mindie_llm/runtime/model_runner/model_runner.py; docs/engines/mindie-memory.md).
 MINDIE_KV_DTYPES = ("bf16", "fp16", "int8")
+OUTPUT_SHARE_DIVISOR = 4  # [assumed: default output = 1/4 of --ctx, MindIE's default is 512 of 2560]
+
+
+def default_output_tokens(ctx_tokens: int, *, block_size_tokens: int) -> int:
+    """Output tokens of a request when the user gives no split: a quarter of ctx in whole blocks.
+
+    Formula: out = floor((ctx / 4) / block) * block, or max(ctx / 4, 1) when that is under one block.
+    """
+    quarter = ctx_tokens // OUTPUT_SHARE_DIVISOR
+    return quarter // block_size_tokens * block_size_tokens or max(quarter, 1)
+
+
+def default_max_prefill_tokens(ctx_tokens: int, *, block_size_tokens: int) -> int:
+    """The prefill batch every command sizes activations for when --max-prefill-tokens is not given.
+
+    Formula: max(8192, ctx - out), out = default_output_tokens: MindIE needs maxPrefillTokens >=
+    maxInputTokenLen, and `kvplan mindie` / `kvplan vllm` write exactly this (maxPrefillTokens,
+    --max-num-batched-tokens), so the plan's activation peak is the one the engine will see.
+    """
+    output = default_output_tokens(ctx_tokens, block_size_tokens=block_size_tokens)
+    return max(DEFAULT_MAX_PREFILL_TOKENS, ctx_tokens - output)
 
 
 def check_supported(dep: Deployment) -> None:
@@ -264,7 +285,7 @@ def mindie_max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
 
 def recommend(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
     """max_batch_size at ctx for the whole instance: dp x what one DP group's KV holds (memory is per device,
-    and each DP group holds only its own sequences' KV); max_seq_len at the chosen batch."""
+    and each DP group holds only its own sequences' KV); max_seq_len = ctx (recommend_per_rank)."""
     rank_dep = per_dp_rank(dep)
     rec = recommend_per_rank(rank_dep, mem)
     if dep.dp == 1:
@@ -280,29 +301,54 @@ def per_dp_rank(dep: Deployment) -> Deployment:
     return dep.model_copy(update={"batch": layout.per_dp_rank_batch(dep.batch, dp=dep.dp)})
 
 
-def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
-    """max_batch_size at ctx from one device's memory; max_seq_len at the chosen batch (whole blocks)."""
-    max_batch = max_batch_size(dep, mem)
-    if dep.batch is None:
-        return Recommendation(max_batch_size=max_batch, max_seq_len=dep.ctx_tokens)
+def longest_at_batch(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """Longest sequence (tokens, whole blocks, capped at the model's max_position_embeddings) that fits
+    when dep.batch sequences share the KV budget (memory.max_seq_len_at_batch)."""
     longest = memory.max_seq_len_at_batch(
         mem.kv_budget_bytes,
-        batch=dep.batch,
+        batch=dep.batch or 1,
         kv_bytes_per_token=mem.kv_bytes_per_token,
         state_bytes=mem.state_bytes_per_sequence,
         block_size_tokens=dep.block_size_tokens,
     )
+    return min(longest, dep.model.max_position_embeddings)
+
+
+def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
+    """max_batch_size at ctx from one device's memory (or --batch when it fits); max_seq_len is always ctx,
+    the length the configs write (maxSeqLen, --max-model-len); plan_warnings says how long sequences could
+    be at --batch."""
+    max_batch = max_batch_size(dep, mem)
+    if dep.batch is None:
+        return Recommendation(max_batch_size=max_batch, max_seq_len=dep.ctx_tokens)
     if dep.batch > max_batch:
         raise DoesNotFitError(
             f"--batch: {dep.batch} sequences of {dep.ctx_tokens} tokens do not fit on {dep.hardware.id} "
             f"at {layout.describe(dep)} (got {dep.batch}, expected <= {max_batch} at this --ctx"
             f"{' per DP group' if dep.dp > 1 else ''}); "
             f"at --batch {dep.batch} the longest sequence is "
-            f"{longest} tokens"
+            f"{longest_at_batch(dep, mem)} tokens"
         )
-    return Recommendation(
-        max_batch_size=dep.batch, max_seq_len=min(longest, dep.model.max_position_embeddings)
-    )
+    return Recommendation(max_batch_size=dep.batch, max_seq_len=dep.ctx_tokens)
+
+
+def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
+    """What the batch assumes of the engine, and the longer context a smaller --batch leaves room for."""
+    notes: list[str] = []
+    if dep.engine == "mindie" and mem.state_bytes_per_sequence:
+        notes.append(
+            f"assumed: MindIE-LLM's public sources have no {dep.model.id} model; max_batch_size "
+            f"{rec.max_batch_size} assumes MindIE keeps each sequence's linear-attention state "
+            f"({units.fmt_bytes(mem.state_bytes_per_sequence)}) outside its KV blocks (undocumented)"
+        )
+    if dep.batch is not None:
+        longest = longest_at_batch(per_dp_rank(dep), mem)
+        if longest > dep.ctx_tokens:
+            notes.append(
+                f"--batch {dep.batch}: memory holds sequences of up to {longest} tokens; the plan and "
+                f"the configs keep max_seq_len = --ctx {dep.ctx_tokens} (raise --ctx to use the room)"
+            )
+    return notes
 
 
 def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
@@ -329,7 +375,7 @@ def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
             f"{dep.hardware.id} is uncalibrated: speeds use datasheet peaks and assumed efficiencies "
             f"(run `kvplan calibrate`)"
         )
-    return notes
+    return notes + engine_notes(dep, mem, rec)
 
 
 def memory_plan(dep: Deployment) -> tuple[MemoryBreakdown, Recommendation]:

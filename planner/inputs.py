@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner import catalog, units
+from planner import capacity, catalog, units
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_MAX_PREFILL_TOKENS,
     DEFAULT_MEMORY_FRACTION,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
     MAX_DEGREE,
@@ -42,7 +41,7 @@ class PlanRequest:
     memory_fraction: float = DEFAULT_MEMORY_FRACTION
     memory_gib: float | None = None
     bandwidth_gbps: float | None = None
-    max_prefill_tokens: int = DEFAULT_MAX_PREFILL_TOKENS
+    max_prefill_tokens: int | None = None  # None: capacity.default_max_prefill_tokens, as the configs write
     mtp: int = 0
     mtp_acceptance: float = DEFAULT_MTP_ACCEPTANCE_FRACTION
     calibrated: bool = True
@@ -134,7 +133,7 @@ def _check_ranges(req: PlanRequest) -> None:
         (
             "--max-prefill-tokens",
             req.max_prefill_tokens,
-            1 <= req.max_prefill_tokens <= MAX_PREFILL_TOKENS,
+            req.max_prefill_tokens is None or 1 <= req.max_prefill_tokens <= MAX_PREFILL_TOKENS,
             f"1..{MAX_PREFILL_TOKENS}",
         ),
         ("--mtp", req.mtp, 0 <= req.mtp <= 8, "0..8 draft tokens"),
@@ -183,7 +182,8 @@ def to_deployment(req: PlanRequest) -> Deployment:
         batch=req.batch,
         block_size_tokens=req.block_size,
         memory_fraction=req.memory_fraction,
-        max_prefill_tokens=req.max_prefill_tokens,
+        max_prefill_tokens=req.max_prefill_tokens
+        or capacity.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),
         mtp_tokens=req.mtp,
         mtp_acceptance_fraction=req.mtp_acceptance,
         calibrated=req.calibrated,

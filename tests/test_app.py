@@ -6,6 +6,7 @@ AppTest cannot drive st.file_uploader, so uploads are tested through the helpers
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +45,16 @@ def test_default_render_has_no_exception(app: AppTest) -> None:
     assert_clean(app)
     assert not app.error
     shown = metrics(app)
-    assert {"max batch", "max seq len", "KV budget", "TPOT", "aggregate", "per user", "TTFT (idle)"} <= set(
-        shown
-    )
+    labels = {
+        "max batch",
+        "max seq len",
+        "KV budget (GiB)",
+        "TPOT (ms)",
+        "aggregate (tok/s)",
+        "TTFT idle (ms)",
+    }
+    assert labels <= set(shown)
+    assert all(len(value) <= 8 for value in shown.values()), shown  # not cut off in a 1024 px window
     assert app.title[0].value.startswith("qwen3.5-27b on ")
     assert [t.label for t in app.tabs] == ["Memory", "Speed", "Load", "Compare", "Formulas"]
     assert app.success or app.warning  # the SLO search always reports one or the other
@@ -59,13 +67,14 @@ def test_download_buttons_are_offered(app: AppTest) -> None:
 
 
 def test_weight_dtype_changes_the_numbers(app: AppTest) -> None:
-    before = metrics(app)
-    app.selectbox(key="dtype").set_value("fp8").run()
-    assert_clean(app)
+    assert app.selectbox(key="dtype").value == "fp8"  # the README's mission
     after = metrics(app)
+    app.selectbox(key="dtype").set_value("bf16").run()
+    assert_clean(app)
+    before = metrics(app)
     # fp8 weights take half the bytes of bf16, so more of the card is left for KV: more sequences fit.
     assert int(after["max batch"]) > int(before["max batch"])
-    assert after["KV budget"] != before["KV budget"]
+    assert after["KV budget (GiB)"] != before["KV budget (GiB)"]
 
 
 def test_model_change_updates_title_and_values(app: AppTest) -> None:
@@ -81,17 +90,18 @@ def test_card_change_updates_values(app: AppTest) -> None:
     app.selectbox(key="card").set_value("nvidia-h200").run()
     assert_clean(app)
     assert not app.error
-    assert metrics(app)["TPOT"] != before["TPOT"]
+    assert metrics(app)["TPOT (ms)"] != before["TPOT (ms)"]
 
 
 def test_capacity_override_changes_kv_budget(app: AppTest) -> None:
     before = metrics(app)
     app.number_input(key="memory_gib").set_value(96.0).run()
     assert_clean(app)
-    assert metrics(app)["KV budget"] != before["KV budget"]
+    assert metrics(app)["KV budget (GiB)"] != before["KV budget (GiB)"]
 
 
 def test_model_that_does_not_fit_shows_an_error_not_a_traceback(app: AppTest) -> None:
+    app.selectbox(key="dtype").set_value("bf16").run()
     app.selectbox(key="model").set_value("llama-3.1-70b").run()
     assert_clean(app)
     assert "does not fit on ascend-950pr" in app.error[0].value
@@ -106,7 +116,8 @@ def test_dtype_the_card_lacks_shows_an_error(app: AppTest) -> None:
     app.selectbox(key="card").set_value("ascend-910b2").run()
     app.selectbox(key="dtype").set_value("fp8").run()
     assert_clean(app)
-    assert app.error[0].value.startswith("--dtype: fp8 needs native fp8")
+    assert app.error[0].value.startswith("Weight dtype: fp8 needs native fp8")  # the widget's name
+    assert "--" not in app.error[0].value
 
 
 def test_bad_prompt_length_shows_an_error(app: AppTest) -> None:
@@ -118,7 +129,7 @@ def test_bad_prompt_length_shows_an_error(app: AppTest) -> None:
 def test_batch_too_large_shows_an_error(app: AppTest) -> None:
     app.number_input(key="batch").set_value(4000).run()
     assert_clean(app)
-    assert app.error[0].value.startswith("--batch:")
+    assert app.error[0].value.startswith("Batch:")
 
 
 def test_compare_tab_renders_three_configurations(app: AppTest) -> None:
@@ -131,12 +142,40 @@ def test_compare_tab_renders_three_configurations(app: AppTest) -> None:
 
 
 def test_tpot_slo_changes_the_slo_message(app: AppTest) -> None:
+    assert any(
+        s.value.startswith(f"Memory limit (max batch above): {metrics(app)['max batch']}.")
+        for s in app.success
+    )
+    assert any("SLO limit: the largest batch meeting" in s.value for s in app.success)
     app.number_input(key="tpot_slo").set_value(1.0).run()
     assert_clean(app)
-    assert any("No batch meets" in w.value for w in app.warning)
+    assert any("SLO limit: no batch meets" in w.value for w in app.warning)
+
+
+def test_checkpoint_path_follows_the_model(app: AppTest) -> None:
+    assert app.sidebar.text_input(key="weights_path").value == "/data/models/qwen3.5-27b"
+    app.selectbox(key="model").set_value("qwen3-8b").run()
+    assert_clean(app)
+    assert app.sidebar.text_input(key="weights_path").value == "/data/models/qwen3-8b"
+
+
+def test_engine_choice_uses_that_engines_accounting(app: AppTest) -> None:
+    mindie_batch = metrics(app)["max batch"]
+    app.selectbox(key="engine").set_value("vllm").run()
+    assert_clean(app)
+    vllm_plan = dashboard.plan_for(PlanRequest(model="qwen3.5-27b", ctx="32k", dtype="fp8", engine="vllm"))[1]
+    assert metrics(app)["max batch"] == str(vllm_plan.recommendation.max_batch_size) != mindie_batch
 
 
 # ---------------------------------------------------------------- helpers behind the page
+
+
+def test_errors_use_the_dashboards_words_and_no_server_paths() -> None:
+    scratch = Path(tempfile.gettempdir()) / "kvplan-dashboard-x1y2" / "0123456789abcdef" / "config.json"
+    error = DataFileError(f"{scratch}: not JSON; try --tp 4 or --dtype int8")
+    assert dashboard.dashboard_message(error) == (
+        "config.json: not JSON; try Tensor parallel (tp) = 4 or Weight dtype = int8"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from planner.cli import bench, calibrate, configs, layouts, models, perf, simula
 from planner.cli.options import (
     DEFAULT_CTX,
     DEFAULT_ENGINE,
-    DEFAULT_MAX_PREFILL_TOKENS,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
     AcceptanceOpt,
     BandwidthOpt,
@@ -58,8 +57,12 @@ def plan(
     ctx_len: CtxOpt = DEFAULT_CTX,
     bandwidth_gbps: BandwidthOpt = None,
     max_prefill_tokens: Annotated[
-        int, typer.Option(help="Largest prefill batch in tokens (activation peak).")
-    ] = DEFAULT_MAX_PREFILL_TOKENS,
+        int | None,
+        typer.Option(
+            help="Largest prefill batch in tokens, sizes the activation peak (default: max(8192, ctx - "
+            "ctx/4), what `kvplan mindie` writes as maxPrefillTokens)."
+        ),
+    ] = None,
     prompt_tokens: Annotated[
         str | None, typer.Option(help="Prompt length for TTFT (default: --ctx).")
     ] = None,

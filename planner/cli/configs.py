@@ -18,7 +18,6 @@ from pydantic import ValidationError
 
 from planner.cli.options import (
     DEFAULT_CTX,
-    DEFAULT_MAX_PREFILL_TOKENS,
     JsonOpt,
     ModelOpt,
     fail,
@@ -41,7 +40,9 @@ if TYPE_CHECKING:
 
 TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree = MindIE worldSize.")]
 CtxOpt = Annotated[str, typer.Option("--ctx", help="maxSeqLen: input + output tokens per request (32k).")]
-PrefillOpt = Annotated[int | None, typer.Option(help="maxPrefillTokens (default: max(8192, input)).")]
+PrefillOpt = Annotated[
+    int | None, typer.Option(help="maxPrefillTokens, activation peak (default: max(8192, input)).")
+]
 InputOpt = Annotated[str | None, typer.Option(help="maxInputTokenLen (default: ctx - output).")]
 OutputOpt = Annotated[str | None, typer.Option(help="maxIterTimes = max output (default: ctx / 4).")]
 WeightsOpt = Annotated[str | None, typer.Option(help="modelWeightPath: the checkpoint directory.")]
@@ -205,7 +206,7 @@ def mindie_command(
     from planner.engines.mindie import config as mindie
 
     typed = {"model": model, "tp": tp, "ctx_len": ctx_len}
-    request = plan_request({**flags, **typed}, max_prefill_tokens=DEFAULT_MAX_PREFILL_TOKENS)  # sized later
+    request = plan_request({**flags, **typed})  # re-sized with the request lengths by prepare()
     try:
         if npu_mem_size not in (None, "auto", "explicit"):
             raise PlanInputError(
@@ -322,7 +323,7 @@ def print_mindie(
     console.print(
         f"Concurrency at {lengths.max_input_tokens} in + {lengths.max_output_tokens} out: "
         f"{p.concurrency} requests of {p.blocks_per_request} blocks; maxBatchSize "
-        f"{plan.recommendation.max_batch_size}"
+        f"{mindie.lookup(result.config, ('BackendConfig', 'ScheduleConfig', 'maxBatchSize'))}"
     )
     for name, value in result.env.items():
         console.print(f"export {name}={value}")
@@ -343,7 +344,7 @@ def vllm_command(
     from planner.engines.common import ServingOptions
 
     typed = {"model": model, "tp": tp, "ctx_len": ctx_len, "engine": "vllm"}  # vLLM's block accounting
-    request = plan_request({**flags, **typed}, max_prefill_tokens=DEFAULT_MAX_PREFILL_TOKENS)  # sized later
+    request = plan_request({**flags, **typed})  # re-sized with the request lengths by prepare()
     try:
         options = ServingOptions.model_validate(serving_values(flags))
         dep, lengths = prepare(request, options)

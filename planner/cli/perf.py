@@ -19,7 +19,6 @@ from planner.cli.options import (
     DEFAULT_CARD,
     DEFAULT_DTYPE,
     DEFAULT_ENGINE,
-    DEFAULT_MAX_PREFILL_TOKENS,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
     AcceptanceOpt,
     CardOpt,
@@ -221,7 +220,8 @@ def serve_lines(slo: SloResult | None, estimate: ServingEstimate, band: SpeedBan
         perf = slo.performance
         lines.append(
             f"SLO search: max_batch_size = {slo.batch}, max_seq_len = {slo.max_seq_len} (bound by "
-            f"{slo.binding}); TPOT {units.fmt_ms(slo.tpot_s or 0.0)}, loaded TTFT "
+            f"{slo.binding}); SLO TPOT {units.fmt_ms(slo.tpot_s or 0.0)} (every sequence at "
+            f"{slo.max_seq_len} tokens, decode only), loaded TTFT "
             f"{units.fmt_ms(slo.loaded_ttft_s or 0.0)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
             f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate"
         )
@@ -236,7 +236,8 @@ def serve_lines(slo: SloResult | None, estimate: ServingEstimate, band: SpeedBan
         f"  output {units.fmt_tokens_per_s(estimate.output_tokens_per_s)} (likely "
         f"{units.fmt_tokens_per_s(low)} to {units.fmt_tokens_per_s(high)}), "
         f"{units.fmt_tokens_per_s(estimate.per_user_tokens_per_s)} per user, "
-        f"TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_ms(estimate.tpot_s)}, "
+        f"TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_ms(estimate.tpot_s)} (closed loop, "
+        f"prefills included), "
         f"request latency {units.fmt_ms(estimate.request_latency_s)}",
         f"  engine: {estimate.running_batch} running"
         + (f" ({queued} queued)" if queued else "")
@@ -268,8 +269,13 @@ def serve_command(
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
     engine: EngineOpt = DEFAULT_ENGINE,
     max_prefill_tokens: Annotated[
-        int, typer.Option(min=1, help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens).")
-    ] = DEFAULT_MAX_PREFILL_TOKENS,
+        int | None,
+        typer.Option(
+            min=1,
+            help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens; default: "
+            "max(8192, ctx - ctx/4), what the plan and the configs use).",
+        ),
+    ] = None,
     max_batch: Annotated[
         int | None,
         typer.Option(min=1, help="Engine's running-sequence limit (max_num_seqs); the rest queue."),

@@ -42,7 +42,7 @@ def _layout_rows(result: Plan) -> list[tuple[str, int, str]]:
     return rows
 
 
-def _memory_table(result: Plan) -> Table:
+def _memory_table(result: Plan, dep: Deployment) -> Table:
     mem = result.memory
     rec = result.recommendation
     group_batch = result.layout.batch_per_dp_group if result.layout else rec.max_batch_size
@@ -59,7 +59,11 @@ def _memory_table(result: Plan) -> Table:
         ("device capacity", mem.device_capacity_bytes, capacity_note),
         ("weights", mem.weights_bytes, f"{result.dtype}, {parallel}"),
         *_layout_rows(result),
-        ("activation peak", mem.activation_bytes, "largest prefill batch (max_prefill_tokens)"),
+        (
+            "activation peak",
+            mem.activation_bytes,
+            f"prefill of {dep.max_prefill_tokens} tokens (--max-prefill-tokens)",
+        ),
         ("runtime", mem.runtime_bytes, "runtime context, comm buffers (card profile)"),
         (
             "KV budget",
@@ -103,7 +107,7 @@ def print_plan(result: Plan, dep: Deployment) -> None:
     """Print the plan: header, memory table, cache sizes, recommendation, speed, warnings."""
     mem, rec = result.memory, result.recommendation
     console.print(_header(result, dep))
-    console.print(_memory_table(result))
+    console.print(_memory_table(result, dep))
     console.print(
         f"KV cache per token: {units.fmt_bytes(mem.kv_bytes_per_token)} "
         f"({dep.model.full_attention_layers} cached layers)"

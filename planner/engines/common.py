@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from planner import capacity
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.errors import PlanInputError
 from planner.schema import Frozen
-
-OUTPUT_SHARE_DIVISOR = 4  # [assumed: default output = 1/4 of --ctx, MindIE's default is 512 of 2560]
 
 
 class ServingOptions(Frozen):
@@ -40,12 +39,12 @@ def resolve_lengths(ctx_tokens: int, *, block_size_tokens: int, options: Serving
     """Split --ctx into input and output: output defaults to ctx/4 (whole blocks), input to the rest.
 
     maxPrefillTokens defaults to max(8192, input) so MindIE's rule maxPrefillTokens >= maxInputTokenLen
-    holds; an explicit --max-prefill-tokens is kept as given (validate_config refuses it if too small).
+    holds (with the default split this is capacity.default_max_prefill_tokens, what the plan sizes); an
+    explicit --max-prefill-tokens is kept as given (validate_config refuses it if too small).
     """
     out_tokens, in_tokens = options.max_output_tokens, options.max_input_tokens
     if out_tokens is None and in_tokens is None:
-        quarter = ctx_tokens // OUTPUT_SHARE_DIVISOR
-        out_tokens = quarter // block_size_tokens * block_size_tokens or max(quarter, 1)
+        out_tokens = capacity.default_output_tokens(ctx_tokens, block_size_tokens=block_size_tokens)
     in_tokens = in_tokens if in_tokens is not None else ctx_tokens - (out_tokens or 0)
     out_tokens = out_tokens if out_tokens is not None else ctx_tokens - in_tokens
     if in_tokens < 1 or out_tokens < 1 or in_tokens + out_tokens > ctx_tokens:

@@ -351,11 +351,10 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
         notes.append(f"--prefix-cache: MindIE documents it for Qwen2/2.5/3, DeepSeek-R1/V3, not {plan.model}")
     if plan.memory.state_bytes_per_sequence:
         notes.append(
-            f"assumed: MindIE-LLM's public sources have no {plan.model} model; kvplan assumes MindIE keeps "
-            f"each sequence's linear-attention state "
-            f"({units.fmt_bytes(plan.memory.state_bytes_per_sequence)}) "
-            f"outside the KV blocks, counts full-attention layers only in npuBlockNum, and takes the states "
-            f"out of npuMemSize; maxBatchSize {plan.recommendation.max_batch_size} depends on this"
+            f"assumed (as the plan's note): linear-attention states "
+            f"({units.fmt_bytes(plan.memory.state_bytes_per_sequence)} per sequence) outside the KV "
+            f"blocks, so npuBlockNum counts full-attention layers only and npuMemSize leaves the states "
+            f"out; maxBatchSize {plan.recommendation.max_batch_size} depends on this"
         )
     return notes
 
@@ -367,13 +366,35 @@ def mindie_config(
     check_options(plan, options=options)
     mode = npu_mem_mode(plan.model, requested=options.npu_mem_size)
     gib = npu_mem_size_gib(plan, mode=mode)
-    values = owned_values(plan, lengths=lengths, options=options, base=base, npu_mem_gib=gib)
-    cfg = apply_layout(merge_config(base, values), plan)
-    mindie_rules.validate_config(cfg)
     prediction = predict_blocks(plan, lengths=lengths, npu_mem_gib=gib)
     check_warmup(plan, prediction)
+    held, notes = held_plan(plan, prediction=prediction, lengths=lengths)
+    values = owned_values(held, lengths=lengths, options=options, base=base, npu_mem_gib=gib)
+    cfg = apply_layout(merge_config(base, values), plan)
+    mindie_rules.validate_config(cfg)
     env = {"NPU_MEMORY_FRACTION": f"{plan.memory_fraction:g}"} if mode == "auto" else {}
-    notes = mindie_notes(plan, options=options, prediction=prediction, mode=mode)
+    notes += mindie_notes(held, options=options, prediction=prediction, mode=mode)
     if plan.layout is not None:
         notes += layouts.mindie_layout_notes(plan.layout, model_type=plan.layout.model_type)
     return MindieResult(config=cfg, prediction=prediction, npu_mem_mode=mode, env=env, notes=notes)
+
+
+def held_plan(plan: Plan, *, prediction: BlockPrediction, lengths: Lengths) -> tuple[Plan, list[str]]:
+    """The plan with maxBatchSize lowered to what MindIE's predicted blocks hold, when fewer (explicit lengths
+    or whole-GiB npuMemSize); layout plans (per DP group) are kept, mindie_notes says when blocks hold fewer."""
+    batch = plan.recommendation.max_batch_size
+    if plan.layout is not None or prediction.concurrency >= batch:
+        return plan, []
+    if prediction.concurrency < 1:
+        raise DoesNotFitError(
+            f"{plan.model} on {plan.card} at tp={plan.tp}: MindIE's {prediction.npu_block_num} usable blocks "
+            f"hold no request of {lengths.max_input_tokens} in + {lengths.max_output_tokens} out (got 0, "
+            f"expected >= 1 of {prediction.blocks_per_request} blocks); lower --ctx or raise --tp"
+        )
+    recommendation = plan.recommendation.model_copy(update={"max_batch_size": prediction.concurrency})
+    note = (
+        f"maxBatchSize {prediction.concurrency}, not the plan's {batch}: MindIE's predicted blocks hold "
+        f"{prediction.concurrency} requests of {lengths.max_input_tokens} in + "
+        f"{lengths.max_output_tokens} out"
+    )
+    return plan.model_copy(update={"recommendation": recommendation}), [note]
