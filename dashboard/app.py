@@ -204,20 +204,20 @@ def show_header(dep: Deployment, plan: Plan) -> None:
         f"{plan.dtype} · KV {plan.kv_dtype} · tp={plan.tp} · context {units.fmt_tokens(plan.ctx_tokens)} "
         f"· block {plan.block_size_tokens} · memory fraction {plan.memory_fraction:g}"
     )
-    badges = st.columns([1, 1, 6])
-    with badges[0]:
-        if plan.performance is not None and plan.performance.calibrated:
-            st.badge("calibrated", icon=":material/verified:", color="green")
-        else:
-            st.badge(
-                "uncalibrated",
-                icon=":material/warning:",
-                color="orange",
-                help="Speeds use datasheet peaks x assumed efficiencies; run `kvplan calibrate`.",
-            )
-    with badges[1]:
-        if plan.model_alias:
-            st.badge(f"alias {plan.model_alias}", color="gray")
+    calibrated = plan.performance is not None and plan.performance.calibrated
+    badges = (
+        ":green-badge[:material/verified: calibrated]"
+        if calibrated
+        else ":orange-badge[:material/warning: uncalibrated]"
+    )
+    if plan.model_alias:
+        badges += f" :gray-badge[alias {plan.model_alias}]"
+    st.markdown(  # one line of badges: st.columns would cut them at narrow widths ("unc…")
+        badges,
+        help=None
+        if calibrated
+        else "Speeds use datasheet peaks x assumed efficiencies; run `kvplan calibrate`.",
+    )
 
 
 # st.metric truncates values wider than its column ("128…"): short numbers with the unit in the label,
@@ -245,8 +245,8 @@ def show_metrics(plan: Plan) -> None:
             ("max batch" if plan.batch is None else "batch", f"{rec.max_batch_size}", batch_help),
             ("max seq len", dashboard.short_tokens(rec.max_seq_len), f"{rec.max_seq_len} tokens"),
             (
-                "KV budget (GiB)",
-                f"{units.bytes_to_gib(mem.kv_budget_bytes):.1f}",
+                "KV budget",
+                f"{units.bytes_to_gib(mem.kv_budget_bytes):.1f} GiB",
                 "usable - weights - activation peak - runtime",
             ),
             ("KV share", units.fmt_fraction(share), "Seed article's rule of thumb: 30-40 % of the card."),
@@ -261,12 +261,12 @@ def show_metrics(plan: Plan) -> None:
                 f"{units.s_to_ms(dashboard.tpot_s(perf)):,.1f}",
                 "Time per output token of one user at this batch.",
             ),
-            ("aggregate (tok/s)", f"{perf.tokens_per_s:,.0f}", None),
+            ("total (tok/s)", f"{perf.tokens_per_s:,.0f}", None),
             ("per user (tok/s)", f"{perf.per_user_tokens_per_s:,.1f}", None),
             (
-                "TTFT idle (ms)",
+                "TTFT (ms)",
                 f"{units.s_to_ms(perf.ttft_s):,.0f}",
-                "Prefill of one prompt of the context length on an idle engine.",
+                "Idle-engine TTFT: prefill of one prompt of the context length.",
             ),
         ]
     )
