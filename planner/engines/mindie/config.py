@@ -380,8 +380,8 @@ def mindie_config(
 
 
 def held_plan(plan: Plan, *, prediction: BlockPrediction, lengths: Lengths) -> tuple[Plan, list[str]]:
-    """The plan with maxBatchSize lowered to what MindIE's predicted blocks hold, when fewer (explicit lengths
-    or whole-GiB npuMemSize); layout plans (per DP group) are kept, mindie_notes says when blocks hold fewer."""
+    """The plan with maxBatchSize lowered to what MindIE's predicted blocks hold, when fewer (explicit
+    lengths, whole-GiB npuMemSize); layout plans (per DP group) kept, mindie_notes warns."""
     batch = plan.recommendation.max_batch_size
     if plan.layout is not None or prediction.concurrency >= batch:
         return plan, []
