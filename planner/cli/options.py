@@ -19,7 +19,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from typer._click.exceptions import ClickException
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 from typer.exceptions import Abort
 
 from planner import units
@@ -162,6 +162,21 @@ def usage_line(exc: ClickException) -> str:
     if isinstance(name, str) and not text.count("-"):
         text = text.replace(name, name.upper())  # an argument: its usage spelling, POINTS_CSV
     return text
+
+
+_typer_display_type = TyperOption.display_type_rich
+
+
+def _display_type(self: TyperOption, ctx: Any) -> str | None:
+    """The help's type column: nothing for flags (`--json`, `--help`), which take no value; typer 0.29
+    prints `<bool>` there, as if the flag wanted one."""
+    if self.is_flag and not self.metavar:
+        return None
+    result: str | None = _typer_display_type(self, ctx)
+    return result
+
+
+TyperOption.display_type_rich = _display_type  # type: ignore[method-assign]
 
 
 class OneLineErrors(TyperGroup):
