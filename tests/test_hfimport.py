@@ -382,6 +382,66 @@ def test_llama_head_dim_is_derived_written_and_recorded() -> None:
     assert ModelCard.model_validate(yaml.safe_load(text)) == card
 
 
+# Released config.json files (Hugging Face), and the parameter totals their safetensors index reports.
+QWEN2_5_7B = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "hidden_act": "silu",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "max_position_embeddings": 32768,
+    "max_window_layers": 28,
+    "model_type": "qwen2",
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "sliding_window": 131072,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "use_sliding_window": False,
+    "vocab_size": 152064,
+    "_name_or_path": "Qwen/Qwen2.5-7B-Instruct",
+}
+MISTRAL_7B_V0_3 = {
+    "architectures": ["MistralForCausalLM"],
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "model_type": "mistral",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 1000000.0,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 32768,
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "parameters", "bias"),
+    [(QWEN2_5_7B, 7_615_616_512, True), (MISTRAL_7B_V0_3, 7_248_023_552, False)],
+)
+def test_qwen2_and_mistral_import_with_the_released_parameter_count(
+    config: dict[str, Any], parameters: int, bias: bool
+) -> None:
+    """Issue 12: `kvplan models import` took only llama/qwen3/deepseek; Qwen2 adds q/k/v biases."""
+    card = hfimport.card_from_config_dict(config, card_id="t")
+    assert (card.model_type, card.attention_bias, card.head_dim) == (config["model_type"], bias, 128)
+    assert params.parameter_count(card) == parameters
+
+
+def test_a_sliding_window_is_recorded_not_modelled() -> None:
+    card = hfimport.card_from_config_dict({**MISTRAL_7B_V0_3, "sliding_window": 4096}, card_id="t")
+    assert "sliding_window 4096 not modelled" in card.sources[-1].note
+    with pytest.raises(DataFileError, match=r"use_sliding_window: not supported .*\(got True"):
+        hfimport.card_from_config_dict({**QWEN2_5_7B, "use_sliding_window": True}, card_id="t")
+
+
 def test_name_or_path_becomes_hf_repo() -> None:
     card = hfimport.card_from_config_dict(QWEN3_0_6B, card_id="qwen3-0.6b")
     assert card.source.hf_repo == "Qwen/Qwen3-0.6B" and card.name == "Qwen3-0.6B"
@@ -390,11 +450,11 @@ def test_name_or_path_becomes_hf_repo() -> None:
 def test_unknown_model_type_names_file_type_and_supported_list() -> None:
     with pytest.raises(
         DataFileError,
-        match=r"^ckpt/config\.json: model_type: unsupported \(got 'mistral', "
-        r"expected one of .*deepseek_v3.*llama.*qwen3_next",
+        match=r"^ckpt/config\.json: model_type: unsupported \(got 'gpt_neox', "
+        r"expected one of .*deepseek_v3.*llama.*mistral.*qwen2.*qwen3_next",
     ):
         hfimport.card_from_config_dict(
-            {**TINY_LLAMA, "model_type": "mistral"}, card_id="t", origin="ckpt/config.json"
+            {**TINY_LLAMA, "model_type": "gpt_neox"}, card_id="t", origin="ckpt/config.json"
         )
 
 

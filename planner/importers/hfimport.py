@@ -111,6 +111,27 @@ def _llama(cfg: _Config) -> dict[str, Any]:
     return {**fields, "head_dim": head_dim}
 
 
+def _qwen2(cfg: _Config) -> dict[str, Any]:
+    """Qwen2 / Qwen2.5: Llama geometry with q/k/v biases, which transformers always builds (not a key)."""
+    cfg.must_equal("use_sliding_window", False)
+    cfg.derived["attention_bias"] = "attention_bias = True (Qwen2 always has q/k/v biases; not a config key)"
+    return {**_llama(cfg), "attention_bias": True}
+
+
+def _mistral(cfg: _Config) -> dict[str, Any]:
+    """Mistral: Llama geometry (head_dim may be given, as Mistral-Nemo's 128 with hidden 5120 / 32 heads).
+
+    A sliding_window is recorded, not modelled: kvplan caches every token of --ctx, which over-states the KV
+    of a windowed model beyond the window (the safe side for capacity)."""
+    window = cfg.optional("sliding_window")
+    if window is not None:
+        cfg.derived["sliding_window"] = (
+            f"sliding_window {window} not modelled: KV counted for the whole context (over-states it beyond "
+            f"{window} tokens)"
+        )
+    return _llama(cfg)
+
+
 def _qwen3(cfg: _Config) -> dict[str, Any]:
     fields = {**_base_fields(cfg), "head_dim": cfg.required("head_dim"), "qk_norm": True}
     if "num_experts" in cfg.raw and "intermediate_size" not in cfg.raw:
@@ -197,6 +218,8 @@ def _deepseek_v3(cfg: _Config) -> dict[str, Any]:
 # Qwen3-Next always gates attention output; it is not a config key there (Qwen3.5 spells it out).
 FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama": _llama,
+    "mistral": _mistral,
+    "qwen2": _qwen2,
     "qwen3": _qwen3,
     "qwen3_moe": lambda c: {**_qwen3(c), **_qwen_moe(c)},
     "qwen3_next": lambda c: {**_qwen3(c), **_qwen_moe(c), **_hybrid(c), "attn_output_gate": True},
