@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planner import layout, memory, units, vllm_memory
+from planner import advice, layout, memory, units, vllm_memory
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
-from planner.errors import DoesNotFitError, PlanInputError
+from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Recommendation
 
@@ -174,10 +174,18 @@ def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
     )
 
 
+def fits(dep: Deployment) -> bool:
+    """Whether dep passes the checks and its engine holds at least one ctx sequence (for advice hints)."""
+    try:
+        check_supported(dep)
+        mem = memory_breakdown(dep)
+        return mem.kv_budget_bytes >= mem.kv_bytes_per_sequence and max_batch_size(dep, mem) >= 1
+    except KvplanError:
+        return False
+
+
 def _no_fit_hint(dep: Deployment, mem: MemoryBreakdown) -> str:
-    hints = [f"--tp {dep.tp * 2}"]
-    if dep.weight_scheme.weight_bits > 8:
-        hints.append("a smaller --dtype (fp8, int8 or w8a16)")
+    longest = 0
     if mem.kv_budget_bytes > 0 and mem.kv_bytes_per_token:
         longest = memory.max_seq_len_at_batch(
             mem.kv_budget_bytes,
@@ -186,9 +194,8 @@ def _no_fit_hint(dep: Deployment, mem: MemoryBreakdown) -> str:
             state_bytes=mem.state_bytes_per_sequence,
             block_size_tokens=dep.block_size_tokens,
         )
-        if longest:
-            hints.append(f"--ctx {longest} or less")
-    return "try " + " or ".join(hints)
+    hints = advice.no_fit_hints(dep, fits=fits, longest_ctx_tokens=longest)
+    return "try " + " or ".join(hints) if hints else "no larger --tp or smaller --dtype fits this card"
 
 
 def check_fits(dep: Deployment, mem: MemoryBreakdown) -> None:

@@ -133,7 +133,7 @@ def test_card_accepts_a_path(tmp_path: Path) -> None:
         (
             ["--model", "llama-3.1-70b", "--card", "ascend-910b4"],
             3,
-            r"llama-3.1-70b \(bf16\) does not fit on ascend-910b4 at tp=1: .*try --tp 2",
+            r"llama-3.1-70b \(bf16\) does not fit on ascend-910b4 at tp=1: .*try --tp 8$",
         ),
         (["--model", "qwen3-8b", "--ctx", "4k", "--batch", "100000"], 3, r"--batch: 100000 sequences"),
         ([], 2, r"--model: required"),

@@ -1,0 +1,69 @@
+"""Issue 12, section 4: rough edges a new user hits in the CLI (hints that work, flags without `<bool>`)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+from typer.testing import CliRunner
+
+from planner import catalog
+from planner.cli import app
+
+runner = CliRunner()
+HINT = re.compile(r"; try (.+)$")
+
+
+def hints_of(error: str) -> list[list[str]]:
+    """The alternatives of a "does not fit ...; try A or B or C" line, each as flags (`--dtype int8 or
+    w8a16` is two alternatives of one flag)."""
+    match = HINT.search(error.strip())
+    assert match, error
+    alternatives: list[list[str]] = []
+    for part in match.group(1).split(" or "):
+        words = shlex.split(part)
+        if words == ["less"]:  # "--ctx N or less"
+            continue
+        if words[0].startswith("--"):
+            alternatives.append(words)
+        else:  # "w8a16" continuing "--dtype int8 or w8a16"
+            alternatives.append([alternatives[-1][0], words[0]])
+    return alternatives
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("card", catalog.card_ids())
+def test_every_does_not_fit_hint_leads_to_a_plan(card: str) -> None:
+    tried = 0
+    for model in catalog.model_ids():
+        flags = ["--model", model, "--card", card, "--ctx", "32k"]
+        refused = runner.invoke(app, flags)
+        if refused.exit_code != 3:
+            continue
+        for hint in hints_of(refused.output):
+            changed = [*flags, *hint] if hint[0] != "--ctx" else [*flags[:-2], *hint]
+            result = runner.invoke(app, changed)
+            assert result.exit_code == 0, (changed, result.output[-300:])
+            tried += 1
+    assert tried or card != "ascend-910b4"  # the grid runs hints, not only refusals
+
+
+def test_no_fp8_hint_on_a_card_without_fp8_and_the_first_tp_that_fits() -> None:
+    result = runner.invoke(app, ["--model", "llama-3.1-70b", "--card", "ascend-910b4"])
+    assert result.exit_code == 3
+    assert "fp8" not in result.output and "try --tp 8" in result.output
+    assert (
+        runner.invoke(app, ["--model", "llama-3.1-70b", "--card", "ascend-910b4", "--tp", "4"]).exit_code == 3
+    )
+
+
+@pytest.mark.parametrize(
+    "command", [[], ["mindie"], ["vllm"], ["serve"], ["sweep"], ["calibrate"], ["models"]]
+)
+def test_help_shows_no_type_on_flags(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"], terminal_width=160)
+    assert result.exit_code == 0
+    assert "--json" in result.output or "--help" in result.output
+    assert "<bool>" not in result.output
+    assert "<" in result.output or command == ["models"]  # value options keep their type (<int>, <str>)
