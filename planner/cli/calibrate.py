@@ -1,7 +1,7 @@
 """`kvplan calibrate` and `kvplan validate`: parse -> call -> format. torch is imported only inside calibrate.
 
 kvplan calibrate --card CARD [--device npu:0|cuda:0|cpu] [--model MODEL] [--out FILE] [--force]
-kvplan calibrate --from-bench POINTS.csv --card CARD [--engine E] [--out FILE] [--force]
+kvplan calibrate --from-bench POINTS.csv [--card CARD] [--engine E] [--out FILE] [--force]
 kvplan validate POINTS.csv [--card CARD] [--engine E] [--uncalibrated]
 """
 
@@ -15,7 +15,7 @@ import typer
 
 from planner import units
 from planner.cli.options import fail
-from planner.errors import KvplanError
+from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
     from planner.perf.fit import FitResult
@@ -217,8 +217,24 @@ def _print_serving(rows: list, errors: list[float], *, hw_id: str) -> None:  # t
     )
 
 
+def card_of_bench(points_csv: Path) -> str:
+    """The one card a bench CSV's rows name (its `card` column), for --from-bench without --card."""
+    from planner.importers.benchpoints import read_bench_rows
+
+    steps, serving = read_bench_rows(points_csv)
+    cards = sorted({row.card for row in [*steps, *serving]})
+    if len(cards) != 1:
+        raise PlanInputError(
+            f"--card: required when {points_csv} names more than one card "
+            f"(got {', '.join(cards) or 'none'}, expected one card column value or --card)"
+        )
+    return cards[0]
+
+
 def calibrate(
-    card: Annotated[str, typer.Option("--card", help=CARD_HELP)],
+    card: Annotated[
+        str | None, typer.Option("--card", help=CARD_HELP + " With --from-bench: default the CSV's card.")
+    ] = None,
     device: Annotated[
         str | None, typer.Option("--device", help="npu:N, cuda:N or cpu (default: by vendor).")
     ] = None,
@@ -246,6 +262,10 @@ def calibrate(
 ) -> None:
     """Measure the card (microbenchmarks) or fit it to your benchmark; write a profile with `measured:`."""
     try:
+        if card is None and from_bench is not None:
+            card = card_of_bench(from_bench)
+        if card is None:
+            raise PlanInputError("--card: required (got nothing, expected a card id, e.g. ascend-950pr)")
         if check:
             _check(card, device=device or _default_device(card))
             return
