@@ -205,11 +205,13 @@ def show_header(dep: Deployment, plan: Plan) -> None:
         f"· block {plan.block_size_tokens} · memory fraction {plan.memory_fraction:g}"
     )
     calibrated = plan.performance is not None and plan.performance.calibrated
-    badges = (
-        ":green-badge[:material/verified: calibrated]"
-        if calibrated
-        else ":orange-badge[:material/warning: uncalibrated]"
-    )
+    warnings = dashboard.fit_warnings(dep, plan)
+    if not calibrated:
+        badges = ":orange-badge[:material/warning: uncalibrated]"
+    elif warnings:  # a fit on its bounds or used outside its range: not a green badge
+        badges = ":orange-badge[:material/warning: calibrated, with warnings]"
+    else:
+        badges = ":green-badge[:material/verified: calibrated]"
     if plan.model_alias:
         badges += f" :gray-badge[alias {plan.model_alias}]"
     st.markdown(  # one line of badges: st.columns would cut them at narrow widths ("unc…")
@@ -218,6 +220,8 @@ def show_header(dep: Deployment, plan: Plan) -> None:
         if calibrated
         else "Speeds use datasheet peaks x assumed efficiencies; run `kvplan calibrate`.",
     )
+    if warnings:
+        st.warning("The calibrated profile's fit: " + "; ".join(warnings))
 
 
 # st.metric truncates values wider than its column ("128…"): short numbers with the unit in the label,

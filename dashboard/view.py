@@ -207,6 +207,22 @@ def dashboard_message(exc: Exception) -> str:
     return text.replace(tempfile.gettempdir().rstrip("/") + "/", "")
 
 
+def fit_warnings(dep: Deployment, plan: Plan) -> list[str]:
+    """What a --from-bench profile warns about at this plan: parameters its fit left on a bound (the
+    "warning:" parts of its notes) and a batch or context outside the fitted range."""
+    from planner.perf import fit_checks
+
+    measured = dep.hardware.measured
+    if measured is None or measured.backend != "bench-fit" or not dep.calibrated:
+        return []
+    lines = [part.strip() for part in measured.notes.split("; warning: ")[1:]]
+    fit_range = measured.samples.get("fit_range", [])
+    batch = plan.performance.batch if plan.performance else plan.recommendation.max_batch_size
+    if len(fit_range) == 4:
+        lines += fit_checks.range_warnings(fit_range, batch=batch, ctx_tokens=plan.ctx_tokens)
+    return lines
+
+
 def max_batch_at(dep: Deployment, mem: MemoryBreakdown) -> int:
     """Most sequences of ctx tokens that fit the KV budget (capacity.max_batch_size)."""
     return capacity.max_batch_size(dep, mem)

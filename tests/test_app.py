@@ -273,3 +273,25 @@ def test_mindie_config_text_is_json_with_the_plans_batch(plan_27b: tuple) -> Non
 def test_uploaded_config_that_is_not_json_raises_a_data_error() -> None:
     with pytest.raises(DataFileError, match="not valid JSON"):
         dashboard.model_card_from_config(b"{not json", name="config.json")
+
+
+def test_a_fit_used_outside_its_range_is_warned_not_green(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from planner.cli import app as cli
+
+    data = Path(__file__).resolve().parents[1] / "calibration/data/h200-e2e-decode.csv"
+    lines = data.read_text().splitlines()
+    points = tmp_path / "qwen3-8b.csv"
+    points.write_text("\n".join([lines[0], *[ln for ln in lines[1:] if ln.startswith("qwen3-8b,")]]) + "\n")
+    profile = tmp_path / "fitted.yaml"
+    result = CliRunner().invoke(cli, ["calibrate", "--from-bench", str(points), "--out", str(profile)])
+    assert result.exit_code == 0, result.output
+    inside = dashboard.plan_for(PlanRequest(model="qwen3-8b", card=str(profile), ctx="2k", batch=8))
+    outside = dashboard.plan_for(PlanRequest(model="qwen3-8b", card=str(profile), ctx="128k", batch=1))
+    assert not any("outside the fitted range" in w for w in dashboard.fit_warnings(*inside))
+    assert any("ctx 131072 is outside the fitted range" in w for w in dashboard.fit_warnings(*outside))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    assert_clean(at)
+    assert not any("with warnings" in m.value for m in at.markdown)  # the shipped profile: no fit
