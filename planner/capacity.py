@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from planner import advice, layout, memory, units, vllm_memory
-from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
+from planner.deployment import Deployment
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Recommendation
@@ -29,27 +29,6 @@ MINDIE_EXPLICIT_NPU_MEM = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
 # MindIE's KV dtypes: the activation dtype, or int8 from a C8-quantized checkpoint; it has no FP8 KV cache
 # (mindie_llm/runtime/model_runner/model_runner.py; docs/engines/mindie-memory.md).
 MINDIE_KV_DTYPES = ("bf16", "fp16", "int8")
-OUTPUT_SHARE_DIVISOR = 4  # [assumed: default output = 1/4 of --ctx, MindIE's default is 512 of 2560]
-
-
-def default_output_tokens(ctx_tokens: int, *, block_size_tokens: int) -> int:
-    """Output tokens of a request when the user gives no split: a quarter of ctx in whole blocks.
-
-    Formula: out = floor((ctx / 4) / block) * block, or max(ctx / 4, 1) when that is under one block.
-    """
-    quarter = ctx_tokens // OUTPUT_SHARE_DIVISOR
-    return quarter // block_size_tokens * block_size_tokens or max(quarter, 1)
-
-
-def default_max_prefill_tokens(ctx_tokens: int, *, block_size_tokens: int) -> int:
-    """The prefill batch every command sizes activations for when --max-prefill-tokens is not given.
-
-    Formula: max(8192, ctx - out), out = default_output_tokens: MindIE needs maxPrefillTokens >=
-    maxInputTokenLen, and `kvplan mindie` / `kvplan vllm` write exactly this (maxPrefillTokens,
-    --max-num-batched-tokens), so the plan's activation peak is the one the engine will see.
-    """
-    output = default_output_tokens(ctx_tokens, block_size_tokens=block_size_tokens)
-    return max(DEFAULT_MAX_PREFILL_TOKENS, ctx_tokens - output)
 
 
 def check_supported(dep: Deployment) -> None:

@@ -19,6 +19,29 @@ MAX_DEGREE = 1024  # a parallel degree, node count or node size beyond this is a
 MAX_REDUNDANT_EXPERTS = 4096
 
 
+OUTPUT_SHARE_DIVISOR = 4  # [assumed: default output = 1/4 of --ctx, MindIE's default is 512 of 2560]
+
+
+def default_output_tokens(ctx_tokens: int, *, block_size_tokens: int) -> int:
+    """Output tokens of a request when the user gives no split: a quarter of ctx in whole blocks.
+
+    Formula: out = floor((ctx / 4) / block) * block, or max(ctx / 4, 1) when that is under one block.
+    """
+    quarter = ctx_tokens // OUTPUT_SHARE_DIVISOR
+    return quarter // block_size_tokens * block_size_tokens or max(quarter, 1)
+
+
+def default_max_prefill_tokens(ctx_tokens: int, *, block_size_tokens: int) -> int:
+    """The prefill batch every command sizes activations for when --max-prefill-tokens is not given.
+
+    Formula: max(8192, ctx - out), out = default_output_tokens: MindIE needs maxPrefillTokens >=
+    maxInputTokenLen, and `kvplan mindie` / `kvplan vllm` write exactly this (maxPrefillTokens,
+    --max-num-batched-tokens), so the plan's activation peak is the one the engine will see.
+    """
+    output = default_output_tokens(ctx_tokens, block_size_tokens=block_size_tokens)
+    return max(DEFAULT_MAX_PREFILL_TOKENS, ctx_tokens - output)
+
+
 class Deployment(Frozen):
     """Everything a plan depends on. `batch` None means: plan the largest batch that fits at ctx."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner import capacity, catalog, units
+from planner import catalog, deployment, units
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MEMORY_FRACTION,
@@ -41,7 +41,7 @@ class PlanRequest:
     memory_fraction: float = DEFAULT_MEMORY_FRACTION
     memory_gib: float | None = None
     bandwidth_gbps: float | None = None
-    max_prefill_tokens: int | None = None  # None: capacity.default_max_prefill_tokens, as the configs write
+    max_prefill_tokens: int | None = None  # None: deployment.default_max_prefill_tokens, as the configs write
     mtp: int = 0
     mtp_acceptance: float = DEFAULT_MTP_ACCEPTANCE_FRACTION
     calibrated: bool = True
@@ -183,7 +183,7 @@ def to_deployment(req: PlanRequest) -> Deployment:
         block_size_tokens=req.block_size,
         memory_fraction=req.memory_fraction,
         max_prefill_tokens=req.max_prefill_tokens
-        or capacity.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),
+        or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),
         mtp_tokens=req.mtp,
         mtp_acceptance_fraction=req.mtp_acceptance,
         calibrated=req.calibrated,

@@ -3,7 +3,7 @@
 concurrency) and the dashboard's plan (dashboard.view.plan_for, the view-model the page shows, and its MindIE
 download) give the same number, or all refuse with the same exit code. No command is given
 --max-prefill-tokens: each sizes the activation peak with the one default
-(capacity.default_max_prefill_tokens).
+(deployment.default_max_prefill_tokens).
 MindIE's maxBatchSize never exceeds the requests its predicted blocks hold."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dashboard import view
-from planner import capacity, catalog
+from planner import catalog, deployment
 from planner.cli import app
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest
@@ -50,7 +50,7 @@ def config_batch(engine: str, common: list[str]) -> tuple[int, int | None, dict]
 
 def serve_batch(engine: str, model: str, card: str, tp: str) -> tuple[int, int | None]:
     """`kvplan serve` with the default input/output split of --ctx: its memory-bound concurrency."""
-    output = capacity.default_output_tokens(CTX_TOKENS, block_size_tokens=128)
+    output = deployment.default_output_tokens(CTX_TOKENS, block_size_tokens=128)
     flags = ["--model", model, "--card", card, "--tp", tp, "--engine", engine]
     lengths = ["--input-tokens", str(CTX_TOKENS - output), "--output-tokens", str(output)]
     result = runner.invoke(app, ["serve", *flags, *lengths, "--json"])
@@ -111,8 +111,8 @@ def test_the_mission_case_agrees() -> None:
 
 def test_default_prefill_is_what_the_configs_write() -> None:
     """The plan's activation peak is sized with max(8192, ctx - ctx/4): unchanged at short contexts."""
-    assert capacity.default_max_prefill_tokens(4096, block_size_tokens=128) == 8192
-    assert capacity.default_max_prefill_tokens(CTX_TOKENS, block_size_tokens=128) == 24576
+    assert deployment.default_max_prefill_tokens(4096, block_size_tokens=128) == 8192
+    assert deployment.default_max_prefill_tokens(CTX_TOKENS, block_size_tokens=128) == 24576
     short = runner.invoke(app, ["--model", "qwen3-8b", "--json"])
     explicit = runner.invoke(app, ["--model", "qwen3-8b", "--max-prefill-tokens", "8192", "--json"])
     assert json.loads(short.output)["memory"] == json.loads(explicit.output)["memory"]

@@ -222,7 +222,7 @@ def card_of_bench(points_csv: Path) -> str:
     from planner.importers.benchpoints import read_bench_rows
 
     steps, serving = read_bench_rows(points_csv)
-    cards = sorted({row.card for row in [*steps, *serving]})
+    cards = sorted({str(row.card) for row in steps} | {str(row.card) for row in serving})
     if len(cards) != 1:
         raise PlanInputError(
             f"--card: required when {points_csv} names more than one card "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from planner import capacity
+from planner import deployment
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.errors import PlanInputError
 from planner.schema import Frozen
@@ -39,12 +39,12 @@ def resolve_lengths(ctx_tokens: int, *, block_size_tokens: int, options: Serving
     """Split --ctx into input and output: output defaults to ctx/4 (whole blocks), input to the rest.
 
     maxPrefillTokens defaults to max(8192, input) so MindIE's rule maxPrefillTokens >= maxInputTokenLen
-    holds (with the default split this is capacity.default_max_prefill_tokens, what the plan sizes); an
+    holds (with the default split this is deployment.default_max_prefill_tokens, what the plan sizes); an
     explicit --max-prefill-tokens is kept as given (validate_config refuses it if too small).
     """
     out_tokens, in_tokens = options.max_output_tokens, options.max_input_tokens
     if out_tokens is None and in_tokens is None:
-        out_tokens = capacity.default_output_tokens(ctx_tokens, block_size_tokens=block_size_tokens)
+        out_tokens = deployment.default_output_tokens(ctx_tokens, block_size_tokens=block_size_tokens)
     in_tokens = in_tokens if in_tokens is not None else ctx_tokens - (out_tokens or 0)
     out_tokens = out_tokens if out_tokens is not None else ctx_tokens - in_tokens
     if in_tokens < 1 or out_tokens < 1 or in_tokens + out_tokens > ctx_tokens:
