@@ -208,19 +208,11 @@ def dashboard_message(exc: Exception) -> str:
 
 
 def fit_warnings(dep: Deployment, plan: Plan) -> list[str]:
-    """What a --from-bench profile warns about at this plan: parameters its fit left on a bound (the
-    "warning:" parts of its notes) and a batch or context outside the fitted range."""
+    """What a --from-bench profile warns about at this plan (fit_checks.profile_warnings at its batch)."""
     from planner.perf import fit_checks
 
-    measured = dep.hardware.measured
-    if measured is None or measured.backend != "bench-fit" or not dep.calibrated:
-        return []
-    lines = [part.strip() for part in measured.notes.split("; warning: ")[1:]]
-    fit_range = measured.samples.get("fit_range", [])
     batch = plan.performance.batch if plan.performance else plan.recommendation.max_batch_size
-    if len(fit_range) == 4:
-        lines += fit_checks.range_warnings(fit_range, batch=batch, ctx_tokens=plan.ctx_tokens)
-    return lines
+    return fit_checks.profile_warnings(dep, batch=batch, ctx_tokens=plan.ctx_tokens)
 
 
 def max_batch_at(dep: Deployment, mem: MemoryBreakdown) -> int:

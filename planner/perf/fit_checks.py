@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from planner.deployment import Deployment
 from planner.errors import DataFileError, PlanInputError
 from planner.importers.benchpoints import BenchPoint, ServingPoint
 from planner.perf.fit_params import FIT_PARAMS
@@ -96,3 +97,17 @@ def quality_warnings(mape_fraction: float, worst: str) -> list[str]:
         f"the fit misses its own rows by {mape_fraction:.0%} on average (worst {worst}): the model does not "
         "explain these rows; do not trust predictions from this profile"
     ]
+
+
+def profile_warnings(dep: Deployment, *, batch: int, ctx_tokens: int) -> list[str]:
+    """What a --from-bench profile warns about when used at (batch, ctx_tokens): the parameters its fit
+    left on a bound (the "warning:" parts of its notes) and a batch or context outside the fitted range.
+    Empty for datasheet, microbenchmark-calibrated or --uncalibrated plans."""
+    measured = dep.hardware.measured
+    if measured is None or measured.backend != "bench-fit" or not dep.calibrated:
+        return []
+    lines = [part.strip() for part in measured.notes.split("; warning: ")[1:]]
+    fit_range = measured.samples.get("fit_range", [])
+    if len(fit_range) == 4:
+        lines += range_warnings(fit_range, batch=batch, ctx_tokens=ctx_tokens)
+    return lines

@@ -11,7 +11,7 @@ from pydantic import Field
 from planner import capacity, layout
 from planner.deployment import Deployment
 from planner.errors import DoesNotFitError
-from planner.perf import serving
+from planner.perf import fit_checks, serving
 from planner.results import Performance, Plan, Recommendation
 from planner.schema import Frozen
 
@@ -105,9 +105,16 @@ def build_plan(
         memory=mem,
         recommendation=rec,
         performance=perf,
-        warnings=capacity.plan_warnings(dep, mem, rec),
+        warnings=capacity.plan_warnings(dep, mem, rec)
+        + [f"speed from a fitted profile: {line}" for line in fitted_speed_warnings(dep, rec, perf)],
         layout=report,
     )
+
+
+def fitted_speed_warnings(dep: Deployment, rec: Recommendation, perf: Performance | None) -> list[str]:
+    """The fitted profile's warnings (on a bound, outside its range) at the batch the speed is given for."""
+    batch = perf.batch if perf is not None else rec.max_batch_size
+    return fit_checks.profile_warnings(dep, batch=batch, ctx_tokens=dep.ctx_tokens)
 
 
 def instance_performance(group_dep: Deployment, *, batch: int, dp: int, prompt_tokens: int) -> Performance:
