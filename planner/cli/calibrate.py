@@ -180,13 +180,17 @@ def _print_points(points: list, errors: list[float], *, hw_id: str) -> None:  # 
             f"{error * units.PERCENT:+.1f} %",
         )
     Console(width=120).print(table)
-    mape = sum(abs(e) for e in errors) / len(errors)
-    worst = max(range(len(errors)), key=lambda i: abs(errors[i]))
+    mape, worst = _error_summary(errors)
     typer.echo(
         f"MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
         f"{points[worst].where} ({points[worst].model}, batch {points[worst].batch}, "
         f"ctx {points[worst].ctx_tokens})"
     )
+
+
+def _error_summary(errors: list[float]) -> tuple[float, int]:
+    """(mean absolute error, index of the largest absolute error) of relative errors (non-empty)."""
+    return sum(abs(e) for e in errors) / len(errors), max(range(len(errors)), key=lambda i: abs(errors[i]))
 
 
 def _print_serving(rows: list, errors: list[float], *, hw_id: str) -> None:  # type: ignore[type-arg]
@@ -209,8 +213,7 @@ def _print_serving(rows: list, errors: list[float], *, hw_id: str) -> None:  # t
             f"{error * units.PERCENT:+.1f} %",
         )
     Console(width=140).print(table)
-    mape = sum(abs(e) for e in errors) / len(errors)
-    worst = max(range(len(errors)), key=lambda i: abs(errors[i]))
+    mape, worst = _error_summary(errors)
     typer.echo(
         f"serving MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
         f"{rows[worst].where} ({rows[worst].model}, concurrency {rows[worst].concurrency})"
