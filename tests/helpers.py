@@ -5,21 +5,27 @@ from __future__ import annotations
 from planner import catalog
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
+from planner.schema import HardwareProfile
 
 
-def deployment_950pr(model_id: str = "qwen3.5-27b", *, scheme: str = "fp8", **kw: object) -> Deployment:
-    """An uncalibrated ascend-950pr deployment at ctx 4096, tp 1, bf16 KV; `kw` overrides any field."""
+def deployment(
+    model_id: str, card: str | HardwareProfile = "nvidia-h200", *, scheme: str = "bf16", **kw: object
+) -> Deployment:
+    """`model_id` on `card` (catalog id or profile) at ctx 4096, tp 1, bf16 KV; `kw` overrides any field."""
     fields: dict[str, object] = {
         "weight_scheme_name": scheme,
         "kv_dtype": StorageDType.bf16,
         "tp": 1,
         "ctx_tokens": 4096,
-        "calibrated": False,
     }
     fields.update(kw)
-    return Deployment(
-        model=catalog.load_model(model_id), hardware=catalog.load_card("ascend-950pr"), **fields
-    )
+    hardware = catalog.load_card(card) if isinstance(card, str) else card
+    return Deployment(model=catalog.load_model(model_id), hardware=hardware, **fields)
+
+
+def deployment_950pr(model_id: str = "qwen3.5-27b", *, scheme: str = "fp8", **kw: object) -> Deployment:
+    """An uncalibrated ascend-950pr deployment at ctx 4096, tp 1, bf16 KV; `kw` overrides any field."""
+    return deployment(model_id, "ascend-950pr", scheme=scheme, **{"calibrated": False, **kw})
 
 
 # `kvplan mindie` for Qwen3-32B on four 910B3 at 8k (the documented tp=4 example); tests append their flags.

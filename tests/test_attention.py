@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from planner import catalog
 from planner.deployment import Deployment
-from planner.dtypes import StorageDType
 from planner.perf import roofline
 from planner.perf.attention import attention_bytes_per_s, attention_grid
 from planner.schema import AttentionRate
+from tests.helpers import deployment
 
 H200 = catalog.load_card("nvidia-h200")
 TABLE = H200.coefficients().attention_table or []
@@ -73,15 +73,7 @@ def test_measured_table_time_is_monotone(rows: float, ctx: float, more_rows: flo
 
 
 def _dep(model: str, engine: str) -> Deployment:
-    return Deployment(
-        model=catalog.load_model(model),
-        hardware=H200,
-        weight_scheme_name="bf16",
-        kv_dtype=StorageDType.bf16,
-        tp=1,
-        ctx_tokens=4096,
-        engine=engine,
-    )
+    return deployment(model, H200, engine=engine)
 
 
 @settings(max_examples=60, deadline=None)

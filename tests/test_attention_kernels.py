@@ -6,11 +6,10 @@ import pytest
 from pydantic import ValidationError
 
 from planner import catalog
-from planner.deployment import Deployment
-from planner.dtypes import StorageDType
 from planner.perf import roofline
 from planner.perf.attention import attention_kernel, attention_table_for
 from planner.schema import AttentionRate, PerfCoefficients
+from tests.helpers import deployment
 
 H200 = catalog.load_card("nvidia-h200")
 BASE = H200.coefficients(calibrated=False)  # datasheet defaults: no tables
@@ -59,15 +58,7 @@ def test_shipped_profile_times_transformers_with_cudnn_faster_than_flash() -> No
     measured = H200.coefficients(calibrated=True)
     assert measured.attention_kernels is not None and measured.attention_tables is not None
     assert measured.attention_kernels["transformers"][128] == "cudnn"
-    dep = Deployment(
-        model=catalog.load_model("qwen3-8b"),
-        hardware=H200,
-        weight_scheme_name="bf16",
-        kv_dtype=StorageDType.bf16,
-        tp=1,
-        ctx_tokens=8192,
-        engine="transformers",
-    )
+    dep = deployment("qwen3-8b", H200, ctx_tokens=8192, engine="transformers")
     flash = H200.model_copy(
         update={
             "measured": H200.measured.model_copy(  # type: ignore[union-attr]

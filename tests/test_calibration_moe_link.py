@@ -11,8 +11,8 @@ from calibration.calibrate import coefficients_from
 from calibration.microbench import Measurements
 from planner import catalog
 from planner.deployment import Deployment
-from planner.dtypes import StorageDType
 from planner.perf import roofline
+from tests.helpers import deployment
 
 H200 = catalog.load_card("nvidia-h200")
 H200_BW = 4800e9  # memory_bandwidth_gb_per_s 4800 -> B/s
@@ -67,15 +67,7 @@ def test_gloo_two_process_allreduce_code_path() -> None:
 
 
 def _dep(model_id: str, *, tp: int = 1, engine: str = "transformers") -> Deployment:
-    return Deployment(
-        model=catalog.load_model(model_id),
-        hardware=H200,
-        weight_scheme_name="bf16",
-        kv_dtype=StorageDType.bf16,
-        tp=tp,
-        ctx_tokens=4096,
-        engine=engine,
-    )
+    return deployment(model_id, H200, tp=tp, engine=engine)
 
 
 def _with(dep: Deployment, **coefficients: object) -> Deployment:

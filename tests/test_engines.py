@@ -9,28 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner import catalog
 from planner import kinds as engines
 from planner.deployment import Deployment
-from planner.dtypes import StorageDType
 from planner.errors import DataFileError, PlanInputError
 from planner.importers.benchpoints import read_bench_points
 from planner.inputs import PlanRequest, to_deployment
 from planner.perf import opcost, roofline
+from tests.helpers import deployment
 
 COUNTS = Path(__file__).resolve().parents[1] / "calibration" / "data" / "h200-kernel-counts.json"
 
 
 def _deployment(model: str, *, engine: str) -> Deployment:
-    return Deployment(
-        model=catalog.load_model(model),
-        hardware=catalog.load_card("nvidia-h200"),
-        weight_scheme_name="bf16",
-        kv_dtype=StorageDType.bf16,
-        tp=1,
-        ctx_tokens=2048,
-        engine=engine,
-    )
+    return deployment(model, ctx_tokens=2048, engine=engine)
 
 
 def _launches(dep: Deployment, *, batch: int, ctx: int) -> int:

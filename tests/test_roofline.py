@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 
 from planner import catalog, memory
 from planner.deployment import Deployment
-from planner.dtypes import StorageDType
 from planner.errors import PlanInputError
 from planner.perf import roofline
 from planner.perf.opcost import expected_experts_touched
 from planner.perf.opweights import op_weights
 from planner.schema import HardwareProfile
+from tests import helpers
 from tests.helpers import deployment_950pr
 
 # ascend-950pr default coefficients (hwprofiles/ascend-950pr.yaml, uncalibrated):
@@ -134,14 +134,7 @@ def test_missing_dtype_peak_raises() -> None:
     raw["peak_tflop_per_s"] = {"bf16": 500, "fp16": 500}
     raw["native_dtypes"] = ["bf16", "fp16"]
     card = HardwareProfile.model_validate(raw)
-    dep = Deployment(
-        model=catalog.load_model("llama-3.1-8b"),
-        hardware=card,
-        weight_scheme_name="fp8",
-        kv_dtype=StorageDType.bf16,
-        tp=1,
-        ctx_tokens=1024,
-    )
+    dep = helpers.deployment("llama-3.1-8b", card, scheme="fp8", ctx_tokens=1024)
     with pytest.raises(
         PlanInputError, match=r"^ascend-950pr: no peak_tflop_per_s\.fp8 .*expected a fp8 entry"
     ):

@@ -5,23 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner import catalog
 from planner.deployment import Deployment
-from planner.dtypes import StorageDType
 from planner.perf import opcost, roofline
 from planner.perf.kernels import op_kernels, state_passes
+from tests.helpers import deployment
 
 
 def _dep(engine: str, model: str = "qwen3.5-27b") -> Deployment:
-    return Deployment(
-        model=catalog.load_model(model),
-        hardware=catalog.load_card("nvidia-h200"),
-        weight_scheme_name="bf16",
-        kv_dtype=StorageDType.bf16,
-        tp=1,
-        ctx_tokens=4096,
-        engine=engine,
-    )
+    return deployment(model, engine=engine)
 
 
 def _gdn_bytes(dep: Deployment, batch: float) -> float:
