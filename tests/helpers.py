@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from click.testing import Result
+from typer.testing import CliRunner
+
 from planner import catalog
+from planner.cli import app
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.schema import HardwareProfile
@@ -30,3 +36,17 @@ def deployment_950pr(model_id: str = "qwen3.5-27b", *, scheme: str = "fp8", **kw
 
 # `kvplan mindie` for Qwen3-32B on four 910B3 at 8k (the documented tp=4 example); tests append their flags.
 MINDIE_32B_TP4_ARGS = ("mindie", "--model", "qwen3-32b", "--card", "ascend-910b3", "--tp", "4", "--ctx", "8k")
+
+
+def kvplan(words: str, *args: str | Path, code: int = 0) -> Result:
+    """Run `kvplan <words> <args>` in-process (`words` split on white space, each of `args` passed whole,
+    e.g. a path) and assert it exits with `code`, showing its output when it does not."""
+    result = CliRunner().invoke(app, [*words.split(), *(str(a) for a in args)])
+    assert result.exit_code == code, result.output
+    return result
+
+
+def write_csv(path: Path, header: str, *rows: str) -> Path:
+    """`path` holding `header` (its own newline included) then one line per row; returns the path."""
+    path.write_text(header + "".join(f"{row}\n" for row in rows), encoding="utf-8")
+    return path

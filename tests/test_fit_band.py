@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from planner import catalog, inputs
-from planner.cli import app
 from planner.perf import fit_band
+from tests.helpers import kvplan
 
 SEED = Path(__file__).resolve().parents[1] / "docs/examples/seed-950pr-qwen3-27b.csv"
 
@@ -35,10 +34,7 @@ def test_microbenchmarked_card_is_narrow() -> None:
 def test_fit_widens_outside_its_range(tmp_path: Path) -> None:
     """The seed fit saw ctx 384 only: at 32k the range widens by one axis and says why."""
     out = tmp_path / "seed.yaml"
-    result = CliRunner().invoke(
-        app, ["calibrate", "--from-bench", str(SEED), "--card", "ascend-950pr", "--out", str(out)]
-    )
-    assert result.exit_code == 0, result.output
+    kvplan("calibrate --card ascend-950pr --from-bench", SEED, "--out", out)
     request = inputs.PlanRequest(model="qwen3-27b", card=str(out), dtype="fp8", ctx="32k")
     dep = inputs.to_deployment(request)
     inside = fit_band.speed_band(dep, batch=8, ctx_tokens=384)
@@ -46,26 +42,8 @@ def test_fit_widens_outside_its_range(tmp_path: Path) -> None:
     assert inside.notes == [] and inside.source.startswith("fit")
     assert outside.high_factor - inside.high_factor == pytest.approx(fit_band.EXTRAPOLATION_FRACTION)
     assert outside.notes[0].startswith("ctx 32768 is outside the fitted range")
-    served = CliRunner().invoke(
-        app,
-        [
-            "serve",
-            "-m",
-            "qwen3-27b",
-            "--dtype",
-            "fp8",
-            "--card",
-            str(out),
-            "--input-tokens",
-            "30k",
-            "--output-tokens",
-            "2k",
-            "--concurrency",
-            "4",
-            "--json",
-        ],
-    )
-    assert served.exit_code == 0, served.output
+    serve = "serve -m qwen3-27b --dtype fp8 --input-tokens 30k --output-tokens 2k --concurrency 4 --json"
+    served = kvplan(serve, "--card", out)
     band = json.loads(served.output)["speed_range"]
     estimate = json.loads(served.output)["estimate"]["output_tokens_per_s"]
     assert band["output_tokens_per_s_low"] < estimate < band["output_tokens_per_s_high"]

@@ -6,33 +6,32 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from planner.cli import app
 from planner.errors import DataFileError
 from planner.importers.benchpoints import read_bench_rows
 from planner.perf import closed_loop, fit_serving
+from tests.helpers import kvplan, write_csv
 
 HEADER = (
     "model,card,dtype,kv_dtype,tp,engine,concurrency,input_tokens,output_tokens,output_tokens_per_s,"
     "mtp,mtp_acceptance,ttft_s,tpot_s,dp,max_num_seqs\n"
 )
+QWEN8_VLLM = "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm"  # the columns model..engine of most rows below
 SEED = Path(__file__).resolve().parents[1] / "docs/examples/seed-950pr-serving.csv"
 
 
-def _csv(tmp_path: Path, body: str, header: str = HEADER) -> Path:
-    path = tmp_path / "rows.csv"
-    path.write_text(header + body, encoding="utf-8")
-    return path
+def _csv(tmp_path: Path, *rows: str, header: str = HEADER) -> Path:
+    return write_csv(tmp_path / "rows.csv", header, *rows)
 
 
 def test_hf_names_engine_aliases_and_optional_columns(tmp_path: Path) -> None:
-    path = _csv(
-        tmp_path,
-        "Qwen/Qwen3-32B,ascend-910b3,int8,,4,vllm-ascend,72,3.5k,1500,1065.2,,,,,,\n"
-        "qwen3.5-27b,ascend-910b3,int8,bf16,2,vllm,32,3500,1500,660,3,0.7,2.5,0.04,2,16\n",
+    steps, (first, second) = read_bench_rows(
+        _csv(
+            tmp_path,
+            "Qwen/Qwen3-32B,ascend-910b3,int8,,4,vllm-ascend,72,3.5k,1500,1065.2,,,,,,",
+            "qwen3.5-27b,ascend-910b3,int8,bf16,2,vllm,32,3500,1500,660,3,0.7,2.5,0.04,2,16",
+        )
     )
-    steps, (first, second) = read_bench_rows(path)
     assert steps == []
     assert (first.engine, first.input_tokens, first.kv_dtype, first.mtp, first.dp) == ("vllm", 3584, "", 0, 1)
     assert (second.mtp, second.mtp_acceptance_fraction, second.dp, second.max_batch) == (3, 0.7, 2, 16)
@@ -43,19 +42,14 @@ def test_hf_names_engine_aliases_and_optional_columns(tmp_path: Path) -> None:
 
 def test_prediction_is_dp_times_one_replica(tmp_path: Path) -> None:
     """dp = 2 replicas at 32 clients each behave as two rows of 32: same per-replica estimate, doubled."""
-    path = _csv(
-        tmp_path,
-        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,64,1024,256,1000,,,,,2,\n"
-        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,32,1024,256,1000,,,,,1,\n",
-    )
-    _, (two, one) = read_bench_rows(path)
+    rows = (f"{QWEN8_VLLM},{users},1024,256,1000,,,,,{dp}," for users, dp in ((64, 2), (32, 1)))
+    _, (two, one) = read_bench_rows(_csv(tmp_path, *rows))
     e_two, e_one = fit_serving.serving_errors([two, one])
     assert 1 + e_two == pytest.approx(2 * (1 + e_one), rel=1e-12)
 
 
 def test_max_num_seqs_caps_the_running_batch(tmp_path: Path) -> None:
-    path = _csv(tmp_path, "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,64,1024,256,1000,,,,,,8\n")
-    _, (row,) = read_bench_rows(path)
+    _, (row,) = read_bench_rows(_csv(tmp_path, f"{QWEN8_VLLM},64,1024,256,1000,,,,,,8"))
     (prepared,) = fit_serving.prepare([row])
     assert prepared.run.max_batch == 8
     est = fit_serving.estimate(prepared)
@@ -69,18 +63,18 @@ def test_max_num_seqs_caps_the_running_batch(tmp_path: Path) -> None:
     ("body", "message"),
     [
         (
-            "qwen9-8b,ascend-910b3,bf16,,1,vllm,8,512,128,100,,,,,,\n",
+            "qwen9-8b,ascend-910b3,bf16,,1,vllm,8,512,128,100,,,,,,",
             r"rows\.csv:2: unknown model card 'qwen9-8b'",
         ),
-        ("Qwen/Qwen9-8B,ascend-910b3,bf16,,1,vllm,8,512,128,100,,,,,,\n", r"rows\.csv:2: unknown model card"),
-        ("qwen3-8b,ascend-9999,bf16,,1,vllm,8,512,128,100,,,,,,\n", r"rows\.csv:2: unknown hardware profile"),
+        ("Qwen/Qwen9-8B,ascend-910b3,bf16,,1,vllm,8,512,128,100,,,,,,", r"rows\.csv:2: unknown model card"),
+        ("qwen3-8b,ascend-9999,bf16,,1,vllm,8,512,128,100,,,,,,", r"rows\.csv:2: unknown hardware profile"),
         (
-            "qwen3-8b,ascend-910b3,bf16,,1,sglang2,8,512,128,100,,,,,,\n",
+            "qwen3-8b,ascend-910b3,bf16,,1,sglang2,8,512,128,100,,,,,,",
             r"rows\.csv:2: column engine: unknown",
         ),
-        ("qwen3-8b,ascend-910b3,bf16,,1,vllm,0,512,128,100,,,,,,\n", r"rows\.csv:2: column concurrency"),
+        ("qwen3-8b,ascend-910b3,bf16,,1,vllm,0,512,128,100,,,,,,", r"rows\.csv:2: column concurrency"),
         (
-            "qwen3-8b,ascend-910b3,bf16,,1,vllm,8,512,128,100,,1.5,,,,\n",
+            "qwen3-8b,ascend-910b3,bf16,,1,vllm,8,512,128,100,,1.5,,,,",
             r"rows\.csv:2: column mtp_acceptance",
         ),
     ],
@@ -90,24 +84,19 @@ def test_bad_rows_get_one_line_naming_the_row(tmp_path: Path, body: str, message
     with pytest.raises(DataFileError, match=message):
         _, rows = read_bench_rows(path)
         fit_serving.serving_errors(rows)
-    result = CliRunner().invoke(app, ["validate", str(path)])
-    assert result.exit_code == 2
+    result = kvplan("validate", path, code=2)
     assert "rows.csv:2" in result.output and "Traceback" not in result.output
 
 
 def test_validate_reports_both_kinds(tmp_path: Path) -> None:
     header = HEADER.rstrip("\n") + ",batch,ctx,decode_step_s\n"
     path = _csv(
-        tmp_path,
-        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,8,512,128,100,,,,,,,,,\n"
-        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,,,,,,,,,,,8,1k,0.03\n",
-        header=header,
+        tmp_path, f"{QWEN8_VLLM},8,512,128,100,,,,,,,,,", f"{QWEN8_VLLM},,,,,,,,,,,8,1k,0.03", header=header
     )
     steps, rows = read_bench_rows(path)
     assert (len(steps), len(rows)) == (1, 1)
     (error,) = fit_serving.serving_errors(rows)
-    result = CliRunner().invoke(app, ["validate", str(path)])
-    assert result.exit_code == 0, result.output
+    result = kvplan("validate", path)
     assert f"serving MAPE {abs(error) * 100:.1f} %" in result.output
     assert "decode step, predicted vs measured" in result.output
 
@@ -116,10 +105,7 @@ def test_from_bench_fits_serving_rows(tmp_path: Path) -> None:
     """The seed's 950PR serving rows: the datasheet model is >2x optimistic; a fit brings every row closer."""
     before = fit_serving.serving_errors(read_bench_rows(SEED)[1])
     out = tmp_path / "seed.yaml"
-    result = CliRunner().invoke(
-        app, ["calibrate", "--from-bench", str(SEED), "--card", "ascend-950pr", "--out", str(out)]
-    )
-    assert result.exit_code == 0, result.output
+    kvplan("calibrate --card ascend-950pr --from-bench", SEED, "--out", out)
     after = fit_serving.serving_errors(read_bench_rows(SEED)[1], hardware=_card(out))
     assert max(abs(e) for e in after) < min(abs(e) for e in before)
     assert yaml.safe_load(out.read_text())["measured"]["samples"]["measured_output_tokens_per_s"][0] == 15.8
@@ -137,12 +123,9 @@ def test_rows_of_different_engine_versions_are_not_contradictory(tmp_path: Path)
     from planner.perf import fit
 
     header = HEADER.rstrip("\n") + ",engine_version\n"
-    body = (
-        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,8,512,128,100,,,,,,,v1\n"
-        "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,8,512,128,160,,,,,,,v2\n"
-    )
-    _, rows = read_bench_rows(_csv(tmp_path, body, header=header))
+    v1, v2 = f"{QWEN8_VLLM},8,512,128,100,,,,,,,v1", f"{QWEN8_VLLM},8,512,128,160,,,,,,,v2"
+    _, rows = read_bench_rows(_csv(tmp_path, v1, v2, header=header))
     assert len(fit.fit_coefficients([], serving=rows).residual_fractions) == 2
-    _, same = read_bench_rows(_csv(tmp_path, body.replace(",v2", ",v1"), header=header))
+    _, same = read_bench_rows(_csv(tmp_path, v1, v2.replace(",v2", ",v1"), header=header))
     with pytest.raises(DataFileError, match=r"rows\.csv:3: contradicts .*rows\.csv:2"):
         fit.fit_coefficients([], serving=same)

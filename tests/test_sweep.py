@@ -8,15 +8,13 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from planner.cli import app
 from planner.cli.perf import parse_batches
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.perf import plan as perf_plan
 from planner.perf import roofline, serving, sweep
-from tests.helpers import deployment_950pr
+from tests.helpers import deployment_950pr, kvplan
 
 
 def deployment(model_id: str = "qwen3.5-27b", **kw: object) -> Deployment:
@@ -54,28 +52,9 @@ def test_parse_batches() -> None:
         parse_batches("0-2")
 
 
-runner = CliRunner()
-
-
 def test_cli_sweep_csv() -> None:
-    out = runner.invoke(
-        app,
-        [
-            "sweep",
-            "-m",
-            "qwen3-27b",
-            "--dtype",
-            "fp8,bf16",
-            "--batch",
-            "1,8",
-            "--ctx",
-            "256,8k",
-            "--format",
-            "csv",
-            "--uncalibrated",  # deployment()'s datasheet profile, not the seed-fitted 950PR/mindie one
-        ],
-    )
-    assert out.exit_code == 0, out.output
+    # --uncalibrated: deployment()'s datasheet profile, not the seed-fitted 950PR/mindie one
+    out = kvplan("sweep -m qwen3-27b --dtype fp8,bf16 --batch 1,8 --ctx 256,8k --format csv --uncalibrated")
     rows = list(csv.DictReader(io.StringIO(out.stdout)))
     assert len(rows) == 2 * 2 * 2
     first = rows[0]
@@ -87,44 +66,23 @@ def test_cli_sweep_csv() -> None:
 
 
 def test_cli_sweep_json_and_table() -> None:
-    out = runner.invoke(
-        app,
-        ["sweep", "-m", "qwen3-27b", "--dtype", "fp8", "--batch", "1-3", "--ctx", "1k", "--format", "json"],
-    )
-    assert out.exit_code == 0, out.output
+    out = kvplan("sweep -m qwen3-27b --dtype fp8 --batch 1-3 --ctx 1k --format json")
     payload = json.loads(out.stdout)
     assert payload["batch"] == [1, 2, 3] and payload["ctx_tokens"] == [1024]
     assert np.asarray(payload["decode_step_s"]).shape == (1, 3, 1)
-    table = runner.invoke(app, ["sweep", "-m", "qwen3-27b", "--dtype", "fp8", "--batch", "1", "--ctx", "1k"])
-    assert table.exit_code == 0 and "tok/s" in table.stdout
+    table = kvplan("sweep -m qwen3-27b --dtype fp8 --batch 1 --ctx 1k")
+    assert "tok/s" in table.stdout
 
 
 def test_cli_sweep_bad_format_exits_2() -> None:
-    out = runner.invoke(app, ["sweep", "-m", "qwen3-27b", "--format", "xml"])
-    assert out.exit_code == 2
+    out = kvplan("sweep -m qwen3-27b --format xml", code=2)
     assert "--format: unknown format (got 'xml'" in out.output
 
 
 def test_cli_serve_reports_binding_constraint() -> None:
-    out = runner.invoke(
-        app,
-        [
-            "serve",
-            "-m",
-            "qwen3-27b",
-            "--dtype",
-            "fp8",
-            "--tpot-ms",
-            "50",
-            "--input-tokens",
-            "256",
-            "--output-tokens",
-            "128",
-            "--json",
-            "--uncalibrated",  # deployment()'s datasheet profile, not the seed-fitted 950PR/mindie one
-        ],
-    )
-    assert out.exit_code == 0, out.output
+    # --uncalibrated: deployment()'s datasheet profile, not the seed-fitted 950PR/mindie one
+    words = "serve -m qwen3-27b --dtype fp8 --tpot-ms 50 --input-tokens 256 --output-tokens 128 --json"
+    out = kvplan(words, "--uncalibrated")
     payload = json.loads(out.stdout)
     assert payload["slo"]["binding"] == "tpot"
     assert payload["slo"]["tpot_s"] <= 0.05
