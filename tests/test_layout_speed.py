@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from planner.deployment import Deployment
 from planner.inputs import PlanRequest, to_deployment
 from planner.perf import roofline
 
@@ -12,6 +13,13 @@ V3 = dict(model="deepseek-v3", card="ascend-910c", dtype="int8", ctx="4k")
 
 def ops(dep, batch: int) -> dict[str, roofline.Op]:
     return {op.name: op for op in roofline.decode_ledger(dep, batch=batch, ctx_tokens=4096).ops}
+
+
+def balanced(dep: Deployment) -> Deployment:
+    """`dep` with its card's default expert_imbalance_factor set to 1 (every expert gets the same rows)."""
+    hw = dep.hardware
+    even = hw.default_coefficients.model_copy(update={"expert_imbalance_factor": 1.0})
+    return dep.model_copy(update={"hardware": hw.model_copy(update={"default_coefficients": even})})
 
 
 def test_tp_only_ledger_has_no_dispatch_or_pipeline_term() -> None:
@@ -50,16 +58,7 @@ def test_tp_allreduce_over_nodes_uses_the_network() -> None:
 
 def test_expert_imbalance_is_a_calibratable_coefficient() -> None:
     dep = to_deployment(PlanRequest(**V3, tp=8, dp=2, ep=16))
-    hw = dep.hardware
-    balanced_hw = hw.model_copy(
-        update={
-            "default_coefficients": hw.default_coefficients.model_copy(
-                update={"expert_imbalance_factor": 1.0}
-            )
-        }
-    )
-    balanced = dep.model_copy(update={"hardware": balanced_hw})
-    skewed, even = ops(dep, 20), ops(balanced, 20)
+    skewed, even = ops(dep, 20), ops(balanced(dep), 20)
     assert even["moe.experts"].flop * 1.2 == pytest.approx(skewed["moe.experts"].flop, rel=1e-12)
     assert even["moe.dispatch"].bytes * 1.2 == pytest.approx(skewed["moe.dispatch"].bytes, rel=1e-12)
 
@@ -69,16 +68,9 @@ def test_ep_rank_computes_its_share_of_rows() -> None:
     n*k rows of experts split tp ways (same FLOP when balanced): tp 8 dp 1 ep 8 vs tp 8."""
     tp_only = to_deployment(PlanRequest(**V3, tp=8))
     ep = to_deployment(PlanRequest(**V3, tp=8, ep=8))
-    hw = ep.hardware
-    even_hw = hw.model_copy(
-        update={
-            "default_coefficients": hw.default_coefficients.model_copy(
-                update={"expert_imbalance_factor": 1.0}
-            )
-        }
+    assert ops(balanced(ep), 16)["moe.experts"].flop == pytest.approx(
+        ops(tp_only, 16)["moe.experts"].flop, rel=1e-9
     )
-    even = ep.model_copy(update={"hardware": even_hw})
-    assert ops(even, 16)["moe.experts"].flop == pytest.approx(ops(tp_only, 16)["moe.experts"].flop, rel=1e-9)
 
 
 def test_pipeline_stages_add_hand_offs_and_a_bubble_at_small_batch() -> None:
