@@ -34,6 +34,43 @@ def deployment_950pr(model_id: str = "qwen3.5-27b", *, scheme: str = "fp8", **kw
     return deployment(model_id, "ascend-950pr", scheme=scheme, **{"calibrated": False, **kw})
 
 
+# The model-card fields that state a model's geometry: what an HF config.json sets, and the attention kind.
+GEOMETRY_KEYS = (
+    "model_type",
+    "attention",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "tie_word_embeddings",
+    "max_position_embeddings",
+    "attention_bias",
+    "qk_norm",
+    "attn_output_gate",
+    "linear_conv_kernel_dim",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "num_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "num_nextn_predict_layers",
+)
+
+
 # `kvplan mindie` for Qwen3-32B on four 910B3 at 8k (the documented tp=4 example); tests append their flags.
 MINDIE_32B_TP4_ARGS = ("mindie", "--model", "qwen3-32b", "--card", "ascend-910b3", "--tp", "4", "--ctx", "8k")
 

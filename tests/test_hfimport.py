@@ -22,6 +22,7 @@ from planner.cli import app
 from planner.errors import DataFileError
 from planner.importers import checkpoint, hfimport
 from planner.schema import ModelCard
+from tests.helpers import GEOMETRY_KEYS
 
 runner = CliRunner()
 Tensors = dict[str, tuple[str, list[int]]]
@@ -202,40 +203,6 @@ DEEPSEEK_V3 = {
     "v_head_dim": 128,
     "vocab_size": 129280,
 }
-GEOMETRY_KEYS = (
-    "model_type",
-    "attention",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "intermediate_size",
-    "vocab_size",
-    "tie_word_embeddings",
-    "max_position_embeddings",
-    "attention_bias",
-    "qk_norm",
-    "attn_output_gate",
-    "linear_conv_kernel_dim",
-    "linear_key_head_dim",
-    "linear_value_head_dim",
-    "linear_num_key_heads",
-    "linear_num_value_heads",
-    "num_experts",
-    "n_routed_experts",
-    "num_experts_per_tok",
-    "moe_intermediate_size",
-    "shared_expert_intermediate_size",
-    "n_shared_experts",
-    "first_k_dense_replace",
-    "q_lora_rank",
-    "kv_lora_rank",
-    "qk_rope_head_dim",
-    "qk_nope_head_dim",
-    "v_head_dim",
-    "num_nextn_predict_layers",
-)
 
 
 def write_safetensors(path: Path, tensors: Tensors) -> None:

@@ -19,14 +19,22 @@ from pathlib import Path
 import pytest
 
 from tests.hostile import corpus
-from tests.hostile.promise import HOSTILE_DIR, Run, assert_promise, error_line, run_kvplan
+from tests.hostile.promise import (
+    BASE,
+    FIRST_K_DENSE,
+    FIRST_K_DENSE_CARD,
+    HOSTILE_DIR,
+    MINDIE,
+    WEIGHTS,
+    Run,
+    assert_promise,
+    error_line,
+    run_kvplan,
+)
 
 H = HOSTILE_DIR
 REPO = H.parents[1]
 DIGITS_400 = "9" * 400
-BASE = ["--model", "qwen3-8b", "--ctx", "4k"]
-WEIGHTS = ["--weights-path", "/data/models/qwen3-8b"]
-MINDIE = ["mindie", "--model", "qwen3-8b", "--ctx", "4k", *WEIGHTS]
 DEV_ZERO = "/dev/zero"
 
 
@@ -270,22 +278,9 @@ def test_rc4_deep_json_1e5_is_refused(tmp_path: Path, large, reader: str) -> Non
 
 
 def test_rc5_first_k_dense_beyond_layers_card_refused(tmp_path: Path) -> None:
-    card = H / "modelcards" / "deepseek-first-k-dense-1000.yaml"
     for command in ([], ["mindie", "--out", "config.json", *WEIGHTS]):
-        args = [
-            *command,
-            "--model",
-            str(card),
-            "--card",
-            "ascend-910c",
-            "--tp",
-            "16",
-            "--dtype",
-            "int8",
-            "--ctx",
-            "16k",
-        ]
-        check(run_kvplan(args, cwd=tmp_path), codes={2}, names=(card.name, "first_k_dense_replace"))
+        run = run_kvplan([*command, *FIRST_K_DENSE], cwd=tmp_path)
+        check(run, codes={2}, names=(FIRST_K_DENSE_CARD.name, "first_k_dense_replace"))
     assert not (tmp_path / "config.json").exists()
 
 

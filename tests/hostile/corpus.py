@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from tests.helpers import GEOMETRY_KEYS
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 KINDS = ("modelcards", "profiles", "bench", "hfconfigs", "mindie-base", "mindie-logs", "traces")
@@ -145,29 +147,10 @@ def _hf_base() -> dict[str, Any]:
 
 def _hf_deepseek() -> dict[str, Any]:
     card = yaml.safe_load((REPO / "modelcards" / "deepseek-v3.yaml").read_text())
-    keep = (
-        "model_type",
-        "hidden_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "intermediate_size",
-        "vocab_size",
-        "tie_word_embeddings",
-        "max_position_embeddings",
-        "n_routed_experts",
-        "n_shared_experts",
-        "num_experts_per_tok",
-        "moe_intermediate_size",
-        "first_k_dense_replace",
-        "q_lora_rank",
-        "kv_lora_rank",
-        "qk_rope_head_dim",
-        "qk_nope_head_dim",
-        "v_head_dim",
-        "num_nextn_predict_layers",
-    )
-    config = {k: card[k] for k in keep if k in card}
+    # the card's geometry as HF states it: not the card's own derived attention kind, nor attention_bias
+    config = {
+        k: v for k, v in card.items() if k in GEOMETRY_KEYS and k not in ("attention", "attention_bias")
+    }
     config.update(
         architectures=["DeepseekV3ForCausalLM"],
         torch_dtype="bfloat16",

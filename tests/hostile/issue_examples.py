@@ -13,11 +13,18 @@ import time
 from pathlib import Path
 
 from tests.hostile import corpus
-from tests.hostile.promise import HOSTILE_DIR, Run, broken_promises, exception_line, run_kvplan
+from tests.hostile.promise import (
+    BASE,
+    FIRST_K_DENSE,
+    HOSTILE_DIR,
+    MINDIE,
+    Run,
+    broken_promises,
+    exception_line,
+    run_kvplan,
+)
 
 H = HOSTILE_DIR
-BASE = ["--model", "qwen3-8b", "--ctx", "4k"]
-MINDIE = ["mindie", "--model", "qwen3-8b", "--ctx", "4k", "--weights-path", "/data/models/qwen3-8b"]
 
 
 def examples(large: dict[str, Path]) -> list[tuple[str, list[str]]]:
@@ -51,40 +58,8 @@ def examples(large: dict[str, Path]) -> list[tuple[str, list[str]]]:
         ("4", ["sweep", "-m", "qwen3-8b", "--batch", ""]),
         ("4", ["sweep", "-m", "qwen3-8b", "--ctx", ""]),
         ("4", ["--model", "x" * 300 + ".yaml"]),
-        (
-            "5",
-            [
-                "--model",
-                str(H / "modelcards/deepseek-first-k-dense-1000.yaml"),
-                "--card",
-                "ascend-910c",
-                "--tp",
-                "16",
-                "--dtype",
-                "int8",
-                "--ctx",
-                "16k",
-            ],
-        ),
-        (
-            "5",
-            [
-                "mindie",
-                "--model",
-                str(H / "modelcards/deepseek-first-k-dense-1000.yaml"),
-                "--card",
-                "ascend-910c",
-                "--tp",
-                "16",
-                "--dtype",
-                "int8",
-                "--ctx",
-                "16k",
-                "--weights-path",
-                "/w",
-                "--json",
-            ],
-        ),
+        ("5", FIRST_K_DENSE),
+        ("5", ["mindie", *FIRST_K_DENSE, "--weights-path", "/w", "--json"]),
         ("5", ["models", "import", str(H / "hfconfigs/deepseek-first-k-dense-1000.json")]),
         ("5", ["validate", str(H / "bench/nan-times.csv"), "--card", "ascend-950pr"]),
         ("5", [*cal, str(H / "bench/nan-times.csv")]),

@@ -23,6 +23,25 @@ TIMEOUT_S = float(os.environ.get("KVPLAN_HOSTILE_TIMEOUT_S", "20"))
 MEMORY_LIMIT_BYTES = 3 * 2**30  # a /dev/zero read dies of MemoryError here instead of taking the machine
 FILE_LIMIT_BYTES = 256 * 2**20  # no run may write more than this to one file
 
+# argv shared by tests/test_hostile_cases.py and issue_examples.py
+BASE = ["--model", "qwen3-8b", "--ctx", "4k"]
+WEIGHTS = ["--weights-path", "/data/models/qwen3-8b"]
+MINDIE = ["mindie", *BASE, *WEIGHTS]
+FIRST_K_DENSE_CARD = HOSTILE_DIR / "modelcards" / "deepseek-first-k-dense-1000.yaml"
+# DeepSeek with first_k_dense_replace 1000 (more than its 61 layers) on a 910C at tp 16
+FIRST_K_DENSE = [
+    "--model",
+    str(FIRST_K_DENSE_CARD),
+    "--card",
+    "ascend-910c",
+    "--tp",
+    "16",
+    "--dtype",
+    "int8",
+    "--ctx",
+    "16k",
+]
+
 
 def kvplan_command() -> list[str]:
     """The installed `kvplan` console script next to this interpreter; else the planner.cli entry point."""
