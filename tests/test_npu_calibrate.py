@@ -69,6 +69,33 @@ def test_fake_910b4_calibrates_to_a_profile_with_npu_provenance(
     assert measured.coefficients.grouped_matmul_latency_us is not None  # npu_grouped_matmul rows were fitted
 
 
+def test_fake_ops_bind_arguments_as_documented(fake_npu: pytest.MonkeyPatch) -> None:
+    """The fake takes torch_npu's documented arguments, those it does not compute with included (by keyword,
+    and by position where the binding allows it); a misspelt keyword, an argument given twice or one
+    positional too many raises TypeError, as the binding does."""
+    import torch
+    import torch_npu
+
+    x, scale = torch.randn(2, 8), torch.rand(4)
+    w = torch.randint(-8, 8, (8, 4), dtype=torch.int8)
+    expected = x @ (w.float() * scale)
+    matmul = torch_npu.npu_weight_quant_batchmatmul
+    assert torch.equal(matmul(x, w, scale, None, None, None, None, 0, 0), expected)  # all nine by position
+    assert torch.equal(matmul(x, w, scale, bias=None, antiquant_group_size=0), expected)
+    for bad in ({"antiquant_ofset": None}, {"antiquant_offset": None}):  # misspelt; given twice
+        with pytest.raises(TypeError):
+            matmul(x, w, scale, None, **bad)
+    with pytest.raises(TypeError):
+        matmul(x, w, scale, None, None, None, None, 0, 0, 0)
+    q, kv = torch.randn(1, 1, 16), torch.randn(1, 4, 16)  # BSH, 2 heads of 8
+    out, _ = torch_npu.npu_fused_infer_attention_score(q, kv, kv, num_heads=2, atten_mask=None, sparse_mode=0)
+    assert out.shape == q.shape
+    with pytest.raises(TypeError, match="num_head"):
+        torch_npu.npu_fused_infer_attention_score(q, kv, kv, num_head=2)
+    with pytest.raises(TypeError):
+        torch_npu.npu_fused_infer_attention_score(q, kv, kv, None)  # keyword-only after value
+
+
 def test_no_grouped_matmul_kernel_fails_alone(fake_npu: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fake_npu.setenv("FAKE_NPU_FAIL", "no_grouped_matmul")
     result, out = _calibrate(tmp_path)

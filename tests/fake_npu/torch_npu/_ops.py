@@ -4,12 +4,15 @@ states a rule, so a wrong call fails here as it would on a device."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import torch
 
+Op = TypeVar("Op", bound=Callable[..., Any])
 ND, FRACTAL_NZ = 2, 29  # ACL format ids [assumed from torch_npu's npu_format_cast documentation]
 
 
@@ -28,6 +31,32 @@ def _oom(kv_bytes: int) -> None:
         raise RuntimeError(
             f"NPU out of memory. Tried to allocate {kv_bytes / 2**30:.2f} GiB (fake limit {limit} B)"
         )
+
+
+def _documented(unused: str, *, positional: bool = False) -> Callable[[Op], Op]:
+    """A fake op that also accepts the documented arguments named in `unused` (space separated, in the
+    documented order) and does not compute with: as keywords, and with `positional` also as positional
+    arguments after the op's own. Any other keyword, an extra positional argument or one given twice raises
+    TypeError, as the binding does."""
+    names = unused.split()
+
+    def wrap(op: Op) -> Op:
+        own = op.__code__.co_argcount  # the op's own positional parameters
+        most = own + len(names) if positional else own
+
+        @functools.wraps(op)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            twice = set(names[: max(0, len(args) - own)]) & kwargs.keys()
+            if len(args) > most or twice:
+                raise TypeError(
+                    f"{op.__name__}() got {len(args)} positional arguments (at most {most});"
+                    f" given twice: {sorted(twice)}"
+                )
+            return op(*args[:own], **{k: v for k, v in kwargs.items() if k not in names})
+
+        return cast(Op, call)
+
+    return wrap
 
 
 def _paged_kv(cache: Any, block_table: Any, *, heads: int, layout: str) -> Any:
@@ -50,48 +79,26 @@ def _dense_kv(t: Any, *, heads: int, layout: str) -> Any:
     return t.transpose(1, 2)
 
 
+@_documented(
+    "pse_shift atten_mask actual_seq_lengths dequant_scale1 quant_scale1 dequant_scale2 quant_scale2"
+    " quant_offset2 antiquant_scale antiquant_offset query_padding_size kv_padding_size"
+    " key_antiquant_scale key_antiquant_offset value_antiquant_scale value_antiquant_offset"
+    " key_shared_prefix value_shared_prefix actual_shared_prefix_len query_rope key_rope"
+    " key_rope_antiquant_scale pre_tokens next_tokens sparse_mode inner_precise antiquant_mode"
+    " softmax_lse_flag key_antiquant_mode value_antiquant_mode"
+)
 def npu_fused_infer_attention_score(
     query: Any,
     key: Any,
     value: Any,
     *,
-    pse_shift: Any = None,
-    atten_mask: Any = None,
-    actual_seq_lengths: Any = None,
     actual_seq_lengths_kv: Any = None,
-    dequant_scale1: Any = None,
-    quant_scale1: Any = None,
-    dequant_scale2: Any = None,
-    quant_scale2: Any = None,
-    quant_offset2: Any = None,
-    antiquant_scale: Any = None,
-    antiquant_offset: Any = None,
     block_table: Any = None,
-    query_padding_size: Any = None,
-    kv_padding_size: Any = None,
-    key_antiquant_scale: Any = None,
-    key_antiquant_offset: Any = None,
-    value_antiquant_scale: Any = None,
-    value_antiquant_offset: Any = None,
-    key_shared_prefix: Any = None,
-    value_shared_prefix: Any = None,
-    actual_shared_prefix_len: Any = None,
-    query_rope: Any = None,
-    key_rope: Any = None,
-    key_rope_antiquant_scale: Any = None,
     num_heads: int = 1,
     scale: float = 1.0,
-    pre_tokens: int = 2147483647,
-    next_tokens: int = 2147483647,
     input_layout: str = "BSH",
     num_key_value_heads: int = 0,
-    sparse_mode: int = 0,
-    inner_precise: int = 0,
     block_size: int = 0,
-    antiquant_mode: int = 0,
-    softmax_lse_flag: bool = False,
-    key_antiquant_mode: int = 0,
-    value_antiquant_mode: int = 0,
 ) -> tuple[Any, Any]:
     """Attention of `query` over a dense or paged KV cache; returns (output in query's layout, lse)."""
     _reject_bf16(query, key, value)
@@ -123,26 +130,18 @@ def npu_fused_infer_attention_score(
     return out.transpose(1, 2), lse
 
 
+@_documented(
+    "bias scale offset antiquant_scale antiquant_offset per_token_scale activation_input"
+    " activation_quant_scale activation_quant_offset act_type output_dtype tuning_config"
+)
 def npu_grouped_matmul(
     x: list[Any],
     weight: list[Any],
     *,
-    bias: Any = None,
-    scale: Any = None,
-    offset: Any = None,
-    antiquant_scale: Any = None,
-    antiquant_offset: Any = None,
-    per_token_scale: Any = None,
     group_list: Any = None,
-    activation_input: Any = None,
-    activation_quant_scale: Any = None,
-    activation_quant_offset: Any = None,
     split_item: int = 0,
     group_type: int | None = None,
     group_list_type: int = 0,
-    act_type: int = 0,
-    output_dtype: Any = None,
-    tuning_config: Any = None,
 ) -> list[Any]:
     """One x (M, K) split by group_list over one stacked weight (E, K, N): y = x_g @ W_g per group."""
     if len(x) != 1 or len(weight) != 1 or group_type != 0 or split_item not in (2, 3):
@@ -160,17 +159,10 @@ def npu_grouped_matmul(
     return [torch.bmm(rows.unsqueeze(1), w[expert]).squeeze(1)]
 
 
-def npu_weight_quant_batchmatmul(
-    x: Any,
-    weight: Any,
-    antiquant_scale: Any,
-    antiquant_offset: Any = None,
-    quant_scale: Any = None,
-    quant_offset: Any = None,
-    bias: Any = None,
-    antiquant_group_size: int = 0,
-    inner_precise: int = 0,
-) -> Any:
+@_documented(
+    "antiquant_offset quant_scale quant_offset bias antiquant_group_size inner_precise", positional=True
+)
+def npu_weight_quant_batchmatmul(x: Any, weight: Any, antiquant_scale: Any) -> Any:
     """W8A16: x (M, K) fp16/bf16 times int8 weight (K, N) dequantized with a per-channel scale (N,)."""
     _reject_bf16(x, antiquant_scale)
     if weight.dtype != torch.int8 or weight.dim() != 2 or x.shape[-1] != weight.shape[0]:
@@ -183,16 +175,8 @@ def npu_weight_quant_batchmatmul(
     return x @ (weight.to(x.dtype) * antiquant_scale.to(x.dtype))
 
 
-def npu_quant_matmul(
-    x1: Any,
-    x2: Any,
-    scale: Any,
-    *,
-    offset: Any = None,
-    pertoken_scale: Any = None,
-    bias: Any = None,
-    output_dtype: Any = None,
-) -> Any:
+@_documented("offset pertoken_scale bias")
+def npu_quant_matmul(x1: Any, x2: Any, scale: Any, *, output_dtype: Any = None) -> Any:
     """int8 (all SoCs) or fp8 (950 only) x1 (M, K) @ x2 (K, N), dequantized by scale."""
     fp8 = {getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)}
     if x1.dtype in fp8 and not _soc().startswith("Ascend950"):
