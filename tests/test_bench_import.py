@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from planner.cli import app
 from planner.errors import DataFileError
 from planner.importers import servingfiles, servingresult
+from planner.importers.benchpoints import read_bench_rows
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bench_results"
 VLLM = FIXTURES / "vllm_bench_serve.json"
@@ -103,6 +104,20 @@ def test_cli_writes_one_row_per_file_with_the_setup_columns(tmp_path: Path) -> N
         assert row["concurrency"] == "32" and float(row["output_tokens_per_s"]) > 0
     again = runner.invoke(app, [*args, "--out", str(out)])
     assert again.exit_code != 0 and "--out: file exists" in again.output
+    assert (rows[0]["dp"], rows[0]["ep"]) == ("1", "1")  # default layout
+
+
+def test_cli_layout_flags_fill_the_dp_and_ep_columns(tmp_path: Path) -> None:
+    out = tmp_path / "rows.csv"
+    setup = ["--model", "Qwen/Qwen3-30B-A3B", "--card", "ascend-910c", "--dtype", "int8", "--tp", "2"]
+    result = runner.invoke(
+        app, ["bench", "import", str(VLLM), *setup, "--dp", "2", "--ep", "4", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    (row,) = list(csv.DictReader(out.read_text().splitlines()))
+    assert (row["tp"], row["dp"], row["ep"]) == ("2", "2", "4")
+    (point,) = read_bench_rows(out)[1]
+    assert (point.dp, point.ep) == (2, 4)
 
 
 @pytest.mark.parametrize(
@@ -113,6 +128,7 @@ def test_cli_writes_one_row_per_file_with_the_setup_columns(tmp_path: Path) -> N
         (["--engine", "tgi"], "--engine: unknown engine (got 'tgi'"),
         (["--dtype", "q3"], "--dtype: unknown weight dtype (got 'q3'"),
         (["--mtp-acceptance", "1.5"], "--mtp-acceptance: must be in [0, 1] (got 1.5)"),
+        (["--ep", "0"], "--ep: must be >= 1 (got 0)"),
     ],
 )
 def test_cli_bad_setup_is_one_line(extra: list[str], message: str) -> None:

@@ -75,3 +75,16 @@ def test_plan_says_which_data_its_speeds_stand_on() -> None:
     assert "is uncalibrated" not in notes
     assert not any("speeds: calibrated" in n for n in plain["warnings"])
     assert fitted["performance"]["decode_step_s"] != plain["performance"]["decode_step_s"]
+
+
+@pytest.mark.parametrize("path", FITTED, ids=lambda p: p.name)
+def test_a_profile_stands_only_on_its_own_hardware_rows(path: Path) -> None:
+    """A fit from one hardware's rows never changes another's profile: each profile's fit rows (and the corpus
+    lines they come from) are of its own card and engine only."""
+    card, engine = _pair(path)
+    rows_path = ROOT / "calibration" / "published" / "fit-rows" / path.name.replace(".yaml", ".csv")
+    rows = list(csv.DictReader(rows_path.read_text(encoding="utf-8").splitlines()))
+    assert rows and {(r["card"], r["engine"]) for r in rows} == {(card, engine)}
+    corpus = ROOT / "calibration" / "published" / "ascend-serving.csv"
+    lines = list(csv.DictReader(corpus.read_text(encoding="utf-8").splitlines()))
+    assert {lines[int(r["corpus_row"]) - 2]["card"] for r in rows} == {card}

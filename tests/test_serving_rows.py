@@ -129,3 +129,37 @@ def test_rows_of_different_engine_versions_are_not_contradictory(tmp_path: Path)
     _, same = read_bench_rows(_csv(tmp_path, v1, v2.replace(",v2", ",v1"), header=header))
     with pytest.raises(DataFileError, match=r"rows\.csv:3: contradicts .*rows\.csv:2"):
         fit.fit_coefficients([], serving=same)
+
+
+def test_ep_column_splits_the_experts_per_rank(tmp_path: Path) -> None:
+    """Qwen3-235B-A22B BF16 at tp 8 (the vllm-ascend A2 nightly: tp 8 x dp 2, ep 16): alone on 8 dies of 64 GB
+    it does not fit; over dp 2 the experts split 16 ways, tensor-parallel (ep empty) or 8 whole experts a rank
+    (ep 16), as planner/layout.py models vLLM."""
+    from planner import layout
+
+    header = HEADER.rstrip("\n") + ",ep\n"
+    body = "Qwen/Qwen3-235B-A22B,ascend-910b3,bf16,bf16,8,vllm,256,3500,1500,1152,,,,,{dp},128,{ep}\n"
+    _, (alone,) = read_bench_rows(_csv(tmp_path, body.format(dp="", ep=""), header=header))
+    assert (alone.dp, alone.ep) == (1, 1)  # optional columns: empty means 1
+    with pytest.raises(DataFileError, match=r"rows\.csv:2: .*does not fit"):
+        fit_serving.prepare([alone])
+    prepared = {}
+    for ep in ("", "16"):
+        _, (row,) = read_bench_rows(_csv(tmp_path, body.format(dp="2", ep=ep), header=header))
+        (prepared[ep],) = fit_serving.prepare([row])
+    tensor, expert = prepared[""].deployment, prepared["16"].deployment
+    experts = tensor.model.routed_expert_count
+    assert (layout.moe_tp(tensor), layout.experts_per_rank(tensor)) == (16, experts)
+    assert (layout.moe_tp(expert), layout.experts_per_rank(expert)) == (1, experts // 16)
+    assert prepared["16"].clients == 128  # 256 clients over 2 DP groups
+    errors = fit_serving.serving_residuals(list(prepared.values()))
+    assert errors[0] != errors[1]  # the layouts time differently (all-gather vs expert dispatch)
+
+
+def test_ep_on_a_dense_model_is_one_line_naming_the_row(tmp_path: Path) -> None:
+    header = HEADER.rstrip("\n") + ",ep\n"
+    path = _csv(tmp_path, "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,8,512,128,100,,,,,2,,2\n", header=header)
+    with pytest.raises(DataFileError, match=r"rows\.csv:2: --ep: qwen3-8b is a dense model"):
+        fit_serving.serving_errors(read_bench_rows(path)[1])
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "rows.csv:2" in result.output and "Traceback" not in result.output

@@ -2,7 +2,8 @@
 
 Parse -> call planner.importers.servingresult -> format. Reads `vllm bench serve --save-result` JSON, AISBench
 performances/*.json|*.csv and genai-perf / AIPerf CSV exports; the flags give what those files do not record
-(model, card, dtypes, tp, engine, MTP). Rows go to stdout unless --out (written atomically, no clobber).
+(model, card, dtypes, tp, dp, ep, engine, MTP). Rows go to stdout unless --out (written atomically, no
+clobber).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.options import CardOpt, DtypeOpt, KvDtypeOpt, MtpOpt, TpOpt, fail
+from planner.cli.options import CardOpt, DpOpt, DtypeOpt, EpOpt, KvDtypeOpt, MtpOpt, TpOpt, fail
 from planner.errors import KvplanError, PlanInputError
 
 bench_app = typer.Typer(help="Turn load-tool result files into serving bench rows.")
@@ -53,9 +54,17 @@ def list_formats(ctx: typer.Context) -> None:
 
 
 def setup_columns(
-    *, model: str, card: str, dtype: str, kv_dtype: str | None, tp: int, engine: str, mtp: int
+    *,
+    model: str,
+    card: str,
+    dtype: str,
+    kv_dtype: str | None,
+    tp: int,
+    engine: str,
+    mtp: int,
+    layout: tuple[int, int] = (1, 1),
 ) -> dict[str, str]:
-    """The row cells the flags give, each validated (one clear error naming the flag)."""
+    """The row cells the flags give, each validated (one clear error naming the flag); layout = (dp, ep)."""
     from planner import catalog
     from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
     from planner.kinds import parse_engine
@@ -71,12 +80,14 @@ def setup_columns(
         kv = storage_dtype(kv_dtype or "bf16").value
     except ValueError as exc:
         raise PlanInputError(f"--kv-dtype: unknown dtype (got {kv_dtype!r})") from exc
-    if tp < 1:
-        raise PlanInputError(f"--tp: must be >= 1 (got {tp})")
+    for flag, degree in (("--tp", tp), ("--dp", layout[0]), ("--ep", layout[1])):
+        if degree < 1:
+            raise PlanInputError(f"{flag}: must be >= 1 (got {degree})")
     if mtp < 0:
         raise PlanInputError(f"--mtp: must be >= 0 (got {mtp})")
     return {"model": model.strip(), "card": card, "dtype": scheme, "kv_dtype": kv, "tp": str(tp),
-            "engine": parse_engine(engine), "mtp": str(mtp)}  # fmt: skip
+            "dp": str(layout[0]), "ep": str(layout[1]), "engine": parse_engine(engine),
+            "mtp": str(mtp)}  # fmt: skip
 
 
 def rows_csv(rows: list[dict[str, str]]) -> str:
@@ -97,6 +108,8 @@ def import_results(
     dtype: DtypeOpt = "bf16",
     kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,
+    dp: DpOpt = 1,
+    ep: EpOpt = 1,
     engine: EngineName = "vllm",
     mtp: MtpOpt = 0,
     mtp_acceptance: AcceptanceOpt = None,
@@ -110,7 +123,14 @@ def import_results(
 
     try:
         setup = setup_columns(
-            model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, engine=engine, mtp=mtp
+            model=model,
+            card=card,
+            dtype=dtype,
+            kv_dtype=kv_dtype,
+            tp=tp,
+            engine=engine,
+            mtp=mtp,
+            layout=(dp, ep),
         )
         if mtp_acceptance is not None:
             if not 0 <= mtp_acceptance <= 1:

@@ -204,7 +204,7 @@ def _print_serving(rows: list, errors: list[float], *, hw_id: str) -> None:  # t
         table.add_row(
             row.where.rsplit("/", 1)[-1],
             row.model,
-            str(row.tp) + (f" x dp{row.dp}" if row.dp > 1 else ""),
+            str(row.tp) + (f" x dp{row.dp}" if row.dp > 1 else "") + (f" ep{row.ep}" if row.ep > 1 else ""),
             str(row.concurrency),
             f"{row.input_tokens}/{row.output_tokens}",
             str(row.mtp),

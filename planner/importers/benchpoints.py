@@ -8,9 +8,11 @@ Step rows (one decode step at a fixed batch and context) have the columns (any o
 Serving rows (what load tools report for a closed-loop run at fixed concurrency, predicted by
 planner/perf/closed_loop.py through planner/perf/fit_serving.py) have
     model, card, dtype, kv_dtype, tp, engine, concurrency, input_tokens, output_tokens, output_tokens_per_s
-and optional mtp (draft tokens), mtp_acceptance, ttft_s, tpot_s, dp, max_num_seqs, max_num_batched_tokens,
+and optional mtp (draft tokens), mtp_acceptance, ttft_s, tpot_s, dp, ep, max_num_seqs, max_num_batched_tokens,
 num_prompts, memory_gib (the card's capacity when it differs from the profile, e.g. the seed's 64 GB 950PR),
 engine_version (rows of different versions are different set-ups to the fit's contradiction check).
+dp (--data-parallel-size, default 1) and ep (expert-parallel ranks, default 1; tp x dp under vLLM's
+--enable-expert-parallel) describe the layout; the experts are split as planner/layout.py models them.
 A row with a non-empty output_tokens_per_s is a serving row; one file may hold both kinds.
 
 Both: `engine` is the engine that ran the row (mindie, vllm, transformers; vllm-ascend = vllm; empty or
@@ -164,7 +166,8 @@ class ServingPoint:
 
     kv_dtype "" (an empty cell): the 16-bit activation dtype, what engines use without KV quantization.
     max_batch: the engine's running-sequence limit (max_num_seqs) when given; prefill_tokens: its prefill
-    token budget (max_num_batched_tokens / maxPrefillTokens) when given; dp replicas share the concurrency.
+    token budget (max_num_batched_tokens / maxPrefillTokens) when given; dp replicas share the concurrency;
+    ep: ranks the routed experts are split over (1: no expert parallelism).
     """
 
     model: str
@@ -183,6 +186,7 @@ class ServingPoint:
     ttft_s: float | None = None
     tpot_s: float | None = None
     dp: int = 1
+    ep: int = 1
     max_batch: int | None = None
     prefill_tokens: int | None = None
     num_requests: int | None = None
@@ -242,6 +246,7 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         ttft_s=_optional(row, "ttft_s", kind=float, where=where),
         tpot_s=_optional(row, "tpot_s", kind=float, where=where),
         dp=_optional_int(row, "dp", where=where) or 1,
+        ep=_optional_int(row, "ep", where=where) or 1,
         max_batch=_optional_int(row, "max_num_seqs", where=where),
         prefill_tokens=_optional_int(row, "max_num_batched_tokens", where=where),
         num_requests=_optional_int(row, "num_prompts", where=where),

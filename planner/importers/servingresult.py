@@ -20,9 +20,9 @@ from planner.errors import DataFileError
 
 # Columns of a serving bench row, in order (issue 10: `--from-bench` accepts rows with these columns).
 ROW_COLUMNS = (
-    "model", "card", "dtype", "kv_dtype", "tp", "engine", "concurrency", "input_tokens", "output_tokens",
-    "output_tokens_per_s", "ttft_s", "tpot_s", "mtp", "mtp_acceptance", "num_prompts", "duration_s", "tool",
-    "source",
+    "model", "card", "dtype", "kv_dtype", "tp", "dp", "ep", "engine", "concurrency", "input_tokens",
+    "output_tokens", "output_tokens_per_s", "ttft_s", "tpot_s", "mtp", "mtp_acceptance", "num_prompts",
+    "duration_s", "tool", "source",
 )  # fmt: skip
 MAX_VALUE = 1e11  # above any count, rate or time (s) a serving run reports
 MIN_MEASURED = 1e-12  # benchpoints.MIN_POSITIVE: a row below it (0 ms, say) is not re-readable

@@ -1,8 +1,10 @@
 """Serving-level bench rows (benchpoints.ServingPoint) -> Deployment and predicted output tok/s.
 
 One prediction per row: the closed-loop estimate (planner/perf/closed_loop.py) of one data-parallel replica at
-its share of the concurrency, times the replicas. The running batch is the smallest of the replica's clients,
-the row's max_num_seqs and what the replica's memory holds at input + output tokens (engines queue the rest).
+its share of the concurrency, times the replicas. The replica's deployment carries the row's layout (tp, dp,
+ep: planner/layout.py), so a MoE row's experts are split ep ways and every replica's tokens reach them. The
+running batch is the smallest of the replica's clients, the row's max_num_seqs and what the replica's memory
+holds at input + output tokens (engines queue the rest).
 Rows are timed as "waves" (every published load tool here starts all clients together at fixed lengths).
 """
 
@@ -41,8 +43,9 @@ def serving_deployment(
 ) -> Deployment:
     """The Deployment one replica of a serving row ran (hardware overrides the row's card when given).
 
-    ctx_tokens = input + output (the longest a request grows); mtp acceptance: the row's, else the default.
-    Errors (unknown model or card, does not fit) name the row.
+    ctx_tokens = input + output (the longest a request grows); mtp acceptance: the row's, else the default;
+    dp and ep: the row's layout (one DP group's step, experts split ep ways). Errors (unknown model or card,
+    does not fit) name the row.
     """
     try:
         card, alias = catalogue_model(point.model)
@@ -58,6 +61,8 @@ def serving_deployment(
             weight_scheme_name=point.dtype,
             kv_dtype=kv_dtype_of(point, hw),
             tp=point.tp,
+            dp=point.dp,
+            ep=point.ep,
             ctx_tokens=point.input_tokens + point.output_tokens,
             calibrated=calibrated,
             model_alias=alias,
@@ -74,13 +79,14 @@ def serving_deployment(
 
 def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.BenchRun]:
     """(clients per replica, how the replica runs): K / dp clients, running batch capped by max_num_seqs and
-    by the memory-bound batch at input + output tokens; num_prompts / dp requests when the row gives them."""
+    by one DP group's memory-bound batch at input + output tokens; num_prompts / dp requests when given."""
     try:
         _, recommendation = capacity.memory_plan(dep)
     except KvplanError as exc:
         raise DataFileError(f"{point.where}: {exc}") from exc
     clients = max(1, math.ceil(point.concurrency / point.dp))
-    limits = [clients, recommendation.max_batch_size, point.max_batch or clients]
+    group_max = recommendation.max_batch_size // point.dp  # capacity.recommend: dp x one group's batch
+    limits = [clients, group_max, point.max_batch or clients]
     requests = None if point.num_requests is None else max(1, math.ceil(point.num_requests / point.dp))
     return clients, closed_loop.BenchRun(max_batch=max(1, min(limits)), num_requests=requests)
 
