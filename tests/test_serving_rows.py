@@ -138,7 +138,7 @@ def test_ep_column_splits_the_experts_per_rank(tmp_path: Path) -> None:
     from planner import layout
 
     header = HEADER.rstrip("\n") + ",ep\n"
-    body = "Qwen/Qwen3-235B-A22B,ascend-910b3,bf16,bf16,8,vllm,256,3500,1500,1152,,,,,{dp},128,{ep}\n"
+    body = "Qwen/Qwen3-235B-A22B,ascend-910b3,bf16,bf16,8,vllm,256,3500,1500,1152,,,,,{dp},128,{ep}"
     _, (alone,) = read_bench_rows(_csv(tmp_path, body.format(dp="", ep=""), header=header))
     assert (alone.dp, alone.ep) == (1, 1)  # optional columns: empty means 1
     with pytest.raises(DataFileError, match=r"rows\.csv:2: .*does not fit"):
@@ -158,8 +158,8 @@ def test_ep_column_splits_the_experts_per_rank(tmp_path: Path) -> None:
 
 def test_ep_on_a_dense_model_is_one_line_naming_the_row(tmp_path: Path) -> None:
     header = HEADER.rstrip("\n") + ",ep\n"
-    path = _csv(tmp_path, "qwen3-8b,ascend-910b3,bf16,bf16,1,vllm,8,512,128,100,,,,,2,,2\n", header=header)
+    path = _csv(tmp_path, f"{QWEN8_VLLM},8,512,128,100,,,,,2,,2", header=header)
     with pytest.raises(DataFileError, match=r"rows\.csv:2: --ep: qwen3-8b is a dense model"):
         fit_serving.serving_errors(read_bench_rows(path)[1])
-    result = CliRunner().invoke(app, ["validate", str(path)])
-    assert result.exit_code == 2 and "rows.csv:2" in result.output and "Traceback" not in result.output
+    result = kvplan("validate", path, code=2)
+    assert "rows.csv:2" in result.output and "Traceback" not in result.output
