@@ -83,6 +83,16 @@ def kvplan(words: str, *args: str | Path, code: int = 0) -> Result:
     return result
 
 
+H200_POINTS = Path(__file__).resolve().parents[1] / "calibration/data/h200-e2e-decode.csv"
+
+
+def h200_points_of(model_id: str, directory: Path) -> Path:
+    """`directory`/<model_id>.csv: the header and that model's rows of the committed H200 decode points."""
+    header, *rows = H200_POINTS.read_text().splitlines()
+    mine = (row for row in rows if row.startswith(f"{model_id},"))
+    return write_csv(directory / f"{model_id}.csv", f"{header}\n", *mine)
+
+
 def write_csv(path: Path, header: str, *rows: str) -> Path:
     """`path` holding `header` (its own newline included) then one line per row; returns the path."""
     path.write_text(header + "".join(f"{row}\n" for row in rows), encoding="utf-8")

@@ -18,6 +18,7 @@ from planner import catalog
 from planner.errors import DataFileError
 from planner.inputs import PlanRequest
 from planner.schema import HardwareProfile
+from tests.helpers import h200_points_of, kvplan
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT_S = 60  # a cold run imports plotly and the planner; warm reruns take well under a second
@@ -276,17 +277,8 @@ def test_uploaded_config_that_is_not_json_raises_a_data_error() -> None:
 
 
 def test_a_fit_used_outside_its_range_is_warned_not_green(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from planner.cli import app as cli
-
-    data = Path(__file__).resolve().parents[1] / "calibration/data/h200-e2e-decode.csv"
-    lines = data.read_text().splitlines()
-    points = tmp_path / "qwen3-8b.csv"
-    points.write_text("\n".join([lines[0], *[ln for ln in lines[1:] if ln.startswith("qwen3-8b,")]]) + "\n")
     profile = tmp_path / "fitted.yaml"
-    result = CliRunner().invoke(cli, ["calibrate", "--from-bench", str(points), "--out", str(profile)])
-    assert result.exit_code == 0, result.output
+    kvplan("calibrate --from-bench", h200_points_of("qwen3-8b", tmp_path), "--out", profile)
     inside = dashboard.plan_for(PlanRequest(model="qwen3-8b", card=str(profile), ctx="2k", batch=8))
     outside = dashboard.plan_for(PlanRequest(model="qwen3-8b", card=str(profile), ctx="128k", batch=1))
     assert not any("outside the fitted range" in w for w in dashboard.fit_warnings(*inside))

@@ -15,6 +15,7 @@ from planner import catalog
 from planner.cli import app
 from planner.errors import OutputExistsError
 from planner.schema import MeasuredBlock
+from tests.helpers import h200_points_of, kvplan
 
 H200 = catalog.data_dir("hwprofiles") / "nvidia-h200.yaml"
 
@@ -159,15 +160,10 @@ def test_calibrate_profile_plan_on_cpu(tmp_path: Path) -> None:
 
 
 def test_from_bench_writes_a_fitted_profile(tmp_path: Path) -> None:
-    data = Path(__file__).resolve().parents[1] / "calibration/data/h200-e2e-decode.csv"
-    points = tmp_path / "qwen3-8b.csv"
-    lines = data.read_text().splitlines()
-    points.write_text("\n".join([lines[0], *[ln for ln in lines[1:] if ln.startswith("qwen3-8b,")]]) + "\n")
     out = tmp_path / "fitted.yaml"
-    result = CliRunner().invoke(
-        app, ["calibrate", "--from-bench", str(points), "--card", "nvidia-h200", "--out", str(out)]
+    result = kvplan(
+        "calibrate --card nvidia-h200 --from-bench", h200_points_of("qwen3-8b", tmp_path), "--out", out
     )
-    assert result.exit_code == 0, result.output
     assert "MAPE" in result.output
     measured = MeasuredBlock.model_validate(yaml.safe_load(out.read_text())["measured"])
     assert measured.backend == "bench-fit"

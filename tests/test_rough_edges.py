@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from planner import catalog
 from planner.cli import app
+from tests.helpers import H200_POINTS, h200_points_of, kvplan
 
 runner = CliRunner()
 HINT = re.compile(r"; try (.+)$")
@@ -72,15 +73,11 @@ def test_help_shows_no_type_on_flags(command: list[str]) -> None:
 
 
 def test_calibrate_from_bench_takes_the_card_from_the_csv(tmp_path: Path) -> None:
-    data = Path(__file__).resolve().parents[1] / "calibration/data/h200-e2e-decode.csv"
-    lines = data.read_text().splitlines()
-    points = tmp_path / "qwen3-8b.csv"
-    points.write_text("\n".join([lines[0], *[ln for ln in lines[1:] if ln.startswith("qwen3-8b,")]]) + "\n")
-    out = tmp_path / "fitted.yaml"
-    result = runner.invoke(app, ["calibrate", "--from-bench", str(points), "--out", str(out)])
-    assert result.exit_code == 0, result.output
+    points, out = h200_points_of("qwen3-8b", tmp_path), tmp_path / "fitted.yaml"
+    kvplan("calibrate --from-bench", points, "--out", out)
     assert yaml.safe_load(out.read_text())["id"] == "nvidia-h200"
     mixed = tmp_path / "mixed.csv"
-    mixed.write_text(points.read_text() + lines[-1].replace("nvidia-h200", "ascend-950pr", 1) + "\n")
+    last = H200_POINTS.read_text().splitlines()[-1]
+    mixed.write_text(points.read_text() + last.replace("nvidia-h200", "ascend-950pr", 1) + "\n")
     refused = runner.invoke(app, ["calibrate", "--from-bench", str(mixed), "--out", str(tmp_path / "x.yaml")])
     assert refused.exit_code == 2 and "--card: required when" in refused.output

@@ -9,7 +9,7 @@ import pytest
 from planner.errors import DataFileError
 from planner.importers.benchpoints import read_bench_points
 from planner.perf import fit
-from tests.helpers import kvplan, write_csv
+from tests.helpers import H200_POINTS, kvplan, write_csv
 
 HEADER = "model,card,dtype,kv_dtype,tp,batch,ctx,decode_step_s,tokens_per_s\n"
 H200_BF16 = "qwen3-8b,nvidia-h200,bf16,bf16,1"  # the columns model..tp of every row below
@@ -66,5 +66,5 @@ def test_validate_bad_file_exits_2(tmp_path: Path) -> None:
 
 
 def test_committed_h200_points_parse() -> None:
-    points = read_bench_points(Path(__file__).resolve().parents[1] / "calibration/data/h200-e2e-decode.csv")
+    points = read_bench_points(H200_POINTS)
     assert len(points) == 69  # 5 models x 15 grid points, minus 6 whose KV cache does not fit 139 GiB
