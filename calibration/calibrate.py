@@ -8,11 +8,9 @@ Mapping (each achieved rate is divided by the card's datasheet figure):
                                     median, / memory_bandwidth (the fallback when a plan has no table)
     attention_table                 every decode attention point as (batch, kv_heads, head_dim, ctx, GB/s)
     compute_fraction[dtype]         large square GEMM FLOP/s / peak_tflop_per_s[dtype], per dtype measured
-    kernel_overhead_table           the chain below at every measured batch (tokens, us per kernel)
-    kernel_overhead_us              per-kernel time of the real decode elementwise chain (RMSNorm pieces,
-                                    add, SiLU, mul) at the smallest batch, replayed from a graph; without it
-                                    the empty kernel from a graph (cpu: eager). The empty-kernel times stay
-                                    in the samples as provenance.
+    kernel_overhead_us, _table      per-kernel time of a decode layer's small-kernel mix from a graph at
+                                    each batch (calibration/small_kernels.py; _us: the smallest); older raw
+                                    files: the elementwise chain, else the empty kernel (cpu: eager)
     step_overhead_us                host wall time of: replay a graph holding argmax over the vocabulary, sync
     grouped_matmul_latency_us       grouped expert GEMMs (MoE gate_up and down over all experts, every decode
     grouped_weight_read_bandwidth_fraction  batch): the same least squares over touched-expert bytes
@@ -42,6 +40,7 @@ import numpy as np
 
 from calibration import device as devmod
 from calibration import shapes as shapes_mod
+from calibration import small_kernels
 from calibration.microbench import Measurements, Progress, Suite
 from calibration.npu_post import finish_npu, sized_for_memory
 from calibration.profile_writer import samples_from
@@ -75,9 +74,9 @@ def _graphed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def kernel_overhead_s(meas: Measurements) -> float:
-    """Per-kernel fixed cost: the decode elementwise chain at its smallest batch (graph replays first, eager
-    when nothing was captured), else the empty kernel (graph replay when measured, else eager)."""
-    chain = sorted(_rows(meas, "kernels", mode="decode_chain"), key=lambda r: r["batch"])
+    """Per-kernel fixed cost: small_kernel_rows at the smallest batch (graph replays first, eager when
+    nothing was captured), else the empty kernel (graph replay when measured, else eager)."""
+    chain = small_kernels.per_batch_rows(meas.rows)
     rows = (
         _graphed(chain)
         or chain
@@ -88,9 +87,12 @@ def kernel_overhead_s(meas: Measurements) -> float:
 
 
 def kernel_overhead_table(meas: Measurements) -> list[KernelCost] | None:
-    """Per-kernel time of the decode elementwise chain at each measured batch (graph replay)."""
-    rows = sorted(_rows(meas, "kernels", mode="decode_chain"), key=lambda r: r["batch"])
-    return [KernelCost(tokens=r["batch"], kernel_us=r["median_s"] / units.US_S) for r in rows] or None
+    """Per-kernel time of the decode layer's kernel mix (else the elementwise chain) at each batch."""
+    us = units.US_S
+    rows = small_kernels.per_batch_rows(meas.rows)
+    return [
+        KernelCost(tokens=r["batch"], kernel_us=r["median_s"] / us, hidden_size=r.get("hidden")) for r in rows
+    ] or None
 
 
 def decode_dtype(meas: Measurements) -> str:

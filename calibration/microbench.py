@@ -12,7 +12,9 @@ be written as raw JSON next to the profile (calibration/data/).
                                                                -> attention_table, kv_read_bandwidth_fraction
     kernels     an empty kernel (x.mul_(1) on 1024 elements), eager and from a graph (provenance), and a
                 chain of real decode elementwise kernels (RMSNorm pieces, add, SiLU, mul on [batch, hidden])
-                replayed from a graph                                          -> kernel_overhead_us
+                replayed from a graph (provenance), and a decode layer's small-kernel mix (norms over
+                the hidden state and each q/k head, rotary, cache writes, adds, SiLU * up; kernels counted
+                by the device profiler; calibration/small_kernels.py)   -> kernel_overhead_us, _table
     step        graph replay of argmax over the vocabulary + host sync          -> step_overhead_us
     grouped_gemm  MoE grouped expert GEMMs at decode batches (calibration/moe_bench.py)
                                      -> grouped_matmul_latency_us, grouped_weight_read_bandwidth_fraction
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from calibration import allreduce, moe_bench, npu_kernels
+from calibration import allreduce, moe_bench, npu_kernels, small_kernels
 from calibration.device import Backend, median_and_spread
 from calibration.shapes import BenchSizes, ModelShapes
 
@@ -142,6 +144,7 @@ class Suite:
             kernels = passes * CHAIN_KERNELS_PER_PASS
             seconds = [s / kernels for s in self._timed(chain, graph=self.backend.kind != "cpu")]
             self._record("kernels", seconds, mode="decode_chain", kernels=kernels, batch=batch)
+        small_kernels.mix_rows(self)  # a decode layer's mix of small kernels: -> kernel_overhead_table
 
     def step(self) -> None:
         """Host wall time of one graph replay holding argmax over the vocabulary, plus the host sync."""

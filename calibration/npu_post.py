@@ -2,9 +2,10 @@
 
     sized_for_memory   caps the decode-attention grid by free device memory (a 32 GB 910B4 cannot hold the
                        FULL grid's 20 GiB points next to everything else)
-    finish_npu         says when graph timings fell back to eager; on npu counts the decode chain's device
-                       kernels with torch_npu.profiler (the divisor of kernel_overhead_us) and relabels the
-                       "bf16" rows of a SoC without bf16 (310P) as fp16
+    finish_npu         says when graph timings fell back to eager; counts the decode-layer mix's device
+                       kernels with the device profiler after every timing (cuda and npu: the divisor of
+                       kernel_overhead_us); on npu also the decode chain's, and relabels the "bf16" rows of
+                       a SoC without bf16 (310P) as fp16
 
 The npu parts have run only against tests/fake_npu, never on an Ascend device.
 """
@@ -15,6 +16,7 @@ import dataclasses
 from typing import Any
 
 from calibration import device as devmod
+from calibration import small_kernels
 from calibration.microbench import CHAIN_KERNELS_PER_PASS, Measurements, decode_chain
 from calibration.shapes import BenchSizes
 from planner import units
@@ -52,6 +54,7 @@ def finish_npu(meas: Measurements, backend: devmod.Backend, *, hidden: int) -> N
             f"graph mode: none captured ({backend.graph_state}); kernel_overhead_us and the other graph "
             "benchmarks are eager timings (host launch cost included)"
         )
+    backend.run_guarded("layer mix kernels", lambda: _recount_mix(meas, backend), meas.notes)
     if backend.kind != "npu":
         return
     backend.run_guarded(
@@ -63,6 +66,13 @@ def finish_npu(meas: Measurements, backend: devmod.Backend, *, hidden: int) -> N
                 if row.get("dtype") == "bf16":
                     row["dtype"] = "fp16"
         meas.notes.append(f"{backend.caps.soc}: no bf16; the bf16 benchmarks ran in fp16 and say so")  # type: ignore[union-attr]
+
+
+def _recount_mix(meas: Measurements, backend: devmod.Backend) -> None:
+    """The decode-layer mix's divisor counted by the device profiler, after every timing (cuda and npu)."""
+    note = small_kernels.recount(meas.rows.get("kernels", []), backend)
+    if note:
+        meas.notes.append(note)
 
 
 def _count_chain_kernels(meas: Measurements, backend: devmod.Backend, *, hidden: int) -> None:

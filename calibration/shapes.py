@@ -53,7 +53,7 @@ class BenchSizes:
     small_kernels: int  # kernels per overhead timing
     gemv_latency_shapes: tuple[tuple[int, int], ...]  # extra (in, out) GEMV shapes for the latency fit
     gemv_latency_batches: tuple[int, ...]
-    small_kernel_batches: tuple[int, ...]  # rows of the [batch, hidden] decode elementwise chain
+    small_kernel_batches: tuple[int, ...]  # rows of the [batch, hidden] small-kernel benchmarks
     small_kernel_hidden: int
     moe_batches: tuple[
         int, ...
@@ -84,7 +84,7 @@ FULL = BenchSizes(
         (8192, 28672),
     ),
     gemv_latency_batches=(1, 8),
-    small_kernel_batches=(1, 8, 64),
+    small_kernel_batches=(1, 8, 64, 256),
     small_kernel_hidden=4096,
     moe_batches=(1, 2, 4, 8, 16, 32, 64, 128),
     allreduce_bytes=tuple(8 * units.KIB_BYTES * 2**i for i in range(14)),  # 8 KiB .. 64 MiB

@@ -255,10 +255,12 @@ class AttentionRate(Frozen):
 
 
 class KernelCost(Frozen):
-    """Measured per-kernel time of small decode kernels at one token count (rows of [tokens, hidden])."""
+    """Measured per-kernel time of small decode kernels at one token count (rows of [tokens, hidden]);
+    hidden_size: the benchmark's hidden size (None: the table is indexed by tokens alone)."""
 
     tokens: int = Field(gt=0)
     kernel_us: float = Field(gt=0)
+    hidden_size: int | None = Field(default=None, gt=0)
 
 
 class GemmEfficiency(Frozen):
@@ -313,8 +315,10 @@ class PerfCoefficients(Frozen):
                                      update; None: kv_read_bandwidth_fraction
     allreduce_latency_us             fixed latency of one tensor-parallel all-reduce
     allreduce_bandwidth_fraction     achieved / datasheet interconnect bandwidth for all-reduce
-    kernel_overhead_table            kernel_overhead_us measured at several token counts (decode elementwise
-                                     chain); None: kernel_overhead_us at every batch
+    kernel_overhead_table            kernel_overhead_us measured at several token counts (a decode layer's
+                                     small-kernel mix; with hidden_size, a model of another hidden size
+                                     reads it at tokens * its hidden / hidden_size); None: kernel_overhead_us
+                                     at every batch
     attention_table                  measured decode-attention rates over batch x kv heads x ctx; None: the
                                      roofline uses kv_read_bandwidth_fraction for attention
     attention_tables                 one such table per decode-attention kernel (e.g. cudnn, flash);

@@ -67,6 +67,10 @@ def test_fake_910b4_calibrates_to_a_profile_with_npu_provenance(
     assert all(r["timing"] == "graph" for r in rows["attention"])
     assert "kernels per pass:" in measured.notes  # counted through torch_npu.profiler's kernel_details.csv
     assert measured.coefficients.grouped_matmul_latency_us is not None  # npu_grouped_matmul rows were fitted
+    mix = [r for r in rows["kernels"] if r["mode"] == "layer_mix"]  # the same code path as cuda
+    assert mix and all(r["kernels_counted"] and r["timing"] == "graph" for r in mix)
+    table = measured.coefficients.kernel_overhead_table or []
+    assert [k.kernel_us * 1e-6 for k in table] == pytest.approx([r["median_s"] for r in mix], rel=1e-3)
 
 
 def test_fake_ops_bind_arguments_as_documented(fake_npu: pytest.MonkeyPatch) -> None:

@@ -124,7 +124,7 @@ def rates(dep: Deployment) -> Rates:
         grouped_matmul_latency_s=us_to_s(
             coeff.matmul_latency_us if grouped_latency_us is None else grouped_latency_us
         ),
-        kernel_overhead_by_tokens=kernel_overhead_table(coeff),
+        kernel_overhead_by_tokens=kernel_overhead_table(coeff, hidden_size=dep.model.hidden_size),
         step_overhead_s=us_to_s(coeff.step_overhead_us),
         sequence_overhead_s=us_to_s(coeff.sequence_overhead_us),
         allreduce_latency_s=us_to_s(coeff.allreduce_latency_us),
@@ -140,13 +140,17 @@ def decode_attention_grid(dep: Deployment, coeff: PerfCoefficients) -> Attention
     return attention_grid(table) if table else None
 
 
-def kernel_overhead_table(coeff: PerfCoefficients) -> tuple[FloatArray, FloatArray] | None:
-    """(log tokens, cost relative to the fewest tokens) of the measured table, made non-decreasing."""
+def kernel_overhead_table(
+    coeff: PerfCoefficients, *, hidden_size: int | None = None
+) -> tuple[FloatArray, FloatArray] | None:
+    """(log model tokens, cost relative to the fewest tokens) of the measured table, made non-decreasing.
+    Formula: a row at T tokens of hidden size H_b stands for T * H_b / H tokens of a model of hidden H."""
     if not coeff.kernel_overhead_table:
         return None
-    points = sorted((p.tokens, p.kernel_us) for p in coeff.kernel_overhead_table)
-    ratio = np.maximum.accumulate(np.array([us for _, us in points]) / points[0][1])
-    return np.log(np.array([t for t, _ in points], dtype=np.float64)), ratio
+    points = sorted((p.tokens, p.kernel_us, p.hidden_size) for p in coeff.kernel_overhead_table)
+    ratio = np.maximum.accumulate(np.array([us for _, us, _ in points]) / points[0][1])
+    scale = [bench / hidden_size if bench and hidden_size else 1.0 for _, _, bench in points]
+    return np.log(np.array([t for t, _, _ in points], dtype=np.float64) * np.array(scale)), ratio
 
 
 def small_kernel_s(rate: Rates, *, tokens: FloatArray | float) -> FloatArray | float:
