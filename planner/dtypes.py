@@ -70,6 +70,10 @@ class WeightScheme(BaseModel):
 # - int8 (W8A8, msModelSlim as MindIE loads it): per output channel an int64 deq_scale and an int32
 #   quant_bias, 12 B; per-tensor input scale/offset are negligible.  [assumed: msModelSlim W8A8 layout]
 # - w8a16: one fp32 scale per output channel.
+# - w4a8 (msModelSlim W4A8 dynamic, vllm-ascend w4a8_dynamic): int4 weights with a per-channel scale and
+#   offset (fp32 each, 8 B), int8 activations quantized per token, int8 matmuls.  [assumed: scale layout.
+#   msModelSlim's W4A8 recipes quantize the routed experts only, attention stays W8A8; kvplan applies one
+#   scheme to every weight, so attention and dense weights are counted at 4 bits]
 # - w4a16: group size 128 with a bf16 scale and a bf16 offset per group (AWQ/GPTQ-style), 4 B/group.
 WEIGHT_SCHEMES: dict[str, WeightScheme] = {
     s.name: s
@@ -123,6 +127,16 @@ WEIGHT_SCHEMES: dict[str, WeightScheme] = {
             group_size=0,
             scale_bytes_per_group=0,
             description="INT8 weights dequantized to 16-bit activations",
+        ),
+        WeightScheme(
+            name="w4a8",
+            weight_bits=4,
+            compute_dtype="int8",
+            requires_native="int8",
+            scale_bytes_per_channel=8,
+            group_size=0,
+            scale_bytes_per_group=0,
+            description="INT4 weights (per channel), INT8 activations per token (msModelSlim W4A8 dynamic)",
         ),
         WeightScheme(
             name="w4a16",

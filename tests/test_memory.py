@@ -116,6 +116,14 @@ def test_w4a16_group_scales() -> None:
     assert memory.linear_weight_bytes(linear, scheme=weight_scheme("w4a16")) == 2 * (2_097_152 + 131_072)
 
 
+def test_w4a8_packs_int4_weights_with_channel_scales() -> None:
+    """msModelSlim W4A8 dynamic: int4 weights, per-channel fp32 scale + offset; int8 matmuls on int8 units."""
+    linear = Linear("x", "mlp", in_features=100, out_features=10, count=1)
+    scheme = weight_scheme("w4a8")
+    assert memory.linear_weight_bytes(linear, scheme=scheme) == 500 + 10 * 8
+    assert (scheme.compute_dtype, scheme.requires_native) == ("int8", "int8")
+
+
 def test_int8_w8a8_scale_overhead() -> None:
     linear = Linear("x", "mlp", in_features=100, out_features=10, count=1)
     # 1000 B of int8 + 10 channels * (8 B deq_scale + 4 B quant_bias)

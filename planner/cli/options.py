@@ -46,7 +46,7 @@ __all__ = [
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")]
 CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
-DtypeOpt = Annotated[str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a16.")]
+DtypeOpt = Annotated[str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a8, w4a16")]
 KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache dtype (default: 16-bit activation dtype).")]
 TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree (devices per instance).")]
 CtxOpt = Annotated[str, typer.Option("--ctx", help="Context length per sequence: 32768, 32k, 128K.")]
