@@ -1,4 +1,5 @@
-"""Performance sub-commands of `kvplan` (sweep, serve); the `--explain` table is planner/cli/explain.py.
+"""Performance sub-commands of `kvplan` (sweep, serve); the `--explain` table is planner/cli/explain.py,
+serve's output planner/cli/serve_view.py.
 
 Parse -> call planner.perf.sweep / planner.perf.serving -> format. Imports of numpy-backed modules are
 deferred into the commands so `kvplan --help` stays instant.
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
     from planner.deployment import Deployment
     from planner.perf.closed_loop import BenchRun, ServingEstimate
-    from planner.perf.fit_band import SpeedBand
     from planner.perf.serving import SloResult
     from planner.perf.sweep import SweepResult
 
@@ -211,44 +211,6 @@ def sweep_command(
         Console(highlight=False).print(sweep_table(result))
 
 
-def serve_lines(slo: SloResult | None, estimate: ServingEstimate, band: SpeedBand) -> list[str]:
-    """Human summary of an SLO search and a closed-loop serving estimate, with its range and source."""
-    lines = []
-    if slo is not None and not slo.feasible:
-        lines.append(f"SLO search: no batch meets the SLOs ({slo.binding} fails at batch 1)")
-    elif slo is not None and slo.performance is not None:
-        perf = slo.performance
-        lines.append(
-            f"SLO search: max_batch_size = {slo.batch}, max_seq_len = {slo.max_seq_len} (bound by "
-            f"{slo.binding}); SLO TPOT {units.fmt_ms(slo.tpot_s or 0.0)} (every sequence at "
-            f"{slo.max_seq_len} tokens, decode only), loaded TTFT "
-            f"{units.fmt_ms(slo.loaded_ttft_s or 0.0)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
-            f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate"
-        )
-    queued = estimate.concurrency - estimate.running_batch
-    low, high = (
-        band.low_factor * estimate.output_tokens_per_s,
-        band.high_factor * estimate.output_tokens_per_s,
-    )
-    lines += [
-        f"Workload: {estimate.input_tokens} in / {estimate.output_tokens} out, "
-        f"concurrency {estimate.concurrency} (closed loop, {estimate.run.arrivals}; {band.source})",
-        f"  output {units.fmt_tokens_per_s(estimate.output_tokens_per_s)} (likely "
-        f"{units.fmt_tokens_per_s(low)} to {units.fmt_tokens_per_s(high)}), "
-        f"{units.fmt_tokens_per_s(estimate.per_user_tokens_per_s)} per user, "
-        f"TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_ms(estimate.tpot_s)} (closed loop, "
-        f"prefills included), "
-        f"request latency {units.fmt_ms(estimate.request_latency_s)}",
-        f"  engine: {estimate.running_batch} running"
-        + (f" ({queued} queued)" if queued else "")
-        + f", decode step {units.fmt_ms(estimate.decode_step_s)}, prefill passes of "
-        f"{estimate.prefill_batch} prompt(s) {units.fmt_ms(estimate.prefill_pass_s)} each "
-        f"({units.fmt_fraction(estimate.prefill_time_fraction)} of engine time)",
-        *(f"note: {n}" for n in band.notes),
-    ]
-    return lines
-
-
 def serve_command(
     model: ModelOpt,
     card: CardOpt = DEFAULT_CARD,
@@ -290,10 +252,13 @@ def serve_command(
     uncalibrated: UncalibratedOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Closed-loop serving estimate and SLO search: `kvplan serve -m qwen3-27b --concurrency 32`."""
+    """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
+    --concurrency 32`."""
     from planner import inputs
+    from planner.cli import serve_view
     from planner.perf import fit_band
     from planner.perf.closed_loop import ARRIVALS, BenchRun
+    from planner.sim import bench
 
     try:
         prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
@@ -318,22 +283,16 @@ def serve_command(
         band = fit_band.speed_band(
             dep, batch=estimate.running_batch, ctx_tokens=estimate.input_tokens + estimate.output_tokens
         )
+        sim = bench.simulate_bench(
+            dep, tokens=(prompt, output), concurrency=estimate.concurrency, bench=estimate.run,
+            slo=(ms_to_s(ttft_ms, "--ttft-ms"), ms_to_s(tpot_ms, "--tpot-ms")),
+        ).summary  # fmt: skip
     except KvplanError as exc:
         fail(exc)
     if as_json:
-        payload = {
-            "slo": slo.model_dump(mode="json") if slo else None,
-            "estimate": estimate.model_dump(mode="json"),
-            "speed_range": {
-                "source": band.source,
-                "output_tokens_per_s_low": band.low_factor * estimate.output_tokens_per_s,
-                "output_tokens_per_s_high": band.high_factor * estimate.output_tokens_per_s,
-                "notes": band.notes,
-            },
-        }
-        print_json(payload)
+        print_json(serve_view.serve_payload(slo, estimate, sim, band))
         return
-    for line in serve_lines(slo, estimate, band):
+    for line in serve_view.serve_lines(slo, estimate, sim, band):
         typer.echo(line)
 
 

@@ -1,0 +1,115 @@
+"""What `kvplan serve` prints: the simulated closed loop (planner/sim/bench.py) with its tails, the analytic
+steady state (planner/perf/closed_loop.py) beside it, the SLO search and the speed range.
+
+--json keeps every key it had (`slo`, `estimate` = the analytic steady state, `speed_range`) and adds
+`simulated`: the `kvplan simulate --json` summary of the run (throughput, ttft_s / tpot_s / e2e_s with
+mean, p50, p90, p95, p99, ...).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from planner import units
+
+if TYPE_CHECKING:
+    from planner.perf.closed_loop import ServingEstimate
+    from planner.perf.fit_band import SpeedBand
+    from planner.perf.serving import SloResult
+    from planner.sim.run import SimSummary
+
+
+def slo_lines(slo: SloResult | None) -> list[str]:
+    """The SLO search's answer (decode-only steady state at the plan's max_seq_len)."""
+    if slo is None:
+        return []
+    if not slo.feasible:
+        return [f"SLO search: no batch meets the SLOs ({slo.binding} fails at batch 1)"]
+    if slo.performance is None:
+        return []
+    perf = slo.performance
+    return [
+        f"SLO search: max_batch_size = {slo.batch}, max_seq_len = {slo.max_seq_len} (bound by "
+        f"{slo.binding}); SLO TPOT {units.fmt_ms(slo.tpot_s or 0.0)} (every sequence at "
+        f"{slo.max_seq_len} tokens, decode only), loaded TTFT "
+        f"{units.fmt_ms(slo.loaded_ttft_s or 0.0)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
+        f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate"
+    ]
+
+
+def tail_lines(sim: SimSummary) -> list[str]:
+    """Mean and P50 / P90 / P95 / P99 of TTFT, TPOT and end-to-end latency, one row each."""
+    lines = []
+    for name, p in (("TTFT", sim.ttft_s), ("TPOT", sim.tpot_s), ("E2E", sim.e2e_s)):
+        lines.append(
+            f"  {name:4} mean {units.fmt_ms(p.mean)}  P50 {units.fmt_ms(p.p50)}  P90 {units.fmt_ms(p.p90)}  "
+            f"P95 {units.fmt_ms(p.p95)}  P99 {units.fmt_ms(p.p99)}"
+        )
+    return lines
+
+
+def simulated_lines(sim: SimSummary, band: SpeedBand) -> list[str]:
+    """The simulated run: throughput with its likely range, per-user speed, tails, goodput."""
+    out = sim.throughput.output_tokens_per_s
+    per_user = 1.0 / sim.tpot_s.mean if sim.tpot_s.mean > 0 else 0.0
+    lines = [
+        f"  simulated ({sim.requests} requests, {sim.scheduler.scheduler} scheduler): output "
+        f"{units.fmt_tokens_per_s(out)} (likely {units.fmt_tokens_per_s(band.low_factor * out)} to "
+        f"{units.fmt_tokens_per_s(band.high_factor * out)}), {units.fmt_tokens_per_s(per_user)} per user, "
+        f"batch reached {sim.max_batch_reached}, {sim.preemptions} preemptions",
+        *tail_lines(sim),
+    ]
+    if sim.goodput_requests_per_s is not None:
+        lines.append(
+            f"  goodput {sim.goodput_requests_per_s:.3g} requests/s meeting the SLOs "
+            f"(of {sim.throughput.requests_per_s:.3g})"
+        )
+    return lines
+
+
+def estimate_lines(estimate: ServingEstimate, sim: SimSummary) -> list[str]:
+    """The analytic steady state (closed_loop.py) and how far the simulation is from it."""
+    queued = estimate.concurrency - estimate.running_batch
+    gap = sim.throughput.output_tokens_per_s / estimate.output_tokens_per_s - 1.0
+    return [
+        f"  analytic steady state: output {units.fmt_tokens_per_s(estimate.output_tokens_per_s)} "
+        f"(simulated {gap * units.PERCENT:+.1f} %), {units.fmt_tokens_per_s(estimate.per_user_tokens_per_s)} "
+        f"per user, TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_ms(estimate.tpot_s)} (means, "
+        f"prefills included), request latency {units.fmt_ms(estimate.request_latency_s)}",
+        f"  engine: {estimate.running_batch} running"
+        + (f" ({queued} queued)" if queued else "")
+        + f", decode step {units.fmt_ms(estimate.decode_step_s)}, prefill passes of "
+        f"{estimate.prefill_batch} prompt(s) {units.fmt_ms(estimate.prefill_pass_s)} each "
+        f"({units.fmt_fraction(estimate.prefill_time_fraction)} of engine time)",
+    ]
+
+
+def serve_lines(
+    slo: SloResult | None, estimate: ServingEstimate, sim: SimSummary, band: SpeedBand
+) -> list[str]:
+    """Human summary: SLO search, workload, simulated tails, the analytic estimate, notes."""
+    return [
+        *slo_lines(slo),
+        f"Workload: {estimate.input_tokens} in / {estimate.output_tokens} out, "
+        f"concurrency {estimate.concurrency} (closed loop, {estimate.run.arrivals}; {band.source})",
+        *simulated_lines(sim, band),
+        *estimate_lines(estimate, sim),
+        *(f"note: {n}" for n in band.notes),
+    ]
+
+
+def serve_payload(
+    slo: SloResult | None, estimate: ServingEstimate, sim: SimSummary, band: SpeedBand
+) -> dict[str, Any]:
+    """The --json object: the keys serve always had, plus `simulated`."""
+    return {
+        "slo": slo.model_dump(mode="json") if slo else None,
+        "estimate": estimate.model_dump(mode="json"),
+        "speed_range": {
+            "source": band.source,
+            "output_tokens_per_s_low": band.low_factor * estimate.output_tokens_per_s,
+            "output_tokens_per_s_high": band.high_factor * estimate.output_tokens_per_s,
+            "notes": band.notes,
+        },
+        "simulated": sim.model_dump(mode="json"),
+    }

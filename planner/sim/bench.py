@@ -1,0 +1,86 @@
+"""A benchmark client's closed loop, simulated: the load numbers and tails `kvplan serve` reports.
+
+K users each send a request of I prompt tokens, wait for its O output tokens and send the next (fixed
+lengths, as `vllm bench serve --ignore-eos`, AISBench and the seed's script run). The simulator
+(planner/sim/run.py) runs them request by request on the planner's step model; the analytic closed
+loop (planner/perf/closed_loop.py) stays the calibration fits' fast path, and the two agree
+(tests/test_sim_bench.py).
+BenchRun maps onto the simulated engine as:
+    max_batch     the engine's running-sequence cap (default: K, all users run)
+    num_requests  requests in the run (default: whole waves of K, at least MIN_BENCH_REQUESTS)
+    arrivals      "waves": all K start together with fixed lengths, so they stay in step;
+                  "staggered": output lengths uniform around O (mean O, seeded), so request ends spread
+                  out and new prompts arrive one at a time, as closed_loop.py's staggered mode assumes.
+Either way the engine's own scheduler (prefill batching, chunking) runs; waves are deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+
+from planner.deployment import Deployment
+from planner.errors import PlanInputError
+from planner.perf.closed_loop import BenchRun
+from planner.sim import config, run
+from planner.sim import workload as wl
+from planner.sim.workload import MAX_REQUESTS, Workload
+
+BENCH_WAVES = 16  # whole waves of K requests a default run holds (the first starts from an idle engine)
+MIN_BENCH_REQUESTS = 1000  # so a P99 rests on >= 10 requests
+MAX_BENCH_REQUESTS = 20_000  # default runs stop here (~0.1 s of simulation); --num-requests may go higher
+BENCH_SEED = 0  # staggered output lengths (the only random draw)
+
+
+def bench_requests(*, concurrency: int, running_batch: int, num_requests: int | None) -> int:
+    """Requests of the simulated run: num_requests, else whole waves of b running requests.
+
+    Formula: N = b * clamp(max(BENCH_WAVES, ceil(MIN / b)), 1, floor(MAX / b)), at least K (every user
+    sends once); --num-requests above MAX_REQUESTS is refused.
+    """
+    if num_requests is not None:
+        if num_requests > MAX_REQUESTS:
+            raise PlanInputError(
+                f"--num-requests: too many to simulate (got {num_requests}, expected <= {MAX_REQUESTS})"
+            )
+        return num_requests
+    waves = max(BENCH_WAVES, math.ceil(MIN_BENCH_REQUESTS / running_batch))
+    waves = max(1, min(waves, MAX_BENCH_REQUESTS // running_batch))
+    return min(max(running_batch * waves, concurrency), MAX_REQUESTS)
+
+
+def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
+    """Scheduler knobs for the run: the running cap b; vLLM's max_num_batched_tokens is the deployment's
+    max_prefill_tokens (what serve's --max-prefill-tokens sets), at least b (vLLM's own start-up check)."""
+    knobs: dict[str, object] = {"max_batch": running_batch}
+    if config.scheduler_for(dep) == "vllm":
+        knobs["max_batched_tokens"] = max(dep.max_prefill_tokens, running_batch)
+    return knobs
+
+
+def bench_workload(*, tokens: tuple[int, int], concurrency: int, count: int, arrivals: str) -> Workload:
+    """K users' requests: I prompt tokens each; O output tokens each ("waves"), or uniform in
+    [O - floor(O/2), O + floor(O/2)] (mean O) drawn with seed 0 ("staggered": request ends spread out)."""
+    prompt, output = tokens
+    spread = output // 2 if arrivals == "staggered" else 0
+    lengths = (
+        wl.LengthDist("fixed", prompt, prompt),
+        wl.LengthDist("uniform", output - spread, output + spread),
+    )
+    work = wl.synthetic(lengths=lengths, count=count, rate_per_s=None, seed=BENCH_SEED)
+    return Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=concurrency)
+
+
+def simulate_bench(
+    dep: Deployment,
+    *,
+    tokens: tuple[int, int],
+    concurrency: int,
+    bench: BenchRun,
+    slo: tuple[float | None, float | None] = (None, None),
+) -> run.SimResult:
+    """Simulate the closed-loop benchmark: tokens = (I, O) per request, K = concurrency users."""
+    batch = min(concurrency, bench.max_batch or concurrency)
+    count = bench_requests(concurrency=concurrency, running_batch=batch, num_requests=bench.num_requests)
+    work = bench_workload(tokens=tokens, concurrency=concurrency, count=count, arrivals=bench.arrivals)
+    cfg = run.default_config(dep, workload=work, **bench_knobs(dep, running_batch=batch))
+    return run.simulate(dep, work, cfg=cfg, slo=slo)
