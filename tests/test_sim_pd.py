@@ -84,7 +84,8 @@ def test_disaggregation_cuts_the_ttft_tail_of_prefill_priority() -> None:
     assert apart.requests == together.requests == 600
 
 
-def test_pd_refuses_a_closed_loop() -> None:
+def test_open_loop_reference_refuses_a_closed_loop() -> None:
+    """pd.simulate_pd is the open-loop reference; closed loops run in planner/sim/pdloop.py."""
     work = poisson((100, 200), 20, count=10, rate=1.0)
     closed = wl.Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=2)
     spec = pd.spec_for(deployment("vllm", ctx=220), counts=(1, 1), prefill_tp=None, link_gbps=None)
@@ -156,7 +157,6 @@ def test_cli_search_json() -> None:
 @pytest.mark.parametrize(
     ("args", "code", "needle"),
     [
-        (["--concurrency", "4", "--pd", "1:1"], 2, "--pd: a closed loop"),
         (["--rate", "2", "--pd", "1"], 2, "--pd: not a P:D"),
         (["--rate", "2", "--pd", "1:1", "--memory-gib", "8"], 3, "does not fit"),
         (["--rate", "2", "--pd", "1:1", "--kv-link-gbps", "nan"], 2, "--kv-link-gbps"),

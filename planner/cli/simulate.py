@@ -272,7 +272,7 @@ def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[st
 
 def simulate_workload(flags: dict[str, Any], work: Workload) -> SimResult:
     """One simulation of `work`: aggregated, or disaggregated with --pd."""
-    from planner.sim import pd, run
+    from planner.sim import pd, pdloop, run
 
     dep, knobs = prepared(flags, work)
     slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
@@ -285,7 +285,7 @@ def simulate_workload(flags: dict[str, Any], work: Workload) -> SimResult:
     if flags["prefill_tp"] is not None and not 1 <= flags["prefill_tp"] <= 64:
         raise PlanInputError(f"--prefill-tp: out of range (got {flags['prefill_tp']}, expected 1..64)")
     spec = pd.spec_for(dep, counts=pd.parse_pd(flags["pd"]), prefill_tp=flags["prefill_tp"], link_gbps=link)
-    return pd.simulate_pd(spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None})
+    return pdloop.simulate_fleet(spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None})
 
 
 def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> float:

@@ -63,12 +63,22 @@ class Engine:
         self.prefill_tokens = 0  # prompt tokens computed, recomputation included
         self.decode_waste_s = 0.0  # MindIE supportSelectBatch: accumulatedDecodeWasteTime
         self.trace: tuple[list[float], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
+        # P:D coordination (planner/sim/pdloop.py): the earliest time another instance may hand this one
+        # work, whether requests come from the engine's own arrival list, a prefill instance keeping
+        # finished requests' KV until release(), hand-over lists.
+        self.horizon_s = math.inf
+        self.own_arrivals = True  # False: a coordinator queues the requests (self.arrival: times only)
+        self.hold_kv = False
+        self.holding = 0  # blocks held by finished requests (hold_kv)
+        self.done: list[int] = []  # requests completed, in order (a coordinator drains it)
+        self.joined: list[int] = []  # requests that joined the decode batch, in order
 
     # ---- arrivals and the queue
 
     def next_arrival_s(self) -> float:
-        """Arrival time of the next request not yet queued (inf when none is issued)."""
-        return self.arrival[self.arrived] if self.arrived < self.issued else math.inf
+        """Arrival time of the next request not yet queued (inf when none is issued), at most the horizon."""
+        listed = self.own_arrivals and self.arrived < self.issued
+        return min(self.arrival[self.arrived] if listed else math.inf, self.horizon_s)
 
     def admit_arrivals(self) -> None:
         """Queue every issued request that has arrived by now."""
@@ -109,6 +119,7 @@ class Engine:
         """The request's prefill ended now: first token out; it decodes from the next step on."""
         if math.isnan(self.first[request]):
             self.first[request] = self.t
+        self.joined.append(request)
         g0 = float(self.generated[request] + 1)
         self.g0[request] = g0
         if g0 >= self.output[request]:
@@ -147,12 +158,23 @@ class Engine:
         """The request's last token is out now; a closed-loop user sends its next request at once."""
         decoded = (self.step - self.join[request]) * self.table.tokens_per_step
         self.delivered[request] = self.g0[request] + decoded if request in self.running else self.g0[request]
+        kept = self.held[request] if self.hold_kv else 0
         self.leave_batch(request)
+        self.used_blocks += kept
+        self.held[request] = kept
+        self.holding += kept
         self.finish[request] = self.t
         self.finished += 1
+        self.done.append(request)
         if self.issued < len(self.arrival):
             self.arrival[self.issued] = self.t
             self.issued += 1
+
+    def release(self, request: int) -> None:
+        """A finished request's held KV has left (hold_kv): free its blocks."""
+        self.used_blocks -= self.held[request]
+        self.holding -= self.held[request]
+        self.held[request] = 0
 
     def preempt(self, request: int) -> None:
         """Recompute preemption: free the request's blocks and put it back at the head of the queue."""

@@ -5,8 +5,11 @@ own scheduler with prefill batches; its first token is produced at the end of it
 there), its KV cache moves over the link (`kv_transfer_s`), and it joins a decode instance (round robin in
 order of arrival there) that only decodes: admission needs its blocks and a batch slot, then it decodes as
 in the aggregated engine. MindIE's supportSelectBatch and templateType have no effect under PD (facts 1.2).
-Assumed: no back-pressure (a prefill instance never waits for decode blocks to free; its KV leaves at once)
-and transfers do not contend with each other.
+Transfers do not contend with each other.
+`simulate_pd` runs the two sides one after the other: open loop and no back-pressure (a prefill instance
+never waits for decode blocks to free; its KV leaves at once). `kvplan simulate --pd` runs
+planner/sim/pdloop.py instead (all instances together: back-pressure, closed loops), which equals this
+reference while the decode instances keep up (tests/test_sim_pdloop.py).
 """
 
 from __future__ import annotations

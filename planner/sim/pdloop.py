@@ -1,0 +1,241 @@
+"""P:D disaggregation with back-pressure, open or closed loop: every instance advances together.
+
+Each prefill and decode instance is an Engine (planner/sim/engine.py) over the run's request ids. A
+coordinator always steps the instance furthest behind in time and moves requests between them:
+    arrival        -> a prefill instance (round robin in arrival order); closed loop: the first K at time 0,
+                      then one each time a request finishes on a decode instance
+    prefill end    -> first token out (TTFT ends); the KV is ready for a decode instance after
+                      kv_transfer_s (round robin in order of readiness, as the reference)
+    decode admits  -> only now does the prefill instance free the request's blocks (back-pressure: while
+                      the decode instances are full its KV stays where it was computed, and a prefill
+                      instance whose free blocks cannot hold the next prompt waits)
+A decode instance never decodes past the earliest moment another instance could hand it work (its
+horizon: the other busy instances' clocks, pending hand-overs, and one step at a time while a prefill
+instance is held up), so no hand-over is missed. With decode capacity to spare this is the open-loop model
+of planner/sim/pd.py (tests/test_sim_pdloop.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from planner.errors import PlanInputError
+from planner.perf import roofline
+from planner.sim import metrics, run, schedulers
+from planner.sim.engine import Engine
+from planner.sim.metrics import Records
+from planner.sim.pd import PdSpec, kv_transfer_s
+from planner.sim.workload import Workload
+
+MAX_PD_CELLS = 8_000_000  # requests x instances: each instance keeps per-request state for the whole run
+
+
+def engines_for(
+    spec: PdSpec, work: Workload, *, knobs: dict[str, object], arrival_s: list[float]
+) -> tuple[list[Engine], list[Engine]]:
+    """P prefill engines (outputs cut to the first token, holding KV until released) and D decode engines,
+    each over every request id; hand-overs arrive through the coordinator, `arrival_s` (shared, filled as
+    requests are sent) only gives MindIE's queue delay its start."""
+    count = work.requests
+    if count * (spec.prefill_instances + spec.decode_instances) > MAX_PD_CELLS:
+        raise PlanInputError(
+            f"--requests: too many for --pd with {spec.prefill_instances + spec.decode_instances} instances "
+            f"(got {count}, expected requests x instances <= {MAX_PD_CELLS})"
+        )
+    prompt, output = work.input_tokens.tolist(), work.output_tokens.tolist()
+    sides = []
+    for dep, extra, outputs, instances in (
+        (spec.prefill, {}, [1] * count, spec.prefill_instances),
+        (spec.decode, {"scheduler": "decode"}, output, spec.decode_instances),
+    ):
+        cfg = run.default_config(dep, workload=work, **{**knobs, **extra})
+        table = run.build_table(dep, cfg, work)
+        run.check_config(cfg, workload=work)
+        engines = [Engine(cfg, table, requests=(prompt, outputs, arrival_s)) for _ in range(instances)]
+        for eng in engines:
+            eng.issued, eng.own_arrivals, eng.hold_kv = count, False, not extra
+        sides.append(engines)
+    return sides[0], sides[1]
+
+
+def is_busy(eng: Engine) -> bool:
+    """Has work queued or in flight."""
+    return bool(eng.running or eng.waiting or eng.prefilling)
+
+
+def is_held_up(eng: Engine) -> bool:
+    """A prefill instance that cannot start its next prompt until a decode instance takes held KV."""
+    if eng.running or eng.prefilling or not eng.waiting or not eng.holding:
+        return False
+    return eng.cfg.total_blocks - eng.used_blocks < eng.admission_blocks(eng.waiting[0])
+
+
+class Fleet:
+    """The coordinator: engines, pending hand-overs (a heap per engine) and the run's records."""
+
+    def __init__(self, spec: PdSpec, work: Workload, *, knobs: dict[str, object]) -> None:
+        count = work.requests
+        self.arrival, self.first, self.finish = [math.inf] * count, [math.nan] * count, [math.nan] * count
+        self.prefill, self.decode = engines_for(spec, work, knobs=knobs, arrival_s=self.arrival)
+        self.engines = self.prefill + self.decode
+        self.pending: list[list[tuple[float, int]]] = [[] for _ in self.engines]
+        self.owner = [0] * count
+        self.transfer_s = kv_transfer_s(spec, prompt_tokens=work.input_tokens).tolist()
+        self.issued = self.handed = self.finished = 0
+        self.ready: list[tuple[float, int]] = []  # prefilled, not yet handed to a decode instance
+        shortest = float(work.input_tokens.min())
+        pass_s = self.prefill[0].table.pass_s(shortest, (shortest + 1) / 2)
+        self.min_return_s = pass_s + min(self.transfer_s)  # a finished request's successor, back at decode
+        self.closed = work.arrival_s is None
+        if work.arrival_s is None:
+            for request in range(min(work.concurrency or 1, count)):
+                self.arrive(request, 0.0)
+        else:
+            for request, at in enumerate(work.arrival_s.tolist()):
+                self.arrive(request, at)
+
+    def arrive(self, request: int, at: float) -> None:
+        """A request is sent at `at`: to the next prefill instance in turn."""
+        self.arrival[request] = at
+        self.owner[request] = self.issued % len(self.prefill)
+        heapq.heappush(self.pending[self.owner[request]], (at, request))
+        self.issued += 1
+
+    def action_s(self, index: int) -> float:
+        """When engine `index` next acts: now if busy, at its first pending hand-over if idle; never while
+        held up (a release wakes it)."""
+        eng, pending = self.engines[index], self.pending[index]
+        if is_held_up(eng):
+            return math.inf
+        if is_busy(eng):
+            return eng.t
+        return max(eng.t, pending[0][0]) if pending else math.inf
+
+    def horizon_s(self, index: int) -> float:
+        """The earliest time another instance could hand decode engine `index` work: its pending hand-overs,
+        the prefill instances' next actions, and (closed loop) another decode instance's clock plus the
+        shortest prefill (a request it finishes comes back through a prefill instance)."""
+        eng = self.engines[index]
+        if any(is_held_up(p) for p in self.prefill):
+            return eng.t  # a release may start a prefill at any moment: one step at a time
+        times = [queue[0][0] for queue in (self.pending[index], self.ready) if queue]
+        times += [self.action_s(p) for p in range(len(self.prefill))]
+        if self.closed:
+            first = len(self.prefill)
+            times += [
+                self.action_s(d) + self.min_return_s for d in range(first, len(self.engines)) if d != index
+            ]
+        return min(times, default=math.inf)
+
+    def deliver(self, index: int) -> None:
+        """Queue every hand-over due by the engine's clock."""
+        eng, pending = self.engines[index], self.pending[index]
+        while pending and pending[0][0] <= eng.t:
+            _, request = heapq.heappop(pending)
+            eng.waiting.append(request)
+            eng.arrived += 1
+
+    def step(self, index: int, at: float) -> None:
+        """Advance engine `index` (its clock moved to `at`): deliver, one scheduler step, hand-overs."""
+        eng = self.engines[index]
+        eng.t = max(eng.t, at)
+        self.deliver(index)
+        if is_held_up(eng) or not is_busy(eng):
+            return
+        decoding = index >= len(self.prefill)
+        eng.horizon_s = self.horizon_s(index) if decoding else math.inf
+        start = eng.t
+        eng.record()
+        schedulers.step(eng)
+        if decoding:
+            self.after_decode(eng, start)
+        else:
+            self.after_prefill(eng)
+
+    def after_prefill(self, eng: Engine) -> None:
+        """Prefilled requests: first token out; their KV is ready for decode after the transfer."""
+        for request in eng.done:
+            self.first[request] = eng.finish[request]
+            heapq.heappush(self.ready, (self.first[request] + self.transfer_s[request], request))
+        eng.done.clear()
+        eng.joined.clear()
+
+    def assign_ready(self) -> None:
+        """Hand KV to decode instances round robin in order of readiness: every request ready before any
+        prefill instance could make another one ready (its next action + the shortest transfer)."""
+        bound = min(self.action_s(p) for p in range(len(self.prefill))) + min(self.transfer_s)
+        while self.ready and self.ready[0][0] <= bound:
+            ready, request = heapq.heappop(self.ready)
+            target = len(self.prefill) + self.handed % len(self.decode)
+            self.handed += 1
+            heapq.heappush(self.pending[target], (ready, request))
+
+    def after_decode(self, eng: Engine, start: float) -> None:
+        """Admitted requests free their prefill blocks (at `start`); finished ones end (closed loop: the user
+        sends the next request)."""
+        for request in eng.joined:
+            source = self.prefill[self.owner[request]]
+            source.release(request)
+            if not (source.running or source.prefilling):
+                source.t = max(source.t, start)
+        eng.joined.clear()
+        for request in eng.done:
+            self.finish[request] = eng.finish[request]
+            self.finished += 1
+            if self.closed and self.issued < len(self.arrival):
+                self.arrive(self.issued, self.finish[request])
+        eng.done.clear()
+
+    def run(self) -> None:
+        """Step the instance furthest behind until every request has finished."""
+        loops, count = 0, len(self.arrival)
+        while self.finished < count:
+            self.assign_ready()
+            times = [self.action_s(i) for i in range(len(self.engines))]
+            index = int(np.argmin(times))
+            if times[index] == math.inf:
+                raise PlanInputError(
+                    f"--pd: the fleet stalled with {count - self.finished} requests unfinished (got blocks "
+                    f"held on every prefill instance, expected a decode instance free to take them)"
+                )
+            loops += 1
+            if loops > run.MAX_ENGINE_LOOPS * len(self.engines):
+                raise PlanInputError(
+                    f"--requests: the P:D simulation needs more than {loops - 1} steps (got {count} "
+                    "requests; expected fewer, shorter ones or more instances)"
+                )
+            self.step(index, times[index])
+
+
+def simulate_fleet(
+    spec: PdSpec, work: Workload, *, slo: tuple[float | None, float | None], knobs: dict[str, object]
+) -> run.SimResult:
+    """Open- or closed-loop workload through the P:D fleet with back-pressure -> one instance's summary."""
+    fleet = Fleet(spec, work, knobs=knobs)
+    fleet.run()
+    preempted = np.sum([np.asarray(e.preempted, dtype=np.int64) for e in fleet.engines], axis=0)
+    records = Records(
+        arrival_s=np.asarray(fleet.arrival, dtype=np.float64),
+        input_tokens=work.input_tokens,
+        output_tokens=work.output_tokens,
+        first_token_s=np.asarray(fleet.first, dtype=np.float64),
+        finish_s=np.asarray(fleet.finish, dtype=np.float64),
+        preemptions=preempted,
+    )
+    for eng in fleet.decode:
+        eng.record()
+    timelines = [run.timeline_of(eng) for eng in fleet.decode]
+    cfg = fleet.decode[0].cfg
+    stats = run.EngineStats(
+        mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
+        max_batch_reached=max(eng.max_batch_reached for eng in fleet.decode),
+        preemptions=int(preempted.sum()),
+        kv_peak_fraction=max(float(np.max(t.used_blocks)) / cfg.total_blocks for t in timelines),
+        prefill_tokens=sum(eng.prefill_tokens for eng in fleet.prefill),
+    )
+    calibrated = roofline.is_calibrated(spec.decode)
+    summary = run.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo)
+    return run.SimResult(summary=summary, records=records, timeline=timelines[0])

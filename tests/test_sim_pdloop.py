@@ -1,0 +1,125 @@
+"""P:D with back-pressure and closed loops (planner/sim/pdloop.py): equal to the open-loop reference
+(planner/sim/pd.py) while decode keeps up, slower first tokens when it does not, invariants, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.deployment import Deployment
+from planner.sim import pd, pdloop, run
+from planner.sim import workload as wl
+from tests.helpers import deployment_950pr
+
+
+def deployment(engine: str, *, ctx: int) -> Deployment:
+    return deployment_950pr("qwen3-8b", engine=engine, ctx_tokens=ctx)
+
+
+def poisson(
+    prompt: tuple[int, int], output: int, *, count: int, rate: float | None, seed: int = 0
+) -> wl.Workload:
+    lengths = (wl.LengthDist("uniform", *prompt), wl.LengthDist("fixed", output, output))
+    return wl.synthetic(lengths=lengths, count=count, rate_per_s=rate, seed=seed)
+
+
+def closed(work: wl.Workload, users: int) -> wl.Workload:
+    return wl.Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=users)
+
+
+@pytest.mark.parametrize("engine", ["mindie", "vllm"])
+@pytest.mark.parametrize("counts", [(1, 1), (1, 3), (2, 2)])
+def test_with_decode_to_spare_it_is_the_open_loop_model(engine: str, counts: tuple[int, int]) -> None:
+    """Decode never full: no KV waits on a prefill instance, so every first token is the reference's and
+    every request ends where the reference ends it (decode spans cut at other instances' clocks: 1 %)."""
+    work = poisson((500, 3000), 200, count=300, rate=2.0, seed=7)
+    spec = pd.spec_for(deployment(engine, ctx=3200), counts=counts, prefill_tp=None, link_gbps=None)
+    reference = pd.simulate_pd(spec, work, slo=(None, None), knobs={}).records
+    fleet = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}).records
+    assert fleet.first_token_s == pytest.approx(reference.first_token_s, rel=1e-9)
+    assert fleet.e2e_s == pytest.approx(reference.e2e_s, rel=1e-2)
+
+
+def test_full_decode_holds_kv_on_prefill_and_first_tokens_wait() -> None:
+    """A decode batch cap of 8 against 20 long prompts a second: requests queue for decode with their KV still
+    on the prefill instance; its blocks run out and prompts wait to be prefilled. The reference (KV leaves at
+    once) never sees this: TTFT grows, while requests still finish when decode frees a slot."""
+    work = poisson((2000, 3000), 200, count=600, rate=20.0, seed=7)
+    spec = pd.spec_for(deployment("mindie", ctx=3200), counts=(1, 1), prefill_tp=None, link_gbps=None)
+    knobs: dict[str, object] = {"max_batch": 8}
+    reference = pd.simulate_pd(spec, work, slo=(None, None), knobs=knobs).summary
+    fleet = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs=knobs).summary
+    assert fleet.ttft_s.p95 > 2 * reference.ttft_s.p95
+    assert fleet.ttft_s.mean > reference.ttft_s.mean
+    assert fleet.e2e_s.mean == pytest.approx(reference.e2e_s.mean, rel=1e-2)
+    # with D large enough the hold vanishes again
+    wide = pd.spec_for(deployment("mindie", ctx=3200), counts=(1, 8), prefill_tp=None, link_gbps=None)
+    spare = pdloop.simulate_fleet(wide, work, slo=(None, None), knobs=knobs).summary
+    assert spare.ttft_s.p95 < fleet.ttft_s.p95
+
+
+@pytest.mark.parametrize("users", [1, 4, 16])
+def test_closed_loop_keeps_k_users_in_the_system(users: int) -> None:
+    work = closed(poisson((500, 1500), 100, count=20 * users, rate=None, seed=3), users)
+    spec = pd.spec_for(deployment("mindie", ctx=1600), counts=(1, 1), prefill_tp=None, link_gbps=None)
+    result = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={})
+    rec = result.records
+    events = np.concatenate([np.stack([rec.arrival_s, np.ones(rec.arrival_s.size)]),
+                             np.stack([rec.finish_s, -np.ones(rec.finish_s.size)])], axis=1)  # fmt: skip
+    order = np.lexsort((events[1], events[0]))  # at equal times the finish (-1) comes first
+    in_system = np.cumsum(events[1][order])
+    assert in_system.max() == users
+    assert np.sort(rec.arrival_s)[:users] == pytest.approx(np.zeros(users))
+    # the next request goes out the moment one finishes: arrivals after the first K are finish times
+    assert np.sort(rec.arrival_s)[users:] == pytest.approx(np.sort(rec.finish_s)[: rec.finish_s.size - users])
+    assert result.summary.mean_in_system == pytest.approx(users, rel=0.05)
+
+
+@given(
+    engine=st.sampled_from(["vllm", "mindie"]),
+    counts=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    count=st.integers(1, 60),
+    load=st.one_of(st.floats(0.2, 50), st.integers(1, 12)),
+    max_batch=st.integers(1, 16),
+    seed=st.integers(0, 2**16),
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_fleet_invariants(
+    engine: str, counts: tuple[int, int], count: int, load: float, max_batch: int, seed: int
+) -> None:
+    """Open (rate) or closed (users) loops, tight decode caps: every request prefilled and decoded once, in
+    order of time; every held and decode block returned at the end."""
+    users = load if isinstance(load, int) else None
+    work = poisson((1, 800), 64, count=count, rate=None if users else float(load), seed=seed)
+    work = closed(work, users) if users else work
+    spec = pd.spec_for(deployment(engine, ctx=900), counts=counts, prefill_tp=None, link_gbps=None)
+    fleet = pdloop.Fleet(spec, work, knobs={"max_batch": max_batch})
+    fleet.run()
+    first, finish, arrival = (np.asarray(x) for x in (fleet.first, fleet.finish, fleet.arrival))
+    transfer = pd.kv_transfer_s(spec, prompt_tokens=work.input_tokens)
+    assert fleet.finished == count
+    assert np.all(first >= arrival) and np.all(finish >= first + transfer - 1e-12)
+    for eng in fleet.engines:
+        assert eng.used_blocks == 0 and eng.holding == 0 and eng.max_batch_reached <= max_batch
+
+
+BASE = ["simulate", "--model", "qwen3-8b", "--card", "ascend-950pr", "--dtype", "fp8", "--requests", "120",
+        "--input-tokens", "uniform:200:1000", "--output-tokens", "64", "--pd", "1:2", "--json"]  # fmt: skip
+
+
+def test_cli_pd_closed_loop() -> None:
+    result = CliRunner().invoke(app, [*BASE, "--concurrency", "8"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["requests"] == 120 and out["pd"] == "1:2"
+    assert out["mean_in_system"] == pytest.approx(8, rel=0.1)
+    aggregated = run.simulate(
+        deployment("mindie", ctx=1064), closed(poisson((200, 1000), 64, count=120, rate=None), 8)
+    )
+    assert aggregated.summary.requests == out["requests"]
