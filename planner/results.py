@@ -77,6 +77,22 @@ class LayoutReport(Frozen):
     notes: list[str]
 
 
+class LoadKnee(Frozen):
+    """The load knee (planner/perf/load_knee.py): the concurrency of largest throughput per P99 end-to-end
+    second in a closed loop of I-in / O-out requests, and the tails there (seconds, tokens/s)."""
+
+    users: int
+    input_tokens: int
+    output_tokens: int
+    max_users: int  # the range searched: sequences of I + O tokens that memory holds (capped)
+    output_tokens_per_s: float
+    ttft_p99_s: float
+    tpot_p99_s: float
+    e2e_p99_s: float
+    single_user_tpot_s: float  # TPOT of one user alone, for scale
+    calibrated: bool
+
+
 class Plan(Frozen):
     """The whole answer for one deployment."""
 
@@ -95,7 +111,10 @@ class Plan(Frozen):
     performance: Performance | None
     warnings: list[str]
     layout: LayoutReport | None = None  # None for a tensor-parallel-only plan (and left out of its JSON)
+    load_knee: LoadKnee | None = None  # the main command's (left out of the JSON when None)
 
     def json_payload(self) -> dict[str, Any]:
-        """The plan as JSON values; `layout` is left out of tensor-parallel-only plans."""
-        return self.model_dump(mode="json", exclude={"layout"} if self.layout is None else None)
+        """The plan as JSON values; `layout` is left out of tensor-parallel-only plans, `load_knee` when
+        not computed."""
+        absent = {name for name in ("layout", "load_knee") if getattr(self, name) is None}
+        return self.model_dump(mode="json", exclude=absent or None)

@@ -107,7 +107,7 @@ def plan(
             ttft_s=ms_to_s(ttft_ms, "--ttft-ms"),
             min_user_tokens_per_s=positive(min_user_tps, "--min-user-tps"),
         )
-        result = perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo)
+        result = perf_plan.with_load_knee(perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo), dep)
     except KvplanError as exc:
         fail(exc)
     if as_json:

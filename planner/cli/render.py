@@ -11,7 +11,7 @@ from rich.table import Table
 
 from planner import catalog, params, units
 from planner.deployment import Deployment
-from planner.results import Plan
+from planner.results import LoadKnee, Plan
 
 Row = dict[str, object]
 Columns = tuple[tuple[str, ...], Callable[[Row], tuple[str, ...]]]
@@ -141,8 +141,28 @@ def print_plan(result: Plan, dep: Deployment) -> None:
             f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, "
             f"TTFT {units.fmt_ms(perf.ttft_s)} ({tag})"
         )
+    if result.load_knee is not None:
+        console.print(load_knee_line(result.load_knee, dep=dep, max_batch=rec.max_batch_size))
     for note in result.warnings:
         console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
+    """Where tails blow up: the load knee, the tails there, and how it sits against max_batch_size."""
+    from planner.perf.load_knee import MAX_KNEE_USERS  # deferred: `kvplan models` needs no perf imports
+
+    group = " per DP group" if dep.dp > 1 else ""
+    cap = (
+        f"; above max_batch_size {max_batch}, so the cap binds first"
+        if knee.users > max_batch
+        else f"; memory holds {knee.max_users}{'+' if knee.max_users >= MAX_KNEE_USERS else ''} such requests"
+    )
+    return (
+        f"[bold]Load knee[/bold]: {knee.users} users{group} at {knee.input_tokens} in / {knee.output_tokens} "
+        f"out (the seed's benchmark, closed-loop model; past it latency grows faster than throughput): "
+        f"{units.fmt_tokens_per_s(knee.output_tokens_per_s)}, P99 TPOT {units.fmt_ms(knee.tpot_p99_s)} "
+        f"({units.fmt_ms(knee.single_user_tpot_s)} alone), P99 TTFT {units.fmt_ms(knee.ttft_p99_s)}{cap}"
+    )
 
 
 def print_explain(dep: Deployment, result: Plan) -> None:

@@ -11,7 +11,7 @@ from pydantic import Field
 from planner import capacity, layout
 from planner.deployment import Deployment
 from planner.errors import DoesNotFitError
-from planner.perf import fit_checks, serving
+from planner.perf import fit_checks, load_knee, serving
 from planner.results import Performance, Plan, Recommendation
 from planner.schema import Frozen
 
@@ -128,3 +128,11 @@ def instance_performance(group_dep: Deployment, *, batch: int, dp: int, prompt_t
     if dp == 1:
         return group
     return group.model_copy(update={"batch": batch * dp, "tokens_per_s": group.tokens_per_s * dp})
+
+
+def with_load_knee(plan: Plan, dep: Deployment) -> Plan:
+    """The plan with the load knee of one DP group (planner/perf/load_knee.py: the seed's 256-in / 128-out
+    benchmark, analytic closed loop, ~2 ms) when it has a speed; with dp > 1 the knee is per group."""
+    if plan.performance is None:
+        return plan
+    return plan.model_copy(update={"load_knee": load_knee.load_knee(capacity.per_dp_rank(dep))})
