@@ -79,6 +79,23 @@ def layout_options(
     """The parallel-layout options beyond --tp (a signature template for `with_options`; docs/layouts.md)."""
 
 
+def speed_options(
+    card: CardOpt = DEFAULT_CARD,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
+) -> None:
+    """The deployment options of the speed commands `sweep`, `serve` and `simulate` (a signature template for
+    `with_options`)."""
+
+
+def load_options(engine: EngineOpt = DEFAULT_ENGINE, as_json: JsonOpt = False) -> None:
+    """What the load commands `serve` and `simulate` add (a signature template for `with_options`)."""
+
+
 Command = TypeVar("Command", bound=Callable[..., None])
 
 

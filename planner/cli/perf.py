@@ -17,25 +17,16 @@ import typer
 
 from planner import units
 from planner.cli.options import (
-    DEFAULT_CARD,
     DEFAULT_DTYPE,
-    DEFAULT_ENGINE,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    AcceptanceOpt,
-    CardOpt,
-    EngineOpt,
-    JsonOpt,
-    KvDtypeOpt,
-    MemoryOpt,
     ModelOpt,
-    MtpOpt,
-    TpOpt,
-    UncalibratedOpt,
     fail,
+    load_options,
     ms_to_s,
     plan_request,
     positive,
     print_json,
+    speed_options,
+    with_options,
 )
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 
@@ -161,21 +152,16 @@ def sweep_table(result: SweepResult) -> Table:
     return table
 
 
+@with_options(speed_options)
 def sweep_command(
     model: ModelOpt,
-    card: CardOpt = DEFAULT_CARD,
     dtype: Annotated[
         str, typer.Option(help="Weight dtype(s), comma-separated: the dtype axis.")
     ] = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
     batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
-    ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,8k,32k.")] = "256,1k,4k,8k,32k",
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
+    ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,4k,8k,32k.")] = "256,1k,4k,8k,32k",
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    **flags: object,
 ) -> None:
     """Decode speed over a batch x context (x weight dtype) grid.
 
@@ -195,7 +181,7 @@ def sweep_command(
             raise PlanInputError(
                 f"--dtype: no weight dtype given (got {dtype!r}, expected e.g. bf16 or fp8,bf16)"
             )
-        request = plan_request(locals(), dtype=dtypes[0], ctx=str(max(contexts)), batch=None)
+        request = plan_request({**locals(), **flags}, dtype=dtypes[0], ctx=str(max(contexts)), batch=None)
         result = sweep.sweep(
             inputs.to_deployment(request), batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes
         )
@@ -211,12 +197,10 @@ def sweep_command(
         Console(highlight=False).print(sweep_table(result))
 
 
+@with_options(speed_options, load_options)
 def serve_command(
     model: ModelOpt,
-    card: CardOpt = DEFAULT_CARD,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
     input_tokens: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "1k",
     output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = "256",
     concurrency: Annotated[
@@ -227,9 +211,6 @@ def serve_command(
         float | None, typer.Option(min=0, help="SLO: time to first token under load (ms).")
     ] = None,
     min_user_tps: Annotated[float | None, typer.Option(min=0, help="SLO: per-user tokens/s.")] = None,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    engine: EngineOpt = DEFAULT_ENGINE,
     max_prefill_tokens: Annotated[
         int | None,
         typer.Option(
@@ -243,14 +224,17 @@ def serve_command(
         typer.Option(min=1, help="Engine's running-sequence limit (max_num_seqs); the rest queue."),
     ] = None,
     num_requests: Annotated[
-        int | None, typer.Option(min=1, help="Requests in the benchmark run (default: steady state).")
+        int | None,
+        typer.Option(
+            min=1,
+            help="Requests in the benchmark run (default: analytic steady state; simulated: whole waves, "
+            ">= 1000).",
+        ),
     ] = None,
     arrivals: Annotated[
         str, typer.Option(help="waves (fixed lengths, all start together) or staggered (variable lengths).")
     ] = "waves",
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
-    as_json: JsonOpt = False,
+    **flags: object,
 ) -> None:
     """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
     --concurrency 32`."""
@@ -266,7 +250,7 @@ def serve_command(
         inputs.parse_ctx(str(prompt + output), flag="--input-tokens + --output-tokens")
         if arrivals not in ARRIVALS:
             raise PlanInputError(f"--arrivals: unknown mode (got {arrivals!r}, expected waves or staggered)")
-        request = plan_request(locals(), ctx=str(prompt + output))
+        request = plan_request({**locals(), **flags}, ctx=str(prompt + output))
         dep = inputs.to_deployment(request)
         slo, estimate = serve_results(
             dep,
@@ -289,7 +273,7 @@ def serve_command(
         ).summary  # fmt: skip
     except KvplanError as exc:
         fail(exc)
-    if as_json:
+    if flags["as_json"]:
         print_json(serve_view.serve_payload(slo, estimate, sim, band))
         return
     for line in serve_view.serve_lines(slo, estimate, sim, band):

@@ -15,27 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from planner import atomic, units
-from planner.cli.options import (
-    DEFAULT_CARD,
-    DEFAULT_DTYPE,
-    DEFAULT_ENGINE,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    AcceptanceOpt,
-    CardOpt,
-    EngineOpt,
-    JsonOpt,
-    KvDtypeOpt,
-    MemoryOpt,
-    ModelOpt,
-    MtpOpt,
-    TpOpt,
-    UncalibratedOpt,
-    fail,
-    ms_to_s,
-    plan_request,
-    positive,
-    print_json,
-)
+from planner.cli import options
+from planner.cli.options import DEFAULT_DTYPE, ModelOpt
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -64,7 +45,11 @@ MAX_PASS_TOKENS = 4_194_304  # MindIE maxPrefillTokens range [1, 4194304] (facts
 LengthOpt = Annotated[
     str, typer.Option(help="Tokens: 1k | uniform:LO:HI | lognormal:MEDIAN:SIGMA | empirical:FILE.")
 ]
-KnobOpt = Annotated[int | None, typer.Option(min=1)]
+
+
+def knob(help_text: str, most: int) -> Any:
+    """The typer option of an integer scheduler knob: 1..most (the engine's documented range)."""
+    return typer.Option(min=1, max=most, help=help_text)
 
 
 def build_workload(
@@ -98,7 +83,7 @@ def build_workload(
         wl.parse_length(lengths[1], flag="--output-tokens"),
     )
     if rate is not None:
-        positive(rate, "--rate")
+        options.positive(rate, "--rate")
         checked = inputs.bounded(rate, "--rate", RATE_RANGE_PER_S)
         return wl.synthetic(lengths=dists, count=requests, rate_per_s=checked, seed=seed)
     if concurrency is None or not 1 <= concurrency <= MAX_CONCURRENCY:
@@ -174,13 +159,10 @@ def summary_lines(result: SimResult, *, label: str) -> list[str]:
     return lines
 
 
+@options.with_options(options.speed_options, options.load_options)
 def simulate_command(
     model: ModelOpt,
-    card: CardOpt = DEFAULT_CARD,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
-    engine: EngineOpt = DEFAULT_ENGINE,
     rate: Annotated[float | None, typer.Option(help="Poisson arrivals per second.")] = None,
     concurrency: Annotated[
         int | None, typer.Option(help="Closed loop: users, each sends on completion.")
@@ -192,28 +174,16 @@ def simulate_command(
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed (arrivals, lengths).")] = 0,
     ttft_ms: Annotated[float | None, typer.Option(help="SLO: time to first token (ms).")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="SLO: time per output token (ms).")] = None,
-    max_batch: Annotated[
-        int | None, typer.Option(min=1, max=MAX_BATCH, help="maxBatchSize / max_num_seqs (default: plan).")
-    ] = None,
-    max_batched_tokens: Annotated[
-        int | None, typer.Option(min=1, max=MAX_PASS_TOKENS, help="vLLM max_num_batched_tokens.")
-    ] = None,
-    max_prefill_batch: Annotated[
-        int | None, typer.Option(min=1, max=MAX_BATCH, help="MindIE maxPrefillBatchSize.")
-    ] = None,
-    max_prefill_tokens: Annotated[
-        int | None, typer.Option(min=1, max=MAX_PASS_TOKENS, help="MindIE maxPrefillTokens.")
-    ] = None,
+    max_batch: Annotated[int | None, knob("maxBatchSize / max_num_seqs (default: plan).", MAX_BATCH)] = None,
+    max_batched_tokens: Annotated[int | None, knob("vLLM max_num_batched_tokens.", MAX_PASS_TOKENS)] = None,
+    max_prefill_batch: Annotated[int | None, knob("MindIE maxPrefillBatchSize.", MAX_BATCH)] = None,
+    max_prefill_tokens: Annotated[int | None, knob("MindIE maxPrefillTokens.", MAX_PASS_TOKENS)] = None,
     select_batch: Annotated[bool, typer.Option("--select-batch", help="MindIE supportSelectBatch.")] = False,
     prefill_time_ms_per_req: Annotated[float | None, typer.Option(min=0, max=1000)] = None,
     decode_time_ms_per_req: Annotated[float | None, typer.Option(min=0, max=1000)] = None,
     queue_delay_us: Annotated[
         float | None, typer.Option(min=0, max=1_000_000, help="maxQueueDelayMicroseconds.")
     ] = None,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
     pd: Annotated[str | None, typer.Option(help="P:D prefill and decode instances (disaggregated).")] = None,
     prefill_tp: Annotated[
         int | None, typer.Option(help="--pd: tp of each prefill instance (default --tp).")
@@ -228,10 +198,10 @@ def simulate_command(
         Path | None, typer.Option(help="Write queue length, batch and KV use over time (CSV) here.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
-    as_json: JsonOpt = False,
+    **shared: object,
 ) -> None:
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
-    flags = locals()
+    flags = {**{k: v for k, v in locals().items() if k != "shared"}, **shared}
     try:
         atomic.check_new({"--out": out, "--timeline-out": timeline_out}, force=force)
         if search is not None:
@@ -242,14 +212,16 @@ def simulate_command(
             result = run_simulation(flags)
             write_outputs(result, records=out, timeline=timeline_out, force=force)
     except KvplanError as exc:
-        fail(exc)
-    head = {"model": model, "card": card, "engine": engine, "pd": pd}
-    if search is not None:
-        print_json({**head, **found.model_dump(mode="json")}) if as_json else simsearch.print_search(found)
-    elif as_json:
-        print_json({**head, **result.summary.model_dump(mode="json")})
+        options.fail(exc)
+    head = {"model": model, "card": flags["card"], "engine": flags["engine"], "pd": pd}
+    if search is not None and flags["as_json"]:
+        options.print_json({**head, **found.model_dump(mode="json")})
+    elif search is not None:
+        simsearch.print_search(found)
+    elif flags["as_json"]:
+        options.print_json({**head, **result.summary.model_dump(mode="json")})
     else:
-        label = f"{model} on {card}, tp={tp}" + (f", P:D {pd}" if pd else "")
+        label = f"{model} on {flags['card']}, tp={flags['tp']}" + (f", P:D {pd}" if pd else "")
         for line in summary_lines(result, label=label):
             typer.echo(line)
 
@@ -266,7 +238,7 @@ def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[st
             f"expected <= {units.MAX_TOKENS})"
         )
     prefill = flags["max_prefill_tokens"] or max(longest, config.DEFAULT_MAX_PREFILL_TOKENS)
-    request = plan_request(flags, ctx=str(longest), batch=None, max_prefill_tokens=prefill)
+    request = options.plan_request(flags, ctx=str(longest), batch=None, max_prefill_tokens=prefill)
     return inputs.to_deployment(request), scheduler_knobs(flags)
 
 
@@ -275,7 +247,7 @@ def simulate_workload(flags: dict[str, Any], work: Workload) -> SimResult:
     from planner.sim import pd, pdloop, run
 
     dep, knobs = prepared(flags, work)
-    slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
+    slo = (options.ms_to_s(flags["ttft_ms"], "--ttft-ms"), options.ms_to_s(flags["tpot_ms"], "--tpot-ms"))
     if flags["pd"] is None:
         cfg = run.default_config(dep, workload=work, **knobs)
         return run.simulate(dep, work, cfg=cfg, slo=slo)
