@@ -16,7 +16,7 @@ import streamlit as st
 from planner import inputs, units
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest
-from planner.sim import pd, run
+from planner.sim import pd, pdloop, run
 from planner.sim import workload as wl
 
 CONCURRENCY_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -62,7 +62,7 @@ def open_loop(
     if split is None:
         return reduced(run.simulate(dep, work))
     spec = pd.spec_for(dep, counts=pd.parse_pd(split), prefill_tp=None, link_gbps=None)
-    return reduced(pd.simulate_pd(spec, work, slo=(None, None), knobs={}))
+    return reduced(pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}))  # back-pressure, as the CLI
 
 
 def reduced(result: run.SimResult) -> dict[str, Any]:
