@@ -20,6 +20,7 @@ from planner.cli.options import (
     DEFAULT_DTYPE,
     ModelOpt,
     fail,
+    layout_options,
     load_options,
     ms_to_s,
     plan_request,
@@ -197,7 +198,7 @@ def sweep_command(
         Console(highlight=False).print(sweep_table(result))
 
 
-@with_options(speed_options, load_options)
+@with_options(speed_options, load_options, layout_options)
 def serve_command(
     model: ModelOpt,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
@@ -252,6 +253,11 @@ def serve_command(
             raise PlanInputError(f"--arrivals: unknown mode (got {arrivals!r}, expected waves or staggered)")
         request = plan_request({**locals(), **flags}, ctx=str(prompt + output))
         dep = inputs.to_deployment(request)
+        if dep.dp > 1:
+            raise PlanInputError(
+                f"--dp: serve models one attention-DP group (got --dp {dep.dp}, expected 1); "
+                "`kvplan simulate --dp` simulates the groups"
+            )
         slo, estimate = serve_results(
             dep,
             prompt_tokens=prompt,

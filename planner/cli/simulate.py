@@ -159,7 +159,7 @@ def summary_lines(result: SimResult, *, label: str) -> list[str]:
     return lines
 
 
-@options.with_options(options.speed_options, options.load_options)
+@options.with_options(options.speed_options, options.load_options, options.layout_options)
 def simulate_command(
     model: ModelOpt,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
@@ -221,7 +221,8 @@ def simulate_command(
     elif flags["as_json"]:
         options.print_json({**head, **result.summary.model_dump(mode="json")})
     else:
-        label = f"{model} on {flags['card']}, tp={flags['tp']}" + (f", P:D {pd}" if pd else "")
+        degrees = "".join(f" {k}={flags[k]}" for k in ("dp", "ep", "pp") if flags[k] > 1)
+        label = f"{model} on {flags['card']}, tp={flags['tp']}{degrees}" + (f", P:D {pd}" if pd else "")
         for line in summary_lines(result, label=label):
             typer.echo(line)
 
@@ -244,10 +245,14 @@ def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[st
 
 def simulate_workload(flags: dict[str, Any], work: Workload) -> SimResult:
     """One simulation of `work`: aggregated, or disaggregated with --pd."""
-    from planner.sim import pd, pdloop, run
+    from planner.sim import dpgroups, pd, pdloop, run
 
     dep, knobs = prepared(flags, work)
     slo = (options.ms_to_s(flags["ttft_ms"], "--ttft-ms"), options.ms_to_s(flags["tpot_ms"], "--tpot-ms"))
+    if dep.dp > 1 and flags["pd"] is not None:
+        raise PlanInputError(f"--dp/--pd: not simulated together (got --dp {dep.dp} and --pd {flags['pd']})")
+    if dep.dp > 1:
+        return dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs)
     if flags["pd"] is None:
         cfg = run.default_config(dep, workload=work, **knobs)
         return run.simulate(dep, work, cfg=cfg, slo=slo)
