@@ -10,8 +10,9 @@ coordinator always steps the instance furthest behind in time and moves requests
                       the decode instances are full its KV stays where it was computed, and a prefill
                       instance whose free blocks cannot hold the next prompt waits)
 A decode instance never decodes past the earliest moment another instance could hand it work (its
-horizon: the other busy instances' clocks, pending hand-overs, and one step at a time while a prefill
-instance is held up), so no hand-over is missed. With decode capacity to spare this is the open-loop model
+horizon: pending hand-overs, the prefill instances' clocks and, when a finish or an admission can lead to
+new work through a prefill pass, the other decode instances' clocks plus the shortest pass), so no
+hand-over is missed. With decode capacity to spare this is the open-loop model
 of planner/sim/pd.py (tests/test_sim_pdloop.py).
 """
 
@@ -86,9 +87,8 @@ class Fleet:
         self.transfer_s = kv_transfer_s(spec, prompt_tokens=work.input_tokens).tolist()
         self.issued = self.handed = self.finished = 0
         self.ready: list[tuple[float, int]] = []  # prefilled, not yet handed to a decode instance
-        shortest = float(work.input_tokens.min())
-        pass_s = self.prefill[0].table.pass_s(shortest, (shortest + 1) / 2)
-        self.min_return_s = pass_s + min(self.transfer_s)  # a finished request's successor, back at decode
+        # no hand-over comes sooner than one prefill step (of one token at least) plus the shortest transfer
+        self.min_return_s = self.prefill[0].table.pass_s(1.0, 1.0) + min(self.transfer_s)
         self.closed = work.arrival_s is None
         if work.arrival_s is None:
             for request in range(min(work.concurrency or 1, count)):
@@ -116,14 +116,12 @@ class Fleet:
 
     def horizon_s(self, index: int) -> float:
         """The earliest time another instance could hand decode engine `index` work: its pending hand-overs,
-        the prefill instances' next actions, and (closed loop) another decode instance's clock plus the
-        shortest prefill (a request it finishes comes back through a prefill instance)."""
-        eng = self.engines[index]
-        if any(is_held_up(p) for p in self.prefill):
-            return eng.t  # a release may start a prefill at any moment: one step at a time
+        the prefill instances' next actions plus one step and a transfer (min_return_s), and (closed loop, or
+        a prefill instance held up) another decode instance's clock plus min_return_s: a request it finishes
+        comes back, or a request it admits frees held KV, only through a new prefill step."""
         times = [queue[0][0] for queue in (self.pending[index], self.ready) if queue]
-        times += [self.action_s(p) for p in range(len(self.prefill))]
-        if self.closed:
+        times += [self.action_s(p) + self.min_return_s for p in range(len(self.prefill))]
+        if self.closed or any(is_held_up(p) for p in self.prefill):
             first = len(self.prefill)
             times += [
                 self.action_s(d) + self.min_return_s for d in range(first, len(self.engines)) if d != index
@@ -165,8 +163,8 @@ class Fleet:
 
     def assign_ready(self) -> None:
         """Hand KV to decode instances round robin in order of readiness: every request ready before any
-        prefill instance could make another one ready (its next action + the shortest transfer)."""
-        bound = min(self.action_s(p) for p in range(len(self.prefill))) + min(self.transfer_s)
+        prefill instance could make another one ready (its next action + one step + the shortest transfer)."""
+        bound = min(self.action_s(p) for p in range(len(self.prefill))) + self.min_return_s
         while self.ready and self.ready[0][0] <= bound:
             ready, request = heapq.heappop(self.ready)
             target = len(self.prefill) + self.handed % len(self.decode)
