@@ -36,7 +36,7 @@ from planner.sim import workload as wl  # noqa: E402
 
 SEED_ROWS = ((1, 15.8, 15.0), (8, 11.0, 90.0), (32, 7.0, 220.0), (128, 3.0, None))  # users, per-user, total
 SEED_FITTED_USERS = (1, 8, 32)  # hwprofiles/fitted/ascend-950pr.mindie.yaml: corpus lines 123-125
-VLLM_DTYPES = {"int8": "int8", "bf16": "bf16", "w4a8": "w4a16"}
+VLLM_DTYPES = {"int8": "int8", "bf16": "bf16", "w4a8": "w4a8"}  # kvplan weight schemes
 SEED_CARD_GIB = 64.0
 
 
