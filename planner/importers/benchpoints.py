@@ -23,6 +23,7 @@ matched against the cards' source.hf_repo). Every error names the file, the line
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -322,26 +323,39 @@ def row_error(where: str, exc: ValidationError) -> DataFileError:
     return DataFileError(f"{where}: {field}: {first['msg'].removeprefix('Value error, ')}{got}")
 
 
+RowFields = Callable[[HardwareProfile], dict[str, object]]
+
+
+def row_deployment(
+    where: str,
+    *,
+    model: str,
+    card: str,
+    hardware: HardwareProfile | None,
+    calibrated: bool,
+    fields: RowFields,
+) -> Deployment:
+    """The Deployment a bench row ran: its model (catalogue_model) and card resolved (`hardware` overrides the
+    card when given), then `fields(card profile)` on top (they may replace "hardware"); every error (unknown
+    model or card, a value the schema refuses, does not fit) is one line naming the row at `where`."""
+    try:
+        card_model, alias = catalogue_model(model)
+        hw = hardware if hardware is not None else catalog.resolve_card(card)
+        base: dict[str, object] = {"model": card_model, "hardware": hw, "model_alias": alias}
+        return Deployment(**(base | {"calibrated": calibrated} | fields(hw)))
+    except KvplanError as exc:
+        raise DataFileError(f"{where}: {exc}") from exc
+    except ValidationError as exc:
+        raise row_error(where, exc) from exc
+
+
 def deployment_for(
     point: BenchPoint, *, hardware: HardwareProfile | None = None, calibrated: bool = True
 ) -> Deployment:
     """The Deployment a point ran (hardware overrides the point's card when given); errors name the point."""
-    try:
-        card, alias = catalogue_model(point.model)
-        hw = hardware if hardware is not None else catalog.resolve_card(point.card)
-        return Deployment(
-            model=card,
-            hardware=hw,
-            weight_scheme_name=point.dtype,
-            kv_dtype=storage_dtype(point.kv_dtype),
-            tp=point.tp,
-            ctx_tokens=point.ctx_tokens,
-            batch=point.batch,
-            calibrated=calibrated,
-            model_alias=alias,
-            engine=point.engine,
-        )
-    except KvplanError as exc:
-        raise DataFileError(f"{point.where}: {exc}") from exc
-    except ValidationError as exc:
-        raise row_error(point.where, exc) from exc
+    step = {"weight_scheme_name": point.dtype, "kv_dtype": storage_dtype(point.kv_dtype), "tp": point.tp}
+    step |= {"ctx_tokens": point.ctx_tokens, "batch": point.batch, "engine": point.engine}
+    return row_deployment(
+        point.where, model=point.model, card=point.card, hardware=hardware, calibrated=calibrated,
+        fields=lambda _hw: dict(step),
+    )  # fmt: skip

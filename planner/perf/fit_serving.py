@@ -16,13 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import ValidationError
 
-from planner import capacity, catalog, inputs
+from planner import capacity, inputs
 from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.errors import DataFileError, KvplanError
-from planner.importers.benchpoints import ServingPoint, catalogue_model, row_error
+from planner.importers.benchpoints import ServingPoint, row_deployment
 from planner.perf import closed_loop
 from planner.perf.fit_features import FeatureTimer
 from planner.schema import HardwareProfile, PerfCoefficients
@@ -47,34 +46,27 @@ def serving_deployment(
     dp and ep: the row's layout (one DP group's step, experts split ep ways). Errors (unknown model or card,
     does not fit) name the row.
     """
-    try:
-        card, alias = catalogue_model(point.model)
-        hw = hardware if hardware is not None else catalog.resolve_card(point.card)
-        hw = inputs.apply_overrides(hw, memory_gib=point.memory_gib, bandwidth_gbps=None)
-        acceptance = point.mtp_acceptance_fraction
-        optional: dict[str, object] = (
-            {} if point.prefill_tokens is None else {"max_prefill_tokens": point.prefill_tokens}
-        )
-        return Deployment(
-            model=card,
-            hardware=hw,
-            weight_scheme_name=point.dtype,
-            kv_dtype=kv_dtype_of(point, hw),
-            tp=point.tp,
-            dp=point.dp,
-            ep=point.ep,
-            ctx_tokens=point.input_tokens + point.output_tokens,
-            calibrated=calibrated,
-            model_alias=alias,
-            engine=point.engine,
-            mtp_tokens=point.mtp,
-            mtp_acceptance_fraction=DEFAULT_MTP_ACCEPTANCE_FRACTION if acceptance is None else acceptance,
-            **optional,
-        )
-    except KvplanError as exc:
-        raise DataFileError(f"{point.where}: {exc}") from exc
-    except ValidationError as exc:
-        raise row_error(point.where, exc) from exc
+    return row_deployment(
+        point.where, model=point.model, card=point.card, hardware=hardware, calibrated=calibrated,
+        fields=lambda hw: _serving_fields(point, hw),
+    )  # fmt: skip
+
+
+def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, object]:
+    """A serving row's Deployment fields on `card` (its memory_gib applied): dtypes, layout, lengths, MTP."""
+    hw = inputs.apply_overrides(card, memory_gib=point.memory_gib, bandwidth_gbps=None)
+    acceptance = point.mtp_acceptance_fraction
+    fields: dict[str, object] = {
+        "hardware": hw,
+        "weight_scheme_name": point.dtype,
+        "kv_dtype": kv_dtype_of(point, hw),
+    }
+    fields |= {"tp": point.tp, "dp": point.dp, "ep": point.ep, "engine": point.engine}
+    fields |= {"ctx_tokens": point.input_tokens + point.output_tokens, "mtp_tokens": point.mtp}
+    fields["mtp_acceptance_fraction"] = DEFAULT_MTP_ACCEPTANCE_FRACTION if acceptance is None else acceptance
+    if point.prefill_tokens is not None:
+        fields["max_prefill_tokens"] = point.prefill_tokens
+    return fields
 
 
 def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.BenchRun]:
