@@ -92,11 +92,20 @@ def load_model(model_id: str) -> ModelCard:
     return load_item(_files("modelcards")[model_id], ModelCard)
 
 
+def _aliases(model_id: str) -> list[str]:
+    """A card's `aliases`, read without validating the whole card (an alias lookup then validates one
+    card, not the catalogue); a malformed list is reported by validating that card."""
+    raw = read_yaml(_files("modelcards")[model_id]).get("aliases", [])
+    if isinstance(raw, list) and all(isinstance(alias, str) for alias in raw):
+        return raw
+    return load_model(model_id).aliases
+
+
 @functools.cache
 def _alias_map() -> dict[str, str]:
     aliases: dict[str, str] = {}
     for model_id in model_ids():
-        for alias in load_model(model_id).aliases:
+        for alias in _aliases(model_id):
             if alias in aliases or alias in _files("modelcards"):
                 raise DataFileError(
                     f"{_files('modelcards')[model_id]}: aliases: '{alias}' is already taken "

@@ -6,9 +6,13 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-from typing import Annotated
+import copy
+from collections.abc import Iterator, MutableMapping
+from typing import Annotated, Any
 
 import typer
+import typer.main
+from typer._click import Command
 
 from planner.cli import bench, calibrate, configs, layouts, models, perf, simulate
 from planner.cli.options import (
@@ -34,7 +38,50 @@ from planner.cli.options import (
 )
 from planner.errors import KvplanError, PlanInputError
 
-app = typer.Typer(
+
+class _SubCommands(MutableMapping[str, Command]):
+    """The root command's sub-commands, built from the full app the first time anything looks at them
+    (a sub-command name in the arguments, --help, a typo to suggest a name for)."""
+
+    def __init__(self, app: typer.Typer) -> None:
+        self._app = app
+        self._commands: dict[str, Command] | None = None
+
+    def _built(self) -> dict[str, Command]:
+        if self._commands is None:
+            self._commands = dict(typer.main.get_group(self._app).commands)
+        return self._commands
+
+    def __getitem__(self, name: str) -> Command:
+        return self._built()[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        self._built()[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+
+class _KvplanApp(typer.Typer):
+    """The `kvplan` app. Run as a program it builds the root command (the plan) alone and its sub-commands
+    only when asked for, so the mission command skips building ~30 commands' options from their
+    signatures. Tests that build the command themselves (typer's CliRunner) get every command at once."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        root = copy.copy(self)
+        root.registered_commands, root.registered_groups = [], []
+        command = typer.main.get_group(root)
+        command.commands = _SubCommands(self)
+        return command(*args, **kwargs)
+
+
+app = _KvplanApp(
     name="kvplan",
     cls=OneLineErrors,
     help="Capacity planner for LLM inference on Ascend NPUs: memory, KV cache, speed, MindIE configs.",
