@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from calibration import ref_common
 from calibration.device import Backend, open_backend
 from planner import catalog
 
@@ -40,67 +41,12 @@ CSV_FIELDS = tuple(
 
 def hf_config(card: Any) -> Any:
     """A transformers config with exactly the model card's geometry (HF field names are shared)."""
-    from transformers import AutoConfig
-
-    fields = dict(
-        vocab_size=card.vocab_size,
-        hidden_size=card.hidden_size,
-        intermediate_size=card.intermediate_size,
-        num_hidden_layers=card.num_hidden_layers,
-        num_attention_heads=card.num_attention_heads,
-        num_key_value_heads=card.num_key_value_heads,
-        head_dim=card.head_dim,
-        max_position_embeddings=card.max_position_embeddings,
-        tie_word_embeddings=card.tie_word_embeddings,
-        attention_bias=card.attention_bias,
-    )
-    if card.is_moe:
-        fields.update(
-            num_experts=card.num_experts,
-            num_experts_per_tok=card.num_experts_per_tok,
-            moe_intermediate_size=card.moe_intermediate_size,
-            decoder_sparse_step=1,
-            mlp_only_layers=[],
-        )
-    return AutoConfig.for_model(card.model_type, **fields)
+    return ref_common.hf_config(card.model_dump())
 
 
 def register_attention(torch: Any, use_flash: bool, *, label: str | None = None) -> None:
-    """Register the GQA SDPA attention (and a mask function returning None: the cache is exactly ctx long).
-
-    With `label`, each call runs inside torch.profiler.record_function(label) (calibration/kernel_counts.py
-    attributes its kernels to attention); host-side only, nothing changes on the device.
-    """
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface
-
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    def attend(
-        module: Any,
-        query: Any,
-        key: Any,
-        value: Any,
-        attention_mask: Any,
-        scaling: Any = None,
-        dropout: float = 0.0,
-        **kwargs: Any,
-    ) -> tuple[Any, None]:
-        causal = query.shape[2] > 1
-        if use_flash:
-            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                out = sdpa(query, key, value, scale=scaling, is_causal=causal, enable_gqa=True)
-        else:
-            out = sdpa(query, key, value, scale=scaling, is_causal=causal, enable_gqa=True)
-        return out.transpose(1, 2).contiguous(), None
-
-    def labelled(*args: Any, **kwargs: Any) -> tuple[Any, None]:
-        with torch.profiler.record_function(label or ATTN_NAME):
-            return attend(*args, **kwargs)
-
-    AttentionInterface.register(ATTN_NAME, labelled if label else attend)
-    AttentionMaskInterface.register(ATTN_NAME, lambda *args, **kwargs: None)
+    """Register this harness's GQA SDPA under ATTN_NAME: FlashAttention forced, or torch's own pick."""
+    ref_common.register_attention(torch, "flash" if use_flash else "default", name=ATTN_NAME, label=label)
 
 
 def check_gqa_attention(bk: Backend) -> tuple[bool, float]:
@@ -153,26 +99,14 @@ def cache_tensors(cache: Any) -> list[Any]:
     return [*cache.key_cache, *cache.value_cache]
 
 
-class Stepper:
+class Stepper(ref_common.DecodeStep):
     """Static decode inputs for one (batch, ctx) and the step function the graph captures."""
 
     def __init__(self, model: Any, cache: Any, *, batch: int, ctx: int, bk: Backend) -> None:
-        torch, vocab = bk.torch, model.config.vocab_size
-        self.model, self.cache = model, cache
-        self.ids = torch.randint(0, vocab, (batch, 1), device=bk.device)
-        self.pos = torch.full((batch, 1), ctx - 1, device=bk.device, dtype=torch.long)
-        self.cache_position = torch.tensor([ctx - 1], device=bk.device, dtype=torch.long)
+        super().__init__(bk.torch, model, cache, batch=batch, ctx=ctx, device=bk.device)
 
     def __call__(self) -> None:
-        out = self.model(
-            input_ids=self.ids,
-            position_ids=self.pos,
-            cache_position=self.cache_position,
-            past_key_values=self.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        self.ids.copy_(out.logits[:, -1, :].argmax(-1, keepdim=True))
+        self.ids.copy_(self.forward()[:, -1, :].argmax(-1, keepdim=True))
 
 
 def time_point(bk: Backend, replay: Any, *, budget_s: float) -> dict[str, Any]:

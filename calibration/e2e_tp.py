@@ -77,15 +77,7 @@ class TPStepper(ref.Stepper):
     def __call__(self) -> None:
         import torch.distributed as dist
 
-        out = self.model(
-            input_ids=self.ids,
-            position_ids=self.pos,
-            cache_position=self.cache_position,
-            past_key_values=self.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        dist.all_gather_into_tensor(self.gathered, out.logits[:, -1, :].contiguous())
+        dist.all_gather_into_tensor(self.gathered, self.forward()[:, -1, :].contiguous())
         batch = self.ids.shape[0]
         logits = self.gathered.view(-1, batch, self.gathered.shape[-1]).permute(1, 0, 2).reshape(batch, -1)
         self.ids.copy_(logits.argmax(-1, keepdim=True))

@@ -120,6 +120,32 @@ class Suite:
         self.out.add(bench, median_s=middle, spread_fraction=spread, samples_s=seconds, **row)
         return middle
 
+    def _record_gemv(
+        self,
+        run: Callable[[], None],
+        *,
+        copies: int,
+        shape: tuple[int, int, int],
+        weight_bytes: int,
+        **tags: Any,
+    ) -> None:
+        """Time `run` (one pass over `copies` rotated weights, graphed); record one "gemv" row per weight.
+
+        shape = (batch, in_features, out_features); bytes = one weight + 16-bit activations in and out;
+        flop = 2 * batch * in * out.
+        """
+        batch, in_f, out_f = shape
+        self._record(
+            "gemv",
+            [s / copies for s in self._timed(run, graph=True)],
+            in_features=in_f,
+            out_features=out_f,
+            batch=batch,
+            bytes=weight_bytes + batch * (in_f + out_f) * BF16_BYTES,
+            flop=2 * batch * in_f * out_f,
+            **tags,
+        )
+
     # -- benchmarks ------------------------------------------------------------------------------------
     def kernels(self) -> None:
         """Fixed cost per kernel: an empty kernel (eager and graph) and real decode elementwise kernels."""
@@ -200,15 +226,11 @@ class Suite:
                     for w in weights:
                         x @ w.t()
 
-                seconds = [s / copies for s in self._timed(run, graph=True)]
-                self._record(
-                    "gemv",
-                    seconds,
-                    in_features=in_f,
-                    out_features=out_f,
-                    batch=batch,
-                    bytes=weight_bytes + batch * (in_f + out_f) * BF16_BYTES,
-                    flop=2 * batch * in_f * out_f,
+                self._record_gemv(
+                    run,
+                    copies=copies,
+                    shape=(batch, in_f, out_f),
+                    weight_bytes=weight_bytes,
                     dtype="bf16",
                     role=role,
                 )

@@ -129,15 +129,11 @@ def w8a16_rows(suite: Any) -> None:
                 for w in weights:
                     matmul(x, w, scale)
 
-            seconds = [s / copies for s in suite._timed(run, graph=True)]
-            suite._record(
-                "gemv",
-                seconds,
-                in_features=in_f,
-                out_features=out_f,
-                batch=batch,
-                bytes=weight_bytes + batch * (in_f + out_f) * 2,
-                flop=2 * batch * in_f * out_f,
+            suite._record_gemv(
+                run,
+                copies=copies,
+                shape=(batch, in_f, out_f),
+                weight_bytes=weight_bytes,
                 dtype="w8a16",
                 layout=layout,
             )

@@ -17,7 +17,14 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 ROOT = Path(__file__).resolve().parent.parent
 ATTN_NAME = "kvplan_ref_sdpa"
-BACKENDS = ("default", "flash", "efficient", "cudnn", "math")
+# --backend name -> torch.nn.attention.SDPBackend member ("default": torch's own dispatch).
+SDPA_BACKENDS = {
+    "flash": "FLASH_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+    "math": "MATH",
+}
+BACKENDS = ("default", *SDPA_BACKENDS)
 
 
 def load_card(model_id: str) -> dict[str, Any]:
@@ -34,7 +41,7 @@ def is_hybrid(card: dict[str, Any]) -> bool:
 
 
 def hf_config(card: dict[str, Any]) -> Any:
-    """A transformers config with exactly the card's geometry (dense Qwen3/Llama or Qwen3.5 text)."""
+    """A transformers config with exactly the card's geometry (dense Qwen3/Llama, Qwen3-MoE, Qwen3.5 text)."""
     from transformers import AutoConfig
 
     keys = [
@@ -50,6 +57,9 @@ def hf_config(card: dict[str, Any]) -> Any:
     ]
     fields = {k: card[k] for k in keys if card.get(k) is not None}
     fields["attention_bias"] = bool(card.get("attention_bias", False))
+    if card.get("num_experts"):  # Qwen3-MoE: every layer routed (grouped GEMM experts)
+        fields.update({k: card[k] for k in ("num_experts", "num_experts_per_tok", "moe_intermediate_size")})
+        fields.update(decoder_sparse_step=1, mlp_only_layers=[])
     if is_hybrid(card):
         for k in [
             "linear_conv_kernel_dim",
@@ -76,19 +86,17 @@ def sdpa_context(backend: str) -> Any:
 
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    names = {
-        "flash": SDPBackend.FLASH_ATTENTION,
-        "efficient": SDPBackend.EFFICIENT_ATTENTION,
-        "cudnn": SDPBackend.CUDNN_ATTENTION,
-        "math": SDPBackend.MATH,
-    }
-    return contextlib.nullcontext() if backend == "default" else sdpa_kernel([names[backend]])
+    if backend == "default":
+        return contextlib.nullcontext()
+    return sdpa_kernel([getattr(SDPBackend, SDPA_BACKENDS[backend])])
 
 
-def register_attention(torch: Any, backend: str) -> None:
-    """Register GQA SDPA (enable_gqa=True, no mask: the cache is exactly ctx long) under ATTN_NAME.
+def register_attention(torch: Any, backend: str, *, name: str = ATTN_NAME, label: str | None = None) -> None:
+    """Register GQA SDPA (enable_gqa=True, no mask: the cache is exactly ctx long) under `name`.
 
-    backend "default" leaves the choice to torch's own dispatch; others force one SDPA backend.
+    backend "default" leaves the choice to torch's own dispatch; others force one SDPA backend. With
+    `label`, each call runs inside torch.profiler.record_function(label) (calibration/kernel_counts.py
+    attributes its kernels to attention); host-side only, nothing changes on the device.
     """
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
@@ -96,22 +104,41 @@ def register_attention(torch: Any, backend: str) -> None:
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
     def attend(
-        module: Any,
-        query: Any,
-        key: Any,
-        value: Any,
-        attention_mask: Any,
-        scaling: Any = None,
-        dropout: float = 0.0,
-        **kwargs: Any,
-    ) -> tuple[Any, None]:
+        module: Any, query: Any, key: Any, value: Any, *_mask: Any, scaling: Any = None, **_: Any
+    ) -> Any:
         causal = query.shape[2] > 1
         with sdpa_context(backend):
             out = sdpa(query, key, value, scale=scaling, is_causal=causal, enable_gqa=True)
         return out.transpose(1, 2).contiguous(), None
 
-    AttentionInterface.register(ATTN_NAME, attend)
-    AttentionMaskInterface.register(ATTN_NAME, lambda *args, **kwargs: None)
+    def labelled(*args: Any, **kwargs: Any) -> Any:
+        with torch.profiler.record_function(label):
+            return attend(*args, **kwargs)
+
+    AttentionInterface.register(name, labelled if label else attend)
+    AttentionMaskInterface.register(name, lambda *args, **kwargs: None)
+
+
+class DecodeStep:
+    """Static decode inputs for one (batch, ctx) on `device` and the model call a graph captures."""
+
+    def __init__(self, torch: Any, model: Any, cache: Any, *, batch: int, ctx: int, device: Any) -> None:
+        self.model, self.cache = model, cache
+        self.ids = torch.randint(0, model.config.vocab_size, (batch, 1), device=device)
+        self.pos = torch.full((batch, 1), ctx - 1, device=device, dtype=torch.long)
+        self.cache_position = torch.tensor([ctx - 1], device=device, dtype=torch.long)
+
+    def forward(self) -> Any:
+        """One decode step in place (the cache advances): the logits of the last position."""
+        out = self.model(
+            input_ids=self.ids,
+            position_ids=self.pos,
+            cache_position=self.cache_position,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return out.logits
 
 
 def build_model(torch: Any, card: dict[str, Any], *, attn: str = ATTN_NAME, seed: int = 0) -> Any:

@@ -16,7 +16,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from calibration.ref_common import ATTN_NAME, build_model, device_time, graph_of, is_hybrid, load_card
+from calibration.ref_common import (
+    ATTN_NAME,
+    DecodeStep,
+    build_model,
+    device_time,
+    graph_of,
+    is_hybrid,
+    load_card,
+)
 
 CSV_FIELDS = tuple(
     "model card dtype kv_dtype tp engine batch ctx decode_step_s device_step_s spread_fraction replays graph "  # noqa: SIM905
@@ -49,14 +57,12 @@ def cache_parts(cache: Any) -> tuple[list[Any], list[Any], list[Any]]:
     return kv, state, counters
 
 
-class Step:
+class Step(DecodeStep):
     """Static decode inputs for one (batch, ctx); calling it runs one step in place (graph-capturable)."""
 
     def __init__(self, torch: Any, model: Any, cache: Any, *, batch: int, ctx: int) -> None:
-        self.torch, self.model, self.cache, self.ctx = torch, model, cache, ctx
-        self.ids = torch.randint(0, model.config.vocab_size, (batch, 1), device="cuda")
-        self.pos = torch.full((batch, 1), ctx - 1, device="cuda", dtype=torch.long)
-        self.cache_position = torch.tensor([ctx - 1], device="cuda", dtype=torch.long)
+        super().__init__(torch, model, cache, batch=batch, ctx=ctx, device="cuda")
+        self.torch, self.ctx = torch, ctx
         self.counters: list[Any] = []
         self.logits: Any = None
 
@@ -64,16 +70,8 @@ class Step:
         if self.counters:
             self.torch._foreach_mul_(self.counters, 0)
             self.torch._foreach_add_(self.counters, self.ctx - 1)
-        out = self.model(
-            input_ids=self.ids,
-            position_ids=self.pos,
-            cache_position=self.cache_position,
-            past_key_values=self.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        self.logits = out.logits
-        self.ids.copy_(out.logits[:, -1, :].argmax(-1, keepdim=True))
+        self.logits = self.forward()
+        self.ids.copy_(self.logits[:, -1, :].argmax(-1, keepdim=True))
 
 
 def run_point(torch: Any, model: Any, *, batch: int, ctx: int) -> dict[str, Any]:
