@@ -55,6 +55,11 @@ class Measurements:
         self.rows.setdefault(bench, []).append(row)
 
 
+def linear_matmul(x: Any, weight: Any) -> Any:
+    """x @ weight^T: a linear layer's matmul (its weight stored out x in)."""
+    return x @ weight.t()
+
+
 @dataclass
 class Suite:
     """Runs the benchmarks on one backend within a time budget."""
@@ -121,23 +126,22 @@ class Suite:
         return middle
 
     def _record_gemv(
-        self,
-        run: Callable[[], None],
-        *,
-        copies: int,
-        shape: tuple[int, int, int],
-        weight_bytes: int,
-        **tags: Any,
+        self, matmul: Callable[[Any, Any], object], x: Any, weights: list[Any], *, out_f: int, **tags: Any
     ) -> None:
-        """Time `run` (one pass over `copies` rotated weights, graphed); record one "gemv" row per weight.
+        """Time matmul(x, w) over every rotated weight copy (graphed); record one "gemv" row per weight.
 
-        shape = (batch, in_features, out_features); bytes = one weight + 16-bit activations in and out;
-        flop = 2 * batch * in * out.
+        bytes = one weight (tags["weight_bytes"]) + 16-bit activations in and out; flop = 2 * b * in * out.
         """
-        batch, in_f, out_f = shape
+        batch, in_f = x.shape
+        weight_bytes = tags.pop("weight_bytes")
+
+        def run() -> None:
+            for w in weights:
+                matmul(x, w)
+
         self._record(
             "gemv",
-            [s / copies for s in self._timed(run, graph=True)],
+            [s / len(weights) for s in self._timed(run, graph=True)],
             in_features=in_f,
             out_features=out_f,
             batch=batch,
@@ -216,24 +220,13 @@ class Suite:
             weight_bytes = in_f * out_f * BF16_BYTES
             copies = max(1, -(-self.sizes.rotate_bytes // weight_bytes))
             weights = [self._randn(out_f, in_f) for _ in range(copies)]
+            tags = {"dtype": "bf16", "role": role}
             for batch in batches:
                 if not self.time_left():
                     self.out.notes.append("decode GEMV: stopped early, time budget spent")
                     return
                 x = self._randn(batch, in_f)
-
-                def run(x: Any = x, weights: list[Any] = weights) -> None:
-                    for w in weights:
-                        x @ w.t()
-
-                self._record_gemv(
-                    run,
-                    copies=copies,
-                    shape=(batch, in_f, out_f),
-                    weight_bytes=weight_bytes,
-                    dtype="bf16",
-                    role=role,
-                )
+                self._record_gemv(linear_matmul, x, weights, out_f=out_f, weight_bytes=weight_bytes, **tags)
             del weights
 
     def attention(self) -> None:

@@ -121,22 +121,15 @@ def w8a16_rows(suite: Any) -> None:
     copies = max(1, -(-suite.sizes.rotate_bytes // weight_bytes))
     matmul = _torch_npu().npu_weight_quant_batchmatmul
     scale = torch.randn(out_f, device=backend.device, dtype=backend.compute_dtype)
+
+    def w8a16(x: Any, weight: Any) -> Any:
+        return matmul(x, weight, scale)
+
     for layout, weights in w8a16_weights(backend, in_f=in_f, out_f=out_f, copies=copies).items():
+        tags = {"dtype": "w8a16", "layout": layout}
         for batch in suite.sizes.decode_batches[:4]:
             x = torch.randn(batch, in_f, device=backend.device, dtype=backend.compute_dtype)
-
-            def run(x: Any = x, weights: list[Any] = weights) -> None:
-                for w in weights:
-                    matmul(x, w, scale)
-
-            suite._record_gemv(
-                run,
-                copies=copies,
-                shape=(batch, in_f, out_f),
-                weight_bytes=weight_bytes,
-                dtype="w8a16",
-                layout=layout,
-            )
+            suite._record_gemv(w8a16, x, weights, out_f=out_f, weight_bytes=weight_bytes, **tags)
 
 
 def gemm_variants(backend: Any, n: int) -> dict[str, Callable[[], Callable[[], object]]]:

@@ -64,15 +64,8 @@ def check_supported(dep: Deployment) -> None:
 
 
 def weight_bytes(dep: Deployment) -> int:
-    """Weight bytes per device for the deployment (memory.weight_bytes_per_device with its settings)."""
-    return memory.weight_bytes_per_device(
-        dep.model,
-        scheme=dep.weight_scheme,
-        activation_dtype=dep.activation_dtype,
-        tp=dep.tp,
-        include_mtp=dep.include_mtp,
-        shards=layout.shards(dep),
-    )
+    """Weight bytes per device for the deployment: the sum of weight_bytes_by_part."""
+    return sum(weight_bytes_by_part(dep).values())
 
 
 def weight_bytes_by_part(dep: Deployment) -> dict[str, int]:

@@ -75,80 +75,21 @@ class WeightScheme(BaseModel):
 #   msModelSlim's W4A8 recipes quantize the routed experts only, attention stays W8A8; kvplan applies one
 #   scheme to every weight, so attention and dense weights are counted at 4 bits]
 # - w4a16: group size 128 with a bf16 scale and a bf16 offset per group (AWQ/GPTQ-style), 4 B/group.
+_W4A8_DESCRIPTION = "INT4 weights (per channel), INT8 activations per token (msModelSlim W4A8 dynamic)"
+# One row per scheme, in WeightScheme's field order: name, weight_bits, compute_dtype, requires_native,
+# scale_bytes_per_channel, group_size, scale_bytes_per_group, description.
+_SCHEME_ROWS: tuple[tuple[str, int, str, str | None, int, int, int, str], ...] = (
+    ("bf16", 16, "bf16", "bf16", 0, 0, 0, "bfloat16 weights and activations"),
+    ("fp16", 16, "fp16", "fp16", 0, 0, 0, "float16 weights and activations"),
+    ("fp8", 8, "fp8", "fp8", 4, 0, 0, "W8A8 in FP8 (e4m3): needs FP8 matrix units"),
+    ("int8", 8, "int8", "int8", 12, 0, 0, "W8A8 in INT8 (MindIE/msModelSlim W8A8)"),
+    ("w8a16", 8, "bf16", None, 4, 0, 0, "INT8 weights dequantized to 16-bit activations"),
+    ("w4a8", 4, "int8", "int8", 8, 0, 0, _W4A8_DESCRIPTION),
+    ("w4a16", 4, "bf16", None, 0, 128, 4, "INT4 weights (group 128) dequantized to 16-bit activations"),
+)
 WEIGHT_SCHEMES: dict[str, WeightScheme] = {
-    s.name: s
-    for s in (
-        WeightScheme(
-            name="bf16",
-            weight_bits=16,
-            compute_dtype="bf16",
-            requires_native="bf16",
-            scale_bytes_per_channel=0,
-            group_size=0,
-            scale_bytes_per_group=0,
-            description="bfloat16 weights and activations",
-        ),
-        WeightScheme(
-            name="fp16",
-            weight_bits=16,
-            compute_dtype="fp16",
-            requires_native="fp16",
-            scale_bytes_per_channel=0,
-            group_size=0,
-            scale_bytes_per_group=0,
-            description="float16 weights and activations",
-        ),
-        WeightScheme(
-            name="fp8",
-            weight_bits=8,
-            compute_dtype="fp8",
-            requires_native="fp8",
-            scale_bytes_per_channel=4,
-            group_size=0,
-            scale_bytes_per_group=0,
-            description="W8A8 in FP8 (e4m3): needs FP8 matrix units",
-        ),
-        WeightScheme(
-            name="int8",
-            weight_bits=8,
-            compute_dtype="int8",
-            requires_native="int8",
-            scale_bytes_per_channel=12,
-            group_size=0,
-            scale_bytes_per_group=0,
-            description="W8A8 in INT8 (MindIE/msModelSlim W8A8)",
-        ),
-        WeightScheme(
-            name="w8a16",
-            weight_bits=8,
-            compute_dtype="bf16",
-            requires_native=None,
-            scale_bytes_per_channel=4,
-            group_size=0,
-            scale_bytes_per_group=0,
-            description="INT8 weights dequantized to 16-bit activations",
-        ),
-        WeightScheme(
-            name="w4a8",
-            weight_bits=4,
-            compute_dtype="int8",
-            requires_native="int8",
-            scale_bytes_per_channel=8,
-            group_size=0,
-            scale_bytes_per_group=0,
-            description="INT4 weights (per channel), INT8 activations per token (msModelSlim W4A8 dynamic)",
-        ),
-        WeightScheme(
-            name="w4a16",
-            weight_bits=4,
-            compute_dtype="bf16",
-            requires_native=None,
-            scale_bytes_per_channel=0,
-            group_size=128,
-            scale_bytes_per_group=4,
-            description="INT4 weights (group 128) dequantized to 16-bit activations",
-        ),
-    )
+    row[0]: WeightScheme.model_validate(dict(zip(WeightScheme.model_fields, row, strict=True)))
+    for row in _SCHEME_ROWS
 }
 
 WEIGHT_ALIASES = {

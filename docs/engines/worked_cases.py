@@ -243,31 +243,27 @@ def qwen35_cases() -> list[dict[str, Any]]:
 
 
 def dense_and_mla_cases() -> list[dict[str, Any]]:
+    # (id, model, tp, weights dtype, weight bytes, activation bytes at 8192 tokens (kvplan), layers,
+    #  KV bytes per token per layer)
+    specs = [
+        ("qwen3-32b-tp2-910b3-32k-ascend-util092", "qwen3-32b", 2, "bf16", 32_762_800_128, 796_917_760,
+         64, attn_bytes_per_token(8, 128, 2, BF16)),
+        ("deepseek-v3-tp16-910b3-32k-ascend-mla-util092", "deepseek-v3", 16, "int8", 44_466_628_352,
+         1_224_736_768, 61, (512 + 64) * BF16),
+    ]
     cases: list[dict[str, Any]] = []
-    w32, act32 = 32_762_800_128, 796_917_760       # kvplan: qwen3-32b bf16 tp2 (act at 8192 tokens)
-    avail = vllm_available_bytes(CAP_910B3, 0.92, w32, act32, RUNTIME)
-    out = dense_case(n_layers=64, bytes_per_token_layer=attn_bytes_per_token(8, 128, 2, BF16),
-                     block=128, max_len=32768, available_bytes=avail)
-    cases.append({"id": "qwen3-32b-tp2-910b3-32k-ascend-util092", "engine": "ascend",
-                  "inputs": {"model": "qwen3-32b", "card": "ascend-910b3", "tp": 2,
-                             "ctx_tokens": 32768, "weights_dtype": "bf16", "kv_dtype": "bf16",
-                             "available_kv_bytes": avail, "available_kv_source":
-                             "ceil(0.92 x 64 GiB) - weights - act(8192 tok, kvplan model) - 3 GiB"},
-                  "expected": out, "issue_figure": None, "citation": CITATIONS["common"]
-                  + CITATIONS["ascend"][2:] + ["vllm-ascend vllm_ascend/core/kv_cache_interface.py:55-61"
-                                              " AscendMLAAttentionSpec.page_size_bytes"]})
-    wds, actds = 44_466_628_352, 1_224_736_768      # kvplan: deepseek-v3 int8 tp16 (act at 8192 tokens)
-    avail = vllm_available_bytes(CAP_910B3, 0.92, wds, actds, RUNTIME)
-    out = dense_case(n_layers=61, bytes_per_token_layer=(512 + 64) * BF16, block=128,
-                     max_len=32768, available_bytes=avail)
-    cases.append({"id": "deepseek-v3-tp16-910b3-32k-ascend-mla-util092", "engine": "ascend",
-                  "inputs": {"model": "deepseek-v3", "card": "ascend-910b3", "tp": 16,
-                             "ctx_tokens": 32768, "weights_dtype": "int8", "kv_dtype": "bf16",
-                             "available_kv_bytes": avail, "available_kv_source":
-                             "ceil(0.92 x 64 GiB) - weights - act(8192 tok, kvplan model) - 3 GiB"},
-                  "expected": out, "issue_figure": None, "citation": CITATIONS["common"]
-                  + CITATIONS["ascend"][2:] + ["vllm-ascend vllm_ascend/core/kv_cache_interface.py:55-61"
-                                              " AscendMLAAttentionSpec.page_size_bytes"]})
+    for case_id, model, tp, weights_dtype, weights, act, layers, per_layer in specs:
+        avail = vllm_available_bytes(CAP_910B3, 0.92, weights, act, RUNTIME)
+        out = dense_case(n_layers=layers, bytes_per_token_layer=per_layer, block=128,
+                         max_len=32768, available_bytes=avail)
+        cases.append({"id": case_id, "engine": "ascend",
+                      "inputs": {"model": model, "card": "ascend-910b3", "tp": tp,
+                                 "ctx_tokens": 32768, "weights_dtype": weights_dtype, "kv_dtype": "bf16",
+                                 "available_kv_bytes": avail, "available_kv_source":
+                                 "ceil(0.92 x 64 GiB) - weights - act(8192 tok, kvplan model) - 3 GiB"},
+                      "expected": out, "issue_figure": None, "citation": CITATIONS["common"]
+                      + CITATIONS["ascend"][2:] + ["vllm-ascend vllm_ascend/core/kv_cache_interface.py:55-61"
+                                                  " AscendMLAAttentionSpec.page_size_bytes"]})
     return cases
 
 

@@ -161,26 +161,39 @@ def _print_fit(result: FitResult) -> None:
         typer.echo(f"warning: {line}")
 
 
-def _print_points(points: list, errors: list[float], *, hw_id: str) -> None:  # type: ignore[type-arg]
+def _print_errors(
+    title: str, columns: tuple[str, ...], cells: list[list[str]], errors: list[float], *, width: int
+) -> tuple[float, int]:
+    """Print a predicted-vs-measured table (each row's cells, then its error in %); (MAPE, worst row)."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"decode step, predicted vs measured ({hw_id})")
-    for column in ("point", "model", "tp", "batch", "ctx", "measured", "predicted", "error"):
+    table = Table(title=title)
+    for column in (*columns, "error"):
         table.add_column(column, justify="left" if column in ("point", "model") else "right")
-    for point, error in zip(points, errors, strict=True):
-        table.add_row(
-            point.where.rsplit("/", 1)[-1],
-            point.model,
-            str(point.tp),
-            str(point.batch),
-            str(point.ctx_tokens),
-            units.fmt_ms(point.decode_step_s),
-            units.fmt_ms(point.decode_step_s * (1 + error)),
-            f"{error * units.PERCENT:+.1f} %",
-        )
-    Console(width=120).print(table)
-    mape, worst = _error_summary(errors)
+    for row, error in zip(cells, errors, strict=True):
+        table.add_row(*row, f"{error * units.PERCENT:+.1f} %")
+    Console(width=width).print(table)
+    return _error_summary(errors)
+
+
+def _print_points(points: list, errors: list[float], *, hw_id: str) -> None:  # type: ignore[type-arg]
+    cells = [
+        [
+            p.where.rsplit("/", 1)[-1],
+            p.model,
+            str(p.tp),
+            str(p.batch),
+            str(p.ctx_tokens),
+            units.fmt_ms(p.decode_step_s),
+            units.fmt_ms(p.decode_step_s * (1 + error)),
+        ]
+        for p, error in zip(points, errors, strict=True)
+    ]
+    columns = ("point", "model", "tp", "batch", "ctx", "measured", "predicted")
+    mape, worst = _print_errors(
+        f"decode step, predicted vs measured ({hw_id})", columns, cells, errors, width=120
+    )
     typer.echo(
         f"MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
         f"{points[worst].where} ({points[worst].model}, batch {points[worst].batch}, "
@@ -194,26 +207,22 @@ def _error_summary(errors: list[float]) -> tuple[float, int]:
 
 
 def _print_serving(rows: list, errors: list[float], *, hw_id: str) -> None:  # type: ignore[type-arg]
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"serving output tok/s, predicted vs measured ({hw_id}; closed loop, waves)")
-    for column in ("point", "model", "tp", "conc", "in/out", "mtp", "measured", "predicted", "error"):
-        table.add_column(column, justify="left" if column in ("point", "model") else "right")
-    for row, error in zip(rows, errors, strict=True):
-        table.add_row(
-            row.where.rsplit("/", 1)[-1],
-            row.model,
-            str(row.tp) + (f" x dp{row.dp}" if row.dp > 1 else "") + (f" ep{row.ep}" if row.ep > 1 else ""),
-            str(row.concurrency),
-            f"{row.input_tokens}/{row.output_tokens}",
-            str(row.mtp),
-            units.fmt_tokens_per_s(row.output_tokens_per_s),
-            units.fmt_tokens_per_s(row.output_tokens_per_s * (1 + error)),
-            f"{error * units.PERCENT:+.1f} %",
-        )
-    Console(width=140).print(table)
-    mape, worst = _error_summary(errors)
+    cells = [
+        [
+            r.where.rsplit("/", 1)[-1],
+            r.model,
+            str(r.tp) + (f" x dp{r.dp}" if r.dp > 1 else "") + (f" ep{r.ep}" if r.ep > 1 else ""),
+            str(r.concurrency),
+            f"{r.input_tokens}/{r.output_tokens}",
+            str(r.mtp),
+            units.fmt_tokens_per_s(r.output_tokens_per_s),
+            units.fmt_tokens_per_s(r.output_tokens_per_s * (1 + error)),
+        ]
+        for r, error in zip(rows, errors, strict=True)
+    ]
+    columns = ("point", "model", "tp", "conc", "in/out", "mtp", "measured", "predicted")
+    title = f"serving output tok/s, predicted vs measured ({hw_id}; closed loop, waves)"
+    mape, worst = _print_errors(title, columns, cells, errors, width=140)
     typer.echo(
         f"serving MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
         f"{rows[worst].where} ({rows[worst].model}, concurrency {rows[worst].concurrency})"

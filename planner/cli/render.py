@@ -12,6 +12,7 @@ from rich.table import Table
 from planner import catalog, params, units
 from planner.deployment import Deployment
 from planner.results import LoadKnee, Plan
+from planner.schema import ModelCard
 
 Row = dict[str, object]
 Columns = tuple[tuple[str, ...], Callable[[Row], tuple[str, ...]]]
@@ -180,22 +181,20 @@ def print_explain(dep: Deployment, result: Plan) -> None:
 
 def model_rows() -> list[Row]:
     """One summary row per catalogued model card."""
-    rows: list[Row] = []
-    for model_id in catalog.model_ids():
-        card = catalog.load_model(model_id)
-        rows.append(
-            {
-                "id": card.id,
-                "aliases": card.aliases,
-                "attention": card.attention,
-                "layers": card.num_hidden_layers,
-                "kv_layers": card.full_attention_layers,
-                "parameters": params.parameter_count(card),
-                "moe": card.is_moe,
-                "hf_repo": card.source.hf_repo,
-            }
-        )
-    return rows
+    return [_model_row(catalog.load_model(model_id)) for model_id in catalog.model_ids()]
+
+
+def _model_row(card: ModelCard) -> Row:
+    return {
+        "id": card.id,
+        "aliases": card.aliases,
+        "attention": card.attention,
+        "layers": card.num_hidden_layers,
+        "kv_layers": card.full_attention_layers,
+        "parameters": params.parameter_count(card),
+        "moe": card.is_moe,
+        "hf_repo": card.source.hf_repo,
+    }
 
 
 def _model_cells(row: Row) -> tuple[str, ...]:
@@ -233,22 +232,17 @@ def print_models(*, as_json: bool) -> None:
 
 
 def card_rows() -> list[Row]:
-    """One summary row per catalogued hardware profile."""
-    rows: list[Row] = []
-    for card_id in catalog.card_ids():
-        hw = catalog.load_card(card_id)
-        rows.append(
-            {
-                "id": hw.id,
-                "name": hw.name,
-                "memory_capacity_gib": hw.memory_capacity_gib,
-                "memory_bandwidth_gb_per_s": hw.memory_bandwidth_gb_per_s,
-                "peak_tflop_per_s": hw.peak_tflop_per_s,
-                "native_dtypes": hw.native_dtypes,
-                "calibrated": hw.is_calibrated,
-            }
-        )
-    return rows
+    """One summary row per catalogued hardware profile: its datasheet fields and whether it is calibrated."""
+    fields = (
+        "id",
+        "name",
+        "memory_capacity_gib",
+        "memory_bandwidth_gb_per_s",
+        "peak_tflop_per_s",
+        "native_dtypes",
+    )
+    cards = [catalog.load_card(card_id) for card_id in catalog.card_ids()]
+    return [{**{f: getattr(hw, f) for f in fields}, "calibrated": hw.is_calibrated} for hw in cards]
 
 
 def _card_cells(row: Row) -> tuple[str, ...]:
