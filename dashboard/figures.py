@@ -92,6 +92,13 @@ def marker_line(x: float, *, top: float, name: str, color: str, dash: str) -> go
     )
 
 
+def _line(x: Any, y: Any, name: str, *, color: str, **style: Any) -> go.Scatter:
+    """A data series drawn 3 px wide in `color`, with markers unless `style` says otherwise."""
+    return go.Scatter(
+        x=x, y=y, name=name, **{"mode": "lines+markers", **style}, line={"color": color, "width": 3}
+    )
+
+
 def fig_speed(
     curve: dashboard.SpeedCurve, *, knee: int, batch: int, tpot_slo_ms: float, slo_batch: int | None
 ) -> go.Figure:
@@ -99,23 +106,16 @@ def fig_speed(
     top = float(np.max(curve.tokens_per_s)) * 1.08
     fig = go.Figure()
     fig.add_trace(
-        go.Scatter(
-            x=curve.batch,
-            y=curve.tokens_per_s,
-            name="aggregate tok/s",
-            mode="lines+markers",
-            line={"color": "#4C6EF5", "width": 3},
-            marker={"size": 5},
-        )
+        _line(curve.batch, curve.tokens_per_s, "aggregate tok/s", color="#4C6EF5", marker={"size": 5})
     )
     fig.add_trace(
-        go.Scatter(
-            x=curve.batch,
-            y=curve.per_user_tokens_per_s,
-            name="per-user tok/s",
-            yaxis="y2",
+        _line(
+            curve.batch,
+            curve.per_user_tokens_per_s,
+            "per-user tok/s",
+            color="#F08C00",
             mode="lines",
-            line={"color": "#F08C00", "width": 3},
+            yaxis="y2",
         )
     )
     slo_rate = dashboard.per_user_tokens_per_s_at(tpot_slo_ms * units.MS_S)
@@ -168,12 +168,11 @@ def fig_tpot_vs_ctx(grid: dashboard.FeasibilityGrid, *, tpot_slo_ms: float, ctx_
     fig = go.Figure()
     for row, batch in enumerate(grid.batch):
         fig.add_trace(
-            go.Scatter(
-                x=grid.ctx_tokens,
-                y=units.s_to_ms(grid.tpot_s[row]),
-                name=f"batch {batch}",
-                mode="lines+markers",
-                line={"color": COMPARE_COLORS[row % 3], "width": 3},
+            _line(
+                grid.ctx_tokens,
+                units.s_to_ms(grid.tpot_s[row]),
+                f"batch {batch}",
+                color=COMPARE_COLORS[row % 3],
             )
         )
     fig.add_hline(

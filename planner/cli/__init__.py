@@ -25,15 +25,18 @@ from planner.cli.options import (
     EngineOpt,
     MtpOpt,
     OneLineErrors,
+    PrefillTokensOpt,
     TpOpt,
+    TpotOpt,
+    TtftOpt,
     UncalibratedOpt,
+    UserTpsOpt,
     fail,
     layout_options,
-    ms_to_s,
     plan_options,
     plan_request,
-    positive,
     print_json,
+    service_levels,
     with_options,
 )
 from planner.errors import KvplanError, PlanInputError
@@ -103,23 +106,15 @@ def plan(
     tp: TpOpt = 1,
     ctx_len: CtxOpt = DEFAULT_CTX,
     bandwidth_gbps: BandwidthOpt = None,
-    max_prefill_tokens: Annotated[
-        int | None,
-        typer.Option(
-            help="Largest prefill batch in tokens, sizes the activation peak (default: max(8192, ctx - "
-            "ctx/4), what `kvplan mindie` writes as maxPrefillTokens)."
-        ),
-    ] = None,
+    max_prefill_tokens: PrefillTokensOpt = None,
     prompt_tokens: Annotated[
         str | None, typer.Option(help="Prompt length for TTFT (default: --ctx).")
     ] = None,
     mtp: MtpOpt = 0,
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    tpot_ms: Annotated[float | None, typer.Option(help="SLO: max time per output token (ms).")] = None,
-    ttft_ms: Annotated[
-        float | None, typer.Option(help="SLO: max time to first token under load (ms).")
-    ] = None,
-    min_user_tps: Annotated[float | None, typer.Option(help="SLO: min tokens/s per user.")] = None,
+    tpot_ms: TpotOpt = None,
+    ttft_ms: TtftOpt = None,
+    min_user_tps: UserTpsOpt = None,
     uncalibrated: UncalibratedOpt = False,
     engine: EngineOpt = DEFAULT_ENGINE,
     explain: Annotated[
@@ -149,11 +144,7 @@ def plan(
             raise PlanInputError(
                 f"--prompt-tokens: longer than the context (got {prompt}, expected <= --ctx {dep.ctx_tokens})"
             )
-        slo = perf_plan.ServiceLevels(
-            tpot_s=ms_to_s(tpot_ms, "--tpot-ms"),
-            ttft_s=ms_to_s(ttft_ms, "--ttft-ms"),
-            min_user_tokens_per_s=positive(min_user_tps, "--min-user-tps"),
-        )
+        slo = service_levels(tpot_ms, ttft_ms, min_user_tps)
         result = perf_plan.with_load_knee(perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo), dep)
     except KvplanError as exc:
         fail(exc)

@@ -9,21 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
-from planner.cli.options import (
-    DEFAULT_CTX,
-    DEFAULT_ENGINE,
-    CtxOpt,
-    EngineOpt,
-    JsonOpt,
-    ModelOpt,
-    fail,
-    ms_to_s,
-    plan_options,
-    plan_request,
-    positive,
-    print_json,
-    with_options,
-)
+from planner.cli import options
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -31,39 +17,34 @@ if TYPE_CHECKING:
 
 BudgetOpt = Annotated[int, typer.Option(help="Devices available (the budget the layouts fill).")]
 TopOpt = Annotated[int, typer.Option(help="Layouts to show, best first.")]
-MsOpt = Annotated[float | None, typer.Option(help="SLO in ms (None: unconstrained).")]
 
 
-@with_options(plan_options)
+@options.with_options(options.plan_options)
 def layout_command(
-    model: ModelOpt,
+    model: options.ModelOpt,
     budget_devices: BudgetOpt,
-    ctx_len: CtxOpt = DEFAULT_CTX,
-    engine: EngineOpt = DEFAULT_ENGINE,
-    tpot_ms: MsOpt = None,
-    ttft_ms: MsOpt = None,
-    min_user_tps: Annotated[float | None, typer.Option(help="SLO: min tokens/s per user.")] = None,
+    ctx_len: options.CtxOpt = options.DEFAULT_CTX,
+    engine: options.EngineOpt = options.DEFAULT_ENGINE,
+    tpot_ms: options.TpotOpt = None,
+    ttft_ms: options.TtftOpt = None,
+    min_user_tps: options.UserTpsOpt = None,
     top: TopOpt = 10,
-    as_json: JsonOpt = False,
+    as_json: options.JsonOpt = False,
     **flags: object,
 ) -> None:
     """Rank parallel layouts (tp, dp, ep, pp) by tokens/s per device within --budget-devices under SLOs."""
     from planner import inputs
     from planner.deployment import MAX_DEGREE
-    from planner.perf import layout_search, plan
+    from planner.perf import layout_search
 
-    request = plan_request({**flags, "model": model, "ctx_len": ctx_len, "engine": engine})
+    request = options.plan_request({**flags, "model": model, "ctx_len": ctx_len, "engine": engine})
     try:
         if not 1 <= budget_devices <= MAX_DEGREE or not 1 <= top <= MAX_DEGREE:
             budget_ok = 1 <= budget_devices <= MAX_DEGREE
             flag, value = ("--top", top) if budget_ok else ("--budget-devices", budget_devices)
             raise PlanInputError(f"{flag}: out of range (got {value}, expected 1..{MAX_DEGREE})")
         dep = inputs.to_deployment(request)
-        slo = plan.ServiceLevels(
-            tpot_s=ms_to_s(tpot_ms, "--tpot-ms"),
-            ttft_s=ms_to_s(ttft_ms, "--ttft-ms"),
-            min_user_tokens_per_s=positive(min_user_tps, "--min-user-tps"),
-        )
+        slo = options.service_levels(tpot_ms, ttft_ms, min_user_tps)
         result = layout_search.search_layouts(dep, budget=budget_devices, slo=slo)
         if not result.candidates:
             raise DoesNotFitError(
@@ -72,10 +53,10 @@ def layout_command(
                 f"try more devices, a smaller --dtype, a shorter --ctx or looser SLOs"
             )
     except KvplanError as exc:
-        fail(exc)
+        options.fail(exc)
     shown = result.model_copy(update={"candidates": result.candidates[:top]})
     if as_json:
-        print_json(shown.model_dump(mode="json"))
+        options.print_json(shown.model_dump(mode="json"))
         return
     print_search(shown)
 

@@ -15,7 +15,7 @@ import re
 import sys
 import typing
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from typer._click.exceptions import ClickException
@@ -32,6 +32,9 @@ from planner.deployment import (
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import DEFAULT_CARD, DEFAULT_CTX, DEFAULT_DTYPE, PlanRequest
 from planner.kinds import DEFAULT_ENGINE
+
+if TYPE_CHECKING:
+    from planner.perf.plan import ServiceLevels
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE_TOKENS",
@@ -59,6 +62,16 @@ MtpOpt = Annotated[int, typer.Option(help="MTP speculative draft tokens per step
 AcceptanceOpt = Annotated[float, typer.Option(help="Acceptance rate of each draft token.")]
 UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")]
 EngineOpt = Annotated[str, typer.Option(help="Kernel structure: mindie, vllm, transformers.")]
+TpotOpt = Annotated[float | None, typer.Option(help="SLO: max time per output token (ms).")]
+TtftOpt = Annotated[float | None, typer.Option(help="SLO: max time to first token under load (ms).")]
+UserTpsOpt = Annotated[float | None, typer.Option(help="SLO: min tokens/s per user.")]
+PrefillTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Largest prefill batch in tokens, sizes the activation peak (default: max(8192, ctx - "
+        "ctx/4), what `kvplan mindie` writes as maxPrefillTokens)."
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
 DpOpt = Annotated[int, typer.Option(help="Attention data-parallel groups (each holds its sequences' KV).")]
 EpOpt = Annotated[int, typer.Option(help="Expert-parallel degree: routed experts split over ep ranks.")]
@@ -196,6 +209,16 @@ def _display_type(self: TyperOption, ctx: Any) -> str | None:
 TyperOption.display_type_rich = _display_type  # type: ignore[method-assign]
 
 
+def error_line(exc: ClickException | Abort | KvplanError) -> tuple[str, int]:
+    """(one-line message, exit code) of an error that ends a command: a click usage error (its code, 2),
+    Ctrl-C (1) or a KvplanError (2 bad input or data, 3 does not fit)."""
+    if isinstance(exc, ClickException):
+        return usage_line(exc), exc.exit_code
+    if isinstance(exc, Abort):
+        return "aborted", 1
+    return one_line(str(exc)), exc.exit_code
+
+
 class OneLineErrors(TyperGroup):
     """The root command: click usage errors (bad type, unknown option, missing value) and any KvplanError
     that escaped a command end as the one `kvplan: error:` line, exit 2 (3 for does-not-fit), not a box."""
@@ -211,21 +234,12 @@ class OneLineErrors(TyperGroup):
         """click's main, run non-standalone so its errors reach the one-line handler here."""
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except ClickException as exc:
+        except (ClickException, Abort, KvplanError) as exc:
             if not standalone_mode:
                 raise
-            typer.echo(f"kvplan: error: {usage_line(exc)}", err=True)
-            sys.exit(exc.exit_code)
-        except Abort:
-            if not standalone_mode:
-                raise
-            typer.echo("kvplan: error: aborted", err=True)
-            sys.exit(1)
-        except KvplanError as exc:
-            if not standalone_mode:
-                raise
-            typer.echo(f"kvplan: error: {one_line(str(exc))}", err=True)
-            sys.exit(exc.exit_code)
+            message, code = error_line(exc)
+            typer.echo(f"kvplan: error: {message}", err=True)
+            sys.exit(code)
         if standalone_mode:
             sys.exit(result if isinstance(result, int) else 0)
         return result
@@ -253,3 +267,14 @@ def ms_to_s(value: float | None, flag: str) -> float | None:
     """A millisecond flag (None or > 0) in seconds."""
     checked = positive(value, flag)
     return None if checked is None else checked * units.MS_S
+
+
+def service_levels(tpot_ms: float | None, ttft_ms: float | None, min_user_tps: float | None) -> ServiceLevels:
+    """The SLOs of --tpot-ms, --ttft-ms and --min-user-tps (each None or > 0), in seconds and tokens/s."""
+    from planner.perf.plan import ServiceLevels
+
+    return ServiceLevels(
+        tpot_s=ms_to_s(tpot_ms, "--tpot-ms"),
+        ttft_s=ms_to_s(ttft_ms, "--ttft-ms"),
+        min_user_tokens_per_s=positive(min_user_tps, "--min-user-tps"),
+    )
