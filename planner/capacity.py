@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planner import advice, layout, memory, units, vllm_memory
+from planner import advice, layout, memory, params, units, vllm_memory
 from planner.deployment import Deployment
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.kinds import EngineName
@@ -69,14 +69,12 @@ def weight_bytes(dep: Deployment) -> int:
 
 
 def weight_bytes_by_part(dep: Deployment) -> dict[str, int]:
-    """Weight bytes per device split by part (memory.weight_bytes_by_part with the layout's shards)."""
+    """Weight bytes per device split by part (memory.weight_bytes_by_part of the layout's rank tensors)."""
+    tensors = params.model_tensors(
+        dep.model, tp=dep.tp, include_mtp=dep.include_mtp, shards=layout.shards(dep)
+    )
     return memory.weight_bytes_by_part(
-        dep.model,
-        scheme=dep.weight_scheme,
-        activation_dtype=dep.activation_dtype,
-        tp=dep.tp,
-        include_mtp=dep.include_mtp,
-        shards=layout.shards(dep),
+        tensors, scheme=dep.weight_scheme, activation_dtype=dep.activation_dtype
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from planner import memory, units
+from planner import units
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.params import Shards, kv_heads_per_rank
@@ -243,17 +243,10 @@ def layout_notes(dep: Deployment, *, batch_per_group: int) -> list[str]:
     return notes
 
 
-def layout_report(dep: Deployment, *, instance_batch: int) -> LayoutReport:
-    """The per-rank layout report of a plan (None-free: call only when not dep.is_tp_only)."""
+def layout_report(dep: Deployment, *, instance_batch: int, weights_by_part: dict[str, int]) -> LayoutReport:
+    """The per-rank layout report of a plan (None-free: call only when not dep.is_tp_only); weights_by_part
+    is capacity.weight_bytes_by_part(dep)."""
     group_batch = per_dp_rank_batch(instance_batch, dp=dep.dp)
-    parts = memory.weight_bytes_by_part(
-        dep.model,
-        scheme=dep.weight_scheme,
-        activation_dtype=dep.activation_dtype,
-        tp=dep.tp,
-        include_mtp=dep.include_mtp,
-        shards=shards(dep),
-    )
     return LayoutReport(
         model_type=dep.model.model_type,
         tp=dep.tp,
@@ -267,7 +260,7 @@ def layout_report(dep: Deployment, *, instance_batch: int) -> LayoutReport:
         experts_per_rank=experts_per_rank(dep),
         redundant_experts=dep.redundant_experts,
         batch_per_dp_group=group_batch,
-        weights_by_part_bytes=parts,
+        weights_by_part_bytes=weights_by_part,
         comm_buffers_bytes=comm_buffer_bytes(dep),
         notes=layout_notes(dep, batch_per_group=group_batch),
     )

@@ -6,6 +6,7 @@ All results are bytes per device (one tensor-parallel rank).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import TypeVar
 
 import numpy as np
@@ -61,27 +62,20 @@ def weight_bytes_per_device(
     Matmul weights are quantized by the scheme; plain tensors stay in the 16-bit activation dtype, as
     MindIE and vLLM keep embeddings, lm_head and norms unquantized. Shapes per rank from params.model_tensors.
     """
-    parts = weight_bytes_by_part(
-        card, scheme=scheme, activation_dtype=activation_dtype, tp=tp, include_mtp=include_mtp, shards=shards
-    )
-    return sum(parts.values())
+    tensors = model_tensors(card, tp=tp, include_mtp=include_mtp, shards=shards)
+    return sum(weight_bytes_by_part(tensors, scheme=scheme, activation_dtype=activation_dtype).values())
 
 
 def weight_bytes_by_part(
-    card: ModelCard,
-    *,
-    scheme: WeightScheme,
-    activation_dtype: StorageDType,
-    tp: int,
-    include_mtp: bool = False,
-    shards: Shards | None = None,
+    tensors: Iterable[Linear | Plain], *, scheme: WeightScheme, activation_dtype: StorageDType
 ) -> dict[str, int]:
-    """Weight bytes of one rank per part (embedding, attention, mlp, moe_experts, moe_shared, norm, ...).
+    """Weight bytes of one rank's tensors (params.model_tensors) per part (embedding, attention, mlp,
+    moe_experts, moe_shared, norm, ...).
 
     Formula: per part, sum of linear_weight_bytes (matmuls) + elements * b_act / 8 (plain tensors).
     """
     parts: dict[str, int] = {}
-    for tensor in model_tensors(card, tp=tp, include_mtp=include_mtp, shards=shards):
+    for tensor in tensors:
         if isinstance(tensor, Linear):
             size = linear_weight_bytes(tensor, scheme=scheme)
         else:

@@ -23,20 +23,19 @@ from planner.cli.options import (
     BandwidthOpt,
     CtxOpt,
     EngineOpt,
+    MaybeModelOpt,
     MtpOpt,
     OneLineErrors,
     PrefillTokensOpt,
     TpOpt,
-    TpotOpt,
-    TtftOpt,
     UncalibratedOpt,
-    UserTpsOpt,
     fail,
     layout_options,
     plan_options,
     plan_request,
     print_json,
     service_levels,
+    slo_options,
     with_options,
 )
 from planner.errors import KvplanError, PlanInputError
@@ -97,12 +96,10 @@ app.add_typer(models_app, name="models")
 
 
 @app.callback(invoke_without_command=True)
-@with_options(plan_options, layout_options)
+@with_options(plan_options, layout_options, slo_options)
 def plan(
     ctx: typer.Context,
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")
-    ] = None,
+    model: MaybeModelOpt = None,  # required, with a usage hint when missing (below)
     tp: TpOpt = 1,
     ctx_len: CtxOpt = DEFAULT_CTX,
     bandwidth_gbps: BandwidthOpt = None,
@@ -112,9 +109,6 @@ def plan(
     ] = None,
     mtp: MtpOpt = 0,
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    tpot_ms: TpotOpt = None,
-    ttft_ms: TtftOpt = None,
-    min_user_tps: UserTpsOpt = None,
     uncalibrated: UncalibratedOpt = False,
     engine: EngineOpt = DEFAULT_ENGINE,
     explain: Annotated[
@@ -144,7 +138,7 @@ def plan(
             raise PlanInputError(
                 f"--prompt-tokens: longer than the context (got {prompt}, expected <= --ctx {dep.ctx_tokens})"
             )
-        slo = service_levels(tpot_ms, ttft_ms, min_user_tps)
+        slo = service_levels(flags)
         result = perf_plan.with_load_knee(perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo), dep)
     except KvplanError as exc:
         fail(exc)

@@ -19,15 +19,12 @@ BudgetOpt = Annotated[int, typer.Option(help="Devices available (the budget the 
 TopOpt = Annotated[int, typer.Option(help="Layouts to show, best first.")]
 
 
-@options.with_options(options.plan_options)
+@options.with_options(options.plan_options, options.slo_options)
 def layout_command(
     model: options.ModelOpt,
     budget_devices: BudgetOpt,
     ctx_len: options.CtxOpt = options.DEFAULT_CTX,
     engine: options.EngineOpt = options.DEFAULT_ENGINE,
-    tpot_ms: options.TpotOpt = None,
-    ttft_ms: options.TtftOpt = None,
-    min_user_tps: options.UserTpsOpt = None,
     top: TopOpt = 10,
     as_json: options.JsonOpt = False,
     **flags: object,
@@ -44,7 +41,7 @@ def layout_command(
             flag, value = ("--top", top) if budget_ok else ("--budget-devices", budget_devices)
             raise PlanInputError(f"{flag}: out of range (got {value}, expected 1..{MAX_DEGREE})")
         dep = inputs.to_deployment(request)
-        slo = options.service_levels(tpot_ms, ttft_ms, min_user_tps)
+        slo = options.service_levels(flags)
         result = layout_search.search_layouts(dep, budget=budget_devices, slo=slo)
         if not result.candidates:
             raise DoesNotFitError(

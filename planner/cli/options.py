@@ -48,6 +48,9 @@ __all__ = [
 ]
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")]
+MaybeModelOpt = Annotated[
+    str | None, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")
+]
 CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
 DtypeOpt = Annotated[str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a8, w4a16")]
 KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache dtype (default: 16-bit activation dtype).")]
@@ -269,12 +272,20 @@ def ms_to_s(value: float | None, flag: str) -> float | None:
     return None if checked is None else checked * units.MS_S
 
 
-def service_levels(tpot_ms: float | None, ttft_ms: float | None, min_user_tps: float | None) -> ServiceLevels:
-    """The SLOs of --tpot-ms, --ttft-ms and --min-user-tps (each None or > 0), in seconds and tokens/s."""
+def slo_options(tpot_ms: TpotOpt = None, ttft_ms: TtftOpt = None, min_user_tps: UserTpsOpt = None) -> None:
+    """The service-level options of plan and layout (a signature template for `with_options`)."""
+
+
+def service_levels(flags: Mapping[str, object]) -> ServiceLevels:
+    """The SLOs of a command's slo_options flags (each None or > 0), in seconds and tokens/s."""
     from planner.perf.plan import ServiceLevels
 
+    tpot_ms, ttft_ms, min_user_tps = (typing.cast(float | None, flags[name]) for name in SLO_FLAGS)
     return ServiceLevels(
         tpot_s=ms_to_s(tpot_ms, "--tpot-ms"),
         ttft_s=ms_to_s(ttft_ms, "--ttft-ms"),
         min_user_tokens_per_s=positive(min_user_tps, "--min-user-tps"),
     )
+
+
+SLO_FLAGS = tuple(inspect.signature(slo_options).parameters)

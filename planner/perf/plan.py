@@ -90,7 +90,12 @@ def build_plan(
         perf = instance_performance(
             group_dep, batch=group_rec.max_batch_size, dp=dep.dp, prompt_tokens=prompt
         )
-    report = None if dep.is_tp_only else layout.layout_report(dep, instance_batch=rec.max_batch_size)
+    parts = None if dep.is_tp_only else capacity.weight_bytes_by_part(dep)
+    report = (
+        None
+        if parts is None
+        else layout.layout_report(dep, instance_batch=rec.max_batch_size, weights_by_part=parts)
+    )
     return Plan(
         model=dep.model.id,
         model_alias=dep.model_alias,
