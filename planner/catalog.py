@@ -7,6 +7,7 @@ report which id they resolved to, so the CLI can say so.
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -92,10 +93,17 @@ def load_model(model_id: str) -> ModelCard:
     return load_item(_files("modelcards")[model_id], ModelCard)
 
 
+# A card's one-line `aliases: [a, b]` entry (how `kvplan models import` and the catalogue write it).
+_FLOW_ALIASES = re.compile(r"^aliases:[ \t]*(\[[^\n#\]]*\])[ \t]*$", re.MULTILINE)
+
+
 def _aliases(model_id: str) -> list[str]:
-    """A card's `aliases`, read without validating the whole card (an alias lookup then validates one
-    card, not the catalogue); a malformed list is reported by validating that card."""
-    raw = read_yaml(_files("modelcards")[model_id]).get("aliases", [])
+    """A card's `aliases`, parsed from its one-line entry alone, else from the whole file, without
+    validating the card (an alias lookup then validates one card, not the catalogue); a malformed list is
+    reported by validating that card."""
+    path = _files("modelcards")[model_id]
+    line = _FLOW_ALIASES.search(readers.read_text_capped(path))
+    raw = yaml.load(line.group(1), Loader=_Loader) if line else read_yaml(path).get("aliases", [])
     if isinstance(raw, list) and all(isinstance(alias, str) for alias in raw):
         return raw
     return load_model(model_id).aliases

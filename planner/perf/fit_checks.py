@@ -9,11 +9,14 @@ batch or context outside the range the fit saw (`range_warnings`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from planner.deployment import Deployment
 from planner.errors import DataFileError, PlanInputError
-from planner.importers.benchpoints import BenchPoint, ServingPoint
 from planner.perf.fit_params import FIT_PARAMS
+
+if TYPE_CHECKING:  # annotations only: the plan path imports this module, not the bench-row parser
+    from planner.importers.benchpoints import BenchPoint, ServingPoint
 
 MIN_ROWS = 2  # one row cannot tell a slope from a level
 CONTRADICTION_RATIO = 1.5  # [assumed: run-to-run spread on one set-up is a few %, ACCURACY.md Repeatability]
