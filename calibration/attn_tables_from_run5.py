@@ -19,7 +19,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from calibration.profile_writer import profile_with_measured, write_atomic
+from calibration.profile_writer import profile_with_coefficients, write_if_asked
 from planner import catalog
 from planner.schema import AttentionRate, HardwareProfile
 
@@ -64,14 +64,8 @@ def updated_profile() -> tuple[str, HardwareProfile]:
     rows = json.loads(RAW.read_text(encoding="utf-8"))["rows"]
     hw = catalog.load_item(PROFILE, HardwareProfile, check_stem=False)
     assert hw.measured is not None, f"{PROFILE}: no measured block"
-    coeff = hw.measured.coefficients.model_copy(
-        update={"attention_tables": tables(rows), "attention_kernels": {"transformers": default_picks(rows)}}
-    )
-    notes = hw.measured.notes or ""
-    if NOTE not in notes:
-        notes = f"{notes}; {NOTE}" if notes else NOTE
-    measured = hw.measured.model_copy(update={"coefficients": coeff, "notes": notes})
-    return profile_with_measured(PROFILE, measured)
+    updates = {"attention_tables": tables(rows), "attention_kernels": {"transformers": default_picks(rows)}}
+    return profile_with_coefficients(PROFILE, hw.measured, updates, notes=(NOTE,))
 
 
 def gdn_counts() -> list[str]:
@@ -101,9 +95,7 @@ def main() -> None:
     coeff = profile.measured.coefficients
     sizes = {k: len(v) for k, v in (coeff.attention_tables or {}).items()}
     print(f"tables: {sizes}; kernels: {coeff.attention_kernels}")
-    if "--write" in sys.argv:
-        write_atomic(PROFILE, text, force=True)
-        print(f"wrote {PROFILE}")
+    write_if_asked(PROFILE, text)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,11 @@ GEMV/attention/MoE/all-reduce fits, run 5's tables): run 6's full calibration is
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from calibration import calibrate
 from calibration.microbench import Measurements
-from calibration.profile_writer import profile_with_measured, write_atomic
+from calibration.profile_writer import profile_with_coefficients, write_if_asked
 from planner import catalog, units
 from planner.schema import HardwareProfile
 
@@ -48,14 +47,8 @@ def updated_profile() -> tuple[str, HardwareProfile]:
     assert table and overhead_s > 0, f"{RUN6}: no small-kernel rows"
     hw = catalog.load_item(PROFILE, HardwareProfile, check_stem=False)
     assert hw.measured is not None, f"{PROFILE}: no measured block"
-    coeff = hw.measured.coefficients.model_copy(
-        update={"kernel_overhead_us": overhead_s / units.US_S, "kernel_overhead_table": table}
-    )
-    notes = hw.measured.notes or ""
-    if NOTE not in notes:
-        notes = f"{notes}; {NOTE}" if notes else NOTE
-    measured = hw.measured.model_copy(update={"coefficients": coeff, "notes": notes})
-    return profile_with_measured(PROFILE, measured)
+    updates = {"kernel_overhead_us": overhead_s / units.US_S, "kernel_overhead_table": table}
+    return profile_with_coefficients(PROFILE, hw.measured, updates, notes=(NOTE,))
 
 
 def main() -> None:
@@ -65,9 +58,7 @@ def main() -> None:
     coeff = profile.measured.coefficients
     table = [(p.tokens, round(p.kernel_us, 3)) for p in coeff.kernel_overhead_table or []]
     print(f"kernel_overhead_us {coeff.kernel_overhead_us:.4f}; kernel_overhead_table {table}")
-    if "--write" in sys.argv:
-        write_atomic(PROFILE, text, force=True)
-        print(f"wrote {PROFILE}")
+    write_if_asked(PROFILE, text)
 
 
 if __name__ == "__main__":

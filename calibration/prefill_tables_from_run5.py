@@ -21,11 +21,10 @@ call's event-timed wall, elements_per_token = planner.perf.prefill.layer_element
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from calibration.profile_writer import profile_with_measured, write_atomic
+from calibration.profile_writer import profile_with_coefficients, write_if_asked
 from planner import catalog
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
@@ -111,19 +110,12 @@ def updated_profile() -> tuple[str, HardwareProfile]:
     gemm = gemm_table(raw["gemm_call2"], peak_tflop_per_s=hw.peak_tflop_per_s["bf16"])
     attention = attention_table(raw["attn_prefill_call2"])
     layers = layer_table(json.loads(LAYERS.read_text(encoding="utf-8"))["rows"], hw=hw)
-    coeff = hw.measured.coefficients.model_copy(
-        update={
-            "gemm_efficiency_table": gemm,
-            "prefill_attention_table": attention,
-            "prefill_layer_table": layers,
-        }
-    )
-    notes = hw.measured.notes or ""
-    for note in (NOTE, LAYER_NOTE):
-        if note not in notes:
-            notes = f"{notes}; {note}" if notes else note
-    measured = hw.measured.model_copy(update={"coefficients": coeff, "notes": notes})
-    return profile_with_measured(PROFILE, measured)
+    updates = {
+        "gemm_efficiency_table": gemm,
+        "prefill_attention_table": attention,
+        "prefill_layer_table": layers,
+    }
+    return profile_with_coefficients(PROFILE, hw.measured, updates, notes=(NOTE, LAYER_NOTE))
 
 
 def main() -> None:
@@ -135,9 +127,7 @@ def main() -> None:
         f"prefill attention rows: {len(coeff.prefill_attention_table or [])}; "
         f"prefill layer rows: {len(coeff.prefill_layer_table or [])}"
     )
-    if "--write" in sys.argv:
-        write_atomic(PROFILE, text, force=True)
-        print(f"wrote {PROFILE}")
+    write_if_asked(PROFILE, text)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,28 @@ def profile_with_measured(source: Path, measured: MeasuredBlock) -> tuple[str, H
             f"{source}: profile with the new measured block fails validation ({exc})"
         ) from exc
     return text, profile
+
+
+def profile_with_coefficients(
+    source: Path, measured: MeasuredBlock, updates: dict[str, Any], *, notes: tuple[str, ...]
+) -> tuple[str, HardwareProfile]:
+    """profile_with_measured for `measured` (the profile's own block) with its coefficients updated by
+    `updates` and each of `notes` appended to its notes once (a rerun does not repeat them)."""
+    coefficients = measured.coefficients.model_copy(update=updates)
+    text = measured.notes or ""
+    for note in notes:
+        if note not in text:
+            text = f"{text}; {note}" if text else note
+    return profile_with_measured(
+        source, measured.model_copy(update={"coefficients": coefficients, "notes": text})
+    )
+
+
+def write_if_asked(path: Path, text: str) -> None:
+    """With --write among the arguments, replace the shipped profile at `path` by `text` (atomically)."""
+    if "--write" in sys.argv:
+        write_atomic(path, text, force=True)
+        print(f"wrote {path}")
 
 
 def write_atomic(path: Path, text: str, *, force: bool) -> None:
