@@ -107,9 +107,9 @@ class Timer(Protocol):
     def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float: ...
 
 
-@dataclass(frozen=True)
-class RooflineTimer:
-    """Step and pass times straight from the roofline of one deployment."""
+class DeploymentTimer:
+    """What every Timer reads straight off its deployment (the prefill budget, tokens per step); the
+    subclasses say how a step or pass is timed (RooflineTimer here, fit_features.FeatureTimer)."""
 
     dep: Deployment
 
@@ -120,6 +120,13 @@ class RooflineTimer:
     @property
     def tokens_per_step(self) -> float:
         return tokens_per_step(self.dep)
+
+
+@dataclass(frozen=True)
+class RooflineTimer(DeploymentTimer):
+    """Step and pass times straight from the roofline of one deployment."""
+
+    dep: Deployment
 
     def decode_step_s(self, *, batch: int, ctx_tokens: int) -> float:
         return roofline.decode_step_s(self.dep, batch=batch, ctx_tokens=ctx_tokens)

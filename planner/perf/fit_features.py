@@ -17,9 +17,8 @@ import numpy.typing as npt
 from planner.deployment import Deployment
 from planner.perf import links, opcost, roofline
 from planner.perf.attention import attention_bytes_per_s
-from planner.perf.closed_loop import prefill_pass_step
+from planner.perf.closed_loop import DeploymentTimer, prefill_pass_step
 from planner.perf.opcost import Step
-from planner.perf.serving import tokens_per_step
 from planner.schema import PerfCoefficients
 from planner.units import us_to_s
 
@@ -137,20 +136,12 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
 
 
 @dataclass
-class FeatureTimer:
+class FeatureTimer(DeploymentTimer):
     """closed_loop.Timer over cached PassFeatures of one deployment; `coefficients` set per evaluation."""
 
     dep: Deployment
     coefficients: PerfCoefficients
     cache: dict[tuple[str, int, int], PassFeatures] = field(default_factory=dict)
-
-    @property
-    def max_prefill_tokens(self) -> int:
-        return self.dep.max_prefill_tokens
-
-    @property
-    def tokens_per_step(self) -> float:
-        return tokens_per_step(self.dep)
 
     def decode_step_s(self, *, batch: int, ctx_tokens: int) -> float:
         key = ("decode", batch, ctx_tokens)
