@@ -122,7 +122,7 @@ def seed_serving() -> list[str]:
             f"c{point.concurrency}: output {out * 100:+.1f} %, per-user {1 / (1 + tpot) * 100 - 100:+.1f} %"
         )
     return [
-        "- serving rows (`docs/examples/seed-950pr-serving.csv`, closed loop, waves, 64 GiB): "
+        "- serving rows (`docs/examples/seed-950pr-serving.csv`, closed loop, random arrivals, 64 GiB): "
         f"{'; '.join(cells)}. "
         f"Set by the rows: {_fitted_terms(result)}." + "".join(f" Warning: {w}." for w in result.warnings)
     ]

@@ -14,6 +14,10 @@ EngineName = Literal["mindie", "vllm", "transformers"]
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DEFAULT_ENGINE: EngineName = "mindie"
 
+# How a closed-loop benchmark's requests fall into the decode stream (planner/perf/closed_loop.py).
+Arrivals = Literal["waves", "staggered", "random"]
+ARRIVALS: tuple[Arrivals, ...] = get_args(Arrivals)
+
 
 def parse_engine(text: str, *, flag: str = "--engine") -> EngineName:
     """Canonical engine name, or PlanInputError naming the flag and the accepted engines."""

@@ -39,8 +39,21 @@ class Recommendation(Frozen):
     binding_constraint: str = "memory"
 
 
+class SpeedRange(Frozen):
+    """Where a fitted profile's speed is good to (planner/perf/fit_band.py): the decode step and aggregate
+    tokens/s at its low and high ends, whether the plan lies outside the fitted batch/ctx range."""
+
+    source: str
+    decode_step_s_low: float
+    decode_step_s_high: float
+    tokens_per_s_low: float
+    tokens_per_s_high: float
+    extrapolated: bool
+
+
 class Performance(Frozen):
-    """Roofline estimate at one batch size."""
+    """Roofline estimate at one batch size; speed_range when the profile is fitted (else None, left out of
+    the JSON)."""
 
     batch: int
     ctx_tokens: int
@@ -49,6 +62,7 @@ class Performance(Frozen):
     per_user_tokens_per_s: float
     ttft_s: float
     calibrated: bool
+    speed_range: SpeedRange | None = None
 
 
 class LayoutReport(Frozen):
@@ -115,6 +129,9 @@ class Plan(Frozen):
 
     def json_payload(self) -> dict[str, Any]:
         """The plan as JSON values; `layout` is left out of tensor-parallel-only plans, `load_knee` when
-        not computed."""
-        absent = {name for name in ("layout", "load_knee") if getattr(self, name) is None}
-        return self.model_dump(mode="json", exclude=absent or None)
+        not computed, `performance.speed_range` when the profile is not fitted."""
+        absent = [name for name in ("layout", "load_knee") if getattr(self, name) is None]
+        exclude: dict[str, Any] = dict.fromkeys(absent, True)
+        if self.performance is not None and self.performance.speed_range is None:
+            exclude["performance"] = {"speed_range"}
+        return self.model_dump(mode="json", exclude=exclude or None)

@@ -309,6 +309,9 @@ class PerfCoefficients(Frozen):
                                      replayed from a graph: launch gap plus its minimum run time
     matmul_latency_us                fixed cost of one decode matmul kernel: t = latency + bytes / bandwidth
     step_overhead_us                 fixed cost per decode step (sampling, scheduling, host sync)
+    prefill_pass_overhead_us         fixed cost of one prefill pass on top of step_overhead_us, which a
+                                     graph-replayed decode step does not pay (eager launches, input
+                                     preparation); 0 unless fitted to serving rows (--from-bench)
     sequence_overhead_us             cost per sequence per step (scheduler, host, per-request kernels);
                                      0 unless fitted to measured steps (kvplan calibrate --from-bench)
     state_read_bandwidth_fraction    achieved / datasheet bandwidth of the linear-attention (GDN) state
@@ -346,6 +349,7 @@ class PerfCoefficients(Frozen):
     kernel_overhead_us: float = Field(ge=0)
     matmul_latency_us: float = Field(ge=0)
     step_overhead_us: float = Field(ge=0)
+    prefill_pass_overhead_us: float = Field(default=0.0, ge=0)
     sequence_overhead_us: float = Field(default=0.0, ge=0)
     state_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     allreduce_latency_us: float = Field(ge=0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -137,3 +139,37 @@ def test_serve_cli_json_matches_the_library() -> None:
     bad = CliRunner().invoke(app, ["serve", "-m", "qwen3-8b", "--arrivals", "poisson"])
     assert bad.exit_code == 2
     assert "--arrivals" in bad.output
+
+
+def test_random_arrivals_share_prefill_passes() -> None:
+    """Random: prompts arriving in one decode step share a pass. Few arrivals per step: "staggered" (one
+    prompt per pass); many: fewer passes, so TPOT grows slower than staggered's b - 1 single prefills."""
+    dep = deployment(weight_scheme_name="fp8")
+    kw = {"input_tokens": 256, "output_tokens": 128}
+    for concurrency, close in ((2, True), (96, False)):
+        rand = closed_loop.serving_estimate(
+            dep, concurrency=concurrency, run=BenchRun(arrivals="random"), **kw
+        )
+        stag = closed_loop.serving_estimate(
+            dep, concurrency=concurrency, run=BenchRun(arrivals="staggered"), **kw
+        )
+        assert rand.tpot_s <= stag.tpot_s * (1 + 1e-12)
+        assert (rand.tpot_s == pytest.approx(stag.tpot_s, rel=0.01)) is close
+    busy = closed_loop.serving_estimate(dep, concurrency=400, run=BenchRun(arrivals="random"), **kw)
+    assert busy.prefill_batch == 3  # ~3.1 arrivals per step: most passes hold several prompts
+
+
+def test_merged_pass_formula() -> None:
+    """n = lam / (1 - exp(-lam)) prompts per pass; prefill of b prompts = b / n passes of P(n), P affine
+    between whole prompt counts."""
+    dep = deployment(weight_scheme_name="fp8")
+    timer = closed_loop.RooflineTimer(dep)
+    assert closed_loop.prompts_per_merged_pass(0.0) == 1.0
+    assert closed_loop.prompts_per_merged_pass(1.0) == pytest.approx(1 / (1 - math.exp(-1)), rel=1e-12)
+    assert closed_loop.prompts_per_merged_pass(50.0) == pytest.approx(50.0, rel=1e-9)
+    total_s, pass_s = closed_loop.merged_prefill_s(timer, prompt_tokens=256, batch=127, steps=127.0)
+    n = 1 / (1 - math.exp(-1))
+    p1, p2 = (timer.prefill_s(prompts=k, prompt_tokens=256) for k in (1, 2))
+    assert pass_s == pytest.approx(p1 + (n - 1) * (p2 - p1), rel=1e-12)
+    assert total_s == pytest.approx(127 / n * pass_s, rel=1e-12)
+    assert closed_loop.merged_prefill_s(timer, prompt_tokens=256, batch=0, steps=127.0) == (0.0, 0.0)

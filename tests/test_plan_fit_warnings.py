@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from planner.cli import app
@@ -33,3 +34,31 @@ def test_fitted_profile_inside_its_range_adds_no_range_warning() -> None:
 
 def test_uncalibrated_plan_has_no_fit_warning() -> None:
     assert not any("fitted profile" in w for w in warnings_at("--ctx", "32k", "--uncalibrated"))
+
+
+def performance_at(*extra: str) -> dict:  # type: ignore[type-arg]
+    result = runner.invoke(app, [*MISSION, *extra])
+    assert result.exit_code == 0, result.output
+    return dict(json.loads(result.output)["performance"])
+
+
+def test_fitted_profile_gives_a_speed_range_widened_outside_its_range() -> None:
+    """The plan's TPOT and tokens/s come with the fit's range (fit_band): +-15 % inside the fitted range,
+    +-40 % with one axis (ctx 32k vs 384) outside it; the text line prints it next to the TPOT."""
+    from planner.perf import fit_band
+
+    inside, outside = performance_at("--ctx", "384", "--batch", "8"), performance_at("--ctx", "32k")
+    for perf, widen, extrapolated in ((inside, 0.0, False), (outside, fit_band.EXTRAPOLATION_FRACTION, True)):
+        band = perf["speed_range"]
+        high = 1 + fit_band.FIT_FRACTION + widen
+        assert band["decode_step_s_low"] * high == pytest.approx(perf["decode_step_s"], rel=1e-9)
+        assert band["tokens_per_s_high"] == pytest.approx(perf["tokens_per_s"] * high, rel=1e-9)
+        assert band["decode_step_s_low"] < perf["decode_step_s"] < band["decode_step_s_high"]
+        assert band["extrapolated"] is extrapolated
+    text = runner.invoke(app, [*MISSION[:-1], "--ctx", "32k"]).output
+    low, high = (round(outside["speed_range"][k] * 1000) for k in ("decode_step_s_low", "decode_step_s_high"))
+    assert f"(range {low}-{high} ms, fitted profile, extrapolated)" in text
+
+
+def test_unfitted_profile_has_no_speed_range() -> None:
+    assert "speed_range" not in performance_at("--ctx", "32k", "--uncalibrated")

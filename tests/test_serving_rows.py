@@ -163,3 +163,47 @@ def test_ep_on_a_dense_model_is_one_line_naming_the_row(tmp_path: Path) -> None:
         fit_serving.serving_errors(read_bench_rows(path)[1])
     result = kvplan("validate", path, code=2)
     assert "rows.csv:2" in result.output and "Traceback" not in result.output
+
+
+def test_arrivals_column(tmp_path: Path) -> None:
+    """arrivals: waves when absent or empty; random / staggered run the row that way; else one clear line."""
+    header = HEADER.rstrip("\n") + ",arrivals\n"
+    body = "qwen3-8b,ascend-910b3,bf16,,1,vllm,8,512,128,100,,,,,,,{}\n"
+    rows = [
+        read_bench_rows(_csv(tmp_path, body.format(mode), header=header))[1][0] for mode in ("", "random")
+    ]
+    assert [r.arrivals for r in rows] == ["waves", "random"]
+    runs = [fit_serving.prepare([r])[0].run.arrivals for r in rows]
+    assert runs == ["waves", "random"]
+    with pytest.raises(DataFileError, match=r"rows.csv:2: column arrivals: unknown mode \(got 'poisson'"):
+        read_bench_rows(_csv(tmp_path, body.format("poisson"), header=header))
+
+
+def test_fit_recovers_a_prefill_pass_cost_and_extrapolates_concurrency() -> None:
+    """Rows made by the model itself (950PR, Qwen3.5-27B FP8, random arrivals, a 250 ms per-pass prefill
+    cost): fitted on concurrency 1, 8 and 32 with TTFT and TPOT, the per-pass cost comes back within 25 %
+    and concurrency 128 (where several prompts share a pass) is predicted within 5 %."""
+    import dataclasses
+
+    from planner import catalog
+    from planner.importers.benchpoints import ServingPoint
+    from planner.perf import fit
+
+    hw = catalog.load_card("ascend-950pr")
+    truth = hw.coefficients().model_copy(update={"prefill_pass_overhead_us": 250_000.0})
+    template = ServingPoint(
+        "qwen3-27b", "ascend-950pr", "fp8", "", 1, "mindie", 1, 256, 128, 1.0, "synthetic", arrivals="random"
+    )
+    rows = []
+    for concurrency in (1, 8, 32, 128):
+        point = dataclasses.replace(template, concurrency=concurrency, memory_gib=128.0)
+        est = fit_serving.estimate(fit_serving.prepare([point], hardware=hw)[0], truth)
+        rows.append(
+            dataclasses.replace(
+                point, output_tokens_per_s=est.output_tokens_per_s, ttft_s=est.ttft_s, tpot_s=est.tpot_s
+            )
+        )
+    result = fit.fit_coefficients([], hardware=hw, serving=rows[:3])
+    assert result.coefficients.prefill_pass_overhead_us == pytest.approx(250_000.0, rel=0.25)
+    (error,) = fit_serving.serving_errors(rows[3:], hardware=hw, coefficients=result.coefficients)
+    assert abs(error) < 0.05

@@ -221,7 +221,8 @@ def _print_serving(rows: list, errors: list[float], *, hw_id: str) -> None:  # t
         for r, error in zip(rows, errors, strict=True)
     ]
     columns = ("point", "model", "tp", "conc", "in/out", "mtp", "measured", "predicted")
-    title = f"serving output tok/s, predicted vs measured ({hw_id}; closed loop, waves)"
+    arrivals = ", ".join(dict.fromkeys(r.arrivals for r in rows))  # the rows' own (column arrivals)
+    title = f"serving output tok/s, predicted vs measured ({hw_id}; closed loop, {arrivals})"
     mape, worst = _print_errors(title, columns, cells, errors, width=140)
     typer.echo(
         f"serving MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "

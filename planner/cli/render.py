@@ -11,7 +11,7 @@ from rich.table import Table
 
 from planner import catalog, params, units
 from planner.deployment import Deployment
-from planner.results import LoadKnee, Plan
+from planner.results import LoadKnee, Plan, SpeedRange
 from planner.schema import ModelCard
 
 Row = dict[str, object]
@@ -138,7 +138,8 @@ def print_plan(result: Plan, dep: Deployment) -> None:
         tag = "calibrated" if perf.calibrated else "uncalibrated, datasheet peaks x assumed efficiencies"
         console.print(
             f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: "
-            f"TPOT {units.fmt_ms(perf.decode_step_s)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
+            f"TPOT {units.fmt_ms(perf.decode_step_s)}{_range_text(perf.speed_range)}, "
+            f"{units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
             f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, "
             f"TTFT {units.fmt_ms(perf.ttft_s)} ({tag})"
         )
@@ -164,6 +165,14 @@ def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
         f"{units.fmt_tokens_per_s(knee.output_tokens_per_s)}, P99 TPOT {units.fmt_ms(knee.tpot_p99_s)} "
         f"({units.fmt_ms(knee.single_user_tpot_s)} alone), P99 TTFT {units.fmt_ms(knee.ttft_p99_s)}{cap}"
     )
+
+
+def _range_text(band: SpeedRange | None) -> str:
+    """' (range 180-240 ms, fitted profile[, extrapolated])', or '' when the profile is not fitted."""
+    if band is None:
+        return ""
+    low, high = (f"{units.s_to_ms(s):.0f}" for s in (band.decode_step_s_low, band.decode_step_s_high))
+    return f" (range {low}-{high} ms, fitted profile{', extrapolated' if band.extrapolated else ''})"
 
 
 def print_explain(dep: Deployment, result: Plan) -> None:

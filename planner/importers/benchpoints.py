@@ -10,7 +10,9 @@ planner/perf/closed_loop.py through planner/perf/fit_serving.py) have
     model, card, dtype, kv_dtype, tp, engine, concurrency, input_tokens, output_tokens, output_tokens_per_s
 and optional mtp (draft tokens), mtp_acceptance, ttft_s, tpot_s, dp, ep, max_num_seqs, max_num_batched_tokens,
 num_prompts, memory_gib (the card's capacity when it differs from the profile, e.g. the seed's 64 GB 950PR),
-engine_version (rows of different versions are different set-ups to the fit's contradiction check).
+engine_version (rows of different versions are different set-ups to the fit's contradiction check),
+arrivals (how the load tool's requests fall: waves, the default, for tools that start every client together
+at fixed lengths; random for a client loop without ignore_eos, whose requests end apart; closed_loop.py).
 dp (--data-parallel-size, default 1) and ep (expert-parallel ranks, default 1; tp x dp under vLLM's
 --enable-expert-parallel) describe the layout; the experts are split as planner/layout.py models them.
 A row with a non-empty output_tokens_per_s is a serving row; one file may hold both kinds.
@@ -33,7 +35,7 @@ from planner import catalog, readers, units
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
 from planner.errors import DataFileError, KvplanError, UnknownIdError
-from planner.kinds import DEFAULT_ENGINE, EngineName, parse_engine
+from planner.kinds import ARRIVALS, DEFAULT_ENGINE, Arrivals, EngineName, parse_engine
 from planner.schema import HardwareProfile, ModelCard
 
 REQUIRED_COLUMNS = ("model", "card", "dtype", "kv_dtype", "tp", "batch", "ctx")
@@ -193,6 +195,7 @@ class ServingPoint:
     num_requests: int | None = None
     memory_gib: float | None = None
     engine_version: str = ""  # e.g. a vllm-ascend commit: rows of different versions are different set-ups
+    arrivals: Arrivals = "waves"  # how the tool's requests fall into the decode stream (closed_loop.py)
 
 
 def _optional(row: dict[str, str], column: str, *, kind: type, where: str) -> float | None:
@@ -253,7 +256,17 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         num_requests=_optional_int(row, "num_prompts", where=where),
         memory_gib=_optional(row, "memory_gib", kind=float, where=where),
         engine_version=(row.get("engine_version") or "").strip(),
+        arrivals=_arrivals(row, where=where),
     )
+
+
+def _arrivals(row: dict[str, str], *, where: str) -> Arrivals:
+    text = (row.get("arrivals") or "").strip().lower() or "waves"
+    for mode in ARRIVALS:
+        if text == mode:
+            return mode
+    expected = " or ".join(ARRIVALS)
+    raise DataFileError(f"{where}: column arrivals: unknown mode (got {text!r}, expected {expected})")
 
 
 def _check_header(path: Path, header: list[str]) -> None:

@@ -23,6 +23,10 @@ one speed model).
     "staggered"  request ends are spread out (variable output lengths, EOS): each new prompt is prefilled
                  alone and pauses everyone else's decode, so a request's TPOT window holds the other b - 1
                  prefills.
+    "random"     ends spread out as in "staggered", but the engine prefills every prompt that arrived during
+                 one decode step in one pass (MindIE and vLLM batch waiting prompts): arrivals per step are
+                 Poisson, so at high concurrency several prompts share a pass and its fixed part (weight
+                 read, launches) is paid once. Below one arrival per step it is "staggered".
 A finite run (num_requests) ends with a partial wave: tokens / makespan, not the steady-state rate.
 """
 
@@ -30,19 +34,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 from pydantic import Field
 
 from planner.deployment import Deployment
+from planner.kinds import ARRIVALS as ARRIVALS  # re-exported: the CLI's --arrivals check reads it here
+from planner.kinds import Arrivals
 from planner.perf import roofline
 from planner.perf.opcost import Step
 from planner.perf.serving import tokens_per_step
 from planner.schema import Frozen
-
-Arrivals = Literal["waves", "staggered"]
-ARRIVALS: tuple[Arrivals, ...] = ("waves", "staggered")
 
 
 class BenchRun(Frozen):
@@ -50,7 +53,7 @@ class BenchRun(Frozen):
 
     max_batch     the engine's running-sequence limit (vLLM max_num_seqs, MindIE maxBatchSize); None: K
     num_requests  requests in the run (finite: its last partial cycle is counted); None: steady state
-    arrivals      "waves" (all start together, fixed lengths) or "staggered" (see the module docstring)
+    arrivals      "waves" (all start together, fixed lengths), "staggered" or "random" (module docstring)
     """
 
     max_batch: int | None = Field(default=None, ge=1)
@@ -192,6 +195,34 @@ def wave_prefill_s(timer: Timer, *, prompt_tokens: int, running_batch: int) -> t
     return total_s, mean_first_s, full_s
 
 
+def prompts_per_merged_pass(arrivals_per_step: float) -> float:
+    """Mean prompts in a prefill pass when prompts arrive Poisson at `arrivals_per_step` per decode step and
+    all that arrived during one step share the next pass.
+
+    Formula: n = lam / (1 - exp(-lam))  (mean of a Poisson count given at least one; 1 as lam -> 0)
+    """
+    lam = max(arrivals_per_step, 0.0)
+    return 1.0 if lam < 1e-9 else lam / -math.expm1(-lam)
+
+
+def merged_prefill_s(timer: Timer, *, prompt_tokens: int, batch: int, steps: float) -> tuple[float, float]:
+    """(prefill seconds while `batch` requests each emit their tokens in `steps` decode steps, mean pass).
+
+    Formula: lam = b / steps prompts per step; n = prompts_per_merged_pass(lam), capped at the pass budget
+    (prompts_per_prefill_pass); passes = b / n; one pass P(n) = P(k) + (n - k) (P(k + 1) - P(k)), k = floor(n)
+    (a pass's time is affine in its prompts between whole counts); prefill = passes * P(n).
+    """
+    if batch < 1:
+        return 0.0, 0.0
+    cap = prompts_per_prefill_pass(timer, prompt_tokens=prompt_tokens, running_batch=batch)
+    n = min(prompts_per_merged_pass(batch / max(steps, 1e-9)), float(cap))
+    k = int(n)
+    low = timer.prefill_s(prompts=k, prompt_tokens=prompt_tokens)
+    high = low if n == k else timer.prefill_s(prompts=k + 1, prompt_tokens=prompt_tokens)
+    pass_s = low + (n - k) * (high - low)
+    return batch / n * pass_s, pass_s
+
+
 class _Cycle(Frozen):
     """One closed-loop cycle at one running batch: prefill and decode seconds, first token, TPOT window."""
 
@@ -214,6 +245,8 @@ def cycle(timer: Timer, *, input_tokens: int, output_tokens: int, batch: int, ar
                    window = prefill + decode - e
         staggered: prefill = b * P_1; first token e = P_1 + t / 2 (the in-flight step);
                    window = decode + (b - 1) * P_1
+        random:    prefill = merged_prefill_s(b); e = its mean pass + t / 2;
+                   window = decode + merged_prefill_s(b - 1)   (b = 1: staggered)
     """
     step_s = timer.decode_step_s(batch=batch, ctx_tokens=input_tokens + output_tokens // 2)
     decode_s = (output_tokens - 1) / timer.tokens_per_step * step_s
@@ -221,6 +254,12 @@ def cycle(timer: Timer, *, input_tokens: int, output_tokens: int, batch: int, ar
         prefill_s, first_s, pass_s = wave_prefill_s(timer, prompt_tokens=input_tokens, running_batch=batch)
         per_pass = prompts_per_prefill_pass(timer, prompt_tokens=input_tokens, running_batch=batch)
         window_s = prefill_s + decode_s - first_s
+    elif arrivals == "random" and batch > 1:
+        steps = (output_tokens - 1) / timer.tokens_per_step
+        prefill_s, pass_s = merged_prefill_s(timer, prompt_tokens=input_tokens, batch=batch, steps=steps)
+        others_s, _ = merged_prefill_s(timer, prompt_tokens=input_tokens, batch=batch - 1, steps=steps)
+        per_pass = max(1, round(prompts_per_merged_pass(batch / max(steps, 1e-9))))
+        first_s, window_s = pass_s + step_s / 2, decode_s + others_s
     else:
         pass_s = timer.prefill_s(prompts=1, prompt_tokens=input_tokens)
         prefill_s, per_pass = batch * pass_s, 1

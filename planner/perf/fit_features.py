@@ -39,6 +39,7 @@ class PassFeatures:
     matmuls: FloatArray  # dense matmul calls (each pays matmul_latency)
     small_kernels: FloatArray  # other kernels x the measured cost ratio at the pass's tokens
     passes: FloatArray  # per row: step overheads paid
+    prefill_passes: FloatArray  # per row: prefill-pass overheads paid (1 on a prefill chunk, 0 on decode)
     sequences: FloatArray  # per row: sequences paying the per-sequence cost
     bandwidth_bytes_per_s: float
     peak_flop_per_s: dict[str, float]
@@ -78,8 +79,11 @@ def _term_parts(
     }, resource
 
 
-def features(dep: Deployment, step: Step, *, rows: int, sequences: FloatArray) -> PassFeatures:
-    """PassFeatures of `rows` passes of `step` (a decode grid or prefill chunks), at dep's coefficients."""
+def features(
+    dep: Deployment, step: Step, *, rows: int, sequences: FloatArray, prefill: bool = False
+) -> PassFeatures:
+    """PassFeatures of `rows` passes of `step` (a decode grid, or prefill chunks when `prefill`), at dep's
+    coefficients."""
     rate = roofline.rates(dep)
     if rate.kernel_overhead_s <= 0:
         rate = roofline.rates(_with_kernel_overhead(dep))
@@ -97,6 +101,7 @@ def features(dep: Deployment, step: Step, *, rows: int, sequences: FloatArray) -
         matmuls=stack["matmuls"],
         small_kernels=stack["small_kernels"],
         passes=np.ones(rows),
+        prefill_passes=np.full(rows, 1.0 if prefill else 0.0),
         sequences=_column(sequences, rows),
         bandwidth_bytes_per_s=rate.peak_bytes_per_s,
         peak_flop_per_s={d: dep.hardware.peak_flop_per_s(d) for d in dep.hardware.peak_tflop_per_s},
@@ -117,7 +122,8 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
 
     Formula per row: sum_t max(bytes_t / (BW * frac_t) + fixed_t, flop_t / (peak_t * cf_t))
                      + fixed_overhead_t + small_kernels_t * kernel_overhead + matmuls_t * matmul_latency
-                     + passes * step_overhead + sequences * sequence_overhead
+                     + passes * step_overhead + prefill_passes * prefill_pass_overhead
+                     + sequences * sequence_overhead
     """
     fraction = {
         "hbm": c.weight_read_bandwidth_fraction,
@@ -132,6 +138,7 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
     terms = np.maximum(transfer, f.flop / flop_rate) + f.fixed_overhead_s
     terms = terms + f.small_kernels * us_to_s(c.kernel_overhead_us) + f.matmuls * us_to_s(c.matmul_latency_us)
     fixed = f.passes * us_to_s(c.step_overhead_us) + f.sequences * us_to_s(c.sequence_overhead_us)
+    fixed = fixed + f.prefill_passes * us_to_s(c.prefill_pass_overhead_us)
     return np.asarray(np.sum(terms, axis=1) + fixed, dtype=np.float64)
 
 
@@ -155,5 +162,7 @@ class FeatureTimer(DeploymentTimer):
         key = ("prefill", prompts, prompt_tokens)
         if key not in self.cache:
             step = prefill_pass_step(self.dep, prompts=prompts, prompt_tokens=prompt_tokens)
-            self.cache[key] = features(self.dep, step, rows=step.tokens.size, sequences=step.sequences)
+            self.cache[key] = features(
+                self.dep, step, rows=step.tokens.size, sequences=step.sequences, prefill=True
+            )
         return float(np.sum(pass_times(self.cache[key], self.coefficients)))

@@ -32,6 +32,7 @@ class FitParam:
     upper: float
     floor: float  # prior centre when the profile holds 0 or None
     meaning: str
+    unknown_factor: float = 100.0  # prior one-sigma factor (x/) about the floor when the profile holds none
 
 
 # Boxes: fractions of the datasheet between a few % and 100 %; fixed costs from far below a kernel launch to
@@ -44,8 +45,18 @@ FIT_PARAMS: tuple[FitParam, ...] = (
     FitParam("kernel_overhead_us", 0.1, 300.0, 5.0, "per-layer cost: each small kernel (us)"),
     FitParam("matmul_latency_us", 0.1, 300.0, 5.0, "per-layer cost: each matmul's fixed part (us)"),
     FitParam("sequence_overhead_us", 0.1, 20_000.0, 5.0, "per-sequence cost per step (us)"),
-    FitParam("compute_scale", 0.02, 2.0, 1.0, "prefill GEMM efficiency x the profile's"),
+    FitParam("prefill_pass_overhead_us", 1.0, 2_000_000.0, 1000.0, "fixed cost per prefill pass (us)", 10.0),
+    FitParam("compute_scale", 0.25, 2.0, 1.0, "prefill GEMM efficiency x the profile's"),
 )
+# compute_scale's floor: no GEMM the H200 microbenchmark measured (115 shapes, 1k-32k tokens, weights of 2M to
+# 262M elements) ran below a quarter of the profile's compute_fraction (worst: 0.19 of peak against 0.77, a
+# 2M-element weight). A prefill slower than that is not GEMM throughput, and the per-pass cost
+# (prefill_pass_overhead_us) or the per-layer costs must carry it.  [measured: hwprofiles/nvidia-h200.yaml
+# gemm_efficiency_table]
+# prefill_pass_overhead_us: what a prefill pass costs beyond its kernels' time and the step overhead, which a
+# graph-replayed decode step does not pay: launching the pass eagerly (hundreds of kernels x 2-20 us) and
+# preparing its inputs, so 1 ms x/ 10 (0.1-10 ms at one sigma) rather than x/ 100: rows without a TTFT
+# cannot tell it from the per-step cost, and a wide prior lets it absorb that.  [assumed]
 PARAM_NAMES = tuple(p.name for p in FIT_PARAMS)
 LOWER = np.log([p.lower for p in FIT_PARAMS])
 UPPER = np.log([p.upper for p in FIT_PARAMS])
@@ -72,13 +83,13 @@ def prior(coefficients: PerfCoefficients, *, measured: bool) -> tuple[FloatArray
     """(centre, sigma) of every parameter in log space.
 
     Formula: centre = log(clip(value or floor, lower, upper)); sigma = PRIOR_SIGMA_MEASURED when the
-    profile's value was measured, PRIOR_SIGMA_ASSUMED when assumed, PRIOR_SIGMA_UNKNOWN when absent.
+    profile's value was measured, PRIOR_SIGMA_ASSUMED when assumed, log(unknown_factor) when absent.
     """
     known = PRIOR_SIGMA_MEASURED if measured else PRIOR_SIGMA_ASSUMED
     centre, sigma = [], []
     for param, value in zip(FIT_PARAMS, profile_values(coefficients), strict=True):
         centre.append(math.log(min(max(value or param.floor, param.lower), param.upper)))
-        sigma.append(known if value is not None else PRIOR_SIGMA_UNKNOWN)
+        sigma.append(known if value is not None else math.log(param.unknown_factor))
     return np.asarray(centre), np.asarray(sigma)
 
 

@@ -5,7 +5,8 @@ its share of the concurrency, times the replicas. The replica's deployment carri
 ep: planner/layout.py), so a MoE row's experts are split ep ways and every replica's tokens reach them. The
 running batch is the smallest of the replica's clients, the row's max_num_seqs and what the replica's memory
 holds at input + output tokens (engines queue the rest).
-Rows are timed as "waves" (every published load tool here starts all clients together at fixed lengths).
+Rows are timed as their `arrivals` column says: "waves" by default (the published load tools start every
+client together at fixed lengths), "random" for a client loop whose requests end apart (the seed's script).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, obj
 
 def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.BenchRun]:
     """(clients per replica, how the replica runs): K / dp clients, running batch capped by max_num_seqs and
-    by one DP group's memory-bound batch at input + output tokens; num_prompts / dp requests when given."""
+    by one DP group's memory-bound batch at input + output tokens; num_prompts / dp requests when given;
+    the row's arrivals."""
     try:
         _, recommendation = capacity.memory_plan(dep)
     except KvplanError as exc:
@@ -80,7 +82,8 @@ def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.
     group_max = recommendation.max_batch_size // point.dp  # capacity.recommend: dp x one group's batch
     limits = [clients, group_max, point.max_batch or clients]
     requests = None if point.num_requests is None else max(1, math.ceil(point.num_requests / point.dp))
-    return clients, closed_loop.BenchRun(max_batch=max(1, min(limits)), num_requests=requests)
+    run = closed_loop.BenchRun(max_batch=max(1, min(limits)), num_requests=requests, arrivals=point.arrivals)
+    return clients, run
 
 
 @dataclass(frozen=True)

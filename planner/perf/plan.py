@@ -11,8 +11,8 @@ from pydantic import Field
 from planner import capacity, layout
 from planner.deployment import Deployment
 from planner.errors import DoesNotFitError
-from planner.perf import fit_checks, load_knee, serving
-from planner.results import Performance, Plan, Recommendation
+from planner.perf import fit_band, fit_checks, load_knee, serving
+from planner.results import Performance, Plan, Recommendation, SpeedRange
 from planner.schema import Frozen
 
 
@@ -130,9 +130,29 @@ def instance_performance(group_dep: Deployment, *, batch: int, dp: int, prompt_t
     group = serving.performance(
         group_dep, batch=batch, ctx_tokens=group_dep.ctx_tokens, prompt_tokens=prompt_tokens
     )
-    if dp == 1:
-        return group
-    return group.model_copy(update={"batch": batch * dp, "tokens_per_s": group.tokens_per_s * dp})
+    if dp > 1:
+        group = group.model_copy(update={"batch": batch * dp, "tokens_per_s": group.tokens_per_s * dp})
+    return group.model_copy(update={"speed_range": speed_range(group_dep, group, batch=batch)})
+
+
+def speed_range(group_dep: Deployment, perf: Performance, *, batch: int) -> SpeedRange | None:
+    """The fitted profile's range around the plan's speed (None unless the profile is a --from-bench fit).
+
+    Formula: tokens/s in [low, high] x estimate (fit_band.speed_band at the group's batch and ctx); a step
+    time's range is the inverse: [step / high, step / low].
+    """
+    measured = group_dep.hardware.measured
+    if measured is None or measured.backend != "bench-fit" or not group_dep.calibrated:
+        return None
+    band = fit_band.speed_band(group_dep, batch=batch, ctx_tokens=group_dep.ctx_tokens)
+    return SpeedRange(
+        source=band.source,
+        decode_step_s_low=perf.decode_step_s / band.high_factor,
+        decode_step_s_high=perf.decode_step_s / band.low_factor,
+        tokens_per_s_low=perf.tokens_per_s * band.low_factor,
+        tokens_per_s_high=perf.tokens_per_s * band.high_factor,
+        extrapolated=bool(band.notes),
+    )
 
 
 def with_load_knee(plan: Plan, dep: Deployment) -> Plan:

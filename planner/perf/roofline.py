@@ -45,6 +45,7 @@ class Rates:
     grouped_matmul_latency_s: float
     kernel_overhead_by_tokens: tuple[FloatArray, FloatArray] | None  # (log tokens, ratio), when measured
     step_overhead_s: float
+    prefill_pass_overhead_s: float  # per prefill pass, on top of step_overhead_s
     sequence_overhead_s: float  # per sequence per pass (scheduler, host, per-request small kernels)
     allreduce_latency_s: float
     tp: int
@@ -126,6 +127,7 @@ def rates(dep: Deployment) -> Rates:
         ),
         kernel_overhead_by_tokens=kernel_overhead_table(coeff, hidden_size=dep.model.hidden_size),
         step_overhead_s=us_to_s(coeff.step_overhead_us),
+        prefill_pass_overhead_s=us_to_s(coeff.prefill_pass_overhead_us),
         sequence_overhead_s=us_to_s(coeff.sequence_overhead_us),
         allreduce_latency_s=us_to_s(coeff.allreduce_latency_us),
         tp=dep.tp,
@@ -321,12 +323,14 @@ def overhead_op(name: str, seconds: float) -> Op:
     )
 
 
-def step_overhead_op(rate: Rates, *, passes: int, sequences: float = 0.0) -> Op:
-    """The fixed per-pass cost (sampling, scheduling, host sync) and the per-sequence cost.
+def step_overhead_op(rate: Rates, *, passes: int, sequences: float = 0.0, prefill: bool = False) -> Op:
+    """The fixed per-pass cost (sampling, scheduling, host sync; a prefill pass's own on top) and the
+    per-sequence cost.
 
-    Formula: passes * step_overhead_s + sequences * sequence_overhead_s  (sequences summed over passes)
+    Formula: passes * (step_overhead_s [+ prefill_pass_overhead_s]) + sequences * sequence_overhead_s
     """
-    return overhead_op("step.overhead", passes * rate.step_overhead_s + sequences * rate.sequence_overhead_s)
+    per_pass = rate.step_overhead_s + (rate.prefill_pass_overhead_s if prefill else 0.0)
+    return overhead_op("step.overhead", passes * per_pass + sequences * rate.sequence_overhead_s)
 
 
 def host_wait_op(terms: list[Term], *, rate: Rates, step: Step, floor_s: FloatArray) -> Op:
@@ -353,7 +357,8 @@ def assemble_ledger(
     if phase == "prefill":
         terms = prefill.measured_prefill_terms(dep, geo, terms, tokens=step.tokens)
     ops = [ledger_op(t, rate=rate, chunks=chunks, tokens=step.tokens) for t in terms]
-    ops.append(step_overhead_op(rate, passes=chunks, sequences=float(np.sum(step.sequences))))
+    sequences = float(np.sum(step.sequences))
+    ops.append(step_overhead_op(rate, passes=chunks, sequences=sequences, prefill=phase == "prefill"))
     floor = prefill.host_floor_s(dep, geo, tokens=step.tokens) if phase == "prefill" else None
     if floor is not None:
         ops.append(host_wait_op(terms, rate=rate, step=step, floor_s=floor))

@@ -54,11 +54,11 @@ def prefill_pass(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) -
 def pass_s_grid(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) -> FloatArray:
     """Seconds of prefill passes over broadcast arrays (roofline.decode_step_s_grid's sum on a prefill Step).
 
-    Formula: pass_s = sum over ops of term_time_s(tokens) + step_overhead_s
+    Formula: pass_s = sum over ops of term_time_s(tokens) + step_overhead_s + prefill_pass_overhead_s
     """
     rate = roofline.rates(dep)
     step = prefill_pass(dep, tokens=tokens, attended=attended)
-    total = np.full(step.tokens.shape, rate.step_overhead_s)
+    total = np.full(step.tokens.shape, rate.step_overhead_s + rate.prefill_pass_overhead_s)
     for term in opcost.step_terms(opcost.geometry(dep), step):
         total = total + roofline.term_time_s(term, rate=rate, tokens=step.tokens)
     return total
