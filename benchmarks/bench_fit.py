@@ -1,10 +1,12 @@
-"""Time `kvplan calibrate --from-bench`'s fit (planner/perf/fit.py) on 500 decode-step points.
+"""Time `kvplan calibrate --from-bench`'s fit (planner/perf/fit.py) on 500 decode-step points, and on the
+published 910C serving rows.
 
     python benchmarks/bench_fit.py
 
 500 synthetic points (5 models x 10 batches x 10 contexts on the shipped H200 profile, times from the roofline
 with perturbed coefficients and 3 % noise), fitted from the profile's values; prints the median of 3 runs.
-The issue's bound is 2 s; numbers in ACCURACY.md ("Fit transfer").
+The issue's bound is 2 s; numbers in ACCURACY.md ("Fit transfer"). Then the 910C / vllm-ascend serving rows
+of calibration/published (closed loop per row inside the fit loop), median of 3.
 """
 
 from __future__ import annotations
@@ -58,6 +60,27 @@ def main() -> None:
     print(
         f"{len(data)} points: fit {sorted(timings)[1]:.2f} s (median of 3), {result.iterations} iterations, "
         f"MAPE {result.mape_fraction * 100:.1f} %"
+    )
+    serving_fit()
+
+
+def serving_fit() -> None:
+    """The 910C serving group of the published corpus (calibration/published/fit_profiles.py's rows)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "calibration" / "published"))
+    import fit_profiles
+
+    rows = [point for _, _, point in fit_profiles.corpus_groups()[("ascend-910c", "vllm")]]
+    hw = catalog.load_card("ascend-910c")
+    timings, cpu = [], []
+    for _ in range(3):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        result = fit.fit_coefficients([], hardware=hw, serving=rows)
+        timings.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+    median, median_cpu = sorted(timings)[1], sorted(cpu)[1]
+    print(
+        f"{len(rows)} serving rows: fit {median:.2f} s wall, {median_cpu:.2f} s CPU (medians of 3), "
+        f"{result.iterations} iterations"
     )
 
 

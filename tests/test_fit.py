@@ -144,3 +144,34 @@ def test_cached_features_equal_the_roofline(seed: int) -> None:
         assert timer.prefill_s(prompts=prompts, prompt_tokens=tokens) == pytest.approx(
             closed_loop.batched_prefill_s(exact, prompts=prompts, prompt_tokens=tokens), rel=1e-9
         )
+
+
+def test_primed_timer_times_every_seen_pass_as_one_by_one() -> None:
+    """FeatureTimer.prime times all passes seen so far in one stacked call: the same seconds as timing each
+    pass alone under the new coefficients."""
+    request = inputs.PlanRequest(model="qwen3.5-27b", card="ascend-950pr", dtype="fp8", ctx="8192")
+    dep = inputs.to_deployment(request)
+    base = dep.hardware.coefficients()
+    timer = fit_features.FeatureTimer(dep, base)
+    calls = [("decode", 1, 384), ("decode", 32, 384), ("prefill", 1, 256), ("prefill", 3, 256)]
+    for kind, n, tokens in calls:
+        if kind == "decode":
+            timer.decode_step_s(batch=n, ctx_tokens=tokens)
+        else:
+            timer.prefill_s(prompts=n, prompt_tokens=tokens)
+    other = base.model_copy(update={"weight_read_bandwidth_fraction": 0.3, "prefill_pass_overhead_us": 2e5})
+    timer.prime(other)
+    fresh = fit_features.FeatureTimer(dep, other)
+    for kind, n, tokens in calls:
+        if kind == "decode":
+            got, want = (
+                timer.decode_step_s(batch=n, ctx_tokens=tokens),
+                fresh.decode_step_s(batch=n, ctx_tokens=tokens),
+            )
+        else:
+            got, want = (
+                timer.prefill_s(prompts=n, prompt_tokens=tokens),
+                fresh.prefill_s(prompts=n, prompt_tokens=tokens),
+            )
+        assert got == pytest.approx(want, rel=1e-12)
+    assert timer.timed_for is other and len(timer.timed) == len(calls)

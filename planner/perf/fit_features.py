@@ -9,7 +9,10 @@ against the roofline at random coefficients: the same speed model, only cached.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +27,8 @@ from planner.units import us_to_s
 
 FloatArray = npt.NDArray[np.float64]
 BANDWIDTH_RESOURCES = ("hbm", "kv", "state", "experts")  # scaled by a fitted fraction; others fixed
+RESOURCES = (*BANDWIDTH_RESOURCES, "")  # PassFeatures.resource_index counts in this order
+IntArray = npt.NDArray[np.intp]
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,9 @@ class PassFeatures:
     sequences: FloatArray  # per row: sequences paying the per-sequence cost
     bandwidth_bytes_per_s: float
     peak_flop_per_s: dict[str, float]
+    resource_index: IntArray  # per term: its resource's position in RESOURCES
+    dtypes: tuple[str, ...]  # the distinct compute dtypes;  dtype_index: per term, its position in dtypes
+    dtype_index: IntArray
 
 
 def _column(value: FloatArray | float, rows: int) -> FloatArray:
@@ -91,6 +99,7 @@ def features(
     tied = dep.hardware.coefficients(calibrated=dep.calibrated).grouped_matmul_latency_us is None
     parts = [_term_parts(t, rate, step.tokens, rows, tied) for t in terms]
     stack = {k: np.stack([p[0][k] for p in parts], axis=1) for k in parts[0][0]}
+    dtypes = tuple(dict.fromkeys(t.compute_dtype for t in terms))
     return PassFeatures(
         bytes=stack["bytes"],
         resource=tuple(p[1] for p in parts),
@@ -105,7 +114,36 @@ def features(
         sequences=_column(sequences, rows),
         bandwidth_bytes_per_s=rate.peak_bytes_per_s,
         peak_flop_per_s={d: dep.hardware.peak_flop_per_s(d) for d in dep.hardware.peak_tflop_per_s},
+        resource_index=np.asarray([RESOURCES.index(p[1]) for p in parts], dtype=np.intp),
+        dtypes=dtypes,
+        dtype_index=np.asarray([dtypes.index(t.compute_dtype) for t in terms], dtype=np.intp),
     )
+
+
+ROW_FIELDS = (  # PassFeatures' per-row arrays (P x T or P), concatenated by `stack`
+    "bytes",
+    "fixed_transfer_s",
+    "flop",
+    "fixed_overhead_s",
+    "matmuls",
+    "small_kernels",
+    "passes",
+    "prefill_passes",
+    "sequences",
+)
+
+
+def stack(parts: list[PassFeatures]) -> PassFeatures | None:
+    """The rows of several PassFeatures of one deployment as one (None when their term lists differ)."""
+    first = parts[0]
+    same = all(
+        np.array_equal(p.resource_index, first.resource_index) and p.compute_dtype == first.compute_dtype
+        for p in parts
+    )
+    if not same:
+        return None
+    rows: dict[str, Any] = {name: np.concatenate([getattr(p, name) for p in parts]) for name in ROW_FIELDS}
+    return dataclasses.replace(first, **rows)
 
 
 def _with_kernel_overhead(dep: Deployment) -> Deployment:
@@ -125,15 +163,18 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
                      + passes * step_overhead + prefill_passes * prefill_pass_overhead
                      + sequences * sequence_overhead
     """
-    fraction = {
-        "hbm": c.weight_read_bandwidth_fraction,
-        "kv": c.kv_read_bandwidth_fraction,
-        "state": c.state_read_bandwidth_fraction or c.kv_read_bandwidth_fraction,
-        "experts": c.grouped_weight_read_bandwidth_fraction or c.weight_read_bandwidth_fraction,
-        "": 1.0,
-    }
-    inverse = np.array([1.0 / (f.bandwidth_bytes_per_s * fraction[r]) for r in f.resource])
-    flop_rate = np.array([f.peak_flop_per_s[d] * c.compute_fraction[d] for d in f.compute_dtype])
+    fraction = np.array(  # in RESOURCES order: hbm, kv, state, experts, "" (fixed transfer only)
+        [
+            c.weight_read_bandwidth_fraction,
+            c.kv_read_bandwidth_fraction,
+            c.state_read_bandwidth_fraction or c.kv_read_bandwidth_fraction,
+            c.grouped_weight_read_bandwidth_fraction or c.weight_read_bandwidth_fraction,
+            1.0,
+        ]
+    )
+    inverse = 1.0 / (f.bandwidth_bytes_per_s * fraction[f.resource_index])
+    rates = np.array([f.peak_flop_per_s[d] * c.compute_fraction[d] for d in f.dtypes])
+    flop_rate = rates[f.dtype_index]
     transfer = f.bytes * inverse + f.fixed_transfer_s
     terms = np.maximum(transfer, f.flop / flop_rate) + f.fixed_overhead_s
     terms = terms + f.small_kernels * us_to_s(c.kernel_overhead_us) + f.matmuls * us_to_s(c.matmul_latency_us)
@@ -149,20 +190,48 @@ class FeatureTimer(DeploymentTimer):
     dep: Deployment
     coefficients: PerfCoefficients
     cache: dict[tuple[str, int, int], PassFeatures] = field(default_factory=dict)
+    # seconds already worked out under `timed_for` (the closed loop asks for some passes more than once)
+    timed: dict[tuple[str, int, int], float] = field(default_factory=dict)
+    timed_for: PerfCoefficients | None = None
+    stacked: tuple[tuple[tuple[str, int, int], ...], PassFeatures | None] = ((), None)
+
+    def prime(self, coefficients: PerfCoefficients) -> None:
+        """Set the coefficients and time every pass seen so far in one pass_times call (the fit's hot loop:
+        the closed loop then reads the results instead of timing passes one by one)."""
+        self.coefficients = coefficients
+        keys = tuple(self.cache)
+        if not keys:
+            return
+        if self.stacked[0] != keys:
+            self.stacked = (keys, stack([self.cache[k] for k in keys]))
+        combined = self.stacked[1]
+        if combined is None:  # passes with different term lists: timed one by one
+            return
+        starts = np.cumsum([0] + [self.cache[k].passes.size for k in keys[:-1]])
+        seconds = np.add.reduceat(pass_times(combined, coefficients), starts)
+        self.timed, self.timed_for = dict(zip(keys, seconds.tolist(), strict=True)), coefficients
+
+    def _seconds(self, key: tuple[str, int, int], features_of: Callable[[], PassFeatures]) -> float:
+        """Total seconds of the cached pass `key` under the current coefficients (features built once)."""
+        if self.timed_for is not self.coefficients:
+            self.timed, self.timed_for = {}, self.coefficients
+        if key not in self.timed:
+            if key not in self.cache:
+                self.cache[key] = features_of()
+            self.timed[key] = float(np.sum(pass_times(self.cache[key], self.coefficients)))
+        return self.timed[key]
 
     def decode_step_s(self, *, batch: int, ctx_tokens: int) -> float:
-        key = ("decode", batch, ctx_tokens)
-        if key not in self.cache:
+        def build() -> PassFeatures:
             b, c = np.asarray([float(batch)]), np.asarray([float(ctx_tokens)])
             step = roofline.decode_step(self.dep, batch=b, ctx_tokens=c)
-            self.cache[key] = features(self.dep, step, rows=1, sequences=b)
-        return float(pass_times(self.cache[key], self.coefficients)[0])
+            return features(self.dep, step, rows=1, sequences=b)
+
+        return self._seconds(("decode", batch, ctx_tokens), build)
 
     def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float:
-        key = ("prefill", prompts, prompt_tokens)
-        if key not in self.cache:
+        def build() -> PassFeatures:
             step = prefill_pass_step(self.dep, prompts=prompts, prompt_tokens=prompt_tokens)
-            self.cache[key] = features(
-                self.dep, step, rows=step.tokens.size, sequences=step.sequences, prefill=True
-            )
-        return float(np.sum(pass_times(self.cache[key], self.coefficients)))
+            return features(self.dep, step, rows=step.tokens.size, sequences=step.sequences, prefill=True)
+
+        return self._seconds(("prefill", prompts, prompt_tokens), build)

@@ -121,7 +121,7 @@ def estimate(
     point = row.point
     workload = (point.input_tokens, point.output_tokens, row.clients)
     if timer is not None and coefficients is not None:
-        timer.coefficients = coefficients
+        timer.prime(coefficients)
         return closed_loop.estimate_with(timer, workload=workload, run=row.run, calibrated=False)
     dep = row.deployment if coefficients is None else with_coefficients(row.deployment, coefficients)
     return closed_loop.serving_estimate(
