@@ -208,6 +208,8 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
             )
     steps = _rows(meas, "step")
     grouped = grouped_gemm_fit(meas)
+    if grouped is None and _rows(meas, "grouped_gemm"):
+        notes.append("grouped_matmul_*: not fitted (time not growing with bytes); dense terms kept")
     link = allreduce_fit(meas)
     if link is None:
         notes.append("allreduce_*: default coefficients kept (all-reduce not measured)")

@@ -66,7 +66,10 @@ def test_fake_910b4_calibrates_to_a_profile_with_npu_provenance(
     assert {r["dtype"] for r in rows["gemm"]} == {"bf16", "fp16", "int8"}  # no fp8 on a 910B
     assert all(r["timing"] == "graph" for r in rows["attention"])
     assert "kernels per pass:" in measured.notes  # counted through torch_npu.profiler's kernel_details.csv
-    assert measured.coefficients.grouped_matmul_latency_us is not None  # npu_grouped_matmul rows were fitted
+    # npu_grouped_matmul rows reach the fit; on a loaded CPU their times can fail to grow with bytes, and then
+    # the profile must say so rather than keep a silent default
+    fitted = measured.coefficients.grouped_matmul_latency_us is not None
+    assert fitted or "grouped_matmul_*: not fitted" in measured.notes
     mix = [r for r in rows["kernels"] if r["mode"] == "layer_mix"]  # the same code path as cuda
     assert mix and all(r["kernels_counted"] and r["timing"] == "graph" for r in mix)
     table = measured.coefficients.kernel_overhead_table or []

@@ -110,19 +110,32 @@ def num_blocks(available_bytes: int, page_bytes: int, layers_per_group: int) -> 
     return int(available_bytes // page_bytes // layers_per_group)
 
 
-def blocks_per_request(attn_groups: int, gdn_groups: int, max_len: int, block: int,
-                       mamba_mode: str, num_spec: int) -> int:
+def blocks_per_request(
+    attn_groups: int, gdn_groups: int, max_len: int, block: int, mamba_mode: str, num_spec: int
+) -> int:
     """get_max_concurrency_for_kv_cache_config: sum over groups of cdiv(max_memory_usage, page)."""
     per_attn = math.ceil(max_len / block)  # FullAttentionSpec.max_memory_usage_bytes / page
     per_gdn = (2 if mamba_mode == "align" else 1) + num_spec  # MambaSpec.max_memory_usage_bytes / page
     return attn_groups * per_attn + gdn_groups * per_gdn
 
 
-def hybrid_case(engine: str, m: Hybrid, *, tp: int, kv_bytes: int, max_len: int,
-                available_bytes: int, prefix_caching: bool, num_spec: int) -> dict[str, Any]:
+def hybrid_case(
+    engine: str,
+    m: Hybrid,
+    *,
+    tp: int,
+    kv_bytes: int,
+    max_len: int,
+    available_bytes: int,
+    prefix_caching: bool,
+    num_spec: int,
+) -> dict[str, Any]:
     """Blocks, tokens and concurrency that vLLM logs for one hybrid deployment."""
-    pick = {"cuda": cuda_block_and_page, "ascend": ascend_block_and_page,
-            "ascend-pr14543": ascend_fixed_block_and_page}[engine]
+    pick = {
+        "cuda": cuda_block_and_page,
+        "ascend": ascend_block_and_page,
+        "ascend-pr14543": ascend_fixed_block_and_page,
+    }[engine]
     block, page = pick(m, tp, kv_bytes, num_spec)
     n_attn = m.n_attn_layers + (m.mtp_layers if num_spec else 0)
     g = group_size([n_attn, m.n_gdn_layers])
@@ -131,32 +144,54 @@ def hybrid_case(engine: str, m: Hybrid, *, tp: int, kv_bytes: int, max_len: int,
     mode = "align" if prefix_caching else "none"
     per_req = blocks_per_request(attn_groups, gdn_groups, max_len, block, mode, num_spec)
     conc = nb / per_req
-    return {"block_size_tokens": block, "page_bytes": page, "layers_per_group": g,
-            "attention_groups": attn_groups, "state_groups": gdn_groups, "num_blocks": nb,
-            "blocks_per_request": per_req, "max_concurrency": conc,
-            "kv_cache_size_tokens": int(conc * max_len), "mamba_cache_mode": mode}
+    return {
+        "block_size_tokens": block,
+        "page_bytes": page,
+        "layers_per_group": g,
+        "attention_groups": attn_groups,
+        "state_groups": gdn_groups,
+        "num_blocks": nb,
+        "blocks_per_request": per_req,
+        "max_concurrency": conc,
+        "kv_cache_size_tokens": int(conc * max_len),
+        "mamba_cache_mode": mode,
+    }
 
 
-def dense_case(*, n_layers: int, bytes_per_token_layer: int, block: int, max_len: int,
-               available_bytes: int) -> dict[str, Any]:
+def dense_case(
+    *, n_layers: int, bytes_per_token_layer: int, block: int, max_len: int, available_bytes: int
+) -> dict[str, Any]:
     """One group of all layers (uniform spec): blocks = avail // page // layers."""
     page = block * bytes_per_token_layer
     nb = num_blocks(available_bytes, page, n_layers)
     per_req = math.ceil(max_len / block)
     conc = nb / per_req
-    return {"block_size_tokens": block, "page_bytes": page, "layers_per_group": n_layers,
-            "num_blocks": nb, "blocks_per_request": per_req, "max_concurrency": conc,
-            "kv_cache_size_tokens": int(conc * max_len)}
+    return {
+        "block_size_tokens": block,
+        "page_bytes": page,
+        "layers_per_group": n_layers,
+        "num_blocks": nb,
+        "blocks_per_request": per_req,
+        "max_concurrency": conc,
+        "kv_cache_size_tokens": int(conc * max_len),
+    }
 
 
-def vllm_available_bytes(total_bytes: int, util: float, weights: int, activation: int,
-                         non_torch: int, graph: int = 0) -> int:
+def vllm_available_bytes(
+    total_bytes: int, util: float, weights: int, activation: int, non_torch: int, graph: int = 0
+) -> int:
     """available = ceil(total x util) - weights - peak activation - non-torch - graph."""
     return math.ceil(total_bytes * util) - weights - activation - non_torch - graph
 
 
-def min_gpu_memory_utilization(total_bytes: int, non_kv_bytes: int, n_seqs: int,
-                               per_req_blocks: int, page_bytes: int, layers_per_group: int) -> float:
+def min_gpu_memory_utilization(
+    total_bytes: int,
+    non_kv_bytes: int,
+    n_seqs: int,
+    per_req_blocks: int,
+    page_bytes: int,
+    layers_per_group: int,
+) -> float:
     """Smallest util holding n_seqs full-length requests: (non-KV + N x blocks x page x g) / total."""
     need = non_kv_bytes + n_seqs * per_req_blocks * page_bytes * layers_per_group
     return need / total_bytes
@@ -165,80 +200,141 @@ def min_gpu_memory_utilization(total_bytes: int, non_kv_bytes: int, n_seqs: int,
 # ---------------------------------------------------------------- the cases
 
 VLLM_SRC = "vllm 0.27.1 (PyPI sdist vllm-0.27.1.tar.gz, _version commit g6e448d0ea)"
-VA_SRC = ("vllm-project/vllm-ascend@182b75ea84ff13ece27b57391331ef8935410aea"
-          " (pins VLLM_TAG=v0.27.1, Dockerfile:54)")
+VA_SRC = (
+    "vllm-project/vllm-ascend@182b75ea84ff13ece27b57391331ef8935410aea (pins VLLM_TAG=v0.27.1, Dockerfile:54)"
+)
 CITATIONS = {
-    "common": ["vllm/v1/core/kv_cache_utils.py:937-959 get_max_concurrency_for_kv_cache_config",
-               "vllm/v1/core/kv_cache_utils.py:993-1010 get_num_blocks",
-               "vllm/v1/core/kv_cache_utils.py:1140-1280 _get_kv_cache_groups_uniform_page_size",
-               "vllm/v1/core/kv_cache_utils.py:1361-1435 get_kv_cache_config_from_groups",
-               "vllm/v1/core/kv_cache_utils.py:2213-2240 log lines",
-               "vllm/v1/kv_cache_interface.py:266-271 FullAttentionSpec.max_memory_usage_bytes",
-               "vllm/v1/kv_cache_interface.py:710-738 MambaSpec"],
-    "cuda": ["vllm/platforms/interface.py:765-937 _align_hybrid_block_size",
-             "vllm/v1/attention/backends/flash_attn.py:84 MultipleOf(16)",
-             "vllm/model_executor/layers/mamba/mamba_utils.py:247-268 gated_delta_net_state_shape",
-             "vllm/v1/worker/gpu_worker.py:500-548 determine_available_memory"],
-    "ascend": ["vllm-ascend vllm_ascend/patch/platform/patch_mamba_config.py:58-144",
-               "vllm-ascend vllm_ascend/worker/model_runner_v1.py:4775-4784 attention page padded",
-               "vllm-ascend vllm_ascend/utils.py:1162-1212 refresh_block_size",
-               "vllm-ascend vllm_ascend/worker/worker.py:514-547 determine_available_memory"],
+    "common": [
+        "vllm/v1/core/kv_cache_utils.py:937-959 get_max_concurrency_for_kv_cache_config",
+        "vllm/v1/core/kv_cache_utils.py:993-1010 get_num_blocks",
+        "vllm/v1/core/kv_cache_utils.py:1140-1280 _get_kv_cache_groups_uniform_page_size",
+        "vllm/v1/core/kv_cache_utils.py:1361-1435 get_kv_cache_config_from_groups",
+        "vllm/v1/core/kv_cache_utils.py:2213-2240 log lines",
+        "vllm/v1/kv_cache_interface.py:266-271 FullAttentionSpec.max_memory_usage_bytes",
+        "vllm/v1/kv_cache_interface.py:710-738 MambaSpec",
+    ],
+    "cuda": [
+        "vllm/platforms/interface.py:765-937 _align_hybrid_block_size",
+        "vllm/v1/attention/backends/flash_attn.py:84 MultipleOf(16)",
+        "vllm/model_executor/layers/mamba/mamba_utils.py:247-268 gated_delta_net_state_shape",
+        "vllm/v1/worker/gpu_worker.py:500-548 determine_available_memory",
+    ],
+    "ascend": [
+        "vllm-ascend vllm_ascend/patch/platform/patch_mamba_config.py:58-144",
+        "vllm-ascend vllm_ascend/worker/model_runner_v1.py:4775-4784 attention page padded",
+        "vllm-ascend vllm_ascend/utils.py:1162-1212 refresh_block_size",
+        "vllm-ascend vllm_ascend/worker/worker.py:514-547 determine_available_memory",
+    ],
     "ascend-pr14543": ["vllm-ascend PR #14543 / #16261 (open): block from the K+V page"],
 }
-CAP_950PR = 128 * GIB          # hwprofiles/ascend-950pr.yaml memory_capacity_gib: 128
-CAP_910B3 = 64 * GIB           # hwprofiles/ascend-910b3.yaml memory_capacity_gib: 64
-RUNTIME = 3 * GIB              # hwprofiles runtime_overhead_gib: 3.0 (assumed, NF), used as non-torch memory
+CAP_950PR = 128 * GIB  # hwprofiles/ascend-950pr.yaml memory_capacity_gib: 128
+CAP_910B3 = 64 * GIB  # hwprofiles/ascend-910b3.yaml memory_capacity_gib: 64
+RUNTIME = 3 * GIB  # hwprofiles runtime_overhead_gib: 3.0 (assumed, NF), used as non-torch memory
 
 # The issue's figures: "available KV memory" = kvplan's own budget for `kvplan vllm`
 # (0.8 x capacity - weights - activation at 24 576 batched tokens - 3 GiB), from
 # `kvplan --model qwen3.5-27b --ctx 32k --dtype fp8 --tp 2 --max-prefill-tokens 24576 --mtp {0,1} --json`.
-Q35_W = 14_730_513_920         # weights per rank, fp8, tp 2 (kvplan, exact shapes)
-Q35_W_MTP = 14_969_266_688     # + MTP layer
-Q35_ACT_24K = 1_786_773_504    # kvplan activation model, 24 576 tokens (assumed)
-Q35_ACT_8K = 595_591_168       # kvplan activation model, 8 192 tokens (assumed)
-ISSUE_AVAIL = int(0.8 * CAP_950PR) - Q35_W - Q35_ACT_24K - RUNTIME          # 90 212 649 881
+Q35_W = 14_730_513_920  # weights per rank, fp8, tp 2 (kvplan, exact shapes)
+Q35_W_MTP = 14_969_266_688  # + MTP layer
+Q35_ACT_24K = 1_786_773_504  # kvplan activation model, 24 576 tokens (assumed)
+Q35_ACT_8K = 595_591_168  # kvplan activation model, 8 192 tokens (assumed)
+ISSUE_AVAIL = int(0.8 * CAP_950PR) - Q35_W - Q35_ACT_24K - RUNTIME  # 90 212 649 881
 ISSUE_AVAIL_MTP = int(0.8 * CAP_950PR) - Q35_W_MTP - Q35_ACT_24K - RUNTIME  # 89 973 897 113
 
 
 def qwen35_cases() -> list[dict[str, Any]]:
     cases: list[dict[str, Any]] = []
-    base = {"model": "qwen3.5-27b", "card": "ascend-950pr", "tp": 2, "ctx_tokens": 32768,
-            "weights_dtype": "fp8", "kv_dtype": "bf16"}
+    base = {
+        "model": "qwen3.5-27b",
+        "card": "ascend-950pr",
+        "tp": 2,
+        "ctx_tokens": 32768,
+        "weights_dtype": "fp8",
+        "kv_dtype": "bf16",
+    }
     variants = [
-        ("ascend", False, 0, ISSUE_AVAIL, 71.00), ("ascend", True, 0, ISSUE_AVAIL, 63.4),
-        ("ascend", False, 1, ISSUE_AVAIL_MTP, 59.5), ("ascend", False, 3, ISSUE_AVAIL_MTP, 48.7),
-        ("ascend", False, 1, ISSUE_AVAIL, 59.5), ("ascend", False, 3, ISSUE_AVAIL, 48.7),
-        ("ascend-pr14543", False, 0, ISSUE_AVAIL, None), ("cuda", False, 0, ISSUE_AVAIL, 78.02),
-        ("cuda", True, 0, ISSUE_AVAIL, None), ("cuda", False, 1, ISSUE_AVAIL_MTP, None),
+        ("ascend", False, 0, ISSUE_AVAIL, 71.00),
+        ("ascend", True, 0, ISSUE_AVAIL, 63.4),
+        ("ascend", False, 1, ISSUE_AVAIL_MTP, 59.5),
+        ("ascend", False, 3, ISSUE_AVAIL_MTP, 48.7),
+        ("ascend", False, 1, ISSUE_AVAIL, 59.5),
+        ("ascend", False, 3, ISSUE_AVAIL, 48.7),
+        ("ascend-pr14543", False, 0, ISSUE_AVAIL, None),
+        ("cuda", False, 0, ISSUE_AVAIL, 78.02),
+        ("cuda", True, 0, ISSUE_AVAIL, None),
+        ("cuda", False, 1, ISSUE_AVAIL_MTP, None),
         ("cuda", False, 3, ISSUE_AVAIL_MTP, None),
     ]
     for engine, pc, spec, avail, issue_fig in variants:
-        out = hybrid_case(engine, QWEN35_27B, tp=2, kv_bytes=BF16, max_len=32768,
-                          available_bytes=avail, prefix_caching=pc, num_spec=spec)
+        out = hybrid_case(
+            engine,
+            QWEN35_27B,
+            tp=2,
+            kv_bytes=BF16,
+            max_len=32768,
+            available_bytes=avail,
+            prefix_caching=pc,
+            num_spec=spec,
+        )
         src = "issue-budget" if avail == ISSUE_AVAIL else "issue-budget-with-mtp-weights"
-        digits = 2 if issue_fig in (71.00, 78.02) else 1   # the issue prints 71.00x, 63.4x, ...
-        out["matches_issue_figure"] = (None if issue_fig is None else
-                                       f"{out['max_concurrency']:.{digits}f}" == f"{issue_fig:.{digits}f}")
-        cases.append({"id": f"qwen3.5-27b-tp2-950pr-32k-{engine}-pc{int(pc)}-mtp{spec}-{src}",
-                      "engine": engine, "inputs": {**base, "prefix_caching": pc,
-                      "num_speculative_tokens": spec, "available_kv_bytes": avail,
-                      "available_kv_source": src}, "expected": out, "issue_figure": issue_fig,
-                      "citation": CITATIONS["common"] + CITATIONS[engine]})
+        digits = 2 if issue_fig in (71.00, 78.02) else 1  # the issue prints 71.00x, 63.4x, ...
+        out["matches_issue_figure"] = (
+            None if issue_fig is None else f"{out['max_concurrency']:.{digits}f}" == f"{issue_fig:.{digits}f}"
+        )
+        cases.append(
+            {
+                "id": f"qwen3.5-27b-tp2-950pr-32k-{engine}-pc{int(pc)}-mtp{spec}-{src}",
+                "engine": engine,
+                "inputs": {
+                    **base,
+                    "prefix_caching": pc,
+                    "num_speculative_tokens": spec,
+                    "available_kv_bytes": avail,
+                    "available_kv_source": src,
+                },
+                "expected": out,
+                "issue_figure": issue_fig,
+                "citation": CITATIONS["common"] + CITATIONS[engine],
+            }
+        )
     # What vLLM itself would find with its defaults (util 0.92, 8192 batched tokens).
     avail = vllm_available_bytes(CAP_950PR, 0.92, Q35_W, Q35_ACT_8K, RUNTIME)
     for engine in ("ascend", "cuda"):
-        out = hybrid_case(engine, QWEN35_27B, tp=2, kv_bytes=BF16, max_len=32768,
-                          available_bytes=avail, prefix_caching=False, num_spec=0)
+        out = hybrid_case(
+            engine,
+            QWEN35_27B,
+            tp=2,
+            kv_bytes=BF16,
+            max_len=32768,
+            available_bytes=avail,
+            prefix_caching=False,
+            num_spec=0,
+        )
         out["min_gpu_memory_utilization_for_78_seqs"] = min_gpu_memory_utilization(
-            CAP_950PR, Q35_W + Q35_ACT_8K + RUNTIME, 78, int(out["blocks_per_request"]),
-            int(out["page_bytes"]), int(out["layers_per_group"]))
-        cases.append({"id": f"qwen3.5-27b-tp2-950pr-32k-{engine}-util092", "engine": engine,
-                      "inputs": {**base, "prefix_caching": False, "num_speculative_tokens": 0,
-                                 "available_kv_bytes": avail, "available_kv_source":
-                                 "vllm-default: ceil(0.92 x 128 GiB) - weights - act(8192 tok) - 3 GiB"
-                                 " (graph memory not subtracted)"},
-                      "expected": out, "issue_figure": None,
-                      "citation": CITATIONS["common"] + CITATIONS[engine]})
+            CAP_950PR,
+            Q35_W + Q35_ACT_8K + RUNTIME,
+            78,
+            int(out["blocks_per_request"]),
+            int(out["page_bytes"]),
+            int(out["layers_per_group"]),
+        )
+        cases.append(
+            {
+                "id": f"qwen3.5-27b-tp2-950pr-32k-{engine}-util092",
+                "engine": engine,
+                "inputs": {
+                    **base,
+                    "prefix_caching": False,
+                    "num_speculative_tokens": 0,
+                    "available_kv_bytes": avail,
+                    "available_kv_source": "vllm-default: ceil(0.92 x 128 GiB) - weights - act(8192 tok) - 3 GiB"
+                    " (graph memory not subtracted)",
+                },
+                "expected": out,
+                "issue_figure": None,
+                "citation": CITATIONS["common"] + CITATIONS[engine],
+            }
+        )
     return cases
 
 
@@ -246,24 +342,57 @@ def dense_and_mla_cases() -> list[dict[str, Any]]:
     # (id, model, tp, weights dtype, weight bytes, activation bytes at 8192 tokens (kvplan), layers,
     #  KV bytes per token per layer)
     specs = [
-        ("qwen3-32b-tp2-910b3-32k-ascend-util092", "qwen3-32b", 2, "bf16", 32_762_800_128, 796_917_760,
-         64, attn_bytes_per_token(8, 128, 2, BF16)),
-        ("deepseek-v3-tp16-910b3-32k-ascend-mla-util092", "deepseek-v3", 16, "int8", 44_466_628_352,
-         1_224_736_768, 61, (512 + 64) * BF16),
+        (
+            "qwen3-32b-tp2-910b3-32k-ascend-util092",
+            "qwen3-32b",
+            2,
+            "bf16",
+            32_762_800_128,
+            796_917_760,
+            64,
+            attn_bytes_per_token(8, 128, 2, BF16),
+        ),
+        (
+            "deepseek-v3-tp16-910b3-32k-ascend-mla-util092",
+            "deepseek-v3",
+            16,
+            "int8",
+            44_466_628_352,
+            1_224_736_768,
+            61,
+            (512 + 64) * BF16,
+        ),
     ]
     cases: list[dict[str, Any]] = []
     for case_id, model, tp, weights_dtype, weights, act, layers, per_layer in specs:
         avail = vllm_available_bytes(CAP_910B3, 0.92, weights, act, RUNTIME)
-        out = dense_case(n_layers=layers, bytes_per_token_layer=per_layer, block=128,
-                         max_len=32768, available_bytes=avail)
-        cases.append({"id": case_id, "engine": "ascend",
-                      "inputs": {"model": model, "card": "ascend-910b3", "tp": tp,
-                                 "ctx_tokens": 32768, "weights_dtype": weights_dtype, "kv_dtype": "bf16",
-                                 "available_kv_bytes": avail, "available_kv_source":
-                                 "ceil(0.92 x 64 GiB) - weights - act(8192 tok, kvplan model) - 3 GiB"},
-                      "expected": out, "issue_figure": None, "citation": CITATIONS["common"]
-                      + CITATIONS["ascend"][2:] + ["vllm-ascend vllm_ascend/core/kv_cache_interface.py:55-61"
-                                                  " AscendMLAAttentionSpec.page_size_bytes"]})
+        out = dense_case(
+            n_layers=layers, bytes_per_token_layer=per_layer, block=128, max_len=32768, available_bytes=avail
+        )
+        cases.append(
+            {
+                "id": case_id,
+                "engine": "ascend",
+                "inputs": {
+                    "model": model,
+                    "card": "ascend-910b3",
+                    "tp": tp,
+                    "ctx_tokens": 32768,
+                    "weights_dtype": weights_dtype,
+                    "kv_dtype": "bf16",
+                    "available_kv_bytes": avail,
+                    "available_kv_source": "ceil(0.92 x 64 GiB) - weights - act(8192 tok, kvplan model) - 3 GiB",
+                },
+                "expected": out,
+                "issue_figure": None,
+                "citation": CITATIONS["common"]
+                + CITATIONS["ascend"][2:]
+                + [
+                    "vllm-ascend vllm_ascend/core/kv_cache_interface.py:55-61"
+                    " AscendMLAAttentionSpec.page_size_bytes"
+                ],
+            }
+        )
     return cases
 
 
@@ -281,14 +410,19 @@ def main(argv: list[str]) -> None:
     for c in cases:
         e = c["expected"]
         fig = "" if c["issue_figure"] is None else f"  (issue: {c['issue_figure']})"
-        print(f"{c['id']:<78} block {e['block_size_tokens']:>5} page {e['page_bytes']:>9} "
-              f"g {e['layers_per_group']:>2} blocks {e['num_blocks']:>6} "
-              f"per-req {e['blocks_per_request']:>3} "
-              f"tokens {e['kv_cache_size_tokens']:>9,} conc {e['max_concurrency']:.2f}x{fig}")
+        print(
+            f"{c['id']:<78} block {e['block_size_tokens']:>5} page {e['page_bytes']:>9} "
+            f"g {e['layers_per_group']:>2} blocks {e['num_blocks']:>6} "
+            f"per-req {e['blocks_per_request']:>3} "
+            f"tokens {e['kv_cache_size_tokens']:>9,} conc {e['max_concurrency']:.2f}x{fig}"
+        )
     if "--write" in argv:
-        doc = {"about": "vLLM / vllm-ascend KV-pool sizing goldens; formulas and citations in "
-                        "docs/engines/vllm-memory.md; generated by docs/engines/worked_cases.py",
-               "sources": {"vllm": VLLM_SRC, "vllm_ascend": VA_SRC}, "cases": cases}
+        doc = {
+            "about": "vLLM / vllm-ascend KV-pool sizing goldens; formulas and citations in "
+            "docs/engines/vllm-memory.md; generated by docs/engines/worked_cases.py",
+            "sources": {"vllm": VLLM_SRC, "vllm_ascend": VA_SRC},
+            "cases": cases,
+        }
         here = os.path.dirname(os.path.abspath(__file__))
         out = os.path.join(here, "..", "..", "tests", "golden", "engines", "vllm_cases.json")
         write_atomic(os.path.normpath(out), json.dumps(doc, indent=1) + "\n", "--force" in argv)
