@@ -168,20 +168,18 @@ def test_repeat_runs_of_one_batch_pool_their_samples() -> None:
     assert [k.tokens for k in c.kernel_overhead_table or []] == [1, 256]
 
 
+def _mix_row(**changes: object) -> dict[str, object]:
+    """A raw layer_mix row at batch 1 (2 us median) whose kernels were not counted yet; `changes` override."""
+    row: dict[str, object] = {"mode": "layer_mix", "batch": 1, "heads": [4, 2, 16], "hidden": 64}
+    row.update(median_s=2e-6, kernels_counted=False, **changes)
+    return row
+
+
 def test_recount_rescales_the_mix_rows_to_the_profiled_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
     per_pass = small_kernels.MIX_KERNELS_PER_PASS
     rows = [
-        {
-            "mode": "layer_mix",
-            "batch": 1,
-            "heads": [4, 2, 16],
-            "hidden": 64,
-            "median_s": 2e-6,
-            "samples_s": [2e-6, 3e-6],
-            "kernels": 2 * per_pass,
-            "kernels_counted": False,
-        },
+        _mix_row(samples_s=[2e-6, 3e-6], kernels=2 * per_pass),
         {"mode": "decode_chain", "batch": 1, "median_s": 1e-6, "samples_s": [1e-6], "kernels": 11},
     ]
     monkeypatch.setattr(small_kernels, "count_kernels", lambda backend, fn: per_pass // 2)
@@ -194,17 +192,6 @@ def test_recount_rescales_the_mix_rows_to_the_profiled_kernels(monkeypatch: pyte
 
 def test_recount_without_a_profiler_keeps_the_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
-    rows = [
-        {
-            "mode": "layer_mix",
-            "batch": 1,
-            "heads": [4, 2, 16],
-            "hidden": 64,
-            "median_s": 2e-6,
-            "samples_s": [2e-6],
-            "kernels": 48,
-            "kernels_counted": False,
-        }
-    ]
+    rows = [_mix_row(samples_s=[2e-6], kernels=48)]
     assert small_kernels.recount(rows, _CpuBackend(torch)) is None  # cpu: no device profiler
     assert rows[0]["median_s"] == 2e-6 and rows[0]["kernels_counted"] is False
