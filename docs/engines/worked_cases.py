@@ -242,6 +242,20 @@ ISSUE_AVAIL = int(0.8 * CAP_950PR) - Q35_W - Q35_ACT_24K - RUNTIME  # 90 212 649
 ISSUE_AVAIL_MTP = int(0.8 * CAP_950PR) - Q35_W_MTP - Q35_ACT_24K - RUNTIME  # 89 973 897 113
 
 
+def q35_tp2_case(engine: str, avail: int, *, prefix_caching: bool, num_spec: int) -> dict[str, Any]:
+    """The Qwen3.5-27B tp 2, 32k, bf16-KV case every 950PR variant below shares."""
+    return hybrid_case(
+        engine,
+        QWEN35_27B,
+        tp=2,
+        kv_bytes=BF16,
+        max_len=32768,
+        available_bytes=avail,
+        prefix_caching=prefix_caching,
+        num_spec=num_spec,
+    )
+
+
 def qwen35_cases() -> list[dict[str, Any]]:
     cases: list[dict[str, Any]] = []
     base = {
@@ -266,16 +280,7 @@ def qwen35_cases() -> list[dict[str, Any]]:
         ("cuda", False, 3, ISSUE_AVAIL_MTP, None),
     ]
     for engine, pc, spec, avail, issue_fig in variants:
-        out = hybrid_case(
-            engine,
-            QWEN35_27B,
-            tp=2,
-            kv_bytes=BF16,
-            max_len=32768,
-            available_bytes=avail,
-            prefix_caching=pc,
-            num_spec=spec,
-        )
+        out = q35_tp2_case(engine, avail, prefix_caching=pc, num_spec=spec)
         src = "issue-budget" if avail == ISSUE_AVAIL else "issue-budget-with-mtp-weights"
         digits = 2 if issue_fig in (71.00, 78.02) else 1  # the issue prints 71.00x, 63.4x, ...
         out["matches_issue_figure"] = (
@@ -300,16 +305,7 @@ def qwen35_cases() -> list[dict[str, Any]]:
     # What vLLM itself would find with its defaults (util 0.92, 8192 batched tokens).
     avail = vllm_available_bytes(CAP_950PR, 0.92, Q35_W, Q35_ACT_8K, RUNTIME)
     for engine in ("ascend", "cuda"):
-        out = hybrid_case(
-            engine,
-            QWEN35_27B,
-            tp=2,
-            kv_bytes=BF16,
-            max_len=32768,
-            available_bytes=avail,
-            prefix_caching=False,
-            num_spec=0,
-        )
+        out = q35_tp2_case(engine, avail, prefix_caching=False, num_spec=0)
         out["min_gpu_memory_utilization_for_78_seqs"] = min_gpu_memory_utilization(
             CAP_950PR,
             Q35_W + Q35_ACT_8K + RUNTIME,
@@ -327,8 +323,8 @@ def qwen35_cases() -> list[dict[str, Any]]:
                     "prefix_caching": False,
                     "num_speculative_tokens": 0,
                     "available_kv_bytes": avail,
-                    "available_kv_source": "vllm-default: ceil(0.92 x 128 GiB) - weights - act(8192 tok) - 3 GiB"
-                    " (graph memory not subtracted)",
+                    "available_kv_source": "vllm-default: ceil(0.92 x 128 GiB) - weights"
+                    " - act(8192 tok) - 3 GiB (graph memory not subtracted)",
                 },
                 "expected": out,
                 "issue_figure": None,
@@ -381,7 +377,8 @@ def dense_and_mla_cases() -> list[dict[str, Any]]:
                     "weights_dtype": weights_dtype,
                     "kv_dtype": "bf16",
                     "available_kv_bytes": avail,
-                    "available_kv_source": "ceil(0.92 x 64 GiB) - weights - act(8192 tok, kvplan model) - 3 GiB",
+                    "available_kv_source": "ceil(0.92 x 64 GiB) - weights"
+                    " - act(8192 tok, kvplan model) - 3 GiB",
                 },
                 "expected": out,
                 "issue_figure": None,
