@@ -88,3 +88,23 @@ def test_unknown_hf_name_is_one_clear_error() -> None:
 def test_deepseek_v32_card_says_the_indexer_is_not_modelled() -> None:
     card = catalog.load_model("deepseek-v3.2")
     assert card.attention == "mla" and "NOT MODELLED" in card.notes and "indexer" in card.notes
+
+
+def test_linear_attention_rows_before_the_ascendc_gdn_op_are_not_predicted() -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "calibration" / "published" / "predict.py"
+    spec = importlib.util.spec_from_file_location("published_predict", path)
+    assert spec is not None and spec.loader is not None
+    predict = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(predict)
+    with predict.CORPUS.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    older = [r for r in rows if r["engine"] == "vllm-ascend" and r["source_date"] < predict.ASCENDC_GDN_DATE]
+    linear = [r for r in older if r["model"].startswith(predict.LINEAR_ATTENTION_MODELS)]
+    assert linear, "the corpus holds the Dec-2025 Qwen3-Next doc row"
+    for row in linear:
+        reason = predict._skip_reason(row)
+        assert reason is not None and "Triton GDN" in reason
+    newer = [r for r in rows if r["source_date"] >= predict.ASCENDC_GDN_DATE and "Qwen3.5-27B" in r["model"]]
+    assert all(predict._older_gdn_kernels(r) is None for r in newer)

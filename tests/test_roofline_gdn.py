@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from planner.deployment import Deployment
-from planner.perf import opcost, roofline
+from planner.perf import opcost, prefill, roofline
 from planner.perf.kernels import op_kernels, state_passes
 from tests.helpers import deployment
 
@@ -45,3 +45,19 @@ def test_gdn_layer_cost_grows_with_batch_and_dominates_fused() -> None:
     t64 = roofline.decode_step_s(slow, batch=64, ctx_tokens=2048)
     assert t64 > t1
     assert t1 > roofline.decode_step_s(fused, batch=1, ctx_tokens=2048)
+
+
+@pytest.mark.parametrize("draft", [1, 3])
+def test_speculative_verify_writes_one_state_snapshot_per_position(draft: int) -> None:
+    plain, spec = _dep("vllm"), _dep("vllm").model_copy(update={"mtp_tokens": draft})
+    assert spec.include_mtp
+    geo = opcost.geometry(plain)
+    extra = _gdn_bytes(spec, 8.0) - _gdn_bytes(plain, 8.0)
+    # one read + (1 + k) writes: k more state passes per sequence than a plain decode step
+    assert extra == pytest.approx(8 * draft * geo.state_bytes_per_sequence)
+
+
+def test_prefill_writes_the_state_once_even_with_mtp() -> None:
+    dep = _dep("vllm").model_copy(update={"mtp_tokens": 3})
+    step = prefill.prefill_step(dep, prompt_tokens=1024)
+    assert step.state_writes == 1

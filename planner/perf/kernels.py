@@ -118,7 +118,11 @@ TRANSFORMERS: dict[OpName, OpKernels] = {
 # Passes over each sequence's linear-attention (conv + recurrent) state per decode step: read + write once
 # in a fused update [assumed for mindie, vllm]; transformers + fla reads and writes the fp32 state twice
 # (the recurrent kernel returns a new state that the cache then copy_'s) [measured: h200-run5 gdn_*.json,
-# 27B shape at batch 64: recurrent kernel 138 us + copies 136 us over a 207 MB state].
+# 27B shape at batch 64: recurrent kernel 138 us + copies 136 us over a 207 MB state]. A speculative verify
+# step writes one more snapshot per draft token (opcost.gdn_update_term): vllm-ascend's recurrent rule stores
+# the state after every verified position in its own slot and vLLM keeps 1 + num_speculative_blocks state
+# blocks per request [source: vllm-ascend 182b75ea, tests/e2e/nightly/single_node/ops/singlecard_ops/
+# test_recurrent_gated_delta_rule.py golden, vllm_ascend/patch/worker/patch_mamba_utils.py; assumed for mindie].
 STATE_PASSES: dict[EngineName, int] = {"mindie": 2, "vllm": 2, "transformers": 4}
 
 ENGINE_KERNELS: dict[EngineName, dict[OpName, OpKernels]] = {

@@ -40,6 +40,8 @@ class Step:
     logits_tokens    rows the lm_head computes
     draft_runs       MTP draft passes (k in decode, 1 in prefill with MTP on, else 0)
     draft_tokens     tokens per draft pass; draft_logits its lm_head rows
+    state_writes     linear-attention state snapshots each sequence writes: 1 + k when a decode step
+                     verifies k draft tokens (every position's state is kept for rollback), else 1
     """
 
     tokens: FloatArray
@@ -50,6 +52,7 @@ class Step:
     draft_runs: int
     draft_tokens: FloatArray
     draft_logits: FloatArray
+    state_writes: int = 1
 
 
 @dataclass(frozen=True)
@@ -222,17 +225,18 @@ def cache_attention_term(
 
 
 def gdn_update_term(geo: Geometry, step: Step) -> Term:
-    """Gated DeltaNet state update: every sequence reads and writes its fixed conv + recurrent state.
+    """Gated DeltaNet state update: every sequence reads its fixed conv + recurrent state and writes it back,
+    once per verified position in a speculative decode step.
 
     Formula:
-        bytes = P * s * S + W_gdn       S state bytes per sequence (all linear layers), W_gdn conv/dt weights,
-                                        P state passes of the engine (2 fused; 4 for transformers + fla)
-        flop  = n * G                   G gdn_flop_per_token
+        bytes = (P + w - 1) * s * S + W_gdn   S state bytes per sequence (all linear layers), W_gdn conv/dt
+                                              weights, P state passes of the engine (2 fused: one read, one
+                                              write; 4 for transformers + fla), w state snapshots written per
+                                              sequence (1 + k with k draft tokens, else 1)
+        flop  = n * G                         G gdn_flop_per_token
     """
-    hbm = (
-        state_passes(geo.engine) * step.sequences * geo.state_bytes_per_sequence
-        + geo.weights.weight_bytes["gdn.update"]
-    )
+    passes = state_passes(geo.engine) + step.state_writes - 1
+    hbm = passes * step.sequences * geo.state_bytes_per_sequence + geo.weights.weight_bytes["gdn.update"]
     flop = step.tokens * geo.gdn_flop_per_token
     layers = geo.layers["linear"]
     return term(

@@ -235,7 +235,8 @@ def decode_step(dep: Deployment, *, batch: FloatArray, ctx_tokens: FloatArray) -
 
     Formula: q = 1 + k (k = mtp_tokens when MTP is on); tokens = batch * q;
     cached = ceil(ctx / block) * block;
-    attended = ctx + (q + 1) / 2; logits rows = tokens; k draft passes of `batch` tokens each.
+    attended = ctx + (q + 1) / 2; logits rows = tokens; k draft passes of `batch` tokens each; q state
+    snapshots written per sequence (opcost.gdn_update_term).
     """
     draft = dep.mtp_tokens if dep.include_mtp else 0
     q = 1 + draft
@@ -251,6 +252,7 @@ def decode_step(dep: Deployment, *, batch: FloatArray, ctx_tokens: FloatArray) -
         draft_runs=draft,
         draft_tokens=batch,
         draft_logits=batch,
+        state_writes=q,
     )
 
 
