@@ -38,12 +38,19 @@ SEED_950PR_MEMORY_GIB = "64"  # seed 000: a 64 GB 950PR (calibration/published/R
 # Its card models dense MLA attention (the DSA indexer picking 2048 keys is not modelled), and the CI reuses
 # one floor for different set-ups (1254 tok/s at 1 client with a 64k prompt and at 512): not predicted.
 SPARSE_ATTENTION_MODEL = "deepseek-ai/DeepSeek-V3.2"
-# vllm-ascend ran Gated DeltaNet decode through Triton kernels until its AscendC recurrent op (#6725,
-# 2026-03-09; #8055 2026-04-22; "RGDR optimization" #9264 2026-05-30). The profiles describe the engine of the
-# CI floors they are fitted on (2026-05 .. 2026-08), so a linear-attention row measured before the op timed
-# kernels vllm-ascend no longer runs: not predicted (ACCURACY.md shows the fit with it as well).
-ASCENDC_GDN_DATE = "2026-03-09"
-LINEAR_ATTENTION_MODELS = ("Qwen/Qwen3-Next-", "Qwen/Qwen3.5-")
+# The fitted vllm-ascend profiles describe the engine of the CI floors they stand on (main, 2026-04 .. 2026-08,
+# about v0.18 .. v0.25). Rows measured before v0.16.0rc1 (2026-03-10, the first release with the AscendC
+# recurrent Gated DeltaNet op, #6725; v0.9 .. v0.15 also predate most of the graph-mode and fused-op work the
+# floors ran with) are predicted and reported by fit_profiles.py, never fitted.
+FIT_ERA_START = "2026-03-10"
+
+
+def older_engine(row: dict[str, str]) -> str | None:
+    """Why a vllm-ascend row predates the engine the fitted profiles describe (not fitted), or None."""
+    if row["engine"] == "vllm-ascend" and row["source_date"] < FIT_ERA_START:
+        version = row["engine_version"] or "version not stated"
+        return f"vllm-ascend {version}, measured {row['source_date']}: before v0.16.0rc1 ({FIT_ERA_START})"
+    return None
 # Seed 000's own client loop (max_tokens 128, no ignore_eos, each client sends its next request when its own
 # ends): request ends drift apart and MindIE prefills waiting prompts between decode steps ("random").
 SEED_000_ARRIVALS = "random"
@@ -95,14 +102,6 @@ def _unmodelled(row: dict[str, str]) -> str | None:
         return "eagle3 speculation: a separate draft model (kvplan times MTP heads only: plain decode here)"
     if row["model"].startswith(SPARSE_ATTENTION_MODEL):
         return "DeepSeek-V3.2 sparse attention (DSA indexer) not modelled; CI floors repeat across set-ups"
-    return _older_gdn_kernels(row)
-
-
-def _older_gdn_kernels(row: dict[str, str]) -> str | None:
-    """Why a vllm-ascend linear-attention row predates the engine the profiles describe, or None."""
-    older = row["engine"] == "vllm-ascend" and row["source_date"] < ASCENDC_GDN_DATE
-    if older and row["model"].startswith(LINEAR_ATTENTION_MODELS):
-        return f"Triton GDN kernels: measured {row['source_date']}, before vllm-ascend's AscendC recurrent op"
     return None
 
 
