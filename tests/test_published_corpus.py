@@ -107,3 +107,29 @@ def test_rows_of_older_vllm_ascend_releases_are_reported_not_fitted() -> None:
         assert reason is not None and row["source_date"] in reason
     newer = [r for r in rows if r["source_date"] >= predict.FIT_ERA_START or r["engine"] != "vllm-ascend"]
     assert newer and all(predict.older_engine(r) is None for r in newer)
+
+
+KINDS = {"ci-baseline-floor", "measured", "paper", "seed"}
+POSITIVE_NUMBERS = (
+    "tp", "dp", "ep", "concurrency", "input_tokens", "output_tokens", "output_tokens_per_s",
+    "ttft_s", "tpot_s",
+)  # fmt: skip
+
+
+def test_every_row_names_a_known_card_a_kind_and_where_it_came_from() -> None:
+    """Each published number names a kvplan card, one of the corpus kinds, an engine, and a source a reviewer
+    can open; a numeric cell is empty (not stated) or a positive number (seconds, tokens, tokens/s, ranks)."""
+    with (PUBLISHED / "ascend-serving.csv").open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    cards = set(catalog.card_ids())
+    for line, row in enumerate(rows, start=2):
+        assert row["card"] in cards and row["kind"] in KINDS, line
+        assert row["engine"] and row["notes"], line
+        # A public row links its page; a seed row names its file under the steering repo's shared/seeds.
+        linked = row["source_url"].startswith("https://")
+        assert linked or row["source_path"].startswith("/work/shared/seeds/"), line
+        assert float(row["output_tokens_per_s"]) > 0, line
+        for column in POSITIVE_NUMBERS:
+            assert row[column] == "" or float(row[column]) > 0, (line, column)
+        # TPOT is one decode step per request: a published value in ms copied unconverted would exceed 10 s.
+        assert row["tpot_s"] == "" or float(row["tpot_s"]) < 10, line
