@@ -17,6 +17,7 @@ from typing import Any
 
 import streamlit as st
 
+from dashboard import bands
 from dashboard import view as dashboard
 from dashboard.load import show_load
 from dashboard.sections import (
@@ -274,6 +275,7 @@ def show_metrics(plan: Plan) -> None:
             ),
         ]
     )
+    st.caption(bands.speed_range_text(perf))  # metric boxes are too narrow for a range
 
 
 def show_downloads(settings: Settings, plan: Plan) -> None:

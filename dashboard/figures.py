@@ -99,14 +99,48 @@ def _line(x: Any, y: Any, name: str, *, color: str, **style: Any) -> go.Scatter:
     )
 
 
+def band_traces(x: Any, low: Any, high: Any, name: str, *, color: str, **style: Any) -> list[go.Scatter]:
+    """A translucent band between low and high (the range of a speed line, planner/perf/fit_band.py): an
+    invisible lower edge, then the upper edge filled down to it (plotly fill="tonexty")."""
+    red, green, blue = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    edge = {"mode": "lines", "line": {"width": 0, "color": color}, "hoverinfo": "skip", **style}
+    return [
+        go.Scatter(x=x, y=low, name=f"{name} low", showlegend=False, **edge),
+        go.Scatter(
+            x=x,
+            y=high,
+            name=f"{name} range",
+            fill="tonexty",
+            fillcolor=f"rgba({red},{green},{blue},0.15)",
+            **edge,
+        ),
+    ]
+
+
 def fig_speed(
     curve: dashboard.SpeedCurve, *, knee: int, batch: int, tpot_slo_ms: float, slo_batch: int | None
 ) -> go.Figure:
-    """Aggregate and per-user tokens/s vs batch, with the knee, the chosen batch and the TPOT SLO."""
-    top = float(np.max(curve.tokens_per_s)) * 1.08
+    """Aggregate and per-user tokens/s vs batch, each with its range as a band, with the knee, the chosen
+    batch and the TPOT SLO."""
+    top = float(np.max(curve.tokens_per_s_high)) * 1.08
     fig = go.Figure()
+    fig.add_traces(
+        band_traces(
+            curve.batch, curve.tokens_per_s_low, curve.tokens_per_s_high, "aggregate tok/s", color="#4C6EF5"
+        )
+    )
     fig.add_trace(
         _line(curve.batch, curve.tokens_per_s, "aggregate tok/s", color="#4C6EF5", marker={"size": 5})
+    )
+    fig.add_traces(
+        band_traces(
+            curve.batch,
+            curve.per_user_tokens_per_s_low,
+            curve.per_user_tokens_per_s_high,
+            "per-user tok/s",
+            color="#F08C00",
+            yaxis="y2",
+        )
     )
     fig.add_trace(
         _line(
@@ -135,7 +169,7 @@ def fig_speed(
         fig.add_trace(
             marker_line(slo_batch, top=top, name=f"SLO: batch {slo_batch}", color="#E03131", dash="dash")
         )
-    per_user_top = max(float(np.max(curve.per_user_tokens_per_s)), slo_rate) * 1.08
+    per_user_top = max(float(np.max(curve.per_user_tokens_per_s_high)), slo_rate) * 1.08
     fig.update_layout(
         height=400,
         margin={"l": 10, "r": 10, "t": 10, "b": 10},
@@ -164,9 +198,14 @@ def ctx_labels(ctx_tokens: np.ndarray) -> list[str]:
 
 
 def fig_tpot_vs_ctx(grid: dashboard.FeasibilityGrid, *, tpot_slo_ms: float, ctx_tokens: int) -> go.Figure:
-    """TPOT vs context length at batch 1 and at the plan's batch (lines stop where memory runs out)."""
+    """TPOT vs context length at batch 1 and at the plan's batch, each with its range as a band (lines stop
+    where memory runs out)."""
     fig = go.Figure()
     for row, batch in enumerate(grid.batch):
+        low, high = (units.s_to_ms(t[row]) for t in (grid.tpot_s_low, grid.tpot_s_high))
+        fig.add_traces(
+            band_traces(grid.ctx_tokens, low, high, f"batch {batch}", color=COMPARE_COLORS[row % 3])
+        )
         fig.add_trace(
             _line(
                 grid.ctx_tokens,
@@ -218,7 +257,9 @@ def fig_feasibility(grid: dashboard.FeasibilityGrid, *, tpot_slo_ms: float) -> g
                 [min(slo_at + 1e-6, 1.0), "#FFA8A8"],
                 [1, "#C92A2A"],
             ],
-            hovertemplate="batch %{y}, ctx %{x}<br>TPOT %{z:.1f} ms<extra></extra>",
+            customdata=np.stack([units.s_to_ms(grid.tpot_s_low), units.s_to_ms(grid.tpot_s_high)], axis=-1),
+            hovertemplate="batch %{y}, ctx %{x}<br>TPOT %{z:.1f} ms (range %{customdata[0]:.1f}-"
+            "%{customdata[1]:.1f})<extra></extra>",
         )
     )
     fig.update_layout(

@@ -47,6 +47,11 @@ class SpeedCurve:
     decode_step_s: np.ndarray
     per_user_tokens_per_s: np.ndarray
     tokens_per_s: np.ndarray
+    # the range of each rate (planner/perf/fit_band.py): rate x the band's low and high factors
+    per_user_tokens_per_s_low: np.ndarray
+    per_user_tokens_per_s_high: np.ndarray
+    tokens_per_s_low: np.ndarray
+    tokens_per_s_high: np.ndarray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +62,8 @@ class FeasibilityGrid:
     ctx_tokens: np.ndarray
     fits: np.ndarray
     tpot_s: np.ndarray
+    tpot_s_low: np.ndarray  # the range of tpot_s (fit_band): tpot / the band's high and low factors
+    tpot_s_high: np.ndarray
 
 
 def memory_segments(mem: MemoryBreakdown, *, batch: int) -> list[MemorySegment]:
@@ -147,25 +154,36 @@ def per_user_tokens_per_s_at(tpot_s: float) -> float:
 
 def speed_curve(dep: Deployment, *, batch: np.ndarray, ctx_tokens: int) -> SpeedCurve:
     """Per-user and aggregate tokens/s over a batch axis at ctx_tokens (one vectorised roofline call)."""
-    from planner.perf import serving
+    from planner.perf import fit_band, serving
 
     step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=np.array([ctx_tokens]))[:, 0]
     per_user = serving.tokens_per_step(dep) / step_s
-    return SpeedCurve(
-        batch=batch, decode_step_s=step_s, per_user_tokens_per_s=per_user, tokens_per_s=per_user * batch
-    )
+    low, high = (f[:, 0] for f in fit_band.factor_grid(dep, batch=batch.tolist(), ctx_tokens=[ctx_tokens]))
+    rates = {"per_user_tokens_per_s": per_user, "tokens_per_s": per_user * batch}
+    ranges = {
+        f"{name}_{end}": rate * f for name, rate in rates.items() for end, f in (("low", low), ("high", high))
+    }
+    return SpeedCurve(batch=batch, decode_step_s=step_s, **rates, **ranges)
 
 
 def feasibility_grid(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarray) -> FeasibilityGrid:
     """Which (batch, ctx) pairs fit the KV budget, and their TPOT (step / tokens per step; NaN where not)."""
-    from planner.perf import serving, sweep
+    from planner.perf import fit_band, serving, sweep
 
     fits = sweep.fits_memory_grid(
         dep, batch=batch.astype(np.int64)[:, None], ctx_tokens=ctx_tokens.astype(np.int64)[None, :]
     )
     step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=ctx_tokens)
     tpot_s = np.where(fits, step_s / serving.tokens_per_step(dep), np.nan)
-    return FeasibilityGrid(batch=batch, ctx_tokens=ctx_tokens, fits=fits, tpot_s=tpot_s)
+    low, high = fit_band.factor_grid(dep, batch=batch.tolist(), ctx_tokens=ctx_tokens.tolist())
+    return FeasibilityGrid(
+        batch=batch,
+        ctx_tokens=ctx_tokens,
+        fits=fits,
+        tpot_s=tpot_s,
+        tpot_s_low=tpot_s / high,
+        tpot_s_high=tpot_s / low,
+    )
 
 
 # CLI flags in planner messages -> the dashboard widget that sets the same value.

@@ -40,20 +40,29 @@ class Recommendation(Frozen):
 
 
 class SpeedRange(Frozen):
-    """Where a fitted profile's speed is good to (planner/perf/fit_band.py): the decode step and aggregate
-    tokens/s at its low and high ends, whether the plan lies outside the fitted batch/ctx range."""
+    """Where the plan's speed figures come from and the range they are good to (planner/perf/fit_band.py):
+    each figure at the low and high end of its range (a time's low end is the fast one), the compact and
+    full source, which band prefill (TTFT) takes, whether the plan is outside what the profile covers, and
+    notes (where the range comes from, what is extrapolated)."""
 
     source: str
+    label: str
     decode_step_s_low: float
     decode_step_s_high: float
     tokens_per_s_low: float
     tokens_per_s_high: float
+    per_user_tokens_per_s_low: float
+    per_user_tokens_per_s_high: float
+    ttft_s_low: float
+    ttft_s_high: float
+    ttft_source: str
     extrapolated: bool
+    notes: list[str]
 
 
 class Performance(Frozen):
-    """Roofline estimate at one batch size; speed_range when the profile is fitted (else None, left out of
-    the JSON)."""
+    """Roofline estimate at one batch size, with its source and range (speed_range; None only where a
+    caller built a bare estimate, and then left out of the JSON)."""
 
     batch: int
     ctx_tokens: int
@@ -129,7 +138,7 @@ class Plan(Frozen):
 
     def json_payload(self) -> dict[str, Any]:
         """The plan as JSON values; `layout` is left out of tensor-parallel-only plans, `load_knee` when
-        not computed, `performance.speed_range` when the profile is not fitted."""
+        not computed, `performance.speed_range` when none was computed."""
         absent = [name for name in ("layout", "load_knee") if getattr(self, name) is None]
         exclude: dict[str, Any] = dict.fromkeys(absent, True)
         if self.performance is not None and self.performance.speed_range is None:

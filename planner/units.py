@@ -96,6 +96,12 @@ def fmt_ms(seconds: float) -> str:
     return f"{seconds / MS_S:.1f} ms"
 
 
+def fmt_span(low: float, high: float) -> str:
+    """A range of two values in one unit, to about 3 significant figures (a range is not known better):
+    '99-231', '26.5-33.7', '1,204-15,446'."""
+    return "-".join(f"{v:,.0f}" if v >= 100 else f"{v:.3g}" for v in (low, high))
+
+
 def fmt_tokens_per_s(tokens_per_s: float) -> str:
     """Display a throughput in tokens/s."""
     return f"{tokens_per_s:,.1f} tok/s"

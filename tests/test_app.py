@@ -283,3 +283,52 @@ def test_a_fit_used_outside_its_range_is_warned_not_green(tmp_path: Path) -> Non
     outside = dashboard.plan_for(PlanRequest(model="qwen3-8b", card=str(profile), ctx="128k", batch=1))
     assert not any("outside the fitted range" in w for w in dashboard.fit_warnings(*inside))
     assert any("ctx 131072 is outside the fitted range" in w for w in dashboard.fit_warnings(*outside))
+
+
+def _band_brackets(fig: object, line_name: str) -> None:
+    """The figure has a translucent band for `line_name` (fill to the invisible low edge drawn just before
+    it), the line lies inside it at every point (on an edge at most: the uncalibrated Ascend pair's high
+    side is the estimate) and the band has a width."""
+    traces = {t.name: t for t in fig.data}  # type: ignore[attr-defined]
+    line, low, high = (traces[f"{line_name}{end}"] for end in ("", " low", " range"))
+    assert high.fill == "tonexty" and "rgba(" in high.fillcolor and low.line.width == 0
+    names = [t.name for t in fig.data]  # type: ignore[attr-defined]
+    assert names.index(f"{line_name} range") == names.index(f"{line_name} low") + 1  # tonexty fills to it
+    y, y_low, y_high = (np.asarray(t.y, dtype=float) for t in (line, low, high))
+    shown = np.isfinite(y)
+    assert shown.any()
+    assert np.all(y_low[shown] <= y[shown]) and np.all(y[shown] <= y_high[shown])
+    assert np.all(y_low[shown] < y_high[shown])
+
+
+@pytest.mark.parametrize("card", ["ascend-950pr", "ascend-910b3", "nvidia-h200"])
+def test_speed_charts_draw_the_range_as_a_band(card: str) -> None:
+    """Throughput vs batch (aggregate and per user) and TPOT vs context: every line has its band (fitted,
+    uncalibrated and microbenchmark profiles)."""
+    from dashboard import figures
+
+    dep, plan = dashboard.plan_for(PlanRequest(model="qwen3.5-27b", card=card, ctx="8k", dtype="int8"))
+    most = plan.recommendation.max_batch_size
+    curve = dashboard.speed_curve(dep, batch=dashboard.batch_axis(most), ctx_tokens=dep.ctx_tokens)
+    speed = figures.fig_speed(curve, knee=most, batch=most, tpot_slo_ms=50.0, slo_batch=None)
+    _band_brackets(speed, "aggregate tok/s")
+    _band_brackets(speed, "per-user tok/s")
+    grid = dashboard.feasibility_grid(
+        dep, batch=np.array([1, most]), ctx_tokens=dashboard.ctx_axis(32768, include=dep.ctx_tokens)
+    )
+    tpot = figures.fig_tpot_vs_ctx(grid, tpot_slo_ms=50.0, ctx_tokens=dep.ctx_tokens)
+    for batch in (1, most):
+        _band_brackets(tpot, f"batch {batch}")
+    # the curve's range at the plan's batch is the plan's own (one band, two call paths)
+    assert curve.tokens_per_s_high[-1] == pytest.approx(plan.performance.speed_range.tokens_per_s_high)
+
+
+def test_speed_metrics_show_the_range_and_its_source(app: AppTest) -> None:
+    """Under the speed metrics: each figure's range and its source (by default the fitted 950PR)."""
+    captions = [c.value for c in app.caption if c.value.startswith("Range (")]
+    assert len(captions) == 1
+    assert "TPOT" in captions[0] and "TTFT" in captions[0] and "Source: fit" in captions[0]
+    app.toggle(key="uncalibrated").set_value(True).run()
+    assert_clean(app)
+    captions = [c.value for c in app.caption if c.value.startswith("Range (uncalibrated)")]
+    assert len(captions) == 1 and "published Ascend serving rows" in captions[0]

@@ -1,34 +1,95 @@
-"""Where a speed figure comes from and its range (planner/perf/fit_band.py), and `kvplan serve` showing it."""
+"""Where a speed figure comes from and its range (planner/perf/fit_band.py): the bands per source, the
+measured constants against benchmarks/speed_band_sources.py, and every command that prints a speed showing
+the range."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner import catalog, inputs
+from planner.deployment import Deployment
+from planner.errors import KvplanError
 from planner.perf import fit_band
 from tests.helpers import kvplan
 
 SEED = Path(__file__).resolve().parents[1] / "docs/examples/seed-950pr-qwen3-27b.csv"
+CARDS = catalog.card_ids()
 
 
-def test_uncalibrated_card_gets_the_published_spread() -> None:
-    dep = inputs.to_deployment(inputs.PlanRequest(model="qwen3-8b", card="ascend-910b3", ctx="4k"))
-    band = fit_band.speed_band(dep, batch=8, ctx_tokens=4096)
-    assert band.source.startswith("datasheet peaks")
-    assert (band.low_factor, band.high_factor) == (
-        1 / fit_band.UNCALIBRATED_SLOW_FACTOR,
-        fit_band.UNCALIBRATED_FAST_FACTOR,
+def deployment(card: str, *, model: str = "qwen3-8b", ctx: str = "4k", calibrated: bool = True) -> Deployment:
+    return inputs.to_deployment(
+        inputs.PlanRequest(model=model, card=card, ctx=ctx, dtype="int8", calibrated=calibrated)
     )
 
 
-def test_microbenchmarked_card_is_narrow() -> None:
-    dep = inputs.to_deployment(inputs.PlanRequest(model="qwen3-8b", card="nvidia-h200", ctx="4k"))
-    band = fit_band.speed_band(dep, batch=8, ctx_tokens=4096)
-    assert band.source.startswith("microbenchmarks")
-    assert band.high_factor - band.low_factor == pytest.approx(2 * fit_band.MICROBENCH_FRACTION)
+def test_uncalibrated_cards_get_their_vendors_measured_pair() -> None:
+    """Ascend: the published-row pair; NVIDIA (the H200 with --uncalibrated, an H100 with no measured
+    block): the H200 datasheet pair."""
+    for card, calibrated, pair, ttft in (
+        ("ascend-910b3", True, fit_band.ASCEND_DATASHEET_FACTORS, fit_band.ASCEND_DATASHEET_TTFT_FACTORS),
+        ("nvidia-h100", True, fit_band.GPU_DATASHEET_FACTORS, fit_band.GPU_DATASHEET_TTFT_FACTORS),
+        ("nvidia-h200", False, fit_band.GPU_DATASHEET_FACTORS, fit_band.GPU_DATASHEET_TTFT_FACTORS),
+    ):
+        band = fit_band.speed_band(deployment(card, calibrated=calibrated), batch=8, ctx_tokens=4096)
+        assert band.source.startswith("datasheet peaks") and band.label == "uncalibrated"
+        assert (band.low_factor, band.high_factor) == pair
+        assert (band.ttft_low_factor, band.ttft_high_factor) == ttft
+        assert "benchmarks/speed_band_sources.py" in band.notes[0]
+    assert fit_band.ASCEND_DATASHEET_FACTORS != fit_band.GPU_DATASHEET_FACTORS
+
+
+def test_measured_constants_agree_with_the_script() -> None:
+    """The pairs in fit_band.py are what benchmarks/speed_band_sources.py computes from the repo's data
+    (published Ascend rows, H200 end-to-end decode points and TTFTs): they cannot drift silently. When this
+    fails, run the script and copy its pairs (and the numbers in their comments) into fit_band.py."""
+    from benchmarks import speed_band_sources
+
+    assert len(speed_band_sources.ascend_decode_ratios()) == fit_band.ASCEND_PUBLISHED_ROWS
+    assert speed_band_sources.factors() == {
+        "ascend_decode": fit_band.ASCEND_DATASHEET_FACTORS,
+        "ascend_ttft": fit_band.ASCEND_DATASHEET_TTFT_FACTORS,
+        "gpu_decode": fit_band.GPU_DATASHEET_FACTORS,
+        "gpu_ttft": fit_band.GPU_DATASHEET_TTFT_FACTORS,
+        "microbench_decode": fit_band.MICROBENCH_FACTORS,
+        "microbench_ttft": fit_band.MICROBENCH_TTFT_FACTORS,
+        "microbench_ttft_untabled": fit_band.MICROBENCH_UNTABLED_TTFT_FACTORS,
+    }
+
+
+def test_microbenchmarked_card_is_narrow_and_widens_beyond_its_tables() -> None:
+    """H200 (microbenchmarks): MICROBENCH_FACTORS inside the attention tables (batch 1-256 at most);
+    batch 1024 (> 2 x the largest measured) widens one axis and says so in fit_checks' words."""
+    dep = deployment("nvidia-h200")
+    inside = fit_band.speed_band(dep, batch=8, ctx_tokens=4096)
+    assert inside.source.startswith("microbenchmarks") and not inside.extrapolated
+    assert (inside.low_factor, inside.high_factor) == fit_band.MICROBENCH_FACTORS
+    cover = fit_band.attention_coverage(dep.hardware.measured)
+    assert cover is not None
+    beyond = int(3 * cover[1])
+    outside = fit_band.speed_band(dep, batch=beyond, ctx_tokens=4096)
+    assert outside.extrapolated
+    assert outside.high_factor - inside.high_factor == pytest.approx(fit_band.EXTRAPOLATION_FRACTION)
+    assert outside.notes == [
+        f"batch {beyond} is outside the profile's attention tables {cover[0]:g}-{cover[1]:g}: the speed is "
+        "extrapolated"
+    ]
+
+
+def test_microbenchmark_prefill_band_depends_on_the_engine() -> None:
+    """The H200's prefill tables time transformers only: another engine gets the untabled pair."""
+    for engine, pair in (
+        ("transformers", fit_band.MICROBENCH_TTFT_FACTORS),
+        ("vllm", fit_band.MICROBENCH_UNTABLED_TTFT_FACTORS),
+    ):
+        request = inputs.PlanRequest(model="qwen3-8b", card="nvidia-h200", ctx="4k", engine=engine)
+        band = fit_band.speed_band(inputs.to_deployment(request), batch=8, ctx_tokens=4096)
+        assert (band.ttft_low_factor, band.ttft_high_factor) == pair
 
 
 def test_fit_widens_outside_its_range(tmp_path: Path) -> None:
@@ -39,13 +100,101 @@ def test_fit_widens_outside_its_range(tmp_path: Path) -> None:
     dep = inputs.to_deployment(request)
     inside = fit_band.speed_band(dep, batch=8, ctx_tokens=384)
     outside = fit_band.speed_band(dep, batch=8, ctx_tokens=32768)
-    assert inside.notes == [] and inside.source.startswith("fit")
+    assert inside.notes == [] and inside.source.startswith("fit") and "engine mindie" in inside.source
     assert outside.high_factor - inside.high_factor == pytest.approx(fit_band.EXTRAPOLATION_FRACTION)
     assert outside.notes[0].startswith("ctx 32768 is outside the fitted range")
     serve = "serve -m qwen3-27b --dtype fp8 --input-tokens 30k --output-tokens 2k --concurrency 4 --json"
     served = kvplan(serve, "--card", out)
     band = json.loads(served.output)["speed_range"]
-    estimate = json.loads(served.output)["estimate"]["output_tokens_per_s"]
-    assert band["output_tokens_per_s_low"] < estimate < band["output_tokens_per_s_high"]
-    assert band["notes"] and band["source"].startswith("fit")
+    estimate = json.loads(served.output)["estimate"]
+    assert (
+        band["output_tokens_per_s_low"] < estimate["output_tokens_per_s"] < band["output_tokens_per_s_high"]
+    )
+    assert band["ttft_s_low"] < estimate["ttft_s"] < band["ttft_s_high"]
+    assert band["notes"] and band["source"].startswith("fit") and band["extrapolated"]
     assert catalog.resolve_card(str(out)).measured is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    card=st.sampled_from(CARDS),
+    batch=st.integers(min_value=1, max_value=4096),
+    ctx=st.integers(min_value=16, max_value=1 << 20),
+    calibrated=st.booleans(),
+)
+def test_every_band_brackets_its_estimate(card: str, batch: int, ctx: int, calibrated: bool) -> None:
+    """On every card in hwprofiles/, calibrated or not, at any batch and context: low <= 1 <= high for the
+    decode and the prefill pair, and the vectorised grid (kvplan sweep, dashboard) equals speed_band."""
+    try:
+        dep = deployment(card, calibrated=calibrated)
+    except KvplanError:  # qwen3-8b int8 does not fit or the card lacks int8: another model then
+        dep = deployment(card, model="qwen3-0.6b", calibrated=calibrated)
+    band = fit_band.speed_band(dep, batch=batch, ctx_tokens=ctx)
+    assert 0 < band.low_factor <= 1.0 <= band.high_factor
+    assert 0 < band.ttft_low_factor <= 1.0 <= band.ttft_high_factor
+    assert band.extrapolated == bool(band.notes) or band.label == "uncalibrated"
+    low, high = fit_band.factor_grid(dep, batch=[batch], ctx_tokens=[ctx])
+    assert (float(low[0, 0]), float(high[0, 0])) == pytest.approx((band.low_factor, band.high_factor))
+
+
+@pytest.mark.parametrize("card", CARDS)
+def test_plan_json_always_carries_the_range_with_its_source(card: str) -> None:
+    """Every card's plan: performance.speed_range present, named, and bracketing each figure."""
+    result = kvplan("--model qwen3-0.6b --ctx 4k --dtype int8 --json --card", card)
+    perf = json.loads(result.output)["performance"]
+    band = perf["speed_range"]
+    assert band["source"] and band["label"] in {"uncalibrated", "microbenchmarks", "fitted profile"}
+    for name in ("decode_step_s", "tokens_per_s", "per_user_tokens_per_s", "ttft_s"):
+        assert band[f"{name}_low"] <= perf[name] <= band[f"{name}_high"], name
+
+
+def test_uncalibrated_plan_text_prints_ranges_and_where_they_come_from() -> None:
+    """The brief's example: qwen3-32b int8 on a 910B4 (uncalibrated) gives a range for TPOT, both rates and
+    TTFT, with the measured source of the range in a note."""
+    text = kvplan("--model qwen3-32b --ctx 8k --dtype int8 --card ascend-910b4 --tp 2").output
+    payload = json.loads(
+        kvplan("--model qwen3-32b --ctx 8k --dtype int8 --card ascend-910b4 --tp 2 --json").output
+    )
+    band = payload["performance"]["speed_range"]
+    low, high = (round(band[k] * 1000) for k in ("decode_step_s_low", "decode_step_s_high"))
+    assert f"(range {low}-{high} ms, uncalibrated)" in " ".join(text.split())
+    assert "datasheet prefill" in text
+    assert fit_band.DATASHEET["huawei"][2] in " ".join(text.split())
+
+
+def test_sweep_outputs_carry_the_range() -> None:
+    """kvplan sweep: CSV columns and JSON arrays of the step's range, bracketing the step; the table's
+    range column and source."""
+    csv_text = kvplan("sweep -m qwen3-8b --card ascend-910b4 --batch 1,8 --ctx 1k,4k --format csv").output
+    header, *rows = [line.split(",") for line in csv_text.strip().splitlines()]
+    at = {name: header.index(name) for name in ("decode_step_s", "decode_step_s_low", "decode_step_s_high")}
+    for row in rows:
+        low, step, high = (
+            float(row[at[name]]) for name in ("decode_step_s_low", "decode_step_s", "decode_step_s_high")
+        )
+        assert low <= step <= high and low < high  # the Ascend datasheet pair's high side is the estimate
+    payload = json.loads(
+        kvplan("sweep -m qwen3-8b --card nvidia-h200 --batch 1,8 --ctx 4k --format json").output
+    )
+    step = np.asarray(payload["decode_step_s"])
+    band = payload["speed_range"]
+    assert band["label"] == "microbenchmarks"
+    assert np.all(np.asarray(band["decode_step_s_low"]) < step) and np.all(step < band["decode_step_s_high"])
+    table = kvplan("sweep -m qwen3-8b --card ascend-910b4 --batch 1 --ctx 4k").output
+    assert "range ms" in table and "uncalibrated" in table
+
+
+def test_simulate_search_and_layout_print_the_range() -> None:
+    """kvplan simulate: a range line and the range's source in text and JSON; --search and kvplan layout:
+    one line of factors and the source."""
+    base = "simulate -m qwen3-8b --card ascend-910b4 --input-tokens 512 --output-tokens 128 --requests 200"
+    text = kvplan(base + " --rate 1").output
+    assert "range (uncalibrated): output" in text and fit_band.DATASHEET["huawei"][2] in text
+    payload = json.loads(kvplan(base + " --rate 1 --json").output)
+    assert payload["speed_range"]["low_factor"] == fit_band.ASCEND_DATASHEET_FACTORS[0]
+    found = kvplan(base + " --concurrency 8 --search max-concurrency --tpot-ms 80").output
+    assert "speed range (uncalibrated): each figure above may be off by TPOT x" in found
+    layout = kvplan(
+        "layout --model qwen3-8b --card ascend-910c --dtype int8 --ctx 4k --budget-devices 2"
+    ).output
+    assert "speed: uncalibrated (datasheet peaks" in layout and "tok/s x 0.28-1" in layout

@@ -60,5 +60,13 @@ def test_fitted_profile_gives_a_speed_range_widened_outside_its_range() -> None:
     assert f"(range {low}-{high} ms, fitted profile, extrapolated)" in text
 
 
-def test_unfitted_profile_has_no_speed_range() -> None:
-    assert "speed_range" not in performance_at("--ctx", "32k", "--uncalibrated")
+def test_uncalibrated_plan_carries_the_datasheet_range() -> None:
+    """--uncalibrated on the 950PR: the range is Ascend's datasheet pair (fit_band), not the fit's."""
+    from planner.perf import fit_band
+
+    perf = performance_at("--ctx", "32k", "--uncalibrated")
+    band = perf["speed_range"]
+    low, high = fit_band.ASCEND_DATASHEET_FACTORS
+    assert band["label"] == "uncalibrated" and band["source"].startswith("datasheet peaks")
+    assert band["tokens_per_s_low"] == pytest.approx(perf["tokens_per_s"] * low, rel=1e-9)
+    assert band["tokens_per_s_high"] == pytest.approx(perf["tokens_per_s"] * high, rel=1e-9)

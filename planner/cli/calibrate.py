@@ -112,7 +112,8 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
         tool_version="0.1.0",
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         device_name=f"fit to {points_csv.name} ({len(points)} points"
-        + (f", {len(rows)} serving rows)" if rows else ")"),
+        + (f", {len(rows)} serving rows" if rows else "")
+        + f"; engine {', '.join(sorted({p.engine for p in [*points, *rows]}))})",
         backend="bench-fit",
         coefficients=result.coefficients,
         memory_bandwidth_gb_per_s=hw.measured.memory_bandwidth_gb_per_s if hw.measured else None,

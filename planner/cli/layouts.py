@@ -13,6 +13,7 @@ from planner.cli import options
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
+    from planner.perf.fit_band import SpeedBand
     from planner.perf.layout_search import LayoutSearch
 
 BudgetOpt = Annotated[int, typer.Option(help="Devices available (the budget the layouts fill).")]
@@ -32,7 +33,7 @@ def layout_command(
     """Rank parallel layouts (tp, dp, ep, pp) by tokens/s per device within --budget-devices under SLOs."""
     from planner import inputs
     from planner.deployment import MAX_DEGREE
-    from planner.perf import layout_search
+    from planner.perf import fit_band, layout_search
 
     request = options.plan_request({**flags, "model": model, "ctx_len": ctx_len, "engine": engine})
     try:
@@ -52,10 +53,23 @@ def layout_command(
     except KvplanError as exc:
         options.fail(exc)
     shown = result.model_copy(update={"candidates": result.candidates[:top]})
+    best = shown.candidates[0]
+    band = fit_band.speed_band(dep, batch=max(1, best.max_batch_size // best.dp), ctx_tokens=dep.ctx_tokens)
     if as_json:
-        options.print_json(shown.model_dump(mode="json"))
+        options.print_json({**shown.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")})
         return
     print_search(shown)
+    typer.echo(band_line(band))
+
+
+def band_line(band: SpeedBand) -> str:
+    """Where the table's speeds come from and by what factors they may be off (fit_band, at the best
+    layout's batch per DP group)."""
+    from planner.cli.serve_view import factor_text
+
+    return f"speed: {band.label} ({band.source}); {factor_text(band)}" + "".join(
+        f"\nnote: {note}" for note in band.notes
+    )
 
 
 def print_search(result: LayoutSearch) -> None:

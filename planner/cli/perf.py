@@ -48,6 +48,8 @@ CSV_COLUMNS = (
     "tokens_per_s",
     "per_user_tokens_per_s",
     "fits_memory",
+    "decode_step_s_low",
+    "decode_step_s_high",
 )
 
 
@@ -104,10 +106,13 @@ def sweep_csv(result: SweepResult) -> str:
         result.tokens_per_s.ravel(),
         result.per_user_tokens_per_s.ravel(),
         result.fits_memory.ravel(),
+        result.decode_step_s_low.ravel(),
+        result.decode_step_s_high.ravel(),
         strict=True,
     )
     writer.writerows(
-        (s, int(b), int(c), f"{t:.6g}", f"{a:.6g}", f"{u:.6g}", bool(f)) for s, b, c, t, a, u, f in rows
+        (s, int(b), int(c), f"{t:.6g}", f"{a:.6g}", f"{u:.6g}", bool(f), f"{lo:.6g}", f"{hi:.6g}")
+        for s, b, c, t, a, u, f, lo, hi in rows
     )
     return buffer.getvalue()
 
@@ -128,6 +133,13 @@ def sweep_json(result: SweepResult) -> str:
         "tokens_per_s": result.tokens_per_s.tolist(),
         "per_user_tokens_per_s": result.per_user_tokens_per_s.tolist(),
         "fits_memory": result.fits_memory.tolist(),
+        "speed_range": {
+            "source": result.speed_band.source,
+            "label": result.speed_band.label,
+            "decode_step_s_low": result.decode_step_s_low.tolist(),
+            "decode_step_s_high": result.decode_step_s_high.tolist(),
+            "notes": result.speed_band.notes,
+        },
     }
     return json.dumps(payload)
 
@@ -136,16 +148,21 @@ def sweep_table(result: SweepResult) -> Table:
     """The grid as a rich table (human units: ms, tok/s)."""
     from rich.table import Table
 
-    tag = "calibrated" if result.calibrated else "uncalibrated: datasheet peaks x assumed efficiencies"
-    table = Table(title=f"{result.model} on {result.card}, KV {result.kv_dtype}, tp={result.tp} ({tag})")
-    for name in ("dtype", "batch", "ctx", "TPOT", "per user", "aggregate", "fits"):
+    band = result.speed_band
+    table = Table(
+        title=f"{result.model} on {result.card}, KV {result.kv_dtype}, tp={result.tp} ({band.label})",
+        caption="\n".join([f"source: {band.source}", *(f"range: {note}" for note in band.notes)]),
+    )
+    for name in ("dtype", "batch", "ctx", "TPOT", "range ms", "per user", "aggregate", "fits"):
         table.add_column(name, justify="left" if name == "dtype" else "right")
     for point in result.points():
+        low, high = (units.s_to_ms(s) for s in (point.decode_step_s_low, point.decode_step_s_high))
         table.add_row(
             point.weight_dtype,
             str(point.batch),
             str(point.ctx_tokens),
             units.fmt_ms(point.decode_step_s),
+            units.fmt_span(low, high),
             units.fmt_tokens_per_s(point.per_user_tokens_per_s),
             units.fmt_tokens_per_s(point.tokens_per_s),
             "yes" if point.fits_memory else "no",

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from planner import catalog, params, units
 from planner.deployment import Deployment
-from planner.results import LoadKnee, Plan, SpeedRange
+from planner.results import LoadKnee, Performance, Plan, SpeedRange
 from planner.schema import ModelCard
 
 Row = dict[str, object]
@@ -135,18 +135,43 @@ def print_plan(result: Plan, dep: Deployment) -> None:
             console.print(f"  why: {line}")
     perf = result.performance
     if perf is not None:
-        tag = "calibrated" if perf.calibrated else "uncalibrated, datasheet peaks x assumed efficiencies"
-        console.print(
-            f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: "
-            f"TPOT {units.fmt_ms(perf.decode_step_s)}{_range_text(perf.speed_range)}, "
-            f"{units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
-            f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, "
-            f"TTFT {units.fmt_ms(perf.ttft_s)} ({tag})"
-        )
+        console.print(speed_line(perf))
     if result.load_knee is not None:
         console.print(load_knee_line(result.load_knee, dep=dep, max_batch=rec.max_batch_size))
-    for note in result.warnings:
+    for note in result.warnings + _range_notes(perf):
         console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def speed_line(perf: Performance) -> str:
+    """TPOT, per-user and aggregate tok/s and TTFT, each with its range, then where they come from."""
+    band = perf.speed_range
+    if band is None:
+        tag = "calibrated" if perf.calibrated else "uncalibrated, datasheet peaks x assumed efficiencies"
+        return (
+            f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: TPOT "
+            f"{units.fmt_ms(perf.decode_step_s)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} per "
+            f"user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, TTFT {units.fmt_ms(perf.ttft_s)} "
+            f"({tag})"
+        )
+    ttft_ms = (units.s_to_ms(band.ttft_s_low), units.s_to_ms(band.ttft_s_high))
+    return (
+        f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: "
+        f"TPOT {units.fmt_ms(perf.decode_step_s)}{_range_text(band)}, "
+        f"{units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} per user "
+        f"({units.fmt_span(band.per_user_tokens_per_s_low, band.per_user_tokens_per_s_high)}), "
+        f"{units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate "
+        f"({units.fmt_span(band.tokens_per_s_low, band.tokens_per_s_high)}), "
+        f"TTFT {units.fmt_ms(perf.ttft_s)} (range {units.fmt_span(*ttft_ms)} ms, {band.ttft_source})"
+    )
+
+
+def _range_notes(perf: Performance | None) -> list[str]:
+    """Where the range comes from (uncalibrated) and what is extrapolated (microbenchmark tables); a fitted
+    profile's extrapolation is already in the plan's warnings."""
+    band = perf.speed_range if perf is not None else None
+    if band is None or band.label == "fitted profile":
+        return []
+    return [f"speed range: {note}" for note in band.notes]
 
 
 def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
@@ -167,12 +192,10 @@ def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
     )
 
 
-def _range_text(band: SpeedRange | None) -> str:
-    """' (range 180-240 ms, fitted profile[, extrapolated])', or '' when the profile is not fitted."""
-    if band is None:
-        return ""
+def _range_text(band: SpeedRange) -> str:
+    """' (range 180-240 ms, fitted profile[, extrapolated])': the TPOT's range and the compact source."""
     low, high = (f"{units.s_to_ms(s):.0f}" for s in (band.decode_step_s_low, band.decode_step_s_high))
-    return f" (range {low}-{high} ms, fitted profile{', extrapolated' if band.extrapolated else ''})"
+    return f" (range {low}-{high} ms, {band.label}{', extrapolated' if band.extrapolated else ''})"
 
 
 def print_explain(dep: Deployment, result: Plan) -> None:

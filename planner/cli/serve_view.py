@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from planner.sim.run import SimSummary
 
 
-def slo_lines(slo: SloResult | None) -> list[str]:
-    """The SLO search's answer (decode-only steady state at the plan's max_seq_len)."""
+def slo_lines(slo: SloResult | None, band: SpeedBand) -> list[str]:
+    """The SLO search's answer (decode-only steady state at the plan's max_seq_len), with the range of its
+    TPOT (the band's decode factors; the search itself runs on the estimate)."""
     if slo is None:
         return []
     if not slo.feasible:
@@ -28,9 +29,12 @@ def slo_lines(slo: SloResult | None) -> list[str]:
     if slo.performance is None:
         return []
     perf = slo.performance
+    tpot_ms = units.s_to_ms(slo.tpot_s or 0.0)
     return [
         f"SLO search: max_batch_size = {slo.batch}, max_seq_len = {slo.max_seq_len} (bound by "
-        f"{slo.binding}); SLO TPOT {units.fmt_ms(slo.tpot_s or 0.0)} (every sequence at "
+        f"{slo.binding}); SLO TPOT {units.fmt_ms(slo.tpot_s or 0.0)} (range "
+        f"{units.fmt_span(tpot_ms / band.high_factor, tpot_ms / band.low_factor)} ms, {band.label}; "
+        "every sequence at "
         f"{slo.max_seq_len} tokens, decode only), loaded TTFT "
         f"{units.fmt_ms(slo.loaded_ttft_s or 0.0)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
         f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate"
@@ -58,6 +62,7 @@ def simulated_lines(sim: SimSummary, band: SpeedBand) -> list[str]:
         f"{units.fmt_tokens_per_s(band.high_factor * out)}), {units.fmt_tokens_per_s(per_user)} per user, "
         f"batch reached {sim.max_batch_reached}, {sim.preemptions} preemptions",
         *tail_lines(sim),
+        range_line(sim, band),
     ]
     if sim.goodput_requests_per_s is not None:
         lines.append(
@@ -65,6 +70,33 @@ def simulated_lines(sim: SimSummary, band: SpeedBand) -> list[str]:
             f"(of {sim.throughput.requests_per_s:.3g})"
         )
     return lines
+
+
+def range_line(sim: SimSummary, band: SpeedBand) -> str:
+    """The simulated output tok/s, mean TTFT and mean TPOT at the ends of the band (fit_band)."""
+    out = sim.throughput.output_tokens_per_s
+    ttft = (
+        units.s_to_ms(sim.ttft_s.mean / band.ttft_high_factor),
+        units.s_to_ms(sim.ttft_s.mean / band.ttft_low_factor),
+    )
+    tpot = (
+        units.s_to_ms(sim.tpot_s.mean / band.high_factor),
+        units.s_to_ms(sim.tpot_s.mean / band.low_factor),
+    )
+    return (
+        f"  range ({band.label}{', extrapolated' if band.extrapolated else ''}): output "
+        f"{units.fmt_span(band.low_factor * out, band.high_factor * out)} tok/s, mean TTFT "
+        f"{units.fmt_span(*ttft)} ms ({band.ttft_source}), mean TPOT {units.fmt_span(*tpot)} ms"
+    )
+
+
+def factor_text(band: SpeedBand) -> str:
+    """'TPOT x 0.92-3, TTFT x 0.92-12 (datasheet prefill), tok/s x 0.33-1.1': by what factors each kind of
+    figure may be off (times scale by 1 / the band's throughput factors)."""
+    tpot = f"{1 / band.high_factor:.2g}-{1 / band.low_factor:.2g}"
+    ttft = f"{1 / band.ttft_high_factor:.2g}-{1 / band.ttft_low_factor:.2g}"
+    rate = f"{band.low_factor:.2g}-{band.high_factor:.2g}"
+    return f"TPOT x {tpot}, TTFT x {ttft} ({band.ttft_source}), tok/s x {rate}"
 
 
 def estimate_lines(estimate: ServingEstimate, sim: SimSummary) -> list[str]:
@@ -89,7 +121,7 @@ def serve_lines(
 ) -> list[str]:
     """Human summary: SLO search, workload, simulated tails, the analytic estimate, notes."""
     return [
-        *slo_lines(slo),
+        *slo_lines(slo, band),
         f"Workload: {estimate.input_tokens} in / {estimate.output_tokens} out, "
         f"concurrency {estimate.concurrency} (closed loop, {estimate.run.arrivals}; {band.source})",
         *simulated_lines(sim, band),
@@ -109,6 +141,13 @@ def serve_payload(
             "source": band.source,
             "output_tokens_per_s_low": band.low_factor * estimate.output_tokens_per_s,
             "output_tokens_per_s_high": band.high_factor * estimate.output_tokens_per_s,
+            "label": band.label,
+            "ttft_s_low": estimate.ttft_s / band.ttft_high_factor,
+            "ttft_s_high": estimate.ttft_s / band.ttft_low_factor,
+            "tpot_s_low": estimate.tpot_s / band.high_factor,
+            "tpot_s_high": estimate.tpot_s / band.low_factor,
+            "ttft_source": band.ttft_source,
+            "extrapolated": band.extrapolated,
             "notes": band.notes,
         },
         "simulated": sim.model_dump(mode="json"),

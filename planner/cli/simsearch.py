@@ -16,6 +16,7 @@ from planner.cli.options import ms_to_s
 from planner.errors import PlanInputError
 
 if TYPE_CHECKING:
+    from planner.perf.fit_band import SpeedBand
     from planner.sim.run import SimSummary
     from planner.sim.search import Load, PdSearchResult, SearchResult
 
@@ -92,12 +93,13 @@ def print_pd_search(found: PdSearchResult) -> None:
     typer.echo(f"pd ({found.quantile}): {answer}")
 
 
-def print_search(found: SearchResult | PdSearchResult) -> None:
-    """Human table of a search: every load (or P:D split) simulated and the answer."""
+def print_search(found: SearchResult | PdSearchResult, band: SpeedBand) -> None:
+    """Human table of a search: every load (or P:D split) simulated, the answer, the figures' range."""
     from planner.sim.search import PdSearchResult
 
     if isinstance(found, PdSearchResult):
         print_pd_search(found)
+        typer.echo(band_line(band))
         return
     unit = "users" if found.load == "concurrency" else "req/s"
     for p in found.points:
@@ -110,3 +112,15 @@ def print_search(found: SearchResult | PdSearchResult) -> None:
         )
     answer = "none meets the SLOs" if found.best is None else f"{found.best:.4g}"
     typer.echo(f"{found.kind} ({found.quantile}): {answer}")
+    typer.echo(band_line(band))
+
+
+def band_line(band: SpeedBand) -> str:
+    """Where the searched figures come from and how far each may be off (fit_band): times x 1/high..1/low."""
+    from planner.cli.serve_view import factor_text
+
+    extrapolated = ", extrapolated" if band.extrapolated else ""
+    return (
+        f"speed range ({band.label}{extrapolated}): each figure above may be off by {factor_text(band)}; "
+        f"the SLO answer moves with them. Source: {band.source}" + "".join(f"\nnote: {n}" for n in band.notes)
+    )

@@ -21,6 +21,7 @@ from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
+    from planner.perf.fit_band import SpeedBand
     from planner.sim.run import SimResult, SimSummary
     from planner.sim.workload import Workload
 
@@ -135,12 +136,14 @@ def write_outputs(result: SimResult, *, records: Path | None, timeline: Path | N
         atomic.write_atomic(timeline, timeline_csv(result), force=force)
 
 
-def summary_lines(result: SimResult, *, label: str) -> list[str]:
-    """Human summary: throughput, latency percentiles, batch, preemptions, goodput."""
+def summary_lines(result: SimResult, *, label: str, band: SpeedBand) -> list[str]:
+    """Human summary: throughput, latency percentiles, their range, batch, preemptions, goodput, notes."""
+    from planner.cli.serve_view import range_line
+
     s = result.summary
-    tag = "calibrated" if s.calibrated else "uncalibrated: datasheet peaks x assumed efficiencies"
     lines = [
-        f"{label}: {s.requests} requests in {s.duration_s:.1f} s ({s.scheduler.scheduler} scheduler, {tag})",
+        f"{label}: {s.requests} requests in {s.duration_s:.1f} s ({s.scheduler.scheduler} scheduler, "
+        f"{band.source})",
         f"  throughput {units.fmt_tokens_per_s(s.throughput.output_tokens_per_s)} output, "
         f"{s.throughput.requests_per_s:.3g} requests/s; mean in system {s.mean_in_system:.3g}",
     ]
@@ -154,9 +157,10 @@ def summary_lines(result: SimResult, *, label: str) -> list[str]:
         f"{units.fmt_fraction(s.kv_peak_fraction)} of {s.scheduler.total_blocks} blocks, "
         f"{s.preemptions} preemptions"
     )
+    lines.append(range_line(s, band))
     if s.goodput_requests_per_s is not None:
         lines.append(f"  goodput {s.goodput_requests_per_s:.3g} requests/s meeting the SLOs")
-    return lines
+    return lines + [f"note: {note}" for note in band.notes]
 
 
 @options.with_options(options.speed_options, options.load_options, options.layout_options)
@@ -208,23 +212,43 @@ def simulate_command(
             from planner.cli import simsearch
 
             found = simsearch.run_search(flags, summary_at=summary_at)
+            band = speed_band_of(flags, batch=None)
         else:
             result = run_simulation(flags)
             write_outputs(result, records=out, timeline=timeline_out, force=force)
+            band = speed_band_of(flags, batch=result.summary.max_batch_reached)
     except KvplanError as exc:
         options.fail(exc)
     head = {"model": model, "card": flags["card"], "engine": flags["engine"], "pd": pd}
     if search is not None and flags["as_json"]:
-        options.print_json({**head, **found.model_dump(mode="json")})
+        options.print_json(
+            {**head, **found.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
+        )
     elif search is not None:
-        simsearch.print_search(found)
+        simsearch.print_search(found, band)
     elif flags["as_json"]:
-        options.print_json({**head, **result.summary.model_dump(mode="json")})
+        options.print_json(
+            {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
+        )
     else:
         degrees = "".join(f" {k}={flags[k]}" for k in ("dp", "ep", "pp") if flags[k] > 1)
         label = f"{model} on {flags['card']}, tp={flags['tp']}{degrees}" + (f", P:D {pd}" if pd else "")
-        for line in summary_lines(result, label=label):
+        for line in summary_lines(result, label=label, band=band):
             typer.echo(line)
+
+
+def speed_band_of(flags: dict[str, Any], *, batch: int | None) -> SpeedBand:
+    """Source and range of the simulated figures (fit_band.speed_band) at `batch` and the longest request;
+    batch None (a search): the largest batch it can run, the memory limit capped by --max-batch and by
+    --concurrency."""
+    from planner import capacity
+    from planner.perf import fit_band
+
+    dep, _ = prepared(flags, workload_of(flags))
+    if batch is None:
+        caps = [capacity.memory_plan(dep)[1].max_batch_size, flags["max_batch"], flags["concurrency"]]
+        batch = min(cap for cap in caps if cap is not None)
+    return fit_band.speed_band(dep, batch=max(1, batch), ctx_tokens=dep.ctx_tokens)
 
 
 def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[str, Any]]:

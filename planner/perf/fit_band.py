@@ -1,40 +1,92 @@
-"""Where a speed figure comes from, and the range it is good to: what `kvplan serve` prints next to a number.
+"""Where a speed figure comes from, and the range it is good to: what every command prints next to a number.
 
 Three sources (the card's profile says which): datasheet peaks x assumed efficiencies (uncalibrated),
 microbenchmarks (`kvplan calibrate` on a device), or a fit to measured rows (`kvplan calibrate --from-bench`).
-The range is multiplicative on a throughput (a time's range is its inverse):
+A range is a pair of factors on a throughput, truth / estimate in [low, high] (a time's range is the
+inverse: [time / high, time / low]); decode (TPOT, tok/s) and prefill (TTFT) have their own pair:
 
-    uncalibrated   [1 / UNCALIBRATED_SLOW_FACTOR, UNCALIBRATED_FAST_FACTOR] x the estimate
-    microbenchmark [1 - MICROBENCH_FRACTION, 1 + MICROBENCH_FRACTION]
-    fit            [1 - FIT_FRACTION, 1 + FIT_FRACTION], each side widened by EXTRAPOLATION_FRACTION per
-                   axis (batch, context) outside the fitted range (fit_checks.range_warnings)
+    uncalibrated    measured error of datasheet profiles, per vendor (below; benchmarks/speed_band_sources.py
+                    recomputes every pair from the repo's data and tests/test_fit_band.py checks they agree)
+    microbenchmark  decode MICROBENCH_FACTORS (measured as the uncalibrated pairs are); prefill
+                    MICROBENCH_TTFT_FACTORS where the profile's prefill tables time the plan's engine, else
+                    MICROBENCH_UNTABLED_TTFT_FACTORS; both widened by EXTRAPOLATION_FRACTION per axis (batch,
+                    context) beyond 2x the profile's decode-attention tables
+    fit             [1 - FIT_FRACTION, 1 + FIT_FRACTION] for both, widened by EXTRAPOLATION_FRACTION per axis
+                    outside the fitted range (fit_checks.range_warnings)
+Every band contains 1: the estimate itself is always inside its range.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
 from planner.deployment import Deployment
 from planner.perf import fit_checks
-from planner.schema import Frozen
+from planner.schema import Frozen, MeasuredBlock
+from planner.units import PERCENT
 
-# Uncalibrated Ascend predictions against published serving results ran 0.84x to 3.2x the measured output
-# tok/s (calibration/published/ascend-serving.csv, 38 rows kvplan can model, `kvplan validate` on 2026-12-01;
-# the seed's 950PR 2.2-3.1x), so the truth lies between estimate / 3.2 and estimate / 0.84.  [measured]
-UNCALIBRATED_SLOW_FACTOR = 3.2
-UNCALIBRATED_FAST_FACTOR = 1.2
-# Microbenchmark-only H200 profile against held-out end-to-end steps: worst point 11.8 % (ACCURACY.md).
-MICROBENCH_FRACTION = 0.12  # [measured: ACCURACY.md, run 4 / run 5 worst points 11.8-14.7 %]
+FloatArray = npt.NDArray[np.float64]
+
+# Each pair below: truth / estimate over every point named, rounded outward to 2 decimals and widened to
+# contain 1.  [measured: benchmarks/speed_band_sources.py, 2026-12-01; its docstring says why each statistic]
+# Ascend, datasheet profiles, output tok/s: the 85 rows of calibration/published/ascend-serving.csv that
+# calibration/published/predict.py predicts (910B3 48, 910C 21, 950PR 11, 300I Duo 3, 910B4 2; 37 CI floors,
+# which pass at >= 0.97 x baseline so there the truth is about the floor or above, 11 seed rows, 37 measured):
+# their central 90 %, P5 0.281 to P95 0.963 (median 0.480); outside it min 0.056 (GPUStack's burst of 1000
+# Qwen3-30B-A3B prompts at once on a 910B) and max 1.089 (300I Duo Qwen3-14B CI floor).
+ASCEND_DATASHEET_FACTORS = (0.28, 1.0)
+ASCEND_CENTRAL_FRACTION = 0.9
+ASCEND_PUBLISHED_ROWS = 85
+# Ascend prefill: one modelled one-client row publishes a TTFT (seed 950PR, 256-token prompt, MindIE: 0.085 x
+# the datasheet TTFT rate), too few to stand alone: ASCEND_DATASHEET_FACTORS widened to contain it.
+ASCEND_DATASHEET_TTFT_FACTORS = (0.08, 1.0)
+# NVIDIA, datasheet profile (nvidia-h200.yaml without `measured`), decode step: 190 held-out H200 end-to-end
+# points (runs 1 and 5, tp = 2 of run 4; transformers in CUDA graphs): min 0.824, median 1.248, max 1.728.
+GPU_DATASHEET_FACTORS = (0.82, 1.73)
+# NVIDIA prefill, datasheet: the 24 held-out TTFTs of ACCURACY.md "Prefill (TTFT)": min 0.139 (Qwen3.5-0.8B,
+# host-bound), median 0.708, max 0.859.
+GPU_DATASHEET_TTFT_FACTORS = (0.13, 1.0)
+# Microbenchmark profile (nvidia-h200.yaml as shipped), decode step: the same 190 points, each set predicted
+# as benchmarks/accuracy_table.py does: min 0.843 (run 5, Qwen3.5-0.8B batch 4 ctx 512), median 0.951,
+# max 1.045.
+MICROBENCH_FACTORS = (0.84, 1.05)
+# Microbenchmark profile, prefill: the same 24 TTFTs with the shipped H200 profile, whose prefill tables time
+# `--engine transformers` only: min 0.696, max 1.061 (tables used); min 0.117, max 0.754 with the tables
+# removed, which is the prefill every other engine gets (prefill.measured_prefill_terms).
+MICROBENCH_TTFT_FACTORS = (0.69, 1.07)
+MICROBENCH_UNTABLED_TTFT_FACTORS = (0.11, 1.0)
 # A fit predicting another model of its family: held-out MAPE 2-7 %, worst points 10-21 % (ACCURACY.md "Fit
 # transfer"); inside the fitted range take the typical worst.  [measured]
 FIT_FRACTION = 0.15
-EXTRAPOLATION_FRACTION = 0.25  # [assumed: per axis outside the fitted range; nothing measured there]
+EXTRAPOLATION_FRACTION = 0.25  # [assumed: per axis outside the covered range; nothing measured there]
+LOWEST_FACTOR = 0.05  # a widened low side never reaches 0 (a time's range would be unbounded)
+DATASHEET = {  # vendor -> (decode pair, prefill pair, what they were measured on)
+    "huawei": (
+        ASCEND_DATASHEET_FACTORS,
+        ASCEND_DATASHEET_TTFT_FACTORS,
+        f"the central {ASCEND_CENTRAL_FRACTION * PERCENT:.0f} % of {ASCEND_PUBLISHED_ROWS} published Ascend "
+        "serving rows",
+    ),
+    "nvidia": (GPU_DATASHEET_FACTORS, GPU_DATASHEET_TTFT_FACTORS, "190 held-out H200 decode steps"),
+}
 
 
 class SpeedBand(Frozen):
-    """A throughput range around an estimate: low_factor <= truth / estimate <= high_factor."""
+    """A throughput range around an estimate: low_factor <= truth / estimate <= high_factor (decode), the
+    same for prefill (ttft_*); label is the compact source ("uncalibrated", "microbenchmarks", "fitted
+    profile"), source the full one, notes say where the range comes from and what is extrapolated."""
 
     source: str
+    label: str
     low_factor: float
     high_factor: float
+    ttft_low_factor: float
+    ttft_high_factor: float
+    ttft_source: str
+    extrapolated: bool
     notes: list[str]
 
 
@@ -42,25 +94,138 @@ def speed_band(dep: Deployment, *, batch: int, ctx_tokens: int) -> SpeedBand:
     """The range and source of the deployment's speed figures at one batch and context (module docstring)."""
     measured = dep.hardware.measured
     if not dep.calibrated or measured is None:
-        return SpeedBand(
-            source="datasheet peaks x assumed efficiencies (uncalibrated)",
-            low_factor=1.0 / UNCALIBRATED_SLOW_FACTOR,
-            high_factor=UNCALIBRATED_FAST_FACTOR,
-            notes=["uncalibrated: published Ascend runs reached 0.31x to 1.19x of such estimates"],
-        )
+        return uncalibrated_band(dep)
     if measured.backend != "bench-fit":
-        return SpeedBand(
-            source=f"microbenchmarks ({measured.tool} on {measured.device_name})",
-            low_factor=1.0 - MICROBENCH_FRACTION,
-            high_factor=1.0 + MICROBENCH_FRACTION,
-            notes=[],
-        )
-    fit_range = measured.samples.get("fit_range")
-    notes = fit_checks.range_warnings(fit_range, batch=batch, ctx_tokens=ctx_tokens) if fit_range else []
-    widen = EXTRAPOLATION_FRACTION * len(notes)
+        return microbench_band(dep, measured, batch=batch, ctx_tokens=ctx_tokens)
+    return fitted_band(measured, batch=batch, ctx_tokens=ctx_tokens)
+
+
+def uncalibrated_band(dep: Deployment) -> SpeedBand:
+    """Datasheet peaks x assumed efficiencies: the vendor's measured error range (DATASHEET)."""
+    (low, high), (ttft_low, ttft_high), points = DATASHEET[dep.hardware.vendor]
     return SpeedBand(
-        source=f"fit ({measured.device_name})",
-        low_factor=max(0.05, 1.0 - FIT_FRACTION - widen),
-        high_factor=1.0 + FIT_FRACTION + widen,
+        source="datasheet peaks x assumed efficiencies (uncalibrated)",
+        label="uncalibrated",
+        low_factor=low,
+        high_factor=high,
+        ttft_low_factor=ttft_low,
+        ttft_high_factor=ttft_high,
+        ttft_source="datasheet prefill",
+        extrapolated=False,
+        notes=[
+            f"{points} ran at {low:g}x-{high:g}x the datasheet estimate's speed (prefill "
+            f"{ttft_low:g}x-{ttft_high:g}x; benchmarks/speed_band_sources.py)"
+        ],
+    )
+
+
+def widened(pair: tuple[float, float], *, axes_out: int) -> tuple[float, float]:
+    """A (low, high) pair widened by EXTRAPOLATION_FRACTION per axis outside the covered range.
+
+    Formula: low' = max(LOWEST_FACTOR, low - w), high' = high + w, w = EXTRAPOLATION_FRACTION * axes_out.
+    """
+    widen = EXTRAPOLATION_FRACTION * axes_out
+    return max(LOWEST_FACTOR, pair[0] - widen), pair[1] + widen
+
+
+def attention_coverage(measured: MeasuredBlock) -> list[float] | None:
+    """[batch min, batch max, ctx min, ctx max] the profile's decode-attention tables measured; None when
+    it has none."""
+    coeff = measured.coefficients
+    points = list(coeff.attention_table or [])
+    for table in (coeff.attention_tables or {}).values():
+        points += table
+    if not points:
+        return None
+    batches, contexts = [p.batch for p in points], [p.ctx_tokens for p in points]
+    return [float(min(batches)), float(max(batches)), float(min(contexts)), float(max(contexts))]
+
+
+def microbench_band(dep: Deployment, measured: MeasuredBlock, *, batch: int, ctx_tokens: int) -> SpeedBand:
+    """Microbenchmark profile: MICROBENCH_FACTORS on decode, the prefill pair that fits the engine, widened
+    per axis beyond the decode-attention tables."""
+    coverage = attention_coverage(measured)
+    notes = (
+        fit_checks.range_warnings(
+            coverage, batch=batch, ctx_tokens=ctx_tokens, covered="the profile's attention tables"
+        )
+        if coverage
+        else []
+    )
+    tabled = dep.engine in {r.engine for r in measured.coefficients.prefill_layer_table or []}
+    prefill = MICROBENCH_TTFT_FACTORS if tabled else MICROBENCH_UNTABLED_TTFT_FACTORS
+    low, high = widened(MICROBENCH_FACTORS, axes_out=len(notes))
+    ttft_low, ttft_high = widened(prefill, axes_out=len(notes))
+    return SpeedBand(
+        source=f"microbenchmarks ({measured.tool} on {measured.device_name})",
+        label="microbenchmarks",
+        low_factor=low,
+        high_factor=high,
+        ttft_low_factor=ttft_low,
+        ttft_high_factor=ttft_high,
+        ttft_source="measured prefill tables" if tabled else f"no prefill tables for {dep.engine}",
+        extrapolated=bool(notes),
         notes=notes,
     )
+
+
+def fitted_band(measured: MeasuredBlock, *, batch: int, ctx_tokens: int) -> SpeedBand:
+    """--from-bench fit: FIT_FRACTION on decode and prefill (its rows' output tok/s include their
+    prefills), widened per axis outside the fitted range."""
+    fit_range = measured.samples.get("fit_range")
+    notes = fit_checks.range_warnings(fit_range, batch=batch, ctx_tokens=ctx_tokens) if fit_range else []
+    low, high = widened((1.0 - FIT_FRACTION, 1.0 + FIT_FRACTION), axes_out=len(notes))
+    return SpeedBand(
+        source=measured.device_name.removeprefix("calibrated: "),
+        label="fitted profile",
+        low_factor=low,
+        high_factor=high,
+        ttft_low_factor=low,
+        ttft_high_factor=high,
+        ttft_source="the fit's range",  # its rows' throughput includes their prefills
+        extrapolated=bool(notes),
+        notes=notes,
+    )
+
+
+def decode_pair(dep: Deployment) -> tuple[float, float]:
+    """The decode (low, high) before any widening: the vendor's datasheet pair, MICROBENCH_FACTORS or
+    1 -+ FIT_FRACTION."""
+    measured = dep.hardware.measured
+    if not dep.calibrated or measured is None:
+        return DATASHEET[dep.hardware.vendor][0]
+    if measured.backend != "bench-fit":
+        return MICROBENCH_FACTORS
+    return 1.0 - FIT_FRACTION, 1.0 + FIT_FRACTION
+
+
+def covered_range(dep: Deployment) -> list[float] | None:
+    """[batch min, batch max, ctx min, ctx max] the profile covers (fitted rows or attention tables); None
+    when nothing is covered or nothing widens (uncalibrated)."""
+    measured = dep.hardware.measured
+    if not dep.calibrated or measured is None:
+        return None
+    if measured.backend == "bench-fit":
+        return measured.samples.get("fit_range") or None
+    return attention_coverage(measured)
+
+
+def factor_grid(
+    dep: Deployment, *, batch: Sequence[int], ctx_tokens: Sequence[int]
+) -> tuple[FloatArray, FloatArray]:
+    """Decode (low, high) factors on a batch x ctx grid, shape (batches, contexts): speed_band's at every
+    point, vectorised for `kvplan sweep` (an axis is out beyond fit_checks.EXTRAPOLATION_FACTOR x its range).
+
+    Formula: w = EXTRAPOLATION_FRACTION * (batch out + ctx out); low - w (>= LOWEST_FACTOR), high + w.
+    """
+    b = np.asarray(batch, dtype=np.float64)[:, None]
+    c = np.asarray(ctx_tokens, dtype=np.float64)[None, :]
+    cover = covered_range(dep)
+    out = np.zeros((b.size, c.size))
+    if cover is not None:
+        factor = fit_checks.EXTRAPOLATION_FACTOR
+        out = out + ((b > factor * cover[1]) | (b < cover[0] / factor))
+        out = out + ((c > factor * cover[3]) | (c < cover[2] / factor))
+    low, high = decode_pair(dep)
+    widen = EXTRAPOLATION_FRACTION * out
+    return np.maximum(LOWEST_FACTOR, low - widen), high + widen

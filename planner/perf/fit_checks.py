@@ -65,17 +65,18 @@ def fitted_range(points: Sequence[BenchPoint], serving: Sequence[ServingPoint]) 
     return [float(min(batches)), float(max(batches)), float(min(contexts)), float(max(contexts))]
 
 
-def range_warnings(fit_range: Sequence[float], *, batch: int, ctx_tokens: int) -> list[str]:
-    """Lines naming a batch or context outside the fitted range by more than EXTRAPOLATION_FACTOR."""
+def range_warnings(
+    fit_range: Sequence[float], *, batch: int, ctx_tokens: int, covered: str = "the fitted range"
+) -> list[str]:
+    """Lines naming a batch or context outside `covered` ([batch min, batch max, ctx min, ctx max]: the
+    fitted range, or a profile's measured tables) by more than EXTRAPOLATION_FACTOR."""
     lines = []
     for label, value, low, high in (
         ("batch", batch, fit_range[0], fit_range[1]),
         ("ctx", ctx_tokens, fit_range[2], fit_range[3]),
     ):
         if value > EXTRAPOLATION_FACTOR * high or value < low / EXTRAPOLATION_FACTOR:
-            lines.append(
-                f"{label} {value} is outside the fitted range {low:g}-{high:g}: the speed is extrapolated"
-            )
+            lines.append(f"{label} {value} is outside {covered} {low:g}-{high:g}: the speed is extrapolated")
     return lines
 
 

@@ -135,23 +135,27 @@ def instance_performance(group_dep: Deployment, *, batch: int, dp: int, prompt_t
     return group.model_copy(update={"speed_range": speed_range(group_dep, group, batch=batch)})
 
 
-def speed_range(group_dep: Deployment, perf: Performance, *, batch: int) -> SpeedRange | None:
-    """The fitted profile's range around the plan's speed (None unless the profile is a --from-bench fit).
+def speed_range(group_dep: Deployment, perf: Performance, *, batch: int) -> SpeedRange:
+    """The source of the plan's speed and its range (fit_band.speed_band at the group's batch and ctx).
 
-    Formula: tokens/s in [low, high] x estimate (fit_band.speed_band at the group's batch and ctx); a step
-    time's range is the inverse: [step / high, step / low].
+    Formula: a throughput x [low, high]; a time (decode step, TTFT) / [high, low]; TTFT takes the band's
+    prefill pair.
     """
-    measured = group_dep.hardware.measured
-    if measured is None or measured.backend != "bench-fit" or not group_dep.calibrated:
-        return None
     band = fit_band.speed_band(group_dep, batch=batch, ctx_tokens=group_dep.ctx_tokens)
     return SpeedRange(
         source=band.source,
+        label=band.label,
         decode_step_s_low=perf.decode_step_s / band.high_factor,
         decode_step_s_high=perf.decode_step_s / band.low_factor,
         tokens_per_s_low=perf.tokens_per_s * band.low_factor,
         tokens_per_s_high=perf.tokens_per_s * band.high_factor,
-        extrapolated=bool(band.notes),
+        per_user_tokens_per_s_low=perf.per_user_tokens_per_s * band.low_factor,
+        per_user_tokens_per_s_high=perf.per_user_tokens_per_s * band.high_factor,
+        ttft_s_low=perf.ttft_s / band.ttft_high_factor,
+        ttft_s_high=perf.ttft_s / band.ttft_low_factor,
+        ttft_source=band.ttft_source,
+        extrapolated=band.extrapolated,
+        notes=band.notes,
     )
 
 

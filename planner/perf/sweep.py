@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from planner import capacity, memory
 from planner.deployment import Deployment
-from planner.perf import roofline, serving
+from planner.perf import fit_band, roofline, serving
 
 
 class SweepPoint(BaseModel):
@@ -29,6 +29,8 @@ class SweepPoint(BaseModel):
     tokens_per_s: float
     per_user_tokens_per_s: float
     fits_memory: bool
+    decode_step_s_low: float
+    decode_step_s_high: float
 
 
 class SweepResult(BaseModel):
@@ -49,6 +51,9 @@ class SweepResult(BaseModel):
     tokens_per_s: npt.NDArray[np.float64]
     per_user_tokens_per_s: npt.NDArray[np.float64]
     fits_memory: npt.NDArray[np.bool_]
+    decode_step_s_low: npt.NDArray[np.float64]  # the range of decode_step_s (fit_band.factor_grid)
+    decode_step_s_high: npt.NDArray[np.float64]
+    speed_band: fit_band.SpeedBand  # source and notes, at the grid's largest batch and context
 
     def points(self) -> Iterator[SweepPoint]:
         """Every grid point, scheme-major then batch then context."""
@@ -63,6 +68,8 @@ class SweepResult(BaseModel):
                         tokens_per_s=float(self.tokens_per_s[i, j, k]),
                         per_user_tokens_per_s=float(self.per_user_tokens_per_s[i, j, k]),
                         fits_memory=bool(self.fits_memory[i, j, k]),
+                        decode_step_s_low=float(self.decode_step_s_low[i, j, k]),
+                        decode_step_s_high=float(self.decode_step_s_high[i, j, k]),
                     )
 
 
@@ -103,7 +110,7 @@ def sweep(
     """Evaluate decode step time, aggregate and per-user tok/s and memory fit on the full grid.
 
     Formula per point: step = decode_step_s_grid; per_user = tokens_per_step / step;
-    aggregate = batch * per_user.
+    aggregate = batch * per_user; step range = step / [high, low] (fit_band.factor_grid).
     """
     schemes = tuple(weight_dtypes) if weight_dtypes else (dep.weight_scheme_name,)
     batch_arr = np.asarray(batch, dtype=np.int64)
@@ -118,6 +125,7 @@ def sweep(
         fits.append(fits_memory_grid(scheme_dep, batch=batch_arr[:, None], ctx_tokens=ctx_arr[None, :]))
     step_s = np.stack(steps)
     per_user = per_step / step_s
+    low, high = fit_band.factor_grid(dep, batch=batch_arr.tolist(), ctx_tokens=ctx_arr.tolist())
     return SweepResult(
         model=dep.model.id,
         card=dep.hardware.id,
@@ -132,4 +140,7 @@ def sweep(
         tokens_per_s=per_user * batch_arr[None, :, None],
         per_user_tokens_per_s=per_user,
         fits_memory=np.stack(fits),
+        decode_step_s_low=step_s / high[None],
+        decode_step_s_high=step_s / low[None],
+        speed_band=fit_band.speed_band(dep, batch=int(batch_arr.max()), ctx_tokens=int(ctx_arr.max())),
     )

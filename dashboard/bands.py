@@ -1,0 +1,31 @@
+"""Speed ranges in the dashboard's words (pure: no streamlit, no plotly): the line under the speed metrics.
+
+The ranges themselves come from planner/perf/fit_band.py through the plan (Performance.speed_range) and
+dashboard/view.py (the charts' band arrays).
+"""
+
+from __future__ import annotations
+
+from planner import units
+from planner.results import Performance
+
+
+def speed_range_text(perf: Performance) -> str:
+    """One line under the speed metrics: each figure's range and where the figures come from."""
+    band = perf.speed_range
+    if band is None:
+        return ""
+    # TPOT as the metric shows it: one user's time per token (MTP included), the inverse of the per-user rate
+    tpot = (
+        units.s_to_ms(1.0 / band.per_user_tokens_per_s_high),
+        units.s_to_ms(1.0 / band.per_user_tokens_per_s_low),
+    )
+    ttft = (units.s_to_ms(band.ttft_s_low), units.s_to_ms(band.ttft_s_high))
+    extrapolated = ", extrapolated" if band.extrapolated else ""
+    return (
+        f"Range ({band.label}{extrapolated}): TPOT {units.fmt_span(*tpot)} ms, total "
+        f"{units.fmt_span(band.tokens_per_s_low, band.tokens_per_s_high)} tok/s, per user "
+        f"{units.fmt_span(band.per_user_tokens_per_s_low, band.per_user_tokens_per_s_high)} tok/s, TTFT "
+        f"{units.fmt_span(*ttft)} ms ({band.ttft_source}). Source: {band.source}."
+        + "".join(f" {note}." for note in band.notes)
+    )
