@@ -1,7 +1,8 @@
 """Hugging Face config.json -> ModelCard (offline).
 
-`card_from_config_dict` maps a config dict (Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Llama, DeepSeek-V3)
-onto the card schema, names unchanged (DeepSeek-V3.2's indexer keys are not carried). Checkpoint evidence
+`card_from_config_dict` maps a config dict (Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Llama, DeepSeek-V3 and
+Kimi-K2, MiniMax-M2) onto the card schema, names unchanged where the card has them (DeepSeek-V3.2's indexer
+keys are not carried; MiniMax-M2's expert keys are renamed, see _minimax_m2). Checkpoint evidence
 (safetensors headers) lives in planner/importers/checkpoint.py and is re-exported here.
 """
 
@@ -24,7 +25,10 @@ from planner.schema import ATTENTION_KINDS, AttentionKind, ModelCard
 
 CARD_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")  # as ModelCard.id
 # Outer model_type of multimodal configs whose text model sits under "text_config".
-NESTED_TEXT_TYPES = ("qwen3_5", "qwen3_5_moe")
+NESTED_TEXT_TYPES = ("qwen3_5", "qwen3_5_moe", "kimi_k25")
+# model_type values whose attention is DeepSeek MLA (Kimi-K2 is the DeepSeek-V3 architecture).
+MLA_MODEL_TYPES = ("deepseek_v3", "deepseek_v32", "kimi_k2")
+MINIMAX_FULL_ATTENTION = 1  # MiniMax attn_type_list: 1 = softmax attention; 0 = MiniMax-01's lightning
 
 
 @dataclass
@@ -215,6 +219,42 @@ def _deepseek_v3(cfg: _Config) -> dict[str, Any]:
     }
 
 
+def _minimax_m2(cfg: _Config) -> dict[str, Any]:
+    """MiniMax-M2 / M2.5 / M2.7: full-attention GQA, q/k norms, every layer a routed MoE, no shared expert.
+    num_local_experts (expert count) and intermediate_size (each expert's width) are renamed; MTP modules
+    are not carried (the released safetensors hold none: minimax-m2.5 card)."""
+    if any(kind != MINIMAX_FULL_ATTENTION for kind in cfg.optional("attn_type_list", [])):
+        raise DataFileError(
+            f"{cfg.where}: {cfg.prefix}attn_type_list: not supported by the card schema (got a layer "
+            f"kind other than {MINIMAX_FULL_ATTENTION} = full attention; lightning attention is not modelled)"
+        )
+    cfg.must_equal("shared_intermediate_size", 0)
+    expert_width = cfg.required("intermediate_size")
+    fields = {
+        **_base_fields(cfg),
+        "head_dim": cfg.required("head_dim"),
+        "qk_norm": bool(cfg.optional("use_qk_norm", False)),
+        "num_experts": cfg.required("num_local_experts"),
+        "num_experts_per_tok": cfg.required("num_experts_per_tok"),
+        "moe_intermediate_size": expert_width,
+        "intermediate_size": expert_width,
+    }
+    cfg.derived["num_experts"] = "num_experts = num_local_experts (MiniMax's name for the expert count)"
+    cfg.derived["moe_intermediate_size"] = (
+        "moe_intermediate_size = intermediate_size (MiniMax's intermediate_size is each expert's width); "
+        "intermediate_size kept as the placeholder the schema requires (every layer is MoE, so unused)"
+    )
+    if fields["qk_norm"] and cfg.optional("qk_norm_type") == "per_layer":
+        cfg.derived["qk_norm"] = (
+            "qk_norm = True for use_qk_norm with qk_norm_type per_layer: one RMSNorm over all heads, "
+            "(H_q + H_kv) x head_dim weights a layer where the card counts 2 x head_dim (~2e-6 of the total)"
+        )
+    if cfg.optional("use_mtp") and cfg.optional("num_mtp_modules"):
+        modules = cfg.optional("num_mtp_modules")
+        cfg.derived["mtp_num_hidden_layers"] = f"num_mtp_modules {modules} not carried: no MTP weights ship"
+    return fields
+
+
 # Qwen3-Next always gates attention output; it is not a config key there (Qwen3.5 spells it out).
 FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama": _llama,
@@ -228,6 +268,9 @@ FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "deepseek_v3": _deepseek_v3,
     # V3.2 = V3 geometry + a sparse-attention indexer (index_* keys: not in the card schema, see card notes).
     "deepseek_v32": _deepseek_v3,
+    # Kimi-K2 / K2-Thinking (top level) and Kimi-K2.5 / K2.6 (text_config): DeepseekV3ForCausalLM geometry.
+    "kimi_k2": _deepseek_v3,
+    "minimax_m2": _minimax_m2,
 }
 # model_type values `kvplan models import` understands (outer names of nested configs included).
 SUPPORTED_MODEL_TYPES = sorted([*FAMILIES, *NESTED_TEXT_TYPES])
@@ -251,7 +294,7 @@ def _text_config(config: Mapping[str, Any], where: str) -> _Config:
 
 def attention_kind(fields: Mapping[str, Any], *, model_type: str) -> AttentionKind:
     """Card `attention`: mla (DeepSeek); hybrid with linear-attention layers; else mha/gqa by head counts."""
-    if model_type in ("deepseek_v3", "deepseek_v32"):
+    if model_type in MLA_MODEL_TYPES:
         return "mla"
     layer_types = fields.get("layer_types")
     if fields.get("linear_num_key_heads") and ("linear_attention" in (layer_types or ["linear_attention"])):
