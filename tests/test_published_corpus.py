@@ -28,7 +28,7 @@ GEOMETRY = (
 )  # fmt: skip
 # Corpus models kvplan has no card for (attention it does not model, or no config.json found): corpus README.
 NOT_CARDED = {
-    "Qwen/Qwen3.8-27B", "Qwen/Qwen3-Coder-480B-A35B-Instruct", "deepseek-ai/DeepSeek-V4-Flash",
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct", "deepseek-ai/DeepSeek-V4-Flash",
     "deepseek-ai/DeepSeek-V4-Pro", "zai-org/GLM-5.1", "zai-org/GLM-5.2", "MiniMaxAI/MiniMax-M3",
     "moonshotai/Kimi-K2.6",
 }  # fmt: skip
@@ -41,7 +41,7 @@ def _corpus_models() -> set[str]:
 
 def test_transcribed_configs_exist() -> None:
     names = {p.name.removesuffix(".config.json") for p in CONFIGS}
-    assert names >= {"qwen3.5-397b-a17b", "deepseek-v3.2", "minimax-m2.5", "kimi-k2.5"}
+    assert names >= {"qwen3.5-397b-a17b", "deepseek-v3.2", "minimax-m2.5", "kimi-k2.5", "qwen3.8-27b"}
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
@@ -84,6 +84,15 @@ def test_unknown_hf_name_is_one_clear_error() -> None:
         catalog.resolve_model("Qwen/Nope-1B")
     with pytest.raises(DataFileError, match=r"model card file not found \(got 'x/missing.yaml'\)"):
         catalog.resolve_model("x/missing.yaml")
+
+
+def test_qwen3_8_27b_has_the_qwen3_5_27b_geometry() -> None:
+    """Seed 000's "Qwen3-27B" was mapped to Qwen3.5-27B (corpus README); Qwen3.8-27B's config has that
+    geometry, so the seed rows plan the same whichever of the two it was."""
+    qwen38, qwen35 = catalog.load_model("qwen3.8-27b"), catalog.load_model("qwen3.5-27b")
+    for field in (*GEOMETRY, "mamba_ssm_dtype", "attn_output_gate", "qk_norm"):
+        assert getattr(qwen38, field) == getattr(qwen35, field), field
+    assert qwen38.resolved_layer_types == qwen35.resolved_layer_types
 
 
 def test_deepseek_v32_card_says_the_indexer_is_not_modelled() -> None:
