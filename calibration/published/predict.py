@@ -100,6 +100,12 @@ def _unmodelled(row: dict[str, str]) -> str | None:
     """Why a row of a catalogued model and engine still cannot be predicted, or None."""
     if "method=eagle3" in row["notes"]:
         return "eagle3 speculation: a separate draft model (kvplan times MTP heads only: plain decode here)"
+    shared = re.search(r"_prefix(\d+)_", row["notes"])
+    if shared and int(shared.group(1)) > 0:
+        return (
+            f"shared-prefix dataset (prefix{shared.group(1)}: that % of each prompt is shared and prefix-cached); "
+            "the serving estimate prefills every prompt in full"
+        )
     if row["model"].startswith(SPARSE_ATTENTION_MODEL):
         return "DeepSeek-V3.2 sparse attention (DSA indexer) not modelled; CI floors repeat across set-ups"
     return None
