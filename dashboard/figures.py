@@ -273,7 +273,15 @@ def fig_feasibility(grid: dashboard.FeasibilityGrid, *, tpot_slo_ms: float) -> g
 
 
 def fig_compare(rows: list[dict[str, Any]], metric: str, title: str) -> go.Figure:
-    """One bar per configuration for one metric."""
+    """One bar per configuration for one metric, with its range as an error bar where the rows carry one
+    (`<metric> low` / `<metric> high`)."""
+    ranged = all(f"{metric} low" in r and f"{metric} high" in r for r in rows)
+    error = {
+        "type": "data",
+        "symmetric": False,
+        "array": [r[f"{metric} high"] - r[metric] for r in rows],
+        "arrayminus": [r[metric] - r[f"{metric} low"] for r in rows],
+    }
     fig = go.Figure(
         go.Bar(
             x=[r["config"] for r in rows],
@@ -281,6 +289,7 @@ def fig_compare(rows: list[dict[str, Any]], metric: str, title: str) -> go.Figur
             marker_color=COMPARE_COLORS[: len(rows)],
             text=[f"{r[metric]:,.1f}" for r in rows],
             textposition="outside",
+            error_y=error if ranged else None,
         )
     )
     fig.update_layout(

@@ -263,6 +263,17 @@ def compare_row(name: str, plan: Plan) -> dict[str, Any]:
                 "TTFT ms": round(units.s_to_ms(perf.ttft_s)),
             }
         )
+    band = perf.speed_range if perf is not None else None
+    if band is not None:  # each speed's range (the comparison charts draw it as error bars)
+        row.update(
+            {
+                "speed source": band.label,
+                "TPOT ms low": round(units.s_to_ms(1.0 / band.per_user_tokens_per_s_high), 1),
+                "TPOT ms high": round(units.s_to_ms(1.0 / band.per_user_tokens_per_s_low), 1),
+                "aggregate tok/s low": round(band.tokens_per_s_low, 1),
+                "aggregate tok/s high": round(band.tokens_per_s_high, 1),
+            }
+        )
     return row
 
 

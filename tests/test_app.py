@@ -332,3 +332,19 @@ def test_speed_metrics_show_the_range_and_its_source(app: AppTest) -> None:
     assert_clean(app)
     captions = [c.value for c in app.caption if c.value.startswith("Range (uncalibrated)")]
     assert len(captions) == 1 and "published Ascend serving rows" in captions[0]
+
+
+def test_compare_bars_carry_the_range() -> None:
+    """The Compare tab's tok/s and TPOT bars: an error bar from each row's range, the bar inside it."""
+    from dashboard import figures, sections
+
+    rows = [
+        sections.compare_row(name, dashboard.plan_for(PlanRequest(model="qwen3-8b", card=card, ctx="4k"))[1])
+        for name, card in (("A", "nvidia-h200"), ("B", "ascend-910b3"))
+    ]
+    assert [r["speed source"] for r in rows] == ["microbenchmarks", "uncalibrated"]
+    for metric in ("aggregate tok/s", "TPOT ms"):
+        bar = figures.fig_compare(rows, metric, metric).data[0]
+        assert list(bar.error_y.array) == pytest.approx([r[f"{metric} high"] - r[metric] for r in rows])
+        assert list(bar.error_y.arrayminus) == pytest.approx([r[metric] - r[f"{metric} low"] for r in rows])
+        assert all(r[f"{metric} low"] <= r[metric] <= r[f"{metric} high"] for r in rows)
