@@ -32,18 +32,18 @@ FloatArray = npt.NDArray[np.float64]
 
 # Each pair below: truth / estimate over every point named, rounded outward to 2 decimals and widened to
 # contain 1.  [measured: benchmarks/speed_band_sources.py, 2026-12-01; its docstring says why each statistic]
-# Ascend, datasheet profiles, output tok/s: the 125 rows of calibration/published/ascend-serving.csv that
-# calibration/published/predict.py predicts (910C 57, 910B3 48, 950PR 15, 300I Duo 3, 910B4 2; 72 CI floors,
+# Ascend, datasheet profiles, output tok/s: the 112 rows of calibration/published/ascend-serving.csv that
+# calibration/published/predict.py predicts (910B3 48, 910C 44, 950PR 15, 300I Duo 3, 910B4 2; 59 CI floors,
 # which pass at >= 0.97 x baseline so there the truth is about the floor or above, 42 measured, 11 seed):
-# their central 90 %, P5 0.298 to P95 1.746 (median 0.546); outside it 7 rows down to 0.056 (GPUStack's
-# burst of 1000 Qwen3-30B-A3B prompts at once on a 910B) and 7 up to 2.597 (910C Qwen3.5 CI floors at 32k-128k
-# prompts, where the datasheet prefill is slow).
-ASCEND_DATASHEET_FACTORS = (0.29, 1.75)
+# their central 90 %, P5 0.287 to P95 0.960 (median 0.517); outside it 6 rows down to 0.056 (GPUStack's
+# burst of 1000 Qwen3-30B-A3B prompts at once on a 910B) and 4 up to 2.597 (a 910C Qwen3.5-397B CI floor at
+# a 128k prompt; the others 1.05-1.09).
+ASCEND_DATASHEET_FACTORS = (0.28, 1.0)
 ASCEND_CENTRAL_FRACTION = 0.9
-ASCEND_PUBLISHED_ROWS = 125
+ASCEND_PUBLISHED_ROWS = 112
 # Ascend prefill: one modelled one-client row publishes a TTFT (seed 950PR, 256-token prompt, MindIE: 0.085 x
 # the datasheet TTFT rate), too few to stand alone: ASCEND_DATASHEET_FACTORS widened to contain it.
-ASCEND_DATASHEET_TTFT_FACTORS = (0.08, 1.75)
+ASCEND_DATASHEET_TTFT_FACTORS = (0.08, 1.0)
 # NVIDIA, datasheet profile (nvidia-h200.yaml without `measured`), decode step: 190 held-out H200 end-to-end
 # points (runs 1 and 5, tp = 2 of run 4; transformers in CUDA graphs): min 0.824, median 1.248, max 1.728.
 GPU_DATASHEET_FACTORS = (0.82, 1.73)
