@@ -48,10 +48,10 @@ NOT_WRITTEN = {
     # one model (Qwen3-32B) on two replicas with a shared-prefix workload: prefill far below the prompt length
     ("ascend-910b4", "vllm"),
 }
-OLDER: dict[tuple[str, str], "Group"] = defaultdict(list)  # rows of older engines: predicted, never fitted
 REFUSALS: list[str] = []  # messages of fits that refused (the last one explains a None)
 HELD_OUT_FAMILY = "Qwen/Qwen3.5-"  # the hybrid family the mission names
 Group = list[tuple[dict[str, str], dict[str, str], Any]]  # (corpus row, bench row, ServingPoint)
+OLDER: dict[tuple[str, str], Group] = defaultdict(list)  # rows of older engines: predicted, never fitted
 
 
 def corpus_groups() -> dict[tuple[str, str], Group]:

@@ -38,10 +38,10 @@ SEED_950PR_MEMORY_GIB = "64"  # seed 000: a 64 GB 950PR (calibration/published/R
 # Its card models dense MLA attention (the DSA indexer picking 2048 keys is not modelled), and the CI reuses
 # one floor for different set-ups (1254 tok/s at 1 client with a 64k prompt and at 512): not predicted.
 SPARSE_ATTENTION_MODEL = "deepseek-ai/DeepSeek-V3.2"
-# The fitted vllm-ascend profiles describe the engine of the CI floors they stand on (main, 2026-04 .. 2026-08,
-# about v0.18 .. v0.25). Rows measured before v0.16.0rc1 (2026-03-10, the first release with the AscendC
-# recurrent Gated DeltaNet op, #6725; v0.9 .. v0.15 also predate most of the graph-mode and fused-op work the
-# floors ran with) are predicted and reported by fit_profiles.py, never fitted.
+# The fitted vllm-ascend profiles describe the engine of the CI floors they stand on (main, 2026-04 ..
+# 2026-08, about v0.18 .. v0.25). Rows measured before v0.16.0rc1 (2026-03-10, the first release with the
+# AscendC recurrent Gated DeltaNet op, #6725; v0.9 .. v0.15 also predate most of the graph-mode and fused-op
+# work the floors ran with) are predicted and reported by fit_profiles.py, never fitted.
 FIT_ERA_START = "2026-03-10"
 
 
@@ -51,6 +51,8 @@ def older_engine(row: dict[str, str]) -> str | None:
         version = row["engine_version"] or "version not stated"
         return f"vllm-ascend {version}, measured {row['source_date']}: before v0.16.0rc1 ({FIT_ERA_START})"
     return None
+
+
 # Seed 000's own client loop (max_tokens 128, no ignore_eos, each client sends its next request when its own
 # ends): request ends drift apart and MindIE prefills waiting prompts between decode steps ("random").
 SEED_000_ARRIVALS = "random"
@@ -103,8 +105,8 @@ def _unmodelled(row: dict[str, str]) -> str | None:
     shared = re.search(r"_prefix(\d+)_", row["notes"])
     if shared and int(shared.group(1)) > 0:
         return (
-            f"shared-prefix dataset (prefix{shared.group(1)}: that % of each prompt is shared and prefix-cached); "
-            "the serving estimate prefills every prompt in full"
+            f"shared-prefix dataset (prefix{shared.group(1)}: that % of each prompt is shared and "
+            "prefix-cached); the serving estimate prefills every prompt in full"
         )
     if row["model"].startswith(SPARSE_ATTENTION_MODEL):
         return "DeepSeek-V3.2 sparse attention (DSA indexer) not modelled; CI floors repeat across set-ups"

@@ -121,8 +121,9 @@ TRANSFORMERS: dict[OpName, OpKernels] = {
 # 27B shape at batch 64: recurrent kernel 138 us + copies 136 us over a 207 MB state]. A speculative verify
 # step writes one more snapshot per draft token (opcost.gdn_update_term): vllm-ascend's recurrent rule stores
 # the state after every verified position in its own slot and vLLM keeps 1 + num_speculative_blocks state
-# blocks per request [source: vllm-ascend 182b75ea, tests/e2e/nightly/single_node/ops/singlecard_ops/
-# test_recurrent_gated_delta_rule.py golden, vllm_ascend/patch/worker/patch_mamba_utils.py; assumed for mindie].
+# blocks per request [source: vllm-ascend 182b75ea, the golden of tests/e2e/nightly/single_node/ops/
+# singlecard_ops/test_recurrent_gated_delta_rule.py and vllm_ascend/patch/worker/patch_mamba_utils.py;
+# assumed for mindie].
 STATE_PASSES: dict[EngineName, int] = {"mindie": 2, "vllm": 2, "transformers": 4}
 
 ENGINE_KERNELS: dict[EngineName, dict[OpName, OpKernels]] = {
