@@ -17,7 +17,7 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard import bands
+from dashboard import bands, uploads
 from dashboard import view as dashboard
 from dashboard.load import show_load
 from dashboard.sections import (
@@ -68,12 +68,12 @@ def uploaded_model_path() -> str | None:
         st.sidebar.caption("Upload a config.json to plan a model that is not in the catalogue.")
         return None
     try:
-        card = dashboard.model_card_from_config(upload.getvalue(), name=upload.name, directory=upload_dir())
+        card = uploads.model_card_from_config(upload.getvalue(), name=upload.name, directory=upload_dir())
     except KvplanError as exc:
         st.sidebar.error(dashboard.dashboard_message(exc))
         return None
     st.sidebar.success(f"Imported {card.id}")
-    return dashboard.model_card_path(card, directory=upload_dir())
+    return uploads.model_card_path(card, directory=upload_dir())
 
 
 def sidebar_model(model_ids: list[str]) -> str:
@@ -105,7 +105,7 @@ def sidebar_card(card_ids: list[str]) -> tuple[str, float | None, float | None]:
         bandwidth = override_input("Memory bandwidth (GB/s)", step=100.0, key="bandwidth_gbps")
         upload = st.file_uploader("Calibrated profile (YAML)", type=["yaml", "yml"], key="card_upload")
     if upload is not None:
-        card = str(dashboard.save_upload(upload.getvalue(), name=upload.name, directory=upload_dir()))
+        card = str(uploads.save_upload(upload.getvalue(), name=upload.name, directory=upload_dir()))
     return card, memory_gib, bandwidth
 
 

@@ -7,28 +7,20 @@ calls them over arrays and arranges the results into what a chart draws.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 import re
 import tempfile
-from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
-from pydantic import BaseModel
 
-from planner import capacity, catalog, inputs, memory, params, units
+from planner import capacity, inputs, memory, params, units
 from planner.deployment import Deployment
 from planner.perf import plan as perf_plan
 from planner.results import MemoryBreakdown, Performance, Plan
-from planner.schema import Frozen, ModelCard
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
+from planner.schema import Frozen
 
 # Context lengths the TPOT curve and the heatmap sweep: powers of two from 1k (k = 1024 tokens).
 MIN_SWEEP_CTX_TOKENS = 1024
 BATCH_SWEEP_POINTS = 48
-UPLOADED_MODEL_ID = "uploaded-model"
 
 
 class MemorySegment(Frozen):
@@ -236,51 +228,6 @@ def fit_warnings(dep: Deployment, plan: Plan) -> list[str]:
 def max_batch_at(dep: Deployment, mem: MemoryBreakdown) -> int:
     """Most sequences of ctx tokens that fit the KV budget (capacity.max_batch_size)."""
     return capacity.max_batch_size(dep, mem)
-
-
-@functools.cache
-def process_upload_dir() -> tempfile.TemporaryDirectory[str]:
-    """Fallback scratch folder for uploads when the caller passes none; removed when the process exits."""
-    return tempfile.TemporaryDirectory(prefix="kvplan-uploads-")
-
-
-def save_upload(data: bytes, *, name: str, directory: Path | None = None) -> Path:
-    """Write uploaded bytes under a content-addressed folder, keeping the user's file name for messages.
-
-    `directory` is the caller's scratch folder (the dashboard passes one per browser session, deleted with
-    it); without one, a temporary folder of this process. The planner then reads the file like any other
-    (catalog.resolve_card / resolve_model take paths).
-    """
-    digest = hashlib.sha256(data).hexdigest()[:16]
-    root = directory if directory is not None else Path(process_upload_dir().name)
-    path = root / digest / (Path(name).name or "upload")
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return path
-
-
-def load_uploaded(data: bytes, model: type[ModelT], *, name: str, directory: Path | None = None) -> ModelT:
-    """Validate an uploaded data file (e.g. a calibrated hardware profile) with catalog.load_item."""
-    return catalog.load_item(save_upload(data, name=name, directory=directory), model, check_stem=False)
-
-
-def model_card_from_config(data: bytes, *, name: str, directory: Path | None = None) -> ModelCard:
-    """A ModelCard from an uploaded Hugging Face config.json (planner.importers.hfimport; errors name the
-    file)."""
-    from planner.importers import hfimport
-
-    config = hfimport.read_config(save_upload(data, name=name, directory=directory))
-    card_id = hfimport.default_card_id(config, default=UPLOADED_MODEL_ID)
-    return hfimport.card_from_config_dict(config, card_id=card_id, origin=name)
-
-
-def model_card_path(card: ModelCard, *, directory: Path | None = None) -> str:
-    """A YAML file holding `card`, usable as PlanRequest.model (catalog.resolve_model reads card paths)."""
-    from planner.importers import hfimport
-
-    text = hfimport.card_yaml(card).encode("utf-8")
-    return str(save_upload(text, name=f"{card.id}.yaml", directory=directory))
 
 
 def plan_for(req: inputs.PlanRequest, *, prompt_tokens: int | None = None) -> tuple[Deployment, Plan]:

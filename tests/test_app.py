@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard import uploads
 from dashboard import view as dashboard
 from planner import catalog
 from planner.errors import DataFileError
@@ -230,11 +231,11 @@ def test_memory_ledger_results_are_the_plans(plan_27b: tuple) -> None:
 
 def test_uploaded_profile_is_validated() -> None:
     source = catalog.data_dir("hwprofiles") / "ascend-950pr.yaml"
-    profile = dashboard.load_uploaded(source.read_bytes(), HardwareProfile, name="my-950pr.yaml")
+    profile = uploads.load_uploaded(source.read_bytes(), HardwareProfile, name="my-950pr.yaml")
     assert profile.id == "ascend-950pr"
     with pytest.raises(DataFileError, match=r"bad-profile\.yaml: memory_capacity_gib"):
         bad = source.read_text().replace("memory_capacity_gib: 128", "memory_capacity_gib: -1")
-        dashboard.load_uploaded(bad.encode(), HardwareProfile, name="bad-profile.yaml")
+        uploads.load_uploaded(bad.encode(), HardwareProfile, name="bad-profile.yaml")
 
 
 LLAMA_CONFIG = {
@@ -256,9 +257,9 @@ LLAMA_CONFIG = {
 
 
 def test_uploaded_hf_config_plans_like_a_catalogue_model() -> None:
-    card = dashboard.model_card_from_config(json.dumps(LLAMA_CONFIG).encode(), name="config.json")
+    card = uploads.model_card_from_config(json.dumps(LLAMA_CONFIG).encode(), name="config.json")
     assert card.id == "tiny-llama"
-    _, plan = dashboard.plan_for(PlanRequest(model=dashboard.model_card_path(card), ctx="8k"))
+    _, plan = dashboard.plan_for(PlanRequest(model=uploads.model_card_path(card), ctx="8k"))
     assert plan.model == "tiny-llama"
     assert plan.recommendation.max_batch_size > 1
 
@@ -273,7 +274,7 @@ def test_mindie_config_text_is_json_with_the_plans_batch(plan_27b: tuple) -> Non
 
 def test_uploaded_config_that_is_not_json_raises_a_data_error() -> None:
     with pytest.raises(DataFileError, match="not valid JSON"):
-        dashboard.model_card_from_config(b"{not json", name="config.json")
+        uploads.model_card_from_config(b"{not json", name="config.json")
 
 
 def test_a_fit_used_outside_its_range_is_warned_not_green(tmp_path: Path) -> None:
