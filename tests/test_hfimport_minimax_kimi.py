@@ -100,6 +100,7 @@ def test_kimi_k2_5_parameter_count_is_the_report_tensor_list() -> None:
         ("MiniMaxAI/MiniMax-M2.7", "minimax-m2.5"),
         ("moonshotai/Kimi-K2.5", "kimi-k2.5"),
         ("moonshotai/Kimi-K2-Thinking", "kimi-k2.5"),
+        ("moonshotai/Kimi-K2.6", "kimi-k2.5"),
     ],
 )
 def test_corpus_names_resolve_to_the_new_cards(hf_name: str, card_id: str) -> None:

@@ -30,7 +30,6 @@ GEOMETRY = (
 NOT_CARDED = {
     "Qwen/Qwen3-Coder-480B-A35B-Instruct", "deepseek-ai/DeepSeek-V4-Flash",
     "deepseek-ai/DeepSeek-V4-Pro", "zai-org/GLM-5.1", "zai-org/GLM-5.2", "MiniMaxAI/MiniMax-M3",
-    "moonshotai/Kimi-K2.6",
 }  # fmt: skip
 
 

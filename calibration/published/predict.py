@@ -38,6 +38,14 @@ SEED_950PR_MEMORY_GIB = "64"  # seed 000: a 64 GB 950PR (calibration/published/R
 # Its card models dense MLA attention (the DSA indexer picking 2048 keys is not modelled), and the CI reuses
 # one floor for different set-ups (1254 tok/s at 1 client with a 64k prompt and at 512): not predicted.
 SPARSE_ATTENTION_MODEL = "deepseek-ai/DeepSeek-V3.2"
+# Corpus models without a card because kvplan does not model their attention (HF name prefix -> why).
+UNMODELLED_ATTENTION = {
+    "zai-org/GLM-5": "GLM-5.x (GlmMoeDsaForCausalLM) DeepSeek sparse attention (DSA indexer) not modelled",
+    "MiniMaxAI/MiniMax-M3": "MiniMax-M3 (MiniMaxM3SparseForCausalLM) top-k sparse attention not modelled",
+    "deepseek-ai/DeepSeek-V4": "DeepSeek-V4 compressed attention (CSA/HCA, compress_ratios) not modelled",
+}
+# Speculative methods whose drafts come from a separate draft model, which kvplan does not time.
+DRAFT_MODEL_METHODS = ("eagle3", "dflash")
 # The fitted vllm-ascend profiles describe the engine of the CI floors they stand on (main, 2026-04 ..
 # 2026-08, about v0.18 .. v0.25). Rows measured before v0.16.0rc1 (2026-03-10, the first release with the
 # AscendC recurrent Gated DeltaNet op, #6725; v0.9 .. v0.15 also predate most of the graph-mode and fused-op
@@ -94,14 +102,22 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     try:
         catalog.resolve_model(row["model"])
     except KvplanError:
-        return "no model card"
+        return _uncarded(row["model"])
     return _unmodelled(row)
+
+
+def _uncarded(model: str) -> str:
+    """Why a model has no card: an attention kvplan does not model (UNMODELLED_ATTENTION), else none found."""
+    reasons = [why for prefix, why in UNMODELLED_ATTENTION.items() if model.startswith(prefix)]
+    return reasons[0] if reasons else "no model card"
 
 
 def _unmodelled(row: dict[str, str]) -> str | None:
     """Why a row of a catalogued model and engine still cannot be predicted, or None."""
-    if "method=eagle3" in row["notes"]:
-        return "eagle3 speculation: a separate draft model (kvplan times MTP heads only: plain decode here)"
+    method = re.search(r"method=(\w+)", row["notes"])
+    if method and method.group(1) in DRAFT_MODEL_METHODS:
+        name = method.group(1)
+        return f"{name} speculation: a separate draft model (kvplan times MTP heads only: plain decode here)"
     shared = re.search(r"_prefix(\d+)_", row["notes"])
     if shared and int(shared.group(1)) > 0:
         return (
