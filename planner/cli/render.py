@@ -186,7 +186,8 @@ def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
     )
     return (
         f"[bold]Load knee[/bold]: {knee.users} users{group} at {knee.input_tokens} in / {knee.output_tokens} "
-        f"out (the seed's benchmark, closed-loop model; past it latency grows faster than throughput): "
+        f"out (the seed's benchmark, closed loop, requests drifting apart; past it latency grows faster "
+        f"than throughput): "
         f"{units.fmt_tokens_per_s(knee.output_tokens_per_s)}, P99 TPOT {units.fmt_ms(knee.tpot_p99_s)} "
         f"({units.fmt_ms(knee.single_user_tpot_s)} alone), P99 TTFT {units.fmt_ms(knee.ttft_p99_s)}{cap}"
     )

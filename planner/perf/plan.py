@@ -161,7 +161,8 @@ def speed_range(group_dep: Deployment, perf: Performance, *, batch: int) -> Spee
 
 def with_load_knee(plan: Plan, dep: Deployment) -> Plan:
     """The plan with the load knee of one DP group (planner/perf/load_knee.py: the seed's 256-in / 128-out
-    benchmark, analytic closed loop, ~2 ms) when it has a speed; with dp > 1 the knee is per group."""
+    benchmark, analytic closed loop, requests drifting apart, a few ms) when it has a speed; with dp > 1 the
+    knee is per group."""
     if plan.performance is None:
         return plan
     return plan.model_copy(update={"load_knee": load_knee.load_knee(capacity.per_dp_rank(dep))})
