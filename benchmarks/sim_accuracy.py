@@ -26,8 +26,10 @@ Run: python3 benchmarks/sim_accuracy.py
 from __future__ import annotations
 
 import csv
+import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -129,12 +131,24 @@ def pd_lines() -> None:
 KEY = ("model", "card", "dtype", "tp", "concurrency", "input_tokens", "output_tokens", "mtp", "max_num_seqs")
 
 
+def published_rules() -> Any:
+    """calibration/published/predict.py (a script folder, loaded by path): its skip and engine-era rules."""
+    path = ROOT / "calibration" / "published" / "predict.py"
+    spec = importlib.util.spec_from_file_location("published_predict", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def nightly_rows() -> list[dict[str, str]]:
-    """Single-instance baselines (dp 1, ep <= tp), the newest row per configuration; `line`: its corpus
-    line."""
+    """Single-instance baselines (dp 1, ep <= tp) that predict.py predicts and the fits may use (no skip
+    reason, not an older engine), the newest row per configuration; `line`: its corpus line."""
     path = ROOT / "calibration" / "published" / "ascend-serving.csv"
+    rules = published_rules()
     rows = [{**r, "line": str(i + 2)} for i, r in enumerate(csv.DictReader(path.open()))]
     rows = [r for r in rows if r["kind"] == "ci-baseline-floor"]
+    rows = [r for r in rows if rules._skip_reason(r) is None and rules.older_engine(r) is None]
     known = [r for r in rows if r["dp"] in ("1", "") and r["input_tokens"] and r["concurrency"]]
     single = [r for r in known if r["ep"] in ("", "1") or int(r["tp"] or 1) >= int(r["ep"] or 1)]
     newest: dict[tuple[str, ...], dict[str, str]] = {}
