@@ -51,6 +51,8 @@ class WeightScheme(BaseModel):
     scale_bytes_per_channel     per output channel of each quantized matrix (scales, offsets, bias)
     group_size                  input elements sharing one group scale (0: no grouping)
     scale_bytes_per_group       bytes of scale+offset per group per output channel
+    other_linears               scheme of every matmul outside the routed experts when the scheme exists for
+                                MoE expert layers only (None: the scheme covers every matmul)
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -63,6 +65,7 @@ class WeightScheme(BaseModel):
     group_size: int = Field(ge=0)
     scale_bytes_per_group: int = Field(ge=0)
     description: str
+    other_linears: str | None = None
 
 
 # Scale layouts follow what the engines load:
@@ -71,13 +74,15 @@ class WeightScheme(BaseModel):
 #   quant_bias, 12 B; per-tensor input scale/offset are negligible.  [assumed: msModelSlim W8A8 layout]
 # - w8a16: one fp32 scale per output channel.
 # - w4a8 (msModelSlim W4A8 dynamic, vllm-ascend w4a8_dynamic): int4 weights with a per-channel scale and
-#   offset (fp32 each, 8 B), int8 activations quantized per token, int8 matmuls.  [assumed: scale layout.
-#   msModelSlim's W4A8 recipes quantize the routed experts only, attention stays W8A8; kvplan applies one
-#   scheme to every weight, so attention and dense weights are counted at 4 bits]
+#   offset (fp32 each, 8 B), int8 activations quantized per token, int8 matmuls, for the routed experts only:
+#   vllm-ascend registers W4A8_DYNAMIC for "moe" layers alone (vllm_ascend/quantization/methods/w4a8.py:36
+#   @182b75ea; its quantization design doc: "for MoE layers"), so every other matmul (attention, dense and
+#   shared-expert MLPs, lm_head) runs as W8A8 (int8), and a dense model's "w4a8" is its W8A8.
+#   [source for vllm-ascend; assumed: scale layout, and the same split under MindIE]
 # - w4a16: group size 128 with a bf16 scale and a bf16 offset per group (AWQ/GPTQ-style), 4 B/group.
 _W4A8_DESCRIPTION = "INT4 weights (per channel), INT8 activations per token (msModelSlim W4A8 dynamic)"
 # One row per scheme, in WeightScheme's field order: name, weight_bits, compute_dtype, requires_native,
-# scale_bytes_per_channel, group_size, scale_bytes_per_group, description.
+# scale_bytes_per_channel, group_size, scale_bytes_per_group, description (other_linears: EXPERT_ONLY).
 _SCHEME_ROWS: tuple[tuple[str, int, str, str | None, int, int, int, str], ...] = (
     ("bf16", 16, "bf16", "bf16", 0, 0, 0, "bfloat16 weights and activations"),
     ("fp16", 16, "fp16", "fp16", 0, 0, 0, "float16 weights and activations"),
@@ -87,8 +92,14 @@ _SCHEME_ROWS: tuple[tuple[str, int, str, str | None, int, int, int, str], ...] =
     ("w4a8", 4, "int8", "int8", 8, 0, 0, _W4A8_DESCRIPTION),
     ("w4a16", 4, "bf16", None, 0, 128, 4, "INT4 weights (group 128) dequantized to 16-bit activations"),
 )
+EXPERT_ONLY = {"w4a8": "int8"}  # scheme -> the scheme of the matmuls outside the routed experts (above)
 WEIGHT_SCHEMES: dict[str, WeightScheme] = {
-    row[0]: WeightScheme.model_validate(dict(zip(WeightScheme.model_fields, row, strict=True)))
+    row[0]: WeightScheme.model_validate(
+        {
+            **dict(zip(list(WeightScheme.model_fields)[:-1], row, strict=True)),
+            "other_linears": EXPERT_ONLY.get(row[0]),
+        }
+    )
     for row in _SCHEME_ROWS
 }
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from planner.dtypes import StorageDType, WeightScheme, storage_dtype
+from planner.dtypes import WEIGHT_SCHEMES, StorageDType, WeightScheme, storage_dtype
 from planner.params import Linear, Plain, Shards, kv_heads_per_rank, model_tensors, split, stage_layers
 from planner.schema import ModelCard
 from planner.units import BITS_PER_BYTE
@@ -24,14 +24,22 @@ Tokens = TypeVar("Tokens", int, npt.NDArray[np.int64])  # one token count, or an
 RESIDUAL_BUFFERS_PER_TOKEN = 2
 
 
+def linear_scheme(linear: Linear, *, scheme: WeightScheme) -> WeightScheme:
+    """The scheme a matmul is stored in: `scheme`, or its other_linears scheme outside the routed experts."""
+    if scheme.other_linears is None or linear.part == "moe_experts":
+        return scheme
+    return WEIGHT_SCHEMES[scheme.other_linears]
+
+
 def linear_weight_bytes(linear: Linear, *, scheme: WeightScheme) -> int:
-    """Bytes of one quantized matmul weight on one rank, scales included.
+    """Bytes of one quantized matmul weight on one rank, scales included, in linear_scheme(linear, scheme).
 
     Formula:
         bytes = count * [ceil(in * out * bits / 8) + out * s_ch + out * ceil(in / g) * s_g]
         bits  scheme.weight_bits;  s_ch scheme.scale_bytes_per_channel
         g     scheme.group_size (term dropped when 0);  s_g scheme.scale_bytes_per_group
     """
+    scheme = linear_scheme(linear, scheme=scheme)
     data_bytes = math.ceil(linear.in_features * linear.out_features * scheme.weight_bits / BITS_PER_BYTE)
     channel_scale_bytes = linear.out_features * scheme.scale_bytes_per_channel
     group_scale_bytes = 0

@@ -116,11 +116,17 @@ def test_w4a16_group_scales() -> None:
     assert memory.linear_weight_bytes(linear, scheme=weight_scheme("w4a16")) == 2 * (2_097_152 + 131_072)
 
 
-def test_w4a8_packs_int4_weights_with_channel_scales() -> None:
-    """msModelSlim W4A8 dynamic: int4 weights, per-channel fp32 scale + offset; int8 matmuls on int8 units."""
-    linear = Linear("x", "mlp", in_features=100, out_features=10, count=1)
+def test_w4a8_packs_routed_experts_in_int4_and_the_rest_as_w8a8() -> None:
+    """msModelSlim W4A8 dynamic: routed experts int4 with a per-channel fp32 scale + offset; every other
+    matmul W8A8 (vllm-ascend registers W4A8_DYNAMIC for MoE layers only); int8 matmuls on int8 units."""
     scheme = weight_scheme("w4a8")
-    assert memory.linear_weight_bytes(linear, scheme=scheme) == 500 + 10 * 8
+    experts = Linear("x", "moe_experts", in_features=100, out_features=10, count=1)
+    assert memory.linear_weight_bytes(experts, scheme=scheme) == 500 + 10 * 8
+    for part in ("mlp", "attention", "moe_shared", "linear_attention", "lm_head"):
+        other = Linear("x", part, in_features=100, out_features=10, count=1)
+        assert memory.linear_weight_bytes(other, scheme=scheme) == memory.linear_weight_bytes(
+            other, scheme=weight_scheme("int8")
+        )
     assert (scheme.compute_dtype, scheme.requires_native) == ("int8", "int8")
 
 
