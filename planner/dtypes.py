@@ -82,24 +82,18 @@ class WeightScheme(BaseModel):
 # - w4a16: group size 128 with a bf16 scale and a bf16 offset per group (AWQ/GPTQ-style), 4 B/group.
 _W4A8_DESCRIPTION = "INT4 weights (per channel), INT8 activations per token (msModelSlim W4A8 dynamic)"
 # One row per scheme, in WeightScheme's field order: name, weight_bits, compute_dtype, requires_native,
-# scale_bytes_per_channel, group_size, scale_bytes_per_group, description (other_linears: EXPERT_ONLY).
-_SCHEME_ROWS: tuple[tuple[str, int, str, str | None, int, int, int, str], ...] = (
-    ("bf16", 16, "bf16", "bf16", 0, 0, 0, "bfloat16 weights and activations"),
-    ("fp16", 16, "fp16", "fp16", 0, 0, 0, "float16 weights and activations"),
-    ("fp8", 8, "fp8", "fp8", 4, 0, 0, "W8A8 in FP8 (e4m3): needs FP8 matrix units"),
-    ("int8", 8, "int8", "int8", 12, 0, 0, "W8A8 in INT8 (MindIE/msModelSlim W8A8)"),
-    ("w8a16", 8, "bf16", None, 4, 0, 0, "INT8 weights dequantized to 16-bit activations"),
-    ("w4a8", 4, "int8", "int8", 8, 0, 0, _W4A8_DESCRIPTION),
-    ("w4a16", 4, "bf16", None, 0, 128, 4, "INT4 weights (group 128) dequantized to 16-bit activations"),
+# scale_bytes_per_channel, group_size, scale_bytes_per_group, description, other_linears.
+_SCHEME_ROWS: tuple[tuple[str, int, str, str | None, int, int, int, str, str | None], ...] = (
+    ("bf16", 16, "bf16", "bf16", 0, 0, 0, "bfloat16 weights and activations", None),
+    ("fp16", 16, "fp16", "fp16", 0, 0, 0, "float16 weights and activations", None),
+    ("fp8", 8, "fp8", "fp8", 4, 0, 0, "W8A8 in FP8 (e4m3): needs FP8 matrix units", None),
+    ("int8", 8, "int8", "int8", 12, 0, 0, "W8A8 in INT8 (MindIE/msModelSlim W8A8)", None),
+    ("w8a16", 8, "bf16", None, 4, 0, 0, "INT8 weights dequantized to 16-bit activations", None),
+    ("w4a8", 4, "int8", "int8", 8, 0, 0, _W4A8_DESCRIPTION, "int8"),  # routed experts only (above)
+    ("w4a16", 4, "bf16", None, 0, 128, 4, "INT4 weights (group 128) dequantized to 16-bit activations", None),
 )
-EXPERT_ONLY = {"w4a8": "int8"}  # scheme -> the scheme of the matmuls outside the routed experts (above)
 WEIGHT_SCHEMES: dict[str, WeightScheme] = {
-    row[0]: WeightScheme.model_validate(
-        {
-            **dict(zip(list(WeightScheme.model_fields)[:-1], row, strict=True)),
-            "other_linears": EXPERT_ONLY.get(row[0]),
-        }
-    )
+    row[0]: WeightScheme.model_validate(dict(zip(WeightScheme.model_fields, row, strict=True)))
     for row in _SCHEME_ROWS
 }
 
