@@ -314,6 +314,9 @@ class PerfCoefficients(Frozen):
                                      preparation); 0 unless fitted to serving rows (--from-bench)
     sequence_overhead_us             cost per sequence per step (scheduler, host, per-request kernels);
                                      0 unless fitted to measured steps (kvplan calibrate --from-bench)
+    draft_pass_overhead_us           fixed cost of one MTP draft pass (the proposer's input preparation
+                                     and its own launch, k per speculative step); 0 unless fitted to
+                                     serving rows that run MTP (--from-bench)
     state_read_bandwidth_fraction    achieved / datasheet bandwidth of the linear-attention (GDN) state
                                      update; None: kv_read_bandwidth_fraction
     allreduce_latency_us             fixed latency of one tensor-parallel all-reduce
@@ -341,6 +344,10 @@ class PerfCoefficients(Frozen):
     prefill_attention_table          prefill attention rates vs prompt tokens; None: compute_fraction
     prefill_layer_table              prefill non-matmul time per layer vs tokens; None: norms / gdn.update
                                      terms as in decode (bytes, FLOP, kernel overheads)
+    chunked_gdn_ns_per_head_token    device time of the chunked Gated DeltaNet prefill kernels (cumsum,
+                                     kkt, solve_tril, wy, chunk_h, chunk_o) per prompt token per value head
+                                     per linear layer at dk = dv = 128; None: gdn.update's FLOP at
+                                     compute_fraction (or the prefill layer table)
     """
 
     weight_read_bandwidth_fraction: float = Field(gt=0, le=1)
@@ -351,6 +358,7 @@ class PerfCoefficients(Frozen):
     step_overhead_us: float = Field(ge=0)
     prefill_pass_overhead_us: float = Field(default=0.0, ge=0)
     sequence_overhead_us: float = Field(default=0.0, ge=0)
+    draft_pass_overhead_us: float = Field(default=0.0, ge=0)
     state_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     allreduce_latency_us: float = Field(ge=0)
     allreduce_bandwidth_fraction: float = Field(gt=0, le=1)
@@ -364,6 +372,7 @@ class PerfCoefficients(Frozen):
     gemm_efficiency_table: list[GemmEfficiency] | None = Field(default=None, min_length=1)
     prefill_attention_table: list[PrefillAttentionRate] | None = Field(default=None, min_length=1)
     prefill_layer_table: list[PrefillLayerCost] | None = Field(default=None, min_length=1)
+    chunked_gdn_ns_per_head_token: float | None = Field(default=None, gt=0, le=1e6)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> PerfCoefficients:

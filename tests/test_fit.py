@@ -128,9 +128,13 @@ def test_cached_features_equal_the_roofline(seed: int) -> None:
         ("qwen3.5-27b", "ascend-950pr", "fp8", "mindie", 1),
         ("qwen3-30b-a3b", "nvidia-h200", "bf16", "vllm", 2),
         ("qwen3-32b", "ascend-910b3", "int8", "vllm", 4),
+        ("qwen3.5-27b", "ascend-910c", "int8", "vllm", 2),  # measured chunked-GDN prefill; MTP draft passes
     ]
-    model, card, dtype, engine, tp = cases[seed % 3]
-    request = inputs.PlanRequest(model=model, card=card, dtype=dtype, ctx="8192", engine=engine, tp=tp)
+    model, card, dtype, engine, tp = cases[seed % len(cases)]
+    mtp = 3 if card == "ascend-910c" else 0
+    request = inputs.PlanRequest(
+        model=model, card=card, dtype=dtype, ctx="8192", engine=engine, tp=tp, mtp=mtp
+    )
     dep = inputs.to_deployment(request)
     log_values = fit_params.LOWER + (fit_params.UPPER - fit_params.LOWER) * rng.random(len(fit_params.LOWER))
     coefficients = fit_params.coefficients_at(dep.hardware.coefficients(), log_values)

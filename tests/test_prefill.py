@@ -163,9 +163,15 @@ def test_norms_and_gdn_terms_take_the_measured_layer_rest() -> None:
         assert ops[name].compute_s == pytest.approx(geo.layers[key] * float(rest[0]), rel=1e-9)
 
 
+def without_chunked_gdn(card_id: str) -> HardwareProfile:
+    hw = catalog.load_card(card_id)
+    coeff = hw.default_coefficients.model_copy(update={"chunked_gdn_ns_per_head_token": None})
+    return hw.model_copy(update={"default_coefficients": coeff})
+
+
 def test_profiles_without_tables_keep_the_roofline_prefill() -> None:
     for model_id in ("qwen3-32b", "qwen3.5-27b"):
-        for hw in (without_prefill_tables(), catalog.load_card("ascend-910b3")):
+        for hw in (without_prefill_tables(), without_chunked_gdn("ascend-910b3")):
             dep = h200_deployment(model_id, 4096, hw)
             step = roofline.prefill_step(dep, prompt_tokens=4096)
             geo = opcost.geometry(dep)
@@ -211,3 +217,55 @@ def test_run5_script_reproduces_the_shipped_tables() -> None:
     assert {r.head_dim for r in coeff.prefill_attention_table} == {128, 256}
     assert {r.kind for r in coeff.prefill_layer_table} == {"attention", "linear_attention"}
     assert text == tables_script.PROFILE.read_text(encoding="utf-8")  # the shipped profile is reproducible
+
+
+def gdn_prefill_s(hw: HardwareProfile, prompt: int) -> float:
+    dep = h200_deployment("qwen3.5-27b", prompt, hw, engine="vllm", calibrated=False)
+    ledger = roofline.prefill_ledger(dep, prompt_tokens=prompt)
+    return next(o.time_s - o.overhead_s for o in ledger.ops if o.name == "gdn.update")
+
+
+def test_chunked_gdn_rate_times_the_linear_layers_of_a_prefill() -> None:
+    """With a measured chunked-GDN rate the gdn.update term takes T * heads/rank * L_lin * t; without it the
+    decode roofline's FLOP at compute_fraction, far below it (the chunk kernels are not matmul-bound)."""
+    hw = catalog.load_card("ascend-910b3")
+    per_head_ns = hw.default_coefficients.chunked_gdn_ns_per_head_token
+    assert per_head_ns is not None
+    card = catalog.resolve_model("qwen3.5-27b")[0]
+    prompt = 8192
+    heads, layers = card.linear_num_value_heads or 0, card.linear_attention_layers
+    expected_s = prompt * heads * layers * per_head_ns * 1e-9
+    measured_s = gdn_prefill_s(hw, prompt)
+    assert measured_s == pytest.approx(expected_s, rel=1e-9)
+    assert gdn_prefill_s(without_chunked_gdn("ascend-910b3"), prompt) < measured_s / 5
+    assert gdn_prefill_s(hw, 2 * prompt) == pytest.approx(2 * measured_s, rel=1e-9)  # linear in tokens
+
+
+def test_chunked_gdn_rate_leaves_decode_and_models_without_linear_layers_alone() -> None:
+    hw, bare = catalog.load_card("ascend-910b3"), without_chunked_gdn("ascend-910b3")
+    for model_id in ("qwen3.5-27b", "qwen3-32b"):
+        dep, dep_bare = (
+            h200_deployment(model_id, 4096, h, engine="vllm", calibrated=False) for h in (hw, bare)
+        )
+        step = roofline.decode_step_s(dep, batch=8, ctx_tokens=4096)
+        assert step == roofline.decode_step_s(dep_bare, batch=8, ctx_tokens=4096)
+    dense = [h200_deployment("qwen3-32b", 4096, h, engine="vllm", calibrated=False) for h in (hw, bare)]
+    assert roofline.ttft_s(dense[0], prompt_tokens=4096) == roofline.ttft_s(dense[1], prompt_tokens=4096)
+
+
+def test_draft_pass_overhead_is_paid_once_per_mtp_draft_pass() -> None:
+    """A decode step verifying k draft tokens pays k draft passes; a step without MTP pays none."""
+    base = catalog.load_card("ascend-910c")
+    cost_us = 2000.0
+    coeff = base.default_coefficients.model_copy(update={"draft_pass_overhead_us": cost_us})
+    hw = base.model_copy(update={"default_coefficients": coeff})
+    for k in (0, 1, 3):
+        steps = [
+            roofline.decode_step_s(
+                h200_deployment("qwen3.5-27b", 4096, h, engine="vllm", calibrated=False, mtp_tokens=k),
+                batch=4,
+                ctx_tokens=4096,
+            )
+            for h in (hw, base)
+        ]
+        assert steps[0] - steps[1] == pytest.approx(k * cost_us * 1e-6, rel=1e-9)

@@ -22,6 +22,7 @@ from planner.perf import links, opcost, roofline
 from planner.perf.attention import attention_bytes_per_s
 from planner.perf.closed_loop import DeploymentTimer, prefill_pass_step
 from planner.perf.opcost import Step
+from planner.perf.prefill import chunked_gdn_term
 from planner.schema import PerfCoefficients
 from planner.units import us_to_s
 
@@ -38,9 +39,11 @@ class PassFeatures:
     bytes: FloatArray  # bytes through the term's bandwidth resource (table-timed cache reads excluded)
     resource: tuple[str, ...]  # per term: hbm, kv, state, experts, or "" (fixed transfer only)
     fixed_transfer_s: FloatArray  # table-timed attention reads, all-reduce transfers
-    flop: FloatArray
+    flop: FloatArray  # timed at the dtype's peak x compute_fraction
+    fixed_compute_s: FloatArray  # terms with a measured prefill rate (chunked GDN): their compute seconds
     compute_dtype: tuple[str, ...]
     fixed_overhead_s: FloatArray  # grouped-GEMM and all-reduce latencies
+    draft_passes: FloatArray  # MTP draft passes (each pays draft_pass_overhead)
     matmuls: FloatArray  # dense matmul calls (each pays matmul_latency)
     small_kernels: FloatArray  # other kernels x the measured cost ratio at the pass's tokens
     passes: FloatArray  # per row: step overheads paid
@@ -74,14 +77,19 @@ def _term_parts(
         speed = attention_bytes_per_s(rate.attention, rows=lookup.rows, ctx_tokens=lookup.ctx_tokens)
         fixed = _column(lookup.read_bytes / np.minimum(speed, rate.peak_bytes_per_s), rows)
         moved, resource, table = moved - _column(lookup.read_bytes, rows), "hbm", lookup.kernels
+    flop, fixed_compute = _column(term.flop, rows), np.zeros(rows)
+    if term.flop_per_s is not None:  # a measured rate: fixed seconds, not scaled by compute_fraction
+        flop, fixed_compute = np.zeros(rows), _column(term.flop / term.flop_per_s, rows)
     separate = term.resource == "experts" and not tied
     grouped = term.matmuls * rate.grouped_matmul_latency_s if separate else 0.0
     ratio = np.asarray(roofline.small_kernel_s(rate, tokens=tokens)) / max(rate.kernel_overhead_s, 1e-300)
     return {
         "bytes": moved,
         "fixed_transfer_s": fixed,
-        "flop": _column(term.flop, rows),
+        "flop": flop,
+        "fixed_compute_s": fixed_compute,
         "fixed_overhead_s": _column(grouped + term.collectives * latency_s, rows),
+        "draft_passes": _column(float(term.draft_passes), rows),
         "matmuls": _column(0.0 if separate else float(term.matmuls), rows),
         "small_kernels": _column((term.kernels - term.matmuls - table) * ratio, rows),
     }, resource
@@ -96,6 +104,9 @@ def features(
     if rate.kernel_overhead_s <= 0:
         rate = roofline.rates(_with_kernel_overhead(dep))
     terms = opcost.step_terms(opcost.geometry(dep), step)
+    if prefill:
+        coeff = dep.hardware.coefficients(calibrated=dep.calibrated)
+        terms = [chunked_gdn_term(dep, coeff, t, tokens=step.tokens) for t in terms]
     tied = dep.hardware.coefficients(calibrated=dep.calibrated).grouped_matmul_latency_us is None
     parts = [_term_parts(t, rate, step.tokens, rows, tied) for t in terms]
     stack = {k: np.stack([p[0][k] for p in parts], axis=1) for k in parts[0][0]}
@@ -105,8 +116,10 @@ def features(
         resource=tuple(p[1] for p in parts),
         fixed_transfer_s=stack["fixed_transfer_s"],
         flop=stack["flop"],
+        fixed_compute_s=stack["fixed_compute_s"],
         compute_dtype=tuple(t.compute_dtype for t in terms),
         fixed_overhead_s=stack["fixed_overhead_s"],
+        draft_passes=stack["draft_passes"],
         matmuls=stack["matmuls"],
         small_kernels=stack["small_kernels"],
         passes=np.ones(rows),
@@ -124,7 +137,9 @@ ROW_FIELDS = (  # PassFeatures' per-row arrays (P x T or P), concatenated by `st
     "bytes",
     "fixed_transfer_s",
     "flop",
+    "fixed_compute_s",
     "fixed_overhead_s",
+    "draft_passes",
     "matmuls",
     "small_kernels",
     "passes",
@@ -158,8 +173,9 @@ def _with_kernel_overhead(dep: Deployment) -> Deployment:
 def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
     """Seconds of every row under coefficients c (roofline.term_seconds' formulas on the fixed parts).
 
-    Formula per row: sum_t max(bytes_t / (BW * frac_t) + fixed_t, flop_t / (peak_t * cf_t))
+    Formula per row: sum_t max(bytes_t / (BW * frac_t) + fixed_t, flop_t / (peak_t * cf_t) + fixed_compute_t)
                      + fixed_overhead_t + small_kernels_t * kernel_overhead + matmuls_t * matmul_latency
+                     + draft_passes_t * draft_pass_overhead
                      + passes * step_overhead + prefill_passes * prefill_pass_overhead
                      + sequences * sequence_overhead
     """
@@ -176,8 +192,9 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
     rates = np.array([f.peak_flop_per_s[d] * c.compute_fraction[d] for d in f.dtypes])
     flop_rate = rates[f.dtype_index]
     transfer = f.bytes * inverse + f.fixed_transfer_s
-    terms = np.maximum(transfer, f.flop / flop_rate) + f.fixed_overhead_s
+    terms = np.maximum(transfer, f.flop / flop_rate + f.fixed_compute_s) + f.fixed_overhead_s
     terms = terms + f.small_kernels * us_to_s(c.kernel_overhead_us) + f.matmuls * us_to_s(c.matmul_latency_us)
+    terms = terms + f.draft_passes * us_to_s(c.draft_pass_overhead_us)
     fixed = f.passes * us_to_s(c.step_overhead_us) + f.sequences * us_to_s(c.sequence_overhead_us)
     fixed = fixed + f.prefill_passes * us_to_s(c.prefill_pass_overhead_us)
     return np.asarray(np.sum(terms, axis=1) + fixed, dtype=np.float64)

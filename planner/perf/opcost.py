@@ -8,6 +8,7 @@ Quantities are numpy arrays, so the same formulas serve one point (0-d arrays), 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
@@ -90,6 +91,7 @@ class Term:
     matmuls: int = 0
     attention: AttentionLookup | None = None
     flop_per_s: FloatArray | None = None  # measured prefill rate (planner/perf/prefill.py); None: dtype peak
+    draft_passes: int = 0  # MTP draft passes this term starts (each pays draft_pass_overhead_us)
 
 
 class Launches(TypedDict):
@@ -339,7 +341,8 @@ def mtp_layer_term(geo: Geometry, step: Step) -> Term:
     hbm = runs * (w.weight_bytes["mtp.layer"] + expert_bytes + act * geo.activation_bytes)
     flop = runs * 2.0 * m * (w.matmul_elements["mtp.layer"] + expert_flop)
     layers = runs * geo.layers["mtp"]
-    return term(geo, "mtp.layer", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype)
+    layer = term(geo, "mtp.layer", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype)
+    return dataclasses.replace(layer, draft_passes=runs)
 
 
 def mtp_attention_term(geo: Geometry, step: Step) -> Term:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from planner.deployment import Deployment
+from planner.params import split
 from planner.perf.opcost import FloatArray, Geometry, Step, Term
 from planner.schema import GemmEfficiency, PerfCoefficients, PrefillAttentionRate, PrefillLayerCost
 from planner.units import tflop_per_s_to_flop_per_s, us_to_s
@@ -135,6 +136,7 @@ def measured_prefill_terms(
     apply only to engines the layer table names (they timed that engine's kernels: torch matmul, SDPA).
     """
     coeff = dep.hardware.coefficients(calibrated=dep.calibrated)
+    terms = [chunked_gdn_term(dep, coeff, t, tokens=tokens) for t in terms]
     if dep.engine not in {r.engine for r in coeff.prefill_layer_table or []}:
         return terms
     layer_table = layer_table_for(dep, coeff, geo)
@@ -150,6 +152,42 @@ def measured_prefill_terms(
         kernels, matmuls = (0, 0) if layer_table else (term.kernels, term.matmuls)
         out.append(dataclasses.replace(term, flop_per_s=rate, kernels=kernels, matmuls=matmuls))
     return out
+
+
+# The head size the chunked-GDN time was measured at (every Qwen3.5 / Qwen3.6 / Qwen3-Next GDN layer:
+# linear_key_head_dim = linear_value_head_dim = 128); other sizes scale by dk * dv / REFERENCE_STATE_ELEMENTS.
+REFERENCE_STATE_ELEMENTS = 128 * 128
+
+
+def chunked_gdn_s(dep: Deployment, coeff: PerfCoefficients, *, tokens: FloatArray) -> FloatArray | None:
+    """Seconds of the chunked Gated DeltaNet kernels of every linear layer for a pass of `tokens` prompt
+    tokens (None: the profile holds no measured rate, or the model has no linear layers).
+
+    Formula: t = T * ceil(nv / tp) * L_lin * ns_per_head_token * 1e-9 * dk * dv / 128^2
+        T prompt tokens of the pass, nv linear value heads, L_lin linear-attention layers
+    """
+    card = dep.model
+    per_head_ns = coeff.chunked_gdn_ns_per_head_token
+    if per_head_ns is None or not card.linear_attention_layers:
+        return None
+    heads = split(card.linear_num_value_heads or 0, dep.tp)
+    size = (card.linear_key_head_dim or 0) * (card.linear_value_head_dim or 0) / REFERENCE_STATE_ELEMENTS
+    seconds = tokens * heads * card.linear_attention_layers * per_head_ns * 1e-9 * size
+    return np.asarray(seconds, dtype=np.float64)
+
+
+def chunked_gdn_term(dep: Deployment, coeff: PerfCoefficients, term: Term, *, tokens: FloatArray) -> Term:
+    """The gdn.update term of a prefill pass at the profile's measured chunked-GDN time (others unchanged).
+
+    Formula: flop_per_s = flop / chunked_gdn_s (the term then takes the measured time; its state bytes and
+    launches are charged as before).
+    """
+    if term.name != "gdn.update":
+        return term
+    seconds = chunked_gdn_s(dep, coeff, tokens=tokens)
+    if seconds is None or not np.all(seconds > 0) or not np.all(term.flop > 0):
+        return term
+    return dataclasses.replace(term, flop_per_s=np.asarray(term.flop / seconds, dtype=np.float64))
 
 
 def remainder_flop_per_s(
