@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.deployment import Deployment
-from planner.perf import opcost, roofline
+from planner.perf import opcost, prefill, roofline
 from planner.perf.opcost import FloatArray, Step
 from planner.perf.serving import tokens_per_step
 
@@ -54,12 +54,15 @@ def prefill_pass(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) -
 def pass_s_grid(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) -> FloatArray:
     """Seconds of prefill passes over broadcast arrays (roofline.decode_step_s_grid's sum on a prefill Step).
 
-    Formula: pass_s = sum over ops of term_time_s(tokens) + step_overhead_s + prefill_pass_overhead_s
+    Formula: pass_s = sum over ops of term_time_s(tokens) + step_overhead_s + prefill_pass_overhead_s, the
+    ops at the card's measured prefill rates where it has them (prefill.measured_prefill_terms, as TTFT)
     """
     rate = roofline.rates(dep)
     step = prefill_pass(dep, tokens=tokens, attended=attended)
     total = np.full(step.tokens.shape, rate.step_overhead_s + rate.prefill_pass_overhead_s)
-    for term in opcost.step_terms(opcost.geometry(dep), step):
+    geo = opcost.geometry(dep)
+    terms = prefill.measured_prefill_terms(dep, geo, opcost.step_terms(geo, step), tokens=step.tokens)
+    for term in terms:
         total = total + roofline.term_time_s(term, rate=rate, tokens=step.tokens)
     return total
 
