@@ -26,7 +26,6 @@ Run: python3 benchmarks/sim_accuracy.py
 from __future__ import annotations
 
 import csv
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -132,13 +131,10 @@ KEY = ("model", "card", "dtype", "tp", "concurrency", "input_tokens", "output_to
 
 
 def published_rules() -> Any:
-    """calibration/published/predict.py (a script folder, loaded by path): its skip and engine-era rules."""
-    path = ROOT / "calibration" / "published" / "predict.py"
-    spec = importlib.util.spec_from_file_location("published_predict", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """calibration/published/predict.py: its skip and engine-era rules."""
+    from calibration.published import predict
+
+    return predict
 
 
 def nightly_rows() -> list[dict[str, str]]:
