@@ -141,17 +141,12 @@ def untabled_h200() -> HardwareProfile:
     )
 
 
-def band(ratios: list[float], *, central: float = 1.0) -> tuple[float, float]:
-    """(low, high): the central fraction of the ratios (1.0: min to max; 0.9: numpy percentiles 5 and 95),
-    rounded outward to 2 decimals, widened to contain 1."""
-    tail_percent = (1.0 - central) / 2 * 100
-    low, high = np.percentile(ratios, [tail_percent, 100 - tail_percent])
-    return min(math.floor(low * 100) / 100, 1.0), max(math.ceil(high * 100) / 100, 1.0)
-
-
 def joined(pair: tuple[float, float], ratios: list[float]) -> tuple[float, float]:
     """The pair widened to contain every ratio (rounded outward to 2 decimals)."""
     return min(pair[0], math.floor(min(ratios) * 100) / 100), max(pair[1], math.ceil(max(ratios) * 100) / 100)
+
+
+band = fit_band.central_band
 
 
 def factors() -> dict[str, tuple[float, float]]:

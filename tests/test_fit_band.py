@@ -116,6 +116,42 @@ def test_fit_widens_outside_its_range(tmp_path: Path) -> None:
     assert catalog.resolve_card(str(out)).measured is not None
 
 
+def test_fitted_profile_prints_its_own_leave_one_model_out_range() -> None:
+    """The shipped 910C vllm-ascend profile carries the central 90 % of its LOMO rows' truth / estimate
+    (fit-residuals.csv error_lomo), and plans on it print that range instead of FIT_FRACTION."""
+    import csv
+
+    hw = catalog.resolve_card("ascend-910c", engine="vllm")
+    assert hw.measured is not None
+    pair = fit_band.held_out_pair(hw.measured)
+    assert pair is not None
+    residuals = Path(__file__).resolve().parents[1] / "calibration" / "published" / "fit-residuals.csv"
+    with residuals.open(encoding="utf-8") as handle:
+        lomo = [
+            float(r["error_lomo"])
+            for r in csv.DictReader(handle)
+            if r["card"] == "ascend-910c" and r["engine"] == "vllm" and r["error_lomo"]
+        ]
+    ratios = [1.0 / (1.0 + e) for e in lomo]
+    assert pair == (*fit_band.central_band(ratios, central=fit_band.HELD_OUT_CENTRAL_FRACTION), len(lomo))
+    request = inputs.PlanRequest(
+        model="qwen3.5-27b", card="ascend-910c", engine="vllm", dtype="int8", ctx="4k", tp=2
+    )
+    band = fit_band.speed_band(inputs.to_deployment(request), batch=8, ctx_tokens=4096)
+    assert band.label == "fitted profile" and f"{len(lomo)} rows" in band.ttft_source
+    assert band.low_factor <= pair[0] and band.high_factor >= pair[1]
+    assert (band.low_factor, band.high_factor) != (1 - fit_band.FIT_FRACTION, 1 + fit_band.FIT_FRACTION)
+
+
+@pytest.mark.parametrize("held", [[0.8, 1.2], [1.1, 1.3, 5.0], [0.5, 0.9, 4.0], [0.8, 1.2, 0.0]])
+def test_malformed_held_out_factors_name_the_field(held: list[float]) -> None:
+    hw = catalog.resolve_card("ascend-910c", engine="vllm")
+    assert hw.measured is not None
+    measured = hw.measured.model_copy(update={"samples": {**hw.measured.samples, "held_out_factors": held}})
+    with pytest.raises(KvplanError, match="held_out_factors"):
+        fit_band.fitted_band(measured, batch=8, ctx_tokens=4096)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     card=st.sampled_from(CARDS),

@@ -11,19 +11,24 @@ inverse: [time / high, time / low]); decode (TPOT, tok/s) and prefill (TTFT) hav
                     MICROBENCH_TTFT_FACTORS where the profile's prefill tables time the plan's engine, else
                     MICROBENCH_UNTABLED_TTFT_FACTORS; both widened by EXTRAPOLATION_FRACTION per axis (batch,
                     context) beyond 2x the profile's decode-attention tables
-    fit             [1 - FIT_FRACTION, 1 + FIT_FRACTION] for both, widened by EXTRAPOLATION_FRACTION per axis
-                    outside the fitted range (fit_checks.range_warnings)
+    fit             the profile's own leave-one-model-out factors when its fit recorded them (measured.samples
+                    held_out_factors: truth / estimate of the central HELD_OUT_CENTRAL_FRACTION of the rows of
+                    every model predicted by a fit without it; calibration/published/fit_profiles.py writes
+                    them), else [1 - FIT_FRACTION, 1 + FIT_FRACTION]; for both decode and prefill, widened by
+                    EXTRAPOLATION_FRACTION per axis outside the fitted range (fit_checks.range_warnings)
 Every band contains 1: the estimate itself is always inside its range.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import Deployment
+from planner.errors import DataFileError
 from planner.perf import fit_checks
 from planner.schema import Frozen, MeasuredBlock
 from planner.units import PERCENT
@@ -62,6 +67,7 @@ MICROBENCH_UNTABLED_TTFT_FACTORS = (0.11, 1.0)
 # A fit predicting another model of its family: held-out MAPE 2-7 %, worst points 10-21 % (ACCURACY.md "Fit
 # transfer"); inside the fitted range take the typical worst.  [measured]
 FIT_FRACTION = 0.15
+HELD_OUT_CENTRAL_FRACTION = 0.9  # of a fitted profile's leave-one-model-out rows (as ASCEND_CENTRAL_FRACTION)
 EXTRAPOLATION_FRACTION = 0.25  # [assumed: per axis outside the covered range; nothing measured there]
 LOWEST_FACTOR = 0.05  # a widened low side never reaches 0 (a time's range would be unbounded)
 DATASHEET = {  # vendor -> (decode pair, prefill pair, what they were measured on)
@@ -170,12 +176,43 @@ def microbench_band(dep: Deployment, measured: MeasuredBlock, *, batch: int, ctx
     )
 
 
+def central_band(ratios: Sequence[float], *, central: float = 1.0) -> tuple[float, float]:
+    """(low, high) of truth / estimate ratios: their central fraction, rounded outward to 2 decimals and
+    widened to contain 1.
+
+    Formula: low, high = numpy percentiles (1 - central) / 2 and 1 - (1 - central) / 2 (1.0: min to max);
+    low' = min(floor(100 low) / 100, 1), high' = max(ceil(100 high) / 100, 1)
+    """
+    tail_percent = (1.0 - central) / 2 * PERCENT
+    low, high = np.percentile(np.asarray(ratios, dtype=np.float64), [tail_percent, PERCENT - tail_percent])
+    return min(math.floor(low * 100) / 100, 1.0), max(math.ceil(high * 100) / 100, 1.0)
+
+
+def held_out_pair(measured: MeasuredBlock) -> tuple[float, float, int] | None:
+    """(low, high, rows) of the profile's leave-one-model-out factors, or None when its fit recorded none.
+
+    A malformed entry (not [low, high, rows] with 0 < low <= 1 <= high, rows >= 1) raises DataFileError.
+    """
+    held = measured.samples.get("held_out_factors")
+    if held is None:
+        return None
+    if len(held) != 3 or not 0 < held[0] <= 1 <= held[1] or held[2] < 1:
+        raise DataFileError(
+            f"measured.samples.held_out_factors: expected [low, high, rows] with 0 < low <= 1 <= high and "
+            f"rows >= 1 (got {held})"
+        )
+    return held[0], held[1], int(held[2])
+
+
 def fitted_band(measured: MeasuredBlock, *, batch: int, ctx_tokens: int) -> SpeedBand:
-    """--from-bench fit: FIT_FRACTION on decode and prefill (its rows' output tok/s include their
-    prefills), widened per axis outside the fitted range."""
+    """--from-bench fit: the fit's own leave-one-model-out factors when recorded, else FIT_FRACTION, on
+    decode and prefill alike (its rows' output tok/s include their prefills), widened per axis outside the
+    fitted range."""
     fit_range = measured.samples.get("fit_range")
     notes = fit_checks.range_warnings(fit_range, batch=batch, ctx_tokens=ctx_tokens) if fit_range else []
-    low, high = widened((1.0 - FIT_FRACTION, 1.0 + FIT_FRACTION), axes_out=len(notes))
+    held = held_out_pair(measured)
+    pair = (1.0 - FIT_FRACTION, 1.0 + FIT_FRACTION) if held is None else held[:2]
+    low, high = widened(pair, axes_out=len(notes))
     return SpeedBand(
         source=measured.device_name.removeprefix("calibrated: "),
         label="fitted profile",
@@ -183,7 +220,8 @@ def fitted_band(measured: MeasuredBlock, *, batch: int, ctx_tokens: int) -> Spee
         high_factor=high,
         ttft_low_factor=low,
         ttft_high_factor=high,
-        ttft_source="the fit's range",  # its rows' throughput includes their prefills
+        # its rows' throughput includes their prefills
+        ttft_source="the fit's range" if held is None else f"the fit's held-out range, {held[2]} rows",
         extrapolated=bool(notes),
         notes=notes,
     )
