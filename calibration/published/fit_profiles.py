@@ -36,7 +36,6 @@ sys.path.insert(0, str(HERE))
 
 import predict  # noqa: E402  (this directory's script)
 
-MIN_MODELS_FOR_LOMO = 4
 # Profiles another fit owns: the 950PR/MindIE profile is fitted from the seed elsewhere (this script reports
 # its group; --write leaves the profile alone).
 # Groups reported but not shipped: too little, or too unlike a serving benchmark, to become the default of a
@@ -52,7 +51,6 @@ REFUSALS: list[str] = []  # messages of fits that refused (the last one explains
 HELD_OUT_FAMILY = "Qwen/Qwen3.5-"  # the hybrid family the mission names
 Group = list[tuple[dict[str, str], dict[str, str], Any]]  # (corpus row, bench row, ServingPoint)
 OLDER: dict[tuple[str, str], Group] = defaultdict(list)  # rows of older engines: predicted, never fitted
-HELD_OUT: dict[tuple[str, str], list[float]] = {}  # (card, engine) -> LOMO rows' predicted / published - 1
 
 
 def corpus_groups() -> dict[tuple[str, str], Group]:
@@ -142,15 +140,12 @@ def median_abs(values: list[float]) -> float:
 
 
 def lomo(group: Group, card: str) -> dict[str, list[float]]:
-    """model -> its rows' errors under a fit on the group's other models."""
-    out = {}
-    for model in sorted({row["model"] for row, _, _ in group}):
-        train = [p for r, _, p in group if r["model"] != model]
-        test = [p for r, _, p in group if r["model"] == model]
-        held = errors_or_none(test, train, card)
-        if held is not None:
-            out[model] = held
-    return out
+    """model -> its rows' errors under a fit on the group's other models (what `kvplan calibrate
+    --from-bench` records as the profile's range: planner/perf/fit_holdout.py)."""
+    from planner import catalog
+    from planner.perf import fit_holdout
+
+    return fit_holdout.leave_one_model_out([p for _, _, p in group], hardware=catalog.load_card(card))
 
 
 def held_out_family(group: Group, card: str) -> list[tuple[dict[str, str], float]]:
@@ -164,8 +159,8 @@ def held_out_family(group: Group, card: str) -> list[tuple[dict[str, str], float
 
 
 def write_group(card: str, engine: str, group: Group) -> Path:
-    """fit-rows/<card>.<engine>.csv, then the fitted profile through `kvplan calibrate --from-bench`, with
-    the group's leave-one-model-out factors when it has them (the range plans print: fit_band.fitted_band)."""
+    """fit-rows/<card>.<engine>.csv, then the fitted profile through `kvplan calibrate --from-bench` (which
+    records the group's leave-one-model-out range when its rows span enough models: fit_holdout.py)."""
     rows_path = HERE / "fit-rows" / f"{card}.{engine}.csv"
     rows_path.parent.mkdir(exist_ok=True)
     columns = list(group[0][1])
@@ -187,23 +182,12 @@ def write_group(card: str, engine: str, group: Group) -> Path:
     subprocess.run(command, check=True, cwd=ROOT, capture_output=True, text=True)
     for backup in out.parent.glob(f"{out.name}.bak*"):
         backup.unlink()
-    _describe(out, group, rows_path, held_out=HELD_OUT.get((card, engine)))
+    _describe(out, group, rows_path)
     return out
 
 
-def held_out_factors(errors: list[float]) -> list[float]:
-    """[low, high, rows]: truth / estimate = 1 / (1 + error) of the LOMO rows, their central
-    fit_band.HELD_OUT_CENTRAL_FRACTION (fit_band.central_band)."""
-    from planner.perf import fit_band
-
-    ratios = [1.0 / (1.0 + e) for e in errors]
-    low, high = fit_band.central_band(ratios, central=fit_band.HELD_OUT_CENTRAL_FRACTION)
-    return [low, high, float(len(errors))]
-
-
-def _describe(out: Path, group: Group, rows_path: Path, *, held_out: list[float] | None) -> None:
-    """Name the data the profile stands on in its measured block (device_name and notes); record the
-    leave-one-model-out factors (samples.held_out_factors) when the group has them."""
+def _describe(out: Path, group: Group, rows_path: Path) -> None:
+    """Name the data the profile stands on in its measured block (device_name and notes)."""
     profile = yaml.safe_load(out.read_text(encoding="utf-8"))
     models = sorted({row["model"] for row, _, _ in group})
     lines = ", ".join(sorted({row["corpus_row"] for _, row, _ in group}, key=int))
@@ -213,18 +197,10 @@ def _describe(out: Path, group: Group, rows_path: Path, *, held_out: list[float]
         f"calibration/published/{rows_path.relative_to(HERE)}"
     )
     fit_notes, *warnings = str(measured.get("notes", "")).split("; warning: ")
-    held = ""
-    if held_out:
-        low, high, rows = held_out_factors(held_out)
-        measured.setdefault("samples", {})["held_out_factors"] = [low, high, rows]
-        held = (
-            f". Held out: {int(rows)} rows, each predicted by a fit without its model, ran at "
-            f"{low:g}x-{high:g}x the estimate (central 90 %; fit-residuals.csv error_lomo)"
-        )
     measured["notes"] = "; warning: ".join(  # the points before the warnings, which plans quote to their end
         [
             f"{fit_notes}. Points: calibration/published/ascend-serving.csv lines {lines} "
-            f"(vllm-ascend nightly CI baselines are floors; see calibration/published/README.md){held}",
+            "(vllm-ascend nightly CI baselines are floors; see calibration/published/README.md)",
             *warnings,
         ]
     )
@@ -261,12 +237,11 @@ def report(card: str, engine: str, group: Group, residuals: list[dict[str, str]]
     )
     lines.append("- fitted terms (value x/÷ one-sigma factor, bound): " + terms(result))
     lines += [f"- fit warning: {w}" for w in result.warnings]
-    held = lomo(group, card) if len(models) >= MIN_MODELS_FOR_LOMO else {}
+    held = lomo(group, card)  # {} below fit_holdout.MIN_MODELS models
     if held:
         lines.append("\n| held-out model | rows | median abs error |\n|---|---|---|")
         lines += [f"| {m} | {len(e)} | {median_abs(e):.1%} |" for m, e in held.items()]
         all_errors = [e for errs in held.values() for e in errs]
-        HELD_OUT[(card, engine)] = all_errors
         lines.append(f"| **all rows (LOMO)** | {len(all_errors)} | **{median_abs(all_errors):.1%}** |")
     family = held_out_family(group, card)
     if family:

@@ -8,6 +8,7 @@ kvplan validate POINTS.csv [--card CARD] [--engine E] [--uncalibrated]
 from __future__ import annotations
 
 import datetime as dt
+import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,7 +19,9 @@ from planner.cli.options import fail
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
+    from planner.importers.benchpoints import ServingPoint
     from planner.perf.fit import FitResult
+    from planner.schema import HardwareProfile
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
 ENGINE_HELP = "Engine that ran the points (mindie, vllm, transformers); overrides the CSV's engine column."
@@ -106,6 +109,7 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
     if rows:
         _print_serving(rows, result.residual_fractions[len(points) :], hw_id=hw.id)
     _print_fit(result)
+    held_out = _held_out(rows, hw)
     decided = [p.name for p, d in zip(FIT_PARAMS, result.decided_by_data, strict=True) if d] or ["none"]
     measured = MeasuredBlock(
         tool="kvplan calibrate --from-bench",
@@ -125,10 +129,13 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
             "fit_sigma_log": result.sigma_log,
             "fit_range": result.fit_range,
         }
-        | ({"measured_output_tokens_per_s": [r.output_tokens_per_s for r in rows]} if rows else {}),
+        | ({"measured_output_tokens_per_s": [r.output_tokens_per_s for r in rows]} if rows else {})
+        | ({"held_out_factors": held_out[0]} if held_out else {}),
         notes=f"MAP fit toward the profile's values (fit_params.py); set by the rows: {', '.join(decided)}; "
         f"{result.iterations} iterations, MAPE {units.fmt_fraction(result.mape_fraction)}, worst "
-        f"{units.fmt_fraction(result.worst_fraction)}" + "".join(f"; warning: {w}" for w in result.warnings),
+        f"{units.fmt_fraction(result.worst_fraction)}"
+        + (f"; {held_out[1]}" if held_out else "")
+        + "".join(f"; warning: {w}" for w in result.warnings),
     )
     source = (
         Path(card)
@@ -137,6 +144,34 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
     )
     write_profile(source, measured, out=out, force=force)
     typer.echo(f"wrote {out}")
+
+
+def _held_out(rows: list[ServingPoint], hw: HardwareProfile) -> tuple[list[float], str] | None:
+    """Leave-one-model-out over the serving rows (planner/perf/fit_holdout.py) when they span enough models:
+    (held_out_factors, the sentence printed and kept in the profile's notes); None otherwise."""
+    from planner.perf import fit_holdout
+
+    models, needed = len({row.model for row in rows}), fit_holdout.MIN_MODELS
+    if models < needed:
+        if rows:
+            typer.echo(
+                f"held out: not tested ({models} model(s); leave-one-model-out needs {needed}): plans print "
+                "the assumed fit range"
+            )
+        return None
+    typer.echo(f"leave-one-model-out: refitting {models} times, each without one model's rows ...")
+    held = fit_holdout.leave_one_model_out(rows, hardware=hw)
+    errors = [e for model_errors in held.values() for e in model_errors]
+    if not errors:
+        return None
+    low, high, count = fit_holdout.held_out_factors(errors)
+    median = statistics.median(abs(e) for e in errors)
+    line = (
+        f"held out: {int(count)} rows of {len(held)} models, each predicted by a fit without its model: "
+        f"median |error| {units.fmt_fraction(median)}; central 90 % ran at {low:g}x-{high:g}x the estimate"
+    )
+    typer.echo(line)
+    return [low, high, count], line
 
 
 def _print_fit(result: FitResult) -> None:

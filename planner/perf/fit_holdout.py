@@ -1,0 +1,49 @@
+"""Leave-one-model-out: how a `--from-bench` fit predicts a model none of its rows came from.
+
+For every model among the serving rows, the fit is redone on the other models' rows (the same MAP fit, the
+same card) and that model's rows are predicted; the errors are what a user of the profile should expect for a
+model the profile was not fitted on. `kvplan calibrate --from-bench` records their central
+fit_band.HELD_OUT_CENTRAL_FRACTION as the profile's speed range (measured.samples.held_out_factors) when the
+rows span at least MIN_MODELS models; calibration/published/fit_profiles.py reports them per model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from planner.errors import KvplanError
+from planner.importers.benchpoints import ServingPoint
+from planner.perf import fit, fit_band, fit_serving
+from planner.schema import HardwareProfile
+
+MIN_MODELS = 4  # fewer: each fit would stand on two or three models, too few to say what a new one does
+
+
+def leave_one_model_out(rows: Sequence[ServingPoint], *, hardware: HardwareProfile) -> dict[str, list[float]]:
+    """model -> predicted / measured - 1 of its rows under a fit on every other model's rows.
+
+    Empty below MIN_MODELS models; a model whose training rows the fit refuses is left out.
+    """
+    models = sorted({row.model for row in rows})
+    if len(models) < MIN_MODELS:
+        return {}
+    out: dict[str, list[float]] = {}
+    for model in models:
+        train = [row for row in rows if row.model != model]
+        test = [row for row in rows if row.model == model]
+        try:
+            result = fit.fit_coefficients([], hardware=hardware, serving=train)
+        except KvplanError:
+            continue
+        out[model] = fit_serving.serving_errors(
+            test, hardware=hardware, coefficients=result.coefficients, calibrated=False
+        )
+    return out
+
+
+def held_out_factors(errors: Sequence[float]) -> list[float]:
+    """[low, high, rows]: truth / estimate = 1 / (1 + error) of the held-out rows, their central
+    fit_band.HELD_OUT_CENTRAL_FRACTION (fit_band.central_band: rounded outward, containing 1)."""
+    ratios = [1.0 / (1.0 + e) for e in errors]
+    low, high = fit_band.central_band(ratios, central=fit_band.HELD_OUT_CENTRAL_FRACTION)
+    return [low, high, float(len(errors))]
