@@ -314,9 +314,6 @@ class PerfCoefficients(Frozen):
                                      preparation); 0 unless fitted to serving rows (--from-bench)
     sequence_overhead_us             cost per sequence per step (scheduler, host, per-request kernels);
                                      0 unless fitted to measured steps (kvplan calibrate --from-bench)
-    draft_pass_overhead_us           fixed cost of one MTP draft pass (the proposer's input preparation
-                                     and its own launch, k per speculative step); 0 unless fitted to
-                                     serving rows that run MTP (--from-bench)
     state_read_bandwidth_fraction    achieved / datasheet bandwidth of the linear-attention (GDN) state
                                      update; None: kv_read_bandwidth_fraction
     allreduce_latency_us             fixed latency of one tensor-parallel all-reduce
@@ -358,7 +355,6 @@ class PerfCoefficients(Frozen):
     step_overhead_us: float = Field(ge=0)
     prefill_pass_overhead_us: float = Field(default=0.0, ge=0)
     sequence_overhead_us: float = Field(default=0.0, ge=0)
-    draft_pass_overhead_us: float = Field(default=0.0, ge=0)
     state_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     allreduce_latency_us: float = Field(ge=0)
     allreduce_bandwidth_fraction: float = Field(gt=0, le=1)

@@ -85,3 +85,16 @@ def test_pipeline_stages_add_hand_offs_and_a_bubble_at_small_batch() -> None:
     # batch 8 on 2 stages: microbatches of 4, each the whole model at 4
     at_four = roofline.decode_step_s(one, batch=4, ctx_tokens=4096)
     assert roofline.decode_step_s(two, batch=8, ctx_tokens=4096) > at_four
+
+
+def test_vllm_expert_parallel_moe_ends_in_an_all_gather() -> None:
+    """vllm-ascend's EP MoE block all-gathers the TP ranks' token slices instead of all-reducing: per token,
+    (2 L - L_moe / 2) hidden vectors cross the link, not 2 L (DeepSeek-V3: 61 layers, 58 MoE). MindIE and
+    a TP-sharded MoE keep two all-reduces per layer."""
+    layers, moe = 61, 58
+    base = {**V3, "tp": 8, "dp": 2}
+    ep_vllm = ops(to_deployment(PlanRequest(**base, ep=16, engine="vllm")), 8)["tp.allreduce"]
+    tp_vllm = ops(to_deployment(PlanRequest(**base, ep=1, engine="vllm")), 8)["tp.allreduce"]
+    ep_mindie = ops(to_deployment(PlanRequest(**base, ep=16, engine="mindie")), 8)["tp.allreduce"]
+    assert ep_vllm.bytes / tp_vllm.bytes == pytest.approx((2 * layers - moe / 2) / (2 * layers), rel=1e-12)
+    assert ep_mindie.bytes == tp_vllm.bytes

@@ -251,21 +251,3 @@ def test_chunked_gdn_rate_leaves_decode_and_models_without_linear_layers_alone()
         assert step == roofline.decode_step_s(dep_bare, batch=8, ctx_tokens=4096)
     dense = [h200_deployment("qwen3-32b", 4096, h, engine="vllm", calibrated=False) for h in (hw, bare)]
     assert roofline.ttft_s(dense[0], prompt_tokens=4096) == roofline.ttft_s(dense[1], prompt_tokens=4096)
-
-
-def test_draft_pass_overhead_is_paid_once_per_mtp_draft_pass() -> None:
-    """A decode step verifying k draft tokens pays k draft passes; a step without MTP pays none."""
-    base = catalog.load_card("ascend-910c")
-    cost_us = 2000.0
-    coeff = base.default_coefficients.model_copy(update={"draft_pass_overhead_us": cost_us})
-    hw = base.model_copy(update={"default_coefficients": coeff})
-    for k in (0, 1, 3):
-        steps = [
-            roofline.decode_step_s(
-                h200_deployment("qwen3.5-27b", 4096, h, engine="vllm", calibrated=False, mtp_tokens=k),
-                batch=4,
-                ctx_tokens=4096,
-            )
-            for h in (hw, base)
-        ]
-        assert steps[0] - steps[1] == pytest.approx(k * cost_us * 1e-6, rel=1e-9)

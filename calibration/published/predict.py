@@ -46,6 +46,16 @@ UNMODELLED_ATTENTION = {
 }
 # Speculative methods whose drafts come from a separate draft model, which kvplan does not time.
 DRAFT_MODEL_METHODS = ("eagle3", "dflash")
+# Datasets whose name does not say it but whose prompts share a prefix (dataset -> shared fraction, source).
+SHARED_PREFIX_DATASETS = {
+    "vllm-ascend/GSM8K-in131072-bs100-qwen3": (
+        90,
+        "the weekly Qwen3.5-397B config runs it with --enable-prefix-caching under the comment "
+        "'#131072 1024  0.9 80' (input, output, prefix ratio, prompts: the same file writes '0' for its "
+        "prefix0 datasets and '0.9' for its prefix90 ones; tests/e2e/weekly/single_node/configs/"
+        "Qwen3.5-397B-A17B-W8A8-mtp-A3_weekly.yaml @a8cfc191), and vLLM caches prefixes by default",
+    ),
+}
 # The fitted vllm-ascend profiles describe the engine of the CI floors they stand on (main, 2026-04 ..
 # 2026-08, about v0.18 .. v0.25). Rows measured before v0.16.0rc1 (2026-03-10, the first release with the
 # AscendC recurrent Gated DeltaNet op, #6725; v0.9 .. v0.15 also predate most of the graph-mode and fused-op
@@ -124,6 +134,12 @@ def _unmodelled(row: dict[str, str]) -> str | None:
             f"shared-prefix dataset (prefix{shared.group(1)}: that % of each prompt is shared and "
             "prefix-cached); the serving estimate prefills every prompt in full"
         )
+    for dataset, (percent, source) in SHARED_PREFIX_DATASETS.items():
+        if f"on {dataset}," in row["notes"]:
+            return (
+                f"shared-prefix dataset ({dataset}: {percent} % of each prompt shared and prefix-cached, "
+                f"from {source}); the serving estimate prefills every prompt in full"
+            )
     if row["model"].startswith(SPARSE_ATTENTION_MODEL):
         return "DeepSeek-V3.2 sparse attention (DSA indexer) not modelled; CI floors repeat across set-ups"
     return None

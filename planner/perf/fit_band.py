@@ -37,15 +37,14 @@ FloatArray = npt.NDArray[np.float64]
 
 # Each pair below: truth / estimate over every point named, rounded outward to 2 decimals and widened to
 # contain 1.  [measured: benchmarks/speed_band_sources.py, 2026-12-01; its docstring says why each statistic]
-# Ascend, datasheet profiles, output tok/s: the 112 rows of calibration/published/ascend-serving.csv that
-# calibration/published/predict.py predicts (910B3 48, 910C 44, 950PR 15, 300I Duo 3, 910B4 2; 59 CI floors,
+# Ascend, datasheet profiles, output tok/s: the 108 rows of calibration/published/ascend-serving.csv that
+# calibration/published/predict.py predicts (910B3 48, 910C 40, 950PR 15, 300I Duo 3, 910B4 2; 55 CI floors,
 # which pass at >= 0.97 x baseline so there the truth is about the floor or above, 42 measured, 11 seed):
-# their central 90 %, P5 0.296 to P95 0.960 (median 0.557); outside it rows down to 0.056 (GPUStack's
-# burst of 1000 Qwen3-30B-A3B prompts at once on a 910B) and up to 2.778 (a 910C Qwen3.5-397B CI floor at
-# a 128k prompt).
-ASCEND_DATASHEET_FACTORS = (0.29, 1.0)
+# their central 90 %, P5 0.285 to P95 0.953 (median 0.520); outside it rows down to 0.056 (GPUStack's
+# burst of 1000 Qwen3-30B-A3B prompts at once on a 910B) and up to 1.089.
+ASCEND_DATASHEET_FACTORS = (0.28, 1.0)
 ASCEND_CENTRAL_FRACTION = 0.9
-ASCEND_PUBLISHED_ROWS = 112
+ASCEND_PUBLISHED_ROWS = 108
 # Ascend prefill: one modelled one-client row publishes a TTFT (seed 950PR, 256-token prompt, MindIE: 0.085 x
 # the datasheet TTFT rate), too few to stand alone: ASCEND_DATASHEET_FACTORS widened to contain it.
 ASCEND_DATASHEET_TTFT_FACTORS = (0.08, 1.0)

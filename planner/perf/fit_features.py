@@ -43,7 +43,6 @@ class PassFeatures:
     fixed_compute_s: FloatArray  # terms with a measured prefill rate (chunked GDN): their compute seconds
     compute_dtype: tuple[str, ...]
     fixed_overhead_s: FloatArray  # grouped-GEMM and all-reduce latencies
-    draft_passes: FloatArray  # MTP draft passes (each pays draft_pass_overhead)
     matmuls: FloatArray  # dense matmul calls (each pays matmul_latency)
     small_kernels: FloatArray  # other kernels x the measured cost ratio at the pass's tokens
     passes: FloatArray  # per row: step overheads paid
@@ -89,7 +88,6 @@ def _term_parts(
         "flop": flop,
         "fixed_compute_s": fixed_compute,
         "fixed_overhead_s": _column(grouped + term.collectives * latency_s, rows),
-        "draft_passes": _column(float(term.draft_passes), rows),
         "matmuls": _column(0.0 if separate else float(term.matmuls), rows),
         "small_kernels": _column((term.kernels - term.matmuls - table) * ratio, rows),
     }, resource
@@ -119,7 +117,6 @@ def features(
         fixed_compute_s=stack["fixed_compute_s"],
         compute_dtype=tuple(t.compute_dtype for t in terms),
         fixed_overhead_s=stack["fixed_overhead_s"],
-        draft_passes=stack["draft_passes"],
         matmuls=stack["matmuls"],
         small_kernels=stack["small_kernels"],
         passes=np.ones(rows),
@@ -139,7 +136,6 @@ ROW_FIELDS = (  # PassFeatures' per-row arrays (P x T or P), concatenated by `st
     "flop",
     "fixed_compute_s",
     "fixed_overhead_s",
-    "draft_passes",
     "matmuls",
     "small_kernels",
     "passes",
@@ -175,7 +171,6 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
 
     Formula per row: sum_t max(bytes_t / (BW * frac_t) + fixed_t, flop_t / (peak_t * cf_t) + fixed_compute_t)
                      + fixed_overhead_t + small_kernels_t * kernel_overhead + matmuls_t * matmul_latency
-                     + draft_passes_t * draft_pass_overhead
                      + passes * step_overhead + prefill_passes * prefill_pass_overhead
                      + sequences * sequence_overhead
     """
@@ -194,7 +189,6 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
     transfer = f.bytes * inverse + f.fixed_transfer_s
     terms = np.maximum(transfer, f.flop / flop_rate + f.fixed_compute_s) + f.fixed_overhead_s
     terms = terms + f.small_kernels * us_to_s(c.kernel_overhead_us) + f.matmuls * us_to_s(c.matmul_latency_us)
-    terms = terms + f.draft_passes * us_to_s(c.draft_pass_overhead_us)
     fixed = f.passes * us_to_s(c.step_overhead_us) + f.sequences * us_to_s(c.sequence_overhead_us)
     fixed = fixed + f.prefill_passes * us_to_s(c.prefill_pass_overhead_us)
     return np.asarray(np.sum(terms, axis=1) + fixed, dtype=np.float64)

@@ -46,7 +46,6 @@ FIT_PARAMS: tuple[FitParam, ...] = (
     FitParam("matmul_latency_us", 0.1, 300.0, 5.0, "per-layer cost: each matmul's fixed part (us)"),
     FitParam("sequence_overhead_us", 0.1, 20_000.0, 5.0, "per-sequence cost per step (us)"),
     FitParam("prefill_pass_overhead_us", 1.0, 2_000_000.0, 1000.0, "fixed cost per prefill pass (us)", 10.0),
-    FitParam("draft_pass_overhead_us", 1.0, 100_000.0, 300.0, "fixed cost per MTP draft pass (us)", 2.0),
     FitParam("compute_scale", 0.25, 2.0, 1.0, "prefill GEMM efficiency x the profile's"),
 )
 # compute_scale's floor: no GEMM the H200 microbenchmark measured (115 shapes, 1k-32k tokens, weights of 2M to
@@ -58,10 +57,6 @@ FIT_PARAMS: tuple[FitParam, ...] = (
 # graph-replayed decode step does not pay: launching the pass eagerly (hundreds of kernels x 2-20 us) and
 # preparing its inputs, so 1 ms x/ 10 (0.1-10 ms at one sigma) rather than x/ 100: rows without a TTFT
 # cannot tell it from the per-step cost, and a wide prior lets it absorb that.  [assumed]
-# draft_pass_overhead_us: a speculative step runs k draft passes one after another, each with its own input
-# preparation on the host (positions, slot mapping, attention metadata) and its own launch; 300 us x/ 10 at
-# one sigma. Only rows that run MTP move it; the rest leave it at its prior, and it costs nothing without MTP.
-# [assumed: vLLM's proposer loop; no per-pass timing on Ascend was found]
 PARAM_NAMES = tuple(p.name for p in FIT_PARAMS)
 LOWER = np.log([p.lower for p in FIT_PARAMS])
 UPPER = np.log([p.upper for p in FIT_PARAMS])

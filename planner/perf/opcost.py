@@ -8,7 +8,6 @@ Quantities are numpy arrays, so the same formulas serve one point (0-d arrays), 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
@@ -91,7 +90,6 @@ class Term:
     matmuls: int = 0
     attention: AttentionLookup | None = None
     flop_per_s: FloatArray | None = None  # measured prefill rate (planner/perf/prefill.py); None: dtype peak
-    draft_passes: int = 0  # MTP draft passes this term starts (each pays draft_pass_overhead_us)
 
 
 class Launches(TypedDict):
@@ -289,14 +287,25 @@ def link_term(
 
 
 def allreduce_term(geo: Geometry, step: Step) -> Term:
-    """Tensor-parallel all-reduces: two per layer of the hidden activations of every token.
+    """Tensor-parallel collectives of the hidden activations of every token: two all-reduces per layer (after
+    the mixer, after the MLP or MoE block), except that under vllm-ascend an expert-parallel MoE block ends in
+    a TP all-gather of each rank's token slice (its dispatch and combine are moe.dispatch), half the bytes.
 
-    Formula: bytes = 2 * L * n * H * b_act over the interconnect; collectives = 2 * L (0 when tp = 1)
-    roofline applies latency + 2 (tp - 1) / tp * bytes / link bandwidth (ring all-reduce).
+    Formula: bytes = (R + G / 2) * n * H * b_act over the interconnect; collectives = R + G (0 when tp = 1)
+        G = L_moe when engine = vllm and ep > 1, else 0;  R = 2 * L - G
+    roofline applies latency + 2 (tp - 1) / tp * bytes / link bandwidth (ring all-reduce; a ring all-gather
+    moves half of that).  [source: vllm-ascend 182b75ea vllm_ascend/ops/fused_moe/prepare_finalize.py,
+    PrepareAndFinalizeWithAll2All / WithMC2: prepare splits the tokens over the TP ranks, finalize
+    all-gathers them; assumed for prefill, whose MoE may take the all-gather path instead]
     """
-    count = ALLREDUCES_PER_LAYER * geo.layers["all"] if geo.tp > 1 else 0
-    link = count * step.tokens * geo.hidden_size * geo.activation_bytes
-    return link_term(geo, "tp.allreduce", link=link, resource="link", counts=(geo.layers["all"], count))
+    if geo.tp == 1:
+        return link_term(geo, "tp.allreduce", link=0.0 * step.tokens, resource="link", counts=(0, 0))
+    gathers = geo.layers["moe"] if geo.engine == "vllm" and geo.ep > 1 else 0
+    reduces = ALLREDUCES_PER_LAYER * geo.layers["all"] - gathers
+    link = (reduces + gathers / 2.0) * step.tokens * geo.hidden_size * geo.activation_bytes
+    return link_term(
+        geo, "tp.allreduce", link=link, resource="link", counts=(geo.layers["all"], reduces + gathers)
+    )
 
 
 def moe_dispatch_term(geo: Geometry, step: Step) -> Term:
@@ -341,8 +350,7 @@ def mtp_layer_term(geo: Geometry, step: Step) -> Term:
     hbm = runs * (w.weight_bytes["mtp.layer"] + expert_bytes + act * geo.activation_bytes)
     flop = runs * 2.0 * m * (w.matmul_elements["mtp.layer"] + expert_flop)
     layers = runs * geo.layers["mtp"]
-    layer = term(geo, "mtp.layer", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype)
-    return dataclasses.replace(layer, draft_passes=runs)
+    return term(geo, "mtp.layer", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype)
 
 
 def mtp_attention_term(geo: Geometry, step: Step) -> Term:

@@ -47,7 +47,6 @@ class Rates:
     step_overhead_s: float
     prefill_pass_overhead_s: float  # per prefill pass, on top of step_overhead_s
     sequence_overhead_s: float  # per sequence per pass (scheduler, host, per-request small kernels)
-    draft_pass_overhead_s: float  # per MTP draft pass (proposer host work, its own launch)
     allreduce_latency_s: float
     tp: int
     peak_bytes_per_s: float  # datasheet memory bandwidth: the attention table's rates never exceed it
@@ -130,7 +129,6 @@ def rates(dep: Deployment) -> Rates:
         step_overhead_s=us_to_s(coeff.step_overhead_us),
         prefill_pass_overhead_s=us_to_s(coeff.prefill_pass_overhead_us),
         sequence_overhead_s=us_to_s(coeff.sequence_overhead_us),
-        draft_pass_overhead_s=us_to_s(coeff.draft_pass_overhead_us),
         allreduce_latency_s=us_to_s(coeff.allreduce_latency_us),
         tp=dep.tp,
         peak_bytes_per_s=bandwidth,
@@ -198,7 +196,6 @@ def term_seconds(
                      datasheet), the new tokens' K/V writes at the HBM rate
         compute_s  = flop / flop_per_s[compute_dtype]   (the term's measured prefill rate when it has one)
         overhead_s = m * matmul_latency + (k - m - a) * kernel_overhead + collectives * allreduce_latency
-                     + d * draft_pass_overhead      d MTP draft passes the term starts
                      matmul_latency = grouped_matmul_latency for routed experts (grouped GEMMs)
                      k kernels, m of them matmul calls, a attention kernels timed by the table (else 0)
     """
@@ -223,7 +220,6 @@ def term_seconds(
         term.matmuls * matmul_latency_s
         + other_kernels * small_kernel_s(rate, tokens=tokens)
         + term.collectives * collective_latency_s
-        + term.draft_passes * rate.draft_pass_overhead_s
     )
     return transfer, compute, np.broadcast_to(overhead, np.broadcast(transfer, overhead).shape) + 0.0
 
