@@ -45,7 +45,9 @@ def test_closed_loop_users_are_split_over_the_groups() -> None:
     assert [p.concurrency for _, p in parts] == [5, 4]
     assert sorted(np.concatenate([i for i, _ in parts]).tolist()) == list(range(240))
     result = dpgroups.simulate_dp(moe(dp=2, ep=4), closed, slo=(None, None), knobs={})
-    assert result.summary.mean_in_system == pytest.approx(9, rel=0.05)
+    # 9 users while both groups run; the groups hold 5 and 4 users but 120 requests each, so the 5-user group
+    # drains first and the run's tail holds 4 users: the time average sits a little under 9, never above
+    assert 0.9 * 9 <= result.summary.mean_in_system <= 9.0
     assert result.summary.max_batch_reached == 5
 
 
