@@ -17,6 +17,7 @@ GB_BYTES = 10**9
 TB_BYTES = 10**12
 TFLOP = 10**12
 US_S = 1e-6
+NS_S = 1e-9
 MS_S = 1e-3
 PERCENT = 100
 # Context lengths follow LLM-serving usage: "32k" is 32 768 tokens (k = 1024), never 32 000.
@@ -61,6 +62,11 @@ def gb_per_s_to_bytes_per_s(gb_per_s: float) -> float:
 def tflop_per_s_to_flop_per_s(tflop_per_s: float) -> float:
     """TFLOP/s (1e12 FLOP/s) -> FLOP/s."""
     return tflop_per_s * TFLOP
+
+
+def ns_to_s(ns: float) -> float:
+    """Nanoseconds -> seconds."""
+    return ns * NS_S
 
 
 def us_to_s(us: float) -> float:

@@ -101,11 +101,11 @@ def features(
     rate = roofline.rates(dep)
     if rate.kernel_overhead_s <= 0:
         rate = roofline.rates(_with_kernel_overhead(dep))
+    coeff = dep.hardware.coefficients(calibrated=dep.calibrated)
     terms = opcost.step_terms(opcost.geometry(dep), step)
-    if prefill:
-        coeff = dep.hardware.coefficients(calibrated=dep.calibrated)
+    if prefill:  # the roofline's prefill times gdn.update at the measured chunked rate too (prefill.py)
         terms = [chunked_gdn_term(dep, coeff, t, tokens=step.tokens) for t in terms]
-    tied = dep.hardware.coefficients(calibrated=dep.calibrated).grouped_matmul_latency_us is None
+    tied = coeff.grouped_matmul_latency_us is None
     parts = [_term_parts(t, rate, step.tokens, rows, tied) for t in terms]
     stack = {k: np.stack([p[0][k] for p in parts], axis=1) for k in parts[0][0]}
     dtypes = tuple(dict.fromkeys(t.compute_dtype for t in terms))

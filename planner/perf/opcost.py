@@ -298,10 +298,9 @@ def allreduce_term(geo: Geometry, step: Step) -> Term:
     PrepareAndFinalizeWithAll2All / WithMC2: prepare splits the tokens over the TP ranks, finalize
     all-gathers them; assumed for prefill, whose MoE may take the all-gather path instead]
     """
-    if geo.tp == 1:
-        return link_term(geo, "tp.allreduce", link=0.0 * step.tokens, resource="link", counts=(0, 0))
-    gathers = geo.layers["moe"] if geo.engine == "vllm" and geo.ep > 1 else 0
-    reduces = ALLREDUCES_PER_LAYER * geo.layers["all"] - gathers
+    split_ranks = geo.tp > 1
+    gathers = geo.layers["moe"] if split_ranks and geo.engine == "vllm" and geo.ep > 1 else 0
+    reduces = ALLREDUCES_PER_LAYER * geo.layers["all"] - gathers if split_ranks else 0
     link = (reduces + gathers / 2.0) * step.tokens * geo.hidden_size * geo.activation_bytes
     return link_term(
         geo, "tp.allreduce", link=link, resource="link", counts=(geo.layers["all"], reduces + gathers)

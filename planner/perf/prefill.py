@@ -26,7 +26,7 @@ from planner.deployment import Deployment
 from planner.params import split
 from planner.perf.opcost import FloatArray, Geometry, Step, Term
 from planner.schema import GemmEfficiency, PerfCoefficients, PrefillAttentionRate, PrefillLayerCost
-from planner.units import tflop_per_s_to_flop_per_s, us_to_s
+from planner.units import ns_to_s, tflop_per_s_to_flop_per_s, us_to_s
 
 TABLE_DTYPES = ("bf16", "fp16")  # the GEMM table is bf16; fp16 has the same datasheet peak on these cards
 ONE_ROW_MATMULS = ("lm_head", "mtp.lm_head")  # logits of the last token only: not a prefill-sized GEMM
@@ -172,7 +172,7 @@ def chunked_gdn_s(dep: Deployment, coeff: PerfCoefficients, *, tokens: FloatArra
         return None
     heads = split(card.linear_num_value_heads or 0, dep.tp)
     size = (card.linear_key_head_dim or 0) * (card.linear_value_head_dim or 0) / REFERENCE_STATE_ELEMENTS
-    seconds = tokens * heads * card.linear_attention_layers * per_head_ns * 1e-9 * size
+    seconds = tokens * heads * card.linear_attention_layers * ns_to_s(per_head_ns) * size
     return np.asarray(seconds, dtype=np.float64)
 
 
