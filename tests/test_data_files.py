@@ -203,6 +203,13 @@ MALFORMED = {
         r"sources\.0\.confidence: ",
     ),
     "empty sources": ("modelcards", "deepseek-v3", "deepseek-v3", _set("sources", value=[]), r"sources: "),
+    "prior factor of 1 (no uncertainty at all)": (
+        "hwprofiles",
+        "ascend-910c",
+        "ascend-910c",
+        _set("default_coefficients", "compute_fraction_prior_factor", value=1.0),
+        r"default_coefficients\.compute_fraction_prior_factor: ",
+    ),
 }
 
 

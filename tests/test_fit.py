@@ -179,3 +179,23 @@ def test_primed_timer_times_every_seen_pass_as_one_by_one() -> None:
             )
         assert got == pytest.approx(want, rel=1e-12)
     assert timer.timed_for is other and len(timer.timed) == len(calls)
+
+
+def test_a_stated_compute_fraction_width_narrows_only_the_compute_scale_prior() -> None:
+    """A profile whose compute fractions a prefill measurement confirmed (compute_fraction_prior_factor)
+    pulls the fitted compute scale toward 1 at that width; every other term keeps its width, and a profile
+    without the factor keeps the assumed x/4 (or the measured x/1.25, whichever is narrower)."""
+    base = catalog.load_card("ascend-910c").default_coefficients
+    assert base.compute_fraction_prior_factor is not None
+    index = fit_params.PARAM_NAMES.index("compute_scale")
+    centre, sigma = fit_params.prior(base, measured=False)
+    plain_centre, plain_sigma = fit_params.prior(
+        base.model_copy(update={"compute_fraction_prior_factor": None}), measured=False
+    )
+    assert sigma[index] == pytest.approx(np.log(base.compute_fraction_prior_factor))
+    assert plain_sigma[index] == pytest.approx(fit_params.PRIOR_SIGMA_ASSUMED)
+    others = [i for i in range(len(sigma)) if i != index]
+    np.testing.assert_allclose(sigma[others], plain_sigma[others])
+    np.testing.assert_allclose(centre, plain_centre)
+    wide = base.model_copy(update={"compute_fraction_prior_factor": 10.0})
+    assert fit_params.prior(wide, measured=True)[1][index] == pytest.approx(fit_params.PRIOR_SIGMA_MEASURED)

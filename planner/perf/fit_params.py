@@ -83,13 +83,17 @@ def prior(coefficients: PerfCoefficients, *, measured: bool) -> tuple[FloatArray
     """(centre, sigma) of every parameter in log space.
 
     Formula: centre = log(clip(value or floor, lower, upper)); sigma = PRIOR_SIGMA_MEASURED when the
-    profile's value was measured, PRIOR_SIGMA_ASSUMED when assumed, log(unknown_factor) when absent.
+    profile's value was measured, PRIOR_SIGMA_ASSUMED when assumed, log(unknown_factor) when absent;
+    compute_scale: min(that, log(compute_fraction_prior_factor)) when the profile states the factor.
     """
     known = PRIOR_SIGMA_MEASURED if measured else PRIOR_SIGMA_ASSUMED
     centre, sigma = [], []
     for param, value in zip(FIT_PARAMS, profile_values(coefficients), strict=True):
         centre.append(math.log(min(max(value or param.floor, param.lower), param.upper)))
-        sigma.append(known if value is not None else math.log(param.unknown_factor))
+        width = known if value is not None else math.log(param.unknown_factor)
+        if param.name == "compute_scale" and coefficients.compute_fraction_prior_factor is not None:
+            width = min(width, math.log(coefficients.compute_fraction_prior_factor))
+        sigma.append(width)
     return np.asarray(centre), np.asarray(sigma)
 
 
