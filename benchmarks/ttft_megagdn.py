@@ -5,6 +5,8 @@
 Rows: calibration/published/megagdn-ttft.csv (README there): one prompt at a time on one Ascend 910B2,
 vllm-ascend eager mode with its stock Triton GDN kernels, max_tokens = 1, the whole prompt in one pass.
 No profile was fitted to these TTFTs; the chunked-GDN rate was timed on the same repository's kernel bench.
+One choice rests on them: the 910B / 910C compute_fraction_prior_factor (so the fitted column is not held
+out).
 
 Each predictable row is predicted as `kvplan serve -m <model> --card <card> --dtype <dtype> --tp 1
 --engine vllm --input-tokens S --output-tokens 1 --concurrency 1 --max-prefill-tokens S+257 --json` does

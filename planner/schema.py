@@ -345,9 +345,10 @@ class PerfCoefficients(Frozen):
                                      kkt, solve_tril, wy, chunk_h, chunk_o) per prompt token per value head
                                      per linear layer at dk = dv = 128; None: gdn.update's FLOP at
                                      compute_fraction (or the prefill layer table)
-    compute_fraction_prior_factor    one-sigma factor (x/) within which a measured prefill confirms
-                                     compute_fraction on this card; a --from-bench fit pulls its compute
-                                     scale toward 1 at this width; None: the assumed width (x/ 4)
+    compute_fraction_prior_factor    one-sigma factor (x/) within which a prefill measurement (on this card
+                                     or a sibling) supports compute_fraction; a --from-bench fit pulls its
+                                     compute scale toward 1 at this width. It only narrows, so it lies in
+                                     (1, 4]; None: x/ 4 (assumed), x/ 1.25 on a calibrated profile
     """
 
     weight_read_bandwidth_fraction: float = Field(gt=0, le=1)
@@ -372,7 +373,7 @@ class PerfCoefficients(Frozen):
     prefill_attention_table: list[PrefillAttentionRate] | None = Field(default=None, min_length=1)
     prefill_layer_table: list[PrefillLayerCost] | None = Field(default=None, min_length=1)
     chunked_gdn_ns_per_head_token: float | None = Field(default=None, gt=0, le=1e6)
-    compute_fraction_prior_factor: float | None = Field(default=None, ge=1.01, le=100)
+    compute_fraction_prior_factor: float | None = Field(default=None, ge=1.01, le=4)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> PerfCoefficients:

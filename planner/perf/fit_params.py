@@ -3,7 +3,8 @@
 Every parameter lives in log space inside a box [lower, upper] that keeps it physical. Its prior is the value
 the profile already holds (microbenchmark when calibrated, datasheet assumption otherwise), a log-normal of
 width PRIOR_SIGMA_*; a term the profile leaves at 0 or None (per-sequence cost, a separate state rate) is
-centred on its physical floor with a wide prior, so the data decide it and nothing else.
+centred on its physical floor with a wide prior, so the data decide it and nothing else. The compute scale's
+width narrows to the card's compute_fraction_prior_factor when the profile states one.
 """
 
 from __future__ import annotations
@@ -62,9 +63,11 @@ LOWER = np.log([p.lower for p in FIT_PARAMS])
 UPPER = np.log([p.upper for p in FIT_PARAMS])
 
 # Prior widths (log space, one sigma): a measured value is trusted to x/1.25, an assumed one to x/4, a term
-# the profile does not hold to x/100.  [assumed: the H200 microbenchmark-only MAPE is 5-7 % (ACCURACY.md), so
-# a measured efficiency is within x/1.25 of what an engine reaches; benchmarks/accuracy_fit.py shows 1.25 and
-# 1.5 side by side: chosen with the held-out tables in view, say so]
+# the profile does not hold to x/100; the compute scale to the card's compute_fraction_prior_factor when it
+# states one (a prefill measurement on the card or a sibling: prior()).  [assumed: the H200
+# microbenchmark-only MAPE is 5-7 % (ACCURACY.md), so a measured efficiency is within x/1.25 of what an engine
+# reaches; benchmarks/accuracy_fit.py shows 1.25 and 1.5 side by side: chosen with the held-out tables in
+# view, say so]
 PRIOR_SIGMA_MEASURED = math.log(1.25)
 PRIOR_SIGMA_ASSUMED = math.log(4.0)
 PRIOR_SIGMA_UNKNOWN = math.log(100.0)
