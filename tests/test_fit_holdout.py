@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import yaml
 
-from planner import catalog
+from planner import catalog, units
 from planner.importers.benchpoints import read_bench_rows
 from planner.perf import fit_band, fit_holdout
 from tests.helpers import kvplan
@@ -26,6 +27,10 @@ def test_four_models_get_a_held_out_range_recorded_and_printed(tmp_path: Path) -
     low, high, count = fit_holdout.held_out_factors(errors)
     assert low <= 1 <= high and count == len(rows)
     assert f"held out: {len(rows)} rows of 4 models" in result.output
+    summary = fit_holdout.summary(rows, hardware=catalog.resolve_card("ascend-910b3"))
+    assert summary is not None and summary.factors == [low, high, count] and summary.models == 4
+    assert summary.median_abs_error == statistics.median(abs(e) for e in errors)
+    assert f"median |error| {units.fmt_fraction(summary.median_abs_error)}" in result.output
     assert f"ran at {low:g}x-{high:g}x the estimate" in result.output
     profile = yaml.safe_load(out.read_text(encoding="utf-8"))
     assert profile["measured"]["samples"]["held_out_factors"] == [low, high, count]
@@ -43,3 +48,4 @@ def test_fewer_models_say_the_range_is_untested(tmp_path: Path) -> None:
     _, rows = read_bench_rows(SEED_ROWS)
     assert rows
     assert fit_holdout.leave_one_model_out(rows, hardware=catalog.resolve_card("ascend-950pr")) == {}
+    assert fit_holdout.summary(rows, hardware=catalog.resolve_card("ascend-950pr")) is None

@@ -8,7 +8,6 @@ kvplan validate POINTS.csv [--card CARD] [--engine E] [--uncalibrated]
 from __future__ import annotations
 
 import datetime as dt
-import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -160,18 +159,17 @@ def _held_out(rows: list[ServingPoint], hw: HardwareProfile) -> tuple[list[float
             )
         return None
     typer.echo(f"leave-one-model-out: refitting {models} times, each without one model's rows ...")
-    held = fit_holdout.leave_one_model_out(rows, hardware=hw)
-    errors = [e for model_errors in held.values() for e in model_errors]
-    if not errors:
+    held = fit_holdout.summary(rows, hardware=hw)
+    if held is None:
         return None
-    low, high, count = fit_holdout.held_out_factors(errors)
-    median = statistics.median(abs(e) for e in errors)
+    low, high, count = held.factors
     line = (
-        f"held out: {int(count)} rows of {len(held)} models, each predicted by a fit without its model: "
-        f"median |error| {units.fmt_fraction(median)}; central 90 % ran at {low:g}x-{high:g}x the estimate"
+        f"held out: {int(count)} rows of {held.models} models, each predicted by a fit without its model: "
+        f"median |error| {units.fmt_fraction(held.median_abs_error)}; central 90 % ran at {low:g}x-{high:g}x "
+        "the estimate"
     )
     typer.echo(line)
-    return [low, high, count], line
+    return held.factors, line
 
 
 def _print_fit(result: FitResult) -> None:

@@ -9,7 +9,9 @@ rows span at least MIN_MODELS models; calibration/published/fit_profiles.py repo
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from planner.errors import KvplanError
 from planner.importers.benchpoints import ServingPoint
@@ -39,6 +41,32 @@ def leave_one_model_out(rows: Sequence[ServingPoint], *, hardware: HardwareProfi
             test, hardware=hardware, coefficients=result.coefficients, calibrated=False
         )
     return out
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """What leave-one-model-out found: [low, high, rows] of truth / estimate (held_out_factors), the median
+    |error| of the held-out rows, and how many models were refitted without."""
+
+    factors: list[float]
+    median_abs_error: float
+    models: int
+
+
+def summary(rows: Sequence[ServingPoint], *, hardware: HardwareProfile) -> HeldOut | None:
+    """leave_one_model_out over the rows, summarised (None: fewer than MIN_MODELS models, or no fit held).
+
+    Formula: median_abs_error = median over every held-out row of |predicted / measured - 1|.
+    """
+    held = leave_one_model_out(rows, hardware=hardware)
+    errors = [e for model_errors in held.values() for e in model_errors]
+    if not errors:
+        return None
+    return HeldOut(
+        factors=held_out_factors(errors),
+        median_abs_error=statistics.median(abs(e) for e in errors),
+        models=len(held),
+    )
 
 
 def held_out_factors(errors: Sequence[float]) -> list[float]:
