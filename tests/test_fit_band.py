@@ -174,6 +174,25 @@ def test_every_band_brackets_its_estimate(card: str, batch: int, ctx: int, calib
     assert (float(low[0, 0]), float(high[0, 0])) == pytest.approx((band.low_factor, band.high_factor))
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    fitted=st.sampled_from([("ascend-910c", "vllm"), ("ascend-910b3", "vllm"), ("ascend-950pr", "mindie")]),
+    batch=st.integers(min_value=1, max_value=4096),
+    ctx=st.integers(min_value=16, max_value=1 << 18),
+)
+def test_sweep_grid_of_a_fitted_profile_is_its_band(fitted: tuple[str, str], batch: int, ctx: int) -> None:
+    """The shipped fitted profiles (some with a held-out range, some with +-FIT_FRACTION): the vectorised
+    grid of `kvplan sweep` and the dashboard gives the same factors as the plan's speed_band."""
+    card, engine = fitted
+    dep = inputs.to_deployment(
+        inputs.PlanRequest(model="qwen3-8b", card=card, ctx="4k", dtype="int8", engine=engine)
+    )
+    assert dep.hardware.measured is not None and dep.hardware.measured.backend == "bench-fit"
+    band = fit_band.speed_band(dep, batch=batch, ctx_tokens=ctx)
+    low, high = fit_band.factor_grid(dep, batch=[batch], ctx_tokens=[ctx])
+    assert (float(low[0, 0]), float(high[0, 0])) == pytest.approx((band.low_factor, band.high_factor))
+
+
 @pytest.mark.parametrize("card", CARDS)
 def test_plan_json_always_carries_the_range_with_its_source(card: str) -> None:
     """Every card's plan: performance.speed_range present, named, and bracketing each figure."""

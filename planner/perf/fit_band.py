@@ -210,8 +210,7 @@ def fitted_band(measured: MeasuredBlock, *, batch: int, ctx_tokens: int) -> Spee
     fit_range = measured.samples.get("fit_range")
     notes = fit_checks.range_warnings(fit_range, batch=batch, ctx_tokens=ctx_tokens) if fit_range else []
     held = held_out_pair(measured)
-    pair = (1.0 - FIT_FRACTION, 1.0 + FIT_FRACTION) if held is None else held[:2]
-    low, high = widened(pair, axes_out=len(notes))
+    low, high = widened(fit_pair(measured), axes_out=len(notes))
     return SpeedBand(
         source=measured.device_name.removeprefix("calibrated: "),
         label="fitted profile",
@@ -226,15 +225,22 @@ def fitted_band(measured: MeasuredBlock, *, batch: int, ctx_tokens: int) -> Spee
     )
 
 
-def decode_pair(dep: Deployment) -> tuple[float, float]:
-    """The decode (low, high) before any widening: the vendor's datasheet pair, MICROBENCH_FACTORS or
+def fit_pair(measured: MeasuredBlock) -> tuple[float, float]:
+    """A fitted profile's (low, high) before widening: its leave-one-model-out factors when recorded, else
     1 -+ FIT_FRACTION."""
+    held = held_out_pair(measured)
+    return (1.0 - FIT_FRACTION, 1.0 + FIT_FRACTION) if held is None else held[:2]
+
+
+def decode_pair(dep: Deployment) -> tuple[float, float]:
+    """The decode (low, high) before any widening: the vendor's datasheet pair, MICROBENCH_FACTORS or the
+    fitted profile's pair (fit_pair)."""
     measured = dep.hardware.measured
     if not dep.calibrated or measured is None:
         return DATASHEET[dep.hardware.vendor][0]
     if measured.backend != "bench-fit":
         return MICROBENCH_FACTORS
-    return 1.0 - FIT_FRACTION, 1.0 + FIT_FRACTION
+    return fit_pair(measured)
 
 
 def covered_range(dep: Deployment) -> list[float] | None:
