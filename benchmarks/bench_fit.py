@@ -1,4 +1,4 @@
-"""Time `kvplan calibrate --from-bench`'s fit (planner/perf/fit.py) on 500 decode-step points, and on the
+"""Time `kvplan calibrate --from-bench`'s fit (planner/fit/solver.py) on 500 decode-step points, and on the
 published 910C serving rows.
 
     python benchmarks/bench_fit.py
@@ -6,7 +6,7 @@ published 910C serving rows.
 500 synthetic points (5 models x 10 batches x 10 contexts on the shipped H200 profile, times from the roofline
 with perturbed coefficients and 3 % noise), fitted from the profile's values; prints the median of 3 runs.
 The issue's bound is 2 s; numbers in ACCURACY.md ("Fit transfer"). Then the 910C / vllm-ascend serving rows
-of calibration/published (closed loop per row inside the fit loop), median of 3.
+of lab/published (closed loop per row inside the fit loop), median of 3.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner import catalog
+from planner.fit import solver
 from planner.importers.benchpoints import BenchPoint, deployment_for
-from planner.perf import fit, roofline
+from planner.perf import roofline
 
 MODELS = ("qwen3-0.6b", "qwen3-8b", "qwen3-14b", "qwen3-32b", "llama-3.1-8b")
 BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96)
@@ -31,7 +32,7 @@ CONTEXTS = (512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576)
 def points() -> list[BenchPoint]:
     hw = catalog.load_card("nvidia-h200")
     truth = hw.coefficients().model_copy(update={"kernel_overhead_us": 2.0, "sequence_overhead_us": 8.0})
-    true_hw = fit.with_coefficients(hw, truth)
+    true_hw = solver.with_coefficients(hw, truth)
     rng = np.random.default_rng(0)
     out = []
     for model in MODELS:
@@ -55,7 +56,7 @@ def main() -> None:
     timings = []
     for _ in range(3):
         started = time.perf_counter()
-        result = fit.fit_coefficients(data, hardware=hw)
+        result = solver.fit_coefficients(data, hardware=hw)
         timings.append(time.perf_counter() - started)
     print(
         f"{len(data)} points: fit {sorted(timings)[1]:.2f} s (median of 3), {result.iterations} iterations, "
@@ -65,8 +66,8 @@ def main() -> None:
 
 
 def serving_fit() -> None:
-    """The 910C serving group of the published corpus (calibration/published/fit_profiles.py's rows)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "calibration" / "published"))
+    """The 910C serving group of the published corpus (lab/published/fit_profiles.py's rows)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab" / "published"))
     import fit_profiles
 
     rows = [point for _, _, point in fit_profiles.corpus_groups()[("ascend-910c", "vllm")]]
@@ -74,7 +75,7 @@ def serving_fit() -> None:
     timings, cpu = [], []
     for _ in range(3):
         started, started_cpu = time.perf_counter(), time.process_time()
-        result = fit.fit_coefficients([], hardware=hw, serving=rows)
+        result = solver.fit_coefficients([], hardware=hw, serving=rows)
         timings.append(time.perf_counter() - started)
         cpu.append(time.process_time() - started_cpu)
     median, median_cpu = sorted(timings)[1], sorted(cpu)[1]

@@ -46,7 +46,8 @@ def main() -> None:
     from planner import catalog
     from planner.deployment import Deployment
     from planner.dtypes import StorageDType
-    from planner.perf import roofline, sweep
+    from planner.perf import roofline
+    from planner.serving import sweep
 
     dep = Deployment(
         model=catalog.resolve_model("qwen3-27b")[0],

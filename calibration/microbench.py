@@ -2,7 +2,7 @@
 
 Each benchmark warms up, times with device events (host clock on cpu), repeats, and keeps every sample; the
 caller (calibration/calibrate.py) turns medians into PerfCoefficients. All rows are plain dicts so they can
-be written as raw JSON next to the profile (calibration/data/).
+be written as raw JSON next to the profile (lab/runs/).
 
     stream      sum over a large bf16 buffer (read) and a copy (read + write)   -> memory bandwidth
     gemv        one layer's matmuls at decode batches plus a ladder of GEMV sizes (1024^2 .. 8192 x 28672),
@@ -36,7 +36,7 @@ from calibration.shapes import BenchSizes, ModelShapes
 Progress = Callable[[str], None]
 BF16_BYTES = 2
 # Kernels of one pass of decode_chain(): float cast, pow, mean, + eps, rsqrt, mul, bf16 cast, * weight,
-# + residual, SiLU, mul = 11 eager kernels (one each; calibration/kernel_counts.py profiles it to check).
+# + residual, SiLU, mul = 11 eager kernels (one each; lab/harness/kernel_counts.py profiles it to check).
 CHAIN_KERNELS_PER_PASS = 11
 RMS_EPS = 1e-6
 

@@ -1,8 +1,8 @@
 """kvplan dashboard page: `streamlit run app.py` (the repository root's app.py calls main()).
 
 A thin layer over planner/: widgets, layout and fig_*() builders. Every number comes from planner/ (plans
-from planner.perf.plan, sweeps from dashboard.view over planner.perf.roofline, SLO search from
-planner.perf.serving); planner errors are shown with st.error(dashboard_message(exc)) (widget names, no
+from planner.plan.compose, sweeps from dashboard.view over planner.perf.roofline, SLO search from
+planner.serving.performance); planner errors are shown with st.error(dashboard_message(exc)) (widget names, no
 server paths), never as a traceback.
 
 This module holds the sidebar, the header, the metrics, the exports and main(); the tabs and the cached

@@ -1,6 +1,6 @@
 """Speed ranges in the dashboard's words (pure: no streamlit, no plotly): the line under the speed metrics.
 
-The ranges themselves come from planner/perf/fit_band.py through the plan (Performance.speed_range) and
+The ranges themselves come from planner/perf/ranges.py through the plan (Performance.speed_range) and
 dashboard/view.py (the charts' band arrays).
 """
 

@@ -100,7 +100,7 @@ def _line(x: Any, y: Any, name: str, *, color: str, **style: Any) -> go.Scatter:
 
 
 def band_traces(x: Any, low: Any, high: Any, name: str, *, color: str, **style: Any) -> list[go.Scatter]:
-    """A translucent band between low and high (the range of a speed line, planner/perf/fit_band.py): an
+    """A translucent band between low and high (the range of a speed line, planner/perf/ranges.py): an
     invisible lower edge, then the upper edge filled down to it (plotly fill="tonexty")."""
     red, green, blue = (int(color[i : i + 2], 16) for i in (1, 3, 5))
     edge = {"mode": "lines", "line": {"width": 0, "color": color}, "hoverinfo": "skip", **style}

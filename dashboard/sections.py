@@ -75,12 +75,12 @@ def cached_plan(req: PlanRequest, prompt: str | None) -> tuple[Deployment, Plan]
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_speed(req: PlanRequest) -> tuple[dashboard.SpeedCurve, int]:
     """Tokens/s over the batch axis at the chosen context, and the batch knee."""
-    from planner.perf import serving
+    from planner.serving import performance
 
     dep, plan = cached_plan(req, None)
     most = max(dashboard.max_batch_at(dep, plan.memory), 1)
     curve = dashboard.speed_curve(dep, batch=dashboard.batch_axis(most), ctx_tokens=dep.ctx_tokens)
-    return curve, serving.batch_knee(dep, ctx_tokens=dep.ctx_tokens, max_batch=most)
+    return curve, performance.batch_knee(dep, ctx_tokens=dep.ctx_tokens, max_batch=most)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -102,12 +102,12 @@ def cached_tpot_vs_ctx(req: PlanRequest) -> dashboard.FeasibilityGrid:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_slo(req: PlanRequest, tpot_slo_ms: float, ttft_slo_ms: float, prompt: str | None) -> Any:
-    """serving.search_slo: the largest batch meeting both SLOs within memory."""
-    from planner.perf import serving
+    """performance.search_slo: the largest batch meeting both SLOs within memory."""
+    from planner.serving import performance
 
     dep, plan = cached_plan(req, prompt)
     prompt_tokens = prompt_tokens_of(prompt)
-    return serving.search_slo(
+    return performance.search_slo(
         dep,
         tpot_s=tpot_slo_ms * units.MS_S,
         ttft_s=ttft_slo_ms * units.MS_S,

@@ -1,7 +1,7 @@
 """Data shaping for the dashboard (app.py): memory segments, sweep axes, feasibility grids, comparisons.
 
-Pure: no streamlit, no plotly. The formulas stay in memory.py, roofline.py and serving.py; this module only
-calls them over arrays and arranges the results into what a chart draws.
+Pure: no streamlit, no plotly. The formulas stay in memory.py, roofline.py and performance.py; this module
+only calls them over arrays and arranges the results into what a chart draws.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 from planner import capacity, inputs, memory, params, units
 from planner.deployment import Deployment
-from planner.perf import plan as perf_plan
+from planner.plan import compose as perf_plan
 from planner.results import MemoryBreakdown, Performance, Plan
 from planner.schema import Frozen
 
@@ -39,7 +39,7 @@ class SpeedCurve:
     decode_step_s: np.ndarray
     per_user_tokens_per_s: np.ndarray
     tokens_per_s: np.ndarray
-    # the range of each rate (planner/perf/fit_band.py): rate x the band's low and high factors
+    # the range of each rate (planner/perf/ranges.py): rate x the band's low and high factors
     per_user_tokens_per_s_low: np.ndarray
     per_user_tokens_per_s_high: np.ndarray
     tokens_per_s_low: np.ndarray
@@ -54,7 +54,7 @@ class FeasibilityGrid:
     ctx_tokens: np.ndarray
     fits: np.ndarray
     tpot_s: np.ndarray
-    tpot_s_low: np.ndarray  # the range of tpot_s (fit_band): tpot / the band's high and low factors
+    tpot_s_low: np.ndarray  # the range of tpot_s (perf.ranges): tpot / the band's high and low factors
     tpot_s_high: np.ndarray
 
 
@@ -146,11 +146,13 @@ def per_user_tokens_per_s_at(tpot_s: float) -> float:
 
 def speed_curve(dep: Deployment, *, batch: np.ndarray, ctx_tokens: int) -> SpeedCurve:
     """Per-user and aggregate tokens/s over a batch axis at ctx_tokens (one vectorised roofline call)."""
-    from planner.perf import fit_band, serving
+    from planner.perf import ranges as speed_ranges
+    from planner.serving import performance
 
     step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=np.array([ctx_tokens]))[:, 0]
-    per_user = serving.tokens_per_step(dep) / step_s
-    low, high = (f[:, 0] for f in fit_band.factor_grid(dep, batch=batch.tolist(), ctx_tokens=[ctx_tokens]))
+    per_user = performance.tokens_per_step(dep) / step_s
+    factors = speed_ranges.factor_grid(dep, batch=batch.tolist(), ctx_tokens=[ctx_tokens])
+    low, high = (f[:, 0] for f in factors)
     rates = {"per_user_tokens_per_s": per_user, "tokens_per_s": per_user * batch}
     ranges = {
         f"{name}_{end}": rate * f for name, rate in rates.items() for end, f in (("low", low), ("high", high))
@@ -160,14 +162,15 @@ def speed_curve(dep: Deployment, *, batch: np.ndarray, ctx_tokens: int) -> Speed
 
 def feasibility_grid(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarray) -> FeasibilityGrid:
     """Which (batch, ctx) pairs fit the KV budget, and their TPOT (step / tokens per step; NaN where not)."""
-    from planner.perf import fit_band, serving, sweep
+    from planner.perf import ranges as speed_ranges
+    from planner.serving import performance, sweep
 
     fits = sweep.fits_memory_grid(
         dep, batch=batch.astype(np.int64)[:, None], ctx_tokens=ctx_tokens.astype(np.int64)[None, :]
     )
     step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=ctx_tokens)
-    tpot_s = np.where(fits, step_s / serving.tokens_per_step(dep), np.nan)
-    low, high = fit_band.factor_grid(dep, batch=batch.tolist(), ctx_tokens=ctx_tokens.tolist())
+    tpot_s = np.where(fits, step_s / performance.tokens_per_step(dep), np.nan)
+    low, high = speed_ranges.factor_grid(dep, batch=batch.tolist(), ctx_tokens=ctx_tokens.tolist())
     return FeasibilityGrid(
         batch=batch,
         ctx_tokens=ctx_tokens,
@@ -218,11 +221,11 @@ def dashboard_message(exc: Exception) -> str:
 
 
 def fit_warnings(dep: Deployment, plan: Plan) -> list[str]:
-    """What a --from-bench profile warns about at this plan (fit_checks.profile_warnings at its batch)."""
-    from planner.perf import fit_checks
+    """What a --from-bench profile warns about at this plan (fitted.profile_warnings at its batch)."""
+    from planner.perf import fitted
 
     batch = plan.performance.batch if plan.performance else plan.recommendation.max_batch_size
-    return fit_checks.profile_warnings(dep, batch=batch, ctx_tokens=plan.ctx_tokens)
+    return fitted.profile_warnings(dep, batch=batch, ctx_tokens=plan.ctx_tokens)
 
 
 def max_batch_at(dep: Deployment, mem: MemoryBreakdown) -> int:

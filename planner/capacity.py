@@ -1,7 +1,7 @@
 """Deployment -> memory plan: checks the inputs against the card, sizes memory, recommends lengths.
 
 The formulas live in memory.py; this module composes them per deployment (the one KV budget, the one batch
-cap) and words the outcome. planner/perf/plan.py adds the speed and the SLO search on top.
+cap) and words the outcome. planner/plan/compose.py adds the speed and the SLO search on top.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planner import advice, layout, memory, params, units, vllm_memory
+from planner import advice, layout, memory, params, units
 from planner.deployment import Deployment
+from planner.engines.vllm import pool as vllm_pool
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Recommendation
@@ -208,9 +209,9 @@ def max_batch_size(dep: Deployment, mem: MemoryBreakdown, *, per_sequence_bytes:
 def vllm_max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
     """vLLM's own accounting of the same KV budget: floor("Maximum concurrency" at --ctx).
 
-    Blocks, state pages and groups per platform: planner/vllm_memory.py (docs/engines/vllm-memory.md).
+    Blocks, state pages and groups per platform: planner/engines/vllm/pool.py (docs/engines/vllm-memory.md).
     """
-    pool = vllm_memory.deployment_pool(
+    pool = vllm_pool.deployment_pool(
         dep, available_bytes=mem.kv_budget_bytes, max_model_len=dep.ctx_tokens, num_spec=dep.mtp_tokens
     )
     if pool.max_concurrency < 1:

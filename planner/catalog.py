@@ -193,7 +193,7 @@ def resolve_card(name: str, *, engine: str | None = None) -> HardwareProfile:
 def fitted_profile(card_id: str, engine: str) -> HardwareProfile | None:
     """The card's profile fitted to published serving results for `engine`, or None when none is shipped.
 
-    hwprofiles/fitted/<card>.<engine>.yaml (calibration/published/fit_profiles.py writes them): the card's
+    hwprofiles/fitted/<card>.<engine>.yaml (lab/published/fit_profiles.py writes them): the card's
     profile plus a measured block (backend bench-fit) naming the rows it stands on; its id is the card's.
     """
     path = data_dir("hwprofiles") / "fitted" / f"{card_id}.{engine}.yaml"

@@ -14,7 +14,7 @@ EngineName = Literal["mindie", "vllm", "transformers"]
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DEFAULT_ENGINE: EngineName = "mindie"
 
-# How a closed-loop benchmark's requests fall into the decode stream (planner/perf/closed_loop.py).
+# How a closed-loop benchmark's requests fall into the decode stream (planner/serving/closed_loop.py).
 Arrivals = Literal["waves", "staggered", "random"]
 ARRIVALS: tuple[Arrivals, ...] = get_args(Arrivals)
 

@@ -40,7 +40,7 @@ class Recommendation(Frozen):
 
 
 class SpeedRange(Frozen):
-    """Where the plan's speed figures come from and the range they are good to (planner/perf/fit_band.py):
+    """Where the plan's speed figures come from and the range they are good to (planner/perf/ranges.py):
     each figure at the low and high end of its range (a time's low end is the fast one), the compact and
     full source, which band prefill (TTFT) takes, whether the plan is outside what the profile covers, and
     notes (where the range comes from, what is extrapolated)."""
@@ -101,7 +101,7 @@ class LayoutReport(Frozen):
 
 
 class LoadKnee(Frozen):
-    """The load knee (planner/perf/load_knee.py): the concurrency of largest throughput per P99 end-to-end
+    """The load knee (planner/serving/knee.py): the concurrency of largest throughput per P99 end-to-end
     second in a closed loop of I-in / O-out requests, and the tails there (seconds, tokens/s)."""
 
     users: int

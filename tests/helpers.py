@@ -83,7 +83,7 @@ def kvplan(words: str, *args: str | Path, code: int = 0) -> Result:
     return result
 
 
-H200_POINTS = Path(__file__).resolve().parents[1] / "calibration/data/h200-e2e-decode.csv"
+H200_POINTS = Path(__file__).resolve().parents[1] / "lab/runs/h200-e2e-decode.csv"
 
 
 def h200_points_of(model_id: str, directory: Path) -> Path:

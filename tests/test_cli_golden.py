@@ -1,15 +1,11 @@
 """Recorded CLI outputs: a fixed set of `kvplan` invocations must print, exit and write exactly what
-tests/golden/cli/cases/ holds. Refresh deliberately: `python3 benchmarks/record_cli_outputs.py --write`."""
+tests/golden/cli/cases/ holds. Refresh deliberately: `python3 tests/record_cli_outputs.py --write`."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import record_cli_outputs as recorder
+from tests import record_cli_outputs as recorder
 
 
 @pytest.mark.slow

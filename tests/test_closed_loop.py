@@ -1,4 +1,5 @@
-"""Closed-loop serving estimate (planner/perf/closed_loop.py): what a benchmark at fixed concurrency sees."""
+"""Closed-loop serving estimate (planner/serving/closed_loop.py): what a benchmark at fixed concurrency
+sees."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.deployment import Deployment
-from planner.perf import closed_loop, roofline
-from planner.perf.closed_loop import BenchRun
+from planner.perf import roofline
+from planner.serving import closed_loop
+from planner.serving.closed_loop import BenchRun
 from tests.helpers import deployment_950pr
 
 

@@ -17,7 +17,7 @@ from planner.inputs import PlanRequest, to_deployment
 from planner.perf import opcost, roofline
 from tests.helpers import deployment
 
-COUNTS = Path(__file__).resolve().parents[1] / "calibration" / "data" / "h200-kernel-counts.json"
+COUNTS = Path(__file__).resolve().parents[1] / "lab" / "runs" / "h200-kernel-counts.json"
 
 
 def _deployment(model: str, *, engine: str) -> Deployment:

@@ -1,4 +1,4 @@
-"""planner.perf.fit on synthetic rows with a known answer, its refusals and warnings (pure: no torch)."""
+"""planner.fit.solver on synthetic rows with a known answer, its refusals and warnings (pure: no torch)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from hypothesis import strategies as st
 
 from planner import catalog, inputs
 from planner.errors import DataFileError, PlanInputError
+from planner.fit import features, solver
 from planner.importers.benchpoints import BenchPoint, deployment_for
-from planner.perf import closed_loop, fit, fit_checks, fit_features, fit_params, roofline
+from planner.perf import fitted, fitted_params, roofline
 from planner.perf.roofline import decode_step_s
+from planner.serving import closed_loop
 
 TRUE = {
     "weight_read_bandwidth_fraction": 0.71,
@@ -32,7 +34,7 @@ BASE = (
 
 def _synthetic(models: tuple[str, ...], truth: dict[str, float]) -> list[BenchPoint]:
     hw = catalog.load_card("nvidia-h200")
-    true_hw = fit.with_coefficients(hw, BASE.model_copy(update=truth))
+    true_hw = solver.with_coefficients(hw, BASE.model_copy(update=truth))
     points = []
     for model in models:
         for batch in (1, 8, 32, 128):
@@ -48,14 +50,14 @@ def _synthetic(models: tuple[str, ...], truth: dict[str, float]) -> list[BenchPo
 def test_two_models_pin_every_decode_term() -> None:
     """Noiseless rows from the same roofline: every term lands within its reported uncertainty of the truth
     (the prior pulls a little where two terms trade off), and the rows are reproduced."""
-    result = fit.fit_coefficients(_synthetic(("qwen3-8b", "qwen3-32b"), TRUE), base=BASE)
+    result = solver.fit_coefficients(_synthetic(("qwen3-8b", "qwen3-32b"), TRUE), base=BASE)
     assert result.converged
     got = result.coefficients.model_dump()
     for name, value in TRUE.items():
-        sigma = result.sigma_log[fit_params.PARAM_NAMES.index(name)]
+        sigma = result.sigma_log[fitted_params.PARAM_NAMES.index(name)]
         assert abs(np.log(got[name] / value)) <= 3 * sigma, (name, got[name], sigma)
     assert result.mape_fraction < 0.01
-    decided = dict(zip(fit_params.PARAM_NAMES, result.decided_by_data, strict=True))
+    decided = dict(zip(fitted_params.PARAM_NAMES, result.decided_by_data, strict=True))
     assert decided["weight_read_bandwidth_fraction"] and decided["sequence_overhead_us"]
     assert not decided["state_read_bandwidth_fraction"]  # dense models have no GDN state: prior holds it
 
@@ -72,14 +74,13 @@ def test_one_model_suffices_and_reports_what_the_prior_held() -> None:
         "step_overhead_us": 25.0,  # 16.5
         "sequence_overhead_us": 20.0,  # not in the profile
     }
-    result = fit.fit_coefficients(_synthetic(("qwen3-8b",), near), base=BASE)
+    result = solver.fit_coefficients(_synthetic(("qwen3-8b",), near), base=BASE)
     held_out = _synthetic(("qwen3-32b",), near)
-    errors = fit.prediction_errors(held_out, coefficients=result.coefficients)
+    errors = solver.prediction_errors(held_out, coefficients=result.coefficients)
     assert np.mean(np.abs(errors)) < 0.02
     assert all(s > 0 for s in result.sigma_log)
-    assert result.sigma_log[fit_params.PARAM_NAMES.index("state_read_bandwidth_fraction")] == pytest.approx(
-        fit_params.PRIOR_SIGMA_UNKNOWN, rel=1e-6
-    )
+    state = fitted_params.PARAM_NAMES.index("state_read_bandwidth_fraction")
+    assert result.sigma_log[state] == pytest.approx(fitted_params.PRIOR_SIGMA_UNKNOWN, rel=1e-6)
 
 
 def test_bounds_hold_and_are_reported() -> None:
@@ -90,9 +91,9 @@ def test_bounds_hold_and_are_reported() -> None:
         )
         for p in _synthetic(("qwen3-8b", "llama-3.1-8b"), TRUE)
     ]
-    result = fit.fit_coefficients(points)
+    result = solver.fit_coefficients(points)
     values = result.coefficients.model_dump()
-    for param in fit_params.FIT_PARAMS:
+    for param in fitted_params.FIT_PARAMS:
         if param.name != "compute_scale":
             assert param.lower * (1 - 1e-9) <= values[param.name] <= param.upper * (1 + 1e-9)
     assert np.all(np.isfinite(result.residual_fractions))
@@ -104,18 +105,18 @@ def test_garbage_fails_with_one_line() -> None:
     with pytest.raises(
         PlanInputError, match=r"^--from-bench x\.csv: a fit needs at least 2 measured rows \(got 1\)"
     ):
-        fit.fit_coefficients([one], source="--from-bench x.csv")
+        solver.fit_coefficients([one], source="--from-bench x.csv")
     slow = BenchPoint(
         one.model, one.card, one.dtype, one.kv_dtype, one.tp, one.batch, one.ctx_tokens, 2.0, "f:3"
     )
     with pytest.raises(DataFileError, match=r"^f:3: contradicts synthetic:qwen3-8b: .*expected within 1.5x"):
-        fit.fit_coefficients([one, slow])
+        solver.fit_coefficients([one, slow])
 
 
 def test_range_warnings_name_the_extrapolated_axis() -> None:
-    fitted = [1.0, 32.0, 384.0, 384.0]
-    assert fit_checks.range_warnings(fitted, batch=16, ctx_tokens=512) == []
-    (line,) = fit_checks.range_warnings(fitted, batch=16, ctx_tokens=32768)
+    fit_range = [1.0, 32.0, 384.0, 384.0]
+    assert fitted.range_warnings(fit_range, batch=16, ctx_tokens=512) == []
+    (line,) = fitted.range_warnings(fit_range, batch=16, ctx_tokens=32768)
     assert line.startswith("ctx 32768 is outside the fitted range 384-384")
 
 
@@ -136,10 +137,11 @@ def test_cached_features_equal_the_roofline(seed: int) -> None:
         model=model, card=card, dtype=dtype, ctx="8192", engine=engine, tp=tp, mtp=mtp
     )
     dep = inputs.to_deployment(request)
-    log_values = fit_params.LOWER + (fit_params.UPPER - fit_params.LOWER) * rng.random(len(fit_params.LOWER))
-    coefficients = fit_params.coefficients_at(dep.hardware.coefficients(), log_values)
-    exact = fit.at_coefficients(dep, coefficients)
-    timer = fit_features.FeatureTimer(dep, coefficients)
+    lower, upper = fitted_params.LOWER, fitted_params.UPPER
+    log_values = lower + (upper - lower) * rng.random(len(lower))
+    coefficients = fitted_params.coefficients_at(dep.hardware.coefficients(), log_values)
+    exact = solver.at_coefficients(dep, coefficients)
+    timer = features.FeatureTimer(dep, coefficients)
     for batch, ctx in ((1, 512), (48, 8192)):
         assert timer.decode_step_s(batch=batch, ctx_tokens=ctx) == pytest.approx(
             roofline.decode_step_s(exact, batch=batch, ctx_tokens=ctx), rel=1e-9
@@ -156,7 +158,7 @@ def test_primed_timer_times_every_seen_pass_as_one_by_one() -> None:
     request = inputs.PlanRequest(model="qwen3.5-27b", card="ascend-950pr", dtype="fp8", ctx="8192")
     dep = inputs.to_deployment(request)
     base = dep.hardware.coefficients()
-    timer = fit_features.FeatureTimer(dep, base)
+    timer = features.FeatureTimer(dep, base)
     calls = [("decode", 1, 384), ("decode", 32, 384), ("prefill", 1, 256), ("prefill", 3, 256)]
     for kind, n, tokens in calls:
         if kind == "decode":
@@ -165,7 +167,7 @@ def test_primed_timer_times_every_seen_pass_as_one_by_one() -> None:
             timer.prefill_s(prompts=n, prompt_tokens=tokens)
     other = base.model_copy(update={"weight_read_bandwidth_fraction": 0.3, "prefill_pass_overhead_us": 2e5})
     timer.prime(other)
-    fresh = fit_features.FeatureTimer(dep, other)
+    fresh = features.FeatureTimer(dep, other)
     for kind, n, tokens in calls:
         if kind == "decode":
             got, want = (
@@ -187,15 +189,16 @@ def test_a_stated_compute_fraction_width_narrows_only_the_compute_scale_prior() 
     without the factor keeps the assumed x/4 (or the measured x/1.25, whichever is narrower)."""
     base = catalog.load_card("ascend-910c").default_coefficients
     assert base.compute_fraction_prior_factor is not None
-    index = fit_params.PARAM_NAMES.index("compute_scale")
-    centre, sigma = fit_params.prior(base, measured=False)
-    plain_centre, plain_sigma = fit_params.prior(
+    index = fitted_params.PARAM_NAMES.index("compute_scale")
+    centre, sigma = fitted_params.prior(base, measured=False)
+    plain_centre, plain_sigma = fitted_params.prior(
         base.model_copy(update={"compute_fraction_prior_factor": None}), measured=False
     )
     assert sigma[index] == pytest.approx(np.log(base.compute_fraction_prior_factor))
-    assert plain_sigma[index] == pytest.approx(fit_params.PRIOR_SIGMA_ASSUMED)
+    assert plain_sigma[index] == pytest.approx(fitted_params.PRIOR_SIGMA_ASSUMED)
     others = [i for i in range(len(sigma)) if i != index]
     np.testing.assert_allclose(sigma[others], plain_sigma[others])
     np.testing.assert_allclose(centre, plain_centre)
     wide = base.model_copy(update={"compute_fraction_prior_factor": 4.0})  # the widest allowed
-    assert fit_params.prior(wide, measured=True)[1][index] == pytest.approx(fit_params.PRIOR_SIGMA_MEASURED)
+    sigma = fitted_params.prior(wide, measured=True)[1][index]
+    assert sigma == pytest.approx(fitted_params.PRIOR_SIGMA_MEASURED)

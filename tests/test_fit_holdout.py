@@ -1,4 +1,4 @@
-"""Leave-one-model-out inside `kvplan calibrate --from-bench` (planner/perf/fit_holdout.py)."""
+"""Leave-one-model-out inside `kvplan calibrate --from-bench` (planner/fit/holdout.py)."""
 
 from __future__ import annotations
 
@@ -8,26 +8,27 @@ from pathlib import Path
 import yaml
 
 from planner import catalog, units
+from planner.fit import holdout
 from planner.importers.benchpoints import read_bench_rows
-from planner.perf import fit_band, fit_holdout
+from planner.perf import ranges
 from tests.helpers import kvplan
 
 ROOT = Path(__file__).resolve().parents[1]
-A2_ROWS = ROOT / "calibration" / "published" / "fit-rows" / "ascend-910b3.vllm.csv"  # 4 models, one row each
-SEED_ROWS = ROOT / "calibration" / "published" / "fit-rows" / "ascend-950pr.mindie.csv"  # one model
+A2_ROWS = ROOT / "lab" / "published" / "fit-rows" / "ascend-910b3.vllm.csv"  # 4 models, one row each
+SEED_ROWS = ROOT / "lab" / "published" / "fit-rows" / "ascend-950pr.mindie.csv"  # one model
 
 
 def test_four_models_get_a_held_out_range_recorded_and_printed(tmp_path: Path) -> None:
     out = tmp_path / "a2.yaml"
     result = kvplan("calibrate --card ascend-910b3 --engine vllm --from-bench", A2_ROWS, "--out", out)
     _, rows = read_bench_rows(A2_ROWS)
-    held = fit_holdout.leave_one_model_out(rows, hardware=catalog.resolve_card("ascend-910b3"))
+    held = holdout.leave_one_model_out(rows, hardware=catalog.resolve_card("ascend-910b3"))
     errors = [e for model_errors in held.values() for e in model_errors]
     assert len(held) == 4 and len(errors) == len(rows)
-    low, high, count = fit_holdout.held_out_factors(errors)
+    low, high, count = holdout.held_out_factors(errors)
     assert low <= 1 <= high and count == len(rows)
     assert f"held out: {len(rows)} rows of 4 models" in result.output
-    summary = fit_holdout.summary(rows, hardware=catalog.resolve_card("ascend-910b3"))
+    summary = holdout.summary(rows, hardware=catalog.resolve_card("ascend-910b3"))
     assert summary is not None and summary.factors == [low, high, count] and summary.models == 4
     assert summary.median_abs_error == statistics.median(abs(e) for e in errors)
     assert f"median |error| {units.fmt_fraction(summary.median_abs_error)}" in result.output
@@ -36,7 +37,7 @@ def test_four_models_get_a_held_out_range_recorded_and_printed(tmp_path: Path) -
     assert profile["measured"]["samples"]["held_out_factors"] == [low, high, count]
     assert "held out:" in profile["measured"]["notes"]
     measured = catalog.resolve_card(str(out)).measured
-    assert measured is not None and fit_band.held_out_pair(measured) == (low, high, len(rows))
+    assert measured is not None and ranges.held_out_pair(measured) == (low, high, len(rows))
 
 
 def test_fewer_models_say_the_range_is_untested(tmp_path: Path) -> None:
@@ -47,5 +48,5 @@ def test_fewer_models_say_the_range_is_untested(tmp_path: Path) -> None:
     assert "held_out_factors" not in profile["measured"]["samples"]
     _, rows = read_bench_rows(SEED_ROWS)
     assert rows
-    assert fit_holdout.leave_one_model_out(rows, hardware=catalog.resolve_card("ascend-950pr")) == {}
-    assert fit_holdout.summary(rows, hardware=catalog.resolve_card("ascend-950pr")) is None
+    assert holdout.leave_one_model_out(rows, hardware=catalog.resolve_card("ascend-950pr")) == {}
+    assert holdout.summary(rows, hardware=catalog.resolve_card("ascend-950pr")) is None

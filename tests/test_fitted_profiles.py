@@ -1,7 +1,7 @@
 """Issue 10: profiles fitted to published serving results, per (card, engine), picked for that pair.
 
-hwprofiles/fitted/<card>.<engine>.yaml are written by calibration/published/fit_profiles.py through
-`kvplan calibrate --from-bench`; each names the rows it stands on (calibration/published/fit-rows/).
+hwprofiles/fitted/<card>.<engine>.yaml are written by lab/published/fit_profiles.py through
+`kvplan calibrate --from-bench`; each names the rows it stands on (lab/published/fit-rows/).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_fitted_profile_differs_from_its_card_only_in_measured(path: Path) -> No
 def test_fitted_profile_names_the_rows_it_stands_on(path: Path) -> None:
     card, engine = _pair(path)
     measured = catalog.fitted_profile(card, engine).measured  # type: ignore[union-attr]
-    pattern = r"calibrated: fit from (\d+) published points \(.*\), (calibration/published/\S+\.csv)$"
+    pattern = r"calibrated: fit from (\d+) published points \(.*\), (lab/published/\S+\.csv)$"
     match = re.match(pattern, measured.device_name)
     assert match, measured.device_name
     with (ROOT / match.group(2)).open(encoding="utf-8") as handle:
@@ -82,9 +82,9 @@ def test_a_profile_stands_only_on_its_own_hardware_rows(path: Path) -> None:
     """A fit from one hardware's rows never changes another's profile: each profile's fit rows (and the corpus
     lines they come from) are of its own card and engine only."""
     card, engine = _pair(path)
-    rows_path = ROOT / "calibration" / "published" / "fit-rows" / path.name.replace(".yaml", ".csv")
+    rows_path = ROOT / "lab" / "published" / "fit-rows" / path.name.replace(".yaml", ".csv")
     rows = list(csv.DictReader(rows_path.read_text(encoding="utf-8").splitlines()))
     assert rows and {(r["card"], r["engine"]) for r in rows} == {(card, engine)}
-    corpus = ROOT / "calibration" / "published" / "ascend-serving.csv"
+    corpus = ROOT / "lab" / "published" / "ascend-serving.csv"
     lines = list(csv.DictReader(corpus.read_text(encoding="utf-8").splitlines()))
     assert {lines[int(r["corpus_row"]) - 2]["card"] for r in rows} == {card}

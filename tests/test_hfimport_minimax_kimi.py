@@ -1,7 +1,7 @@
 """`kvplan models import` for MiniMax-M2 (full-attention GQA MoE) and Kimi-K2 / K2.5 (DeepSeek-V3 geometry).
 
 Issue 10: the published Ascend corpus has MiniMax-M2.5/M2.7 and Kimi-K2.5/K2-Thinking rows. The configs are
-the transcriptions in calibration/published/hf_configs/ (their `_transcribed_from` key gives the source).
+the transcriptions in lab/published/hf_configs/ (their `_transcribed_from` key gives the source).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from planner import catalog, params
 from planner.errors import DataFileError
 from planner.importers import hfimport
 
-CONFIGS = Path(__file__).resolve().parents[1] / "calibration" / "published" / "hf_configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "lab" / "published" / "hf_configs"
 
 
 def _config(name: str) -> dict[str, Any]:

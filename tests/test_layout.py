@@ -12,7 +12,7 @@ from planner import capacity, catalog, layout, params
 from planner.cli import app
 from planner.errors import PlanInputError
 from planner.inputs import PlanRequest, to_deployment
-from planner.perf.plan import build_plan
+from planner.plan.compose import build_plan
 
 runner = CliRunner()
 
@@ -23,7 +23,7 @@ def plan_json(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-# vllm-ascend nightly single-node A3 configs (calibration/published/ascend-serving.csv): model, dtype,
+# vllm-ascend nightly single-node A3 configs (lab/published/ascend-serving.csv): model, dtype,
 # tp/dp/ep, max_num_seqs per DP engine, input + output tokens, max_num_batched_tokens, MTP draft tokens.
 NIGHTLY_A3 = [
     # Qwen3-235B-A22B bf16, tp8 dp2 EP16 (Qwen3-235B-A22B-Mooncake-Layerwise.yaml: max_num_seqs 32)

@@ -1,4 +1,4 @@
-"""`kvplan layout` (planner/perf/layout_search.py): every candidate fits the budget and the SLOs, ranked by
+"""`kvplan layout` (planner/plan/layout_search.py): every candidate fits the budget and the SLOs, ranked by
 tokens/s per device; tensor-parallel-only layouts are among the candidates, so the best is never worse."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.inputs import PlanRequest, to_deployment
-from planner.perf import layout_search
-from planner.perf.plan import ServiceLevels, build_plan
+from planner.plan import layout_search
+from planner.plan.compose import ServiceLevels, build_plan
 
 runner = CliRunner()
 

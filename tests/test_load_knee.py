@@ -1,4 +1,4 @@
-"""The load knee (planner/perf/load_knee.py): the analytic closed loop, vectorised over concurrency, against
+"""The load knee (planner/serving/knee.py): the analytic closed loop, vectorised over concurrency, against
 the scalar closed loop and against full simulations (`kvplan simulate --search knee`'s definition)."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import pytest
 
 from planner import catalog, inputs
 from planner.deployment import Deployment
-from planner.perf import closed_loop, load_knee
-from planner.perf.closed_loop import BenchRun
+from planner.serving import closed_loop
+from planner.serving import knee as load_knee
+from planner.serving.closed_loop import BenchRun
 from planner.sim import bench
 from tests.helpers import deployment_950pr
 

@@ -1,15 +1,17 @@
-"""calibration/published/megagdn-ttft.csv (held-out single-prompt TTFTs on one 910B2, README there) is well
-formed, and benchmarks/ttft_megagdn.py's chunked-GDN prefill term brings the 27B's long-prompt TTFT closer to
-the measurement than the model without it. Predictions are computed here with the script's own function."""
+"""lab/published/megagdn-ttft.csv (held-out single-prompt TTFTs on one 910B2, README there) is well
+formed, and lab/accuracy/ttft_megagdn.py's chunked-GDN prefill term brings the 27B's long-prompt TTFT closer
+to the measurement than the model without it. Predictions are computed here with the script's own function."""
 
 from __future__ import annotations
 
+import csv
 import math
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from benchmarks import ttft_megagdn
 from planner import catalog, inputs
 from planner.kinds import ENGINES
 
@@ -17,14 +19,27 @@ COLUMNS = [
     "model", "card", "dtype", "tp", "engine", "prompt_tokens", "ttft_s",
     "source_repo", "source_path", "source_commit", "notes",
 ]  # fmt: skip
-ROWS = ttft_megagdn.read_rows()
+CSV_PATH = Path(__file__).resolve().parents[1] / "lab" / "published" / "megagdn-ttft.csv"
+with CSV_PATH.open(newline="", encoding="utf-8") as _handle:
+    ROWS = list(csv.DictReader(_handle))
+pytestmark = pytest.mark.lab  # checks a lab corpus and its script (lab/accuracy/ttft_megagdn.py)
+
+
+@pytest.fixture(scope="module")
+def ttft_megagdn():  # type: ignore[no-untyped-def]
+    """The lab script, imported only when a lab check runs."""
+    from lab.accuracy import ttft_megagdn as script
+
+    return script
+
+
 HF_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 CHUNKED_GDN_MODEL = "Qwen/Qwen3.6-27B"  # the hybrid model whose long prompts are mostly GDN + GEMM time
 LONG_PROMPT_TOKENS = 8192  # below this the fixed per-request cost, not modelled, dominates the measurement
 
 
-def test_columns_exact() -> None:
+def test_columns_exact(ttft_megagdn: Any) -> None:
     with ttft_megagdn.CSV_PATH.open(newline="", encoding="utf-8") as handle:
         header = handle.readline().strip().split(",")
     assert header == COLUMNS
@@ -61,7 +76,7 @@ def test_ttft_grows_with_prompt() -> None:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['model']}@{r['prompt_tokens']}")
-def test_notes_say_not_predicted_exactly_when_no_card(row: dict[str, str]) -> None:
+def test_notes_say_not_predicted_exactly_when_no_card(row: dict[str, str], ttft_megagdn: Any) -> None:
     reason = ttft_megagdn.skip_reason(row)
     assert ("not predicted" in row["notes"]) == (reason is not None), (row["model"], reason)
 
@@ -76,7 +91,7 @@ def test_long_27b_rows_exist() -> None:
 
 
 @pytest.mark.parametrize("row", LONG_27B, ids=lambda r: r["prompt_tokens"])
-def test_chunked_gdn_brings_27b_closer(row: dict[str, str]) -> None:
+def test_chunked_gdn_brings_27b_closer(row: dict[str, str], ttft_megagdn: Any) -> None:
     measured_s = float(row["ttft_s"])
     with_gdn_s = ttft_megagdn.predicted_ttft_s(row, profile="datasheet")
     without_gdn_s = ttft_megagdn.predicted_ttft_s(row, profile="no-chunked-gdn")
@@ -86,7 +101,7 @@ def test_chunked_gdn_brings_27b_closer(row: dict[str, str]) -> None:
     )
 
 
-def test_without_chunked_gdn_clears_only_that_field() -> None:
+def test_without_chunked_gdn_clears_only_that_field(ttft_megagdn: Any) -> None:
     row = LONG_27B[0]
     shipped = ttft_megagdn.deployment(row, profile="datasheet")
     cleared = ttft_megagdn.deployment(row, profile="no-chunked-gdn")

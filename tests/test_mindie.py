@@ -24,7 +24,7 @@ from planner.engines.mindie import config as mindie
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.config import MindieOptions
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
-from planner.perf import plan as perf_plan
+from planner.plan import compose as perf_plan
 from planner.results import Performance
 from tests.helpers import MINDIE_32B_TP4_ARGS
 

@@ -27,7 +27,7 @@ from planner.engines import common
 from planner.engines.mindie import config as mindie
 from planner.engines.mindie import log as mindie_log
 from planner.errors import PlanInputError
-from planner.perf import plan as perf_plan
+from planner.plan import compose as perf_plan
 from tests.helpers import MINDIE_32B_TP4_ARGS
 
 PREFIX = "[2026-05-02 10:11:12.345+08:00] [4711] [INFO] [llm] "

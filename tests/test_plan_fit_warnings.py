@@ -45,12 +45,12 @@ def performance_at(*extra: str) -> dict:  # type: ignore[type-arg]
 def test_fitted_profile_gives_a_speed_range_widened_outside_its_range() -> None:
     """The plan's TPOT and tokens/s come with the fit's range (fit_band): +-15 % inside the fitted range,
     +-40 % with one axis (ctx 32k vs 384) outside it; the text line prints it next to the TPOT."""
-    from planner.perf import fit_band
+    from planner.perf import ranges
 
     inside, outside = performance_at("--ctx", "384", "--batch", "8"), performance_at("--ctx", "32k")
-    for perf, widen, extrapolated in ((inside, 0.0, False), (outside, fit_band.EXTRAPOLATION_FRACTION, True)):
+    for perf, widen, extrapolated in ((inside, 0.0, False), (outside, ranges.EXTRAPOLATION_FRACTION, True)):
         band = perf["speed_range"]
-        high = 1 + fit_band.FIT_FRACTION + widen
+        high = 1 + ranges.FIT_FRACTION + widen
         assert band["decode_step_s_low"] * high == pytest.approx(perf["decode_step_s"], rel=1e-9)
         assert band["tokens_per_s_high"] == pytest.approx(perf["tokens_per_s"] * high, rel=1e-9)
         assert band["decode_step_s_low"] < perf["decode_step_s"] < band["decode_step_s_high"]
@@ -62,11 +62,11 @@ def test_fitted_profile_gives_a_speed_range_widened_outside_its_range() -> None:
 
 def test_uncalibrated_plan_carries_the_datasheet_range() -> None:
     """--uncalibrated on the 950PR: the range is Ascend's datasheet pair (fit_band), not the fit's."""
-    from planner.perf import fit_band
+    from planner.perf import ranges
 
     perf = performance_at("--ctx", "32k", "--uncalibrated")
     band = perf["speed_range"]
-    low, high = fit_band.ASCEND_DATASHEET_FACTORS
+    low, high = ranges.ASCEND_DATASHEET_FACTORS
     assert band["label"] == "uncalibrated" and band["source"].startswith("datasheet peaks")
     assert band["tokens_per_s_low"] == pytest.approx(perf["tokens_per_s"] * low, rel=1e-9)
     assert band["tokens_per_s_high"] == pytest.approx(perf["tokens_per_s"] * high, rel=1e-9)

@@ -7,7 +7,6 @@ from typing import get_args
 import numpy as np
 import pytest
 
-from calibration import prefill_tables_from_run5 as tables_script
 from planner import catalog
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
@@ -208,7 +207,10 @@ def test_layer_table_engines_are_the_planner_engines() -> None:
     assert get_args(PrefillLayerCost.model_fields["engine"].annotation) == ENGINES
 
 
+@pytest.mark.lab
 def test_run5_script_reproduces_the_shipped_tables() -> None:
+    from lab.derive import prefill_tables_from_run5 as tables_script
+
     text, profile = tables_script.updated_profile()
     assert profile.measured is not None
     coeff = profile.measured.coefficients

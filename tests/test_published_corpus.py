@@ -1,4 +1,4 @@
-"""calibration/published: the cards its rows need exist, imported from the transcribed configs beside it.
+"""lab/published: the cards its rows need exist, imported from the transcribed configs beside it.
 
 Issue 10: model cards for the corpus rows through the HF-config importer; rows name models by their
 Hugging Face repo (`Qwen/Qwen3-32B`), which the catalogue resolves.
@@ -15,7 +15,7 @@ from planner import catalog
 from planner.errors import DataFileError
 from planner.importers import hfimport
 
-PUBLISHED = Path(__file__).resolve().parents[1] / "calibration" / "published"
+PUBLISHED = Path(__file__).resolve().parents[1] / "lab" / "published"
 CONFIGS = sorted((PUBLISHED / "hf_configs").glob("*.config.json"))
 # Geometry that decides weights, KV and state bytes: imported and committed cards agree in all of these.
 GEOMETRY = (
@@ -99,8 +99,9 @@ def test_deepseek_v32_card_says_the_indexer_is_not_modelled() -> None:
     assert card.attention == "mla" and "NOT MODELLED" in card.notes and "indexer" in card.notes
 
 
+@pytest.mark.lab
 def test_rows_of_older_vllm_ascend_releases_are_reported_not_fitted() -> None:
-    from calibration.published import predict  # the corpus scripts' folder, as benchmarks import it
+    from lab.published import predict  # a lab script, imported only under -m lab
 
     with predict.CORPUS.open(encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))

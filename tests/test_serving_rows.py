@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from planner.errors import DataFileError
+from planner.fit import serving_rows
 from planner.importers.benchpoints import read_bench_rows
-from planner.perf import closed_loop, fit_serving
+from planner.serving import closed_loop
 from tests.helpers import kvplan, write_csv
 
 HEADER = (
@@ -35,7 +36,7 @@ def test_hf_names_engine_aliases_and_optional_columns(tmp_path: Path) -> None:
     assert steps == []
     assert (first.engine, first.input_tokens, first.kv_dtype, first.mtp, first.dp) == ("vllm", 3584, "", 0, 1)
     assert (second.mtp, second.mtp_acceptance_fraction, second.dp, second.max_batch) == (3, 0.7, 2, 16)
-    dep = fit_serving.serving_deployment(first)
+    dep = serving_rows.serving_deployment(first)
     assert dep.model.id == "qwen3-32b"  # matched through the card's source.hf_repo
     assert dep.kv_dtype.value == "bf16"  # empty kv_dtype: the activation dtype
 
@@ -44,15 +45,15 @@ def test_prediction_is_dp_times_one_replica(tmp_path: Path) -> None:
     """dp = 2 replicas at 32 clients each behave as two rows of 32: same per-replica estimate, doubled."""
     rows = (f"{QWEN8_VLLM},{users},1024,256,1000,,,,,{dp}," for users, dp in ((64, 2), (32, 1)))
     _, (two, one) = read_bench_rows(_csv(tmp_path, *rows))
-    e_two, e_one = fit_serving.serving_errors([two, one])
+    e_two, e_one = serving_rows.serving_errors([two, one])
     assert 1 + e_two == pytest.approx(2 * (1 + e_one), rel=1e-12)
 
 
 def test_max_num_seqs_caps_the_running_batch(tmp_path: Path) -> None:
     _, (row,) = read_bench_rows(_csv(tmp_path, f"{QWEN8_VLLM},64,1024,256,1000,,,,,,8"))
-    (prepared,) = fit_serving.prepare([row])
+    (prepared,) = serving_rows.prepare([row])
     assert prepared.run.max_batch == 8
-    est = fit_serving.estimate(prepared)
+    est = serving_rows.estimate(prepared)
     alone = closed_loop.serving_estimate(
         prepared.deployment, input_tokens=1024, output_tokens=256, concurrency=8
     )
@@ -83,7 +84,7 @@ def test_bad_rows_get_one_line_naming_the_row(tmp_path: Path, body: str, message
     path = _csv(tmp_path, body)
     with pytest.raises(DataFileError, match=message):
         _, rows = read_bench_rows(path)
-        fit_serving.serving_errors(rows)
+        serving_rows.serving_errors(rows)
     result = kvplan("validate", path, code=2)
     assert "rows.csv:2" in result.output and "Traceback" not in result.output
 
@@ -95,7 +96,7 @@ def test_validate_reports_both_kinds(tmp_path: Path) -> None:
     )
     steps, rows = read_bench_rows(path)
     assert (len(steps), len(rows)) == (1, 1)
-    (error,) = fit_serving.serving_errors(rows)
+    (error,) = serving_rows.serving_errors(rows)
     result = kvplan("validate", path)
     assert f"serving MAPE {abs(error) * 100:.1f} %" in result.output
     assert "decode step, predicted vs measured" in result.output
@@ -103,10 +104,10 @@ def test_validate_reports_both_kinds(tmp_path: Path) -> None:
 
 def test_from_bench_fits_serving_rows(tmp_path: Path) -> None:
     """The seed's 950PR serving rows: the datasheet model is >2x optimistic; a fit brings every row closer."""
-    before = fit_serving.serving_errors(read_bench_rows(SEED)[1])
+    before = serving_rows.serving_errors(read_bench_rows(SEED)[1])
     out = tmp_path / "seed.yaml"
     kvplan("calibrate --card ascend-950pr --from-bench", SEED, "--out", out)
-    after = fit_serving.serving_errors(read_bench_rows(SEED)[1], hardware=_card(out))
+    after = serving_rows.serving_errors(read_bench_rows(SEED)[1], hardware=_card(out))
     assert max(abs(e) for e in after) < min(abs(e) for e in before)
     assert yaml.safe_load(out.read_text())["measured"]["samples"]["measured_output_tokens_per_s"][0] == 15.8
 
@@ -120,15 +121,15 @@ def _card(path: Path):  # type: ignore[no-untyped-def]
 def test_rows_of_different_engine_versions_are_not_contradictory(tmp_path: Path) -> None:
     """The same CI case measured at two vllm-ascend commits 1.6x apart: two set-ups, not a contradiction;
     without the version they are refused, naming both rows."""
-    from planner.perf import fit
+    from planner.fit import solver
 
     header = HEADER.rstrip("\n") + ",engine_version\n"
     v1, v2 = f"{QWEN8_VLLM},8,512,128,100,,,,,,,v1", f"{QWEN8_VLLM},8,512,128,160,,,,,,,v2"
     _, rows = read_bench_rows(_csv(tmp_path, v1, v2, header=header))
-    assert len(fit.fit_coefficients([], serving=rows).residual_fractions) == 2
+    assert len(solver.fit_coefficients([], serving=rows).residual_fractions) == 2
     _, same = read_bench_rows(_csv(tmp_path, v1, v2.replace(",v2", ",v1"), header=header))
     with pytest.raises(DataFileError, match=r"rows\.csv:3: contradicts .*rows\.csv:2"):
-        fit.fit_coefficients([], serving=same)
+        solver.fit_coefficients([], serving=same)
 
 
 def test_ep_column_splits_the_experts_per_rank(tmp_path: Path) -> None:
@@ -142,17 +143,17 @@ def test_ep_column_splits_the_experts_per_rank(tmp_path: Path) -> None:
     _, (alone,) = read_bench_rows(_csv(tmp_path, body.format(dp="", ep=""), header=header))
     assert (alone.dp, alone.ep) == (1, 1)  # optional columns: empty means 1
     with pytest.raises(DataFileError, match=r"rows\.csv:2: .*does not fit"):
-        fit_serving.prepare([alone])
+        serving_rows.prepare([alone])
     prepared = {}
     for ep in ("", "16"):
         _, (row,) = read_bench_rows(_csv(tmp_path, body.format(dp="2", ep=ep), header=header))
-        (prepared[ep],) = fit_serving.prepare([row])
+        (prepared[ep],) = serving_rows.prepare([row])
     tensor, expert = prepared[""].deployment, prepared["16"].deployment
     experts = tensor.model.routed_expert_count
     assert (layout.moe_tp(tensor), layout.experts_per_rank(tensor)) == (16, experts)
     assert (layout.moe_tp(expert), layout.experts_per_rank(expert)) == (1, experts // 16)
     assert prepared["16"].clients == 128  # 256 clients over 2 DP groups
-    errors = fit_serving.serving_residuals(list(prepared.values()))
+    errors = serving_rows.serving_residuals(list(prepared.values()))
     assert errors[0] != errors[1]  # the layouts time differently (all-gather vs expert dispatch)
 
 
@@ -160,7 +161,7 @@ def test_ep_on_a_dense_model_is_one_line_naming_the_row(tmp_path: Path) -> None:
     header = HEADER.rstrip("\n") + ",ep\n"
     path = _csv(tmp_path, f"{QWEN8_VLLM},8,512,128,100,,,,,2,,2", header=header)
     with pytest.raises(DataFileError, match=r"rows\.csv:2: --ep: qwen3-8b is a dense model"):
-        fit_serving.serving_errors(read_bench_rows(path)[1])
+        serving_rows.serving_errors(read_bench_rows(path)[1])
     result = kvplan("validate", path, code=2)
     assert "rows.csv:2" in result.output and "Traceback" not in result.output
 
@@ -173,7 +174,7 @@ def test_arrivals_column(tmp_path: Path) -> None:
         read_bench_rows(_csv(tmp_path, body.format(mode), header=header))[1][0] for mode in ("", "random")
     ]
     assert [r.arrivals for r in rows] == ["waves", "random"]
-    runs = [fit_serving.prepare([r])[0].run.arrivals for r in rows]
+    runs = [serving_rows.prepare([r])[0].run.arrivals for r in rows]
     assert runs == ["waves", "random"]
     with pytest.raises(DataFileError, match=r"rows.csv:2: column arrivals: unknown mode \(got 'poisson'"):
         read_bench_rows(_csv(tmp_path, body.format("poisson"), header=header))
@@ -186,8 +187,8 @@ def test_fit_recovers_a_prefill_pass_cost_and_extrapolates_concurrency() -> None
     import dataclasses
 
     from planner import catalog
+    from planner.fit import solver
     from planner.importers.benchpoints import ServingPoint
-    from planner.perf import fit
 
     hw = catalog.load_card("ascend-950pr")
     truth = hw.coefficients().model_copy(update={"prefill_pass_overhead_us": 250_000.0})
@@ -197,13 +198,13 @@ def test_fit_recovers_a_prefill_pass_cost_and_extrapolates_concurrency() -> None
     rows = []
     for concurrency in (1, 8, 32, 128):
         point = dataclasses.replace(template, concurrency=concurrency, memory_gib=128.0)
-        est = fit_serving.estimate(fit_serving.prepare([point], hardware=hw)[0], truth)
+        est = serving_rows.estimate(serving_rows.prepare([point], hardware=hw)[0], truth)
         rows.append(
             dataclasses.replace(
                 point, output_tokens_per_s=est.output_tokens_per_s, ttft_s=est.ttft_s, tpot_s=est.tpot_s
             )
         )
-    result = fit.fit_coefficients([], hardware=hw, serving=rows[:3])
+    result = solver.fit_coefficients([], hardware=hw, serving=rows[:3])
     assert result.coefficients.prefill_pass_overhead_us == pytest.approx(250_000.0, rel=0.25)
-    (error,) = fit_serving.serving_errors(rows[3:], hardware=hw, coefficients=result.coefficients)
+    (error,) = serving_rows.serving_errors(rows[3:], hardware=hw, coefficients=result.coefficients)
     assert abs(error) < 0.05

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.deployment import Deployment
-from planner.perf import closed_loop, roofline, serving
+from planner.perf import roofline
+from planner.serving import closed_loop, performance
 from planner.sim import run, steptable
 from planner.sim import workload as wl
 from planner.sim.config import SchedulerConfig
@@ -156,7 +157,7 @@ def test_zero_rate_limit_is_single_request_latency(scheduler: str, mtp: int) -> 
     wait = cfg.queue_delay_s if scheduler == "mindie" else 0.0  # MindIE holds a lone request to fill a batch
     ttft = roofline.ttft_s(dep, prompt_tokens=prompt) + wait
     assert result.records.ttft_s == pytest.approx(np.full(20, ttft), rel=5e-3)
-    per_step = serving.tokens_per_step(dep)
+    per_step = performance.tokens_per_step(dep)
     steps = int(np.ceil((output - 1) / per_step - 1e-9))
     ctx = prompt + 1 + per_step * np.arange(steps)
     decode = float(np.sum(roofline.decode_step_s_grid(dep, batch=1, ctx_tokens=ctx)))
@@ -168,7 +169,7 @@ def test_zero_rate_limit_is_single_request_latency(scheduler: str, mtp: int) -> 
 @pytest.mark.parametrize("arrivals", ["waves", "staggered"])
 def test_saturated_closed_loop_is_the_planners_steady_state(users: int, arrivals: str) -> None:
     """K users, fixed lengths, all starting together, on MindIE's scheduler: the planner's closed-loop model
-    (planner/perf/closed_loop.py). "waves": prefills batched up to maxPrefillTokens (the defaults);
+    (planner/serving/closed_loop.py). "waves": prefills batched up to maxPrefillTokens (the defaults);
     "staggered": one prompt per prefill (maxPrefillBatchSize 1). Throughput and TPOT within 3 % (the
     planner times a cycle's steps at its mean context, the simulator step by step); in waves the TTFT
     equals the planner's plus at most the queue delay an idle MindIE waits to fill a batch."""

@@ -1,5 +1,5 @@
 """`kvplan serve` on the simulator (planner/sim/bench.py): agreement with the analytic closed loop (the
-fits' fast path, planner/perf/closed_loop.py), the run's size, and the CLI's JSON (old keys kept)."""
+fits' fast path, planner/serving/closed_loop.py), the run's size, and the CLI's JSON (old keys kept)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.deployment import Deployment
-from planner.perf import closed_loop
-from planner.perf.closed_loop import BenchRun
+from planner.serving import closed_loop
+from planner.serving.closed_loop import BenchRun
 from planner.sim import bench
 from tests.helpers import deployment_950pr
 

@@ -12,8 +12,9 @@ import pytest
 from planner.cli.perf import parse_batches
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
-from planner.perf import plan as perf_plan
-from planner.perf import roofline, serving, sweep
+from planner.perf import roofline
+from planner.plan import compose as perf_plan
+from planner.serving import performance, sweep
 from tests.helpers import deployment_950pr, kvplan
 
 
@@ -90,7 +91,7 @@ def test_cli_serve_reports_binding_constraint() -> None:
     dep = deployment(ctx_tokens=384)
     assert (
         payload["slo"]["batch"]
-        == serving.search_slo(
+        == performance.search_slo(
             dep,
             tpot_s=0.05,
             ttft_s=None,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from planner.errors import DataFileError
+from planner.fit import solver
 from planner.importers.benchpoints import read_bench_points
-from planner.perf import fit
 from tests.helpers import H200_POINTS, kvplan, write_csv
 
 HEADER = "model,card,dtype,kv_dtype,tp,batch,ctx,decode_step_s,tokens_per_s\n"
@@ -48,12 +48,12 @@ def test_per_user_tokens_per_s_column(tmp_path: Path) -> None:
 def test_unknown_model_names_the_point(tmp_path: Path) -> None:
     path = _csv(tmp_path, "qwen9-8b,nvidia-h200,bf16,bf16,1,1,512,0.01,")
     with pytest.raises(DataFileError, match=r"points\.csv:2: unknown model card 'qwen9-8b'"):
-        fit.prediction_errors(read_bench_points(path))
+        solver.prediction_errors(read_bench_points(path))
 
 
 def test_validate_prints_mape_and_worst(tmp_path: Path) -> None:
     path = _csv(tmp_path, f"{H200_BF16},1,512,0.005,", f"{H200_BF16},8,2048,0.02,")
-    errors = fit.prediction_errors(read_bench_points(path))
+    errors = solver.prediction_errors(read_bench_points(path))
     result = kvplan("validate", path)
     mape = sum(abs(e) for e in errors) / 2 * 100
     assert f"MAPE {mape:.1f} %" in result.output

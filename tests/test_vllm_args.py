@@ -1,4 +1,4 @@
-"""planner.engines.vllm and `kvplan vllm`: the same plan as vllm serve arguments."""
+"""planner.engines.vllm.args and `kvplan vllm`: the same plan as vllm serve arguments."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from planner import catalog, inputs
 from planner.cli import app
 from planner.engines import common
-from planner.engines import vllm as vllm_args
 from planner.engines.mindie import config as mindie
+from planner.engines.vllm import args as vllm_args
 from planner.errors import DoesNotFitError
-from planner.perf import plan as perf_plan
+from planner.plan import compose as perf_plan
 from planner.results import Plan
 
 runner = CliRunner()

@@ -1,4 +1,4 @@
-"""planner/vllm_memory.py reproduces vLLM's own KV-pool arithmetic on the worked cases.
+"""planner/engines/vllm/pool.py reproduces vLLM's own KV-pool arithmetic on the worked cases.
 
 Goldens: tests/golden/engines/vllm_cases.json, written by docs/engines/worked_cases.py (stdlib, no planner
 imports) from vLLM 0.27.1 (commit 6e448d0ea) and vllm-ascend 182b75ea, cited per case in the golden's
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from planner import catalog, memory
-from planner import vllm_memory as vm
 from planner.dtypes import StorageDType, weight_scheme
+from planner.engines.vllm import pool as vm
 
 GOLDEN = Path(__file__).parent / "golden" / "engines" / "vllm_cases.json"
 CASES: list[dict[str, Any]] = json.loads(GOLDEN.read_text())["cases"]

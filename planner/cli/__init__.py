@@ -128,7 +128,7 @@ def plan(
         )
         raise typer.Exit(code=2)
     from planner import inputs  # deferred so `kvplan --help` stays instant
-    from planner.perf import plan as perf_plan
+    from planner.plan import compose as perf_plan
 
     request = plan_request({**locals(), **flags})
     try:

@@ -18,8 +18,8 @@ from planner.cli.options import fail
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
+    from planner.fit.solver import FitResult
     from planner.importers.benchpoints import ServingPoint
-    from planner.perf.fit import FitResult
     from planner.schema import HardwareProfile
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
@@ -94,15 +94,15 @@ def _with_engine(points: list, engine: str | None) -> list:  # type: ignore[type
 def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engine: str | None) -> None:
     from calibration.profile_writer import write_profile
     from planner import catalog
+    from planner.fit import solver
     from planner.importers.benchpoints import read_bench_rows
-    from planner.perf import fit
-    from planner.perf.fit_params import FIT_PARAMS
+    from planner.perf.fitted_params import FIT_PARAMS
     from planner.schema import MeasuredBlock
 
     hw = catalog.resolve_card(card)
     steps, serving = read_bench_rows(points_csv)
     points, rows = _with_engine(steps, engine), _with_engine(serving, engine)
-    result = fit.fit_coefficients(points, hardware=hw, serving=rows, source=f"--from-bench {points_csv}")
+    result = solver.fit_coefficients(points, hardware=hw, serving=rows, source=f"--from-bench {points_csv}")
     if points:
         _print_points(points, result.residual_fractions[: len(points)], hw_id=hw.id)
     if rows:
@@ -130,7 +130,8 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
         }
         | ({"measured_output_tokens_per_s": [r.output_tokens_per_s for r in rows]} if rows else {})
         | ({"held_out_factors": held_out[0]} if held_out else {}),
-        notes=f"MAP fit toward the profile's values (fit_params.py); set by the rows: {', '.join(decided)}; "
+        notes="MAP fit toward the profile's values (fitted_params.py); set by the rows: "
+        f"{', '.join(decided)}; "
         f"{result.iterations} iterations, MAPE {units.fmt_fraction(result.mape_fraction)}, worst "
         f"{units.fmt_fraction(result.worst_fraction)}"
         + (f"; {held_out[1]}" if held_out else "")
@@ -146,11 +147,11 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
 
 
 def _held_out(rows: list[ServingPoint], hw: HardwareProfile) -> tuple[list[float], str] | None:
-    """Leave-one-model-out over the serving rows (planner/perf/fit_holdout.py) when they span enough models:
+    """Leave-one-model-out over the serving rows (planner/fit/holdout.py) when they span enough models:
     (held_out_factors, the sentence printed and kept in the profile's notes); None otherwise."""
-    from planner.perf import fit_holdout
+    from planner.fit import holdout
 
-    models, needed = len({row.model for row in rows}), fit_holdout.MIN_MODELS
+    models, needed = len({row.model for row in rows}), holdout.MIN_MODELS
     if models < needed:
         if rows:
             typer.echo(
@@ -159,7 +160,7 @@ def _held_out(rows: list[ServingPoint], hw: HardwareProfile) -> tuple[list[float
             )
         return None
     typer.echo(f"leave-one-model-out: refitting {models} times, each without one model's rows ...")
-    held = fit_holdout.summary(rows, hardware=hw)
+    held = holdout.summary(rows, hardware=hw)
     if held is None:
         return None
     low, high, count = held.factors
@@ -176,7 +177,7 @@ def _print_fit(result: FitResult) -> None:
     """Every fitted term: value, uncertainty factor, whether the rows or the prior set it; then warnings."""
     import math
 
-    from planner.perf.fit_params import FIT_PARAMS
+    from planner.perf.fitted_params import FIT_PARAMS
 
     typer.echo(
         "fitted terms (value, x/ one-sigma factor; 'rows' = set by the rows, 'prior' = held by the profile):"
@@ -357,15 +358,15 @@ def validate(
     """Predicted vs measured per row (decode-step rows: step time; serving rows: output tok/s), with MAPE
     and the worst error of each kind."""
     from planner import catalog
+    from planner.fit import serving_rows, solver
     from planner.importers.benchpoints import read_bench_rows
-    from planner.perf import fit, fit_serving
 
     try:
         hw = catalog.resolve_card(card) if card else None
         steps, serving = read_bench_rows(points_csv)
         points, rows = _with_engine(steps, engine), _with_engine(serving, engine)
-        step_errors = fit.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
-        serving_errors = fit_serving.serving_errors(rows, hardware=hw, calibrated=not uncalibrated)
+        step_errors = solver.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
+        serving_errors = serving_rows.serving_errors(rows, hardware=hw, calibrated=not uncalibrated)
         suffix = " uncalibrated" if uncalibrated else ""
         if points:
             hw_id = hw.id if hw else ", ".join(sorted({p.card for p in points}))

@@ -80,7 +80,7 @@ def read_text(path: Path, *, flag: str) -> str:
 
 def build_plan(dep: Deployment, *, prompt_tokens: int) -> Plan:
     """The plan with the roofline's speed (MindIE's schedule times come from it)."""
-    from planner.perf import plan as perf_plan
+    from planner.plan import compose as perf_plan
 
     return perf_plan.build_plan(dep, prompt_tokens=prompt_tokens)
 
@@ -340,8 +340,8 @@ def vllm_command(
     **flags: object,
 ) -> None:
     """Print the `vllm serve` arguments (vllm-ascend) equivalent to the MindIE config of the same plan."""
-    from planner.engines import vllm as vllm_args
     from planner.engines.common import ServingOptions
+    from planner.engines.vllm import args as vllm_args
 
     typed = {"model": model, "tp": tp, "ctx_len": ctx_len, "engine": "vllm"}  # vLLM's block accounting
     request = plan_request({**flags, **typed})  # re-sized with the request lengths by prepare()

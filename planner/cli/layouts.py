@@ -13,8 +13,8 @@ from planner.cli import options
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
-    from planner.perf.fit_band import SpeedBand
-    from planner.perf.layout_search import LayoutSearch
+    from planner.perf.ranges import SpeedBand
+    from planner.plan.layout_search import LayoutSearch
 
 BudgetOpt = Annotated[int, typer.Option(help="Devices available (the budget the layouts fill).")]
 TopOpt = Annotated[int, typer.Option(help="Layouts to show, best first.")]
@@ -33,7 +33,8 @@ def layout_command(
     """Rank parallel layouts (tp, dp, ep, pp) by tokens/s per device within --budget-devices under SLOs."""
     from planner import inputs
     from planner.deployment import MAX_DEGREE
-    from planner.perf import fit_band, layout_search
+    from planner.perf import ranges
+    from planner.plan import layout_search
 
     request = options.plan_request({**flags, "model": model, "ctx_len": ctx_len, "engine": engine})
     try:
@@ -54,7 +55,7 @@ def layout_command(
         options.fail(exc)
     shown = result.model_copy(update={"candidates": result.candidates[:top]})
     best = shown.candidates[0]
-    band = fit_band.speed_band(dep, batch=max(1, best.max_batch_size // best.dp), ctx_tokens=dep.ctx_tokens)
+    band = ranges.speed_band(dep, batch=max(1, best.max_batch_size // best.dp), ctx_tokens=dep.ctx_tokens)
     if as_json:
         options.print_json({**shown.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")})
         return
@@ -63,7 +64,7 @@ def layout_command(
 
 
 def band_line(band: SpeedBand) -> str:
-    """Where the table's speeds come from and by what factors they may be off (fit_band, at the best
+    """Where the table's speeds come from and by what factors they may be off (perf.ranges, at the best
     layout's batch per DP group)."""
     from planner.cli.serve_view import factor_text
 

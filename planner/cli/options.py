@@ -34,7 +34,7 @@ from planner.inputs import DEFAULT_CARD, DEFAULT_CTX, DEFAULT_DTYPE, PlanRequest
 from planner.kinds import DEFAULT_ENGINE
 
 if TYPE_CHECKING:
-    from planner.perf.plan import ServiceLevels
+    from planner.plan.compose import ServiceLevels
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE_TOKENS",
@@ -278,7 +278,7 @@ def slo_options(tpot_ms: TpotOpt = None, ttft_ms: TtftOpt = None, min_user_tps: 
 
 def service_levels(flags: Mapping[str, object]) -> ServiceLevels:
     """The SLOs of a command's slo_options flags (each None or > 0), in seconds and tokens/s."""
-    from planner.perf.plan import ServiceLevels
+    from planner.plan.compose import ServiceLevels
 
     tpot_ms, ttft_ms, min_user_tps = (typing.cast(float | None, flags[name]) for name in SLO_FLAGS)
     return ServiceLevels(

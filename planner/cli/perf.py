@@ -1,8 +1,8 @@
 """Performance sub-commands of `kvplan` (sweep, serve); the `--explain` table is planner/cli/explain.py,
 serve's output planner/cli/serve_view.py.
 
-Parse -> call planner.perf.sweep / planner.perf.serving -> format. Imports of numpy-backed modules are
-deferred into the commands so `kvplan --help` stays instant.
+Parse -> call planner.serving.sweep / planner.serving.performance -> format. Imports of numpy-backed modules
+are deferred into the commands so `kvplan --help` stays instant.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from planner.deployment import Deployment
-    from planner.perf.closed_loop import BenchRun, ServingEstimate
-    from planner.perf.serving import SloResult
-    from planner.perf.sweep import SweepResult
+    from planner.serving.closed_loop import BenchRun, ServingEstimate
+    from planner.serving.performance import SloResult
+    from planner.serving.sweep import SweepResult
 
 FORMATS = ("table", "csv", "json")
 CSV_COLUMNS = (
@@ -186,7 +186,7 @@ def sweep_command(
     Example: `kvplan sweep -m qwen3-27b --dtype fp8,bf16 --batch 1-128 --ctx 256,8k --format csv`.
     """
     from planner import inputs
-    from planner.perf import sweep
+    from planner.serving import sweep
 
     try:
         if output_format not in FORMATS:
@@ -258,8 +258,8 @@ def serve_command(
     --concurrency 32`."""
     from planner import inputs
     from planner.cli import serve_view
-    from planner.perf import fit_band
-    from planner.perf.closed_loop import ARRIVALS, BenchRun
+    from planner.perf import ranges
+    from planner.serving.closed_loop import ARRIVALS, BenchRun
     from planner.sim import bench
 
     try:
@@ -287,7 +287,7 @@ def serve_command(
             ),
             run=BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals),
         )
-        band = fit_band.speed_band(
+        band = ranges.speed_band(
             dep, batch=estimate.running_batch, ctx_tokens=estimate.input_tokens + estimate.output_tokens
         )
         sim = bench.simulate_bench(
@@ -316,7 +316,7 @@ def serve_results(
     estimate at `concurrency`, else at the SLO's best batch, else at the memory limit; `run`: how the bench
     runs."""
     from planner import capacity
-    from planner.perf import closed_loop, serving
+    from planner.serving import closed_loop, performance
 
     _, max_batch = capacity.memory_plan(dep)
     running = min(concurrency, run.max_batch or concurrency) if concurrency is not None else None
@@ -329,7 +329,7 @@ def serve_results(
     tpot_s, ttft_s, min_user = slos
     slo = None
     if any(limit is not None for limit in slos):
-        slo = serving.search_slo(
+        slo = performance.search_slo(
             dep,
             tpot_s=tpot_s,
             ttft_s=ttft_s,

@@ -176,7 +176,7 @@ def _range_notes(perf: Performance | None) -> list[str]:
 
 def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
     """Where tails blow up: the load knee, the tails there, and how it sits against max_batch_size."""
-    from planner.perf.load_knee import MAX_KNEE_USERS  # deferred: `kvplan models` needs no perf imports
+    from planner.serving.knee import MAX_KNEE_USERS  # deferred: `kvplan models` needs no perf imports
 
     group = " per DP group" if dep.dp > 1 else ""
     cap = (

@@ -1,5 +1,5 @@
 """What `kvplan serve` prints: the simulated closed loop (planner/sim/bench.py) with its tails, the analytic
-steady state (planner/perf/closed_loop.py) beside it, the SLO search and the speed range.
+steady state (planner/serving/closed_loop.py) beside it, the SLO search and the speed range.
 
 --json keeps every key it had (`slo`, `estimate` = the analytic steady state, `speed_range`) and adds
 `simulated`: the `kvplan simulate --json` summary of the run (throughput, ttft_s / tpot_s / e2e_s with
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from planner import units
 
 if TYPE_CHECKING:
-    from planner.perf.closed_loop import ServingEstimate
-    from planner.perf.fit_band import SpeedBand
-    from planner.perf.serving import SloResult
+    from planner.perf.ranges import SpeedBand
+    from planner.serving.closed_loop import ServingEstimate
+    from planner.serving.performance import SloResult
     from planner.sim.run import SimSummary
 
 
@@ -73,7 +73,7 @@ def simulated_lines(sim: SimSummary, band: SpeedBand) -> list[str]:
 
 
 def range_line(sim: SimSummary, band: SpeedBand) -> str:
-    """The simulated output tok/s, mean TTFT and mean TPOT at the ends of the band (fit_band)."""
+    """The simulated output tok/s, mean TTFT and mean TPOT at the ends of the band (perf.ranges)."""
     out = sim.throughput.output_tokens_per_s
     ttft = (
         units.s_to_ms(sim.ttft_s.mean / band.ttft_high_factor),

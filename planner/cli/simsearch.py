@@ -16,7 +16,7 @@ from planner.cli.options import ms_to_s
 from planner.errors import PlanInputError
 
 if TYPE_CHECKING:
-    from planner.perf.fit_band import SpeedBand
+    from planner.perf.ranges import SpeedBand
     from planner.sim.run import SimSummary
     from planner.sim.search import Load, PdSearchResult, SearchResult
 
@@ -116,7 +116,8 @@ def print_search(found: SearchResult | PdSearchResult, band: SpeedBand) -> None:
 
 
 def band_line(band: SpeedBand) -> str:
-    """Where the searched figures come from and how far each may be off (fit_band): times x 1/high..1/low."""
+    """Where the searched figures come from and how far each may be off (perf.ranges): times x
+    1/high..1/low."""
     from planner.cli.serve_view import factor_text
 
     extrapolated = ", extrapolated" if band.extrapolated else ""

@@ -21,7 +21,7 @@ from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
-    from planner.perf.fit_band import SpeedBand
+    from planner.perf.ranges import SpeedBand
     from planner.sim.run import SimResult, SimSummary
     from planner.sim.workload import Workload
 
@@ -238,17 +238,17 @@ def simulate_command(
 
 
 def speed_band_of(flags: dict[str, Any], *, batch: int | None) -> SpeedBand:
-    """Source and range of the simulated figures (fit_band.speed_band) at `batch` and the longest request;
+    """Source and range of the simulated figures (ranges.speed_band) at `batch` and the longest request;
     batch None (a search): the largest batch it can run, the memory limit capped by --max-batch and by
     --concurrency."""
     from planner import capacity
-    from planner.perf import fit_band
+    from planner.perf import ranges
 
     dep, _ = prepared(flags, workload_of(flags))
     if batch is None:
         caps = [capacity.memory_plan(dep)[1].max_batch_size, flags["max_batch"], flags["concurrency"]]
         batch = min(cap for cap in caps if cap is not None)
-    return fit_band.speed_band(dep, batch=max(1, batch), ctx_tokens=dep.ctx_tokens)
+    return ranges.speed_band(dep, batch=max(1, batch), ctx_tokens=dep.ctx_tokens)
 
 
 def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[str, Any]]:

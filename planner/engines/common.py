@@ -1,7 +1,7 @@
 """What every engine's serving config shares (engine-neutral): the request lengths and the served model.
 
-MindIE (planner/engines/mindie/) and vLLM (planner/engines/vllm.py) both size the plan with these lengths, so
-their configs describe the same deployment.
+MindIE (planner/engines/mindie/) and vLLM (planner/engines/vllm/args.py) both size the plan with these
+lengths, so their configs describe the same deployment.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Step rows (one decode step at a fixed batch and context) have the columns (any o
 `per_user_tokens_per_s` is one sequence's: step = 1 / it. `ctx`: tokens each sequence holds ("8192", "8k").
 
 Serving rows (what load tools report for a closed-loop run at fixed concurrency, predicted by
-planner/perf/closed_loop.py through planner/perf/fit_serving.py) have
+planner/serving/closed_loop.py through planner/fit/serving_rows.py) have
     model, card, dtype, kv_dtype, tp, engine, concurrency, input_tokens, output_tokens, output_tokens_per_s
 and optional mtp (draft tokens), mtp_acceptance, ttft_s, tpot_s, dp, ep, max_num_seqs, max_num_batched_tokens,
 num_prompts, memory_gib (the card's capacity when it differs from the profile, e.g. the seed's 64 GB 950PR),

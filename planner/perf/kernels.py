@@ -14,8 +14,8 @@ Engines:
                    gate_up + SwiGLU, fused add+RMSNorm.  [assumed: MindIE/ATB and vLLM graph structure from
                    their model code; NOT measured, no serving engine ran on a device here]
     transformers   Hugging Face transformers 5.17 eager modules captured in a CUDA graph (the ACCURACY.md
-                   reference).  [measured: calibration/kernel_counts.py on NVIDIA H200, 2026-11-30, torch
-                   2.11.0+cu130; raw data calibration/data/h200-kernel-counts.json; per-label counts identical
+                   reference).  [measured: lab/harness/kernel_counts.py on NVIDIA H200, 2026-11-30, torch
+                   2.11.0+cu130; raw data lab/runs/h200-kernel-counts.json; per-label counts identical
                    on qwen3-8b, llama-3.1-8b, qwen3-14b, qwen3-32b, qwen3-30b-a3b at batch 1 and 64]
 """
 
@@ -87,7 +87,7 @@ FUSED: dict[OpName, OpKernels] = {
     "mtp.lm_head": OpKernels(1, 1),
 }
 
-# Hugging Face transformers, per decoder layer unless noted (calibration/data/h200-kernel-counts.json):
+# Hugging Face transformers, per decoder layer unless noted (lab/runs/h200-kernel-counts.json):
 TRANSFORMERS: dict[OpName, OpKernels] = {
     **FUSED,  # moe.shared and mtp.*: no reference model ran them; fused counts kept [assumed]
     "embedding": OpKernels(1),  # index_select
@@ -107,8 +107,8 @@ TRANSFORMERS: dict[OpName, OpKernels] = {
     "norms": OpKernels(18),  # input and post-attention RMSNorm (8 each), two residual adds
     "lm_head": OpKernels(19, 1),  # per step: final RMSNorm 8, rotary cos/sin 9, argmax 1, token copy 1
     # Gated DeltaNet mixer with flash-linear-attention 0.6 kernels (transformers' Qwen3_5GatedDeltaNet),
-    # per layer [measured: calibration/data/h200-run5/gdn_*.json, torch.profiler under a CUDA graph, H200
-    # 2026-12-01; derived by `python3 -m calibration.attn_tables_from_run5 --gdn`]: 5 matmul calls, 29 others
+    # per layer [measured: lab/runs/h200-run5/gdn_*.json, torch.profiler under a CUDA graph, H200
+    # 2026-12-01; derived by `python3 -m lab.derive.attn_tables_from_run5 --gdn`]: 5 matmul calls, 29 others
     # at batch >= 2 (copies 12, torch depthwise conv 1, gating/norm elementwise 15, fused recurrent rule 1)
     "gdn.in_proj": OpKernels(0, 4),  # in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
     "gdn.update": OpKernels(29),

@@ -3,7 +3,7 @@
 K users each send a request of I prompt tokens, wait for its O output tokens and send the next (fixed
 lengths, as `vllm bench serve --ignore-eos`, AISBench and the seed's script run). The simulator
 (planner/sim/run.py) runs them request by request on the planner's step model; the analytic closed
-loop (planner/perf/closed_loop.py) stays the calibration fits' fast path, and the two agree
+loop (planner/serving/closed_loop.py) stays the calibration fits' fast path, and the two agree
 (tests/test_sim_bench.py).
 BenchRun maps onto the simulated engine as:
     max_batch     the engine's running-sequence cap (default: K, all users run)
@@ -20,7 +20,7 @@ import math
 
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
-from planner.perf.closed_loop import BenchRun
+from planner.serving.closed_loop import BenchRun
 from planner.sim import config, run
 from planner.sim import workload as wl
 from planner.sim.workload import MAX_REQUESTS, Workload

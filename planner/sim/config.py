@@ -2,7 +2,7 @@
 
 Scheduler knobs keep the engines' names in comments; defaults are the engines' documented defaults
 (/work/shared/reference/ascend-mindie-facts.md, section 1.2 for MindIE ScheduleConfig, 1.6 for vLLM).
-The block budget is the plan's own accounting (planner/capacity.py, planner/vllm_memory.py): the same
+The block budget is the plan's own accounting (planner/capacity.py, planner/engines/vllm/pool.py): the same
 KV budget, block size and reserved block that `kvplan` and `kvplan mindie` / `kvplan vllm` use.
 """
 
@@ -13,8 +13,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from planner import capacity, units, vllm_memory
+from planner import capacity, units
 from planner.deployment import Deployment
+from planner.engines.vllm import pool as vllm_pool
 from planner.results import MemoryBreakdown
 from planner.schema import Frozen
 
@@ -81,11 +82,11 @@ def mindie_blocks(dep: Deployment, mem: MemoryBreakdown) -> tuple[int, int]:
 
 
 def vllm_blocks(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> tuple[int, int, int]:
-    """(total blocks, state blocks per sequence, block tokens) of vLLM's pool (planner/vllm_memory.py).
+    """(total blocks, state blocks per sequence, block tokens) of vLLM's pool (planner/engines/vllm/pool.py).
 
     State blocks: the pool's blocks per request beyond those of the max_model_len tokens of KV.
     """
-    pool = vllm_memory.deployment_pool(
+    pool = vllm_pool.deployment_pool(
         dep, available_bytes=mem.kv_budget_bytes, max_model_len=max_model_len, num_spec=dep.mtp_tokens
     )
     kv_blocks = blocks_for(max_model_len, block_tokens=pool.block_size_tokens)

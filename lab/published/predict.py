@@ -1,0 +1,261 @@
+"""kvplan's prediction for each published Ascend serving row: command, predicted, published, error.
+
+    PYTHONPATH=. python lab/published/predict.py [--profile-dir DIR] [--out predictions.csv]
+
+For each row of ascend-serving.csv this builds the serving bench row kvplan reads (planner/importers/
+benchpoints.py) and predicts its output tok/s with the same code as `kvplan validate` and `kvplan serve`
+(planner/fit/serving_rows.py: dp replicas x one replica's closed-loop estimate, "waves" arrivals, the
+running batch capped by max_num_seqs and by memory). Rows kvplan cannot predict are kept with the reason
+(engine or dtype it does not model, model without a card, multi-node disaggregated deployments, ...).
+
+Printed: a per-(card, engine) summary (rows, median |error|, median signed error) and the path of the CSV.
+error = predicted / published - 1. CI baselines are floors (a run passes at >= 0.97 x baseline), so a
+positive error against a ci-baseline-floor row overstates how optimistic kvplan is by up to the margin the
+CI run had above its floor, which is not published.
+
+--profile-dir: predict with the card profiles in DIR (<card>.yaml) instead of hwprofiles/.
+--fitted: predict with the profile a user gets for that card and engine (hwprofiles/fitted/ when shipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import shlex
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "ascend-serving.csv"
+# Corpus engine -> kvplan engine. sglang, cloudmatrix-infer (the paper's own stack) and the seed's
+# hand-written torch_npu server have no kernel structure in kvplan: not predicted.
+ENGINES = {"vllm-ascend": "vllm", "mindie": "mindie"}
+ARRIVAL_MARGIN = 2.0  # paced rows whose arrival rate x output tokens is within 2x the throughput
+SEED_950PR_MEMORY_GIB = "64"  # seed 000: a 64 GB 950PR (lab/published/README.md)
+# Its card models dense MLA attention (the DSA indexer picking 2048 keys is not modelled), and the CI reuses
+# one floor for different set-ups (1254 tok/s at 1 client with a 64k prompt and at 512): not predicted.
+SPARSE_ATTENTION_MODEL = "deepseek-ai/DeepSeek-V3.2"
+# Corpus models without a card because kvplan does not model their attention (HF name prefix -> why).
+UNMODELLED_ATTENTION = {
+    "zai-org/GLM-5": "GLM-5.x (GlmMoeDsaForCausalLM) DeepSeek sparse attention (DSA indexer) not modelled",
+    "MiniMaxAI/MiniMax-M3": "MiniMax-M3 (MiniMaxM3SparseForCausalLM) top-k sparse attention not modelled",
+    "deepseek-ai/DeepSeek-V4": "DeepSeek-V4 compressed attention (CSA/HCA, compress_ratios) not modelled",
+}
+# Speculative methods whose drafts come from a separate draft model, which kvplan does not time.
+DRAFT_MODEL_METHODS = ("eagle3", "dflash")
+# Datasets whose name does not say it but whose prompts share a prefix (dataset -> shared fraction, source).
+SHARED_PREFIX_DATASETS = {
+    "vllm-ascend/GSM8K-in131072-bs100-qwen3": (
+        90,
+        "the weekly Qwen3.5-397B config runs it with --enable-prefix-caching under the comment "
+        "'#131072 1024  0.9 80' (input, output, prefix ratio, prompts: the same file writes '0' for its "
+        "prefix0 datasets and '0.9' for its prefix90 ones; tests/e2e/weekly/single_node/configs/"
+        "Qwen3.5-397B-A17B-W8A8-mtp-A3_weekly.yaml @a8cfc191), and vLLM caches prefixes by default",
+    ),
+}
+# The fitted vllm-ascend profiles describe the engine of the CI floors they stand on (main, 2026-04 ..
+# 2026-08, about v0.18 .. v0.25). Rows measured before v0.16.0rc1 (2026-03-10, the first release with the
+# AscendC recurrent Gated DeltaNet op, #6725; v0.9 .. v0.15 also predate most of the graph-mode and fused-op
+# work the floors ran with) are predicted and reported by fit_profiles.py, never fitted.
+FIT_ERA_START = "2026-03-10"
+
+
+def older_engine(row: dict[str, str]) -> str | None:
+    """Why a vllm-ascend row predates the engine the fitted profiles describe (not fitted), or None."""
+    if row["engine"] == "vllm-ascend" and row["source_date"] < FIT_ERA_START:
+        version = row["engine_version"] or "version not stated"
+        return f"vllm-ascend {version}, measured {row['source_date']}: before v0.16.0rc1 ({FIT_ERA_START})"
+    return None
+
+
+# Seed 000's own client loop (max_tokens 128, no ignore_eos, each client sends its next request when its own
+# ends): request ends drift apart and MindIE prefills waiting prompts between decode steps ("random").
+SEED_000_ARRIVALS = "random"
+# Seed 000's table 4.1 "batch16 total throughput" with continuous batching on (486 / 512 / 548 tok/s) cannot
+# be output tokens: 548 / 16 = 34 tok/s per stream, twice the same stack's single stream (16.3) without
+# speculative decoding, which the article has not done. It counts prompt + output tokens (256 + 128 = 3 x
+# 128): x 128 / 384 is the output tok/s (162 / 171 / 183, between section 4.2's 90 at 8 and 220 at 32).
+# The "FP8 basic" row (206) is the stack before continuous batching: not predicted.  [assumed: ACCURACY.md]
+SEED_BATCH16 = "batch16 total throughput"
+OUT_COLUMNS = (
+    "row", "model", "card", "engine", "kind", "dtype", "tp", "dp", "concurrency", "input_tokens",
+    "output_tokens", "mtp", "published_tokens_per_s", "predicted_tokens_per_s", "error", "status", "command",
+    "source_url",
+)  # fmt: skip
+
+
+def _skip_reason(row: dict[str, str]) -> str | None:
+    """Why a corpus row cannot be predicted, or None."""
+    from planner import catalog
+    from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES
+    from planner.errors import KvplanError
+
+    if row["engine"] not in ENGINES:
+        return f"engine {row['engine']} not modelled"
+    dtype = WEIGHT_ALIASES.get(row["dtype"].lower(), row["dtype"].lower())
+    if dtype not in WEIGHT_SCHEMES:
+        return f"dtype {row['dtype'] or '(not stated)'} not modelled"
+    if not row["tp"] or not row["concurrency"] or not row["input_tokens"] or not row["output_tokens"]:
+        return "tp, concurrency or lengths not stated"
+    notes = row["notes"]
+    if SEED_BATCH16 in notes and "'FP8 basic'" in notes:
+        return "seed table 4.1 'FP8 basic': before continuous batching, a stack kvplan does not model"
+    if "disaggregated" in notes.lower():
+        return "prefill/decode disaggregated (one replica's closed loop does not describe it)"
+    rate = re.search(r"request_rate=([0-9.]+)", notes)
+    arrival_cap = float(rate.group(1)) * float(row["output_tokens"]) if rate else 0.0
+    if 0 < arrival_cap < ARRIVAL_MARGIN * float(row["output_tokens_per_s"]):
+        return f"arrival-bound (request_rate {rate.group(1) if rate else ''}/s x output tokens ~ throughput)"
+    try:
+        catalog.resolve_model(row["model"])
+    except KvplanError:
+        return _uncarded(row["model"])
+    return _unmodelled(row)
+
+
+def _uncarded(model: str) -> str:
+    """Why a model has no card: an attention kvplan does not model (UNMODELLED_ATTENTION), else none found."""
+    reasons = [why for prefix, why in UNMODELLED_ATTENTION.items() if model.startswith(prefix)]
+    return reasons[0] if reasons else "no model card"
+
+
+def _unmodelled(row: dict[str, str]) -> str | None:
+    """Why a row of a catalogued model and engine still cannot be predicted, or None."""
+    method = re.search(r"method=(\w+)", row["notes"])
+    if method and method.group(1) in DRAFT_MODEL_METHODS:
+        name = method.group(1)
+        return f"{name} speculation: a separate draft model (kvplan times MTP heads only: plain decode here)"
+    shared = re.search(r"_prefix(\d+)_", row["notes"])
+    if shared and int(shared.group(1)) > 0:
+        return (
+            f"shared-prefix dataset (prefix{shared.group(1)}: that % of each prompt is shared and "
+            "prefix-cached); the serving estimate prefills every prompt in full"
+        )
+    for dataset, (percent, source) in SHARED_PREFIX_DATASETS.items():
+        if f"on {dataset}," in row["notes"]:
+            return (
+                f"shared-prefix dataset ({dataset}: {percent} % of each prompt shared and prefix-cached, "
+                f"from {source}); the serving estimate prefills every prompt in full"
+            )
+    if row["model"].startswith(SPARSE_ATTENTION_MODEL):
+        return "DeepSeek-V3.2 sparse attention (DSA indexer) not modelled; CI floors repeat across set-ups"
+    return None
+
+
+def bench_row(row: dict[str, str]) -> dict[str, str]:
+    """The corpus row as a serving bench row (benchpoints.parse_serving_row's columns)."""
+    out = {key: row[key] for key in ("model", "card", "dtype", "kv_dtype", "tp", "concurrency")}
+    out |= {key: row[key] for key in ("input_tokens", "output_tokens", "output_tokens_per_s", "mtp")}
+    out |= {key: row[key] for key in ("mtp_acceptance", "dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
+    if "000_" in row["source_path"]:  # the seed's client-side TTFT / per-user decode (CI rows: none kept)
+        out |= {key: row[key] for key in ("ttft_s", "tpot_s")}
+    out["engine"] = ENGINES[row["engine"]]
+    prompts = re.search(r"num_prompts=(\d+)", row["notes"])
+    out["num_prompts"] = prompts.group(1) if prompts else ""
+    seed = "000_" in row["source_path"]
+    out["memory_gib"] = SEED_950PR_MEMORY_GIB if seed else ""
+    out["arrivals"] = SEED_000_ARRIVALS if seed else ""
+    if SEED_BATCH16 in row["notes"]:  # prompt + output tokens/s -> output tokens/s (see SEED_BATCH16)
+        total = int(row["input_tokens"]) + int(row["output_tokens"])
+        out["output_tokens_per_s"] = (
+            f"{float(row['output_tokens_per_s']) * int(row['output_tokens']) / total:.4g}"
+        )
+    return out
+
+
+def command(bench: dict[str, str], *, card: str) -> str:
+    """The `kvplan serve` command predicting one replica of the row (x dp for the whole deployment; rows with
+    ep > 1 only through their bench row, `kvplan validate`)."""
+    dp = int(bench["dp"] or 1)
+    args = ["kvplan", "serve", "-m", bench["model"], "--card", card, "--dtype", bench["dtype"]]
+    args += ["--kv-dtype", bench["kv_dtype"]] if bench["kv_dtype"] else []
+    args += ["--tp", bench["tp"], "--engine", bench["engine"]]
+    args += ["--input-tokens", bench["input_tokens"], "--output-tokens", bench["output_tokens"]]
+    args += ["--concurrency", str(-(-int(bench["concurrency"]) // dp))]
+    optional = {"--mtp": bench["mtp"], "--max-batch": bench["max_num_seqs"]}
+    optional["--memory-gib"] = bench["memory_gib"]
+    optional["--arrivals"] = bench.get("arrivals", "")
+    optional["--num-requests"] = str(-(-int(bench["num_prompts"]) // dp)) if bench["num_prompts"] else ""
+    optional["--max-prefill-tokens"] = bench["max_num_batched_tokens"]
+    for flag, value in optional.items():
+        args += [flag, value] if value and value != "0" else []
+    ep = int(bench["ep"] or 1)
+    note = [f"x dp={dp}"] if dp > 1 else []
+    note += [f"ep={ep}: kvplan serve has no --ep; `kvplan validate` reads the bench row"] if ep > 1 else []
+    return shlex.join(args) + (f"  # {'; '.join(note)}" if note else "")
+
+
+def predict_row(
+    index: int, row: dict[str, str], *, profile_dir: Path | None, fitted: bool = False
+) -> dict[str, str]:
+    """One output row: the prediction, or the reason there is none."""
+    from planner import catalog
+    from planner.errors import KvplanError
+    from planner.fit import serving_rows
+    from planner.importers.benchpoints import parse_serving_row
+
+    result = {key: row.get(key, "") for key in OUT_COLUMNS} | {"row": str(index)}
+    result |= {"published_tokens_per_s": row["output_tokens_per_s"], "source_url": row["source_url"]}
+    reason = _skip_reason(row)
+    if reason is not None:
+        return result | {"status": f"skipped: {reason}"}
+    bench = bench_row(row)
+    card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
+    try:
+        point = parse_serving_row(bench, where=f"{CORPUS.name}:{index}")
+        hardware = catalog.resolve_card(card, engine=bench["engine"] if fitted else None)
+        error = serving_rows.serving_errors([point], hardware=hardware)[0]
+    except KvplanError as exc:
+        return result | {"status": f"skipped: {exc}", "command": command(bench, card=card)}
+    predicted = (1.0 + error) * point.output_tokens_per_s
+    return result | {
+        "predicted_tokens_per_s": f"{predicted:.1f}",
+        "error": f"{error:+.3f}",
+        "status": "predicted",
+        "command": command(bench, card=card),
+    }
+
+
+def summary(rows: list[dict[str, str]]) -> list[str]:
+    """Markdown table lines: per (card, engine, kind), predicted rows, median |error|, median error."""
+    groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for row in rows:
+        if row["status"] == "predicted":
+            groups[(row["card"], row["engine"], row["kind"])].append(float(row["error"]))
+    lines = ["| card | engine | kind | rows | median abs error | median error |", "|---|---|---|---|---|---|"]
+    for (card, engine, kind), errors in sorted(groups.items()):
+        abs_median, median = statistics.median(abs(e) for e in errors), statistics.median(errors)
+        lines.append(f"| {card} | {engine} | {kind} | {len(errors)} | {abs_median:.1%} | {median:+.1%} |")
+    skipped = sum(1 for row in rows if row["status"] != "predicted")
+    lines.append(f"\n{len(rows) - skipped} rows predicted, {skipped} skipped (reasons in the CSV's status).")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile-dir", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=HERE / "predictions-before.csv")
+    parser.add_argument(
+        "--fitted", action="store_true", help="use the shipped fitted profile of each card and engine"
+    )
+    args = parser.parse_args(argv)
+    with CORPUS.open(encoding="utf-8") as handle:
+        corpus = list(csv.DictReader(handle))
+    rows = [
+        predict_row(i, row, profile_dir=args.profile_dir, fitted=args.fitted)
+        for i, row in enumerate(corpus, start=2)
+    ]
+    with args.out.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(OUT_COLUMNS), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    print("\n".join(summary(rows)))
+    print(f"per-row table: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""`vllm serve` arguments for a plan, sized by vLLM's own KV-pool accounting (pure).
+
+The budget is kvplan's (planner/memory.kv_budget_bytes: capacity x fraction - weights - activation at
+--max-num-batched-tokens - runtime); how vLLM cuts it into blocks is planner/engines/vllm/pool.py
+(docs/engines/vllm-memory.md). Mapping to the MindIE config of the same plan (ascend-mindie-facts.md 1.6):
+  --max-model-len           MindIE maxSeqLen (--ctx)
+  --max-num-seqs            floor of vLLM's "Maximum concurrency" for max-model-len requests
+  --max-num-batched-tokens  maxPrefillTokens (>= the longest prompt; with chunked prefill a per-step budget)
+  --gpu-memory-utilization  NPU_MEMORY_FRACTION (a share of all memory, as vLLM's util), not npuMemSize
+  --block-size              vllm-ascend: 128 for attention-only models; hybrids: computed by the engine
+  --kv-cache-dtype          auto (16-bit) or fp8; vllm-ascend's INT8 KV comes with a quantized checkpoint
+  --tensor-parallel-size    worldSize (--tp)
+  --speculative-config      {"method": "mtp", "num_speculative_tokens": n} with --mtp n
+  --data-parallel-size, --enable-expert-parallel, ...: layouts beyond TP (planner/engines/layouts.py)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+
+from planner.deployment import Deployment
+from planner.engines import layouts
+from planner.engines.common import Lengths, ServingOptions
+from planner.engines.vllm import pool as vm
+from planner.errors import DoesNotFitError
+from planner.results import Plan
+from planner.schema import Frozen
+
+KV_CACHE_DTYPES = {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto"}
+
+
+class VllmArgs(Frozen):
+    """`vllm serve <model> <args>`; value None is a bare flag. pool/log_lines: what vLLM will report."""
+
+    model: str
+    args: list[tuple[str, str | None]]
+    max_num_seqs: int
+    min_gpu_memory_utilization: float
+    pool: vm.VllmPool
+    log_lines: list[str]
+    notes: list[str]
+
+
+def plan_pool(plan: Plan, dep: Deployment, *, lengths: Lengths, options: ServingOptions) -> vm.VllmPool:
+    """vLLM's pool for the plan: kvplan's KV budget cut into the engine's blocks (vendor: platform)."""
+    return vm.deployment_pool(
+        dep,
+        available_bytes=plan.memory.kv_budget_bytes,
+        max_model_len=lengths.max_seq_len_tokens,
+        prefix_caching=options.prefix_cache,
+        num_spec=options.mtp,
+    )
+
+
+def min_memory_utilization(plan: Plan, pool: vm.VllmPool, *, n_seqs: int) -> float:
+    """Smallest --gpu-memory-utilization (2 decimals, up) whose pool holds n_seqs full-length requests.
+
+    Formula: (weights + activation + runtime + n * blocks_per_request * page * g) / capacity
+    """
+    mem = plan.memory
+    return vm.min_gpu_memory_utilization(
+        capacity_bytes=mem.device_capacity_bytes,
+        non_kv_bytes=mem.weights_bytes + mem.activation_bytes + mem.runtime_bytes,
+        n_seqs=n_seqs,
+        pool=pool,
+    )
+
+
+def max_num_seqs(pool: vm.VllmPool) -> int:
+    """floor(max concurrency); DoesNotFitError when one max-model-len request does not fit (vLLM refuses)."""
+    seqs = math.floor(pool.max_concurrency)
+    if seqs < 1:
+        raise DoesNotFitError(
+            f"--ctx: vLLM's KV pool holds {pool.max_concurrency:.2f} requests of "
+            f"{pool.max_model_len_tokens} tokens ({pool.num_blocks} blocks, "
+            f"{pool.blocks_per_request} needed each): vLLM refuses to start (expected at least 1)"
+        )
+    return seqs
+
+
+def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: ServingOptions) -> VllmArgs:
+    """The vllm serve arguments of the plan, what vLLM will log, and where vLLM and MindIE differ."""
+    pool = plan_pool(plan, dep, lengths=lengths, options=options)
+    seqs = max_num_seqs(pool)
+    args: list[tuple[str, str | None]] = [
+        ("--max-model-len", str(lengths.max_seq_len_tokens)),
+        ("--max-num-seqs", str(seqs)),
+        ("--max-num-batched-tokens", str(lengths.max_prefill_tokens)),
+        ("--gpu-memory-utilization", f"{plan.memory_fraction:g}"),
+    ]
+    if pool.state_groups == 0:
+        args.append(("--block-size", str(pool.block_size_tokens)))
+    args += [("--kv-cache-dtype", KV_CACHE_DTYPES[plan.kv_dtype]), ("--tensor-parallel-size", str(plan.tp))]
+    if plan.layout is not None:
+        args += layouts.vllm_layout_args(plan.layout)
+    if options.model_name:
+        args.append(("--served-model-name", options.model_name))
+    if options.prefix_cache:
+        args.append(("--enable-prefix-caching", None))
+    if options.mtp and dep.model.mtp_layers:
+        spec = {"method": "mtp", "num_speculative_tokens": options.mtp}
+        args.append(("--speculative-config", json.dumps(spec, separators=(",", ":"))))
+    util = min_memory_utilization(plan, pool, n_seqs=seqs)
+    return VllmArgs(
+        model=options.weights_path or dep.model.source.hf_repo,
+        args=args,
+        max_num_seqs=seqs,
+        min_gpu_memory_utilization=util,
+        pool=pool,
+        log_lines=vm.log_lines(pool),
+        notes=vllm_notes(plan, dep, pool=pool, options=options, util=util),
+    )
+
+
+def vllm_notes(
+    plan: Plan, dep: Deployment, *, pool: vm.VllmPool, options: ServingOptions, util: float
+) -> list[str]:
+    """Where the vLLM command differs from the MindIE config in meaning, and what kvplan assumed."""
+    notes = [
+        f"--gpu-memory-utilization {plan.memory_fraction:g} is kvplan's memory fraction (vLLM's default is "
+        f"{vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}); --max-num-seqs {seqs_of(pool)} needs at least {util:g}",
+        f"KV pool ({pool.platform}): {pool.num_blocks} blocks of {pool.block_size_tokens} tokens, "
+        f"{pool.blocks_per_request} per request, from kvplan's budget; vLLM's own profile (sampler, "
+        f"graphs) may differ",
+    ]
+    if pool.state_groups:
+        notes.append(block_size_note(pool))
+    elif pool.block_size_tokens != plan.block_size_tokens:
+        notes.append(
+            f"--block-size: vllm-ascend forces {pool.block_size_tokens} with prefix caching or chunked "
+            f"prefill on (got {plan.block_size_tokens})"
+        )
+    notes += dtype_and_cache_notes(plan, dep, options)
+    if plan.layout is not None:
+        notes += layouts.vllm_layout_notes(plan.layout)
+    return notes
+
+
+def seqs_of(pool: vm.VllmPool) -> int:
+    """floor(max concurrency), for notes."""
+    return math.floor(pool.max_concurrency)
+
+
+def block_size_note(pool: vm.VllmPool) -> str:
+    """Hybrid models: vLLM computes the block size; vllm-ascend's rule wastes about half a state page."""
+    note = (
+        f"--block-size is not printed: vLLM sets {pool.block_size_tokens} tokens for this hybrid model "
+        f"so one attention page ({pool.page_bytes} B) holds one linear-attention state"
+    )
+    if pool.platform == "ascend":
+        note += " (vllm-ascend sizes it from the K half only, issue #7393: about 2x the state per page)"
+    return note
+
+
+def dtype_and_cache_notes(plan: Plan, dep: Deployment, options: ServingOptions) -> list[str]:
+    """int8 KV, MTP without MTP layers, and vLLM's prefix-caching default."""
+    notes: list[str] = []
+    if plan.kv_dtype == "int8":
+        notes.append(
+            "--kv-cache-dtype: vLLM has no int8 choice; vllm-ascend's INT8 KV cache (C8) comes with "
+            "an msModelSlim-quantized checkpoint, so auto is printed"
+        )
+    if options.mtp and not dep.model.mtp_layers:
+        notes.append(f"--mtp {options.mtp}: {dep.model.id} ships no MTP layers; no --speculative-config")
+    if not options.prefix_cache and dep.model.linear_attention_layers == 0:
+        notes.append(
+            "vLLM V1 enables prefix caching by default for this model (MindIE does not); add "
+            "--no-enable-prefix-caching to match the MindIE config"
+        )
+    return notes
+
+
+def render_command(result: VllmArgs) -> str:
+    """A copy-pasteable shell command, one argument per line."""
+    lines = [f"vllm serve {shlex.quote(result.model)}"]
+    for flag, value in result.args:
+        lines.append(f"  {flag}" + (f" {shlex.quote(value)}" if value is not None else ""))
+    return " \\\n".join(lines)
+
+
+def summary_lines(result: VllmArgs) -> list[str]:
+    """What to check at start-up: vLLM's two log lines and the smallest utilisation for --max-num-seqs."""
+    return [
+        "vLLM will log at start-up:",
+        *(f"  {line}" for line in result.log_lines),
+        f"--max-num-seqs {result.max_num_seqs} needs --gpu-memory-utilization >= "
+        f"{result.min_gpu_memory_utilization:g} ({result.pool.platform} block accounting)",
+    ]

@@ -1,0 +1,199 @@
+"""Serving-level bench rows (benchpoints.ServingPoint) -> Deployment and predicted output tok/s.
+
+One prediction per row: the closed-loop estimate (planner/serving/closed_loop.py) of one data-parallel replica
+at its share of the concurrency, times the replicas. The replica's deployment carries the row's layout (tp,
+dp, ep: planner/layout.py), so a MoE row's experts are split ep ways and every replica's tokens reach them.
+The running batch is the smallest of the replica's clients, the row's max_num_seqs and what the replica's
+memory holds at input + output tokens (engines queue the rest).
+Rows are timed as their `arrivals` column says: "waves" by default (the published load tools start every
+client together at fixed lengths), "random" for a client loop whose requests end apart (the seed's script).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from planner import capacity, inputs
+from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
+from planner.dtypes import StorageDType, storage_dtype
+from planner.errors import DataFileError, KvplanError
+from planner.fit.features import FeatureTimer
+from planner.importers.benchpoints import ServingPoint, row_deployment
+from planner.schema import HardwareProfile, PerfCoefficients
+from planner.serving import closed_loop
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def kv_dtype_of(point: ServingPoint, hardware: HardwareProfile) -> StorageDType:
+    """The row's KV dtype; an empty cell means the 16-bit activation dtype (fp16 weights: fp16, else the
+    card's activation dtype), as vLLM's kv_cache_dtype=auto and MindIE without KV quantization."""
+    if point.kv_dtype:
+        return storage_dtype(point.kv_dtype)
+    return StorageDType.fp16 if point.dtype == "fp16" else StorageDType(hardware.activation_dtype)
+
+
+def serving_deployment(
+    point: ServingPoint, *, hardware: HardwareProfile | None = None, calibrated: bool = True
+) -> Deployment:
+    """The Deployment one replica of a serving row ran (hardware overrides the row's card when given).
+
+    ctx_tokens = input + output (the longest a request grows); mtp acceptance: the row's, else the default;
+    dp and ep: the row's layout (one DP group's step, experts split ep ways). Errors (unknown model or card,
+    does not fit) name the row.
+    """
+    return row_deployment(
+        point.where, model=point.model, card=point.card, hardware=hardware, calibrated=calibrated,
+        fields=lambda hw: _serving_fields(point, hw),
+    )  # fmt: skip
+
+
+def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, object]:
+    """A serving row's Deployment fields on `card` (its memory_gib applied): dtypes, layout, lengths, MTP."""
+    hw = inputs.apply_overrides(card, memory_gib=point.memory_gib, bandwidth_gbps=None)
+    acceptance = point.mtp_acceptance_fraction
+    fields: dict[str, object] = {
+        "hardware": hw,
+        "weight_scheme_name": point.dtype,
+        "kv_dtype": kv_dtype_of(point, hw),
+    }
+    fields |= {"tp": point.tp, "dp": point.dp, "ep": point.ep, "engine": point.engine}
+    fields |= {"ctx_tokens": point.input_tokens + point.output_tokens, "mtp_tokens": point.mtp}
+    fields["mtp_acceptance_fraction"] = DEFAULT_MTP_ACCEPTANCE_FRACTION if acceptance is None else acceptance
+    if point.prefill_tokens is not None:
+        fields["max_prefill_tokens"] = point.prefill_tokens
+    return fields
+
+
+def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.BenchRun]:
+    """(clients per replica, how the replica runs): K / dp clients, running batch capped by max_num_seqs and
+    by one DP group's memory-bound batch at input + output tokens; num_prompts / dp requests when given;
+    the row's arrivals."""
+    try:
+        _, recommendation = capacity.memory_plan(dep)
+    except KvplanError as exc:
+        raise DataFileError(f"{point.where}: {exc}") from exc
+    clients = max(1, math.ceil(point.concurrency / point.dp))
+    group_max = recommendation.max_batch_size // point.dp  # capacity.recommend: dp x one group's batch
+    limits = [clients, group_max, point.max_batch or clients]
+    requests = None if point.num_requests is None else max(1, math.ceil(point.num_requests / point.dp))
+    run = closed_loop.BenchRun(max_batch=max(1, min(limits)), num_requests=requests, arrivals=point.arrivals)
+    return clients, run
+
+
+@dataclass(frozen=True)
+class PreparedRow:
+    """A serving row with what does not depend on the coefficients worked out once (for fitting)."""
+
+    point: ServingPoint
+    deployment: Deployment
+    clients: int
+    run: closed_loop.BenchRun
+
+
+def prepare(
+    points: Sequence[ServingPoint], *, hardware: HardwareProfile | None = None, calibrated: bool = True
+) -> list[PreparedRow]:
+    """Deployment, clients per replica and run of every row (errors name the row)."""
+    rows = []
+    for point in points:
+        dep = serving_deployment(point, hardware=hardware, calibrated=calibrated)
+        clients, run = replica_run(point, dep)
+        rows.append(PreparedRow(point, dep, clients, run))
+    return rows
+
+
+def predicted_output_tokens_per_s(row: PreparedRow, coefficients: PerfCoefficients | None = None) -> float:
+    """Predicted output tok/s of the whole row: dp replicas times one replica's closed-loop estimate, under
+    `coefficients` when given (else the card's own)."""
+    return row.point.dp * estimate(row, coefficients).output_tokens_per_s
+
+
+def estimate(
+    row: PreparedRow, coefficients: PerfCoefficients | None = None, timer: FeatureTimer | None = None
+) -> closed_loop.ServingEstimate:
+    """One replica's closed-loop estimate of the row (through the fit's cached `timer` when given)."""
+    point = row.point
+    workload = (point.input_tokens, point.output_tokens, row.clients)
+    if timer is not None and coefficients is not None:
+        timer.prime(coefficients)
+        return closed_loop.estimate_with(timer, workload=workload, run=row.run, calibrated=False)
+    dep = row.deployment if coefficients is None else with_coefficients(row.deployment, coefficients)
+    return closed_loop.serving_estimate(
+        dep, input_tokens=workload[0], output_tokens=workload[1], concurrency=workload[2], run=row.run
+    )
+
+
+def with_coefficients(dep: Deployment, coefficients: PerfCoefficients) -> Deployment:
+    """The deployment with these coefficients as its card's only (uncalibrated) set."""
+    hw = dep.hardware.model_copy(update={"default_coefficients": coefficients, "measured": None})
+    return dep.model_copy(update={"hardware": hw, "calibrated": False})
+
+
+def serving_residuals(
+    rows: Sequence[PreparedRow], coefficients: PerfCoefficients | None = None
+) -> list[float]:
+    """predicted / measured - 1 of every prepared row's output tok/s."""
+    return [predicted_output_tokens_per_s(r, coefficients) / r.point.output_tokens_per_s - 1.0 for r in rows]
+
+
+def observation_residuals(
+    rows: Sequence[PreparedRow],
+    coefficients: PerfCoefficients,
+    *,
+    timers: Sequence[FeatureTimer] | None = None,
+) -> FloatArray:
+    """pred / measured - 1 of every observation, row by row: output tok/s, then TTFT and TPOT when given."""
+    out: list[float] = []
+    for i, row in enumerate(rows):
+        est = estimate(row, coefficients, None if timers is None else timers[i])
+        point = row.point
+        out.append(point.dp * est.output_tokens_per_s / point.output_tokens_per_s - 1.0)
+        if point.ttft_s is not None:
+            out.append(est.ttft_s / point.ttft_s - 1.0)
+        if point.tpot_s is not None:
+            out.append(est.tpot_s / point.tpot_s - 1.0)
+    return np.asarray(out, dtype=np.float64)
+
+
+# A client's TTFT also holds request handling (HTTP, tokenization, scheduling) the engine model does not time,
+# so a TTFT observation counts TTFT_WEIGHT as much as a throughput or TPOT one.  [assumed: the seed's 0.41 s
+# TTFT for 256 tokens is ~6 decode steps; the rows' TPOT and throughput agree with each other, TTFT does not]
+TTFT_WEIGHT = 0.2
+
+
+def observation_weights(rows: Sequence[PreparedRow]) -> FloatArray:
+    """Weight of every observation in observation_residuals' order: 1, TTFT_WEIGHT for TTFT."""
+    out: list[float] = []
+    for row in rows:
+        out.append(1.0)
+        if row.point.ttft_s is not None:
+            out.append(TTFT_WEIGHT)
+        if row.point.tpot_s is not None:
+            out.append(1.0)
+    return np.asarray(out, dtype=np.float64)
+
+
+def output_residuals(observed: FloatArray, rows: Sequence[PreparedRow]) -> FloatArray:
+    """Each row's output tok/s residual out of observation_residuals' flat array."""
+    index, at = [], 0
+    for row in rows:
+        index.append(at)
+        at += 1 + (row.point.ttft_s is not None) + (row.point.tpot_s is not None)
+    return np.asarray(observed[index], dtype=np.float64)
+
+
+def serving_errors(
+    points: Sequence[ServingPoint],
+    *,
+    hardware: HardwareProfile | None = None,
+    coefficients: PerfCoefficients | None = None,
+    calibrated: bool = True,
+) -> list[float]:
+    """predicted / measured - 1 of every row's output tok/s (dp replicas times one replica's estimate)."""
+    return serving_residuals(prepare(points, hardware=hardware, calibrated=calibrated), coefficients)

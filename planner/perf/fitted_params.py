@@ -1,0 +1,122 @@
+"""The terms a --from-bench fit adjusts: physical meaning, bounds, and the prior each is pulled toward.
+
+Every parameter lives in log space inside a box [lower, upper] that keeps it physical. Its prior is the value
+the profile already holds (microbenchmark when calibrated, datasheet assumption otherwise), a log-normal of
+width PRIOR_SIGMA_*; a term the profile leaves at 0 or None (per-sequence cost, a separate state rate) is
+centred on its physical floor with a wide prior, so the data decide it and nothing else. The compute scale's
+width narrows to the card's compute_fraction_prior_factor when the profile states one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.schema import PerfCoefficients
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class FitParam:
+    """One fitted term: the PerfCoefficients field it sets, its physical box, its floor and meaning.
+
+    compute_scale is not a field: it multiplies every compute_fraction (prefill GEMM efficiency), each
+    result capped at 1.
+    """
+
+    name: str
+    lower: float
+    upper: float
+    floor: float  # prior centre when the profile holds 0 or None
+    meaning: str
+    unknown_factor: float = 100.0  # prior one-sigma factor (x/) about the floor when the profile holds none
+
+
+# Boxes: fractions of the datasheet between a few % and 100 %; fixed costs from far below a kernel launch to
+# far above any scheduler we know.  [assumed: wider than any card or engine we know, yet physical]
+FIT_PARAMS: tuple[FitParam, ...] = (
+    FitParam("weight_read_bandwidth_fraction", 0.05, 1.0, 0.5, "weight-streaming efficiency"),
+    FitParam("kv_read_bandwidth_fraction", 0.03, 1.0, 0.5, "KV-read efficiency"),
+    FitParam("state_read_bandwidth_fraction", 0.01, 1.0, 0.3, "linear-attention state efficiency"),
+    FitParam("step_overhead_us", 1.0, 100_000.0, 20.0, "fixed cost per step (us)"),
+    FitParam("kernel_overhead_us", 0.1, 300.0, 5.0, "per-layer cost: each small kernel (us)"),
+    FitParam("matmul_latency_us", 0.1, 300.0, 5.0, "per-layer cost: each matmul's fixed part (us)"),
+    FitParam("sequence_overhead_us", 0.1, 20_000.0, 5.0, "per-sequence cost per step (us)"),
+    FitParam("prefill_pass_overhead_us", 1.0, 2_000_000.0, 1000.0, "fixed cost per prefill pass (us)", 10.0),
+    FitParam("compute_scale", 0.25, 2.0, 1.0, "prefill GEMM efficiency x the profile's"),
+)
+# compute_scale's floor: no GEMM the H200 microbenchmark measured (115 shapes, 1k-32k tokens, weights of 2M to
+# 262M elements) ran below a quarter of the profile's compute_fraction (worst: 0.19 of peak against 0.77, a
+# 2M-element weight). A prefill slower than that is not GEMM throughput, and the per-pass cost
+# (prefill_pass_overhead_us) or the per-layer costs must carry it.  [measured: hwprofiles/nvidia-h200.yaml
+# gemm_efficiency_table]
+# prefill_pass_overhead_us: what a prefill pass costs beyond its kernels' time and the step overhead, which a
+# graph-replayed decode step does not pay: launching the pass eagerly (hundreds of kernels x 2-20 us) and
+# preparing its inputs, so 1 ms x/ 10 (0.1-10 ms at one sigma) rather than x/ 100: rows without a TTFT
+# cannot tell it from the per-step cost, and a wide prior lets it absorb that.  [assumed]
+PARAM_NAMES = tuple(p.name for p in FIT_PARAMS)
+LOWER = np.log([p.lower for p in FIT_PARAMS])
+UPPER = np.log([p.upper for p in FIT_PARAMS])
+
+# Prior widths (log space, one sigma): a measured value is trusted to x/1.25, an assumed one to x/4, a term
+# the profile does not hold to x/100; the compute scale to the card's compute_fraction_prior_factor when it
+# states one (a prefill measurement on the card or a sibling: prior()).  [assumed: the H200
+# microbenchmark-only MAPE is 5-7 % (ACCURACY.md), so a measured efficiency is within x/1.25 of what an engine
+# reaches; lab/accuracy/accuracy_fit.py shows 1.25 and 1.5 side by side: chosen with the held-out tables in
+# view, say so]
+PRIOR_SIGMA_MEASURED = math.log(1.25)
+PRIOR_SIGMA_ASSUMED = math.log(4.0)
+PRIOR_SIGMA_UNKNOWN = math.log(100.0)
+
+
+def profile_values(coefficients: PerfCoefficients) -> list[float | None]:
+    """The profile's value of every FIT_PARAM (None or 0 where it holds none; compute_scale is 1)."""
+    values: list[float | None] = []
+    for param in FIT_PARAMS:
+        value = 1.0 if param.name == "compute_scale" else getattr(coefficients, param.name)
+        values.append(float(value) if value else None)
+    return values
+
+
+def prior(coefficients: PerfCoefficients, *, measured: bool) -> tuple[FloatArray, FloatArray]:
+    """(centre, sigma) of every parameter in log space.
+
+    Formula: centre = log(clip(value or floor, lower, upper)); sigma = PRIOR_SIGMA_MEASURED when the
+    profile's value was measured, PRIOR_SIGMA_ASSUMED when assumed, log(unknown_factor) when absent;
+    compute_scale: min(that, log(compute_fraction_prior_factor)) when the profile states the factor.
+    """
+    known = PRIOR_SIGMA_MEASURED if measured else PRIOR_SIGMA_ASSUMED
+    centre, sigma = [], []
+    for param, value in zip(FIT_PARAMS, profile_values(coefficients), strict=True):
+        centre.append(math.log(min(max(value or param.floor, param.lower), param.upper)))
+        width = known if value is not None else math.log(param.unknown_factor)
+        if param.name == "compute_scale" and coefficients.compute_fraction_prior_factor is not None:
+            width = min(width, math.log(coefficients.compute_fraction_prior_factor))
+        sigma.append(width)
+    return np.asarray(centre), np.asarray(sigma)
+
+
+def coefficients_at(base: PerfCoefficients, log_values: FloatArray) -> PerfCoefficients:
+    """base with every FIT_PARAM set from log_values (compute_scale multiplies compute_fraction, <= 1)."""
+    values = np.exp(np.clip(log_values, LOWER, UPPER))
+    update: dict[str, object] = {}
+    for param, value in zip(FIT_PARAMS, values, strict=True):
+        if param.name == "compute_scale":
+            update["compute_fraction"] = {
+                d: min(1.0, f * float(value)) for d, f in base.compute_fraction.items()
+            }
+        else:
+            update[param.name] = float(value)
+    return base.model_copy(update=update)
+
+
+def on_bound(log_values: FloatArray, *, tolerance: float = 0.01) -> list[str]:
+    """'lower' / 'upper' / '' per parameter: within `tolerance` (log) of its box."""
+    return [
+        "lower" if u - lo < tolerance else "upper" if hi - u < tolerance else ""
+        for u, lo, hi in zip(log_values, LOWER, UPPER, strict=True)
+    ]

@@ -1,0 +1,1 @@
+"""Plan composition: the memory plan and step model once per deployment, and the layout search."""

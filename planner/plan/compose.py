@@ -1,0 +1,169 @@
+"""Deployment -> Plan: the memory plan (planner/capacity.py), the SLO search and the roofline speed.
+
+Composition only: the formulas live in planner/memory.py, planner/perf/roofline.py and
+planner/serving/performance.py.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from planner import capacity, layout
+from planner.deployment import Deployment
+from planner.errors import DoesNotFitError
+from planner.perf import fitted, ranges
+from planner.results import Performance, Plan, Recommendation, SpeedRange
+from planner.schema import Frozen
+from planner.serving import knee, performance
+
+
+class ServiceLevels(Frozen):
+    """Latency targets for the SLO search; None means unconstrained."""
+
+    tpot_s: float | None = Field(default=None, gt=0)
+    ttft_s: float | None = Field(default=None, gt=0)
+    min_user_tokens_per_s: float | None = Field(default=None, gt=0)
+
+    @property
+    def any(self) -> bool:
+        """True when at least one target is set."""
+        return any(v is not None for v in (self.tpot_s, self.ttft_s, self.min_user_tokens_per_s))
+
+
+def apply_slo(
+    dep: Deployment, rec: Recommendation, *, slo: ServiceLevels, prompt_tokens: int
+) -> Recommendation:
+    """Largest batch <= the memory limit that meets every SLO; DoesNotFitError when batch 1 misses one."""
+    limit = dep.batch or rec.max_batch_size
+    result = performance.search_slo(
+        dep,
+        tpot_s=slo.tpot_s,
+        ttft_s=slo.ttft_s,
+        min_user_tokens_per_s=slo.min_user_tokens_per_s,
+        max_batch_by_memory=limit,
+        prompt_tokens=prompt_tokens,
+    )
+    if not result.feasible:
+        flag = {"tpot": "--tpot-ms", "ttft": "--ttft-ms", "min-user-tps": "--min-user-tps"}.get(
+            result.binding, "--batch"
+        )
+        raise DoesNotFitError(
+            f"{flag}: not met even at batch 1 for {dep.model.id} on {dep.hardware.id} at "
+            f"ctx {dep.ctx_tokens} (see `kvplan serve` for the achievable values); "
+            f"try a shorter --ctx, a smaller --dtype or a larger --tp"
+        )
+    if dep.batch is not None and result.batch < dep.batch:
+        raise DoesNotFitError(
+            f"--batch: {dep.batch} misses the {result.binding} target (got {dep.batch}, "
+            f"expected <= {result.batch})"
+        )
+    return rec.model_copy(
+        update={
+            "max_batch_size": result.batch,
+            "binding_constraint": "memory" if result.batch == limit else result.binding,
+        }
+    )
+
+
+def build_plan(
+    dep: Deployment,
+    *,
+    prompt_tokens: int | None = None,
+    with_performance: bool = True,
+    slo: ServiceLevels | None = None,
+) -> Plan:
+    """The whole plan: checks, memory, recommendation (memory, then SLOs), warnings and the roofline speed.
+
+    With dp > 1 the SLO search and the speed run on one DP group (its share of the batch); the instance's
+    batch and aggregate tokens/s are dp times the group's.
+    """
+    mem, rec = capacity.memory_plan(dep)
+    prompt = prompt_tokens or dep.ctx_tokens
+    group_dep = capacity.per_dp_rank(dep)
+    group_rec = rec.model_copy(
+        update={"max_batch_size": layout.per_dp_rank_batch(rec.max_batch_size, dp=dep.dp)}
+    )
+    if slo is not None and slo.any:
+        group_rec = apply_slo(group_dep, group_rec, slo=slo, prompt_tokens=prompt)
+        rec = group_rec.model_copy(update={"max_batch_size": group_rec.max_batch_size * dep.dp})
+    perf = None
+    if with_performance:  # memory-only plans (MindIE's default schedule times) skip the roofline
+        perf = instance_performance(
+            group_dep, batch=group_rec.max_batch_size, dp=dep.dp, prompt_tokens=prompt
+        )
+    parts = None if dep.is_tp_only else capacity.weight_bytes_by_part(dep)
+    report = (
+        None
+        if parts is None
+        else layout.layout_report(dep, instance_batch=rec.max_batch_size, weights_by_part=parts)
+    )
+    return Plan(
+        model=dep.model.id,
+        model_alias=dep.model_alias,
+        card=dep.hardware.id,
+        dtype=dep.weight_scheme.name,
+        kv_dtype=dep.kv_dtype.value,
+        tp=dep.tp,
+        ctx_tokens=dep.ctx_tokens,
+        batch=dep.batch,
+        block_size_tokens=dep.block_size_tokens,
+        memory_fraction=dep.memory_fraction,
+        memory=mem,
+        recommendation=rec,
+        performance=perf,
+        warnings=capacity.plan_warnings(dep, mem, rec)
+        + [f"speed from a fitted profile: {line}" for line in fitted_speed_warnings(dep, rec, perf)],
+        layout=report,
+    )
+
+
+def fitted_speed_warnings(dep: Deployment, rec: Recommendation, perf: Performance | None) -> list[str]:
+    """The fitted profile's warnings (on a bound, outside its range) at the batch the speed is given for."""
+    batch = perf.batch if perf is not None else rec.max_batch_size
+    return fitted.profile_warnings(dep, batch=batch, ctx_tokens=dep.ctx_tokens)
+
+
+def instance_performance(group_dep: Deployment, *, batch: int, dp: int, prompt_tokens: int) -> Performance:
+    """Speed of one DP group at its batch, with the batch and aggregate tokens/s of all dp groups.
+
+    Formula: instance batch = dp * batch; instance tokens/s = dp * group tokens/s (groups step in lockstep).
+    """
+    group = performance.performance(
+        group_dep, batch=batch, ctx_tokens=group_dep.ctx_tokens, prompt_tokens=prompt_tokens
+    )
+    if dp > 1:
+        group = group.model_copy(update={"batch": batch * dp, "tokens_per_s": group.tokens_per_s * dp})
+    return group.model_copy(update={"speed_range": speed_range(group_dep, group, batch=batch)})
+
+
+def speed_range(group_dep: Deployment, perf: Performance, *, batch: int) -> SpeedRange:
+    """The source of the plan's speed and its range (ranges.speed_band at the group's batch and ctx).
+
+    Formula: a throughput x [low, high]; a time (decode step, TTFT) / [high, low]; TTFT takes the band's
+    prefill pair.
+    """
+    band = ranges.speed_band(group_dep, batch=batch, ctx_tokens=group_dep.ctx_tokens)
+    return SpeedRange(
+        source=band.source,
+        label=band.label,
+        decode_step_s_low=perf.decode_step_s / band.high_factor,
+        decode_step_s_high=perf.decode_step_s / band.low_factor,
+        tokens_per_s_low=perf.tokens_per_s * band.low_factor,
+        tokens_per_s_high=perf.tokens_per_s * band.high_factor,
+        per_user_tokens_per_s_low=perf.per_user_tokens_per_s * band.low_factor,
+        per_user_tokens_per_s_high=perf.per_user_tokens_per_s * band.high_factor,
+        ttft_s_low=perf.ttft_s / band.ttft_high_factor,
+        ttft_s_high=perf.ttft_s / band.ttft_low_factor,
+        ttft_source=band.ttft_source,
+        extrapolated=band.extrapolated,
+        notes=band.notes,
+    )
+
+
+def with_load_knee(plan: Plan, dep: Deployment) -> Plan:
+    """The plan with the load knee of one DP group (planner/serving/knee.py: the seed's 256-in / 128-out
+    benchmark, analytic closed loop, requests drifting apart, a few ms) when it has a speed; with dp > 1 the
+    knee is per group."""
+    if plan.performance is None:
+        return plan
+    return plan.model_copy(update={"load_knee": knee.load_knee(capacity.per_dp_rank(dep))})

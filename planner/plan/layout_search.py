@@ -1,0 +1,115 @@
+"""Layout search: every tp x dp x ep x pp layout that fits a device budget, planned with the SLOs, ranked by
+tokens/s per device (what aiconfigurator and msModeling offer, here on Ascend's interconnect).
+
+Composition only: each candidate is a whole plan (planner/plan/compose.py: memory, SLO search, roofline speed
+with the layout's collectives); impossible layouts and SLO misses are counted, not shown.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from planner import capacity, layout
+from planner.deployment import Deployment
+from planner.errors import KvplanError
+from planner.plan import compose as perf_plan
+from planner.schema import Frozen
+
+MAX_BUDGET_DEVICES = 1024
+PIPELINE_STAGES = (1, 2, 4)  # pipeline degrees tried (vLLM only; kvplan plans no MindIE pipeline)
+
+
+class LayoutCandidate(Frozen):
+    """One layout that fits and meets the SLOs; speeds per instance, replicas fill the budget."""
+
+    tp: int
+    dp: int
+    ep: int
+    pp: int
+    devices: int = Field(description="devices of one instance: tp x dp x pp")
+    replicas: int = Field(description="instances the budget holds: floor(budget / devices)")
+    max_batch_size: int
+    tpot_s: float
+    ttft_s: float
+    tokens_per_s: float = Field(description="one instance's aggregate decode tokens/s")
+    tokens_per_s_per_device: float
+    binding_constraint: str
+
+
+class LayoutSearch(Frozen):
+    """Candidates best first (tokens/s per device, then fewer devices); `tried` layouts in all."""
+
+    budget_devices: int
+    tried: int
+    candidates: list[LayoutCandidate]
+
+
+def powers_of_two(limit: int) -> list[int]:
+    """1, 2, 4, ... up to limit."""
+    return [1 << i for i in range(limit.bit_length()) if 1 << i <= limit]
+
+
+def candidate_degrees(dep: Deployment, *, budget: int) -> list[tuple[int, int, int, int]]:
+    """(tp, dp, ep, pp) with tp x dp x pp <= budget: powers of two, tp <= 64; ep 1 for dense models, else
+    the divisors of tp x dp (MindIE) or 1 and tp x dp (vLLM's --enable-expert-parallel); pp > 1 on vLLM."""
+    stages = PIPELINE_STAGES if dep.engine == "vllm" else (1,)
+    found = []
+    for tp in powers_of_two(min(budget, 64)):
+        for dp in powers_of_two(budget // tp):
+            for pp in (p for p in stages if tp * dp * p <= budget):
+                for ep in expert_degrees(dep, group=tp * dp):
+                    found.append((tp, dp, ep, pp))
+    return found
+
+
+def expert_degrees(dep: Deployment, *, group: int) -> list[int]:
+    """Expert-parallel degrees worth trying for a MoE layer group of `group` ranks."""
+    if not dep.model.is_moe:
+        return [1]
+    if dep.engine == "vllm":
+        return sorted({1, group})
+    return powers_of_two(group)
+
+
+def candidate(dep: Deployment, *, budget: int, slo: perf_plan.ServiceLevels, prompt: int) -> LayoutCandidate:
+    """Plan one layout (KvplanError when it is impossible, does not fit or misses an SLO)."""
+    capacity.check_supported(dep)
+    result = perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo)
+    perf = result.performance
+    if perf is None:  # build_plan always computes it here; kept for the type checker
+        raise KvplanError("no performance estimate")
+    devices = layout.world_size(dep)
+    return LayoutCandidate(
+        tp=dep.tp,
+        dp=dep.dp,
+        ep=dep.ep,
+        pp=dep.pp,
+        devices=devices,
+        replicas=budget // devices,
+        max_batch_size=result.recommendation.max_batch_size,
+        tpot_s=perf.decode_step_s,
+        ttft_s=perf.ttft_s,
+        tokens_per_s=perf.tokens_per_s,
+        tokens_per_s_per_device=perf.tokens_per_s / devices,
+        binding_constraint=result.recommendation.binding_constraint,
+    )
+
+
+def search_layouts(
+    dep: Deployment, *, budget: int, slo: perf_plan.ServiceLevels, prompt_tokens: int | None = None
+) -> LayoutSearch:
+    """Every candidate layout of the deployment within `budget` devices, ranked best first.
+
+    Formula: score = instance tokens/s / (tp x dp x pp); ties go to the smaller instance.
+    """
+    prompt = prompt_tokens or dep.ctx_tokens
+    found: list[LayoutCandidate] = []
+    degrees = candidate_degrees(dep, budget=budget)
+    for tp, dp, ep, pp in degrees:
+        trial = dep.model_copy(update={"tp": tp, "dp": dp, "ep": ep, "pp": pp, "nodes": None})
+        try:
+            found.append(candidate(trial, budget=budget, slo=slo, prompt=prompt))
+        except KvplanError:
+            continue
+    found.sort(key=lambda c: (-c.tokens_per_s_per_device, c.devices))
+    return LayoutSearch(budget_devices=budget, tried=len(degrees), candidates=found)

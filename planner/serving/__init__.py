@@ -1,0 +1,1 @@
+"""Serving analytics over the step model: rates, the closed loop, the load knee and the sweep grid."""

@@ -1,0 +1,164 @@
+"""The load knee: the concurrency past which a closed loop's tail latency grows faster than its throughput.
+
+The seed article raised concurrency 1 -> 128 and chose "batch 64 as the production threshold" by watching
+tails. Its client: K users, each sending its next I-token prompt when its own request ends, max_tokens O
+without ignore_eos, so request ends drift apart and new prompts reach the engine spread over the decode
+stream, where the engine batches those that arrived during one decode step into one prefill pass: the
+"random" arrivals of planner/serving/closed_loop.py (lab/published/predict.py reads the seed rows so; a
+fixed-length "waves" loop, all requests in step, is 1.4-3.2x optimistic against the seed from 8 users up:
+ACCURACY.md, "Serving simulation"). Evaluated at every K = 1..K_max at once (one decode grid, one
+prefill-pass grid: a few milliseconds, so the main command can afford it), a = tokens per step:
+    s = (O - 1) / a decode steps per request;  lam = K / s prompts arriving per step (Poisson)
+    prompts per pass n(K) = min(lam / (1 - e^-lam), clamp(P // I, 1, K))
+    prefill(K) = K / n(K) * F(n(K))   (F: one pass, linear between whole prompt counts; F(1) = TTFT)
+    cycle T(K) = prefill(K) + s * t(K)   (t: a decode step at batch K, ctx I + O / 2)
+    throughput X(K) = K O / T(K);  power(K) = X(K) / T(K)  (Kleinrock: past its maximum latency grows
+        faster than throughput)
+Every request emits O tokens and sees each other user's prefill once per cycle, so in this model all
+requests take T(K) (P99 end-to-end = T) and every TPOT window holds the others' prefills: P99 TPOT =
+(s t(K) + prefill(K - 1)) / (O - 1). P99 TTFT: a prompt arriving as a step starts waits it out, then its
+pass: t(K) + F(n(K)).
+The knee is the K of largest power: the definition `kvplan simulate --search knee` applies to full
+simulations, where output lengths must vary for requests to drift apart (tests/test_load_knee.py runs them
+staggered, uniform O +- O/2, and checks the two peak at the same load).
+K_max: the sequences of I + O tokens memory holds (capped at MAX_KNEE_USERS).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from planner import capacity
+from planner.deployment import Deployment
+from planner.perf import opcost, prefill, roofline
+from planner.perf.opcost import FloatArray, Step
+from planner.results import LoadKnee
+from planner.serving.performance import tokens_per_step
+
+SEED_BENCH_TOKENS = (256, 128)  # the seed article's benchmark: 256-token prompts, max_tokens 128
+MAX_KNEE_USERS = 1024  # users searched at most (a larger closed loop is not one instance's load)
+
+
+def prefill_pass_s_grid(dep: Deployment, *, prompts: FloatArray, prompt_tokens: int) -> FloatArray:
+    """Seconds of one prefill pass of n prompts of I tokens, for an array of n (closed_loop's pass, n >= 2).
+
+    Formula (roofline.assemble_ledger per element): sum of term_time_s over the measured prefill terms +
+    step_overhead + prefill_pass_overhead + n * sequence_overhead
+    + max(host floor - (step_overhead + terms), 0).
+    """
+    tokens = prompts * float(prompt_tokens)
+    step = Step(
+        tokens=tokens,
+        sequences=prompts,
+        cached_tokens=np.zeros_like(prompts),
+        attended_tokens=np.full_like(prompts, (prompt_tokens + 1.0) / 2.0),
+        logits_tokens=prompts,
+        draft_runs=1 if dep.include_mtp else 0,
+        draft_tokens=tokens,
+        draft_logits=prompts,
+    )
+    rate, geo = roofline.rates(dep), opcost.geometry(dep)
+    terms = prefill.measured_prefill_terms(dep, geo, opcost.step_terms(geo, step), tokens=tokens)
+    device = rate.step_overhead_s + sum(roofline.term_time_s(t, rate=rate, tokens=tokens) for t in terms)
+    floor = prefill.host_floor_s(dep, geo, tokens=tokens)
+    wait = np.zeros_like(tokens) if floor is None else np.maximum(floor - device, 0.0)
+    fixed_s = rate.prefill_pass_overhead_s + prompts * rate.sequence_overhead_s
+    return np.asarray(device + fixed_s + wait, dtype=np.float64)
+
+
+def merged_prefill_s_grid(
+    pass_s: FloatArray, *, batch: FloatArray, steps: float, per_pass_max: int
+) -> tuple[FloatArray, FloatArray]:
+    """(prefill seconds per cycle, mean pass seconds) of `batch` running requests whose prompts arrive
+    Poisson over `steps` decode steps; pass_s[j]: one pass of j + 1 prompts (closed_loop.merged_prefill_s
+    per element).
+
+    Formula: n = min(lam / (1 - e^-lam), clamp(per_pass_max, 1, b)), lam = b / steps; k = floor(n);
+    F(n) = F(k) + (n - k) (F(k + 1) - F(k)); prefill = b / n * F(n) (0 where b = 0).
+    """
+    lam = np.maximum(batch, 0.0) / max(steps, 1e-9)
+    small = lam < 1e-9  # the merged count's limit as lam -> 0 is one prompt
+    merged = np.where(small, 1.0, lam / -np.expm1(-np.where(small, 1.0, lam)))
+    n = np.minimum(merged, np.clip(np.minimum(batch, per_pass_max), 1.0, None))
+    whole = np.floor(n).astype(np.int64)
+    low = pass_s[whole - 1]
+    high = pass_s[np.minimum(whole, pass_s.size - 1)]
+    mean_pass_s = low + (n - whole) * (high - low)
+    return np.where(batch >= 1, batch / n * mean_pass_s, 0.0), mean_pass_s
+
+
+@dataclasses.dataclass(frozen=True)
+class Cycles:
+    """Per-K arrays of one closed-loop cycle (random arrivals): prefill seconds (all K users'; the other
+    K - 1 users'), the mean prefill pass, one decode step, the decode seconds of one request."""
+
+    users: FloatArray
+    prefill_s: FloatArray
+    others_prefill_s: FloatArray
+    pass_s: FloatArray
+    step_s: FloatArray
+    decode_s: FloatArray
+
+
+def cycles(dep: Deployment, *, tokens: tuple[int, int], max_users: int) -> Cycles:
+    """The cycle of K = 1..max_users users (closed_loop.cycle's "random" arrivals, vectorised over K).
+
+    Formula: s = (O - 1) / a; prefill = merged_prefill_s_grid(K), others = merged_prefill_s_grid(K - 1);
+    decode = s * t(K, I + O // 2).
+    """
+    prompt, output = tokens
+    users = np.arange(1, max_users + 1, dtype=np.float64)
+    per_pass_max = max(1, min(max_users, dep.max_prefill_tokens // prompt))
+    # passes of 2..cap + 1 prompts: one past the cap is the interpolation's upper end at n = cap
+    sizes = np.arange(2, per_pass_max + 2, dtype=np.float64)
+    batched = prefill_pass_s_grid(dep, prompts=sizes, prompt_tokens=prompt)
+    pass_s = np.concatenate([[roofline.ttft_s(dep, prompt_tokens=prompt)], batched])
+    steps = (output - 1) / tokens_per_step(dep)
+    prefill_s, mean_pass_s = merged_prefill_s_grid(
+        pass_s, batch=users, steps=steps, per_pass_max=per_pass_max
+    )
+    others_s, _ = merged_prefill_s_grid(pass_s, batch=users - 1.0, steps=steps, per_pass_max=per_pass_max)
+    step_s = roofline.decode_step_s_grid(dep, batch=users, ctx_tokens=prompt + output // 2)
+    return Cycles(
+        users=users,
+        prefill_s=prefill_s,
+        others_prefill_s=others_s,
+        pass_s=mean_pass_s,
+        step_s=step_s,
+        decode_s=steps * step_s,
+    )
+
+
+def users_memory_holds(dep: Deployment, *, sequence_tokens: int) -> int:
+    """Sequences of `sequence_tokens` tokens the deployment's memory holds (the plan's own limit), capped."""
+    sized = dep.model_copy(update={"ctx_tokens": sequence_tokens, "batch": None})
+    _, rec = capacity.memory_plan(sized)
+    return max(1, min(rec.max_batch_size, MAX_KNEE_USERS))
+
+
+def load_knee(dep: Deployment, *, tokens: tuple[int, int] = SEED_BENCH_TOKENS) -> LoadKnee:
+    """The knee (module docstring) of K users sending tokens = (I, O) requests to one instance of `dep`."""
+    prompt, output = tokens
+    max_users = users_memory_holds(dep, sequence_tokens=prompt + output)
+    cyc = cycles(dep, tokens=tokens, max_users=max_users)
+    cycle_s = cyc.prefill_s + cyc.decode_s
+    power = cyc.users * output / cycle_s**2
+    k = int(np.argmax(power))
+    per_step = tokens_per_step(dep)
+    alone_tpot_s = float(cyc.step_s[0]) / per_step
+    window_s = cyc.decode_s[k] + cyc.others_prefill_s[k]
+    waited_step_s = cyc.step_s[k] if k > 0 else 0.0  # alone, a prompt never waits for a decode step
+    return LoadKnee(
+        users=k + 1,
+        input_tokens=prompt,
+        output_tokens=output,
+        max_users=max_users,
+        output_tokens_per_s=float(cyc.users[k] * output / cycle_s[k]),
+        ttft_p99_s=float(cyc.pass_s[k] + waited_step_s),
+        tpot_p99_s=float(window_s / (output - 1)) if output > 1 else alone_tpot_s,
+        e2e_p99_s=float(cycle_s[k]),
+        single_user_tpot_s=alone_tpot_s,
+        calibrated=roofline.is_calibrated(dep),
+    )

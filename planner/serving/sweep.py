@@ -1,0 +1,147 @@
+"""Grid evaluation: decode step time, throughput and memory fit over weight dtype x batch x context.
+
+One roofline.decode_step_s_grid call per weight scheme evaluates the whole batch x context plane with
+numpy broadcasting (10^5 points in a few milliseconds; benchmarks/bench_sweep.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict
+
+from planner import capacity, memory
+from planner.deployment import Deployment
+from planner.perf import ranges, roofline
+from planner.serving import performance
+
+
+class SweepPoint(BaseModel):
+    """One grid point, for CSV/JSON/table output."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weight_dtype: str
+    batch: int
+    ctx_tokens: int
+    decode_step_s: float
+    tokens_per_s: float
+    per_user_tokens_per_s: float
+    fits_memory: bool
+    decode_step_s_low: float
+    decode_step_s_high: float
+
+
+class SweepResult(BaseModel):
+    """Arrays of shape (schemes, batches, contexts); axes in `weight_dtypes`, `batch`, `ctx_tokens`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    model: str
+    card: str
+    kv_dtype: str
+    tp: int
+    calibrated: bool
+    tokens_per_step: float
+    weight_dtypes: tuple[str, ...]
+    batch: npt.NDArray[np.int64]
+    ctx_tokens: npt.NDArray[np.int64]
+    decode_step_s: npt.NDArray[np.float64]
+    tokens_per_s: npt.NDArray[np.float64]
+    per_user_tokens_per_s: npt.NDArray[np.float64]
+    fits_memory: npt.NDArray[np.bool_]
+    decode_step_s_low: npt.NDArray[np.float64]  # the range of decode_step_s (ranges.factor_grid)
+    decode_step_s_high: npt.NDArray[np.float64]
+    speed_band: ranges.SpeedBand  # source and notes, at the grid's largest batch and context
+
+    def points(self) -> Iterator[SweepPoint]:
+        """Every grid point, scheme-major then batch then context."""
+        for i, scheme in enumerate(self.weight_dtypes):
+            for j, batch in enumerate(self.batch):
+                for k, ctx in enumerate(self.ctx_tokens):
+                    yield SweepPoint(
+                        weight_dtype=scheme,
+                        batch=int(batch),
+                        ctx_tokens=int(ctx),
+                        decode_step_s=float(self.decode_step_s[i, j, k]),
+                        tokens_per_s=float(self.tokens_per_s[i, j, k]),
+                        per_user_tokens_per_s=float(self.per_user_tokens_per_s[i, j, k]),
+                        fits_memory=bool(self.fits_memory[i, j, k]),
+                        decode_step_s_low=float(self.decode_step_s_low[i, j, k]),
+                        decode_step_s_high=float(self.decode_step_s_high[i, j, k]),
+                    )
+
+
+def fits_memory_grid(
+    dep: Deployment, *, batch: npt.NDArray[np.int64], ctx_tokens: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """Whether `batch` sequences of `ctx_tokens` each fit the KV budget (broadcast arrays).
+
+    Formula: batch * memory.sequence_bytes(ctx) <= capacity.kv_budget_bytes(dep)
+    """
+    card = dep.model
+    per_sequence = memory.sequence_bytes(
+        ctx_tokens,
+        kv_bytes_per_token=memory.kv_cache_bytes_per_token(
+            card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp
+        ),
+        state_bytes=memory.linear_state_bytes_per_sequence(card, conv_dtype=dep.activation_dtype, tp=dep.tp),
+        block_size_tokens=dep.block_size_tokens,
+    )
+    fits = np.asarray(batch * per_sequence <= capacity.kv_budget_bytes(dep))
+    if dep.engine == "mindie":  # MindIE keeps one block (and whole GiB when explicit): capacity's rule
+        fits &= capacity.mindie_batch_holds(dep, capacity.memory_breakdown(dep), batch, ctx_tokens=ctx_tokens)
+    return fits
+
+
+def with_scheme(dep: Deployment, *, weight_dtype: str) -> Deployment:
+    """The same deployment with another weight scheme (re-validated)."""
+    return Deployment.model_validate({**dict(dep), "weight_scheme_name": weight_dtype})
+
+
+def sweep(
+    dep: Deployment,
+    *,
+    batch: Sequence[int],
+    ctx_tokens: Sequence[int],
+    weight_dtypes: Sequence[str] | None = None,
+) -> SweepResult:
+    """Evaluate decode step time, aggregate and per-user tok/s and memory fit on the full grid.
+
+    Formula per point: step = decode_step_s_grid; per_user = tokens_per_step / step;
+    aggregate = batch * per_user; step range = step / [high, low] (ranges.factor_grid).
+    """
+    schemes = tuple(weight_dtypes) if weight_dtypes else (dep.weight_scheme_name,)
+    batch_arr = np.asarray(batch, dtype=np.int64)
+    ctx_arr = np.asarray(ctx_tokens, dtype=np.int64)
+    per_step = performance.tokens_per_step(dep)
+    steps, fits = [], []
+    for scheme in schemes:
+        scheme_dep = with_scheme(dep, weight_dtype=scheme)
+        steps.append(
+            roofline.decode_step_s_grid(scheme_dep, batch=batch_arr[:, None], ctx_tokens=ctx_arr[None, :])
+        )
+        fits.append(fits_memory_grid(scheme_dep, batch=batch_arr[:, None], ctx_tokens=ctx_arr[None, :]))
+    step_s = np.stack(steps)
+    per_user = per_step / step_s
+    low, high = ranges.factor_grid(dep, batch=batch_arr.tolist(), ctx_tokens=ctx_arr.tolist())
+    return SweepResult(
+        model=dep.model.id,
+        card=dep.hardware.id,
+        kv_dtype=dep.kv_dtype.value,
+        tp=dep.tp,
+        calibrated=roofline.is_calibrated(dep),
+        tokens_per_step=per_step,
+        weight_dtypes=schemes,
+        batch=batch_arr,
+        ctx_tokens=ctx_arr,
+        decode_step_s=step_s,
+        tokens_per_s=per_user * batch_arr[None, :, None],
+        per_user_tokens_per_s=per_user,
+        fits_memory=np.stack(fits),
+        decode_step_s_low=step_s / high[None],
+        decode_step_s_high=step_s / low[None],
+        speed_band=ranges.speed_band(dep, batch=int(batch_arr.max()), ctx_tokens=int(ctx_arr.max())),
+    )

@@ -1,0 +1,88 @@
+"""Record (or check) the outputs of a fixed set of `kvplan` invocations: tests/golden/cli/.
+
+Each line of tests/golden/cli/commands.txt runs as `kvplan ARGS` in a fresh temporary directory; stdout,
+stderr, the exit code and every file the command wrote there are kept in tests/golden/cli/cases/NN.txt.
+tests/test_cli_golden.py fails when any of them changes; refresh deliberately with `--write`.
+
+    python3 tests/record_cli_outputs.py           # compare, print the cases that differ
+    python3 tests/record_cli_outputs.py --write   # record anew
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden" / "cli"
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # calibrate stamps its profiles
+RUNNER = "import sys; from planner.cli import app; sys.argv[0] = 'kvplan'; app()"
+
+
+def commands() -> list[str]:
+    """The recorded invocations, in file order."""
+    lines = (GOLDEN / "commands.txt").read_text().splitlines()
+    return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+def run_case(line: str) -> str:
+    """One invocation's transcript: command, exit code, stdout, stderr, files written."""
+    args = shlex.split(line.replace("{examples}", str(ROOT / "docs" / "examples")))
+    env = {**os.environ, "COLUMNS": "140", "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            [sys.executable, "-c", RUNNER, *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+            env=env,
+            check=False,
+        )
+        written = [
+            f"--- file {path.name}\n{path.read_text()}"
+            for path in sorted(Path(tmp).iterdir())
+            if path.is_file()
+        ]
+    text = f"$ kvplan {line}\n--- exit {done.returncode}\n--- stdout\n{done.stdout}--- stderr\n{done.stderr}"
+    return TIMESTAMP.sub("<timestamp>", (text + "".join(written)).replace(str(ROOT), "<repo>"))
+
+
+def case_path(number: int) -> Path:
+    """Where case `number` (0-based) is recorded."""
+    return GOLDEN / "cases" / f"{number:02d}.txt"
+
+
+def transcripts() -> list[str]:
+    """Every case's transcript, run four at a time."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(run_case, commands()))
+
+
+def main() -> int:
+    """Compare with (or with --write, replace) the recorded cases; exit 1 when any differ."""
+    outputs = transcripts()
+    if "--write" in sys.argv[1:]:
+        (GOLDEN / "cases").mkdir(parents=True, exist_ok=True)
+        for old in (GOLDEN / "cases").glob("*.txt"):
+            old.unlink()
+        for number, text in enumerate(outputs):
+            case_path(number).write_text(text)
+        print(f"recorded {len(outputs)} cases in {GOLDEN / 'cases'}")
+        return 0
+    differ = [
+        n for n, text in enumerate(outputs) if not case_path(n).exists() or case_path(n).read_text() != text
+    ]
+    for number in differ:
+        print(f"differs: {case_path(number).name}: kvplan {commands()[number]}")
+    print(f"{len(outputs) - len(differ)} of {len(outputs)} cases identical")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
