@@ -48,6 +48,45 @@ def parse_device(text: str) -> DeviceSpec:
     return DeviceSpec(kind=match.group(1), index=int(match.group(2) or 0))
 
 
+# The device kind that measures each card vendor: numbers from one say nothing about another's card.
+KIND_OF_VENDOR = {"huawei": "npu", "nvidia": "cuda"}
+
+
+def check_measures_card(spec: DeviceSpec, *, card_id: str, vendor: str, dry_run: bool) -> None:
+    """Refuse a device that cannot measure the card (PlanInputError, one line): a CPU measures this
+    machine's CPU, a CUDA GPU not an Ascend card. `dry_run` allows the CPU only, as a test of the path."""
+    want = KIND_OF_VENDOR[vendor]
+    if dry_run and spec.kind != "cpu":
+        raise PlanInputError(f"--dry-run: only with --device cpu (got --device {spec.text})")
+    if spec.kind == "cpu" and not dry_run:
+        raise PlanInputError(
+            f"--device cpu: a CPU run measures this machine's CPU, not {card_id} (a {vendor} card), so it "
+            f"cannot calibrate it (got cpu, expected {want}:N); run on the card, or add --dry-run to "
+            "exercise the calibration path here (its profile is marked uncalibrated)"
+        )
+    if spec.kind not in ("cpu", want):
+        raise PlanInputError(
+            f"--device {spec.text}: measures a {spec.kind} device, not {card_id} (a {vendor} card) "
+            f"(got {spec.kind}, expected {want}:N); pass the --card of the device you run on"
+        )
+
+
+TORCH_INSTALL_HINTS = {
+    # torch_npu pins one torch per release and each CANN line supports only some releases
+    "npu": "install the torch / torch_npu pair of your CANN line: `kvplan calibrate --check --device npu:0` "
+    "names it (calibration/README.md, 'Ascend: install per CANN line')",
+    # PyPI's default torch is the multi-GB CUDA build; PyTorch documents the CPU wheels' own index
+    "cpu": "on a CPU-only machine: `pip install torch --index-url https://download.pytorch.org/whl/cpu`, "
+    "then `pip install 'kvplan-ascend[calibrate]'`",
+    "cuda": "`pip install 'kvplan-ascend[calibrate]'` (PyPI's torch is the CUDA build)",
+}
+
+
+def torch_install_hint(kind: str) -> str:
+    """How to install torch for a device kind, as PyTorch and torch_npu document it."""
+    return TORCH_INSTALL_HINTS[kind]
+
+
 def import_torch(kind: str) -> ModuleType:
     """Import torch for a device kind; torch_npu only when kind == "npu".
 
@@ -62,8 +101,7 @@ def import_torch(kind: str) -> ModuleType:
         import torch
     except ImportError as exc:
         raise MissingDependencyError(
-            f"--device {kind}: torch is not installed ({exc}); "
-            "install it with `pip install 'kvplan-ascend[calibrate]'`"
+            f"--device {kind}: torch is not installed ({exc}); {torch_install_hint(kind)}"
         ) from exc
     except RuntimeError as exc:  # autoload of a broken backend extension (torch_npu without CANN)
         raise MissingDependencyError(

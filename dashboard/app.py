@@ -12,6 +12,7 @@ planner calls are in dashboard/sections.py, the plotly fig_*() builders in dashb
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +315,17 @@ def show_downloads(settings: Settings, plan: Plan) -> None:
         st.sidebar.caption(note)
 
 
+Section = Callable[[Settings, Deployment, Plan], None]
+# The tabs in order, each a section drawn from (settings, deployment, plan).
+TAB_SECTIONS: dict[str, Section] = {
+    "Memory": lambda settings, dep, plan: show_memory(dep, plan),
+    "Speed": show_speed,
+    "Load": lambda settings, dep, plan: show_load(settings, plan),
+    "Compare": lambda settings, dep, plan: show_compare(settings),
+    "Formulas": lambda settings, dep, plan: show_formulas(dep, plan),
+}
+
+
 def guarded(section: Any, *args: Any) -> None:
     """Run one page section; a planner error becomes a message in that section, not a traceback."""
     try:
@@ -351,17 +363,11 @@ def page() -> None:
     show_metrics(plan)
     if plan.warnings:
         st.info("\n\n".join(f"Note: {w}" for w in plan.warnings))
-    memory_tab, speed_tab, load_tab, compare_tab, formula_tab = st.tabs(
-        ["Memory", "Speed", "Load", "Compare", "Formulas"]
-    )
-    with memory_tab:
-        guarded(show_memory, dep, plan)
-    with speed_tab:
-        guarded(show_speed, settings, dep, plan)
-    with load_tab:
-        guarded(show_load, settings)
-    with compare_tab:
-        guarded(show_compare, settings)
-    with formula_tab:
-        guarded(show_formulas, dep, plan)
     show_downloads(settings, plan)
+    # Lazy tabs: only the open tab's section runs (and only its charts reach the browser), so a new
+    # session draws the headline and one chart first; opening another tab reruns the page for it.
+    tabs = st.tabs(list(TAB_SECTIONS), key="tab", on_change="rerun")
+    for tab, section in zip(tabs, TAB_SECTIONS.values(), strict=True):
+        if tab.open:
+            with tab:
+                guarded(section, settings, dep, plan)

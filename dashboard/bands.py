@@ -6,6 +6,8 @@ dashboard/view.py (the charts' band arrays).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from planner import units
 from planner.results import Performance
 
@@ -28,4 +30,35 @@ def speed_range_text(perf: Performance) -> str:
         f"{units.fmt_span(band.per_user_tokens_per_s_low, band.per_user_tokens_per_s_high)} tok/s, TTFT "
         f"{units.fmt_span(*ttft)} ms ({band.ttft_source}). Source: {band.source}."
         + "".join(f" {note}." for note in band.notes)
+    )
+
+
+class TimeFactors(NamedTuple):
+    """A speed range as multipliers of a time: decode (TPOT, step) and prefill (TTFT), each (fast, slow)."""
+
+    decode_low: float
+    decode_high: float
+    prefill_low: float
+    prefill_high: float
+
+
+NO_RANGE = TimeFactors(1.0, 1.0, 1.0, 1.0)
+
+
+def time_factors(perf: Performance | None) -> TimeFactors:
+    """The plan's speed range as factors on a time, for figures that did not come from the plan itself
+    (the Load tab's simulations run on the same step model, so its range carries over):
+
+        decode time x [per_user / per_user_high, per_user / per_user_low]
+        prefill time x [ttft_low / ttft, ttft_high / ttft]
+    """
+    band = None if perf is None else perf.speed_range
+    if perf is None or band is None or perf.ttft_s <= 0 or perf.per_user_tokens_per_s <= 0:
+        return NO_RANGE
+    rate = perf.per_user_tokens_per_s
+    return TimeFactors(
+        decode_low=rate / band.per_user_tokens_per_s_high,
+        decode_high=rate / band.per_user_tokens_per_s_low,
+        prefill_low=band.ttft_s_low / perf.ttft_s,
+        prefill_high=band.ttft_s_high / perf.ttft_s,
     )

@@ -13,9 +13,11 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from dashboard import bands
 from planner import inputs, units
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest
+from planner.results import Plan
 from planner.sim import pd, pdloop, run
 from planner.sim import workload as wl
 
@@ -79,19 +81,33 @@ def reduced(result: run.SimResult) -> dict[str, Any]:
 
 
 def fig_cdf(runs: dict[str, dict[str, Any]], key: str, title: str) -> go.Figure:
-    """Latency CDF per run (ms on x)."""
+    """Latency CDF per run, drawn as steps on a log time axis (runs of equal requests bunch up: on a linear
+    axis their CDFs are near-vertical lines)."""
     fig = go.Figure()
     for name, data in runs.items():
         values = data[key] / units.MS_S
-        fig.add_scatter(x=values, y=np.arange(1, values.size + 1) / values.size, mode="lines", name=name)
-    fig.update_layout(title=title, xaxis_title="ms", yaxis_title="fraction of requests", height=340)
+        fig.add_scatter(
+            x=values, y=np.arange(1, values.size + 1) / values.size, mode="lines", line_shape="hv", name=name
+        )
+    fig.update_layout(title=title, xaxis_title="ms (log)", xaxis_type="log",
+                      yaxis_title="fraction of requests", height=340)  # fmt: skip
     return fig
 
 
-def fig_tails(points: dict[int, dict[str, Any]], *, slo_ms: float) -> go.Figure:
-    """P50/P95/P99 TTFT and per-user tok/s vs concurrency, with the TTFT SLO line."""
+def _band(fig: go.Figure, x: list[Any], low: list[float], high: list[float], *, name: str) -> None:
+    """A translucent range band between low and high (the plan's speed range, dashboard.bands)."""
+    edge = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False}
+    fig.add_scatter(x=x, y=low, **edge)
+    fig.add_scatter(x=x, y=high, fill="tonexty", fillcolor="rgba(99,110,250,0.15)", name=name, **edge)
+
+
+def fig_tails(points: dict[int, dict[str, Any]], *, slo_ms: float, factors: bands.TimeFactors) -> go.Figure:
+    """P50/P95/P99 TTFT vs concurrency, the P99 inside its range, with the TTFT SLO line."""
     users = list(points)
     fig = go.Figure()
+    p99 = [points[u]["summary"].ttft_s.p99 / units.MS_S for u in users]
+    _band(fig, users, [t * factors.prefill_low for t in p99], [t * factors.prefill_high for t in p99],
+          name="P99 range")  # fmt: skip
     for quantile in ("p50", "p95", "p99"):
         ttft = [getattr(points[u]["summary"].ttft_s, quantile) / units.MS_S for u in users]
         fig.add_scatter(x=users, y=ttft, mode="lines+markers", name=f"TTFT {quantile.upper()}")
@@ -101,20 +117,48 @@ def fig_tails(points: dict[int, dict[str, Any]], *, slo_ms: float) -> go.Figure:
     return fig
 
 
-def fig_throughput_latency(points: dict[int, dict[str, Any]], *, slo_ms: float) -> go.Figure:
-    """Output tok/s against P99 TPOT, one point per concurrency, with the TPOT SLO line."""
+def fig_e2e(points: dict[int, dict[str, Any]], *, factors: bands.TimeFactors) -> go.Figure:
+    """P50/P99 end-to-end latency vs concurrency; the P99 range scales its TTFT part by the prefill
+    factors and the rest (decode) by the decode factors."""
+    users = list(points)
+    summaries = [points[u]["summary"] for u in users]
+    e2e = [s.e2e_s.p99 / units.MS_S for s in summaries]
+    ttft = [min(s.ttft_s.p99 / units.MS_S, total) for s, total in zip(summaries, e2e, strict=True)]
+    low = [t * factors.prefill_low + (e - t) * factors.decode_low for t, e in zip(ttft, e2e, strict=True)]
+    high = [t * factors.prefill_high + (e - t) * factors.decode_high for t, e in zip(ttft, e2e, strict=True)]
+    fig = go.Figure()
+    _band(fig, users, low, high, name="P99 range")
+    for quantile in ("p50", "p99"):
+        values = [getattr(s.e2e_s, quantile) / units.MS_S for s in summaries]
+        fig.add_scatter(x=users, y=values, mode="lines+markers", name=f"E2E {quantile.upper()}")
+    fig.update_layout(title="End-to-end latency vs concurrency", xaxis_type="log", xaxis_title="users",
+                      yaxis_title="ms", height=340)  # fmt: skip
+    return fig
+
+
+def fig_throughput_latency(
+    points: dict[int, dict[str, Any]], *, slo_ms: float, factors: bands.TimeFactors
+) -> go.Figure:
+    """Output tok/s against P99 TPOT, one point per concurrency with its range as error bars, and the
+    TPOT SLO line."""
     summaries = [points[u]["summary"] for u in points]
+    tpot = np.array([s.tpot_s.p99 / units.MS_S for s in summaries])
+    rate = np.array([s.throughput.output_tokens_per_s for s in summaries])
     fig = go.Figure()
     fig.add_scatter(
-        x=[s.tpot_s.p99 / units.MS_S for s in summaries],
-        y=[s.throughput.output_tokens_per_s for s in summaries],
+        x=tpot,
+        y=rate,
         mode="lines+markers+text",
         text=[str(u) for u in points],
         textposition="top center",
         name="users",
-    )
+        error_x={"type": "data", "symmetric": False, "array": tpot * (factors.decode_high - 1),
+                 "arrayminus": tpot * (1 - factors.decode_low), "thickness": 1},
+        error_y={"type": "data", "symmetric": False, "array": rate * (1 / factors.decode_low - 1),
+                 "arrayminus": rate * (1 - 1 / factors.decode_high), "thickness": 1},
+    )  # fmt: skip
     fig.add_vline(x=slo_ms, line_dash="dash", annotation_text="TPOT SLO")
-    fig.update_layout(title="Throughput vs P99 TPOT", xaxis_title="P99 TPOT (ms)",
+    fig.update_layout(title="Throughput vs P99 TPOT (bars: range)", xaxis_title="P99 TPOT (ms)",
                       yaxis_title="output tok/s", height=340)  # fmt: skip
     return fig
 
@@ -129,6 +173,15 @@ def fig_kv(runs: dict[str, dict[str, Any]]) -> go.Figure:
     return fig
 
 
+# Column formats of the aggregated vs disaggregated table (no raw floats on the page).
+TABLE_COLUMNS = {
+    "P95 TTFT ms": st.column_config.NumberColumn(format="%.0f"),
+    "P99 TPOT ms": st.column_config.NumberColumn(format="%.1f"),
+    "output tok/s": st.column_config.NumberColumn(format="%.0f"),
+    "preemptions": st.column_config.NumberColumn(format="%d"),
+}
+
+
 def table_row(name: str, summary: run.SimSummary) -> dict[str, Any]:
     """One row of the aggregated vs disaggregated table (ms, tok/s)."""
     return {
@@ -140,9 +193,10 @@ def table_row(name: str, summary: run.SimSummary) -> dict[str, Any]:
     }
 
 
-def show_load(settings: Any) -> None:
+def show_load(settings: Any, plan: Plan) -> None:
     """The tab: controls, the concurrency sweep, and aggregated vs disaggregated."""
     req: PlanRequest = settings.req
+    factors = bands.time_factors(plan.performance)
     left, middle, right = st.columns(3)
     engine = left.selectbox("Engine scheduler", ["mindie", "vllm"], key="load_engine")
     prompt = int(middle.number_input("Prompt tokens", 1, 131072, 256, key="load_prompt"))
@@ -153,10 +207,11 @@ def show_load(settings: Any) -> None:
     points = {u: closed_loop(req, engine, prompt, output, u) for u in sorted(users)}
     if points:
         one, two = st.columns(2)
-        one.plotly_chart(fig_tails(points, slo_ms=settings.ttft_slo_ms), width="stretch")
-        two.plotly_chart(fig_throughput_latency(points, slo_ms=settings.tpot_slo_ms), width="stretch")
-        runs = {f"{u} users": points[u] for u in points}
-        st.plotly_chart(fig_cdf(runs, "e2e", "End-to-end latency CDF"), width="stretch")
+        one.plotly_chart(fig_tails(points, slo_ms=settings.ttft_slo_ms, factors=factors), width="stretch")
+        two.plotly_chart(
+            fig_throughput_latency(points, slo_ms=settings.tpot_slo_ms, factors=factors), width="stretch"
+        )
+        st.plotly_chart(fig_e2e(points, factors=factors), width="stretch")
     show_disaggregated(req, engine, prompt, output)
     st.caption(
         "Simulated on the planner's own step model (uncalibrated cards: datasheet x assumed efficiencies). "
@@ -182,4 +237,4 @@ def show_disaggregated(req: PlanRequest, engine: str, prompt: int, output: int) 
     one.plotly_chart(fig_cdf(runs, "ttft", "TTFT CDF"), width="stretch")
     two.plotly_chart(fig_kv(runs), width="stretch")
     rows = [table_row(name, d["summary"]) for name, d in runs.items()]
-    st.dataframe(rows, hide_index=True)
+    st.dataframe(rows, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
+from dashboard import compare
 from dashboard import view as dashboard
 from dashboard.figures import (
     fig_compare,
@@ -30,8 +31,7 @@ from planner.results import Plan
 from planner.schema import HardwareProfile
 
 KV_DTYPE_CHOICES = ["auto", "bf16", "fp16", "fp8", "int8"]
-TP_CHOICES = [1, 2, 4, 8, 16]
-COMPARE_DEFAULT_DTYPES = ["=", "fp8", "int8"]  # B and C start as the sidebar's config in FP8 and in W8A8
+TP_CHOICES = list(compare.TP_LADDER)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,14 +221,18 @@ def show_slo_summary(slo: Any, *, knee: int, settings: Settings, memory_batch: i
 
 
 def compare_request(index: int, base: PlanRequest, card_ids: list[str]) -> PlanRequest:
-    """Controls of one comparison column; '=' keeps the sidebar's choice."""
+    """Controls of one comparison column; '=' keeps the sidebar's choice. B starts on the other weight dtype
+    the card runs, C on the next tp (dashboard/compare.py), so neither starts identical to A."""
     same = "="
-    default_dtype = COMPARE_DEFAULT_DTYPES[index]
+    native = card_profile(base.card).native_dtypes
     dtypes = [same, *WEIGHT_SCHEMES]
+    tps = [same, *TP_CHOICES]
+    dtype_default = compare.alternative_dtype(base.dtype, native_dtypes=native) if index == 1 else same
+    tp_default = compare.alternative_tp(base.tp) if index == 2 else same
     card = st.selectbox("card", [same, *card_ids], key=f"cmp{index}_card")
-    dtype = st.selectbox("weight dtype", dtypes, index=dtypes.index(default_dtype), key=f"cmp{index}_dtype")
+    dtype = st.selectbox("weight dtype", dtypes, index=dtypes.index(dtype_default), key=f"cmp{index}_dtype")
     kv_dtype = st.selectbox("KV dtype", [same, *KV_DTYPE_CHOICES], key=f"cmp{index}_kv")
-    tp = st.selectbox("tp", [same, *TP_CHOICES], key=f"cmp{index}_tp")
+    tp = st.selectbox("tp", tps, index=tps.index(tp_default), key=f"cmp{index}_tp")
     changes: dict[str, Any] = {}
     if card != same:
         changes.update(card=card, memory_gib=None, bandwidth_gbps=None)

@@ -419,6 +419,21 @@ class MeasuredBlock(Frozen):
     samples: dict[str, list[float]] = Field(default_factory=dict)
     notes: str = ""
 
+    @property
+    def is_dry_run(self) -> bool:
+        """True for `kvplan calibrate --device cpu --dry-run`: the calibration path exercised on this
+        machine's CPU, which says nothing about an accelerator (no catalogued card is a CPU)."""
+        return self.backend == "cpu"
+
+    @property
+    def status(self) -> str:
+        """Where the coefficients come from, in a user's words: a fit, a measurement or a dry run."""
+        if self.backend == "bench-fit":
+            return f"calibrated: {self.device_name.removeprefix('calibrated: ')}"
+        if self.is_dry_run:
+            return "uncalibrated: a CPU dry run of `kvplan calibrate`, not a measurement of this card"
+        return f"calibrated: measured by `{self.tool}` on {self.device_name} ({self.date[:10]})"
+
 
 class HardwareProfile(Frozen):
     """One accelerator as the planner sees it, in datasheet units."""
@@ -485,11 +500,20 @@ class HardwareProfile(Frozen):
 
     def coefficients(self, *, calibrated: bool = True) -> PerfCoefficients:
         """Measured coefficients when present and wanted, else the datasheet defaults."""
-        if calibrated and self.measured is not None:
+        if calibrated and self.measured is not None and self.is_calibrated:
             return self.measured.coefficients
         return self.default_coefficients
 
     @property
     def is_calibrated(self) -> bool:
-        """True when `kvplan calibrate` wrote a measured block."""
-        return self.measured is not None
+        """True when `kvplan calibrate` measured this card or fitted it to benchmarks (a CPU dry run is not
+        a calibration)."""
+        return self.measured is not None and not self.measured.is_dry_run
+
+    @property
+    def calibration_status(self) -> str:
+        """One line on where this profile's speeds come from; the same words in plans, `kvplan cards`
+        and the dashboard."""
+        if self.measured is None:
+            return "uncalibrated: datasheet peaks x assumed efficiencies"
+        return self.measured.status

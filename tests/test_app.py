@@ -33,6 +33,12 @@ def app() -> AppTest:
     return at
 
 
+def open_tab(at: AppTest, name: str) -> AppTest:
+    """Open one of the lazy tabs (st.tabs(key="tab", on_change="rerun")) and rerun: only its section runs."""
+    at.session_state["tab"] = name
+    return at.run()
+
+
 def metrics(at: AppTest) -> dict[str, str]:
     """Metric label -> displayed value."""
     return {m.label: m.value for m in at.metric}
@@ -59,7 +65,19 @@ def test_default_render_has_no_exception(app: AppTest) -> None:
     assert all(len(value) <= 8 for value in shown.values()), shown  # not cut off in a 1024 px window
     assert app.title[0].value.startswith("qwen3.5-27b on ")
     assert [t.label for t in app.tabs] == ["Memory", "Speed", "Load", "Compare", "Formulas"]
+    open_tab(app, "Speed")
+    assert_clean(app)
     assert app.success or app.warning  # the SLO search always reports one or the other
+
+
+def test_only_the_open_tab_runs_so_the_first_page_is_light(app: AppTest) -> None:
+    """First render: the headline and the Memory tab's one chart; the Speed tab's three charts (and the
+    simulations of the Load tab) run only when that tab is opened."""
+    assert len(app.get("plotly_chart")) == 1
+    assert not any("SLO limit" in s.value for s in [*app.success, *app.warning])
+    open_tab(app, "Speed")
+    assert len(app.get("plotly_chart")) == 3
+    assert metrics(app)["max batch"]  # the headline stays above every tab
 
 
 def test_download_buttons_are_offered(app: AppTest) -> None:
@@ -135,6 +153,7 @@ def test_batch_too_large_shows_an_error(app: AppTest) -> None:
 
 
 def test_compare_tab_renders_three_configurations(app: AppTest) -> None:
+    open_tab(app, "Compare")
     assert_clean(app)
     cmp_keys = {"cmp1_card", "cmp1_dtype", "cmp2_card", "cmp2_dtype"}
     assert cmp_keys <= {s.key for s in app.selectbox}
@@ -143,7 +162,18 @@ def test_compare_tab_renders_three_configurations(app: AppTest) -> None:
     assert_clean(app)
 
 
+def test_compare_columns_start_on_alternatives_not_on_a(app: AppTest) -> None:
+    """B starts on the other weight dtype the card runs, C on the next tp: neither is a copy of A."""
+    open_tab(app, "Compare")
+    assert_clean(app)
+    table = app.dataframe[0].value.to_dict("records")
+    a, b, c = ({k: row[k] for k in ("card", "weights", "KV", "tp")} for row in table)
+    assert b != a and c != a
+    assert b["weights"] != a["weights"] and c["tp"] > a["tp"]
+
+
 def test_tpot_slo_changes_the_slo_message(app: AppTest) -> None:
+    open_tab(app, "Speed")
     assert any(
         s.value.startswith(f"Memory limit (max batch above): {metrics(app)['max batch']}.")
         for s in app.success

@@ -10,17 +10,13 @@ playwright is missing.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from planner.cli import dashboard as launch
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -37,7 +33,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SERVER_START_TIMEOUT_S = 60
 PAGE_TIMEOUT_MS = 60_000
 VIEWPORT = {"width": 1600, "height": 1500}
 SCREENSHOT_VIEWPORT = {"width": 1600, "height": 1860}
@@ -49,66 +44,14 @@ if not CHROMIUM.is_file():
     pytest.skip(f"{CHROMIUM} not found (apt-get install chromium)", allow_module_level=True)
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on at the moment, on loopback."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[bytes], *, timeout_s: float) -> None:
-    """Poll Streamlit's health endpoint until it answers ok, the server dies, or time runs out."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode} before becoming healthy")
-        with (
-            contextlib.suppress(OSError),
-            urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response,
-        ):
-            if response.read().strip() == b"ok":
-                return
-        time.sleep(0.25)
-    raise TimeoutError(f"streamlit not healthy at {url} after {timeout_s} s")
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`streamlit run app.py` on a free loopback port; always terminated."""
-    port = free_port()
+    """The dashboard as `kvplan dashboard` starts it, from a directory without the project's
+    .streamlit/config.toml (the launcher must carry every setting itself); always terminated."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
     log = tmp_path_factory.mktemp("streamlit") / "server.log"
-    command = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(ROOT / "app.py"),
-        "--server.headless",
-        "true",
-        "--server.address",
-        "127.0.0.1",
-        "--server.port",
-        str(port),
-        "--server.fileWatcherType",
-        "none",
-        "--browser.gatherUsageStats",
-        "false",
-        "--client.toolbarMode",
-        "viewer",
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc, timeout_s=SERVER_START_TIMEOUT_S)
+    with launch.running(port=launch.free_port(), log=log, cwd=elsewhere) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -191,8 +134,8 @@ def test_changing_dtype_rerenders_numbers_and_charts(page: object, tmp_path: Pat
         arg=budget_before,
     )
     wait_loaded(page)
-    page.get_by_role("tab", name="Speed").click()
-    page.wait_for_selector('[data-testid="stPlotlyChart"] >> nth=3')
+    page.get_by_role("tab", name="Speed").click()  # lazy tabs: the Speed tab's three charts replace Memory's
+    page.wait_for_selector('[data-testid="stPlotlyChart"] >> nth=2')
     wait_idle(page)
     assert_no_exception(page)
     screenshot = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path / "dashboard.png")
@@ -231,3 +174,19 @@ def test_infeasible_choice_shows_message_not_traceback(page: object) -> None:
     text = str(page.locator('[data-testid="stAlertContentError"]').first.inner_text())
     assert "does not fit" in text
     assert_no_exception(page)
+
+
+def test_load_tab_draws_in_a_1280_px_window(page: object) -> None:
+    """The Load tab (simulations run only once it is open) draws its five charts and its table at 1280 px
+    with nothing cut off on the right."""
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.get_by_role("tab", name="Load").click()
+    page.wait_for_selector('[data-testid="stPlotlyChart"] >> nth=4')
+    page.wait_for_selector('[data-testid="stDataFrame"]')
+    wait_idle(page)
+    assert_no_exception(page)
+    overflow = page.evaluate(
+        "() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"], .js-plotly-plot')]"
+        ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).length"
+    )
+    assert overflow == 0

@@ -8,13 +8,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from calibration.calibrate import coefficients_from
+from calibration.calibrate import MIN_PLAUSIBLE_FRACTION, coefficients_from, implausible, screened
+from calibration.device import torch_install_hint
 from calibration.microbench import Measurements
 from calibration.profile_writer import replace_measured, write_atomic, write_profile
 from planner import catalog
 from planner.cli import app
-from planner.errors import OutputExistsError
-from planner.schema import MeasuredBlock
+from planner.errors import KvplanError, OutputExistsError
+from planner.schema import MeasuredBlock, PerfCoefficients
 from tests.helpers import h200_points_of, kvplan
 
 H200 = catalog.data_dir("hwprofiles") / "nvidia-h200.yaml"
@@ -138,6 +139,7 @@ def test_calibrate_profile_plan_on_cpu(tmp_path: Path) -> None:
             "nvidia-h200",
             "--device",
             "cpu",
+            "--dry-run",
             "--out",
             str(out),
             "--raw",
@@ -152,11 +154,17 @@ def test_calibrate_profile_plan_on_cpu(tmp_path: Path) -> None:
     assert measured.backend == "cpu" and "torch" in measured.versions
     assert measured.samples["kernel_eager_us"] and raw.stat().st_size > 0
     assert profile["peak_tflop_per_s"] == yaml.safe_load(H200.read_text())["peak_tflop_per_s"]
-    again = runner.invoke(app, ["calibrate", "--card", "nvidia-h200", "--device", "cpu", "--out", str(out)])
+    again = runner.invoke(
+        app, ["calibrate", "--card", "nvidia-h200", "--device", "cpu", "--dry-run", "--out", str(out)]
+    )
     assert again.exit_code == 2 and "already exists" in again.output
     plan = runner.invoke(app, ["--card", str(out), "--model", "qwen3-0.6b", "--ctx", "2k", "--batch", "4"])
     assert plan.exit_code == 0, plan.output
-    assert "calibrated" in plan.output
+    # a CPU says nothing about an H200: the plan runs on the datasheet coefficients and says so
+    assert "uncalibrated" in plan.output
+    dry = catalog.resolve_card(str(out))
+    assert not dry.is_calibrated and dry.coefficients() == dry.default_coefficients
+    assert "dry run" in dry.calibration_status
 
 
 def test_from_bench_writes_a_fitted_profile(tmp_path: Path) -> None:
@@ -176,3 +184,59 @@ def test_profile_writer_validates(tmp_path: Path) -> None:
     out = tmp_path / "copy.yaml"
     written = write_profile(H200, block, out=out, force=False)
     assert written.measured == block
+
+
+@pytest.mark.parametrize(
+    ("card", "device", "extra", "words"),
+    [
+        ("ascend-950pr", "cpu", [], "a CPU run measures this machine's CPU, not ascend-950pr"),
+        ("ascend-950pr", "cuda:0", [], "--device cuda:0: measures a cuda device, not ascend-950pr"),
+        ("nvidia-h200", "npu:0", [], "--device npu:0: measures a npu device, not nvidia-h200"),
+        ("ascend-950pr", "npu:0", ["--dry-run"], "--dry-run: only with --device cpu"),
+    ],
+)
+def test_calibrate_refuses_a_device_that_cannot_measure_the_card(
+    tmp_path: Path, card: str, device: str, extra: list[str], words: str
+) -> None:
+    """Refused before any benchmark (torch is never imported) and nothing is written."""
+    out = tmp_path / "p.yaml"
+    result = CliRunner().invoke(
+        app, ["calibrate", "--card", card, "--device", device, *extra, "--out", str(out)]
+    )
+    assert result.exit_code == 2
+    assert words in result.output and len(result.output.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def _coefficients(**changes: object) -> PerfCoefficients:
+    return catalog.load_card("nvidia-h200").default_coefficients.model_copy(update=changes)
+
+
+def test_implausible_coefficients_are_not_written_and_named() -> None:
+    """A weight-streaming fraction of 0.0004 (a 20 s budget that never warmed up) keeps the datasheet
+    default; the note names the microbenchmark; the plausible KV fraction stays."""
+    base = catalog.load_card("nvidia-h200").default_coefficients
+    measured = _coefficients(weight_read_bandwidth_fraction=0.0004, kv_read_bandwidth_fraction=0.7)
+    notes: list[str] = []
+    kept = screened(measured, base, notes)
+    assert kept.weight_read_bandwidth_fraction == base.weight_read_bandwidth_fraction
+    assert kept.kv_read_bandwidth_fraction == 0.7
+    assert notes == [
+        "not written, datasheet default kept: gemv (weight streaming): 0.0004 of the datasheet figure "
+        f"(expected >= {MIN_PLAUSIBLE_FRACTION})"
+    ]
+    assert implausible(_coefficients(step_overhead_us=2e6)) == {
+        "step_overhead_us": "decode step: 2e+06 us (expected <= 10000 us)"
+    }
+
+
+def test_a_run_where_nothing_measured_is_plausible_writes_nothing() -> None:
+    base = catalog.load_card("nvidia-h200").default_coefficients
+    measured = _coefficients(weight_read_bandwidth_fraction=0.001, compute_fraction={"bf16": 0.002})
+    with pytest.raises(KvplanError, match=r"^calibrate: every measured coefficient is outside physical"):
+        screened(measured, base, [])
+
+
+@pytest.mark.parametrize(("kind", "words"), [("cpu", "download.pytorch.org/whl/cpu"), ("npu", "CANN line")])
+def test_missing_torch_hint_fits_the_device(kind: str, words: str) -> None:
+    assert words in torch_install_hint(kind)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -15,13 +16,26 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 def test_load_tab_renders() -> None:
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
-    assert not at.exception, [e.message for e in at.exception]
     assert "Load" in [tab.label for tab in at.tabs]
+    at.session_state["tab"] = "Load"  # lazy tabs: the simulations run only once the tab is open
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     tables = [frame.value for frame in at.dataframe]
     rows = [row for frame in tables for row in frame.to_dict("records") if "P95 TTFT ms" in row]
     assert {row[""] for row in rows} >= {"aggregated", "P:D 1:1"}
     assert all(row["P95 TTFT ms"] > 0 for row in rows)
+    # every simulated speed carries the plan's range: a band (filled trace) or error bars in each figure
+    figures = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    titles = [fig["layout"]["title"]["text"] for fig in figures]
+    assert "End-to-end latency vs concurrency" in titles and "End-to-end latency CDF" not in titles
+    ranged = [
+        fig for fig in figures
+        if any(t.get("fill") == "tonexty" or "error_x" in t for t in fig["data"])
+    ]  # fmt: skip
+    assert len(ranged) >= 3  # TTFT tails, E2E, throughput-latency
+    ttft_cdf = next(fig for fig in figures if fig["layout"]["title"]["text"] == "TTFT CDF")
+    assert ttft_cdf["layout"]["xaxis"]["type"] == "log"
 
 
 def test_workload_helper_is_closed_or_open() -> None:

@@ -14,7 +14,7 @@ import typer
 import typer.main
 from typer._click import Command
 
-from planner.cli import bench, calibrate, configs, layouts, models, perf, simulate
+from planner.cli import bench, calibrate, configs, dashboard, layouts, models, perf, simulate
 from planner.cli.options import (
     DEFAULT_CTX,
     DEFAULT_ENGINE,
@@ -180,7 +180,7 @@ def cards_list(as_json: Annotated[bool, typer.Option("--json", help="Print as JS
 
 
 models.register(models_app)
-for _module in (perf, calibrate, configs, simulate, bench, layouts):
+for _module in (perf, calibrate, configs, simulate, bench, layouts, dashboard):
     _module.register(app)
 
 

@@ -65,6 +65,11 @@ def _run_microbench(
         result.measured.coefficients.model_dump(), title=f"measured on {result.measured.device_name}"
     )
     typer.echo(f"took {result.measurements.elapsed_s:.1f} s; wrote {out}")
+    if result.measured.is_dry_run:
+        typer.echo(f"{out}: {result.measured.status}; plans on it use the datasheet coefficients", err=True)
+    for note in result.measured.notes.split("; "):
+        if note.startswith("not written"):
+            typer.echo(f"warning: {note}", err=True)
     typer.echo(f"notes: {result.measured.notes}")
 
 
@@ -307,6 +312,14 @@ def calibrate(
     check: Annotated[
         bool, typer.Option("--check", help="Print environment, SoC plan and what is missing; run nothing.")
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="With --device cpu: exercise the calibration path on this CPU; the profile is marked "
+            "uncalibrated (a CPU says nothing about the card).",
+        ),
+    ] = False,
 ) -> None:
     """Measure the card (microbenchmarks) or fit it to your benchmark; write a profile with `measured:`."""
     try:
@@ -321,6 +334,7 @@ def calibrate(
         if from_bench is not None:
             _fit_from_bench(card, points_csv=from_bench, out=target, force=force, engine=engine)
             return
+        _check_device(card, device=device or _default_device(card), dry_run=dry_run)
         _run_microbench(
             card,
             device=device or _default_device(card),
@@ -332,6 +346,15 @@ def calibrate(
         )
     except KvplanError as exc:
         fail(exc)
+
+
+def _check_device(card: str, *, device: str, dry_run: bool) -> None:
+    """Refuse, before any benchmark, a device that cannot measure the card (calibration/device.py)."""
+    from calibration.device import check_measures_card, parse_device
+    from planner import catalog
+
+    hw = catalog.resolve_card(card)
+    check_measures_card(parse_device(device), card_id=hw.id, vendor=hw.vendor, dry_run=dry_run)
 
 
 def _check(card: str, *, device: str) -> None:

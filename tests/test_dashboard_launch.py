@@ -1,0 +1,89 @@
+"""`kvplan dashboard` (planner/cli/dashboard.py) and the dashboard's pure helpers for the Compare and Load
+tabs (dashboard/compare.py, dashboard/bands.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dashboard import bands, compare
+from planner.cli import app
+from planner.cli import dashboard as launch
+from planner.results import Performance, SpeedRange
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_launch_command_carries_every_safe_setting() -> None:
+    cmd = launch.command(port=8600)
+    assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
+    assert Path(cmd[4]).is_file() and Path(cmd[4]).name == "streamlit_app.py"
+    flags = set(cmd[5:])
+    assert {
+        "--server.address=127.0.0.1",
+        "--browser.gatherUsageStats=false",
+        "--client.showErrorDetails=none",
+        "--server.maxUploadSize=2",
+        "--server.port=8600",
+    } <= flags
+
+
+def test_repository_config_matches_the_launcher() -> None:
+    """`streamlit run app.py` in the repository root gets the same safety settings as `kvplan dashboard`."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["browser"]["gatherUsageStats"] is False
+    assert str(config["client"]["showErrorDetails"]) == launch.SETTINGS["client.showErrorDetails"]
+    assert str(config["server"]["maxUploadSize"]) == launch.SETTINGS["server.maxUploadSize"]
+    assert config["server"]["address"] in ("localhost", launch.LOOPBACK)
+
+
+def test_child_sees_the_package_first_on_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    path = launch.child_environment()["PYTHONPATH"].split(":")
+    assert path[0] == str(launch.page_script().parent.parent) and path[-1] == "/somewhere"
+
+
+@pytest.mark.parametrize("port", ["80", "70000", "x"])
+def test_dashboard_port_is_checked(port: str) -> None:
+    result = CliRunner().invoke(app, ["dashboard", "--port", port])
+    assert result.exit_code == 2
+    assert "--port" in result.output
+
+
+@pytest.mark.parametrize(
+    ("dtype", "native", "expected"),
+    [
+        ("fp8", ("bf16", "fp16", "int8", "fp8"), "int8"),
+        ("int8", ("bf16", "fp16", "int8", "fp8"), "fp8"),
+        ("int8", ("bf16", "fp16", "int8"), "bf16"),  # a 910B: no fp8 units
+        ("bf16", ("bf16", "fp16", "int8"), "int8"),
+        ("w4a8", ("bf16", "int8"), "int8"),
+    ],
+)
+def test_compare_b_starts_on_another_dtype_the_card_runs(dtype: str, native: tuple, expected: str) -> None:
+    assert compare.alternative_dtype(dtype, native_dtypes=native) == expected
+
+
+@pytest.mark.parametrize(("tp", "expected"), [(1, 2), (4, 8), (16, 8)])
+def test_compare_c_starts_on_the_next_tp(tp: int, expected: int) -> None:
+    assert compare.alternative_tp(tp) == expected
+
+
+def test_time_factors_turn_a_rate_range_into_a_time_range() -> None:
+    band = SpeedRange(
+        source="s", label="l", decode_step_s_low=0.08, decode_step_s_high=0.2, tokens_per_s_low=50.0,
+        tokens_per_s_high=125.0, per_user_tokens_per_s_low=5.0, per_user_tokens_per_s_high=12.5,
+        ttft_s_low=0.5, ttft_s_high=2.0, ttft_source="t", extrapolated=False, notes=[],
+    )  # fmt: skip
+    perf = Performance(
+        batch=10, ctx_tokens=1024, decode_step_s=0.1, tokens_per_s=100.0, per_user_tokens_per_s=10.0,
+        ttft_s=1.0, calibrated=True, speed_range=band,
+    )  # fmt: skip
+    factors = bands.time_factors(perf)
+    # per-user 10 tok/s in [5, 12.5]: a time x [10/12.5, 10/5] = [0.8, 2]; TTFT 1 s in [0.5, 2]
+    assert factors == pytest.approx((0.8, 2.0, 0.5, 2.0))
+    assert bands.time_factors(None) == bands.NO_RANGE
