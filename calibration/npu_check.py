@@ -48,8 +48,12 @@ def _environment(report: CheckReport, kind: str, backend: devmod.Backend | None)
     if kind == "npu":
         report.add("torch_npu", found.torch_npu or "not installed")
         report.add("CANN", f"{found.cann} ({found.cann_source})" if found.cann else "not found")
-        for key, value in npu_env.settings().items():
+        values = npu_env.settings()
+        for key, value in values.items():
             report.add(key, value)
+        for finding in npu_env.settings_findings(values):
+            report.add(finding.level, finding.text)
+            report.missing.append(finding.text)
     return found
 
 

@@ -92,6 +92,19 @@ def settings() -> dict[str, str]:
     return {key: os.environ.get(key, "unset") for key in SETTING_KEYS}
 
 
+def settings_findings(values: dict[str, str]) -> list[Finding]:
+    """Settings that would make the benchmarks measure something the engines do not run."""
+    if values.get("TASK_QUEUE_ENABLE") == "2":
+        return [
+            Finding(
+                "error",
+                "TASK_QUEUE_ENABLE=2 makes torch_npu refuse graph capture, so decode would be timed eager "
+                "while MindIE and vllm-ascend replay graphs; `export TASK_QUEUE_ENABLE=1` for calibration",
+            )
+        ]
+    return []
+
+
 def package_version(name: str) -> str:
     """Installed distribution version from its metadata (no import), "" when not installed."""
     try:
@@ -229,6 +242,14 @@ def _torch_pin_finding(found: Installed) -> Finding:
 
 def _cann_finding(found: Installed) -> Finding:
     documented = [r for r in COMPAT_TABLE if r.torch_npu == found.torch_npu]
+    line_rows = rows_for_cann(found.cann)
+    if not documented and line_rows:  # the CANN line is known and this torch_npu is not one of its releases
+        published = ", ".join(r.torch_npu for r in line_rows)
+        return Finding(
+            "error",
+            f"torch_npu {found.torch_npu} is not published for CANN {found.cann} (its releases: {published}; "
+            f"torch_npu's version table, as of 2026-11); {_what_to_install(found.cann)}",
+        )
     if not documented:
         return Finding(
             "warn",
@@ -239,7 +260,7 @@ def _cann_finding(found: Installed) -> Finding:
         return Finding("ok", f"torch_npu {found.torch_npu} is published for CANN {found.cann}")
     lines = ", ".join(sorted({r.cann for r in documented}))
     return Finding(
-        "warn",
+        "error",
         f"torch_npu {found.torch_npu} is published for CANN {lines}, not {found.cann}; "
         f"{_what_to_install(found.cann)}",
     )

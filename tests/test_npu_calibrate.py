@@ -6,14 +6,16 @@ The fake runs torch_npu's calls on CPU with the documented keywords; none of thi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from calibration import npu_env
 from planner.schema import HardwareProfile
-from tests.fake_npu.harness import fake_npu_fixture  # noqa: F401  (registers the fake_npu fixture)
+from tests.fake_npu.harness import cann_publishing, fake_npu_fixture  # noqa: F401  (registers the fixture)
 
 pytest.importorskip("torch")
 typer_testing = pytest.importorskip("typer.testing")
@@ -57,7 +59,8 @@ def test_fake_910b4_calibrates_to_a_profile_with_npu_provenance(
     measured = _profile(out).measured
     assert measured is not None and measured.backend == "npu" and measured.device_name == "Ascend910B4"
     versions = measured.versions
-    assert versions["soc_name"] == "Ascend910B4" and versions["cann"] == "8.1.RC1"  # torch_npu's own query
+    assert versions["soc_name"] == "Ascend910B4"
+    assert versions["cann"] == os.environ["FAKE_NPU_CANN"]  # torch_npu's own query
     assert versions["env.TASK_QUEUE_ENABLE"] == "1" and versions["graph_mode"] == "graph"
     rows = _raw(tmp_path)["rows"]
     expected = {"kernels", "step", "stream", "gemv", "attention", "gemm", "prefill_gemm", "grouped_gemm"}
@@ -188,9 +191,14 @@ def test_310p_runs_fp16_and_says_so(fake_npu: pytest.MonkeyPatch, tmp_path: Path
 
 def test_950_measures_fp8_and_needs_cann_9(fake_npu: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fake_npu.setenv("FAKE_NPU_SOC", "Ascend950PR")
-    blocked, _ = _calibrate(tmp_path, card="ascend-950pr")  # the fake's default CANN is 8.1.RC1
+    fake_npu.setenv("FAKE_NPU_CANN", "8.5.0")
+    blocked, _ = _calibrate(tmp_path, card="ascend-950pr")
     assert blocked.exit_code == 2 and "Ascend950PR needs CANN >= 9.0.0" in blocked.output
-    fake_npu.setenv("FAKE_NPU_CANN", "9.0.0")
+    # a CANN >= 9.0.0 that publishes the fake's torch_npu (the installed torch's version)
+    cann = cann_publishing(os.environ["FAKE_NPU_VERSION"])
+    if (npu_env.cann_line(cann) or (0, 0)) < npu_env.CANN_FOR_950:
+        pytest.skip(f"torch {os.environ['FAKE_NPU_VERSION']} predates every torch_npu for the 950")
+    fake_npu.setenv("FAKE_NPU_CANN", cann)
     result, _ = _calibrate(tmp_path, "--force", card="ascend-950pr")
     assert result.exit_code == 0, result.output
     assert "fp8" in {r["dtype"] for r in _raw(tmp_path)["rows"]["gemm"]}

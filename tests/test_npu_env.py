@@ -35,7 +35,7 @@ def test_cann_line_without_this_torch_npu_says_which_row_to_install() -> None:
     # torch_npu 2.5.1 is published for CANN 8.1.RC1 only; on CANN 8.0.0 the first 8.0.0 row is recommended
     found = npu_env.compat_findings(_installed(torch="2.5.1", torch_npu="2.5.1", cann="8.0.0"))
     first_800 = next(r for r in COMPAT_TABLE if r.cann == "8.0.0")
-    assert found[1].level == "warn"
+    assert found[1].level == "error"  # a torch_npu built for another CANN line does not load its kernels
     assert "published for CANN 8.1.RC1, not 8.0.0" in found[1].text
     assert f"torch-npu=={first_800.torch_npu}" in found[1].text
 
@@ -45,6 +45,21 @@ def test_missing_torch_npu_names_the_row_for_the_installed_cann() -> None:
     newest_850 = next(r for r in COMPAT_TABLE if r.cann == "8.5.0")
     assert [f.level for f in found] == ["error"]
     assert f"for CANN 8.5.0: pip install torch-npu=={newest_850.torch_npu}" in found[0].text
+
+
+@pytest.mark.parametrize("torch_npu", ["2.13.0", "2.14.0"])
+def test_a_plain_pip_torch_npu_on_cann_8_is_not_ready(torch_npu: str) -> None:
+    """`pip install torch-npu` picks today's 2.13/2.14; no CANN 8.5.0 release is that version."""
+    found = npu_env.compat_findings(_installed(torch=torch_npu, torch_npu=torch_npu, cann="8.5.0"))
+    assert found[1].level == "error"
+    assert f"torch_npu {torch_npu} is not published for CANN 8.5.0" in found[1].text
+    assert "pip install torch-npu==2.9.0" in found[1].text
+
+
+def test_task_queue_2_is_a_blocking_setting() -> None:
+    assert npu_env.settings_findings({"TASK_QUEUE_ENABLE": "1"}) == []
+    (finding,) = npu_env.settings_findings({"TASK_QUEUE_ENABLE": "2"})
+    assert finding.level == "error" and "export TASK_QUEUE_ENABLE=1" in finding.text
 
 
 def test_unknown_torch_npu_and_unknown_cann_are_warnings_not_errors() -> None:

@@ -48,15 +48,31 @@ def drop_fake(torch: Any) -> None:
         delattr(torch, "npu")
 
 
+# A CANN line the version table does not list: a torch_npu newer than the table is then "not checked"
+# (a warning), as on a real machine with a CANN newer than kvplan's table.
+FUTURE_CANN = "99.0.0"
+
+
+def cann_publishing(torch_npu: str) -> str:
+    """The CANN line whose published torch_npu releases include `torch_npu` (the installed torch's
+    version), so the fake's default stack is a consistent one; a future line when none does."""
+    from calibration.npu_env import COMPAT_TABLE
+
+    return next((row.cann for row in COMPAT_TABLE if row.torch_npu == torch_npu), FUTURE_CANN)
+
+
 @pytest.fixture(name="fake_npu")
 def fake_npu_fixture(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[pytest.MonkeyPatch]:
-    """A fake 910B4 (32 GiB, one device, CANN 8.1.RC1) whose torch_npu matches the installed torch;
+    """A fake 910B4 (32 GiB, one device) whose torch_npu matches the installed torch, on the CANN line that
+    publishes that torch_npu (cann_publishing);
     tests change it through monkeypatch.setenv before opening the device."""
     torch = pytest.importorskip("torch")
     for key in FAKE_ENV:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("ASCEND_TOOLKIT_HOME", str(tmp_path / "no-cann"))  # the host's CANN never leaks in
-    monkeypatch.setenv("FAKE_NPU_VERSION", torch.__version__.split("+")[0])  # the pin torch_npu wheels carry
+    version = torch.__version__.split("+")[0]
+    monkeypatch.setenv("FAKE_NPU_VERSION", version)  # the pin torch_npu wheels carry
+    monkeypatch.setenv("FAKE_NPU_CANN", cann_publishing(version))
     monkeypatch.setenv("KVPLAN_CALIBRATE_SIZES", "tiny")
     monkeypatch.setattr("calibration.calibrate.TINY", FAKE_SIZES)
     monkeypatch.syspath_prepend(str(FAKE_DIR))
