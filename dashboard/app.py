@@ -218,9 +218,9 @@ def show_header(dep: Deployment, plan: Plan) -> None:
         badges += f" :gray-badge[alias {plan.model_alias}]"
     st.markdown(  # one line of badges: st.columns would cut them at narrow widths ("unc…")
         badges,
-        help=None
-        if calibrated
-        else "Speeds use datasheet peaks x assumed efficiencies; run `kvplan calibrate`.",
+        # the same status line as `kvplan cards` and the plan (HardwareProfile.calibration_status)
+        help=dep.hardware.calibration_status
+        + ("" if calibrated else "; run `kvplan calibrate` on the card, or fit it with --from-bench"),
     )
     if warnings:
         st.warning("The calibrated profile's fit: " + "; ".join(warnings))

@@ -189,6 +189,15 @@ def resolve_card(name: str, *, engine: str | None = None) -> HardwareProfile:
     raise UnknownIdError("hardware profile", name, card_ids(), "hwprofiles/")
 
 
+def calibration_by_engine(card_id: str) -> dict[str, str]:
+    """Engine -> where a plan's speeds on this card come from (HardwareProfile.calibration_status of the
+    profile resolve_card picks for that engine): the one status `kvplan cards`, plans and the dashboard
+    show."""
+    from planner.kinds import ENGINES
+
+    return {engine: resolve_card(card_id, engine=engine).calibration_status for engine in ENGINES}
+
+
 @functools.cache
 def fitted_profile(card_id: str, engine: str) -> HardwareProfile | None:
     """The card's profile fitted to published serving results for `engine`, or None when none is shipped.

@@ -275,7 +275,30 @@ def card_rows() -> list[Row]:
         "native_dtypes",
     )
     cards = [catalog.load_card(card_id) for card_id in catalog.card_ids()]
-    return [{**{f: getattr(hw, f) for f in fields}, "calibrated": hw.is_calibrated} for hw in cards]
+    rows = []
+    for hw in cards:
+        status = catalog.calibration_by_engine(hw.id)
+        calibrated = any(text.startswith("calibrated") for text in status.values())
+        rows.append({**{f: getattr(hw, f) for f in fields}, "calibrated": calibrated, "calibration": status})
+    return rows
+
+
+def _source_kind(status: str) -> str:
+    """datasheet / fitted / measured for one HardwareProfile.calibration_status line."""
+    if status.startswith("uncalibrated"):
+        return "datasheet"
+    return "fitted" if "published" in status else "measured"
+
+
+def calibration_cell(status: dict[str, str]) -> str:
+    """Engines grouped by the kind of source their plans use: 'fitted: mindie, vllm; datasheet: transformers'
+    (fitted = calibrated from published serving results, measured = `kvplan calibrate` on the card)."""
+    kinds: dict[str, list[str]] = {}
+    for engine, text in status.items():
+        kinds.setdefault(_source_kind(text), []).append(engine)
+    if len(kinds) == 1:
+        return next(iter(kinds))
+    return "; ".join(f"{kind}: {', '.join(engines)}" for kind, engines in kinds.items())
 
 
 def _card_cells(row: Row) -> tuple[str, ...]:
@@ -288,13 +311,13 @@ def _card_cells(row: Row) -> tuple[str, ...]:
         f"{row['memory_bandwidth_gb_per_s']:g} GB/s",
         peak_text,
         ", ".join(dtypes) if isinstance(dtypes, list) else "",
-        "yes" if row["calibrated"] else "no",
+        calibration_cell(row["calibration"]),  # type: ignore[arg-type]
     )
 
 
 def print_cards(*, as_json: bool) -> None:
     """List hardware profiles as a table or JSON."""
-    headers = ("id", "memory", "bandwidth", "dense peak TFLOP/s", "dtypes", "calibrated")
+    headers = ("id", "memory", "bandwidth", "dense peak TFLOP/s", "dtypes", "speeds from (by --engine)")
     _print_rows(
         card_rows(), as_json=as_json, title="Hardware profiles (hwprofiles/)", columns=(headers, _card_cells)
     )
