@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard import bands, uploads
+from dashboard import bands, failures, uploads
 from dashboard import view as dashboard
 from dashboard.load import show_load
 from dashboard.sections import (
@@ -326,12 +326,15 @@ TAB_SECTIONS: dict[str, Section] = {
 }
 
 
-def guarded(section: Any, *args: Any) -> None:
-    """Run one page section; a planner error becomes a message in that section, not a traceback."""
+def guarded(section: Any, *args: Any, where: str) -> None:
+    """Run one page section; any failure becomes one line in that section (naming the widget or the
+    section, dashboard/failures.py), and the rest of the page still draws."""
     try:
         section(*args)
-    except KvplanError as exc:
-        st.error(dashboard.dashboard_message(exc))
+    except Exception as exc:
+        if type(exc).__module__.startswith("streamlit"):
+            raise  # st.stop / st.rerun control flow
+        st.error(failures.failure_message(exc, where=where))
 
 
 def main() -> None:
@@ -345,29 +348,29 @@ def main() -> None:
     except Exception as exc:
         if type(exc).__module__.startswith("streamlit"):
             raise  # st.stop / st.rerun control flow
-        st.error(
-            f"kvplan could not handle this input ({type(exc).__name__}); check the uploaded file and values"
-        )
+        st.error(failures.failure_message(exc, where="The plan"))
 
 
 def page() -> None:
     """Sidebar, then the plan, then the tabs."""
-    settings = sidebar()
     try:
+        settings = sidebar()
         dep, plan = cached_plan(settings.req, settings.prompt)
-    except KvplanError as exc:
+    except Exception as exc:
+        if type(exc).__module__.startswith("streamlit"):
+            raise
         st.title("kvplan")
-        st.error(dashboard.dashboard_message(exc))
+        st.error(failures.failure_message(exc, where="The plan"))
         return
-    show_header(dep, plan)
-    show_metrics(plan)
+    guarded(show_header, dep, plan, where="The title")
+    guarded(show_metrics, plan, where="The headline")
     if plan.warnings:
         st.info("\n\n".join(f"Note: {w}" for w in plan.warnings))
-    show_downloads(settings, plan)
+    guarded(show_downloads, settings, plan, where="The downloads")
     # Lazy tabs: only the open tab's section runs (and only its charts reach the browser), so a new
     # session draws the headline and one chart first; opening another tab reruns the page for it.
     tabs = st.tabs(list(TAB_SECTIONS), key="tab", on_change="rerun")
-    for tab, section in zip(tabs, TAB_SECTIONS.values(), strict=True):
+    for tab, (name, section) in zip(tabs, TAB_SECTIONS.items(), strict=True):
         if tab.open:
             with tab:
-                guarded(section, settings, dep, plan)
+                guarded(section, settings, dep, plan, where=f"The {name} tab")

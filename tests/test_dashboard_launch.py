@@ -87,3 +87,29 @@ def test_time_factors_turn_a_rate_range_into_a_time_range() -> None:
     # per-user 10 tok/s in [5, 12.5]: a time x [10/12.5, 10/5] = [0.8, 2]; TTFT 1 s in [0.5, 2]
     assert factors == pytest.approx((0.8, 2.0, 0.5, 2.0))
     assert bands.time_factors(None) == bands.NO_RANGE
+
+
+def test_failures_name_the_widget_or_section_and_no_path() -> None:
+    from pydantic import BaseModel, ValidationError
+
+    from dashboard import failures
+    from planner.errors import PlanInputError
+
+    class Request(BaseModel):  # a model with the sidebar's field names
+        tp: int
+
+    planner_error = failures.failure_message(PlanInputError("--tp: must divide 4 (got 3)"), where="x")
+    assert planner_error.startswith("Tensor parallel (tp)")
+    with pytest.raises(ValidationError) as invalid:
+        Request(tp="three")  # type: ignore[arg-type]
+    assert failures.failure_message(invalid.value, where="x") == (
+        "Tensor parallel (tp): Input should be a valid integer, unable to parse string as an integer "
+        "(got 'three')"
+    )
+    bug = failures.failure_message(
+        TypeError("bad operand in /srv/app/dashboard/load.py"), where="The Load tab"
+    )
+    assert bug.startswith(
+        "The Load tab: could not be drawn for these settings (TypeError: bad operand in <path>"
+    )
+    assert "/srv" not in bug and "rest of the page" in bug
