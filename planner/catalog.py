@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from planner import readers
 from planner.errors import DataFileError, UnknownIdError
+from planner.kinds import ENGINES
 from planner.schema import HardwareProfile, ModelCard
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -193,8 +194,6 @@ def calibration_by_engine(card_id: str) -> dict[str, str]:
     """Engine -> where a plan's speeds on this card come from (HardwareProfile.calibration_status of the
     profile resolve_card picks for that engine): the one status `kvplan cards`, plans and the dashboard
     show."""
-    from planner.kinds import ENGINES
-
     return {engine: resolve_card(card_id, engine=engine).calibration_status for engine in ENGINES}
 
 
