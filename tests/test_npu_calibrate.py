@@ -178,7 +178,7 @@ def test_torch_npu_built_for_another_torch_is_one_line(fake_npu: pytest.MonkeyPa
 
 
 def test_310p_runs_fp16_and_says_so(fake_npu: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    fake_npu.setenv("FAKE_NPU_SOC", "Ascend310P3")  # the fake's torch_npu ops reject bf16 on a 310P
+    fake_npu.setenv("FAKE_NPU_SOC", "Ascend310P3")  # the fake 310P rejects every bf16 torch call
     result, out = _calibrate(tmp_path, card="atlas-300i-duo")
     assert result.exit_code == 0, result.output
     notes = _profile(out).measured.notes  # type: ignore[union-attr]
@@ -211,3 +211,21 @@ def test_nothing_measured_is_one_line_and_no_profile(fake_npu: pytest.MonkeyPatc
     result, out = _calibrate(tmp_path)
     assert result.exit_code == 2 and "no benchmark produced a result, no profile written" in result.output
     assert not out.exists()
+
+
+def test_fake_310p_rejects_bf16_in_plain_torch_ops_too(fake_npu: pytest.MonkeyPatch) -> None:
+    """Not only inside torch_npu's ops: a plain bf16 tensor op fails on the fake 310P as on the device, so a
+    benchmark that forgot the 310P's fp16 cannot pass here; other SoCs take bf16."""
+    import torch
+
+    from calibration import device as devmod
+
+    fake_npu.setenv("FAKE_NPU_SOC", "Ascend310P3")
+    devmod.open_backend("npu:0")
+    with pytest.raises(RuntimeError, match="Ascend310P3 does not support bfloat16"):
+        torch.ones(4, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="does not support bfloat16"):
+        torch.ones(4).to(torch.bfloat16).sum()
+    assert torch.ones(4, dtype=torch.float16).sum().item() == 4
+    fake_npu.setenv("FAKE_NPU_SOC", "Ascend910B4")
+    assert torch.ones(4, dtype=torch.bfloat16).sum().item() == 4

@@ -41,7 +41,12 @@ FAKE_SIZES = _fake_sizes()
 
 
 def drop_fake(torch: Any) -> None:
-    """Forget the fake torch_npu (modules and torch.npu) so the next import starts fresh."""
+    """Forget the fake torch_npu (modules, torch.npu and its 310P bf16 guard) so the next import starts
+    fresh."""
+    fake = sys.modules.get("torch_npu")
+    guard = getattr(fake, "BF16_GUARD", None)
+    if guard is not None:
+        guard.__exit__(None, None, None)
     for name in [n for n in sys.modules if n == "torch_npu" or n.startswith("torch_npu.")]:
         del sys.modules[name]
     if hasattr(torch, "npu"):

@@ -22,7 +22,7 @@ if "import_exception" in failures():
     raise Exception("fake torch_npu: the NPU driver is not installed")
 
 import torch  # noqa: E402
-from torch_npu import npu, profiler, utils  # noqa: E402
+from torch_npu import _ops, npu, profiler, utils  # noqa: E402
 from torch_npu._ops import (  # noqa: E402
     get_npu_format,
     npu_format_cast,
@@ -38,6 +38,26 @@ if "no_grouped_matmul" not in failures():
 
 torch.npu = npu  # torch_npu registers its device module as torch.npu
 npu._install_hccl()
+
+
+def _is_bf16(value: object) -> bool:
+    return value is torch.bfloat16 or (isinstance(value, torch.Tensor) and value.dtype == torch.bfloat16)
+
+
+class No310PBf16(torch.overrides.TorchFunctionMode):
+    """A 310P has no bfloat16 at all (not only in torch_npu's ops): any torch call on a bf16 tensor, or one
+    asking for dtype=torch.bfloat16, fails as on the device. Active from import until the harness drops the
+    fake; a no-op on other SoCs (FAKE_NPU_SOC is read at each call)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        if _ops._soc().startswith("Ascend310P") and any(_is_bf16(v) for v in (*args, *kwargs.values())):
+            raise RuntimeError(f"fake torch_npu: {_ops._soc()} does not support bfloat16 ({func.__name__})")
+        return func(*args, **kwargs)
+
+
+BF16_GUARD = No310PBf16()
+BF16_GUARD.__enter__()
 
 __all__ = [
     "get_npu_format",
