@@ -11,6 +11,9 @@ Platforms:
   "cuda"            vLLM 0.27.1 on CUDA (attention backends with MultipleOf(16) kernel blocks)
   "ascend"          vllm-ascend 182b75ea: hybrid block size from the K half only (issue #7393)
   "ascend-pr14543"  vllm-ascend with the open fix PRs #14543 / #16261: block size from K+V
+  "ascend-v0.12"    vllm-ascend v0.12.0rc1 .. v0.15.x: vLLM's rule with a 128-token alignment (K+V, conv + ssm;
+                    [VA] v0.12.0rc1 vllm_ascend/patch/platform/patch_mamba_config.py:37-62); the K-half rule
+                    arrived with commit d39d80830c (2026-03-09), first tagged in v0.16.0rc1
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from planner.params import kv_heads_per_rank, split
 from planner.schema import Frozen, ModelCard
 from planner.units import BITS_PER_BYTE, PERCENT
 
-Platform = Literal["cuda", "ascend", "ascend-pr14543"]
-PLATFORMS: tuple[Platform, ...] = ("cuda", "ascend", "ascend-pr14543")
+Platform = Literal["cuda", "ascend", "ascend-pr14543", "ascend-v0.12"]
+PLATFORMS: tuple[Platform, ...] = ("cuda", "ascend", "ascend-pr14543", "ascend-v0.12")
 
 CUDA_DEFAULT_BLOCK_TOKENS = 16  # vllm/config/cache.py:47 DEFAULT_BLOCK_SIZE; flash_attn.py:84 MultipleOf(16)
 ASCEND_BLOCK_TOKENS = 128  # [VA] utils.py:1162-1212 refresh_block_size; attention_v1.py:148 kernel [128]
@@ -113,9 +116,12 @@ def hybrid_block_and_page(
         block = 128 * ceil(ssm / (128 * k_tok));  page = block * kv_tok + conv
     ascend-pr14543 (open fix PRs #14543 / #16261):
         block = 128 * ceil(ssm / (128 * kv_tok));  page = block * kv_tok + conv
+    ascend-v0.12 ([VA] v0.12.0rc1 patch_mamba_config.py:37-62, block_alignment_bytes = 128):
+        block = 128 * ceil((conv + ssm) / (128 * kv_tok));  page = block * kv_tok (the state page padded)
     """
-    if platform == "cuda":
-        align = max(CUDA_DEFAULT_BLOCK_TOKENS, user_block_tokens or CUDA_DEFAULT_BLOCK_TOKENS)
+    if platform in ("cuda", "ascend-v0.12"):
+        floor = CUDA_DEFAULT_BLOCK_TOKENS if platform == "cuda" else ASCEND_BLOCK_TOKENS
+        align = max(floor, user_block_tokens or floor)
         block = align * math.ceil((conv + ssm) / (align * kv_tok))
         return block, block * kv_tok
     per_token = k_tok if platform == "ascend" else kv_tok
@@ -179,6 +185,16 @@ def max_concurrency(num_blocks: int, *, per_request_blocks: int) -> float:
 def kv_cache_size_tokens(concurrency: float, *, max_model_len: int) -> int:
     """ "GPU KV cache size: N tokens" (kv_cache_utils.py:1877-1887): int(concurrency * max_model_len)."""
     return int(concurrency * max_model_len)
+
+
+def kv_cache_size_tokens_by_blocks(num_blocks: int, *, groups: int, block_tokens: int) -> int:
+    """ "GPU KV cache size: N tokens" as older vLLM logs it: num_blocks // groups * block_size.
+
+    vLLM before the concurrency-based line (still in 0.19.0, vllm-project/vllm issue #40691, which
+    quotes kv_cache_utils.py:1319); reproduces vllm-ascend v0.12.0rc1's Qwen3-Next log exactly
+    (vllm-ascend issue #5020: 2941 // 4 * 384 = 282,240 tokens).
+    """
+    return num_blocks // groups * block_tokens
 
 
 def min_gpu_memory_utilization(

@@ -1,0 +1,299 @@
+"""kvplan's vLLM / vllm-ascend start-up arithmetic against the harvested start-up logs (CPU only, no torch).
+
+    python lab/accuracy/startup_logs.py            # print the table and the error summary
+    python lab/accuracy/startup_logs.py --write    # also write lab/accuracy/startup-logs.md
+
+Input: lab/published/startup-logs.csv (one row per log or per rank, source URL and every setting; see
+lab/published/README-startup-logs.md). Two checks per row:
+  pool     from the logged available KV memory, kvplan's block accounting (planner/vllm_memory.py) gives
+           the logged "GPU KV cache size" and "Maximum concurrency" (steps 2-6 of the engine, no fit)
+  startup  from the logged device total and gpu_memory_utilization, kvplan's own terms give the available
+           KV memory: weights (planner/memory.py), activation (vllm_startup.activation_bytes), HCCL buffers
+           (vllm_startup.hccl_buffer_bytes) and a base non-torch constant (ACL / CUDA context, workspaces),
+           the one fitted quantity: its value for a row is the mean over the logs of OTHER sources
+           (leave-one-log-out; two ranks or two runs of one issue count as one source, so neither predicts
+           the other); rows whose model has no kvplan card predict from their logged weights and activation
+           (terms only). A row whose pool is a small remainder (available KV < 5 % of the requested memory,
+           the 310P shared-device log) is an outcome check (both refuse or both start), not in the stats:
+           there 0.01 GiB of any term is several per cent of the pool.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from planner import catalog, memory, units  # noqa: E402
+from planner import vllm_memory as vm  # noqa: E402
+from planner.dtypes import storage_dtype, weight_scheme  # noqa: E402
+from planner.engines import vllm_startup as vs  # noqa: E402
+
+LOGS = ROOT / "lab" / "published" / "startup-logs.csv"
+OUT = ROOT / "lab" / "accuracy" / "startup-logs.md"
+GIB = units.GIB_BYTES
+TOLERANCE = 0.05  # issue 28: within +-5 % of each log
+MEDIAN_TOLERANCE = 0.02  # and within 2 % at the median
+SMALL_POOL = 0.05  # available KV below 5 % of the requested memory: an outcome check, not a percentage
+
+
+def _f(row: dict[str, str], key: str) -> float | None:
+    return float(row[key]) if row[key].strip() else None
+
+
+def _i(row: dict[str, str], key: str) -> int | None:
+    return int(row[key]) if row[key].strip() else None
+
+
+def device_total(row: dict[str, str]) -> int | None:
+    """Logged bytes, else the logged GiB figure."""
+    if row["device_total_bytes"]:
+        return int(row["device_total_bytes"])
+    gib = _f(row, "device_total_gib")
+    return units.gib_to_bytes(gib) if gib is not None else None
+
+
+def logged_available(row: dict[str, str]) -> int | None:
+    if row["logged_available_kv_bytes"]:
+        return int(row["logged_available_kv_bytes"])
+    gib = _f(row, "logged_available_kv_gib")
+    return units.gib_to_bytes(gib) if gib is not None else None
+
+
+def pool_for(row: dict[str, str], available: int) -> tuple[vm.VllmPool, int] | None:
+    """kvplan's pool for the row's model at `available` bytes, and the tokens line its version logs."""
+    if not row["model_id"]:
+        return None
+    version = vs.engine_version(row["engine_rule"])
+    card = catalog.load_model(row["model_id"])
+    kv = storage_dtype(row["kv_dtype"])
+    platform = version.hybrid_platform
+    block = _i(row, "block_size") if platform == "cuda" else None
+    pool = vm.vllm_pool(
+        card,
+        platform,
+        available_bytes=max(available, 0),
+        kv_dtype=kv,
+        conv_dtype=storage_dtype(row["weights_dtype"] or row["kv_dtype"]),
+        tp=int(row["tp"]),
+        max_model_len=int(row["max_model_len"]),
+        user_block_tokens=block,
+    )
+    return pool, vs.logged_kv_tokens(version, pool)
+
+
+def model_terms(row: dict[str, str]) -> tuple[int, int] | None:
+    """(weights, activation) bytes per rank from kvplan's model, or None without a card / settings."""
+    if not row["model_id"] or not row["max_num_batched_tokens"]:
+        return None
+    card = catalog.load_model(row["model_id"])
+    act = storage_dtype(row["weights_dtype"])
+    tp = int(row["tp"])
+    weights = memory.weight_bytes_per_device(card, scheme=weight_scheme(row["weights_dtype"]), activation_dtype=act, tp=tp)
+    activation = vs.activation_bytes(
+        card,
+        max_num_batched_tokens=int(row["max_num_batched_tokens"]),
+        max_num_seqs=int(row["max_num_seqs"] or 256),
+        activation_dtype=act,
+        tp=tp,
+    )
+    return weights, activation
+
+
+def hccl(row: dict[str, str]) -> int:
+    moe = bool(row["model_id"]) and catalog.load_model(row["model_id"]).is_moe or "A3B" in row["checkpoint"]
+    comms = vs.hccl_communicators(tp=int(row["tp"]), dp=int(row["dp"] or 1), moe=moe, ep=row["ep"] == "1")
+    return vs.hccl_buffer_bytes(comms) + vs.dp_buffer_bytes(int(row["dp"] or 1))
+
+
+def weights_activation(row: dict[str, str]) -> tuple[int, int, str] | None:
+    terms = model_terms(row)
+    if terms is not None:
+        return terms[0], terms[1], "kvplan"
+    w, a = _f(row, "logged_weights_gib"), _f(row, "logged_activation_gib")
+    if w is None or a is None:
+        return None
+    return units.gib_to_bytes(w), units.gib_to_bytes(a), "logged"
+
+
+def cleared(row: dict[str, str], total: int) -> int:
+    """310P / v0.16: device memory held before this instance started (total - free at start), D."""
+    free = _f(row, "free_at_start_gib")
+    return total - units.gib_to_bytes(free) if free is not None else 0
+
+
+def implied_available(row: dict[str, str]) -> int | None:
+    """The row's available KV: logged, or the middle of the block range its logged tokens imply."""
+    logged = logged_available(row)
+    if logged is not None:
+        return logged
+    tokens = _i(row, "logged_kv_tokens")
+    if tokens is None or not row["model_id"]:
+        return None
+    probe = pool_for(row, GIB)
+    assert probe is not None
+    pool = probe[0]
+    groups = pool.attention_groups + pool.state_groups
+    blocks = math.ceil(_f(row, "logged_max_concurrency") * pool.blocks_per_request)  # type: ignore[operator]
+    per_block = pool.page_bytes * pool.layers_per_group
+    if vs.engine_version(row["engine_rule"]).tokens_rule == "blocks":
+        assert blocks // groups * pool.block_size_tokens == tokens, (row["log_id"], blocks)
+    return blocks * per_block + per_block // 2
+
+
+def base_non_torch(row: dict[str, str]) -> int | None:
+    """Non-torch memory the row shows beyond its HCCL buffers (logged, or implied by its pool)."""
+    total, util = device_total(row), _f(row, "gpu_memory_utilization")
+    logged = _f(row, "logged_non_torch_gib")
+    if logged is not None:
+        return units.gib_to_bytes(logged) - hccl(row)
+    terms, available = weights_activation(row), implied_available(row)
+    if terms is None or available is None or total is None or util is None:
+        return None
+    weights, activation, _src = terms
+    version = vs.engine_version(row["engine_rule"])
+    factor = 2 if version.formula == "profile-310p" else 1
+    return int(total * util) - weights - activation - cleared(row, total) - available * factor - hccl(row)
+
+
+def startup_prediction(row: dict[str, str], rows: list[dict[str, str]]) -> tuple[vs.StartupTerms, str] | None:
+    total, util, terms = device_total(row), _f(row, "gpu_memory_utilization"), weights_activation(row)
+    if total is None or util is None or terms is None:
+        return None
+    others = [b for r in rows if r["source_url"] != row["source_url"] for b in [base_non_torch(r)] if b is not None]
+    base = int(statistics.mean(others)) if others else 0
+    weights, activation, src = terms
+    version = vs.engine_version(row["engine_rule"])
+    return (
+        vs.startup_terms(
+            version,
+            device_total_bytes=total,
+            gpu_memory_utilization=util,
+            weights_bytes=weights,
+            activation_bytes=activation,
+            non_torch_bytes=base + hccl(row),
+            graph_bytes=units.gib_to_bytes(_f(row, "logged_graph_gib") or 0),
+            cleared_bytes=cleared(row, total),
+        ),
+        f"{src}, base non-torch {base / GIB:.2f} GiB from {len(others)} other log(s)",
+    )
+
+
+def before(row: dict[str, str]) -> str:
+    """What kvplan predicted before this change (`kvplan vllm` with --memory-fraction = the log's util):
+    the card's nominal memory x util - weights - MindIE's activation estimate - the card's flat runtime
+    reserve, cut by vllm-ascend main's block rule whatever the release, no 310P halving."""
+    util = _f(row, "gpu_memory_utilization")
+    if not (row["model_id"] and row["card"] in catalog.card_ids() and util and row["max_num_batched_tokens"]):
+        return "-"
+    hw = catalog.load_card(row["card"])
+    card = catalog.load_model(row["model_id"])
+    act = storage_dtype(row["weights_dtype"])
+    tp = int(row["tp"])
+    budget = memory.kv_budget_bytes(
+        memory.usable_bytes(hw.memory_capacity_bytes, memory_fraction=util),
+        weights=memory.weight_bytes_per_device(card, scheme=weight_scheme(row["weights_dtype"]), activation_dtype=act, tp=tp),
+        activation=memory.activation_bytes_per_device(
+            card, max_prefill_tokens=int(row["max_num_batched_tokens"]), activation_dtype=act, tp=tp
+        ),
+        runtime=units.gib_to_bytes(hw.runtime_overhead_gib),
+    )
+    pool = vm.vllm_pool(
+        card, vm.platform_for(hw.vendor), available_bytes=max(budget, 0), kv_dtype=storage_dtype(row["kv_dtype"]),
+        conv_dtype=act, tp=tp, max_model_len=int(row["max_model_len"]),
+    )
+    conc = _f(row, "logged_max_concurrency")
+    real = conc if conc is not None else None
+    text = f"{budget / GIB:.2f} GiB, {pool.max_concurrency:.2f}x"
+    return text + (f" ({_err(pool.max_concurrency, real):+.1%})" if real else "")
+
+
+def _err(pred: float, real: float) -> float:
+    return pred / real - 1
+
+
+def evaluate() -> tuple[list[list[str]], list[float]]:
+    rows = list(csv.DictReader(LOGS.open(encoding="utf-8")))
+    table, errors = [], []
+    for row in rows:
+        logged_kv, real = logged_available(row), implied_available(row)
+        conc = _f(row, "logged_max_concurrency")
+        pool_check = "-"
+        if logged_kv is not None and row["model_id"]:
+            found = pool_for(row, logged_kv)
+            assert found is not None
+            pool, tokens = found
+            parts = [f"{tokens:,} tok"]
+            if row["logged_kv_tokens"]:
+                parts.append(f"({_err(tokens, int(row['logged_kv_tokens'])):+.1%})")
+            if conc is not None:
+                parts.append(f"{pool.max_concurrency:.2f}x ({_err(pool.max_concurrency, conc):+.1%})")
+            pool_check = " ".join(parts)
+        pred = startup_prediction(row, rows)
+        startup_check, err_text = "-", "-"
+        if pred is not None and real is not None:
+            terms, how = pred
+            err = _err(terms.available_kv_bytes, real)
+            startup_check = f"{terms.available_kv_bytes / GIB:.2f} GiB vs {real / GIB:.2f} ({how})"
+            if row["model_id"] and conc is not None:
+                found = pool_for(row, terms.available_kv_bytes)
+                assert found is not None
+                err = _err(found[0].max_concurrency, conc)
+                startup_check += f"; {found[0].max_concurrency:.2f}x vs {conc:.2f}x"
+            if real < SMALL_POOL * terms.requested_bytes:
+                same = found_refused(row, terms) == ("refused" in row["outcome"])
+                err_text = f"{err:+.1%} (small remainder: outcome {'agrees' if same else 'DIFFERS'}, not in the stats)"
+            else:
+                errors.append(err)
+                err_text = f"{err:+.1%}"
+        table.append([row["log_id"], row["engine_version"], row["card"] or "?", row["model_id"] or row["checkpoint"],
+                      f"tp{row['tp']}", pool_check, before(row), startup_check, err_text])
+    return table, errors
+
+
+def found_refused(row: dict[str, str], terms: vs.StartupTerms) -> bool:
+    """True when kvplan also predicts fewer than one full-length request (the engine refuses to start)."""
+    if not row["model_id"]:
+        return False
+    found = pool_for(row, terms.available_kv_bytes)
+    return found is not None and found[0].max_concurrency < 1
+
+
+def render(table: list[list[str]], errors: list[float]) -> str:
+    head = ["log", "engine version", "card", "model", "tp", "pool from logged KV (vs log)",
+            "kvplan before (vs log)", "start-up prediction (LOLO)", "error"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in table]
+    abs_err = [abs(e) for e in errors]
+    median = statistics.median(abs_err) if abs_err else float("nan")
+    worst = max(abs_err) if abs_err else float("nan")
+    lines += [
+        "",
+        f"start-up prediction: {len(errors)} logs, median |error| {median:.2%} (target {MEDIAN_TOLERANCE:.0%}), "
+        f"worst {worst:.2%} (target {TOLERANCE:.0%}); error = predicted maximum concurrency (or available "
+        "KV where the model has no card) / logged - 1",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    table, errors = evaluate()
+    text = render(table, errors)
+    print(text)
+    if "--write" in sys.argv:
+        header = (
+            "# vLLM / vllm-ascend start-up logs vs kvplan\n\n"
+            "Generated by `python lab/accuracy/startup_logs.py --write` from lab/published/startup-logs.csv; "
+            "do not edit by hand.\n\n"
+        )
+        OUT.write_text(header + text + "\n", encoding="utf-8")
+        print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

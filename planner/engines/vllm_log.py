@@ -1,0 +1,174 @@
+"""Read what vLLM / vllm-ascend logged at start-up (pure: text in, frozen figures out).
+
+Lines understood (any prefix: time, level, process, rank), with the release that writes each:
+  vllm-ascend >= v0.16, vLLM V1   "Available KV cache memory: 12.57 GiB" (310P adds "(halved for workspace)")
+  vllm-ascend v0.11 .. v0.15      "Available memory: 11381826560, total memory: 65452113920" (bytes)
+  vLLM V1                         "GPU KV cache size: 236,416 tokens"
+                                  "Maximum concurrency for 32,768 tokens per request: 7.21x"
+  vLLM V1 / vllm-ascend           "Model loading took 11.55 GiB memory ..." / "Loading model weights took 18.6823 GB"
+  vllm-ascend >= 0.18 ([VA] worker.py:773-790)
+      "Free memory on device (42.24/43.24 GiB) on startup. Desired GPU memory utilization is (0.8, 34.59 GiB).
+       Actual usage: 18.8 GiB for weights, 1.71 GiB for peak activation, 1.05 GiB for non-torch memory,
+       0.0 GiB for NPU graph memory. ... Current KV cache memory: 5.77 GiB."
+  vLLM V0 "Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB
+       peak_torch_memory=17.06GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB
+       kv_cache_size=3.81GiB gpu_memory_utilization=0.90", "# GPU blocks: 1952", "Maximum concurrency for
+       20000 tokens per request: 1.56x"
+GiB figures are rounded to 0.01 GiB by the engine: a byte count from them is within 5 MiB.
+Per-rank lines may repeat; lists keep log order, and the instance's pool is the smallest rank's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field
+
+from planner import units
+from planner.errors import PlanInputError
+from planner.schema import Frozen
+
+_N = r"(\d+(?:\.\d+)?)"
+_INT = r"(\d[\d,]*)"
+AVAILABLE_KV_RE = re.compile(rf"Available KV cache memory:\s*{_N}\s*GiB(\s*\(halved for workspace\))?")
+AVAILABLE_BYTES_RE = re.compile(r"Available memory:\s*(\d+),\s*total memory:\s*(\d+)")
+KV_TOKENS_RE = re.compile(rf"GPU KV cache size:\s*{_INT}\s*tokens")
+CONCURRENCY_RE = re.compile(rf"Maximum concurrency for\s*{_INT}\s*tokens per request:\s*{_N}x")
+WEIGHTS_RE = re.compile(rf"(?:Model loading took|Loading model weights took)\s*{_N}\s*(GiB|GB)")
+STARTUP_RE = re.compile(
+    rf"Free memory on device \({_N}/{_N} GiB\) on startup\. Desired GPU memory utilization is "
+    rf"\({_N}, {_N} GiB\)\. Actual usage: {_N} GiB for weights, {_N} GiB for peak activation, "
+    rf"{_N} GiB for non-torch memory, {_N} GiB for NPU graph memory"
+)
+CURRENT_KV_RE = re.compile(rf"Current KV cache memory:\s*{_N}\s*GiB")
+V0_PROFILE_RE = re.compile(
+    rf"total_gpu_memory={_N}GiB.*?peak_torch_memory={_N}GiB.*?non_torch_memory={_N}GiB\s+"
+    rf"kv_cache_size={_N}GiB\s+gpu_memory_utilization={_N}"
+)
+BLOCKS_RE = re.compile(r"#?\s*(?:GPU|NPU) blocks:\s*(\d+)")
+MAX_LOG_GIB = 2.0**20  # a logged memory figure above 1 PiB is not a device's
+MAX_LOG_COUNT = 10**12  # a logged token or block count above this is not a device's
+
+
+class StartupBreakdown(Frozen):
+    """vllm-ascend >= 0.18's "Free memory on device ... Actual usage" line (bytes, from 0.01 GiB figures)."""
+
+    free_at_start_bytes: int
+    device_total_bytes: int
+    gpu_memory_utilization: float
+    requested_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    graph_bytes: int
+    current_kv_bytes: int | None = None
+
+
+class VllmLogFigures(Frozen):
+    """Every figure found, in log order (one entry per rank or per start-up). Bytes."""
+
+    available_kv_bytes: list[int] = Field(default_factory=list)
+    halved_for_workspace: bool = False
+    device_total_bytes: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_tokens: list[int] = Field(default_factory=list)
+    concurrency: list[float] = Field(default_factory=list)
+    max_model_len: int | None = None
+    weights_bytes: list[int] = Field(default_factory=list)
+    num_blocks: list[int] = Field(default_factory=list)
+    breakdown: list[StartupBreakdown] = Field(default_factory=list)
+    v0_activation_bytes: int | None = None
+    v0_non_torch_bytes: int | None = None
+
+    @property
+    def available_kv(self) -> int | None:
+        """The instance's KV memory: the smallest rank's (vLLM takes the minimum over workers)."""
+        return min(self.available_kv_bytes) if self.available_kv_bytes else None
+
+    @property
+    def found_anything(self) -> bool:
+        """True when at least one vLLM start-up line was understood."""
+        return bool(self.available_kv_bytes or self.kv_tokens or self.concurrency or self.breakdown)
+
+
+def _gib(text: str) -> int:
+    value = float(text)
+    if not 0 <= value <= MAX_LOG_GIB:
+        raise PlanInputError(f"log figure out of range (got {text[:20]!r} GiB, expected <= {MAX_LOG_GIB:g})")
+    return units.gib_to_bytes(value)
+
+
+def _count(text: str) -> int:
+    digits = text.replace(",", "")
+    if len(digits) > len(str(MAX_LOG_COUNT)) or int(digits) > MAX_LOG_COUNT:
+        raise PlanInputError(f"log figure out of range (got {text[:20]!r}, expected <= {MAX_LOG_COUNT})")
+    return int(digits)
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise PlanInputError(f"log gpu_memory_utilization out of range (got {text[:20]!r}, expected (0, 1])")
+    return value
+
+
+def _breakdown(groups: tuple[str, ...], current: str | None) -> StartupBreakdown:
+    free, total, util, requested, weights, act, non_torch, graph = groups
+    return StartupBreakdown(
+        free_at_start_bytes=_gib(free),
+        device_total_bytes=_gib(total),
+        gpu_memory_utilization=_fraction(util),
+        requested_bytes=_gib(requested),
+        weights_bytes=_gib(weights),
+        activation_bytes=_gib(act),
+        non_torch_bytes=_gib(non_torch),
+        graph_bytes=_gib(graph),
+        current_kv_bytes=_gib(current) if current is not None else None,
+    )
+
+
+def parse_vllm_log(text: str) -> VllmLogFigures:
+    """All figures the log holds (see the module docstring for the lines understood)."""
+    available = [_gib(m.group(1)) for m in AVAILABLE_KV_RE.finditer(text)]
+    halved = any(m.group(2) for m in AVAILABLE_KV_RE.finditer(text))
+    totals: list[int] = []
+    for used, total in AVAILABLE_BYTES_RE.findall(text):
+        available.append(_count(used))
+        totals.append(_count(total))
+    breakdown = []
+    for line in text.splitlines():
+        found = STARTUP_RE.search(line)
+        if found:
+            current = CURRENT_KV_RE.search(line)
+            breakdown.append(_breakdown(found.groups(), current.group(1) if current else None))
+    for item in breakdown:
+        totals.append(item.device_total_bytes)
+        if item.current_kv_bytes is not None and not available:
+            available.append(item.current_kv_bytes)
+    util = breakdown[0].gpu_memory_utilization if breakdown else None
+    v0 = V0_PROFILE_RE.findall(text)
+    v0_activation = v0_non_torch = None
+    weights = [_gib(n) for n, _unit in WEIGHTS_RE.findall(text)]
+    if v0:
+        total, peak, non_torch, kv, v0_util = v0[-1]
+        totals.append(_gib(total))
+        available.append(_gib(kv))
+        util = _fraction(v0_util)
+        v0_non_torch = _gib(non_torch)
+        if weights:
+            v0_activation = max(_gib(peak) - weights[-1], 0)
+    concurrency = CONCURRENCY_RE.findall(text)
+    return VllmLogFigures(
+        available_kv_bytes=available,
+        halved_for_workspace=halved,
+        device_total_bytes=min(totals) if totals else None,
+        gpu_memory_utilization=util,
+        kv_tokens=[_count(n) for n in KV_TOKENS_RE.findall(text)],
+        concurrency=[float(x) for _length, x in concurrency],
+        max_model_len=_count(concurrency[-1][0]) if concurrency else None,
+        weights_bytes=weights,
+        num_blocks=[_count(n) for n in BLOCKS_RE.findall(text)],
+        breakdown=breakdown,
+        v0_activation_bytes=v0_activation,
+        v0_non_torch_bytes=v0_non_torch,
+    )

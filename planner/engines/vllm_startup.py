@@ -1,0 +1,324 @@
+"""vLLM / vllm-ascend start-up arithmetic per engine version: the memory the KV pool gets, term by term (pure).
+
+Every term is bytes on one rank. Source lines ([VA] = vllm-project/vllm-ascend at the tag or commit named;
+vLLM = vllm-project/vllm 0.27.1 unless named):
+
+  requested   = device_total x gpu_memory_utilization
+                [VA] 182b75ea worker/worker.py:424-425; _310p/worker_310p.py:141-142; vLLM gpu_worker.py:500-548
+  available   = requested - weights - activation peak - non-torch [- graph] [- cleared], halved on 310P
+      vllm-ascend v0.11.0rc0 .. v0.15.x  int(total x util - (torch peak + non-torch after empty_cache))
+                                         ([VA] v0.12.0rc1 worker/worker_v1.py:240-273; logged in bytes as
+                                         "Available memory: N, total memory: T"); torch peak = weights +
+                                         activation; graphs are captured later, not subtracted
+      vllm-ascend v0.16.x .. v0.17.x     requested - non-KV - non_torch_memory_cleared_by_empty_cache
+                                         ([VA] v0.16.0rc1 worker/worker.py:350-363)
+      vllm-ascend v0.18.0 .. main        requested - non-KV ([VA] 182b75ea worker/worker.py:483-577); the
+                                         ACL graphs are captured after the pool is allocated and are NOT
+                                         subtracted (worker.py:749-752); a "--kv-cache-memory" hint with a
+                                         150 MiB margin is logged afterwards (worker.py:753-790)
+      vllm-ascend 310P (NPUWorker310)    (requested - non-KV - cleared) // 2 "halved for workspace"
+                                         ([VA] 182b75ea _310p/worker_310p.py:63-123); cleared = device memory
+                                         not held by this instance's torch at profile time (other processes,
+                                         the driver's reserve): vllm-ascend issues #14004 / #14274
+      vLLM (CUDA) >= 0.21                requested - non-KV - CUDA graph estimate (gpu_worker.py:512-548;
+                                         VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 by default, envs.py:295)
+  non-KV      = weights + activation peak + non-torch increase ([VA] worker.py:528-531)
+  activation  = peak of the dummy forward of max_num_batched_tokens tokens and of the dummy sampler over
+                max_num_seqs rows of fp32 logits (vLLM gpu_model_runner.py:6433-6506, sampler.py:96)
+
+The pool's blocks, concurrency and the "GPU KV cache size" line come from planner/vllm_memory.py.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from planner import memory, units
+from planner import vllm_memory as vm
+from planner.dtypes import StorageDType
+from planner.errors import PlanInputError
+from planner.schema import Frozen, HardwareProfile, ModelCard
+
+Formula = Literal["profile", "profile-cleared", "profile-310p", "cuda-graph"]
+TokensRule = Literal["blocks", "concurrency"]
+
+FP32_BYTES = 4  # the dummy sampler's logits are fp32 (vLLM sampler.py:96)
+HCCL_BUFFSIZE_DEFAULT_MIB = 200  # HCCL's default HCCL_BUFFSIZE (MB); [VA] utils.py:70 uses it for its groups
+HCCL_BUFFERS_PER_COMMUNICATOR = 2  # S: CANN HCCL env doc: each communicator holds an input and an output
+# buffer of HCCL_BUFFSIZE each (not re-read at a commit here)
+DP_BUFFER_MIN_MIB = 50  # [VA] 182b75ea utils.py:71 _MIN_DP_BUFFER_SIZE, calculate_dp_buffer_size :994-1005
+LARGE_DEVICE_GIB = 70  # vLLM arg_utils.py: device_memory >= 70 GiB (not A100) gets the large defaults
+
+
+class EngineVersion(Frozen):
+    """One engine release range with the start-up rules that differ between releases."""
+
+    key: str
+    engine: Literal["vllm-ascend", "vllm"]
+    releases: str
+    formula: Formula
+    hybrid_platform: vm.Platform
+    tokens_rule: TokensRule
+    default_gpu_memory_utilization: float
+    source: str
+
+
+VERSIONS: dict[str, EngineVersion] = {
+    v.key: v
+    for v in (
+        EngineVersion(
+            key="vllm-ascend-0.11",
+            engine="vllm-ascend",
+            releases="v0.11.0rc0 .. v0.15.x",
+            formula="profile",
+            hybrid_platform="ascend-v0.12",
+            tokens_rule="blocks",
+            default_gpu_memory_utilization=0.9,
+            source="[VA] v0.12.0rc1 worker/worker_v1.py:240-273, patch/platform/patch_mamba_config.py:37-62",
+        ),
+        EngineVersion(
+            key="vllm-ascend-0.16",
+            engine="vllm-ascend",
+            releases="v0.16.0rc1 .. v0.17.x",
+            formula="profile-cleared",
+            hybrid_platform="ascend",
+            tokens_rule="blocks",
+            default_gpu_memory_utilization=0.9,
+            source="[VA] v0.16.0rc1 worker/worker.py:350-363",
+        ),
+        EngineVersion(
+            key="vllm-ascend-main",
+            engine="vllm-ascend",
+            releases="v0.18.0 .. main 182b75ea (vLLM 0.27.1)",
+            formula="profile",
+            hybrid_platform="ascend",
+            tokens_rule="concurrency",
+            default_gpu_memory_utilization=0.92,
+            source="[VA] 182b75ea worker/worker.py:483-577; vLLM 0.27.1 config/cache.py:68",
+        ),
+        EngineVersion(
+            key="vllm-ascend-310p",
+            engine="vllm-ascend",
+            releases="310P (NPUWorker310), main 182b75ea",
+            formula="profile-310p",
+            hybrid_platform="ascend",
+            tokens_rule="concurrency",
+            default_gpu_memory_utilization=0.92,
+            source="[VA] 182b75ea _310p/worker_310p.py:63-123",
+        ),
+        EngineVersion(
+            key="vllm-cuda",
+            engine="vllm",
+            releases="vLLM >= 0.21 on CUDA (read at 0.27.1)",
+            formula="cuda-graph",
+            hybrid_platform="cuda",
+            tokens_rule="concurrency",
+            default_gpu_memory_utilization=0.92,
+            source="vLLM 0.27.1 v1/worker/gpu_worker.py:500-548, config/cache.py:68",
+        ),
+        EngineVersion(
+            key="vllm-cuda-v0",
+            engine="vllm",
+            releases="vLLM V0 engine (0.6.x)",
+            formula="profile",
+            hybrid_platform="cuda",
+            tokens_rule="blocks",
+            default_gpu_memory_utilization=0.9,
+            source="vLLM V0 worker/worker.py determine_num_available_blocks (log 'Memory profiling results')",
+        ),
+    )
+}
+DEFAULT_VERSION = "vllm-ascend-main"
+
+
+def engine_version(key: str) -> EngineVersion:
+    """The release range by key; PlanInputError naming the known keys otherwise."""
+    if key not in VERSIONS:
+        raise PlanInputError(f"--vllm-version: unknown (got {key!r}, expected one of {', '.join(VERSIONS)})")
+    return VERSIONS[key]
+
+
+class SchedulerDefaults(Frozen):
+    """What `vllm serve` uses when --max-num-batched-tokens / --max-num-seqs are not given."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    reason: str
+
+
+def scheduler_defaults(version: EngineVersion, *, device_total_bytes: int, device_name: str = "") -> SchedulerDefaults:
+    """`vllm serve` defaults (OpenAI server context) per engine.
+
+    vLLM asks the platform for the device memory; >= 70 GiB and not an A100 gives 8192 tokens / 1024 seqs,
+    anything else (or an exception) 2048 / 256 (vllm/engine/arg_utils.py, the `device_memory = 0` fallback).
+    vllm-ascend's NPUPlatform.get_device_total_memory raises NotImplementedError on purpose
+    ([VA] 182b75ea platform.py:206-213), so vllm-ascend always gets 2048 / 256, whatever the card.
+    """
+    if version.engine == "vllm-ascend":
+        return SchedulerDefaults(
+            max_num_batched_tokens=2048,
+            max_num_seqs=256,
+            reason="vllm-ascend cannot report device memory to vLLM (platform.py:206-213): small-GPU defaults",
+        )
+    large = device_total_bytes >= units.gib_to_bytes(LARGE_DEVICE_GIB) and "a100" not in device_name.lower()
+    if large:
+        return SchedulerDefaults(
+            max_num_batched_tokens=8192, max_num_seqs=1024, reason="device >= 70 GiB (vLLM arg_utils.py)"
+        )
+    return SchedulerDefaults(
+        max_num_batched_tokens=2048, max_num_seqs=256, reason="device < 70 GiB or A100 (vLLM arg_utils.py)"
+    )
+
+
+def hccl_communicators(*, tp: int, dp: int = 1, moe: bool = False, ep: bool = False) -> int:
+    """Communicators that hold HCCL_BUFFSIZE buffers on one rank (D, an assumption from the group list).
+
+    The TP group when tp > 1, and the MoE dispatch group (MC2 / EP, sized by HCCL_BUFFSIZE, [VA] utils.py:
+    976-984) for a MoE model spread over more than one rank. The DP group has its own small buffer
+    (dp_buffer_bytes).
+    """
+    groups = 1 if tp > 1 else 0
+    if moe and (tp * dp > 1 or ep):
+        groups += 1
+    return groups
+
+
+def hccl_buffer_bytes(communicators: int, *, buffsize_mib: int = HCCL_BUFFSIZE_DEFAULT_MIB) -> int:
+    """HCCL buffers of one rank: communicators x 2 x HCCL_BUFFSIZE MiB (counted in non-torch memory)."""
+    return communicators * HCCL_BUFFERS_PER_COMMUNICATOR * buffsize_mib * units.MIB_BYTES
+
+
+def dp_buffer_bytes(dp: int) -> int:
+    """vllm-ascend's DP group buffer: max(ceil((dp + 1) * 4 B / 1 MiB), 50) MiB when dp > 1 ([VA] utils.py:994)."""
+    if dp <= 1:
+        return 0
+    return max(math.ceil((dp + 1) * 4 / units.MIB_BYTES), DP_BUFFER_MIN_MIB) * units.MIB_BYTES
+
+
+def sampler_bytes(*, max_num_seqs: int, vocab_size: int) -> int:
+    """The dummy sampler's fp32 logits in profile_run: max_num_seqs x vocab x 4 B (vLLM sampler.py:96)."""
+    return max_num_seqs * vocab_size * FP32_BYTES
+
+
+class StartupTerms(Frozen):
+    """Each term of the engine's KV budget on one rank (bytes), and what it leaves for the pool."""
+
+    version: str
+    device_total_bytes: int
+    gpu_memory_utilization: float
+    requested_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    graph_bytes: int
+    cleared_bytes: int
+    halved: bool
+    available_kv_bytes: int
+
+
+def startup_terms(
+    version: EngineVersion,
+    *,
+    device_total_bytes: int,
+    gpu_memory_utilization: float,
+    weights_bytes: int,
+    activation_bytes: int,
+    non_torch_bytes: int,
+    graph_bytes: int = 0,
+    cleared_bytes: int = 0,
+) -> StartupTerms:
+    """The engine's available KV memory, term by term (formulas in the module docstring).
+
+    graph_bytes counts only where the version subtracts it (CUDA); cleared_bytes only for v0.16-0.17 and 310P.
+    """
+    requested = int(device_total_bytes * gpu_memory_utilization)
+    graph = graph_bytes if version.formula == "cuda-graph" else 0
+    cleared = cleared_bytes if version.formula in ("profile-cleared", "profile-310p") else 0
+    left = requested - weights_bytes - activation_bytes - non_torch_bytes - graph - cleared
+    halved = version.formula == "profile-310p"
+    return StartupTerms(
+        version=version.key,
+        device_total_bytes=device_total_bytes,
+        gpu_memory_utilization=gpu_memory_utilization,
+        requested_bytes=requested,
+        weights_bytes=weights_bytes,
+        activation_bytes=activation_bytes,
+        non_torch_bytes=non_torch_bytes,
+        graph_bytes=graph,
+        cleared_bytes=cleared,
+        halved=halved,
+        available_kv_bytes=left // 2 if halved else left,
+    )
+
+
+def device_total_bytes(hardware: HardwareProfile, *, logged_bytes: int | None = None) -> int:
+    """The device total the engine sizes from: the logged figure when there is one, else the card's.
+
+    The one place kvplan reads a card's total for vLLM's start-up arithmetic: when card variants gain a
+    runtime-visible memory figure (issue 28 part 1), it is read here.
+    """
+    if logged_bytes is not None:
+        return logged_bytes
+    runtime = getattr(hardware, "runtime_memory_gib", None)
+    return units.gib_to_bytes(runtime) if runtime else hardware.memory_capacity_bytes
+
+
+def logged_kv_tokens(version: EngineVersion, pool: vm.VllmPool) -> int:
+    """The "GPU KV cache size: N tokens" figure this version logs for the pool."""
+    if version.tokens_rule == "blocks":
+        groups = pool.attention_groups + pool.state_groups
+        return vm.kv_cache_size_tokens_by_blocks(
+            pool.num_blocks, groups=groups, block_tokens=pool.block_size_tokens
+        )
+    return pool.kv_cache_size_tokens
+
+
+def term_lines(terms: StartupTerms) -> list[str]:
+    """The terms as printed lines (GiB with two decimals, as the engine logs them)."""
+    gib = units.fmt_gib
+    lines = [
+        f"engine rule {terms.version}: requested = {gib(terms.device_total_bytes)} x "
+        f"{terms.gpu_memory_utilization:g} = {gib(terms.requested_bytes)}",
+        f"  - weights {gib(terms.weights_bytes)}",
+        f"  - activation peak {gib(terms.activation_bytes)}",
+        f"  - non-torch {gib(terms.non_torch_bytes)}",
+    ]
+    if terms.graph_bytes:
+        lines.append(f"  - graph estimate {gib(terms.graph_bytes)}")
+    if terms.cleared_bytes:
+        lines.append(f"  - device memory not this instance's {gib(terms.cleared_bytes)}")
+    lines.append(
+        f"  = available KV {gib(terms.available_kv_bytes)}" + (" (halved for workspace, 310P)" if terms.halved else "")
+    )
+    return lines
+
+
+def activation_bytes(
+    card: ModelCard,
+    *,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    activation_dtype: StorageDType,
+    tp: int,
+    moe_tp: int | None = None,
+) -> int:
+    """The activation peak vLLM's profile_run records: max(dummy forward, dummy sampler).
+
+    Formula: max(T * ((R + 1) * H + W) * b / 8,  S * V * 4)
+        T max_num_batched_tokens, S max_num_seqs, V vocab; R, W as in memory.activation_bytes_per_device
+        R + 1: while the MLP's down projection writes its H-wide output, the residual, the normed input and
+        the gate/up outputs are still live, one hidden-size buffer more than kvplan's MindIE estimate.
+        Chosen from vLLM issue #10517 (Llama-3.1-8B, 20k and 29k tokens: 111 KB per token logged, R = 2
+        gives 102 KB, R + 1 gives 111 KB); the peak is the larger of forward and sampler, not their sum
+        (the forward's buffers are freed before the sampler runs).
+    """
+    forward = memory.activation_bytes_per_device(
+        card,
+        max_prefill_tokens=max_num_batched_tokens,
+        activation_dtype=activation_dtype,
+        tp=tp,
+        moe_tp=moe_tp,
+    )
+    down_proj_output = max_num_batched_tokens * card.hidden_size * activation_dtype.bits // units.BITS_PER_BYTE
+    return max(forward + down_proj_output, sampler_bytes(max_num_seqs=max_num_seqs, vocab_size=card.vocab_size))
