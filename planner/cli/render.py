@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from planner import catalog, params, units
@@ -124,6 +125,13 @@ def print_plan(result: Plan, dep: Deployment) -> None:
         f"max_seq_len = {rec.max_seq_len} (bound by {rec.binding_constraint}; "
         f"block size {result.block_size_tokens})"
     )
+    if dep.engine == "vllm":
+        from planner.engines import vllm_startup
+
+        for line in vllm_startup.plan_lines(
+            dep, max_model_len=dep.ctx_tokens, max_num_seqs=rec.max_batch_size, plan_budget_bytes=mem.kv_budget_bytes
+        ):
+            console.print(escape(line))
     if result.layout is not None:
         lay = result.layout
         console.print(

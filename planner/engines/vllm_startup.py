@@ -36,6 +36,8 @@ from typing import Literal
 
 from planner import memory, units
 from planner import vllm_memory as vm
+from planner import layout
+from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.errors import PlanInputError
 from planner.schema import Frozen, HardwareProfile, ModelCard
@@ -322,3 +324,80 @@ def activation_bytes(
     )
     down_proj_output = max_num_batched_tokens * card.hidden_size * activation_dtype.bits // units.BITS_PER_BYTE
     return max(forward + down_proj_output, sampler_bytes(max_num_seqs=max_num_seqs, vocab_size=card.vocab_size))
+
+
+# Base non-torch memory besides HCCL buffers (ACL / CUDA context, workspaces): 0.35 GiB, the mean over the
+# seven rows of lab/published/startup-logs.csv that show it (0.13-0.78 GiB; median per source 0.35 GiB);
+# each row's prediction in lab/accuracy/startup_logs.py uses the mean of the other sources instead (LOLO).
+NON_TORCH_BASE_BYTES = 350 * units.MIB_BYTES
+
+
+def version_for_vendor(vendor: str) -> EngineVersion:
+    """The release kvplan plans for: vllm-ascend main on Huawei cards, vLLM >= 0.21 on NVIDIA."""
+    return VERSIONS["vllm-cuda" if vendor == "nvidia" else DEFAULT_VERSION]
+
+
+def plan_terms(
+    dep: Deployment, *, gpu_memory_utilization: float, max_num_batched_tokens: int, max_num_seqs: int
+) -> StartupTerms:
+    """The engine's own start-up terms for a deployment (kvplan's weights, the vLLM activation peak, the base
+    non-torch constant plus HCCL buffers; the card's device total through device_total_bytes)."""
+    version = version_for_vendor(dep.hardware.vendor)
+    ascend = version.engine == "vllm-ascend"
+    comms = hccl_communicators(tp=dep.tp, dp=dep.dp, moe=dep.model.is_moe, ep=dep.ep > 1) if ascend else 0
+    non_torch = NON_TORCH_BASE_BYTES + hccl_buffer_bytes(comms) + (dp_buffer_bytes(dep.dp) if ascend else 0)
+    return startup_terms(
+        version,
+        device_total_bytes=device_total_bytes(dep.hardware),
+        gpu_memory_utilization=gpu_memory_utilization,
+        weights_bytes=memory.weight_bytes_per_device(
+            dep.model,
+            scheme=dep.weight_scheme,
+            activation_dtype=dep.activation_dtype,
+            tp=dep.tp,
+            shards=layout.shards(dep),
+        ),
+        activation_bytes=activation_bytes(
+            dep.model,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_num_seqs=max_num_seqs,
+            activation_dtype=dep.activation_dtype,
+            tp=dep.tp,
+            moe_tp=layout.moe_tp(dep),
+        ),
+        non_torch_bytes=non_torch,
+    )
+
+
+def plan_lines(dep: Deployment, *, max_model_len: int, max_num_seqs: int, plan_budget_bytes: int) -> list[str]:
+    """What the engine's own start-up arithmetic gives for the deployment, term by term, and what it logs,
+    next to kvplan's own KV budget (which still sizes the plan's batch).
+
+    Utilisation: the plan's memory fraction (printed as --gpu-memory-utilization); tokens per dummy step:
+    the plan's max prefill tokens (--max-num-batched-tokens).
+    """
+    terms = plan_terms(
+        dep,
+        gpu_memory_utilization=dep.memory_fraction,
+        max_num_batched_tokens=dep.max_prefill_tokens,
+        max_num_seqs=max_num_seqs,
+    )
+    version = VERSIONS[terms.version]
+    pool = vm.deployment_pool(dep, available_bytes=max(terms.available_kv_bytes, 0), max_model_len=max_model_len)
+    defaults = scheduler_defaults(version, device_total_bytes=terms.device_total_bytes, device_name=dep.hardware.name)
+    return [
+        f"vLLM start-up arithmetic ({version.engine} {version.releases}; {version.source}):",
+        *(f"  {line}" for line in term_lines(terms)),
+        f"  -> {pool.num_blocks} blocks of {pool.block_size_tokens} tokens; it logs "
+        f"'GPU KV cache size: {logged_kv_tokens(version, pool):,} tokens' and 'Maximum concurrency for "
+        f"{max_model_len:,} tokens per request: {pool.max_concurrency:.2f}x'",
+        f"  defaults when left out: --max-num-batched-tokens {defaults.max_num_batched_tokens}, --max-num-seqs "
+        f"{defaults.max_num_seqs} ({defaults.reason}); --gpu-memory-utilization "
+        f"{version.default_gpu_memory_utilization:g}",
+        "  non-torch = 0.35 GiB base (fitted, lab/accuracy/startup_logs.py) + 2 x HCCL_BUFFSIZE (200 MB) per "
+        "HCCL communicator (TP group, MoE dispatch group); set HCCL_BUFFSIZE higher (EP) and it grows",
+        f"  kvplan's KV budget above (which sizes the batch) is {units.fmt_gib(plan_budget_bytes)}, the engine's "
+        f"{units.fmt_gib(terms.available_kv_bytes)} ({terms.available_kv_bytes / max(plan_budget_bytes, 1) - 1:+.1%}); "
+        f"device total taken as {units.fmt_gib(terms.device_total_bytes)} (the card's; the runtime reports less "
+        "on most cards: check with `kvplan calibrate --from-log` on a real start-up log)",
+    ]

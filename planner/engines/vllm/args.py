@@ -40,6 +40,7 @@ class VllmArgs(Frozen):
     min_gpu_memory_utilization: float
     pool: vm.VllmPool
     log_lines: list[str]
+    startup_lines: list[str]
     notes: list[str]
 
 
@@ -110,6 +111,7 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
         min_gpu_memory_utilization=util,
         pool=pool,
         log_lines=vm.log_lines(pool),
+        startup_lines=startup_lines(plan, dep, lengths=lengths, max_num_seqs=seqs),
         notes=vllm_notes(plan, dep, pool=pool, options=options, util=util),
     )
 
@@ -180,6 +182,19 @@ def render_command(result: VllmArgs) -> str:
     return " \\\n".join(lines)
 
 
+def startup_lines(plan: Plan, dep: Deployment, *, lengths: Lengths, max_num_seqs: int) -> list[str]:
+    """The engine's own start-up arithmetic for the printed settings (planner/engines/vllm_startup.py)."""
+    from planner.engines import vllm_startup
+
+    sized = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
+    return vllm_startup.plan_lines(
+        sized,
+        max_model_len=lengths.max_seq_len_tokens,
+        max_num_seqs=max_num_seqs,
+        plan_budget_bytes=plan.memory.kv_budget_bytes,
+    )
+
+
 def summary_lines(result: VllmArgs) -> list[str]:
     """What to check at start-up: vLLM's two log lines and the smallest utilisation for --max-num-seqs."""
     return [
@@ -187,4 +202,5 @@ def summary_lines(result: VllmArgs) -> list[str]:
         *(f"  {line}" for line in result.log_lines),
         f"--max-num-seqs {result.max_num_seqs} needs --gpu-memory-utilization >= "
         f"{result.min_gpu_memory_utilization:g} ({result.pool.platform} block accounting)",
+        *result.startup_lines,
     ]
