@@ -1,7 +1,8 @@
 """Read what vLLM / vllm-ascend logged at start-up (pure: text in, frozen figures out).
 
 Lines understood (any prefix: time, level, process, rank), with the release that writes each:
-  vllm-ascend >= v0.16, vLLM V1   "Available KV cache memory: 12.57 GiB" (310P adds "(halved for workspace)")
+  vllm-ascend >= v0.16, vLLM V1   "Available KV cache memory: 12.57 GiB" (310P adds "(halved for workspace)";
+                                  a line from worker_310p.py marks the 310P rule too)
   vllm-ascend v0.11 .. v0.15      "Available memory: 11381826560, total memory: 65452113920" (bytes)
   vLLM V1                         "GPU KV cache size: 236,416 tokens"
                                   "Maximum concurrency for 32,768 tokens per request: 7.21x"
@@ -130,7 +131,7 @@ def _breakdown(groups: tuple[str, ...], current: str | None) -> StartupBreakdown
 def parse_vllm_log(text: str) -> VllmLogFigures:
     """All figures the log holds (see the module docstring for the lines understood)."""
     available = [_gib(m.group(1)) for m in AVAILABLE_KV_RE.finditer(text)]
-    halved = any(m.group(2) for m in AVAILABLE_KV_RE.finditer(text))
+    halved = any(m.group(2) for m in AVAILABLE_KV_RE.finditer(text)) or "worker_310p" in text
     totals: list[int] = []
     for used, total in AVAILABLE_BYTES_RE.findall(text):
         available.append(_count(used))
@@ -172,3 +173,130 @@ def parse_vllm_log(text: str) -> VllmLogFigures:
         v0_activation_bytes=v0_activation,
         v0_non_torch_bytes=v0_non_torch,
     )
+
+
+class LearnedMachine(Frozen):
+    """What one start-up log says about the machine (bytes per rank), for `kvplan calibrate --from-log`."""
+
+    device_total_bytes: int
+    gpu_memory_utilization: float
+    weights_bytes: int | None
+    activation_bytes: int | None
+    non_torch_bytes: int
+    cleared_bytes: int
+    available_kv_bytes: int
+    halved: bool
+    source: str
+
+    @property
+    def runtime_bytes(self) -> int:
+        """kvplan's runtime reserve that reproduces the log: non-torch + memory not this instance's, and on a
+        310P the half of the remainder the engine keeps for workspace (kvplan's budget does not halve; this
+        half is exact for the logged model and settings only)."""
+        return self.non_torch_bytes + self.cleared_bytes + (self.available_kv_bytes if self.halved else 0)
+
+
+def learn_machine(
+    figures: VllmLogFigures, *, card_capacity_bytes: int, gpu_memory_utilization: float | None = None
+) -> LearnedMachine:
+    """The machine's device total, activation and non-torch overheads from the log's own lines.
+
+    Refused (PlanInputError, one line) when the log holds no KV figure or no device total, or implies
+    more KV memory, or a larger device, than the card holds (a log of another card).
+    Order of evidence: vllm-ascend's "Actual usage" line (each term logged), vLLM V0's "Memory profiling
+    results" line, else available KV + "Model loading took" + --gpu-memory-utilization (activation and
+    non-torch then come as one figure, non_torch_bytes).
+    """
+    available, total = figures.available_kv, figures.device_total_bytes
+    if available is None:
+        raise PlanInputError(
+            "--from-log: no vLLM KV line in the log (got none of 'Available KV cache memory', 'Available "
+            "memory: N, total memory: T', 'Current KV cache memory', expected one)"
+        )
+    if available > card_capacity_bytes:
+        raise PlanInputError(
+            f"--from-log: the log's KV cache ({units.fmt_gib(available)}) is more than the card holds "
+            f"({units.fmt_gib(card_capacity_bytes)}): not a log of this card (check --card)"
+        )
+    if total is None:
+        raise PlanInputError(
+            "--from-log: no device total in the log (got no 'total memory', 'Free memory on device' or "
+            "'total_gpu_memory' figure, expected one)"
+        )
+    if total > card_capacity_bytes * 1.05:
+        raise PlanInputError(
+            f"--from-log: the log's device has {units.fmt_gib(total)}, more than the card's "
+            f"{units.fmt_gib(card_capacity_bytes)}: not a log of this card (check --card)"
+        )
+    factor = 2 if figures.halved_for_workspace else 1
+    if figures.breakdown:
+        b = min(figures.breakdown, key=lambda item: item.current_kv_bytes or 0)
+        kv = b.current_kv_bytes if b.current_kv_bytes is not None else available
+        left = b.requested_bytes - b.weights_bytes - b.activation_bytes - b.non_torch_bytes - kv * factor
+        return LearnedMachine(
+            device_total_bytes=b.device_total_bytes,
+            gpu_memory_utilization=b.gpu_memory_utilization,
+            weights_bytes=b.weights_bytes,
+            activation_bytes=b.activation_bytes,
+            non_torch_bytes=b.non_torch_bytes,
+            cleared_bytes=max(left, 0),
+            available_kv_bytes=kv,
+            halved=bool(factor == 2),
+            source="vllm-ascend 'Free memory on device ... Actual usage' line",
+        )
+    util = figures.gpu_memory_utilization or gpu_memory_utilization
+    if util is None:
+        raise PlanInputError(
+            "--gpu-memory-utilization: required with this log (got no utilisation line in it, expected the "
+            "value the engine ran with)"
+        )
+    requested = int(total * util)
+    if figures.v0_non_torch_bytes is not None and figures.v0_activation_bytes is not None:
+        return LearnedMachine(
+            device_total_bytes=total,
+            gpu_memory_utilization=util,
+            weights_bytes=figures.weights_bytes[-1] if figures.weights_bytes else None,
+            activation_bytes=figures.v0_activation_bytes,
+            non_torch_bytes=figures.v0_non_torch_bytes,
+            cleared_bytes=0,
+            available_kv_bytes=available,
+            halved=False,
+            source="vLLM V0 'Memory profiling results' line",
+        )
+    if not figures.weights_bytes:
+        raise PlanInputError(
+            "--from-log: no weights line in the log (got no 'Model loading took' / 'Loading model weights "
+            "took', expected one to split the non-KV memory)"
+        )
+    weights = figures.weights_bytes[-1]
+    return LearnedMachine(
+        device_total_bytes=total,
+        gpu_memory_utilization=util,
+        weights_bytes=weights,
+        activation_bytes=None,
+        non_torch_bytes=max(requested - weights - available * factor, 0),
+        cleared_bytes=0,
+        available_kv_bytes=available,
+        halved=bool(factor == 2),
+        source="available KV, weights and utilisation (activation and non-torch as one figure)",
+    )
+
+
+def learned_lines(machine: LearnedMachine) -> list[str]:
+    """The learned terms as printed lines."""
+    gib = units.fmt_gib
+    lines = [
+        f"from the log ({machine.source}):",
+        f"  device total {gib(machine.device_total_bytes)} x {machine.gpu_memory_utilization:g} = "
+        f"{gib(int(machine.device_total_bytes * machine.gpu_memory_utilization))}",
+    ]
+    if machine.weights_bytes is not None:
+        lines.append(f"  weights {gib(machine.weights_bytes)}")
+    if machine.activation_bytes is not None:
+        lines.append(f"  activation peak {gib(machine.activation_bytes)}")
+    label = "non-torch" if machine.activation_bytes is not None else "activation + non-torch"
+    lines.append(f"  {label} {gib(machine.non_torch_bytes)}")
+    if machine.cleared_bytes:
+        lines.append(f"  device memory not this instance's {gib(machine.cleared_bytes)}")
+    lines.append(f"  available KV {gib(machine.available_kv_bytes)}" + (" (halved, 310P)" if machine.halved else ""))
+    return lines
