@@ -1,0 +1,251 @@
+"""Issue 28 part 2: vLLM / vllm-ascend start-up arithmetic term by term, checked on embedded public logs.
+
+Log snippets are the engine's own lines quoted in public issues (URLs in lab/published/startup-logs.csv):
+  vllm-ascend #10122 (310P, NPUWorker310, "Actual usage" line), #3800 (v0.11 bytes line, Qwen3-235B TP8),
+  #5020 (v0.12 Qwen3-Next-80B TP4), vLLM #10517 (V0 "Memory profiling results", Llama-3.1-8B on a 3090).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from planner import catalog, units
+from planner import vllm_memory as vm
+from planner.cli import app
+from planner.dtypes import storage_dtype
+from planner.engines import vllm_log, vllm_startup
+from planner.errors import PlanInputError
+
+runner = CliRunner()
+GIB = units.GIB_BYTES
+ROOT = Path(__file__).resolve().parents[1]
+BF16 = storage_dtype("bf16")
+
+LOG_10122 = """\
+(Worker_TP0_EP0 pid=4574) INFO 06-06 09:29:20 [worker.py:546] Free memory on device (42.24/43.24 GiB) on startup. \
+Desired GPU memory utilization is (0.8, 34.59 GiB). Actual usage: 18.8 GiB for weights, 1.71 GiB for peak \
+activation, 1.05 GiB for non-torch memory, 0.0 GiB for NPU graph memory. Replace gpu_memory_utilization with \
+`--kv-cache-memory=13839077068` (12.89 GiB) to fit into requested memory, or `--kv-cache-memory=22053519872` \
+(20.54 GiB) to fully utilize NPU free memory. Current KV cache memory: 5.77 GiB.
+(Worker_TP0_EP0 pid=4574) INFO 06-06 09:29:20 [worker_310p.py:141] Skip warm-up atb ops for 310P device.
+"""
+LOG_3800 = """\
+(Worker_DP0_TP0_EP0 pid=27089) INFO 10-27 11:59:15 [worker_v1.py:234] Available memory: 11381826560, total memory: 65452113920
+(Worker_DP0_TP1_EP1 pid=27090) INFO 10-27 11:59:15 [worker_v1.py:234] Available memory: 11857880064, total memory: 65452113920
+(EngineCore_DP0 pid=26418) INFO 10-27 11:59:15 [kv_cache_utils.py:1087] GPU KV cache size: 236,416 tokens
+(EngineCore_DP0 pid=26418) INFO 10-27 11:59:15 [kv_cache_utils.py:1091] Maximum concurrency for 32,768 tokens per request: 7.21x
+"""
+LOG_10517 = """\
+INFO model_runner.py:1115] Loading model weights took 14.9888 GB
+INFO worker.py:232] Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB \
+peak_torch_memory=17.06GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB kv_cache_size=3.81GiB \
+gpu_memory_utilization=0.90
+INFO gpu_executor.py:76] # GPU blocks: 1952, # CPU blocks: 2048
+INFO gpu_executor.py:80] Maximum concurrency for 20000 tokens per request: 1.56x
+"""
+
+
+def _gib(x: float) -> int:
+    return units.gib_to_bytes(x)
+
+
+# --- the start-up terms, one rule per release -------------------------------------------------------
+
+
+def test_310p_terms_reproduce_the_logged_kv_and_halve_it() -> None:
+    """#10122 TP0: (34.59 - 18.8 - 1.71 - 1.05 - 1.49) // 2 = 5.77 GiB; main's rule would give twice that."""
+    args = dict(
+        device_total_bytes=_gib(43.24),
+        gpu_memory_utilization=0.8,
+        weights_bytes=_gib(18.8),
+        activation_bytes=_gib(1.71),
+        non_torch_bytes=_gib(1.05),
+        cleared_bytes=_gib(1.49),
+    )
+    terms = vllm_startup.startup_terms(vllm_startup.VERSIONS["vllm-ascend-310p"], **args)
+    assert terms.requested_bytes == pytest.approx(_gib(34.59), abs=0.005 * GIB)
+    assert terms.halved and terms.cleared_bytes == _gib(1.49)
+    assert terms.available_kv_bytes == pytest.approx(_gib(5.77), abs=0.01 * GIB)
+    main = vllm_startup.startup_terms(vllm_startup.VERSIONS["vllm-ascend-main"], **args)
+    assert main.cleared_bytes == 0 and not main.halved  # main subtracts neither
+    assert main.available_kv_bytes == pytest.approx(_gib(34.59 - 18.8 - 1.71 - 1.05), abs=0.01 * GIB)
+
+
+def test_graph_memory_is_subtracted_on_cuda_only() -> None:
+    """vllm-ascend captures ACL graphs after the pool (worker.py:749-752); vLLM >= 0.21 subtracts the estimate."""
+    args = dict(
+        device_total_bytes=_gib(24),
+        gpu_memory_utilization=0.9,
+        weights_bytes=_gib(15),
+        activation_bytes=_gib(1),
+        non_torch_bytes=_gib(0.3),
+        graph_bytes=_gib(0.52),
+    )
+    ascend = vllm_startup.startup_terms(vllm_startup.VERSIONS["vllm-ascend-main"], **args)
+    cuda = vllm_startup.startup_terms(vllm_startup.VERSIONS["vllm-cuda"], **args)
+    assert ascend.graph_bytes == 0 and cuda.graph_bytes == _gib(0.52)
+    assert ascend.available_kv_bytes - cuda.available_kv_bytes == _gib(0.52)
+
+
+def test_v0_log_terms_add_up() -> None:
+    """#10517: 0.9 x 23.58 - 14.9888 (weights) - 2.07 (activation) - 0.35 (non-torch) = 3.81 GiB."""
+    terms = vllm_startup.startup_terms(
+        vllm_startup.VERSIONS["vllm-cuda-v0"],
+        device_total_bytes=_gib(23.58),
+        gpu_memory_utilization=0.9,
+        weights_bytes=_gib(14.9888),
+        activation_bytes=_gib(17.06 - 14.9888),
+        non_torch_bytes=_gib(0.35),
+    )
+    assert terms.available_kv_bytes == pytest.approx(_gib(3.81), abs=0.01 * GIB)
+
+
+def test_vllm_activation_tracks_the_logged_peak() -> None:
+    """#10517: the dummy forward of 20 000 / 29 000 tokens peaked at 2.07 / 2.99 GiB above the weights."""
+    card = catalog.load_model("llama-3.1-8b")
+    for tokens, logged in ((20000, 2.07), (29000, 2.99)):
+        act = vllm_startup.activation_bytes(
+            card, max_num_batched_tokens=tokens, max_num_seqs=256, activation_dtype=BF16, tp=1
+        )
+        assert act / GIB == pytest.approx(logged, rel=0.01)
+    small = vllm_startup.activation_bytes(card, max_num_batched_tokens=16, max_num_seqs=256, activation_dtype=BF16, tp=1)
+    assert small == vllm_startup.sampler_bytes(max_num_seqs=256, vocab_size=card.vocab_size)  # the sampler's peak
+
+
+def test_vllm_ascend_defaults_ignore_the_card_size() -> None:
+    """vllm-ascend's platform cannot report memory, so vLLM falls back to 2048 / 256 even on a 128 GiB card."""
+    ascend = vllm_startup.scheduler_defaults(vllm_startup.VERSIONS["vllm-ascend-main"], device_total_bytes=_gib(128))
+    cuda = vllm_startup.scheduler_defaults(vllm_startup.VERSIONS["vllm-cuda"], device_total_bytes=_gib(141))
+    a100 = vllm_startup.scheduler_defaults(
+        vllm_startup.VERSIONS["vllm-cuda"], device_total_bytes=_gib(80), device_name="NVIDIA A100-SXM4-80GB"
+    )
+    assert (ascend.max_num_batched_tokens, ascend.max_num_seqs) == (2048, 256)
+    assert (cuda.max_num_batched_tokens, cuda.max_num_seqs) == (8192, 1024)
+    assert (a100.max_num_batched_tokens, a100.max_num_seqs) == (2048, 256)
+
+
+def test_hccl_buffers_per_communicator() -> None:
+    """Each communicator holds 2 x HCCL_BUFFSIZE; a MoE model adds its dispatch group; EP deployments raise it."""
+    assert vllm_startup.hccl_communicators(tp=1) == 0
+    assert vllm_startup.hccl_communicators(tp=4) == 1
+    assert vllm_startup.hccl_communicators(tp=2, moe=True, ep=True) == 2
+    assert vllm_startup.hccl_buffer_bytes(2) == 2 * 2 * 200 * units.MIB_BYTES
+    assert vllm_startup.hccl_buffer_bytes(1, buffsize_mib=1024) == 2 * 1024 * units.MIB_BYTES
+    assert vllm_startup.dp_buffer_bytes(1) == 0 and vllm_startup.dp_buffer_bytes(4) == 50 * units.MIB_BYTES
+
+
+# --- the pool each release builds from the available memory -----------------------------------------
+
+
+def test_v011_dense_pool_matches_the_log_exactly() -> None:
+    """#3800 (Qwen3-235B geometry, TP8, 32k): 11381826560 B -> 1847 blocks -> 236,416 tokens, 7.21x."""
+    card = catalog.load_model("qwen3-235b-a22b")
+    pool = vm.vllm_pool(card, "ascend-v0.12", available_bytes=11381826560, kv_dtype=BF16, conv_dtype=BF16, tp=8, max_model_len=32768)
+    version = vllm_startup.VERSIONS["vllm-ascend-0.11"]
+    assert vllm_startup.logged_kv_tokens(version, pool) == 236416
+    assert f"{pool.max_concurrency:.2f}" == "7.21"
+
+
+def test_v012_hybrid_block_rule_matches_qwen3_next_log() -> None:
+    """#5020 (v0.12.0rc1, Qwen3-Next TP4, 4k): block 384 (128-aligned, K+V, conv + ssm), 14 blocks per request,
+    2941 blocks -> '282,240 tokens' (blocks // 4 groups x 384) and 210.07x. Main's K-half rule would give 512."""
+    card = catalog.load_model("qwen3-next-80b-a3b")
+    block, page = vm.block_and_page(card, "ascend-v0.12", kv_dtype=BF16, conv_dtype=BF16, tp=4, num_spec=0)
+    assert (block, page) == (384, 384 * 1024)
+    assert vm.block_and_page(card, "ascend", kv_dtype=BF16, conv_dtype=BF16, tp=4, num_spec=0)[0] == 512
+    pool = vm.vllm_pool(
+        card, "ascend-v0.12", available_bytes=2941 * page * 12, kv_dtype=BF16, conv_dtype=BF16, tp=4, max_model_len=4096
+    )
+    assert (pool.num_blocks, pool.blocks_per_request, pool.layers_per_group) == (2941, 14, 12)
+    assert vllm_startup.logged_kv_tokens(vllm_startup.VERSIONS["vllm-ascend-0.11"], pool) == 282240
+    assert f"{pool.max_concurrency:.2f}" == "210.07"
+
+
+# --- the log reader ---------------------------------------------------------------------------------
+
+
+def test_parse_breakdown_line_and_310p_marker() -> None:
+    figures = vllm_log.parse_vllm_log(LOG_10122)
+    (b,) = figures.breakdown
+    assert b.device_total_bytes == _gib(43.24) and b.gpu_memory_utilization == 0.8
+    assert (b.weights_bytes, b.activation_bytes, b.non_torch_bytes) == (_gib(18.8), _gib(1.71), _gib(1.05))
+    assert figures.available_kv == _gib(5.77) and figures.halved_for_workspace
+
+
+def test_parse_v011_bytes_lines_takes_the_smallest_rank() -> None:
+    figures = vllm_log.parse_vllm_log(LOG_3800)
+    assert figures.available_kv == 11381826560 and figures.device_total_bytes == 65452113920
+    assert figures.kv_tokens == [236416] and figures.concurrency == [7.21] and figures.max_model_len == 32768
+
+
+def test_parse_v0_profile_line() -> None:
+    figures = vllm_log.parse_vllm_log(LOG_10517)
+    assert figures.device_total_bytes == _gib(23.58) and figures.gpu_memory_utilization == 0.9
+    assert figures.v0_non_torch_bytes == _gib(0.35) and figures.num_blocks == [1952]
+    assert figures.v0_activation_bytes == _gib(17.06) - _gib(14.9888)
+
+
+def test_learn_machine_310p_gets_the_foreign_memory_term() -> None:
+    """The 310P rule's extra term is what the logged terms leave: 34.59 - 21.56 - 2 x 5.77 = 1.49 GiB."""
+    machine = vllm_log.learn_machine(vllm_log.parse_vllm_log(LOG_10122), card_capacity_bytes=_gib(48))
+    assert machine.halved and machine.cleared_bytes == pytest.approx(_gib(1.49), abs=0.02 * GIB)
+    assert machine.runtime_bytes == machine.non_torch_bytes + machine.cleared_bytes + _gib(5.77)
+
+
+def test_log_with_more_kv_than_the_card_is_refused() -> None:
+    with pytest.raises(PlanInputError, match="more than the card holds"):
+        vllm_log.learn_machine(vllm_log.parse_vllm_log(LOG_3800), card_capacity_bytes=_gib(8))
+    with pytest.raises(PlanInputError, match="not a log of this card"):
+        vllm_log.learn_machine(vllm_log.parse_vllm_log(LOG_3800), card_capacity_bytes=_gib(32))
+
+
+# --- kvplan calibrate --from-log ----------------------------------------------------------------------
+
+
+def test_calibrate_from_log_writes_the_logged_total_and_reserve(tmp_path: Path) -> None:
+    log = tmp_path / "startup.log"
+    log.write_text(LOG_10517, encoding="utf-8")
+    out = tmp_path / "card.yaml"
+    result = runner.invoke(
+        app, ["calibrate", "--from-log", str(log), "--card", "nvidia-l40s", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    profile = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert profile["memory_capacity_gib"] == pytest.approx(23.58, abs=1e-4)
+    assert profile["runtime_overhead_gib"] == pytest.approx(0.35, abs=1e-4)
+    assert profile["measured"]["samples"]["vllm_activation_bytes"][0] == pytest.approx(_gib(17.06) - _gib(14.9888), rel=1e-4)
+    again = runner.invoke(app, ["calibrate", "--from-log", str(log), "--card", "nvidia-l40s", "--out", str(out)])
+    assert again.exit_code != 0 and "--force" in again.output  # never clobbers
+
+
+def test_calibrate_from_log_refuses_a_log_larger_than_the_card(tmp_path: Path) -> None:
+    log = tmp_path / "startup.log"
+    log.write_text(LOG_3800, encoding="utf-8")
+    result = runner.invoke(app, ["calibrate", "--from-log", str(log), "--card", "ascend-910b4", "--out", str(tmp_path / "x.yaml")])
+    assert result.exit_code != 0
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "not a log of this card" in lines[0] and "Traceback" not in result.output
+
+
+def test_calibrate_from_log_without_vllm_lines_says_so(tmp_path: Path) -> None:
+    log = tmp_path / "mindie.log"
+    log.write_text("CpuBlockNum:0; NpuBlockNum: 816\n", encoding="utf-8")
+    result = runner.invoke(app, ["calibrate", "--from-log", str(log), "--card", "ascend-910b4"])
+    assert result.exit_code != 0 and "kvplan mindie --from-log" in result.output
+
+
+# --- the harvested logs: provenance and the accuracy table ------------------------------------------------
+
+
+def test_startup_log_rows_have_provenance_and_settings() -> None:
+    rows = list(csv.DictReader((ROOT / "lab" / "published" / "startup-logs.csv").open(encoding="utf-8")))
+    assert len(rows) >= 8
+    for row in rows:
+        assert row["source_url"].startswith("https://github.com/"), row["log_id"]
+        assert row["engine_version"] and row["engine_rule"] in vllm_startup.VERSIONS, row["log_id"]
+        assert row["tp"] and (row["logged_kv_tokens"] or row["logged_available_kv_gib"] or row["logged_available_kv_bytes"] or row["logged_non_kv_gib"])
