@@ -249,3 +249,22 @@ def test_startup_log_rows_have_provenance_and_settings() -> None:
         assert row["source_url"].startswith("https://github.com/"), row["log_id"]
         assert row["engine_version"] and row["engine_rule"] in vllm_startup.VERSIONS, row["log_id"]
         assert row["tp"] and (row["logged_kv_tokens"] or row["logged_available_kv_gib"] or row["logged_available_kv_bytes"] or row["logged_non_kv_gib"])
+
+
+def test_startup_log_table_is_within_the_issue_tolerance() -> None:
+    """lab/accuracy/startup_logs.py: every leave-one-log-out start-up prediction within +-5 % of its log,
+    and the pool from each logged KV figure within 0.5 % of the logged tokens and concurrency."""
+    import importlib.util
+
+    path = ROOT / "lab" / "accuracy" / "startup_logs.py"
+    spec = importlib.util.spec_from_file_location("startup_logs", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    table, errors = module.evaluate()
+    assert len(errors) >= 5 and max(abs(e) for e in errors) <= module.TOLERANCE
+    pool_cells = [row[5] for row in table if row[5] != "-" and "(" in row[5]]
+    assert len(pool_cells) >= 4
+    for cell in pool_cells:
+        for part in cell.split("(")[1:]:
+            assert abs(float(part.split("%")[0])) <= 0.5, cell

@@ -4,7 +4,7 @@
     python lab/accuracy/startup_logs.py --write    # also write lab/accuracy/startup-logs.md
 
 Input: lab/published/startup-logs.csv (one row per log or per rank, source URL and every setting; see
-lab/published/README-startup-logs.md). Two checks per row:
+docs/engines/vllm-memory.md, "Start-up arithmetic per release"). Two checks per row:
   pool     from the logged available KV memory, kvplan's block accounting (planner/vllm_memory.py) gives
            the logged "GPU KV cache size" and "Maximum concurrency" (steps 2-6 of the engine, no fit)
   startup  from the logged device total and gpu_memory_utilization, kvplan's own terms give the available
