@@ -386,7 +386,7 @@ def plan_lines(dep: Deployment, *, max_model_len: int, max_num_seqs: int, plan_b
     pool = vm.deployment_pool(dep, available_bytes=max(terms.available_kv_bytes, 0), max_model_len=max_model_len)
     defaults = scheduler_defaults(version, device_total_bytes=terms.device_total_bytes, device_name=dep.hardware.name)
     return [
-        f"vLLM start-up arithmetic ({version.engine} {version.releases}; {version.source}):",
+        f"vLLM start-up arithmetic ({version.key}: {version.releases}; {version.source}):",
         *(f"  {line}" for line in term_lines(terms)),
         f"  -> {pool.num_blocks} blocks of {pool.block_size_tokens} tokens; it logs "
         f"'GPU KV cache size: {logged_kv_tokens(version, pool):,} tokens' and 'Maximum concurrency for "
@@ -396,6 +396,11 @@ def plan_lines(dep: Deployment, *, max_model_len: int, max_num_seqs: int, plan_b
         f"{version.default_gpu_memory_utilization:g}",
         "  non-torch = 0.35 GiB base (fitted, lab/accuracy/startup_logs.py) + 2 x HCCL_BUFFSIZE (200 MB) per "
         "HCCL communicator (TP group, MoE dispatch group); set HCCL_BUFFSIZE higher (EP) and it grows",
+        *(
+            ["  CUDA graph estimate not modelled here: vLLM subtracts it too (0.09-0.52 GiB in the logs read)"]
+            if version.formula == "cuda-graph"
+            else []
+        ),
         f"  kvplan's KV budget above (which sizes the batch) is {units.fmt_gib(plan_budget_bytes)}, the engine's "
         f"{units.fmt_gib(terms.available_kv_bytes)} ({terms.available_kv_bytes / max(plan_budget_bytes, 1) - 1:+.1%}); "
         f"device total taken as {units.fmt_gib(terms.device_total_bytes)} (the card's; the runtime reports less "
