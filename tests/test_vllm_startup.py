@@ -15,10 +15,11 @@ import yaml
 from typer.testing import CliRunner
 
 from planner import catalog, units
-from planner import vllm_memory as vm
+from planner.engines.vllm import pool as vm
 from planner.cli import app
 from planner.dtypes import storage_dtype
-from planner.engines import vllm_log, vllm_startup
+from planner.engines.vllm import log as vllm_log
+from planner.engines.vllm import startup as vllm_startup
 from planner.errors import PlanInputError
 
 runner = CliRunner()
@@ -242,6 +243,7 @@ def test_calibrate_from_log_without_vllm_lines_says_so(tmp_path: Path) -> None:
 # --- the harvested logs: provenance and the accuracy table ------------------------------------------------
 
 
+@pytest.mark.lab
 def test_startup_log_rows_have_provenance_and_settings() -> None:
     rows = list(csv.DictReader((ROOT / "lab" / "published" / "startup-logs.csv").open(encoding="utf-8")))
     assert len(rows) >= 8
@@ -251,6 +253,7 @@ def test_startup_log_rows_have_provenance_and_settings() -> None:
         assert row["tp"] and (row["logged_kv_tokens"] or row["logged_available_kv_gib"] or row["logged_available_kv_bytes"] or row["logged_non_kv_gib"])
 
 
+@pytest.mark.lab
 def test_startup_log_table_is_within_the_issue_tolerance() -> None:
     """lab/accuracy/startup_logs.py: every leave-one-log-out start-up prediction within +-5 % of its log,
     and the pool from each logged KV figure within 0.5 % of the logged tokens and concurrency."""

@@ -5,11 +5,11 @@
 
 Input: lab/published/startup-logs.csv (one row per log or per rank, source URL and every setting; see
 docs/engines/vllm-memory.md, "Start-up arithmetic per release"). Two checks per row:
-  pool     from the logged available KV memory, kvplan's block accounting (planner/vllm_memory.py) gives
+  pool     from the logged available KV memory, kvplan's block accounting (planner/engines/vllm/pool.py) gives
            the logged "GPU KV cache size" and "Maximum concurrency" (steps 2-6 of the engine, no fit)
   startup  from the logged device total and gpu_memory_utilization, kvplan's own terms give the available
-           KV memory: weights (planner/memory.py), activation (vllm_startup.activation_bytes), HCCL buffers
-           (vllm_startup.hccl_buffer_bytes) and a base non-torch constant (ACL / CUDA context, workspaces),
+           KV memory: weights (planner/memory.py), activation (startup.activation_bytes), HCCL buffers
+           (startup.hccl_buffer_bytes) and a base non-torch constant (ACL / CUDA context, workspaces),
            the one fitted quantity: its value for a row is the mean over the logs of OTHER sources
            (leave-one-log-out; two ranks or two runs of one issue count as one source, so neither predicts
            the other); rows whose model has no kvplan card predict from their logged weights and activation
@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from planner import catalog, memory, units  # noqa: E402
-from planner import vllm_memory as vm  # noqa: E402
+from planner.engines.vllm import pool as vm  # noqa: E402
 from planner.dtypes import storage_dtype, weight_scheme  # noqa: E402
-from planner.engines import vllm_startup as vs  # noqa: E402
+from planner.engines.vllm import startup as vs  # noqa: E402
 
 LOGS = ROOT / "lab" / "published" / "startup-logs.csv"
 OUT = ROOT / "lab" / "accuracy" / "startup-logs.md"

@@ -382,7 +382,7 @@ def _calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, ut
     """
     from calibration.profile_writer import measured_yaml, replace_measured, write_atomic
     from planner import catalog
-    from planner.engines import vllm_log
+    from planner.engines.vllm import log as vllm_log
     from planner import readers
     from planner.schema import MeasuredBlock
 

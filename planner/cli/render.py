@@ -126,7 +126,7 @@ def print_plan(result: Plan, dep: Deployment) -> None:
         f"block size {result.block_size_tokens})"
     )
     if dep.engine == "vllm":
-        from planner.engines import vllm_startup
+        from planner.engines.vllm import startup as vllm_startup
 
         for line in vllm_startup.plan_lines(
             dep, max_model_len=dep.ctx_tokens, max_num_seqs=rec.max_batch_size, plan_budget_bytes=mem.kv_budget_bytes

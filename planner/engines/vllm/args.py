@@ -183,8 +183,8 @@ def render_command(result: VllmArgs) -> str:
 
 
 def startup_lines(plan: Plan, dep: Deployment, *, lengths: Lengths, max_num_seqs: int) -> list[str]:
-    """The engine's own start-up arithmetic for the printed settings (planner/engines/vllm_startup.py)."""
-    from planner.engines import vllm_startup
+    """The engine's own start-up arithmetic for the printed settings (planner/engines/vllm/startup.py)."""
+    from planner.engines.vllm import startup as vllm_startup
 
     sized = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
     return vllm_startup.plan_lines(

@@ -26,7 +26,7 @@ vLLM = vllm-project/vllm 0.27.1 unless named):
   activation  = peak of the dummy forward of max_num_batched_tokens tokens and of the dummy sampler over
                 max_num_seqs rows of fp32 logits (vLLM gpu_model_runner.py:6433-6506, sampler.py:96)
 
-The pool's blocks, concurrency and the "GPU KV cache size" line come from planner/vllm_memory.py.
+The pool's blocks, concurrency and the "GPU KV cache size" line come from planner/engines/vllm/pool.py.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import math
 from typing import Literal
 
 from planner import memory, units
-from planner import vllm_memory as vm
+from planner.engines.vllm import pool as vm
 from planner import layout
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
