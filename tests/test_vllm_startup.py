@@ -15,10 +15,10 @@ import yaml
 from typer.testing import CliRunner
 
 from planner import catalog, units
-from planner.engines.vllm import pool as vm
 from planner.cli import app
 from planner.dtypes import storage_dtype
 from planner.engines.vllm import log as vllm_log
+from planner.engines.vllm import pool as vm
 from planner.engines.vllm import startup as vllm_startup
 from planner.errors import PlanInputError
 
@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BF16 = storage_dtype("bf16")
 
 LOG_10122 = """\
-(Worker_TP0_EP0 pid=4574) INFO 06-06 09:29:20 [worker.py:546] Free memory on device (42.24/43.24 GiB) on startup. \
+(Worker_TP0_EP0 pid=4574) INFO 06-06 09:29:20 [worker.py:546] Free memory on device (42.24/43.24 GiB) \
+on startup. \
 Desired GPU memory utilization is (0.8, 34.59 GiB). Actual usage: 18.8 GiB for weights, 1.71 GiB for peak \
 activation, 1.05 GiB for non-torch memory, 0.0 GiB for NPU graph memory. Replace gpu_memory_utilization with \
 `--kv-cache-memory=13839077068` (12.89 GiB) to fit into requested memory, or `--kv-cache-memory=22053519872` \
@@ -36,10 +37,13 @@ activation, 1.05 GiB for non-torch memory, 0.0 GiB for NPU graph memory. Replace
 (Worker_TP0_EP0 pid=4574) INFO 06-06 09:29:20 [worker_310p.py:141] Skip warm-up atb ops for 310P device.
 """
 LOG_3800 = """\
-(Worker_DP0_TP0_EP0 pid=27089) INFO 10-27 11:59:15 [worker_v1.py:234] Available memory: 11381826560, total memory: 65452113920
-(Worker_DP0_TP1_EP1 pid=27090) INFO 10-27 11:59:15 [worker_v1.py:234] Available memory: 11857880064, total memory: 65452113920
+(Worker_DP0_TP0_EP0 pid=27089) INFO 10-27 11:59:15 [worker_v1.py:234] \
+Available memory: 11381826560, total memory: 65452113920
+(Worker_DP0_TP1_EP1 pid=27090) INFO 10-27 11:59:15 [worker_v1.py:234] \
+Available memory: 11857880064, total memory: 65452113920
 (EngineCore_DP0 pid=26418) INFO 10-27 11:59:15 [kv_cache_utils.py:1087] GPU KV cache size: 236,416 tokens
-(EngineCore_DP0 pid=26418) INFO 10-27 11:59:15 [kv_cache_utils.py:1091] Maximum concurrency for 32,768 tokens per request: 7.21x
+(EngineCore_DP0 pid=26418) INFO 10-27 11:59:15 [kv_cache_utils.py:1091] \
+Maximum concurrency for 32,768 tokens per request: 7.21x
 """
 LOG_10517 = """\
 INFO model_runner.py:1115] Loading model weights took 14.9888 GB
@@ -78,7 +82,7 @@ def test_310p_terms_reproduce_the_logged_kv_and_halve_it() -> None:
 
 
 def test_graph_memory_is_subtracted_on_cuda_only() -> None:
-    """vllm-ascend captures ACL graphs after the pool (worker.py:749-752); vLLM >= 0.21 subtracts the estimate."""
+    """vllm-ascend captures ACL graphs after the pool (worker.py:749-752); vLLM >= 0.21 subtracts them."""
     args = dict(
         device_total_bytes=_gib(24),
         gpu_memory_utilization=0.9,
@@ -114,13 +118,19 @@ def test_vllm_activation_tracks_the_logged_peak() -> None:
             card, max_num_batched_tokens=tokens, max_num_seqs=256, activation_dtype=BF16, tp=1
         )
         assert act / GIB == pytest.approx(logged, rel=0.01)
-    small = vllm_startup.activation_bytes(card, max_num_batched_tokens=16, max_num_seqs=256, activation_dtype=BF16, tp=1)
-    assert small == vllm_startup.sampler_bytes(max_num_seqs=256, vocab_size=card.vocab_size)  # the sampler's peak
+    small = vllm_startup.activation_bytes(
+        card, max_num_batched_tokens=16, max_num_seqs=256, activation_dtype=BF16, tp=1
+    )
+    assert small == vllm_startup.sampler_bytes(
+        max_num_seqs=256, vocab_size=card.vocab_size
+    )  # the sampler's peak
 
 
 def test_vllm_ascend_defaults_ignore_the_card_size() -> None:
-    """vllm-ascend's platform cannot report memory, so vLLM falls back to 2048 / 256 even on a 128 GiB card."""
-    ascend = vllm_startup.scheduler_defaults(vllm_startup.VERSIONS["vllm-ascend-main"], device_total_bytes=_gib(128))
+    """vllm-ascend's platform cannot report memory: vLLM falls back to 2048 / 256 even on a 128 GiB card."""
+    ascend = vllm_startup.scheduler_defaults(
+        vllm_startup.VERSIONS["vllm-ascend-main"], device_total_bytes=_gib(128)
+    )
     cuda = vllm_startup.scheduler_defaults(vllm_startup.VERSIONS["vllm-cuda"], device_total_bytes=_gib(141))
     a100 = vllm_startup.scheduler_defaults(
         vllm_startup.VERSIONS["vllm-cuda"], device_total_bytes=_gib(80), device_name="NVIDIA A100-SXM4-80GB"
@@ -131,7 +141,7 @@ def test_vllm_ascend_defaults_ignore_the_card_size() -> None:
 
 
 def test_hccl_buffers_per_communicator() -> None:
-    """Each communicator holds 2 x HCCL_BUFFSIZE; a MoE model adds its dispatch group; EP deployments raise it."""
+    """Each communicator holds 2 x HCCL_BUFFSIZE; a MoE model adds its dispatch group; EP raises the size."""
     assert vllm_startup.hccl_communicators(tp=1) == 0
     assert vllm_startup.hccl_communicators(tp=4) == 1
     assert vllm_startup.hccl_communicators(tp=2, moe=True, ep=True) == 2
@@ -146,21 +156,35 @@ def test_hccl_buffers_per_communicator() -> None:
 def test_v011_dense_pool_matches_the_log_exactly() -> None:
     """#3800 (Qwen3-235B geometry, TP8, 32k): 11381826560 B -> 1847 blocks -> 236,416 tokens, 7.21x."""
     card = catalog.load_model("qwen3-235b-a22b")
-    pool = vm.vllm_pool(card, "ascend-v0.12", available_bytes=11381826560, kv_dtype=BF16, conv_dtype=BF16, tp=8, max_model_len=32768)
+    pool = vm.vllm_pool(
+        card,
+        "ascend-v0.12",
+        available_bytes=11381826560,
+        kv_dtype=BF16,
+        conv_dtype=BF16,
+        tp=8,
+        max_model_len=32768,
+    )
     version = vllm_startup.VERSIONS["vllm-ascend-0.11"]
     assert vllm_startup.logged_kv_tokens(version, pool) == 236416
     assert f"{pool.max_concurrency:.2f}" == "7.21"
 
 
 def test_v012_hybrid_block_rule_matches_qwen3_next_log() -> None:
-    """#5020 (v0.12.0rc1, Qwen3-Next TP4, 4k): block 384 (128-aligned, K+V, conv + ssm), 14 blocks per request,
-    2941 blocks -> '282,240 tokens' (blocks // 4 groups x 384) and 210.07x. Main's K-half rule would give 512."""
+    """#5020 (v0.12.0rc1, Qwen3-Next TP4, 4k): block 384 (128-aligned, K+V, conv + ssm), 14 blocks per
+    request, 2941 blocks -> '282,240 tokens' (blocks // 4 groups x 384) and 210.07x. Main's rule: 512."""
     card = catalog.load_model("qwen3-next-80b-a3b")
     block, page = vm.block_and_page(card, "ascend-v0.12", kv_dtype=BF16, conv_dtype=BF16, tp=4, num_spec=0)
     assert (block, page) == (384, 384 * 1024)
     assert vm.block_and_page(card, "ascend", kv_dtype=BF16, conv_dtype=BF16, tp=4, num_spec=0)[0] == 512
     pool = vm.vllm_pool(
-        card, "ascend-v0.12", available_bytes=2941 * page * 12, kv_dtype=BF16, conv_dtype=BF16, tp=4, max_model_len=4096
+        card,
+        "ascend-v0.12",
+        available_bytes=2941 * page * 12,
+        kv_dtype=BF16,
+        conv_dtype=BF16,
+        tp=4,
+        max_model_len=4096,
     )
     assert (pool.num_blocks, pool.blocks_per_request, pool.layers_per_group) == (2941, 14, 12)
     assert vllm_startup.logged_kv_tokens(vllm_startup.VERSIONS["vllm-ascend-0.11"], pool) == 282240
@@ -219,15 +243,22 @@ def test_calibrate_from_log_writes_the_logged_total_and_reserve(tmp_path: Path) 
     profile = yaml.safe_load(out.read_text(encoding="utf-8"))
     assert profile["memory_capacity_gib"] == pytest.approx(23.58, abs=1e-4)
     assert profile["runtime_overhead_gib"] == pytest.approx(0.35, abs=1e-4)
-    assert profile["measured"]["samples"]["vllm_activation_bytes"][0] == pytest.approx(_gib(17.06) - _gib(14.9888), rel=1e-4)
-    again = runner.invoke(app, ["calibrate", "--from-log", str(log), "--card", "nvidia-l40s", "--out", str(out)])
+    assert profile["measured"]["samples"]["vllm_activation_bytes"][0] == pytest.approx(
+        _gib(17.06) - _gib(14.9888), rel=1e-4
+    )
+    again = runner.invoke(
+        app, ["calibrate", "--from-log", str(log), "--card", "nvidia-l40s", "--out", str(out)]
+    )
     assert again.exit_code != 0 and "--force" in again.output  # never clobbers
 
 
 def test_calibrate_from_log_refuses_a_log_larger_than_the_card(tmp_path: Path) -> None:
     log = tmp_path / "startup.log"
     log.write_text(LOG_3800, encoding="utf-8")
-    result = runner.invoke(app, ["calibrate", "--from-log", str(log), "--card", "ascend-910b4", "--out", str(tmp_path / "x.yaml")])
+    result = runner.invoke(
+        app,
+        ["calibrate", "--from-log", str(log), "--card", "ascend-910b4", "--out", str(tmp_path / "x.yaml")],
+    )
     assert result.exit_code != 0
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "not a log of this card" in lines[0] and "Traceback" not in result.output
@@ -250,7 +281,12 @@ def test_startup_log_rows_have_provenance_and_settings() -> None:
     for row in rows:
         assert row["source_url"].startswith("https://github.com/"), row["log_id"]
         assert row["engine_version"] and row["engine_rule"] in vllm_startup.VERSIONS, row["log_id"]
-        assert row["tp"] and (row["logged_kv_tokens"] or row["logged_available_kv_gib"] or row["logged_available_kv_bytes"] or row["logged_non_kv_gib"])
+        assert row["tp"] and (
+            row["logged_kv_tokens"]
+            or row["logged_available_kv_gib"]
+            or row["logged_available_kv_bytes"]
+            or row["logged_non_kv_gib"]
+        )
 
 
 @pytest.mark.lab

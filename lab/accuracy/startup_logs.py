@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from planner import catalog, memory, units  # noqa: E402
-from planner.engines.vllm import pool as vm  # noqa: E402
 from planner.dtypes import storage_dtype, weight_scheme  # noqa: E402
+from planner.engines.vllm import pool as vm  # noqa: E402
 from planner.engines.vllm import startup as vs  # noqa: E402
 
 LOGS = ROOT / "lab" / "published" / "startup-logs.csv"
@@ -94,7 +94,9 @@ def model_terms(row: dict[str, str]) -> tuple[int, int] | None:
     card = catalog.load_model(row["model_id"])
     act = storage_dtype(row["weights_dtype"])
     tp = int(row["tp"])
-    weights = memory.weight_bytes_per_device(card, scheme=weight_scheme(row["weights_dtype"]), activation_dtype=act, tp=tp)
+    weights = memory.weight_bytes_per_device(
+        card, scheme=weight_scheme(row["weights_dtype"]), activation_dtype=act, tp=tp
+    )
     activation = vs.activation_bytes(
         card,
         max_num_batched_tokens=int(row["max_num_batched_tokens"]),
@@ -106,7 +108,7 @@ def model_terms(row: dict[str, str]) -> tuple[int, int] | None:
 
 
 def hccl(row: dict[str, str]) -> int:
-    moe = bool(row["model_id"]) and catalog.load_model(row["model_id"]).is_moe or "A3B" in row["checkpoint"]
+    moe = (bool(row["model_id"]) and catalog.load_model(row["model_id"]).is_moe) or "A3B" in row["checkpoint"]
     comms = vs.hccl_communicators(tp=int(row["tp"]), dp=int(row["dp"] or 1), moe=moe, ep=row["ep"] == "1")
     return vs.hccl_buffer_bytes(comms) + vs.dp_buffer_bytes(int(row["dp"] or 1))
 
@@ -165,7 +167,9 @@ def startup_prediction(row: dict[str, str], rows: list[dict[str, str]]) -> tuple
     total, util, terms = device_total(row), _f(row, "gpu_memory_utilization"), weights_activation(row)
     if total is None or util is None or terms is None:
         return None
-    others = [b for r in rows if r["source_url"] != row["source_url"] for b in [base_non_torch(r)] if b is not None]
+    others = [
+        b for r in rows if r["source_url"] != row["source_url"] for b in [base_non_torch(r)] if b is not None
+    ]
     base = int(statistics.mean(others)) if others else 0
     weights, activation, src = terms
     version = vs.engine_version(row["engine_rule"])
@@ -197,15 +201,22 @@ def before(row: dict[str, str]) -> str:
     tp = int(row["tp"])
     budget = memory.kv_budget_bytes(
         memory.usable_bytes(hw.memory_capacity_bytes, memory_fraction=util),
-        weights=memory.weight_bytes_per_device(card, scheme=weight_scheme(row["weights_dtype"]), activation_dtype=act, tp=tp),
+        weights=memory.weight_bytes_per_device(
+            card, scheme=weight_scheme(row["weights_dtype"]), activation_dtype=act, tp=tp
+        ),
         activation=memory.activation_bytes_per_device(
             card, max_prefill_tokens=int(row["max_num_batched_tokens"]), activation_dtype=act, tp=tp
         ),
         runtime=units.gib_to_bytes(hw.runtime_overhead_gib),
     )
     pool = vm.vllm_pool(
-        card, vm.platform_for(hw.vendor), available_bytes=max(budget, 0), kv_dtype=storage_dtype(row["kv_dtype"]),
-        conv_dtype=act, tp=tp, max_model_len=int(row["max_model_len"]),
+        card,
+        vm.platform_for(hw.vendor),
+        available_bytes=max(budget, 0),
+        kv_dtype=storage_dtype(row["kv_dtype"]),
+        conv_dtype=act,
+        tp=tp,
+        max_model_len=int(row["max_model_len"]),
     )
     conc = _f(row, "logged_max_concurrency")
     real = conc if conc is not None else None
@@ -247,12 +258,24 @@ def evaluate() -> tuple[list[list[str]], list[float]]:
                 startup_check += f"; {found[0].max_concurrency:.2f}x vs {conc:.2f}x"
             if real < SMALL_POOL * terms.requested_bytes:
                 same = found_refused(row, terms) == ("refused" in row["outcome"])
-                err_text = f"{err:+.1%} (small remainder: outcome {'agrees' if same else 'DIFFERS'}, not in the stats)"
+                outcome = "agrees" if same else "DIFFERS"
+                err_text = f"{err:+.1%} (small remainder: outcome {outcome}, not in the stats)"
             else:
                 errors.append(err)
                 err_text = f"{err:+.1%}"
-        table.append([row["log_id"], row["engine_version"], row["card"] or "?", row["model_id"] or row["checkpoint"],
-                      f"tp{row['tp']}", pool_check, before(row), startup_check, err_text])
+        table.append(
+            [
+                row["log_id"],
+                row["engine_version"],
+                row["card"] or "?",
+                row["model_id"] or row["checkpoint"],
+                f"tp{row['tp']}",
+                pool_check,
+                before(row),
+                startup_check,
+                err_text,
+            ]
+        )
     return table, errors
 
 
@@ -265,8 +288,17 @@ def found_refused(row: dict[str, str], terms: vs.StartupTerms) -> bool:
 
 
 def render(table: list[list[str]], errors: list[float]) -> str:
-    head = ["log", "engine version", "card", "model", "tp", "pool from logged KV (vs log)",
-            "kvplan before (vs log)", "start-up prediction (LOLO)", "error"]
+    head = [
+        "log",
+        "engine version",
+        "card",
+        "model",
+        "tp",
+        "pool from logged KV (vs log)",
+        "kvplan before (vs log)",
+        "start-up prediction (LOLO)",
+        "error",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in table]
     abs_err = [abs(e) for e in errors]
@@ -274,7 +306,8 @@ def render(table: list[list[str]], errors: list[float]) -> str:
     worst = max(abs_err) if abs_err else float("nan")
     lines += [
         "",
-        f"start-up prediction: {len(errors)} logs, median |error| {median:.2%} (target {MEDIAN_TOLERANCE:.0%}), "
+        f"start-up prediction: {len(errors)} logs, median |error| {median:.2%} "
+        f"(target {MEDIAN_TOLERANCE:.0%}), "
         f"worst {worst:.2%} (target {TOLERANCE:.0%}); error = predicted maximum concurrency (or available "
         "KV where the model has no card) / logged - 1",
     ]

@@ -331,7 +331,10 @@ def calibrate(
     gpu_memory_utilization: Annotated[
         float | None,
         typer.Option(
-            "--gpu-memory-utilization", min=0.01, max=1.0, help="With --from-log, when the log does not say it."
+            "--gpu-memory-utilization",
+            min=0.01,
+            max=1.0,
+            help="With --from-log, when the log does not say it.",
         ),
     ] = None,
 ) -> None:
@@ -381,9 +384,8 @@ def _calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, ut
     held by other processes on a 310P); the terms go to `measured.samples` (vllm_* in bytes).
     """
     from calibration.profile_writer import measured_yaml, replace_measured, write_atomic
-    from planner import catalog
+    from planner import catalog, readers
     from planner.engines.vllm import log as vllm_log
-    from planner import readers
     from planner.schema import MeasuredBlock
 
     hw = catalog.resolve_card(card)
@@ -391,7 +393,8 @@ def _calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, ut
     if not figures.found_anything:
         raise PlanInputError(
             f"--from-log {log_path}: no vLLM start-up line in it (got none of 'Available KV cache memory', "
-            "'GPU KV cache size', 'Maximum concurrency', expected the engine's start-up log; MindIE logs go to "
+            "'GPU KV cache size', 'Maximum concurrency', expected the engine's start-up log; "
+            "MindIE logs go to "
             "`kvplan mindie --from-log`)"
         )
     machine = vllm_log.learn_machine(
@@ -421,7 +424,11 @@ def _calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, ut
         notes=(base.notes + "; " if base and base.notes else "")
         + f"memory_capacity_gib and runtime_overhead_gib from the start-up log {log_path.name}",
     )
-    source = Path(card) if Path(card).suffix in (".yaml", ".yml") else catalog.data_dir("hwprofiles") / f"{hw.id}.yaml"
+    source = (
+        Path(card)
+        if Path(card).suffix in (".yaml", ".yml")
+        else catalog.data_dir("hwprofiles") / f"{hw.id}.yaml"
+    )
     text = _with_memory(
         replace_measured(source.read_text(encoding="utf-8"), measured_yaml(measured)),
         capacity_gib=units.bytes_to_gib(machine.device_total_bytes),
@@ -430,10 +437,13 @@ def _calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, ut
     _validate_profile_text(text, source)
     write_atomic(out, text, force=force)
     typer.echo(
-        f"memory_capacity_gib {hw.memory_capacity_gib:g} -> {units.bytes_to_gib(machine.device_total_bytes):.4f}, "
+        f"memory_capacity_gib {hw.memory_capacity_gib:g} -> "
+        f"{units.bytes_to_gib(machine.device_total_bytes):.4f}, "
         f"runtime_overhead_gib {hw.runtime_overhead_gib:g} -> {units.bytes_to_gib(machine.runtime_bytes):.4f}"
     )
-    typer.echo(f"wrote {out} (plan with --card {out} and --memory-fraction {machine.gpu_memory_utilization:g})")
+    typer.echo(
+        f"wrote {out} (plan with --card {out} and --memory-fraction {machine.gpu_memory_utilization:g})"
+    )
 
 
 def _with_memory(text: str, *, capacity_gib: float, runtime_gib: float) -> str:
@@ -462,7 +472,9 @@ def _validate_profile_text(text: str, source: Path) -> None:
     try:
         HardwareProfile.model_validate(yaml.safe_load(text))
     except ValidationError as exc:
-        raise DataFileError(f"{source}: profile with the log's memory figures fails validation ({exc})") from exc
+        raise DataFileError(
+            f"{source}: profile with the log's memory figures fails validation ({exc})"
+        ) from exc
 
 
 def _check(card: str, *, device: str) -> None:

@@ -129,7 +129,10 @@ def print_plan(result: Plan, dep: Deployment) -> None:
         from planner.engines.vllm import startup as vllm_startup
 
         for line in vllm_startup.plan_lines(
-            dep, max_model_len=dep.ctx_tokens, max_num_seqs=rec.max_batch_size, plan_budget_bytes=mem.kv_budget_bytes
+            dep,
+            max_model_len=dep.ctx_tokens,
+            max_num_seqs=rec.max_batch_size,
+            plan_budget_bytes=mem.kv_budget_bytes,
         ):
             console.print(escape(line))
     if result.layout is not None:

@@ -6,7 +6,8 @@ Lines understood (any prefix: time, level, process, rank), with the release that
   vllm-ascend v0.11 .. v0.15      "Available memory: 11381826560, total memory: 65452113920" (bytes)
   vLLM V1                         "GPU KV cache size: 236,416 tokens"
                                   "Maximum concurrency for 32,768 tokens per request: 7.21x"
-  vLLM V1 / vllm-ascend           "Model loading took 11.55 GiB memory ..." / "Loading model weights took 18.6823 GB"
+  vLLM V1 / vllm-ascend           "Model loading took 11.55 GiB memory ..." /
+                                  "Loading model weights took 18.6823 GB"
   vllm-ascend >= 0.18 ([VA] worker.py:773-790)
       "Free memory on device (42.24/43.24 GiB) on startup. Desired GPU memory utilization is (0.8, 34.59 GiB).
        Actual usage: 18.8 GiB for weights, 1.71 GiB for peak activation, 1.05 GiB for non-torch memory,
@@ -298,5 +299,7 @@ def learned_lines(machine: LearnedMachine) -> list[str]:
     lines.append(f"  {label} {gib(machine.non_torch_bytes)}")
     if machine.cleared_bytes:
         lines.append(f"  device memory not this instance's {gib(machine.cleared_bytes)}")
-    lines.append(f"  available KV {gib(machine.available_kv_bytes)}" + (" (halved, 310P)" if machine.halved else ""))
+    lines.append(
+        f"  available KV {gib(machine.available_kv_bytes)}" + (" (halved, 310P)" if machine.halved else "")
+    )
     return lines

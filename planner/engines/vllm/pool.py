@@ -11,7 +11,7 @@ Platforms:
   "cuda"            vLLM 0.27.1 on CUDA (attention backends with MultipleOf(16) kernel blocks)
   "ascend"          vllm-ascend 182b75ea: hybrid block size from the K half only (issue #7393)
   "ascend-pr14543"  vllm-ascend with the open fix PRs #14543 / #16261: block size from K+V
-  "ascend-v0.12"    vllm-ascend v0.12.0rc1 .. v0.15.x: vLLM's rule with a 128-token alignment (K+V, conv + ssm;
+  "ascend-v0.12"    vllm-ascend v0.12.0rc1 .. v0.15.x: vLLM's rule, 128-token alignment (K+V, conv + ssm;
                     [VA] v0.12.0rc1 vllm_ascend/patch/platform/patch_mamba_config.py:37-62); the K-half rule
                     arrived with commit d39d80830c (2026-03-09), first tagged in v0.16.0rc1
 """

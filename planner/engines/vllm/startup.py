@@ -1,10 +1,11 @@
-"""vLLM / vllm-ascend start-up arithmetic per engine version: the memory the KV pool gets, term by term (pure).
+"""vLLM / vllm-ascend start-up arithmetic per engine release: the memory the KV pool gets, term by term.
 
 Every term is bytes on one rank. Source lines ([VA] = vllm-project/vllm-ascend at the tag or commit named;
 vLLM = vllm-project/vllm 0.27.1 unless named):
 
   requested   = device_total x gpu_memory_utilization
-                [VA] 182b75ea worker/worker.py:424-425; _310p/worker_310p.py:141-142; vLLM gpu_worker.py:500-548
+                [VA] 182b75ea worker/worker.py:424-425; _310p/worker_310p.py:141-142;
+                vLLM gpu_worker.py:500-548
   available   = requested - weights - activation peak - non-torch [- graph] [- cleared], halved on 310P
       vllm-ascend v0.11.0rc0 .. v0.15.x  int(total x util - (torch peak + non-torch after empty_cache))
                                          ([VA] v0.12.0rc1 worker/worker_v1.py:240-273; logged in bytes as
@@ -34,11 +35,10 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from planner import memory, units
-from planner.engines.vllm import pool as vm
-from planner import layout
+from planner import layout, memory, units
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
+from planner.engines.vllm import pool as vm
 from planner.errors import PlanInputError
 from planner.schema import Frozen, HardwareProfile, ModelCard
 
@@ -149,7 +149,9 @@ class SchedulerDefaults(Frozen):
     reason: str
 
 
-def scheduler_defaults(version: EngineVersion, *, device_total_bytes: int, device_name: str = "") -> SchedulerDefaults:
+def scheduler_defaults(
+    version: EngineVersion, *, device_total_bytes: int, device_name: str = ""
+) -> SchedulerDefaults:
     """`vllm serve` defaults (OpenAI server context) per engine.
 
     vLLM asks the platform for the device memory; >= 70 GiB and not an A100 gives 8192 tokens / 1024 seqs,
@@ -161,7 +163,8 @@ def scheduler_defaults(version: EngineVersion, *, device_total_bytes: int, devic
         return SchedulerDefaults(
             max_num_batched_tokens=2048,
             max_num_seqs=256,
-            reason="vllm-ascend cannot report device memory to vLLM (platform.py:206-213): small-GPU defaults",
+            reason="vllm-ascend cannot report device memory to vLLM (platform.py:206-213): "
+            "small-GPU defaults",
         )
     large = device_total_bytes >= units.gib_to_bytes(LARGE_DEVICE_GIB) and "a100" not in device_name.lower()
     if large:
@@ -192,7 +195,10 @@ def hccl_buffer_bytes(communicators: int, *, buffsize_mib: int = HCCL_BUFFSIZE_D
 
 
 def dp_buffer_bytes(dp: int) -> int:
-    """vllm-ascend's DP group buffer: max(ceil((dp + 1) * 4 B / 1 MiB), 50) MiB when dp > 1 ([VA] utils.py:994)."""
+    """vllm-ascend's DP group buffer: max(ceil((dp + 1) * 4 B / 1 MiB), 50) MiB when dp > 1.
+
+    Source: [VA] 182b75ea utils.py:994-1005 calculate_dp_buffer_size.
+    """
     if dp <= 1:
         return 0
     return max(math.ceil((dp + 1) * 4 / units.MIB_BYTES), DP_BUFFER_MIN_MIB) * units.MIB_BYTES
@@ -291,7 +297,8 @@ def term_lines(terms: StartupTerms) -> list[str]:
     if terms.cleared_bytes:
         lines.append(f"  - device memory not this instance's {gib(terms.cleared_bytes)}")
     lines.append(
-        f"  = available KV {gib(terms.available_kv_bytes)}" + (" (halved for workspace, 310P)" if terms.halved else "")
+        f"  = available KV {gib(terms.available_kv_bytes)}"
+        + (" (halved for workspace, 310P)" if terms.halved else "")
     )
     return lines
 
@@ -322,8 +329,12 @@ def activation_bytes(
         tp=tp,
         moe_tp=moe_tp,
     )
-    down_proj_output = max_num_batched_tokens * card.hidden_size * activation_dtype.bits // units.BITS_PER_BYTE
-    return max(forward + down_proj_output, sampler_bytes(max_num_seqs=max_num_seqs, vocab_size=card.vocab_size))
+    down_proj_output = (
+        max_num_batched_tokens * card.hidden_size * activation_dtype.bits // units.BITS_PER_BYTE
+    )
+    return max(
+        forward + down_proj_output, sampler_bytes(max_num_seqs=max_num_seqs, vocab_size=card.vocab_size)
+    )
 
 
 # Base non-torch memory besides HCCL buffers (ACL / CUDA context, workspaces): 0.35 GiB, the mean over the
@@ -369,7 +380,9 @@ def plan_terms(
     )
 
 
-def plan_lines(dep: Deployment, *, max_model_len: int, max_num_seqs: int, plan_budget_bytes: int) -> list[str]:
+def plan_lines(
+    dep: Deployment, *, max_model_len: int, max_num_seqs: int, plan_budget_bytes: int
+) -> list[str]:
     """What the engine's own start-up arithmetic gives for the deployment, term by term, and what it logs,
     next to kvplan's own KV budget (which still sizes the plan's batch).
 
@@ -383,26 +396,36 @@ def plan_lines(dep: Deployment, *, max_model_len: int, max_num_seqs: int, plan_b
         max_num_seqs=max_num_seqs,
     )
     version = VERSIONS[terms.version]
-    pool = vm.deployment_pool(dep, available_bytes=max(terms.available_kv_bytes, 0), max_model_len=max_model_len)
-    defaults = scheduler_defaults(version, device_total_bytes=terms.device_total_bytes, device_name=dep.hardware.name)
+    pool = vm.deployment_pool(
+        dep, available_bytes=max(terms.available_kv_bytes, 0), max_model_len=max_model_len
+    )
+    defaults = scheduler_defaults(
+        version, device_total_bytes=terms.device_total_bytes, device_name=dep.hardware.name
+    )
+    difference = terms.available_kv_bytes / max(plan_budget_bytes, 1) - 1
     return [
         f"vLLM start-up arithmetic ({version.key}: {version.releases}; {version.source}):",
         *(f"  {line}" for line in term_lines(terms)),
         f"  -> {pool.num_blocks} blocks of {pool.block_size_tokens} tokens; it logs "
         f"'GPU KV cache size: {logged_kv_tokens(version, pool):,} tokens' and 'Maximum concurrency for "
         f"{max_model_len:,} tokens per request: {pool.max_concurrency:.2f}x'",
-        f"  defaults when left out: --max-num-batched-tokens {defaults.max_num_batched_tokens}, --max-num-seqs "
+        f"  defaults when left out: --max-num-batched-tokens {defaults.max_num_batched_tokens}, "
+        "--max-num-seqs "
         f"{defaults.max_num_seqs} ({defaults.reason}); --gpu-memory-utilization "
         f"{version.default_gpu_memory_utilization:g}",
         "  non-torch = 0.35 GiB base (fitted, lab/accuracy/startup_logs.py) + 2 x HCCL_BUFFSIZE (200 MB) per "
         "HCCL communicator (TP group, MoE dispatch group); set HCCL_BUFFSIZE higher (EP) and it grows",
         *(
-            ["  CUDA graph estimate not modelled here: vLLM subtracts it too (0.09-0.52 GiB in the logs read)"]
+            [
+                "  CUDA graph estimate not modelled here: vLLM subtracts it too "
+                "(0.09-0.52 GiB in the logs read)"
+            ]
             if version.formula == "cuda-graph"
             else []
         ),
-        f"  kvplan's KV budget above (which sizes the batch) is {units.fmt_gib(plan_budget_bytes)}, the engine's "
-        f"{units.fmt_gib(terms.available_kv_bytes)} ({terms.available_kv_bytes / max(plan_budget_bytes, 1) - 1:+.1%}); "
-        f"device total taken as {units.fmt_gib(terms.device_total_bytes)} (the card's; the runtime reports less "
+        f"  kvplan's KV budget above (which sizes the batch) is {units.fmt_gib(plan_budget_bytes)}, "
+        f"the engine's {units.fmt_gib(terms.available_kv_bytes)} ({difference:+.1%}); "
+        f"device total taken as {units.fmt_gib(terms.device_total_bytes)} "
+        "(the card's; the runtime reports less "
         "on most cards: check with `kvplan calibrate --from-log` on a real start-up log)",
     ]
