@@ -310,7 +310,7 @@ def test_startup_log_table_is_within_the_issue_tolerance() -> None:
 
 
 def test_device_total_prefers_the_logged_figure() -> None:
-    """One function reads a card's total for the engine's arithmetic: the logged total wins over the card's."""
+    """One function reads the total for the engine's arithmetic: a logged total wins over the card's."""
     hw = catalog.load_card("ascend-910b3")
     assert vllm_startup.device_total_bytes(hw) == hw.memory_capacity_bytes
     assert vllm_startup.device_total_bytes(hw, logged_bytes=65452113920) == 65452113920
