@@ -6,7 +6,7 @@ Per message size (batch x hidden bf16 at decode, BenchSizes.allreduce_bytes: 8 K
     graph   the same calls captured into one CUDA / NPU graph and replayed (what a graphed decode step pays);
             left out when capture fails (the note says why)
 with bus_bytes = 2 (n - 1) / n * bytes, the bytes each device sends in a ring all-reduce: the same factor the
-roofline applies (planner/roofline.py), so calibration/calibrate.py fits t = latency + bus_bytes / bw
+roofline applies (planner/perf/roofline.py), so calibration/calibrate.py fits t = latency + bus_bytes / bw
 -> allreduce_latency_us and allreduce_bandwidth_fraction = bw / interconnect bandwidth.
 
 The environment is inherited by the workers: keep NCCL_NVLS_ENABLE=0 (and the other multicast switches) set

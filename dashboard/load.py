@@ -15,6 +15,7 @@ import streamlit as st
 
 from dashboard import bands
 from planner import inputs, units
+from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest
 from planner.results import Plan
@@ -30,7 +31,11 @@ def deployment_for(req: PlanRequest, *, prompt: int, output: int, engine: str) -
     """The sidebar's deployment at ctx = prompt + output for the chosen engine."""
     longest = prompt + output
     changed = dataclasses.replace(
-        req, ctx=str(longest), batch=None, engine=engine, max_prefill_tokens=max(longest, 8192)
+        req,
+        ctx=str(longest),
+        batch=None,
+        engine=engine,
+        max_prefill_tokens=max(longest, DEFAULT_MAX_PREFILL_TOKENS),
     )
     return inputs.to_deployment(changed)
 

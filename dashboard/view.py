@@ -109,16 +109,6 @@ def ctx_axis(max_ctx_tokens: int, *, include: int | None = None) -> np.ndarray:
     return np.array(sorted(values), dtype=np.int64)
 
 
-def sequence_bytes_axis(dep: Deployment, mem: MemoryBreakdown, ctx_tokens: np.ndarray) -> np.ndarray:
-    """Bytes one sequence holds at each context length (memory.sequence_bytes over the array)."""
-    return memory.sequence_bytes(
-        np.asarray(ctx_tokens, dtype=np.int64),
-        kv_bytes_per_token=mem.kv_bytes_per_token,
-        state_bytes=mem.state_bytes_per_sequence,
-        block_size_tokens=dep.block_size_tokens,
-    )
-
-
 def decode_step_grid_s(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarray) -> np.ndarray:
     """Decode step seconds over a batch x context grid, shape (len(batch), len(ctx_tokens)), vectorised."""
     from planner.perf import roofline
@@ -257,8 +247,7 @@ def heatmap_batch_axis(max_batch: int, *, include: int | None = None) -> np.ndar
 def heatmap_axes(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> tuple[np.ndarray, np.ndarray]:
     """(batch axis, ctx axis) of the feasibility heatmap: batches up to what fits at the shortest context."""
     ctx = ctx_axis(dep.model.max_position_embeddings, include=dep.ctx_tokens)
-    shortest = int(sequence_bytes_axis(dep, mem, ctx[:1])[0])
-    most = capacity.max_batch_size(dep, mem, per_sequence_bytes=shortest)
+    most = int(capacity.max_batch_grid(dep, mem, ctx_tokens=ctx[:1].astype(np.int64))[0])
     return heatmap_batch_axis(most, include=batch), ctx
 
 

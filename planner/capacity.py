@@ -6,30 +6,17 @@ cap) and words the outcome. planner/plan/compose.py adds the speed and the SLO s
 
 from __future__ import annotations
 
-import math
-from typing import Any
+import numpy as np
+import numpy.typing as npt
 
 from planner import advice, layout, memory, params, units
 from planner.deployment import Deployment
-from planner.engines.vllm import pool as vllm_pool
+from planner.engines import registry
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
-from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Recommendation
 
-# Engines that cap the batch: MindIE's ScheduleConfig.maxBatchSize range is [1, 5000] (MindIE service
-# parameter docs); vLLM's --max-num-seqs and transformers have no documented upper limit.
-ENGINE_MAX_BATCH_SIZE: dict[EngineName, int] = {"mindie": 5000}
 # The seed article's rule of thumb: the KV cache should take 30-40 % of HBM.  [seed: Qwen3-27B on 950PR]
 KV_GUIDELINE_FRACTION = (0.30, 0.40)
-# MindIE's router reports npuBlockNum = num_npu_blocks - 1: the last block is kept for dummy batches
-# (mindie_llm/connector/request_router/router_impl.py; docs/engines/mindie-memory.md).
-MINDIE_RESERVED_BLOCKS = 1
-# Checkpoints MindIE treats as multimodal: npuMemSize must be explicit whole GiB (MindIE service parameter
-# docs: -1 not for multimodal). [assumed: the facts file lists Qwen3.5 checkpoints as multimodal]
-MINDIE_EXPLICIT_NPU_MEM = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
-# MindIE's KV dtypes: the activation dtype, or int8 from a C8-quantized checkpoint; it has no FP8 KV cache
-# (mindie_llm/runtime/model_runner/model_runner.py; docs/engines/mindie-memory.md).
-MINDIE_KV_DTYPES = ("bf16", "fp16", "int8")
 
 
 def check_supported(dep: Deployment) -> None:
@@ -49,11 +36,7 @@ def check_supported(dep: Deployment) -> None:
             f"--kv-dtype: {hw.id} has no native {dep.kv_dtype.value} (got {dep.kv_dtype.value}, "
             f"expected one of {native})"
         )
-    if dep.engine == "mindie" and dep.kv_dtype.value not in MINDIE_KV_DTYPES:
-        raise PlanInputError(
-            f"--kv-dtype: MindIE has no {dep.kv_dtype.value.upper()} KV cache (got {dep.kv_dtype.value}); "
-            f"use bf16/fp16 or int8 (C8, needs a quantized checkpoint)"
-        )
+    registry.check_kv_dtype(dep)
     heads = dep.model.num_attention_heads
     if heads % dep.tp:
         divisors = [t for t in (1, 2, 4, 8, 16, 32) if heads % t == 0]
@@ -62,6 +45,7 @@ def check_supported(dep: Deployment) -> None:
             f"(got {dep.tp}, expected one of {', '.join(map(str, divisors))})"
         )
     layout.check_layout(dep)
+    registry.check_layout(dep)
 
 
 def weight_bytes(dep: Deployment) -> int:
@@ -191,74 +175,19 @@ def check_fits(dep: Deployment, mem: MemoryBreakdown) -> None:
     raise DoesNotFitError(f"{where}: {detail}; {_no_fit_hint(dep, mem)}")
 
 
-def max_batch_size(dep: Deployment, mem: MemoryBreakdown, *, per_sequence_bytes: int | None = None) -> int:
-    """Most sequences that fit the KV budget, capped by the engine's batch limit (the one batch cap).
-
-    Formula: min(floor(kv_budget / per_sequence), engine cap); per_sequence defaults to one ctx sequence.
-    """
-    per_sequence = per_sequence_bytes or mem.kv_bytes_per_sequence
-    most = memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=per_sequence)
-    if dep.engine == "vllm" and per_sequence_bytes is None and dep.pp == 1:
-        most = vllm_max_batch_size(dep, mem)
-    if dep.engine == "mindie" and per_sequence_bytes is None:
-        most = mindie_max_batch_size(dep, mem)
-    cap = ENGINE_MAX_BATCH_SIZE.get(dep.engine)
-    return most if cap is None else min(most, cap)
+def max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """Most sequences of ctx the engine holds on the memory plan (the one batch cap): one cell of
+    max_batch_grid, the grid `kvplan sweep` and the dashboard read; DoesNotFitError in the engine's words
+    when it holds none."""
+    return registry.max_batch_size(dep, mem)
 
 
-def vllm_max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
-    """vLLM's own accounting of the same KV budget: floor("Maximum concurrency" at --ctx).
-
-    Blocks, state pages and groups per platform: planner/engines/vllm/pool.py (docs/engines/vllm-memory.md).
-    """
-    pool = vllm_pool.deployment_pool(
-        dep, available_bytes=mem.kv_budget_bytes, max_model_len=dep.ctx_tokens, num_spec=dep.mtp_tokens
-    )
-    if pool.max_concurrency < 1:
-        raise DoesNotFitError(
-            f"--ctx: vLLM's KV pool holds {pool.max_concurrency:.2f} requests of {dep.ctx_tokens} tokens "
-            f"on {dep.hardware.id} at {layout.describe(dep)} (expected at least 1; vLLM refuses to start)"
-        )
-    return math.floor(pool.max_concurrency)
-
-
-def mindie_batch_holds(
-    dep: Deployment, mem: MemoryBreakdown, batch: memory.Tokens, *, ctx_tokens: memory.Tokens | None = None
-) -> Any:
-    """Whether MindIE's usable blocks hold `batch` sequences of ctx (ints or int64 arrays that broadcast).
-
-    Formula (docs/engines/mindie-memory.md): paged = kv_budget - batch * state, floored to whole GiB when
-    npuMemSize is explicit; floor(paged / (block * kv_per_token)) - MINDIE_RESERVED_BLOCKS
-    >= batch * ceil(ctx / block). ctx defaults to dep.ctx_tokens.
-    """
-    block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
-    paged = mem.kv_budget_bytes - batch * mem.state_bytes_per_sequence
-    if dep.model.id in MINDIE_EXPLICIT_NPU_MEM:
-        paged = paged // units.GIB_BYTES * units.GIB_BYTES
-    ctx: Any = dep.ctx_tokens if ctx_tokens is None else ctx_tokens
-    blocks_per_sequence = -(-ctx // dep.block_size_tokens)  # ceil(ctx / block), int or array
-    return paged // block_bytes - MINDIE_RESERVED_BLOCKS >= batch * blocks_per_sequence
-
-
-def mindie_max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
-    """Largest batch MindIE's usable blocks hold at ctx (binary search on mindie_batch_holds, monotone).
-
-    Upper bound: floor(kv_budget / per-sequence bytes); DoesNotFitError when not one sequence is held.
-    """
-    low, high = (
-        0,
-        memory.max_concurrent_sequences(mem.kv_budget_bytes, per_sequence_bytes=mem.kv_bytes_per_sequence),
-    )
-    while low < high:
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if mindie_batch_holds(dep, mem, middle) else (low, middle - 1)
-    if low < 1:
-        raise DoesNotFitError(
-            f"--ctx: MindIE's usable KV blocks (one kept by its router) hold no {dep.ctx_tokens}-token "
-            f"sequence on {dep.hardware.id} at {layout.describe(dep)} (got 0, expected at least 1); "
-            f"try --tp {dep.tp * 2}"
-        )
-    return low
+def max_batch_grid(
+    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Most sequences of each ctx one DP group holds on the memory plan: registry.max_batch_grid (the
+    engine's own accounting: MindIE's blocks, vLLM's pool, the engine-neutral bound otherwise)."""
+    return registry.max_batch_grid(dep, mem, ctx_tokens=ctx_tokens)
 
 
 def recommend(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
@@ -312,13 +241,7 @@ def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """What the batch assumes of the engine, and the longer context a smaller --batch leaves room for."""
-    notes: list[str] = []
-    if dep.engine == "mindie" and mem.state_bytes_per_sequence:
-        notes.append(
-            f"assumed: MindIE-LLM's public sources have no {dep.model.id} model; max_batch_size "
-            f"{rec.max_batch_size} assumes MindIE keeps each sequence's linear-attention state "
-            f"({units.fmt_bytes(mem.state_bytes_per_sequence)}) outside its KV blocks (undocumented)"
-        )
+    notes = registry.engine_notes(dep, mem, rec)
     if dep.batch is not None:
         longest = longest_at_batch(per_dp_rank(dep), mem)
         if longest > dep.ctx_tokens:

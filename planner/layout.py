@@ -160,22 +160,7 @@ def _check_experts(dep: Deployment) -> None:
         )
 
 
-def _check_engine(dep: Deployment) -> None:
-    group = dep.tp * dep.dp
-    if dep.engine == "vllm" and dep.ep not in (1, group):
-        raise PlanInputError(
-            f"--ep: vLLM's --enable-expert-parallel splits experts over all tp x dp ranks (got {dep.ep}, "
-            f"expected 1 or {group})"
-        )
-    if dep.engine == "mindie" and dep.pp > 1:
-        raise PlanInputError(
-            f"--pp: kvplan knows no MindIE pipeline-parallel setting (got {dep.pp}, expected 1); "
-            f"use --engine vllm"
-        )
-    if dep.engine == "transformers" and not dep.is_tp_only:
-        raise PlanInputError(
-            f"--engine: transformers plans tensor parallelism only (got {describe(dep)}); use mindie or vllm"
-        )
+def _check_stages(dep: Deployment) -> None:
     if dep.pp > dep.model.num_hidden_layers:
         raise PlanInputError(
             f"--pp: more pipeline stages than layers (got {dep.pp}, expected <= "
@@ -198,11 +183,12 @@ def _check_nodes(dep: Deployment) -> None:
 
 
 def check_layout(dep: Deployment) -> None:
-    """Reject layouts the model or the engine cannot run: one PlanInputError naming the flag and limit."""
+    """Reject layouts the model cannot run: one PlanInputError naming the flag and limit (the engine's own
+    refusals: planner/engines/registry.check_layout, called by capacity.check_supported)."""
     if dep.is_tp_only:
         return
     _check_experts(dep)
-    _check_engine(dep)
+    _check_stages(dep)
     _check_nodes(dep)
 
 

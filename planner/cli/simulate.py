@@ -253,8 +253,7 @@ def speed_band_of(flags: dict[str, Any], *, batch: int | None) -> SpeedBand:
 
 def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[str, Any]]:
     """The deployment at ctx = the longest request and the scheduler knobs."""
-    from planner import inputs
-    from planner.sim import config
+    from planner import deployment, inputs
 
     longest = int((work.input_tokens + work.output_tokens).max())
     if longest > units.MAX_TOKENS:
@@ -262,7 +261,7 @@ def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[st
             f"--input-tokens + --output-tokens: longest request too long (got {longest}, "
             f"expected <= {units.MAX_TOKENS})"
         )
-    prefill = flags["max_prefill_tokens"] or max(longest, config.DEFAULT_MAX_PREFILL_TOKENS)
+    prefill = flags["max_prefill_tokens"] or max(longest, deployment.DEFAULT_MAX_PREFILL_TOKENS)
     request = options.plan_request(flags, ctx=str(longest), batch=None, max_prefill_tokens=prefill)
     return inputs.to_deployment(request), scheduler_knobs(flags)
 

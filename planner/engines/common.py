@@ -6,12 +6,19 @@ lengths, so their configs describe the same deployment.
 
 from __future__ import annotations
 
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
 from pydantic import Field
 
-from planner import deployment
+from planner import deployment, memory
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.errors import PlanInputError
+from planner.results import MemoryBreakdown
 from planner.schema import Frozen
+
+SchedulerKind = Literal["mindie", "vllm"]  # the simulator's scheduler policies (planner/sim/schedulers.py)
 
 
 class ServingOptions(Frozen):
@@ -65,3 +72,41 @@ def sized_deployment(dep: Deployment, *, options: ServingOptions) -> tuple[Deplo
     """(dep re-sized with the engine's lengths, the lengths): maxPrefillTokens drives the activation peak."""
     lengths = resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
     return dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens}), lengths
+
+
+IntOrArray = int | npt.NDArray[np.int64]
+
+
+class BlockPool(Frozen):
+    """A KV block pool as the simulator counts it: blocks of block_tokens, and the extra blocks one sequence
+    holds for its fixed recurrent state while admitted."""
+
+    total_blocks: int
+    state_blocks: int
+    block_tokens: int
+
+
+def kv_bound_grid(
+    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Most sequences of each ctx the KV budget holds, engine-neutral: floor(kv_budget / per_sequence), 0
+    for a negative budget; per_sequence = memory.sequence_bytes(ctx) with the plan's KV bytes per token
+    (pp and MTP included) and state."""
+    per_sequence = memory.sequence_bytes(
+        ctx_tokens,
+        kv_bytes_per_token=mem.kv_bytes_per_token,
+        state_bytes=mem.state_bytes_per_sequence,
+        block_size_tokens=dep.block_size_tokens,
+    )
+    most: npt.NDArray[np.int64] = np.maximum(mem.kv_budget_bytes, 0) // per_sequence
+    return most
+
+
+def plain_block_pool(dep: Deployment, mem: MemoryBreakdown) -> BlockPool:
+    """Whole blocks of the budget, state as whole blocks per sequence: ceil(state / block_bytes)."""
+    block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
+    return BlockPool(
+        total_blocks=max(mem.kv_budget_bytes, 0) // block_bytes,
+        state_blocks=-(-mem.state_bytes_per_sequence // block_bytes),
+        block_tokens=dep.block_size_tokens,
+    )

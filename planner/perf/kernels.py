@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from planner.kinds import ENGINES, EngineName
+from planner.engines import registry
+from planner.kinds import EngineName
 
 # Every op of the decode/prefill ledger (planner/perf/opcost.py terms are named after these, plus
 # "tp.allreduce", which launches no kernels of its own): a misspelt op is a type error.
@@ -124,22 +125,16 @@ TRANSFORMERS: dict[OpName, OpKernels] = {
 # blocks per request [source: vllm-ascend 182b75ea, the golden of tests/e2e/nightly/single_node/ops/
 # singlecard_ops/test_recurrent_gated_delta_rule.py and vllm_ascend/patch/worker/patch_mamba_utils.py;
 # assumed for mindie].
-STATE_PASSES: dict[EngineName, int] = {"mindie": 2, "vllm": 2, "transformers": 4}
-
-ENGINE_KERNELS: dict[EngineName, dict[OpName, OpKernels]] = {
-    "mindie": FUSED,
-    "vllm": FUSED,
-    "transformers": TRANSFORMERS,
-}
-assert tuple(ENGINE_KERNELS) == ENGINES, "every engine in planner/kinds.py needs a kernel table"
-assert all(set(table) == set(OP_NAMES) for table in ENGINE_KERNELS.values()), "every op needs a count"
+# Each engine's count (STATE_PASSES) and kernel table (FUSED_KERNELS) live in its room
+# (planner/engines/<engine>/), asked through planner/engines/registry.py.
+assert set(FUSED) == set(OP_NAMES) and set(TRANSFORMERS) == set(OP_NAMES), "every op needs a count"
 
 
 def state_passes(engine: EngineName) -> int:
     """Reads + writes of the linear-attention state per sequence and decode step under `engine`."""
-    return STATE_PASSES[engine]
+    return registry.state_passes(engine)
 
 
 def op_kernels(engine: EngineName, op: OpName) -> OpKernels:
     """Kernel launches per layer (or pass) of `op` under `engine` (engine validated at the boundary)."""
-    return ENGINE_KERNELS[engine][op]
+    return (FUSED if registry.fused_kernels(engine) else TRANSFORMERS)[op]

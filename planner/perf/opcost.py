@@ -14,6 +14,7 @@ from typing import Literal, TypedDict
 import numpy as np
 import numpy.typing as npt
 
+from planner.engines import registry
 from planner.perf.kernels import OpKernels, OpName, op_kernels, state_passes
 from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, geometry, matmul_dtype
 
@@ -299,7 +300,7 @@ def allreduce_term(geo: Geometry, step: Step) -> Term:
     all-gathers them; assumed for prefill, whose MoE may take the all-gather path instead]
     """
     split_ranks = geo.tp > 1
-    gathers = geo.layers["moe"] if split_ranks and geo.engine == "vllm" and geo.ep > 1 else 0
+    gathers = geo.layers["moe"] if split_ranks and registry.gathers_moe_outputs(geo.engine, ep=geo.ep) else 0
     reduces = ALLREDUCES_PER_LAYER * geo.layers["all"] - gathers if split_ranks else 0
     link = (reduces + gathers / 2.0) * step.tokens * geo.hidden_size * geo.activation_bytes
     return link_term(

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from planner import capacity, layout
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.errors import KvplanError
 from planner.plan import compose as perf_plan
 from planner.schema import Frozen
@@ -52,7 +53,7 @@ def powers_of_two(limit: int) -> list[int]:
 def candidate_degrees(dep: Deployment, *, budget: int) -> list[tuple[int, int, int, int]]:
     """(tp, dp, ep, pp) with tp x dp x pp <= budget: powers of two, tp <= 64; ep 1 for dense models, else
     the divisors of tp x dp (MindIE) or 1 and tp x dp (vLLM's --enable-expert-parallel); pp > 1 on vLLM."""
-    stages = PIPELINE_STAGES if dep.engine == "vllm" else (1,)
+    stages = PIPELINE_STAGES if registry.supports_pipeline(dep) else (1,)
     found = []
     for tp in powers_of_two(min(budget, 64)):
         for dp in powers_of_two(budget // tp):
@@ -66,9 +67,7 @@ def expert_degrees(dep: Deployment, *, group: int) -> list[int]:
     """Expert-parallel degrees worth trying for a MoE layer group of `group` ranks."""
     if not dep.model.is_moe:
         return [1]
-    if dep.engine == "vllm":
-        return sorted({1, group})
-    return powers_of_two(group)
+    return registry.expert_degrees(dep, group=group, candidates=powers_of_two(group))
 
 
 def candidate(dep: Deployment, *, budget: int, slo: perf_plan.ServiceLevels, prompt: int) -> LayoutCandidate:

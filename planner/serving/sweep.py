@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from planner import capacity, memory
+from planner import capacity
 from planner.deployment import Deployment
 from planner.perf import ranges, roofline
 from planner.serving import performance
@@ -77,23 +77,14 @@ class SweepResult(BaseModel):
 def fits_memory_grid(
     dep: Deployment, *, batch: npt.NDArray[np.int64], ctx_tokens: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.bool_]:
-    """Whether `batch` sequences of `ctx_tokens` each fit the KV budget (broadcast arrays).
+    """Whether `batch` sequences of `ctx_tokens` each fit one DP group (broadcast arrays).
 
-    Formula: batch * memory.sequence_bytes(ctx) <= capacity.kv_budget_bytes(dep)
+    Formula: batch <= registry.max_batch_grid(memory plan, ctx): the engine's own accounting (MindIE's
+    blocks, vLLM's pool, pp and MTP in the KV bytes per token), the grid
+    capacity.max_batch_size reads (registry.max_batch_grid).
     """
-    card = dep.model
-    per_sequence = memory.sequence_bytes(
-        ctx_tokens,
-        kv_bytes_per_token=memory.kv_cache_bytes_per_token(
-            card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp
-        ),
-        state_bytes=memory.linear_state_bytes_per_sequence(card, conv_dtype=dep.activation_dtype, tp=dep.tp),
-        block_size_tokens=dep.block_size_tokens,
-    )
-    fits = np.asarray(batch * per_sequence <= capacity.kv_budget_bytes(dep))
-    if dep.engine == "mindie":  # MindIE keeps one block (and whole GiB when explicit): capacity's rule
-        fits &= capacity.mindie_batch_holds(dep, capacity.memory_breakdown(dep), batch, ctx_tokens=ctx_tokens)
-    return fits
+    most = capacity.max_batch_grid(dep, capacity.memory_breakdown(dep), ctx_tokens=ctx_tokens)
+    return np.asarray(batch <= most)
 
 
 def with_scheme(dep: Deployment, *, weight_dtype: str) -> Deployment:

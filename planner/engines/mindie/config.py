@@ -19,9 +19,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from planner import capacity, units
+from planner import units
 from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
+from planner.engines.mindie import pool
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.fields import MODEL, OWNED_FIELDS
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
@@ -29,13 +30,8 @@ from planner.results import Plan
 from planner.schema import Frozen
 
 DEFAULT_MINDIE_VERSION = mindie_rules.DEFAULT_MINDIE_VERSION
-DEFAULT_MAX_PREFILL_BATCH_SIZE = 50  # [DOC] maxPrefillBatchSize default
-DEFAULT_PREFILL_MS, DEFAULT_DECODE_MS = 150, 50  # [DOC] prefillTimeMsPerReq / decodeTimeMsPerReq defaults
-DEFAULT_QUEUE_DELAY_US = 5000  # [DOC] maxQueueDelayMicroseconds default
-MAX_MS = 1000  # [DOC] prefillTimeMsPerReq / decodeTimeMsPerReq range [0, 1000]
-RESERVED_BLOCKS = capacity.MINDIE_RESERVED_BLOCKS  # [ROUTER] npuBlockNum = num_npu_blocks - 1
-# [assumed: facts section 4 lists Qwen3.5 checkpoints as multimodal; [DOC]: npuMemSize -1 not for multimodal]
-MULTIMODAL_CHECKPOINTS = capacity.MINDIE_EXPLICIT_NPU_MEM
+# ScheduleConfig defaults, the reserved block and the multimodal checkpoints: planner/engines/mindie/pool.py.
+MAX_MS = pool.MAX_TIME_PER_REQ_MS
 MTP_DOCUMENTED = re.compile(r"^deepseek-(v3|r1)")  # [mtp.md] DeepSeek-R1/V3 W8A8 or KV-int8 only
 PREFIX_CACHE_DOCUMENTED = re.compile(r"^(qwen2|qwen2\.5|qwen3|deepseek-(v3|r1))(-|$)")  # [prefix_cache.md]
 KVPLAN_PLUGINS = ("mtp", "prefix_cache")
@@ -77,7 +73,7 @@ class MindieResult(Frozen):
 def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "explicit"]:
     """auto (-1) by default: MindIE then measures the real non-KV memory after warm-up, so kvplan's estimates
     of activations and runtime cannot cause an OOM. Multimodal checkpoints must use explicit ([DOC])."""
-    multimodal = model_id in MULTIMODAL_CHECKPOINTS
+    multimodal = model_id in pool.EXPLICIT_NPU_MEM
     if requested == "auto" and multimodal:
         raise PlanInputError(
             f"--npu-mem-size: MindIE does not allow npuMemSize -1 for multimodal models "
@@ -123,7 +119,7 @@ def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int) -> BlockPr
     budget = npu_mem_gib * units.GIB_BYTES if npu_mem_gib > 0 else max(plan.memory.kv_budget_bytes, 0)
     allocated = budget // block_bytes
     per_request = math.ceil(lengths.max_input_tokens / block) + math.ceil(lengths.max_output_tokens / block)
-    usable = max(allocated - RESERVED_BLOCKS, 0)
+    usable = max(pool.usable_blocks(budget, block_bytes=block_bytes, model_id=plan.model), 0)
     warmup_tokens = min(lengths.max_seq_len_tokens, lengths.max_input_tokens + lengths.max_output_tokens)
     return BlockPrediction(
         block_bytes=block_bytes,
@@ -191,7 +187,10 @@ def owned_values(
     """Value of every OWNED_FIELDS entry (KEEP: leave the base's; None: remove the field)."""
     times = schedule_times_ms(plan)
     batch = plan.layout.batch_per_dp_group if plan.layout else plan.recommendation.max_batch_size
-    prefill_ms, decode_ms = times or (DEFAULT_PREFILL_MS, DEFAULT_DECODE_MS)
+    prefill_ms, decode_ms = times or (
+        pool.DEFAULT_PREFILL_TIME_PER_REQ_MS,
+        pool.DEFAULT_DECODE_TIME_PER_REQ_MS,
+    )
     return {
         "modelInstanceNumber": 1,
         "npuDeviceIds": [list(options.devices or range(node_devices(plan)))],
@@ -206,7 +205,7 @@ def owned_values(
         "backendType": "atb",
         "plugin_params": plugin_params(lookup(base, (*MODEL, "plugin_params")), options=options),
         "cacheBlockSize": plan.block_size_tokens,
-        "maxPrefillBatchSize": min(batch, DEFAULT_MAX_PREFILL_BATCH_SIZE),
+        "maxPrefillBatchSize": min(batch, pool.DEFAULT_MAX_PREFILL_BATCH),
         "maxPrefillTokens": lengths.max_prefill_tokens,
         "prefillTimeMsPerReq": prefill_ms,
         "decodeTimeMsPerReq": decode_ms,
@@ -214,7 +213,7 @@ def owned_values(
         "maxIterTimes": lengths.max_output_tokens,
         "maxPreemptCount": 0,
         "supportSelectBatch": select_batch(plan),
-        "maxQueueDelayMicroseconds": DEFAULT_QUEUE_DELAY_US,
+        "maxQueueDelayMicroseconds": pool.DEFAULT_QUEUE_DELAY_US,
     }
 
 

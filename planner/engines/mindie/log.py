@@ -23,7 +23,8 @@ from pydantic import Field
 
 from planner import units
 from planner.deployment import Deployment
-from planner.engines.mindie.config import RESERVED_BLOCKS, BlockPrediction
+from planner.engines.mindie.config import BlockPrediction
+from planner.engines.mindie.pool import RESERVED_BLOCKS
 from planner.errors import PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen, HardwareProfile

@@ -84,7 +84,8 @@ def max_num_seqs(pool: vm.VllmPool) -> int:
 def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: ServingOptions) -> VllmArgs:
     """The vllm serve arguments of the plan, what vLLM will log, and where vLLM and MindIE differ."""
     pool = plan_pool(plan, dep, lengths=lengths, options=options)
-    seqs = max_num_seqs(pool)
+    # With pp > 1 the pool per stage is not modelled: the plan's batch (batch.max_batch_grid's rule).
+    seqs = max_num_seqs(pool) if dep.pp == 1 else plan.recommendation.max_batch_size // dep.dp
     args: list[tuple[str, str | None]] = [
         ("--max-model-len", str(lengths.max_seq_len_tokens)),
         ("--max-num-seqs", str(seqs)),

@@ -1,0 +1,151 @@
+"""MindIE's memory and scheduler facts: its block rule, reserved block, batch cap, KV dtypes, defaults.
+
+Sources: [DOC] = MindIE-LLM docs/zh/user_guide/user_manual/service_parameter_configuration.md (master
+8b4871ad31f5); [KV] = mindie_llm/text_generator/utils/kvcache_settings.py; [ROUTER] = the Python router's
+initialize() (mindie_llm/connector/request_router/router_impl.py); summarised in ascend-mindie-facts.md
+section 1 and docs/engines/mindie-memory.md. The registry (planner/engines/registry.py) asks this module;
+nothing else names these facts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from planner import layout, units
+from planner.deployment import Deployment
+from planner.engines import common
+from planner.errors import DoesNotFitError, PlanInputError
+from planner.results import MemoryBreakdown, Recommendation
+
+# ScheduleConfig.maxBatchSize range is [1, 5000] ([DOC]).
+MAX_BATCH_SIZE = 5000
+# The router reports npuBlockNum = num_npu_blocks - 1: the last block is kept for dummy batches ([ROUTER]).
+RESERVED_BLOCKS = 1
+# Checkpoints MindIE treats as multimodal: npuMemSize must be explicit whole GiB ([DOC]: -1 not for
+# multimodal). [assumed: the facts file lists Qwen3.5 checkpoints as multimodal]
+EXPLICIT_NPU_MEM = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
+# KV dtypes: the activation dtype, or int8 from a C8-quantized checkpoint; no FP8 KV cache
+# (mindie_llm/runtime/model_runner/model_runner.py; docs/engines/mindie-memory.md).
+KV_DTYPES = ("bf16", "fp16", "int8")
+# ScheduleConfig defaults ([DOC]; facts 1.2, [P]): maxPrefillBatchSize 50, maxPrefillTokens 8192,
+# prefillTimeMsPerReq 150, decodeTimeMsPerReq 50, maxQueueDelayMicroseconds 5000, supportSelectBatch false.
+DEFAULT_MAX_PREFILL_BATCH = 50
+DEFAULT_PREFILL_TIME_PER_REQ_MS = 150
+DEFAULT_DECODE_TIME_PER_REQ_MS = 50
+DEFAULT_QUEUE_DELAY_US = 5000
+MAX_TIME_PER_REQ_MS = 1000  # prefillTimeMsPerReq / decodeTimeMsPerReq range [0, 1000] ([DOC])
+SCHEDULER: common.SchedulerKind = (
+    "mindie"  # the simulator's prefill-priority scheduler (planner/sim/schedulers.py)
+)
+STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
+FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
+SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting
+GATHERS_MOE_OUTPUTS = False  # MoE outputs all-reduced, not all-gathered (planner/perf/opcost.py)
+
+
+def check_kv_dtype(dep: Deployment) -> None:
+    """PlanInputError when MindIE has no KV cache of dep's KV dtype."""
+    if dep.kv_dtype.value not in KV_DTYPES:
+        raise PlanInputError(
+            f"--kv-dtype: MindIE has no {dep.kv_dtype.value.upper()} KV cache (got {dep.kv_dtype.value}); "
+            f"use bf16/fp16 or int8 (C8, needs a quantized checkpoint)"
+        )
+
+
+def check_layout(dep: Deployment) -> None:
+    """PlanInputError for layouts kvplan cannot write a MindIE config for (pipeline parallelism)."""
+    if dep.pp > 1:
+        raise PlanInputError(
+            f"--pp: kvplan knows no MindIE pipeline-parallel setting (got {dep.pp}, expected 1); "
+            f"use --engine vllm"
+        )
+
+
+def usable_blocks(paged_bytes: common.IntOrArray, *, block_bytes: int, model_id: str) -> common.IntOrArray:
+    """npuBlockNum: the KV blocks MindIE's router offers (int or int64 array) for `paged_bytes` of KV pool.
+
+    Formula ([KV] L127-150, [ROUTER]): floor(paged / block_bytes) - RESERVED_BLOCKS, block_bytes = block *
+    KV bytes per token per rank; paged floored to whole GiB first for EXPLICIT_NPU_MEM checkpoints
+    (npuMemSize is then written in whole GiB).
+    """
+    if model_id in EXPLICIT_NPU_MEM:
+        paged_bytes = paged_bytes // units.GIB_BYTES * units.GIB_BYTES
+    return paged_bytes // block_bytes - RESERVED_BLOCKS
+
+
+def batch_holds(
+    dep: Deployment, mem: MemoryBreakdown, batch: common.IntOrArray, *, ctx_tokens: common.IntOrArray
+) -> npt.NDArray[np.bool_]:
+    """Whether MindIE's usable blocks hold `batch` sequences of ctx (ints or int64 arrays that broadcast).
+
+    Formula (docs/engines/mindie-memory.md): usable_blocks(kv_budget - batch * state) >= batch * ceil(ctx /
+    block): each sequence's linear-attention state is kept outside the blocks (assumed, engine_notes).
+    """
+    paged = mem.kv_budget_bytes - batch * mem.state_bytes_per_sequence
+    block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
+    blocks_per_sequence = -(-ctx_tokens // dep.block_size_tokens)  # ceil(ctx / block)
+    usable = usable_blocks(paged, block_bytes=block_bytes, model_id=dep.model.id)
+    return np.asarray(usable >= batch * blocks_per_sequence)
+
+
+def max_batch_grid(
+    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Largest batch MindIE's usable blocks hold at each ctx, capped at MAX_BATCH_SIZE.
+
+    Binary search on batch_holds (monotone in batch), all contexts at once; upper bound floor(kv_budget /
+    per-sequence bytes) (common.kv_bound_grid).
+    """
+    low = np.zeros_like(ctx_tokens)
+    high = common.kv_bound_grid(dep, mem, ctx_tokens=ctx_tokens)
+    while np.any(low < high):
+        middle = (low + high + 1) // 2
+        holds = batch_holds(dep, mem, middle, ctx_tokens=ctx_tokens)
+        open_ = low < high
+        low = np.where(open_ & holds, middle, low)
+        high = np.where(open_ & ~holds, middle - 1, high)
+    return np.minimum(low, MAX_BATCH_SIZE)
+
+
+def check_holds_one(dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) -> None:
+    """DoesNotFitError when MindIE's usable blocks hold not one sequence of ctx."""
+    if max_batch < 1:
+        raise DoesNotFitError(
+            f"--ctx: MindIE's usable KV blocks (one kept by its router) hold no {dep.ctx_tokens}-token "
+            f"sequence on {dep.hardware.id} at {layout.describe(dep)} (got 0, expected at least 1); "
+            f"try --tp {dep.tp * 2}"
+        )
+
+
+def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> common.BlockPool:
+    """The simulator's view of the pool: usable blocks of the whole budget, state as whole blocks per
+    sequence (ceil(state / block_bytes)); max_model_len does not change MindIE's blocks."""
+    block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
+    return common.BlockPool(
+        total_blocks=int(usable_blocks(mem.kv_budget_bytes, block_bytes=block_bytes, model_id=dep.model.id)),
+        state_blocks=-(-mem.state_bytes_per_sequence // block_bytes),
+        block_tokens=dep.block_size_tokens,
+    )
+
+
+def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
+    """maxBatchSize the simulator runs with: the plan's batch at the longest request (what `kvplan mindie`
+    writes)."""
+    return planned_batch
+
+
+def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
+    """What the batch assumes of MindIE: linear-attention state outside the KV blocks (undocumented)."""
+    if not mem.state_bytes_per_sequence:
+        return []
+    return [
+        f"assumed: MindIE-LLM's public sources have no {dep.model.id} model; max_batch_size "
+        f"{rec.max_batch_size} assumes MindIE keeps each sequence's linear-attention state "
+        f"({units.fmt_bytes(mem.state_bytes_per_sequence)}) outside its KV blocks (undocumented)"
+    ]
+
+
+def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
+    """Every candidate degree (MindIE's ep divides the MoE group)."""
+    return candidates

@@ -1,0 +1,127 @@
+"""The engine registry: the only place that dispatches on an engine name.
+
+Each engine's facts live in its own room (planner/engines/mindie/pool.py, planner/engines/vllm/batch.py,
+planner/engines/transformers/pool.py), each answering the questions of EngineRoom; everything else asks
+these functions with a Deployment (or an engine name) and never compares engine names itself
+(tests/test_layering.py greps for it).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.deployment import Deployment
+from planner.engines.common import BlockPool, SchedulerKind
+from planner.engines.mindie import pool as mindie_pool
+from planner.engines.transformers import pool as transformers_pool
+from planner.engines.vllm import batch as vllm_batch
+from planner.kinds import ENGINES, EngineName
+from planner.results import MemoryBreakdown, Recommendation
+
+
+class EngineRoom(Protocol):
+    """What the planner asks an engine (module attributes and functions of its room)."""
+
+    SCHEDULER: SchedulerKind
+    STATE_PASSES: int
+    FUSED_KERNELS: bool
+    SUPPORTS_PIPELINE: bool
+    GATHERS_MOE_OUTPUTS: bool
+
+    def check_kv_dtype(self, dep: Deployment) -> None: ...
+    def check_layout(self, dep: Deployment) -> None: ...
+    def expert_degrees(self, group: int, *, candidates: list[int]) -> list[int]: ...
+    def max_batch_grid(
+        self, dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]: ...
+    def check_holds_one(self, dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) -> None: ...
+    def block_pool(self, dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> BlockPool: ...
+    def default_max_batch(self, dep: Deployment, *, planned_batch: int) -> int: ...
+    def engine_notes(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
+
+
+ROOMS: dict[EngineName, EngineRoom] = {
+    "mindie": mindie_pool,
+    "vllm": vllm_batch,
+    "transformers": transformers_pool,
+}
+assert tuple(ROOMS) == ENGINES, "every engine in planner/kinds.py needs a room"
+
+
+def room(engine: EngineName) -> EngineRoom:
+    """The engine's room (engine validated at the boundary: planner.kinds.parse_engine)."""
+    return ROOMS[engine]
+
+
+def check_kv_dtype(dep: Deployment) -> None:
+    """PlanInputError when the engine has no KV cache of dep's KV dtype."""
+    room(dep.engine).check_kv_dtype(dep)
+
+
+def check_layout(dep: Deployment) -> None:
+    """PlanInputError for a layout beyond tensor parallelism that the engine cannot run."""
+    if not dep.is_tp_only:
+        room(dep.engine).check_layout(dep)
+
+
+def max_batch_grid(
+    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """The one "how many sequences fit" implementation: the engine's largest batch at each ctx (per DP
+    group, on the memory plan `mem`), its batch cap applied. capacity.max_batch_size reads one cell."""
+    return room(dep.engine).max_batch_grid(dep, mem, ctx_tokens=np.asarray(ctx_tokens, dtype=np.int64))
+
+
+def max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """max_batch_grid at dep.ctx_tokens; DoesNotFitError in the engine's words when it holds none."""
+    most = int(max_batch_grid(dep, mem, ctx_tokens=np.asarray([dep.ctx_tokens]))[0])
+    room(dep.engine).check_holds_one(dep, mem, max_batch=most)
+    return most
+
+
+def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> BlockPool:
+    """The engine's KV block pool as the simulator counts it."""
+    return room(dep.engine).block_pool(dep, mem, max_model_len=max_model_len)
+
+
+def scheduler_for(dep: Deployment) -> SchedulerKind:
+    """The simulator's scheduler for the engine ("mindie" prefill-priority, "vllm" continuous batching)."""
+    return room(dep.engine).SCHEDULER
+
+
+def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
+    """The batch cap the simulator runs the engine with by default."""
+    return room(dep.engine).default_max_batch(dep, planned_batch=planned_batch)
+
+
+def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
+    """What the plan assumes of the engine."""
+    return room(dep.engine).engine_notes(dep, mem, rec)
+
+
+def state_passes(engine: EngineName) -> int:
+    """Reads + writes of the linear-attention state per sequence and decode step."""
+    return room(engine).STATE_PASSES
+
+
+def fused_kernels(engine: EngineName) -> bool:
+    """Whether the engine runs fused decode kernels (else transformers' eager modules)."""
+    return room(engine).FUSED_KERNELS
+
+
+def supports_pipeline(dep: Deployment) -> bool:
+    """Whether the engine runs pipeline parallelism (pp > 1)."""
+    return room(dep.engine).SUPPORTS_PIPELINE
+
+
+def gathers_moe_outputs(engine: EngineName, *, ep: int) -> bool:
+    """Whether the engine all-gathers MoE outputs over the TP ranks (expert parallel only)."""
+    return room(engine).GATHERS_MOE_OUTPUTS and ep > 1
+
+
+def expert_degrees(dep: Deployment, *, group: int, candidates: list[int]) -> list[int]:
+    """Expert-parallel degrees the engine can run on a MoE group of `group` ranks, among candidates."""
+    return room(dep.engine).expert_degrees(group, candidates=candidates)

@@ -1,0 +1,1 @@
+"""Hugging Face transformers: tensor parallelism only, unfused kernels (pool.py)."""

@@ -1,0 +1,69 @@
+"""Hugging Face transformers as the planner asks it: tensor parallelism only, the engine-neutral KV bound,
+its unfused kernels; the simulator runs it with vLLM's continuous-batching scheduler and defaults
+[assumed: transformers has no serving scheduler of its own]. The registry (planner/engines/registry.py)
+asks this module.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from planner import layout
+from planner.deployment import Deployment
+from planner.engines import common
+from planner.engines.vllm import batch as vllm_batch
+from planner.errors import PlanInputError
+from planner.results import MemoryBreakdown, Recommendation
+
+SCHEDULER = vllm_batch.SCHEDULER
+# transformers + fla reads and writes the fp32 state twice per decode step (planner/perf/kernels.py)
+# [measured: h200-run5 gdn_*.json, 27B shape at batch 64: recurrent kernel 138 us + copies 136 us].
+STATE_PASSES = 4
+FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
+SUPPORTS_PIPELINE = False
+GATHERS_MOE_OUTPUTS = False
+
+
+def check_kv_dtype(dep: Deployment) -> None:
+    """transformers' caches take every KV dtype the card has natively (checked by the core)."""
+
+
+def check_layout(dep: Deployment) -> None:
+    """PlanInputError for anything beyond tensor parallelism."""
+    if not dep.is_tp_only:
+        raise PlanInputError(
+            f"--engine: transformers plans tensor parallelism only (got {layout.describe(dep)}); "
+            f"use mindie or vllm"
+        )
+
+
+def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
+    """Every candidate (check_layout refuses ep > 1 later)."""
+    return candidates
+
+
+def max_batch_grid(
+    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """The engine-neutral bound floor(kv_budget / per-sequence bytes) (common.kv_bound_grid)."""
+    return common.kv_bound_grid(dep, mem, ctx_tokens=ctx_tokens)
+
+
+def check_holds_one(dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) -> None:
+    """Nothing beyond the core's check that one sequence fits the budget."""
+
+
+def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> common.BlockPool:
+    """Whole blocks of the budget, state as whole blocks per sequence (no reserved block)."""
+    return common.plain_block_pool(dep, mem)
+
+
+def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
+    """vLLM's max_num_seqs default (the simulator's scheduler for transformers)."""
+    return vllm_batch.default_max_batch(dep, planned_batch=planned_batch)
+
+
+def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
+    """Nothing to add."""
+    return []

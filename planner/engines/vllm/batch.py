@@ -1,0 +1,109 @@
+"""vLLM / vllm-ascend as the planner asks it: how many sequences its pool holds, its scheduler defaults and
+the layouts it runs. The pool arithmetic is planner/engines/vllm/pool.py (docs/engines/vllm-memory.md); the
+registry (planner/engines/registry.py) asks this module.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+from planner import layout, units
+from planner.deployment import Deployment
+from planner.engines import common
+from planner.engines.vllm import pool
+from planner.errors import DoesNotFitError, PlanInputError
+from planner.results import MemoryBreakdown, Recommendation
+
+# max_num_batched_tokens of the API server on a >= 70 GiB device (facts 1.6, [S]): the per-step token budget
+# of chunked prefill (vLLM V1 always chunks).
+DEFAULT_MAX_BATCHED_TOKENS = 8192
+# max_num_seqs default by device (facts 1.6, [S]: vllm/engine/arg_utils.py get_batch_defaults): 1024 on a
+# device of >= 70 GiB, else 256. The KV pool, not this cap, then bounds the batch (with preemption).
+MAX_NUM_SEQS_LARGE, MAX_NUM_SEQS_SMALL = 1024, 256
+LARGE_DEVICE_GIB = 70
+SCHEDULER: common.SchedulerKind = (
+    "vllm"  # the simulator's continuous-batching scheduler (planner/sim/schedulers.py)
+)
+STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
+FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
+SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
+# With --enable-expert-parallel the MoE outputs are all-gathered over the TP ranks (planner/perf/opcost.py;
+# vllm-ascend 182b75ea vllm_ascend/ops/fused_moe/prepare_finalize.py).
+GATHERS_MOE_OUTPUTS = True
+
+
+def check_kv_dtype(dep: Deployment) -> None:
+    """vLLM runs every KV dtype the card has natively (checked by the core)."""
+
+
+def check_layout(dep: Deployment) -> None:
+    """PlanInputError when ep is neither 1 nor tp x dp (--enable-expert-parallel splits over all ranks)."""
+    group = dep.tp * dep.dp
+    if dep.ep not in (1, group):
+        raise PlanInputError(
+            f"--ep: vLLM's --enable-expert-parallel splits experts over all tp x dp ranks (got {dep.ep}, "
+            f"expected 1 or {group})"
+        )
+
+
+def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
+    """Expert-parallel degrees vLLM can run on a MoE group of `group` ranks: 1 or all of them."""
+    return sorted({1, group})
+
+
+def concurrency(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: int) -> float:
+    """vLLM's "Maximum concurrency" for requests of ctx_tokens (pool.deployment_pool on the plan's budget)."""
+    built = pool.deployment_pool(
+        dep, available_bytes=mem.kv_budget_bytes, max_model_len=ctx_tokens, num_spec=dep.mtp_tokens
+    )
+    return built.max_concurrency
+
+
+def max_batch_grid(
+    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """floor(vLLM's maximum concurrency) at each ctx; with pp > 1 (the pool per stage is not modelled)
+    the engine-neutral bound floor(kv_budget / per-sequence bytes) (common.kv_bound_grid)."""
+    if dep.pp > 1:
+        return common.kv_bound_grid(dep, mem, ctx_tokens=ctx_tokens)
+    flat = [max(math.floor(concurrency(dep, mem, ctx_tokens=int(c))), 0) for c in ctx_tokens.ravel()]
+    return np.asarray(flat, dtype=np.int64).reshape(ctx_tokens.shape)
+
+
+def check_holds_one(dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) -> None:
+    """DoesNotFitError when vLLM's pool holds less than one request of ctx (vLLM refuses to start)."""
+    if max_batch >= 1 or dep.pp > 1:
+        return
+    held = concurrency(dep, mem, ctx_tokens=dep.ctx_tokens)
+    raise DoesNotFitError(
+        f"--ctx: vLLM's KV pool holds {held:.2f} requests of {dep.ctx_tokens} tokens "
+        f"on {dep.hardware.id} at {layout.describe(dep)} (expected at least 1; vLLM refuses to start)"
+    )
+
+
+def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> common.BlockPool:
+    """vLLM's pool as the simulator counts it: its blocks, and per sequence the blocks beyond those of the
+    max_model_len tokens of KV (state pages)."""
+    built = pool.deployment_pool(
+        dep, available_bytes=mem.kv_budget_bytes, max_model_len=max_model_len, num_spec=dep.mtp_tokens
+    )
+    kv_blocks = -(-max_model_len // built.block_size_tokens)
+    return common.BlockPool(
+        total_blocks=built.num_blocks,
+        state_blocks=max(built.blocks_per_request - kv_blocks, 0),
+        block_tokens=built.block_size_tokens,
+    )
+
+
+def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
+    """max_num_seqs' default for the device: 1024 at >= LARGE_DEVICE_GIB, else 256."""
+    large = dep.hardware.memory_capacity_bytes >= LARGE_DEVICE_GIB * units.GIB_BYTES
+    return MAX_NUM_SEQS_LARGE if large else MAX_NUM_SEQS_SMALL
+
+
+def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
+    """Nothing to add: the pool is vLLM's own accounting."""
+    return []

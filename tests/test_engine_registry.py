@@ -1,0 +1,145 @@
+"""One home per engine and one "does batch b fit": engine names are compared only in
+planner/engines/registry.py, and the plan, `kvplan sweep`, the dashboard heatmap and the config commands
+(`kvplan mindie`, `kvplan vllm`) give the same max batch for any deployment, engine, pp and dp."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from dashboard import view
+from planner import capacity, inputs
+from planner.cli import app
+from planner.errors import KvplanError
+from planner.kinds import ENGINES
+from planner.serving import sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+REGISTRY = ROOT / "planner" / "engines" / "registry.py"
+
+
+def _mentions_engine(node: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Name) and "engine" in n.id)
+        or (isinstance(n, ast.Attribute) and "engine" in n.attr)
+        for n in ast.walk(node)
+    )
+
+
+def _engine_literals(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Constant) and n.value in ENGINES for n in ast.walk(node))
+
+
+def engine_comparisons(path: Path) -> list[str]:
+    """`engine == "mindie"`-like comparisons (==, !=, in, not in with an engine-name literal on one side and
+    something named *engine* on the other) and dicts keyed by engine names, as file:line."""
+    found = []
+    name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_engine_literals(s) for s in sides) and any(_mentions_engine(s) for s in sides):
+                found.append(f"{name}:{node.lineno}")
+        elif (
+            isinstance(node, ast.Dict)
+            and node.keys
+            and all(isinstance(k, ast.Constant) and k.value in ENGINES for k in node.keys)
+        ):
+            found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_engine_names_are_compared_only_in_the_registry() -> None:
+    files = [*sorted((ROOT / "planner").rglob("*.py")), *sorted((ROOT / "dashboard").rglob("*.py"))]
+    offenders = [hit for path in files if path != REGISTRY for hit in engine_comparisons(path)]
+    assert offenders == []
+
+
+def test_the_grep_finds_a_comparison(tmp_path: Path) -> None:
+    """The check above is not vacuous: it flags the shapes the old code had."""
+    probe = tmp_path / "probe.py"
+    probe.write_text('def f(dep):\n    return dep.engine == "mindie" or {"vllm": 1, "mindie": 2}\n')
+    assert engine_comparisons(probe) == ["probe.py:2", "probe.py:2"]
+
+
+MODELS = ("qwen3-8b", "qwen3-32b", "qwen3.5-27b", "llama-3.1-70b", "qwen3-30b-a3b")
+runner = CliRunner()
+
+
+def boundary(fits: np.ndarray) -> int:
+    """Largest batch (axis 1..n) that fits, checking the fitting batches are exactly 1..boundary."""
+    count = int(fits.sum())
+    assert fits[:count].all() and not fits[count:].any(), "fit must be monotone in the batch"
+    return count
+
+
+def config_max_batch(engine: str, flags: list[str]) -> int | None:
+    """What `kvplan mindie` / `kvplan vllm` write as the batch cap (maxBatchSize, --max-num-seqs)."""
+    if engine == "vllm":
+        result = runner.invoke(app, ["vllm", *flags, "--json"])
+        assert result.exit_code == 0, result.output
+        return int(json.loads(result.stdout)["vllm"]["max_num_seqs"])
+    if engine == "mindie":
+        result = runner.invoke(app, ["mindie", *flags, "--weights-path", "/data/m", "--json"])
+        assert result.exit_code == 0, result.output
+        schedule = json.loads(result.stdout)["mindie"]["config"]["BackendConfig"]["ScheduleConfig"]
+        return int(schedule["maxBatchSize"])
+    return None
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.filter_too_much],
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),  # shrinking re-plans for minutes
+)
+@given(
+    model=st.sampled_from(MODELS),
+    engine=st.sampled_from(ENGINES),
+    tp=st.sampled_from((1, 2, 4)),
+    pp=st.sampled_from((1, 2)),
+    dp=st.sampled_from((1, 2)),
+    ctx=st.sampled_from(("4k", "8k", "32k")),
+    dtype=st.sampled_from(("bf16", "int8")),
+)
+def test_plan_sweep_heatmap_and_configs_give_one_max_batch(
+    model: str, engine: str, tp: int, pp: int, dp: int, ctx: str, dtype: str
+) -> None:
+    request = inputs.PlanRequest(model=model, engine=engine, tp=tp, pp=pp, dp=dp, ctx=ctx, dtype=dtype)
+    try:
+        dep = inputs.to_deployment(request)
+        _, rec = capacity.memory_plan(dep)
+    except KvplanError:
+        assume(False)
+        return
+    per_rank = rec.max_batch_size // dep.dp
+    assert per_rank * dep.dp == rec.max_batch_size
+    rank = capacity.per_dp_rank(dep)
+    batches = np.arange(1, per_rank + 3, dtype=np.int64)
+    swept = sweep.sweep(rank, batch=batches.tolist(), ctx_tokens=[dep.ctx_tokens])
+    assert boundary(swept.fits_memory[0, :, 0]) == per_rank
+    heat = view.feasibility_grid(rank, batch=batches, ctx_tokens=np.array([dep.ctx_tokens]))
+    assert boundary(np.asarray(heat.fits)[:, 0]) == per_rank
+    flags = [
+        "--model",
+        model,
+        "--tp",
+        str(tp),
+        "--pp",
+        str(pp),
+        "--dp",
+        str(dp),
+        "--ctx",
+        ctx,
+        "--dtype",
+        dtype,
+    ]
+    written = config_max_batch(engine, flags)
+    if written is not None:
+        assert written == per_rank
