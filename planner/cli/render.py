@@ -125,16 +125,10 @@ def print_plan(result: Plan, dep: Deployment) -> None:
         f"max_seq_len = {rec.max_seq_len} (bound by {rec.binding_constraint}; "
         f"block size {result.block_size_tokens})"
     )
-    if dep.engine == "vllm":
-        from planner.engines.vllm import startup as vllm_startup
+    from planner.engines import registry
 
-        for line in vllm_startup.plan_lines(
-            dep,
-            max_model_len=dep.ctx_tokens,
-            max_num_seqs=rec.max_batch_size,
-            plan_budget_bytes=mem.kv_budget_bytes,
-        ):
-            console.print(escape(line))
+    for line in registry.startup_lines(dep, mem, rec):
+        console.print(escape(line))
     if result.layout is not None:
         lay = result.layout
         console.print(

@@ -41,6 +41,7 @@ class EngineRoom(Protocol):
     def block_pool(self, dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> BlockPool: ...
     def default_max_batch(self, dep: Deployment, *, planned_batch: int) -> int: ...
     def engine_notes(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
+    def startup_lines(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
 
 
 ROOMS: dict[EngineName, EngineRoom] = {
@@ -125,3 +126,9 @@ def gathers_moe_outputs(engine: EngineName, *, ep: int) -> bool:
 def expert_degrees(dep: Deployment, *, group: int, candidates: list[int]) -> list[int]:
     """Expert-parallel degrees the engine can run on a MoE group of `group` ranks, among candidates."""
     return room(dep.engine).expert_degrees(group, candidates=candidates)
+
+
+def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
+    """What the engine's own start-up arithmetic logs for the plan, term by term (empty where kvplan does
+    not model the engine's start-up lines)."""
+    return room(dep.engine).startup_lines(dep, mem, rec)

@@ -149,3 +149,8 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
 def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
     """Every candidate degree (MindIE's ep divides the MoE group)."""
     return candidates
+
+
+def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
+    """No start-up lines modelled for this engine (MindIE's npuBlockNum: kvplan mindie prints it)."""
+    return []

@@ -67,3 +67,8 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """Nothing to add."""
     return []
+
+
+def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
+    """transformers has no KV pool of its own to log at start-up."""
+    return []

@@ -13,7 +13,7 @@ import numpy.typing as npt
 from planner import layout, units
 from planner.deployment import Deployment
 from planner.engines import common
-from planner.engines.vllm import pool
+from planner.engines.vllm import pool, startup
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import MemoryBreakdown, Recommendation
 
@@ -107,3 +107,13 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """Nothing to add: the pool is vLLM's own accounting."""
     return []
+
+
+def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
+    """vLLM / vllm-ascend's start-up arithmetic for the plan, term by term (engines/vllm/startup.py)."""
+    return startup.plan_lines(
+        dep,
+        max_model_len=dep.ctx_tokens,
+        max_num_seqs=rec.max_batch_size,
+        plan_budget_bytes=mem.kv_budget_bytes,
+    )
