@@ -312,6 +312,10 @@ class PerfCoefficients(Frozen):
     prefill_pass_overhead_us         fixed cost of one prefill pass on top of step_overhead_us, which a
                                      graph-replayed decode step does not pay (eager launches, input
                                      preparation); 0 unless fitted to serving rows (--from-bench)
+    request_overhead_us              cost of one request outside the forward pass (API server, tokenization,
+                                     detokenization, scheduling, the first step of a captured graph): it
+                                     adds to that request's TTFT only and never stalls a running decode;
+                                     per engine and version, 0 unless fitted to serving rows with a TTFT
     sequence_overhead_us             cost per sequence per step (scheduler, host, per-request kernels);
                                      0 unless fitted to measured steps (kvplan calibrate --from-bench)
     state_read_bandwidth_fraction    achieved / datasheet bandwidth of the linear-attention (GDN) state
@@ -358,6 +362,7 @@ class PerfCoefficients(Frozen):
     matmul_latency_us: float = Field(ge=0)
     step_overhead_us: float = Field(ge=0)
     prefill_pass_overhead_us: float = Field(default=0.0, ge=0)
+    request_overhead_us: float = Field(default=0.0, ge=0, le=10_000_000)
     sequence_overhead_us: float = Field(default=0.0, ge=0)
     state_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
     allreduce_latency_us: float = Field(ge=0)

@@ -76,7 +76,8 @@ def corpus_groups() -> dict[tuple[str, str], Group]:
 
 
 SETUP_KEYS = ("model", "dtype", "kv_dtype", "tp", "dp", "ep", "concurrency", "input_tokens", "output_tokens",
-              "mtp", "max_num_seqs", "max_num_batched_tokens", "num_prompts", "memory_gib")  # fmt: skip
+              "mtp", "max_num_seqs", "max_num_batched_tokens", "num_prompts", "memory_gib",
+              "request_rate")  # fmt: skip
 
 
 def one_per_setup(group: Group) -> Group:

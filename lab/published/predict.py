@@ -63,6 +63,21 @@ SHARED_PREFIX_DATASETS = {
 FIT_ERA_START = "2026-03-10"
 
 
+# Open-loop rows (Alauda's guidellm constant-rate sweeps): the row's notes quote the table row, whose third
+# column is the total request rate. A run whose output tok/s falls short of STEADY_SHARE x rate x output
+# tokens did not keep up with its arrivals (the queue grew through the run): no steady state to predict.
+OPEN_LOOP_ROW = re.compile(r"row '\| [\d.]+\*? \| \d+ \| ([\d.]+) \| [\d.]+ \|")
+STEADY_SHARE = 0.9  # [assumed: guidellm's ramp and tail cost a few % of a steady run's tokens]
+
+
+def open_loop_rate(row: dict[str, str]) -> float | None:
+    """Requests/s of an open-loop row (empty concurrency, a quoted rate table row), else None."""
+    if row["concurrency"]:
+        return None
+    match = OPEN_LOOP_ROW.search(row["notes"])
+    return float(match.group(1)) if match else None
+
+
 def older_engine(row: dict[str, str]) -> str | None:
     """Why a vllm-ascend row predates the engine the fitted profiles describe (not fitted), or None."""
     if row["engine"] == "vllm-ascend" and row["source_date"] < FIT_ERA_START:
@@ -98,8 +113,14 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     dtype = WEIGHT_ALIASES.get(row["dtype"].lower(), row["dtype"].lower())
     if dtype not in WEIGHT_SCHEMES:
         return f"dtype {row['dtype'] or '(not stated)'} not modelled"
-    if not row["tp"] or not row["concurrency"] or not row["input_tokens"] or not row["output_tokens"]:
+    rate = open_loop_rate(row)
+    if not row["tp"] or not (row["concurrency"] or rate) or not row["input_tokens"] or not row["output_tokens"]:
         return "tp, concurrency or lengths not stated"
+    if rate is not None and float(row["output_tokens_per_s"]) < STEADY_SHARE * rate * float(row["output_tokens"]):
+        return (
+            f"open loop past the engine's capacity (output {row['output_tokens_per_s']} tok/s < "
+            f"{STEADY_SHARE} x {rate:g} req/s x {row['output_tokens']} tokens): no steady state"
+        )
     notes = row["notes"]
     if SEED_BATCH16 in notes and "'FP8 basic'" in notes:
         return "seed table 4.1 'FP8 basic': before continuous batching, a stack kvplan does not model"
@@ -107,7 +128,7 @@ def _skip_reason(row: dict[str, str]) -> str | None:
         return "prefill/decode disaggregated (one replica's closed loop does not describe it)"
     rate = re.search(r"request_rate=([0-9.]+)", notes)
     arrival_cap = float(rate.group(1)) * float(row["output_tokens"]) if rate else 0.0
-    if 0 < arrival_cap < ARRIVAL_MARGIN * float(row["output_tokens_per_s"]):
+    if rate is None and 0 < arrival_cap < ARRIVAL_MARGIN * float(row["output_tokens_per_s"]):
         return f"arrival-bound (request_rate {rate.group(1) if rate else ''}/s x output tokens ~ throughput)"
     try:
         catalog.resolve_model(row["model"])
@@ -150,9 +171,12 @@ def bench_row(row: dict[str, str]) -> dict[str, str]:
     out = {key: row[key] for key in ("model", "card", "dtype", "kv_dtype", "tp", "concurrency")}
     out |= {key: row[key] for key in ("input_tokens", "output_tokens", "output_tokens_per_s", "mtp")}
     out |= {key: row[key] for key in ("mtp_acceptance", "dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
-    if "000_" in row["source_path"]:  # the seed's client-side TTFT / per-user decode (CI rows: none kept)
-        out |= {key: row[key] for key in ("ttft_s", "tpot_s")}
+    # per-phase truth where published (mean TTFT, mean TPOT per output token: with MTP the fit divides its
+    # step by the row's tokens per step); CI floors have none
+    out |= {key: row[key] for key in ("ttft_s", "tpot_s")}
     out["engine"] = ENGINES[row["engine"]]
+    rate = open_loop_rate(row)
+    out["request_rate"] = "" if rate is None else f"{rate:g}"
     prompts = re.search(r"num_prompts=(\d+)", row["notes"])
     out["num_prompts"] = prompts.group(1) if prompts else ""
     seed = "000_" in row["source_path"]
@@ -170,15 +194,20 @@ def command(bench: dict[str, str], *, card: str) -> str:
     """The `kvplan serve` command predicting one replica of the row (x dp for the whole deployment; rows with
     ep > 1 only through their bench row, `kvplan validate`)."""
     dp = int(bench["dp"] or 1)
-    args = ["kvplan", "serve", "-m", bench["model"], "--card", card, "--dtype", bench["dtype"]]
+    rate = bench.get("request_rate", "")
+    verb = "simulate" if rate else "serve"  # an open-loop row: Poisson arrivals at its rate (simulate --rate)
+    args = ["kvplan", verb, "-m", bench["model"], "--card", card, "--dtype", bench["dtype"]]
     args += ["--kv-dtype", bench["kv_dtype"]] if bench["kv_dtype"] else []
     args += ["--tp", bench["tp"], "--engine", bench["engine"]]
     args += ["--input-tokens", bench["input_tokens"], "--output-tokens", bench["output_tokens"]]
-    args += ["--concurrency", str(-(-int(bench["concurrency"]) // dp))]
+    args += ["--rate", f"{float(rate) / dp:g}"] if rate else []
+    args += [] if rate else ["--concurrency", str(-(-int(bench["concurrency"]) // dp))]
     optional = {"--mtp": bench["mtp"], "--max-batch": bench["max_num_seqs"]}
     optional["--memory-gib"] = bench["memory_gib"]
-    optional["--arrivals"] = bench.get("arrivals", "")
-    optional["--num-requests"] = str(-(-int(bench["num_prompts"]) // dp)) if bench["num_prompts"] else ""
+    optional["--arrivals"] = "" if rate else bench.get("arrivals", "")
+    optional["--num-requests"] = (
+        str(-(-int(bench["num_prompts"]) // dp)) if bench["num_prompts"] and not rate else ""
+    )
     optional["--max-prefill-tokens"] = bench["max_num_batched_tokens"]
     for flag, value in optional.items():
         args += [flag, value] if value and value != "0" else []

@@ -232,6 +232,10 @@ class FeatureTimer(DeploymentTimer):
             self.timed[key] = float(np.sum(pass_times(self.cache[key], self.coefficients)))
         return self.timed[key]
 
+    @property
+    def request_overhead_s(self) -> float:
+        return us_to_s(self.coefficients.request_overhead_us)
+
     def decode_step_s(self, *, batch: int, ctx_tokens: int) -> float:
         def build() -> PassFeatures:
             b, c = np.asarray([float(batch)]), np.asarray([float(ctx_tokens)])

@@ -25,7 +25,7 @@ from planner.errors import DataFileError, KvplanError
 from planner.fit.features import FeatureTimer
 from planner.importers.benchpoints import ServingPoint, row_deployment
 from planner.schema import HardwareProfile, PerfCoefficients
-from planner.serving import closed_loop
+from planner.serving import closed_loop, open_loop
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -81,6 +81,8 @@ def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.
     clients = max(1, math.ceil(point.concurrency / point.dp))
     group_max = recommendation.max_batch_size // point.dp  # capacity.recommend: dp x one group's batch
     limits = [clients, group_max, point.max_batch or clients]
+    if point.request_rate_per_s is not None:  # open loop: no client cap, only the engine's and memory's
+        limits = [group_max, point.max_batch or group_max]
     requests = None if point.num_requests is None else max(1, math.ceil(point.num_requests / point.dp))
     run = closed_loop.BenchRun(max_batch=max(1, min(limits)), num_requests=requests, arrivals=point.arrivals)
     return clients, run
@@ -117,16 +119,34 @@ def predicted_output_tokens_per_s(row: PreparedRow, coefficients: PerfCoefficien
 def estimate(
     row: PreparedRow, coefficients: PerfCoefficients | None = None, timer: FeatureTimer | None = None
 ) -> closed_loop.ServingEstimate:
-    """One replica's closed-loop estimate of the row (through the fit's cached `timer` when given)."""
+    """One replica's estimate of the row, closed loop or open loop (request_rate: planner/serving/open_loop.py),
+    through the fit's cached `timer` when given."""
     point = row.point
     workload = (point.input_tokens, point.output_tokens, row.clients)
     if timer is not None and coefficients is not None:
         timer.prime(coefficients)
-        return closed_loop.estimate_with(timer, workload=workload, run=row.run, calibrated=False)
+        return _timed_estimate(row, timer, calibrated=False)
     dep = row.deployment if coefficients is None else with_coefficients(row.deployment, coefficients)
+    if point.request_rate_per_s is not None:
+        return _timed_estimate(row, closed_loop.RooflineTimer(dep), calibrated=False)
     return closed_loop.serving_estimate(
         dep, input_tokens=workload[0], output_tokens=workload[1], concurrency=workload[2], run=row.run
     )
+
+
+def _timed_estimate(row: PreparedRow, timer: closed_loop.Timer, *, calibrated: bool) -> closed_loop.ServingEstimate:
+    """The row's estimate through `timer`: open loop at rate / dp per replica, else the closed loop."""
+    point = row.point
+    if point.request_rate_per_s is not None:
+        return open_loop.open_loop_estimate_with(
+            timer,
+            workload=(point.input_tokens, point.output_tokens),
+            rate_per_s=point.request_rate_per_s / point.dp,
+            max_batch=row.run.max_batch or 1,
+            calibrated=calibrated,
+        )
+    workload = (point.input_tokens, point.output_tokens, row.clients)
+    return closed_loop.estimate_with(timer, workload=workload, run=row.run, calibrated=calibrated)
 
 
 def with_coefficients(dep: Deployment, coefficients: PerfCoefficients) -> Deployment:
@@ -161,10 +181,10 @@ def observation_residuals(
     return np.asarray(out, dtype=np.float64)
 
 
-# A client's TTFT also holds request handling (HTTP, tokenization, scheduling) the engine model does not time,
-# so a TTFT observation counts TTFT_WEIGHT as much as a throughput or TPOT one.  [assumed: the seed's 0.41 s
-# TTFT for 256 tokens is ~6 decode steps; the rows' TPOT and throughput agree with each other, TTFT does not]
-TTFT_WEIGHT = 0.2
+# A client's TTFT holds request handling (HTTP, tokenization, scheduling) that the per-request term
+# (PerfCoefficients.request_overhead_us) now times, so a TTFT observation counts as much as a throughput or
+# TPOT one (it was 0.2 while no term modelled that cost).
+TTFT_WEIGHT = 1.0
 
 
 def observation_weights(rows: Sequence[PreparedRow]) -> FloatArray:

@@ -61,6 +61,8 @@ class FitResult:
     bounds: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     fit_range: list[float] = field(default_factory=list)
+    # parameter on a bound -> the observations that pull it there ('row (quantity)'), strongest first
+    bound_pullers: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def decided_by_data(self) -> list[bool]:
@@ -318,7 +320,8 @@ def _result(
     worst = int(np.argmax(np.abs(per_row)))
     where = [*(p.where for p in points), *(s.where for s in serving)][worst]
     mape = float(np.mean(np.abs(per_row)))
-    warnings = fitted.bound_warnings(values.tolist(), bounds)
+    pullers = bound_pullers(problem, u, r, bounds, labels=observation_labels(points, serving))
+    warnings = fitted.bound_warnings(values.tolist(), bounds, pullers=pullers)
     warnings += fitted.quality_warnings(mape, f"{per_row[worst]:+.0%} at {where}")
     return FitResult(
         coefficients=fitted_params.coefficients_at(problem.base, u),
@@ -331,7 +334,42 @@ def _result(
         bounds=bounds,
         warnings=warnings,
         fit_range=fitted.fitted_range(points, serving),
+        bound_pullers=pullers,
     )
+
+
+def observation_labels(points: Sequence[BenchPoint], serving: Sequence[ServingPoint]) -> list[str]:
+    """One label per observation, in data_residuals' order: 'where (quantity)'."""
+    labels = [f"{p.where} (decode step)" for p in points]
+    for s in serving:
+        labels.append(f"{s.where} (output tok/s)")
+        labels += [f"{s.where} (TTFT)"] if s.ttft_s is not None else []
+        labels += [f"{s.where} (TPOT)"] if s.tpot_s is not None else []
+    return labels
+
+
+PULLERS_SHOWN = 5  # observations named per parameter on a bound
+
+
+def bound_pullers(
+    problem: _Problem, u: FloatArray, r: FloatArray, bounds: Sequence[str], *, labels: Sequence[str]
+) -> dict[str, list[str]]:
+    """For each parameter on a bound, the observations whose misfit pulls it past the bound.
+
+    Formula: observation i's pull on parameter j is -r_i J_ij (the descent direction of r_i^2 / 2 in u_j);
+    at an upper bound the rows with pull > 0 want it higher, at a lower bound those with pull < 0 want it
+    lower; the PULLERS_SHOWN largest |pull| are named.
+    """
+    on_bound = [j for j, side in enumerate(bounds) if side]
+    if not on_bound:
+        return {}
+    jac = _jacobian(problem, u, r)
+    out: dict[str, list[str]] = {}
+    for j in on_bound:
+        pull = -r * jac[:, j] * (1.0 if bounds[j] == "upper" else -1.0)
+        order = [i for i in np.argsort(-pull) if pull[i] > 0][:PULLERS_SHOWN]
+        out[fit_params.PARAM_NAMES[j]] = [labels[i] for i in order]
+    return out
 
 
 def prediction_errors(

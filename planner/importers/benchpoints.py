@@ -25,6 +25,7 @@ matched against the cards' source.hf_repo). Every error names the file, the line
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,6 +197,10 @@ class ServingPoint:
     memory_gib: float | None = None
     engine_version: str = ""  # e.g. a vllm-ascend commit: rows of different versions are different set-ups
     arrivals: Arrivals = "waves"  # how the tool's requests fall into the decode stream (closed_loop.py)
+    # open loop (column request_rate, requests/s over all dp replicas): requests arrive at this rate whatever
+    # the engine does (planner/serving/open_loop.py); concurrency is then the mean requests in the system that
+    # the row's own TTFT and TPOT give (Little's law), or the cell when stated
+    request_rate_per_s: float | None = None
 
 
 def _optional(row: dict[str, str], column: str, *, kind: type, where: str) -> float | None:
@@ -227,8 +232,9 @@ def _acceptance(row: dict[str, str], *, where: str) -> float | None:
 
 def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
     """Validate one CSV row with output_tokens_per_s into a ServingPoint."""
+    rate = _optional(row, "request_rate", kind=float, where=where)
     for column in SERVING_COLUMNS:
-        if not (row.get(column) or "").strip():
+        if not (row.get(column) or "").strip() and not (column == "concurrency" and rate is not None):
             raise DataFileError(f"{where}: column {column}: empty (expected a value)")
     mtp_text = (row.get("mtp") or "").strip()
     return ServingPoint(
@@ -238,7 +244,7 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         kv_dtype=_kv_dtype(row["kv_dtype"], where=where) if (row.get("kv_dtype") or "").strip() else "",
         tp=int(_positive(row["tp"], kind=int, where=where, column="tp")),
         engine=_engine(row["engine"], where=where),
-        concurrency=int(_positive(row["concurrency"], kind=int, where=where, column="concurrency")),
+        concurrency=_concurrency(row, rate=rate, where=where),
         input_tokens=_tokens(row, "input_tokens", where=where),
         output_tokens=_tokens(row, "output_tokens", where=where),
         output_tokens_per_s=_positive(
@@ -257,7 +263,26 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         memory_gib=_optional(row, "memory_gib", kind=float, where=where),
         engine_version=(row.get("engine_version") or "").strip(),
         arrivals=_arrivals(row, where=where),
+        request_rate_per_s=rate,
     )
+
+
+def _concurrency(row: dict[str, str], *, rate: float | None, where: str) -> int:
+    """The concurrency cell; for an open-loop row without one, Little's law on the row's own figures.
+
+    Formula: ceil(rate * (ttft + (output - 1) * tpot)), mean requests in the system (at least 1).
+    """
+    if (row.get("concurrency") or "").strip() or rate is None:
+        return int(_positive(row["concurrency"], kind=int, where=where, column="concurrency"))
+    ttft = _optional(row, "ttft_s", kind=float, where=where)
+    tpot = _optional(row, "tpot_s", kind=float, where=where)
+    if ttft is None or tpot is None:
+        raise DataFileError(
+            f"{where}: column concurrency: empty on an open-loop row without ttft_s and tpot_s (expected a "
+            "concurrency, or both so that Little's law gives the mean requests in the system)"
+        )
+    output = _tokens(row, "output_tokens", where=where)
+    return max(1, math.ceil(rate * (ttft + (output - 1) * tpot)))
 
 
 def _arrivals(row: dict[str, str], *, where: str) -> Arrivals:

@@ -8,7 +8,7 @@ batch or context outside the range the fit saw (`range_warnings`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from planner.deployment import Deployment
@@ -32,7 +32,7 @@ def _serving_key(p: ServingPoint) -> tuple[object, ...]:
     return (
         p.model, p.card, p.dtype, p.kv_dtype, p.tp, p.engine, p.concurrency, p.input_tokens,
         p.output_tokens, p.mtp, p.mtp_acceptance_fraction, p.dp, p.ep, p.max_batch, p.prefill_tokens,
-        p.memory_gib, p.engine_version,
+        p.memory_gib, p.engine_version, p.request_rate_per_s,
     )  # fmt: skip
 
 
@@ -80,15 +80,19 @@ def range_warnings(
     return lines
 
 
-def bound_warnings(values: Sequence[float], bounds: Sequence[str]) -> list[str]:
-    """One line per parameter that sits on its box."""
+def bound_warnings(
+    values: Sequence[float], bounds: Sequence[str], *, pullers: Mapping[str, Sequence[str]] | None = None
+) -> list[str]:
+    """One line per parameter that sits on its box, naming the observations that pull it there."""
     lines = []
     for param, value, side in zip(FIT_PARAMS, values, bounds, strict=True):
         if side:
             limit = param.lower if side == "lower" else param.upper
+            named = (pullers or {}).get(param.name, [])
+            by = f"; pulled there by {', '.join(named)}" if named else ""
             lines.append(
                 f"{param.name} = {value:.4g} sits on its {side} bound ({limit:g}): the rows want it beyond "
-                "physical limits; another effect (not in the model) or inconsistent rows"
+                f"physical limits; another effect (not in the model) or inconsistent rows{by}"
             )
     return lines
 

@@ -46,8 +46,9 @@ FIT_PARAMS: tuple[FitParam, ...] = (
     FitParam("kernel_overhead_us", 0.1, 300.0, 5.0, "per-layer cost: each small kernel (us)"),
     FitParam("matmul_latency_us", 0.1, 300.0, 5.0, "per-layer cost: each matmul's fixed part (us)"),
     FitParam("sequence_overhead_us", 0.1, 20_000.0, 5.0, "per-sequence cost per step (us)"),
-    FitParam("prefill_pass_overhead_us", 1.0, 2_000_000.0, 1000.0, "fixed cost per prefill pass (us)", 10.0),
+    FitParam("prefill_pass_overhead_us", 1.0, 100_000.0, 1000.0, "fixed cost per prefill pass (us)", 10.0),
     FitParam("compute_scale", 0.25, 2.0, 1.0, "prefill GEMM efficiency x the profile's"),
+    FitParam("request_overhead_us", 100.0, 2_000_000.0, 10_000.0, "per request, outside the forward pass (us)", 10.0),
 )
 # compute_scale's floor: no GEMM the H200 microbenchmark measured (115 shapes, 1k-32k tokens, weights of 2M to
 # 262M elements) ran below a quarter of the profile's compute_fraction (worst: 0.19 of peak against 0.77, a
@@ -57,7 +58,15 @@ FIT_PARAMS: tuple[FitParam, ...] = (
 # prefill_pass_overhead_us: what a prefill pass costs beyond its kernels' time and the step overhead, which a
 # graph-replayed decode step does not pay: launching the pass eagerly (hundreds of kernels x 2-20 us) and
 # preparing its inputs, so 1 ms x/ 10 (0.1-10 ms at one sigma) rather than x/ 100: rows without a TTFT
-# cannot tell it from the per-step cost, and a wide prior lets it absorb that.  [assumed]
+# cannot tell it from the per-step cost, and a wide prior lets it absorb that.  [assumed] Its box ends at
+# 100 ms: an eager prefill pass launches ~15 kernels per layer (<= ~1 500 for the 94-layer models here) at
+# <= 50 us of host time each, ~75 ms at worst; a fit that wants more per pass is charging a per-request
+# cost (below) or a slow prefill to every pass, and stalls every running decode for it.  [assumed]
+# request_overhead_us: what one request costs outside the forward pass (HTTP + API server, tokenization of
+# the prompt, the scheduler's admission, the first step of a captured graph): it adds to TTFT only
+# (closed_loop.py, planner/sim), so rows with a TTFT at low load identify it. Prior 10 ms x/ 10 (1-100 ms
+# at one sigma); box 0.1 ms (a local socket round trip) to 2 s.  [assumed: vllm-ascend single-client TTFTs
+# of short prompts in the corpus run ~0.1-0.6 s above their prefill's roofline]
 PARAM_NAMES = tuple(p.name for p in FIT_PARAMS)
 LOWER = np.log([p.lower for p in FIT_PARAMS])
 UPPER = np.log([p.upper for p in FIT_PARAMS])

@@ -397,6 +397,13 @@ def prefill_ledger(dep: Deployment, *, prompt_tokens: int) -> Ledger:
     )
 
 
+def request_overhead_s(dep: Deployment) -> float:
+    """Seconds one request costs outside the forward pass (API server, tokenization, scheduling, a captured
+    graph's first step): PerfCoefficients.request_overhead_us of the deployment's coefficients. It adds to
+    the client's TTFT (closed_loop.py, planner/sim) and never to a pass, so it stalls no running decode."""
+    return us_to_s(dep.hardware.coefficients(calibrated=dep.calibrated).request_overhead_us)
+
+
 def ttft_s(dep: Deployment, *, prompt_tokens: int) -> float:
     """Time to first token of one prompt on an idle engine: the chunked prefill (it ends with the logits).
 

@@ -106,6 +106,8 @@ class Timer(Protocol):
     def max_prefill_tokens(self) -> int: ...
     @property
     def tokens_per_step(self) -> float: ...
+    @property
+    def request_overhead_s(self) -> float: ...
     def decode_step_s(self, *, batch: int, ctx_tokens: int) -> float: ...
     def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float: ...
 
@@ -123,6 +125,10 @@ class DeploymentTimer:
     @property
     def tokens_per_step(self) -> float:
         return tokens_per_step(self.dep)
+
+    @property
+    def request_overhead_s(self) -> float:
+        return roofline.request_overhead_s(self.dep)
 
 
 @dataclass(frozen=True)
@@ -314,10 +320,14 @@ def estimate_with(
 ) -> ServingEstimate:
     """The closed-loop estimate with step and pass times from `timer`; workload = (I, O, K).
 
-    Formula: b = min(K, max_batch); T = prefill + decode of one cycle (`cycle`); X = b / T requests/s;
-        output tok/s = X * O (steady state) or N * O / makespan (finite run of N requests);
+    Formula: b = min(K, max_batch); T = prefill + decode of one cycle (`cycle`); r = the per-request cost
+        outside the forward pass (roofline.request_overhead_s: API server, tokenization, scheduling);
+        X = min(b / T, K / (T + r)) requests/s (the engine's rate, or each client's when r keeps the engine
+        short of clients: r runs beside the engine and never stalls a decode);
+        output tok/s = X * O (steady state) or N * O / makespan (finite run of N requests, makespan + r
+        when the clients do not saturate the engine);
         latency = K / X (Little's law; K - b requests queue); ttft = latency - T + e
-        (e: first token within the cycle);
+        (e: first token within the cycle; r is inside latency);
         tpot = window / (O - 1) (step / a when O = 1); prefill fraction = prefill / T
     """
     input_tokens, output_tokens, concurrency = workload
@@ -327,14 +337,16 @@ def estimate_with(
         timer, input_tokens=input_tokens, output_tokens=output_tokens, batch=batch, arrivals=run.arrivals
     )
     cycle_s = one.prefill_s + one.decode_s
-    requests_per_s = batch / cycle_s
+    request_s = timer.request_overhead_s
+    requests_per_s = min(batch / cycle_s, concurrency / (cycle_s + request_s))
     latency_s = concurrency / requests_per_s
     output_per_s = requests_per_s * output_tokens
     if run.num_requests is not None:
         makespan_s = run_makespan_s(
             timer, steady=one, tokens=tokens, num_requests=run.num_requests, arrivals=run.arrivals
         )
-        output_per_s = run.num_requests * output_tokens / makespan_s
+        client_bound = concurrency / (cycle_s + request_s) < batch / cycle_s
+        output_per_s = run.num_requests * output_tokens / (makespan_s + (request_s if client_bound else 0.0))
     per_step = timer.tokens_per_step
     tpot_s = one.window_s / (output_tokens - 1) if output_tokens > 1 else one.step_s / per_step
     return ServingEstimate(

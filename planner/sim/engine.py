@@ -76,13 +76,17 @@ class Engine:
     # ---- arrivals and the queue
 
     def next_arrival_s(self) -> float:
-        """Arrival time of the next request not yet queued (inf when none is issued), at most the horizon."""
+        """When the next request not yet queued reaches the engine (inf when none is issued), at most the
+        horizon: its client's send time plus the per-request cost outside the forward pass (the API server's
+        and tokenizer's time runs beside the engine: it delays that request's TTFT, no running decode)."""
         listed = self.own_arrivals and self.arrived < self.issued
-        return min(self.arrival[self.arrived] if listed else math.inf, self.horizon_s)
+        reach = self.arrival[self.arrived] + self.table.request_overhead_s if listed else math.inf
+        return min(reach, self.horizon_s)
 
     def admit_arrivals(self) -> None:
-        """Queue every issued request that has arrived by now."""
-        while self.arrived < self.issued and self.arrival[self.arrived] <= self.t:
+        """Queue every issued request that has reached the engine by now (send time + request overhead)."""
+        delay = self.table.request_overhead_s
+        while self.arrived < self.issued and self.arrival[self.arrived] + delay <= self.t:
             self.waiting.append(self.arrived)
             self.arrived += 1
 

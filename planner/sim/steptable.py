@@ -78,6 +78,9 @@ class StepTable:
     pass_: list[list[float]]  # [tokens index][attended index]
     tokens_per_step: float  # expected tokens a sequence gains per decode step (MTP acceptance)
     query_tokens_per_step: int  # tokens each sequence feeds a decode step: 1 + draft
+    # per request outside the forward pass (roofline.request_overhead_s): the engine sees a request this long
+    # after its client sent it; TTFT counts from the send, and no step pays it
+    request_overhead_s: float = 0.0
 
     def decode_s(self, batch: int, ctx_tokens: float) -> float:
         """Decode step seconds at `batch` sequences of mean context `ctx_tokens` (linear in ctx)."""
@@ -135,4 +138,5 @@ def build(dep: Deployment, *, max_batch: int, max_ctx_tokens: int, max_pass_toke
         pass_=grid.tolist(),
         tokens_per_step=tokens_per_step(dep),
         query_tokens_per_step=1 + (dep.mtp_tokens if dep.include_mtp else 0),
+        request_overhead_s=roofline.request_overhead_s(dep),
     )

@@ -1,0 +1,124 @@
+"""What a load tool sending requests at a fixed rate sees (open loop): TTFT, TPOT and throughput.
+
+    est = open_loop_estimate_with(timer, workload=(I, O), rate_per_s=lam, max_batch=B, calibrated=False)
+
+Used for published runs at a constant or Poisson request rate (guidellm --rate-type constant, vllm bench serve
+--request-rate): requests arrive at `lam` per second whatever the engine does, so the number decoding together
+is not the client's cap but what the rate and the latency make of it (Little's law). The engine is timed by the
+same Timer as the closed loop (planner/perf/closed_loop.py: the roofline, or the fit's cached features).
+
+The model, at steady state (the engine keeps up: lam * prefill per prompt < 1 and the decode batch fits):
+    t(b)  decode step at the mean decode batch b (interpolated between whole batches), ctx I + O / 2;
+    n     prompts per prefill pass: those arriving during one step share it (closed_loop.prompts_per_merged_pass
+          at lam * t arrivals per step, capped by the pass budget);  P(n) that pass;  p = P(n) / n per prompt;
+    u     = lam * p, the share of engine time spent prefilling (decodes pause for it);
+    TPOT  = t(b) / a / (1 - u)   (a tokens per step with MTP);
+    b     = lam * (O - 1) * TPOT (requests decoding: Little's law), solved by damped fixed-point iteration;
+    TTFT  = r + P(n) + min(b, 1) * t(b) / 2   (r: the per-request cost outside the forward pass; the new
+          prompt waits for the step in flight when a batch is decoding);
+    output tok/s = lam * O.
+A rate the engine cannot keep up with (u >= 1, or b reaching max_batch) has no steady state: the estimate is
+then the closed loop's at max_batch clients ("random" arrivals), and `saturated` says so.
+"""
+
+from __future__ import annotations
+
+import math
+
+from planner.serving import closed_loop
+from planner.serving.closed_loop import BenchRun, ServingEstimate, Timer
+
+ITERATIONS = 30  # fixed-point iterations for the decode batch  [assumed: converges within 1e-3 in < 20]
+DAMPING = 0.5  # new b = DAMPING * old + (1 - DAMPING) * Little's law
+
+
+def step_at(timer: Timer, *, batch: float, ctx_tokens: int) -> float:
+    """Decode step at a fractional batch: linear between the whole batches around it (at least 1).
+
+    Formula: t(b) = t(k) + (b - k) (t(k + 1) - t(k)),  k = floor(max(b, 1)).
+    """
+    b = max(batch, 1.0)
+    k = int(b)
+    low = timer.decode_step_s(batch=k, ctx_tokens=ctx_tokens)
+    if b == k:
+        return low
+    return low + (b - k) * (timer.decode_step_s(batch=k + 1, ctx_tokens=ctx_tokens) - low)
+
+
+def prefill_per_prompt(timer: Timer, *, prompt_tokens: int, arrivals_per_step: float) -> tuple[float, float]:
+    """(engine seconds of prefill per prompt, one pass) when prompts arriving in one step share a pass.
+
+    Formula: n = prompts_per_merged_pass(lam t) capped at the pass budget; P(n) interpolated between whole
+    prompt counts (closed_loop.merged_prefill_s, asked for N prompts over N / (lam t) steps); p = P(n) / n.
+    """
+    many = 1000
+    steps = many / max(arrivals_per_step, 1e-9)
+    total_s, pass_s = closed_loop.merged_prefill_s(timer, prompt_tokens=prompt_tokens, batch=many, steps=steps)
+    return total_s / many, pass_s
+
+
+def open_loop_estimate_with(
+    timer: Timer, *, workload: tuple[int, int], rate_per_s: float, max_batch: int, calibrated: bool
+) -> ServingEstimate:
+    """Steady-state TTFT, TPOT and throughput of `rate_per_s` requests/s of (I, O) tokens (module docstring)."""
+    input_tokens, output_tokens = workload
+    ctx = input_tokens + output_tokens // 2
+    a = timer.tokens_per_step
+    batch, saturated = 0.0, False
+    for _ in range(ITERATIONS):
+        step_s = step_at(timer, batch=batch, ctx_tokens=ctx)
+        per_prompt_s, pass_s = prefill_per_prompt(
+            timer, prompt_tokens=input_tokens, arrivals_per_step=rate_per_s * step_s
+        )
+        busy = rate_per_s * per_prompt_s
+        if busy >= 1.0:
+            saturated = True
+            break
+        tpot_s = step_s / a / (1.0 - busy)
+        little = rate_per_s * max(output_tokens - 1, 0) * tpot_s
+        if little >= max_batch:
+            saturated = True
+            break
+        batch = DAMPING * batch + (1.0 - DAMPING) * little
+    if saturated:
+        run = BenchRun(max_batch=max_batch, arrivals="random")
+        return closed_loop.estimate_with(
+            timer, workload=(input_tokens, output_tokens, max_batch), run=run, calibrated=calibrated
+        )
+    return _steady(timer, workload=workload, rate_per_s=rate_per_s, batch=batch, calibrated=calibrated)
+
+
+def _steady(
+    timer: Timer, *, workload: tuple[int, int], rate_per_s: float, batch: float, calibrated: bool
+) -> ServingEstimate:
+    """The ServingEstimate of a converged decode batch (formulas in the module docstring)."""
+    input_tokens, output_tokens = workload
+    step_s = step_at(timer, batch=batch, ctx_tokens=input_tokens + output_tokens // 2)
+    per_prompt_s, pass_s = prefill_per_prompt(
+        timer, prompt_tokens=input_tokens, arrivals_per_step=rate_per_s * step_s
+    )
+    busy = rate_per_s * per_prompt_s
+    tpot_s = step_s / timer.tokens_per_step / (1.0 - busy)
+    ttft_s = timer.request_overhead_s + pass_s + min(batch, 1.0) * step_s / 2.0
+    latency_s = ttft_s + max(output_tokens - 1, 0) * tpot_s
+    return ServingEstimate(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        concurrency=max(1, math.ceil(rate_per_s * latency_s)),
+        running_batch=max(1, round(batch)),
+        prefill_batch=max(1, round(pass_s / max(per_prompt_s, 1e-12))),
+        run=BenchRun(arrivals="random"),
+        tokens_per_step=timer.tokens_per_step,
+        decode_step_s=step_s,
+        prefill_s=timer.prefill_s(prompts=1, prompt_tokens=input_tokens),
+        prefill_pass_s=pass_s,
+        cycle_s=latency_s,
+        ttft_s=ttft_s,
+        tpot_s=tpot_s,
+        request_latency_s=latency_s,
+        requests_per_s=rate_per_s,
+        output_tokens_per_s=rate_per_s * output_tokens,
+        per_user_tokens_per_s=1.0 / tpot_s,
+        prefill_time_fraction=busy,
+        calibrated=calibrated,
+    )
