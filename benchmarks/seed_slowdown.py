@@ -27,6 +27,7 @@ MEASURED_TPOT_MS = {1: 63.0, 8: 90.9, 32: 142.9}  # seed 000, corpus lines 122, 
 def parts(batch: int) -> dict[str, float]:
     """Seconds per output token at `batch` clients: fixed step part, scheduling, read growth, others'
     prefills, and the closed loop's TPOT (their sum)."""
+    from planner import catalog
     from planner.importers.benchpoints import read_bench_rows
     from planner.fit import serving_rows as fit_serving
     from planner.perf import roofline
@@ -34,7 +35,8 @@ def parts(batch: int) -> dict[str, float]:
 
     _, rows = read_bench_rows(SEED_ROWS)
     point = next(r for r in rows if r.concurrency == batch)
-    prepared = fit_serving.prepare([point])[0]
+    profile = catalog.fitted_profile("ascend-950pr", "mindie")
+    prepared = fit_serving.prepare([point], hardware=profile)[0]
     dep = prepared.deployment
     est = fit_serving.estimate(prepared)
     ctx = point.input_tokens + point.output_tokens // 2
