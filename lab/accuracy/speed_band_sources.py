@@ -64,7 +64,9 @@ def datasheet_only(card_id: str) -> HardwareProfile:
 
 
 def ascend_decode_ratios() -> list[float]:
-    """Published / predicted output tok/s of every corpus row predict.py predicts, datasheet profiles."""
+    """Published / predicted output tok/s of every closed-loop corpus row predict.py predicts, datasheet
+    profiles. Open-loop rows (request_rate) are left out: a steady open-loop run's output tok/s is its
+    arrival rate x output tokens whatever the engine's speed, so their ratio says nothing about speed."""
     with predict.CORPUS.open(encoding="utf-8") as handle:
         corpus = list(csv.DictReader(handle))
     with tempfile.TemporaryDirectory() as folder:
@@ -74,7 +76,8 @@ def ascend_decode_ratios() -> list[float]:
         rows = [
             predict.predict_row(i, row, profile_dir=Path(folder)) for i, row in enumerate(corpus, start=2)
         ]
-    return [1.0 / (1.0 + float(row["error"])) for row in rows if row["status"] == "predicted"]
+    closed = [r for r, c in zip(rows, corpus, strict=True) if predict.open_loop_rate(c) is None]
+    return [1.0 / (1.0 + float(row["error"])) for row in closed if row["status"] == "predicted"]
 
 
 def ascend_ttft_ratios() -> list[float]:

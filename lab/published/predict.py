@@ -113,13 +113,15 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     dtype = WEIGHT_ALIASES.get(row["dtype"].lower(), row["dtype"].lower())
     if dtype not in WEIGHT_SCHEMES:
         return f"dtype {row['dtype'] or '(not stated)'} not modelled"
-    rate = open_loop_rate(row)
-    if not row["tp"] or not (row["concurrency"] or rate) or not row["input_tokens"] or not row["output_tokens"]:
+    open_rate = open_loop_rate(row)
+    if not row["tp"] or not (row["concurrency"] or open_rate) or not row["input_tokens"] or not row["output_tokens"]:
         return "tp, concurrency or lengths not stated"
-    if rate is not None and float(row["output_tokens_per_s"]) < STEADY_SHARE * rate * float(row["output_tokens"]):
+    if open_rate is not None and float(row["output_tokens_per_s"]) < STEADY_SHARE * open_rate * float(
+        row["output_tokens"]
+    ):
         return (
             f"open loop past the engine's capacity (output {row['output_tokens_per_s']} tok/s < "
-            f"{STEADY_SHARE} x {rate:g} req/s x {row['output_tokens']} tokens): no steady state"
+            f"{STEADY_SHARE} x {open_rate:g} req/s x {row['output_tokens']} tokens): no steady state"
         )
     notes = row["notes"]
     if SEED_BATCH16 in notes and "'FP8 basic'" in notes:
@@ -128,7 +130,7 @@ def _skip_reason(row: dict[str, str]) -> str | None:
         return "prefill/decode disaggregated (one replica's closed loop does not describe it)"
     rate = re.search(r"request_rate=([0-9.]+)", notes)
     arrival_cap = float(rate.group(1)) * float(row["output_tokens"]) if rate else 0.0
-    if rate is None and 0 < arrival_cap < ARRIVAL_MARGIN * float(row["output_tokens_per_s"]):
+    if open_rate is None and 0 < arrival_cap < ARRIVAL_MARGIN * float(row["output_tokens_per_s"]):
         return f"arrival-bound (request_rate {rate.group(1) if rate else ''}/s x output tokens ~ throughput)"
     try:
         catalog.resolve_model(row["model"])
