@@ -47,7 +47,7 @@ NOT_WRITTEN = {
 }
 REFUSALS: list[str] = []  # messages of fits that refused (the last one explains a None)
 # A fitted term on its box ships only with a written reason here (issue 27); without one, --write refuses
-# the group's profile and names the observations that pull the term there (fit.FitResult.bound_pullers).
+# the group's profile and names the observations that pull the term there (planner.fit.solver.FitResult.bound_pullers).
 # Each reason says why the bound is physical (the chip's datasheet, or an assumed engine limit) and what the
 # rows pulling it there are; fit_profiles.py prints the pullers, and the profile's notes carry them.
 BOUND_REASONS: dict[tuple[str, str], dict[str, str]] = {

@@ -368,7 +368,7 @@ def bound_pullers(
     for j in on_bound:
         pull = -r * jac[:, j] * (1.0 if bounds[j] == "upper" else -1.0)
         order = [i for i in np.argsort(-pull) if pull[i] > 0][:PULLERS_SHOWN]
-        out[fit_params.PARAM_NAMES[j]] = [labels[i] for i in order]
+        out[fitted_params.PARAM_NAMES[j]] = [labels[i] for i in order]
     return out
 
 

@@ -35,7 +35,7 @@ TOLERANCE = 1e-4  # stop when Little's law and b differ by less than this share 
 
 
 # Batches the decode step is timed at; between them it is linear. A fixed grid keeps the fit's cached passes
-# (fit_features.FeatureTimer) few while the fixed-point batch moves.  [assumed: the step is smooth in batch;
+# (planner.fit.features.FeatureTimer) few while the solved batch moves.  [assumed: the step is smooth in batch;
 # between grid points 1.5x apart the chord's error is below 1 % on the Ascend cards' roofline]
 BATCH_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
 
