@@ -16,10 +16,21 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.options import CardOpt, DpOpt, DtypeOpt, EpOpt, KvDtypeOpt, MtpOpt, TpOpt, fail
+from planner.cli.options import (
+    CardOpt,
+    DpOpt,
+    DtypeOpt,
+    EpOpt,
+    FlagCommand,
+    FlagGroup,
+    KvDtypeOpt,
+    MtpOpt,
+    TpOpt,
+    fail,
+)
 from planner.errors import KvplanError, PlanInputError
 
-bench_app = typer.Typer(help="Turn load-tool result files into serving bench rows.")
+bench_app = typer.Typer(cls=FlagGroup, help="Turn load-tool result files into serving bench rows.")
 
 FilesArg = Annotated[
     list[Path], typer.Argument(help="Result files (vllm bench JSON, AISBench, genai-perf CSV).")
@@ -43,7 +54,7 @@ FORMATS = (
 def register(app: typer.Typer) -> None:
     """Add the `bench` sub-app with its `import` command."""
     bench_app.callback(invoke_without_command=True)(list_formats)
-    bench_app.command("import")(import_results)
+    bench_app.command("import", cls=FlagCommand)(import_results)
     app.add_typer(bench_app, name="bench")
 
 

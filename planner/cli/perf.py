@@ -17,17 +17,31 @@ import typer
 
 from planner import units
 from planner.cli.options import (
+    DEFAULT_CARD,
     DEFAULT_DTYPE,
+    DEFAULT_ENGINE,
+    DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    AcceptanceOpt,
+    CardOpt,
+    DpOpt,
+    EngineOpt,
+    EpOpt,
+    FlagCommand,
+    JsonOpt,
+    KvDtypeOpt,
+    MemoryOpt,
     ModelOpt,
+    MtpOpt,
+    NodeSizeOpt,
+    NodesOpt,
+    PpOpt,
+    RedundantOpt,
+    TpOpt,
+    UncalibratedOpt,
     fail,
-    layout_options,
-    load_options,
     ms_to_s,
-    plan_request,
     positive,
     print_json,
-    speed_options,
-    with_options,
 )
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 
@@ -170,7 +184,6 @@ def sweep_table(result: SweepResult) -> Table:
     return table
 
 
-@with_options(speed_options)
 def sweep_command(
     model: ModelOpt,
     dtype: Annotated[
@@ -179,7 +192,13 @@ def sweep_command(
     batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
     ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,4k,8k,32k.")] = "256,1k,4k,8k,32k",
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
-    **flags: object,
+    card: CardOpt = DEFAULT_CARD,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
 ) -> None:
     """Decode speed over a batch x context (x weight dtype) grid.
 
@@ -199,7 +218,10 @@ def sweep_command(
             raise PlanInputError(
                 f"--dtype: no weight dtype given (got {dtype!r}, expected e.g. bf16 or fp8,bf16)"
             )
-        request = plan_request({**locals(), **flags}, dtype=dtypes[0], ctx=str(max(contexts)), batch=None)
+        request = inputs.PlanRequest(
+            model=model, card=card, dtype=dtypes[0], kv_dtype=kv_dtype, tp=tp, ctx=str(max(contexts)),
+            memory_gib=memory_gib, mtp=mtp, mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated,
+        )  # fmt: skip
         result = sweep.sweep(
             inputs.to_deployment(request), batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes
         )
@@ -215,7 +237,6 @@ def sweep_command(
         Console(highlight=False).print(sweep_table(result))
 
 
-@with_options(speed_options, load_options, layout_options)
 def serve_command(
     model: ModelOpt,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
@@ -252,7 +273,21 @@ def serve_command(
     arrivals: Annotated[
         str, typer.Option(help="waves (fixed lengths, all start together) or staggered (variable lengths).")
     ] = "waves",
-    **flags: object,
+    card: CardOpt = DEFAULT_CARD,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
+    engine: EngineOpt = DEFAULT_ENGINE,
+    as_json: JsonOpt = False,
+    dp: DpOpt = 1,
+    ep: EpOpt = 1,
+    pp: PpOpt = 1,
+    nodes: NodesOpt = None,
+    devices_per_node: NodeSizeOpt = None,
+    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
     --concurrency 32`."""
@@ -268,7 +303,12 @@ def serve_command(
         inputs.parse_ctx(str(prompt + output), flag="--input-tokens + --output-tokens")
         if arrivals not in ARRIVALS:
             raise PlanInputError(f"--arrivals: unknown mode (got {arrivals!r}, expected waves or staggered)")
-        request = plan_request({**locals(), **flags}, ctx=str(prompt + output))
+        request = inputs.PlanRequest(
+            model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=str(prompt + output),
+            memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp,
+            mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated, engine=engine, dp=dp, ep=ep, pp=pp,
+            nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+        )  # fmt: skip
         dep = inputs.to_deployment(request)
         if dep.dp > 1:
             raise PlanInputError(
@@ -296,7 +336,7 @@ def serve_command(
         ).summary  # fmt: skip
     except KvplanError as exc:
         fail(exc)
-    if flags["as_json"]:
+    if as_json:
         print_json(serve_view.serve_payload(slo, estimate, sim, band))
         return
     for line in serve_view.serve_lines(slo, estimate, sim, band):
@@ -346,5 +386,5 @@ def serve_results(
 
 def register(app: typer.Typer) -> None:
     """Add the performance sub-commands (`sweep`, `serve`) to the `kvplan` app."""
-    app.command("sweep")(sweep_command)
-    app.command("serve")(serve_command)
+    app.command("sweep", cls=FlagCommand)(sweep_command)
+    app.command("serve", cls=FlagCommand)(serve_command)
