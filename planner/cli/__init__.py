@@ -20,6 +20,7 @@ from planner.cli.options import (
     DEFAULT_ENGINE,
     DEFAULT_MEMORY_FRACTION,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    PROMPT_FLAGS,
     AcceptanceOpt,
     BandwidthOpt,
     BatchOpt,
@@ -96,6 +97,15 @@ models_app = typer.Typer(
 commands.add_typer(models_app, name="models")
 
 
+def print_version(given: bool) -> None:
+    """--version: `kvplan X.Y.Z` on stdout, exit 0."""
+    if given:
+        from planner import __version__
+
+        typer.echo(f"kvplan {__version__}")
+        raise typer.Exit()
+
+
 @app.callback(invoke_without_command=True)
 def plan(
     ctx: typer.Context,
@@ -105,7 +115,8 @@ def plan(
     bandwidth_gbps: BandwidthOpt = None,
     max_prefill_tokens: PrefillTokensOpt = None,
     prompt_tokens: Annotated[
-        str | None, typer.Option(help="Prompt length for TTFT (default: --ctx).")
+        str | None,
+        typer.Option(*PROMPT_FLAGS, help="Prompt length for TTFT (default: --ctx)."),
     ] = None,
     mtp: MtpOpt = 0,
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
@@ -131,6 +142,12 @@ def plan(
     tpot_ms: TpotOpt = None,
     ttft_ms: TtftOpt = None,
     min_user_tps: UserTpsOpt = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=print_version, help="Print kvplan's version and exit."
+        ),
+    ] = False,
 ) -> None:
     """Plan memory and speed for one model on one card: `kvplan --model qwen3-27b --ctx 32k --dtype fp8`."""
     if ctx.invoked_subcommand is not None:

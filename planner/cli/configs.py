@@ -17,11 +17,14 @@ import typer
 from pydantic import ValidationError
 
 from planner.cli.options import (
+    CTX_FLAGS,
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_CARD,
     DEFAULT_CTX,
     DEFAULT_DTYPE,
     DEFAULT_MEMORY_FRACTION,
+    PREFILL_FLAGS,
+    TP_FLAGS,
     BatchOpt,
     BlockOpt,
     CardOpt,
@@ -52,10 +55,11 @@ if TYPE_CHECKING:
     from planner.engines.mindie.rules import MindieConfig
     from planner.results import Plan
 
-TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree = MindIE worldSize.")]
-CtxOpt = Annotated[str, typer.Option("--ctx", help="maxSeqLen: input + output tokens per request (32k).")]
+TpOpt = Annotated[int, typer.Option(*TP_FLAGS, help="Tensor-parallel degree = MindIE worldSize.")]
+CtxOpt = Annotated[str, typer.Option(*CTX_FLAGS, help="maxSeqLen: input + output tokens per request (32k).")]
 PrefillOpt = Annotated[
-    int | None, typer.Option(help="maxPrefillTokens, activation peak (default: max(8192, input)).")
+    int | None,
+    typer.Option(*PREFILL_FLAGS, help="maxPrefillTokens, activation peak (default: max(8192, input))."),
 ]
 InputOpt = Annotated[str | None, typer.Option(help="maxInputTokenLen (default: ctx - output).")]
 OutputOpt = Annotated[str | None, typer.Option(help="maxIterTimes = max output (default: ctx / 4).")]

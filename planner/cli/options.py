@@ -49,12 +49,27 @@ MaybeModelOpt = Annotated[
 ]
 CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
 DtypeOpt = Annotated[str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a8, w4a16")]
-KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache dtype (default: 16-bit activation dtype).")]
-TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree (devices per instance).")]
-CtxOpt = Annotated[str, typer.Option("--ctx", help="Context length per sequence: 32768, 32k, 128K.")]
-BatchOpt = Annotated[int | None, typer.Option(help="Concurrent sequences (default: the most that fit).")]
+# Aliases: the spelling vLLM users already type (vllm serve --help) names the same thing here.
+KV_DTYPE_FLAGS = ("--kv-dtype", "--kv-cache-dtype")
+TP_FLAGS = ("--tp", "--tensor-parallel-size")
+CTX_FLAGS = ("--ctx", "--max-model-len")
+BATCH_FLAGS = ("--batch", "--max-batch", "--max-num-seqs")  # MindIE maxBatchSize, vLLM max_num_seqs
+FRACTION_FLAGS = ("--memory-fraction", "--gpu-memory-utilization")
+PREFILL_FLAGS = ("--max-prefill-tokens", "--max-num-batched-tokens")  # MindIE maxPrefillTokens
+PROMPT_FLAGS = ("--input-tokens", "--prompt-tokens")  # prompt tokens per request
+REQUESTS_FLAGS = ("--requests", "--num-requests")  # requests in a benchmark or simulated run
+KvDtypeOpt = Annotated[
+    str | None, typer.Option(*KV_DTYPE_FLAGS, help="KV-cache dtype (default: 16-bit activation dtype).")
+]
+TpOpt = Annotated[int, typer.Option(*TP_FLAGS, help="Tensor-parallel degree (devices per instance).")]
+CtxOpt = Annotated[str, typer.Option(*CTX_FLAGS, help="Context length per sequence: 32768, 32k, 128K.")]
+BatchOpt = Annotated[
+    int | None, typer.Option(*BATCH_FLAGS, help="Concurrent sequences (default: the most that fit).")
+]
 BlockOpt = Annotated[int, typer.Option(help="KV block size in tokens (MindIE cacheBlockSize).")]
-FractionOpt = Annotated[float, typer.Option(help="NPU_MEMORY_FRACTION: share of memory usable.")]
+FractionOpt = Annotated[
+    float, typer.Option(*FRACTION_FLAGS, help="NPU_MEMORY_FRACTION: share of memory usable.")
+]
 MemoryOpt = Annotated[float | None, typer.Option(help="Override the card's memory capacity (GiB).")]
 BandwidthOpt = Annotated[float | None, typer.Option(help="Override memory bandwidth (GB/s).")]
 MtpOpt = Annotated[int, typer.Option(help="MTP speculative draft tokens per step (0: off).")]
@@ -67,8 +82,9 @@ UserTpsOpt = Annotated[float | None, typer.Option(help="SLO: min tokens/s per us
 PrefillTokensOpt = Annotated[
     int | None,
     typer.Option(
+        *PREFILL_FLAGS,
         help="Largest prefill batch in tokens, sizes the activation peak (default: max(8192, ctx - "
-        "ctx/4), what `kvplan mindie` writes as maxPrefillTokens)."
+        "ctx/4), what `kvplan mindie` writes as maxPrefillTokens).",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]

@@ -17,10 +17,14 @@ import typer
 
 from planner import units
 from planner.cli.options import (
+    BATCH_FLAGS,
     DEFAULT_CARD,
     DEFAULT_DTYPE,
     DEFAULT_ENGINE,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    PREFILL_FLAGS,
+    PROMPT_FLAGS,
+    REQUESTS_FLAGS,
     AcceptanceOpt,
     CardOpt,
     DpOpt,
@@ -240,7 +244,7 @@ def sweep_command(
 def serve_command(
     model: ModelOpt,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
-    input_tokens: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "1k",
+    input_tokens: Annotated[str, typer.Option(*PROMPT_FLAGS, help="Prompt tokens per request.")] = "1k",
     output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = "256",
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Concurrent requests (default: SLO best or memory max).")
@@ -253,6 +257,7 @@ def serve_command(
     max_prefill_tokens: Annotated[
         int | None,
         typer.Option(
+            *PREFILL_FLAGS,
             min=1,
             help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens; default: "
             "max(8192, ctx - ctx/4), what the plan and the configs use).",
@@ -260,11 +265,14 @@ def serve_command(
     ] = None,
     max_batch: Annotated[
         int | None,
-        typer.Option(min=1, help="Engine's running-sequence limit (max_num_seqs); the rest queue."),
+        typer.Option(
+            *BATCH_FLAGS, min=1, help="Engine's running-sequence limit (max_num_seqs); the rest queue."
+        ),
     ] = None,
     num_requests: Annotated[
         int | None,
         typer.Option(
+            *REQUESTS_FLAGS,
             min=1,
             help="Requests in the benchmark run (default: analytic steady state; simulated: whole waves, "
             ">= 1000).",

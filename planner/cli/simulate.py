@@ -19,10 +19,13 @@ import typer
 from planner import atomic, units
 from planner.cli import options
 from planner.cli.options import (
+    BATCH_FLAGS,
     DEFAULT_CARD,
     DEFAULT_DTYPE,
     DEFAULT_ENGINE,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    PROMPT_FLAGS,
+    REQUESTS_FLAGS,
     AcceptanceOpt,
     CardOpt,
     DpOpt,
@@ -73,9 +76,10 @@ LengthOpt = Annotated[
 ]
 
 
-def knob(help_text: str, most: int) -> Any:
-    """The typer option of an integer scheduler knob: 1..most (the engine's documented range)."""
-    return typer.Option(min=1, max=most, help=help_text)
+def knob(help_text: str, most: int, *names: str) -> Any:
+    """The typer option of an integer scheduler knob: 1..most (the engine's documented range); `names`: its
+    flag and aliases (default: from the parameter name)."""
+    return typer.Option(*names, min=1, max=most, help=help_text)
 
 
 @dataclass(frozen=True)
@@ -236,14 +240,29 @@ def simulate_command(
         int | None, typer.Option(help="Closed loop: users, each sends on completion.")
     ] = None,
     trace: Annotated[Path | None, typer.Option(help="CSV arrival_s,input_tokens,output_tokens.")] = None,
-    input_tokens: LengthOpt = "1k",
+    input_tokens: Annotated[
+        str,
+        typer.Option(
+            *PROMPT_FLAGS, help="Prompt tokens: 1k | uniform:LO:HI | lognormal:MEDIAN:SIGMA | empirical:FILE."
+        ),
+    ] = "1k",
     output_tokens: LengthOpt = "256",
-    requests: Annotated[int, typer.Option(help="Requests to simulate.")] = DEFAULT_REQUESTS,
+    requests: Annotated[int, typer.Option(*REQUESTS_FLAGS, help="Requests to simulate.")] = DEFAULT_REQUESTS,
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed (arrivals, lengths).")] = 0,
     ttft_ms: Annotated[float | None, typer.Option(help="SLO: time to first token (ms).")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="SLO: time per output token (ms).")] = None,
-    max_batch: Annotated[int | None, knob("maxBatchSize / max_num_seqs (default: plan).", MAX_BATCH)] = None,
-    max_batched_tokens: Annotated[int | None, knob("vLLM max_num_batched_tokens.", MAX_PASS_TOKENS)] = None,
+    max_batch: Annotated[
+        int | None, knob("maxBatchSize / max_num_seqs (default: plan).", MAX_BATCH, *BATCH_FLAGS)
+    ] = None,
+    max_batched_tokens: Annotated[
+        int | None,
+        knob(
+            "vLLM max_num_batched_tokens.",
+            MAX_PASS_TOKENS,
+            "--max-batched-tokens",
+            "--max-num-batched-tokens",
+        ),
+    ] = None,
     max_prefill_batch: Annotated[int | None, knob("MindIE maxPrefillBatchSize.", MAX_BATCH)] = None,
     max_prefill_tokens: Annotated[int | None, knob("MindIE maxPrefillTokens.", MAX_PASS_TOKENS)] = None,
     select_batch: Annotated[bool, typer.Option("--select-batch", help="MindIE supportSelectBatch.")] = False,

@@ -1,0 +1,83 @@
+"""Issue 25, "Speak the engine's language": --version, the spellings vLLM users type as aliases, and one flag
+name for one thing on every sub-command."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+import planner
+from planner.cli import app
+
+runner = CliRunner()
+PLAN = ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8", "--json"]
+
+# Flags whose value is a list on `kvplan sweep` (grid axes), not the one value the others take.
+GRID_AXES = {("sweep", "--batch"), ("sweep", "--ctx"), ("sweep", "--dtype")}
+# simulate keeps MindIE's maxPrefillTokens and vLLM's max_num_batched_tokens as two scheduler knobs.
+SCHEDULER_KNOBS = {
+    ("simulate", "--max-prefill-tokens"),
+    ("simulate", "--max-batched-tokens"),
+    ("simulate", "--max-num-batched-tokens"),
+}
+
+
+def commands() -> dict[str, object]:
+    """Every command of the app, by its path ('' is the plan)."""
+    root = typer.main.get_command(app)
+    found: dict[str, object] = {"": root}
+
+    def walk(group: object, prefix: str) -> None:
+        for name in group.list_commands(None):  # type: ignore[attr-defined]
+            command = group.get_command(None, name)  # type: ignore[attr-defined]
+            found[f"{prefix}{name}"] = command
+            if hasattr(command, "list_commands"):
+                walk(command, f"{prefix}{name} ")
+
+    walk(root, "")
+    return found
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output == f"kvplan {planner.__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("alias", "canonical"),
+    [
+        (["--max-model-len", "8k"], ["--ctx", "8k"]),
+        (["--tensor-parallel-size", "2"], ["--tp", "2"]),
+        (["--kv-cache-dtype", "int8"], ["--kv-dtype", "int8"]),
+        (["--gpu-memory-utilization", "0.9"], ["--memory-fraction", "0.9"]),
+        (["--max-num-seqs", "4"], ["--batch", "4"]),
+        (["--max-num-batched-tokens", "16384"], ["--max-prefill-tokens", "16384"]),
+    ],
+)
+def test_vllm_spellings_are_aliases(alias: list[str], canonical: list[str]) -> None:
+    base = ["--model", "qwen3-27b", "--dtype", "fp8", "--json"]
+    got, want = (runner.invoke(app, [*base, *flags]) for flags in (alias, canonical))
+    assert got.exit_code == 0, got.output
+    assert json.loads(got.output) == json.loads(want.output)
+    default = json.loads(runner.invoke(app, base).output)
+    assert json.loads(got.output) != default  # the alias was not ignored
+
+
+def test_one_flag_name_for_one_thing_on_every_command() -> None:
+    """A flag spelling means one option, with the same spellings, wherever it appears."""
+    spellings: dict[str, dict[frozenset[str], list[str]]] = defaultdict(lambda: defaultdict(list))
+    for path, command in commands().items():
+        name = path.split(" ")[0]
+        for param in command.params:  # type: ignore[attr-defined]
+            opts = frozenset(o for o in param.opts if o.startswith("--"))
+            for opt in opts:
+                if (name, opt) not in GRID_AXES | SCHEDULER_KNOBS:
+                    spellings[opt][opts].append(path or "plan")
+    mixed = {opt: dict(by) for opt, by in spellings.items() if len(by) > 1}
+    assert mixed == {}
+    for opt in ("--tensor-parallel-size", "--max-model-len", "--max-num-seqs", "--kv-cache-dtype"):
+        assert opt in spellings
