@@ -81,3 +81,18 @@ def test_one_flag_name_for_one_thing_on_every_command() -> None:
     assert mixed == {}
     for opt in ("--tensor-parallel-size", "--max-model-len", "--max-num-seqs", "--kv-cache-dtype"):
         assert opt in spellings
+
+
+def test_a_given_batch_is_not_called_bound_by_memory() -> None:
+    plan = ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8"]
+    given = runner.invoke(app, [*plan, "--batch", "16"], terminal_width=200)
+    assert given.exit_code == 0
+    assert "(set by --batch;" in given.output and "bound by memory" not in given.output
+    assert (
+        json.loads(runner.invoke(app, [*plan, "--batch", "16", "--json"]).output)["recommendation"][
+            "binding_constraint"
+        ]
+        == "batch"
+    )
+    free = runner.invoke(app, plan, terminal_width=200)
+    assert "(bound by memory;" in free.output

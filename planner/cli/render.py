@@ -120,10 +120,10 @@ def print_plan(result: Plan, dep: Deployment) -> None:
             else ""
         )
     )
+    bound = "set by --batch" if rec.binding_constraint == "batch" else f"bound by {rec.binding_constraint}"
     console.print(
         f"[bold green]Recommended:[/bold green] max_batch_size = {rec.max_batch_size}, "
-        f"max_seq_len = {rec.max_seq_len} (bound by {rec.binding_constraint}; "
-        f"block size {result.block_size_tokens})"
+        f"max_seq_len = {rec.max_seq_len} ({bound}; block size {result.block_size_tokens})"
     )
     from planner.engines import registry
 
