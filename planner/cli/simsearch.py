@@ -16,7 +16,7 @@ from planner import units
 from planner.errors import PlanInputError
 
 if TYPE_CHECKING:
-    from planner.cli.simulate import SimulateRequest
+    from planner.cli.simrequest import SimulateRequest
     from planner.perf.ranges import SpeedBand
     from planner.sim.run import SimSummary
     from planner.sim.search import Load, PdSearchResult, Quantile, SearchKind, SearchResult
@@ -121,8 +121,7 @@ def print_search(found: SearchResult | PdSearchResult, band: SpeedBand) -> None:
 
 
 def band_line(band: SpeedBand) -> str:
-    """Where the searched figures come from and how far each may be off (perf.ranges): times x
-    1/high..1/low."""
+    """Where the searched figures come from and how far each may be off (fit_band): times x 1/high..1/low."""
     from planner.cli.serve_view import factor_text
 
     extrapolated = ", extrapolated" if band.extrapolated else ""
