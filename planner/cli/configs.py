@@ -6,6 +6,7 @@ module reads the user's files, writes the output through planner/atomic.py, and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -307,11 +308,14 @@ def run_mindie(
         }
         print_json(payload)
         return
-    print_mindie(plan, dep, result=result, lengths=lengths, comparison=comparison)
+    with contextlib.redirect_stdout(
+        sys.stderr
+    ):  # the config alone on stdout: `kvplan mindie ... > config.json`
+        print_mindie(plan, dep, result=result, lengths=lengths, comparison=comparison)
     if out is None:
         sys.stdout.write(mindie_rules.render_config(result.config))
     else:
-        typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""))
+        typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""), err=True)
 
 
 def _log_lines(comparison: LogComparison) -> list[str]:
