@@ -96,3 +96,51 @@ def test_a_given_batch_is_not_called_bound_by_memory() -> None:
     )
     free = runner.invoke(app, plan, terminal_width=200)
     assert "(bound by memory;" in free.output
+
+
+def engine_words(output: str, title: str) -> dict[str, str]:
+    """{field: value} of the plan's `title: name value, ...` line."""
+    line = next(row.strip() for row in output.splitlines() if row.strip().startswith(f"{title}:"))
+    return dict(item.split(" ", 1) for item in line.split(": ", 1)[1].split(", "))
+
+
+def next_command(output: str) -> list[str]:
+    line = next(row.strip() for row in output.splitlines() if row.strip().startswith("Next: kvplan "))
+    return line.removeprefix("Next: kvplan ").replace("<checkpoint dir>", "/w").split()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8"],
+        ["--model", "qwen3-32b", "--ctx", "8k", "--tp", "2", "--card", "ascend-910b3"],
+    ],
+)
+def test_plan_speaks_mindie_and_its_next_command_writes_the_same_numbers(flags: list[str]) -> None:
+    plan = runner.invoke(app, flags, terminal_width=240)
+    assert plan.exit_code == 0, plan.output
+    words = engine_words(plan.output, "MindIE config.json")
+    args = next_command(plan.output)
+    assert args[0] == "mindie" and all(flag in args for flag in flags)
+    written = runner.invoke(app, [*args[: args.index("-o")], "--json"])
+    assert written.exit_code == 0, written.output
+    config = json.loads(written.stdout)["mindie"]["config"]["BackendConfig"]
+    schedule, deploy = config["ScheduleConfig"], config["ModelDeployConfig"]
+    assert int(words["maxBatchSize"]) == schedule["maxBatchSize"]
+    assert int(words["maxSeqLen"]) == deploy["maxSeqLen"]
+    assert int(words["maxPrefillTokens"]) == schedule["maxPrefillTokens"]
+    assert words["npuMemSize"].split()[0] == str(deploy["ModelConfig"][0]["npuMemSize"])
+
+
+def test_plan_speaks_vllm_and_its_next_command_prints_the_same_flags() -> None:
+    flags = ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8", "--engine", "vllm"]
+    plan = runner.invoke(app, flags, terminal_width=240)
+    assert plan.exit_code == 0, plan.output
+    words = engine_words(plan.output, "vllm serve")
+    args = next_command(plan.output)
+    assert args[0] == "vllm" and "--engine" not in args
+    printed = runner.invoke(app, [*args, "--json"])
+    assert printed.exit_code == 0, printed.output
+    served = dict(json.loads(printed.stdout)["vllm"]["args"])
+    for name in ("--max-num-seqs", "--max-model-len", "--max-num-batched-tokens", "--gpu-memory-utilization"):
+        assert float(words[name]) == float(served[name]), name

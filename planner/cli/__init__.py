@@ -6,6 +6,7 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Any
 
 import typer
@@ -97,6 +98,24 @@ models_app = typer.Typer(
 commands.add_typer(models_app, name="models")
 
 
+# The plan's options that `kvplan mindie` and `kvplan vllm` take too (the next command repeats them).
+CONFIG_OPTIONS = (
+    "model", "card", "dtype", "kv_dtype", "tp", "ctx_len", "batch", "block_size", "memory_fraction",
+    "memory_gib", "max_prefill_tokens", "mtp", "dp", "ep", "pp", "nodes", "devices_per_node",
+    "redundant_experts",
+)  # fmt: skip
+
+
+def config_flags(ctx: typer.Context) -> str:
+    """The plan's flags the user typed that the config commands take too, in their first spelling."""
+    given = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name or "")
+        if param.name in CONFIG_OPTIONS and source is not None and source.name == "COMMANDLINE":
+            given.append(f"{param.opts[0]} {shlex.quote(str(ctx.params[param.name]))}")
+    return " ".join(given)
+
+
 def print_version(given: bool) -> None:
     """--version: `kvplan X.Y.Z` on stdout, exit 0."""
     if given:
@@ -185,7 +204,9 @@ def plan(
         return
     from planner.cli import render as cli_render
 
-    cli_render.print_plan(result, dep)
+    cli_render.print_plan(
+        result, dep, next_lines=cli_render.engine_lines(result, dep, flags=config_flags(ctx))
+    )
     if explain:
         cli_render.print_explain(dep, result)
 

@@ -105,8 +105,22 @@ def _header(result: Plan, dep: Deployment) -> str:
     )
 
 
-def print_plan(result: Plan, dep: Deployment) -> None:
-    """Print the plan: header, memory table, cache sizes, recommendation, speed, warnings."""
+def engine_lines(result: Plan, dep: Deployment, *, flags: str) -> list[str]:
+    """The recommendation in the engine's own words and the command that writes its config with the same
+    `flags`; nothing for an engine kvplan writes no config for."""
+    from planner.engines import registry
+
+    words = registry.config_words(result, dep)
+    if words is None:
+        return []
+    title, fields, needs = words
+    command = " ".join(part for part in (f"kvplan {dep.engine}", flags, needs) if part)
+    return [f"{title}: " + ", ".join(f"{name} {value}" for name, value in fields), f"Next: {command}"]
+
+
+def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = None) -> None:
+    """Print the plan: header, memory table, cache sizes, recommendation (then `next_lines`: the engine's
+    words for it and the next command), speed, warnings."""
     mem, rec = result.memory, result.recommendation
     console.print(_header(result, dep))
     console.print(_memory_table(result, dep))
@@ -125,6 +139,8 @@ def print_plan(result: Plan, dep: Deployment) -> None:
         f"[bold green]Recommended:[/bold green] max_batch_size = {rec.max_batch_size}, "
         f"max_seq_len = {rec.max_seq_len} ({bound}; block size {result.block_size_tokens})"
     )
+    for line in next_lines or []:
+        console.print(f"  {escape(line)}")
     from planner.engines import registry
 
     for line in registry.startup_lines(dep, mem, rec):
