@@ -162,28 +162,59 @@ def sweep_json(result: SweepResult) -> str:
     return json.dumps(payload)
 
 
+MAX_TABLE_ROWS = (
+    200  # a longer table is not read (and rich takes minutes over 100 000 rows): csv/json have all
+)
+
+
+def table_points(result: SweepResult) -> list[tuple[int, int, int]]:
+    """Grid indices (dtype, batch, ctx) the table shows: every point when there are at most MAX_TABLE_ROWS;
+    else the frontier (per dtype and ctx, the batches that fit memory and raise aggregate tok/s over every
+    smaller batch: the others give less per user for no more in total), thinned evenly to MAX_TABLE_ROWS."""
+    import numpy as np
+
+    if result.decode_step_s.size <= MAX_TABLE_ROWS:
+        return [tuple(int(i) for i in index) for index in np.ndindex(result.decode_step_s.shape)]  # type: ignore[misc]
+    aggregate = np.where(result.fits_memory, result.tokens_per_s, -np.inf)
+    best_below = np.maximum.accumulate(aggregate, axis=1)
+    best_below = np.concatenate([np.full_like(best_below[:, :1], -np.inf), best_below[:, :-1]], axis=1)
+    frontier = np.argwhere(result.fits_memory & (aggregate > best_below))
+    if len(frontier) > MAX_TABLE_ROWS:
+        frontier = frontier[np.unique(np.linspace(0, len(frontier) - 1, MAX_TABLE_ROWS).round().astype(int))]
+    return [(int(i), int(j), int(k)) for i, j, k in frontier]
+
+
 def sweep_table(result: SweepResult) -> Table:
-    """The grid as a rich table (human units: ms, tok/s)."""
+    """The grid as a rich table (human units: ms, tok/s); past MAX_TABLE_ROWS points, its frontier
+    (table_points) and how many points were left out."""
     from rich.table import Table
 
     band = result.speed_band
+    shown, total = table_points(result), result.decode_step_s.size
+    left_out = (
+        [f"{len(shown)} of {total} points shown: the frontier (fits memory, more aggregate tok/s than every "
+         f"smaller batch), thinned to {MAX_TABLE_ROWS} rows; {total - len(shown)} left out; --format csv or "
+         "json prints every point"]
+        if len(shown) < total
+        else []
+    )  # fmt: skip
     table = Table(
         title=f"{result.model} on {result.card}, KV {result.kv_dtype}, tp={result.tp} ({band.label})",
-        caption="\n".join([f"source: {band.source}", *(f"range: {note}" for note in band.notes)]),
+        caption="\n".join([*left_out, f"source: {band.source}", *(f"range: {note}" for note in band.notes)]),
     )
     for name in ("dtype", "batch", "ctx", "TPOT", "range ms", "per user", "aggregate", "fits"):
         table.add_column(name, justify="left" if name == "dtype" else "right")
-    for point in result.points():
-        low, high = (units.s_to_ms(s) for s in (point.decode_step_s_low, point.decode_step_s_high))
+    for i, j, k in shown:
+        low, high = (units.s_to_ms(s[i, j, k]) for s in (result.decode_step_s_low, result.decode_step_s_high))
         table.add_row(
-            point.weight_dtype,
-            str(point.batch),
-            str(point.ctx_tokens),
-            units.fmt_ms(point.decode_step_s),
+            result.weight_dtypes[i],
+            str(int(result.batch[j])),
+            str(int(result.ctx_tokens[k])),
+            units.fmt_ms(float(result.decode_step_s[i, j, k])),
             units.fmt_span(low, high),
-            units.fmt_tokens_per_s(point.per_user_tokens_per_s),
-            units.fmt_tokens_per_s(point.tokens_per_s),
-            "yes" if point.fits_memory else "no",
+            units.fmt_tokens_per_s(float(result.per_user_tokens_per_s[i, j, k])),
+            units.fmt_tokens_per_s(float(result.tokens_per_s[i, j, k])),
+            "yes" if result.fits_memory[i, j, k] else "no",
         )
     return table
 
