@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 import typer
 
 from planner import units
-from planner.errors import PlanInputError
+from planner.errors import DoesNotFitError, PlanInputError
 
 if TYPE_CHECKING:
     from planner.cli.simrequest import SimulateRequest
@@ -24,12 +24,16 @@ if TYPE_CHECKING:
 MAX_SEARCH_REQUESTS = 20_000  # per simulated point: a search runs ~20 of them
 # One simulation: (the command's flags, the load that replaces theirs: rate= / concurrency=) -> its summary.
 SummaryAt = Callable[["SimulateRequest", dict[str, Any]], "SimSummary"]
+# The TPOT no load can beat, and the context it is at (simulate.tpot_floor_s).
+TpotFloor = Callable[["SimulateRequest"], tuple[float, int]]
 
 
 SEARCHES = ("max-rate", "max-concurrency", "knee", "pd")
 
 
-def run_pd_search(flags: SimulateRequest, *, summary_at: SummaryAt) -> PdSearchResult:
+def run_pd_search(
+    flags: SimulateRequest, *, summary_at: SummaryAt, tpot_floor_s: TpotFloor
+) -> PdSearchResult:
     """--search pd: the fewest cards (P:D split) meeting the SLOs at --rate (the target)."""
     from planner.sim import search
 
@@ -39,6 +43,16 @@ def run_pd_search(flags: SimulateRequest, *, summary_at: SummaryAt) -> PdSearchR
             f"(got rate {flags.rate}, requests {flags.requests})"
         )
     slo = flags.slo_s()
+    floor_s, ctx_tokens = tpot_floor_s(flags)
+    if slo[1] is not None and slo[1] < floor_s:
+        raise DoesNotFitError(
+            f"--tpot-ms: no P:D split can meet it (got {flags.tpot_ms:g} ms, expected >= "
+            f"{units.fmt_ms(floor_s)}): one request alone on a decode instance (tp={flags.request.tp}) "
+            "already "
+            f"takes {units.fmt_ms(floor_s)} per output token at its shortest context ({ctx_tokens} tokens), "
+            "and more instances share the load without making a step faster; try a larger --tp, a smaller "
+            "--dtype, --mtp or a looser --tpot-ms"
+        )
     tp = (flags.prefill_tp or flags.request.tp, flags.request.tp)
 
     def run_pd(p: int, d: int) -> SimSummary:
@@ -52,7 +66,9 @@ def run_pd_search(flags: SimulateRequest, *, summary_at: SummaryAt) -> PdSearchR
     )
 
 
-def run_search(flags: SimulateRequest, *, summary_at: SummaryAt) -> SearchResult | PdSearchResult:
+def run_search(
+    flags: SimulateRequest, *, summary_at: SummaryAt, tpot_floor_s: TpotFloor
+) -> SearchResult | PdSearchResult:
     """--search: the largest --rate / --concurrency meeting the SLOs at --quantile, or the knee; the flag's
     own value is the first guess of the top of the range."""
     from planner.sim import search
@@ -64,7 +80,7 @@ def run_search(flags: SimulateRequest, *, summary_at: SummaryAt) -> SearchResult
             f"{', '.join(SEARCHES)} and p95 or p99)"
         )
     if kind == "pd":
-        return run_pd_search(flags, summary_at=summary_at)
+        return run_pd_search(flags, summary_at=summary_at, tpot_floor_s=tpot_floor_s)
     by_rate = kind == "max-rate" or (kind == "knee" and flags.rate is not None)
     top = flags.rate if by_rate else flags.concurrency
     if top is None or flags.trace is not None:

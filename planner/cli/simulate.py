@@ -283,7 +283,7 @@ def simulate_command(
         if search is not None:
             from planner.cli import simsearch
 
-            found = simsearch.run_search(flags, summary_at=summary_at)
+            found = simsearch.run_search(flags, summary_at=summary_at, tpot_floor_s=tpot_floor_s)
             band = speed_band_of(flags, batch=None)
         else:
             result = run_simulation(flags)
@@ -307,6 +307,23 @@ def simulate_command(
         label = f"{model} on {card}, tp={tp}{degrees}" + (f", P:D {pd}" if pd else "")
         for line in summary_lines(result, label=label, band=band):
             typer.echo(line)
+
+
+def tpot_floor_s(flags: SimulateRequest) -> tuple[float, int]:
+    """(TPOT of one request alone on a decode instance at the workload's shortest prompt, that prompt + 1):
+    no load or P:D split gives a lower TPOT, since more instances share requests without making a step
+    faster.
+
+    Formula: floor = decode_step_s(batch 1, ctx = shortest prompt + 1) / tokens_per_step (MTP: > 1 token)
+    """
+    from planner.perf import roofline, serving
+
+    work = workload_of(flags)
+    dep, _ = prepared(flags, work)
+    ctx_tokens = int(work.input_tokens.min()) + 1
+    return roofline.decode_step_s(dep, batch=1, ctx_tokens=ctx_tokens) / serving.tokens_per_step(
+        dep
+    ), ctx_tokens
 
 
 def speed_band_of(flags: SimulateRequest, *, batch: int | None) -> SpeedBand:
