@@ -144,3 +144,20 @@ def test_plan_speaks_vllm_and_its_next_command_prints_the_same_flags() -> None:
     served = dict(json.loads(printed.stdout)["vllm"]["args"])
     for name in ("--max-num-seqs", "--max-model-len", "--max-num-batched-tokens", "--gpu-memory-utilization"):
         assert float(words[name]) == float(served[name]), name
+
+
+def test_fit_jargon_becomes_what_it_means_and_stays_technical_in_explain_and_json() -> None:
+    plan = ["--model", "qwen3-27b", "--ctx", "4k", "--dtype", "fp8"]
+    text = runner.invoke(app, plan, terminal_width=400).output
+    assert "sits on its upper bound" not in text and "is outside the fitted range" not in text
+    assert "the speed figures are less firm than their range says" in text
+    assert "the card's fit saw contexts of 384 only, this plan is at 4096" in text
+    assert "calibrate --from-bench" in text  # what would make it firmer
+    explained = runner.invoke(app, [*plan, "--explain"], terminal_width=400).output
+    assert (
+        "fit detail: speed from a fitted profile: state_read_bandwidth_fraction = 1 sits on its upper"
+        in explained
+    )
+    warnings = json.loads(runner.invoke(app, [*plan, "--json"]).output)["warnings"]
+    assert any("sits on its upper bound" in w for w in warnings)
+    assert any("ctx 4096 is outside the fitted range 384-384" in w for w in warnings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 
@@ -160,7 +161,45 @@ def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = 
     if result.load_knee is not None:
         console.print(load_knee_line(result.load_knee, dep=dep, max_batch=rec.max_batch_size))
     for note in result.warnings + _range_notes(perf):
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {plain_note(note)}")
+
+
+FITTED = "speed from a fitted profile: "
+ON_BOUND = re.compile(
+    r"^(?P<name>\w+) = (?P<value>\S+) sits on its (?P<side>lower|upper) bound \((?P<limit>[^)]*)\)"
+)
+OUTSIDE = re.compile(
+    r"^(?P<axis>batch|ctx) (?P<value>\d+) is outside the fitted range (?P<low>[\d.e+]+)-(?P<high>[\d.e+]+)"
+)
+
+
+def plain_note(note: str) -> str:
+    """A fitted profile's warning (fit_checks: a coefficient on its bound, a point outside the fitted range)
+    as what it means for the user's figures and what would make them firmer; other notes as they are. The
+    technical form stays in --explain and --json."""
+    from planner.perf.fit_params import FIT_PARAMS
+
+    detail = note.removeprefix(FITTED)
+    firmer = "serving benchmarks of this model on this card (kvplan bench import, calibrate --from-bench)"
+    bound = ON_BOUND.match(detail)
+    if detail != note and bound is not None:
+        meaning = {p.name: p.meaning for p in FIT_PARAMS}.get(bound["name"], bound["name"])
+        return (
+            f"the speed figures are less firm than their range says: the card's fit needed its {meaning} "
+            f"at a physical limit to match its measured runs, so something it does not model is at work; "
+            f"{firmer} would firm them up (--explain: the fit's terms)"
+        )
+    outside = OUTSIDE.match(detail)
+    if detail == note or outside is None:
+        return note
+    axis = "contexts" if outside["axis"] == "ctx" else "batches"
+    low, high = (f"{float(outside[k]):g}" for k in ("low", "high"))
+    measured = low if low == high else f"{low}-{high}"
+    return (
+        f"the speed figures are extrapolated: the card's fit saw {axis} of {measured} only, this plan is at "
+        f"{outside['value']}; read the range, not the figure; {firmer} at this {outside['axis']} would firm "
+        "them up (--explain: the fit's terms)"
+    )
 
 
 def speed_line(perf: Performance) -> str:
@@ -231,6 +270,9 @@ def print_explain(dep: Deployment, result: Plan) -> None:
         batch = result.layout.batch_per_dp_group
     ledger = roofline.decode_ledger(dep, batch=batch, ctx_tokens=dep.ctx_tokens)
     console.print(explain.render_explain(ledger))
+    for note in result.warnings:
+        if plain_note(note) != note:
+            console.print(f"fit detail: {escape(note)}")
 
 
 def model_rows() -> list[Row]:
