@@ -174,10 +174,10 @@ OUTSIDE = re.compile(
 
 
 def plain_note(note: str) -> str:
-    """A fitted profile's warning (fit_checks: a coefficient on its bound, a point outside the fitted range)
+    """A fitted profile's warning (perf.fitted: a coefficient on its bound, a point outside the fitted range)
     as what it means for the user's figures and what would make them firmer; other notes as they are. The
     technical form stays in --explain and --json."""
-    from planner.perf.fit_params import FIT_PARAMS
+    from planner.perf.fitted_params import FIT_PARAMS
 
     detail = note.removeprefix(FITTED)
     firmer = "serving benchmarks of this model on this card (kvplan bench import, calibrate --from-bench)"

@@ -137,7 +137,8 @@ def print_search(found: SearchResult | PdSearchResult, band: SpeedBand) -> None:
 
 
 def band_line(band: SpeedBand) -> str:
-    """Where the searched figures come from and how far each may be off (fit_band): times x 1/high..1/low."""
+    """Where the searched figures come from and how far each may be off (perf.ranges): times x
+    1/high..1/low."""
     from planner.cli.serve_view import factor_text
 
     extrapolated = ", extrapolated" if band.extrapolated else ""

@@ -316,14 +316,13 @@ def tpot_floor_s(flags: SimulateRequest) -> tuple[float, int]:
 
     Formula: floor = decode_step_s(batch 1, ctx = shortest prompt + 1) / tokens_per_step (MTP: > 1 token)
     """
-    from planner.perf import roofline, serving
+    from planner.perf import roofline
 
     work = workload_of(flags)
     dep, _ = prepared(flags, work)
     ctx_tokens = int(work.input_tokens.min()) + 1
-    return roofline.decode_step_s(dep, batch=1, ctx_tokens=ctx_tokens) / serving.tokens_per_step(
-        dep
-    ), ctx_tokens
+    step_s = roofline.decode_step_s(dep, batch=1, ctx_tokens=ctx_tokens)
+    return step_s / performance.tokens_per_step(dep), ctx_tokens
 
 
 def speed_band_of(flags: SimulateRequest, *, batch: int | None) -> SpeedBand:
