@@ -317,6 +317,7 @@ def tpot_floor_s(flags: SimulateRequest) -> tuple[float, int]:
     Formula: floor = decode_step_s(batch 1, ctx = shortest prompt + 1) / tokens_per_step (MTP: > 1 token)
     """
     from planner.perf import roofline
+    from planner.serving import performance
 
     work = workload_of(flags)
     dep, _ = prepared(flags, work)
