@@ -114,6 +114,19 @@ def next_command(output: str) -> list[str]:
     [
         ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8"],
         ["--model", "qwen3-32b", "--ctx", "8k", "--tp", "2", "--card", "ascend-910b3"],
+        # the SLO lowers the batch (bound by ttft): the next command carries it as --batch
+        [
+            "--model",
+            "qwen3-27b",
+            "--ctx",
+            "32k",
+            "--dtype",
+            "fp8",
+            "--ttft-ms",
+            "5000",
+            "--memory-gib",
+            "96.0",
+        ],
     ],
 )
 def test_plan_speaks_mindie_and_its_next_command_writes_the_same_numbers(flags: list[str]) -> None:
@@ -121,7 +134,9 @@ def test_plan_speaks_mindie_and_its_next_command_writes_the_same_numbers(flags: 
     assert plan.exit_code == 0, plan.output
     words = engine_words(plan.output, "MindIE config.json")
     args = next_command(plan.output)
-    assert args[0] == "mindie" and all(flag in args for flag in flags)
+    slo = {"--ttft-ms", "5000"}
+    assert args[0] == "mindie" and all(flag in args for flag in flags if flag not in slo | {"96.0"})
+    assert ("--batch" in args) == ("--ttft-ms" in flags)
     written = runner.invoke(app, [*args[: args.index("-o")], "--json"])
     assert written.exit_code == 0, written.output
     config = json.loads(written.stdout)["mindie"]["config"]["BackendConfig"]

@@ -106,13 +106,19 @@ CONFIG_OPTIONS = (
 )  # fmt: skip
 
 
-def config_flags(ctx: typer.Context) -> str:
-    """The plan's flags the user typed that the config commands take too, in their first spelling."""
+def config_flags(ctx: typer.Context, *, slo_batch: int | None) -> str:
+    """The plan's flags the user typed that the config commands take too, in their first spelling; the
+    config commands have no SLO flags, so a batch the SLOs chose (`slo_batch`) goes along as --batch."""
     given = []
     for param in ctx.command.params:
         source = ctx.get_parameter_source(param.name or "")
         if param.name in CONFIG_OPTIONS and source is not None and source.name == "COMMANDLINE":
-            given.append(f"{param.opts[0]} {shlex.quote(str(ctx.params[param.name]))}")
+            value = ctx.params[param.name]
+            given.append(
+                f"{param.opts[0]} {shlex.quote(f'{value:g}' if isinstance(value, float) else str(value))}"
+            )
+    if slo_batch is not None and ctx.params["batch"] is None:
+        given.append(f"--batch {slo_batch}")
     return " ".join(given)
 
 
@@ -204,9 +210,10 @@ def plan(
         return
     from planner.cli import render as cli_render
 
-    cli_render.print_plan(
-        result, dep, next_lines=cli_render.engine_lines(result, dep, flags=config_flags(ctx))
-    )
+    rec = result.recommendation
+    slo_batch = rec.max_batch_size if rec.binding_constraint not in ("memory", "batch") else None
+    flags = config_flags(ctx, slo_batch=slo_batch)
+    cli_render.print_plan(result, dep, next_lines=cli_render.engine_lines(result, dep, flags=flags))
     if explain:
         cli_render.print_explain(dep, result)
 
