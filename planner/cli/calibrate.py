@@ -332,6 +332,7 @@ def calibrate(
         float | None,
         typer.Option(
             "--gpu-memory-utilization",
+            "--memory-fraction",  # the same share of memory as every other command's --memory-fraction
             min=0.01,
             max=1.0,
             help="With --from-log, when the log does not say it.",
