@@ -58,7 +58,23 @@ TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree (devices per in
 CtxOpt = Annotated[str, typer.Option("--ctx", help="Context length per sequence: 32768, 32k, 128K.")]
 BatchOpt = Annotated[int | None, typer.Option(help="Concurrent sequences (default: the most that fit).")]
 BlockOpt = Annotated[int, typer.Option(help="KV block size in tokens (MindIE cacheBlockSize).")]
-FractionOpt = Annotated[float, typer.Option(help="NPU_MEMORY_FRACTION: share of memory usable.")]
+FractionOpt = Annotated[
+    float,
+    typer.Option(
+        "--memory-fraction",
+        "--gpu-memory-utilization",
+        help="NPU_MEMORY_FRACTION / vLLM --gpu-memory-utilization: share of memory usable.",
+    ),
+]
+EngineFractionOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--memory-fraction",
+        "--gpu-memory-utilization",
+        help="Share of device memory the engine may use (default: the engine's, MindIE NPU_MEMORY_FRACTION "
+        "0.8, vLLM --gpu-memory-utilization 0.92).",
+    ),
+]
 MemoryOpt = Annotated[float | None, typer.Option(help="Override the card's memory capacity (GiB).")]
 BandwidthOpt = Annotated[float | None, typer.Option(help="Override memory bandwidth (GB/s).")]
 MtpOpt = Annotated[int, typer.Option(help="MTP speculative draft tokens per step (0: off).")]
@@ -108,8 +124,24 @@ def speed_options(
     `with_options`)."""
 
 
-def load_options(engine: EngineOpt = DEFAULT_ENGINE, as_json: JsonOpt = False) -> None:
+def load_options(
+    engine: EngineOpt = DEFAULT_ENGINE, as_json: JsonOpt = False, memory_fraction: EngineFractionOpt = None
+) -> None:
     """What the load commands `serve` and `simulate` add (a signature template for `with_options`)."""
+
+
+def engine_memory_fraction(engine: str, given: float | None) -> float:
+    """--memory-fraction when given, else the engine's own default: vLLM's gpu_memory_utilization
+    (planner/engines/vllm/pool.py, vllm/config/cache.py), MindIE's NPU_MEMORY_FRACTION (planner/deployment.py)."""
+    if given is not None:
+        return given
+    from planner.kinds import parse_engine
+
+    if parse_engine(engine) == "vllm":
+        from planner.engines.vllm.pool import DEFAULT_GPU_MEMORY_UTILIZATION
+
+        return DEFAULT_GPU_MEMORY_UTILIZATION
+    return DEFAULT_MEMORY_FRACTION
 
 
 Command = TypeVar("Command", bound=Callable[..., None])

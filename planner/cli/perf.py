@@ -19,6 +19,7 @@ from planner import units
 from planner.cli.options import (
     DEFAULT_DTYPE,
     ModelOpt,
+    engine_memory_fraction,
     fail,
     layout_options,
     load_options,
@@ -29,14 +30,15 @@ from planner.cli.options import (
     speed_options,
     with_options,
 )
-from planner.errors import DoesNotFitError, KvplanError, PlanInputError
+from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from planner.deployment import Deployment
-    from planner.serving.closed_loop import BenchRun, ServingEstimate
-    from planner.serving.performance import SloResult
+    from planner.serving.closed_loop import Admission, BenchRun, ServingEstimate
+    from planner.sim.run import SimSummary
+    from planner.sim.search import SearchResult
     from planner.serving.sweep import SweepResult
 
 FORMATS = ("table", "csv", "json")
@@ -255,12 +257,12 @@ def serve_command(
     **flags: object,
 ) -> None:
     """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
-    --concurrency 32`."""
+    --concurrency 32`. With an SLO and no --concurrency: the most users whose simulated P99 TTFT / TPOT meet
+    it (planner/sim/slo.py; none: exit 3)."""
     from planner import inputs
     from planner.cli import serve_view
     from planner.perf import ranges
     from planner.serving.closed_loop import ARRIVALS, BenchRun
-    from planner.sim import bench
 
     try:
         prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
@@ -268,39 +270,112 @@ def serve_command(
         inputs.parse_ctx(str(prompt + output), flag="--input-tokens + --output-tokens")
         if arrivals not in ARRIVALS:
             raise PlanInputError(f"--arrivals: unknown mode (got {arrivals!r}, expected waves or staggered)")
-        request = plan_request({**locals(), **flags}, ctx=str(prompt + output))
+        if concurrency is not None and concurrency > MAX_SERVE_CONCURRENCY:
+            raise PlanInputError(
+                f"--concurrency: too many users to simulate (got {concurrency}, expected <= "
+                f"{MAX_SERVE_CONCURRENCY})"
+            )
+        fraction = engine_memory_fraction(str(flags["engine"]), flags["memory_fraction"])  # type: ignore[arg-type]
+        request = plan_request({**locals(), **flags}, ctx=str(prompt + output), memory_fraction=fraction)
         dep = inputs.to_deployment(request)
         if dep.dp > 1:
             raise PlanInputError(
                 f"--dp: serve models one attention-DP group (got --dp {dep.dp}, expected 1); "
                 "`kvplan simulate --dp` simulates the groups"
             )
-        slo, estimate = serve_results(
-            dep,
-            prompt_tokens=prompt,
-            output_tokens=output,
-            concurrency=concurrency,
-            slos=(
-                ms_to_s(tpot_ms, "--tpot-ms"),
-                ms_to_s(ttft_ms, "--ttft-ms"),
-                positive(min_user_tps, "--min-user-tps"),
-            ),
-            run=BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals),
-        )
+        run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
+        tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
+        slo = (ms_to_s(ttft_ms, "--ttft-ms"), tpot_s)
+        found, users = serve_users(dep, tokens=(prompt, output), concurrency=concurrency, slo=slo, run=run)
+        estimate, admitted = serve_estimate(dep, tokens=(prompt, output), users=users, run=run)
         band = ranges.speed_band(
             dep, batch=estimate.running_batch, ctx_tokens=estimate.input_tokens + estimate.output_tokens
         )
-        sim = bench.simulate_bench(
-            dep, tokens=(prompt, output), concurrency=estimate.concurrency, bench=estimate.run,
-            slo=(ms_to_s(ttft_ms, "--ttft-ms"), ms_to_s(tpot_ms, "--tpot-ms")),
-        ).summary  # fmt: skip
+        sim = simulated(dep, tokens=(prompt, output), users=users, run=run, slo=slo)
     except KvplanError as exc:
         fail(exc)
+    view = serve_view.ServeView(
+        found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
+        memory_fraction=dep.memory_fraction,
+    )  # fmt: skip
     if flags["as_json"]:
-        print_json(serve_view.serve_payload(slo, estimate, sim, band))
-        return
-    for line in serve_view.serve_lines(slo, estimate, sim, band):
-        typer.echo(line)
+        print_json(serve_view.serve_payload(view))
+    else:
+        for line in serve_view.serve_lines(view):
+            typer.echo(line)
+    if found is not None:
+        from planner.sim import slo as sim_slo
+
+        try:
+            sim_slo.require_met(found, what="number of users")
+        except KvplanError as exc:
+            fail(exc)
+
+
+MAX_SERVE_CONCURRENCY = 100_000  # as `kvplan simulate --concurrency`
+
+
+def tpot_ceiling(tpot_s: float | None, min_user_tokens_per_s: float | None) -> float | None:
+    """planner.sim.slo.tpot_ceiling_s (deferred import)."""
+    from planner.sim import slo as sim_slo
+
+    return sim_slo.tpot_ceiling_s(tpot_s, min_user_tokens_per_s)
+
+
+def simulated(
+    dep: Deployment,
+    *,
+    tokens: tuple[int, int],
+    users: int,
+    run: BenchRun,
+    slo: tuple[float | None, float | None],
+) -> SimSummary:
+    """The simulated closed loop of `users` users (planner/sim/bench.py)."""
+    from planner.sim import bench
+
+    return bench.simulate_bench(dep, tokens=tokens, concurrency=users, bench=run, slo=slo).summary
+
+
+def serve_users(
+    dep: Deployment,
+    *,
+    tokens: tuple[int, int],
+    concurrency: int | None,
+    slo: tuple[float | None, float | None],
+    run: BenchRun,
+) -> tuple[SearchResult | None, int]:
+    """(the SLO search or None, the users to report): --concurrency when given; else with an SLO the most
+    users meeting it (1 when none does: the search says so and the command exits 3); else the engine's cap
+    (what memory holds at full length for MindIE, max_num_seqs for vLLM), at most MAX_SERVE_CONCURRENCY."""
+    from planner import capacity
+    from planner.sim import bench
+    from planner.sim import slo as sim_slo
+
+    if concurrency is not None:
+        return None, concurrency
+    full = capacity.memory_plan(dep)[1].max_batch_size
+    if all(limit is None for limit in slo):
+        cap = bench.engine_cap(dep, max_batch=run.max_batch)
+        return None, max(1, min(full, cap, MAX_SERVE_CONCURRENCY))
+    found = sim_slo.max_users(
+        lambda k: simulated(dep, tokens=tokens, users=k, run=run, slo=slo), slo=slo, top_guess=full
+    )
+    return found, int(found.best) if found.best is not None else 1
+
+
+def serve_estimate(
+    dep: Deployment, *, tokens: tuple[int, int], users: int, run: BenchRun
+) -> tuple[ServingEstimate, Admission]:
+    """The analytic closed loop of `users` users with the running batch the serving fit uses
+    (closed_loop.admission: min(K, --max-batch, what the pool holds at full length); the rest queue)."""
+    from planner.serving import closed_loop
+
+    admitted = closed_loop.admission(dep, clients=users, engine_cap=run.max_batch)
+    capped = run.model_copy(update={"max_batch": admitted.running})
+    estimate = closed_loop.serving_estimate(
+        dep, input_tokens=tokens[0], output_tokens=tokens[1], concurrency=users, run=capped
+    )
+    return estimate, admitted
 
 
 def serve_results(
@@ -311,37 +386,15 @@ def serve_results(
     concurrency: int | None,
     slos: tuple[float | None, float | None, float | None],
     run: BenchRun,
-) -> tuple[SloResult | None, ServingEstimate]:
-    """SLO search (when any SLO is set; slos = tpot_s, ttft_s, min per-user tok/s) and the closed-loop
-    estimate at `concurrency`, else at the SLO's best batch, else at the memory limit; `run`: how the bench
-    runs."""
-    from planner import capacity
-    from planner.serving import closed_loop, performance
-
-    _, max_batch = capacity.memory_plan(dep)
-    running = min(concurrency, run.max_batch or concurrency) if concurrency is not None else None
-    if running is not None and running > max_batch.max_batch_size:
-        flag = "--concurrency" if running == concurrency else "--max-batch"
-        raise DoesNotFitError(
-            f"{flag}: memory holds at most {max_batch.max_batch_size} sequences of "
-            f"{prompt_tokens + output_tokens} tokens (got {running}); --max-batch N lets the rest queue"
-        )
+) -> tuple[SearchResult | None, ServingEstimate]:
+    """The SLO search (slos = tpot_s, ttft_s, min per-user tok/s; None when none is set) and the analytic
+    closed-loop estimate at its answer (or --concurrency, or the engine's cap): what `kvplan serve` prints,
+    for scripts (benchmarks/ttft_megagdn.py)."""
     tpot_s, ttft_s, min_user = slos
-    slo = None
-    if any(limit is not None for limit in slos):
-        slo = performance.search_slo(
-            dep,
-            tpot_s=tpot_s,
-            ttft_s=ttft_s,
-            min_user_tokens_per_s=min_user,
-            max_batch_by_memory=max_batch.max_batch_size,
-            prompt_tokens=prompt_tokens,
-        )
-    users = concurrency or (slo.batch if slo is not None and slo.feasible else max_batch.max_batch_size)
-    estimate = closed_loop.serving_estimate(
-        dep, input_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=users, run=run
-    )
-    return slo, estimate
+    slo = (ttft_s, tpot_ceiling(tpot_s, min_user))
+    tokens = (prompt_tokens, output_tokens)
+    found, users = serve_users(dep, tokens=tokens, concurrency=concurrency, slo=slo, run=run)
+    return found, serve_estimate(dep, tokens=tokens, users=users, run=run)[0]
 
 
 def register(app: typer.Typer) -> None:

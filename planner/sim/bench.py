@@ -48,6 +48,16 @@ def bench_requests(*, concurrency: int, running_batch: int, num_requests: int | 
     return min(max(running_batch * waves, concurrency), MAX_REQUESTS)
 
 
+def engine_cap(dep: Deployment, *, max_batch: int | None) -> int:
+    """The engine's running-sequence cap: --max-batch, else its default (vLLM max_num_seqs for the device;
+    MindIE maxBatchSize as `kvplan mindie` writes it, the plan's batch at ctx; config.default_max_batch)."""
+    if max_batch is not None:
+        return max_batch
+    from planner import capacity
+
+    return config.default_max_batch(dep, planned_batch=capacity.memory_plan(dep)[1].max_batch_size)
+
+
 def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
     """Scheduler knobs for the run: the running cap b; vLLM's max_num_batched_tokens is the deployment's
     max_prefill_tokens (what serve's --max-prefill-tokens sets), at least b (vLLM's own start-up check)."""
@@ -78,8 +88,9 @@ def simulate_bench(
     bench: BenchRun,
     slo: tuple[float | None, float | None] = (None, None),
 ) -> run.SimResult:
-    """Simulate the closed-loop benchmark: tokens = (I, O) per request, K = concurrency users."""
-    batch = min(concurrency, bench.max_batch or concurrency)
+    """Simulate the closed-loop benchmark: tokens = (I, O) per request, K = concurrency users, the engine
+    running at most engine_cap(dep, bench.max_batch) of them (the rest queue; KV blocks on demand)."""
+    batch = min(concurrency, engine_cap(dep, max_batch=bench.max_batch))
     count = bench_requests(concurrency=concurrency, running_batch=batch, num_requests=bench.num_requests)
     work = bench_workload(tokens=tokens, concurrency=concurrency, count=count, arrivals=bench.arrivals)
     cfg = run.default_config(dep, workload=work, **bench_knobs(dep, running_batch=batch))
