@@ -278,11 +278,6 @@ def serve_command(
         fraction = engine_memory_fraction(str(flags["engine"]), flags["memory_fraction"])  # type: ignore[arg-type]
         request = plan_request({**locals(), **flags}, ctx=str(prompt + output), memory_fraction=fraction)
         dep = inputs.to_deployment(request)
-        if dep.dp > 1:
-            raise PlanInputError(
-                f"--dp: serve models one attention-DP group (got --dp {dep.dp}, expected 1); "
-                "`kvplan simulate --dp` simulates the groups"
-            )
         run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
         tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
         slo = (ms_to_s(ttft_ms, "--ttft-ms"), tpot_s)
@@ -296,7 +291,7 @@ def serve_command(
         fail(exc)
     view = serve_view.ServeView(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
-        memory_fraction=dep.memory_fraction,
+        memory_fraction=dep.memory_fraction, dp=dep.dp,
     )  # fmt: skip
     if flags["as_json"]:
         print_json(serve_view.serve_payload(view))
@@ -330,10 +325,23 @@ def simulated(
     run: BenchRun,
     slo: tuple[float | None, float | None],
 ) -> SimSummary:
-    """The simulated closed loop of `users` users (planner/sim/bench.py)."""
+    """The simulated closed loop of one DP group's ceil(users / dp) users (planner/sim/bench.py): with the
+    benchmark's identical users the dp groups run identical loops, so one group stands for all."""
+    from planner import layout
     from planner.sim import bench
 
-    return bench.simulate_bench(dep, tokens=tokens, concurrency=users, bench=run, slo=slo).summary
+    group = layout.per_dp_rank_batch(users, dp=dep.dp)
+    share = group_run(run, dp=dep.dp)
+    return bench.simulate_bench(dep, tokens=tokens, concurrency=group, bench=share, slo=slo).summary
+
+
+def group_run(run: BenchRun, *, dp: int) -> BenchRun:
+    """One DP group's share of the run: ceil(--num-requests / dp) requests (as the serving fit)."""
+    from planner import layout
+
+    if run.num_requests is None or dp == 1:
+        return run
+    return run.model_copy(update={"num_requests": layout.per_dp_rank_batch(run.num_requests, dp=dp)})
 
 
 def serve_users(
@@ -353,10 +361,10 @@ def serve_users(
 
     if concurrency is not None:
         return None, concurrency
-    full = capacity.memory_plan(dep)[1].max_batch_size
+    full = capacity.memory_plan(dep)[1].max_batch_size  # the instance's: dp x one group's
     if all(limit is None for limit in slo):
         cap = bench.engine_cap(dep, max_batch=run.max_batch)
-        return None, max(1, min(full, cap, MAX_SERVE_CONCURRENCY))
+        return None, max(1, min(full, cap * dep.dp, MAX_SERVE_CONCURRENCY))
     found = sim_slo.max_users(
         lambda k: simulated(dep, tokens=tokens, users=k, run=run, slo=slo), slo=slo, top_guess=full
     )
@@ -366,14 +374,17 @@ def serve_users(
 def serve_estimate(
     dep: Deployment, *, tokens: tuple[int, int], users: int, run: BenchRun
 ) -> tuple[ServingEstimate, Admission]:
-    """The analytic closed loop of `users` users with the running batch the serving fit uses
-    (closed_loop.admission: min(K, --max-batch, what the pool holds at full length); the rest queue)."""
+    """The analytic closed loop of one DP group's ceil(users / dp) users with the running batch the serving
+    fit uses (closed_loop.admission: min(K, --max-batch, what the group's pool holds at full length); the rest
+    queue). The instance serves dp times its throughput (planner/fit/serving_rows.py)."""
+    from planner import layout
     from planner.serving import closed_loop
 
-    admitted = closed_loop.admission(dep, clients=users, engine_cap=run.max_batch)
-    capped = run.model_copy(update={"max_batch": admitted.running})
+    group = layout.per_dp_rank_batch(users, dp=dep.dp)
+    admitted = closed_loop.admission(dep, clients=group, engine_cap=run.max_batch)
+    capped = group_run(run, dp=dep.dp).model_copy(update={"max_batch": admitted.running})
     estimate = closed_loop.serving_estimate(
-        dep, input_tokens=tokens[0], output_tokens=tokens[1], concurrency=users, run=capped
+        dep, input_tokens=tokens[0], output_tokens=tokens[1], concurrency=group, run=capped
     )
     return estimate, admitted
 

@@ -32,6 +32,7 @@ class ServeView:
     band: SpeedBand
     engine: str
     memory_fraction: float
+    dp: int = 1
 
 
 def slo_lines(found: SearchResult | None, estimate: ServingEstimate) -> list[str]:
@@ -176,7 +177,20 @@ def serve_lines(view: ServeView) -> list[str]:
         *simulated_lines(view.sim, band),
         *estimate_lines(estimate, view.sim),
         *admission_lines(view),
+        *dp_lines(view),
         *(f"note: {n}" for n in band.notes),
+    ]
+
+
+def dp_lines(view: ServeView) -> list[str]:
+    """With dp > 1: the figures above are one DP group's (its share of the users); the instance's."""
+    if view.dp == 1:
+        return []
+    est, sim = view.estimate, view.sim
+    return [
+        f"note: dp={view.dp}: the figures above are one DP group's {est.concurrency} users (identical "
+        f"closed loops step together); instance output {units.fmt_tokens_per_s(view.dp * sim.throughput.output_tokens_per_s)} "
+        f"simulated, {units.fmt_tokens_per_s(view.dp * est.output_tokens_per_s)} analytic"
     ]
 
 
@@ -193,6 +207,8 @@ def serve_payload(view: ServeView) -> dict[str, Any]:
             "beyond_full_length": view.admitted.beyond_full_length,
         },
         "memory_fraction": view.memory_fraction,
+        "dp": view.dp,
+        "instance_output_tokens_per_s": view.dp * view.estimate.output_tokens_per_s,
         "ttft_prompt_tokens": estimate.input_tokens,
         "arrivals": estimate.run.arrivals,
         "speed_range": {

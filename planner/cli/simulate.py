@@ -262,7 +262,10 @@ def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[st
             f"expected <= {units.MAX_TOKENS})"
         )
     prefill = flags["max_prefill_tokens"] or max(longest, deployment.DEFAULT_MAX_PREFILL_TOKENS)
-    request = options.plan_request(flags, ctx=str(longest), batch=None, max_prefill_tokens=prefill)
+    fraction = options.engine_memory_fraction(flags["engine"], flags["memory_fraction"])
+    request = options.plan_request(
+        flags, ctx=str(longest), batch=None, max_prefill_tokens=prefill, memory_fraction=fraction
+    )
     return inputs.to_deployment(request), scheduler_knobs(flags)
 
 

@@ -50,12 +50,14 @@ def bench_requests(*, concurrency: int, running_batch: int, num_requests: int | 
 
 def engine_cap(dep: Deployment, *, max_batch: int | None) -> int:
     """The engine's running-sequence cap: --max-batch, else its default (vLLM max_num_seqs for the device;
-    MindIE maxBatchSize as `kvplan mindie` writes it, the plan's batch at ctx; config.default_max_batch)."""
+    MindIE maxBatchSize as `kvplan mindie` writes it, the plan's batch at ctx, per DP group;
+    config.default_max_batch)."""
     if max_batch is not None:
         return max_batch
     from planner import capacity
 
-    return config.default_max_batch(dep, planned_batch=capacity.memory_plan(dep)[1].max_batch_size)
+    planned = capacity.memory_plan(dep)[1].max_batch_size // dep.dp  # one DP group's share
+    return config.default_max_batch(dep, planned_batch=max(1, planned))
 
 
 def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
