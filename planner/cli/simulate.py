@@ -158,9 +158,21 @@ def summary_lines(result: SimResult, *, label: str, band: SpeedBand) -> list[str
         f"{s.preemptions} preemptions"
     )
     lines.append(range_line(s, band))
+    lines.append(verdict_line(s))
     if s.goodput_requests_per_s is not None:
         lines.append(f"  goodput {s.goodput_requests_per_s:.3g} requests/s meeting the SLOs")
     return lines + [f"note: {note}" for note in band.notes]
+
+
+def verdict_line(s: SimSummary) -> str:
+    """'verdict: overloaded ...' when the queue grows without bound (metrics.overload), else 'stable'."""
+    if s.overloaded:
+        return (
+            f"  verdict: OVERLOADED: the queue grows without bound ({s.backlog_at_last_arrival} of {s.requests} "
+            "requests still in the system at the last arrival, TTFT growing with arrival time); the tails "
+            "above grow with --requests: lower --rate or add capacity"
+        )
+    return f"  verdict: stable ({s.backlog_at_last_arrival} requests in the system at the last arrival)"
 
 
 @options.with_options(options.speed_options, options.load_options, options.layout_options)
@@ -226,6 +238,11 @@ def simulate_command(
         )
     elif search is not None:
         simsearch.print_search(found, band)
+    if search is not None:
+        try:
+            simsearch.require_met(found)
+        except KvplanError as exc:
+            options.fail(exc)
     elif flags["as_json"]:
         options.print_json(
             {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}

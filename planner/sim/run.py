@@ -56,6 +56,8 @@ class SimSummary(Frozen):
     prefill_tokens: int
     calibrated: bool
     assumptions: tuple[str, ...]
+    backlog_at_last_arrival: int = 0
+    overloaded: bool = False
 
 
 @dataclass(frozen=True)
@@ -220,6 +222,7 @@ def summary_of(
 ) -> SimSummary:
     """Summary statistics of finished records; slo = (ttft_s, tpot_s), either may be None."""
     with_slo = any(limit is not None for limit in slo)
+    backlog, overloaded = metrics.overload(records)
     return SimSummary(
         requests=records.finish_s.size,
         duration_s=metrics.duration_s(records),
@@ -239,6 +242,8 @@ def summary_of(
         prefill_tokens=stats.prefill_tokens,
         calibrated=calibrated,
         assumptions=ASSUMPTIONS,
+        backlog_at_last_arrival=backlog,
+        overloaded=overloaded,
     )
 
 
