@@ -141,8 +141,11 @@ def check_work(loops: int, cfg: SchedulerConfig, workload: Workload) -> int:
     return loops
 
 
-def run_engine(cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload) -> Engine:
-    """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users)."""
+def run_engine(
+    cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload, *, emits_first: bool = False
+) -> Engine:
+    """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users);
+    emits_first: a vLLM P:D decode instance, whose first step after admission gives the first token."""
     count = workload.requests
     if workload.arrival_s is None:
         users = min(workload.concurrency or 1, count)
@@ -153,6 +156,7 @@ def run_engine(cfg: SchedulerConfig, table: steptable.StepTable, workload: Workl
         cfg, table, requests=(workload.input_tokens.tolist(), workload.output_tokens.tolist(), arrivals)
     )
     eng.issued = users
+    eng.decoder_emits_first = emits_first
     loops = 0
     while eng.finished < count:
         loops = check_work(loops + 1, cfg, workload)
