@@ -31,12 +31,14 @@ def predicted_rows() -> list[dict[str, str]]:
 ROWS = predicted_rows()
 
 
+@pytest.mark.lab
 def test_every_predicted_row_has_a_command() -> None:
     assert len(ROWS) >= 100
     assert all(row["command"].startswith("kvplan serve ") and "#" not in row["command"] for row in ROWS)
 
 
 @pytest.mark.slow
+@pytest.mark.lab
 @pytest.mark.parametrize("row", ROWS, ids=[row["row"] for row in ROWS])
 def test_recorded_command_runs_and_gives_the_prediction(row: dict[str, str]) -> None:
     args = shlex.split(row["command"])[1:] + ["--json"]
