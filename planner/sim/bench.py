@@ -9,8 +9,9 @@ BenchRun maps onto the simulated engine as:
     max_batch     the engine's running-sequence cap (default: K, all users run)
     num_requests  requests in the run (default: whole waves of K, at least MIN_BENCH_REQUESTS)
     arrivals      "waves": all K start together with fixed lengths, so they stay in step;
-                  "staggered": output lengths uniform around O (mean O, seeded), so request ends spread
-                  out and new prompts arrive one at a time, as closed_loop.py's staggered mode assumes.
+                  "staggered" and "random": output lengths uniform around O (mean O, seeded), so request
+                  ends spread out and new prompts arrive apart, as closed_loop.py's staggered and random
+                  modes assume (the engine's scheduler decides how many share a prefill pass).
 Either way the engine's own scheduler (prefill batching, chunking) runs; waves are deterministic.
 """
 
@@ -71,9 +72,10 @@ def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
 
 def bench_workload(*, tokens: tuple[int, int], concurrency: int, count: int, arrivals: str) -> Workload:
     """K users' requests: I prompt tokens each; O output tokens each ("waves"), or uniform in
-    [O - floor(O/2), O + floor(O/2)] (mean O) drawn with seed 0 ("staggered": request ends spread out)."""
+    [O - floor(O/2), O + floor(O/2)] (mean O) drawn with seed 0 ("staggered", "random": request ends spread
+    out, as the seed's client loop without ignore_eos)."""
     prompt, output = tokens
-    spread = output // 2 if arrivals == "staggered" else 0
+    spread = output // 2 if arrivals in ("staggered", "random") else 0
     lengths = (
         wl.LengthDist("fixed", prompt, prompt),
         wl.LengthDist("uniform", output - spread, output + spread),
