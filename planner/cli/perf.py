@@ -325,13 +325,16 @@ def simulated(
     run: BenchRun,
     slo: tuple[float | None, float | None],
 ) -> SimSummary:
-    """The simulated closed loop of one DP group's ceil(users / dp) users (planner/sim/bench.py): with the
-    benchmark's identical users the dp groups run identical loops, so one group stands for all."""
+    """The simulated closed loop of one DP group's ceil(users / dp) users (planner/sim/bench.py) under the
+    engine's own cap (bench.engine_cap: --max-batch, else vLLM's max_num_seqs default or MindIE's planned
+    maxBatchSize): with the benchmark's identical users the dp groups run identical loops, so one group
+    stands for all."""
     from planner import layout
     from planner.sim import bench
 
     group = layout.per_dp_rank_batch(users, dp=dep.dp)
     share = group_run(run, dp=dep.dp)
+    share = share.model_copy(update={"max_batch": bench.engine_cap(dep, max_batch=run.max_batch)})
     return bench.simulate_bench(dep, tokens=tokens, concurrency=group, bench=share, slo=slo).summary
 
 

@@ -93,8 +93,9 @@ def simulate_bench(
     slo: tuple[float | None, float | None] = (None, None),
 ) -> run.SimResult:
     """Simulate the closed-loop benchmark: tokens = (I, O) per request, K = concurrency users, the engine
-    running at most engine_cap(dep, bench.max_batch) of them (the rest queue; KV blocks on demand)."""
-    batch = min(concurrency, engine_cap(dep, max_batch=bench.max_batch))
+    running at most bench.max_batch of them (None: all K; `kvplan serve` passes engine_cap), the rest queue,
+    KV blocks on demand."""
+    batch = min(concurrency, bench.max_batch or concurrency)
     count = bench_requests(concurrency=concurrency, running_batch=batch, num_requests=bench.num_requests)
     work = bench_workload(tokens=tokens, concurrency=concurrency, count=count, arrivals=bench.arrivals)
     cfg = run.default_config(dep, workload=work, **bench_knobs(dep, running_batch=batch))
