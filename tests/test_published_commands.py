@@ -41,7 +41,7 @@ def test_every_predicted_row_has_a_command() -> None:
 @pytest.mark.lab
 @pytest.mark.parametrize("row", ROWS, ids=[row["row"] for row in ROWS])
 def test_recorded_command_runs_and_gives_the_prediction(row: dict[str, str]) -> None:
-    args = shlex.split(row["command"])[1:] + ["--json"]
+    args = [*shlex.split(row["command"])[1:], "--json"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, (row["row"], result.output[-400:])
     payload = json.loads(result.stdout)

@@ -15,8 +15,8 @@ from planner.cli import app
 from planner.deployment import Deployment
 from planner.perf import roofline
 from planner.sim import pd, pdloop, run
-from planner.sim.workload import Workload
 from planner.sim import workload as wl
+from planner.sim.workload import Workload
 from tests.helpers import deployment_950pr
 
 

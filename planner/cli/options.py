@@ -131,17 +131,14 @@ def load_options(
 
 
 def engine_memory_fraction(engine: str, given: float | None) -> float:
-    """--memory-fraction when given, else the engine's own default: vLLM's gpu_memory_utilization
-    (planner/engines/vllm/pool.py, vllm/config/cache.py), MindIE's NPU_MEMORY_FRACTION (planner/deployment.py)."""
+    """--memory-fraction when given, else the engine's own default (registry.default_memory_fraction:
+    vLLM's gpu_memory_utilization, MindIE's NPU_MEMORY_FRACTION)."""
     if given is not None:
         return given
+    from planner.engines import registry
     from planner.kinds import parse_engine
 
-    if parse_engine(engine) == "vllm":
-        from planner.engines.vllm.pool import DEFAULT_GPU_MEMORY_UTILIZATION
-
-        return DEFAULT_GPU_MEMORY_UTILIZATION
-    return DEFAULT_MEMORY_FRACTION
+    return registry.default_memory_fraction(parse_engine(engine))
 
 
 Command = TypeVar("Command", bound=Callable[..., None])

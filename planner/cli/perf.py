@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 
     from planner.deployment import Deployment
     from planner.serving.closed_loop import Admission, BenchRun, ServingEstimate
+    from planner.serving.sweep import SweepResult
     from planner.sim.run import SimSummary
     from planner.sim.search import SearchResult
-    from planner.serving.sweep import SweepResult
 
 FORMATS = ("table", "csv", "json")
 CSV_COLUMNS = (
@@ -403,7 +403,7 @@ def serve_results(
 ) -> tuple[SearchResult | None, ServingEstimate]:
     """The SLO search (slos = tpot_s, ttft_s, min per-user tok/s; None when none is set) and the analytic
     closed-loop estimate at its answer (or --concurrency, or the engine's cap): what `kvplan serve` prints,
-    for scripts (benchmarks/ttft_megagdn.py)."""
+    for scripts (lab/accuracy/ttft_megagdn.py)."""
     tpot_s, ttft_s, min_user = slos
     slo = (ttft_s, tpot_ceiling(tpot_s, min_user))
     tokens = (prompt_tokens, output_tokens)

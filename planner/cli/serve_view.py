@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from planner import units
 
 if TYPE_CHECKING:
-    from planner.serving.closed_loop import Admission, ServingEstimate
     from planner.perf.ranges import SpeedBand
+    from planner.serving.closed_loop import Admission, ServingEstimate
     from planner.sim.run import SimSummary
     from planner.sim.search import SearchResult
 
@@ -65,11 +65,14 @@ def admission_lines(view: ServeView) -> list[str]:
     if admitted.clients > admitted.full_length_batch:
         rate = sim.preemptions / max(sim.requests, 1)
         full_tokens = view.estimate.input_tokens + view.estimate.output_tokens
-        if view.engine == "vllm":
+        from planner.engines import registry
+        from planner.kinds import parse_engine
+
+        if registry.admits_beyond_pool(parse_engine(view.engine)):
             sent = min(admitted.clients, sim.scheduler.max_batch)
             what = (
-                f"vLLM admits up to max_num_seqs {sim.scheduler.max_batch} ({sent} here), allocates KV blocks "
-                "as tokens arrive and preempts (recompute) when the pool runs out"
+                f"vLLM admits up to max_num_seqs {sim.scheduler.max_batch} ({sent} here), allocates KV "
+                "blocks as tokens arrive and preempts (recompute) when the pool runs out"
             )
         else:
             what = (
@@ -187,9 +190,10 @@ def dp_lines(view: ServeView) -> list[str]:
     if view.dp == 1:
         return []
     est, sim = view.estimate, view.sim
+    simulated = units.fmt_tokens_per_s(view.dp * sim.throughput.output_tokens_per_s)
     return [
         f"note: dp={view.dp}: the figures above are one DP group's {est.concurrency} users (identical "
-        f"closed loops step together); instance output {units.fmt_tokens_per_s(view.dp * sim.throughput.output_tokens_per_s)} "
+        f"closed loops step together); instance output {simulated} "
         f"simulated, {units.fmt_tokens_per_s(view.dp * est.output_tokens_per_s)} analytic"
     ]
 

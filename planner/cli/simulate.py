@@ -168,9 +168,9 @@ def verdict_line(s: SimSummary) -> str:
     """'verdict: overloaded ...' when the queue grows without bound (metrics.overload), else 'stable'."""
     if s.overloaded:
         return (
-            f"  verdict: OVERLOADED: the queue grows without bound ({s.backlog_at_last_arrival} of {s.requests} "
-            "requests still in the system at the last arrival, TTFT growing with arrival time); the tails "
-            "above grow with --requests: lower --rate or add capacity"
+            f"  verdict: OVERLOADED: the queue grows without bound ({s.backlog_at_last_arrival} of "
+            f"{s.requests} requests still in the system at the last arrival, TTFT growing with arrival "
+            "time); the tails above grow with --requests: lower --rate or add capacity"
         )
     return f"  verdict: stable ({s.backlog_at_last_arrival} requests in the system at the last arrival)"
 

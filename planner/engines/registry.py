@@ -26,6 +26,9 @@ class EngineRoom(Protocol):
     """What the planner asks an engine (module attributes and functions of its room)."""
 
     SCHEDULER: SchedulerKind
+    DEFAULT_MEMORY_FRACTION: float  # the engine's own memory setting when the user gives none
+    ADMITS_BEYOND_POOL: bool  # admits more sequences than the pool holds at full length, preempting later
+    PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
     STATE_PASSES: int
     FUSED_KERNELS: bool
     SUPPORTS_PIPELINE: bool
@@ -132,3 +135,21 @@ def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
     """What the engine's own start-up arithmetic logs for the plan, term by term (empty where kvplan does
     not model the engine's start-up lines)."""
     return room(dep.engine).startup_lines(dep, mem, rec)
+
+
+def default_memory_fraction(engine: EngineName) -> float:
+    """The engine's own memory setting when the user gives none (MindIE NPU_MEMORY_FRACTION, vLLM
+    gpu_memory_utilization)."""
+    return room(engine).DEFAULT_MEMORY_FRACTION
+
+
+def admits_beyond_pool(engine: EngineName) -> bool:
+    """True when the engine admits more sequences than its pool holds at full length (blocks allocated as
+    tokens arrive, recompute preemption when the pool runs out); False when it caps the running batch."""
+    return room(engine).ADMITS_BEYOND_POOL
+
+
+def decoder_streams_first_token(engine: EngineName) -> bool:
+    """True when, under P:D disaggregation, the user's first token comes from the decode instance (so TTFT
+    includes the KV pull, decode admission and one decode step)."""
+    return room(engine).PD_DECODER_STREAMS_FIRST_TOKEN

@@ -33,7 +33,8 @@ class ServiceLevels(Frozen):
 def apply_slo(
     dep: Deployment, rec: Recommendation, *, slo: ServiceLevels, prompt_tokens: int
 ) -> Recommendation:
-    """Largest batch <= the memory limit that meets every SLO; SloNotMetError (exit 3) when batch 1 misses one."""
+    """Largest batch <= the memory limit that meets every SLO; SloNotMetError (exit 3) when batch 1 misses
+    one."""
     limit = dep.batch or rec.max_batch_size
     result = performance.search_slo(
         dep,

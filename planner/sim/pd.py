@@ -1,13 +1,15 @@
 """Prefill/decode disaggregation: P prefill instances hand each request's KV to one of D decode instances.
 
 A request arrives at a prefill instance (round robin in arrival order), is prefilled there (the instance's
-own scheduler with prefill batches, outputs cut to one token), its KV cache moves over the link (`kv_transfer_s`), and it joins a decode instance (round robin in
-order of arrival there) that only decodes: admission needs its blocks and a batch slot, then it decodes as
-in the aggregated engine. TTFT: vLLM (decoder_emits_first) = prefill + KV pull + decode admission wait +
-one decode step, the user's first token coming from the decoder; MindIE: the end of the prefill [assumed].
+own scheduler with prefill batches, outputs cut to one token), its KV cache moves over the link
+(`kv_transfer_s`), and it joins a decode instance (round robin in order of arrival there) that only decodes:
+admission needs its blocks and a batch slot, then it decodes as in the aggregated engine. TTFT: vLLM
+(decoder_emits_first) = prefill + KV pull + decode admission wait + one decode step, the user's first token
+coming from the decoder; MindIE: the end of the prefill [assumed].
 The link is the card's interconnect unless --kv-link-gbps gives the RoCE bandwidth between nodes (P and D
 usually sit on different nodes). Not modelled: the seed's in-process prefill/decode separation on one card
-(its P95 TTFT 1.05 -> 0.63 s). MindIE's supportSelectBatch and templateType have no effect under PD (facts 1.2).
+(its P95 TTFT 1.05 -> 0.63 s). MindIE's supportSelectBatch and templateType have no effect under PD
+(facts 1.2).
 Transfers do not contend with each other.
 `simulate_pd` runs the two sides one after the other: open loop and no back-pressure (a prefill instance
 never waits for decode blocks to free; its KV leaves at once). `kvplan simulate --pd` runs
@@ -23,6 +25,7 @@ import numpy as np
 
 from planner import capacity, memory, units
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import roofline
 from planner.sim import metrics, run
@@ -58,7 +61,7 @@ def decoder_emits_first(spec: PdSpec) -> bool:
     send_request_to_service, _handle_completions' generate_stream). So TTFT = prefill + KV pull + decode
     admission + one decode step, and the decoder generates all O tokens. MindIE: its PD first token's source
     is not checked here; TTFT keeps ending at the prefill [assumed]."""
-    return spec.decode.engine == "vllm"
+    return registry.decoder_streams_first_token(spec.decode.engine)
 
 
 def parse_pd(text: str) -> tuple[int, int]:
@@ -130,7 +133,7 @@ def run_side(
             continue
         output = work.output_tokens if cfg.scheduler == "decode" else np.ones_like(work.output_tokens)
         part = subset(work, index, arrival_s=arrival_s, output=output)
-        emits = cfg.scheduler == "decode" and dep.engine == "vllm"
+        emits = cfg.scheduler == "decode" and registry.decoder_streams_first_token(dep.engine)
         eng = run.run_engine(cfg, table, part, emits_first=emits)
         runs.append((index[np.argsort(arrival_s[index], kind="stable")], eng))
     return runs, cfg
