@@ -163,11 +163,11 @@ def _child(args: list[str], cwd: Path, env: dict[str, str], out_fd: int, err_fd:
         os._exit(code)
 
 
-def _run_forked(args: list[str], cwd: Path, timeout_s: float) -> Run:
+def _run_forked(args: list[str], cwd: Path, timeout_s: float, env: dict[str, str]) -> Run:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
         if pid == 0:
-            _child(args, cwd, kvplan_env(), out.fileno(), err.fileno())
+            _child(args, cwd, env, out.fileno(), err.fileno())
         deadline = time.monotonic() + timeout_s
         delay = 0.002
         while True:
@@ -189,12 +189,20 @@ def _run_forked(args: list[str], cwd: Path, timeout_s: float) -> Run:
     return Run(tuple(args), code, stdout, stderr)
 
 
-def run_kvplan(args: list[str], *, cwd: Path, timeout_s: float = TIMEOUT_S, forked: bool = FORKED) -> Run:
+def run_kvplan(
+    args: list[str],
+    *,
+    cwd: Path,
+    timeout_s: float = TIMEOUT_S,
+    forked: bool = FORKED,
+    env: dict[str, str] | None = None,
+) -> Run:
     """Run kvplan with `args` in `cwd`; a run past `timeout_s` is killed and reported as returncode None.
-    forked: a child forked from this process (default) or, False, the installed script started afresh."""
+    forked: a child forked from this process (default) or, False, the installed script started afresh.
+    env: the whole environment (default: this one with a 100-column, colourless terminal)."""
+    env = kvplan_env() if env is None else env
     if forked:
-        return _run_forked(args, cwd, timeout_s)
-    env = kvplan_env()
+        return _run_forked(args, cwd, timeout_s, env)
     try:
         done = subprocess.run(
             [*kvplan_command(), *args],
