@@ -5,18 +5,31 @@
 - `python3 -m pytest -m lab`: the lab checks alone (tests that read the published corpora, reference data or
   lab scripts). They run in the default suite; a `lab` test is also `slow`, so the fast tier leaves them out.
 
-Besides the `slow` marks written on tests, two rules are applied here, at collection:
-- tests/test_hostile_cases.py: each test function keeps its first case in the fast tier; its other cases
-  (the same root cause on more inputs) are `slow`. Every root cause still runs in the fast tier.
-- tests/test_fuzz_cli.py: every test is `slow` (hypothesis runs of every command, each example a process).
+Besides the `slow` marks written on tests, these rules are applied here, at collection (each measured over
+2 s per test, or over 2 s per file of sub-second processes, on the 2-core machine):
+- FIRST_CASE_ONLY: a parametrized test keeps its first case in the fast tier and its other cases (the same
+  check on more inputs, each in a process of its own) are `slow`: every hostile root cause and the import
+  rule of one core module still run in the fast tier.
+- SLOW_FILES: whole files that run torch on the CPU (`kvplan calibrate`'s code path over tests/fake_npu,
+  gloo and HCCL doubles) or hypothesis runs of every command, each example a process.
 """
 
 from __future__ import annotations
 
 import pytest
 
-HOSTILE = "test_hostile_cases.py"
-FUZZ = "test_fuzz_cli.py"
+FIRST_CASE_ONLY = {
+    "test_hostile_cases.py": None,  # every test function of the file
+    "test_layering.py": {"test_core_module_imports_only_allowed"},
+}
+SLOW_FILES = {
+    "test_fuzz_cli.py",
+    "test_calibration_device.py",
+    "test_calibration_moe_link.py",
+    "test_calibration_profile.py",
+    "test_npu_calibrate.py",
+    "test_npu_check_allreduce.py",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -24,9 +37,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         file = item.path.name
         function = getattr(item, "originalname", item.name)
-        if item.get_closest_marker("lab") is not None or file == FUZZ:
+        if item.get_closest_marker("lab") is not None or file in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
-        elif file == HOSTILE:
+        elif file in FIRST_CASE_ONLY:
+            functions = FIRST_CASE_ONLY[file]
+            if functions is not None and function not in functions:
+                continue
             if (file, function) in seen:
                 item.add_marker(pytest.mark.slow)
             seen.add((file, function))
