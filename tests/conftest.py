@@ -10,6 +10,9 @@ Besides the `slow` marks written on tests, these rules are applied here, at coll
 - FIRST_CASE_ONLY: a parametrized test keeps its first case in the fast tier and its other cases (the same
   check on more inputs, each in a process of its own) are `slow`: every hostile root cause and the import
   rule of one core module still run in the fast tier.
+- APP_FAST: of the tests of tests/test_app.py that render the whole page through Streamlit's AppTest (the
+  `app` fixture, ~1 s of CPU each), the default render and one error render stay in the fast tier; the
+  other widget interactions are `slow`.
 - SLOW_FILES: whole files that run torch on the CPU (`kvplan calibrate`'s code path over tests/fake_npu,
   gloo and HCCL doubles) or hypothesis runs of every command, each example a process.
 """
@@ -21,6 +24,10 @@ import pytest
 FIRST_CASE_ONLY = {
     "test_hostile_cases.py": None,  # every test function of the file
     "test_layering.py": {"test_core_module_imports_only_allowed"},
+}
+APP_FAST = {
+    "test_default_render_has_no_exception",
+    "test_model_that_does_not_fit_shows_an_error_not_a_traceback",
 }
 SLOW_FILES = {
     "test_fuzz_cli.py",
@@ -37,7 +44,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         file = item.path.name
         function = getattr(item, "originalname", item.name)
-        if item.get_closest_marker("lab") is not None or file in SLOW_FILES:
+        renders_page = file == "test_app.py" and "app" in getattr(item, "fixturenames", ())
+        if (
+            item.get_closest_marker("lab") is not None
+            or file in SLOW_FILES
+            or (renders_page and function not in APP_FAST)
+        ):
             item.add_marker(pytest.mark.slow)
         elif file in FIRST_CASE_ONLY:
             functions = FIRST_CASE_ONLY[file]
