@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dashboard import view
-from planner import capacity, catalog, deployment, vllm_memory
+from planner import capacity, catalog, deployment
 from planner.cli import app
+from planner.engines import registry
+from planner.engines.vllm import pool as vllm_pool
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest
 from planner.kinds import ENGINES
@@ -109,20 +111,21 @@ def plan_batch(engine: str) -> int:
 
 
 def one_less_batch(monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
-    """Make the engine's one batch rule answer one less: capacity.max_batch_size (the batch cap every
-    command reads), and for vLLM vllm_memory.deployment_pool, whose floor(max_concurrency) is both the
-    plan's batch (capacity.vllm_max_batch_size) and `kvplan vllm`'s --max-num-seqs."""
+    """Make the engine's one batch rule answer one less: registry.max_batch_grid (the one "how many
+    sequences fit" implementation; capacity.max_batch_size reads one cell), and for vLLM
+    engines/vllm/pool.deployment_pool, whose floor(max_concurrency) is both the plan's batch
+    (engines/vllm/batch.py) and `kvplan vllm`'s --max-num-seqs (engines/vllm/args.py)."""
     if engine == "vllm":
-        pool_of = vllm_memory.deployment_pool
+        pool_of = vllm_pool.deployment_pool
 
-        def smaller_pool(*args, **kwargs) -> vllm_memory.VllmPool:
-            pool = pool_of(*args, **kwargs)
-            return pool.model_copy(update={"max_concurrency": pool.max_concurrency - 1})
+        def smaller_pool(*args, **kwargs) -> vllm_pool.VllmPool:
+            built = pool_of(*args, **kwargs)
+            return built.model_copy(update={"max_concurrency": built.max_concurrency - 1})
 
-        monkeypatch.setattr(vllm_memory, "deployment_pool", smaller_pool)
+        monkeypatch.setattr(vllm_pool, "deployment_pool", smaller_pool)
         return
-    batch_of = capacity.max_batch_size
-    monkeypatch.setattr(capacity, "max_batch_size", lambda *args, **kwargs: batch_of(*args, **kwargs) - 1)
+    grid_of = registry.max_batch_grid
+    monkeypatch.setattr(registry, "max_batch_grid", lambda *args, **kwargs: grid_of(*args, **kwargs) - 1)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -15,8 +15,6 @@ import pytest
 from planner import catalog, inputs
 from planner.kinds import ENGINES
 
-pytestmark = pytest.mark.lab  # reads the lab's data or scripts (tests/conftest.py: lab implies slow)
-
 COLUMNS = [
     "model", "card", "dtype", "tp", "engine", "prompt_tokens", "ttft_s",
     "source_repo", "source_path", "source_commit", "notes",
