@@ -35,6 +35,7 @@ def test_mission_builds_no_sub_command(
     assert built == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [MISSION, ["--help"], ["models", "--help"], ["mindei"], ["--json", "cardz"], ["cards", "--json"]],

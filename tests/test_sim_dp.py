@@ -63,11 +63,22 @@ def test_cli_layout_flags() -> None:
     assert text.exit_code == 0 and "tp=4 ep=4" in text.output
 
 
+def test_serve_dp_is_one_group_times_dp() -> None:
+    """serve --dp D (issue 23): one DP group's ceil(K / D) users, the instance D times its output, as the
+    serving fit (fit_serving.replica_run) predicts a dp row."""
+    base = ["serve", "-m", "qwen3-30b-a3b", "--card", "ascend-910c", "--tp", "2", "--json"]
+    base += ["--input-tokens", "512", "--output-tokens", "64", "--num-requests", "64"]
+    two = json.loads(runner.invoke(app, [*base, "--dp", "2", "--concurrency", "8"]).output)
+    one = json.loads(runner.invoke(app, [*base, "--dp", "2", "--concurrency", "7"]).output)
+    assert two["estimate"]["concurrency"] == 4 and one["estimate"]["concurrency"] == 4  # ceil(K / 2)
+    assert two["instance_output_tokens_per_s"] == pytest.approx(2 * two["estimate"]["output_tokens_per_s"])
+    assert two["dp"] == 2
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
         ([*SIM, "--tp", "2", "--dp", "2", "--rate", "2", "--pd", "1:1"], "--dp/--pd"),
-        (["serve", "-m", "qwen3-30b-a3b", "--card", "ascend-910c", "--tp", "2", "--dp", "2"], "--dp"),
         ([*SIM, "--dp", "0", "--rate", "2"], "--dp"),
     ],
 )

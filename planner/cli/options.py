@@ -70,6 +70,14 @@ BlockOpt = Annotated[int, typer.Option(help="KV block size in tokens (MindIE cac
 FractionOpt = Annotated[
     float, typer.Option(*FRACTION_FLAGS, help="NPU_MEMORY_FRACTION: share of memory usable.")
 ]
+EngineFractionOpt = Annotated[
+    float | None,
+    typer.Option(
+        *FRACTION_FLAGS,
+        help="Share of device memory the engine may use (default: the engine's, MindIE NPU_MEMORY_FRACTION "
+        "0.8, vLLM --gpu-memory-utilization 0.92).",
+    ),
+]
 MemoryOpt = Annotated[float | None, typer.Option(help="Override the card's memory capacity (GiB).")]
 BandwidthOpt = Annotated[float | None, typer.Option(help="Override memory bandwidth (GB/s).")]
 MtpOpt = Annotated[int, typer.Option(help="MTP speculative draft tokens per step (0: off).")]
@@ -94,6 +102,17 @@ PpOpt = Annotated[int, typer.Option(help="Pipeline-parallel stages.")]
 NodesOpt = Annotated[int | None, typer.Option(help="Nodes of the instance (default: as the layout needs).")]
 NodeSizeOpt = Annotated[int | None, typer.Option(help="Devices per node (default: the card profile's).")]
 RedundantOpt = Annotated[int, typer.Option(help="Redundant expert copies for EPLB load balancing.")]
+
+
+def engine_memory_fraction(engine: str, given: float | None) -> float:
+    """--memory-fraction when given, else the engine's own default (registry.default_memory_fraction:
+    vLLM's gpu_memory_utilization, MindIE's NPU_MEMORY_FRACTION)."""
+    if given is not None:
+        return given
+    from planner.engines import registry
+    from planner.kinds import parse_engine
+
+    return registry.default_memory_fraction(parse_engine(engine))
 
 
 def fail(exc: KvplanError) -> NoReturn:

@@ -28,6 +28,7 @@ from planner.cli.options import (
     AcceptanceOpt,
     CardOpt,
     DpOpt,
+    EngineFractionOpt,
     EngineOpt,
     EpOpt,
     FlagCommand,
@@ -42,20 +43,22 @@ from planner.cli.options import (
     RedundantOpt,
     TpOpt,
     UncalibratedOpt,
+    engine_memory_fraction,
     fail,
     ms_to_s,
     positive,
     print_json,
 )
-from planner.errors import DoesNotFitError, KvplanError, PlanInputError
+from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from planner.deployment import Deployment
-    from planner.serving.closed_loop import BenchRun, ServingEstimate
-    from planner.serving.performance import SloResult
+    from planner.serving.closed_loop import Admission, BenchRun, ServingEstimate
     from planner.serving.sweep import SweepResult
+    from planner.sim.run import SimSummary
+    from planner.sim.search import SearchResult
 
 FORMATS = ("table", "csv", "json")
 CSV_COLUMNS = (
@@ -321,6 +324,7 @@ def serve_command(
     uncalibrated: UncalibratedOpt = False,
     engine: EngineOpt = DEFAULT_ENGINE,
     as_json: JsonOpt = False,
+    memory_fraction: EngineFractionOpt = None,
     dp: DpOpt = 1,
     ep: EpOpt = 1,
     pp: PpOpt = 1,
@@ -329,12 +333,12 @@ def serve_command(
     redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
-    --concurrency 32`."""
+    --concurrency 32`. With an SLO and no --concurrency: the most users whose simulated P99 TTFT / TPOT meet
+    it (planner/sim/slo.py; none: exit 3)."""
     from planner import inputs
     from planner.cli import serve_view
     from planner.perf import ranges
     from planner.serving.closed_loop import ARRIVALS, BenchRun
-    from planner.sim import bench
 
     try:
         prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
@@ -342,44 +346,131 @@ def serve_command(
         inputs.parse_ctx(str(prompt + output), flag="--input-tokens + --output-tokens")
         if arrivals not in ARRIVALS:
             raise PlanInputError(f"--arrivals: unknown mode (got {arrivals!r}, expected waves or staggered)")
+        if concurrency is not None and concurrency > MAX_SERVE_CONCURRENCY:
+            raise PlanInputError(
+                f"--concurrency: too many users to simulate (got {concurrency}, expected <= "
+                f"{MAX_SERVE_CONCURRENCY})"
+            )
         request = inputs.PlanRequest(
             model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=str(prompt + output),
             memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp,
             mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated, engine=engine, dp=dp, ep=ep, pp=pp,
             nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+            memory_fraction=engine_memory_fraction(engine, memory_fraction),
         )  # fmt: skip
         dep = inputs.to_deployment(request)
-        if dep.dp > 1:
-            raise PlanInputError(
-                f"--dp: serve models one attention-DP group (got --dp {dep.dp}, expected 1); "
-                "`kvplan simulate --dp` simulates the groups"
-            )
-        slo, estimate = serve_results(
-            dep,
-            prompt_tokens=prompt,
-            output_tokens=output,
-            concurrency=concurrency,
-            slos=(
-                ms_to_s(tpot_ms, "--tpot-ms"),
-                ms_to_s(ttft_ms, "--ttft-ms"),
-                positive(min_user_tps, "--min-user-tps"),
-            ),
-            run=BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals),
-        )
+        run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
+        tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
+        slo = (ms_to_s(ttft_ms, "--ttft-ms"), tpot_s)
+        found, users = serve_users(dep, tokens=(prompt, output), concurrency=concurrency, slo=slo, run=run)
+        estimate, admitted = serve_estimate(dep, tokens=(prompt, output), users=users, run=run)
         band = ranges.speed_band(
             dep, batch=estimate.running_batch, ctx_tokens=estimate.input_tokens + estimate.output_tokens
         )
-        sim = bench.simulate_bench(
-            dep, tokens=(prompt, output), concurrency=estimate.concurrency, bench=estimate.run,
-            slo=(ms_to_s(ttft_ms, "--ttft-ms"), ms_to_s(tpot_ms, "--tpot-ms")),
-        ).summary  # fmt: skip
+        sim = simulated(dep, tokens=(prompt, output), users=users, run=run, slo=slo)
     except KvplanError as exc:
         fail(exc)
+    view = serve_view.ServeView(
+        found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
+        memory_fraction=dep.memory_fraction, dp=dep.dp,
+    )  # fmt: skip
     if as_json:
-        print_json(serve_view.serve_payload(slo, estimate, sim, band))
-        return
-    for line in serve_view.serve_lines(slo, estimate, sim, band):
-        typer.echo(line)
+        print_json(serve_view.serve_payload(view))
+    else:
+        for line in serve_view.serve_lines(view):
+            typer.echo(line)
+    if found is not None:
+        from planner.sim import slo as sim_slo
+
+        try:
+            sim_slo.require_met(found, what="number of users")
+        except KvplanError as exc:
+            fail(exc)
+
+
+MAX_SERVE_CONCURRENCY = 100_000  # as `kvplan simulate --concurrency`
+
+
+def tpot_ceiling(tpot_s: float | None, min_user_tokens_per_s: float | None) -> float | None:
+    """planner.sim.slo.tpot_ceiling_s (deferred import)."""
+    from planner.sim import slo as sim_slo
+
+    return sim_slo.tpot_ceiling_s(tpot_s, min_user_tokens_per_s)
+
+
+def simulated(
+    dep: Deployment,
+    *,
+    tokens: tuple[int, int],
+    users: int,
+    run: BenchRun,
+    slo: tuple[float | None, float | None],
+) -> SimSummary:
+    """The simulated closed loop of one DP group's ceil(users / dp) users (planner/sim/bench.py) under the
+    engine's own cap (bench.engine_cap: --max-batch, else vLLM's max_num_seqs default or MindIE's planned
+    maxBatchSize): with the benchmark's identical users the dp groups run identical loops, so one group
+    stands for all."""
+    from planner import layout
+    from planner.sim import bench
+
+    group = layout.per_dp_rank_batch(users, dp=dep.dp)
+    share = group_run(run, dp=dep.dp)
+    share = share.model_copy(update={"max_batch": bench.engine_cap(dep, max_batch=run.max_batch)})
+    return bench.simulate_bench(dep, tokens=tokens, concurrency=group, bench=share, slo=slo).summary
+
+
+def group_run(run: BenchRun, *, dp: int) -> BenchRun:
+    """One DP group's share of the run: ceil(--num-requests / dp) requests (as the serving fit)."""
+    from planner import layout
+
+    if run.num_requests is None or dp == 1:
+        return run
+    return run.model_copy(update={"num_requests": layout.per_dp_rank_batch(run.num_requests, dp=dp)})
+
+
+def serve_users(
+    dep: Deployment,
+    *,
+    tokens: tuple[int, int],
+    concurrency: int | None,
+    slo: tuple[float | None, float | None],
+    run: BenchRun,
+) -> tuple[SearchResult | None, int]:
+    """(the SLO search or None, the users to report): --concurrency when given; else with an SLO the most
+    users meeting it (1 when none does: the search says so and the command exits 3); else the engine's cap
+    (what memory holds at full length for MindIE, max_num_seqs for vLLM), at most MAX_SERVE_CONCURRENCY."""
+    from planner import capacity
+    from planner.sim import bench
+    from planner.sim import slo as sim_slo
+
+    if concurrency is not None:
+        return None, concurrency
+    full = capacity.memory_plan(dep)[1].max_batch_size  # the instance's: dp x one group's
+    if all(limit is None for limit in slo):
+        cap = bench.engine_cap(dep, max_batch=run.max_batch)
+        return None, max(1, min(full, cap * dep.dp, MAX_SERVE_CONCURRENCY))
+    found = sim_slo.max_users(
+        lambda k: simulated(dep, tokens=tokens, users=k, run=run, slo=slo), slo=slo, top_guess=full
+    )
+    return found, int(found.best) if found.best is not None else 1
+
+
+def serve_estimate(
+    dep: Deployment, *, tokens: tuple[int, int], users: int, run: BenchRun
+) -> tuple[ServingEstimate, Admission]:
+    """The analytic closed loop of one DP group's ceil(users / dp) users with the running batch the serving
+    fit uses (closed_loop.admission: min(K, --max-batch, what the group's pool holds at full length); the rest
+    queue). The instance serves dp times its throughput (planner/fit/serving_rows.py)."""
+    from planner import layout
+    from planner.serving import closed_loop
+
+    group = layout.per_dp_rank_batch(users, dp=dep.dp)
+    admitted = closed_loop.admission(dep, clients=group, engine_cap=run.max_batch)
+    capped = group_run(run, dp=dep.dp).model_copy(update={"max_batch": admitted.running})
+    estimate = closed_loop.serving_estimate(
+        dep, input_tokens=tokens[0], output_tokens=tokens[1], concurrency=group, run=capped
+    )
+    return estimate, admitted
 
 
 def serve_results(
@@ -390,37 +481,15 @@ def serve_results(
     concurrency: int | None,
     slos: tuple[float | None, float | None, float | None],
     run: BenchRun,
-) -> tuple[SloResult | None, ServingEstimate]:
-    """SLO search (when any SLO is set; slos = tpot_s, ttft_s, min per-user tok/s) and the closed-loop
-    estimate at `concurrency`, else at the SLO's best batch, else at the memory limit; `run`: how the bench
-    runs."""
-    from planner import capacity
-    from planner.serving import closed_loop, performance
-
-    _, max_batch = capacity.memory_plan(dep)
-    running = min(concurrency, run.max_batch or concurrency) if concurrency is not None else None
-    if running is not None and running > max_batch.max_batch_size:
-        flag = "--concurrency" if running == concurrency else "--max-batch"
-        raise DoesNotFitError(
-            f"{flag}: memory holds at most {max_batch.max_batch_size} sequences of "
-            f"{prompt_tokens + output_tokens} tokens (got {running}); --max-batch N lets the rest queue"
-        )
+) -> tuple[SearchResult | None, ServingEstimate]:
+    """The SLO search (slos = tpot_s, ttft_s, min per-user tok/s; None when none is set) and the analytic
+    closed-loop estimate at its answer (or --concurrency, or the engine's cap): what `kvplan serve` prints,
+    for scripts (lab/accuracy/ttft_megagdn.py)."""
     tpot_s, ttft_s, min_user = slos
-    slo = None
-    if any(limit is not None for limit in slos):
-        slo = performance.search_slo(
-            dep,
-            tpot_s=tpot_s,
-            ttft_s=ttft_s,
-            min_user_tokens_per_s=min_user,
-            max_batch_by_memory=max_batch.max_batch_size,
-            prompt_tokens=prompt_tokens,
-        )
-    users = concurrency or (slo.batch if slo is not None and slo.feasible else max_batch.max_batch_size)
-    estimate = closed_loop.serving_estimate(
-        dep, input_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=users, run=run
-    )
-    return slo, estimate
+    slo = (ttft_s, tpot_ceiling(tpot_s, min_user))
+    tokens = (prompt_tokens, output_tokens)
+    found, users = serve_users(dep, tokens=tokens, concurrency=concurrency, slo=slo, run=run)
+    return found, serve_estimate(dep, tokens=tokens, users=users, run=run)[0]
 
 
 def register(app: typer.Typer) -> None:

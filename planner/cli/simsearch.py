@@ -103,6 +103,24 @@ def run_search(
     return search.search(run_at, kind=checked[0], slo=slo, quantile=checked[1], span=(load, low, float(top)))
 
 
+def require_met(found: SearchResult | PdSearchResult) -> None:
+    """SloNotMetError (exit 3, as plan, serve and layout) when a max-rate / max-concurrency / pd search
+    found nothing meeting the SLOs; a knee always has an answer."""
+    from planner.errors import SloNotMetError
+    from planner.sim import slo as sim_slo
+    from planner.sim.search import PdSearchResult
+
+    if isinstance(found, PdSearchResult):
+        if found.best is None:
+            raise SloNotMetError(
+                f"SLO: no P:D split of up to 8 instances meets the SLOs at {found.quantile} (got "
+                f"{len(found.points)} splits simulated, expected one within the targets)"
+            )
+        return
+    if found.kind != "knee":
+        sim_slo.require_met(found, what="rate" if found.load == "rate" else "number of users")
+
+
 def print_pd_search(found: PdSearchResult) -> None:
     """Human table of a P:D search."""
     for p in found.points:

@@ -187,9 +187,21 @@ def summary_lines(result: SimResult, *, label: str, band: SpeedBand) -> list[str
         f"{s.preemptions} preemptions"
     )
     lines.append(range_line(s, band))
+    lines.append(verdict_line(s))
     if s.goodput_requests_per_s is not None:
         lines.append(f"  goodput {s.goodput_requests_per_s:.3g} requests/s meeting the SLOs")
     return lines + [f"note: {note}" for note in band.notes]
+
+
+def verdict_line(s: SimSummary) -> str:
+    """'verdict: overloaded ...' when the queue grows without bound (metrics.overload), else 'stable'."""
+    if s.overloaded:
+        return (
+            f"  verdict: OVERLOADED: the queue grows without bound ({s.backlog_at_last_arrival} of "
+            f"{s.requests} requests still in the system at the last arrival, TTFT growing with arrival "
+            "time); the tails above grow with --requests: lower --rate or add capacity"
+        )
+    return f"  verdict: stable ({s.backlog_at_last_arrival} requests in the system at the last arrival)"
 
 
 def simulate_command(
@@ -254,6 +266,7 @@ def simulate_command(
     uncalibrated: UncalibratedOpt = False,
     engine: EngineOpt = DEFAULT_ENGINE,
     as_json: JsonOpt = False,
+    memory_fraction: options.EngineFractionOpt = None,
     dp: DpOpt = 1,
     ep: EpOpt = 1,
     pp: PpOpt = 1,
@@ -267,6 +280,7 @@ def simulate_command(
             model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, memory_gib=memory_gib, mtp=mtp,
             mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated, engine=engine, dp=dp, ep=ep, pp=pp,
             nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+            memory_fraction=options.engine_memory_fraction(engine, memory_fraction),
         ),
         rate=rate, concurrency=concurrency, trace=trace, lengths=(input_tokens, output_tokens),
         requests=requests, seed=seed, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
@@ -298,6 +312,11 @@ def simulate_command(
         )
     elif search is not None:
         simsearch.print_search(found, band)
+    if search is not None:
+        try:
+            simsearch.require_met(found)
+        except KvplanError as exc:
+            options.fail(exc)
     elif as_json:
         options.print_json(
             {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}

@@ -29,6 +29,9 @@ class EngineRoom(Protocol):
     """What the planner asks an engine (module attributes and functions of its room)."""
 
     SCHEDULER: SchedulerKind
+    DEFAULT_MEMORY_FRACTION: float  # the engine's own memory setting when the user gives none
+    ADMITS_BEYOND_POOL: bool  # admits more sequences than the pool holds at full length, preempting later
+    PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
     STATE_PASSES: int
     FUSED_KERNELS: bool
     SUPPORTS_PIPELINE: bool
@@ -142,3 +145,21 @@ def config_words(plan: Plan, dep: Deployment) -> ConfigWords | None:
     """The plan in the engine's own config words and what `kvplan <engine>` needs to write them (None: kvplan
     writes no config for this engine)."""
     return room(dep.engine).config_words(plan, dep)
+
+
+def default_memory_fraction(engine: EngineName) -> float:
+    """The engine's own memory setting when the user gives none (MindIE NPU_MEMORY_FRACTION, vLLM
+    gpu_memory_utilization)."""
+    return room(engine).DEFAULT_MEMORY_FRACTION
+
+
+def admits_beyond_pool(engine: EngineName) -> bool:
+    """True when the engine admits more sequences than its pool holds at full length (blocks allocated as
+    tokens arrive, recompute preemption when the pool runs out); False when it caps the running batch."""
+    return room(engine).ADMITS_BEYOND_POOL
+
+
+def decoder_streams_first_token(engine: EngineName) -> bool:
+    """True when, under P:D disaggregation, the user's first token comes from the decode instance (so TTFT
+    includes the KV pull, decode admission and one decode step)."""
+    return room(engine).PD_DECODER_STREAMS_FIRST_TOKEN

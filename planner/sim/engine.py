@@ -36,6 +36,10 @@ class Engine:
         self.prompt, self.output, self.arrival = requests
         count = len(self.prompt)
         self.first = [math.nan] * count
+        # vLLM P:D decode instance: the proxy discards the prefill instance's token and streams the decoder's,
+        # so a request's first token is the end of its first decode step here (planner/sim/pd.py)
+        self.decoder_emits_first = False
+        self.first_pending: list[int] = []
         self.finish = [math.nan] * count
         self.preempted = [0] * count
         self.generated = [0] * count  # tokens generated before the current prefill (after preemption)
@@ -117,10 +121,13 @@ class Engine:
 
     def join_decode(self, request: int) -> None:
         """The request's prefill ended now: first token out; it decodes from the next step on."""
-        if math.isnan(self.first[request]):
+        emits = self.decoder_emits_first
+        if emits and math.isnan(self.first[request]):
+            self.first_pending.append(request)
+        elif math.isnan(self.first[request]):
             self.first[request] = self.t
         self.joined.append(request)
-        g0 = float(self.generated[request] + 1)
+        g0 = float(self.generated[request] + (0 if emits else 1))
         self.g0[request] = g0
         if g0 >= self.output[request]:
             self.complete(request)
@@ -199,6 +206,11 @@ class Engine:
 
     def advance(self, steps: int, seconds: float) -> None:
         """Let `seconds` pass, `steps` of them decode steps; then handle completions and block boundaries."""
+        if self.first_pending and steps:
+            first_s = self.t + seconds / steps  # the end of the span's first step
+            for request in self.first_pending:
+                self.first[request] = first_s
+            self.first_pending.clear()
         self.t += seconds
         self.step += steps
         if not steps:

@@ -1,10 +1,15 @@
 """Prefill/decode disaggregation: P prefill instances hand each request's KV to one of D decode instances.
 
 A request arrives at a prefill instance (round robin in arrival order), is prefilled there (the instance's
-own scheduler with prefill batches; its first token is produced at the end of its prefill, so TTFT ends
-there), its KV cache moves over the link (`kv_transfer_s`), and it joins a decode instance (round robin in
-order of arrival there) that only decodes: admission needs its blocks and a batch slot, then it decodes as
-in the aggregated engine. MindIE's supportSelectBatch and templateType have no effect under PD (facts 1.2).
+own scheduler with prefill batches, outputs cut to one token), its KV cache moves over the link
+(`kv_transfer_s`), and it joins a decode instance (round robin in order of arrival there) that only decodes:
+admission needs its blocks and a batch slot, then it decodes as in the aggregated engine. TTFT: vLLM
+(decoder_emits_first) = prefill + KV pull + decode admission wait + one decode step, the user's first token
+coming from the decoder; MindIE: the end of the prefill [assumed].
+The link is the card's interconnect unless --kv-link-gbps gives the RoCE bandwidth between nodes (P and D
+usually sit on different nodes). Not modelled: the seed's in-process prefill/decode separation on one card
+(its P95 TTFT 1.05 -> 0.63 s). MindIE's supportSelectBatch and templateType have no effect under PD
+(facts 1.2).
 Transfers do not contend with each other.
 `simulate_pd` runs the two sides one after the other: open loop and no back-pressure (a prefill instance
 never waits for decode blocks to free; its KV leaves at once). `kvplan simulate --pd` runs
@@ -20,6 +25,7 @@ import numpy as np
 
 from planner import capacity, memory, units
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import roofline
 from planner.sim import metrics, run
@@ -46,6 +52,16 @@ class PdSpec:
     def devices(self) -> int:
         """Cards in the fleet: P * tp_prefill + D * tp_decode."""
         return self.prefill_instances * self.prefill.tp + self.decode_instances * self.decode.tp
+
+
+def decoder_emits_first(spec: PdSpec) -> bool:
+    """True for vLLM: vllm-ascend's P:D proxy sends the prefill instance a copy of the request with
+    max_tokens 1 and stream off, keeps only its kv_transfer_params, and streams the user's tokens from the
+    decode instance (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py @93dbfa65:
+    send_request_to_service, _handle_completions' generate_stream). So TTFT = prefill + KV pull + decode
+    admission + one decode step, and the decoder generates all O tokens. MindIE: its PD first token's source
+    is not checked here; TTFT keeps ending at the prefill [assumed]."""
+    return registry.decoder_streams_first_token(spec.decode.engine)
 
 
 def parse_pd(text: str) -> tuple[int, int]:
@@ -117,7 +133,9 @@ def run_side(
             continue
         output = work.output_tokens if cfg.scheduler == "decode" else np.ones_like(work.output_tokens)
         part = subset(work, index, arrival_s=arrival_s, output=output)
-        runs.append((index[np.argsort(arrival_s[index], kind="stable")], run.run_engine(cfg, table, part)))
+        emits = cfg.scheduler == "decode" and registry.decoder_streams_first_token(dep.engine)
+        eng = run.run_engine(cfg, table, part, emits_first=emits)
+        runs.append((index[np.argsort(arrival_s[index], kind="stable")], eng))
     return runs, cfg
 
 
@@ -141,8 +159,8 @@ def simulate_pd(
     prefill, _ = run_side(
         spec.prefill, work, instances=spec.prefill_instances, arrival_s=work.arrival_s, knobs=knobs
     )
-    first = gather(prefill, count, "finish")
-    ready = first + kv_transfer_s(spec, prompt_tokens=work.input_tokens)
+    prefilled = gather(prefill, count, "finish")
+    ready = prefilled + kv_transfer_s(spec, prompt_tokens=work.input_tokens)
     decode_knobs = {**knobs, "scheduler": "decode"}
     decode, cfg = run_side(
         spec.decode, work, instances=spec.decode_instances, arrival_s=ready, knobs=decode_knobs
@@ -151,7 +169,7 @@ def simulate_pd(
         arrival_s=work.arrival_s,
         input_tokens=work.input_tokens,
         output_tokens=work.output_tokens,
-        first_token_s=first,
+        first_token_s=gather(decode, count, "first") if decoder_emits_first(spec) else prefilled,
         finish_s=gather(decode, count, "finish"),
         preemptions=(gather(prefill, count, "preempted") + gather(decode, count, "preempted")).astype(
             np.int64

@@ -56,6 +56,8 @@ class SimSummary(Frozen):
     prefill_tokens: int
     calibrated: bool
     assumptions: tuple[str, ...]
+    backlog_at_last_arrival: int = 0
+    overloaded: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,11 @@ def check_work(loops: int, cfg: SchedulerConfig, workload: Workload) -> int:
     return loops
 
 
-def run_engine(cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload) -> Engine:
-    """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users)."""
+def run_engine(
+    cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload, *, emits_first: bool = False
+) -> Engine:
+    """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users);
+    emits_first: a vLLM P:D decode instance, whose first step after admission gives the first token."""
     count = workload.requests
     if workload.arrival_s is None:
         users = min(workload.concurrency or 1, count)
@@ -151,6 +156,7 @@ def run_engine(cfg: SchedulerConfig, table: steptable.StepTable, workload: Workl
         cfg, table, requests=(workload.input_tokens.tolist(), workload.output_tokens.tolist(), arrivals)
     )
     eng.issued = users
+    eng.decoder_emits_first = emits_first
     loops = 0
     while eng.finished < count:
         loops = check_work(loops + 1, cfg, workload)
@@ -220,6 +226,7 @@ def summary_of(
 ) -> SimSummary:
     """Summary statistics of finished records; slo = (ttft_s, tpot_s), either may be None."""
     with_slo = any(limit is not None for limit in slo)
+    backlog, overloaded = metrics.overload(records)
     return SimSummary(
         requests=records.finish_s.size,
         duration_s=metrics.duration_s(records),
@@ -239,6 +246,8 @@ def summary_of(
         prefill_tokens=stats.prefill_tokens,
         calibrated=calibrated,
         assumptions=ASSUMPTIONS,
+        backlog_at_last_arrival=backlog,
+        overloaded=overloaded,
     )
 
 

@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from planner import layout, units
+from planner import deployment, layout, units
 from planner.deployment import Deployment
 from planner.engines import common
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
@@ -40,6 +40,10 @@ MAX_TIME_PER_REQ_MS = 1000  # prefillTimeMsPerReq / decodeTimeMsPerReq range [0,
 SCHEDULER: common.SchedulerKind = (
     "mindie"  # the simulator's prefill-priority scheduler (planner/sim/schedulers.py)
 )
+ADMITS_BEYOND_POOL = False  # the running batch is capped at maxBatchSize, the rest queue
+# [assumed] MindIE's P:D TTFT ends at its prefill (its source not checked)
+PD_DECODER_STREAMS_FIRST_TOKEN = False
+DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting

@@ -27,6 +27,12 @@ LARGE_DEVICE_GIB = 70
 SCHEDULER: common.SchedulerKind = (
     "vllm"  # the simulator's continuous-batching scheduler (planner/sim/schedulers.py)
 )
+# KV blocks as tokens arrive, recompute preemption (vllm/v1/core/sched/scheduler.py)
+ADMITS_BEYOND_POOL = True
+# vllm-ascend's P:D proxy keeps only the prefill's kv_transfer_params and streams from the decoder
+# (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py @93dbfa65)
+PD_DECODER_STREAMS_FIRST_TOKEN = True
+DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
