@@ -32,6 +32,8 @@ class EngineRoom(Protocol):
     DEFAULT_MEMORY_FRACTION: float  # the engine's own memory setting when the user gives none
     ADMITS_BEYOND_POOL: bool  # admits more sequences than the pool holds at full length, preempting later
     PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
+    DP_PHASE_VOTE: bool  # DP ranks run the phase (prefill or decode) most of them want
+    DP_LOCKSTEP_DENSE: bool  # DP ranks of a dense model step together too (MoE ranks always do)
     STATE_PASSES: int
     FUSED_KERNELS: bool
     SUPPORTS_PIPELINE: bool
@@ -163,3 +165,14 @@ def decoder_streams_first_token(engine: EngineName) -> bool:
     """True when, under P:D disaggregation, the user's first token comes from the decode instance (so TTFT
     includes the KV pull, decode admission and one decode step)."""
     return room(engine).PD_DECODER_STREAMS_FIRST_TOKEN
+
+
+def dp_lockstep(dep: Deployment) -> bool:
+    """True when the instance's DP ranks step together (every rank runs a forward each step, idle ones a
+    dummy, a step lasting as long as the slowest rank's): MoE models always, dense ones as the engine says."""
+    return dep.dp > 1 and (dep.model.is_moe or room(dep.engine).DP_LOCKSTEP_DENSE)
+
+
+def dp_phase_vote(dep: Deployment) -> bool:
+    """True when the DP ranks run the phase (prefill or decode) that most of them want (MindIE)."""
+    return room(dep.engine).DP_PHASE_VOTE

@@ -76,6 +76,9 @@ class Engine:
         self.holding = 0  # blocks held by finished requests (hold_kv)
         self.done: list[int] = []  # requests completed, in order (a coordinator drains it)
         self.joined: list[int] = []  # requests that joined the decode batch, in order
+        # DP lockstep (planner/sim/dpgroups.py): decode steps one span may take at most, so that every rank
+        # of the instance runs the same number of forward passes per round
+        self.span_cap = MAX_SPAN_STEPS
 
     # ---- arrivals and the queue
 
@@ -248,22 +251,29 @@ class Engine:
         batch = len(self.running)
         return (self.base_sum + batch * self.step * self.table.tokens_per_step) / batch
 
-    def decode_span(self, *, single: bool = False) -> None:
-        """Run decode steps until the next completion, block boundary short of blocks, or arrival.
-
-        Formula: k steps cost k * decode_s(B, ctx + (k - 1) / 2 * a) (ctx grows by a per step, step time is
-        near-linear in ctx); the span ends at the step boundary at or after the next arrival.
-        """
+    def span_steps(self, *, single: bool = False) -> int:
+        """Decode steps the next span takes: to the next completion (at most span_cap), to a block boundary
+        when blocks are short, and to the step boundary at or after the next arrival."""
         batch, a = len(self.running), self.table.tokens_per_step
-        span = 1 if single else min(self.top_step(self.finish_heap) - self.step, MAX_SPAN_STEPS)
+        span = 1 if single else min(self.top_step(self.finish_heap) - self.step, self.span_cap)
         to_block = self.top_step(self.block_heap) - self.step
         if to_block < span:
             worst = batch * (math.ceil(span * a / self.cfg.block_tokens) + 1)
             if self.cfg.total_blocks - self.used_blocks < worst:
                 span = to_block
-        ctx = self.mean_ctx_tokens()
         upcoming = self.next_arrival_s()
         if upcoming < math.inf and span > 1:
-            step_s = self.table.decode_s(batch, ctx)
+            step_s = self.table.decode_s(batch, self.mean_ctx_tokens())
             span = min(span, max(1, math.ceil((upcoming - self.t) / step_s)))
-        self.advance(span, span * self.table.decode_s(batch, ctx + (span - 1) / 2 * a))
+        return span
+
+    def decode_span(self, *, single: bool = False) -> None:
+        """Run decode steps to the next completion, block boundary short of blocks, or arrival (span_steps).
+
+        Formula: k steps cost k * decode_s(B, ctx + (k - 1) / 2 * a) (ctx grows by a per step, step time is
+        near-linear in ctx); the span ends at the step boundary at or after the next arrival.
+        """
+        span = self.span_steps(single=single)
+        ctx = self.mean_ctx_tokens()
+        a = self.table.tokens_per_step
+        self.advance(span, span * self.table.decode_s(len(self.running), ctx + (span - 1) / 2 * a))

@@ -146,6 +146,25 @@ def run_engine(
 ) -> Engine:
     """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users);
     emits_first: a vLLM P:D decode instance, whose first step after admission gives the first token."""
+    eng = make_engine(cfg, table, workload, emits_first=emits_first)
+    count = workload.requests
+    loops = 0
+    while eng.finished < count:
+        loops = check_work(loops + 1, cfg, workload)
+        eng.admit_arrivals()
+        eng.record()
+        if not (eng.running or eng.waiting or eng.prefilling):
+            eng.t = max(eng.t, eng.next_arrival_s())
+            continue
+        schedulers.step(eng)
+    eng.record()
+    return eng
+
+
+def make_engine(
+    cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload, *, emits_first: bool = False
+) -> Engine:
+    """A fresh engine for the workload (open loop: its arrivals; closed loop: `concurrency` users at 0)."""
     count = workload.requests
     if workload.arrival_s is None:
         users = min(workload.concurrency or 1, count)
@@ -157,16 +176,6 @@ def run_engine(
     )
     eng.issued = users
     eng.decoder_emits_first = emits_first
-    loops = 0
-    while eng.finished < count:
-        loops = check_work(loops + 1, cfg, workload)
-        eng.admit_arrivals()
-        eng.record()
-        if not (eng.running or eng.waiting or eng.prefilling):
-            eng.t = max(eng.t, eng.next_arrival_s())
-            continue
-        schedulers.step(eng)
-    eng.record()
     return eng
 
 

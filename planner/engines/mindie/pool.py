@@ -20,7 +20,9 @@ from planner.engines import common
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.results import MemoryBreakdown, Plan, Recommendation
 
-# ScheduleConfig.maxBatchSize range is [1, 5000] ([DOC]).
+# ScheduleConfig.maxBatchSize range is [1, 5000] ([DOC]); the C++ config check allows up to 819200
+# (ScheduleConfigManager::CheckParam, src/config_manager/schedule_config.cpp @ecfc8d2c: CheckMaxMinValue(
+# maxBatchSize, 819200, 1)). kvplan keeps to the documented range in the configs it writes and checks.
 MAX_BATCH_SIZE = 5000
 # The router reports npuBlockNum = num_npu_blocks - 1: the last block is kept for dummy batches ([ROUTER]).
 RESERVED_BLOCKS = 1
@@ -44,6 +46,22 @@ ADMITS_BEYOND_POOL = False  # the running batch is capped at maxBatchSize, the r
 # [assumed] MindIE's P:D TTFT ends at its prefill (its source not checked)
 PD_DECODER_STREAMS_FIRST_TOKEN = False
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
+# Data parallel (planner/sim/dpgroups.py). Every DP rank shares its priority (prefill or decode) and the
+# ranks run the majority's: PreScheduler::DecidePDPriority, src/scheduler/pre_scheduler.cpp L85-101
+# @ecfc8d2c (ranks with empty queues do not vote; a tie goes to prefill, L99). [assumed: the sync
+# (Scheduler::Schedule(needSync)) runs whenever dp > 1, dense models too; idle ranks run a dummy pass.]
+DP_PHASE_VOTE = True
+DP_LOCKSTEP_DENSE = True
+# Scheduler facts from MindIE-LLM's C++ scheduler (src/scheduler/; scheduler.cpp @4edba991, others @ecfc8d2c):
+# - prefill waits until the oldest waiting request has waited maxQueueDelayMicroseconds, decoding meanwhile
+#   (Scheduler::DecidePDPriority -> !ShouldImmediatePrefill() gives DECODE_FIRST); a full prefill batch
+#   skips the wait only when maxQueueDelayMicroseconds exceeds its default 5000 (ShouldImmediatePrefill;
+#   scheduler.h defaultMaxQueueDelayMicroseconds = 5000)
+# - no prefill while free blocks < 5 % of all blocks and nothing is swapped in (PRESERVED_FACTOR_FOR_DECODE =
+#   0.05 in scheduler.h; reserveBlockNum4Decode in DecidePDPriority); not under supportSelectBatch, whose
+#   stage policy decides first
+DECODE_RESERVE_FRACTION = 0.05
+QUEUE_DELAY_SHORTCUT_ABOVE_US = 5000
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting

@@ -33,6 +33,13 @@ ADMITS_BEYOND_POOL = True
 # (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py @93dbfa65)
 PD_DECODER_STREAMS_FIRST_TOKEN = True
 DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
+# Data parallel (planner/sim/dpgroups.py), vllm/v1/engine/core.py @00080ee1: MoE DP ranks run
+# DPEngineCoreProc, whose run_busy_loop executes a dummy batch when the rank ran nothing while others run
+# (`if not executed: ... self.execute_dummy_batch()`), so every rank runs a forward each step and a step
+# lasts as long as the slowest rank's; non-MoE DP ranks "are completely independent" (run_engine_core).
+# Each rank schedules its own step (no shared prefill/decode decision).
+DP_PHASE_VOTE = False
+DP_LOCKSTEP_DENSE = False
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
