@@ -206,13 +206,18 @@ def test_select_batch_and_queue_delay_change_the_schedule() -> None:
     dep = deployment("mindie", ctx=640)
     # supportSelectBatch's stage policy decides before the queue delay would (scheduler.cpp DecidePDPriority),
     # so compare with prefill at once (queue delay 0)
-    plain = run.simulate(dep, work, cfg=run.default_config(dep, workload=work, queue_delay_s=0.0))
-    select = run.simulate(dep, work, cfg=run.default_config(dep, workload=work, select_batch=True))
+    # (and a maxBatchSize of 12, so that 150 ms x decodeReqNum can exceed 50 ms x (12 - decodeReqNum))
+    plain = run.simulate(
+        dep, work, cfg=run.default_config(dep, workload=work, queue_delay_s=0.0, max_batch=12)
+    )
+    select = run.simulate(
+        dep, work, cfg=run.default_config(dep, workload=work, select_batch=True, max_batch=12)
+    )
     # decode chosen over waiting prefills at times: first tokens come later, decodes pause less
     assert select.summary.ttft_s.mean > plain.summary.ttft_s.mean
     assert select.summary.tpot_s.p99 <= plain.summary.tpot_s.p99
     # the queue delay holds prefills back while decoding too: the default 5 ms shows in the mean TTFT
-    delayed = run.simulate(dep, work)
+    delayed = run.simulate(dep, work, cfg=run.default_config(dep, workload=work, max_batch=12))
     assert (
         delayed.summary.ttft_s.mean
         > plain.summary.ttft_s.mean + 0.5 * delayed.summary.scheduler.queue_delay_s
