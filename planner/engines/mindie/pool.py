@@ -61,6 +61,10 @@ DP_LOCKSTEP_DENSE = True
 #   0.05 in scheduler.h; reserveBlockNum4Decode in DecidePDPriority); not under supportSelectBatch, whose
 #   stage policy decides first
 DECODE_RESERVE_FRACTION = 0.05
+# - when a running sequence cannot get a block, the running queue's last sequence is preempted by
+#   recompute (its blocks freed, back to waiting) unless fewer than maxPreemptCount (default 0) were swapped
+#   this step (FcfsPolicy::ApplyToRunningQueue / Preempt, src/scheduler/policy/fcfs_policy.cpp): at the
+#   default, always recompute, as the simulator does (planner/sim/engine.py preempt)
 QUEUE_DELAY_SHORTCUT_ABOVE_US = 5000
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
