@@ -13,8 +13,8 @@ from planner.cli import app
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.sim import dpgroups, run, schedulers
-from planner.sim.engine import Engine
 from planner.sim import workload as wl
+from planner.sim.engine import Engine
 
 runner = CliRunner()
 
@@ -127,7 +127,7 @@ def test_qwen3_235b_dp4_decode_is_slower_in_lockstep() -> None:
             ep=16,
             ctx="4096",
             engine="vllm",
-        )  # type: ignore[arg-type]
+        )
     )
     lengths = (wl.LengthDist("uniform", 256, 3072), wl.LengthDist("uniform", 64, 512))
     work = wl.synthetic(lengths=lengths, count=400, rate_per_s=8.0, seed=1)

@@ -173,7 +173,7 @@ def run_lockstep(engines: list[Engine], *, vote: bool) -> None:
     """Run the groups' engines to completion in lockstep rounds (module docstring)."""
     counts = [len(eng.prompt) for eng in engines]
     last_empty = [False] * len(engines)
-    t_s, loops = 0.0, 0
+    t_s, loops, still = 0.0, 0, 0
     while any(eng.finished < count for eng, count in zip(engines, counts, strict=True)):
         loops += 1
         if loops > run.MAX_ENGINE_LOOPS:
@@ -191,7 +191,11 @@ def run_lockstep(engines: list[Engine], *, vote: bool) -> None:
             continue
         steps = round_steps(engines, t_s)
         prefill = vote_prefill(engines, last_empty) if vote else None
-        t_s = run_round(engines, t_s=t_s, steps=steps, prefill=prefill, last_empty=last_empty)
+        end_s = run_round(engines, t_s=t_s, steps=steps, prefill=prefill, last_empty=last_empty)
+        still = still + 1 if end_s == t_s and all(last_empty) else 0
+        if still > 2:  # outvoted, then decode voted, and still nothing ran: a queue head that never fits
+            schedulers.raise_stuck(next(eng for eng in engines if eng.waiting))
+        t_s = end_s
     for eng in engines:
         eng.record()
 
