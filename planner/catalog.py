@@ -46,15 +46,7 @@ def _format_validation_error(path: Path, error: ValidationError) -> str:
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """Parse a YAML mapping; DataFileError names the file when it is unreadable or not a mapping."""
-    text = readers.read_text_capped(path)
-    try:
-        raw = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        raise DataFileError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
-    except (RecursionError, MemoryError) as exc:
-        raise DataFileError(
-            f"{path}: YAML nested or aliased too deeply to read ({type(exc).__name__})"
-        ) from exc
+    raw = readers.parse_yaml(readers.read_text_capped(path), where=str(path))
     if not isinstance(raw, dict):
         raise DataFileError(f"{path}: expected a YAML mapping at the top level (got {type(raw).__name__})")
     return raw
@@ -104,7 +96,7 @@ def _aliases(model_id: str) -> list[str]:
     reported by validating that card."""
     path = _files("modelcards")[model_id]
     line = _FLOW_ALIASES.search(readers.read_text_capped(path))
-    raw = yaml.load(line.group(1), Loader=_Loader) if line else read_yaml(path).get("aliases", [])
+    raw = readers.parse_yaml(line.group(1), where=str(path)) if line else read_yaml(path).get("aliases", [])
     if isinstance(raw, list) and all(isinstance(alias, str) for alias in raw):
         return raw
     return load_model(model_id).aliases

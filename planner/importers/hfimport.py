@@ -9,7 +9,6 @@ keys are not carried; MiniMax-M2's expert keys are renamed, see _minimax_m2). Ch
 from __future__ import annotations
 
 import datetime
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -383,13 +382,4 @@ def default_card_id(config: Mapping[str, Any], *, fallback: str = "", default: s
 
 def read_config(path: Path) -> dict[str, Any]:
     """Parse a config.json into a dict; DataFileError names the file."""
-    text = readers.read_text_capped(path)
-    try:
-        config = json.loads(text)
-    except RecursionError as exc:
-        raise DataFileError(f"{path}: JSON nested too deeply to read") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataFileError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(config, dict):
-        raise DataFileError(f"{path}: expected a JSON object at the top level (got {type(config).__name__})")
-    return config
+    return readers.json_object(readers.read_text_capped(path), where=str(path))
