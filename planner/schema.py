@@ -34,10 +34,31 @@ ATTENTION_KINDS: dict[AttentionKind, AttentionTraits] = {
 }
 
 
+def _allows_bool(annotation: object) -> bool:
+    return "bool" in repr(annotation)
+
+
 class Frozen(BaseModel):
-    """Strict base: unknown keys fail, instances are immutable."""
+    """Strict base: unknown keys fail, instances are immutable, and booleans stay booleans: `true` is not
+    1 in a number field (and its list or map), and only true/false fill a bool field (not 1 or "yes")."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_booleans(cls, value: object, info: ValidationInfo) -> object:
+        name = info.field_name
+        annotation = cls.model_fields[name].annotation if name in cls.model_fields else None
+        if annotation is bool or repr(annotation) in ("bool | None", "typing.Optional[bool]"):
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"must be true or false (got {value!r})")
+            return value
+        if _allows_bool(annotation):
+            return value
+        inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        if isinstance(value, bool) or any(isinstance(item, bool) for item in inner):
+            raise ValueError("must be a number or text, not true/false")
+        return value
 
 
 class Source(Frozen):
@@ -240,6 +261,16 @@ class ModelCard(Frozen):
         return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
 
 
+# Physical ranges of a hardware profile's measured coefficients (T7 of issue 26): a value outside them is a
+# typo or a hostile file, and near zero it turns into overflowing divisions.
+MIN_FRACTION = 1e-4  # [assumed: 0.01 % of a datasheet peak is no measurement; shipped fractions >= 0.02]
+MAX_OVERHEAD_US = 1e6  # [assumed: no kernel, step or link latency takes a second]
+MIN_US = 1e-6  # [assumed: a picosecond kernel is no measurement]
+MIN_GB_PER_S = 1e-3  # [assumed: 1 MB/s, as memory_bandwidth_gb_per_s's floor]
+MAX_GB_PER_S = 1e7  # [assumed: 10 PB/s, as memory_bandwidth_gb_per_s's ceiling]
+MAX_TABLE_INT = 10**9  # [assumed: tokens, batch and heads of a measured table point]
+
+
 class AttentionRate(Frozen):
     """One measured decode-attention point (query length 1, one layer): the KV bytes read per second.
 
@@ -247,37 +278,37 @@ class AttentionRate(Frozen):
     fixed cost, so small points show low rates. planner/perf/attention.py interpolates these in log space.
     """
 
-    batch: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    ctx_tokens: int = Field(gt=0)
-    gb_per_s: float = Field(gt=0)
+    batch: int = Field(gt=0, le=MAX_TABLE_INT)
+    kv_heads: int = Field(gt=0, le=MAX_TABLE_INT)
+    head_dim: int = Field(gt=0, le=MAX_TABLE_INT)
+    ctx_tokens: int = Field(gt=0, le=MAX_TABLE_INT)
+    gb_per_s: float = Field(ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
 
 
 class KernelCost(Frozen):
     """Measured per-kernel time of small decode kernels at one token count (rows of [tokens, hidden]);
     hidden_size: the benchmark's hidden size (None: the table is indexed by tokens alone)."""
 
-    tokens: int = Field(gt=0)
-    kernel_us: float = Field(gt=0)
+    tokens: int = Field(gt=0, le=MAX_TABLE_INT)
+    kernel_us: float = Field(ge=MIN_US, le=MAX_OVERHEAD_US)
     hidden_size: int | None = Field(default=None, gt=0)
 
 
 class GemmEfficiency(Frozen):
     """One measured matmul (bf16): achieved / datasheet dense peak at `tokens` rows (M) and N*K weights."""
 
-    tokens: int = Field(ge=1)
-    weight_elements: float = Field(gt=0)
-    fraction: float = Field(gt=0, le=1)
+    tokens: int = Field(ge=1, le=MAX_TABLE_INT)
+    weight_elements: float = Field(ge=1, le=1e15)
+    fraction: float = Field(ge=MIN_FRACTION, le=1)
 
 
 class PrefillAttentionRate(Frozen):
     """Measured causal prefill attention (one sequence, GQA) at `tokens` prompt tokens, in TFLOP/s."""
 
-    q_heads: int = Field(ge=1)
-    head_dim: int = Field(ge=1)
-    tokens: int = Field(ge=1)
-    tflop_per_s: float = Field(gt=0)
+    q_heads: int = Field(ge=1, le=MAX_TABLE_INT)
+    head_dim: int = Field(ge=1, le=MAX_TABLE_INT)
+    tokens: int = Field(ge=1, le=MAX_TABLE_INT)
+    tflop_per_s: float = Field(ge=1e-6, le=1e6)
 
 
 class PrefillLayerCost(Frozen):
@@ -293,10 +324,10 @@ class PrefillLayerCost(Frozen):
 
     engine: Literal["mindie", "vllm", "transformers"]  # planner.kinds.EngineName (schema sits below kinds)
     kind: Literal["attention", "linear_attention"]
-    elements_per_token: int = Field(ge=1)
-    tokens: int = Field(ge=1)
-    us: float = Field(gt=0)
-    eager_us: float | None = Field(default=None, gt=0)
+    elements_per_token: int = Field(ge=1, le=MAX_TABLE_INT)
+    tokens: int = Field(ge=1, le=MAX_TABLE_INT)
+    us: float = Field(ge=MIN_US, le=MAX_OVERHEAD_US)
+    eager_us: float | None = Field(default=None, ge=MIN_US, le=MAX_OVERHEAD_US)
 
 
 class PerfCoefficients(Frozen):
@@ -351,35 +382,35 @@ class PerfCoefficients(Frozen):
                                      (1, 4]; None: x/ 4 (assumed), x/ 1.25 on a calibrated profile
     """
 
-    weight_read_bandwidth_fraction: float = Field(gt=0, le=1)
-    kv_read_bandwidth_fraction: float = Field(gt=0, le=1)
+    weight_read_bandwidth_fraction: float = Field(ge=MIN_FRACTION, le=1)
+    kv_read_bandwidth_fraction: float = Field(ge=MIN_FRACTION, le=1)
     compute_fraction: dict[str, float] = Field(default_factory=dict)
-    kernel_overhead_us: float = Field(ge=0)
-    matmul_latency_us: float = Field(ge=0)
-    step_overhead_us: float = Field(ge=0)
-    prefill_pass_overhead_us: float = Field(default=0.0, ge=0)
-    sequence_overhead_us: float = Field(default=0.0, ge=0)
-    state_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
-    allreduce_latency_us: float = Field(ge=0)
-    allreduce_bandwidth_fraction: float = Field(gt=0, le=1)
+    kernel_overhead_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
+    matmul_latency_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
+    step_overhead_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
+    prefill_pass_overhead_us: float = Field(default=0.0, ge=0, le=MAX_OVERHEAD_US)
+    sequence_overhead_us: float = Field(default=0.0, ge=0, le=MAX_OVERHEAD_US)
+    state_read_bandwidth_fraction: float | None = Field(default=None, ge=MIN_FRACTION, le=1)
+    allreduce_latency_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
+    allreduce_bandwidth_fraction: float = Field(ge=MIN_FRACTION, le=1)
     kernel_overhead_table: list[KernelCost] | None = Field(default=None, min_length=1)
     attention_table: list[AttentionRate] | None = Field(default=None, min_length=1)
     attention_tables: dict[str, list[AttentionRate]] | None = Field(default=None, min_length=1)
     attention_kernels: dict[str, dict[int, str]] | None = None
-    grouped_matmul_latency_us: float | None = Field(default=None, ge=0)
-    grouped_weight_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    grouped_matmul_latency_us: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_US)
+    grouped_weight_read_bandwidth_fraction: float | None = Field(default=None, ge=MIN_FRACTION, le=1)
     expert_imbalance_factor: float | None = Field(default=None, ge=1, le=64)
     gemm_efficiency_table: list[GemmEfficiency] | None = Field(default=None, min_length=1)
     prefill_attention_table: list[PrefillAttentionRate] | None = Field(default=None, min_length=1)
     prefill_layer_table: list[PrefillLayerCost] | None = Field(default=None, min_length=1)
-    chunked_gdn_ns_per_head_token: float | None = Field(default=None, gt=0, le=1e6)
+    chunked_gdn_ns_per_head_token: float | None = Field(default=None, ge=1e-6, le=1e6)
     compute_fraction_prior_factor: float | None = Field(default=None, ge=1.01, le=4)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> PerfCoefficients:
         for dtype, fraction in self.compute_fraction.items():
-            if not 0 < fraction <= 1:
-                raise ValueError(f"compute_fraction.{dtype} must be in (0, 1] (got {fraction})")
+            if not MIN_FRACTION <= fraction <= 1:
+                raise ValueError(f"compute_fraction.{dtype} must be in [{MIN_FRACTION}, 1] (got {fraction})")
         tables = self.attention_tables or {}
         for engine, by_dim in (self.attention_kernels or {}).items():
             for head_dim, kernel in by_dim.items():
@@ -396,12 +427,12 @@ class Interconnect(Frozen):
     network between nodes (None where the profile does not know it; planner/layout.py says so)."""
 
     kind: str
-    bandwidth_gb_per_s: float = Field(gt=0)  # per direction, per device
-    latency_us: float = Field(ge=0)
+    bandwidth_gb_per_s: float = Field(ge=MIN_GB_PER_S, le=MAX_GB_PER_S)  # per direction, per device
+    latency_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
     devices_per_node: int | None = Field(default=None, ge=1, le=1024)  # devices the node's link joins
     inter_node_kind: str | None = None
-    inter_node_bandwidth_gb_per_s: float | None = Field(default=None, gt=0)  # per direction, per device
-    inter_node_latency_us: float | None = Field(default=None, ge=0)
+    inter_node_bandwidth_gb_per_s: float | None = Field(default=None, ge=MIN_GB_PER_S, le=MAX_GB_PER_S)  # per direction, per device
+    inter_node_latency_us: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_US)
 
 
 class MeasuredBlock(Frozen):
@@ -414,8 +445,8 @@ class MeasuredBlock(Frozen):
     backend: str  # cuda | npu | cpu | bench-fit
     versions: dict[str, str] = Field(default_factory=dict)
     coefficients: PerfCoefficients
-    memory_bandwidth_gb_per_s: float | None = Field(default=None, gt=0)
-    usable_memory_gib: float | None = Field(default=None, gt=0)
+    memory_bandwidth_gb_per_s: float | None = Field(default=None, ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
+    usable_memory_gib: float | None = Field(default=None, ge=1 / 1024, le=2.0**20)
     samples: dict[str, list[float]] = Field(default_factory=dict)
     notes: str = ""
 
@@ -447,7 +478,7 @@ class HardwareProfile(Frozen):
     peak_tflop_per_s: dict[str, float] = Field(min_length=1)  # dense, without sparsity
     native_dtypes: list[str] = Field(min_length=1)
     interconnect: Interconnect
-    runtime_overhead_gib: float = Field(ge=0)  # driver/runtime context, comm buffers, fragmentation
+    runtime_overhead_gib: float = Field(ge=0, le=2.0**20)  # driver/runtime context, comm buffers, fragmentation
     default_coefficients: PerfCoefficients
     sources: list[Source] = Field(min_length=1)
     notes: str = ""

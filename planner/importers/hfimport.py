@@ -100,10 +100,11 @@ def _llama(cfg: _Config) -> dict[str, Any]:
     head_dim = cfg.optional("head_dim")
     if head_dim is None:
         hidden, heads = fields["hidden_size"], fields["num_attention_heads"]
-        if not isinstance(heads, int) or heads <= 0:
-            raise DataFileError(
-                f"{cfg.where}: num_attention_heads: must be a whole number > 0 (got {heads!r})"
-            )
+        for key, value in (("hidden_size", hidden), ("num_attention_heads", heads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise DataFileError(
+                    f"{cfg.where}: {cfg.prefix}{key}: must be a whole number > 0 (got {value!r})"
+                )
         if hidden % heads:
             raise DataFileError(
                 f"{cfg.where}: head_dim: absent and hidden_size is not a multiple of "
