@@ -35,7 +35,11 @@ ATTENTION_KINDS: dict[AttentionKind, AttentionTraits] = {
 
 
 def _allows_bool(annotation: object) -> bool:
-    return "bool" in repr(annotation)
+    """Whether a field of this type may hold true/false: bool itself, Any, or anything that is no number."""
+    text = repr(annotation)
+    return any(word in text for word in ("bool", "Any", "object")) or not any(
+        word in text for word in ("int", "float", "Literal")
+    )
 
 
 class Frozen(BaseModel):

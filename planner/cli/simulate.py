@@ -219,7 +219,10 @@ def simulate_command(
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = {**{k: v for k, v in locals().items() if k != "shared"}, **shared}
     try:
-        atomic.check_new({"--out": out, "--timeline-out": timeline_out}, force=force)
+        check_flag_combinations(flags)
+        atomic.check_new(
+            {"--out": out, "--timeline-out": timeline_out}, force=force, inputs=input_files(flags)
+        )
         if search is not None:
             from planner.cli import simsearch
 
@@ -252,6 +255,33 @@ def simulate_command(
         label = f"{model} on {flags['card']}, tp={flags['tp']}{degrees}" + (f", P:D {pd}" if pd else "")
         for line in summary_lines(result, label=label, band=band):
             typer.echo(line)
+
+
+def check_flag_combinations(flags: dict[str, Any]) -> None:
+    """A flag that this run would not use is an error, never silently ignored."""
+    if flags["search"] is not None:
+        for flag, key in (("--out", "out"), ("--timeline-out", "timeline_out")):
+            if flags[key] is not None:
+                raise PlanInputError(
+                    f"{flag}: not written with --search (got {flag} {flags[key]}, expected no {flag}); "
+                    f"simulate the rate --search finds to get its records"
+                )
+    if flags["pd"] is None:
+        for flag, key in (("--prefill-tp", "prefill_tp"), ("--kv-link-gbps", "kv_link_gbps")):
+            if flags[key] is not None:
+                raise PlanInputError(
+                    f"{flag}: only used with --pd (got {flag} {flags[key]} without --pd, expected --pd P:D too)"
+                )
+
+
+def input_files(flags: dict[str, Any]) -> dict[str, Path | None]:
+    """The files this run reads (flag -> path): no output may replace one of them."""
+    files: dict[str, Path | None] = {"--trace": flags["trace"]}
+    for flag, key in (("--input-tokens", "input_tokens"), ("--output-tokens", "output_tokens")):
+        value = flags.get(key)
+        if isinstance(value, str) and value.startswith("empirical:"):
+            files[flag] = Path(value.removeprefix("empirical:"))
+    return files
 
 
 def speed_band_of(flags: dict[str, Any], *, batch: int | None) -> SpeedBand:
