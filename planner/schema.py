@@ -435,7 +435,8 @@ class Interconnect(Frozen):
     latency_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
     devices_per_node: int | None = Field(default=None, ge=1, le=1024)  # devices the node's link joins
     inter_node_kind: str | None = None
-    inter_node_bandwidth_gb_per_s: float | None = Field(default=None, ge=MIN_GB_PER_S, le=MAX_GB_PER_S)  # per direction, per device
+    # per direction, per device
+    inter_node_bandwidth_gb_per_s: float | None = Field(default=None, ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
     inter_node_latency_us: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_US)
 
 
@@ -482,7 +483,8 @@ class HardwareProfile(Frozen):
     peak_tflop_per_s: dict[str, float] = Field(min_length=1)  # dense, without sparsity
     native_dtypes: list[str] = Field(min_length=1)
     interconnect: Interconnect
-    runtime_overhead_gib: float = Field(ge=0, le=2.0**20)  # driver/runtime context, comm buffers, fragmentation
+    # driver/runtime context, comm buffers, fragmentation
+    runtime_overhead_gib: float = Field(ge=0, le=2.0**20)
     default_coefficients: PerfCoefficients
     sources: list[Source] = Field(min_length=1)
     notes: str = ""

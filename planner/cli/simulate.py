@@ -270,7 +270,8 @@ def check_flag_combinations(flags: dict[str, Any]) -> None:
         for flag, key in (("--prefill-tp", "prefill_tp"), ("--kv-link-gbps", "kv_link_gbps")):
             if flags[key] is not None:
                 raise PlanInputError(
-                    f"{flag}: only used with --pd (got {flag} {flags[key]} without --pd, expected --pd P:D too)"
+                    f"{flag}: only used with --pd (got {flag} {flags[key]} without --pd, "
+                    f"expected --pd P:D too)"
                 )
 
 
