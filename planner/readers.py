@@ -16,7 +16,7 @@ import csv
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -232,20 +232,38 @@ def parse_yaml(text: str, *, where: str) -> Any:
 # --- CSV ------------------------------------------------------------------------------------------------
 
 
-def csv_rows(rows: Iterator[Any], *, where: str) -> Iterator[Any]:
-    """The rows of a csv.reader / csv.DictReader; a field over the csv module's size limit, a NUL byte or
-    another csv.Error is one DataFileError line naming `where` and the line."""
-    iterator = iter(rows)
-    line = 0
-    while True:
+class _GuardedRows:
+    """A csv.reader whose csv.Error (a field over the module's size limit, a NUL byte) is one DataFileError
+    line naming the file and line; keeps `line_num`, so csv.DictReader can use it."""
+
+    def __init__(self, rows: Any, *, where: str) -> None:
+        self._rows = rows
+        self._where = where
+
+    @property
+    def line_num(self) -> int:
+        return int(self._rows.line_num)
+
+    def __iter__(self) -> _GuardedRows:
+        return self
+
+    def __next__(self) -> list[str]:
         try:
-            row = next(iterator)
-        except StopIteration:
-            return
+            return list(next(self._rows))
         except csv.Error as exc:
             raise DataFileError(
-                f"{where}: line {line + 2}: not readable as CSV ({exc}; expected fields of at most "
-                f"{csv.field_size_limit()} characters)"
+                f"{self._where}:{self._rows.line_num}: not readable as CSV ({exc}; expected fields of at "
+                f"most {csv.field_size_limit()} characters, no NUL bytes)"
             ) from exc
-        line += 1
-        yield row
+
+
+def csv_reader(lines: Iterable[str], *, where: str) -> Iterator[list[str]]:
+    """csv.reader over `lines` whose errors are one DataFileError line naming `where`."""
+    return _GuardedRows(csv.reader(lines), where=where)
+
+
+def csv_dict_reader(lines: Iterable[str], *, where: str) -> csv.DictReader[str]:
+    """csv.DictReader over `lines` whose errors (header included) are one DataFileError line."""
+    reader = csv.DictReader(lines)
+    reader.reader = _GuardedRows(reader.reader, where=where)  # type: ignore[assignment]
+    return reader

@@ -24,7 +24,6 @@ matched against the cards' source.hf_repo). Every error names the file, the line
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,7 +285,7 @@ def _check_header(path: Path, header: list[str]) -> None:
 def read_bench_rows(path: Path) -> tuple[list[BenchPoint], list[ServingPoint]]:
     """(step rows, serving rows) of a bench CSV; DataFileError on a missing column, a bad value, no rows."""
     text = readers.read_text_capped(path)
-    reader = csv.DictReader(text.splitlines())
+    reader = readers.csv_dict_reader(text.splitlines(), where=str(path))
     _check_header(path, [h.strip() for h in reader.fieldnames or []])
     steps: list[BenchPoint] = []
     serving: list[ServingPoint] = []

@@ -8,7 +8,6 @@ moment the previous one finishes, as benchmark clients with fixed concurrency do
 
 from __future__ import annotations
 
-import csv
 import io
 import itertools
 import math
@@ -157,7 +156,7 @@ def synthetic(
 def read_trace(path: Path, *, flag: str = "--trace") -> Workload:
     """A trace CSV with header arrival_s,input_tokens,output_tokens; rows sorted by arrival on return."""
     text = readers.read_text_capped(path, flag=flag, limit_bytes=MAX_TRACE_BYTES)
-    rows = csv.reader(io.StringIO(text))
+    rows = readers.csv_reader(io.StringIO(text), where=f"{flag} {path}")
     header = [cell.strip() for cell in next(rows, [])]
     if tuple(header[:3]) != TRACE_COLUMNS:
         raise DataFileError(
