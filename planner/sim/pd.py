@@ -67,7 +67,7 @@ def decoder_emits_first(spec: PdSpec) -> bool:
 def parse_pd(text: str) -> tuple[int, int]:
     """`P:D` -> (P, D), each in 1..MAX_INSTANCES."""
     left, sep, right = str(text).partition(":")
-    if not sep or not left.strip().isdigit() or not right.strip().isdigit():
+    if not sep or not all(side.strip().isascii() and side.strip().isdigit() for side in (left, right)):
         raise PlanInputError(f"--pd: not a P:D ratio (got {text!r}, expected e.g. 1:2)")
     counts = int(left), int(right)
     if not all(1 <= n <= MAX_INSTANCES for n in counts):
