@@ -239,10 +239,12 @@ def merge_config(base: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]
             )
         value = values[field.key]
         if value is KEEP:
-            if field.key not in parent:
+            kept = parent.get(field.key)
+            if not isinstance(kept, str) or not kept.strip():
+                got = "nothing" if field.key not in parent else repr(kept)[:60]
                 raise PlanInputError(
-                    f"--{_FLAG_FOR_KEEP[field.key]}: required, the base has no "
-                    f"{field.dotted} (got nothing, expected a value)"
+                    f"--{_FLAG_FOR_KEEP[field.key]}: required, the base has no usable "
+                    f"{field.dotted} (got {got}, expected a non-empty string)"
                 )
         elif value is None:
             parent.pop(field.key, None)
