@@ -505,7 +505,7 @@ def validate(
     from planner.importers.benchpoints import read_bench_rows
 
     try:
-        hw = catalog.resolve_card(card) if card else None
+        hw = catalog.resolve_card(card) if card is not None else None
         steps, serving = read_bench_rows(points_csv)
         points, rows = _with_engine(steps, engine), _with_engine(serving, engine)
         step_errors = solver.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)

@@ -112,9 +112,14 @@ def _dtype(text: str, *, where: str) -> str:
 
 def _kv_dtype(text: str, *, where: str) -> str:
     try:
-        return storage_dtype(text).value
-    except ValueError as exc:
-        raise DataFileError(f"{where}: column kv_dtype: unknown dtype (got {text!r})") from exc
+        kv = storage_dtype(text).value
+    except ValueError:
+        kv = "fp32"
+    if kv == "fp32":  # the plan's --kv-dtype rule (planner/inputs.parse_kv_dtype): no engine caches fp32 KV
+        raise DataFileError(
+            f"{where}: column kv_dtype: unknown KV dtype (got {text!r}, expected bf16, fp16, fp8 or int8)"
+        )
+    return kv
 
 
 def parse_row(row: dict[str, str], *, where: str) -> BenchPoint:
@@ -354,7 +359,11 @@ def row_deployment(
         card_model, alias = catalogue_model(model)
         hw = hardware if hardware is not None else catalog.resolve_card(card)
         base: dict[str, object] = {"model": card_model, "hardware": hw, "model_alias": alias}
-        return Deployment(**(base | {"calibrated": calibrated} | fields(hw)))
+        dep = Deployment(**(base | {"calibrated": calibrated} | fields(hw)))
+        from planner import capacity  # the plan's own checks: tp divides the heads, dtypes the card runs
+
+        capacity.check_supported(dep)
+        return dep
     except KvplanError as exc:
         raise DataFileError(f"{where}: {exc}") from exc
     except ValidationError as exc:
