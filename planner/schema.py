@@ -34,30 +34,47 @@ ATTENTION_KINDS: dict[AttentionKind, AttentionTraits] = {
 }
 
 
-def _allows_bool(annotation: object) -> bool:
-    """Whether a field of this type may hold true/false: bool itself, Any, or anything that is no number."""
-    text = repr(annotation)
-    return any(word in text for word in ("bool", "Any", "object")) or not any(
-        word in text for word in ("int", "float", "Literal")
-    )
+_BOOL_POLICY: dict[tuple[type, str], str] = {}  # (model, field) -> "bool" | "free" | "no-bool"
+
+
+def _bool_policy(model: type[BaseModel], name: str) -> str:
+    """How a field treats true/false: "bool" (only true/false), "free" (anything the type takes: Any, text,
+    a nested model) or "no-bool" (a number, or a list or map of numbers: true/false refused). Cached."""
+    key = (model, name)
+    if key not in _BOOL_POLICY:
+        field = model.model_fields.get(name)
+        text = repr(field.annotation) if field is not None else "Any"
+        if text in ("<class 'bool'>", "bool | None", "typing.Optional[bool]"):
+            _BOOL_POLICY[key] = "bool"
+        elif any(w in text for w in ("bool", "Any", "object")) or not any(
+            w in text for w in ("int", "float", "Literal")
+        ):
+            _BOOL_POLICY[key] = "free"
+        else:
+            _BOOL_POLICY[key] = "no-bool"
+    return _BOOL_POLICY[key]
 
 
 class Frozen(BaseModel):
-    """Strict base: unknown keys fail, instances are immutable, and booleans stay booleans: `true` is not
-    1 in a number field (and its list or map), and only true/false fill a bool field (not 1 or "yes")."""
+    """Strict base: unknown keys fail, instances are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class DataModel(Frozen):
+    """Base of what a data file holds (model cards, hardware profiles): Frozen, and booleans stay booleans:
+    `true` is not 1 in a number field (or its list or map), and only true/false fill a bool field (not 1
+    or "yes"). Only file-facing models pay for this check; the planner's own results do not."""
 
     @field_validator("*", mode="before")
     @classmethod
     def _strict_booleans(cls, value: object, info: ValidationInfo) -> object:
-        name = info.field_name
-        annotation = cls.model_fields[name].annotation if name in cls.model_fields else None
-        if annotation is bool or repr(annotation) in ("bool | None", "typing.Optional[bool]"):
+        policy = _bool_policy(cls, info.field_name or "")
+        if policy == "bool":
             if value is not None and not isinstance(value, bool):
                 raise ValueError(f"must be true or false (got {value!r})")
             return value
-        if _allows_bool(annotation):
+        if policy == "free":
             return value
         inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
         if isinstance(value, bool) or any(isinstance(item, bool) for item in inner):
@@ -65,7 +82,7 @@ class Frozen(BaseModel):
         return value
 
 
-class Source(Frozen):
+class Source(DataModel):
     """Where a figure comes from. confidence: P primary, S secondary, D derived, NF not found (assumed)."""
 
     ref: str = Field(min_length=1)
@@ -74,7 +91,7 @@ class Source(Frozen):
     note: str = ""
 
 
-class HfSource(Frozen):
+class HfSource(DataModel):
     """The Hugging Face repository a card mirrors."""
 
     hf_repo: str
@@ -85,7 +102,7 @@ MAX_LAYERS = 10**4
 MAX_CARD_INT = 10**8
 
 
-class ModelCard(Frozen):
+class ModelCard(DataModel):
     """Architecture of one model, in Hugging Face config.json field names."""
 
     schema_version: Literal[1] = 1
@@ -275,7 +292,7 @@ MAX_GB_PER_S = 1e7  # [assumed: 10 PB/s, as memory_bandwidth_gb_per_s's ceiling]
 MAX_TABLE_INT = 10**9  # [assumed: tokens, batch and heads of a measured table point]
 
 
-class AttentionRate(Frozen):
+class AttentionRate(DataModel):
     """One measured decode-attention point (query length 1, one layer): the KV bytes read per second.
 
     gb_per_s = 2 * batch * kv_heads * ctx * head_dim * 2 bytes / median time; the time includes the kernels'
@@ -289,7 +306,7 @@ class AttentionRate(Frozen):
     gb_per_s: float = Field(ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
 
 
-class KernelCost(Frozen):
+class KernelCost(DataModel):
     """Measured per-kernel time of small decode kernels at one token count (rows of [tokens, hidden]);
     hidden_size: the benchmark's hidden size (None: the table is indexed by tokens alone)."""
 
@@ -298,7 +315,7 @@ class KernelCost(Frozen):
     hidden_size: int | None = Field(default=None, gt=0)
 
 
-class GemmEfficiency(Frozen):
+class GemmEfficiency(DataModel):
     """One measured matmul (bf16): achieved / datasheet dense peak at `tokens` rows (M) and N*K weights."""
 
     tokens: int = Field(ge=1, le=MAX_TABLE_INT)
@@ -306,7 +323,7 @@ class GemmEfficiency(Frozen):
     fraction: float = Field(ge=MIN_FRACTION, le=1)
 
 
-class PrefillAttentionRate(Frozen):
+class PrefillAttentionRate(DataModel):
     """Measured causal prefill attention (one sequence, GQA) at `tokens` prompt tokens, in TFLOP/s."""
 
     q_heads: int = Field(ge=1, le=MAX_TABLE_INT)
@@ -315,7 +332,7 @@ class PrefillAttentionRate(Frozen):
     tflop_per_s: float = Field(ge=1e-6, le=1e6)
 
 
-class PrefillLayerCost(Frozen):
+class PrefillLayerCost(DataModel):
     """Measured non-matmul, non-attention kernel time of ONE decoder layer's prefill of `tokens` tokens
     (norms, rotary, activations, copies; conv + gating + chunked delta rule in linear-attention layers).
 
@@ -334,7 +351,7 @@ class PrefillLayerCost(Frozen):
     eager_us: float | None = Field(default=None, ge=MIN_US, le=MAX_OVERHEAD_US)
 
 
-class PerfCoefficients(Frozen):
+class PerfCoefficients(DataModel):
     """Efficiencies and overheads the roofline applies to a card's datasheet peaks.
 
     weight_read_bandwidth_fraction   achieved / datasheet bandwidth when streaming weights (decode GEMV)
@@ -426,7 +443,7 @@ class PerfCoefficients(Frozen):
         return self
 
 
-class Interconnect(Frozen):
+class Interconnect(DataModel):
     """Device-to-device links: the node's own (tensor-parallel all-reduce, intra-node all-to-all) and the
     network between nodes (None where the profile does not know it; planner/layout.py says so)."""
 
@@ -440,7 +457,7 @@ class Interconnect(Frozen):
     inter_node_latency_us: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_US)
 
 
-class MeasuredBlock(Frozen):
+class MeasuredBlock(DataModel):
     """Written only by `kvplan calibrate`: measured coefficients plus their provenance."""
 
     tool: str
@@ -471,7 +488,7 @@ class MeasuredBlock(Frozen):
         return f"calibrated: measured by `{self.tool}` on {self.device_name} ({self.date[:10]})"
 
 
-class HardwareProfile(Frozen):
+class HardwareProfile(DataModel):
     """One accelerator as the planner sees it, in datasheet units."""
 
     schema_version: Literal[1] = 1
