@@ -25,8 +25,9 @@ matched against the cards' source.hf_repo). Every error names the file, the line
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import ValidationError
 
@@ -308,6 +309,17 @@ def read_bench_rows(path: Path) -> tuple[list[BenchPoint], list[ServingPoint]]:
     if not steps and not serving:
         raise DataFileError(f"{path}: no data rows (expected at least one point)")
     return steps, serving
+
+
+RowT = TypeVar("RowT", BenchPoint, ServingPoint)
+
+
+def without_repeats(rows: list[RowT]) -> tuple[list[RowT], int]:
+    """(rows with every exact repeat of an earlier row dropped, how many were dropped): a repeated row
+    (all columns equal, another line) adds no information but costs a fit or a prediction each."""
+    seen: set[RowT] = set()
+    kept = [r for r in rows if (key := replace(r, where="")) not in seen and not seen.add(key)]  # type: ignore[func-returns-value]
+    return kept, len(rows) - len(kept)
 
 
 def read_bench_points(path: Path) -> list[BenchPoint]:
