@@ -183,6 +183,11 @@ class ModelCard(DataModel):
                 f"layer_types must have num_hidden_layers entries "
                 f"(got {len(self.layer_types)}, expected {self.num_hidden_layers})"
             )
+        if self.resolved_layer_types.count("full_attention") == 0:
+            raise ValueError(
+                "no layer keeps a KV cache (got every layer linear_attention, expected at least one "
+                "full_attention layer)"
+            )
         self._check_hybrid()
         self._check_mla()
         self._check_moe()
@@ -207,6 +212,16 @@ class ModelCard(DataModel):
             raise ValueError(
                 f"linear_* fields are only valid with attention 'hybrid' (got {self.attention!r})"
             )
+        if self.mamba_ssm_dtype is not None:
+            from planner.dtypes import storage_dtype  # dtypes imports nothing of schema's; lazy all the same
+
+            try:
+                storage_dtype(self.mamba_ssm_dtype)
+            except ValueError:
+                raise ValueError(
+                    f"mamba_ssm_dtype: unknown dtype (got {self.mamba_ssm_dtype!r}, expected e.g. float32 "
+                    f"or bfloat16)"
+                ) from None
 
     def _check_mla(self) -> None:
         mla_fields = (self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim)

@@ -167,6 +167,16 @@ def _hybrid(cfg: _Config) -> dict[str, Any]:
             f"{cfg.where}: {cfg.prefix}layer_types: required field missing (got neither "
             f"layer_types nor full_attention_interval, expected one for {cfg.model_type!r})"
         )
+    layer_types = cfg.optional("layer_types")
+    known = ("full_attention", "linear_attention")
+    if layer_types is not None and (
+        not isinstance(layer_types, list) or not all(isinstance(t, str) and t in known for t in layer_types)
+    ):
+        raise DataFileError(
+            f"{cfg.where}: {cfg.prefix}layer_types: not a list of layer kinds "
+            f"(got {str(layer_types)[:80]!r}, "
+            f"expected a list of {' / '.join(known)}); refusing to import a hybrid model as plain attention"
+        )
     fields = {
         key: cfg.required(key)
         for key in (
