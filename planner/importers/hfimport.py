@@ -375,8 +375,12 @@ def card_yaml(card: ModelCard) -> str:
 
 def config_path_of(path: Path) -> Path:
     """`path` itself when it is a file, else `path`/config.json; DataFileError when neither exists."""
-    candidate = path / "config.json" if path.is_dir() else path
-    if not candidate.is_file():
+    try:
+        candidate = path / "config.json" if path.is_dir() else path
+        found = candidate.is_file()
+    except OSError as exc:  # a name too long for the file system (ENAMETOOLONG), a loop
+        raise DataFileError(f"{str(path)[:200]}...: cannot read ({exc.strerror})") from exc
+    if not found:
         raise DataFileError(
             f"{candidate}: config file not found (got {str(path)!r}, expected a directory "
             f"holding config.json, or the config.json file itself)"
