@@ -85,9 +85,15 @@ def run_search(flags: dict[str, Any], *, summary_at: SummaryAt) -> SearchResult 
         given = {"rate": x, "concurrency": None} if by_rate else {"rate": None, "concurrency": int(x)}
         return summary_at(flags, given)
 
-    low = top / search.RATE_RANGE_FRACTION if by_rate else 1.0
+    from planner.cli.simulate import MAX_CONCURRENCY, RATE_RANGE_PER_S
+
+    # the search stays inside the loads the flag accepts, so an error never names a value not typed
+    floor, ceiling = RATE_RANGE_PER_S if by_rate else (1.0, float(MAX_CONCURRENCY))
+    low = max(top / search.RATE_RANGE_FRACTION, floor) if by_rate else 1.0
     load: Load = "rate" if by_rate else "concurrency"
-    return search.search(run_at, kind=kind, slo=slo, quantile=quantile, span=(load, low, float(top)))
+    return search.search(
+        run_at, kind=kind, slo=slo, quantile=quantile, span=(load, low, float(top)), ceiling=ceiling
+    )
 
 
 def require_met(found: SearchResult | PdSearchResult) -> None:
