@@ -78,7 +78,10 @@ def safetensors_header(path: Path) -> dict[str, TensorEntry]:
             )
         raw = f.read(header_bytes)
         size = os.fstat(f.fileno()).st_size
-    header = readers.json_object(raw, where=f"{path}: header")
+    try:
+        header = readers.json_object(raw, where=f"{path}: header")
+    except DataFileError as exc:
+        raise DataFileError(f"{exc} (header is not a JSON object; not a safetensors file?)") from exc
     header.pop("__metadata__", None)
     try:
         entries = {name: TensorEntry.model_validate(entry) for name, entry in header.items()}
