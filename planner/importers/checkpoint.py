@@ -81,7 +81,9 @@ def safetensors_header(path: Path) -> dict[str, TensorEntry]:
     try:
         header = readers.json_object(raw, where=f"{path}: header")
     except DataFileError as exc:
-        raise DataFileError(f"{exc} (header is not a JSON object; not a safetensors file?)") from exc
+        detail = str(exc).removeprefix(f"{path}: header: ")
+        message = f"{path}: header is not a JSON object ({detail}); not a safetensors file?"
+        raise DataFileError(message) from exc
     header.pop("__metadata__", None)
     try:
         entries = {name: TensorEntry.model_validate(entry) for name, entry in header.items()}
