@@ -129,7 +129,7 @@ def test_s2_yaml_aliases_are_refused_before_validation(tmp_path: Path) -> None:
 
 
 def test_s2_profile_upload_with_aliases_is_one_error(tmp_path: Path) -> None:
-    """The dashboard saves an uploaded profile and reads it with catalog.read_yaml: the same bounded loader."""
+    """The dashboard saves an uploaded profile and reads it with catalog.read_yaml: one bounded loader."""
     profile = yaml.safe_load((REPO / "hwprofiles" / "ascend-950pr.yaml").read_text())
     text = yaml.safe_dump(profile) + "x: &a [1, 2]\ny: *a\n"
     path = tmp_path / "upload.yaml"
@@ -518,7 +518,8 @@ def test_u4_calibrate_out_refuses_a_missing_directory_like_every_writer(work: Pa
 def test_w6_mean_in_system_counts_requests_from_arrival(seed: int) -> None:
     """L = sum of (finish - arrival) / run length, exactly: requests counted from arrival, not from their
     admission at the next step (up to 2.7 % low on main for these runs)."""
-    from planner.sim import run, workload as wl
+    from planner.sim import run
+    from planner.sim import workload as wl
     from tests.test_sim import deployment
 
     rng = np.random.default_rng(seed)
