@@ -78,8 +78,9 @@ def _inputs(directory: Path) -> dict[str, list[str]]:
     (directory / "card").mkdir()
     alias_bomb_card(directory / "card" / "qwen3-8b.yaml")
     (directory / "same.csv").write_text(corpus.SERVING_HEADER + corpus.serving_row() * 5000)
-    rows = "".join(corpus.bench_row(f"{0.01 + 1e-6 * i:.6f}", batch=str(1 + i % 256)) for i in range(5000))
-    (directory / "steps.csv").write_text(corpus.BENCH_HEADER + rows)
+    rows = [corpus.bench_row(f"{0.01 + 1e-6 * i:.6f}", batch=str(1 + i % 256)) for i in range(5000)]
+    (directory / "steps.csv").write_text(corpus.BENCH_HEADER + "".join(rows[:1000]))  # at the row cap
+    (directory / "steps-5000.csv").write_text(corpus.BENCH_HEADER + "".join(rows))  # past it: refused
     (directory / "long.csv").write_text(
         corpus.BENCH_HEADER + corpus.bench_row("0.01").replace("qwen3-8b", "x" * 900_000)
     )
@@ -105,7 +106,17 @@ def _inputs(directory: Path) -> dict[str, list[str]]:
             "a.yaml",
         ],
         "H2 validate 5000 identical rows": ["validate", "same.csv"],
-        "5000 step rows (validate)": ["validate", "steps.csv"],
+        "1000 step rows (validate)": ["validate", "steps.csv"],
+        "1000 step rows (calibrate)": [
+            "calibrate",
+            "--card",
+            "ascend-950pr",
+            "--from-bench",
+            "steps.csv",
+            "--out",
+            "s.yaml",
+        ],
+        "5000 step rows (validate, refused)": ["validate", "steps-5000.csv"],
         "T8 900 KB CSV field": ["validate", "long.csv"],
         "T2 400k-deep safetensors header": ["models", "import", "deep/config.json"],
         "T1 900k-digit shape": ["models", "import", "big/config.json"],
