@@ -164,7 +164,11 @@ def parse_json(text: str | bytes, *, where: str) -> Any:
         )
     except RecursionError as exc:
         raise DataFileError(f"{where}: nested too deeply (expected at most {MAX_DEPTH} levels)") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except json.JSONDecodeError as exc:
+        raise DataFileError(
+            f"{where}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
+        ) from exc
+    except UnicodeDecodeError as exc:
         raise DataFileError(f"{where}: not valid JSON ({exc})") from exc
     check_depth(data, where=where)
     return data

@@ -88,8 +88,8 @@ def setup_columns(
     from planner import capacity, inputs
 
     request = inputs.PlanRequest(
-        model=model, card=card, dtype=scheme, kv_dtype=kv_dtype, tp=tp, engine=engine, mtp=mtp,
-        dp=layout[0], ep=layout[1],
+        model=model, card=card, dtype=scheme, kv_dtype=kv_dtype, tp=tp, engine=engine,
+        dp=layout[0], ep=layout[1],  # --mtp keeps its own check above (a draft model may supply it)
     )  # fmt: skip
     capacity.check_supported(inputs.to_deployment(request))  # the plan's checks, on the same values
     return {"model": model.strip(), "card": card, "dtype": scheme, "kv_dtype": kv, "tp": str(tp),
