@@ -299,10 +299,12 @@ class ModelCard(DataModel):
 
 # Physical ranges of a hardware profile's measured coefficients (T7 of issue 26): a value outside them is a
 # typo or a hostile file, and near zero it turns into overflowing divisions.
-MIN_FRACTION = 1e-4  # [assumed: 0.01 % of a datasheet peak is no measurement; shipped fractions >= 0.02]
+# [assumed: far below any device's own measurement (shipped fractions >= 0.02); a `calibrate --device cpu
+# --dry-run` against a GPU datasheet measures ~6e-6, and 1/1e-7 cannot overflow a float]
+MIN_FRACTION = 1e-7
 MAX_OVERHEAD_US = 1e6  # [assumed: no kernel, step or link latency takes a second]
 MIN_US = 1e-6  # [assumed: a picosecond kernel is no measurement]
-MIN_GB_PER_S = 1e-3  # [assumed: 1 MB/s, as memory_bandwidth_gb_per_s's floor]
+MIN_GB_PER_S = 1e-6  # [assumed: 1 kB/s; a CPU dry run's smallest attention point measured ~6e-4 GB/s]
 MAX_GB_PER_S = 1e7  # [assumed: 10 PB/s, as memory_bandwidth_gb_per_s's ceiling]
 MAX_TABLE_INT = 10**9  # [assumed: tokens, batch and heads of a measured table point]
 
