@@ -98,6 +98,8 @@ class HfSource(DataModel):
     revision: str = "main"
 
 
+# HF config names (and kvplan's) of the dtypes memory.py can size a recurrent state in
+SSM_DTYPES = ("float32", "bfloat16", "float16", "fp32", "bf16", "fp16")
 MAX_LAYERS = 10**4
 MAX_CARD_INT = 10**8
 
@@ -212,16 +214,11 @@ class ModelCard(DataModel):
             raise ValueError(
                 f"linear_* fields are only valid with attention 'hybrid' (got {self.attention!r})"
             )
-        if self.mamba_ssm_dtype is not None:
-            from planner.dtypes import storage_dtype  # dtypes imports nothing of schema's; lazy all the same
-
-            try:
-                storage_dtype(self.mamba_ssm_dtype)
-            except ValueError:
-                raise ValueError(
-                    f"mamba_ssm_dtype: unknown dtype (got {self.mamba_ssm_dtype!r}, expected e.g. float32 "
-                    f"or bfloat16)"
-                ) from None
+        if self.mamba_ssm_dtype is not None and self.mamba_ssm_dtype.strip().lower() not in SSM_DTYPES:
+            raise ValueError(
+                f"mamba_ssm_dtype: unknown dtype (got {self.mamba_ssm_dtype!r}, expected one of "
+                f"{', '.join(SSM_DTYPES)})"
+            )
 
     def _check_mla(self) -> None:
         mla_fields = (self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim)
@@ -306,7 +303,7 @@ MAX_OVERHEAD_US = 1e6  # [assumed: no kernel, step or link latency takes a secon
 MIN_US = 1e-6  # [assumed: a picosecond kernel is no measurement]
 MIN_GB_PER_S = 1e-6  # [assumed: 1 kB/s; a CPU dry run's smallest attention point measured ~6e-4 GB/s]
 MAX_GB_PER_S = 1e7  # [assumed: 10 PB/s, as memory_bandwidth_gb_per_s's ceiling]
-MAX_TABLE_INT = 10**9  # [assumed: tokens, batch and heads of a measured table point]
+MAX_TABLE_INT = 1_000_000_000  # [assumed: tokens, batch and heads of a measured table point]
 
 
 class AttentionRate(DataModel):
