@@ -56,7 +56,9 @@ def run_pd_search(flags: dict[str, Any], *, summary_at: SummaryAt) -> PdSearchRe
     )
 
 
-def run_search(flags: dict[str, Any], *, summary_at: SummaryAt) -> SearchResult | PdSearchResult:
+def run_search(
+    flags: dict[str, Any], *, summary_at: SummaryAt, limits: tuple[tuple[float, float], float]
+) -> SearchResult | PdSearchResult:
     """--search: the largest --rate / --concurrency meeting the SLOs at --quantile, or the knee; the flag's
     own value is the first guess of the top of the range."""
     from planner.sim import search
@@ -85,10 +87,9 @@ def run_search(flags: dict[str, Any], *, summary_at: SummaryAt) -> SearchResult 
         given = {"rate": x, "concurrency": None} if by_rate else {"rate": None, "concurrency": int(x)}
         return summary_at(flags, given)
 
-    from planner.cli.simulate import MAX_CONCURRENCY, RATE_RANGE_PER_S
-
-    # the search stays inside the loads the flag accepts, so an error never names a value not typed
-    floor, ceiling = RATE_RANGE_PER_S if by_rate else (1.0, float(MAX_CONCURRENCY))
+    # the search stays inside the loads the flag accepts (limits: the --rate range, the most --concurrency),
+    # so an error never names a value the user did not type
+    floor, ceiling = limits[0] if by_rate else (1.0, limits[1])
     low = max(top / search.RATE_RANGE_FRACTION, floor) if by_rate else 1.0
     load: Load = "rate" if by_rate else "concurrency"
     return search.search(

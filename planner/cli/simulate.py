@@ -226,7 +226,9 @@ def simulate_command(
         if search is not None:
             from planner.cli import simsearch
 
-            found = simsearch.run_search(flags, summary_at=summary_at)
+            found = simsearch.run_search(
+                flags, summary_at=summary_at, limits=(RATE_RANGE_PER_S, float(MAX_CONCURRENCY))
+            )
             band = speed_band_of(flags, batch=None)
         else:
             result = run_simulation(flags)
