@@ -201,8 +201,12 @@ def show_header(dep: Deployment, plan: Plan) -> None:
     """Title, what is being planned, and the calibrated / uncalibrated badge."""
     st.title(f"{plan.model} on {dep.hardware.name}")
     hw = dep.hardware
+    visible = hw.visible_memory_bytes
+    memory = f"{units.fmt_gib(hw.memory_capacity_bytes)} nominal" + (
+        f", {units.fmt_gib(visible)} runtime-visible (planned on it)" if visible else ""
+    )
     st.caption(
-        f"{units.fmt_gib(hw.memory_capacity_bytes)} at {hw.memory_bandwidth_gb_per_s:g} GB/s · weights "
+        f"{hw.variant_id}: {memory} at {hw.memory_bandwidth_gb_per_s:g} GB/s · weights "
         f"{plan.dtype} · KV {plan.kv_dtype} · tp={plan.tp} · context {units.fmt_tokens(plan.ctx_tokens)} "
         f"· block {plan.block_size_tokens} · memory fraction {plan.memory_fraction:g}"
     )

@@ -107,9 +107,12 @@ def apply_overrides(
     hw: HardwareProfile, *, memory_gib: float | None, bandwidth_gbps: float | None
 ) -> HardwareProfile:
     """Card profile with the user's capacity / bandwidth overrides (validated again as a whole)."""
-    update: dict[str, float] = {}
+    update: dict[str, float | None] = {}
     if memory_gib is not None:
+        # --memory-gib is the device total the planner sizes from: a custom size, no longer a listed variant
         update["memory_capacity_gib"] = bounded(memory_gib, "--memory-gib", MEMORY_GIB_RANGE)
+        update["visible_memory_bytes"] = None
+        update["variant"] = None
     if bandwidth_gbps is not None:
         update["memory_bandwidth_gb_per_s"] = bounded(
             bandwidth_gbps, "--bandwidth-gbps", BANDWIDTH_GBPS_RANGE

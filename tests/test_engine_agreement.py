@@ -37,7 +37,7 @@ FIT_ON_8_950PR = (
 
 def config_batch(engine: str, common: list[str]) -> tuple[int, int | None, dict]:
     """(exit code, batch the config command writes, its JSON payload); transformers has no config command."""
-    extra = ["--weights-path", "/w"] if engine == "mindie" else []
+    extra = ["--weights-path", "/w"]  # vllm: no repo is printed for weights it does not know
     result = runner.invoke(app, [engine, *common, *extra, "--json"])
     if result.exit_code:
         return result.exit_code, None, {}
@@ -73,9 +73,16 @@ def dashboard_batch(engine: str, model: str, card: str, tp: str) -> tuple[int, i
     return 0, plan.recommendation.max_batch_size, download
 
 
+# Every profile (its default variant) and every other variant of it (e.g. ascend-950pr-64g).
+CARDS = [
+    *catalog.card_ids(),
+    *(v for v, card in catalog.variant_map().items() if v != catalog.load_card(card).variant_id),
+]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("card", catalog.card_ids())
+@pytest.mark.parametrize("card", CARDS)
 @pytest.mark.parametrize("model", catalog.model_ids())
 def test_every_command_gives_the_same_max_batch(model: str, card: str, engine: str) -> None:
     for tp in TPS:
