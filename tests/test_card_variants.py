@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from dashboard import view
 from planner import capacity, catalog, inputs, support
+from planner.cli import app
 from planner.engines.mindie import pool as mindie_pool
 from planner.engines.vllm import batch as vllm_batch
-from planner.cli import app
 from planner.errors import PlanInputError, UnknownIdError
 from planner.schema import HardwareProfile
 

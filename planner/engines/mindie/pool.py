@@ -48,10 +48,10 @@ SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting
 GATHERS_MOE_OUTPUTS = False  # MoE outputs all-reduced, not all-gathered (planner/perf/opcost.py)
 
 
-# MindIE's int8 KV cache (C8) comes with a C8-quantized W8A8 checkpoint and is documented for Atlas 800I A2 with
-# LLaMA3.1-70B / Qwen2-72B / Qwen2.5-72B-Instruct (MindIE-LLM docs/zh/user_guide/feature/kv_cache_int8.md:7-12,
-# commit 8b4871ad31f5); DeepSeek's MLA latent has its own int8 path (kvcache_quant_layers,
-# examples/atb_models/atb_llm/runner/model_runner.py:290-292, 566-574) on A2/A3. Elsewhere MindIE keeps 16-bit KV.
+# MindIE's int8 KV cache (C8) comes with a C8-quantized W8A8 checkpoint; documented for Atlas 800I A2 with
+# LLaMA3.1-70B / Qwen2-72B / Qwen2.5-72B-Instruct (MindIE-LLM docs/zh/user_guide/feature/kv_cache_int8.md:7-12
+# commit 8b4871ad31f5). DeepSeek's MLA latent has its own int8 path (kvcache_quant_layers, atb_llm
+# runner/model_runner.py:290-292, 566-574) on A2/A3. Elsewhere MindIE keeps 16-bit KV.
 C8_SOURCE = "MindIE-LLM docs/zh/user_guide/feature/kv_cache_int8.md:7-12"
 C8_MODELS = frozenset({"llama-3.1-70b"})  # the documented models kvplan has cards of
 MLA_INT8_MODELS = frozenset({"deepseek-v3", "deepseek-r1"})
