@@ -231,7 +231,7 @@ def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
             f"at --batch {dep.batch} the longest sequence is "
             f"{longest_at_batch(dep, mem)} tokens"
         )
-    return Recommendation(max_batch_size=dep.batch, max_seq_len=dep.ctx_tokens)
+    return Recommendation(max_batch_size=dep.batch, max_seq_len=dep.ctx_tokens, binding_constraint="batch")
 
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

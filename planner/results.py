@@ -36,7 +36,7 @@ class Recommendation(Frozen):
 
     max_batch_size: int
     max_seq_len: int
-    binding_constraint: str = "memory"
+    binding_constraint: str = "memory"  # or "batch" (--batch given), "tpot", "ttft", "min-user-tps"
 
 
 class SpeedRange(Frozen):

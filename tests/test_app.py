@@ -307,6 +307,7 @@ def test_uploaded_config_that_is_not_json_raises_a_data_error() -> None:
         uploads.model_card_from_config(b"{not json", name="config.json")
 
 
+@pytest.mark.slow
 def test_a_fit_used_outside_its_range_is_warned_not_green(tmp_path: Path) -> None:
     profile = tmp_path / "fitted.yaml"
     kvplan("calibrate --from-bench", h200_points_of("qwen3-8b", tmp_path), "--out", profile)

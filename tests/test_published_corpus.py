@@ -15,6 +15,8 @@ from planner import catalog
 from planner.errors import DataFileError
 from planner.importers import hfimport
 
+pytestmark = pytest.mark.lab  # reads the lab's data or scripts (tests/conftest.py: lab implies slow)
+
 PUBLISHED = Path(__file__).resolve().parents[1] / "lab" / "published"
 CONFIGS = sorted((PUBLISHED / "hf_configs").glob("*.config.json"))
 # Geometry that decides weights, KV and state bytes: imported and committed cards agree in all of these.

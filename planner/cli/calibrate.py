@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
-from planner.cli.options import fail
+from planner.cli.options import FlagCommand, fail
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -332,6 +332,7 @@ def calibrate(
         float | None,
         typer.Option(
             "--gpu-memory-utilization",
+            "--memory-fraction",  # the same share of memory as every other command's --memory-fraction
             min=0.01,
             max=1.0,
             help="With --from-log, when the log does not say it.",
@@ -523,5 +524,5 @@ def validate(
 
 def register(app: typer.Typer) -> None:
     """Add `calibrate` and `validate` to the kvplan app."""
-    app.command("calibrate")(calibrate)
-    app.command("validate")(validate)
+    app.command("calibrate", cls=FlagCommand)(calibrate)
+    app.command("validate", cls=FlagCommand)(validate)

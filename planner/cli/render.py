@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 
@@ -115,8 +116,22 @@ def _header(result: Plan, dep: Deployment) -> str:
     )
 
 
-def print_plan(result: Plan, dep: Deployment) -> None:
-    """Print the plan: header, memory table, cache sizes, recommendation, speed, warnings."""
+def engine_lines(result: Plan, dep: Deployment, *, flags: str) -> list[str]:
+    """The recommendation in the engine's own words and the command that writes its config with the same
+    `flags`; nothing for an engine kvplan writes no config for."""
+    from planner.engines import registry
+
+    words = registry.config_words(result, dep)
+    if words is None:
+        return []
+    title, fields, needs = words
+    command = " ".join(part for part in (f"kvplan {dep.engine}", flags, needs) if part)
+    return [f"{title}: " + ", ".join(f"{name} {value}" for name, value in fields), f"Next: {command}"]
+
+
+def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = None) -> None:
+    """Print the plan: header, memory table, cache sizes, recommendation (then `next_lines`: the engine's
+    words for it and the next command), speed, warnings."""
     mem, rec = result.memory, result.recommendation
     console.print(_header(result, dep))
     console.print(_memory_table(result, dep))
@@ -130,11 +145,13 @@ def print_plan(result: Plan, dep: Deployment) -> None:
             else ""
         )
     )
+    bound = "set by --batch" if rec.binding_constraint == "batch" else f"bound by {rec.binding_constraint}"
     console.print(
         f"[bold green]Recommended:[/bold green] max_batch_size = {rec.max_batch_size}, "
-        f"max_seq_len = {rec.max_seq_len} (bound by {rec.binding_constraint}; "
-        f"block size {result.block_size_tokens})"
+        f"max_seq_len = {rec.max_seq_len} ({bound}; block size {result.block_size_tokens})"
     )
+    for line in next_lines or []:
+        console.print(f"  {escape(line)}")
     from planner.engines import registry
 
     for line in registry.startup_lines(dep, mem, rec):
@@ -154,7 +171,45 @@ def print_plan(result: Plan, dep: Deployment) -> None:
     if result.load_knee is not None:
         console.print(load_knee_line(result.load_knee, dep=dep, max_batch=rec.max_batch_size))
     for note in result.warnings + _range_notes(perf):
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {plain_note(note)}")
+
+
+FITTED = "speed from a fitted profile: "
+ON_BOUND = re.compile(
+    r"^(?P<name>\w+) = (?P<value>\S+) sits on its (?P<side>lower|upper) bound \((?P<limit>[^)]*)\)"
+)
+OUTSIDE = re.compile(
+    r"^(?P<axis>batch|ctx) (?P<value>\d+) is outside the fitted range (?P<low>[\d.e+]+)-(?P<high>[\d.e+]+)"
+)
+
+
+def plain_note(note: str) -> str:
+    """A fitted profile's warning (perf.fitted: a coefficient on its bound, a point outside the fitted range)
+    as what it means for the user's figures and what would make them firmer; other notes as they are. The
+    technical form stays in --explain and --json."""
+    from planner.perf.fitted_params import FIT_PARAMS
+
+    detail = note.removeprefix(FITTED)
+    firmer = "serving benchmarks of this model on this card (kvplan bench import, calibrate --from-bench)"
+    bound = ON_BOUND.match(detail)
+    if detail != note and bound is not None:
+        meaning = {p.name: p.meaning for p in FIT_PARAMS}.get(bound["name"], bound["name"])
+        return (
+            f"the speed figures are less firm than their range says: the card's fit needed its {meaning} "
+            f"at a physical limit to match its measured runs, so something it does not model is at work; "
+            f"{firmer} would firm them up (--explain: the fit's terms)"
+        )
+    outside = OUTSIDE.match(detail)
+    if detail == note or outside is None:
+        return note
+    axis = "contexts" if outside["axis"] == "ctx" else "batches"
+    low, high = (f"{float(outside[k]):g}" for k in ("low", "high"))
+    measured = low if low == high else f"{low}-{high}"
+    return (
+        f"the speed figures are extrapolated: the card's fit saw {axis} of {measured} only, this plan is at "
+        f"{outside['value']}; read the range, not the figure; {firmer} at this {outside['axis']} would firm "
+        "them up (--explain: the fit's terms)"
+    )
 
 
 def speed_line(perf: Performance) -> str:
@@ -225,6 +280,9 @@ def print_explain(dep: Deployment, result: Plan) -> None:
         batch = result.layout.batch_per_dp_group
     ledger = roofline.decode_ledger(dep, batch=batch, ctx_tokens=dep.ctx_tokens)
     console.print(explain.render_explain(ledger))
+    for note in result.warnings:
+        if plain_note(note) != note:
+            console.print(f"fit detail: {escape(note)}")
 
 
 def model_rows() -> list[Row]:

@@ -61,7 +61,7 @@ def apply_slo(
     return rec.model_copy(
         update={
             "max_batch_size": result.batch,
-            "binding_constraint": "memory" if result.batch == limit else result.binding,
+            "binding_constraint": rec.binding_constraint if result.batch == limit else result.binding,
         }
     )
 

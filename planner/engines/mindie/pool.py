@@ -9,14 +9,16 @@ nothing else names these facts.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import numpy.typing as npt
 
 from planner import deployment, layout, units
 from planner.deployment import Deployment
 from planner.engines import common
-from planner.errors import DoesNotFitError, PlanInputError
-from planner.results import MemoryBreakdown, Recommendation
+from planner.errors import DoesNotFitError, KvplanError, PlanInputError
+from planner.results import MemoryBreakdown, Plan, Recommendation
 
 # ScheduleConfig.maxBatchSize range is [1, 5000] ([DOC]).
 MAX_BATCH_SIZE = 5000
@@ -188,3 +190,57 @@ def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
 def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """No start-up lines modelled for this engine (MindIE's npuBlockNum: kvplan mindie prints it)."""
     return []
+
+
+def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "explicit"]:
+    """auto (-1) by default: MindIE then measures the real non-KV memory after warm-up, so kvplan's estimates
+    of activations and runtime cannot cause an OOM. Multimodal checkpoints must use explicit ([DOC])."""
+    multimodal = model_id in EXPLICIT_NPU_MEM
+    if requested == "auto" and multimodal:
+        raise PlanInputError(
+            f"--npu-mem-size: MindIE does not allow npuMemSize -1 for multimodal models "
+            f"(got auto for {model_id}, expected explicit)"
+        )
+    if requested == "explicit" or multimodal:
+        return "explicit"
+    return "auto"
+
+
+def npu_mem_size_gib(plan: Plan, *, mode: str) -> int:
+    """npuMemSize: -1, or the paged-KV part of the plan's budget in whole GiB ([KV]: its "GB" is GiB).
+
+    Formula: floor((kv_budget - max_batch_size * state_bytes_per_sequence) / GiB). Hybrid models' fixed
+    linear-attention states are taken out first: MindIE's npuMemSize sizes KV blocks only, and kvplan
+    cannot tell whether MindIE allocates those states inside it (assumed: outside, the safe side).
+    """
+    if mode == "auto":
+        return -1
+    states = plan.recommendation.max_batch_size * plan.memory.state_bytes_per_sequence
+    gib = (plan.memory.kv_budget_bytes - states) // units.GIB_BYTES
+    if gib < 1:
+        budget = units.fmt_gib(plan.memory.kv_budget_bytes - states)
+        raise DoesNotFitError(
+            f"{plan.model} on {plan.card} at tp={plan.tp}: npuMemSize would be 0 GB "
+            f"(got {budget} of KV budget, expected >= 1 GiB); "
+            f"try --npu-mem-size auto or a larger --tp"
+        )
+    return int(gib)
+
+
+def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]], str]:
+    """The plan as the config.json fields `kvplan mindie` writes from it ([DOC] ScheduleConfig.maxBatchSize,
+    ModelDeployConfig.maxSeqLen, ScheduleConfig.maxPrefillTokens, ModelConfig.npuMemSize): (title, fields,
+    what the command needs beyond the plan's flags)."""
+    try:
+        gib = npu_mem_size_gib(plan, mode=npu_mem_mode(plan.model, requested=None))
+        mem = "-1 (auto)" if gib < 0 else f"{gib} (GiB: explicit)"
+    except KvplanError as exc:
+        mem = f"n/a ({exc})"
+    rec = plan.recommendation
+    fields = [
+        ("maxBatchSize", str(rec.max_batch_size)),
+        ("maxSeqLen", str(rec.max_seq_len)),
+        ("maxPrefillTokens", str(dep.max_prefill_tokens)),
+        ("npuMemSize", mem),
+    ]
+    return "MindIE config.json", fields, "--weights-path <checkpoint dir> -o config.json"

@@ -25,6 +25,7 @@ from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
 from planner.engines.vllm import checkpoints as ckpt
 from planner.engines.vllm import pool as vm
+from planner.engines.vllm import startup as vllm_startup
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
@@ -203,8 +204,6 @@ def render_command(result: VllmArgs) -> str:
 
 def startup_lines(plan: Plan, dep: Deployment, *, lengths: Lengths, max_num_seqs: int) -> list[str]:
     """The engine's own start-up arithmetic for the printed settings (planner/engines/vllm/startup.py)."""
-    from planner.engines.vllm import startup as vllm_startup
-
     sized = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
     return vllm_startup.plan_lines(
         sized,

@@ -13,9 +13,9 @@ import numpy.typing as npt
 from planner import layout, units
 from planner.deployment import Deployment
 from planner.engines import common
-from planner.engines.vllm import pool, startup
+from planner.engines.vllm import flags, pool, startup
 from planner.errors import DoesNotFitError, PlanInputError
-from planner.results import MemoryBreakdown, Recommendation
+from planner.results import MemoryBreakdown, Plan, Recommendation
 
 # max_num_batched_tokens of the API server on a >= 70 GiB device (facts 1.6, [S]): the per-step token budget
 # of chunked prefill (vLLM V1 always chunks).
@@ -146,3 +146,8 @@ def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
         max_num_seqs=rec.max_batch_size,
         plan_budget_bytes=mem.kv_budget_bytes,
     )
+
+
+def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]], str]:
+    """The plan as `vllm serve` flags (engines/vllm/flags.py): (title, flags, nothing more needed)."""
+    return "vllm serve", flags.serve_words(plan, dep), ""
