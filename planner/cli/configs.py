@@ -23,7 +23,6 @@ from planner.cli.options import (
     DEFAULT_CARD,
     DEFAULT_CTX,
     DEFAULT_DTYPE,
-    DEFAULT_MEMORY_FRACTION,
     PREFILL_FLAGS,
     TP_FLAGS,
     BatchOpt,
@@ -31,9 +30,9 @@ from planner.cli.options import (
     CardOpt,
     DpOpt,
     DtypeOpt,
+    EngineFractionOpt,
     EpOpt,
     FlagCommand,
-    FractionOpt,
     JsonOpt,
     KvDtypeOpt,
     MemoryOpt,
@@ -42,6 +41,7 @@ from planner.cli.options import (
     NodesOpt,
     PpOpt,
     RedundantOpt,
+    engine_memory_fraction,
     fail,
     print_json,
 )
@@ -222,7 +222,7 @@ def mindie_command(
     kv_dtype: KvDtypeOpt = None,
     batch: BatchOpt = None,
     block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: FractionOpt = DEFAULT_MEMORY_FRACTION,
+    memory_fraction: EngineFractionOpt = None,
     memory_gib: MemoryOpt = None,
     max_prefill_tokens: PrefillOpt = None,
     weights_path: WeightsOpt = None,
@@ -244,9 +244,9 @@ def mindie_command(
     # re-sized with the request lengths by prepare()
     request = PlanRequest(
         model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len, batch=batch,
-        block_size=block_size, memory_fraction=memory_fraction, memory_gib=memory_gib,
-        max_prefill_tokens=max_prefill_tokens, mtp=mtp, dp=dp, ep=ep, pp=pp, nodes=nodes,
-        devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+        block_size=block_size, memory_fraction=engine_memory_fraction("mindie", memory_fraction),
+        memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp, dp=dp, ep=ep, pp=pp,
+        nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
     )  # fmt: skip
     flags = ServingFlags(
         max_prefill_tokens, weights_path, model_name, mtp, prefix_cache, max_input_tokens, max_output_tokens
@@ -388,7 +388,7 @@ def vllm_command(
     kv_dtype: KvDtypeOpt = None,
     batch: BatchOpt = None,
     block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: FractionOpt = DEFAULT_MEMORY_FRACTION,
+    memory_fraction: EngineFractionOpt = None,
     memory_gib: MemoryOpt = None,
     max_prefill_tokens: PrefillOpt = None,
     weights_path: WeightsOpt = None,
@@ -411,9 +411,9 @@ def vllm_command(
     # engine: vLLM's block accounting; re-sized with the request lengths by prepare()
     request = PlanRequest(
         model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len, batch=batch,
-        block_size=block_size, memory_fraction=memory_fraction, memory_gib=memory_gib,
-        max_prefill_tokens=max_prefill_tokens, mtp=mtp, engine="vllm", dp=dp, ep=ep, pp=pp, nodes=nodes,
-        devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+        block_size=block_size, memory_fraction=engine_memory_fraction("vllm", memory_fraction),
+        memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp, engine="vllm", dp=dp, ep=ep,
+        pp=pp, nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
     )  # fmt: skip
     flags = ServingFlags(
         max_prefill_tokens, weights_path, model_name, mtp, prefix_cache, max_input_tokens, max_output_tokens

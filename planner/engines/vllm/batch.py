@@ -13,7 +13,7 @@ import numpy.typing as npt
 from planner import layout, units
 from planner.deployment import Deployment
 from planner.engines import common
-from planner.engines.vllm import flags, pool, startup
+from planner.engines.vllm import checkpoints, flags, pool, startup
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import MemoryBreakdown, Plan, Recommendation
 
@@ -149,5 +149,8 @@ def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
 
 
 def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]], str]:
-    """The plan as `vllm serve` flags (engines/vllm/flags.py): (title, flags, nothing more needed)."""
-    return "vllm serve", flags.serve_words(plan, dep), ""
+    """The plan as `vllm serve` flags (engines/vllm/flags.py): (title, flags, what `kvplan vllm` still
+    needs): --weights-path when kvplan knows no checkpoint of the plan's dtype to name
+    (engines/vllm/checkpoints.py), so the printed next command runs as printed."""
+    known = checkpoints.checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)
+    return "vllm serve", flags.serve_words(plan, dep), "" if known else "--weights-path <checkpoint dir>"
