@@ -84,8 +84,12 @@ def check_replaceable(path: Path) -> bool:
     except OSError as exc:
         raise PlanInputError(f"{str(path)[:200]}: cannot write ({exc.strerror})") from exc
     if not stat.S_ISREG(info.st_mode):
-        kind = "directory" if stat.S_ISDIR(info.st_mode) else "FIFO" if stat.S_ISFIFO(info.st_mode) else (
-            "device or socket"
+        kind = (
+            "directory"
+            if stat.S_ISDIR(info.st_mode)
+            else "FIFO"
+            if stat.S_ISFIFO(info.st_mode)
+            else ("device or socket")
         )
         raise PlanInputError(
             f"{path}: not a regular file (got a {kind}, expected a regular file or a new path); kvplan "

@@ -175,11 +175,31 @@ def resolve_card(name: str, *, engine: str | None = None) -> HardwareProfile:
             raise DataFileError(f"--card: profile file not found (got {name!r})")
         return load_item(path, HardwareProfile, check_stem=False)
     key = name.strip().lower()
-    if key in _files("hwprofiles"):
-        base = load_card(key)
-        fitted = None if engine is None or base.is_calibrated else fitted_profile(key, engine)
-        return fitted or base
-    raise UnknownIdError("hardware profile", name, card_ids(), "hwprofiles/")
+    card_id = key if key in _files("hwprofiles") else variant_map().get(key)
+    if card_id is not None:
+        base = load_card(card_id)
+        fitted = None if engine is None or base.is_calibrated else fitted_profile(card_id, engine)
+        profile = fitted or base
+        return profile if key == card_id else profile.with_variant(key)
+    raise UnknownIdError("hardware profile", name, [*card_ids(), *variant_map()], "hwprofiles/")
+
+
+@functools.cache
+def variant_map() -> dict[str, str]:
+    """Card variant (SKU) id -> the catalogued profile that lists it (hwprofiles/<card>.yaml `variants`).
+
+    A variant shares its chip's profile (and fitted speeds); only the memory figures differ. A variant id
+    never equals a profile id."""
+    variants: dict[str, str] = {}
+    for card_id in card_ids():
+        for variant in load_card(card_id).variants:
+            if variant.id in variants or (variant.id in _files("hwprofiles") and variant.id != card_id):
+                raise DataFileError(
+                    f"{_files('hwprofiles')[card_id]}: variants: '{variant.id}' is already taken "
+                    f"(expected each variant id once and never another profile's id)"
+                )
+            variants[variant.id] = card_id
+    return variants
 
 
 def calibration_by_engine(card_id: str) -> dict[str, str]:

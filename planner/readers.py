@@ -55,7 +55,7 @@ def read_bytes_capped(
                     f"{where}: file too large (got {size} bytes, expected at most "
                     f"{limit_bytes // units.MIB_BYTES} MiB)"
                 )
-            data = handle.read(limit_bytes + 1)
+            data: bytes = handle.read(limit_bytes + 1)
     except OSError as exc:
         raise DataFileError(f"{_short(where)}: cannot read file ({exc.strerror or exc})") from exc
     if len(data) > limit_bytes:

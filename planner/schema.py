@@ -502,8 +502,31 @@ class MeasuredBlock(DataModel):
         return f"calibrated: measured by `{self.tool}` on {self.device_name} ({self.date[:10]})"
 
 
+class CardVariant(DataModel):
+    """One shipping memory configuration (SKU) of a chip: the same die and speeds, another memory size.
+
+    memory_capacity_gib   nominal device memory, as sold (GB or GiB as the source states; taken as GiB)
+    visible_memory_bytes  the device total the runtime reports, in bytes as the logs print it
+                          (torch_npu.npu.mem_get_info()[1], vllm-ascend's "total memory" log, MindIE's
+                          acl.rt.get_mem_info); None: not found, the planner uses memory_capacity_gib
+    """
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str = Field(min_length=1)
+    memory_capacity_gib: float = Field(gt=0, le=2.0**20)
+    visible_memory_bytes: int | None = Field(default=None, gt=0, le=2**50)
+    sources: list[Source] = Field(min_length=1)
+    notes: str = ""
+
+
 class HardwareProfile(DataModel):
-    """One accelerator as the planner sees it, in datasheet units."""
+    """One accelerator as the planner sees it, in datasheet units.
+
+    visible_memory_bytes: the device total the runtime reports (see CardVariant); the planner sizes memory
+    from it (device_total_bytes), falling back to the nominal memory_capacity_gib when it is not known.
+    variants: the chip's shipping memory configurations; `variant` names the one whose figures the
+    top-level memory fields carry (None: a custom size, e.g. --memory-gib).
+    """
 
     schema_version: Literal[1] = 1
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
@@ -514,8 +537,11 @@ class HardwareProfile(DataModel):
     peak_tflop_per_s: dict[str, float] = Field(min_length=1)  # dense, without sparsity
     native_dtypes: list[str] = Field(min_length=1)
     interconnect: Interconnect
-    # driver/runtime context, comm buffers, fragmentation
+    visible_memory_bytes: int | None = Field(default=None, gt=0, le=2**50)
+    # held inside the device total: idle use, context, buffers
     runtime_overhead_gib: float = Field(ge=0, le=2.0**20)
+    variant: str | None = None
+    variants: list[CardVariant] = Field(default_factory=list)
     default_coefficients: PerfCoefficients
     sources: list[Source] = Field(min_length=1)
     notes: str = ""
@@ -540,12 +566,64 @@ class HardwareProfile(DataModel):
         ]
         if missing:
             raise ValueError(f"native dtypes without a peak_tflop_per_s entry: {', '.join(missing)}")
+        self._check_variants()
         return self
+
+    def _check_variants(self) -> None:
+        if self.visible_memory_bytes is not None and self.visible_memory_bytes > self.memory_capacity_bytes:
+            raise ValueError(
+                f"visible_memory_bytes must be <= memory_capacity_gib "
+                f"(got {self.visible_memory_bytes} B > {self.memory_capacity_gib} GiB)"
+            )
+        ids = [v.id for v in self.variants]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"variants: ids must be unique (got {ids})")
+        if self.variant is None:
+            return
+        chosen = next((v for v in self.variants if v.id == self.variant), None)
+        if chosen is None:
+            raise ValueError(
+                f"variant must name one of variants (got {self.variant!r}, expected one of {ids})"
+            )
+        if (chosen.memory_capacity_gib, chosen.visible_memory_bytes) != (
+            self.memory_capacity_gib,
+            self.visible_memory_bytes,
+        ):
+            raise ValueError(
+                f"memory_capacity_gib / visible_memory_bytes must equal variant {chosen.id}'s "
+                f"(got {self.memory_capacity_gib} / {self.visible_memory_bytes}, expected "
+                f"{chosen.memory_capacity_gib} / {chosen.visible_memory_bytes})"
+            )
 
     @property
     def memory_capacity_bytes(self) -> int:
         """Device memory in bytes (from memory_capacity_gib)."""
         return units.gib_to_bytes(self.memory_capacity_gib)
+
+    @property
+    def device_total_bytes(self) -> int:
+        """Device memory the planner sizes from, in bytes: the runtime-visible total when the profile
+        knows it (visible_memory_bytes), else the nominal memory_capacity_gib."""
+        if self.visible_memory_bytes is not None:
+            return self.visible_memory_bytes
+        return self.memory_capacity_bytes
+
+    @property
+    def variant_id(self) -> str:
+        """The card variant (SKU) this profile describes: `variant`, else the profile id."""
+        return self.variant or self.id
+
+    def with_variant(self, variant_id: str) -> HardwareProfile:
+        """This profile with another of its variants' memory figures (ValueError: not a variant)."""
+        chosen = next((v for v in self.variants if v.id == variant_id), None)
+        if chosen is None:
+            raise ValueError(f"{self.id} has no variant {variant_id!r}")
+        update = {
+            "variant": chosen.id,
+            "memory_capacity_gib": chosen.memory_capacity_gib,
+            "visible_memory_bytes": chosen.visible_memory_bytes,
+        }
+        return HardwareProfile.model_validate({**self.model_dump(), **update})
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> float:

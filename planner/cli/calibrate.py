@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
-from planner.cli.options import fail
+from planner.cli.options import FlagCommand, fail
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         device_name=f"fit to {points_csv.name} ({len(points)} points"
         + (f", {len(rows)} serving rows" if rows else "")
-        + f"; engine {', '.join(sorted({p.engine for p in [*points, *rows]}))})",
+        + f"; engine {', '.join(sorted({p.engine for p in points} | {r.engine for r in rows}))})",
         backend="bench-fit",
         coefficients=result.coefficients,
         memory_bandwidth_gb_per_s=hw.measured.memory_bandwidth_gb_per_s if hw.measured else None,
@@ -332,6 +332,7 @@ def calibrate(
         float | None,
         typer.Option(
             "--gpu-memory-utilization",
+            "--memory-fraction",  # the same share of memory as every other command's --memory-fraction
             min=0.01,
             max=1.0,
             help="With --from-log, when the log does not say it.",
@@ -538,5 +539,5 @@ def _unique(
 
 def register(app: typer.Typer) -> None:
     """Add `calibrate` and `validate` to the kvplan app."""
-    app.command("calibrate")(calibrate)
-    app.command("validate")(validate)
+    app.command("calibrate", cls=FlagCommand)(calibrate)
+    app.command("validate", cls=FlagCommand)(validate)

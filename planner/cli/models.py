@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
-from planner.cli.options import fail
+from planner.cli.options import FlagCommand, fail
 from planner.errors import KvplanError, OutputExistsError, PlanInputError
 
 # planner.importers.hfimport is imported when the command runs, so `kvplan --help` stays light
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def register(models_app: typer.Typer) -> None:
     """Add the `import` command to the `kvplan models` sub-app."""
-    models_app.command("import")(import_card)
+    models_app.command("import", cls=FlagCommand)(import_card)
 
 
 def import_card(

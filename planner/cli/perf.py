@@ -17,18 +17,37 @@ import typer
 
 from planner import units
 from planner.cli.options import (
+    BATCH_FLAGS,
+    DEFAULT_CARD,
     DEFAULT_DTYPE,
+    DEFAULT_ENGINE,
+    DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    PREFILL_FLAGS,
+    PROMPT_FLAGS,
+    REQUESTS_FLAGS,
+    AcceptanceOpt,
+    CardOpt,
+    DpOpt,
+    EngineFractionOpt,
+    EngineOpt,
+    EpOpt,
+    FlagCommand,
+    JsonOpt,
+    KvDtypeOpt,
+    MemoryOpt,
     ModelOpt,
+    MtpOpt,
+    NodeSizeOpt,
+    NodesOpt,
+    PpOpt,
+    RedundantOpt,
+    TpOpt,
+    UncalibratedOpt,
     engine_memory_fraction,
     fail,
-    layout_options,
-    load_options,
     ms_to_s,
-    plan_request,
     positive,
     print_json,
-    speed_options,
-    with_options,
 )
 from planner.errors import KvplanError, PlanInputError
 
@@ -164,33 +183,63 @@ def sweep_json(result: SweepResult) -> str:
     return json.dumps(payload)
 
 
+MAX_TABLE_ROWS = (
+    200  # a longer table is not read (and rich takes minutes over 100 000 rows): csv/json have all
+)
+
+
+def table_points(result: SweepResult) -> list[tuple[int, int, int]]:
+    """Grid indices (dtype, batch, ctx) the table shows: every point when there are at most MAX_TABLE_ROWS;
+    else the frontier (per dtype and ctx, the batches that fit memory and raise aggregate tok/s over every
+    smaller batch: the others give less per user for no more in total), thinned evenly to MAX_TABLE_ROWS."""
+    import numpy as np
+
+    if result.decode_step_s.size <= MAX_TABLE_ROWS:
+        return [tuple(int(i) for i in index) for index in np.ndindex(result.decode_step_s.shape)]  # type: ignore[misc]
+    aggregate = np.where(result.fits_memory, result.tokens_per_s, -np.inf)
+    best_below = np.maximum.accumulate(aggregate, axis=1)
+    best_below = np.concatenate([np.full_like(best_below[:, :1], -np.inf), best_below[:, :-1]], axis=1)
+    frontier = np.argwhere(result.fits_memory & (aggregate > best_below))
+    if len(frontier) > MAX_TABLE_ROWS:
+        frontier = frontier[np.unique(np.linspace(0, len(frontier) - 1, MAX_TABLE_ROWS).round().astype(int))]
+    return [(int(i), int(j), int(k)) for i, j, k in frontier]
+
+
 def sweep_table(result: SweepResult) -> Table:
-    """The grid as a rich table (human units: ms, tok/s)."""
+    """The grid as a rich table (human units: ms, tok/s); past MAX_TABLE_ROWS points, its frontier
+    (table_points) and how many points were left out."""
     from rich.table import Table
 
     band = result.speed_band
+    shown, total = table_points(result), result.decode_step_s.size
+    left_out = (
+        [f"{len(shown)} of {total} points shown: the frontier (fits memory, more aggregate tok/s than every "
+         f"smaller batch), thinned to {MAX_TABLE_ROWS} rows; {total - len(shown)} left out; --format csv or "
+         "json prints every point"]
+        if len(shown) < total
+        else []
+    )  # fmt: skip
     table = Table(
         title=f"{result.model} on {result.card}, KV {result.kv_dtype}, tp={result.tp} ({band.label})",
-        caption="\n".join([f"source: {band.source}", *(f"range: {note}" for note in band.notes)]),
+        caption="\n".join([*left_out, f"source: {band.source}", *(f"range: {note}" for note in band.notes)]),
     )
     for name in ("dtype", "batch", "ctx", "TPOT", "range ms", "per user", "aggregate", "fits"):
         table.add_column(name, justify="left" if name == "dtype" else "right")
-    for point in result.points():
-        low, high = (units.s_to_ms(s) for s in (point.decode_step_s_low, point.decode_step_s_high))
+    for i, j, k in shown:
+        low, high = (units.s_to_ms(s[i, j, k]) for s in (result.decode_step_s_low, result.decode_step_s_high))
         table.add_row(
-            point.weight_dtype,
-            str(point.batch),
-            str(point.ctx_tokens),
-            units.fmt_ms(point.decode_step_s),
+            result.weight_dtypes[i],
+            str(int(result.batch[j])),
+            str(int(result.ctx_tokens[k])),
+            units.fmt_ms(float(result.decode_step_s[i, j, k])),
             units.fmt_span(low, high),
-            units.fmt_tokens_per_s(point.per_user_tokens_per_s),
-            units.fmt_tokens_per_s(point.tokens_per_s),
-            "yes" if point.fits_memory else "no",
+            units.fmt_tokens_per_s(float(result.per_user_tokens_per_s[i, j, k])),
+            units.fmt_tokens_per_s(float(result.tokens_per_s[i, j, k])),
+            "yes" if result.fits_memory[i, j, k] else "no",
         )
     return table
 
 
-@with_options(speed_options)
 def sweep_command(
     model: ModelOpt,
     dtype: Annotated[
@@ -199,7 +248,13 @@ def sweep_command(
     batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
     ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,4k,8k,32k.")] = "256,1k,4k,8k,32k",
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
-    **flags: object,
+    card: CardOpt = DEFAULT_CARD,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
 ) -> None:
     """Decode speed over a batch x context (x weight dtype) grid.
 
@@ -220,7 +275,10 @@ def sweep_command(
                 f"--dtype: no weight dtype given (got {dtype!r}, expected e.g. bf16 or fp8,bf16)"
             )
         check_grid(dtypes=len(dtypes), batches=len(batches), contexts=len(contexts))
-        request = plan_request({**locals(), **flags}, dtype=dtypes[0], ctx=str(max(contexts)), batch=None)
+        request = inputs.PlanRequest(
+            model=model, card=card, dtype=dtypes[0], kv_dtype=kv_dtype, tp=tp, ctx=str(max(contexts)),
+            memory_gib=memory_gib, mtp=mtp, mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated,
+        )  # fmt: skip
         result = sweep.sweep(
             inputs.to_deployment(request), batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes
         )
@@ -236,11 +294,10 @@ def sweep_command(
         Console(highlight=False).print(sweep_table(result))
 
 
-@with_options(speed_options, load_options, layout_options)
 def serve_command(
     model: ModelOpt,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
-    input_tokens: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "1k",
+    input_tokens: Annotated[str, typer.Option(*PROMPT_FLAGS, help="Prompt tokens per request.")] = "1k",
     output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = "256",
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Concurrent requests (default: SLO best or memory max).")
@@ -253,6 +310,7 @@ def serve_command(
     max_prefill_tokens: Annotated[
         int | None,
         typer.Option(
+            *PREFILL_FLAGS,
             min=1,
             help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens; default: "
             "max(8192, ctx - ctx/4), what the plan and the configs use).",
@@ -260,11 +318,14 @@ def serve_command(
     ] = None,
     max_batch: Annotated[
         int | None,
-        typer.Option(min=1, help="Engine's running-sequence limit (max_num_seqs); the rest queue."),
+        typer.Option(
+            *BATCH_FLAGS, min=1, help="Engine's running-sequence limit (max_num_seqs); the rest queue."
+        ),
     ] = None,
     num_requests: Annotated[
         int | None,
         typer.Option(
+            *REQUESTS_FLAGS,
             min=1,
             help="Requests in the benchmark run (default: analytic steady state; simulated: whole waves, "
             ">= 1000).",
@@ -273,7 +334,22 @@ def serve_command(
     arrivals: Annotated[
         str, typer.Option(help="waves (fixed lengths, all start together) or staggered (variable lengths).")
     ] = "waves",
-    **flags: object,
+    card: CardOpt = DEFAULT_CARD,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
+    engine: EngineOpt = DEFAULT_ENGINE,
+    as_json: JsonOpt = False,
+    memory_fraction: EngineFractionOpt = None,
+    dp: DpOpt = 1,
+    ep: EpOpt = 1,
+    pp: PpOpt = 1,
+    nodes: NodesOpt = None,
+    devices_per_node: NodeSizeOpt = None,
+    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
     --concurrency 32`. With an SLO and no --concurrency: the most users whose simulated P99 TTFT / TPOT meet
@@ -294,8 +370,13 @@ def serve_command(
                 f"--concurrency: too many users to simulate (got {concurrency}, expected <= "
                 f"{MAX_SERVE_CONCURRENCY})"
             )
-        fraction = engine_memory_fraction(str(flags["engine"]), flags["memory_fraction"])  # type: ignore[arg-type]
-        request = plan_request({**locals(), **flags}, ctx=str(prompt + output), memory_fraction=fraction)
+        request = inputs.PlanRequest(
+            model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=str(prompt + output),
+            memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp,
+            mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated, engine=engine, dp=dp, ep=ep, pp=pp,
+            nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+            memory_fraction=engine_memory_fraction(engine, memory_fraction),
+        )  # fmt: skip
         dep = inputs.to_deployment(request)
         run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
         tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
@@ -312,7 +393,7 @@ def serve_command(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
         memory_fraction=dep.memory_fraction, dp=dep.dp,
     )  # fmt: skip
-    if flags["as_json"]:
+    if as_json:
         print_json(serve_view.serve_payload(view))
     else:
         for line in serve_view.serve_lines(view):
@@ -432,5 +513,5 @@ def serve_results(
 
 def register(app: typer.Typer) -> None:
     """Add the performance sub-commands (`sweep`, `serve`) to the `kvplan` app."""
-    app.command("sweep")(sweep_command)
-    app.command("serve")(serve_command)
+    app.command("sweep", cls=FlagCommand)(sweep_command)
+    app.command("serve", cls=FlagCommand)(serve_command)

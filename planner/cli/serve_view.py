@@ -38,7 +38,7 @@ class ServeView:
 def slo_lines(found: SearchResult | None, estimate: ServingEstimate) -> list[str]:
     """The SLO search's answer: the most closed-loop users whose simulated tails meet the targets (the run
     below is at that answer, so the two never disagree)."""
-    from planner.sim import slo as sim_slo
+    from planner.sim import search as sim_search
 
     if found is None:
         return []
@@ -49,11 +49,11 @@ def slo_lines(found: SearchResult | None, estimate: ServingEstimate) -> list[str
     if found.best is None:
         first = found.points[0]
         return [
-            f"SLO search ({where}): no number of users meets {sim_slo.slo_text(found)}; at 1 user "
+            f"SLO search ({where}): no number of users meets {sim_search.slo_text(found)}; at 1 user "
             f"{found.quantile} TTFT {units.fmt_ms(first.ttft_s)}, TPOT {units.fmt_ms(first.tpot_s)}"
         ]
     return [
-        f"SLO search ({where}): {found.best:.0f} users meet {sim_slo.slo_text(found)} "
+        f"SLO search ({where}): {found.best:.0f} users meet {sim_search.slo_text(found)} "
         f"({len(found.points)} simulations; the run below is at {found.best:.0f})"
     ]
 

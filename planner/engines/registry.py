@@ -19,7 +19,10 @@ from planner.engines.mindie import pool as mindie_pool
 from planner.engines.transformers import pool as transformers_pool
 from planner.engines.vllm import batch as vllm_batch
 from planner.kinds import ENGINES, EngineName
-from planner.results import MemoryBreakdown, Recommendation
+from planner.results import MemoryBreakdown, Plan, Recommendation
+
+# (title, [(engine field or flag, value)], what its kvplan config command needs beyond the plan's flags)
+ConfigWords = tuple[str, list[tuple[str, str]], str]
 
 
 class EngineRoom(Protocol):
@@ -45,6 +48,7 @@ class EngineRoom(Protocol):
     def default_max_batch(self, dep: Deployment, *, planned_batch: int) -> int: ...
     def engine_notes(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
     def startup_lines(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
+    def config_words(self, plan: Plan, dep: Deployment) -> ConfigWords | None: ...
 
 
 ROOMS: dict[EngineName, EngineRoom] = {
@@ -135,6 +139,12 @@ def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
     """What the engine's own start-up arithmetic logs for the plan, term by term (empty where kvplan does
     not model the engine's start-up lines)."""
     return room(dep.engine).startup_lines(dep, mem, rec)
+
+
+def config_words(plan: Plan, dep: Deployment) -> ConfigWords | None:
+    """The plan in the engine's own config words and what `kvplan <engine>` needs to write them (None: kvplan
+    writes no config for this engine)."""
+    return room(dep.engine).config_words(plan, dep)
 
 
 def default_memory_fraction(engine: EngineName) -> float:

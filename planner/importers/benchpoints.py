@@ -321,7 +321,12 @@ def without_repeats(rows: list[RowT]) -> tuple[list[RowT], int]:
     """(rows with every exact repeat of an earlier row dropped, how many were dropped): a repeated row
     (all columns equal, another line) adds no information but costs a fit or a prediction each."""
     seen: set[RowT] = set()
-    kept = [r for r in rows if (key := replace(r, where="")) not in seen and not seen.add(key)]  # type: ignore[func-returns-value]
+    kept: list[RowT] = []
+    for row in rows:
+        key = replace(row, where="")
+        if key not in seen:
+            seen.add(key)
+            kept.append(row)
     return kept, len(rows) - len(kept)
 
 

@@ -96,8 +96,7 @@ def safetensors_header(path: Path) -> dict[str, TensorEntry]:
     needed = HEADER_LENGTH_BYTES + header_bytes + data_end
     if size < needed:
         raise DataFileError(
-            f"{path}: file is truncated (got {size} bytes, expected >= "
-            f"{needed}); incomplete download?"
+            f"{path}: file is truncated (got {size} bytes, expected >= {needed}); incomplete download?"
         )
     return entries
 
@@ -173,7 +172,7 @@ def _missing_shards(directory: Path, *, present: set[str]) -> list[str]:
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise DataFileError(
             f"{index}: weight_map: not a map of tensor names to file names (got a "
-            f"{type(weight_map).__name__}, expected {{\"name\": \"model-00001-of-00002.safetensors\"}})"
+            f'{type(weight_map).__name__}, expected {{"name": "model-00001-of-00002.safetensors"}})'
         )
     return sorted(set(weight_map.values()) - present)
 

@@ -42,6 +42,7 @@ class ServingResult:
     duration_s: float | None  # benchmark duration
     tool: str  # which tool's format was read
     where: str  # the file, for messages
+    model_id: str | None = None  # the model the run served, when the file records it (vllm bench: model_id)
 
 
 def parse_json(text: str, *, where: str) -> dict[str, Any]:

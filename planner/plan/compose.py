@@ -61,7 +61,7 @@ def apply_slo(
     return rec.model_copy(
         update={
             "max_batch_size": result.batch,
-            "binding_constraint": "memory" if result.batch == limit else result.binding,
+            "binding_constraint": rec.binding_constraint if result.batch == limit else result.binding,
         }
     )
 
@@ -102,6 +102,7 @@ def build_plan(
         model=dep.model.id,
         model_alias=dep.model_alias,
         card=dep.hardware.id,
+        card_variant=dep.hardware.variant_id,
         dtype=dep.weight_scheme.name,
         kv_dtype=dep.kv_dtype.value,
         tp=dep.tp,

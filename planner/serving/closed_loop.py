@@ -39,13 +39,14 @@ from typing import Protocol
 import numpy as np
 from pydantic import Field
 
+from planner import capacity
 from planner.deployment import Deployment
 from planner.kinds import ARRIVALS as ARRIVALS  # re-exported: the CLI's --arrivals check reads it here
 from planner.kinds import Arrivals
 from planner.perf import roofline
+from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import Step
 from planner.schema import Frozen
-from planner.serving.performance import tokens_per_step
 
 
 class BenchRun(Frozen):
@@ -99,8 +100,6 @@ def admission(dep: Deployment, *, clients: int, engine_cap: int | None) -> Admis
     refusal: the engine queues what it does not run (closed-loop steady state; the simulator shows the
     on-demand blocks and preemptions).
     """
-    from planner import capacity
-
     _, recommendation = capacity.memory_plan(dep)
     full = recommendation.max_batch_size // dep.dp
     running = max(1, min(clients, engine_cap or clients, full))

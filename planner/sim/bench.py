@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from planner import capacity
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.serving.closed_loop import BenchRun
@@ -55,8 +56,6 @@ def engine_cap(dep: Deployment, *, max_batch: int | None) -> int:
     config.default_max_batch)."""
     if max_batch is not None:
         return max_batch
-    from planner import capacity
-
     planned = capacity.memory_plan(dep)[1].max_batch_size // dep.dp  # one DP group's share
     return config.default_max_batch(dep, planned_batch=max(1, planned))
 

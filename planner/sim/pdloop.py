@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import roofline
 from planner.sim import metrics, run, schedulers
@@ -38,9 +39,7 @@ MAX_PD_CELLS = 8_000_000  # requests x instances: each instance keeps per-reques
 
 def decoder_emits_first(spec: PdSpec) -> bool:
     """pd.decoder_emits_first (the first token the user sees comes from the decode instance)."""
-    from planner.sim.pd import decoder_emits_first as emits
-
-    return emits(spec)
+    return registry.decoder_streams_first_token(spec.decode.engine)
 
 
 def engines_for(

@@ -17,6 +17,7 @@ from typing import Literal
 
 import numpy as np
 
+from planner import units
 from planner.errors import PlanInputError
 from planner.schema import Frozen
 from planner.sim.run import SimSummary
@@ -215,4 +216,12 @@ def search_pd(
         best=best.pd if best else None,
         devices=best.devices if best else None,
         points=points,
+    )
+
+
+def slo_text(found: SearchResult) -> str:
+    """'p99 TTFT <= 1000 ms, p99 TPOT <= 150 ms'."""
+    names = {"ttft_s": "TTFT", "tpot_s": "TPOT"}
+    return ", ".join(
+        f"{found.quantile} {names[k]} <= {units.s_to_ms(v):.4g} ms" for k, v in (found.slo or {}).items()
     )

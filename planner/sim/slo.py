@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from planner import units
 from planner.errors import SloNotMetError
 from planner.sim.run import SimSummary
-from planner.sim.search import Quantile, SearchResult, search
+from planner.sim.search import Quantile, SearchResult, search, slo_text
 
 DEFAULT_QUANTILE: Quantile = "p99"
 
@@ -48,14 +49,6 @@ def max_users(
     )
 
 
-def slo_text(found: SearchResult) -> str:
-    """'p99 TTFT <= 1000 ms, p99 TPOT <= 150 ms'."""
-    names = {"ttft_s": "TTFT", "tpot_s": "TPOT"}
-    return ", ".join(
-        f"{found.quantile} {names[k]} <= {v * 1000:.4g} ms" for k, v in (found.slo or {}).items()
-    )
-
-
 def require_met(found: SearchResult, *, what: str) -> None:
     """SloNotMetError (exit 3) when the search found no load meeting the targets; `what` names the load."""
     if found.best is not None:
@@ -63,6 +56,6 @@ def require_met(found: SearchResult, *, what: str) -> None:
     first = found.points[0]
     raise SloNotMetError(
         f"SLO: no {what} meets {slo_text(found)} (got at the lowest load, {first.x:g}: {found.quantile} "
-        f"TTFT {first.ttft_s * 1000:.4g} ms, TPOT {first.tpot_s * 1000:.4g} ms; expected within the "
-        "targets); relax them or add devices"
+        f"TTFT {units.s_to_ms(first.ttft_s):.4g} ms, TPOT {units.s_to_ms(first.tpot_s):.4g} ms; expected "
+        "within the targets); relax them or add devices"
     )

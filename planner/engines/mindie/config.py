@@ -25,6 +25,7 @@ from planner.engines.common import Lengths, ServingOptions
 from planner.engines.mindie import pool
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.fields import MODEL, OWNED_FIELDS
+from planner.engines.mindie.pool import npu_mem_mode, npu_mem_size_gib
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
@@ -68,41 +69,6 @@ class MindieResult(Frozen):
     npu_mem_mode: Literal["auto", "explicit"]
     env: dict[str, str]
     notes: list[str]
-
-
-def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "explicit"]:
-    """auto (-1) by default: MindIE then measures the real non-KV memory after warm-up, so kvplan's estimates
-    of activations and runtime cannot cause an OOM. Multimodal checkpoints must use explicit ([DOC])."""
-    multimodal = model_id in pool.EXPLICIT_NPU_MEM
-    if requested == "auto" and multimodal:
-        raise PlanInputError(
-            f"--npu-mem-size: MindIE does not allow npuMemSize -1 for multimodal models "
-            f"(got auto for {model_id}, expected explicit)"
-        )
-    if requested == "explicit" or multimodal:
-        return "explicit"
-    return "auto"
-
-
-def npu_mem_size_gib(plan: Plan, *, mode: str) -> int:
-    """npuMemSize: -1, or the paged-KV part of the plan's budget in whole GiB ([KV]: its "GB" is GiB).
-
-    Formula: floor((kv_budget - max_batch_size * state_bytes_per_sequence) / GiB). Hybrid models' fixed
-    linear-attention states are taken out first: MindIE's npuMemSize sizes KV blocks only, and kvplan
-    cannot tell whether MindIE allocates those states inside it (assumed: outside, the safe side).
-    """
-    if mode == "auto":
-        return -1
-    states = plan.recommendation.max_batch_size * plan.memory.state_bytes_per_sequence
-    gib = (plan.memory.kv_budget_bytes - states) // units.GIB_BYTES
-    if gib < 1:
-        budget = units.fmt_gib(plan.memory.kv_budget_bytes - states)
-        raise DoesNotFitError(
-            f"{plan.model} on {plan.card} at tp={plan.tp}: npuMemSize would be 0 GB "
-            f"(got {budget} of KV budget, expected >= 1 GiB); "
-            f"try --npu-mem-size auto or a larger --tp"
-        )
-    return int(gib)
 
 
 def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int) -> BlockPrediction:

@@ -14,7 +14,7 @@ from planner.deployment import Deployment
 from planner.engines import common
 from planner.engines.vllm import batch as vllm_batch
 from planner.errors import PlanInputError
-from planner.results import MemoryBreakdown, Recommendation
+from planner.results import MemoryBreakdown, Plan, Recommendation
 
 SCHEDULER = vllm_batch.SCHEDULER
 # transformers + fla reads and writes the fp32 state twice per decode step (planner/perf/kernels.py)
@@ -75,3 +75,8 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
 def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """transformers has no KV pool of its own to log at start-up."""
     return []
+
+
+def config_words(plan: Plan, dep: Deployment) -> None:
+    """No serving config kvplan writes for Transformers."""
+    return None
