@@ -23,6 +23,7 @@ import yaml
 
 from planner import atomic, catalog, readers
 from planner.errors import DataFileError, PlanInputError
+from planner.importers.benchpoints import MAX_BENCH_ROWS
 from tests.hostile import corpus
 from tests.hostile.promise import Run, assert_promise, error_line
 from tests.hostile.promise import run_kvplan as _run_kvplan
@@ -443,7 +444,7 @@ def test_u2_prefill_tp_errors_name_prefill_tp(work: Path) -> None:
 
 
 def test_h2_repeated_bench_rows_are_counted_once(work: Path) -> None:
-    (work / "same.csv").write_text(corpus.SERVING_HEADER + corpus.serving_row() * 5000)
+    (work / "same.csv").write_text(corpus.SERVING_HEADER + corpus.serving_row() * MAX_BENCH_ROWS)
     fit, checked = runs(
         [
             ["calibrate", "--card", "ascend-950pr", "--from-bench", "same.csv", "--out", "fit.yaml"],
@@ -453,7 +454,7 @@ def test_h2_repeated_bench_rows_are_counted_once(work: Path) -> None:
     )
     check(fit, 2, "a fit needs at least 2 measured rows (got 1)")  # 462 s on main
     check(checked, 0)
-    assert "note: 4999 repeated row(s)" in fit.stdout + checked.stdout
+    assert f"note: {MAX_BENCH_ROWS - 1} repeated row(s)" in fit.stdout + checked.stdout
 
 
 def test_h2_pd_search_is_bounded_by_its_whole_work(work: Path) -> None:
@@ -480,7 +481,7 @@ def test_w3_bench_rows_and_import_flags_pass_the_plans_checks(work: Path) -> Non
         ["bench", "import", "genai0.csv", "-m", "qwen3-8b", "--card", "ascend-910b3", "--concurrency", "8"],
     ]
     tp3, fp32, tp_huge, row_fp32, zero = runs(cases, work)
-    check(tp3, 2, "--tp:", "not divisible by tp (got 3")
+    check(tp3, 2, "--tp: 3 cannot shard qwen3-8b", "not divisible by 3 (got 3")
     check(fp32, 2, "--kv-dtype: unknown KV dtype (got 'fp32'")
     check(tp_huge, 2, "--tp: out of range (got 100000000")
     check(row_fp32, 2, "fp32.csv:2: column kv_dtype: unknown KV dtype")

@@ -301,7 +301,8 @@ def read_bench_rows(path: Path) -> tuple[list[BenchPoint], list[ServingPoint]]:
     for line, row in enumerate(reader, start=2):
         if line > MAX_BENCH_ROWS + 1:
             raise DataFileError(
-                f"{path}: too many rows (got more than {MAX_BENCH_ROWS}, expected at most so many)"
+                f"{path}: too many rows (got more than {MAX_BENCH_ROWS}, expected at most {MAX_BENCH_ROWS}; "
+                "each row is a fit term or a prediction)"
             )
         clean = {(k or "").strip(): (v or "") for k, v in row.items()}
         where = f"{path}:{line}"
