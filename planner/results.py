@@ -122,6 +122,7 @@ class Plan(Frozen):
     model: str
     model_alias: str | None
     card: str
+    card_variant: str  # the SKU whose memory the plan assumed (HardwareProfile.variant_id)
     dtype: str
     kv_dtype: str
     tp: int

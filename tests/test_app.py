@@ -264,7 +264,7 @@ def test_uploaded_profile_is_validated() -> None:
     profile = uploads.load_uploaded(source.read_bytes(), HardwareProfile, name="my-950pr.yaml")
     assert profile.id == "ascend-950pr"
     with pytest.raises(DataFileError, match=r"bad-profile\.yaml: memory_capacity_gib"):
-        bad = source.read_text().replace("memory_capacity_gib: 128", "memory_capacity_gib: -1")
+        bad = source.read_text().replace("memory_capacity_gib: 112\n", "memory_capacity_gib: -1\n", 1)
         uploads.load_uploaded(bad.encode(), HardwareProfile, name="bad-profile.yaml")
 
 

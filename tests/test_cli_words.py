@@ -52,7 +52,7 @@ def test_version() -> None:
     [
         (["--max-model-len", "8k"], ["--ctx", "8k"]),
         (["--tensor-parallel-size", "2"], ["--tp", "2"]),
-        (["--kv-cache-dtype", "int8"], ["--kv-dtype", "int8"]),
+        (["--kv-cache-dtype", "fp16"], ["--kv-dtype", "fp16"]),
         (["--gpu-memory-utilization", "0.9"], ["--memory-fraction", "0.9"]),
         (["--max-num-seqs", "4"], ["--batch", "4"]),
         (["--max-num-batched-tokens", "16384"], ["--max-prefill-tokens", "16384"]),

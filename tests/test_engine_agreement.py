@@ -45,7 +45,7 @@ FIT_ON_8_950PR = (
 
 def config_batch(engine: str, common: list[str]) -> tuple[int, int | None, dict]:
     """(exit code, batch the config command writes, its JSON payload); transformers has no config command."""
-    extra = ["--weights-path", "/w"] if engine == "mindie" else []
+    extra = ["--weights-path", "/w"]  # vllm: no repo is printed for weights it does not know
     result = runner.invoke(app, [engine, *common, *extra, "--json"])
     if result.exit_code:
         return result.exit_code, None, {}

@@ -99,6 +99,13 @@ def setup_columns(
             raise PlanInputError(f"{flag}: must be >= 1 (got {degree})")
     if mtp < 0:
         raise PlanInputError(f"--mtp: must be >= 0 (got {mtp})")
+    from planner import capacity, inputs
+
+    request = inputs.PlanRequest(
+        model=model, card=card, dtype=scheme, kv_dtype=kv_dtype, tp=tp, engine=engine,
+        dp=layout[0], ep=layout[1],  # --mtp keeps its own check above (a draft model may supply it)
+    )  # fmt: skip
+    capacity.check_supported(inputs.to_deployment(request))  # the plan's checks, on the same values
     return {"model": model.strip(), "card": card, "dtype": scheme, "kv_dtype": kv, "tp": str(tp),
             "dp": str(layout[0]), "ep": str(layout[1]), "engine": parse_engine(engine),
             "mtp": str(mtp)}  # fmt: skip

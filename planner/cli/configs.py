@@ -23,7 +23,6 @@ from planner.cli.options import (
     DEFAULT_CARD,
     DEFAULT_CTX,
     DEFAULT_DTYPE,
-    DEFAULT_MEMORY_FRACTION,
     PREFILL_FLAGS,
     TP_FLAGS,
     BatchOpt,
@@ -31,9 +30,9 @@ from planner.cli.options import (
     CardOpt,
     DpOpt,
     DtypeOpt,
+    EngineFractionOpt,
     EpOpt,
     FlagCommand,
-    FractionOpt,
     JsonOpt,
     KvDtypeOpt,
     MemoryOpt,
@@ -42,6 +41,7 @@ from planner.cli.options import (
     NodesOpt,
     PpOpt,
     RedundantOpt,
+    engine_memory_fraction,
     fail,
     print_json,
 )
@@ -75,11 +75,17 @@ def parse_devices(text: str | None) -> list[int] | None:
     if text is None:
         return None
     try:
-        return [int(part) for part in text.split(",")]
+        ids = [int(part) for part in text.split(",")]
     except ValueError:
         raise PlanInputError(
             f"--devices: not a comma-separated list of NPU ids (got {text!r}, expected e.g. 0,1)"
         ) from None
+    if any(not 0 <= i <= MAX_NPU_ID for i in ids):
+        raise PlanInputError(f"--devices: NPU id out of range (got {text[:60]!r}, expected 0..{MAX_NPU_ID})")
+    return ids
+
+
+MAX_NPU_ID = 4095  # [assumed: far above the 16 NPUs of one Atlas node; a 20-digit id is a typo]
 
 
 def _tokens(text: str | None, flag: str) -> int | None:
@@ -222,7 +228,7 @@ def mindie_command(
     kv_dtype: KvDtypeOpt = None,
     batch: BatchOpt = None,
     block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: FractionOpt = DEFAULT_MEMORY_FRACTION,
+    memory_fraction: EngineFractionOpt = None,
     memory_gib: MemoryOpt = None,
     max_prefill_tokens: PrefillOpt = None,
     weights_path: WeightsOpt = None,
@@ -244,9 +250,9 @@ def mindie_command(
     # re-sized with the request lengths by prepare()
     request = PlanRequest(
         model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len, batch=batch,
-        block_size=block_size, memory_fraction=memory_fraction, memory_gib=memory_gib,
-        max_prefill_tokens=max_prefill_tokens, mtp=mtp, dp=dp, ep=ep, pp=pp, nodes=nodes,
-        devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+        block_size=block_size, memory_fraction=engine_memory_fraction("mindie", memory_fraction),
+        memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp, dp=dp, ep=ep, pp=pp,
+        nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
     )  # fmt: skip
     flags = ServingFlags(
         max_prefill_tokens, weights_path, model_name, mtp, prefix_cache, max_input_tokens, max_output_tokens
@@ -388,7 +394,7 @@ def vllm_command(
     kv_dtype: KvDtypeOpt = None,
     batch: BatchOpt = None,
     block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: FractionOpt = DEFAULT_MEMORY_FRACTION,
+    memory_fraction: EngineFractionOpt = None,
     memory_gib: MemoryOpt = None,
     max_prefill_tokens: PrefillOpt = None,
     weights_path: WeightsOpt = None,
@@ -411,9 +417,9 @@ def vllm_command(
     # engine: vLLM's block accounting; re-sized with the request lengths by prepare()
     request = PlanRequest(
         model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len, batch=batch,
-        block_size=block_size, memory_fraction=memory_fraction, memory_gib=memory_gib,
-        max_prefill_tokens=max_prefill_tokens, mtp=mtp, engine="vllm", dp=dp, ep=ep, pp=pp, nodes=nodes,
-        devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+        block_size=block_size, memory_fraction=engine_memory_fraction("vllm", memory_fraction),
+        memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp, engine="vllm", dp=dp, ep=ep,
+        pp=pp, nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
     )  # fmt: skip
     flags = ServingFlags(
         max_prefill_tokens, weights_path, model_name, mtp, prefix_cache, max_input_tokens, max_output_tokens

@@ -32,7 +32,7 @@ def layout_command(
     kv_dtype: options.KvDtypeOpt = None,
     batch: options.BatchOpt = None,
     block_size: options.BlockOpt = options.DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: options.FractionOpt = options.DEFAULT_MEMORY_FRACTION,
+    memory_fraction: options.EngineFractionOpt = None,
     memory_gib: options.MemoryOpt = None,
     tpot_ms: options.TpotOpt = None,
     ttft_ms: options.TtftOpt = None,
@@ -46,7 +46,8 @@ def layout_command(
 
     request = inputs.PlanRequest(
         model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, ctx=ctx_len, batch=batch,
-        block_size=block_size, memory_fraction=memory_fraction, memory_gib=memory_gib, engine=engine,
+        block_size=block_size, memory_fraction=options.engine_memory_fraction(engine, memory_fraction),
+        memory_gib=memory_gib, engine=engine,
     )  # fmt: skip
     try:
         if not 1 <= budget_devices <= MAX_DEGREE or not 1 <= top <= MAX_DEGREE:

@@ -108,9 +108,7 @@ def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
 
     if len(path.name) > MAX_NAME_CHARS:
         raise PlanInputError(f"--out: file name too long (got {len(path.name)} characters, expected <= 255)")
-    if path.is_dir():
-        raise PlanInputError(f"--out: is a directory (got '{path}', expected a file path ending in .yaml)")
-    if path.exists() and not force:
+    if atomic.check_replaceable(path) and not force:
         raise OutputExistsError(
             f"--out: file exists (got '{path}', expected a new file); "
             f"pass --force to overwrite (the old file is kept as a .bak)"

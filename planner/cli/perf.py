@@ -75,6 +75,20 @@ CSV_COLUMNS = (
 
 
 MAX_GRID_BATCHES = 4096  # a sweep grid axis longer than this is a typo, not a plan
+MAX_BATCH = 10**6  # [assumed: no engine runs a million sequences in one decode step]
+# [measured: 65 536 points take ~2 s of CPU as CSV on the 2-core dev box, 2026-12-04]; the grid is
+# capped by its work (dtypes x batches x contexts), like simulate's request cap, not axis by axis alone
+MAX_GRID_POINTS = 65_536
+
+
+def check_grid(*, dtypes: int, batches: int, contexts: int) -> None:
+    """PlanInputError when the sweep grid has more than MAX_GRID_POINTS points."""
+    points = dtypes * batches * contexts
+    if points > MAX_GRID_POINTS:
+        raise PlanInputError(
+            f"--batch/--ctx/--dtype: grid too large (got {dtypes} x {batches} x {contexts} = {points} "
+            f"points, expected at most {MAX_GRID_POINTS}); sweep fewer batch sizes or contexts"
+        )
 
 
 def parse_batches(text: str) -> list[int]:
@@ -84,6 +98,10 @@ def parse_batches(text: str) -> list[int]:
         for item in (part.strip() for part in text.split(",") if part.strip()):
             low, _, high = item.partition("-")
             first, last = int(low), int(high or low)
+            if max(first, last) > MAX_BATCH:
+                raise PlanInputError(
+                    f"--batch: batch size out of range (got {item[:40]!r}, expected 1..{MAX_BATCH})"
+                )
             if last - first >= MAX_GRID_BATCHES or len(values) >= MAX_GRID_BATCHES:
                 raise PlanInputError(
                     f"--batch: too many batch sizes (got {text!r}, expected at most {MAX_GRID_BATCHES})"
@@ -256,6 +274,7 @@ def sweep_command(
             raise PlanInputError(
                 f"--dtype: no weight dtype given (got {dtype!r}, expected e.g. bf16 or fp8,bf16)"
             )
+        check_grid(dtypes=len(dtypes), batches=len(batches), contexts=len(contexts))
         request = inputs.PlanRequest(
             model=model, card=card, dtype=dtypes[0], kv_dtype=kv_dtype, tp=tp, ctx=str(max(contexts)),
             memory_gib=memory_gib, mtp=mtp, mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated,

@@ -14,7 +14,7 @@ from rich.table import Table
 from planner import catalog, params, units
 from planner.deployment import Deployment
 from planner.results import LoadKnee, Performance, Plan, SpeedRange
-from planner.schema import ModelCard
+from planner.schema import HardwareProfile, ModelCard
 
 Row = dict[str, object]
 Columns = tuple[tuple[str, ...], Callable[[Row], tuple[str, ...]]]
@@ -94,12 +94,22 @@ def _layout_text(result: Plan) -> str:
     return " ".join([f"tp={report.tp}", *(f"{name}={value}" for name, value in degrees if value > 1)])
 
 
+def card_memory_text(hw: HardwareProfile) -> str:
+    """The card's memory as the plan assumed it: nominal, and the runtime-visible total it sized from."""
+    nominal = units.fmt_gib(hw.memory_capacity_bytes)
+    if hw.variants and hw.variant is None:
+        return f"{nominal}, a custom size (not a listed variant)"
+    if hw.visible_memory_bytes is None:
+        return f"{nominal} nominal; runtime-visible total not known, planned on nominal"
+    return f"{nominal} nominal, {units.fmt_gib(hw.visible_memory_bytes)} runtime-visible (planned on it)"
+
+
 def _header(result: Plan, dep: Deployment) -> str:
     alias = f" ('{result.model_alias}' is an alias of {result.model})" if result.model_alias else ""
     calibrated = "calibrated" if dep.hardware.is_calibrated and dep.calibrated else "uncalibrated"
     return (
-        f"[bold]{result.model}[/bold]{alias} on [bold]{result.card}[/bold] "
-        f"({units.fmt_gib(dep.hardware.memory_capacity_bytes)}, "
+        f"[bold]{result.model}[/bold]{alias} on [bold]{dep.hardware.variant_id}[/bold] "
+        f"({card_memory_text(dep.hardware)}, "
         f"{dep.hardware.memory_bandwidth_gb_per_s:g} GB/s, "
         f"{calibrated}) | weights {result.dtype}, KV {result.kv_dtype}, {_layout_text(result)}, "
         f"ctx {units.fmt_tokens(result.ctx_tokens)}"
@@ -328,21 +338,31 @@ def print_models(*, as_json: bool) -> None:
 
 
 def card_rows() -> list[Row]:
-    """One summary row per catalogued hardware profile: its datasheet fields and whether it is calibrated."""
-    fields = (
-        "id",
-        "name",
-        "memory_capacity_gib",
-        "memory_bandwidth_gb_per_s",
-        "peak_tflop_per_s",
-        "native_dtypes",
-    )
-    cards = [catalog.load_card(card_id) for card_id in catalog.card_ids()]
-    rows = []
-    for hw in cards:
+    """One row per card variant (SKU) of every catalogued profile (one row for a profile without variants):
+    nominal and runtime-visible memory, datasheet fields, and whether it is the profile's default."""
+    rows: list[Row] = []
+    for card_id in catalog.card_ids():
+        hw = catalog.load_card(card_id)
         status = catalog.calibration_by_engine(hw.id)
         calibrated = any(text.startswith("calibrated") for text in status.values())
-        rows.append({**{f: getattr(hw, f) for f in fields}, "calibrated": calibrated, "calibration": status})
+        for variant in [hw.with_variant(v.id) for v in hw.variants] or [hw]:
+            visible = variant.visible_memory_bytes
+            rows.append(
+                {
+                    "id": variant.variant_id,
+                    "profile": hw.id,
+                    "default": variant.variant_id == hw.variant_id,
+                    "variants": len(hw.variants),
+                    "name": next((v.name for v in hw.variants if v.id == variant.variant), hw.name),
+                    "memory_capacity_gib": variant.memory_capacity_gib,
+                    "visible_memory_bytes": visible,
+                    "memory_bandwidth_gb_per_s": hw.memory_bandwidth_gb_per_s,
+                    "peak_tflop_per_s": hw.peak_tflop_per_s,
+                    "native_dtypes": hw.native_dtypes,
+                    "calibrated": calibrated,
+                    "calibration": status,
+                }
+            )
     return rows
 
 
@@ -368,9 +388,13 @@ def _card_cells(row: Row) -> tuple[str, ...]:
     peaks = row["peak_tflop_per_s"]
     peak_text = ", ".join(f"{k} {v:g}" for k, v in peaks.items()) if isinstance(peaks, dict) else ""
     dtypes = row["native_dtypes"]
+    visible = row["visible_memory_bytes"]
+    several = isinstance(row["variants"], int) and row["variants"] > 1
+    default = " (default)" if row["default"] and row["id"] != row["profile"] and several else ""
     return (
-        str(row["id"]),
+        f"{row['id']}{default}",
         f"{row['memory_capacity_gib']:g} GiB",
+        units.fmt_gib(visible) if isinstance(visible, int) else "not known",
         f"{row['memory_bandwidth_gb_per_s']:g} GB/s",
         peak_text,
         ", ".join(dtypes) if isinstance(dtypes, list) else "",
@@ -380,7 +404,15 @@ def _card_cells(row: Row) -> tuple[str, ...]:
 
 def print_cards(*, as_json: bool) -> None:
     """List hardware profiles as a table or JSON."""
-    headers = ("id", "memory", "bandwidth", "dense peak TFLOP/s", "dtypes", "speeds from (by --engine)")
+    headers = (
+        "id (--card)",
+        "nominal",
+        "runtime-visible",
+        "bandwidth",
+        "dense peak TFLOP/s",
+        "dtypes",
+        "speeds from (by --engine)",
+    )
     _print_rows(
         card_rows(), as_json=as_json, title="Hardware profiles (hwprofiles/)", columns=(headers, _card_cells)
     )

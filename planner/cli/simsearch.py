@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from planner.sim.search import Load, PdSearchResult, Quantile, SearchKind, SearchResult
 
 MAX_SEARCH_REQUESTS = 20_000  # per simulated point: a search runs ~20 of them
+# [measured: 28 P:D splits x 2 000 requests (56 000 simulated) took ~6 s of CPU on the 2-core dev box,
+# 2026-12-04]: --search pd simulates every split up to MAX_PD_INSTANCES when none meets the SLOs, so its
+# --requests is bounded by that whole search's work, not per point
+MAX_PD_SEARCH_WORK_REQUESTS = 40_000
 # One simulation: (the command's flags, the load that replaces theirs: rate= / concurrency=) -> its summary.
 SummaryAt = Callable[["SimulateRequest", dict[str, Any]], "SimSummary"]
 # The TPOT no load can beat, and the context it is at (simulate.tpot_floor_s).
@@ -37,10 +41,14 @@ def run_pd_search(
     """--search pd: the fewest cards (P:D split) meeting the SLOs at --rate (the target)."""
     from planner.sim import search
 
-    if flags.rate is None or flags.requests > MAX_SEARCH_REQUESTS:
+    splits = search.MAX_PD_INSTANCES * (search.MAX_PD_INSTANCES - 1) // 2
+    most = MAX_PD_SEARCH_WORK_REQUESTS // splits
+    if flags.rate is None:
+        raise PlanInputError(f"--search pd: needs --rate (the target) (got {flags.rate})")
+    if flags.requests > most:
         raise PlanInputError(
-            f"--search pd: needs --rate (the target) and --requests <= {MAX_SEARCH_REQUESTS} "
-            f"(got rate {flags.rate}, requests {flags.requests})"
+            f"--requests: too many for --search pd, which may simulate all {splits} P:D splits "
+            f"(got {flags.requests}, expected <= {most} per split)"
         )
     slo = flags.slo_s()
     floor_s, ctx_tokens = tpot_floor_s(flags)
@@ -67,7 +75,11 @@ def run_pd_search(
 
 
 def run_search(
-    flags: SimulateRequest, *, summary_at: SummaryAt, tpot_floor_s: TpotFloor
+    flags: SimulateRequest,
+    *,
+    summary_at: SummaryAt,
+    tpot_floor_s: TpotFloor,
+    limits: tuple[tuple[float, float], float],
 ) -> SearchResult | PdSearchResult:
     """--search: the largest --rate / --concurrency meeting the SLOs at --quantile, or the knee; the flag's
     own value is the first guess of the top of the range."""
@@ -97,10 +109,15 @@ def run_search(
         given = {"rate": x, "concurrency": None} if by_rate else {"rate": None, "concurrency": int(x)}
         return summary_at(flags, given)
 
-    low = top / search.RATE_RANGE_FRACTION if by_rate else 1.0
+    # the search stays inside the loads the flag accepts (limits: the --rate range, the most --concurrency),
+    # so an error never names a value the user did not type
+    floor, ceiling = limits[0] if by_rate else (1.0, limits[1])
+    low = max(top / search.RATE_RANGE_FRACTION, floor) if by_rate else 1.0
     load: Load = "rate" if by_rate else "concurrency"
     checked = (cast("SearchKind", kind), cast("Quantile", quantile))  # both checked above
-    return search.search(run_at, kind=checked[0], slo=slo, quantile=checked[1], span=(load, low, float(top)))
+    return search.search(
+        run_at, kind=checked[0], slo=slo, quantile=checked[1], span=(load, low, float(top)), ceiling=ceiling
+    )
 
 
 def require_met(found: SearchResult | PdSearchResult) -> None:

@@ -293,11 +293,19 @@ def simulate_command(
         pd=pd, prefill_tp=prefill_tp, kv_link_gbps=kv_link_gbps, search=search, quantile=quantile,
     )  # fmt: skip
     try:
-        atomic.check_new({"--out": out, "--timeline-out": timeline_out}, force=force)
+        check_flag_combinations(flags, out=out, timeline_out=timeline_out)
+        atomic.check_new(
+            {"--out": out, "--timeline-out": timeline_out}, force=force, inputs=input_files(flags)
+        )
         if search is not None:
             from planner.cli import simsearch
 
-            found = simsearch.run_search(flags, summary_at=summary_at, tpot_floor_s=tpot_floor_s)
+            found = simsearch.run_search(
+                flags,
+                summary_at=summary_at,
+                tpot_floor_s=tpot_floor_s,
+                limits=(RATE_RANGE_PER_S, float(MAX_CONCURRENCY)),
+            )
             band = speed_band_of(flags, batch=None)
         else:
             result = run_simulation(flags)
@@ -326,6 +334,32 @@ def simulate_command(
         label = f"{model} on {card}, tp={tp}{degrees}" + (f", P:D {pd}" if pd else "")
         for line in summary_lines(result, label=label, band=band):
             typer.echo(line)
+
+
+def check_flag_combinations(flags: SimulateRequest, *, out: Path | None, timeline_out: Path | None) -> None:
+    """A flag that this run would not use is an error, never silently ignored."""
+    if flags.search is not None:
+        for flag, path in (("--out", out), ("--timeline-out", timeline_out)):
+            if path is not None:
+                raise PlanInputError(
+                    f"{flag}: not written with --search (got {flag} {path}, expected no {flag}); "
+                    f"simulate the rate --search finds to get its records"
+                )
+    if flags.pd is None:
+        for flag, value in (("--prefill-tp", flags.prefill_tp), ("--kv-link-gbps", flags.kv_link_gbps)):
+            if value is not None:
+                raise PlanInputError(
+                    f"{flag}: only used with --pd (got {flag} {value} without --pd, expected --pd P:D too)"
+                )
+
+
+def input_files(flags: SimulateRequest) -> dict[str, Path | None]:
+    """The files this run reads (flag -> path): no output may replace one of them."""
+    files: dict[str, Path | None] = {"--trace": flags.trace}
+    for flag, value in zip(("--input-tokens", "--output-tokens"), flags.lengths, strict=True):
+        if value.startswith("empirical:"):
+            files[flag] = Path(value.removeprefix("empirical:"))
+    return files
 
 
 def tpot_floor_s(flags: SimulateRequest) -> tuple[float, int]:

@@ -102,6 +102,7 @@ def build_plan(
         model=dep.model.id,
         model_alias=dep.model_alias,
         card=dep.hardware.id,
+        card_variant=dep.hardware.variant_id,
         dtype=dep.weight_scheme.name,
         kv_dtype=dep.kv_dtype.value,
         tp=dep.tp,

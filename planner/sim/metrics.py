@@ -141,12 +141,25 @@ def overload(records: Records) -> tuple[int, bool]:
     return backlog, bool(backlog > OVERLOAD_BACKLOG_FRACTION * count and growing)
 
 
-def mean_in_system(timeline: Timeline) -> float:
-    """Time average of the requests in system: sum_i n_i * (t_{i+1} - t_i) / (t_last - 0)."""
-    if timeline.time_s.size < 2 or timeline.time_s[-1] <= 0:
+def mean_in_system(timeline: Timeline, *, arrival_s: FloatArray | None = None) -> float:
+    """Time average of the requests in system, counted from their arrival:
+
+        (sum_i n_i * (t_{i+1} - t_i) + sum_j (t_admit_j - a_j)) / t_last
+
+    n_i counts the requests the engine has admitted at event i; a request arriving at a_j inside a step is
+    admitted at the step's end t_admit_j (the first event at or after a_j), so without the second sum it
+    would count from admission, not arrival (2.8-11.6 % below Little's law in 5 of 51 random runs,
+    issue 26 W6). arrival_s: every request's arrival (inf: never issued); None: no correction.
+    """
+    times = timeline.time_s
+    if times.size < 2 or times[-1] <= 0:
         return 0.0
-    spans = np.diff(timeline.time_s)
-    return float(np.sum(timeline.in_system[:-1] * spans) / timeline.time_s[-1])
+    area = float(np.sum(timeline.in_system[:-1] * np.diff(times)))
+    if arrival_s is not None:
+        arrived = arrival_s[arrival_s <= times[-1]]
+        admitted = times[np.minimum(np.searchsorted(times, arrived, side="left"), times.size - 1)]
+        area += float(np.sum(admitted - arrived))
+    return area / float(times[-1])
 
 
 def downsampled(timeline: Timeline, *, points: int = MAX_TIMELINE_POINTS) -> Timeline:

@@ -67,7 +67,7 @@ def decoder_emits_first(spec: PdSpec) -> bool:
 def parse_pd(text: str) -> tuple[int, int]:
     """`P:D` -> (P, D), each in 1..MAX_INSTANCES."""
     left, sep, right = str(text).partition(":")
-    if not sep or not left.strip().isdigit() or not right.strip().isdigit():
+    if not sep or not all(side.strip().isascii() and side.strip().isdigit() for side in (left, right)):
         raise PlanInputError(f"--pd: not a P:D ratio (got {text!r}, expected e.g. 1:2)")
     counts = int(left), int(right)
     if not all(1 <= n <= MAX_INSTANCES for n in counts):
@@ -84,8 +84,14 @@ def spec_for(
     card profile's interconnect unless link_gbps (GB/s per device) is given. Raises DoesNotFitError (exit
     3) when either side cannot hold the model."""
     prefill = dep if prefill_tp is None else dep.model_copy(update={"tp": prefill_tp})
-    for side in (prefill, dep):
-        capacity.memory_plan(side)
+    capacity.memory_plan(dep)
+    try:
+        capacity.memory_plan(prefill)
+    except PlanInputError as exc:  # the prefill side's tp is --prefill-tp, not --tp
+        text = str(exc)
+        if prefill_tp is None or not text.startswith("--tp:"):
+            raise
+        raise PlanInputError("--prefill-tp:" + text.removeprefix("--tp:")) from exc
     link = dep.hardware.interconnect
     bandwidth = units.gb_per_s_to_bytes_per_s(link_gbps or link.bandwidth_gb_per_s)
     return PdSpec(

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HOSTILE_DIR = Path(__file__).resolve().parent
+REPO = HOSTILE_DIR.parents[1]
 TIMEOUT_S = float(os.environ.get("KVPLAN_HOSTILE_TIMEOUT_S", "20"))
 MEMORY_LIMIT_BYTES = 3 * 2**30  # a /dev/zero read dies of MemoryError here instead of taking the machine
 FILE_LIMIT_BYTES = 256 * 2**20  # no run may write more than this to one file
@@ -89,6 +90,8 @@ class Run:
 
 def kvplan_env() -> dict[str, str]:
     env = dict(os.environ, COLUMNS="100", NO_COLOR="1", TERM="dumb", PYTHONHASHSEED="0")
+    # the checkout under test, not whichever tree the console script's editable install points at
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.pop("FORCE_COLOR", None)
     return env
 

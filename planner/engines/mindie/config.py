@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from planner import units
+from planner import readers, units
 from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
 from planner.engines.mindie import pool
@@ -103,13 +103,9 @@ def plugin_params(base_value: object, *, options: MindieOptions) -> str | None:
     existing: dict[str, Any] = {}
     if isinstance(base_value, str) and base_value.strip():
         try:
-            existing = json.loads(base_value)
-        except json.JSONDecodeError as exc:
-            where = mindie_rules.dotted((*MODEL, "plugin_params"))
-            raise DataFileError(
-                f"{where}: not a JSON string (got {base_value!r}, "
-                f'expected e.g. \'{{"plugin_type":"mtp"}}\'; {exc.msg})'
-            ) from exc
+            existing = readers.parse_json(base_value, where=mindie_rules.dotted((*MODEL, "plugin_params")))
+        except DataFileError as exc:
+            raise DataFileError(f'{exc}; expected e.g. \'{{"plugin_type":"mtp"}}\'') from exc
         if not isinstance(existing, dict):
             where = mindie_rules.dotted((*MODEL, "plugin_params"))
             raise DataFileError(f"{where}: not a JSON object string (got {base_value!r})")
@@ -209,10 +205,12 @@ def merge_config(base: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]
             )
         value = values[field.key]
         if value is KEEP:
-            if field.key not in parent:
+            kept = parent.get(field.key)
+            if not isinstance(kept, str) or not kept.strip():
+                got = "nothing" if field.key not in parent else repr(kept)[:60]
                 raise PlanInputError(
-                    f"--{_FLAG_FOR_KEEP[field.key]}: required, the base has no "
-                    f"{field.dotted} (got nothing, expected a value)"
+                    f"--{_FLAG_FOR_KEEP[field.key]}: required, the base has no usable "
+                    f"{field.dotted} (got {got}, expected a non-empty string)"
                 )
         elif value is None:
             parent.pop(field.key, None)

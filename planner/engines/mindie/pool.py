@@ -72,13 +72,43 @@ SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting
 GATHERS_MOE_OUTPUTS = False  # MoE outputs all-reduced, not all-gathered (planner/perf/opcost.py)
 
 
+# MindIE's int8 KV cache (C8) comes with a C8-quantized W8A8 checkpoint; documented for Atlas 800I A2 with
+# LLaMA3.1-70B / Qwen2-72B / Qwen2.5-72B-Instruct (MindIE-LLM docs/zh/user_guide/feature/kv_cache_int8.md:7-12
+# commit 8b4871ad31f5). DeepSeek's MLA latent has its own int8 path (kvcache_quant_layers, atb_llm
+# runner/model_runner.py:290-292, 566-574) on A2/A3. Elsewhere MindIE keeps 16-bit KV.
+C8_SOURCE = "MindIE-LLM docs/zh/user_guide/feature/kv_cache_int8.md:7-12"
+C8_MODELS = frozenset({"llama-3.1-70b"})  # the documented models kvplan has cards of
+MLA_INT8_MODELS = frozenset({"deepseek-v3", "deepseek-r1"})
+ATLAS_A2_CARDS = frozenset({"ascend-910b1", "ascend-910b2", "ascend-910b3", "ascend-910b4"})
+ATLAS_A3_CARDS = frozenset({"ascend-910c"})
+
+
+def int8_kv_refusal(dep: Deployment) -> str | None:
+    """Why MindIE would not run dep's int8 KV cache (None when it would, or when the KV is not int8)."""
+    if dep.kv_dtype.value != "int8":
+        return None
+    model, card = dep.model.id, dep.hardware.id
+    if model in MLA_INT8_MODELS and card in ATLAS_A2_CARDS | ATLAS_A3_CARDS:
+        return None
+    if model in C8_MODELS and card in ATLAS_A2_CARDS and dep.weight_scheme.name == "int8":
+        return None
+    return (
+        f"--kv-dtype: MindIE's int8 KV cache (C8) is documented only on Atlas 800I A2 with W8A8 checkpoints "
+        f"of LLaMA3.1-70B / Qwen2-72B / Qwen2.5-72B-Instruct ({C8_SOURCE}); elsewhere it keeps 16-bit KV "
+        f"(got {model} {dep.weight_scheme.name} on {dep.hardware.variant_id}); use --kv-dtype auto"
+    )
+
+
 def check_kv_dtype(dep: Deployment) -> None:
-    """PlanInputError when MindIE has no KV cache of dep's KV dtype."""
+    """PlanInputError when MindIE has no KV cache of dep's KV dtype on this card and checkpoint."""
     if dep.kv_dtype.value not in KV_DTYPES:
         raise PlanInputError(
             f"--kv-dtype: MindIE has no {dep.kv_dtype.value.upper()} KV cache (got {dep.kv_dtype.value}); "
             f"use bf16/fp16 or int8 (C8, needs a quantized checkpoint)"
         )
+    refusal = int8_kv_refusal(dep)
+    if refusal is not None:
+        raise PlanInputError(refusal)
 
 
 def check_layout(dep: Deployment) -> None:
