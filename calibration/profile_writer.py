@@ -111,12 +111,12 @@ def write_atomic(path: Path, text: str, *, force: bool) -> None:
     """
     from planner import atomic
 
-    if path.exists() and not force:
+    if atomic.check_replaceable(path) and not force:
         raise OutputExistsError(
             f"--out: {path} already exists (got an existing file, expected a new path); "
             "pass --force to overwrite it (the old file is kept as a .bak)"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.check_directory(path)  # the rule of every writer: a missing directory is refused, not created
     atomic.write_atomic(path, text, force=force)
 
 

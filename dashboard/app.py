@@ -34,11 +34,12 @@ from dashboard.sections import (
     show_speed,
 )
 from planner import units
-from planner.deployment import DEFAULT_MEMORY_FRACTION, Deployment
+from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_SCHEMES
+from planner.engines import registry
 from planner.errors import KvplanError
 from planner.inputs import DEFAULT_CARD, PlanRequest
-from planner.kinds import DEFAULT_ENGINE, ENGINES
+from planner.kinds import DEFAULT_ENGINE, ENGINES, parse_engine
 from planner.results import Plan
 
 DEFAULT_MODEL = "qwen3.5-27b"
@@ -121,7 +122,12 @@ def sidebar_advanced() -> dict[str, Any]:
             help="Whose block accounting sizes the max batch (and whose kernels the speed model uses).",
         )
         fraction = st.slider(
-            "NPU_MEMORY_FRACTION", 0.5, 1.0, DEFAULT_MEMORY_FRACTION, 0.01, key="memory_fraction"
+            "Memory fraction (MindIE NPU_MEMORY_FRACTION, vLLM --gpu-memory-utilization)",
+            0.5,
+            1.0,
+            registry.default_memory_fraction(parse_engine(str(engine))),  # the engine's own default
+            0.01,
+            key=f"memory_fraction_{engine}",
         )
         block = st.selectbox("KV block size (tokens)", [16, 32, 64, 128], index=3, key="block_size")
         mtp = st.number_input("MTP draft tokens", min_value=0, max_value=8, value=0, key="mtp")
@@ -201,8 +207,12 @@ def show_header(dep: Deployment, plan: Plan) -> None:
     """Title, what is being planned, and the calibrated / uncalibrated badge."""
     st.title(f"{plan.model} on {dep.hardware.name}")
     hw = dep.hardware
+    visible = hw.visible_memory_bytes
+    memory = f"{units.fmt_gib(hw.memory_capacity_bytes)} nominal" + (
+        f", {units.fmt_gib(visible)} runtime-visible (planned on it)" if visible else ""
+    )
     st.caption(
-        f"{units.fmt_gib(hw.memory_capacity_bytes)} at {hw.memory_bandwidth_gb_per_s:g} GB/s · weights "
+        f"{hw.variant_id}: {memory} at {hw.memory_bandwidth_gb_per_s:g} GB/s · weights "
         f"{plan.dtype} · KV {plan.kv_dtype} · tp={plan.tp} · context {units.fmt_tokens(plan.ctx_tokens)} "
         f"· block {plan.block_size_tokens} · memory fraction {plan.memory_fraction:g}"
     )

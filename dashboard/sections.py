@@ -50,7 +50,7 @@ class Settings:
 @st.cache_resource(show_spinner=False)
 def catalogue() -> tuple[list[str], list[str]]:
     """Model ids and card ids (the catalogue does not change while the app runs)."""
-    return catalog.model_ids(), catalog.card_ids()
+    return catalog.model_ids(), [*catalog.card_ids(), *sorted(catalog.variant_map())]  # ids and SKU variants
 
 
 @st.cache_resource(show_spinner=False)

@@ -7,6 +7,8 @@ the target's name, so a reader never sees half a file and a crash leaves the old
 - with force, the file being replaced is first hard-linked to a backup name (`<name>.bak`, then
   `<name>.bak.1`, `.bak.2`, ...: an older backup is never overwritten), then os.replace() swaps the new
   file in.
+Only a regular file is ever replaced (check_replaceable): a device, FIFO, socket or directory at the
+target is refused, --force or not, and no writer creates a missing directory (check_directory).
 New files get mode 0o640 (MindIE refuses config files that group or others may write); a replaced file
 keeps its mode.
 """
@@ -17,6 +19,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -62,6 +65,49 @@ def _fsync_directory(directory: Path) -> None:
             os.close(fd)
 
 
+def check_replaceable(path: Path) -> bool:
+    """Whether `path` names an existing file; PlanInputError when it names anything but a regular file.
+
+    The one writer rule: kvplan replaces only a regular file, or creates a new one, whatever the flags. A
+    device (/dev/null), a FIFO, a socket, a directory or a dangling or looping symlink is never replaced,
+    even with --force. A symlink to a regular file counts as that file (the link itself is replaced).
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise PlanInputError(
+                f"{path}: a symlink to a missing file (got a dangling link, expected a regular file or a "
+                f"new path); remove the link or choose another path"
+            ) from None
+        return False
+    except OSError as exc:
+        raise PlanInputError(f"{str(path)[:200]}: cannot write ({exc.strerror})") from exc
+    if not stat.S_ISREG(info.st_mode):
+        kind = (
+            "directory"
+            if stat.S_ISDIR(info.st_mode)
+            else "FIFO"
+            if stat.S_ISFIFO(info.st_mode)
+            else ("device or socket")
+        )
+        raise PlanInputError(
+            f"{path}: not a regular file (got a {kind}, expected a regular file or a new path); kvplan "
+            f"never replaces it, --force or not"
+        )
+    return True
+
+
+def check_directory(path: Path) -> None:
+    """PlanInputError when the folder `path` would go in does not exist (no writer creates folders)."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise PlanInputError(
+            f"{path}: directory {directory} does not exist (got a missing directory, "
+            f"expected an existing one)"
+        )
+
+
 def _exists_error(path: Path) -> OutputExistsError:
     return OutputExistsError(
         f"{path}: already exists (got an existing file, expected a new path); pass --force to replace it "
@@ -69,16 +115,25 @@ def _exists_error(path: Path) -> OutputExistsError:
     )
 
 
-def check_new(targets: dict[str, Path | None], *, force: bool) -> None:
-    """Before slow work: the output files (flag -> path) are distinct and, force off, none exists yet
-    (write_atomic checks again; this only spares a long run and a half-written set of outputs)."""
+def check_new(
+    targets: dict[str, Path | None], *, force: bool, inputs: dict[str, Path | None] | None = None
+) -> None:
+    """Before slow work: the output files (flag -> path) are distinct, none is one of the `inputs` the run
+    reads (flag -> path), each is a regular file or a new name in an existing directory and, force off,
+    none exists yet (write_atomic checks again; this only spares a long run and a half-written set of
+    outputs)."""
     given = {flag: path for flag, path in targets.items() if path is not None}
     seen: dict[Path, str] = {}
+    for flag, path in (inputs or {}).items():
+        if path is not None:
+            with contextlib.suppress(OSError, ValueError):
+                seen.setdefault(path.resolve(), flag)
     for flag, path in given.items():
         if (first := seen.setdefault(path.resolve(), flag)) != flag:
             raise PlanInputError(f"{flag}: same file as {first} (got {path}, expected another path)")
-        if not force and os.path.lexists(path):
+        if check_replaceable(path) and not force:
             raise _exists_error(path)
+        check_directory(path)
 
 
 def _link_new(temp: Path, path: Path) -> None:
@@ -126,14 +181,8 @@ def _write_atomic(path: Path, data: str | bytes, *, force: bool) -> Path | None:
     payload = data.encode("utf-8") if isinstance(data, str) else data
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise PlanInputError(f"{path}: is a directory (got a directory, expected a file path)")
-    if not directory.is_dir():
-        raise PlanInputError(
-            f"{path}: directory {directory} does not exist (got a missing directory, "
-            f"expected an existing one)"
-        )
-    exists = path.exists()
+    exists = check_replaceable(path)
+    check_directory(path)
     if exists and not force:
         raise _exists_error(path)
     mode = (path.stat().st_mode & 0o777) if exists else NEW_FILE_MODE
@@ -144,6 +193,7 @@ def _write_atomic(path: Path, data: str | bytes, *, force: bool) -> Path | None:
     try:
         backup = None
         if exists:
+            check_replaceable(path)  # again, just before the swap
             backup = _keep_backup(path)
             os.replace(temp, path)
         else:

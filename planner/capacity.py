@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from planner import advice, layout, memory, params, units
+from planner import advice, layout, memory, params, support, units
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
@@ -37,13 +37,7 @@ def check_supported(dep: Deployment) -> None:
             f"expected one of {native})"
         )
     registry.check_kv_dtype(dep)
-    heads = dep.model.num_attention_heads
-    if heads % dep.tp:
-        divisors = [t for t in (1, 2, 4, 8, 16, 32) if heads % t == 0]
-        raise PlanInputError(
-            f"--tp: {dep.model.id} has {heads} attention heads, not divisible by tp "
-            f"(got {dep.tp}, expected one of {', '.join(map(str, divisors))})"
-        )
+    support.check_tp(dep)
     layout.check_layout(dep)
     registry.check_layout(dep)
 
@@ -82,10 +76,11 @@ def activation_bytes(dep: Deployment) -> int:
 def kv_budget_bytes(dep: Deployment) -> int:
     """KV budget per device.
 
-    Formula: capacity * memory_fraction - weights - prefill activations - runtime overhead (bytes)
+    Formula: device_total * memory_fraction - weights - prefill activations - runtime overhead (bytes)
+    device_total is the runtime-visible total (HardwareProfile.device_total_bytes), nominal when unknown.
     """
     hw = dep.hardware
-    usable = memory.usable_bytes(hw.memory_capacity_bytes, memory_fraction=dep.memory_fraction)
+    usable = memory.usable_bytes(hw.device_total_bytes, memory_fraction=dep.memory_fraction)
     return memory.kv_budget_bytes(
         usable, weights=weight_bytes(dep), activation=activation_bytes(dep), runtime=runtime_bytes(dep)
     )
@@ -94,7 +89,7 @@ def kv_budget_bytes(dep: Deployment) -> int:
 def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
     """Per-device memory plan for the deployment at ctx_tokens (KV of one sequence of ctx tokens)."""
     card, hw = dep.model, dep.hardware
-    capacity = hw.memory_capacity_bytes
+    capacity = hw.device_total_bytes  # the runtime-visible total when the profile knows it
     usable = memory.usable_bytes(capacity, memory_fraction=dep.memory_fraction)
     weights = weight_bytes(dep)
     activation = activation_bytes(dep)
@@ -236,7 +231,7 @@ def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
             f"at --batch {dep.batch} the longest sequence is "
             f"{longest_at_batch(dep, mem)} tokens"
         )
-    return Recommendation(max_batch_size=dep.batch, max_seq_len=dep.ctx_tokens)
+    return Recommendation(max_batch_size=dep.batch, max_seq_len=dep.ctx_tokens, binding_constraint="batch")
 
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

@@ -46,15 +46,7 @@ def _format_validation_error(path: Path, error: ValidationError) -> str:
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """Parse a YAML mapping; DataFileError names the file when it is unreadable or not a mapping."""
-    text = readers.read_text_capped(path)
-    try:
-        raw = yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        raise DataFileError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
-    except (RecursionError, MemoryError) as exc:
-        raise DataFileError(
-            f"{path}: YAML nested or aliased too deeply to read ({type(exc).__name__})"
-        ) from exc
+    raw = readers.parse_yaml(readers.read_text_capped(path), where=str(path))
     if not isinstance(raw, dict):
         raise DataFileError(f"{path}: expected a YAML mapping at the top level (got {type(raw).__name__})")
     return raw
@@ -104,7 +96,7 @@ def _aliases(model_id: str) -> list[str]:
     reported by validating that card."""
     path = _files("modelcards")[model_id]
     line = _FLOW_ALIASES.search(readers.read_text_capped(path))
-    raw = yaml.load(line.group(1), Loader=_Loader) if line else read_yaml(path).get("aliases", [])
+    raw = readers.parse_yaml(line.group(1), where=str(path)) if line else read_yaml(path).get("aliases", [])
     if isinstance(raw, list) and all(isinstance(alias, str) for alias in raw):
         return raw
     return load_model(model_id).aliases
@@ -183,11 +175,31 @@ def resolve_card(name: str, *, engine: str | None = None) -> HardwareProfile:
             raise DataFileError(f"--card: profile file not found (got {name!r})")
         return load_item(path, HardwareProfile, check_stem=False)
     key = name.strip().lower()
-    if key in _files("hwprofiles"):
-        base = load_card(key)
-        fitted = None if engine is None or base.is_calibrated else fitted_profile(key, engine)
-        return fitted or base
-    raise UnknownIdError("hardware profile", name, card_ids(), "hwprofiles/")
+    card_id = key if key in _files("hwprofiles") else variant_map().get(key)
+    if card_id is not None:
+        base = load_card(card_id)
+        fitted = None if engine is None or base.is_calibrated else fitted_profile(card_id, engine)
+        profile = fitted or base
+        return profile if key == card_id else profile.with_variant(key)
+    raise UnknownIdError("hardware profile", name, [*card_ids(), *variant_map()], "hwprofiles/")
+
+
+@functools.cache
+def variant_map() -> dict[str, str]:
+    """Card variant (SKU) id -> the catalogued profile that lists it (hwprofiles/<card>.yaml `variants`).
+
+    A variant shares its chip's profile (and fitted speeds); only the memory figures differ. A variant id
+    never equals a profile id."""
+    variants: dict[str, str] = {}
+    for card_id in card_ids():
+        for variant in load_card(card_id).variants:
+            if variant.id in variants or (variant.id in _files("hwprofiles") and variant.id != card_id):
+                raise DataFileError(
+                    f"{_files('hwprofiles')[card_id]}: variants: '{variant.id}' is already taken "
+                    f"(expected each variant id once and never another profile's id)"
+                )
+            variants[variant.id] = card_id
+    return variants
 
 
 def calibration_by_engine(card_id: str) -> dict[str, str]:

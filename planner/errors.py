@@ -53,3 +53,8 @@ class OutputExistsError(KvplanError):
 
 class MissingDependencyError(KvplanError):
     """An optional dependency (torch, torch_npu) is needed for this command but absent."""
+
+
+class SloNotMetError(DoesNotFitError):
+    """No configuration (batch, users, rate, layout) meets the latency targets: exit 3, the same code as a
+    model that does not fit, from every command that searches (plan, serve, simulate --search, layout)."""

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from planner import catalog, deployment, units
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_MEMORY_FRACTION,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
     MAX_DEGREE,
     MAX_REDUNDANT_EXPERTS,
     Deployment,
 )
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, storage_dtype, weight_scheme
+from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.kinds import DEFAULT_ENGINE, parse_engine
 from planner.schema import HardwareProfile
@@ -38,7 +38,7 @@ class PlanRequest:
     ctx: str = DEFAULT_CTX
     batch: int | None = None
     block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION
+    memory_fraction: float | None = None  # None: the engine's own (registry.default_memory_fraction)
     memory_gib: float | None = None
     bandwidth_gbps: float | None = None
     max_prefill_tokens: int | None = None  # None: deployment.default_max_prefill_tokens, as the configs write
@@ -107,9 +107,12 @@ def apply_overrides(
     hw: HardwareProfile, *, memory_gib: float | None, bandwidth_gbps: float | None
 ) -> HardwareProfile:
     """Card profile with the user's capacity / bandwidth overrides (validated again as a whole)."""
-    update: dict[str, float] = {}
+    update: dict[str, float | None] = {}
     if memory_gib is not None:
+        # --memory-gib is the device total the planner sizes from: a custom size, no longer a listed variant
         update["memory_capacity_gib"] = bounded(memory_gib, "--memory-gib", MEMORY_GIB_RANGE)
+        update["visible_memory_bytes"] = None
+        update["variant"] = None
     if bandwidth_gbps is not None:
         update["memory_bandwidth_gb_per_s"] = bounded(
             bandwidth_gbps, "--bandwidth-gbps", BANDWIDTH_GBPS_RANGE
@@ -129,7 +132,12 @@ def _check_ranges(req: PlanRequest) -> None:
             1 <= req.block_size <= 1024,
             "1..1024 (MindIE: <= 128, multiple of 16)",
         ),
-        ("--memory-fraction", req.memory_fraction, 0 < req.memory_fraction <= 1, "in (0, 1]"),
+        (
+            "--memory-fraction",
+            req.memory_fraction,
+            req.memory_fraction is None or 0 < req.memory_fraction <= 1,
+            "in (0, 1]",
+        ),
         (
             "--max-prefill-tokens",
             req.max_prefill_tokens,
@@ -181,7 +189,9 @@ def to_deployment(req: PlanRequest) -> Deployment:
         ctx_tokens=ctx_tokens,
         batch=req.batch,
         block_size_tokens=req.block_size,
-        memory_fraction=req.memory_fraction,
+        memory_fraction=registry.default_memory_fraction(engine)
+        if req.memory_fraction is None
+        else req.memory_fraction,
         max_prefill_tokens=req.max_prefill_tokens
         or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),
         mtp_tokens=req.mtp,

@@ -1,15 +1,26 @@
-"""The one reader of a user's file: stat first (a regular file, at most a size cap), then a capped read.
+"""The one reader of a user's file, and the bounded parsers every reader of JSON, YAML and CSV goes through.
 
-A FIFO, a device such as /dev/zero or a directory is refused before it is opened, and a file that grows
-while read is cut at the cap, so no file makes kvplan hang or exhaust memory. Every failure is one
-DataFileError line naming the file (and the flag when given).
+Files: stat first, opened with O_NONBLOCK and checked again on the open descriptor (a regular file, at
+most a size cap), then a capped read. A FIFO, a device such as /dev/zero or a directory is refused before
+anything is read, so no file makes kvplan hang or exhaust memory.
+Parsers: JSON and YAML are refused past MAX_DEPTH levels of nesting and past MAX_INT_DIGITS digits in one
+integer; YAML aliases (`*name`) are refused before validation, since a few KB of aliases validate as
+gigabytes; JSON's non-standard NaN / Infinity constants are refused; a CSV field over the csv module's
+limit is one line. Every failure is one DataFileError line naming the file (and the flag when given).
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import json
 import os
 import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from planner import units
 from planner.errors import DataFileError
@@ -17,10 +28,18 @@ from planner.errors import DataFileError
 DEFAULT_LIMIT_BYTES = (
     16 * units.MIB_BYTES
 )  # larger than any card, profile, config.json, log or bench kvplan reads
+MAX_DEPTH = 64  # [assumed: the deepest file kvplan reads (a MindIE config.json) nests 6 levels]
+MAX_INT_DIGITS = 1000  # [assumed: far past any real count; below Python's 4300-digit int() limit]
+_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _label(path: Path | str, flag: str | None) -> str:
     return f"{flag} {path}" if flag else str(path)
+
+
+def _not_regular(where: str, mode: int) -> DataFileError:
+    kind = "directory" if stat.S_ISDIR(mode) else "FIFO" if stat.S_ISFIFO(mode) else "device or socket"
+    return DataFileError(f"{where}: not a regular file (got a {kind}, expected a regular file)")
 
 
 def read_bytes_capped(
@@ -29,23 +48,50 @@ def read_bytes_capped(
     """The bytes of a regular file of at most `limit_bytes`; DataFileError naming the file otherwise."""
     where = _label(path, flag)
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise DataFileError(f"{where}: not a regular file (got a device, FIFO or directory)")
-        if info.st_size > limit_bytes:
-            raise DataFileError(
-                f"{where}: file too large (got {info.st_size} bytes, expected at most "
-                f"{limit_bytes // units.MIB_BYTES} MiB)"
-            )
-        with open(path, "rb") as handle:
-            data = handle.read(limit_bytes + 1)
+        with open_regular(path, where=where) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limit_bytes:
+                raise DataFileError(
+                    f"{where}: file too large (got {size} bytes, expected at most "
+                    f"{limit_bytes // units.MIB_BYTES} MiB)"
+                )
+            data: bytes = handle.read(limit_bytes + 1)
     except OSError as exc:
-        raise DataFileError(f"{where}: cannot read file ({exc.strerror or exc})") from exc
+        raise DataFileError(f"{_short(where)}: cannot read file ({exc.strerror or exc})") from exc
     if len(data) > limit_bytes:
         raise DataFileError(
             f"{where}: file too large (expected at most {limit_bytes // units.MIB_BYTES} MiB)"
         )
     return data
+
+
+def _short(where: str) -> str:
+    """A path shortened for a message (an over-long name is the error itself)."""
+    return where if len(where) <= 200 else where[:200] + "..."
+
+
+@contextlib.contextmanager
+def open_regular(path: Path | str, *, where: str | None = None) -> Iterator[Any]:
+    """A binary handle on `path` if it is a regular file; DataFileError otherwise. Checked with os.stat
+    before opening and with fstat on the descriptor (O_NONBLOCK: a FIFO can never block the open)."""
+    where = _short(where or str(path))
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_regular(where, info.st_mode)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError) as exc:
+        raise DataFileError(f"{where}: cannot read file ({getattr(exc, 'strerror', None) or exc})") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(where, mode)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        yield handle
 
 
 def read_text_capped(
@@ -57,3 +103,171 @@ def read_text_capped(
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataFileError(f"{_label(path, flag)}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+
+
+# --- bounded JSON ---------------------------------------------------------------------------------------
+
+
+def _json_int(where: str) -> Any:
+    def parse(text: str) -> int:
+        digits = len(text.lstrip("-"))
+        if digits > MAX_INT_DIGITS:
+            raise DataFileError(
+                f"{where}: integer too long (got {digits} digits, expected at most {MAX_INT_DIGITS})"
+            )
+        return int(text)
+
+    return parse
+
+
+def _json_float(where: str) -> Any:
+    def parse(text: str) -> float:
+        value = float(text)
+        if value in (float("inf"), float("-inf")):
+            raise DataFileError(f"{where}: number out of range (got {text[:40]}, expected a finite number)")
+        return value
+
+    return parse
+
+
+def _json_constant(where: str) -> Any:
+    def parse(name: str) -> float:
+        raise DataFileError(f"{where}: not standard JSON (got {name}, expected a finite number)")
+
+    return parse
+
+
+def check_depth(data: Any, *, where: str, limit: int = MAX_DEPTH) -> None:
+    """DataFileError when lists/dicts in `data` nest deeper than `limit` (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    raise DataFileError(
+                        f"{where}: nested too deeply (got more than {limit} levels, expected at most {limit})"
+                    )
+                stack.append((child, depth + 1))
+
+
+def parse_json(text: str | bytes, *, where: str) -> Any:
+    """`text` as JSON, bounded: at most MAX_DEPTH levels, MAX_INT_DIGITS digits per integer, no
+    NaN / Infinity / overflowing floats; DataFileError naming `where` otherwise."""
+    try:
+        data = json.loads(
+            text,
+            parse_int=_json_int(where),
+            parse_float=_json_float(where),
+            parse_constant=_json_constant(where),
+        )
+    except RecursionError as exc:
+        raise DataFileError(f"{where}: nested too deeply (expected at most {MAX_DEPTH} levels)") from exc
+    except json.JSONDecodeError as exc:
+        raise DataFileError(
+            f"{where}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise DataFileError(f"{where}: not valid JSON ({exc})") from exc
+    check_depth(data, where=where)
+    return data
+
+
+def json_object(text: str | bytes, *, where: str) -> dict[str, Any]:
+    """parse_json for a file that must hold one JSON object."""
+    data = parse_json(text, where=where)
+    if not isinstance(data, dict):
+        raise DataFileError(f"{where}: expected a JSON object at the top level (got {type(data).__name__})")
+    return data
+
+
+# --- bounded YAML ---------------------------------------------------------------------------------------
+
+
+def _check_yaml_nodes(root: yaml.Node, *, where: str) -> None:
+    """Refuse aliases (a node reached twice), nesting past MAX_DEPTH and over-long integers."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            raise DataFileError(
+                f"{where}: line {node.start_mark.line + 1}: YAML aliases are not supported (got an alias "
+                f"'*...', expected each value "
+                f"written out); kvplan's data files never need them"
+            )
+        seen.add(id(node))
+        if depth > MAX_DEPTH:
+            raise DataFileError(f"{where}: nested too deeply (got more than {MAX_DEPTH} levels)")
+        if isinstance(node, yaml.ScalarNode):
+            digits = len(node.value.lstrip("+-"))
+            if node.tag.endswith(":int") and digits > MAX_INT_DIGITS:
+                raise DataFileError(
+                    f"{where}: integer too long (got {digits} digits, expected at most {MAX_INT_DIGITS})"
+                )
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((child, depth + 1) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.extend(((key, depth + 1), (value, depth + 1)))
+
+
+def parse_yaml(text: str, *, where: str) -> Any:
+    """`text` as YAML (safe tags only), bounded like parse_json and with no aliases; DataFileError naming
+    `where` otherwise."""
+    loader = _YamlLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_nodes(node, where=where)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise DataFileError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    except (RecursionError, MemoryError) as exc:
+        raise DataFileError(f"{where}: YAML nested too deeply to read ({type(exc).__name__})") from exc
+    except ValueError as exc:  # an int the constructor refuses (e.g. past Python's digit limit)
+        raise DataFileError(f"{where}: not valid YAML ({exc})") from exc
+    finally:
+        loader.dispose()
+
+
+# --- CSV ------------------------------------------------------------------------------------------------
+
+
+class _GuardedRows:
+    """A csv.reader whose csv.Error (a field over the module's size limit, a NUL byte) is one DataFileError
+    line naming the file and line; keeps `line_num`, so csv.DictReader can use it."""
+
+    def __init__(self, rows: Any, *, where: str) -> None:
+        self._rows = rows
+        self._where = where
+
+    @property
+    def line_num(self) -> int:
+        return int(self._rows.line_num)
+
+    def __iter__(self) -> _GuardedRows:
+        return self
+
+    def __next__(self) -> list[str]:
+        try:
+            return list(next(self._rows))
+        except csv.Error as exc:
+            raise DataFileError(
+                f"{self._where}:{self._rows.line_num}: not readable as CSV ({exc}; expected fields of at "
+                f"most {csv.field_size_limit()} characters, no NUL bytes)"
+            ) from exc
+
+
+def csv_reader(lines: Iterable[str], *, where: str) -> Iterator[list[str]]:
+    """csv.reader over `lines` whose errors are one DataFileError line naming `where`."""
+    return _GuardedRows(csv.reader(lines), where=where)
+
+
+def csv_dict_reader(lines: Iterable[str], *, where: str) -> csv.DictReader[str]:
+    """csv.DictReader over `lines` whose errors (header included) are one DataFileError line."""
+    reader = csv.DictReader(lines)
+    reader.reader = _GuardedRows(reader.reader, where=where)  # type: ignore[assignment]
+    return reader

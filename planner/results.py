@@ -36,7 +36,7 @@ class Recommendation(Frozen):
 
     max_batch_size: int
     max_seq_len: int
-    binding_constraint: str = "memory"
+    binding_constraint: str = "memory"  # or "batch" (--batch given), "tpot", "ttft", "min-user-tps"
 
 
 class SpeedRange(Frozen):
@@ -122,6 +122,7 @@ class Plan(Frozen):
     model: str
     model_alias: str | None
     card: str
+    card_variant: str  # the SKU whose memory the plan assumed (HardwareProfile.variant_id)
     dtype: str
     kv_dtype: str
     tp: int

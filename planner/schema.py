@@ -34,13 +34,55 @@ ATTENTION_KINDS: dict[AttentionKind, AttentionTraits] = {
 }
 
 
+_BOOL_POLICY: dict[tuple[type, str], str] = {}  # (model, field) -> "bool" | "free" | "no-bool"
+
+
+def _bool_policy(model: type[BaseModel], name: str) -> str:
+    """How a field treats true/false: "bool" (only true/false), "free" (anything the type takes: Any, text,
+    a nested model) or "no-bool" (a number, or a list or map of numbers: true/false refused). Cached."""
+    key = (model, name)
+    if key not in _BOOL_POLICY:
+        field = model.model_fields.get(name)
+        text = repr(field.annotation) if field is not None else "Any"
+        if text in ("<class 'bool'>", "bool | None", "typing.Optional[bool]"):
+            _BOOL_POLICY[key] = "bool"
+        elif any(w in text for w in ("bool", "Any", "object")) or not any(
+            w in text for w in ("int", "float", "Literal")
+        ):
+            _BOOL_POLICY[key] = "free"
+        else:
+            _BOOL_POLICY[key] = "no-bool"
+    return _BOOL_POLICY[key]
+
+
 class Frozen(BaseModel):
     """Strict base: unknown keys fail, instances are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class Source(Frozen):
+class DataModel(Frozen):
+    """Base of what a data file holds (model cards, hardware profiles): Frozen, and booleans stay booleans:
+    `true` is not 1 in a number field (or its list or map), and only true/false fill a bool field (not 1
+    or "yes"). Only file-facing models pay for this check; the planner's own results do not."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_booleans(cls, value: object, info: ValidationInfo) -> object:
+        policy = _bool_policy(cls, info.field_name or "")
+        if policy == "bool":
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"must be true or false (got {value!r})")
+            return value
+        if policy == "free":
+            return value
+        inner = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        if isinstance(value, bool) or any(isinstance(item, bool) for item in inner):
+            raise ValueError("must be a number or text, not true/false")
+        return value
+
+
+class Source(DataModel):
     """Where a figure comes from. confidence: P primary, S secondary, D derived, NF not found (assumed)."""
 
     ref: str = Field(min_length=1)
@@ -49,18 +91,20 @@ class Source(Frozen):
     note: str = ""
 
 
-class HfSource(Frozen):
+class HfSource(DataModel):
     """The Hugging Face repository a card mirrors."""
 
     hf_repo: str
     revision: str = "main"
 
 
+# HF config names (and kvplan's) of the dtypes memory.py can size a recurrent state in
+SSM_DTYPES = ("float32", "bfloat16", "float16", "fp32", "bf16", "fp16")
 MAX_LAYERS = 10**4
 MAX_CARD_INT = 10**8
 
 
-class ModelCard(Frozen):
+class ModelCard(DataModel):
     """Architecture of one model, in Hugging Face config.json field names."""
 
     schema_version: Literal[1] = 1
@@ -141,6 +185,11 @@ class ModelCard(Frozen):
                 f"layer_types must have num_hidden_layers entries "
                 f"(got {len(self.layer_types)}, expected {self.num_hidden_layers})"
             )
+        if self.resolved_layer_types.count("full_attention") == 0:
+            raise ValueError(
+                "no layer keeps a KV cache (got every layer linear_attention, expected at least one "
+                "full_attention layer)"
+            )
         self._check_hybrid()
         self._check_mla()
         self._check_moe()
@@ -164,6 +213,11 @@ class ModelCard(Frozen):
         elif any(f is not None for f in hybrid_fields):
             raise ValueError(
                 f"linear_* fields are only valid with attention 'hybrid' (got {self.attention!r})"
+            )
+        if self.mamba_ssm_dtype is not None and self.mamba_ssm_dtype.strip().lower() not in SSM_DTYPES:
+            raise ValueError(
+                f"mamba_ssm_dtype: unknown dtype (got {self.mamba_ssm_dtype!r}, expected one of "
+                f"{', '.join(SSM_DTYPES)})"
             )
 
     def _check_mla(self) -> None:
@@ -240,47 +294,59 @@ class ModelCard(Frozen):
         return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
 
 
-class AttentionRate(Frozen):
+# Physical ranges of a hardware profile's measured coefficients (T7 of issue 26): a value outside them is a
+# typo or a hostile file, and near zero it turns into overflowing divisions.
+# [assumed: far below any device's own measurement (shipped fractions >= 0.02); a `calibrate --device cpu
+# --dry-run` against a GPU datasheet measures ~6e-6, and 1/1e-7 cannot overflow a float]
+MIN_FRACTION = 1e-7
+MAX_OVERHEAD_US = 1e6  # [assumed: no kernel, step or link latency takes a second]
+MIN_US = 1e-6  # [assumed: a picosecond kernel is no measurement]
+MIN_GB_PER_S = 1e-6  # [assumed: 1 kB/s; a CPU dry run's smallest attention point measured ~6e-4 GB/s]
+MAX_GB_PER_S = 1e7  # [assumed: 10 PB/s, as memory_bandwidth_gb_per_s's ceiling]
+MAX_TABLE_INT = 1_000_000_000  # [assumed: tokens, batch and heads of a measured table point]
+
+
+class AttentionRate(DataModel):
     """One measured decode-attention point (query length 1, one layer): the KV bytes read per second.
 
     gb_per_s = 2 * batch * kv_heads * ctx * head_dim * 2 bytes / median time; the time includes the kernels'
     fixed cost, so small points show low rates. planner/perf/attention.py interpolates these in log space.
     """
 
-    batch: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    ctx_tokens: int = Field(gt=0)
-    gb_per_s: float = Field(gt=0)
+    batch: int = Field(gt=0, le=MAX_TABLE_INT)
+    kv_heads: int = Field(gt=0, le=MAX_TABLE_INT)
+    head_dim: int = Field(gt=0, le=MAX_TABLE_INT)
+    ctx_tokens: int = Field(gt=0, le=MAX_TABLE_INT)
+    gb_per_s: float = Field(ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
 
 
-class KernelCost(Frozen):
+class KernelCost(DataModel):
     """Measured per-kernel time of small decode kernels at one token count (rows of [tokens, hidden]);
     hidden_size: the benchmark's hidden size (None: the table is indexed by tokens alone)."""
 
-    tokens: int = Field(gt=0)
-    kernel_us: float = Field(gt=0)
+    tokens: int = Field(gt=0, le=MAX_TABLE_INT)
+    kernel_us: float = Field(ge=MIN_US, le=MAX_OVERHEAD_US)
     hidden_size: int | None = Field(default=None, gt=0)
 
 
-class GemmEfficiency(Frozen):
+class GemmEfficiency(DataModel):
     """One measured matmul (bf16): achieved / datasheet dense peak at `tokens` rows (M) and N*K weights."""
 
-    tokens: int = Field(ge=1)
-    weight_elements: float = Field(gt=0)
-    fraction: float = Field(gt=0, le=1)
+    tokens: int = Field(ge=1, le=MAX_TABLE_INT)
+    weight_elements: float = Field(ge=1, le=1e15)
+    fraction: float = Field(ge=MIN_FRACTION, le=1)
 
 
-class PrefillAttentionRate(Frozen):
+class PrefillAttentionRate(DataModel):
     """Measured causal prefill attention (one sequence, GQA) at `tokens` prompt tokens, in TFLOP/s."""
 
-    q_heads: int = Field(ge=1)
-    head_dim: int = Field(ge=1)
-    tokens: int = Field(ge=1)
-    tflop_per_s: float = Field(gt=0)
+    q_heads: int = Field(ge=1, le=MAX_TABLE_INT)
+    head_dim: int = Field(ge=1, le=MAX_TABLE_INT)
+    tokens: int = Field(ge=1, le=MAX_TABLE_INT)
+    tflop_per_s: float = Field(ge=1e-6, le=1e6)
 
 
-class PrefillLayerCost(Frozen):
+class PrefillLayerCost(DataModel):
     """Measured non-matmul, non-attention kernel time of ONE decoder layer's prefill of `tokens` tokens
     (norms, rotary, activations, copies; conv + gating + chunked delta rule in linear-attention layers).
 
@@ -293,13 +359,13 @@ class PrefillLayerCost(Frozen):
 
     engine: Literal["mindie", "vllm", "transformers"]  # planner.kinds.EngineName (schema sits below kinds)
     kind: Literal["attention", "linear_attention"]
-    elements_per_token: int = Field(ge=1)
-    tokens: int = Field(ge=1)
-    us: float = Field(gt=0)
-    eager_us: float | None = Field(default=None, gt=0)
+    elements_per_token: int = Field(ge=1, le=MAX_TABLE_INT)
+    tokens: int = Field(ge=1, le=MAX_TABLE_INT)
+    us: float = Field(ge=MIN_US, le=MAX_OVERHEAD_US)
+    eager_us: float | None = Field(default=None, ge=MIN_US, le=MAX_OVERHEAD_US)
 
 
-class PerfCoefficients(Frozen):
+class PerfCoefficients(DataModel):
     """Efficiencies and overheads the roofline applies to a card's datasheet peaks.
 
     weight_read_bandwidth_fraction   achieved / datasheet bandwidth when streaming weights (decode GEMV)
@@ -355,36 +421,36 @@ class PerfCoefficients(Frozen):
                                      (1, 4]; None: x/ 4 (assumed), x/ 1.25 on a calibrated profile
     """
 
-    weight_read_bandwidth_fraction: float = Field(gt=0, le=1)
-    kv_read_bandwidth_fraction: float = Field(gt=0, le=1)
+    weight_read_bandwidth_fraction: float = Field(ge=MIN_FRACTION, le=1)
+    kv_read_bandwidth_fraction: float = Field(ge=MIN_FRACTION, le=1)
     compute_fraction: dict[str, float] = Field(default_factory=dict)
-    kernel_overhead_us: float = Field(ge=0)
-    matmul_latency_us: float = Field(ge=0)
-    step_overhead_us: float = Field(ge=0)
-    prefill_pass_overhead_us: float = Field(default=0.0, ge=0)
-    request_overhead_us: float = Field(default=0.0, ge=0, le=10_000_000)
-    sequence_overhead_us: float = Field(default=0.0, ge=0)
-    state_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
-    allreduce_latency_us: float = Field(ge=0)
-    allreduce_bandwidth_fraction: float = Field(gt=0, le=1)
+    kernel_overhead_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
+    matmul_latency_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
+    step_overhead_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
+    prefill_pass_overhead_us: float = Field(default=0.0, ge=0, le=MAX_OVERHEAD_US)
+    request_overhead_us: float = Field(default=0.0, ge=0, le=MAX_OVERHEAD_US)
+    sequence_overhead_us: float = Field(default=0.0, ge=0, le=MAX_OVERHEAD_US)
+    state_read_bandwidth_fraction: float | None = Field(default=None, ge=MIN_FRACTION, le=1)
+    allreduce_latency_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
+    allreduce_bandwidth_fraction: float = Field(ge=MIN_FRACTION, le=1)
     kernel_overhead_table: list[KernelCost] | None = Field(default=None, min_length=1)
     attention_table: list[AttentionRate] | None = Field(default=None, min_length=1)
     attention_tables: dict[str, list[AttentionRate]] | None = Field(default=None, min_length=1)
     attention_kernels: dict[str, dict[int, str]] | None = None
-    grouped_matmul_latency_us: float | None = Field(default=None, ge=0)
-    grouped_weight_read_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    grouped_matmul_latency_us: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_US)
+    grouped_weight_read_bandwidth_fraction: float | None = Field(default=None, ge=MIN_FRACTION, le=1)
     expert_imbalance_factor: float | None = Field(default=None, ge=1, le=64)
     gemm_efficiency_table: list[GemmEfficiency] | None = Field(default=None, min_length=1)
     prefill_attention_table: list[PrefillAttentionRate] | None = Field(default=None, min_length=1)
     prefill_layer_table: list[PrefillLayerCost] | None = Field(default=None, min_length=1)
-    chunked_gdn_ns_per_head_token: float | None = Field(default=None, gt=0, le=1e6)
+    chunked_gdn_ns_per_head_token: float | None = Field(default=None, ge=1e-6, le=1e6)
     compute_fraction_prior_factor: float | None = Field(default=None, ge=1.01, le=4)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> PerfCoefficients:
         for dtype, fraction in self.compute_fraction.items():
-            if not 0 < fraction <= 1:
-                raise ValueError(f"compute_fraction.{dtype} must be in (0, 1] (got {fraction})")
+            if not MIN_FRACTION <= fraction <= 1:
+                raise ValueError(f"compute_fraction.{dtype} must be in [{MIN_FRACTION}, 1] (got {fraction})")
         tables = self.attention_tables or {}
         for engine, by_dim in (self.attention_kernels or {}).items():
             for head_dim, kernel in by_dim.items():
@@ -396,20 +462,21 @@ class PerfCoefficients(Frozen):
         return self
 
 
-class Interconnect(Frozen):
+class Interconnect(DataModel):
     """Device-to-device links: the node's own (tensor-parallel all-reduce, intra-node all-to-all) and the
     network between nodes (None where the profile does not know it; planner/layout.py says so)."""
 
     kind: str
-    bandwidth_gb_per_s: float = Field(gt=0)  # per direction, per device
-    latency_us: float = Field(ge=0)
+    bandwidth_gb_per_s: float = Field(ge=MIN_GB_PER_S, le=MAX_GB_PER_S)  # per direction, per device
+    latency_us: float = Field(ge=0, le=MAX_OVERHEAD_US)
     devices_per_node: int | None = Field(default=None, ge=1, le=1024)  # devices the node's link joins
     inter_node_kind: str | None = None
-    inter_node_bandwidth_gb_per_s: float | None = Field(default=None, gt=0)  # per direction, per device
-    inter_node_latency_us: float | None = Field(default=None, ge=0)
+    # per direction, per device
+    inter_node_bandwidth_gb_per_s: float | None = Field(default=None, ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
+    inter_node_latency_us: float | None = Field(default=None, ge=0, le=MAX_OVERHEAD_US)
 
 
-class MeasuredBlock(Frozen):
+class MeasuredBlock(DataModel):
     """Written only by `kvplan calibrate`: measured coefficients plus their provenance."""
 
     tool: str
@@ -419,8 +486,8 @@ class MeasuredBlock(Frozen):
     backend: str  # cuda | npu | cpu | bench-fit
     versions: dict[str, str] = Field(default_factory=dict)
     coefficients: PerfCoefficients
-    memory_bandwidth_gb_per_s: float | None = Field(default=None, gt=0)
-    usable_memory_gib: float | None = Field(default=None, gt=0)
+    memory_bandwidth_gb_per_s: float | None = Field(default=None, ge=MIN_GB_PER_S, le=MAX_GB_PER_S)
+    usable_memory_gib: float | None = Field(default=None, ge=1 / 1024, le=2.0**20)
     samples: dict[str, list[float]] = Field(default_factory=dict)
     notes: str = ""
 
@@ -440,8 +507,31 @@ class MeasuredBlock(Frozen):
         return f"calibrated: measured by `{self.tool}` on {self.device_name} ({self.date[:10]})"
 
 
-class HardwareProfile(Frozen):
-    """One accelerator as the planner sees it, in datasheet units."""
+class CardVariant(DataModel):
+    """One shipping memory configuration (SKU) of a chip: the same die and speeds, another memory size.
+
+    memory_capacity_gib   nominal device memory, as sold (GB or GiB as the source states; taken as GiB)
+    visible_memory_bytes  the device total the runtime reports, in bytes as the logs print it
+                          (torch_npu.npu.mem_get_info()[1], vllm-ascend's "total memory" log, MindIE's
+                          acl.rt.get_mem_info); None: not found, the planner uses memory_capacity_gib
+    """
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str = Field(min_length=1)
+    memory_capacity_gib: float = Field(gt=0, le=2.0**20)
+    visible_memory_bytes: int | None = Field(default=None, gt=0, le=2**50)
+    sources: list[Source] = Field(min_length=1)
+    notes: str = ""
+
+
+class HardwareProfile(DataModel):
+    """One accelerator as the planner sees it, in datasheet units.
+
+    visible_memory_bytes: the device total the runtime reports (see CardVariant); the planner sizes memory
+    from it (device_total_bytes), falling back to the nominal memory_capacity_gib when it is not known.
+    variants: the chip's shipping memory configurations; `variant` names the one whose figures the
+    top-level memory fields carry (None: a custom size, e.g. --memory-gib).
+    """
 
     schema_version: Literal[1] = 1
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
@@ -452,7 +542,11 @@ class HardwareProfile(Frozen):
     peak_tflop_per_s: dict[str, float] = Field(min_length=1)  # dense, without sparsity
     native_dtypes: list[str] = Field(min_length=1)
     interconnect: Interconnect
-    runtime_overhead_gib: float = Field(ge=0)  # driver/runtime context, comm buffers, fragmentation
+    visible_memory_bytes: int | None = Field(default=None, gt=0, le=2**50)
+    # held inside the device total: idle use, context, buffers
+    runtime_overhead_gib: float = Field(ge=0, le=2.0**20)
+    variant: str | None = None
+    variants: list[CardVariant] = Field(default_factory=list)
     default_coefficients: PerfCoefficients
     sources: list[Source] = Field(min_length=1)
     notes: str = ""
@@ -477,12 +571,64 @@ class HardwareProfile(Frozen):
         ]
         if missing:
             raise ValueError(f"native dtypes without a peak_tflop_per_s entry: {', '.join(missing)}")
+        self._check_variants()
         return self
+
+    def _check_variants(self) -> None:
+        if self.visible_memory_bytes is not None and self.visible_memory_bytes > self.memory_capacity_bytes:
+            raise ValueError(
+                f"visible_memory_bytes must be <= memory_capacity_gib "
+                f"(got {self.visible_memory_bytes} B > {self.memory_capacity_gib} GiB)"
+            )
+        ids = [v.id for v in self.variants]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"variants: ids must be unique (got {ids})")
+        if self.variant is None:
+            return
+        chosen = next((v for v in self.variants if v.id == self.variant), None)
+        if chosen is None:
+            raise ValueError(
+                f"variant must name one of variants (got {self.variant!r}, expected one of {ids})"
+            )
+        if (chosen.memory_capacity_gib, chosen.visible_memory_bytes) != (
+            self.memory_capacity_gib,
+            self.visible_memory_bytes,
+        ):
+            raise ValueError(
+                f"memory_capacity_gib / visible_memory_bytes must equal variant {chosen.id}'s "
+                f"(got {self.memory_capacity_gib} / {self.visible_memory_bytes}, expected "
+                f"{chosen.memory_capacity_gib} / {chosen.visible_memory_bytes})"
+            )
 
     @property
     def memory_capacity_bytes(self) -> int:
         """Device memory in bytes (from memory_capacity_gib)."""
         return units.gib_to_bytes(self.memory_capacity_gib)
+
+    @property
+    def device_total_bytes(self) -> int:
+        """Device memory the planner sizes from, in bytes: the runtime-visible total when the profile
+        knows it (visible_memory_bytes), else the nominal memory_capacity_gib."""
+        if self.visible_memory_bytes is not None:
+            return self.visible_memory_bytes
+        return self.memory_capacity_bytes
+
+    @property
+    def variant_id(self) -> str:
+        """The card variant (SKU) this profile describes: `variant`, else the profile id."""
+        return self.variant or self.id
+
+    def with_variant(self, variant_id: str) -> HardwareProfile:
+        """This profile with another of its variants' memory figures (ValueError: not a variant)."""
+        chosen = next((v for v in self.variants if v.id == variant_id), None)
+        if chosen is None:
+            raise ValueError(f"{self.id} has no variant {variant_id!r}")
+        update = {
+            "variant": chosen.id,
+            "memory_capacity_gib": chosen.memory_capacity_gib,
+            "visible_memory_bytes": chosen.visible_memory_bytes,
+        }
+        return HardwareProfile.model_validate({**self.model_dump(), **update})
 
     @property
     def memory_bandwidth_bytes_per_s(self) -> float:

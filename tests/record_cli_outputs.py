@@ -16,6 +16,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,25 +35,30 @@ def commands() -> list[str]:
     return [line for line in lines if line.strip() and not line.startswith("#")]
 
 
-def run_case(line: str) -> str:
-    """One invocation's transcript: command, exit code, stdout, stderr, files written."""
+Runner = Callable[[list[str], Path, dict[str, str]], tuple[int, str, str]]
+
+
+def run_fresh(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
+    """kvplan ARGS in a new interpreter: (exit code, stdout, stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER, *args], capture_output=True, text=True, cwd=cwd, env=env, check=False
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def run_case(line: str, run: Runner = run_fresh) -> str:
+    """One invocation's transcript: command, exit code, stdout, stderr, files written. `run` runs kvplan
+    (tests/test_cli_golden.py passes a child forked from the warm test process)."""
     args = shlex.split(line.replace("{examples}", str(ROOT / "docs" / "examples")))
     env = {**os.environ, "COLUMNS": "140", "NO_COLOR": "1", "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(
-            [sys.executable, "-c", RUNNER, *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp,
-            env=env,
-            check=False,
-        )
+        returncode, stdout, stderr = run(args, Path(tmp), env)
         written = [
             f"--- file {path.name}\n{path.read_text()}"
             for path in sorted(Path(tmp).iterdir())
             if path.is_file()
         ]
-    text = f"$ kvplan {line}\n--- exit {done.returncode}\n--- stdout\n{done.stdout}--- stderr\n{done.stderr}"
+    text = f"$ kvplan {line}\n--- exit {returncode}\n--- stdout\n{stdout}--- stderr\n{stderr}"
     text = TIMESTAMP.sub("<timestamp>", (text + "".join(written)).replace(str(ROOT), "<repo>"))
     return ITERATIONS.sub("<n> iterations", text)
 
@@ -62,10 +68,10 @@ def case_path(number: int) -> Path:
     return GOLDEN / "cases" / f"{number:02d}.txt"
 
 
-def transcripts() -> list[str]:
+def transcripts(run: Runner = run_fresh) -> list[str]:
     """Every case's transcript, run four at a time."""
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(run_case, commands()))
+        return list(pool.map(lambda line: run_case(line, run), commands()))
 
 
 def main() -> int:

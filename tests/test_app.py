@@ -264,7 +264,7 @@ def test_uploaded_profile_is_validated() -> None:
     profile = uploads.load_uploaded(source.read_bytes(), HardwareProfile, name="my-950pr.yaml")
     assert profile.id == "ascend-950pr"
     with pytest.raises(DataFileError, match=r"bad-profile\.yaml: memory_capacity_gib"):
-        bad = source.read_text().replace("memory_capacity_gib: 128", "memory_capacity_gib: -1")
+        bad = source.read_text().replace("memory_capacity_gib: 112\n", "memory_capacity_gib: -1\n", 1)
         uploads.load_uploaded(bad.encode(), HardwareProfile, name="bad-profile.yaml")
 
 
@@ -307,6 +307,7 @@ def test_uploaded_config_that_is_not_json_raises_a_data_error() -> None:
         uploads.model_card_from_config(b"{not json", name="config.json")
 
 
+@pytest.mark.slow
 def test_a_fit_used_outside_its_range_is_warned_not_green(tmp_path: Path) -> None:
     profile = tmp_path / "fitted.yaml"
     kvplan("calibrate --from-bench", h200_points_of("qwen3-8b", tmp_path), "--out", profile)

@@ -88,7 +88,10 @@ def test_race_on_a_new_name_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
 def test_missing_directory_and_directory_target(tmp_path: Path) -> None:
     with pytest.raises(PlanInputError, match=r": directory .* does not exist \(got a missing directory"):
         atomic.write_atomic(tmp_path / "nope" / "config.json", "{}")
-    with pytest.raises(PlanInputError, match=r": is a directory \(got a directory, expected a file path\)$"):
+    with pytest.raises(
+        PlanInputError,
+        match=r": not a regular file \(got a directory, expected a regular file or a new path\)",
+    ):
         atomic.write_atomic(tmp_path, "{}", force=True)
 
 

@@ -60,6 +60,7 @@ def _time(rows: float, ctx: float) -> float:
     return float(rows * ctx / attention_bytes_per_s(grid, rows=np.array(rows), ctx_tokens=np.array(ctx)))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     rows=st.floats(1, 10_000),

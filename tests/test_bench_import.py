@@ -110,8 +110,9 @@ def test_cli_writes_one_row_per_file_with_the_setup_columns(tmp_path: Path) -> N
 def test_cli_layout_flags_fill_the_dp_and_ep_columns(tmp_path: Path) -> None:
     out = tmp_path / "rows.csv"
     setup = ["--model", "Qwen/Qwen3-30B-A3B", "--card", "ascend-910c", "--dtype", "int8", "--tp", "2"]
+    served = _vllm_result(tmp_path, "Qwen/Qwen3-30B-A3B")  # the file's model_id must agree with --model
     result = runner.invoke(
-        app, ["bench", "import", str(VLLM), *setup, "--dp", "2", "--ep", "4", "--out", str(out)]
+        app, ["bench", "import", str(served), *setup, "--dp", "2", "--ep", "4", "--out", str(out)]
     )
     assert result.exit_code == 0, result.output
     (row,) = list(csv.DictReader(out.read_text().splitlines()))
@@ -182,3 +183,53 @@ def test_imported_rows_are_serving_rows_kvplan_validate_reads(tmp_path: Path) ->
     validated = runner.invoke(app, ["validate", str(rows)])
     assert validated.exit_code == 0, validated.output
     assert "serving" in validated.output
+
+
+def _vllm_result(tmp_path: Path, model_id: str) -> Path:
+    data = json.loads(VLLM.read_text())
+    path = tmp_path / f"{model_id.replace('/', '_')}.json"
+    path.write_text(json.dumps({**data, "model_id": model_id}))
+    return path
+
+
+def test_import_takes_the_model_and_dtype_from_a_quantized_checkpoints_model_id(tmp_path: Path) -> None:
+    """Issue 25: the result's model_id was ignored and `vllm-ascend/Qwen3-32B-W8A8` refused."""
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "import",
+            str(_vllm_result(tmp_path, "vllm-ascend/Qwen3-32B-W8A8")),
+            "--card",
+            "ascend-910b3",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    row = next(csv.DictReader(result.stdout.splitlines()))
+    assert (row["model"], row["dtype"]) == ("qwen3-32b", "int8")  # W8A8 = kvplan's int8 scheme
+
+
+def test_import_reads_a_quantized_repo_given_as_model_and_checks_the_dtype(tmp_path: Path) -> None:
+    path = _vllm_result(tmp_path, "vllm-ascend/Qwen3-32B-W8A8")
+    given = ["bench", "import", str(path), "--card", "ascend-910b3", "--model", "vllm-ascend/Qwen3-32B-W8A8"]
+    assert runner.invoke(app, given).exit_code == 0
+    clash = runner.invoke(app, [*given, "--dtype", "bf16"])
+    assert clash.exit_code == 2
+    assert (
+        "--dtype: vllm-ascend/Qwen3-32B-W8A8 is a W8A8 checkpoint (got --dtype bf16, expected int8"
+        in clash.output
+    )
+
+
+def test_import_refuses_a_model_that_contradicts_the_files_model_id(tmp_path: Path) -> None:
+    path = _vllm_result(tmp_path, "Qwen/Qwen3-8B")
+    result = runner.invoke(
+        app, ["bench", "import", str(path), "--card", "ascend-910b3", "--model", "qwen3-32b"]
+    )
+    assert result.exit_code == 2
+    assert f"--model: {path} was run with model_id 'Qwen/Qwen3-8B'" in result.output.replace("\n", "")
+    local = _vllm_result(tmp_path, "/data/models/qwen3-32b")  # a local path: the flag says which model
+    kept = runner.invoke(
+        app, ["bench", "import", str(local), "--card", "ascend-910b3", "--model", "qwen3-32b"]
+    )
+    assert kept.exit_code == 0 and next(csv.DictReader(kept.stdout.splitlines()))["model"] == "qwen3-32b"

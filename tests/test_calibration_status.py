@@ -13,7 +13,9 @@ from tests.helpers import kvplan
 
 
 def test_cards_shows_the_status_every_plan_uses() -> None:
-    listed = {row["id"]: row for row in json.loads(kvplan("cards --json").output)}
+    rows = json.loads(kvplan("cards --json").output)  # one row per card variant
+    listed = {row["profile"]: row for row in rows}
+    assert {row["profile"] for row in rows} == set(catalog.card_ids())
     for card_id in catalog.card_ids():
         by_engine = listed[card_id]["calibration"]
         assert set(by_engine) == set(ENGINES)

@@ -123,7 +123,11 @@ def test_card_accepts_a_path(tmp_path: Path) -> None:
         ),
         (["--model", "qwen3-8b", "--dtype", "fp7"], 2, r"--dtype: unknown weight dtype \(got 'fp7'"),
         (["--model", "qwen3-8b", "--kv-dtype", "fp4"], 2, r"--kv-dtype: unknown KV dtype"),
-        (["--model", "qwen3-8b", "--tp", "3"], 2, r"--tp: qwen3-8b has 32 attention heads, not divisible"),
+        (
+            ["--model", "qwen3-8b", "--tp", "3"],
+            2,
+            r"--tp: 3 cannot shard qwen3-8b: 32 attention heads are not divisible by 3",
+        ),
         (
             ["--model", "qwen3-8b", "--memory-fraction", "1.5"],
             2,
@@ -169,6 +173,8 @@ def test_listings() -> None:
     assert {"qwen3-32b", "qwen3.5-27b", "deepseek-v3"} <= ids
     cards = run("cards", "--json")
     assert cards.exit_code == 0, cards.output
-    assert {"ascend-950pr", "nvidia-h200"} <= {row["id"] for row in json.loads(cards.output)}
+    rows = json.loads(cards.output)
+    assert {"ascend-950pr-112g", "ascend-950pr-64g", "nvidia-h200"} <= {row["id"] for row in rows}
+    assert {"ascend-950pr", "nvidia-h200"} <= {row["profile"] for row in rows}
     table = run("cards")
     assert "ascend-910b1" in table.output

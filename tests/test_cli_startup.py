@@ -23,18 +23,19 @@ def test_mission_builds_no_sub_command(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     built: list[str] = []
-    real = cli._SubCommands._built
+    real = cli.KvplanGroup._load
 
-    def spy(self: cli._SubCommands) -> dict[str, object]:
+    def spy(self: cli.KvplanGroup) -> None:
         built.append("sub-commands")
-        return real(self)  # type: ignore[return-value]
+        real(self)
 
-    monkeypatch.setattr(cli._SubCommands, "_built", spy)
+    monkeypatch.setattr(cli.KvplanGroup, "_load", spy)
     code, text = run_as_program(MISSION, capsys)
     assert code == 0 and "Recommended: max_batch_size" in text
     assert built == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [MISSION, ["--help"], ["models", "--help"], ["mindei"], ["--json", "cardz"], ["cards", "--json"]],

@@ -90,6 +90,7 @@ def test_finite_run_counts_its_partial_last_wave() -> None:
     assert ragged.output_tokens_per_s < whole.output_tokens_per_s  # a 1-request wave at the end
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(concurrency=st.integers(1, 200), arrivals=st.sampled_from(["waves", "staggered"]))
 def test_throughput_grows_with_concurrency(concurrency: int, arrivals: str) -> None:

@@ -82,7 +82,7 @@ def boundary(fits: np.ndarray) -> int:
 def config_max_batch(engine: str, flags: list[str]) -> int | None:
     """What `kvplan mindie` / `kvplan vllm` write as the batch cap (maxBatchSize, --max-num-seqs)."""
     if engine == "vllm":
-        result = runner.invoke(app, ["vllm", *flags, "--json"])
+        result = runner.invoke(app, ["vllm", *flags, "--weights-path", "/data/m", "--json"])
         assert result.exit_code == 0, result.output
         return int(json.loads(result.stdout)["vllm"]["max_num_seqs"])
     if engine == "mindie":

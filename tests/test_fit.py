@@ -64,8 +64,8 @@ def test_two_models_pin_every_decode_term() -> None:
 
 def test_one_model_suffices_and_reports_what_the_prior_held() -> None:
     """One model's rows, the truth within the prior's width of the microbenchmark values (as on the H200:
-    ACCURACY.md): the fit predicts another model of the family, and a term the rows cannot touch keeps its
-    prior uncertainty. (With a truth several sigma from the prior, one model cannot tell weight streaming
+    docs/accuracy.md): the fit predicts another model of the family, and a term the rows cannot touch keeps
+    its prior uncertainty. (With a truth several sigma from the prior, one model cannot tell weight streaming
     from fixed costs and the transfer degrades: that is what the prior is for.)"""
     near = {
         "weight_read_bandwidth_fraction": 0.85,  # profile 0.918

@@ -117,6 +117,7 @@ def test_fit_widens_outside_its_range(tmp_path: Path) -> None:
     assert catalog.resolve_card(str(out)).measured is not None
 
 
+@pytest.mark.lab
 def test_fitted_profile_prints_its_own_leave_one_model_out_range() -> None:
     """The shipped 910C vllm-ascend profile carries the central 90 % of its LOMO rows' truth / estimate
     (fit-residuals.csv error_lomo), and plans on it print that range instead of FIT_FRACTION."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+import pytest
 import yaml
 
 from planner import catalog, units
@@ -12,6 +13,8 @@ from planner.fit import holdout
 from planner.importers.benchpoints import read_bench_rows
 from planner.perf import ranges
 from tests.helpers import kvplan
+
+pytestmark = pytest.mark.lab  # reads the lab's data or scripts (tests/conftest.py: lab implies slow)
 
 ROOT = Path(__file__).resolve().parents[1]
 # 5 models: 4 CI floors, one row each, and Alauda's 10 open-loop Qwen3-14B rows (issue 27)

@@ -40,6 +40,7 @@ def test_fitted_profile_differs_from_its_card_only_in_measured(path: Path) -> No
     assert fitted.model_dump(exclude={"measured"}) == base.model_dump(exclude={"measured"})
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("path", FITTED, ids=lambda p: p.name)
 def test_fitted_profile_names_the_rows_it_stands_on(path: Path) -> None:
     card, engine = _pair(path)
@@ -77,6 +78,7 @@ def test_plan_says_which_data_its_speeds_stand_on() -> None:
     assert fitted["performance"]["decode_step_s"] != plain["performance"]["decode_step_s"]
 
 
+@pytest.mark.lab
 @pytest.mark.parametrize("path", FITTED, ids=lambda p: p.name)
 def test_a_profile_stands_only_on_its_own_hardware_rows(path: Path) -> None:
     """A fit from one hardware's rows never changes another's profile: each profile's fit rows (and the corpus

@@ -18,6 +18,7 @@ import copy
 import json
 import os
 import re
+import stat
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -171,6 +172,8 @@ NUMBER_TEXT = [
     "1,2",
     "1-0",
     "1-10000000",
+    "9" * 5000,  # past Python's 4 300-digit int() limit (issue 26 T1)
+    "1-4096",  # a sweep axis at its cap: with a long --ctx list the grid is capped by work (T10)
 ]
 TEXT = [
     "",
@@ -204,7 +207,12 @@ TEXT = [
     "0,1,2,3,4,5,6,7,8",
     "2.x",
     "1.0.RC3",
+    ",".join(str(i) for i in range(1, 4097)),  # a 4 096-point --ctx (or --batch) list: the sweep grid cap
 ]
+# Special files made in every example's directory (prepare()): never the real /dev/null (issue 26 S1).
+FIFO, DIR_LINK, FIFO_LINK = "fifo", "dir-link", "fifo-link"
+LONG_NAME = "n" * 300  # past NAME_MAX (T11)
+LONG_PATH = "/".join(["p" * 200] * 25)  # past PATH_MAX
 
 
 def corpus_paths() -> list[str]:
@@ -232,13 +240,30 @@ def hostile_input_path() -> st.SearchStrategy[str]:
         GOOD_CSV,
         GOOD_HF,
         GOOD_RESULT,
+        FIFO,  # a FIFO as an input must never block (H1)
+        FIFO_LINK,
+        DIR_LINK,
+        LONG_NAME,
+        LONG_PATH,
     ]
     return st.sampled_from(special + corpus_paths())
 
 
 def hostile_output_path() -> st.SearchStrategy[str]:
+    # the special files: writers onto them (S1) are refused, --force or not
     return st.sampled_from(
-        ["out.yaml", "out.json", "no-dir/out.yaml", ".", "", "z" * 300 + ".yaml", GOOD_CSV]
+        [
+            "out.yaml",
+            "out.json",
+            "no-dir/out.yaml",
+            ".",
+            "",
+            "z" * 300 + ".yaml",
+            GOOD_CSV,
+            FIFO,
+            FIFO_LINK,
+            DIR_LINK,
+        ]
     )
 
 
@@ -276,7 +301,11 @@ def invocation(
 
 
 def prepare(directory: Path) -> None:
-    """The good files a base invocation refers to, in the example's own directory."""
+    """The good files a base invocation refers to, and the special files, in the example's own directory."""
+    os.mkfifo(directory / FIFO)
+    (directory / "a-dir").mkdir()
+    (directory / DIR_LINK).symlink_to("a-dir")
+    (directory / FIFO_LINK).symlink_to(FIFO)
     rows = "".join(corpus.bench_row(f"{0.010 + 0.002 * i:.4f}", batch=str(2**i)) for i in range(5))
     (directory / GOOD_CSV).write_text(corpus.BENCH_HEADER + rows)
     (directory / GOOD_HF).write_text(json.dumps(corpus._hf_base()))
@@ -284,20 +313,35 @@ def prepare(directory: Path) -> None:
     (directory / GOOD_RESULT).write_text(fixture.read_text())
 
 
-def run_batch(batch: list[list[str]]) -> list[Run]:
+def special_files_intact(directory: Path) -> list[str]:
+    """What a run did to the special files of its directory (nothing, if the writers keep their rule)."""
+    problems = []
+    if not stat.S_ISFIFO(os.lstat(directory / FIFO).st_mode):
+        problems.append("the FIFO was replaced")
+    if not (directory / DIR_LINK).is_symlink() or not (directory / "a-dir").is_dir():
+        problems.append("the directory link was replaced")
+    if not (directory / FIFO_LINK).is_symlink():
+        problems.append("the FIFO link was replaced")
+    return problems
+
+
+def run_batch(batch: list[list[str]]) -> list[tuple[Run, list[str]]]:
     with tempfile.TemporaryDirectory(prefix="kvplan-fuzz-") as tmp:
         dirs = [Path(tmp) / str(i) for i in range(len(batch))]
         for directory in dirs:
             directory.mkdir()
             prepare(directory)
         with ThreadPoolExecutor(2) as pool:
-            return list(
+            runs = list(
                 pool.map(lambda pair: run_kvplan(pair[0], cwd=pair[1]), zip(batch, dirs, strict=True))
             )
+        return [(run, special_files_intact(d)) for run, d in zip(runs, dirs, strict=True)]
 
 
 def assert_batch(batch: list[list[str]]) -> None:
-    failures = [(problems, run) for run in run_batch(batch) if (problems := broken_promises(run))]
+    failures = [
+        (problems, run) for run, damage in run_batch(batch) if (problems := broken_promises(run) + damage)
+    ]
     assert not failures, "\n".join("; ".join(p) + "\n" + r.describe() for p, r in failures)
 
 
@@ -360,7 +404,7 @@ def mutated_bytes(draw: st.DrawFn, base: dict[str, Any], dump: Any) -> bytes:
         else:
             target[key] = draw(VALUE)
     raw = dump(data)
-    damage = draw(st.sampled_from(["none", "none", "truncate", "bad-bytes", "bom"]))
+    damage = draw(st.sampled_from(["none", "none", "truncate", "bad-bytes", "bom", "huge-int", "deep"]))
     if damage == "truncate":
         raw = raw[: draw(st.integers(0, len(raw)))]
     elif damage == "bad-bytes":
@@ -368,6 +412,15 @@ def mutated_bytes(draw: st.DrawFn, base: dict[str, Any], dump: Any) -> bytes:
         raw = raw[:at] + b"\xff\xfe\xc3(" + raw[at:]
     elif damage == "bom":
         raw = b"\xef\xbb\xbf" + raw
+    elif damage == "huge-int":  # the first number becomes 5 000 digits (T1; json.dumps cannot write it)
+        raw = re.sub(rb"\d+", b"9" * 5000, raw, count=1)
+    elif damage == "deep":  # one more key holding 5 000 nested lists (T2)
+        nested = b"[" * 5000 + b"]" * 5000
+        raw = (
+            b'{"deep": ' + nested + b", " + raw[1:]
+            if raw.startswith(b"{")
+            else b"deep: " + nested + b"\n" + raw
+        )
     return raw
 
 
@@ -379,10 +432,14 @@ def _profile_base() -> dict[str, Any]:
     return yaml.safe_load((corpus.REPO / "hwprofiles" / "ascend-950pr.yaml").read_text())
 
 
+LONG_FIELD = "x" * 200_000  # past the csv module's 131 072-character field limit (T8)
+
+
 @st.composite
 def bench_csv(draw: st.DrawFn) -> bytes:
     cells = st.one_of(
-        st.sampled_from(NUMBER_TEXT), st.text(max_size=6).filter(lambda s: "," not in s and "\n" not in s)
+        st.sampled_from([*NUMBER_TEXT, LONG_FIELD]),
+        st.text(max_size=6).filter(lambda s: "," not in s and "\n" not in s),
     )
     rows = []
     for i in range(draw(st.integers(0, 6))):
@@ -425,7 +482,7 @@ def _vllm_result_base() -> dict[str, Any]:
 def trace_csv(draw: st.DrawFn) -> bytes:
     """A `simulate --trace` CSV: a few good rows, 0-2 cells of each replaced by hostile text."""
     cells = st.one_of(
-        st.sampled_from([*NUMBER_TEXT, "1e300", "-1e-300"]),
+        st.sampled_from([*NUMBER_TEXT, "1e300", "-1e-300", LONG_FIELD]),
         st.text(max_size=6).filter(lambda s: "," not in s and "\n" not in s),
     )
     rows = []
@@ -540,3 +597,32 @@ def test_fuzz_malformed_files(target: str) -> None:
             )
 
     fuzz()
+
+
+# --- every writer and every file flag on special files (issue 26 S1, H1), discovered from --help ----------
+
+
+def special_file_cases(surface: dict[str, tuple[dict[str, str], list[str]]]) -> list[list[str]]:
+    """Each output flag of each command onto a FIFO and a directory link (with --force where the command
+    has it), and each input path flag / path argument given a FIFO; BASES gives the rest of the line."""
+    cases = []
+    for command, (options, arguments) in sorted(surface.items()):
+        force = ["--force"] if "--force" in options else []
+        for flag in sorted(set(options) & OUTPUT_FLAGS):
+            cases += [[*BASES[command], flag, target, *force] for target in (FIFO, DIR_LINK)]
+        inputs = [f for f, kind in options.items() if kind == "path" and f not in OUTPUT_FLAGS]
+        cases += [[*BASES[command], flag, FIFO] for flag in sorted(inputs)]
+        if "path" in arguments:
+            args = list(BASES[command])
+            args[len(command.split())] = FIFO
+            cases.append(args)
+    return cases
+
+
+def test_every_writer_and_reader_on_special_files(cli_surface) -> None:
+    """No writer replaces a FIFO or a directory, --force or not; no reader blocks on a FIFO."""
+    cases = special_file_cases(cli_surface)
+    writers = [c for c in cases if any(f in OUTPUT_FLAGS for f in c)]
+    assert len(writers) >= 2 * 6, f"expected the six writers of issue 26 S1, found {writers}"
+    for start in range(0, len(cases), 8):
+        assert_batch(cases[start : start + 8])

@@ -16,6 +16,8 @@ from planner import catalog, params
 from planner.errors import DataFileError
 from planner.importers import hfimport
 
+pytestmark = pytest.mark.lab  # reads the lab's data or scripts (tests/conftest.py: lab implies slow)
+
 CONFIGS = Path(__file__).resolve().parents[1] / "lab" / "published" / "hf_configs"
 
 

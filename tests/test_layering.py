@@ -96,6 +96,7 @@ RANKS = {
     "planner.serving": 4,
     "planner.perf": 3,
     "planner.capacity": 3,  # the memory plan and the one batch cap, through the engine registry
+    "planner.inputs": 3,  # flags and widgets -> Deployment, with the engine's own defaults (registry)
     "planner.engines": 2,
     "planner.importers": 1,
     "planner": 0,

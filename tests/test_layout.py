@@ -94,7 +94,7 @@ IMPOSSIBLE = [
         "--nodes: 2 nodes",
     ),
     (["--model", "qwen3-32b", "--tp", "8", "--dp", "3", "--devices-per-node", "16"], "whole nodes of 16"),
-    (["--model", "qwen3-32b", "--tp", "6"], "--tp: qwen3-32b has 64 attention heads"),
+    (["--model", "qwen3-32b", "--tp", "6"], "--tp: 6 cannot shard qwen3-32b: 64 attention heads"),
     (
         ["--model", "qwen3-32b", "--tp", "2", "--dp", "2", "--engine", "transformers"],
         "tensor parallelism only",

@@ -10,7 +10,7 @@ from planner.cli import app
 
 runner = CliRunner()
 QWEN_A3 = ["--model", "qwen3-235b-a22b", "--card", "ascend-910c", "--dtype", "bf16", "--ctx", "5k"]
-R1_TWO_NODES = ["--model", "deepseek-r1", "--card", "ascend-910c", "--dtype", "int8", "--ctx", "5k"]
+R1_TWO_NODES = ["--model", "deepseek-r1-0528", "--card", "ascend-910c", "--dtype", "int8", "--ctx", "5k"]
 R1_TWO_NODES += ["--tp", "8", "--dp", "4", "--ep", "32"]
 
 

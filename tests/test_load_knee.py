@@ -12,6 +12,8 @@ from planner.serving import closed_loop
 from planner.serving import knee as load_knee
 from planner.serving.closed_loop import BenchRun
 from planner.sim import bench
+from planner.sim import run as sim_run
+from planner.sim.run import SimSummary
 from tests.helpers import deployment_950pr
 
 SEED_CARD = catalog.load_card("ascend-950pr").model_copy(update={"memory_capacity_gib": 64})  # seed's card
@@ -42,6 +44,19 @@ def test_cycles_are_the_closed_loops_random_cycles(kw: dict[str, object]) -> Non
         assert window / 127 == pytest.approx(est.tpot_s, rel=1e-9)
 
 
+def prefill_at_once(dep: Deployment, *, users: int) -> SimSummary:
+    """bench.simulate_bench's staggered closed loop of `users` (256 in, 64..192 out) with MindIE's queue delay
+    0: the analytic cycle prefills each request on its own as it arrives, while MindIE's default 5 ms delay
+    holds prefills while decoding (scheduler.cpp ShouldImmediatePrefill) and so batches the arrivals of two
+    decode steps: with it the fitted profile's simulated power is 18 % above the analytic at the knee and
+    63 % above at 3x the knee (measured on the lockstep branch), which the analytic knee does not model."""
+    run = BenchRun(num_requests=20 * users, arrivals="staggered")
+    count = bench.bench_requests(concurrency=users, running_batch=users, num_requests=run.num_requests)
+    work = bench.bench_workload(tokens=(256, 128), concurrency=users, count=count, arrivals=run.arrivals)
+    knobs = {**bench.bench_knobs(dep, running_batch=users), "queue_delay_s": 0.0}
+    return sim_run.simulate(dep, work, cfg=sim_run.default_config(dep, workload=work, **knobs)).summary
+
+
 @pytest.mark.parametrize("kw", [{}, {"fitted": True}])
 def test_the_knee_is_where_simulated_power_peaks(kw: dict[str, object]) -> None:
     """Simulate the closed loop at loads around the knee with staggered output lengths (uniform 64..192,
@@ -56,8 +71,7 @@ def test_the_knee_is_where_simulated_power_peaks(kw: dict[str, object]) -> None:
     cyc = load_knee.cycles(dep, tokens=(256, 128), max_users=max(loads))
     analytic, simulated_mean, simulated_p99 = [], [], []
     for users in loads:
-        run = BenchRun(num_requests=20 * users, arrivals="staggered")
-        sim = bench.simulate_bench(dep, tokens=(256, 128), concurrency=users, bench=run).summary
+        sim = prefill_at_once(dep, users=users)
         simulated_mean.append(sim.throughput.output_tokens_per_s / sim.e2e_s.mean)
         simulated_p99.append(sim.throughput.output_tokens_per_s / sim.e2e_s.p99)
         cycle = cyc.prefill_s[users - 1] + cyc.decode_s[users - 1]

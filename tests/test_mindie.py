@@ -73,13 +73,14 @@ CASES: dict[str, tuple[inputs.PlanRequest, MindieOptions]] = {
         inputs.PlanRequest(model="qwen3-32b", card="ascend-910b3", dtype="bf16", tp=4, ctx="8k"),
         MindieOptions(devices=[4, 5, 6, 7], weights_path="/data/models/Qwen3-32B", model_name="qwen3-32b"),
     ),
-    "qwen3-8b_910b2_int8_kvint8_tp1_4k": (
+    # MindIE documents C8 (int8 KV) for W8A8 LLaMA3.1-70B on Atlas 800I A2 (kv_cache_int8.md:7-12).
+    "llama-3.1-70b_910b2_int8_kvint8_tp4_4k": (
         inputs.PlanRequest(
-            model="qwen3-8b", card="ascend-910b2", dtype="int8", kv_dtype="int8", tp=1, ctx="4k"
+            model="llama-3.1-70b", card="ascend-910b2", dtype="int8", kv_dtype="int8", tp=4, ctx="4k"
         ),
         MindieOptions(
-            weights_path="/data/models/Qwen3-8B-w8a8",
-            model_name="qwen3-8b",
+            weights_path="/data/models/Llama-3.1-70B-w8a8c8",
+            model_name="llama-3.1-70b",
             prefix_cache=True,
             max_output_tokens=512,
         ),

@@ -66,7 +66,10 @@ FAILED_WARMUP_LOG = PREFIX + (
 def plan_and_prediction() -> tuple[object, mindie.BlockPrediction]:
     options = mindie.MindieOptions()
     dep = inputs.to_deployment(
-        inputs.PlanRequest(model="qwen3-32b", card="ascend-910b3", dtype="bf16", tp=4, ctx="8k")
+        # the synthetic log's card reports 64.00 GiB in total: a custom size (a 910B3 reports 60.96 GiB)
+        inputs.PlanRequest(
+            model="qwen3-32b", card="ascend-910b3", dtype="bf16", tp=4, ctx="8k", memory_gib=64
+        )
     )
     lengths = common.resolve_lengths(dep.ctx_tokens, block_size_tokens=128, options=options)
     plan = perf_plan.build_plan(dep, with_performance=False)
@@ -120,7 +123,8 @@ def test_correction_from_profiling_reproduces_mindie_budget(plan_and_prediction)
     assert comparison.source == "Allocated ... NPU memory for KVcache"
     assert comparison.real_kv_budget_bytes == units.gib_to_bytes(30.49)
     assert comparison.reserve_delta_bytes == units.gib_to_bytes(20.71) - planned_non_kv
-    assert comparison.reserve_delta_bytes == pytest.approx(2 * 2**30, abs=0.01 * 2**30)  # log has 2 decimals
+    # 2 GiB above the old 3 GiB reserve, i.e. 4.4 GiB above the 910B3's 0.6 GiB (hwprofiles/ascend-910b3.yaml)
+    assert comparison.reserve_delta_bytes == pytest.approx((2 + 3.0 - 0.6) * 2**30, abs=0.01 * 2**30)
     assert comparison.corrected_runtime_bytes == mem.runtime_bytes + comparison.reserve_delta_bytes
     assert comparison.corrected_capacity_bytes == 64 * 2**30
     assert (comparison.predicted_npu_block_num, comparison.real_npu_block_num) == (
@@ -137,7 +141,9 @@ def test_correction_from_profiling_reproduces_mindie_budget(plan_and_prediction)
 
 def plan_dep():
     return inputs.to_deployment(
-        inputs.PlanRequest(model="qwen3-32b", card="ascend-910b3", dtype="bf16", tp=4, ctx="8k")
+        inputs.PlanRequest(
+            model="qwen3-32b", card="ascend-910b3", dtype="bf16", tp=4, ctx="8k", memory_gib=64
+        )
     )
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from planner.deployment import Deployment
 from planner.errors import DataFileError
-from planner.importers.benchpoints import parse_serving_row
 from planner.fit import serving_rows as fit_serving
 from planner.fit import solver as fit
+from planner.importers.benchpoints import parse_serving_row
 from planner.perf import fitted_params as fit_params
 from planner.perf import roofline
 from planner.serving import closed_loop, open_loop

@@ -72,6 +72,7 @@ def test_help_shows_no_type_on_flags(command: list[str]) -> None:
     assert "<" in result.output or command == ["models"]  # value options keep their type (<int>, <str>)
 
 
+@pytest.mark.slow
 def test_calibrate_from_bench_takes_the_card_from_the_csv(tmp_path: Path) -> None:
     points, out = h200_points_of("qwen3-8b", tmp_path), tmp_path / "fitted.yaml"
     kvplan("calibrate --from-bench", points, "--out", out)

@@ -204,11 +204,24 @@ def test_chunked_prefill_beats_prefill_priority_on_tpot_tail() -> None:
 def test_select_batch_and_queue_delay_change_the_schedule() -> None:
     work = fixed(512, 128, count=300, rate=6.0, seed=2)
     dep = deployment("mindie", ctx=640)
-    plain = run.simulate(dep, work)
-    select = run.simulate(dep, work, cfg=run.default_config(dep, workload=work, select_batch=True))
+    # supportSelectBatch's stage policy decides before the queue delay would (scheduler.cpp DecidePDPriority),
+    # so compare with prefill at once (queue delay 0)
+    # (and a maxBatchSize of 12, so that 150 ms x decodeReqNum can exceed 50 ms x (12 - decodeReqNum))
+    plain = run.simulate(
+        dep, work, cfg=run.default_config(dep, workload=work, queue_delay_s=0.0, max_batch=12)
+    )
+    select = run.simulate(
+        dep, work, cfg=run.default_config(dep, workload=work, select_batch=True, max_batch=12)
+    )
     # decode chosen over waiting prefills at times: first tokens come later, decodes pause less
     assert select.summary.ttft_s.mean > plain.summary.ttft_s.mean
     assert select.summary.tpot_s.p99 <= plain.summary.tpot_s.p99
+    # the queue delay holds prefills back while decoding too: the default 5 ms shows in the mean TTFT
+    delayed = run.simulate(dep, work, cfg=run.default_config(dep, workload=work, max_batch=12))
+    assert (
+        delayed.summary.ttft_s.mean
+        > plain.summary.ttft_s.mean + 0.5 * delayed.summary.scheduler.queue_delay_s
+    )
 
 
 def test_seeded_and_reproducible() -> None:

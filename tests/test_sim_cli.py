@@ -102,7 +102,7 @@ def test_bad_input_one_line(args: list[str], code: int, needle: str) -> None:
         ("", "bad header"),
         ("arrival_s,input_tokens,output_tokens\n", "expected 1.."),
         ("arrival_s,input_tokens,output_tokens\n0,abc,3\n", ":2: not three numbers"),
-        ("arrival_s,input_tokens,output_tokens\n0,10,3\n-1,10,3\n", ":3: arrival_s must be finite"),
+        ("arrival_s,input_tokens,output_tokens\n0,10,3\n-1,10,3\n", ":3: arrival_s out of range"),
         ("arrival_s,input_tokens,output_tokens\n0,10.5,3\n", "whole number"),
         ("arrival_s,input_tokens,output_tokens\n0,10,0\n", "output_tokens"),
         ("time,in,out\n0,1,1\n", "bad header"),

@@ -12,10 +12,11 @@ from typer.testing import CliRunner
 
 from planner import catalog, inputs
 from planner.cli import app
+from planner.deployment import Deployment
 from planner.engines import common
 from planner.engines.mindie import config as mindie
 from planner.engines.vllm import args as vllm_args
-from planner.errors import DoesNotFitError
+from planner.errors import DoesNotFitError, PlanInputError
 from planner.plan import compose as perf_plan
 from planner.results import Plan
 
@@ -23,6 +24,9 @@ runner = CliRunner()
 
 
 def build(request: inputs.PlanRequest, options: mindie.MindieOptions) -> tuple[Plan, vllm_args.VllmArgs]:
+    """Plan and vllm args; a quantized plan without --weights-path gets /w (no repo is known for most)."""
+    if options.weights_path is None and request.dtype not in ("bf16", "fp16"):
+        options = options.model_copy(update={"weights_path": "/w"})
     dep = inputs.to_deployment(request)
     lengths = common.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
     dep = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
@@ -30,7 +34,8 @@ def build(request: inputs.PlanRequest, options: mindie.MindieOptions) -> tuple[P
     return plan, vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)
 
 
-MISSION = inputs.PlanRequest(model="qwen3-27b", card="ascend-950pr", dtype="fp8", tp=2, ctx="32k")
+# The issue-12 worked cases (tests/golden/engines/vllm_cases.json) were computed on a 128 GiB 950PR.
+MISSION = inputs.PlanRequest(model="qwen3-27b", card="ascend-950pr-128g", dtype="fp8", tp=2, ctx="32k")
 GOLDEN = Path(__file__).parent / "golden" / "engines" / "vllm_cases.json"
 ISSUE_CASES = {c["id"]: c for c in json.loads(GOLDEN.read_text())["cases"] if "issue-budget" in c["id"]}
 
@@ -91,15 +96,28 @@ def test_min_utilization_holds_the_batch_and_one_hundredth_less_does_not() -> No
     assert smaller.pool.max_concurrency < batch
 
 
-@pytest.mark.parametrize(("kv", "expected", "note"), [("fp8", "fp8", None), ("int8", "auto", "C8")])
-def test_kv_cache_dtype(kv: str, expected: str, note: str | None) -> None:
+@pytest.mark.parametrize(
+    ("card", "kv", "expected", "note"),
+    [("nvidia-h200", "fp8", "fp8", None), ("ascend-950pr", "int8", "auto", "C8")],
+)
+def test_kv_cache_dtype(card: str, kv: str, expected: str, note: str | None) -> None:
     request = inputs.PlanRequest(
-        model="qwen3-8b", card="ascend-950pr", dtype="fp8", kv_dtype=kv, ctx="8k", engine="vllm"
+        model="qwen3-8b", card=card, dtype="fp8", kv_dtype=kv, ctx="8k", engine="vllm"
     )
     _, result = build(request, mindie.MindieOptions())
     assert dict(result.args)["--kv-cache-dtype"] == expected
     if note:
         assert any(note in n for n in result.notes)
+
+
+@pytest.mark.parametrize("model", ["qwen3-8b", "qwen3.5-27b"])
+def test_vllm_ascend_refuses_fp8_kv_for_gqa_and_gdn(model: str) -> None:
+    """vllm-ascend has no FP8 KV path for GQA / GDN attention (attention_v1.py:1975-2007 @182b75ea)."""
+    request = inputs.PlanRequest(model=model, card="ascend-950pr", dtype="fp8", kv_dtype="fp8", engine="vllm")
+    with pytest.raises(
+        PlanInputError, match=r"^--kv-dtype: vllm-ascend has no FP8 KV cache for (GQA|HYBRID)"
+    ):
+        build(request, mindie.MindieOptions())
 
 
 @pytest.mark.parametrize(("card", "expected"), [("ascend-910b2", "128"), ("nvidia-h200", "96")])
@@ -112,9 +130,43 @@ def test_block_size_rule(card: str, expected: str) -> None:
     assert any("forces 128" in n for n in result.notes) == (expected == "128")
 
 
-def test_hf_id_without_weights_path() -> None:
-    _, result = build(MISSION, mindie.MindieOptions())
+def test_hf_id_only_when_its_weights_are_the_plans() -> None:
+    """A bf16 plan prints the card's repo; a quantized plan prints the tutorial checkpoint or refuses."""
+    bf16 = dataclasses.replace(MISSION, dtype="bf16")
+    _, result = build(bf16, mindie.MindieOptions())
     assert result.model == catalog.load_model("qwen3.5-27b").source.hf_repo
+    assert "--quantization" not in dict(result.args)
+    w8a8 = inputs.PlanRequest(model="qwen3-32b", card="ascend-910b3", dtype="int8", tp=4, ctx="8k")
+    dep = inputs.to_deployment(w8a8)
+    plan = perf_plan.build_plan(dep, with_performance=False)
+    lengths = common.resolve_lengths(
+        dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=mindie.MindieOptions()
+    )
+    result = vllm_args.vllm_args(plan, dep, lengths=lengths, options=mindie.MindieOptions())
+    assert result.model == "vllm-ascend/Qwen3-32B-W8A8"  # Qwen3-32B-Int8-A2.yaml nightly config @67b1ac5e
+    assert dict(result.args)["--quantization"] == "ascend"
+    with pytest.raises(
+        PlanInputError, match=r"^--weights-path: kvplan knows no fp8 checkpoint of qwen3.5-27b"
+    ):
+        vllm_args.served_checkpoint(*build_plan_only(MISSION), mindie.MindieOptions())
+
+
+def build_plan_only(request: inputs.PlanRequest) -> tuple[Plan, Deployment]:
+    dep = inputs.to_deployment(request)
+    return perf_plan.build_plan(dep, with_performance=False), dep
+
+
+def test_deepseek_r1_prints_r1_not_v3() -> None:
+    """R1 has its own card: bf16/fp8 plans print deepseek-ai/DeepSeek-R1 (FP8 weights) only for fp8."""
+    plan, dep = build_plan_only(
+        inputs.PlanRequest(model="deepseek-r1", card="ascend-950pr", dtype="fp8", tp=16, ctx="16k")
+    )
+    assert vllm_args.served_checkpoint(plan, dep, mindie.MindieOptions()) == ("deepseek-ai/DeepSeek-R1", None)
+    plan, dep = build_plan_only(
+        inputs.PlanRequest(model="deepseek-r1-0528", card="ascend-910c", dtype="int8", tp=16, ctx="16k")
+    )
+    repo, quantization = vllm_args.served_checkpoint(plan, dep, mindie.MindieOptions())
+    assert (repo, quantization) == ("vllm-ascend/DeepSeek-R1-0528-W8A8", "ascend")
 
 
 def test_prefix_cache_and_command_rendering() -> None:
@@ -128,6 +180,11 @@ def test_prefix_cache_and_command_rendering() -> None:
 def test_cli_vllm() -> None:
     result = runner.invoke(
         app, ["vllm", "--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8", "--tp", "2"]
+    )
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("kvplan: error: --weights-path: kvplan knows no fp8 checkpoint")
+    result = runner.invoke(
+        app, ["vllm", "--model", "qwen3-27b", "--ctx", "32k", "--dtype", "bf16", "--tp", "2"]
     )
     assert result.exit_code == 0, result.output
     assert f"vllm serve {catalog.load_model('qwen3.5-27b').source.hf_repo}" in result.output
@@ -157,7 +214,7 @@ def test_pool_without_one_full_request_does_not_fit() -> None:
 def test_plan_with_engine_vllm_gives_kvplan_vllm_batch(model: str, card: str) -> None:
     """`kvplan --engine vllm` and `kvplan vllm` answer max batch with the same vLLM accounting."""
     request = inputs.PlanRequest(model=model, card=card, dtype="fp8", tp=4, ctx="32k", engine="vllm")
-    options = mindie.MindieOptions()
+    options = mindie.MindieOptions(weights_path="/w")
     dep, lengths = common.sized_deployment(inputs.to_deployment(request), options=options)
     plan = perf_plan.build_plan(dep, with_performance=False)
     result = vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)

@@ -82,7 +82,13 @@ def kvplan_non_kv(model: str, card: str, dtype: str, tp: int, tokens: int) -> tu
     activation = memory.activation_bytes_per_device(
         mc, max_prefill_tokens=tokens, activation_dtype=act_dtype, tp=tp
     )
-    return hw.memory_capacity_bytes, weights, activation, hw.runtime_overhead_bytes
+    capacity_gib, runtime_gib = CASE_CARD_GIB[card]
+    return capacity_gib * 2**30, weights, activation, int(runtime_gib * 2**30)
+
+
+# Card profiles before issue 28 (950PR 128 GiB, now ascend-950pr-128g; 910B3 64 GiB nominal), 3 GiB reserve:
+# the (device total, reserve) GiB the issue-12 worked cases were computed with.
+CASE_CARD_GIB = {"ascend-950pr": (128, 3.0), "ascend-910b3": (64, 3.0)}
 
 
 UTIL_CASES = [c for c in CASES if "util092" in c["id"]]

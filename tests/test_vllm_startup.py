@@ -312,5 +312,7 @@ def test_startup_log_table_is_within_the_issue_tolerance() -> None:
 def test_device_total_prefers_the_logged_figure() -> None:
     """One function reads the total for the engine's arithmetic: a logged total wins over the card's."""
     hw = catalog.load_card("ascend-910b3")
-    assert vllm_startup.device_total_bytes(hw) == hw.memory_capacity_bytes
-    assert vllm_startup.device_total_bytes(hw, logged_bytes=65452113920) == 65452113920
+    # the card's runtime-visible total (60.96 GiB of a 64 GB 910B3), not its nominal 64 GiB
+    assert vllm_startup.device_total_bytes(hw) == hw.device_total_bytes == 65452113920
+    assert hw.device_total_bytes < hw.memory_capacity_bytes
+    assert vllm_startup.device_total_bytes(hw, logged_bytes=60_000_000_000) == 60_000_000_000

@@ -1,7 +1,8 @@
-"""Accuracy tables for ACCURACY.md from the committed H200 end-to-end data (runs on CPU, no torch).
+"""Accuracy tables for lab/notebook.md (figures quoted in docs/accuracy.md) from the committed H200
+end-to-end data (runs on CPU, no torch).
 
     python lab/accuracy/accuracy_table.py            # print the tables
-    python lab/accuracy/accuracy_table.py --write    # replace the generated section of ACCURACY.md
+    python lab/accuracy/accuracy_table.py --write    # replace the generated section of lab/notebook.md
 
 Inputs: lab/runs/h200-e2e-decode.csv and h200-e2e-memory.json (from lab/harness/e2e_decode.py on the
 device; its `engine` column is transformers, so predictions use the measured transformers kernel table) and
@@ -391,7 +392,7 @@ def main() -> None:
     if "--write" not in sys.argv:
         print(text)
         return
-    path = ROOT / "ACCURACY.md"
+    path = ROOT / "lab" / "notebook.md"
     doc = path.read_text(encoding="utf-8")
     head, rest = doc.split(BEGIN, 1)
     _, tail = rest.split(END, 1)

@@ -102,7 +102,7 @@ def group_report(key: tuple[str, str], group: fit_profiles.Group, residuals: lis
     lines = [
         f"| {card} | {engine} | {len(group)} ({models} models) | in sample | "
         + " | ".join(cell(inside, q) for q in QUANTITIES) + " |",
-        f"| | | | LOMO | " + " | ".join(cell(held, q) for q in QUANTITIES) + " |",
+        "| | | | LOMO | " + " | ".join(cell(held, q) for q in QUANTITIES) + " |",
     ]
     for (row, bench, point), a, b in zip(group, inside, held, strict=True):
         residuals.append({

@@ -34,6 +34,8 @@ CORPUS = HERE / "ascend-serving.csv"
 # hand-written torch_npu server have no kernel structure in kvplan: not predicted.
 ENGINES = {"vllm-ascend": "vllm", "mindie": "mindie"}
 ARRIVAL_MARGIN = 2.0  # paced rows whose arrival rate x output tokens is within 2x the throughput
+DEFAULT_MAX_PREFILL_TOKENS = 8192  # planner.deployment.DEFAULT_MAX_PREFILL_TOKENS
+FIT_MEMORY_FRACTION = 0.8  # planner.deployment.DEFAULT_MEMORY_FRACTION: what the fit's deployments use
 SEED_950PR_MEMORY_GIB = "64"  # seed 000: a 64 GB 950PR (lab/published/README.md)
 # Its card models dense MLA attention (the DSA indexer picking 2048 keys is not modelled), and the CI reuses
 # one floor for different set-ups (1254 tok/s at 1 client with a 64k prompt and at 512): not predicted.
@@ -193,30 +195,33 @@ def bench_row(row: dict[str, str]) -> dict[str, str]:
 
 
 def command(bench: dict[str, str], *, card: str) -> str:
-    """The `kvplan serve` command predicting one replica of the row (x dp for the whole deployment; rows with
-    ep > 1 only through their bench row, `kvplan validate`)."""
-    dp = int(bench["dp"] or 1)
+    """The command that predicts the row the way the fit does (planner/fit/serving_rows.py): closed-loop
+    rows as `kvplan serve` with the whole deployment's concurrency, open-loop rows (a request rate) as
+    `kvplan simulate --rate`; the row's --dp and --ep (one DP group's share, multiplied), and
+    --memory-fraction 0.8, the fraction the fit assumes for every row (the corpus does not record
+    gpu_memory_utilization; the engines' own default for vLLM is 0.92). tests/test_published_commands.py runs
+    every recorded command through the CLI and requires exit 0."""
     rate = bench.get("request_rate", "")
-    verb = "simulate" if rate else "serve"  # an open-loop row: Poisson arrivals at its rate (simulate --rate)
+    verb = "simulate" if rate else "serve"  # an open-loop row: Poisson arrivals at its rate
     args = ["kvplan", verb, "-m", bench["model"], "--card", card, "--dtype", bench["dtype"]]
     args += ["--kv-dtype", bench["kv_dtype"]] if bench["kv_dtype"] else []
     args += ["--tp", bench["tp"], "--engine", bench["engine"]]
     args += ["--input-tokens", bench["input_tokens"], "--output-tokens", bench["output_tokens"]]
-    args += ["--rate", f"{float(rate) / dp:g}"] if rate else []
-    args += [] if rate else ["--concurrency", str(-(-int(bench["concurrency"]) // dp))]
-    optional = {"--mtp": bench["mtp"], "--max-batch": bench["max_num_seqs"]}
+    args += ["--rate", rate] if rate else ["--concurrency", bench["concurrency"]]
+    layout = {"--dp": bench["dp"], "--ep": bench["ep"]}
+    args += [part for flag, value in layout.items() if value and value not in ("0", "1") for part in (flag, value)]
+    optional = {"--mtp": bench["mtp"], "--mtp-acceptance": bench["mtp_acceptance"] if bench["mtp"] else ""}
+    optional["--max-batch"] = bench["max_num_seqs"]
     optional["--memory-gib"] = bench["memory_gib"]
+    optional["--memory-fraction"] = f"{FIT_MEMORY_FRACTION:g}"
     optional["--arrivals"] = "" if rate else bench.get("arrivals", "")
-    optional["--num-requests"] = (
-        str(-(-int(bench["num_prompts"]) // dp)) if bench["num_prompts"] and not rate else ""
-    )
-    optional["--max-prefill-tokens"] = bench["max_num_batched_tokens"]
+    optional["--num-requests"] = bench["num_prompts"]
+    # The fit's deployment keeps Deployment's default prefill budget (8192, vLLM's max_num_batched_tokens
+    # default) when the row does not state one; serve's own default is the plan's max(8192, ctx - ctx/4).
+    optional["--max-prefill-tokens"] = bench["max_num_batched_tokens"] or str(DEFAULT_MAX_PREFILL_TOKENS)
     for flag, value in optional.items():
         args += [flag, value] if value and value != "0" else []
-    ep = int(bench["ep"] or 1)
-    note = [f"x dp={dp}"] if dp > 1 else []
-    note += [f"ep={ep}: kvplan serve has no --ep; `kvplan validate` reads the bench row"] if ep > 1 else []
-    return shlex.join(args) + (f"  # {'; '.join(note)}" if note else "")
+    return shlex.join(args)
 
 
 def predict_row(

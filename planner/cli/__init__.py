@@ -6,97 +6,132 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator, MutableMapping
+import shlex
 from typing import Annotated, Any
 
 import typer
 import typer.main
-from typer._click import Command
 
 from planner.cli import bench, calibrate, configs, dashboard, layouts, models, perf, simulate
 from planner.cli.options import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_CARD,
     DEFAULT_CTX,
+    DEFAULT_DTYPE,
     DEFAULT_ENGINE,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    PROMPT_FLAGS,
     AcceptanceOpt,
     BandwidthOpt,
+    BatchOpt,
+    BlockOpt,
+    CardOpt,
     CtxOpt,
+    DpOpt,
+    DtypeOpt,
+    EngineFractionOpt,
     EngineOpt,
+    EpOpt,
+    FlagCommand,
+    FlagGroup,
+    KvDtypeOpt,
     MaybeModelOpt,
+    MemoryOpt,
     MtpOpt,
+    NodeSizeOpt,
+    NodesOpt,
     OneLineErrors,
+    PpOpt,
     PrefillTokensOpt,
+    RedundantOpt,
     TpOpt,
+    TpotOpt,
+    TtftOpt,
     UncalibratedOpt,
+    UserTpsOpt,
+    engine_memory_fraction,
     fail,
-    layout_options,
-    plan_options,
-    plan_request,
     print_json,
     service_levels,
-    slo_options,
-    with_options,
 )
 from planner.errors import KvplanError, PlanInputError
 
-
-class _SubCommands(MutableMapping[str, Command]):
-    """The root command's sub-commands, built from the full app the first time anything looks at them
-    (a sub-command name in the arguments, --help, a typo to suggest a name for)."""
-
-    def __init__(self, app: typer.Typer) -> None:
-        self._app = app
-        self._commands: dict[str, Command] | None = None
-
-    def _built(self) -> dict[str, Command]:
-        if self._commands is None:
-            self._commands = dict(typer.main.get_group(self._app).commands)
-        return self._commands
-
-    def __getitem__(self, name: str) -> Command:
-        return self._built()[name]
-
-    def __setitem__(self, name: str, command: Command) -> None:
-        self._built()[name] = command
-
-    def __delitem__(self, name: str) -> None:
-        del self._built()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._built())
-
-    def __len__(self) -> int:
-        return len(self._built())
+# Every sub-command, built into click commands only when the arguments name one (KvplanGroup below), so the
+# mission command skips building ~30 commands' options from their signatures.
+commands = typer.Typer(cls=FlagGroup)
 
 
-class _KvplanApp(typer.Typer):
-    """The `kvplan` app. Run as a program it builds the root command (the plan) alone and its sub-commands
-    only when asked for, so the mission command skips building ~30 commands' options from their
-    signatures. Tests that build the command themselves (typer's CliRunner) get every command at once."""
+class KvplanGroup(OneLineErrors):
+    """The root command (the plan). Its sub-commands come from `commands`, loaded the first time anything
+    looks them up (a sub-command name in the arguments, --help, a typo to suggest a name for): click's lazy
+    sub-command pattern (list_commands / get_command / resolve_command)."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        root = copy.copy(self)
-        root.registered_commands, root.registered_groups = [], []
-        command = typer.main.get_group(root)
-        command.commands = _SubCommands(self)
-        return command(*args, **kwargs)
+    def _load(self) -> None:
+        if not self.commands:
+            for name, command in typer.main.get_group(commands).commands.items():
+                self.add_command(command, name)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        self._load()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        self._load()
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        self._load()
+        return super().resolve_command(ctx, args)
 
 
-app = _KvplanApp(
+app = typer.Typer(
     name="kvplan",
-    cls=OneLineErrors,
+    cls=KvplanGroup,
     help="Capacity planner for LLM inference on Ascend NPUs: memory, KV cache, speed, MindIE configs.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-models_app = typer.Typer(help="List catalogued model cards, or import one from a Hugging Face config.json.")
-app.add_typer(models_app, name="models")
+models_app = typer.Typer(
+    cls=FlagGroup, help="List catalogued model cards, or import one from a Hugging Face config.json."
+)
+commands.add_typer(models_app, name="models")
+
+
+# The plan's options that `kvplan mindie` and `kvplan vllm` take too (the next command repeats them).
+CONFIG_OPTIONS = (
+    "model", "card", "dtype", "kv_dtype", "tp", "ctx_len", "batch", "block_size", "memory_fraction",
+    "memory_gib", "max_prefill_tokens", "mtp", "dp", "ep", "pp", "nodes", "devices_per_node",
+    "redundant_experts",
+)  # fmt: skip
+
+
+def config_flags(ctx: typer.Context, *, slo_batch: int | None) -> str:
+    """The plan's flags the user typed that the config commands take too, in their first spelling; the
+    config commands have no SLO flags, so a batch the SLOs chose (`slo_batch`) goes along as --batch."""
+    given = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name or "")
+        if param.name in CONFIG_OPTIONS and source is not None and source.name == "COMMANDLINE":
+            value = ctx.params[param.name]
+            given.append(
+                f"{param.opts[0]} {shlex.quote(f'{value:g}' if isinstance(value, float) else str(value))}"
+            )
+    if slo_batch is not None and ctx.params["batch"] is None:
+        given.append(f"--batch {slo_batch}")
+    return " ".join(given)
+
+
+def print_version(given: bool) -> None:
+    """--version: `kvplan X.Y.Z` on stdout, exit 0."""
+    if given:
+        from planner import __version__
+
+        typer.echo(f"kvplan {__version__}")
+        raise typer.Exit()
 
 
 @app.callback(invoke_without_command=True)
-@with_options(plan_options, layout_options, slo_options)
 def plan(
     ctx: typer.Context,
     model: MaybeModelOpt = None,  # required, with a usage hint when missing (below)
@@ -105,7 +140,8 @@ def plan(
     bandwidth_gbps: BandwidthOpt = None,
     max_prefill_tokens: PrefillTokensOpt = None,
     prompt_tokens: Annotated[
-        str | None, typer.Option(help="Prompt length for TTFT (default: --ctx).")
+        str | None,
+        typer.Option(*PROMPT_FLAGS, help="Prompt length for TTFT (default: --ctx)."),
     ] = None,
     mtp: MtpOpt = 0,
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
@@ -115,7 +151,28 @@ def plan(
         bool, typer.Option("--explain", help="Print every term of the decode ledger.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object.")] = False,
-    **flags: object,
+    card: CardOpt = DEFAULT_CARD,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    kv_dtype: KvDtypeOpt = None,
+    batch: BatchOpt = None,
+    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
+    memory_fraction: EngineFractionOpt = None,
+    memory_gib: MemoryOpt = None,
+    dp: DpOpt = 1,
+    ep: EpOpt = 1,
+    pp: PpOpt = 1,
+    nodes: NodesOpt = None,
+    devices_per_node: NodeSizeOpt = None,
+    redundant_experts: RedundantOpt = 0,
+    tpot_ms: TpotOpt = None,
+    ttft_ms: TtftOpt = None,
+    min_user_tps: UserTpsOpt = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=print_version, help="Print kvplan's version and exit."
+        ),
+    ] = False,
 ) -> None:
     """Plan memory and speed for one model on one card: `kvplan --model qwen3-27b --ctx 32k --dtype fp8`."""
     if ctx.invoked_subcommand is not None:
@@ -130,7 +187,13 @@ def plan(
     from planner import inputs  # deferred so `kvplan --help` stays instant
     from planner.plan import compose as perf_plan
 
-    request = plan_request({**locals(), **flags})
+    request = inputs.PlanRequest(
+        model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len, batch=batch,
+        block_size=block_size, memory_fraction=engine_memory_fraction(engine, memory_fraction),
+        memory_gib=memory_gib, bandwidth_gbps=bandwidth_gbps, max_prefill_tokens=max_prefill_tokens, mtp=mtp,
+        mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated, engine=engine, dp=dp, ep=ep, pp=pp,
+        nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+    )  # fmt: skip
     try:
         dep = inputs.to_deployment(request)
         prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens")
@@ -138,7 +201,7 @@ def plan(
             raise PlanInputError(
                 f"--prompt-tokens: longer than the context (got {prompt}, expected <= --ctx {dep.ctx_tokens})"
             )
-        slo = service_levels(flags)
+        slo = service_levels(tpot_ms, ttft_ms, min_user_tps)
         result = perf_plan.with_load_knee(perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo), dep)
     except KvplanError as exc:
         fail(exc)
@@ -147,7 +210,10 @@ def plan(
         return
     from planner.cli import render as cli_render
 
-    cli_render.print_plan(result, dep)
+    rec = result.recommendation
+    slo_batch = rec.max_batch_size if rec.binding_constraint not in ("memory", "batch") else None
+    flags = config_flags(ctx, slo_batch=slo_batch)
+    cli_render.print_plan(result, dep, next_lines=cli_render.engine_lines(result, dep, flags=flags))
     if explain:
         cli_render.print_explain(dep, result)
 
@@ -168,7 +234,7 @@ def models_list(
         fail(exc)
 
 
-@app.command("cards")
+@commands.command("cards", cls=FlagCommand)
 def cards_list(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
     """List catalogued hardware profiles (capacity, bandwidth, peaks, dtypes, calibration)."""
     from planner.cli import render as cli_render
@@ -181,7 +247,7 @@ def cards_list(as_json: Annotated[bool, typer.Option("--json", help="Print as JS
 
 models.register(models_app)
 for _module in (perf, calibrate, configs, simulate, bench, layouts, dashboard):
-    _module.register(app)
+    _module.register(commands)
 
 
 def main() -> None:

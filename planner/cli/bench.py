@@ -10,16 +10,30 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from planner.cli.options import CardOpt, DpOpt, DtypeOpt, EpOpt, KvDtypeOpt, MtpOpt, TpOpt, fail
+from planner.cli.options import (
+    CardOpt,
+    DpOpt,
+    EpOpt,
+    FlagCommand,
+    FlagGroup,
+    KvDtypeOpt,
+    MtpOpt,
+    TpOpt,
+    fail,
+)
 from planner.errors import KvplanError, PlanInputError
 
-bench_app = typer.Typer(help="Turn load-tool result files into serving bench rows.")
+if TYPE_CHECKING:
+    from planner.importers.servingresult import ServingResult
+
+bench_app = typer.Typer(cls=FlagGroup, help="Turn load-tool result files into serving bench rows.")
 
 FilesArg = Annotated[
     list[Path], typer.Argument(help="Result files (vllm bench JSON, AISBench, genai-perf CSV).")
@@ -43,7 +57,7 @@ FORMATS = (
 def register(app: typer.Typer) -> None:
     """Add the `bench` sub-app with its `import` command."""
     bench_app.callback(invoke_without_command=True)(list_formats)
-    bench_app.command("import")(import_results)
+    bench_app.command("import", cls=FlagCommand)(import_results)
     app.add_typer(bench_app, name="bench")
 
 
@@ -85,9 +99,79 @@ def setup_columns(
             raise PlanInputError(f"{flag}: must be >= 1 (got {degree})")
     if mtp < 0:
         raise PlanInputError(f"--mtp: must be >= 0 (got {mtp})")
+    from planner import capacity, inputs
+
+    request = inputs.PlanRequest(
+        model=model, card=card, dtype=scheme, kv_dtype=kv_dtype, tp=tp, engine=engine,
+        dp=layout[0], ep=layout[1],  # --mtp keeps its own check above (a draft model may supply it)
+    )  # fmt: skip
+    capacity.check_supported(inputs.to_deployment(request))  # the plan's checks, on the same values
     return {"model": model.strip(), "card": card, "dtype": scheme, "kv_dtype": kv, "tp": str(tp),
             "dp": str(layout[0]), "ep": str(layout[1]), "engine": parse_engine(engine),
             "mtp": str(mtp)}  # fmt: skip
+
+
+# Quantized checkpoints name their scheme at the end of the repo (vllm-ascend/Qwen3-32B-W8A8, msModelSlim's
+# W8A8 / W4A8 / W8A8C8 repos, -FP8, -AWQ, -GPTQ-Int4): the suffix, as a weight dtype kvplan knows.
+QUANT_SUFFIX = re.compile(
+    r"^(?P<base>.+?)-(?P<scheme>w8a8c8|w8a8|w4a8|w4a16|w8a16|fp8|int8|awq|gptq(-int4)?)$", re.I
+)
+QUANT_SCHEMES = {"w8a8c8": "int8", "gptq-int4": "w4a16"}  # C8: the KV-cache int8 part, not a weight scheme
+
+
+def checkpoint_model(name: str, *, dtype: str | None) -> tuple[str, str | None]:
+    """(model as the rows name it, weight dtype) of a model id, alias, Hugging Face repo or quantized
+    checkpoint repo (`vllm-ascend/Qwen3-32B-W8A8` -> qwen3-32b, int8). A catalogued name is kept as given; a
+    checkpoint repo becomes its card id and its scheme the dtype (--dtype, when given, must agree)."""
+    from planner import catalog
+    from planner.dtypes import WEIGHT_ALIASES
+
+    name = name.strip()
+    try:
+        catalog.resolve_model(name)
+        return name, dtype
+    except KvplanError:
+        match = QUANT_SUFFIX.match(name)
+        if match is None:
+            raise
+    base, suffix = match["base"], match["scheme"].lower()
+    scheme = QUANT_SCHEMES.get(suffix, WEIGHT_ALIASES.get(suffix, suffix))
+    card = None
+    for candidate in (base, base.rsplit("/", 1)[-1]):
+        try:
+            card = catalog.resolve_model(candidate)[0]
+            break
+        except KvplanError:
+            continue
+    if card is None:
+        catalog.resolve_model(name)  # the catalogue's own error, with its suggestions
+    if dtype is not None and WEIGHT_ALIASES.get(dtype.strip().lower(), dtype.strip().lower()) != scheme:
+        raise PlanInputError(
+            f"--dtype: {name} is a {suffix.upper()} checkpoint "
+            f"(got --dtype {dtype}, expected {scheme} or none)"
+        )
+    return card.id, scheme  # type: ignore[union-attr]
+
+
+def run_model(model: str | None, result: ServingResult, *, path: Path) -> str:
+    """The model a result file's run served: --model, else the file's own model_id; both given and the file's
+    a catalogued model (not, say, a local checkpoint path), they must name the same card."""
+    from planner import catalog
+
+    if model is None and result.model_id is None:
+        raise PlanInputError(f"--model: required for {path} (got none, and the file records no model_id)")
+    if model is None or result.model_id is None:
+        return str(model or result.model_id)
+    try:
+        recorded = catalog.resolve_model(checkpoint_model(result.model_id, dtype=None)[0])[0].id
+    except KvplanError:
+        return model  # the file names a model kvplan does not know (a local path): the flag says which
+    if catalog.resolve_model(checkpoint_model(model, dtype=None)[0])[0].id != recorded:
+        raise PlanInputError(
+            f"--model: {path} was run with model_id {result.model_id!r} (got --model {model!r}, expected the "
+            "same model; leave --model out to take the file's)"
+        )
+    return model
 
 
 def rows_csv(rows: list[dict[str, str]]) -> str:
@@ -103,9 +187,18 @@ def rows_csv(rows: list[dict[str, str]]) -> str:
 
 def import_results(
     files: FilesArg,
-    model: Annotated[str, typer.Option("--model", "-m", help="Model id, alias or HF repo name.")],
     card: CardOpt,
-    dtype: DtypeOpt = "bf16",
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model id, alias, HF repo or quantized checkpoint repo (default: the file's model_id).",
+        ),
+    ] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="Weight dtype (default: the checkpoint's scheme, else bf16).")
+    ] = None,
     kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,
     dp: DpOpt = 1,
@@ -122,26 +215,25 @@ def import_results(
     from planner.importers import servingfiles, servingresult
 
     try:
-        setup = setup_columns(
-            model=model,
-            card=card,
-            dtype=dtype,
-            kv_dtype=kv_dtype,
-            tp=tp,
-            engine=engine,
-            mtp=mtp,
-            layout=(dp, ep),
-        )
-        if mtp_acceptance is not None:
-            if not 0 <= mtp_acceptance <= 1:
-                raise PlanInputError(f"--mtp-acceptance: must be in [0, 1] (got {mtp_acceptance})")
-            setup["mtp_acceptance"] = f"{mtp_acceptance:g}"
-        rows = [
-            servingresult.bench_row(
-                servingfiles.read_serving_result(path, concurrency=concurrency), setup=setup
+        if mtp_acceptance is not None and not 0 <= mtp_acceptance <= 1:
+            raise PlanInputError(f"--mtp-acceptance: must be in [0, 1] (got {mtp_acceptance})")
+        rows = []
+        for path in files:
+            result = servingfiles.read_serving_result(path, concurrency=concurrency)
+            name, scheme = checkpoint_model(run_model(model, result, path=path), dtype=dtype)
+            setup = setup_columns(
+                model=name,
+                card=card,
+                dtype=scheme or "bf16",
+                kv_dtype=kv_dtype,
+                tp=tp,
+                engine=engine,
+                mtp=mtp,
+                layout=(dp, ep),
             )
-            for path in files
-        ]
+            if mtp_acceptance is not None:
+                setup["mtp_acceptance"] = f"{mtp_acceptance:g}"
+            rows.append(servingresult.bench_row(result, setup=setup))
         text = rows_csv(rows)
         if out is None:
             sys.stdout.write(text)

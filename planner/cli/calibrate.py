@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
-from planner.cli.options import fail
+from planner.cli.options import FlagCommand, fail
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
     from planner.fit.solver import FitResult
-    from planner.importers.benchpoints import ServingPoint
+    from planner.importers.benchpoints import BenchPoint, ServingPoint
     from planner.schema import HardwareProfile
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
@@ -107,7 +107,7 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
 
     hw = catalog.resolve_card(card)
     steps, serving = read_bench_rows(points_csv)
-    points, rows = _with_engine(steps, engine), _with_engine(serving, engine)
+    points, rows = _unique(_with_engine(steps, engine), _with_engine(serving, engine))
     result = solver.fit_coefficients(points, hardware=hw, serving=rows, source=f"--from-bench {points_csv}")
     if points:
         _print_points(points, result.residual_fractions[: len(points)], hw_id=hw.id)
@@ -122,7 +122,7 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
         date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         device_name=f"fit to {points_csv.name} ({len(points)} points"
         + (f", {len(rows)} serving rows" if rows else "")
-        + f"; engine {', '.join(sorted({p.engine for p in [*points, *rows]}))})",
+        + f"; engine {', '.join(sorted({p.engine for p in points} | {r.engine for r in rows}))})",
         backend="bench-fit",
         coefficients=result.coefficients,
         memory_bandwidth_gb_per_s=hw.measured.memory_bandwidth_gb_per_s if hw.measured else None,
@@ -332,6 +332,7 @@ def calibrate(
         float | None,
         typer.Option(
             "--gpu-memory-utilization",
+            "--memory-fraction",  # the same share of memory as every other command's --memory-fraction
             min=0.01,
             max=1.0,
             help="With --from-log, when the log does not say it.",
@@ -505,9 +506,9 @@ def validate(
     from planner.importers.benchpoints import read_bench_rows
 
     try:
-        hw = catalog.resolve_card(card) if card else None
+        hw = catalog.resolve_card(card) if card is not None else None
         steps, serving = read_bench_rows(points_csv)
-        points, rows = _with_engine(steps, engine), _with_engine(serving, engine)
+        points, rows = _unique(_with_engine(steps, engine), _with_engine(serving, engine))
         step_errors = solver.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
         serving_errors = serving_rows.serving_errors(rows, hardware=hw, calibrated=not uncalibrated)
         suffix = " uncalibrated" if uncalibrated else ""
@@ -521,7 +522,22 @@ def validate(
         fail(exc)
 
 
+def _unique(
+    points: list[BenchPoint], rows: list[ServingPoint]
+) -> tuple[list[BenchPoint], list[ServingPoint]]:
+    """The rows with exact repeats dropped (each costs a fit or a prediction), said in one line."""
+    from planner.importers.benchpoints import without_repeats
+
+    (points, dropped_points), (rows, dropped_rows) = without_repeats(points), without_repeats(rows)
+    if dropped_points or dropped_rows:
+        typer.echo(
+            f"note: {dropped_points + dropped_rows} repeated row(s) (every column equal to an earlier row) "
+            f"counted once"
+        )
+    return points, rows
+
+
 def register(app: typer.Typer) -> None:
     """Add `calibrate` and `validate` to the kvplan app."""
-    app.command("calibrate")(calibrate)
-    app.command("validate")(validate)
+    app.command("calibrate", cls=FlagCommand)(calibrate)
+    app.command("validate", cls=FlagCommand)(validate)

@@ -6,10 +6,11 @@ module reads the user's files, writes the output through planner/atomic.py, and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
-from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,15 +18,32 @@ import typer
 from pydantic import ValidationError
 
 from planner.cli.options import (
+    CTX_FLAGS,
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_CARD,
     DEFAULT_CTX,
+    DEFAULT_DTYPE,
+    PREFILL_FLAGS,
+    TP_FLAGS,
+    BatchOpt,
+    BlockOpt,
+    CardOpt,
+    DpOpt,
+    DtypeOpt,
+    EngineFractionOpt,
+    EpOpt,
+    FlagCommand,
     JsonOpt,
+    KvDtypeOpt,
+    MemoryOpt,
     ModelOpt,
+    NodeSizeOpt,
+    NodesOpt,
+    PpOpt,
+    RedundantOpt,
+    engine_memory_fraction,
     fail,
-    layout_options,
-    plan_options,
-    plan_request,
     print_json,
-    with_options,
 )
 from planner.errors import DataFileError, KvplanError, PlanInputError
 from planner.inputs import PlanRequest
@@ -38,10 +56,11 @@ if TYPE_CHECKING:
     from planner.engines.mindie.rules import MindieConfig
     from planner.results import Plan
 
-TpOpt = Annotated[int, typer.Option(help="Tensor-parallel degree = MindIE worldSize.")]
-CtxOpt = Annotated[str, typer.Option("--ctx", help="maxSeqLen: input + output tokens per request (32k).")]
+TpOpt = Annotated[int, typer.Option(*TP_FLAGS, help="Tensor-parallel degree = MindIE worldSize.")]
+CtxOpt = Annotated[str, typer.Option(*CTX_FLAGS, help="maxSeqLen: input + output tokens per request (32k).")]
 PrefillOpt = Annotated[
-    int | None, typer.Option(help="maxPrefillTokens, activation peak (default: max(8192, input)).")
+    int | None,
+    typer.Option(*PREFILL_FLAGS, help="maxPrefillTokens, activation peak (default: max(8192, input))."),
 ]
 InputOpt = Annotated[str | None, typer.Option(help="maxInputTokenLen (default: ctx - output).")]
 OutputOpt = Annotated[str | None, typer.Option(help="maxIterTimes = max output (default: ctx / 4).")]
@@ -56,11 +75,17 @@ def parse_devices(text: str | None) -> list[int] | None:
     if text is None:
         return None
     try:
-        return [int(part) for part in text.split(",")]
+        ids = [int(part) for part in text.split(",")]
     except ValueError:
         raise PlanInputError(
             f"--devices: not a comma-separated list of NPU ids (got {text!r}, expected e.g. 0,1)"
         ) from None
+    if any(not 0 <= i <= MAX_NPU_ID for i in ids):
+        raise PlanInputError(f"--devices: NPU id out of range (got {text[:60]!r}, expected 0..{MAX_NPU_ID})")
+    return ids
+
+
+MAX_NPU_ID = 4095  # [assumed: far above the 16 NPUs of one Atlas node; a 20-digit id is a typo]
 
 
 def _tokens(text: str | None, flag: str) -> int | None:
@@ -140,20 +165,21 @@ def resolve_identity(options: MindieOptions, *, model_typed: str, has_base: bool
 
 def register(app: typer.Typer) -> None:
     """Add `mindie` and `vllm` to the kvplan app."""
-    app.command("mindie")(mindie_command)
-    app.command("vllm")(vllm_command)
+    app.command("mindie", cls=FlagCommand)(mindie_command)
+    app.command("vllm", cls=FlagCommand)(vllm_command)
 
 
-def serving_options(
-    max_prefill_tokens: PrefillOpt = None,
-    weights_path: WeightsOpt = None,
-    model_name: NameOpt = None,
-    mtp: MtpOpt = 0,
-    prefix_cache: PrefixOpt = False,
-    max_input_tokens: InputOpt = None,
-    max_output_tokens: OutputOpt = None,
-) -> None:
-    """The serving-config options `mindie` and `vllm` share (a signature template for `with_options`)."""
+@dataclass(frozen=True)
+class ServingFlags:
+    """The serving-config flags `mindie` and `vllm` share, as typed: ServingOptions once parsed."""
+
+    max_prefill_tokens: int | None
+    weights_path: str | None
+    model_name: str | None
+    mtp: int
+    prefix_cache: bool
+    max_input_tokens: str | None
+    max_output_tokens: str | None
 
 
 def option_error(exc: ValidationError) -> PlanInputError:
@@ -173,21 +199,18 @@ def base_error(exc: KvplanError, base: Path | None) -> KvplanError:
     return DataFileError(f"--base {base}: {exc}")
 
 
-def serving_values(flags: Mapping[str, object]) -> dict[str, object]:
+def serving_values(flags: ServingFlags) -> dict[str, object]:
     """ServingOptions fields from the flags, token counts parsed ("8k" -> 8192)."""
-    from planner.engines.common import ServingOptions
-
-    values = {name: flags[name] for name in ServingOptions.model_fields if name in flags}
+    values: dict[str, object] = asdict(flags)
     for name in ("weights_path", "model_name"):
-        if flags.get(name) is not None and not str(flags[name]).strip():
+        text = values[name]
+        if text is not None and not str(text).strip():
             raise PlanInputError(f"--{name.replace('_', '-')}: empty (got '', expected a non-empty value)")
     for name in ("max_input_tokens", "max_output_tokens"):
-        text = flags.get(name)
-        values[name] = _tokens(None if text is None else str(text), "--" + name.replace("_", "-"))
+        values[name] = _tokens(getattr(flags, name), "--" + name.replace("_", "-"))
     return values
 
 
-@with_options(plan_options, serving_options, layout_options)
 def mindie_command(
     model: ModelOpt,
     tp: TpOpt = 1,
@@ -200,13 +223,40 @@ def mindie_command(
     from_log: Annotated[Path | None, typer.Option(help="MindIE log: compare, fix the reserve.")] = None,
     npu_mem_size: Annotated[str | None, typer.Option(help="auto (-1) or explicit (GiB).")] = None,
     as_json: JsonOpt = False,
-    **flags: object,
+    card: CardOpt = DEFAULT_CARD,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    kv_dtype: KvDtypeOpt = None,
+    batch: BatchOpt = None,
+    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
+    memory_fraction: EngineFractionOpt = None,
+    memory_gib: MemoryOpt = None,
+    max_prefill_tokens: PrefillOpt = None,
+    weights_path: WeightsOpt = None,
+    model_name: NameOpt = None,
+    mtp: MtpOpt = 0,
+    prefix_cache: PrefixOpt = False,
+    max_input_tokens: InputOpt = None,
+    max_output_tokens: OutputOpt = None,
+    dp: DpOpt = 1,
+    ep: EpOpt = 1,
+    pp: PpOpt = 1,
+    nodes: NodesOpt = None,
+    devices_per_node: NodeSizeOpt = None,
+    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Write a MindIE Server config.json from the plan and print the plan behind it."""
     from planner.engines.mindie import config as mindie
 
-    typed = {"model": model, "tp": tp, "ctx_len": ctx_len}
-    request = plan_request({**flags, **typed})  # re-sized with the request lengths by prepare()
+    # re-sized with the request lengths by prepare()
+    request = PlanRequest(
+        model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len, batch=batch,
+        block_size=block_size, memory_fraction=engine_memory_fraction("mindie", memory_fraction),
+        memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp, dp=dp, ep=ep, pp=pp,
+        nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+    )  # fmt: skip
+    flags = ServingFlags(
+        max_prefill_tokens, weights_path, model_name, mtp, prefix_cache, max_input_tokens, max_output_tokens
+    )
     try:
         if npu_mem_size not in (None, "auto", "explicit"):
             raise PlanInputError(
@@ -264,11 +314,14 @@ def run_mindie(
         }
         print_json(payload)
         return
-    print_mindie(plan, dep, result=result, lengths=lengths, comparison=comparison)
+    with contextlib.redirect_stdout(
+        sys.stderr
+    ):  # the config alone on stdout: `kvplan mindie ... > config.json`
+        print_mindie(plan, dep, result=result, lengths=lengths, comparison=comparison)
     if out is None:
         sys.stdout.write(mindie_rules.render_config(result.config))
     else:
-        typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""))
+        typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""), err=True)
 
 
 def _log_lines(comparison: LogComparison) -> list[str]:
@@ -331,20 +384,46 @@ def print_mindie(
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
 
 
-@with_options(plan_options, serving_options, layout_options)
 def vllm_command(
     model: ModelOpt,
     tp: TpOpt = 1,
     ctx_len: CtxOpt = DEFAULT_CTX,
     as_json: JsonOpt = False,
-    **flags: object,
+    card: CardOpt = DEFAULT_CARD,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
+    kv_dtype: KvDtypeOpt = None,
+    batch: BatchOpt = None,
+    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
+    memory_fraction: EngineFractionOpt = None,
+    memory_gib: MemoryOpt = None,
+    max_prefill_tokens: PrefillOpt = None,
+    weights_path: WeightsOpt = None,
+    model_name: NameOpt = None,
+    mtp: MtpOpt = 0,
+    prefix_cache: PrefixOpt = False,
+    max_input_tokens: InputOpt = None,
+    max_output_tokens: OutputOpt = None,
+    dp: DpOpt = 1,
+    ep: EpOpt = 1,
+    pp: PpOpt = 1,
+    nodes: NodesOpt = None,
+    devices_per_node: NodeSizeOpt = None,
+    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Print the `vllm serve` arguments (vllm-ascend) equivalent to the MindIE config of the same plan."""
     from planner.engines.common import ServingOptions
     from planner.engines.vllm import args as vllm_args
 
-    typed = {"model": model, "tp": tp, "ctx_len": ctx_len, "engine": "vllm"}  # vLLM's block accounting
-    request = plan_request({**flags, **typed})  # re-sized with the request lengths by prepare()
+    # engine: vLLM's block accounting; re-sized with the request lengths by prepare()
+    request = PlanRequest(
+        model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len, batch=batch,
+        block_size=block_size, memory_fraction=engine_memory_fraction("vllm", memory_fraction),
+        memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp, engine="vllm", dp=dp, ep=ep,
+        pp=pp, nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+    )  # fmt: skip
+    flags = ServingFlags(
+        max_prefill_tokens, weights_path, model_name, mtp, prefix_cache, max_input_tokens, max_output_tokens
+    )
     try:
         options = ServingOptions.model_validate(serving_values(flags))
         dep, lengths = prepare(request, options)

@@ -23,6 +23,7 @@ from typing import Annotated
 
 import typer
 
+from planner.cli.options import FlagCommand
 from planner.errors import PlanInputError
 
 PAGE_SCRIPT_NAME = "streamlit_app.py"
@@ -110,7 +111,7 @@ def running(*, port: int, log: Path | None = None, cwd: Path | None = None) -> I
 
 def register(app: typer.Typer) -> None:
     """Add `kvplan dashboard` to the app."""
-    app.command("dashboard")(dashboard)
+    app.command("dashboard", cls=FlagCommand)(dashboard)
 
 
 def dashboard(

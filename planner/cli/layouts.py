@@ -20,7 +20,6 @@ BudgetOpt = Annotated[int, typer.Option(help="Devices available (the budget the 
 TopOpt = Annotated[int, typer.Option(help="Layouts to show, best first.")]
 
 
-@options.with_options(options.plan_options, options.slo_options)
 def layout_command(
     model: options.ModelOpt,
     budget_devices: BudgetOpt,
@@ -28,7 +27,16 @@ def layout_command(
     engine: options.EngineOpt = options.DEFAULT_ENGINE,
     top: TopOpt = 10,
     as_json: options.JsonOpt = False,
-    **flags: object,
+    card: options.CardOpt = options.DEFAULT_CARD,
+    dtype: options.DtypeOpt = options.DEFAULT_DTYPE,
+    kv_dtype: options.KvDtypeOpt = None,
+    batch: options.BatchOpt = None,
+    block_size: options.BlockOpt = options.DEFAULT_BLOCK_SIZE_TOKENS,
+    memory_fraction: options.EngineFractionOpt = None,
+    memory_gib: options.MemoryOpt = None,
+    tpot_ms: options.TpotOpt = None,
+    ttft_ms: options.TtftOpt = None,
+    min_user_tps: options.UserTpsOpt = None,
 ) -> None:
     """Rank parallel layouts (tp, dp, ep, pp) by tokens/s per device within --budget-devices under SLOs."""
     from planner import inputs
@@ -36,14 +44,18 @@ def layout_command(
     from planner.perf import ranges
     from planner.plan import layout_search
 
-    request = options.plan_request({**flags, "model": model, "ctx_len": ctx_len, "engine": engine})
+    request = inputs.PlanRequest(
+        model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, ctx=ctx_len, batch=batch,
+        block_size=block_size, memory_fraction=options.engine_memory_fraction(engine, memory_fraction),
+        memory_gib=memory_gib, engine=engine,
+    )  # fmt: skip
     try:
         if not 1 <= budget_devices <= MAX_DEGREE or not 1 <= top <= MAX_DEGREE:
             budget_ok = 1 <= budget_devices <= MAX_DEGREE
             flag, value = ("--top", top) if budget_ok else ("--budget-devices", budget_devices)
             raise PlanInputError(f"{flag}: out of range (got {value}, expected 1..{MAX_DEGREE})")
         dep = inputs.to_deployment(request)
-        slo = options.service_levels(flags)
+        slo = options.service_levels(tpot_ms, ttft_ms, min_user_tps)
         result = layout_search.search_layouts(dep, budget=budget_devices, slo=slo)
         if not result.candidates:
             raise DoesNotFitError(
@@ -114,4 +126,4 @@ def print_search(result: LayoutSearch) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add `kvplan layout` to the app."""
-    app.command("layout")(layout_command)
+    app.command("layout", cls=options.FlagCommand)(layout_command)

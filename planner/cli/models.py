@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
-from planner.cli.options import fail
+from planner.cli.options import FlagCommand, fail
 from planner.errors import KvplanError, OutputExistsError, PlanInputError
 
 # planner.importers.hfimport is imported when the command runs, so `kvplan --help` stays light
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def register(models_app: typer.Typer) -> None:
     """Add the `import` command to the `kvplan models` sub-app."""
-    models_app.command("import")(import_card)
+    models_app.command("import", cls=FlagCommand)(import_card)
 
 
 def import_card(
@@ -108,9 +108,7 @@ def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
 
     if len(path.name) > MAX_NAME_CHARS:
         raise PlanInputError(f"--out: file name too long (got {len(path.name)} characters, expected <= 255)")
-    if path.is_dir():
-        raise PlanInputError(f"--out: is a directory (got '{path}', expected a file path ending in .yaml)")
-    if path.exists() and not force:
+    if atomic.check_replaceable(path) and not force:
         raise OutputExistsError(
             f"--out: file exists (got '{path}', expected a new file); "
             f"pass --force to overwrite (the old file is kept as a .bak)"

@@ -17,27 +17,48 @@ import typer
 
 from planner import units
 from planner.cli.options import (
+    BATCH_FLAGS,
+    DEFAULT_CARD,
     DEFAULT_DTYPE,
+    DEFAULT_ENGINE,
+    DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    PREFILL_FLAGS,
+    PROMPT_FLAGS,
+    REQUESTS_FLAGS,
+    AcceptanceOpt,
+    CardOpt,
+    DpOpt,
+    EngineFractionOpt,
+    EngineOpt,
+    EpOpt,
+    FlagCommand,
+    JsonOpt,
+    KvDtypeOpt,
+    MemoryOpt,
     ModelOpt,
+    MtpOpt,
+    NodeSizeOpt,
+    NodesOpt,
+    PpOpt,
+    RedundantOpt,
+    TpOpt,
+    UncalibratedOpt,
+    engine_memory_fraction,
     fail,
-    layout_options,
-    load_options,
     ms_to_s,
-    plan_request,
     positive,
     print_json,
-    speed_options,
-    with_options,
 )
-from planner.errors import DoesNotFitError, KvplanError, PlanInputError
+from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from planner.deployment import Deployment
-    from planner.serving.closed_loop import BenchRun, ServingEstimate
-    from planner.serving.performance import SloResult
+    from planner.serving.closed_loop import Admission, BenchRun, ServingEstimate
     from planner.serving.sweep import SweepResult
+    from planner.sim.run import SimSummary
+    from planner.sim.search import SearchResult
 
 FORMATS = ("table", "csv", "json")
 CSV_COLUMNS = (
@@ -54,6 +75,20 @@ CSV_COLUMNS = (
 
 
 MAX_GRID_BATCHES = 4096  # a sweep grid axis longer than this is a typo, not a plan
+MAX_BATCH = 10**6  # [assumed: no engine runs a million sequences in one decode step]
+# [measured: 65 536 points take ~2 s of CPU as CSV on the 2-core dev box, 2026-12-04]; the grid is
+# capped by its work (dtypes x batches x contexts), like simulate's request cap, not axis by axis alone
+MAX_GRID_POINTS = 65_536
+
+
+def check_grid(*, dtypes: int, batches: int, contexts: int) -> None:
+    """PlanInputError when the sweep grid has more than MAX_GRID_POINTS points."""
+    points = dtypes * batches * contexts
+    if points > MAX_GRID_POINTS:
+        raise PlanInputError(
+            f"--batch/--ctx/--dtype: grid too large (got {dtypes} x {batches} x {contexts} = {points} "
+            f"points, expected at most {MAX_GRID_POINTS}); sweep fewer batch sizes or contexts"
+        )
 
 
 def parse_batches(text: str) -> list[int]:
@@ -63,6 +98,10 @@ def parse_batches(text: str) -> list[int]:
         for item in (part.strip() for part in text.split(",") if part.strip()):
             low, _, high = item.partition("-")
             first, last = int(low), int(high or low)
+            if max(first, last) > MAX_BATCH:
+                raise PlanInputError(
+                    f"--batch: batch size out of range (got {item[:40]!r}, expected 1..{MAX_BATCH})"
+                )
             if last - first >= MAX_GRID_BATCHES or len(values) >= MAX_GRID_BATCHES:
                 raise PlanInputError(
                     f"--batch: too many batch sizes (got {text!r}, expected at most {MAX_GRID_BATCHES})"
@@ -144,33 +183,63 @@ def sweep_json(result: SweepResult) -> str:
     return json.dumps(payload)
 
 
+MAX_TABLE_ROWS = (
+    200  # a longer table is not read (and rich takes minutes over 100 000 rows): csv/json have all
+)
+
+
+def table_points(result: SweepResult) -> list[tuple[int, int, int]]:
+    """Grid indices (dtype, batch, ctx) the table shows: every point when there are at most MAX_TABLE_ROWS;
+    else the frontier (per dtype and ctx, the batches that fit memory and raise aggregate tok/s over every
+    smaller batch: the others give less per user for no more in total), thinned evenly to MAX_TABLE_ROWS."""
+    import numpy as np
+
+    if result.decode_step_s.size <= MAX_TABLE_ROWS:
+        return [tuple(int(i) for i in index) for index in np.ndindex(result.decode_step_s.shape)]  # type: ignore[misc]
+    aggregate = np.where(result.fits_memory, result.tokens_per_s, -np.inf)
+    best_below = np.maximum.accumulate(aggregate, axis=1)
+    best_below = np.concatenate([np.full_like(best_below[:, :1], -np.inf), best_below[:, :-1]], axis=1)
+    frontier = np.argwhere(result.fits_memory & (aggregate > best_below))
+    if len(frontier) > MAX_TABLE_ROWS:
+        frontier = frontier[np.unique(np.linspace(0, len(frontier) - 1, MAX_TABLE_ROWS).round().astype(int))]
+    return [(int(i), int(j), int(k)) for i, j, k in frontier]
+
+
 def sweep_table(result: SweepResult) -> Table:
-    """The grid as a rich table (human units: ms, tok/s)."""
+    """The grid as a rich table (human units: ms, tok/s); past MAX_TABLE_ROWS points, its frontier
+    (table_points) and how many points were left out."""
     from rich.table import Table
 
     band = result.speed_band
+    shown, total = table_points(result), result.decode_step_s.size
+    left_out = (
+        [f"{len(shown)} of {total} points shown: the frontier (fits memory, more aggregate tok/s than every "
+         f"smaller batch), thinned to {MAX_TABLE_ROWS} rows; {total - len(shown)} left out; --format csv or "
+         "json prints every point"]
+        if len(shown) < total
+        else []
+    )  # fmt: skip
     table = Table(
         title=f"{result.model} on {result.card}, KV {result.kv_dtype}, tp={result.tp} ({band.label})",
-        caption="\n".join([f"source: {band.source}", *(f"range: {note}" for note in band.notes)]),
+        caption="\n".join([*left_out, f"source: {band.source}", *(f"range: {note}" for note in band.notes)]),
     )
     for name in ("dtype", "batch", "ctx", "TPOT", "range ms", "per user", "aggregate", "fits"):
         table.add_column(name, justify="left" if name == "dtype" else "right")
-    for point in result.points():
-        low, high = (units.s_to_ms(s) for s in (point.decode_step_s_low, point.decode_step_s_high))
+    for i, j, k in shown:
+        low, high = (units.s_to_ms(s[i, j, k]) for s in (result.decode_step_s_low, result.decode_step_s_high))
         table.add_row(
-            point.weight_dtype,
-            str(point.batch),
-            str(point.ctx_tokens),
-            units.fmt_ms(point.decode_step_s),
+            result.weight_dtypes[i],
+            str(int(result.batch[j])),
+            str(int(result.ctx_tokens[k])),
+            units.fmt_ms(float(result.decode_step_s[i, j, k])),
             units.fmt_span(low, high),
-            units.fmt_tokens_per_s(point.per_user_tokens_per_s),
-            units.fmt_tokens_per_s(point.tokens_per_s),
-            "yes" if point.fits_memory else "no",
+            units.fmt_tokens_per_s(float(result.per_user_tokens_per_s[i, j, k])),
+            units.fmt_tokens_per_s(float(result.tokens_per_s[i, j, k])),
+            "yes" if result.fits_memory[i, j, k] else "no",
         )
     return table
 
 
-@with_options(speed_options)
 def sweep_command(
     model: ModelOpt,
     dtype: Annotated[
@@ -179,7 +248,13 @@ def sweep_command(
     batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
     ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,4k,8k,32k.")] = "256,1k,4k,8k,32k",
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
-    **flags: object,
+    card: CardOpt = DEFAULT_CARD,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
 ) -> None:
     """Decode speed over a batch x context (x weight dtype) grid.
 
@@ -199,7 +274,11 @@ def sweep_command(
             raise PlanInputError(
                 f"--dtype: no weight dtype given (got {dtype!r}, expected e.g. bf16 or fp8,bf16)"
             )
-        request = plan_request({**locals(), **flags}, dtype=dtypes[0], ctx=str(max(contexts)), batch=None)
+        check_grid(dtypes=len(dtypes), batches=len(batches), contexts=len(contexts))
+        request = inputs.PlanRequest(
+            model=model, card=card, dtype=dtypes[0], kv_dtype=kv_dtype, tp=tp, ctx=str(max(contexts)),
+            memory_gib=memory_gib, mtp=mtp, mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated,
+        )  # fmt: skip
         result = sweep.sweep(
             inputs.to_deployment(request), batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes
         )
@@ -215,11 +294,10 @@ def sweep_command(
         Console(highlight=False).print(sweep_table(result))
 
 
-@with_options(speed_options, load_options, layout_options)
 def serve_command(
     model: ModelOpt,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
-    input_tokens: Annotated[str, typer.Option(help="Prompt tokens per request.")] = "1k",
+    input_tokens: Annotated[str, typer.Option(*PROMPT_FLAGS, help="Prompt tokens per request.")] = "1k",
     output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = "256",
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Concurrent requests (default: SLO best or memory max).")
@@ -232,6 +310,7 @@ def serve_command(
     max_prefill_tokens: Annotated[
         int | None,
         typer.Option(
+            *PREFILL_FLAGS,
             min=1,
             help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens; default: "
             "max(8192, ctx - ctx/4), what the plan and the configs use).",
@@ -239,11 +318,14 @@ def serve_command(
     ] = None,
     max_batch: Annotated[
         int | None,
-        typer.Option(min=1, help="Engine's running-sequence limit (max_num_seqs); the rest queue."),
+        typer.Option(
+            *BATCH_FLAGS, min=1, help="Engine's running-sequence limit (max_num_seqs); the rest queue."
+        ),
     ] = None,
     num_requests: Annotated[
         int | None,
         typer.Option(
+            *REQUESTS_FLAGS,
             min=1,
             help="Requests in the benchmark run (default: analytic steady state; simulated: whole waves, "
             ">= 1000).",
@@ -252,15 +334,30 @@ def serve_command(
     arrivals: Annotated[
         str, typer.Option(help="waves (fixed lengths, all start together) or staggered (variable lengths).")
     ] = "waves",
-    **flags: object,
+    card: CardOpt = DEFAULT_CARD,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
+    engine: EngineOpt = DEFAULT_ENGINE,
+    as_json: JsonOpt = False,
+    memory_fraction: EngineFractionOpt = None,
+    dp: DpOpt = 1,
+    ep: EpOpt = 1,
+    pp: PpOpt = 1,
+    nodes: NodesOpt = None,
+    devices_per_node: NodeSizeOpt = None,
+    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
-    --concurrency 32`."""
+    --concurrency 32`. With an SLO and no --concurrency: the most users whose simulated P99 TTFT / TPOT meet
+    it (planner/sim/slo.py; none: exit 3)."""
     from planner import inputs
     from planner.cli import serve_view
     from planner.perf import ranges
     from planner.serving.closed_loop import ARRIVALS, BenchRun
-    from planner.sim import bench
 
     try:
         prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
@@ -268,39 +365,131 @@ def serve_command(
         inputs.parse_ctx(str(prompt + output), flag="--input-tokens + --output-tokens")
         if arrivals not in ARRIVALS:
             raise PlanInputError(f"--arrivals: unknown mode (got {arrivals!r}, expected waves or staggered)")
-        request = plan_request({**locals(), **flags}, ctx=str(prompt + output))
-        dep = inputs.to_deployment(request)
-        if dep.dp > 1:
+        if concurrency is not None and concurrency > MAX_SERVE_CONCURRENCY:
             raise PlanInputError(
-                f"--dp: serve models one attention-DP group (got --dp {dep.dp}, expected 1); "
-                "`kvplan simulate --dp` simulates the groups"
+                f"--concurrency: too many users to simulate (got {concurrency}, expected <= "
+                f"{MAX_SERVE_CONCURRENCY})"
             )
-        slo, estimate = serve_results(
-            dep,
-            prompt_tokens=prompt,
-            output_tokens=output,
-            concurrency=concurrency,
-            slos=(
-                ms_to_s(tpot_ms, "--tpot-ms"),
-                ms_to_s(ttft_ms, "--ttft-ms"),
-                positive(min_user_tps, "--min-user-tps"),
-            ),
-            run=BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals),
-        )
+        request = inputs.PlanRequest(
+            model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=str(prompt + output),
+            memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp,
+            mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated, engine=engine, dp=dp, ep=ep, pp=pp,
+            nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+            memory_fraction=engine_memory_fraction(engine, memory_fraction),
+        )  # fmt: skip
+        dep = inputs.to_deployment(request)
+        run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
+        tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
+        slo = (ms_to_s(ttft_ms, "--ttft-ms"), tpot_s)
+        found, users = serve_users(dep, tokens=(prompt, output), concurrency=concurrency, slo=slo, run=run)
+        estimate, admitted = serve_estimate(dep, tokens=(prompt, output), users=users, run=run)
         band = ranges.speed_band(
             dep, batch=estimate.running_batch, ctx_tokens=estimate.input_tokens + estimate.output_tokens
         )
-        sim = bench.simulate_bench(
-            dep, tokens=(prompt, output), concurrency=estimate.concurrency, bench=estimate.run,
-            slo=(ms_to_s(ttft_ms, "--ttft-ms"), ms_to_s(tpot_ms, "--tpot-ms")),
-        ).summary  # fmt: skip
+        sim = simulated(dep, tokens=(prompt, output), users=users, run=run, slo=slo)
     except KvplanError as exc:
         fail(exc)
-    if flags["as_json"]:
-        print_json(serve_view.serve_payload(slo, estimate, sim, band))
-        return
-    for line in serve_view.serve_lines(slo, estimate, sim, band):
-        typer.echo(line)
+    view = serve_view.ServeView(
+        found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
+        memory_fraction=dep.memory_fraction, dp=dep.dp,
+    )  # fmt: skip
+    if as_json:
+        print_json(serve_view.serve_payload(view))
+    else:
+        for line in serve_view.serve_lines(view):
+            typer.echo(line)
+    if found is not None:
+        from planner.sim import slo as sim_slo
+
+        try:
+            sim_slo.require_met(found, what="number of users")
+        except KvplanError as exc:
+            fail(exc)
+
+
+MAX_SERVE_CONCURRENCY = 100_000  # as `kvplan simulate --concurrency`
+
+
+def tpot_ceiling(tpot_s: float | None, min_user_tokens_per_s: float | None) -> float | None:
+    """planner.sim.slo.tpot_ceiling_s (deferred import)."""
+    from planner.sim import slo as sim_slo
+
+    return sim_slo.tpot_ceiling_s(tpot_s, min_user_tokens_per_s)
+
+
+def simulated(
+    dep: Deployment,
+    *,
+    tokens: tuple[int, int],
+    users: int,
+    run: BenchRun,
+    slo: tuple[float | None, float | None],
+) -> SimSummary:
+    """The simulated closed loop of one DP group's ceil(users / dp) users (planner/sim/bench.py) under the
+    engine's own cap (bench.engine_cap: --max-batch, else vLLM's max_num_seqs default or MindIE's planned
+    maxBatchSize): with the benchmark's identical users the dp groups run identical loops, so one group
+    stands for all."""
+    from planner import layout
+    from planner.sim import bench
+
+    group = layout.per_dp_rank_batch(users, dp=dep.dp)
+    share = group_run(run, dp=dep.dp)
+    share = share.model_copy(update={"max_batch": bench.engine_cap(dep, max_batch=run.max_batch)})
+    return bench.simulate_bench(dep, tokens=tokens, concurrency=group, bench=share, slo=slo).summary
+
+
+def group_run(run: BenchRun, *, dp: int) -> BenchRun:
+    """One DP group's share of the run: ceil(--num-requests / dp) requests (as the serving fit)."""
+    from planner import layout
+
+    if run.num_requests is None or dp == 1:
+        return run
+    return run.model_copy(update={"num_requests": layout.per_dp_rank_batch(run.num_requests, dp=dp)})
+
+
+def serve_users(
+    dep: Deployment,
+    *,
+    tokens: tuple[int, int],
+    concurrency: int | None,
+    slo: tuple[float | None, float | None],
+    run: BenchRun,
+) -> tuple[SearchResult | None, int]:
+    """(the SLO search or None, the users to report): --concurrency when given; else with an SLO the most
+    users meeting it (1 when none does: the search says so and the command exits 3); else the engine's cap
+    (what memory holds at full length for MindIE, max_num_seqs for vLLM), at most MAX_SERVE_CONCURRENCY."""
+    from planner import capacity
+    from planner.sim import bench
+    from planner.sim import slo as sim_slo
+
+    if concurrency is not None:
+        return None, concurrency
+    full = capacity.memory_plan(dep)[1].max_batch_size  # the instance's: dp x one group's
+    if all(limit is None for limit in slo):
+        cap = bench.engine_cap(dep, max_batch=run.max_batch)
+        return None, max(1, min(full, cap * dep.dp, MAX_SERVE_CONCURRENCY))
+    found = sim_slo.max_users(
+        lambda k: simulated(dep, tokens=tokens, users=k, run=run, slo=slo), slo=slo, top_guess=full
+    )
+    return found, int(found.best) if found.best is not None else 1
+
+
+def serve_estimate(
+    dep: Deployment, *, tokens: tuple[int, int], users: int, run: BenchRun
+) -> tuple[ServingEstimate, Admission]:
+    """The analytic closed loop of one DP group's ceil(users / dp) users with the running batch the serving
+    fit uses (closed_loop.admission: min(K, --max-batch, what the group's pool holds at full length); the rest
+    queue). The instance serves dp times its throughput (planner/fit/serving_rows.py)."""
+    from planner import layout
+    from planner.serving import closed_loop
+
+    group = layout.per_dp_rank_batch(users, dp=dep.dp)
+    admitted = closed_loop.admission(dep, clients=group, engine_cap=run.max_batch)
+    capped = group_run(run, dp=dep.dp).model_copy(update={"max_batch": admitted.running})
+    estimate = closed_loop.serving_estimate(
+        dep, input_tokens=tokens[0], output_tokens=tokens[1], concurrency=group, run=capped
+    )
+    return estimate, admitted
 
 
 def serve_results(
@@ -311,40 +500,18 @@ def serve_results(
     concurrency: int | None,
     slos: tuple[float | None, float | None, float | None],
     run: BenchRun,
-) -> tuple[SloResult | None, ServingEstimate]:
-    """SLO search (when any SLO is set; slos = tpot_s, ttft_s, min per-user tok/s) and the closed-loop
-    estimate at `concurrency`, else at the SLO's best batch, else at the memory limit; `run`: how the bench
-    runs."""
-    from planner import capacity
-    from planner.serving import closed_loop, performance
-
-    _, max_batch = capacity.memory_plan(dep)
-    running = min(concurrency, run.max_batch or concurrency) if concurrency is not None else None
-    if running is not None and running > max_batch.max_batch_size:
-        flag = "--concurrency" if running == concurrency else "--max-batch"
-        raise DoesNotFitError(
-            f"{flag}: memory holds at most {max_batch.max_batch_size} sequences of "
-            f"{prompt_tokens + output_tokens} tokens (got {running}); --max-batch N lets the rest queue"
-        )
+) -> tuple[SearchResult | None, ServingEstimate]:
+    """The SLO search (slos = tpot_s, ttft_s, min per-user tok/s; None when none is set) and the analytic
+    closed-loop estimate at its answer (or --concurrency, or the engine's cap): what `kvplan serve` prints,
+    for scripts (lab/accuracy/ttft_megagdn.py)."""
     tpot_s, ttft_s, min_user = slos
-    slo = None
-    if any(limit is not None for limit in slos):
-        slo = performance.search_slo(
-            dep,
-            tpot_s=tpot_s,
-            ttft_s=ttft_s,
-            min_user_tokens_per_s=min_user,
-            max_batch_by_memory=max_batch.max_batch_size,
-            prompt_tokens=prompt_tokens,
-        )
-    users = concurrency or (slo.batch if slo is not None and slo.feasible else max_batch.max_batch_size)
-    estimate = closed_loop.serving_estimate(
-        dep, input_tokens=prompt_tokens, output_tokens=output_tokens, concurrency=users, run=run
-    )
-    return slo, estimate
+    slo = (ttft_s, tpot_ceiling(tpot_s, min_user))
+    tokens = (prompt_tokens, output_tokens)
+    found, users = serve_users(dep, tokens=tokens, concurrency=concurrency, slo=slo, run=run)
+    return found, serve_estimate(dep, tokens=tokens, users=users, run=run)[0]
 
 
 def register(app: typer.Typer) -> None:
     """Add the performance sub-commands (`sweep`, `serve`) to the `kvplan` app."""
-    app.command("sweep")(sweep_command)
-    app.command("serve")(serve_command)
+    app.command("sweep", cls=FlagCommand)(sweep_command)
+    app.command("serve", cls=FlagCommand)(serve_command)

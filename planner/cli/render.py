@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 
@@ -13,7 +14,7 @@ from rich.table import Table
 from planner import catalog, params, units
 from planner.deployment import Deployment
 from planner.results import LoadKnee, Performance, Plan, SpeedRange
-from planner.schema import ModelCard
+from planner.schema import HardwareProfile, ModelCard
 
 Row = dict[str, object]
 Columns = tuple[tuple[str, ...], Callable[[Row], tuple[str, ...]]]
@@ -93,20 +94,44 @@ def _layout_text(result: Plan) -> str:
     return " ".join([f"tp={report.tp}", *(f"{name}={value}" for name, value in degrees if value > 1)])
 
 
+def card_memory_text(hw: HardwareProfile) -> str:
+    """The card's memory as the plan assumed it: nominal, and the runtime-visible total it sized from."""
+    nominal = units.fmt_gib(hw.memory_capacity_bytes)
+    if hw.variants and hw.variant is None:
+        return f"{nominal}, a custom size (not a listed variant)"
+    if hw.visible_memory_bytes is None:
+        return f"{nominal} nominal; runtime-visible total not known, planned on nominal"
+    return f"{nominal} nominal, {units.fmt_gib(hw.visible_memory_bytes)} runtime-visible (planned on it)"
+
+
 def _header(result: Plan, dep: Deployment) -> str:
     alias = f" ('{result.model_alias}' is an alias of {result.model})" if result.model_alias else ""
     calibrated = "calibrated" if dep.hardware.is_calibrated and dep.calibrated else "uncalibrated"
     return (
-        f"[bold]{result.model}[/bold]{alias} on [bold]{result.card}[/bold] "
-        f"({units.fmt_gib(dep.hardware.memory_capacity_bytes)}, "
+        f"[bold]{result.model}[/bold]{alias} on [bold]{dep.hardware.variant_id}[/bold] "
+        f"({card_memory_text(dep.hardware)}, "
         f"{dep.hardware.memory_bandwidth_gb_per_s:g} GB/s, "
         f"{calibrated}) | weights {result.dtype}, KV {result.kv_dtype}, {_layout_text(result)}, "
         f"ctx {units.fmt_tokens(result.ctx_tokens)}"
     )
 
 
-def print_plan(result: Plan, dep: Deployment) -> None:
-    """Print the plan: header, memory table, cache sizes, recommendation, speed, warnings."""
+def engine_lines(result: Plan, dep: Deployment, *, flags: str) -> list[str]:
+    """The recommendation in the engine's own words and the command that writes its config with the same
+    `flags`; nothing for an engine kvplan writes no config for."""
+    from planner.engines import registry
+
+    words = registry.config_words(result, dep)
+    if words is None:
+        return []
+    title, fields, needs = words
+    command = " ".join(part for part in (f"kvplan {dep.engine}", flags, needs) if part)
+    return [f"{title}: " + ", ".join(f"{name} {value}" for name, value in fields), f"Next: {command}"]
+
+
+def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = None) -> None:
+    """Print the plan: header, memory table, cache sizes, recommendation (then `next_lines`: the engine's
+    words for it and the next command), speed, warnings."""
     mem, rec = result.memory, result.recommendation
     console.print(_header(result, dep))
     console.print(_memory_table(result, dep))
@@ -120,11 +145,13 @@ def print_plan(result: Plan, dep: Deployment) -> None:
             else ""
         )
     )
+    bound = "set by --batch" if rec.binding_constraint == "batch" else f"bound by {rec.binding_constraint}"
     console.print(
         f"[bold green]Recommended:[/bold green] max_batch_size = {rec.max_batch_size}, "
-        f"max_seq_len = {rec.max_seq_len} (bound by {rec.binding_constraint}; "
-        f"block size {result.block_size_tokens})"
+        f"max_seq_len = {rec.max_seq_len} ({bound}; block size {result.block_size_tokens})"
     )
+    for line in next_lines or []:
+        console.print(f"  {escape(line)}")
     from planner.engines import registry
 
     for line in registry.startup_lines(dep, mem, rec):
@@ -144,7 +171,45 @@ def print_plan(result: Plan, dep: Deployment) -> None:
     if result.load_knee is not None:
         console.print(load_knee_line(result.load_knee, dep=dep, max_batch=rec.max_batch_size))
     for note in result.warnings + _range_notes(perf):
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {plain_note(note)}")
+
+
+FITTED = "speed from a fitted profile: "
+ON_BOUND = re.compile(
+    r"^(?P<name>\w+) = (?P<value>\S+) sits on its (?P<side>lower|upper) bound \((?P<limit>[^)]*)\)"
+)
+OUTSIDE = re.compile(
+    r"^(?P<axis>batch|ctx) (?P<value>\d+) is outside the fitted range (?P<low>[\d.e+]+)-(?P<high>[\d.e+]+)"
+)
+
+
+def plain_note(note: str) -> str:
+    """A fitted profile's warning (perf.fitted: a coefficient on its bound, a point outside the fitted range)
+    as what it means for the user's figures and what would make them firmer; other notes as they are. The
+    technical form stays in --explain and --json."""
+    from planner.perf.fitted_params import FIT_PARAMS
+
+    detail = note.removeprefix(FITTED)
+    firmer = "serving benchmarks of this model on this card (kvplan bench import, calibrate --from-bench)"
+    bound = ON_BOUND.match(detail)
+    if detail != note and bound is not None:
+        meaning = {p.name: p.meaning for p in FIT_PARAMS}.get(bound["name"], bound["name"])
+        return (
+            f"the speed figures are less firm than their range says: the card's fit needed its {meaning} "
+            f"at a physical limit to match its measured runs, so something it does not model is at work; "
+            f"{firmer} would firm them up (--explain: the fit's terms)"
+        )
+    outside = OUTSIDE.match(detail)
+    if detail == note or outside is None:
+        return note
+    axis = "contexts" if outside["axis"] == "ctx" else "batches"
+    low, high = (f"{float(outside[k]):g}" for k in ("low", "high"))
+    measured = low if low == high else f"{low}-{high}"
+    return (
+        f"the speed figures are extrapolated: the card's fit saw {axis} of {measured} only, this plan is at "
+        f"{outside['value']}; read the range, not the figure; {firmer} at this {outside['axis']} would firm "
+        "them up (--explain: the fit's terms)"
+    )
 
 
 def speed_line(perf: Performance) -> str:
@@ -215,6 +280,9 @@ def print_explain(dep: Deployment, result: Plan) -> None:
         batch = result.layout.batch_per_dp_group
     ledger = roofline.decode_ledger(dep, batch=batch, ctx_tokens=dep.ctx_tokens)
     console.print(explain.render_explain(ledger))
+    for note in result.warnings:
+        if plain_note(note) != note:
+            console.print(f"fit detail: {escape(note)}")
 
 
 def model_rows() -> list[Row]:
@@ -270,21 +338,31 @@ def print_models(*, as_json: bool) -> None:
 
 
 def card_rows() -> list[Row]:
-    """One summary row per catalogued hardware profile: its datasheet fields and whether it is calibrated."""
-    fields = (
-        "id",
-        "name",
-        "memory_capacity_gib",
-        "memory_bandwidth_gb_per_s",
-        "peak_tflop_per_s",
-        "native_dtypes",
-    )
-    cards = [catalog.load_card(card_id) for card_id in catalog.card_ids()]
-    rows = []
-    for hw in cards:
+    """One row per card variant (SKU) of every catalogued profile (one row for a profile without variants):
+    nominal and runtime-visible memory, datasheet fields, and whether it is the profile's default."""
+    rows: list[Row] = []
+    for card_id in catalog.card_ids():
+        hw = catalog.load_card(card_id)
         status = catalog.calibration_by_engine(hw.id)
         calibrated = any(text.startswith("calibrated") for text in status.values())
-        rows.append({**{f: getattr(hw, f) for f in fields}, "calibrated": calibrated, "calibration": status})
+        for variant in [hw.with_variant(v.id) for v in hw.variants] or [hw]:
+            visible = variant.visible_memory_bytes
+            rows.append(
+                {
+                    "id": variant.variant_id,
+                    "profile": hw.id,
+                    "default": variant.variant_id == hw.variant_id,
+                    "variants": len(hw.variants),
+                    "name": next((v.name for v in hw.variants if v.id == variant.variant), hw.name),
+                    "memory_capacity_gib": variant.memory_capacity_gib,
+                    "visible_memory_bytes": visible,
+                    "memory_bandwidth_gb_per_s": hw.memory_bandwidth_gb_per_s,
+                    "peak_tflop_per_s": hw.peak_tflop_per_s,
+                    "native_dtypes": hw.native_dtypes,
+                    "calibrated": calibrated,
+                    "calibration": status,
+                }
+            )
     return rows
 
 
@@ -310,9 +388,13 @@ def _card_cells(row: Row) -> tuple[str, ...]:
     peaks = row["peak_tflop_per_s"]
     peak_text = ", ".join(f"{k} {v:g}" for k, v in peaks.items()) if isinstance(peaks, dict) else ""
     dtypes = row["native_dtypes"]
+    visible = row["visible_memory_bytes"]
+    several = isinstance(row["variants"], int) and row["variants"] > 1
+    default = " (default)" if row["default"] and row["id"] != row["profile"] and several else ""
     return (
-        str(row["id"]),
+        f"{row['id']}{default}",
         f"{row['memory_capacity_gib']:g} GiB",
+        units.fmt_gib(visible) if isinstance(visible, int) else "not known",
         f"{row['memory_bandwidth_gb_per_s']:g} GB/s",
         peak_text,
         ", ".join(dtypes) if isinstance(dtypes, list) else "",
@@ -322,7 +404,15 @@ def _card_cells(row: Row) -> tuple[str, ...]:
 
 def print_cards(*, as_json: bool) -> None:
     """List hardware profiles as a table or JSON."""
-    headers = ("id", "memory", "bandwidth", "dense peak TFLOP/s", "dtypes", "speeds from (by --engine)")
+    headers = (
+        "id (--card)",
+        "nominal",
+        "runtime-visible",
+        "bandwidth",
+        "dense peak TFLOP/s",
+        "dtypes",
+        "speeds from (by --engine)",
+    )
     _print_rows(
         card_rows(), as_json=as_json, title="Hardware profiles (hwprofiles/)", columns=(headers, _card_cells)
     )

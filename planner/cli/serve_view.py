@@ -8,37 +8,90 @@ mean, p50, p90, p95, p99, ...).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from planner import units
 
 if TYPE_CHECKING:
     from planner.perf.ranges import SpeedBand
-    from planner.serving.closed_loop import ServingEstimate
-    from planner.serving.performance import SloResult
+    from planner.serving.closed_loop import Admission, ServingEstimate
     from planner.sim.run import SimSummary
+    from planner.sim.search import SearchResult
 
 
-def slo_lines(slo: SloResult | None, band: SpeedBand) -> list[str]:
-    """The SLO search's answer (decode-only steady state at the plan's max_seq_len), with the range of its
-    TPOT (the band's decode factors; the search itself runs on the estimate)."""
-    if slo is None:
+@dataclass(frozen=True)
+class ServeView:
+    """Everything `kvplan serve` prints: the SLO search (None without SLOs or with --concurrency), the
+    analytic estimate and its admission, the simulated run, the speed band, engine and memory fraction."""
+
+    found: SearchResult | None
+    estimate: ServingEstimate
+    admitted: Admission
+    sim: SimSummary
+    band: SpeedBand
+    engine: str
+    memory_fraction: float
+    dp: int = 1
+
+
+def slo_lines(found: SearchResult | None, estimate: ServingEstimate) -> list[str]:
+    """The SLO search's answer: the most closed-loop users whose simulated tails meet the targets (the run
+    below is at that answer, so the two never disagree)."""
+    from planner.sim import search as sim_search
+
+    if found is None:
         return []
-    if not slo.feasible:
-        return [f"SLO search: no batch meets the SLOs ({slo.binding} fails at batch 1)"]
-    if slo.performance is None:
-        return []
-    perf = slo.performance
-    tpot_ms = units.s_to_ms(slo.tpot_s or 0.0)
+    where = (
+        f"simulated closed loop, {estimate.input_tokens}-token prompts / {estimate.output_tokens} out, "
+        f"{estimate.run.arrivals}"
+    )
+    if found.best is None:
+        first = found.points[0]
+        return [
+            f"SLO search ({where}): no number of users meets {sim_search.slo_text(found)}; at 1 user "
+            f"{found.quantile} TTFT {units.fmt_ms(first.ttft_s)}, TPOT {units.fmt_ms(first.tpot_s)}"
+        ]
     return [
-        f"SLO search: max_batch_size = {slo.batch}, max_seq_len = {slo.max_seq_len} (bound by "
-        f"{slo.binding}); SLO TPOT {units.fmt_ms(slo.tpot_s or 0.0)} (range "
-        f"{units.fmt_span(tpot_ms / band.high_factor, tpot_ms / band.low_factor)} ms, {band.label}; "
-        "every sequence at "
-        f"{slo.max_seq_len} tokens, decode only), loaded TTFT "
-        f"{units.fmt_ms(slo.loaded_ttft_s or 0.0)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} "
-        f"per user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate"
+        f"SLO search ({where}): {found.best:.0f} users meet {sim_search.slo_text(found)} "
+        f"({len(found.points)} simulations; the run below is at {found.best:.0f})"
     ]
+
+
+def admission_lines(view: ServeView) -> list[str]:
+    """Notes on what the engine does with more users than the pool holds at full length, and the queue."""
+    admitted, sim = view.admitted, view.sim
+    lines = []
+    if admitted.clients > admitted.full_length_batch:
+        rate = sim.preemptions / max(sim.requests, 1)
+        full_tokens = view.estimate.input_tokens + view.estimate.output_tokens
+        from planner.engines import registry
+        from planner.kinds import parse_engine
+
+        if registry.admits_beyond_pool(parse_engine(view.engine)):
+            sent = min(admitted.clients, sim.scheduler.max_batch)
+            what = (
+                f"vLLM admits up to max_num_seqs {sim.scheduler.max_batch} ({sent} here), allocates KV "
+                "blocks as tokens arrive and preempts (recompute) when the pool runs out"
+            )
+        else:
+            what = (
+                f"MindIE runs at most maxBatchSize {sim.scheduler.max_batch} and queues the rest "
+                f"({max(0, admitted.clients - sim.scheduler.max_batch)} here)"
+            )
+        lines.append(
+            f"note: at full length ({full_tokens} tokens) the KV pool holds {admitted.full_length_batch} "
+            f"sequences (memory fraction {view.memory_fraction:g}) and {admitted.clients} users were sent: "
+            f"{what}; simulated: batch reached {sim.max_batch_reached}, {sim.preemptions} preemptions "
+            f"({rate:.3g} per request), KV peak {units.fmt_fraction(sim.kv_peak_fraction)}"
+        )
+    if admitted.queued:
+        lines.append(
+            f"note: queue: {admitted.queued} of {admitted.clients} users wait for a running slot in the "
+            f"analytic steady state (running {admitted.running}); simulated mean in system "
+            f"{sim.mean_in_system:.3g}"
+        )
+    return lines
 
 
 def tail_lines(sim: SimSummary) -> list[str]:
@@ -116,27 +169,52 @@ def estimate_lines(estimate: ServingEstimate, sim: SimSummary) -> list[str]:
     ]
 
 
-def serve_lines(
-    slo: SloResult | None, estimate: ServingEstimate, sim: SimSummary, band: SpeedBand
-) -> list[str]:
+def serve_lines(view: ServeView) -> list[str]:
     """Human summary: SLO search, workload, simulated tails, the analytic estimate, notes."""
+    estimate, band = view.estimate, view.band
     return [
-        *slo_lines(slo, band),
+        *slo_lines(view.found, estimate),
         f"Workload: {estimate.input_tokens} in / {estimate.output_tokens} out, "
-        f"concurrency {estimate.concurrency} (closed loop, {estimate.run.arrivals}; {band.source})",
-        *simulated_lines(sim, band),
-        *estimate_lines(estimate, sim),
+        f"concurrency {estimate.concurrency} (closed loop, {estimate.run.arrivals}; TTFT of a "
+        f"{estimate.input_tokens}-token prompt; {band.source})",
+        *simulated_lines(view.sim, band),
+        *estimate_lines(estimate, view.sim),
+        *admission_lines(view),
+        *dp_lines(view),
         *(f"note: {n}" for n in band.notes),
     ]
 
 
-def serve_payload(
-    slo: SloResult | None, estimate: ServingEstimate, sim: SimSummary, band: SpeedBand
-) -> dict[str, Any]:
-    """The --json object: the keys serve always had, plus `simulated`."""
+def dp_lines(view: ServeView) -> list[str]:
+    """With dp > 1: the figures above are one DP group's (its share of the users); the instance's."""
+    if view.dp == 1:
+        return []
+    est, sim = view.estimate, view.sim
+    simulated = units.fmt_tokens_per_s(view.dp * sim.throughput.output_tokens_per_s)
+    return [
+        f"note: dp={view.dp}: the figures above are one DP group's {est.concurrency} users (identical "
+        f"closed loops step together); instance output {simulated} "
+        f"simulated, {units.fmt_tokens_per_s(view.dp * est.output_tokens_per_s)} analytic"
+    ]
+
+
+def serve_payload(view: ServeView) -> dict[str, Any]:
+    """The --json object: `slo` (the search: kind, quantile, slo, best, points; null without one),
+    `estimate`, `admission`, `speed_range`, `simulated`, `memory_fraction`."""
+    estimate, band = view.estimate, view.band
     return {
-        "slo": slo.model_dump(mode="json") if slo else None,
+        "slo": view.found.model_dump(mode="json") if view.found else None,
         "estimate": estimate.model_dump(mode="json"),
+        "admission": {
+            **view.admitted.model_dump(mode="json"),
+            "queued": view.admitted.queued,
+            "beyond_full_length": view.admitted.beyond_full_length,
+        },
+        "memory_fraction": view.memory_fraction,
+        "dp": view.dp,
+        "instance_output_tokens_per_s": view.dp * view.estimate.output_tokens_per_s,
+        "ttft_prompt_tokens": estimate.input_tokens,
+        "arrivals": estimate.run.arrivals,
         "speed_range": {
             "source": band.source,
             "output_tokens_per_s_low": band.low_factor * estimate.output_tokens_per_s,
@@ -150,5 +228,5 @@ def serve_payload(
             "extrapolated": band.extrapolated,
             "notes": band.notes,
         },
-        "simulated": sim.model_dump(mode="json"),
+        "simulated": view.sim.model_dump(mode="json"),
     }

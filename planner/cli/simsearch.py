@@ -6,80 +6,136 @@ only when --search is given.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
 from planner import units
-from planner.cli.options import ms_to_s
-from planner.errors import PlanInputError
+from planner.errors import DoesNotFitError, PlanInputError
 
 if TYPE_CHECKING:
+    from planner.cli.simrequest import SimulateRequest
     from planner.perf.ranges import SpeedBand
     from planner.sim.run import SimSummary
-    from planner.sim.search import Load, PdSearchResult, SearchResult
+    from planner.sim.search import Load, PdSearchResult, Quantile, SearchKind, SearchResult
 
 MAX_SEARCH_REQUESTS = 20_000  # per simulated point: a search runs ~20 of them
+# [measured: 28 P:D splits x 2 000 requests (56 000 simulated) took ~6 s of CPU on the 2-core dev box,
+# 2026-12-04]: --search pd simulates every split up to MAX_PD_INSTANCES when none meets the SLOs, so its
+# --requests is bounded by that whole search's work, not per point
+MAX_PD_SEARCH_WORK_REQUESTS = 40_000
 # One simulation: (the command's flags, the load that replaces theirs: rate= / concurrency=) -> its summary.
-SummaryAt = Callable[[dict[str, Any], dict[str, Any]], "SimSummary"]
+SummaryAt = Callable[["SimulateRequest", dict[str, Any]], "SimSummary"]
+# The TPOT no load can beat, and the context it is at (simulate.tpot_floor_s).
+TpotFloor = Callable[["SimulateRequest"], tuple[float, int]]
 
 
 SEARCHES = ("max-rate", "max-concurrency", "knee", "pd")
 
 
-def run_pd_search(flags: dict[str, Any], *, summary_at: SummaryAt) -> PdSearchResult:
+def run_pd_search(
+    flags: SimulateRequest, *, summary_at: SummaryAt, tpot_floor_s: TpotFloor
+) -> PdSearchResult:
     """--search pd: the fewest cards (P:D split) meeting the SLOs at --rate (the target)."""
     from planner.sim import search
 
-    if flags["rate"] is None or flags["requests"] > MAX_SEARCH_REQUESTS:
+    splits = search.MAX_PD_INSTANCES * (search.MAX_PD_INSTANCES - 1) // 2
+    most = MAX_PD_SEARCH_WORK_REQUESTS // splits
+    if flags.rate is None:
+        raise PlanInputError(f"--search pd: needs --rate (the target) (got {flags.rate})")
+    if flags.requests > most:
         raise PlanInputError(
-            f"--search pd: needs --rate (the target) and --requests <= {MAX_SEARCH_REQUESTS} "
-            f"(got rate {flags['rate']}, requests {flags['requests']})"
+            f"--requests: too many for --search pd, which may simulate all {splits} P:D splits "
+            f"(got {flags.requests}, expected <= {most} per split)"
         )
-    slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
-    tp = (flags["prefill_tp"] or flags["tp"], flags["tp"])
+    slo = flags.slo_s()
+    floor_s, ctx_tokens = tpot_floor_s(flags)
+    if slo[1] is not None and slo[1] < floor_s:
+        raise DoesNotFitError(
+            f"--tpot-ms: no P:D split can meet it (got {flags.tpot_ms:g} ms, expected >= "
+            f"{units.fmt_ms(floor_s)}): one request alone on a decode instance (tp={flags.request.tp}) "
+            "already "
+            f"takes {units.fmt_ms(floor_s)} per output token at its shortest context ({ctx_tokens} tokens), "
+            "and more instances share the load without making a step faster; try a larger --tp, a smaller "
+            "--dtype, --mtp or a looser --tpot-ms"
+        )
+    tp = (flags.prefill_tp or flags.request.tp, flags.request.tp)
 
     def run_pd(p: int, d: int) -> SimSummary:
-        return summary_at({**flags, "pd": f"{p}:{d}"}, {})
+        return summary_at(dataclasses.replace(flags, pd=f"{p}:{d}"), {})
 
     return search.search_pd(
-        run_pd, devices_of=lambda p, d: p * tp[0] + d * tp[1], slo=slo, quantile=flags["quantile"]
+        run_pd,
+        devices_of=lambda p, d: p * tp[0] + d * tp[1],
+        slo=slo,
+        quantile=cast("Quantile", flags.quantile),  # checked by run_search
     )
 
 
-def run_search(flags: dict[str, Any], *, summary_at: SummaryAt) -> SearchResult | PdSearchResult:
+def run_search(
+    flags: SimulateRequest,
+    *,
+    summary_at: SummaryAt,
+    tpot_floor_s: TpotFloor,
+    limits: tuple[tuple[float, float], float],
+) -> SearchResult | PdSearchResult:
     """--search: the largest --rate / --concurrency meeting the SLOs at --quantile, or the knee; the flag's
     own value is the first guess of the top of the range."""
     from planner.sim import search
 
-    kind, quantile = flags["search"], flags["quantile"]
+    kind, quantile = flags.search, flags.quantile
     if kind not in SEARCHES or quantile not in ("p95", "p99"):
         raise PlanInputError(
             f"--search/--quantile: unknown (got {kind!r}, {quantile!r}; expected one of "
             f"{', '.join(SEARCHES)} and p95 or p99)"
         )
     if kind == "pd":
-        return run_pd_search(flags, summary_at=summary_at)
-    by_rate = kind == "max-rate" or (kind == "knee" and flags["rate"] is not None)
-    top = flags["rate"] if by_rate else flags["concurrency"]
-    if top is None or flags["trace"] is not None:
+        return run_pd_search(flags, summary_at=summary_at, tpot_floor_s=tpot_floor_s)
+    by_rate = kind == "max-rate" or (kind == "knee" and flags.rate is not None)
+    top = flags.rate if by_rate else flags.concurrency
+    if top is None or flags.trace is not None:
         need = "--rate" if by_rate else "--concurrency"
         raise PlanInputError(f"--search {kind}: needs {need} (the top of the range to search) and no --trace")
-    if flags["requests"] > MAX_SEARCH_REQUESTS:
+    if flags.requests > MAX_SEARCH_REQUESTS:
         raise PlanInputError(
             f"--requests: too many for --search, which runs ~20 simulations "
-            f"(got {flags['requests']}, expected <= {MAX_SEARCH_REQUESTS} per point)"
+            f"(got {flags.requests}, expected <= {MAX_SEARCH_REQUESTS} per point)"
         )
-    slo = (ms_to_s(flags["ttft_ms"], "--ttft-ms"), ms_to_s(flags["tpot_ms"], "--tpot-ms"))
+    slo = flags.slo_s()
 
     def run_at(x: float) -> SimSummary:
         given = {"rate": x, "concurrency": None} if by_rate else {"rate": None, "concurrency": int(x)}
         return summary_at(flags, given)
 
-    low = top / search.RATE_RANGE_FRACTION if by_rate else 1.0
+    # the search stays inside the loads the flag accepts (limits: the --rate range, the most --concurrency),
+    # so an error never names a value the user did not type
+    floor, ceiling = limits[0] if by_rate else (1.0, limits[1])
+    low = max(top / search.RATE_RANGE_FRACTION, floor) if by_rate else 1.0
     load: Load = "rate" if by_rate else "concurrency"
-    return search.search(run_at, kind=kind, slo=slo, quantile=quantile, span=(load, low, float(top)))
+    checked = (cast("SearchKind", kind), cast("Quantile", quantile))  # both checked above
+    return search.search(
+        run_at, kind=checked[0], slo=slo, quantile=checked[1], span=(load, low, float(top)), ceiling=ceiling
+    )
+
+
+def require_met(found: SearchResult | PdSearchResult) -> None:
+    """SloNotMetError (exit 3, as plan, serve and layout) when a max-rate / max-concurrency / pd search
+    found nothing meeting the SLOs; a knee always has an answer."""
+    from planner.errors import SloNotMetError
+    from planner.sim import slo as sim_slo
+    from planner.sim.search import PdSearchResult
+
+    if isinstance(found, PdSearchResult):
+        if found.best is None:
+            raise SloNotMetError(
+                f"SLO: no P:D split of up to 8 instances meets the SLOs at {found.quantile} (got "
+                f"{len(found.points)} splits simulated, expected one within the targets)"
+            )
+        return
+    if found.kind != "knee":
+        sim_slo.require_met(found, what="rate" if found.load == "rate" else "number of users")
 
 
 def print_pd_search(found: PdSearchResult) -> None:

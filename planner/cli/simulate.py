@@ -8,6 +8,7 @@ kvplan simulate --model M --card C --dtype D [--tp N] [--engine E] (--rate R | -
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -16,8 +17,35 @@ import typer
 
 from planner import atomic, units
 from planner.cli import options
-from planner.cli.options import DEFAULT_DTYPE, ModelOpt
+from planner.cli.options import (
+    BATCH_FLAGS,
+    DEFAULT_CARD,
+    DEFAULT_DTYPE,
+    DEFAULT_ENGINE,
+    DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    PROMPT_FLAGS,
+    REQUESTS_FLAGS,
+    AcceptanceOpt,
+    CardOpt,
+    DpOpt,
+    EngineOpt,
+    EpOpt,
+    FlagCommand,
+    JsonOpt,
+    KvDtypeOpt,
+    MemoryOpt,
+    ModelOpt,
+    MtpOpt,
+    NodeSizeOpt,
+    NodesOpt,
+    PpOpt,
+    RedundantOpt,
+    TpOpt,
+    UncalibratedOpt,
+)
+from planner.cli.simrequest import SchedulerFlags, SimulateRequest
 from planner.errors import KvplanError, PlanInputError
+from planner.inputs import PlanRequest
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -48,9 +76,10 @@ LengthOpt = Annotated[
 ]
 
 
-def knob(help_text: str, most: int) -> Any:
-    """The typer option of an integer scheduler knob: 1..most (the engine's documented range)."""
-    return typer.Option(min=1, max=most, help=help_text)
+def knob(help_text: str, most: int, *names: str) -> Any:
+    """The typer option of an integer scheduler knob: 1..most (the engine's documented range); `names`: its
+    flag and aliases (default: from the parameter name)."""
+    return typer.Option(*names, min=1, max=most, help=help_text)
 
 
 def build_workload(
@@ -158,12 +187,23 @@ def summary_lines(result: SimResult, *, label: str, band: SpeedBand) -> list[str
         f"{s.preemptions} preemptions"
     )
     lines.append(range_line(s, band))
+    lines.append(verdict_line(s))
     if s.goodput_requests_per_s is not None:
         lines.append(f"  goodput {s.goodput_requests_per_s:.3g} requests/s meeting the SLOs")
     return lines + [f"note: {note}" for note in band.notes]
 
 
-@options.with_options(options.speed_options, options.load_options, options.layout_options)
+def verdict_line(s: SimSummary) -> str:
+    """'verdict: overloaded ...' when the queue grows without bound (metrics.overload), else 'stable'."""
+    if s.overloaded:
+        return (
+            f"  verdict: OVERLOADED: the queue grows without bound ({s.backlog_at_last_arrival} of "
+            f"{s.requests} requests still in the system at the last arrival, TTFT growing with arrival "
+            "time); the tails above grow with --requests: lower --rate or add capacity"
+        )
+    return f"  verdict: stable ({s.backlog_at_last_arrival} requests in the system at the last arrival)"
+
+
 def simulate_command(
     model: ModelOpt,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
@@ -172,14 +212,29 @@ def simulate_command(
         int | None, typer.Option(help="Closed loop: users, each sends on completion.")
     ] = None,
     trace: Annotated[Path | None, typer.Option(help="CSV arrival_s,input_tokens,output_tokens.")] = None,
-    input_tokens: LengthOpt = "1k",
+    input_tokens: Annotated[
+        str,
+        typer.Option(
+            *PROMPT_FLAGS, help="Prompt tokens: 1k | uniform:LO:HI | lognormal:MEDIAN:SIGMA | empirical:FILE."
+        ),
+    ] = "1k",
     output_tokens: LengthOpt = "256",
-    requests: Annotated[int, typer.Option(help="Requests to simulate.")] = DEFAULT_REQUESTS,
+    requests: Annotated[int, typer.Option(*REQUESTS_FLAGS, help="Requests to simulate.")] = DEFAULT_REQUESTS,
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed (arrivals, lengths).")] = 0,
     ttft_ms: Annotated[float | None, typer.Option(help="SLO: time to first token (ms).")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="SLO: time per output token (ms).")] = None,
-    max_batch: Annotated[int | None, knob("maxBatchSize / max_num_seqs (default: plan).", MAX_BATCH)] = None,
-    max_batched_tokens: Annotated[int | None, knob("vLLM max_num_batched_tokens.", MAX_PASS_TOKENS)] = None,
+    max_batch: Annotated[
+        int | None, knob("maxBatchSize / max_num_seqs (default: plan).", MAX_BATCH, *BATCH_FLAGS)
+    ] = None,
+    max_batched_tokens: Annotated[
+        int | None,
+        knob(
+            "vLLM max_num_batched_tokens.",
+            MAX_PASS_TOKENS,
+            "--max-batched-tokens",
+            "--max-num-batched-tokens",
+        ),
+    ] = None,
     max_prefill_batch: Annotated[int | None, knob("MindIE maxPrefillBatchSize.", MAX_BATCH)] = None,
     max_prefill_tokens: Annotated[int | None, knob("MindIE maxPrefillTokens.", MAX_PASS_TOKENS)] = None,
     select_batch: Annotated[bool, typer.Option("--select-batch", help="MindIE supportSelectBatch.")] = False,
@@ -202,16 +257,55 @@ def simulate_command(
         Path | None, typer.Option(help="Write queue length, batch and KV use over time (CSV) here.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
-    **shared: object,
+    card: CardOpt = DEFAULT_CARD,
+    kv_dtype: KvDtypeOpt = None,
+    tp: TpOpt = 1,
+    mtp: MtpOpt = 0,
+    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    memory_gib: MemoryOpt = None,
+    uncalibrated: UncalibratedOpt = False,
+    engine: EngineOpt = DEFAULT_ENGINE,
+    as_json: JsonOpt = False,
+    memory_fraction: options.EngineFractionOpt = None,
+    dp: DpOpt = 1,
+    ep: EpOpt = 1,
+    pp: PpOpt = 1,
+    nodes: NodesOpt = None,
+    devices_per_node: NodeSizeOpt = None,
+    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
-    flags = {**{k: v for k, v in locals().items() if k != "shared"}, **shared}
+    flags = SimulateRequest(
+        request=PlanRequest(
+            model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, memory_gib=memory_gib, mtp=mtp,
+            mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated, engine=engine, dp=dp, ep=ep, pp=pp,
+            nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
+            memory_fraction=options.engine_memory_fraction(engine, memory_fraction),
+        ),
+        rate=rate, concurrency=concurrency, trace=trace, lengths=(input_tokens, output_tokens),
+        requests=requests, seed=seed, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+        knobs=SchedulerFlags(
+            max_batch=max_batch, max_batched_tokens=max_batched_tokens, max_prefill_batch=max_prefill_batch,
+            max_prefill_tokens=max_prefill_tokens, select_batch=select_batch,
+            prefill_time_ms_per_req=prefill_time_ms_per_req, decode_time_ms_per_req=decode_time_ms_per_req,
+            queue_delay_us=queue_delay_us,
+        ),
+        pd=pd, prefill_tp=prefill_tp, kv_link_gbps=kv_link_gbps, search=search, quantile=quantile,
+    )  # fmt: skip
     try:
-        atomic.check_new({"--out": out, "--timeline-out": timeline_out}, force=force)
+        check_flag_combinations(flags, out=out, timeline_out=timeline_out)
+        atomic.check_new(
+            {"--out": out, "--timeline-out": timeline_out}, force=force, inputs=input_files(flags)
+        )
         if search is not None:
             from planner.cli import simsearch
 
-            found = simsearch.run_search(flags, summary_at=summary_at)
+            found = simsearch.run_search(
+                flags,
+                summary_at=summary_at,
+                tpot_floor_s=tpot_floor_s,
+                limits=(RATE_RANGE_PER_S, float(MAX_CONCURRENCY)),
+            )
             band = speed_band_of(flags, batch=None)
         else:
             result = run_simulation(flags)
@@ -219,25 +313,73 @@ def simulate_command(
             band = speed_band_of(flags, batch=result.summary.max_batch_reached)
     except KvplanError as exc:
         options.fail(exc)
-    head = {"model": model, "card": flags["card"], "engine": flags["engine"], "pd": pd}
-    if search is not None and flags["as_json"]:
+    head = {"model": model, "card": card, "engine": engine, "pd": pd}
+    if search is not None and as_json:
         options.print_json(
             {**head, **found.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
         )
     elif search is not None:
         simsearch.print_search(found, band)
-    elif flags["as_json"]:
+    if search is not None:
+        try:
+            simsearch.require_met(found)
+        except KvplanError as exc:
+            options.fail(exc)
+    elif as_json:
         options.print_json(
             {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
         )
     else:
-        degrees = "".join(f" {k}={flags[k]}" for k in ("dp", "ep", "pp") if flags[k] > 1)
-        label = f"{model} on {flags['card']}, tp={flags['tp']}{degrees}" + (f", P:D {pd}" if pd else "")
+        degrees = "".join(f" {k}={v}" for k, v in (("dp", dp), ("ep", ep), ("pp", pp)) if v > 1)
+        label = f"{model} on {card}, tp={tp}{degrees}" + (f", P:D {pd}" if pd else "")
         for line in summary_lines(result, label=label, band=band):
             typer.echo(line)
 
 
-def speed_band_of(flags: dict[str, Any], *, batch: int | None) -> SpeedBand:
+def check_flag_combinations(flags: SimulateRequest, *, out: Path | None, timeline_out: Path | None) -> None:
+    """A flag that this run would not use is an error, never silently ignored."""
+    if flags.search is not None:
+        for flag, path in (("--out", out), ("--timeline-out", timeline_out)):
+            if path is not None:
+                raise PlanInputError(
+                    f"{flag}: not written with --search (got {flag} {path}, expected no {flag}); "
+                    f"simulate the rate --search finds to get its records"
+                )
+    if flags.pd is None:
+        for flag, value in (("--prefill-tp", flags.prefill_tp), ("--kv-link-gbps", flags.kv_link_gbps)):
+            if value is not None:
+                raise PlanInputError(
+                    f"{flag}: only used with --pd (got {flag} {value} without --pd, expected --pd P:D too)"
+                )
+
+
+def input_files(flags: SimulateRequest) -> dict[str, Path | None]:
+    """The files this run reads (flag -> path): no output may replace one of them."""
+    files: dict[str, Path | None] = {"--trace": flags.trace}
+    for flag, value in zip(("--input-tokens", "--output-tokens"), flags.lengths, strict=True):
+        if value.startswith("empirical:"):
+            files[flag] = Path(value.removeprefix("empirical:"))
+    return files
+
+
+def tpot_floor_s(flags: SimulateRequest) -> tuple[float, int]:
+    """(TPOT of one request alone on a decode instance at the workload's shortest prompt, that prompt + 1):
+    no load or P:D split gives a lower TPOT, since more instances share requests without making a step
+    faster.
+
+    Formula: floor = decode_step_s(batch 1, ctx = shortest prompt + 1) / tokens_per_step (MTP: > 1 token)
+    """
+    from planner.perf import roofline
+    from planner.serving import performance
+
+    work = workload_of(flags)
+    dep, _ = prepared(flags, work)
+    ctx_tokens = int(work.input_tokens.min()) + 1
+    step_s = roofline.decode_step_s(dep, batch=1, ctx_tokens=ctx_tokens)
+    return step_s / performance.tokens_per_step(dep), ctx_tokens
+
+
+def speed_band_of(flags: SimulateRequest, *, batch: int | None) -> SpeedBand:
     """Source and range of the simulated figures (ranges.speed_band) at `batch` and the longest request;
     batch None (a search): the largest batch it can run, the memory limit capped by --max-batch and by
     --concurrency."""
@@ -246,12 +388,12 @@ def speed_band_of(flags: dict[str, Any], *, batch: int | None) -> SpeedBand:
 
     dep, _ = prepared(flags, workload_of(flags))
     if batch is None:
-        caps = [capacity.memory_plan(dep)[1].max_batch_size, flags["max_batch"], flags["concurrency"]]
+        caps = [capacity.memory_plan(dep)[1].max_batch_size, flags.knobs.max_batch, flags.concurrency]
         batch = min(cap for cap in caps if cap is not None)
     return ranges.speed_band(dep, batch=max(1, batch), ctx_tokens=dep.ctx_tokens)
 
 
-def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[str, Any]]:
+def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[str, Any]]:
     """The deployment at ctx = the longest request and the scheduler knobs."""
     from planner import deployment, inputs
 
@@ -261,30 +403,30 @@ def prepared(flags: dict[str, Any], work: Workload) -> tuple[Deployment, dict[st
             f"--input-tokens + --output-tokens: longest request too long (got {longest}, "
             f"expected <= {units.MAX_TOKENS})"
         )
-    prefill = flags["max_prefill_tokens"] or max(longest, deployment.DEFAULT_MAX_PREFILL_TOKENS)
-    request = options.plan_request(flags, ctx=str(longest), batch=None, max_prefill_tokens=prefill)
-    return inputs.to_deployment(request), scheduler_knobs(flags)
+    prefill = flags.knobs.max_prefill_tokens or max(longest, deployment.DEFAULT_MAX_PREFILL_TOKENS)
+    request = dataclasses.replace(flags.request, ctx=str(longest), max_prefill_tokens=prefill)
+    return inputs.to_deployment(request), scheduler_knobs(flags.knobs)
 
 
-def simulate_workload(flags: dict[str, Any], work: Workload) -> SimResult:
+def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
     """One simulation of `work`: aggregated, or disaggregated with --pd."""
     from planner.sim import dpgroups, pd, pdloop, run
 
     dep, knobs = prepared(flags, work)
-    slo = (options.ms_to_s(flags["ttft_ms"], "--ttft-ms"), options.ms_to_s(flags["tpot_ms"], "--tpot-ms"))
-    if dep.dp > 1 and flags["pd"] is not None:
-        raise PlanInputError(f"--dp/--pd: not simulated together (got --dp {dep.dp} and --pd {flags['pd']})")
+    slo = flags.slo_s()
+    if dep.dp > 1 and flags.pd is not None:
+        raise PlanInputError(f"--dp/--pd: not simulated together (got --dp {dep.dp} and --pd {flags.pd})")
     if dep.dp > 1:
         return dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs)
-    if flags["pd"] is None:
+    if flags.pd is None:
         cfg = run.default_config(dep, workload=work, **knobs)
         return run.simulate(dep, work, cfg=cfg, slo=slo)
-    link = flags["kv_link_gbps"]
+    link = flags.kv_link_gbps
     if link is not None:
         inputs_bounded(link, "--kv-link-gbps", (1e-3, 1e6))
-    if flags["prefill_tp"] is not None and not 1 <= flags["prefill_tp"] <= 64:
-        raise PlanInputError(f"--prefill-tp: out of range (got {flags['prefill_tp']}, expected 1..64)")
-    spec = pd.spec_for(dep, counts=pd.parse_pd(flags["pd"]), prefill_tp=flags["prefill_tp"], link_gbps=link)
+    if flags.prefill_tp is not None and not 1 <= flags.prefill_tp <= 64:
+        raise PlanInputError(f"--prefill-tp: out of range (got {flags.prefill_tp}, expected 1..64)")
+    spec = pd.spec_for(dep, counts=pd.parse_pd(flags.pd), prefill_tp=flags.prefill_tp, link_gbps=link)
     return pdloop.simulate_fleet(spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None})
 
 
@@ -295,25 +437,25 @@ def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> floa
     return inputs.bounded(value, flag, limits)
 
 
-def summary_at(flags: dict[str, Any], load: dict[str, Any]) -> SimSummary:
+def summary_at(flags: SimulateRequest, load: dict[str, Any]) -> SimSummary:
     """The summary of one simulation of the flags with `load` (rate= / concurrency=) replacing theirs."""
     return simulate_workload(flags, workload_of(flags, **load)).summary
 
 
-def run_simulation(flags: dict[str, Any]) -> SimResult:
+def run_simulation(flags: SimulateRequest) -> SimResult:
     """Workload from the flags -> the simulation."""
     return simulate_workload(flags, workload_of(flags))
 
 
-def workload_of(flags: dict[str, Any], **load: Any) -> Workload:
+def workload_of(flags: SimulateRequest, **load: Any) -> Workload:
     """The flags' workload; `load` (rate= or concurrency=) replaces theirs (searches)."""
-    values = {"rate": flags["rate"], "concurrency": flags["concurrency"], "trace": flags["trace"], **load}
+    values = {"rate": flags.rate, "concurrency": flags.concurrency, "trace": flags.trace, **load}
     return build_workload(
         rate=values["rate"],
         concurrency=values["concurrency"],
         trace=values["trace"],
-        lengths=(flags["input_tokens"], flags["output_tokens"]),
-        shape=(flags["requests"], flags["seed"]),
+        lengths=flags.lengths,
+        shape=(flags.requests, flags.seed),
     )
 
 
@@ -324,28 +466,26 @@ TIME_KNOBS = {
 }
 
 
-def scheduler_knobs(flags: dict[str, Any]) -> dict[str, Any]:
+def scheduler_knobs(knobs: SchedulerFlags) -> dict[str, Any]:
     """SchedulerConfig keywords from the flags (None: the engine default); time knobs within MindIE's ranges
     (facts 1.2), NaN refused."""
     for key, limits in TIME_KNOBS.items():
-        if flags[key] is not None:
-            inputs_bounded(flags[key], "--" + key.replace("_", "-"), limits)
-    ms = {
-        k: (None if flags[k] is None else flags[k] * units.MS_S)
-        for k in ("prefill_time_ms_per_req", "decode_time_ms_per_req")
-    }
+        value = getattr(knobs, key)
+        if value is not None:
+            inputs_bounded(value, "--" + key.replace("_", "-"), limits)
+    prefill_ms, decode_ms = knobs.prefill_time_ms_per_req, knobs.decode_time_ms_per_req
     return {
-        "max_batch": flags["max_batch"],
-        "max_batched_tokens": flags["max_batched_tokens"],
-        "max_prefill_batch": flags["max_prefill_batch"],
-        "max_prefill_tokens": flags["max_prefill_tokens"],
-        "select_batch": flags["select_batch"],
-        "prefill_time_per_req_s": ms["prefill_time_ms_per_req"],
-        "decode_time_per_req_s": ms["decode_time_ms_per_req"],
-        "queue_delay_s": None if flags["queue_delay_us"] is None else flags["queue_delay_us"] * units.US_S,
+        "max_batch": knobs.max_batch,
+        "max_batched_tokens": knobs.max_batched_tokens,
+        "max_prefill_batch": knobs.max_prefill_batch,
+        "max_prefill_tokens": knobs.max_prefill_tokens,
+        "select_batch": knobs.select_batch,
+        "prefill_time_per_req_s": None if prefill_ms is None else prefill_ms * units.MS_S,
+        "decode_time_per_req_s": None if decode_ms is None else decode_ms * units.MS_S,
+        "queue_delay_s": None if knobs.queue_delay_us is None else knobs.queue_delay_us * units.US_S,
     }
 
 
 def register(app: typer.Typer) -> None:
     """Add `simulate` to the `kvplan` app."""
-    app.command("simulate")(simulate_command)
+    app.command("simulate", cls=FlagCommand)(simulate_command)

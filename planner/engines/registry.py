@@ -19,13 +19,21 @@ from planner.engines.mindie import pool as mindie_pool
 from planner.engines.transformers import pool as transformers_pool
 from planner.engines.vllm import batch as vllm_batch
 from planner.kinds import ENGINES, EngineName
-from planner.results import MemoryBreakdown, Recommendation
+from planner.results import MemoryBreakdown, Plan, Recommendation
+
+# (title, [(engine field or flag, value)], what its kvplan config command needs beyond the plan's flags)
+ConfigWords = tuple[str, list[tuple[str, str]], str]
 
 
 class EngineRoom(Protocol):
     """What the planner asks an engine (module attributes and functions of its room)."""
 
     SCHEDULER: SchedulerKind
+    DEFAULT_MEMORY_FRACTION: float  # the engine's own memory setting when the user gives none
+    ADMITS_BEYOND_POOL: bool  # admits more sequences than the pool holds at full length, preempting later
+    PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
+    DP_PHASE_VOTE: bool  # DP ranks run the phase (prefill or decode) most of them want
+    DP_LOCKSTEP_DENSE: bool  # DP ranks of a dense model step together too (MoE ranks always do)
     STATE_PASSES: int
     FUSED_KERNELS: bool
     SUPPORTS_PIPELINE: bool
@@ -42,6 +50,7 @@ class EngineRoom(Protocol):
     def default_max_batch(self, dep: Deployment, *, planned_batch: int) -> int: ...
     def engine_notes(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
     def startup_lines(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
+    def config_words(self, plan: Plan, dep: Deployment) -> ConfigWords | None: ...
 
 
 ROOMS: dict[EngineName, EngineRoom] = {
@@ -132,3 +141,38 @@ def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
     """What the engine's own start-up arithmetic logs for the plan, term by term (empty where kvplan does
     not model the engine's start-up lines)."""
     return room(dep.engine).startup_lines(dep, mem, rec)
+
+
+def config_words(plan: Plan, dep: Deployment) -> ConfigWords | None:
+    """The plan in the engine's own config words and what `kvplan <engine>` needs to write them (None: kvplan
+    writes no config for this engine)."""
+    return room(dep.engine).config_words(plan, dep)
+
+
+def default_memory_fraction(engine: EngineName) -> float:
+    """The engine's own memory setting when the user gives none (MindIE NPU_MEMORY_FRACTION, vLLM
+    gpu_memory_utilization)."""
+    return room(engine).DEFAULT_MEMORY_FRACTION
+
+
+def admits_beyond_pool(engine: EngineName) -> bool:
+    """True when the engine admits more sequences than its pool holds at full length (blocks allocated as
+    tokens arrive, recompute preemption when the pool runs out); False when it caps the running batch."""
+    return room(engine).ADMITS_BEYOND_POOL
+
+
+def decoder_streams_first_token(engine: EngineName) -> bool:
+    """True when, under P:D disaggregation, the user's first token comes from the decode instance (so TTFT
+    includes the KV pull, decode admission and one decode step)."""
+    return room(engine).PD_DECODER_STREAMS_FIRST_TOKEN
+
+
+def dp_lockstep(dep: Deployment) -> bool:
+    """True when the instance's DP ranks step together (every rank runs a forward each step, idle ones a
+    dummy, a step lasting as long as the slowest rank's): MoE models always, dense ones as the engine says."""
+    return dep.dp > 1 and (dep.model.is_moe or room(dep.engine).DP_LOCKSTEP_DENSE)
+
+
+def dp_phase_vote(dep: Deployment) -> bool:
+    """True when the DP ranks run the phase (prefill or decode) that most of them want (MindIE)."""
+    return room(dep.engine).DP_PHASE_VOTE

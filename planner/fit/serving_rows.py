@@ -12,13 +12,14 @@ client together at fixed lengths), "random" for a client loop whose requests end
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from planner import capacity, inputs
+from planner import inputs
 from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.errors import DataFileError, KvplanError
@@ -71,20 +72,18 @@ def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, obj
 
 
 def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.BenchRun]:
-    """(clients per replica, how the replica runs): K / dp clients, running batch capped by max_num_seqs and
-    by one DP group's memory-bound batch at input + output tokens; num_prompts / dp requests when given;
-    the row's arrivals."""
+    """(clients per replica, how the replica runs): K / dp clients, running batch from
+    closed_loop.admission (capped by max_num_seqs and by one DP group's full-length batch, the same rule
+    `kvplan serve` applies); num_prompts / dp requests when given; the row's arrivals."""
+    clients = max(1, math.ceil(point.concurrency / point.dp))
+    # open loop (a request rate): no client cap, only the engine's and memory's
+    admitting = clients if point.request_rate_per_s is None else sys.maxsize
     try:
-        _, recommendation = capacity.memory_plan(dep)
+        admitted = closed_loop.admission(dep, clients=admitting, engine_cap=point.max_batch)
     except KvplanError as exc:
         raise DataFileError(f"{point.where}: {exc}") from exc
-    clients = max(1, math.ceil(point.concurrency / point.dp))
-    group_max = recommendation.max_batch_size // point.dp  # capacity.recommend: dp x one group's batch
-    limits = [clients, group_max, point.max_batch or clients]
-    if point.request_rate_per_s is not None:  # open loop: no client cap, only the engine's and memory's
-        limits = [group_max, point.max_batch or group_max]
     requests = None if point.num_requests is None else max(1, math.ceil(point.num_requests / point.dp))
-    run = closed_loop.BenchRun(max_batch=max(1, min(limits)), num_requests=requests, arrivals=point.arrivals)
+    run = closed_loop.BenchRun(max_batch=admitted.running, num_requests=requests, arrivals=point.arrivals)
     return clients, run
 
 
@@ -134,7 +133,9 @@ def estimate(
     )
 
 
-def _timed_estimate(row: PreparedRow, timer: closed_loop.Timer, *, calibrated: bool) -> closed_loop.ServingEstimate:
+def _timed_estimate(
+    row: PreparedRow, timer: closed_loop.Timer, *, calibrated: bool
+) -> closed_loop.ServingEstimate:
     """The row's estimate through `timer`: open loop at rate / dp per replica, else the closed loop."""
     point = row.point
     if point.request_rate_per_s is not None:

@@ -12,7 +12,6 @@ indexed by metric with an "Average" column). Names as AISBench writes them:
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ def _metric(data: Mapping[str, Any], name: str, *, where: str, unit: str = "") -
 
 def csv_averages(text: str, *, where: str) -> dict[str, str]:
     """{metric: Average cell} from an AISBench performance CSV (the "total" or "stable" stage)."""
-    rows = list(csv.DictReader(text.splitlines()))
+    rows = list(readers.csv_dict_reader(text.splitlines(), where=where))
     if not rows or "Average" not in rows[0] or "Performance Parameters" not in rows[0]:
         raise DataFileError(
             f"{where}:1: header: expected 'Performance Parameters,Stage,Average,...' (AISBench CSV)"

@@ -6,14 +6,15 @@ and sets the totals against the planner's geometry count (params.parameter_count
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import re
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
-from planner import params
+from planner import params, readers
 from planner.errors import DataFileError
 from planner.schema import Frozen, ModelCard
 
@@ -33,12 +34,25 @@ class TensorTotals(Frozen):
     weight_bytes: int = 0
 
 
+MAX_TENSOR_ELEMENTS = 2**48  # [assumed: 1000x the largest tensor of any released checkpoint (~1e11)]
+Dimension = Annotated[int, Field(ge=0, le=MAX_TENSOR_ELEMENTS)]
+Offset = Annotated[int, Field(ge=0, le=2**63)]
+
+
 class TensorEntry(Frozen):
     """One tensor of a safetensors header: dtype name, shape, [begin, end) byte offsets in the data block."""
 
     dtype: str
-    shape: list[int]
-    data_offsets: tuple[int, int]
+    shape: list[Dimension] = Field(max_length=16)
+    data_offsets: tuple[Offset, Offset]
+
+    @model_validator(mode="after")
+    def _plausible(self) -> TensorEntry:
+        if math.prod(self.shape) > MAX_TENSOR_ELEMENTS:
+            raise ValueError(f"shape {self.shape} has more than {MAX_TENSOR_ELEMENTS} elements")
+        if self.data_offsets[1] < self.data_offsets[0]:
+            raise ValueError(f"data_offsets {list(self.data_offsets)} end before they begin")
+        return self
 
 
 def safetensors_header(path: Path) -> dict[str, TensorEntry]:
@@ -47,7 +61,7 @@ def safetensors_header(path: Path) -> dict[str, TensorEntry]:
     Layout: u64 little-endian N, N bytes of JSON {name: {dtype, shape, data_offsets}} (and __metadata__),
     then the data block; the file must be long enough to reach every tensor's end offset.
     """
-    with path.open("rb") as f:
+    with readers.open_regular(path) as f:
         prefix = f.read(HEADER_LENGTH_BYTES)
         if prefix == b"version ":  # "version https://git-lfs.github.com/spec/v1 ..."
             raise DataFileError(
@@ -63,14 +77,16 @@ def safetensors_header(path: Path) -> dict[str, TensorEntry]:
                 f"{MAX_HEADER_BYTES}); not a safetensors file?"
             )
         raw = f.read(header_bytes)
+        size = os.fstat(f.fileno()).st_size
     try:
-        header = json.loads(raw.decode("utf-8"))
-        if not isinstance(header, dict):
-            raise TypeError(f"got a JSON {type(header).__name__}")
-        header.pop("__metadata__", None)
+        header = readers.json_object(raw, where=f"{path}: header")
+    except DataFileError as exc:
+        detail = str(exc).removeprefix(f"{path}: header: ")
+        message = f"{path}: header is not a JSON object ({detail}); not a safetensors file?"
+        raise DataFileError(message) from exc
+    header.pop("__metadata__", None)
+    try:
         entries = {name: TensorEntry.model_validate(entry) for name, entry in header.items()}
-    except (UnicodeDecodeError, json.JSONDecodeError, TypeError) as exc:
-        raise DataFileError(f"{path}: header is not a JSON object ({exc}); not a safetensors file?") from exc
     except ValidationError as exc:
         raise DataFileError(
             f"{path}: malformed tensor entry ({exc.errors()[0]['msg']}; expected dtype, "
@@ -78,10 +94,9 @@ def safetensors_header(path: Path) -> dict[str, TensorEntry]:
         ) from exc
     data_end = max((e.data_offsets[1] for e in entries.values()), default=0)
     needed = HEADER_LENGTH_BYTES + header_bytes + data_end
-    if path.stat().st_size < needed:
+    if size < needed:
         raise DataFileError(
-            f"{path}: file is truncated (got {path.stat().st_size} bytes, expected >= "
-            f"{needed}); incomplete download?"
+            f"{path}: file is truncated (got {size} bytes, expected >= {needed}); incomplete download?"
         )
     return entries
 
@@ -151,12 +166,14 @@ def checkpoint_summary(directory: Path, *, num_hidden_layers: int) -> Checkpoint
 
 def _missing_shards(directory: Path, *, present: set[str]) -> list[str]:
     index = directory / "model.safetensors.index.json"
-    if not index.is_file():
+    if not os.path.lexists(index):
         return []
-    try:
-        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
-    except (OSError, ValueError, AttributeError) as exc:
-        raise DataFileError(f"{index}: not a readable safetensors index ({exc})") from exc
+    weight_map = readers.json_object(readers.read_text_capped(index), where=str(index)).get("weight_map", {})
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise DataFileError(
+            f"{index}: weight_map: not a map of tensor names to file names (got a "
+            f'{type(weight_map).__name__}, expected {{"name": "model-00001-of-00002.safetensors"}})'
+        )
     return sorted(set(weight_map.values()) - present)
 
 

@@ -11,9 +11,7 @@ case-insensitively, units ignored. The concurrency is a command-line setting the
 
 from __future__ import annotations
 
-import csv
-
-from planner import units
+from planner import readers, units
 from planner.errors import DataFileError
 from planner.importers.servingresult import ServingResult, number
 
@@ -35,7 +33,7 @@ def tables(text: str, *, where: str) -> tuple[dict[str, str], dict[str, str]]:
     averages: dict[str, str] = {}
     values: dict[str, str] = {}
     table: tuple[dict[str, str], int] | None = None  # the table being read and its value column
-    for line in csv.reader(text.splitlines()):
+    for line in readers.csv_reader(text.splitlines(), where=where):
         if not any(cell.strip() for cell in line):
             table = None
         elif line[0].strip().lower() == "metric":
@@ -52,10 +50,17 @@ def tables(text: str, *, where: str) -> tuple[dict[str, str], dict[str, str]]:
     return averages, values
 
 
-def _required(table: dict[str, str], name: str, *, where: str) -> float:
+MIN_TOKENS_PER_S = 1e-3  # [assumed: a run that made fewer output tokens per second made none]
+
+
+def _required(table: dict[str, str], name: str, *, where: str, least: float = 0.0) -> float:
+    """The row's value; a missing row, or one below `least` (the plan's own minimum), is one line."""
     if not table.get(name):
         raise DataFileError(f"{where}: {name}: required row missing (got none)")
-    return number(table[name], where=where, field=name)
+    value = number(table[name], where=where, field=name)
+    if value < least:
+        raise DataFileError(f"{where}: {name}: too small (got {table[name]!r}, expected >= {least:g})")
+    return value
 
 
 def from_csv(text: str, *, where: str) -> ServingResult:
@@ -66,9 +71,9 @@ def from_csv(text: str, *, where: str) -> ServingResult:
     requests = values.get(REQUESTS)
     return ServingResult(
         concurrency=None,
-        input_tokens=round(_required(averages, INPUT_LENGTH, where=where)),
-        output_tokens=round(_required(averages, OUTPUT_LENGTH, where=where)),
-        output_tokens_per_s=_required(values, THROUGHPUT, where=where),
+        input_tokens=round(_required(averages, INPUT_LENGTH, where=where, least=1)),  # a request has tokens
+        output_tokens=round(_required(averages, OUTPUT_LENGTH, where=where, least=1)),
+        output_tokens_per_s=_required(values, THROUGHPUT, where=where, least=MIN_TOKENS_PER_S),
         ttft_s=None if not ttft else number(ttft, where=where, field=TTFT) * units.MS_S,
         # genai-perf's inter-token latency is the mean time per output token after the first (its TPOT)
         tpot_s=None if not itl else number(itl, where=where, field=ITL) * units.MS_S,

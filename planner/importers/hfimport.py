@@ -9,7 +9,6 @@ keys are not carried; MiniMax-M2's expert keys are renamed, see _minimax_m2). Ch
 from __future__ import annotations
 
 import datetime
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -101,10 +100,11 @@ def _llama(cfg: _Config) -> dict[str, Any]:
     head_dim = cfg.optional("head_dim")
     if head_dim is None:
         hidden, heads = fields["hidden_size"], fields["num_attention_heads"]
-        if not isinstance(heads, int) or heads <= 0:
-            raise DataFileError(
-                f"{cfg.where}: num_attention_heads: must be a whole number > 0 (got {heads!r})"
-            )
+        for key, value in (("hidden_size", hidden), ("num_attention_heads", heads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise DataFileError(
+                    f"{cfg.where}: {cfg.prefix}{key}: must be a whole number > 0 (got {value!r})"
+                )
         if hidden % heads:
             raise DataFileError(
                 f"{cfg.where}: head_dim: absent and hidden_size is not a multiple of "
@@ -166,6 +166,16 @@ def _hybrid(cfg: _Config) -> dict[str, Any]:
         raise DataFileError(
             f"{cfg.where}: {cfg.prefix}layer_types: required field missing (got neither "
             f"layer_types nor full_attention_interval, expected one for {cfg.model_type!r})"
+        )
+    layer_types = cfg.optional("layer_types")
+    known = ("full_attention", "linear_attention")
+    if layer_types is not None and (
+        not isinstance(layer_types, list) or not all(isinstance(t, str) and t in known for t in layer_types)
+    ):
+        raise DataFileError(
+            f"{cfg.where}: {cfg.prefix}layer_types: not a list of layer kinds "
+            f"(got {str(layer_types)[:80]!r}, "
+            f"expected a list of {' / '.join(known)}); refusing to import a hybrid model as plain attention"
         )
     fields = {
         key: cfg.required(key)
@@ -365,8 +375,12 @@ def card_yaml(card: ModelCard) -> str:
 
 def config_path_of(path: Path) -> Path:
     """`path` itself when it is a file, else `path`/config.json; DataFileError when neither exists."""
-    candidate = path / "config.json" if path.is_dir() else path
-    if not candidate.is_file():
+    try:
+        candidate = path / "config.json" if path.is_dir() else path
+        found = candidate.is_file()
+    except OSError as exc:  # a name too long for the file system (ENAMETOOLONG), a loop
+        raise DataFileError(f"{str(path)[:200]}...: cannot read ({exc.strerror})") from exc
+    if not found:
         raise DataFileError(
             f"{candidate}: config file not found (got {str(path)!r}, expected a directory "
             f"holding config.json, or the config.json file itself)"
@@ -383,13 +397,4 @@ def default_card_id(config: Mapping[str, Any], *, fallback: str = "", default: s
 
 def read_config(path: Path) -> dict[str, Any]:
     """Parse a config.json into a dict; DataFileError names the file."""
-    text = readers.read_text_capped(path)
-    try:
-        config = json.loads(text)
-    except RecursionError as exc:
-        raise DataFileError(f"{path}: JSON nested too deeply to read") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataFileError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(config, dict):
-        raise DataFileError(f"{path}: expected a JSON object at the top level (got {type(config).__name__})")
-    return config
+    return readers.json_object(readers.read_text_capped(path), where=str(path))

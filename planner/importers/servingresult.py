@@ -9,13 +9,12 @@ MTP) and gives the serving bench-row columns `kvplan calibrate --from-bench` rea
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from planner import units
+from planner import readers, units
 from planner.errors import DataFileError
 
 # Columns of a serving bench row, in order (issue 10: `--from-bench` accepts rows with these columns).
@@ -43,17 +42,12 @@ class ServingResult:
     duration_s: float | None  # benchmark duration
     tool: str  # which tool's format was read
     where: str  # the file, for messages
+    model_id: str | None = None  # the model the run served, when the file records it (vllm bench: model_id)
 
 
 def parse_json(text: str, *, where: str) -> dict[str, Any]:
     """A JSON object from `text`; DataFileError naming the file when it is not one."""
-    try:
-        data = json.loads(text)
-    except (RecursionError, json.JSONDecodeError) as exc:
-        raise DataFileError(f"{where}: not valid JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise DataFileError(f"{where}: expected a JSON object at the top level (got {type(data).__name__})")
-    return data
+    return readers.json_object(text, where=where)
 
 
 def number(value: object, *, where: str, field: str, unit: str = "") -> float:

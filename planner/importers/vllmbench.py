@@ -56,4 +56,5 @@ def from_dict(data: Mapping[str, Any], *, where: str) -> ServingResult:
         duration_s=None if duration is None else number(duration, where=where, field="duration"),
         tool="vllm-bench-serve",
         where=where,
+        model_id=str(data["model_id"]).strip() or None if data.get("model_id") is not None else None,
     )

@@ -48,7 +48,14 @@ FIT_PARAMS: tuple[FitParam, ...] = (
     FitParam("sequence_overhead_us", 0.1, 20_000.0, 5.0, "per-sequence cost per step (us)"),
     FitParam("prefill_pass_overhead_us", 1.0, 100_000.0, 1000.0, "fixed cost per prefill pass (us)", 10.0),
     FitParam("compute_scale", 0.25, 2.0, 1.0, "prefill GEMM efficiency x the profile's"),
-    FitParam("request_overhead_us", 100.0, 2_000_000.0, 10_000.0, "per request, outside the forward pass (us)", 10.0),
+    FitParam(
+        "request_overhead_us",
+        100.0,
+        2_000_000.0,
+        10_000.0,
+        "per request, outside the forward pass (us)",
+        10.0,
+    ),
 )
 # compute_scale's floor: no GEMM the H200 microbenchmark measured (115 shapes, 1k-32k tokens, weights of 2M to
 # 262M elements) ran below a quarter of the profile's compute_fraction (worst: 0.19 of peak against 0.77, a

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from planner import capacity, layout
 from planner.deployment import Deployment
-from planner.errors import DoesNotFitError
+from planner.errors import SloNotMetError
 from planner.perf import fitted, ranges
 from planner.results import Performance, Plan, Recommendation, SpeedRange
 from planner.schema import Frozen
@@ -33,7 +33,8 @@ class ServiceLevels(Frozen):
 def apply_slo(
     dep: Deployment, rec: Recommendation, *, slo: ServiceLevels, prompt_tokens: int
 ) -> Recommendation:
-    """Largest batch <= the memory limit that meets every SLO; DoesNotFitError when batch 1 misses one."""
+    """Largest batch <= the memory limit that meets every SLO; SloNotMetError (exit 3) when batch 1 misses
+    one."""
     limit = dep.batch or rec.max_batch_size
     result = performance.search_slo(
         dep,
@@ -47,20 +48,20 @@ def apply_slo(
         flag = {"tpot": "--tpot-ms", "ttft": "--ttft-ms", "min-user-tps": "--min-user-tps"}.get(
             result.binding, "--batch"
         )
-        raise DoesNotFitError(
+        raise SloNotMetError(
             f"{flag}: not met even at batch 1 for {dep.model.id} on {dep.hardware.id} at "
             f"ctx {dep.ctx_tokens} (see `kvplan serve` for the achievable values); "
             f"try a shorter --ctx, a smaller --dtype or a larger --tp"
         )
     if dep.batch is not None and result.batch < dep.batch:
-        raise DoesNotFitError(
+        raise SloNotMetError(
             f"--batch: {dep.batch} misses the {result.binding} target (got {dep.batch}, "
             f"expected <= {result.batch})"
         )
     return rec.model_copy(
         update={
             "max_batch_size": result.batch,
-            "binding_constraint": "memory" if result.batch == limit else result.binding,
+            "binding_constraint": rec.binding_constraint if result.batch == limit else result.binding,
         }
     )
 
@@ -101,6 +102,7 @@ def build_plan(
         model=dep.model.id,
         model_alias=dep.model_alias,
         card=dep.hardware.id,
+        card_variant=dep.hardware.variant_id,
         dtype=dep.weight_scheme.name,
         kv_dtype=dep.kv_dtype.value,
         tp=dep.tp,

@@ -39,13 +39,14 @@ from typing import Protocol
 import numpy as np
 from pydantic import Field
 
+from planner import capacity
 from planner.deployment import Deployment
 from planner.kinds import ARRIVALS as ARRIVALS  # re-exported: the CLI's --arrivals check reads it here
 from planner.kinds import Arrivals
 from planner.perf import roofline
+from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import Step
 from planner.schema import Frozen
-from planner.serving.performance import tokens_per_step
 
 
 class BenchRun(Frozen):
@@ -62,6 +63,47 @@ class BenchRun(Frozen):
 
 
 STEADY_WAVES = BenchRun()
+
+
+class Admission(Frozen):
+    """How many of a replica's clients the engine runs at once, and why the rest queue.
+
+    clients          closed-loop users sent to this replica (K)
+    running          sequences decoded together: min(K, engine cap, full-length memory batch)
+    engine_cap       the engine's running-sequence limit (vLLM max_num_seqs, MindIE maxBatchSize); None: K
+    full_length_batch  sequences the KV pool holds with every one at input + output tokens (the plan's
+                     max_batch_size of one DP group)
+    """
+
+    clients: int
+    running: int
+    engine_cap: int | None
+    full_length_batch: int
+
+    @property
+    def queued(self) -> int:
+        """Clients waiting for a slot: K - running."""
+        return self.clients - self.running
+
+    @property
+    def beyond_full_length(self) -> bool:
+        """True when more sequences were sent than the pool holds at full length (the engines still run
+        them: vLLM allocates blocks as tokens arrive and preempts, MindIE queues beyond maxBatchSize)."""
+        return min(self.clients, self.engine_cap or self.clients) > self.full_length_batch
+
+
+def admission(dep: Deployment, *, clients: int, engine_cap: int | None) -> Admission:
+    """The running batch of one replica: the one rule `kvplan serve` and the serving fit share.
+
+    Formula: running = max(1, min(K, engine_cap or K, full_length_batch)), full_length_batch = the plan's
+    max_batch_size at ctx = input + output, divided by dp (capacity.recommend counts dp groups). Never a
+    refusal: the engine queues what it does not run (closed-loop steady state; the simulator shows the
+    on-demand blocks and preemptions).
+    """
+    _, recommendation = capacity.memory_plan(dep)
+    full = recommendation.max_batch_size // dep.dp
+    running = max(1, min(clients, engine_cap or clients, full))
+    return Admission(clients=clients, running=running, engine_cap=engine_cap, full_length_batch=full)
 
 
 class ServingEstimate(Frozen):

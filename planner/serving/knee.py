@@ -33,9 +33,9 @@ import numpy as np
 from planner import capacity
 from planner.deployment import Deployment
 from planner.perf import opcost, prefill, roofline
+from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import FloatArray, Step
 from planner.results import LoadKnee
-from planner.serving.performance import tokens_per_step
 
 SEED_BENCH_TOKENS = (256, 128)  # the seed article's benchmark: 256-token prompts, max_tokens 128
 MAX_KNEE_USERS = 1024  # users searched at most (a larger closed loop is not one instance's load)

@@ -64,7 +64,9 @@ def prefill_per_prompt(timer: Timer, *, prompt_tokens: int, arrivals_per_step: f
     """
     many = 1000
     steps = many / max(arrivals_per_step, 1e-9)
-    total_s, pass_s = closed_loop.merged_prefill_s(timer, prompt_tokens=prompt_tokens, batch=many, steps=steps)
+    total_s, pass_s = closed_loop.merged_prefill_s(
+        timer, prompt_tokens=prompt_tokens, batch=many, steps=steps
+    )
     return total_s / many, pass_s
 
 
@@ -73,20 +75,25 @@ def little_batch(timer: Timer, *, workload: tuple[int, int], rate_per_s: float, 
     the prefills alone fill the engine (u >= 1). Formulas in the module docstring."""
     input_tokens, output_tokens = workload
     step_s = step_at(timer, batch=batch, ctx_tokens=input_tokens + output_tokens // 2)
-    per_prompt_s, _ = prefill_per_prompt(timer, prompt_tokens=input_tokens, arrivals_per_step=rate_per_s * step_s)
+    per_prompt_s, _ = prefill_per_prompt(
+        timer, prompt_tokens=input_tokens, arrivals_per_step=rate_per_s * step_s
+    )
     busy = rate_per_s * per_prompt_s
     if busy >= 1.0:
         return None
     return rate_per_s * max(output_tokens - 1, 0) * step_s / timer.tokens_per_step / (1.0 - busy)
 
 
-def solve_batch(timer: Timer, *, workload: tuple[int, int], rate_per_s: float, max_batch: int) -> float | None:
+def solve_batch(
+    timer: Timer, *, workload: tuple[int, int], rate_per_s: float, max_batch: int
+) -> float | None:
     """The steady decode batch b = little_batch(b) by the secant method from b = 0 (None: no steady state,
     the prefills fill the engine or b reaches max_batch).
 
     Formula: h(b) = little(b) - b; b1 = little(0); b_{k+1} = b_k - h_k (b_k - b_{k-1}) / (h_k - h_{k-1}),
     kept in [0, max_batch]; stops when |h| < TOLERANCE (1 + b).
     """
+
     def h(b: float) -> float | None:
         value = little_batch(timer, workload=workload, rate_per_s=rate_per_s, batch=b)
         return None if value is None else value - b

@@ -11,6 +11,8 @@ import numpy as np
 
 from planner.deployment import Deployment
 from planner.perf import roofline
+from planner.perf.mtp import speculative_tokens_per_step as speculative_tokens_per_step
+from planner.perf.mtp import tokens_per_step as tokens_per_step
 from planner.results import Performance
 from planner.schema import Frozen
 
@@ -20,22 +22,6 @@ Binding = Literal["memory", "tpot", "ttft", "min-user-tps"]
 # throughput: tps(2b) < KNEE_DOUBLING_GAIN * tps(b).  [assumed: a definition, not a measurement; with the
 # seed's Qwen3-27B numbers (b=32: ~220 tok/s, b=128: ~400 tok/s) it places the knee near 64, as the seed does]
 KNEE_DOUBLING_GAIN = 1.25
-
-
-def speculative_tokens_per_step(draft_tokens: int, *, acceptance_fraction: float) -> float:
-    """Expected tokens a sequence emits per verify step with k draft tokens of acceptance a each.
-
-    Formula: sum_{i=0..k} a^i = 1 + a + ... + a^k   (the verified token always counts; draft i is kept
-    only when drafts 1..i all are, acceptances independent). Bounded by 1 + k; equals 1 when k = 0.
-    Seed 002 (Qwen3.5-0.8B, 1 draft, 89.6 %): 1 + 0.896 = 1.896, the reported 1.90 tokens/step.
-    """
-    return float(sum(acceptance_fraction**i for i in range(draft_tokens + 1)))
-
-
-def tokens_per_step(dep: Deployment) -> float:
-    """Expected tokens per sequence per decode step: speculative when MTP is on, else 1."""
-    draft = dep.mtp_tokens if dep.include_mtp else 0
-    return speculative_tokens_per_step(draft, acceptance_fraction=dep.mtp_acceptance_fraction)
 
 
 def performance(dep: Deployment, *, batch: int, ctx_tokens: int, prompt_tokens: int) -> Performance:

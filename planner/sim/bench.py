@@ -9,8 +9,9 @@ BenchRun maps onto the simulated engine as:
     max_batch     the engine's running-sequence cap (default: K, all users run)
     num_requests  requests in the run (default: whole waves of K, at least MIN_BENCH_REQUESTS)
     arrivals      "waves": all K start together with fixed lengths, so they stay in step;
-                  "staggered": output lengths uniform around O (mean O, seeded), so request ends spread
-                  out and new prompts arrive one at a time, as closed_loop.py's staggered mode assumes.
+                  "staggered" and "random": output lengths uniform around O (mean O, seeded), so request
+                  ends spread out and new prompts arrive apart, as closed_loop.py's staggered and random
+                  modes assume (the engine's scheduler decides how many share a prefill pass).
 Either way the engine's own scheduler (prefill batching, chunking) runs; waves are deterministic.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from planner import capacity
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.serving.closed_loop import BenchRun
@@ -48,6 +50,16 @@ def bench_requests(*, concurrency: int, running_batch: int, num_requests: int | 
     return min(max(running_batch * waves, concurrency), MAX_REQUESTS)
 
 
+def engine_cap(dep: Deployment, *, max_batch: int | None) -> int:
+    """The engine's running-sequence cap: --max-batch, else its default (vLLM max_num_seqs for the device;
+    MindIE maxBatchSize as `kvplan mindie` writes it, the plan's batch at ctx, per DP group;
+    config.default_max_batch)."""
+    if max_batch is not None:
+        return max_batch
+    planned = capacity.memory_plan(dep)[1].max_batch_size // dep.dp  # one DP group's share
+    return config.default_max_batch(dep, planned_batch=max(1, planned))
+
+
 def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
     """Scheduler knobs for the run: the running cap b; vLLM's max_num_batched_tokens is the deployment's
     max_prefill_tokens (what serve's --max-prefill-tokens sets), at least b (vLLM's own start-up check)."""
@@ -59,9 +71,10 @@ def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
 
 def bench_workload(*, tokens: tuple[int, int], concurrency: int, count: int, arrivals: str) -> Workload:
     """K users' requests: I prompt tokens each; O output tokens each ("waves"), or uniform in
-    [O - floor(O/2), O + floor(O/2)] (mean O) drawn with seed 0 ("staggered": request ends spread out)."""
+    [O - floor(O/2), O + floor(O/2)] (mean O) drawn with seed 0 ("staggered", "random": request ends spread
+    out, as the seed's client loop without ignore_eos)."""
     prompt, output = tokens
-    spread = output // 2 if arrivals == "staggered" else 0
+    spread = output // 2 if arrivals in ("staggered", "random") else 0
     lengths = (
         wl.LengthDist("fixed", prompt, prompt),
         wl.LengthDist("uniform", output - spread, output + spread),
@@ -78,7 +91,9 @@ def simulate_bench(
     bench: BenchRun,
     slo: tuple[float | None, float | None] = (None, None),
 ) -> run.SimResult:
-    """Simulate the closed-loop benchmark: tokens = (I, O) per request, K = concurrency users."""
+    """Simulate the closed-loop benchmark: tokens = (I, O) per request, K = concurrency users, the engine
+    running at most bench.max_batch of them (None: all K; `kvplan serve` passes engine_cap), the rest queue,
+    KV blocks on demand."""
     batch = min(concurrency, bench.max_batch or concurrency)
     count = bench_requests(concurrency=concurrency, running_batch=batch, num_requests=bench.num_requests)
     work = bench_workload(tokens=tokens, concurrency=concurrency, count=count, arrivals=bench.arrivals)

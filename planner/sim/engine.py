@@ -36,6 +36,10 @@ class Engine:
         self.prompt, self.output, self.arrival = requests
         count = len(self.prompt)
         self.first = [math.nan] * count
+        # vLLM P:D decode instance: the proxy discards the prefill instance's token and streams the decoder's,
+        # so a request's first token is the end of its first decode step here (planner/sim/pd.py)
+        self.decoder_emits_first = False
+        self.first_pending: list[int] = []
         self.finish = [math.nan] * count
         self.preempted = [0] * count
         self.generated = [0] * count  # tokens generated before the current prefill (after preemption)
@@ -72,6 +76,9 @@ class Engine:
         self.holding = 0  # blocks held by finished requests (hold_kv)
         self.done: list[int] = []  # requests completed, in order (a coordinator drains it)
         self.joined: list[int] = []  # requests that joined the decode batch, in order
+        # DP lockstep (planner/sim/dpgroups.py): decode steps one span may take at most, so that every rank
+        # of the instance runs the same number of forward passes per round
+        self.span_cap = MAX_SPAN_STEPS
 
     # ---- arrivals and the queue
 
@@ -121,10 +128,13 @@ class Engine:
 
     def join_decode(self, request: int) -> None:
         """The request's prefill ended now: first token out; it decodes from the next step on."""
-        if math.isnan(self.first[request]):
+        emits = self.decoder_emits_first
+        if emits and math.isnan(self.first[request]):
+            self.first_pending.append(request)
+        elif math.isnan(self.first[request]):
             self.first[request] = self.t
         self.joined.append(request)
-        g0 = float(self.generated[request] + 1)
+        g0 = float(self.generated[request] + (0 if emits else 1))
         self.g0[request] = g0
         if g0 >= self.output[request]:
             self.complete(request)
@@ -203,6 +213,11 @@ class Engine:
 
     def advance(self, steps: int, seconds: float) -> None:
         """Let `seconds` pass, `steps` of them decode steps; then handle completions and block boundaries."""
+        if self.first_pending and steps:
+            first_s = self.t + seconds / steps  # the end of the span's first step
+            for request in self.first_pending:
+                self.first[request] = first_s
+            self.first_pending.clear()
         self.t += seconds
         self.step += steps
         if not steps:
@@ -240,22 +255,29 @@ class Engine:
         batch = len(self.running)
         return (self.base_sum + batch * self.step * self.table.tokens_per_step) / batch
 
-    def decode_span(self, *, single: bool = False) -> None:
-        """Run decode steps until the next completion, block boundary short of blocks, or arrival.
-
-        Formula: k steps cost k * decode_s(B, ctx + (k - 1) / 2 * a) (ctx grows by a per step, step time is
-        near-linear in ctx); the span ends at the step boundary at or after the next arrival.
-        """
+    def span_steps(self, *, single: bool = False) -> int:
+        """Decode steps the next span takes: to the next completion (at most span_cap), to a block boundary
+        when blocks are short, and to the step boundary at or after the next arrival."""
         batch, a = len(self.running), self.table.tokens_per_step
-        span = 1 if single else min(self.top_step(self.finish_heap) - self.step, MAX_SPAN_STEPS)
+        span = 1 if single else min(self.top_step(self.finish_heap) - self.step, self.span_cap)
         to_block = self.top_step(self.block_heap) - self.step
         if to_block < span:
             worst = batch * (math.ceil(span * a / self.cfg.block_tokens) + 1)
             if self.cfg.total_blocks - self.used_blocks < worst:
                 span = to_block
-        ctx = self.mean_ctx_tokens()
         upcoming = self.next_arrival_s()
         if upcoming < math.inf and span > 1:
-            step_s = self.table.decode_s(batch, ctx)
+            step_s = self.table.decode_s(batch, self.mean_ctx_tokens())
             span = min(span, max(1, math.ceil((upcoming - self.t) / step_s)))
-        self.advance(span, span * self.table.decode_s(batch, ctx + (span - 1) / 2 * a))
+        return span
+
+    def decode_span(self, *, single: bool = False) -> None:
+        """Run decode steps to the next completion, block boundary short of blocks, or arrival (span_steps).
+
+        Formula: k steps cost k * decode_s(B, ctx + (k - 1) / 2 * a) (ctx grows by a per step, step time is
+        near-linear in ctx); the span ends at the step boundary at or after the next arrival.
+        """
+        span = self.span_steps(single=single)
+        ctx = self.mean_ctx_tokens()
+        a = self.table.tokens_per_step
+        self.advance(span, span * self.table.decode_s(len(self.running), ctx + (span - 1) / 2 * a))

@@ -113,12 +113,53 @@ def goodput_requests_per_s(records: Records, *, ttft_s: float | None, tpot_s: fl
     return float(np.count_nonzero(ok)) / duration_s(records)
 
 
-def mean_in_system(timeline: Timeline) -> float:
-    """Time average of the requests in system: sum_i n_i * (t_{i+1} - t_i) / (t_last - 0)."""
-    if timeline.time_s.size < 2 or timeline.time_s[-1] <= 0:
+# Overload verdict: an open-loop queue that grows without bound leaves a backlog proportional to the run and
+# TTFTs that grow with arrival time. [assumed thresholds: a stable queue at a few hundred to thousands of
+# requests holds O(1 / (1 - utilisation)) requests, far below 10 % of them, and its TTFT does not double
+# between the second and last quarter of arrivals]
+OVERLOAD_BACKLOG_FRACTION = 0.10
+OVERLOAD_TTFT_GROWTH = 2.0
+MIN_OVERLOAD_REQUESTS = 8
+
+
+def overload(records: Records) -> tuple[int, bool]:
+    """(backlog at the last arrival, overloaded?).
+
+    Formula: backlog = count(finish > max(arrival)) (requests arrived and not finished when the last
+    arrives); overloaded = backlog > 10 % of the requests and mean TTFT of the last quarter of arrivals >
+    2 x that of the second quarter (the first quarter is the warm-up). A closed loop keeps its users'
+    TTFT flat once warm, so it is never overloaded by this test.
+    """
+    count = records.arrival_s.size
+    if count < MIN_OVERLOAD_REQUESTS:
+        return 0, False
+    backlog = int(np.count_nonzero(records.finish_s > np.max(records.arrival_s)))
+    ttft = records.ttft_s[np.argsort(records.arrival_s, kind="stable")]
+    quarter = count // 4
+    second, last = float(np.mean(ttft[quarter : 2 * quarter])), float(np.mean(ttft[-quarter:]))
+    growing = last > OVERLOAD_TTFT_GROWTH * second
+    return backlog, bool(backlog > OVERLOAD_BACKLOG_FRACTION * count and growing)
+
+
+def mean_in_system(timeline: Timeline, *, arrival_s: FloatArray | None = None) -> float:
+    """Time average of the requests in system, counted from their arrival:
+
+        (sum_i n_i * (t_{i+1} - t_i) + sum_j (t_admit_j - a_j)) / t_last
+
+    n_i counts the requests the engine has admitted at event i; a request arriving at a_j inside a step is
+    admitted at the step's end t_admit_j (the first event at or after a_j), so without the second sum it
+    would count from admission, not arrival (2.8-11.6 % below Little's law in 5 of 51 random runs,
+    issue 26 W6). arrival_s: every request's arrival (inf: never issued); None: no correction.
+    """
+    times = timeline.time_s
+    if times.size < 2 or times[-1] <= 0:
         return 0.0
-    spans = np.diff(timeline.time_s)
-    return float(np.sum(timeline.in_system[:-1] * spans) / timeline.time_s[-1])
+    area = float(np.sum(timeline.in_system[:-1] * np.diff(times)))
+    if arrival_s is not None:
+        arrived = arrival_s[arrival_s <= times[-1]]
+        admitted = times[np.minimum(np.searchsorted(times, arrived, side="left"), times.size - 1)]
+        area += float(np.sum(admitted - arrived))
+    return area / float(times[-1])
 
 
 def downsampled(timeline: Timeline, *, points: int = MAX_TIMELINE_POINTS) -> Timeline:

@@ -1,10 +1,15 @@
 """Prefill/decode disaggregation: P prefill instances hand each request's KV to one of D decode instances.
 
 A request arrives at a prefill instance (round robin in arrival order), is prefilled there (the instance's
-own scheduler with prefill batches; its first token is produced at the end of its prefill, so TTFT ends
-there), its KV cache moves over the link (`kv_transfer_s`), and it joins a decode instance (round robin in
-order of arrival there) that only decodes: admission needs its blocks and a batch slot, then it decodes as
-in the aggregated engine. MindIE's supportSelectBatch and templateType have no effect under PD (facts 1.2).
+own scheduler with prefill batches, outputs cut to one token), its KV cache moves over the link
+(`kv_transfer_s`), and it joins a decode instance (round robin in order of arrival there) that only decodes:
+admission needs its blocks and a batch slot, then it decodes as in the aggregated engine. TTFT: vLLM
+(decoder_emits_first) = prefill + KV pull + decode admission wait + one decode step, the user's first token
+coming from the decoder; MindIE: the end of the prefill [assumed].
+The link is the card's interconnect unless --kv-link-gbps gives the RoCE bandwidth between nodes (P and D
+usually sit on different nodes). Not modelled: the seed's in-process prefill/decode separation on one card
+(its P95 TTFT 1.05 -> 0.63 s). MindIE's supportSelectBatch and templateType have no effect under PD
+(facts 1.2).
 Transfers do not contend with each other.
 `simulate_pd` runs the two sides one after the other: open loop and no back-pressure (a prefill instance
 never waits for decode blocks to free; its KV leaves at once). `kvplan simulate --pd` runs
@@ -20,6 +25,7 @@ import numpy as np
 
 from planner import capacity, memory, units
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import roofline
 from planner.sim import metrics, run
@@ -48,10 +54,20 @@ class PdSpec:
         return self.prefill_instances * self.prefill.tp + self.decode_instances * self.decode.tp
 
 
+def decoder_emits_first(spec: PdSpec) -> bool:
+    """True for vLLM: vllm-ascend's P:D proxy sends the prefill instance a copy of the request with
+    max_tokens 1 and stream off, keeps only its kv_transfer_params, and streams the user's tokens from the
+    decode instance (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py @93dbfa65:
+    send_request_to_service, _handle_completions' generate_stream). So TTFT = prefill + KV pull + decode
+    admission + one decode step, and the decoder generates all O tokens. MindIE: its PD first token's source
+    is not checked here; TTFT keeps ending at the prefill [assumed]."""
+    return registry.decoder_streams_first_token(spec.decode.engine)
+
+
 def parse_pd(text: str) -> tuple[int, int]:
     """`P:D` -> (P, D), each in 1..MAX_INSTANCES."""
     left, sep, right = str(text).partition(":")
-    if not sep or not left.strip().isdigit() or not right.strip().isdigit():
+    if not sep or not all(side.strip().isascii() and side.strip().isdigit() for side in (left, right)):
         raise PlanInputError(f"--pd: not a P:D ratio (got {text!r}, expected e.g. 1:2)")
     counts = int(left), int(right)
     if not all(1 <= n <= MAX_INSTANCES for n in counts):
@@ -68,8 +84,14 @@ def spec_for(
     card profile's interconnect unless link_gbps (GB/s per device) is given. Raises DoesNotFitError (exit
     3) when either side cannot hold the model."""
     prefill = dep if prefill_tp is None else dep.model_copy(update={"tp": prefill_tp})
-    for side in (prefill, dep):
-        capacity.memory_plan(side)
+    capacity.memory_plan(dep)
+    try:
+        capacity.memory_plan(prefill)
+    except PlanInputError as exc:  # the prefill side's tp is --prefill-tp, not --tp
+        text = str(exc)
+        if prefill_tp is None or not text.startswith("--tp:"):
+            raise
+        raise PlanInputError("--prefill-tp:" + text.removeprefix("--tp:")) from exc
     link = dep.hardware.interconnect
     bandwidth = units.gb_per_s_to_bytes_per_s(link_gbps or link.bandwidth_gb_per_s)
     return PdSpec(
@@ -117,7 +139,9 @@ def run_side(
             continue
         output = work.output_tokens if cfg.scheduler == "decode" else np.ones_like(work.output_tokens)
         part = subset(work, index, arrival_s=arrival_s, output=output)
-        runs.append((index[np.argsort(arrival_s[index], kind="stable")], run.run_engine(cfg, table, part)))
+        emits = cfg.scheduler == "decode" and registry.decoder_streams_first_token(dep.engine)
+        eng = run.run_engine(cfg, table, part, emits_first=emits)
+        runs.append((index[np.argsort(arrival_s[index], kind="stable")], eng))
     return runs, cfg
 
 
@@ -141,8 +165,8 @@ def simulate_pd(
     prefill, _ = run_side(
         spec.prefill, work, instances=spec.prefill_instances, arrival_s=work.arrival_s, knobs=knobs
     )
-    first = gather(prefill, count, "finish")
-    ready = first + kv_transfer_s(spec, prompt_tokens=work.input_tokens)
+    prefilled = gather(prefill, count, "finish")
+    ready = prefilled + kv_transfer_s(spec, prompt_tokens=work.input_tokens)
     decode_knobs = {**knobs, "scheduler": "decode"}
     decode, cfg = run_side(
         spec.decode, work, instances=spec.decode_instances, arrival_s=ready, knobs=decode_knobs
@@ -151,7 +175,7 @@ def simulate_pd(
         arrival_s=work.arrival_s,
         input_tokens=work.input_tokens,
         output_tokens=work.output_tokens,
-        first_token_s=first,
+        first_token_s=gather(decode, count, "first") if decoder_emits_first(spec) else prefilled,
         finish_s=gather(decode, count, "finish"),
         preemptions=(gather(prefill, count, "preempted") + gather(decode, count, "preempted")).astype(
             np.int64

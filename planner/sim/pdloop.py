@@ -4,8 +4,10 @@ Each prefill and decode instance is an Engine (planner/sim/engine.py) over the r
 coordinator always steps the instance furthest behind in time and moves requests between them:
     arrival        -> a prefill instance (round robin in arrival order); closed loop: the first K at time 0,
                       then one each time a request finishes on a decode instance
-    prefill end    -> first token out (TTFT ends); the KV is ready for a decode instance after
-                      kv_transfer_s (round robin in order of readiness, as the reference)
+    prefill end    -> first token out (MindIE: TTFT ends); the KV is ready for a decode instance after
+                      kv_transfer_s (round robin in order of readiness, as the reference); vLLM: the proxy
+                      discards this token and the user's first token is the decode instance's first step
+                      after admission (pd.decoder_emits_first)
     decode admits  -> only now does the prefill instance free the request's blocks (back-pressure: while
                       the decode instances are full its KV stays where it was computed, and a prefill
                       instance whose free blocks cannot hold the next prompt waits)
@@ -23,6 +25,7 @@ import math
 
 import numpy as np
 
+from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import roofline
 from planner.sim import metrics, run, schedulers
@@ -32,6 +35,11 @@ from planner.sim.pd import PdSpec, kv_transfer_s
 from planner.sim.workload import Workload
 
 MAX_PD_CELLS = 8_000_000  # requests x instances: each instance keeps per-request state for the whole run
+
+
+def decoder_emits_first(spec: PdSpec) -> bool:
+    """pd.decoder_emits_first (the first token the user sees comes from the decode instance)."""
+    return registry.decoder_streams_first_token(spec.decode.engine)
 
 
 def engines_for(
@@ -58,6 +66,7 @@ def engines_for(
         engines = [Engine(cfg, table, requests=(prompt, outputs, arrival_s)) for _ in range(instances)]
         for eng in engines:
             eng.issued, eng.own_arrivals, eng.hold_kv = count, False, not extra
+            eng.decoder_emits_first = bool(extra) and decoder_emits_first(spec)
         sides.append(engines)
     return sides[0], sides[1]
 
@@ -182,6 +191,8 @@ class Fleet:
         eng.joined.clear()
         for request in eng.done:
             self.finish[request] = eng.finish[request]
+            if eng.decoder_emits_first:
+                self.first[request] = eng.first[request]
             self.finished += 1
             if self.closed and self.issued < len(self.arrival):
                 self.arrive(self.issued, self.finish[request])

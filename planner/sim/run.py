@@ -56,6 +56,8 @@ class SimSummary(Frozen):
     prefill_tokens: int
     calibrated: bool
     assumptions: tuple[str, ...]
+    backlog_at_last_arrival: int = 0
+    overloaded: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,18 +141,13 @@ def check_work(loops: int, cfg: SchedulerConfig, workload: Workload) -> int:
     return loops
 
 
-def run_engine(cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload) -> Engine:
-    """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users)."""
+def run_engine(
+    cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload, *, emits_first: bool = False
+) -> Engine:
+    """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users);
+    emits_first: a vLLM P:D decode instance, whose first step after admission gives the first token."""
+    eng = make_engine(cfg, table, workload, emits_first=emits_first)
     count = workload.requests
-    if workload.arrival_s is None:
-        users = min(workload.concurrency or 1, count)
-        arrivals = [0.0] * users + [math.inf] * (count - users)
-    else:
-        users, arrivals = count, workload.arrival_s.tolist()
-    eng = Engine(
-        cfg, table, requests=(workload.input_tokens.tolist(), workload.output_tokens.tolist(), arrivals)
-    )
-    eng.issued = users
     loops = 0
     while eng.finished < count:
         loops = check_work(loops + 1, cfg, workload)
@@ -161,6 +158,24 @@ def run_engine(cfg: SchedulerConfig, table: steptable.StepTable, workload: Workl
             continue
         schedulers.step(eng)
     eng.record()
+    return eng
+
+
+def make_engine(
+    cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload, *, emits_first: bool = False
+) -> Engine:
+    """A fresh engine for the workload (open loop: its arrivals; closed loop: `concurrency` users at 0)."""
+    count = workload.requests
+    if workload.arrival_s is None:
+        users = min(workload.concurrency or 1, count)
+        arrivals = [0.0] * users + [math.inf] * (count - users)
+    else:
+        users, arrivals = count, workload.arrival_s.tolist()
+    eng = Engine(
+        cfg, table, requests=(workload.input_tokens.tolist(), workload.output_tokens.tolist(), arrivals)
+    )
+    eng.issued = users
+    eng.decoder_emits_first = emits_first
     return eng
 
 
@@ -202,7 +217,7 @@ class EngineStats:
 def stats_of(eng: Engine, timeline: Timeline) -> EngineStats:
     """EngineStats of one finished engine (mean in system from its own event trace)."""
     return EngineStats(
-        mean_in_system=metrics.mean_in_system(timeline),
+        mean_in_system=metrics.mean_in_system(timeline, arrival_s=np.asarray(eng.arrival, dtype=np.float64)),
         max_batch_reached=eng.max_batch_reached,
         preemptions=eng.preemptions,
         kv_peak_fraction=float(np.max(timeline.used_blocks)) / eng.cfg.total_blocks,
@@ -220,6 +235,7 @@ def summary_of(
 ) -> SimSummary:
     """Summary statistics of finished records; slo = (ttft_s, tpot_s), either may be None."""
     with_slo = any(limit is not None for limit in slo)
+    backlog, overloaded = metrics.overload(records)
     return SimSummary(
         requests=records.finish_s.size,
         duration_s=metrics.duration_s(records),
@@ -239,6 +255,8 @@ def summary_of(
         prefill_tokens=stats.prefill_tokens,
         calibrated=calibrated,
         assumptions=ASSUMPTIONS,
+        backlog_at_last_arrival=backlog,
+        overloaded=overloaded,
     )
 
 

@@ -6,20 +6,22 @@ then prompts already being prefilled continue, then waiting requests are admitte
 fewer than max_num_seqs are admitted and the budget and free KV blocks allow; a prompt longer than what
 is left of the budget is split across steps. Prefill chunks and decodes share one forward pass.
 
-MindIE (ScheduleConfig, templateType Standard; facts 1.2 [P]): prefill goes first. When requests wait,
-the next step is a prefill batch of waiting requests in arrival order, closed when maxPrefillBatchSize
+MindIE (ScheduleConfig, templateType Standard; facts 1.2 [P]; its C++ scheduler, planner/engines/mindie/
+pool.py): each step is a prefill batch or decodes. Prefill runs once the oldest waiting request has waited
+maxQueueDelayMicroseconds (decoding meanwhile; an idle engine waits) and, while decodes run, at least 5 % of
+the blocks are free; the batch takes waiting requests in arrival order, closed when maxPrefillBatchSize
 requests or maxPrefillTokens input tokens are reached (or maxBatchSize / free blocks would be exceeded);
-decodes pause during it. With supportSelectBatch the scheduler instead runs decode while
-prefillTimeMsPerReq * decodeReqNum exceeds accumulatedDecodeWasteTime, which grows by
-decodeTimeMsPerReq * (maxBatchSize - decodeReqNum) per decode step chosen ([assumed]: the waste resets
-when a prefill runs). An idle engine waits up to maxQueueDelayMicroseconds after the first arrival to fill
-the prefill batch ([assumed] reading of "longest a request waits to fill a batch").
+decodes pause during it. With supportSelectBatch its stage policy decides instead: accumulatedDecodeWasteTime
+grows by decodeTimeMsPerReq * (maxBatchSize - decodeReqNum) each time it is asked with requests waiting,
+and prefill runs (the waste reset) unless prefillTimeMsPerReq * decodeReqNum exceeds it.
 
 Decode-only (a P:D decode instance, planner/sim/pd.py): admit prefilled requests, decode.
 """
 
 from __future__ import annotations
 
+from planner import units
+from planner.engines.mindie import pool as mindie_pool
 from planner.errors import PlanInputError
 from planner.sim.engine import Engine
 
@@ -83,31 +85,45 @@ def vllm_step(eng: Engine) -> None:
             eng.join_decode(request)
 
 
-def mindie_prefers_prefill(eng: Engine) -> bool:
-    """Prefill first (supportSelectBatch off, or nothing decoding), else the documented comparison."""
+def mindie_select_batch_prefers_prefill(eng: Engine) -> bool:
+    """supportSelectBatch (MindIE-LLM TptStagePolicy::Apply, src/scheduler/policy/stage_policy/
+    tpt_stage_policy.cpp; stageSelectPolicy = 1 when supportSelectBatch, schedule_config.cpp): with requests
+    waiting, accumulatedDecodeWasteTime first grows by decodeTimeMsPerReq * (maxBatchSize - decodeReqNum),
+    then prefill runs (the waste reset) unless prefillTimeMsPerReq * decodeReqNum exceeds it; nothing
+    waiting resets it.
+    """
     cfg, decoding = eng.cfg, len(eng.running)
-    if not cfg.select_batch or decoding == 0:
-        return True
+    if not eng.waiting:
+        eng.decode_waste_s = 0.0
+        return False
+    if decoding <= cfg.max_batch:
+        eng.decode_waste_s += cfg.decode_time_per_req_s * (cfg.max_batch - decoding)
     if cfg.prefill_time_per_req_s * decoding > eng.decode_waste_s:
-        eng.decode_waste_s += cfg.decode_time_per_req_s * max(cfg.max_batch - decoding, 0)
         return False
     eng.decode_waste_s = 0.0
     return True
 
 
-def mindie_waits(eng: Engine) -> bool:
-    """An idle engine holds a short prefill batch up to queue_delay_s past its first arrival; True if so
-    (time moved to the next arrival or the deadline)."""
+def mindie_queue_delay_reached(eng: Engine) -> bool:
+    """ShouldImmediatePrefill (scheduler.cpp): the oldest waiting request has waited the queue delay
+    (maxQueueDelayMicroseconds), or a full prefill batch waits and the delay is set above 5000 us."""
     cfg = eng.cfg
-    if eng.running or not eng.waiting or len(eng.waiting) >= cfg.max_prefill_batch:
+    shortcut_s = mindie_pool.QUEUE_DELAY_SHORTCUT_ABOVE_US * units.US_S
+    if cfg.queue_delay_s > shortcut_s and len(eng.waiting) >= cfg.max_prefill_batch:
+        return True
+    return eng.t >= eng.arrival[eng.waiting[0]] + cfg.queue_delay_s
+
+
+def mindie_wants_prefill(eng: Engine) -> bool:
+    """One rank's priority (Scheduler::DecidePDPriority, PD mixed): supportSelectBatch's policy when on; else
+    prefill once the queue delay is reached, unless decodes run and fewer than DECODE_RESERVE_FRACTION of the
+    blocks are free."""
+    if eng.cfg.select_batch:
+        return mindie_select_batch_prefers_prefill(eng)
+    if not eng.waiting or not mindie_queue_delay_reached(eng):
         return False
-    if sum(eng.prefill_tokens_of(r) for r in eng.waiting) >= cfg.max_prefill_tokens:
-        return False
-    deadline = eng.arrival[eng.waiting[0]] + cfg.queue_delay_s
-    if eng.t >= deadline:
-        return False
-    eng.t = min(deadline, eng.next_arrival_s())
-    return True
+    reserve = mindie_pool.DECODE_RESERVE_FRACTION * eng.cfg.total_blocks
+    return not (eng.running and eng.cfg.total_blocks - eng.used_blocks < reserve)
 
 
 def mindie_batch(eng: Engine) -> list[int]:
@@ -131,9 +147,7 @@ def mindie_batch(eng: Engine) -> list[int]:
 
 
 def mindie_prefill(eng: Engine) -> bool:
-    """Run a prefill batch now if one can be formed (decodes pause); True when time moved."""
-    if mindie_waits(eng):
-        return True
+    """Run a prefill batch now if one can be formed (decodes pause); True when it ran."""
     batch = mindie_batch(eng)
     if not batch:
         return False
@@ -145,17 +159,27 @@ def mindie_prefill(eng: Engine) -> bool:
     return True
 
 
-def mindie_step(eng: Engine) -> None:
-    """One MindIE step: a prefill batch, else decode (one step when supportSelectBatch chose decode over
-    a waiting prefill, so the choice is made again; else a span to the next event)."""
-    chose_decode = False
-    if eng.waiting:
-        chose_decode = not mindie_prefers_prefill(eng)
-        if not chose_decode and mindie_prefill(eng):
-            return
-    if not eng.running:
+def mindie_run(eng: Engine, *, prefill: bool, pause_decodes: bool = False) -> None:
+    """Run the phase decided: a prefill batch; when none can be formed, decode (or nothing when
+    pause_decodes: a DP rank outvoted into a prefill it has none for runs a dummy pass); decode steps one at
+    a time while the decision may change at the next step (requests waiting), else a span to the next event;
+    an idle engine waits for the queue delay's end or the next arrival."""
+    if prefill and (mindie_prefill(eng) or pause_decodes):
+        return
+    if eng.running:
+        deciding = bool(eng.waiting) and (eng.cfg.select_batch or not mindie_queue_delay_reached(eng))
+        eng.decode_span(single=deciding)
+        return
+    if eng.waiting and not mindie_queue_delay_reached(eng):
+        eng.t = min(eng.arrival[eng.waiting[0]] + eng.cfg.queue_delay_s, eng.next_arrival_s())
+        return
+    if not pause_decodes:  # a DP rank outvoted into decode with only queued requests runs a dummy pass
         raise_stuck(eng)
-    eng.decode_span(single=chose_decode)
+
+
+def mindie_step(eng: Engine) -> None:
+    """One MindIE step: the rank's priority (mindie_wants_prefill), then that phase (mindie_run)."""
+    mindie_run(eng, prefill=mindie_wants_prefill(eng))
 
 
 def raise_stuck(eng: Engine) -> None:

@@ -11,11 +11,13 @@ Every point is a full simulation (`run_at(x)` -> SimSummary), so a search costs 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
 
+from planner import units
 from planner.errors import PlanInputError
 from planner.schema import Frozen
 from planner.sim.run import SimSummary
@@ -81,9 +83,10 @@ def largest_meeting(
     quantile: Quantile,
     bracket: tuple[float, float],
     integer: bool,
+    ceiling: float = math.inf,
 ) -> tuple[float | None, list[SearchPoint]]:
-    """Largest x in the (growing) bracket meeting the SLOs, by doubling then bisection; None if the low end
-    misses them."""
+    """Largest x in the (growing) bracket meeting the SLOs, by doubling (never past `ceiling`, the largest
+    load the flag accepts) then bisection; None if the low end misses them."""
     if all(limit is None for limit in slo):
         raise PlanInputError("--search: needs an SLO (got none, expected --ttft-ms and/or --tpot-ms)")
     points: list[SearchPoint] = []
@@ -98,7 +101,9 @@ def largest_meeting(
     for _ in range(MAX_DOUBLINGS):
         if not probe(high):
             break
-        low, high = high, high * 2
+        if high >= ceiling:
+            return high, points
+        low, high = high, min(high * 2, ceiling)
     for _ in range(RATE_HALVINGS):
         if (integer and high - low <= 1) or high == low:
             break
@@ -125,15 +130,19 @@ def search(
     slo: tuple[float | None, float | None],
     quantile: Quantile,
     span: tuple[Load, float, float],
+    ceiling: float = math.inf,
 ) -> SearchResult:
-    """Run the search `kind` over span = (load, low, first guess of the top): rate or concurrency from low."""
+    """Run the search `kind` over span = (load, low, first guess of the top): rate or concurrency from low,
+    never past `ceiling`."""
     load, bracket = span[0], (span[1], span[2])
     integer = load == "concurrency"
     best: float | None
     if kind == "knee":
         best, points = knee(run_at, quantile=quantile, bracket=bracket, integer=integer)
     else:
-        best, points = largest_meeting(run_at, slo=slo, quantile=quantile, bracket=bracket, integer=integer)
+        best, points = largest_meeting(
+            run_at, slo=slo, quantile=quantile, bracket=bracket, integer=integer, ceiling=ceiling
+        )
     limits = {k: v for k, v in zip(("ttft_s", "tpot_s"), slo, strict=True) if v is not None}
     return SearchResult(
         kind=kind,
@@ -207,4 +216,12 @@ def search_pd(
         best=best.pd if best else None,
         devices=best.devices if best else None,
         points=points,
+    )
+
+
+def slo_text(found: SearchResult) -> str:
+    """'p99 TTFT <= 1000 ms, p99 TPOT <= 150 ms'."""
+    names = {"ttft_s": "TTFT", "tpot_s": "TPOT"}
+    return ", ".join(
+        f"{found.quantile} {names[k]} <= {units.s_to_ms(v):.4g} ms" for k, v in (found.slo or {}).items()
     )

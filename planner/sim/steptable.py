@@ -18,8 +18,8 @@ import numpy as np
 
 from planner.deployment import Deployment
 from planner.perf import opcost, prefill, roofline
+from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import FloatArray, Step
-from planner.serving.performance import tokens_per_step
 
 GRID_POINTS_PER_DOUBLING = 4  # interpolation nodes per factor of 2 (step time is near-linear between)
 

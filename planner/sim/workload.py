@@ -8,7 +8,6 @@ moment the previous one finishes, as benchmark clients with fixed concurrency do
 
 from __future__ import annotations
 
-import csv
 import io
 import itertools
 import math
@@ -27,6 +26,9 @@ FloatArray = npt.NDArray[np.float64]
 MAX_REQUESTS = 200_000  # 100 000 take ~3-5 s of CPU; more is a typo (and would stall a script)
 MAX_TRACE_BYTES = 64 * units.MIB_BYTES  # ~1e6 rows of three numbers
 MAX_LOGNORMAL_SIGMA = 4.0  # beyond this the distribution is all outliers
+# Past ~1e7 s a step of a millisecond no longer moves a float64 clock by its own size, and TTFT/TPOT
+# collapse to 0; a serving trace spans hours or days.
+MAX_ARRIVAL_S = 1e7  # [assumed: 116 days, longer than any serving trace]
 TRACE_COLUMNS = ("arrival_s", "input_tokens", "output_tokens")
 
 
@@ -104,7 +106,7 @@ def _sigma(text: str, flag: str) -> float:
         raise PlanInputError(
             f"{flag}: lognormal SIGMA out of range (got {text!r}, expected 0..{MAX_LOGNORMAL_SIGMA:g})"
         )
-    return sigma
+    return sigma + 0.0  # -0 becomes 0 (numpy refuses a negative-signed scale)
 
 
 def read_lengths(path: Path, *, flag: str) -> tuple[int, ...]:
@@ -157,7 +159,7 @@ def synthetic(
 def read_trace(path: Path, *, flag: str = "--trace") -> Workload:
     """A trace CSV with header arrival_s,input_tokens,output_tokens; rows sorted by arrival on return."""
     text = readers.read_text_capped(path, flag=flag, limit_bytes=MAX_TRACE_BYTES)
-    rows = csv.reader(io.StringIO(text))
+    rows = readers.csv_reader(io.StringIO(text), where=f"{flag} {path}")
     header = [cell.strip() for cell in next(rows, [])]
     if tuple(header[:3]) != TRACE_COLUMNS:
         raise DataFileError(
@@ -186,8 +188,10 @@ def _trace_row(row: list[str], *, where: str) -> tuple[float, float, float]:
         arrival, prompt, output = (float(cell) for cell in row[:3])
     except ValueError:
         raise DataFileError(f"{where}: not three numbers (got {','.join(row)[:80]!r})") from None
-    if not 0 <= arrival < math.inf:
-        raise DataFileError(f"{where}: arrival_s must be finite and >= 0 (got {row[0]!r})")
+    if not 0 <= arrival <= MAX_ARRIVAL_S:
+        raise DataFileError(
+            f"{where}: arrival_s out of range (got {row[0][:40]!r}, expected 0..{MAX_ARRIVAL_S:g} s)"
+        )
     for name, value in (("input_tokens", prompt), ("output_tokens", output)):
         if not (1 <= value <= units.MAX_TOKENS and value == int(value)):
             raise DataFileError(

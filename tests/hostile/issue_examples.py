@@ -65,7 +65,7 @@ def examples(large: dict[str, Path]) -> list[tuple[str, list[str]]]:
         ("5", [*cal, str(H / "bench/nan-times.csv")]),
         ("6", [*MINDIE, "--weights-path", "", "--json"]),
         ("6", [*BASE, "--prompt-tokens", ""]),
-        ("6", ["serve", "-m", "qwen3-8b", "--concurrency", "100000"]),
+        ("6", ["serve", "-m", "qwen3-8b", "--concurrency", "100001"]),
         ("6", ["serve", "-m", "qwen3-8b", "--tpot-ms", "0"]),
         ("7", [*BASE, "--tp", "abc"]),
         ("7", [*BASE, "--batch", "1.5"]),

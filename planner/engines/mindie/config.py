@@ -19,12 +19,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from planner import units
+from planner import readers, units
 from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
 from planner.engines.mindie import pool
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.fields import MODEL, OWNED_FIELDS
+from planner.engines.mindie.pool import npu_mem_mode, npu_mem_size_gib
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
@@ -70,41 +71,6 @@ class MindieResult(Frozen):
     notes: list[str]
 
 
-def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "explicit"]:
-    """auto (-1) by default: MindIE then measures the real non-KV memory after warm-up, so kvplan's estimates
-    of activations and runtime cannot cause an OOM. Multimodal checkpoints must use explicit ([DOC])."""
-    multimodal = model_id in pool.EXPLICIT_NPU_MEM
-    if requested == "auto" and multimodal:
-        raise PlanInputError(
-            f"--npu-mem-size: MindIE does not allow npuMemSize -1 for multimodal models "
-            f"(got auto for {model_id}, expected explicit)"
-        )
-    if requested == "explicit" or multimodal:
-        return "explicit"
-    return "auto"
-
-
-def npu_mem_size_gib(plan: Plan, *, mode: str) -> int:
-    """npuMemSize: -1, or the paged-KV part of the plan's budget in whole GiB ([KV]: its "GB" is GiB).
-
-    Formula: floor((kv_budget - max_batch_size * state_bytes_per_sequence) / GiB). Hybrid models' fixed
-    linear-attention states are taken out first: MindIE's npuMemSize sizes KV blocks only, and kvplan
-    cannot tell whether MindIE allocates those states inside it (assumed: outside, the safe side).
-    """
-    if mode == "auto":
-        return -1
-    states = plan.recommendation.max_batch_size * plan.memory.state_bytes_per_sequence
-    gib = (plan.memory.kv_budget_bytes - states) // units.GIB_BYTES
-    if gib < 1:
-        budget = units.fmt_gib(plan.memory.kv_budget_bytes - states)
-        raise DoesNotFitError(
-            f"{plan.model} on {plan.card} at tp={plan.tp}: npuMemSize would be 0 GB "
-            f"(got {budget} of KV budget, expected >= 1 GiB); "
-            f"try --npu-mem-size auto or a larger --tp"
-        )
-    return int(gib)
-
-
 def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int) -> BlockPrediction:
     """npuBlockNum the way MindIE computes it ([KV] L127-150, [ROUTER]).
 
@@ -137,13 +103,9 @@ def plugin_params(base_value: object, *, options: MindieOptions) -> str | None:
     existing: dict[str, Any] = {}
     if isinstance(base_value, str) and base_value.strip():
         try:
-            existing = json.loads(base_value)
-        except json.JSONDecodeError as exc:
-            where = mindie_rules.dotted((*MODEL, "plugin_params"))
-            raise DataFileError(
-                f"{where}: not a JSON string (got {base_value!r}, "
-                f'expected e.g. \'{{"plugin_type":"mtp"}}\'; {exc.msg})'
-            ) from exc
+            existing = readers.parse_json(base_value, where=mindie_rules.dotted((*MODEL, "plugin_params")))
+        except DataFileError as exc:
+            raise DataFileError(f'{exc}; expected e.g. \'{{"plugin_type":"mtp"}}\'') from exc
         if not isinstance(existing, dict):
             where = mindie_rules.dotted((*MODEL, "plugin_params"))
             raise DataFileError(f"{where}: not a JSON object string (got {base_value!r})")
@@ -243,10 +205,12 @@ def merge_config(base: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]
             )
         value = values[field.key]
         if value is KEEP:
-            if field.key not in parent:
+            kept = parent.get(field.key)
+            if not isinstance(kept, str) or not kept.strip():
+                got = "nothing" if field.key not in parent else repr(kept)[:60]
                 raise PlanInputError(
-                    f"--{_FLAG_FOR_KEEP[field.key]}: required, the base has no "
-                    f"{field.dotted} (got nothing, expected a value)"
+                    f"--{_FLAG_FOR_KEEP[field.key]}: required, the base has no usable "
+                    f"{field.dotted} (got {got}, expected a non-empty string)"
                 )
         elif value is None:
             parent.pop(field.key, None)

@@ -230,8 +230,12 @@ def compare_with_log(plan: Plan, *, figures: MindieLogFigures, prediction: Block
 def corrected_deployment(dep: Deployment, comparison: LogComparison) -> Deployment:
     """The deployment with the card's runtime reserve (and capacity, when logged) set from the log."""
     runtime_gib = units.bytes_to_gib(comparison.corrected_runtime_bytes)
-    update: dict[str, float] = {"runtime_overhead_gib": runtime_gib}
+    update: dict[str, float | int | None] = {"runtime_overhead_gib": runtime_gib}
     if comparison.corrected_capacity_bytes:
-        update["memory_capacity_gib"] = units.bytes_to_gib(comparison.corrected_capacity_bytes)
+        # the logged total is what the runtime sees: the card's visible total (a custom size, no variant)
+        logged = comparison.corrected_capacity_bytes
+        update["visible_memory_bytes"] = logged
+        update["memory_capacity_gib"] = max(dep.hardware.memory_capacity_gib, units.bytes_to_gib(logged))
+        update["variant"] = None
     hardware = HardwareProfile.model_validate({**dep.hardware.model_dump(), **update})
     return dep.model_copy(update={"hardware": hardware})

@@ -9,16 +9,20 @@ nothing else names these facts.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import numpy.typing as npt
 
-from planner import layout, units
+from planner import deployment, layout, units
 from planner.deployment import Deployment
 from planner.engines import common
-from planner.errors import DoesNotFitError, PlanInputError
-from planner.results import MemoryBreakdown, Recommendation
+from planner.errors import DoesNotFitError, KvplanError, PlanInputError
+from planner.results import MemoryBreakdown, Plan, Recommendation
 
-# ScheduleConfig.maxBatchSize range is [1, 5000] ([DOC]).
+# ScheduleConfig.maxBatchSize range is [1, 5000] ([DOC]); the C++ config check allows up to 819200
+# (ScheduleConfigManager::CheckParam, src/config_manager/schedule_config.cpp @ecfc8d2c: CheckMaxMinValue(
+# maxBatchSize, 819200, 1)). kvplan keeps to the documented range in the configs it writes and checks.
 MAX_BATCH_SIZE = 5000
 # The router reports npuBlockNum = num_npu_blocks - 1: the last block is kept for dummy batches ([ROUTER]).
 RESERVED_BLOCKS = 1
@@ -38,19 +42,73 @@ MAX_TIME_PER_REQ_MS = 1000  # prefillTimeMsPerReq / decodeTimeMsPerReq range [0,
 SCHEDULER: common.SchedulerKind = (
     "mindie"  # the simulator's prefill-priority scheduler (planner/sim/schedulers.py)
 )
+ADMITS_BEYOND_POOL = False  # the running batch is capped at maxBatchSize, the rest queue
+# [assumed] MindIE's P:D TTFT ends at its prefill (its source not checked)
+PD_DECODER_STREAMS_FIRST_TOKEN = False
+DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
+# Data parallel (planner/sim/dpgroups.py). Every DP rank shares its priority (prefill or decode) and the
+# ranks run the majority's: PreScheduler::DecidePDPriority, src/scheduler/pre_scheduler.cpp L85-101
+# @ecfc8d2c (ranks with empty queues do not vote; a tie goes to prefill, L99). [assumed: the sync
+# (Scheduler::Schedule(needSync)) runs whenever dp > 1, dense models too; idle ranks run a dummy pass.]
+DP_PHASE_VOTE = True
+DP_LOCKSTEP_DENSE = True
+# Scheduler facts from MindIE-LLM's C++ scheduler (src/scheduler/; scheduler.cpp @4edba991, others @ecfc8d2c):
+# - prefill waits until the oldest waiting request has waited maxQueueDelayMicroseconds, decoding meanwhile
+#   (Scheduler::DecidePDPriority -> !ShouldImmediatePrefill() gives DECODE_FIRST); a full prefill batch
+#   skips the wait only when maxQueueDelayMicroseconds exceeds its default 5000 (ShouldImmediatePrefill;
+#   scheduler.h defaultMaxQueueDelayMicroseconds = 5000)
+# - no prefill while free blocks < 5 % of all blocks and nothing is swapped in (PRESERVED_FACTOR_FOR_DECODE =
+#   0.05 in scheduler.h; reserveBlockNum4Decode in DecidePDPriority); not under supportSelectBatch, whose
+#   stage policy decides first
+DECODE_RESERVE_FRACTION = 0.05
+# - when a running sequence cannot get a block, the running queue's last sequence is preempted by
+#   recompute (its blocks freed, back to waiting) unless fewer than maxPreemptCount (default 0) were swapped
+#   this step (FcfsPolicy::ApplyToRunningQueue / Preempt, src/scheduler/policy/fcfs_policy.cpp): at the
+#   default, always recompute, as the simulator does (planner/sim/engine.py preempt)
+QUEUE_DELAY_SHORTCUT_ABOVE_US = 5000
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting
 GATHERS_MOE_OUTPUTS = False  # MoE outputs all-reduced, not all-gathered (planner/perf/opcost.py)
 
 
+# MindIE's int8 KV cache (C8) comes with a C8-quantized W8A8 checkpoint; documented for Atlas 800I A2 with
+# LLaMA3.1-70B / Qwen2-72B / Qwen2.5-72B-Instruct (MindIE-LLM docs/zh/user_guide/feature/kv_cache_int8.md:7-12
+# commit 8b4871ad31f5). DeepSeek's MLA latent has its own int8 path (kvcache_quant_layers, atb_llm
+# runner/model_runner.py:290-292, 566-574) on A2/A3. Elsewhere MindIE keeps 16-bit KV.
+C8_SOURCE = "MindIE-LLM docs/zh/user_guide/feature/kv_cache_int8.md:7-12"
+C8_MODELS = frozenset({"llama-3.1-70b"})  # the documented models kvplan has cards of
+MLA_INT8_MODELS = frozenset({"deepseek-v3", "deepseek-r1"})
+ATLAS_A2_CARDS = frozenset({"ascend-910b1", "ascend-910b2", "ascend-910b3", "ascend-910b4"})
+ATLAS_A3_CARDS = frozenset({"ascend-910c"})
+
+
+def int8_kv_refusal(dep: Deployment) -> str | None:
+    """Why MindIE would not run dep's int8 KV cache (None when it would, or when the KV is not int8)."""
+    if dep.kv_dtype.value != "int8":
+        return None
+    model, card = dep.model.id, dep.hardware.id
+    if model in MLA_INT8_MODELS and card in ATLAS_A2_CARDS | ATLAS_A3_CARDS:
+        return None
+    if model in C8_MODELS and card in ATLAS_A2_CARDS and dep.weight_scheme.name == "int8":
+        return None
+    return (
+        f"--kv-dtype: MindIE's int8 KV cache (C8) is documented only on Atlas 800I A2 with W8A8 checkpoints "
+        f"of LLaMA3.1-70B / Qwen2-72B / Qwen2.5-72B-Instruct ({C8_SOURCE}); elsewhere it keeps 16-bit KV "
+        f"(got {model} {dep.weight_scheme.name} on {dep.hardware.variant_id}); use --kv-dtype auto"
+    )
+
+
 def check_kv_dtype(dep: Deployment) -> None:
-    """PlanInputError when MindIE has no KV cache of dep's KV dtype."""
+    """PlanInputError when MindIE has no KV cache of dep's KV dtype on this card and checkpoint."""
     if dep.kv_dtype.value not in KV_DTYPES:
         raise PlanInputError(
             f"--kv-dtype: MindIE has no {dep.kv_dtype.value.upper()} KV cache (got {dep.kv_dtype.value}); "
             f"use bf16/fp16 or int8 (C8, needs a quantized checkpoint)"
         )
+    refusal = int8_kv_refusal(dep)
+    if refusal is not None:
+        raise PlanInputError(refusal)
 
 
 def check_layout(dep: Deployment) -> None:
@@ -154,3 +212,57 @@ def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
 def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """No start-up lines modelled for this engine (MindIE's npuBlockNum: kvplan mindie prints it)."""
     return []
+
+
+def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "explicit"]:
+    """auto (-1) by default: MindIE then measures the real non-KV memory after warm-up, so kvplan's estimates
+    of activations and runtime cannot cause an OOM. Multimodal checkpoints must use explicit ([DOC])."""
+    multimodal = model_id in EXPLICIT_NPU_MEM
+    if requested == "auto" and multimodal:
+        raise PlanInputError(
+            f"--npu-mem-size: MindIE does not allow npuMemSize -1 for multimodal models "
+            f"(got auto for {model_id}, expected explicit)"
+        )
+    if requested == "explicit" or multimodal:
+        return "explicit"
+    return "auto"
+
+
+def npu_mem_size_gib(plan: Plan, *, mode: str) -> int:
+    """npuMemSize: -1, or the paged-KV part of the plan's budget in whole GiB ([KV]: its "GB" is GiB).
+
+    Formula: floor((kv_budget - max_batch_size * state_bytes_per_sequence) / GiB). Hybrid models' fixed
+    linear-attention states are taken out first: MindIE's npuMemSize sizes KV blocks only, and kvplan
+    cannot tell whether MindIE allocates those states inside it (assumed: outside, the safe side).
+    """
+    if mode == "auto":
+        return -1
+    states = plan.recommendation.max_batch_size * plan.memory.state_bytes_per_sequence
+    gib = (plan.memory.kv_budget_bytes - states) // units.GIB_BYTES
+    if gib < 1:
+        budget = units.fmt_gib(plan.memory.kv_budget_bytes - states)
+        raise DoesNotFitError(
+            f"{plan.model} on {plan.card} at tp={plan.tp}: npuMemSize would be 0 GB "
+            f"(got {budget} of KV budget, expected >= 1 GiB); "
+            f"try --npu-mem-size auto or a larger --tp"
+        )
+    return int(gib)
+
+
+def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]], str]:
+    """The plan as the config.json fields `kvplan mindie` writes from it ([DOC] ScheduleConfig.maxBatchSize,
+    ModelDeployConfig.maxSeqLen, ScheduleConfig.maxPrefillTokens, ModelConfig.npuMemSize): (title, fields,
+    what the command needs beyond the plan's flags)."""
+    try:
+        gib = npu_mem_size_gib(plan, mode=npu_mem_mode(plan.model, requested=None))
+        mem = "-1 (auto)" if gib < 0 else f"{gib} (GiB: explicit)"
+    except KvplanError as exc:
+        mem = f"n/a ({exc})"
+    rec = plan.recommendation
+    fields = [
+        ("maxBatchSize", str(rec.max_batch_size)),
+        ("maxSeqLen", str(rec.max_seq_len)),
+        ("maxPrefillTokens", str(dep.max_prefill_tokens)),
+        ("npuMemSize", mem),
+    ]
+    return "MindIE config.json", fields, "--weights-path <checkpoint dir> -o config.json"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from planner import units
+from planner import readers, units
 from planner.errors import DataFileError, PlanInputError
 
 MindieConfig = dict[str, Any]  # a parsed MindIE config.json (JSON object)
@@ -187,8 +187,8 @@ def check_plugins(cfg: dict[str, Any]) -> None:
         return
     raw = model["plugin_params"]
     try:
-        params = json.loads(raw) if isinstance(raw, str) else None
-    except json.JSONDecodeError:
+        params = readers.parse_json(raw, where=dotted(path)) if isinstance(raw, str) else None
+    except DataFileError:
         params = None
     if not isinstance(params, dict):
         raise _fail(path, "must be a JSON object in a string", raw, '\'{"plugin_type":"mtp",...}\'')
@@ -229,14 +229,7 @@ def parse_config_text(text: str, *, source: str) -> dict[str, Any]:
     size = len(text.encode("utf-8"))
     if not 0 < size <= MAX_CONFIG_BYTES:
         raise DataFileError(f"{source}: size out of MindIE's range (got {size} bytes, expected (0, 10 MiB])")
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise DataFileError(f"{source}: not valid JSON ({where}: {exc.msg})") from exc
-    if not isinstance(cfg, dict):
-        raise DataFileError(f"{source}: expected a JSON object at the top level (got {type(cfg).__name__})")
-    return cfg
+    return readers.json_object(text, where=source)
 
 
 def render_config(cfg: dict[str, Any]) -> str:

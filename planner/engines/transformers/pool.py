@@ -9,17 +9,22 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from planner import layout
+from planner import deployment, layout
 from planner.deployment import Deployment
 from planner.engines import common
 from planner.engines.vllm import batch as vllm_batch
 from planner.errors import PlanInputError
-from planner.results import MemoryBreakdown, Recommendation
+from planner.results import MemoryBreakdown, Plan, Recommendation
 
 SCHEDULER = vllm_batch.SCHEDULER
 # transformers + fla reads and writes the fp32 state twice per decode step (planner/perf/kernels.py)
 # [measured: h200-run5 gdn_*.json, 27B shape at batch 64: recurrent kernel 138 us + copies 136 us].
+ADMITS_BEYOND_POOL = vllm_batch.ADMITS_BEYOND_POOL  # simulated with vLLM's scheduler
+PD_DECODER_STREAMS_FIRST_TOKEN = False  # no P:D serving of its own
+DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # no engine setting of its own: the plan default
 STATE_PASSES = 4
+DP_PHASE_VOTE = vllm_batch.DP_PHASE_VOTE  # simulated with vLLM's scheduler
+DP_LOCKSTEP_DENSE = vllm_batch.DP_LOCKSTEP_DENSE
 FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
 SUPPORTS_PIPELINE = False
 GATHERS_MOE_OUTPUTS = False
@@ -72,3 +77,8 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
 def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """transformers has no KV pool of its own to log at start-up."""
     return []
+
+
+def config_words(plan: Plan, dep: Deployment) -> None:
+    """No serving config kvplan writes for Transformers."""
+    return None

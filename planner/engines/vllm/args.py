@@ -23,8 +23,10 @@ import shlex
 from planner.deployment import Deployment
 from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
+from planner.engines.vllm import checkpoints as ckpt
 from planner.engines.vllm import pool as vm
-from planner.errors import DoesNotFitError
+from planner.engines.vllm import startup as vllm_startup
+from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
 
@@ -104,9 +106,12 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
     if options.mtp and dep.model.mtp_layers:
         spec = {"method": "mtp", "num_speculative_tokens": options.mtp}
         args.append(("--speculative-config", json.dumps(spec, separators=(",", ":"))))
+    model, quantization = served_checkpoint(plan, dep, options)
+    if quantization is not None:
+        args.append(("--quantization", quantization))
     util = min_memory_utilization(plan, pool, n_seqs=seqs)
     return VllmArgs(
-        model=options.weights_path or dep.model.source.hf_repo,
+        model=model,
         args=args,
         max_num_seqs=seqs,
         min_gpu_memory_utilization=util,
@@ -115,6 +120,20 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
         startup_lines=startup_lines(plan, dep, lengths=lengths, max_num_seqs=seqs),
         notes=vllm_notes(plan, dep, pool=pool, options=options, util=util),
     )
+
+
+def served_checkpoint(plan: Plan, dep: Deployment, options: ServingOptions) -> tuple[str, str | None]:
+    """(model path or repo, --quantization value) whose weights are the plan's dtype
+    (planner/engines/vllm/checkpoints.py); PlanInputError when none is known and --weights-path is absent."""
+    if options.weights_path:
+        return options.weights_path, ckpt.quantization_flag(plan.dtype, vendor=dep.hardware.vendor)
+    found = ckpt.checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)
+    if found is None:
+        raise PlanInputError(
+            f"--weights-path: kvplan knows no {plan.dtype} checkpoint of {dep.model.id} to print (got none, "
+            f"expected the path or repo of its {plan.dtype} weights; {dep.model.source.hf_repo} holds others)"
+        )
+    return found.repo, found.quantization
 
 
 def vllm_notes(
@@ -185,8 +204,6 @@ def render_command(result: VllmArgs) -> str:
 
 def startup_lines(plan: Plan, dep: Deployment, *, lengths: Lengths, max_num_seqs: int) -> list[str]:
     """The engine's own start-up arithmetic for the printed settings (planner/engines/vllm/startup.py)."""
-    from planner.engines.vllm import startup as vllm_startup
-
     sized = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
     return vllm_startup.plan_lines(
         sized,

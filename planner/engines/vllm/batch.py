@@ -13,9 +13,9 @@ import numpy.typing as npt
 from planner import layout, units
 from planner.deployment import Deployment
 from planner.engines import common
-from planner.engines.vllm import pool, startup
+from planner.engines.vllm import checkpoints, flags, pool, startup
 from planner.errors import DoesNotFitError, PlanInputError
-from planner.results import MemoryBreakdown, Recommendation
+from planner.results import MemoryBreakdown, Plan, Recommendation
 
 # max_num_batched_tokens of the API server on a >= 70 GiB device (facts 1.6, [S]): the per-step token budget
 # of chunked prefill (vLLM V1 always chunks).
@@ -27,6 +27,19 @@ LARGE_DEVICE_GIB = 70
 SCHEDULER: common.SchedulerKind = (
     "vllm"  # the simulator's continuous-batching scheduler (planner/sim/schedulers.py)
 )
+# KV blocks as tokens arrive, recompute preemption (vllm/v1/core/sched/scheduler.py)
+ADMITS_BEYOND_POOL = True
+# vllm-ascend's P:D proxy keeps only the prefill's kv_transfer_params and streams from the decoder
+# (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py @93dbfa65)
+PD_DECODER_STREAMS_FIRST_TOKEN = True
+DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
+# Data parallel (planner/sim/dpgroups.py), vllm/v1/engine/core.py @00080ee1: MoE DP ranks run
+# DPEngineCoreProc, whose run_busy_loop executes a dummy batch when the rank ran nothing while others run
+# (`if not executed: ... self.execute_dummy_batch()`), so every rank runs a forward each step and a step
+# lasts as long as the slowest rank's; non-MoE DP ranks "are completely independent" (run_engine_core).
+# Each rank schedules its own step (no shared prefill/decode decision).
+DP_PHASE_VOTE = False
+DP_LOCKSTEP_DENSE = False
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
@@ -35,8 +48,31 @@ SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
 GATHERS_MOE_OUTPUTS = True
 
 
+# vllm-ascend has no FP8 KV path for GQA / GDN attention (vllm_ascend/attention/attention_v1.py:1975-2007
+# @182b75ea); FP8 KV only on MLA layers of a 950 (attention/mla_v1.py:744-747). int8 KV (C8) comes with an
+# msModelSlim checkpoint (quantization/methods/kv_c8.py:108-140), printed as --kv-cache-dtype auto.
+ASCEND_FP8_KV_SOURCE = "vllm-ascend attention_v1.py:1975-2007, mla_v1.py:744-747 @182b75ea"
+ASCEND_FP8_KV_CARDS = frozenset({"ascend-950pr", "ascend-950dt"})
+
+
+def fp8_kv_refusal(dep: Deployment) -> str | None:
+    """Why vllm-ascend would not run dep's FP8 KV cache (None when it would, or when not on Ascend)."""
+    if dep.kv_dtype.value != "fp8" or dep.hardware.vendor != "huawei":
+        return None
+    if dep.model.attention_traits.latent_kv and dep.hardware.id in ASCEND_FP8_KV_CARDS:
+        return None
+    return (
+        f"--kv-dtype: vllm-ascend has no FP8 KV cache for {dep.model.attention.upper()} attention on "
+        f"{dep.hardware.variant_id} (got fp8, expected auto or int8 from an msModelSlim C8 checkpoint; "
+        f"FP8 KV only on MLA layers of a 950; {ASCEND_FP8_KV_SOURCE})"
+    )
+
+
 def check_kv_dtype(dep: Deployment) -> None:
-    """vLLM runs every KV dtype the card has natively (checked by the core)."""
+    """vLLM runs the KV dtypes the card has natively (checked by the core), except FP8 on vllm-ascend."""
+    refusal = fp8_kv_refusal(dep)
+    if refusal is not None:
+        raise PlanInputError(refusal)
 
 
 def check_layout(dep: Deployment) -> None:
@@ -117,3 +153,11 @@ def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
         max_num_seqs=rec.max_batch_size,
         plan_budget_bytes=mem.kv_budget_bytes,
     )
+
+
+def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]], str]:
+    """The plan as `vllm serve` flags (engines/vllm/flags.py): (title, flags, what `kvplan vllm` still
+    needs): --weights-path when kvplan knows no checkpoint of the plan's dtype to name
+    (engines/vllm/checkpoints.py), so the printed next command runs as printed."""
+    known = checkpoints.checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)
+    return "vllm serve", flags.serve_words(plan, dep), "" if known else "--weights-path <checkpoint dir>"

@@ -49,7 +49,7 @@ V0_PROFILE_RE = re.compile(
 )
 BLOCKS_RE = re.compile(r"#?\s*(?:GPU|NPU) blocks:\s*(\d+)")
 MAX_LOG_GIB = 2.0**20  # a logged memory figure above 1 PiB is not a device's
-MAX_LOG_COUNT = 10**12  # a logged token or block count above this is not a device's
+MAX_LOG_COUNT = 1_000_000_000_000  # a logged token or block count above this is not a device's
 
 
 class StartupBreakdown(Frozen):

@@ -263,13 +263,12 @@ def startup_terms(
 def device_total_bytes(hardware: HardwareProfile, *, logged_bytes: int | None = None) -> int:
     """The device total the engine sizes from: the logged figure when there is one, else the card's.
 
-    The one place kvplan reads a card's total for vLLM's start-up arithmetic: when card variants gain a
-    runtime-visible memory figure (issue 28 part 1), it is read here.
+    The one place kvplan reads a card's total for vLLM's start-up arithmetic: the card variant's
+    runtime-visible total (HardwareProfile.device_total_bytes: visible_memory_bytes, else nominal).
     """
     if logged_bytes is not None:
         return logged_bytes
-    runtime = getattr(hardware, "runtime_memory_gib", None)
-    return units.gib_to_bytes(runtime) if runtime else hardware.memory_capacity_bytes
+    return hardware.device_total_bytes
 
 
 def logged_kv_tokens(version: EngineVersion, pool: vm.VllmPool) -> int:

@@ -1,0 +1,50 @@
+"""What `kvplan simulate` was asked, typed (planner/cli/simulate.py builds it from the flags, the searches in
+planner/cli/simsearch.py read it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from planner.cli import options
+from planner.inputs import PlanRequest
+
+
+@dataclass(frozen=True)
+class SchedulerFlags:
+    """The scheduler knobs as typed (None: the engine default); scheduler_knobs() checks and converts them."""
+
+    max_batch: int | None = None
+    max_batched_tokens: int | None = None
+    max_prefill_batch: int | None = None
+    max_prefill_tokens: int | None = None
+    select_batch: bool = False
+    prefill_time_ms_per_req: float | None = None
+    decode_time_ms_per_req: float | None = None
+    queue_delay_us: float | None = None
+
+
+@dataclass(frozen=True)
+class SimulateRequest:
+    """What `kvplan simulate` was asked, typed: the deployment (PlanRequest; its ctx and prefill are sized
+    from the workload), the workload, the SLOs, the scheduler knobs, the P:D split and the search."""
+
+    request: PlanRequest
+    rate: float | None = None
+    concurrency: int | None = None
+    trace: Path | None = None
+    lengths: tuple[str, str] = ("1k", "256")  # --input-tokens, --output-tokens
+    requests: int = 1000
+    seed: int = 0
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    knobs: SchedulerFlags = SchedulerFlags()
+    pd: str | None = None
+    prefill_tp: int | None = None
+    kv_link_gbps: float | None = None
+    search: str | None = None
+    quantile: str = "p99"
+
+    def slo_s(self) -> tuple[float | None, float | None]:
+        """(TTFT, TPOT) SLOs in seconds, each None or > 0."""
+        return options.ms_to_s(self.ttft_ms, "--ttft-ms"), options.ms_to_s(self.tpot_ms, "--tpot-ms")

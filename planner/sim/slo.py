@@ -1,0 +1,61 @@
+"""The one SLO answer for a closed loop of users: the most users whose simulated tails meet the targets.
+
+`kvplan serve` (SLOs without --concurrency) and `kvplan simulate --search max-concurrency` both call
+`max_users`, which runs planner/sim/search.largest_meeting over K with one full simulation of the
+benchmark's closed loop per K (planner/sim/bench.py: prompt I, output O, the engine's own scheduler, its
+batch cap and on-demand KV blocks). The targets apply to the `quantile` (p99 default) of TTFT and TPOT as the
+simulator measures them; a per-user tokens/s floor is a TPOT ceiling (per-user tok/s = 1 / TPOT).
+
+No K meeting the targets is SloNotMetError (exit 3 everywhere: plan, serve, simulate --search, layout).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from planner import units
+from planner.errors import SloNotMetError
+from planner.sim.run import SimSummary
+from planner.sim.search import Quantile, SearchResult, search, slo_text
+
+DEFAULT_QUANTILE: Quantile = "p99"
+
+
+def tpot_ceiling_s(tpot_s: float | None, min_user_tokens_per_s: float | None) -> float | None:
+    """The TPOT limit both targets impose: min(tpot_s, 1 / min_user_tokens_per_s) (None: no limit)."""
+    limits = [t for t in (tpot_s, None if min_user_tokens_per_s is None else 1.0 / min_user_tokens_per_s)]
+    given = [t for t in limits if t is not None]
+    return min(given) if given else None
+
+
+def max_users(
+    run_at: Callable[[int], SimSummary],
+    *,
+    slo: tuple[float | None, float | None],
+    top_guess: int,
+    quantile: Quantile = DEFAULT_QUANTILE,
+) -> SearchResult:
+    """The largest number of closed-loop users whose `quantile` TTFT and TPOT meet slo = (ttft_s, tpot_s).
+
+    run_at(K) simulates K users. Search: K = 1, then top_guess doubling while it meets, then bisection on
+    integers (search.largest_meeting). `best` is None when one user already misses (see `require_met`).
+    """
+    return search(
+        lambda x: run_at(int(x)),
+        kind="max-concurrency",
+        slo=slo,
+        quantile=quantile,
+        span=("concurrency", 1.0, float(max(1, top_guess))),
+    )
+
+
+def require_met(found: SearchResult, *, what: str) -> None:
+    """SloNotMetError (exit 3) when the search found no load meeting the targets; `what` names the load."""
+    if found.best is not None:
+        return
+    first = found.points[0]
+    raise SloNotMetError(
+        f"SLO: no {what} meets {slo_text(found)} (got at the lowest load, {first.x:g}: {found.quantile} "
+        f"TTFT {units.s_to_ms(first.ttft_s):.4g} ms, TPOT {units.s_to_ms(first.tpot_s):.4g} ms; expected "
+        "within the targets); relax them or add devices"
+    )
