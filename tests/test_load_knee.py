@@ -8,6 +8,7 @@ import pytest
 
 from planner import catalog, inputs
 from planner.deployment import Deployment
+from planner.perf import roofline
 from planner.serving import closed_loop
 from planner.serving import knee as load_knee
 from planner.serving.closed_loop import BenchRun
@@ -74,7 +75,7 @@ def test_the_knee_is_where_simulated_power_peaks(kw: dict[str, object]) -> None:
         sim = prefill_at_once(dep, users=users)
         simulated_mean.append(sim.throughput.output_tokens_per_s / sim.e2e_s.mean)
         simulated_p99.append(sim.throughput.output_tokens_per_s / sim.e2e_s.p99)
-        cycle = cyc.prefill_s[users - 1] + cyc.decode_s[users - 1]
+        cycle = cyc.prefill_s[users - 1] + cyc.decode_s[users - 1] + roofline.request_overhead_s(dep)
         analytic.append(users * 128 / cycle**2)
     assert np.asarray(simulated_mean) == pytest.approx(np.asarray(analytic), rel=0.06)
     assert loads[int(np.argmax(simulated_p99))] == loads[int(np.argmax(analytic))] == knee.users

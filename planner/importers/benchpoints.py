@@ -13,7 +13,7 @@ num_prompts, memory_gib (the card's capacity when it differs from the profile, e
 engine_version (rows of different versions are different set-ups to the fit's contradiction check),
 arrivals (how the load tool's requests fall: waves, the default, for tools that start every client together
 at fixed lengths; random for a client loop without ignore_eos, whose requests end apart; closed_loop.py),
-request_rate (requests/s, > 0: an open-loop run at a constant or Poisson rate, planner/perf/open_loop.py;
+request_rate (requests/s, > 0: an open-loop run at a constant or Poisson rate, planner/serving/open_loop.py;
 its concurrency may be empty when ttft_s and tpot_s are given: Little's law gives the mean in the system).
 dp (--data-parallel-size, default 1) and ep (expert-parallel ranks, default 1; tp x dp under vLLM's
 --enable-expert-parallel) describe the layout; the experts are split as planner/layout.py models them.

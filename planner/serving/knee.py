@@ -143,7 +143,11 @@ def load_knee(dep: Deployment, *, tokens: tuple[int, int] = SEED_BENCH_TOKENS) -
     prompt, output = tokens
     max_users = users_memory_holds(dep, sequence_tokens=prompt + output)
     cyc = cycles(dep, tokens=tokens, max_users=max_users)
-    cycle_s = cyc.prefill_s + cyc.decode_s
+    # every user's request also pays the per-request cost outside the forward pass (API server, tokens,
+    # scheduling: roofline.request_overhead_s) before the engine sees it, as closed_loop.serving_estimate
+    # counts it (all K users run: requests/s = K / (cycle + r))
+    request_s = roofline.request_overhead_s(dep)
+    cycle_s = cyc.prefill_s + cyc.decode_s + request_s
     power = cyc.users * output / cycle_s**2
     k = int(np.argmax(power))
     per_step = tokens_per_step(dep)
@@ -156,7 +160,7 @@ def load_knee(dep: Deployment, *, tokens: tuple[int, int] = SEED_BENCH_TOKENS) -
         output_tokens=output,
         max_users=max_users,
         output_tokens_per_s=float(cyc.users[k] * output / cycle_s[k]),
-        ttft_p99_s=float(cyc.pass_s[k] + waited_step_s),
+        ttft_p99_s=float(request_s + cyc.pass_s[k] + waited_step_s),
         tpot_p99_s=float(window_s / (output - 1)) if output > 1 else alone_tpot_s,
         e2e_p99_s=float(cycle_s[k]),
         single_user_tpot_s=alone_tpot_s,

@@ -5,7 +5,7 @@
 Used for published runs at a constant or Poisson request rate (guidellm --rate-type constant, vllm bench serve
 --request-rate): requests arrive at `lam` per second whatever the engine does, so the number decoding together
 is not the client's cap but what the rate and the latency make of it (Little's law). The engine is timed by the
-same Timer as the closed loop (planner/perf/closed_loop.py: the roofline, or the fit's cached features).
+same Timer as the closed loop (planner/serving/closed_loop.py: the roofline, or the fit's cached features).
 
 The model, at steady state (the engine keeps up: lam * prefill per prompt < 1 and the decode batch fits):
     t(b)  decode step at the mean decode batch b (interpolated between whole batches), ctx I + O / 2;
