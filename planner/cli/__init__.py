@@ -54,7 +54,7 @@ from planner.cli.options import (
     print_json,
     service_levels,
 )
-from planner.errors import KvplanError, PlanInputError
+from planner.errors import KvplanError
 
 # Every sub-command, built into click commands only when the arguments name one (KvplanGroup below), so the
 # mission command skips building ~30 commands' options from their signatures.
@@ -197,10 +197,6 @@ def plan(
     try:
         dep = inputs.to_deployment(request)
         prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens")
-        if prompt is not None and prompt > dep.ctx_tokens:
-            raise PlanInputError(
-                f"--prompt-tokens: longer than the context (got {prompt}, expected <= --ctx {dep.ctx_tokens})"
-            )
         slo = service_levels(tpot_ms, ttft_ms, min_user_tps)
         result = perf_plan.with_load_knee(perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo), dep)
     except KvplanError as exc:

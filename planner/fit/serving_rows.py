@@ -118,7 +118,8 @@ def predicted_output_tokens_per_s(row: PreparedRow, coefficients: PerfCoefficien
 def estimate(
     row: PreparedRow, coefficients: PerfCoefficients | None = None, timer: FeatureTimer | None = None
 ) -> closed_loop.ServingEstimate:
-    """One replica's estimate of the row, closed loop or open loop (request_rate: planner/serving/open_loop.py),
+    """One replica's estimate of the row, closed loop or open loop (request_rate:
+    planner/serving/open_loop.py),
     through the fit's cached `timer` when given."""
     point = row.point
     workload = (point.input_tokens, point.output_tokens, row.clients)

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from planner import capacity, layout
 from planner.deployment import Deployment
-from planner.errors import SloNotMetError
+from planner.errors import PlanInputError, SloNotMetError
 from planner.perf import fitted, ranges
 from planner.results import Performance, Plan, Recommendation, SpeedRange
 from planner.schema import Frozen
@@ -78,6 +78,11 @@ def build_plan(
     With dp > 1 the SLO search and the speed run on one DP group (its share of the batch); the instance's
     batch and aggregate tokens/s are dp times the group's.
     """
+    if prompt_tokens is not None and not 1 <= prompt_tokens <= dep.ctx_tokens:
+        raise PlanInputError(
+            f"--prompt-tokens: longer than the context (got {prompt_tokens}, "
+            f"expected 1..--ctx {dep.ctx_tokens})"
+        )
     mem, rec = capacity.memory_plan(dep)
     prompt = prompt_tokens or dep.ctx_tokens
     group_dep = capacity.per_dp_rank(dep)

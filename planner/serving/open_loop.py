@@ -4,12 +4,14 @@
 
 Used for published runs at a constant or Poisson request rate (guidellm --rate-type constant, vllm bench serve
 --request-rate): requests arrive at `lam` per second whatever the engine does, so the number decoding together
-is not the client's cap but what the rate and the latency make of it (Little's law). The engine is timed by the
+is not the client's cap but what the rate and the latency make of it (Little's law). The engine is timed by
+the
 same Timer as the closed loop (planner/serving/closed_loop.py: the roofline, or the fit's cached features).
 
 The model, at steady state (the engine keeps up: lam * prefill per prompt < 1 and the decode batch fits):
     t(b)  decode step at the mean decode batch b (interpolated between whole batches), ctx I + O / 2;
-    n     prompts per prefill pass: those arriving during one step share it (closed_loop.prompts_per_merged_pass
+    n     prompts per prefill pass: those arriving during one step share it
+    (closed_loop.prompts_per_merged_pass
           at lam * t arrivals per step, capped by the pass budget);  P(n) that pass;  p = P(n) / n per prompt;
     u     = lam * p, the share of engine time spent prefilling (decodes pause for it);
     TPOT  = t(b) / a / (1 - u)   (a tokens per step with MTP);
@@ -35,7 +37,8 @@ TOLERANCE = 1e-4  # stop when Little's law and b differ by less than this share 
 
 
 # Batches the decode step is timed at; between them it is linear. A fixed grid keeps the fit's cached passes
-# (planner.fit.features.FeatureTimer) few while the solved batch moves.  [assumed: the step is smooth in batch;
+# (planner.fit.features.FeatureTimer) few while the solved batch moves.  [assumed: the step is smooth in
+# batch;
 # between grid points 1.5x apart the chord's error is below 1 % on the Ascend cards' roofline]
 BATCH_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
 
@@ -119,7 +122,8 @@ def solve_batch(
 def open_loop_estimate_with(
     timer: Timer, *, workload: tuple[int, int], rate_per_s: float, max_batch: int, calibrated: bool
 ) -> ServingEstimate:
-    """Steady-state TTFT, TPOT and throughput of `rate_per_s` requests/s of (I, O) tokens (module docstring)."""
+    """Steady-state TTFT, TPOT and throughput of `rate_per_s` requests/s of (I, O) tokens (module
+    docstring)."""
     batch = solve_batch(timer, workload=workload, rate_per_s=rate_per_s, max_batch=max_batch)
     if batch is None:
         run = BenchRun(max_batch=max_batch, arrivals="random")
