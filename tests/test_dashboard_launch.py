@@ -113,3 +113,17 @@ def test_failures_name_the_widget_or_section_and_no_path() -> None:
         "The Load tab: could not be drawn for these settings (TypeError: bad operand in <path>"
     )
     assert "/srv" not in bug and "rest of the page" in bug
+
+
+def test_prompt_longer_than_the_context_is_one_line_in_the_dashboards_words() -> None:
+    """Issue 26 W9: the prompt box took '1024m' at a 32k context and showed a TTFT of 7.6e11 ms; the plan
+    (plan.compose.build_plan, shared with the CLI) refuses it, named by the widget."""
+    from dashboard import failures
+    from dashboard import view as dashboard
+    from planner.errors import PlanInputError
+    from planner.inputs import PlanRequest
+
+    with pytest.raises(PlanInputError) as refused:
+        dashboard.plan_for(PlanRequest(model="qwen3-8b", ctx="32k"), prompt_tokens=1024 * 2**20)
+    line = failures.failure_message(refused.value, where="The plan")
+    assert line.startswith("Prompt tokens for TTFT: longer than the context (got 1073741824")

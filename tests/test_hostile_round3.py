@@ -473,19 +473,22 @@ def test_w3_bench_rows_and_import_flags_pass_the_plans_checks(work: Path) -> Non
         "Output Sequence Length (tokens),511.60", "Output Sequence Length (tokens),0"
     )
     (work / "genai0.csv").write_text(genai)
+    (work / "tp3.csv").write_text(corpus.SERVING_HEADER + corpus.serving_row(tp="3") + corpus.serving_row())
     cases = [
         [*BENCH_IMPORT, "--tp", "3"],
         [*BENCH_IMPORT, "--kv-dtype", "fp32"],
         [*BENCH_IMPORT, "--tp", "100000000"],
         ["validate", "fp32.csv"],
         ["bench", "import", "genai0.csv", "-m", "qwen3-8b", "--card", "ascend-910b3", "--concurrency", "8"],
+        ["validate", "tp3.csv"],
     ]
-    tp3, fp32, tp_huge, row_fp32, zero = runs(cases, work)
+    tp3, fp32, tp_huge, row_fp32, zero, row_tp3 = runs(cases, work)
     check(tp3, 2, "--tp: 3 cannot shard qwen3-8b", "not divisible by 3 (got 3")
     check(fp32, 2, "--kv-dtype: unknown KV dtype (got 'fp32'")
     check(tp_huge, 2, "--tp: out of range (got 100000000")
     check(row_fp32, 2, "fp32.csv:2: column kv_dtype: unknown KV dtype")
     check(zero, 2, "output sequence length: too small")
+    check(row_tp3, 2, "tp3.csv:2: --tp: 3 cannot shard qwen3-8b")  # a row's tp, checked as the plan's
 
 
 def test_w4_mindie_never_writes_values_mindie_cannot_take(work: Path) -> None:

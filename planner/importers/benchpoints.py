@@ -34,7 +34,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from planner import catalog, readers, units
+from planner import catalog, readers, support, units
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
 from planner.errors import DataFileError, KvplanError, UnknownIdError
@@ -407,7 +407,9 @@ def row_deployment(
         card_model, alias = catalogue_model(model)
         hw = hardware if hardware is not None else catalog.resolve_card(card)
         base: dict[str, object] = {"model": card_model, "hardware": hw, "model_alias": alias}
-        return Deployment(**(base | {"calibrated": calibrated} | fields(hw)))
+        dep = Deployment(**(base | {"calibrated": calibrated} | fields(hw)))
+        support.check_tp(dep)  # the row's tp as the plan checks it: every head count it must shard
+        return dep
     except KvplanError as exc:
         raise DataFileError(f"{where}: {exc}") from exc
     except ValidationError as exc:
