@@ -13,6 +13,7 @@ from planner.errors import PlanInputError
 EngineName = Literal["mindie", "vllm", "transformers"]
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DEFAULT_ENGINE: EngineName = "mindie"
+SchedulerKind = Literal["mindie", "vllm"]  # the simulator's scheduler policies (planner/sim/schedulers.py)
 
 # How a closed-loop benchmark's requests fall into the decode stream (planner/serving/closed_loop.py).
 Arrivals = Literal["waves", "staggered", "random"]

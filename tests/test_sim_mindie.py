@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.engines.mindie import pool as mindie_pool
+from planner.engines.mindie import scheduler as mindie_scheduler
 from planner.sim import run, schedulers
 from planner.sim import workload as wl
 from planner.sim.engine import Engine
@@ -55,7 +55,7 @@ def test_select_batch_decodes_while_prefill_cost_exceeds_the_waste() -> None:
 def test_no_prefill_while_fewer_than_5_percent_of_blocks_are_free() -> None:
     """PRESERVED_FACTOR_FOR_DECODE: two 6143-token requests hold 98 of 100 blocks (128 tokens each); a
     64-token prompt (one block, which is free) waits until one of them finishes and frees its blocks."""
-    assert mindie_pool.DECODE_RESERVE_FRACTION == 0.05
+    assert mindie_scheduler.DECODE_RESERVE_FRACTION == 0.05
     eng = engine(
         [6143, 6143, 64],
         [8, 8, 4],

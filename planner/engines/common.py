@@ -6,8 +6,6 @@ lengths, so their configs describe the same deployment.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 import numpy.typing as npt
 from pydantic import Field
@@ -17,8 +15,6 @@ from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.errors import PlanInputError
 from planner.results import MemoryBreakdown
 from planner.schema import Frozen
-
-SchedulerKind = Literal["mindie", "vllm"]  # the simulator's scheduler policies (planner/sim/schedulers.py)
 
 
 class ServingOptions(Frozen):

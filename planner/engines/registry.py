@@ -14,11 +14,11 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import Deployment
-from planner.engines.common import BlockPool, SchedulerKind
+from planner.engines.common import BlockPool
 from planner.engines.mindie import pool as mindie_pool
 from planner.engines.transformers import pool as transformers_pool
 from planner.engines.vllm import batch as vllm_batch
-from planner.kinds import ENGINES, EngineName
+from planner.kinds import ENGINES, EngineName, SchedulerKind
 from planner.results import MemoryBreakdown, Plan, Recommendation
 
 # (title, [(engine field or flag, value)], what its kvplan config command needs beyond the plan's flags)

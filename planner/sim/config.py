@@ -1,9 +1,9 @@
 """What the simulated engine is allowed to do: its scheduler knobs and the plan's KV block budget.
 
 Scheduler knobs keep the engines' names in comments; defaults are the engines' documented defaults, kept in
-each engine's room (planner/engines/mindie/pool.py, planner/engines/vllm/batch.py; facts file sections 1.2
-and 1.6). The block budget is the plan's own accounting through planner/engines/registry.py: the same KV
-budget, block size and reserved block that `kvplan` and `kvplan mindie` / `kvplan vllm` use.
+each engine's room (planner/engines/mindie/scheduler.py, planner/engines/vllm/scheduler.py; facts file
+sections 1.2 and 1.6). The block budget is the plan's own accounting through planner/engines/registry.py:
+the same KV budget, block size and reserved block that `kvplan` and `kvplan mindie` / `kvplan vllm` use.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pydantic import Field
 from planner import units
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.engines import registry
-from planner.engines.mindie import pool as mindie_pool
-from planner.engines.vllm import batch as vllm_batch
+from planner.engines.mindie import scheduler as mindie_scheduler
+from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.results import MemoryBreakdown
 from planner.schema import Frozen
 
@@ -36,17 +36,17 @@ class SchedulerConfig(Frozen):
 
     scheduler: SchedulerName
     max_batch: int = Field(ge=1)
-    max_batched_tokens: int = Field(default=vllm_batch.DEFAULT_MAX_BATCHED_TOKENS, ge=1)
-    max_prefill_batch: int = Field(default=mindie_pool.DEFAULT_MAX_PREFILL_BATCH, ge=1)
+    max_batched_tokens: int = Field(default=vllm_scheduler.DEFAULT_MAX_BATCHED_TOKENS, ge=1)
+    max_prefill_batch: int = Field(default=mindie_scheduler.DEFAULT_MAX_PREFILL_BATCH, ge=1)
     max_prefill_tokens: int = Field(default=DEFAULT_MAX_PREFILL_TOKENS, ge=1)
     select_batch: bool = False
     prefill_time_per_req_s: float = Field(
-        default=mindie_pool.DEFAULT_PREFILL_TIME_PER_REQ_MS * units.MS_S, ge=0
+        default=mindie_scheduler.DEFAULT_PREFILL_TIME_PER_REQ_MS * units.MS_S, ge=0
     )
     decode_time_per_req_s: float = Field(
-        default=mindie_pool.DEFAULT_DECODE_TIME_PER_REQ_MS * units.MS_S, ge=0
+        default=mindie_scheduler.DEFAULT_DECODE_TIME_PER_REQ_MS * units.MS_S, ge=0
     )
-    queue_delay_s: float = Field(default=mindie_pool.DEFAULT_QUEUE_DELAY_US * units.US_S, ge=0)
+    queue_delay_s: float = Field(default=mindie_scheduler.DEFAULT_QUEUE_DELAY_US * units.US_S, ge=0)
     total_blocks: int = Field(ge=1)
     block_tokens: int = Field(ge=1)
     state_blocks: int = Field(default=0, ge=0)

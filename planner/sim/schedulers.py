@@ -21,7 +21,7 @@ Decode-only (a P:D decode instance, planner/sim/pd.py): admit prefilled requests
 from __future__ import annotations
 
 from planner import units
-from planner.engines.mindie import pool as mindie_pool
+from planner.engines.mindie import scheduler as mindie_scheduler
 from planner.errors import PlanInputError
 from planner.sim.engine import Engine
 
@@ -108,7 +108,7 @@ def mindie_queue_delay_reached(eng: Engine) -> bool:
     """ShouldImmediatePrefill (scheduler.cpp): the oldest waiting request has waited the queue delay
     (maxQueueDelayMicroseconds), or a full prefill batch waits and the delay is set above 5000 us."""
     cfg = eng.cfg
-    shortcut_s = mindie_pool.QUEUE_DELAY_SHORTCUT_ABOVE_US * units.US_S
+    shortcut_s = mindie_scheduler.QUEUE_DELAY_SHORTCUT_ABOVE_US * units.US_S
     if cfg.queue_delay_s > shortcut_s and len(eng.waiting) >= cfg.max_prefill_batch:
         return True
     return eng.t >= eng.arrival[eng.waiting[0]] + cfg.queue_delay_s
@@ -122,7 +122,7 @@ def mindie_wants_prefill(eng: Engine) -> bool:
         return mindie_select_batch_prefers_prefill(eng)
     if not eng.waiting or not mindie_queue_delay_reached(eng):
         return False
-    reserve = mindie_pool.DECODE_RESERVE_FRACTION * eng.cfg.total_blocks
+    reserve = mindie_scheduler.DECODE_RESERVE_FRACTION * eng.cfg.total_blocks
     return not (eng.running and eng.cfg.total_blocks - eng.used_blocks < reserve)
 
 

@@ -22,7 +22,7 @@ from pydantic import Field
 from planner import readers, units
 from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
-from planner.engines.mindie import pool
+from planner.engines.mindie import pool, scheduler
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.fields import MODEL, OWNED_FIELDS
 from planner.engines.mindie.pool import npu_mem_mode, npu_mem_size_gib
@@ -31,8 +31,9 @@ from planner.results import Plan
 from planner.schema import Frozen
 
 DEFAULT_MINDIE_VERSION = mindie_rules.DEFAULT_MINDIE_VERSION
-# ScheduleConfig defaults, the reserved block and the multimodal checkpoints: planner/engines/mindie/pool.py.
-MAX_MS = pool.MAX_TIME_PER_REQ_MS
+# ScheduleConfig defaults: planner/engines/mindie/scheduler.py; the reserved block and the multimodal
+# checkpoints: planner/engines/mindie/pool.py.
+MAX_MS = scheduler.MAX_TIME_PER_REQ_MS
 MTP_DOCUMENTED = re.compile(r"^deepseek-(v3|r1)")  # [mtp.md] DeepSeek-R1/V3 W8A8 or KV-int8 only
 PREFIX_CACHE_DOCUMENTED = re.compile(r"^(qwen2|qwen2\.5|qwen3|deepseek-(v3|r1))(-|$)")  # [prefix_cache.md]
 KVPLAN_PLUGINS = ("mtp", "prefix_cache")
@@ -150,8 +151,8 @@ def owned_values(
     times = schedule_times_ms(plan)
     batch = plan.layout.batch_per_dp_group if plan.layout else plan.recommendation.max_batch_size
     prefill_ms, decode_ms = times or (
-        pool.DEFAULT_PREFILL_TIME_PER_REQ_MS,
-        pool.DEFAULT_DECODE_TIME_PER_REQ_MS,
+        scheduler.DEFAULT_PREFILL_TIME_PER_REQ_MS,
+        scheduler.DEFAULT_DECODE_TIME_PER_REQ_MS,
     )
     return {
         "modelInstanceNumber": 1,
@@ -167,7 +168,7 @@ def owned_values(
         "backendType": "atb",
         "plugin_params": plugin_params(lookup(base, (*MODEL, "plugin_params")), options=options),
         "cacheBlockSize": plan.block_size_tokens,
-        "maxPrefillBatchSize": min(batch, pool.DEFAULT_MAX_PREFILL_BATCH),
+        "maxPrefillBatchSize": min(batch, scheduler.DEFAULT_MAX_PREFILL_BATCH),
         "maxPrefillTokens": lengths.max_prefill_tokens,
         "prefillTimeMsPerReq": prefill_ms,
         "decodeTimeMsPerReq": decode_ms,
@@ -175,7 +176,7 @@ def owned_values(
         "maxIterTimes": lengths.max_output_tokens,
         "maxPreemptCount": 0,
         "supportSelectBatch": select_batch(plan),
-        "maxQueueDelayMicroseconds": pool.DEFAULT_QUEUE_DELAY_US,
+        "maxQueueDelayMicroseconds": scheduler.DEFAULT_QUEUE_DELAY_US,
     }
 
 

@@ -3,8 +3,9 @@
 Sources: [DOC] = MindIE-LLM docs/zh/user_guide/user_manual/service_parameter_configuration.md (master
 8b4871ad31f5); [KV] = mindie_llm/text_generator/utils/kvcache_settings.py; [ROUTER] = the Python router's
 initialize() (mindie_llm/connector/request_router/router_impl.py); summarised in ascend-mindie-facts.md
-section 1 and docs/engines/mindie-memory.md. The registry (planner/engines/registry.py) asks this module;
-nothing else names these facts.
+section 1 and docs/engines/mindie-memory.md; the scheduler's own facts are in
+planner/engines/mindie/scheduler.py (re-exported here for the registry). The registry
+(planner/engines/registry.py) asks this module; nothing else names these facts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ import numpy.typing as npt
 from planner import deployment, layout, units
 from planner.deployment import Deployment
 from planner.engines import common
+from planner.engines.mindie.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
+from planner.engines.mindie.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
+from planner.engines.mindie.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
+from planner.engines.mindie.scheduler import SCHEDULER as SCHEDULER
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.results import MemoryBreakdown, Plan, Recommendation
 
@@ -32,40 +37,9 @@ EXPLICIT_NPU_MEM = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
 # KV dtypes: the activation dtype, or int8 from a C8-quantized checkpoint; no FP8 KV cache
 # (mindie_llm/runtime/model_runner/model_runner.py; docs/engines/mindie-memory.md).
 KV_DTYPES = ("bf16", "fp16", "int8")
-# ScheduleConfig defaults ([DOC]; facts 1.2, [P]): maxPrefillBatchSize 50, maxPrefillTokens 8192,
-# prefillTimeMsPerReq 150, decodeTimeMsPerReq 50, maxQueueDelayMicroseconds 5000, supportSelectBatch false.
-DEFAULT_MAX_PREFILL_BATCH = 50
-DEFAULT_PREFILL_TIME_PER_REQ_MS = 150
-DEFAULT_DECODE_TIME_PER_REQ_MS = 50
-DEFAULT_QUEUE_DELAY_US = 5000
-MAX_TIME_PER_REQ_MS = 1000  # prefillTimeMsPerReq / decodeTimeMsPerReq range [0, 1000] ([DOC])
-SCHEDULER: common.SchedulerKind = (
-    "mindie"  # the simulator's prefill-priority scheduler (planner/sim/schedulers.py)
-)
-ADMITS_BEYOND_POOL = False  # the running batch is capped at maxBatchSize, the rest queue
 # [assumed] MindIE's P:D TTFT ends at its prefill (its source not checked)
 PD_DECODER_STREAMS_FIRST_TOKEN = False
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
-# Data parallel (planner/sim/dpgroups.py). Every DP rank shares its priority (prefill or decode) and the
-# ranks run the majority's: PreScheduler::DecidePDPriority, src/scheduler/pre_scheduler.cpp L85-101
-# @ecfc8d2c (ranks with empty queues do not vote; a tie goes to prefill, L99). [assumed: the sync
-# (Scheduler::Schedule(needSync)) runs whenever dp > 1, dense models too; idle ranks run a dummy pass.]
-DP_PHASE_VOTE = True
-DP_LOCKSTEP_DENSE = True
-# Scheduler facts from MindIE-LLM's C++ scheduler (src/scheduler/; scheduler.cpp @4edba991, others @ecfc8d2c):
-# - prefill waits until the oldest waiting request has waited maxQueueDelayMicroseconds, decoding meanwhile
-#   (Scheduler::DecidePDPriority -> !ShouldImmediatePrefill() gives DECODE_FIRST); a full prefill batch
-#   skips the wait only when maxQueueDelayMicroseconds exceeds its default 5000 (ShouldImmediatePrefill;
-#   scheduler.h defaultMaxQueueDelayMicroseconds = 5000)
-# - no prefill while free blocks < 5 % of all blocks and nothing is swapped in (PRESERVED_FACTOR_FOR_DECODE =
-#   0.05 in scheduler.h; reserveBlockNum4Decode in DecidePDPriority); not under supportSelectBatch, whose
-#   stage policy decides first
-DECODE_RESERVE_FRACTION = 0.05
-# - when a running sequence cannot get a block, the running queue's last sequence is preempted by
-#   recompute (its blocks freed, back to waiting) unless fewer than maxPreemptCount (default 0) were swapped
-#   this step (FcfsPolicy::ApplyToRunningQueue / Preempt, src/scheduler/policy/fcfs_policy.cpp): at the
-#   default, always recompute, as the simulator does (planner/sim/engine.py preempt)
-QUEUE_DELAY_SHORTCUT_ABOVE_US = 5000
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting

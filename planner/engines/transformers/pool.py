@@ -12,19 +12,19 @@ import numpy.typing as npt
 from planner import deployment, layout
 from planner.deployment import Deployment
 from planner.engines import common
-from planner.engines.vllm import batch as vllm_batch
+from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.errors import PlanInputError
 from planner.results import MemoryBreakdown, Plan, Recommendation
 
-SCHEDULER = vllm_batch.SCHEDULER
+SCHEDULER = vllm_scheduler.SCHEDULER
 # transformers + fla reads and writes the fp32 state twice per decode step (planner/perf/kernels.py)
 # [measured: h200-run5 gdn_*.json, 27B shape at batch 64: recurrent kernel 138 us + copies 136 us].
-ADMITS_BEYOND_POOL = vllm_batch.ADMITS_BEYOND_POOL  # simulated with vLLM's scheduler
+ADMITS_BEYOND_POOL = vllm_scheduler.ADMITS_BEYOND_POOL  # simulated with vLLM's scheduler
 PD_DECODER_STREAMS_FIRST_TOKEN = False  # no P:D serving of its own
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # no engine setting of its own: the plan default
 STATE_PASSES = 4
-DP_PHASE_VOTE = vllm_batch.DP_PHASE_VOTE  # simulated with vLLM's scheduler
-DP_LOCKSTEP_DENSE = vllm_batch.DP_LOCKSTEP_DENSE
+DP_PHASE_VOTE = vllm_scheduler.DP_PHASE_VOTE  # simulated with vLLM's scheduler
+DP_LOCKSTEP_DENSE = vllm_scheduler.DP_LOCKSTEP_DENSE
 FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
 SUPPORTS_PIPELINE = False
 GATHERS_MOE_OUTPUTS = False
@@ -66,7 +66,7 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
 
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     """vLLM's max_num_seqs default (the simulator's scheduler for transformers)."""
-    return vllm_batch.default_max_batch(dep, planned_batch=planned_batch)
+    return vllm_scheduler.default_max_batch(dep, planned_batch=planned_batch)
 
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

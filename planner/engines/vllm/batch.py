@@ -10,36 +10,22 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from planner import layout, units
+from planner import layout
 from planner.deployment import Deployment
 from planner.engines import common
 from planner.engines.vllm import checkpoints, flags, pool, startup
+from planner.engines.vllm.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
+from planner.engines.vllm.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
+from planner.engines.vllm.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
+from planner.engines.vllm.scheduler import SCHEDULER as SCHEDULER
+from planner.engines.vllm.scheduler import default_max_batch as default_max_batch
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import MemoryBreakdown, Plan, Recommendation
 
-# max_num_batched_tokens of the API server on a >= 70 GiB device (facts 1.6, [S]): the per-step token budget
-# of chunked prefill (vLLM V1 always chunks).
-DEFAULT_MAX_BATCHED_TOKENS = 8192
-# max_num_seqs default by device (facts 1.6, [S]: vllm/engine/arg_utils.py get_batch_defaults): 1024 on a
-# device of >= 70 GiB, else 256. The KV pool, not this cap, then bounds the batch (with preemption).
-MAX_NUM_SEQS_LARGE, MAX_NUM_SEQS_SMALL = 1024, 256
-LARGE_DEVICE_GIB = 70
-SCHEDULER: common.SchedulerKind = (
-    "vllm"  # the simulator's continuous-batching scheduler (planner/sim/schedulers.py)
-)
-# KV blocks as tokens arrive, recompute preemption (vllm/v1/core/sched/scheduler.py)
-ADMITS_BEYOND_POOL = True
 # vllm-ascend's P:D proxy keeps only the prefill's kv_transfer_params and streams from the decoder
 # (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py @93dbfa65)
 PD_DECODER_STREAMS_FIRST_TOKEN = True
 DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
-# Data parallel (planner/sim/dpgroups.py), vllm/v1/engine/core.py @00080ee1: MoE DP ranks run
-# DPEngineCoreProc, whose run_busy_loop executes a dummy batch when the rank ran nothing while others run
-# (`if not executed: ... self.execute_dummy_batch()`), so every rank runs a forward each step and a step
-# lasts as long as the slowest rank's; non-MoE DP ranks "are completely independent" (run_engine_core).
-# Each rank schedules its own step (no shared prefill/decode decision).
-DP_PHASE_VOTE = False
-DP_LOCKSTEP_DENSE = False
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
@@ -132,12 +118,6 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
         state_blocks=max(built.blocks_per_request - kv_blocks, 0),
         block_tokens=built.block_size_tokens,
     )
-
-
-def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
-    """max_num_seqs' default for the device: 1024 at >= LARGE_DEVICE_GIB, else 256."""
-    large = dep.hardware.memory_capacity_bytes >= LARGE_DEVICE_GIB * units.GIB_BYTES
-    return MAX_NUM_SEQS_LARGE if large else MAX_NUM_SEQS_SMALL
 
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
