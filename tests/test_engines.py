@@ -26,7 +26,7 @@ def _deployment(model: str, *, engine: str) -> Deployment:
 
 def _launches(dep: Deployment, *, batch: int, ctx: int) -> int:
     step = roofline.decode_step(dep, batch=np.asarray(float(batch)), ctx_tokens=np.asarray(float(ctx)))
-    return sum(t.kernels for t in opcost.step_terms(opcost.geometry(dep), step))
+    return sum(t.kernels for t in opcost.step_terms(roofline.geometry(dep), step))
 
 
 # Device kernels the model does not count as launches: cuBLAS split-K reduce kernels and memsets run

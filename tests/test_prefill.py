@@ -117,7 +117,7 @@ def without_prefill_tables() -> HardwareProfile:
 def test_host_floor_is_the_fastest_measured_layer_and_only_with_eager_times() -> None:
     hw = with_coefficients(catalog.load_card("nvidia-h200"), prefill_layer_table=LAYERS)
     dep = h200_deployment("qwen3-8b", 1024, hw)
-    geo = opcost.geometry(dep)
+    geo = roofline.geometry(dep)
     floor = prefill.host_floor_s(dep, geo, tokens=np.array([1024.0]))
     assert floor is not None
     assert float(floor[0]) == pytest.approx(geo.layers["full"] * 700e-6)
@@ -152,7 +152,7 @@ def test_norms_and_gdn_terms_take_the_measured_layer_rest() -> None:
     dep = h200_deployment("qwen3.5-27b", 8192)
     coeff = dep.hardware.coefficients(calibrated=True)
     assert coeff.prefill_layer_table is not None
-    geo = opcost.geometry(dep)
+    geo = roofline.geometry(dep)
     ops = {o.name: o for o in roofline.prefill_ledger(dep, prompt_tokens=8192).ops}
     for name, (kind, key) in prefill.REMAINDER_TERMS.items():
         elements = prefill.layer_elements_per_token(geo, kind=kind)
@@ -173,7 +173,7 @@ def test_profiles_without_tables_keep_the_roofline_prefill() -> None:
         for hw in (without_prefill_tables(), without_chunked_gdn("ascend-910b3")):
             dep = h200_deployment(model_id, 4096, hw)
             step = roofline.prefill_step(dep, prompt_tokens=4096)
-            geo = opcost.geometry(dep)
+            geo = roofline.geometry(dep)
             terms = opcost.step_terms(geo, step)
             assert prefill.measured_prefill_terms(dep, geo, terms, tokens=step.tokens) == terms
             assert prefill.host_floor_s(dep, geo, tokens=step.tokens) is None
@@ -187,7 +187,7 @@ def test_layer_table_only_for_its_engine_and_dense_layers() -> None:
         h200_deployment("qwen3-30b-a3b", 4096),  # MoE: its routed layers were never measured
     ):
         coeff = dep.hardware.coefficients(calibrated=True)
-        assert prefill.layer_table_for(dep, coeff, opcost.geometry(dep)) == []
+        assert prefill.layer_table_for(dep, coeff, roofline.geometry(dep)) == []
         norms = next(o for o in roofline.prefill_ledger(dep, prompt_tokens=4096).ops if o.name == "norms")
         assert norms.overhead_s > 0  # the decode roofline's kernel overheads, not a measured time
 

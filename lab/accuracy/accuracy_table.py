@@ -30,7 +30,7 @@ from planner.deployment import Deployment  # noqa: E402
 from planner.dtypes import StorageDType, weight_scheme  # noqa: E402
 from planner.fit import solver  # noqa: E402
 from planner.importers import benchpoints  # noqa: E402
-from planner.perf import fitted_params, opcost, prefill, roofline  # noqa: E402
+from planner.perf import fitted_params, prefill, roofline  # noqa: E402
 from planner.schema import HardwareProfile  # noqa: E402
 
 DATA = ROOT / "lab" / "runs"
@@ -293,7 +293,7 @@ def _prefill_deployment(model_id: str, prompt: int, hw: HardwareProfile) -> Depl
 def _without_own_shape(hw: HardwareProfile, model_id: str) -> HardwareProfile:
     """The profile with the prefill layer rows of this model's own layer shapes removed."""
     assert hw.measured is not None and hw.measured.coefficients.prefill_layer_table
-    geo = opcost.geometry(_prefill_deployment(model_id, 1024, hw))
+    geo = roofline.geometry(_prefill_deployment(model_id, 1024, hw))
     own = {round(prefill.layer_elements_per_token(geo, kind=k)) for k in ("attention", "linear_attention")}
     rows = [r for r in hw.measured.coefficients.prefill_layer_table if r.elements_per_token not in own]
     return _with_coefficients(hw, prefill_layer_table=rows)

@@ -28,7 +28,7 @@ from calibration.profile_writer import profile_with_coefficients, write_if_asked
 from planner import catalog
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
-from planner.perf import opcost, prefill
+from planner.perf import prefill, roofline
 from planner.schema import GemmEfficiency, HardwareProfile, PrefillAttentionRate, PrefillLayerCost
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def layer_elements(model_id: str, kind: str, hw: HardwareProfile) -> int:
     dep = Deployment(
         model=card, hardware=hw, weight_scheme_name="bf16", kv_dtype=StorageDType("bf16"), tp=1, ctx_tokens=1
     )
-    return round(prefill.layer_elements_per_token(opcost.geometry(dep), kind=kind))
+    return round(prefill.layer_elements_per_token(roofline.geometry(dep), kind=kind))
 
 
 def layer_table(rows: list[dict[str, Any]], *, hw: HardwareProfile) -> list[PrefillLayerCost]:

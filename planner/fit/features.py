@@ -102,7 +102,7 @@ def features(
     if rate.kernel_overhead_s <= 0:
         rate = roofline.rates(_with_kernel_overhead(dep))
     coeff = dep.hardware.coefficients(calibrated=dep.calibrated)
-    terms = opcost.step_terms(opcost.geometry(dep), step)
+    terms = opcost.step_terms(roofline.geometry(dep), step)
     if prefill:  # the roofline's prefill times gdn.update at the measured chunked rate too (prefill.py)
         terms = [chunked_gdn_term(dep, coeff, t, tokens=step.tokens) for t in terms]
     tied = coeff.grouped_matmul_latency_us is None

@@ -24,9 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from planner.engines import registry
-from planner.kinds import EngineName
-
 # Every op of the decode/prefill ledger (planner/perf/opcost.py terms are named after these, plus
 # "tp.allreduce", which launches no kernels of its own): a misspelt op is a type error.
 OpName = Literal[
@@ -126,15 +123,25 @@ TRANSFORMERS: dict[OpName, OpKernels] = {
 # singlecard_ops/test_recurrent_gated_delta_rule.py and vllm_ascend/patch/worker/patch_mamba_utils.py;
 # assumed for mindie].
 # Each engine's count (STATE_PASSES) and kernel table (FUSED_KERNELS) live in its room
-# (planner/engines/<engine>/), asked through planner/engines/registry.py.
+# (planner/engines/<engine>/); planner/perf/roofline.engine_kernels asks them through
+# planner/engines/registry.py and hands them down as an EngineKernels value (in Geometry).
 assert set(FUSED) == set(OP_NAMES) and set(TRANSFORMERS) == set(OP_NAMES), "every op needs a count"
 
 
-def state_passes(engine: EngineName) -> int:
-    """Reads + writes of the linear-attention state per sequence and decode step under `engine`."""
-    return registry.state_passes(engine)
+@dataclass(frozen=True)
+class EngineKernels:
+    """What the step model needs of the engine's kernels (its room's facts, through the registry).
+
+    fused                fused serving kernels (FUSED) rather than transformers' eager modules (TRANSFORMERS)
+    state_passes         reads + writes of the linear-attention state per sequence and decode step
+    gathers_moe_outputs  MoE outputs all-gathered over the TP ranks (expert parallel under vLLM)
+    """
+
+    fused: bool
+    state_passes: int
+    gathers_moe_outputs: bool = False
 
 
-def op_kernels(engine: EngineName, op: OpName) -> OpKernels:
-    """Kernel launches per layer (or pass) of `op` under `engine` (engine validated at the boundary)."""
-    return (FUSED if registry.fused_kernels(engine) else TRANSFORMERS)[op]
+def op_kernels(engine: EngineKernels, op: OpName) -> OpKernels:
+    """Kernel launches per layer (or pass) of `op` under the engine's kernels."""
+    return (FUSED if engine.fused else TRANSFORMERS)[op]

@@ -14,7 +14,7 @@ import numpy as np
 
 from planner import layout
 from planner.deployment import Deployment
-from planner.perf.opcost import FloatArray, Term
+from planner.perf.terms import FloatArray, Term
 from planner.schema import PerfCoefficients
 from planner.units import gb_per_s_to_bytes_per_s, us_to_s
 

@@ -8,89 +8,30 @@ Quantities are numpy arrays, so the same formulas serve one point (0-d arrays), 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, TypedDict
+from typing import TypedDict
 
 import numpy as np
-import numpy.typing as npt
 
-from planner.engines import registry
-from planner.perf.kernels import OpKernels, OpName, op_kernels, state_passes
-from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, geometry, matmul_dtype
+from planner.perf.kernels import OpKernels, OpName, op_kernels
+from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, matmul_dtype
+from planner.perf.terms import AttentionLookup, FloatArray, Resource, Step, Term
 
-__all__ = ["GDN_FLOP_PER_STATE_ELEMENT", "Geometry", "geometry", "matmul_dtype"]  # re-exported
-
-FloatArray = npt.NDArray[np.float64]
-Resource = Literal["hbm", "kv", "state", "link", "experts", "none", "a2a", "stage"]
+__all__ = [  # re-exported
+    "GDN_FLOP_PER_STATE_ELEMENT",
+    "AttentionLookup",
+    "FloatArray",
+    "Geometry",
+    "Resource",
+    "Step",
+    "Term",
+    "matmul_dtype",
+]
 
 # Hidden-vector passes per layer outside the matmuls: two RMSNorms (read + write = 2 each) and two
 # residual adds (2 reads + 1 write each): 2*2 + 2*3 = 10. Each touched element costs about one FLOP.
 NORM_RESIDUAL_PASSES_PER_LAYER = 10
 # All-reduces per layer under tensor parallelism: after the attention output and after the MLP output.
 ALLREDUCES_PER_LAYER = 2
-
-
-@dataclass(frozen=True)
-class Step:
-    """What one forward pass processes, as broadcastable arrays.
-
-    tokens           query tokens: batch * (1 + draft) in decode, the chunk length in prefill
-    sequences        sequences in the pass (batch in decode, 1 in prefill)
-    cached_tokens    paged KV tokens each sequence's attention reads
-    attended_tokens  mean keys one query token attends: prefix + (q + 1) / 2 (causal)
-    logits_tokens    rows the lm_head computes
-    draft_runs       MTP draft passes (k in decode, 1 in prefill with MTP on, else 0)
-    draft_tokens     tokens per draft pass; draft_logits its lm_head rows
-    state_writes     linear-attention state snapshots each sequence writes: 1 + k when a decode step
-                     verifies k draft tokens (every position's state is kept for rollback), else 1
-    """
-
-    tokens: FloatArray
-    sequences: FloatArray
-    cached_tokens: FloatArray
-    attended_tokens: FloatArray
-    logits_tokens: FloatArray
-    draft_runs: int
-    draft_tokens: FloatArray
-    draft_logits: FloatArray
-    state_writes: int = 1
-
-
-@dataclass(frozen=True)
-class AttentionLookup:
-    """Where a decode-attention term sits in the measured attention table (planner/perf/attention.py).
-
-    rows   sequences * KV heads per rank (the kernel's parallel work items), ctx  cached tokens per sequence,
-    kernels  attention kernels whose time the table holds (one per layer),
-    read_bytes  the cache bytes the table's rate applies to; the rest of the term's bytes (writing the new
-                tokens' K/V) moves at HBM rate, so a higher table rate never makes a longer context faster
-    """
-
-    rows: FloatArray
-    ctx_tokens: FloatArray
-    kernels: int
-    read_bytes: FloatArray
-
-
-@dataclass(frozen=True)
-class Term:
-    """One op over `layers` layers: bytes over `resource`, FLOP in `compute_dtype`, launches, collectives.
-
-    kernels counts every launch; matmuls of them are matmul calls (charged matmul latency, the rest kernel
-    overhead). attention is set on decode-attention terms, for the measured table.
-    """
-
-    name: str
-    layers: int
-    kernels: int
-    bytes: FloatArray
-    flop: FloatArray
-    compute_dtype: str
-    resource: Resource
-    collectives: int = 0
-    matmuls: int = 0
-    attention: AttentionLookup | None = None
-    flop_per_s: FloatArray | None = None  # measured prefill rate (planner/perf/prefill.py); None: dtype peak
 
 
 class Launches(TypedDict):
@@ -102,7 +43,7 @@ class Launches(TypedDict):
 
 def launches(geo: Geometry, op: OpName, *, layers: int) -> Launches:
     """Term keyword arguments kernels= and matmuls= for `op` over `layers` layers (or passes)."""
-    count: OpKernels = op_kernels(geo.engine, op)
+    count: OpKernels = op_kernels(geo.kernels, op)
     return {"kernels": count.launches * layers, "matmuls": count.matmuls * layers}
 
 
@@ -131,7 +72,7 @@ def term(
 def attention_launches(geo: Geometry, op: OpName, *, layers: int) -> Launches:
     """launches() of an attention op plus the attention kernel and, on qk-norm models, the q/k norms."""
     extra: list[OpName] = ["attn.kernel", "attn.qk_norm"] if geo.qk_norm else ["attn.kernel"]
-    kernels = op_kernels(geo.engine, op).launches + sum(op_kernels(geo.engine, e).launches for e in extra)
+    kernels = op_kernels(geo.kernels, op).launches + sum(op_kernels(geo.kernels, e).launches for e in extra)
     return {"kernels": kernels * layers, "matmuls": 0}
 
 
@@ -236,7 +177,7 @@ def gdn_update_term(geo: Geometry, step: Step) -> Term:
                                               sequence (1 + k with k draft tokens, else 1)
         flop  = n * G                         G gdn_flop_per_token
     """
-    passes = state_passes(geo.engine) + step.state_writes - 1
+    passes = geo.kernels.state_passes + step.state_writes - 1
     hbm = passes * step.sequences * geo.state_bytes_per_sequence + geo.weights.weight_bytes["gdn.update"]
     flop = step.tokens * geo.gdn_flop_per_token
     layers = geo.layers["linear"]
@@ -300,7 +241,7 @@ def allreduce_term(geo: Geometry, step: Step) -> Term:
     all-gathers them; assumed for prefill, whose MoE may take the all-gather path instead]
     """
     split_ranks = geo.tp > 1
-    gathers = geo.layers["moe"] if split_ranks and registry.gathers_moe_outputs(geo.engine, ep=geo.ep) else 0
+    gathers = geo.layers["moe"] if split_ranks and geo.kernels.gathers_moe_outputs else 0
     reduces = ALLREDUCES_PER_LAYER * geo.layers["all"] - gathers if split_ranks else 0
     link = (reduces + gathers / 2.0) * step.tokens * geo.hidden_size * geo.activation_bytes
     return link_term(

@@ -1,7 +1,7 @@
 """Per-rank geometry of a deployment that the op terms need: weights, cache sizes, FLOP coefficients, engine.
 
-Split from planner/perf/opcost.py (which re-exports Geometry, geometry and matmul_dtype); pure, integers
-per rank.
+Split from planner/perf/opcost.py (which re-exports Geometry and matmul_dtype); pure, integers per rank.
+planner/perf/roofline.geometry builds it with the engine's kernel facts.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from planner.deployment import Deployment
 from planner.kinds import EngineName
 from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
 from planner.params import split
+from planner.perf.kernels import EngineKernels
 from planner.perf.opweights import OpWeights, op_weights
 from planner.units import BITS_PER_BYTE
 
@@ -46,6 +47,7 @@ class Geometry:
     matmul_dtype: str
     activation_dtype: str
     engine: EngineName
+    kernels: EngineKernels  # the engine's kernel facts (planner/perf/roofline.engine_kernels)
     qk_norm: bool
     kv_heads_per_rank: int  # KV heads (GQA/MHA) or 1 latent (MLA) per rank: attention table rows per sequence
     dp: int = 1  # attention data-parallel groups: the experts see dp groups' tokens (planner/layout.py)
@@ -97,8 +99,9 @@ def matmul_dtype(dep: Deployment) -> str:
     return dep.activation_dtype.value if compute in ("bf16", "fp16") else compute
 
 
-def geometry(dep: Deployment) -> Geometry:
-    """Collect per-rank weights, cache sizes and FLOP coefficients of a deployment."""
+def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
+    """Collect per-rank weights, cache sizes and FLOP coefficients of a deployment; `kernels` are its
+    engine's kernel facts (planner/perf/roofline.geometry asks the engine registry for them)."""
     card, act = dep.model, dep.activation_dtype
     kv_main = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp)
     kv_mtp = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=True) - kv_main
@@ -128,6 +131,7 @@ def geometry(dep: Deployment) -> Geometry:
         matmul_dtype=matmul_dtype(dep),
         activation_dtype=act.value,
         engine=dep.engine,
+        kernels=kernels,
         qk_norm=card.qk_norm,
         kv_heads_per_rank=1 if card.attention_traits.latent_kv else split(card.num_key_value_heads, dep.tp),
         dp=dep.dp,

@@ -24,7 +24,8 @@ import numpy as np
 
 from planner.deployment import Deployment
 from planner.params import split
-from planner.perf.opcost import FloatArray, Geometry, Step, Term
+from planner.perf.opgeometry import Geometry
+from planner.perf.terms import FloatArray, Step, Term
 from planner.schema import GemmEfficiency, PerfCoefficients, PrefillAttentionRate, PrefillLayerCost
 from planner.units import ns_to_s, tflop_per_s_to_flop_per_s, us_to_s
 

@@ -18,12 +18,15 @@ import numpy.typing as npt
 
 from planner import layout
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.errors import PlanInputError
-from planner.perf import links, opcost, prefill
+from planner.perf import links, opcost, opgeometry, prefill
 from planner.perf.attention import AttentionGrid, attention_bytes_per_s, attention_grid, attention_table_for
-from planner.perf.opcost import FloatArray, Step, Term
+from planner.perf.kernels import EngineKernels
+from planner.perf.opgeometry import Geometry
 from planner.perf.prefill import prefill_chunks as prefill_chunks  # re-exported (tests, callers)
 from planner.perf.prefill import prefill_step as prefill_step  # re-exported (closed_loop)
+from planner.perf.terms import FloatArray, Step, Term
 from planner.schema import Frozen, HardwareProfile, PerfCoefficients
 from planner.units import us_to_s
 
@@ -102,6 +105,20 @@ def effective_flop_per_s(hardware: HardwareProfile, *, coefficients: PerfCoeffic
             f"{sorted(coefficients.compute_fraction)}, expected a {dtype} entry)"
         )
     return hardware.peak_flop_per_s(dtype) * coefficients.compute_fraction[dtype]
+
+
+def engine_kernels(dep: Deployment) -> EngineKernels:
+    """The kernel facts of dep's engine that the step model needs, from its room (the engine registry)."""
+    return EngineKernels(
+        fused=registry.fused_kernels(dep.engine),
+        state_passes=registry.state_passes(dep.engine),
+        gathers_moe_outputs=registry.gathers_moe_outputs(dep.engine, ep=dep.ep),
+    )
+
+
+def geometry(dep: Deployment) -> Geometry:
+    """Per-rank geometry of dep with its engine's kernel facts (the op terms' one builder)."""
+    return opgeometry.geometry(dep, kernels=engine_kernels(dep))
 
 
 def rates(dep: Deployment) -> Rates:
@@ -267,7 +284,7 @@ def decode_step_s_grid(dep: Deployment, *, batch: npt.ArrayLike, ctx_tokens: npt
     step = decode_step(dep, batch=batch_arr, ctx_tokens=ctx_arr)
     fixed = rate.step_overhead_s + batch_arr * rate.sequence_overhead_s
     total = np.broadcast_to(fixed, np.broadcast_shapes(batch_arr.shape, ctx_arr.shape)) + 0.0
-    for term in opcost.step_terms(opcost.geometry(dep), step):
+    for term in opcost.step_terms(geometry(dep), step):
         total = total + term_time_s(term, rate=rate, tokens=step.tokens)
     return total
 
@@ -354,7 +371,7 @@ def assemble_ledger(
 ) -> Ledger:
     """Build a Ledger from a (possibly multi-chunk) pass; lengths = (batch, ctx_tokens, query_tokens)."""
     rate = rates(dep)
-    geo = opcost.geometry(dep)
+    geo = geometry(dep)
     terms = opcost.step_terms(geo, step)
     if phase == "prefill":
         terms = prefill.measured_prefill_terms(dep, geo, terms, tokens=step.tokens)

@@ -59,7 +59,7 @@ def prefill_pass_s_grid(dep: Deployment, *, prompts: FloatArray, prompt_tokens: 
         draft_tokens=tokens,
         draft_logits=prompts,
     )
-    rate, geo = roofline.rates(dep), opcost.geometry(dep)
+    rate, geo = roofline.rates(dep), roofline.geometry(dep)
     terms = prefill.measured_prefill_terms(dep, geo, opcost.step_terms(geo, step), tokens=tokens)
     device = rate.step_overhead_s + sum(roofline.term_time_s(t, rate=rate, tokens=tokens) for t in terms)
     floor = prefill.host_floor_s(dep, geo, tokens=tokens)

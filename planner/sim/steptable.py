@@ -60,7 +60,7 @@ def pass_s_grid(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) ->
     rate = roofline.rates(dep)
     step = prefill_pass(dep, tokens=tokens, attended=attended)
     total = np.full(step.tokens.shape, rate.step_overhead_s + rate.prefill_pass_overhead_s)
-    geo = opcost.geometry(dep)
+    geo = roofline.geometry(dep)
     terms = prefill.measured_prefill_terms(dep, geo, opcost.step_terms(geo, step), tokens=step.tokens)
     for term in terms:
         total = total + roofline.term_time_s(term, rate=rate, tokens=step.tokens)
