@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner import inputs
-from planner.sim import run
+from planner.sim import instance, run
 from planner.sim import workload as wl
 
 WORKLOADS = (("poisson 3/s", 3.0, None), ("poisson 6/s (overload)", 6.0, None), ("closed loop 64", None, 64))
@@ -36,7 +36,7 @@ def workload(count: int, *, rate: float | None, users: int | None) -> wl.Workloa
     return wl.Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=users)
 
 
-def time_one(engine: str, work: wl.Workload, runs: int) -> tuple[float, float, run.SimResult]:
+def time_one(engine: str, work: wl.Workload, runs: int) -> tuple[float, float, instance.SimResult]:
     """Median CPU and wall seconds of `runs` simulations (CPU time: the machine may be shared)."""
     longest = int((work.input_tokens + work.output_tokens).max())
     request = inputs.PlanRequest(

@@ -19,7 +19,7 @@ from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest
 from planner.results import Plan
-from planner.sim import pd, pdloop, run
+from planner.sim import instance, metrics, pd, pdloop, run
 from planner.sim import workload as wl
 
 CONCURRENCY_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -72,9 +72,9 @@ def open_loop(
     return reduced(pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}))  # back-pressure, as the CLI
 
 
-def reduced(result: run.SimResult) -> dict[str, Any]:
+def reduced(result: instance.SimResult) -> dict[str, Any]:
     """Summary, sorted latencies (CDFs) and the KV / batch timeline of one simulation."""
-    timeline = run.metrics.downsampled(result.timeline, points=600)
+    timeline = metrics.downsampled(result.timeline, points=600)
     return {
         "summary": result.summary,
         "ttft": np.sort(result.records.ttft_s),
@@ -187,7 +187,7 @@ TABLE_COLUMNS = {
 }
 
 
-def table_row(name: str, summary: run.SimSummary) -> dict[str, Any]:
+def table_row(name: str, summary: instance.SimSummary) -> dict[str, Any]:
     """One row of the aggregated vs disaggregated table (ms, tok/s)."""
     return {
         "": name,
@@ -220,7 +220,7 @@ def show_load(settings: Any, plan: Plan) -> None:
     show_disaggregated(req, engine, prompt, output)
     st.caption(
         "Simulated on the planner's own step model (uncalibrated cards: datasheet x assumed efficiencies). "
-        "Assumptions: " + "; ".join(run.ASSUMPTIONS)
+        "Assumptions: " + "; ".join(instance.ASSUMPTIONS)
     )
 
 

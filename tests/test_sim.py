@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from planner.deployment import Deployment
 from planner.perf import roofline
 from planner.serving import closed_loop, performance
-from planner.sim import run, steptable
+from planner.sim import instance, run, steptable
 from planner.sim import workload as wl
 from planner.sim.config import SchedulerConfig
 from tests.helpers import deployment_950pr
@@ -37,7 +37,7 @@ def closed(work: wl.Workload, users: int) -> wl.Workload:
 @pytest.mark.parametrize("prompt", [1, 100, 3000])
 def test_one_chunk_pass_is_the_planners_ttft(prompt: int) -> None:
     dep = deployment("vllm", ctx=4096)
-    table = steptable.build(dep, max_batch=8, max_ctx_tokens=4096, max_pass_tokens=8192)
+    table = run.step_table(dep, max_batch=8, max_ctx_tokens=4096, max_pass_tokens=8192)
     # grid nodes are exact; between them linear interpolation of a near-linear function: 0.5 %
     assert table.pass_s(prompt, (prompt + 1) / 2) == pytest.approx(
         roofline.ttft_s(dep, prompt_tokens=prompt), rel=5e-3
@@ -60,9 +60,7 @@ _TABLES: dict[int, steptable.StepTable] = {}
 
 
 def _table(dep: Deployment) -> steptable.StepTable:
-    return _TABLES.setdefault(
-        0, steptable.build(dep, max_batch=64, max_ctx_tokens=4096, max_pass_tokens=8192)
-    )
+    return _TABLES.setdefault(0, run.step_table(dep, max_batch=64, max_ctx_tokens=4096, max_pass_tokens=8192))
 
 
 # --- invariants
@@ -96,7 +94,7 @@ def test_invariants_under_memory_pressure(
     work = wl.synthetic(lengths=lengths, count=count, rate_per_s=rate, seed=seed)
     dep = deployment(scheduler, ctx=600)
     cfg = tight_config(dep, work, scheduler=scheduler, blocks=blocks)
-    eng = run.run_engine(cfg, run.build_table(dep, cfg, work), work)
+    eng = instance.run_engine(cfg, run.build_table(dep, cfg, work), work)
     result = run.summarize(eng, dep=dep, slo=(None, None))
     records, timeline = result[1], result[2]
     # every request finishes exactly once, after its first token, which follows its arrival
@@ -124,7 +122,7 @@ def test_memory_pressure_preempts() -> None:
     work = wl.synthetic(lengths=lengths, count=200, rate_per_s=1000.0, seed=1)
     dep = deployment("vllm", ctx=500)
     cfg = tight_config(dep, work, scheduler="vllm", blocks=40)
-    eng = run.run_engine(cfg, run.build_table(dep, cfg, work), work)
+    eng = instance.run_engine(cfg, run.build_table(dep, cfg, work), work)
     assert eng.preemptions > 0
     assert eng.prefill_tokens > 200 * 200  # recomputation costs prefill work
 

@@ -12,7 +12,7 @@ from planner import inputs
 from planner.cli import app
 from planner.deployment import Deployment
 from planner.engines import registry
-from planner.sim import dpgroups, run, schedulers
+from planner.sim import dpgroups, instance, run, schedulers
 from planner.sim import workload as wl
 from planner.sim.engine import Engine
 
@@ -50,7 +50,7 @@ def test_dense_vllm_groups_are_independent_engines() -> None:
 def rank_engines(dep: Deployment, works: list[wl.Workload]) -> list[Engine]:
     """One engine per DP rank on its own workload, with the knobs the instance's groups get."""
     cfgs = [run.default_config(dep, workload=w, max_batch=16, max_prefill_tokens=8192) for w in works]
-    return [run.make_engine(c, run.build_table(dep, c, w), w) for c, w in zip(cfgs, works, strict=True)]
+    return [instance.make_engine(c, run.build_table(dep, c, w), w) for c, w in zip(cfgs, works, strict=True)]
 
 
 def one(prompt: int, output: int, at_s: float) -> wl.Workload:
@@ -88,7 +88,7 @@ def test_lockstep_matches_a_lone_engine_when_one_rank_is_idle() -> None:
         dep, [one(300, 200, 0.0), wl.Workload(np.array([64]), np.array([4]), np.array([1e4]), None)]
     )
     dpgroups.run_lockstep(engines, vote=False)
-    alone = run.run_engine(engines[0].cfg, engines[0].table, one(300, 200, 0.0))
+    alone = instance.run_engine(engines[0].cfg, engines[0].table, one(300, 200, 0.0))
     assert engines[0].finish[0] == pytest.approx(alone.finish[0], rel=1e-9)
     assert engines[0].first[0] == pytest.approx(alone.first[0], rel=1e-12)
 

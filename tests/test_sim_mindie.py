@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from planner.engines.mindie import scheduler as mindie_scheduler
-from planner.sim import run, schedulers
+from planner.sim import instance, run, schedulers
 from planner.sim import workload as wl
 from planner.sim.engine import Engine
 from tests.helpers import deployment_950pr
@@ -18,7 +18,7 @@ def engine(prompts: list[int], outputs: list[int], arrivals: list[float], **knob
     work = wl.Workload(np.array(prompts), np.array(outputs), np.array(arrivals), None)
     dep = deployment_950pr("qwen3-8b", engine="mindie", ctx_tokens=int(max(prompts) + max(outputs)))
     cfg = run.default_config(dep, workload=work, **knobs)
-    return run.run_engine(cfg, run.build_table(dep, cfg, work), work)
+    return instance.run_engine(cfg, run.build_table(dep, cfg, work), work)
 
 
 def steps_before(eng: Engine, *, start_s: float, end_s: float) -> np.ndarray:

@@ -139,9 +139,7 @@ def test_vllm_pd_ttft_is_prefill_pull_admission_and_one_decode_step(simulate: st
     and the decoder generates all O tokens (O decode steps after admission), MindIE's TTFT ends at the
     prefill."""
     prompt, output = 2000, 64
-    work = Workload(
-        np.asarray([prompt]), np.asarray([output]), arrival_s=np.asarray([0.0]), concurrency=None
-    )
+    work = Workload(np.asarray([prompt]), np.asarray([output]), arrival_s=np.asarray([0.0]), concurrency=None)
     results = {}
     for engine in ("vllm", "mindie"):
         spec = pd.spec_for(deployment(engine, ctx=3200), counts=(1, 1), prefill_tp=None, link_gbps=None)

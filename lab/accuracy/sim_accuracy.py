@@ -37,7 +37,7 @@ from planner import catalog, inputs  # noqa: E402
 from planner.errors import KvplanError  # noqa: E402
 from planner.serving import knee  # noqa: E402
 from planner.serving.closed_loop import BenchRun  # noqa: E402
-from planner.sim import bench, pd, pdloop, run, search  # noqa: E402
+from planner.sim import bench, instance, pd, pdloop, run, search  # noqa: E402
 from planner.sim import workload as wl  # noqa: E402
 
 SEED_ROWS = ((1, 15.8, 15.0), (8, 11.0, 90.0), (32, 7.0, 220.0), (128, 3.0, None))  # users, per-user, total
@@ -60,7 +60,7 @@ def seed_loop(prompt: int, output: int, *, users: int, count: int) -> wl.Workloa
     return bench.bench_workload(tokens=(prompt, output), concurrency=users, count=count, arrivals="staggered")
 
 
-def simulate(request: inputs.PlanRequest, work: wl.Workload, **knobs: object) -> run.SimResult:
+def simulate(request: inputs.PlanRequest, work: wl.Workload, **knobs: object) -> instance.SimResult:
     dep = inputs.to_deployment(request)
     return run.simulate(dep, work, cfg=run.default_config(dep, workload=work, **knobs))
 
@@ -90,7 +90,7 @@ def knee_lines() -> None:
     dep = inputs.to_deployment(seed_request())
     analytic = knee.load_knee(dep)
 
-    def run_at(users: float) -> run.SimSummary:
+    def run_at(users: float) -> instance.SimSummary:
         k = int(users)
         return bench.simulate_bench(
             dep, tokens=(256, 128), concurrency=k, bench=BenchRun(num_requests=8 * k, arrivals="staggered")

@@ -23,7 +23,7 @@ from planner import capacity
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.serving.closed_loop import BenchRun
-from planner.sim import config, run
+from planner.sim import instance, run
 from planner.sim import workload as wl
 from planner.sim.workload import MAX_REQUESTS, Workload
 
@@ -53,18 +53,18 @@ def bench_requests(*, concurrency: int, running_batch: int, num_requests: int | 
 def engine_cap(dep: Deployment, *, max_batch: int | None) -> int:
     """The engine's running-sequence cap: --max-batch, else its default (vLLM max_num_seqs for the device;
     MindIE maxBatchSize as `kvplan mindie` writes it, the plan's batch at ctx, per DP group;
-    config.default_max_batch)."""
+    run.default_max_batch)."""
     if max_batch is not None:
         return max_batch
     planned = capacity.memory_plan(dep)[1].max_batch_size // dep.dp  # one DP group's share
-    return config.default_max_batch(dep, planned_batch=max(1, planned))
+    return run.default_max_batch(dep, planned_batch=max(1, planned))
 
 
 def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
     """Scheduler knobs for the run: the running cap b; vLLM's max_num_batched_tokens is the deployment's
     max_prefill_tokens (what serve's --max-prefill-tokens sets), at least b (vLLM's own start-up check)."""
     knobs: dict[str, object] = {"max_batch": running_batch}
-    if config.scheduler_for(dep) == "vllm":
+    if run.scheduler_for(dep) == "vllm":
         knobs["max_batched_tokens"] = max(dep.max_prefill_tokens, running_batch)
     return knobs
 
@@ -90,7 +90,7 @@ def simulate_bench(
     concurrency: int,
     bench: BenchRun,
     slo: tuple[float | None, float | None] = (None, None),
-) -> run.SimResult:
+) -> instance.SimResult:
     """Simulate the closed-loop benchmark: tokens = (I, O) per request, K = concurrency users, the engine
     running at most bench.max_batch of them (None: all K; `kvplan serve` passes engine_cap), the rest queue,
     KV blocks on demand."""

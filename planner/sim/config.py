@@ -13,11 +13,9 @@ from typing import Literal
 from pydantic import Field
 
 from planner import units
-from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
-from planner.engines import registry
+from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
 from planner.engines.mindie import scheduler as mindie_scheduler
 from planner.engines.vllm import scheduler as vllm_scheduler
-from planner.results import MemoryBreakdown
 from planner.schema import Frozen
 
 SchedulerName = Literal["vllm", "mindie", "decode"]  # decode: a P:D decode instance (planner/sim/pd.py)
@@ -55,19 +53,3 @@ class SchedulerConfig(Frozen):
 def blocks_for(tokens: int, *, block_tokens: int) -> int:
     """Blocks that hold `tokens` tokens of KV: ceil(tokens / block)."""
     return -(-tokens // block_tokens)
-
-
-def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> dict[str, int]:
-    """SchedulerConfig keywords total_blocks, state_blocks, block_tokens: the engine's pool (registry)."""
-    pool = registry.block_pool(dep, mem, max_model_len=max_model_len)
-    return {**pool.model_dump(), "total_blocks": max(pool.total_blocks, 1)}
-
-
-def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
-    """The engine's default batch cap in the simulator (registry.default_max_batch)."""
-    return registry.default_max_batch(dep, planned_batch=planned_batch)
-
-
-def scheduler_for(dep: Deployment) -> SchedulerName:
-    """MindIE's prefill-priority scheduler or vLLM's continuous batching, as the engine's room says."""
-    return registry.scheduler_for(dep)

@@ -32,7 +32,7 @@ from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import roofline
-from planner.sim import metrics, run, schedulers
+from planner.sim import instance, metrics, run, schedulers
 from planner.sim.engine import MAX_SPAN_STEPS, Engine
 from planner.sim.metrics import Records
 from planner.sim.workload import IntArray, Workload
@@ -75,11 +75,11 @@ def run_groups(
     runs = []
     for index, part in group_workloads(work, dp=dep.dp):
         cfg = run.default_config(dep, workload=part, **group_knobs)
-        run.check_config(cfg, workload=part)
+        instance.check_config(cfg, workload=part)
         runs.append((index, part, cfg, run.build_table(dep, cfg, part)))
     if not (registry.dp_lockstep(dep) if lockstep is None else lockstep):
-        return [(index, run.run_engine(cfg, table, part)) for index, part, cfg, table in runs]
-    engines = [run.make_engine(cfg, table, part) for _, part, cfg, table in runs]
+        return [(index, instance.run_engine(cfg, table, part)) for index, part, cfg, table in runs]
+    engines = [instance.make_engine(cfg, table, part) for _, part, cfg, table in runs]
     run_lockstep(engines, vote=registry.dp_phase_vote(dep))
     return [(index, eng) for (index, *_), eng in zip(runs, engines, strict=True)]
 
@@ -176,10 +176,10 @@ def run_lockstep(engines: list[Engine], *, vote: bool) -> None:
     t_s, loops, still = 0.0, 0, 0
     while any(eng.finished < count for eng, count in zip(engines, counts, strict=True)):
         loops += 1
-        if loops > run.MAX_ENGINE_LOOPS:
+        if loops > instance.MAX_ENGINE_LOOPS:
             raise PlanInputError(
-                f"--requests: the lockstep simulation needs more than {run.MAX_ENGINE_LOOPS} rounds (got "
-                f"{sum(counts)} requests; expected fewer, shorter ones or larger batch/token limits)"
+                f"--requests: the lockstep simulation needs more than {instance.MAX_ENGINE_LOOPS} rounds "
+                f"(got {sum(counts)} requests; expected fewer, shorter ones or larger batch/token limits)"
             )
         for eng in engines:
             eng.admit_arrivals()
@@ -207,7 +207,7 @@ def simulate_dp(
     slo: tuple[float | None, float | None],
     knobs: dict[str, object],
     lockstep: bool | None = None,
-) -> run.SimResult:
+) -> instance.SimResult:
     """The workload through the instance's DP groups (module docstring) -> one summary for the instance
     (lockstep: None as the engine does, False the groups independent, as before issue 23)."""
     runs = run_groups(dep, work, knobs=knobs, lockstep=lockstep)
@@ -215,7 +215,7 @@ def simulate_dp(
         name: np.zeros(work.requests) for name in ("arrival_s", "first_token_s", "finish_s", "preemptions")
     }
     for index, eng in runs:
-        local = run.records_of(eng)
+        local = instance.records_of(eng)
         for name, values in columns.items():
             values[index] = getattr(local, name)
     records = Records(
@@ -226,8 +226,8 @@ def simulate_dp(
         finish_s=columns["finish_s"],
         preemptions=columns["preemptions"].astype(np.int64),
     )
-    timelines = [run.timeline_of(eng) for _, eng in runs]
-    stats = run.EngineStats(
+    timelines = [instance.timeline_of(eng) for _, eng in runs]
+    stats = instance.EngineStats(
         mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
         max_batch_reached=max(eng.max_batch_reached for _, eng in runs),
         preemptions=int(records.preemptions.sum()),
@@ -238,5 +238,5 @@ def simulate_dp(
         prefill_tokens=sum(eng.prefill_tokens for _, eng in runs),
     )
     cfg = runs[0][1].cfg
-    summary = run.summary_of(records, stats, cfg=cfg, calibrated=roofline.is_calibrated(dep), slo=slo)
-    return run.SimResult(summary=summary, records=records, timeline=timelines[0])
+    summary = instance.summary_of(records, stats, cfg=cfg, calibrated=roofline.is_calibrated(dep), slo=slo)
+    return instance.SimResult(summary=summary, records=records, timeline=timelines[0])

@@ -28,7 +28,7 @@ from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import roofline
-from planner.sim import metrics, run
+from planner.sim import instance, metrics, run
 from planner.sim.config import SchedulerConfig
 from planner.sim.engine import Engine
 from planner.sim.metrics import Records
@@ -133,14 +133,14 @@ def run_side(
     runs = []
     cfg = run.default_config(dep, workload=work, **knobs)
     table = run.build_table(dep, cfg, work)
-    for instance in range(instances):
-        index = order[instance::instances]
+    for number in range(instances):
+        index = order[number::instances]
         if index.size == 0:
             continue
         output = work.output_tokens if cfg.scheduler == "decode" else np.ones_like(work.output_tokens)
         part = subset(work, index, arrival_s=arrival_s, output=output)
         emits = cfg.scheduler == "decode" and registry.decoder_streams_first_token(dep.engine)
-        eng = run.run_engine(cfg, table, part, emits_first=emits)
+        eng = instance.run_engine(cfg, table, part, emits_first=emits)
         runs.append((index[np.argsort(arrival_s[index], kind="stable")], eng))
     return runs, cfg
 
@@ -155,7 +155,7 @@ def gather(runs: list[tuple[IntArray, Engine]], count: int, field: str) -> Float
 
 def simulate_pd(
     spec: PdSpec, work: Workload, *, slo: tuple[float | None, float | None], knobs: dict[str, object]
-) -> run.SimResult:
+) -> instance.SimResult:
     """Open-loop workload through the P:D fleet -> the same summary as one aggregated instance."""
     if work.arrival_s is None:
         raise PlanInputError(
@@ -182,8 +182,8 @@ def simulate_pd(
         ),
     )
     engines = [eng for _, eng in decode]
-    timelines = [run.timeline_of(eng) for eng in engines]
-    stats = run.EngineStats(
+    timelines = [instance.timeline_of(eng) for eng in engines]
+    stats = instance.EngineStats(
         mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
         max_batch_reached=max(eng.max_batch_reached for eng in engines),
         preemptions=int(records.preemptions.sum()),
@@ -191,5 +191,5 @@ def simulate_pd(
         prefill_tokens=sum(eng.prefill_tokens for _, eng in prefill),
     )
     calibrated = roofline.is_calibrated(spec.decode)
-    summary = run.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo)
-    return run.SimResult(summary=summary, records=records, timeline=timelines[0])
+    summary = instance.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo)
+    return instance.SimResult(summary=summary, records=records, timeline=timelines[0])

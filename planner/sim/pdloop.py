@@ -28,7 +28,7 @@ import numpy as np
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import roofline
-from planner.sim import metrics, run, schedulers
+from planner.sim import instance, metrics, run, schedulers
 from planner.sim.engine import Engine
 from planner.sim.metrics import Records
 from planner.sim.pd import PdSpec, kv_transfer_s
@@ -62,7 +62,7 @@ def engines_for(
     ):
         cfg = run.default_config(dep, workload=work, **{**knobs, **extra})
         table = run.build_table(dep, cfg, work)
-        run.check_config(cfg, workload=work)
+        instance.check_config(cfg, workload=work)
         engines = [Engine(cfg, table, requests=(prompt, outputs, arrival_s)) for _ in range(instances)]
         for eng in engines:
             eng.issued, eng.own_arrivals, eng.hold_kv = count, False, not extra
@@ -211,7 +211,7 @@ class Fleet:
                     f"held on every prefill instance, expected a decode instance free to take them)"
                 )
             loops += 1
-            if loops > run.MAX_ENGINE_LOOPS * len(self.engines):
+            if loops > instance.MAX_ENGINE_LOOPS * len(self.engines):
                 raise PlanInputError(
                     f"--requests: the P:D simulation needs more than {loops - 1} steps (got {count} "
                     "requests; expected fewer, shorter ones or more instances)"
@@ -221,7 +221,7 @@ class Fleet:
 
 def simulate_fleet(
     spec: PdSpec, work: Workload, *, slo: tuple[float | None, float | None], knobs: dict[str, object]
-) -> run.SimResult:
+) -> instance.SimResult:
     """Open- or closed-loop workload through the P:D fleet with back-pressure -> one instance's summary."""
     fleet = Fleet(spec, work, knobs=knobs)
     fleet.run()
@@ -236,9 +236,9 @@ def simulate_fleet(
     )
     for eng in fleet.decode:
         eng.record()
-    timelines = [run.timeline_of(eng) for eng in fleet.decode]
+    timelines = [instance.timeline_of(eng) for eng in fleet.decode]
     cfg = fleet.decode[0].cfg
-    stats = run.EngineStats(
+    stats = instance.EngineStats(
         mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
         max_batch_reached=max(eng.max_batch_reached for eng in fleet.decode),
         preemptions=int(preempted.sum()),
@@ -246,5 +246,5 @@ def simulate_fleet(
         prefill_tokens=sum(eng.prefill_tokens for eng in fleet.prefill),
     )
     calibrated = roofline.is_calibrated(spec.decode)
-    summary = run.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo)
-    return run.SimResult(summary=summary, records=records, timeline=timelines[0])
+    summary = instance.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo)
+    return instance.SimResult(summary=summary, records=records, timeline=timelines[0])

@@ -2,71 +2,130 @@
 
 The deployment's ctx is the longest request (prompt + output); its memory plan gives the KV block pool
 and the default batch cap (MindIE: maxBatchSize as `kvplan mindie` writes it at that ctx; vLLM: its
-max_num_seqs default for the device, the KV pool bounding the batch through preemption).
+max_num_seqs default for the device, the KV pool bounding the batch through preemption). The step table
+is built here from the planner's roofline (no second model):
+decode[b][j]   seconds of one decode step of b sequences (b = 1..max_batch) at mean context ctx_axis[j]:
+               planner.perf.roofline.decode_step_s_grid, vectorised over the whole grid.
+pass_[i][j]    seconds of one prefill pass of tokens_axis[i] query tokens whose mean attended keys are
+               attended_axis[j]: the same ledger terms (opcost.step_terms + term_time_s + step overhead)
+               on a prefill Step, so a one-chunk prompt costs exactly roofline.ttft_s.
+The instance itself runs and is summarised in planner/sim/instance.py.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from planner import capacity
 from planner.deployment import Deployment
-from planner.errors import DoesNotFitError, PlanInputError
-from planner.perf import roofline
-from planner.schema import Frozen
-from planner.sim import config, metrics, schedulers, steptable
-from planner.sim.config import SchedulerConfig
+from planner.engines import registry
+from planner.errors import DoesNotFitError
+from planner.perf import opcost, prefill, roofline
+from planner.perf.mtp import tokens_per_step
+from planner.perf.terms import FloatArray, Step
+from planner.results import MemoryBreakdown
+from planner.sim import config
+from planner.sim.config import SchedulerConfig, SchedulerName
 from planner.sim.engine import Engine
-from planner.sim.metrics import Percentiles, Records, Throughput, Timeline
+from planner.sim.instance import (
+    SimResult,
+    SimSummary,
+    check_config,
+    records_of,
+    run_engine,
+    stats_of,
+    summary_of,
+    timeline_of,
+)
+from planner.sim.metrics import Records, Timeline
+from planner.sim.steptable import StepTable
 from planner.sim.workload import Workload
 
-MAX_SIM_TOKENS = 2_000_000_000  # prompt + output tokens per simulated instance (~3 s of simulation)
-MAX_ENGINE_LOOPS = 1_000_000  # engine iterations per instance: ~5x the most --requests allows (~20-40 s)
 
-ASSUMPTIONS = (
-    "step times: the planner's roofline ledger for this card/profile/engine (measured coefficients when "
-    "calibrated), interpolated on a (batch, ctx) / (tokens, attended) grid",
-    "a vLLM mixed step streams the weights once for its prefill and decode tokens",
-    "MTP: every sequence gains the expected tokens per step (1 + a + ... + a^k), no per-step randomness",
-    "preemption: recompute (the last-admitted request frees its blocks and prefills again)",
-    "no prefix caching, no host overhead between steps beyond the step overhead in the profile",
-)
+def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> dict[str, int]:
+    """SchedulerConfig keywords total_blocks, state_blocks, block_tokens: the engine's pool (registry)."""
+    pool = registry.block_pool(dep, mem, max_model_len=max_model_len)
+    return {**pool.model_dump(), "total_blocks": max(pool.total_blocks, 1)}
 
 
-class SimSummary(Frozen):
-    """What `kvplan simulate --json` prints (keys kept stable: scripts depend on them)."""
-
-    requests: int
-    duration_s: float
-    throughput: Throughput
-    ttft_s: Percentiles
-    tpot_s: Percentiles
-    e2e_s: Percentiles
-    mean_in_system: float
-    max_batch_reached: int
-    preemptions: int
-    goodput_requests_per_s: float | None
-    slo: dict[str, float] | None
-    scheduler: SchedulerConfig
-    kv_peak_fraction: float
-    prefill_tokens: int
-    calibrated: bool
-    assumptions: tuple[str, ...]
-    backlog_at_last_arrival: int = 0
-    overloaded: bool = False
+def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
+    """The engine's default batch cap in the simulator (registry.default_max_batch)."""
+    return registry.default_max_batch(dep, planned_batch=planned_batch)
 
 
-@dataclass(frozen=True)
-class SimResult:
-    """Summary, one record per request, and the engine's timeline."""
+def scheduler_for(dep: Deployment) -> SchedulerName:
+    """MindIE's prefill-priority scheduler or vLLM's continuous batching, as the engine's room says."""
+    return registry.scheduler_for(dep)
 
-    summary: SimSummary
-    records: Records
-    timeline: Timeline
+
+GRID_POINTS_PER_DOUBLING = 4  # interpolation nodes per factor of 2 (step time is near-linear between)
+
+
+def geometric_axis(high: float) -> list[float]:
+    """1, 2^(1/g), 2^(2/g), ... up to and including `high` (g = GRID_POINTS_PER_DOUBLING)."""
+    count = int(np.ceil(np.log2(max(high, 2.0)) * GRID_POINTS_PER_DOUBLING)) + 1
+    axis = np.unique(np.round(np.exp2(np.arange(count) / GRID_POINTS_PER_DOUBLING)))
+    return [float(v) for v in axis[axis < high]] + [float(high)]
+
+
+def prefill_pass(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) -> Step:
+    """A prefill pass of `tokens` query tokens attending `attended` keys each on average (broadcast).
+
+    Formula: cached = max(attended - (tokens + 1) / 2, 0) (the prefix a chunk reads from the cache; 0 for
+    fresh prompts batched together); logits for 1 row; one MTP draft pass over the tokens when MTP is on.
+    """
+    cached = np.maximum(attended - (tokens + 1.0) / 2.0, 0.0)
+    ones = np.ones(np.broadcast_shapes(tokens.shape, attended.shape))
+    return Step(
+        tokens=tokens * ones,
+        sequences=ones,
+        cached_tokens=cached * ones,
+        attended_tokens=attended * ones,
+        logits_tokens=ones,
+        draft_runs=1 if dep.include_mtp else 0,
+        draft_tokens=tokens * ones,
+        draft_logits=ones,
+    )
+
+
+def pass_s_grid(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) -> FloatArray:
+    """Seconds of prefill passes over broadcast arrays (roofline.decode_step_s_grid's sum on a prefill Step).
+
+    Formula: pass_s = sum over ops of term_time_s(tokens) + step_overhead_s + prefill_pass_overhead_s, the
+    ops at the card's measured prefill rates where it has them (prefill.measured_prefill_terms, as TTFT)
+    """
+    rate = roofline.rates(dep)
+    step = prefill_pass(dep, tokens=tokens, attended=attended)
+    total = np.full(step.tokens.shape, rate.step_overhead_s + rate.prefill_pass_overhead_s)
+    geo = roofline.geometry(dep)
+    terms = prefill.measured_prefill_terms(dep, geo, opcost.step_terms(geo, step), tokens=step.tokens)
+    for term in terms:
+        total = total + roofline.term_time_s(term, rate=rate, tokens=step.tokens)
+    return total
+
+
+def step_table(dep: Deployment, *, max_batch: int, max_ctx_tokens: int, max_pass_tokens: int) -> StepTable:
+    """Grids covering batches 1..max_batch, contexts to max_ctx_tokens and passes to max_pass_tokens."""
+    ctx_axis = geometric_axis(max_ctx_tokens + 1)
+    batch = np.arange(1, max_batch + 1, dtype=np.float64)[:, None]
+    decode = roofline.decode_step_s_grid(dep, batch=batch, ctx_tokens=np.asarray(ctx_axis)[None, :])
+    tokens_axis = geometric_axis(max_pass_tokens + max_batch * (1 + dep.mtp_tokens))
+    attended_axis = geometric_axis(max_ctx_tokens + 1)
+    grid = pass_s_grid(
+        dep, tokens=np.asarray(tokens_axis)[:, None], attended=np.asarray(attended_axis)[None, :]
+    )
+    return StepTable(
+        ctx_axis=ctx_axis,
+        decode=decode.tolist(),
+        tokens_axis=tokens_axis,
+        attended_axis=attended_axis,
+        pass_=grid.tolist(),
+        tokens_per_step=tokens_per_step(dep),
+        query_tokens_per_step=1 + (dep.mtp_tokens if dep.include_mtp else 0),
+        request_overhead_s=roofline.request_overhead_s(dep),
+    )
 
 
 def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> SchedulerConfig:
@@ -76,10 +135,10 @@ def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> Sche
     DoesNotFitError when the model does not fit, or when one request alone outgrows the block pool.
     """
     mem, rec = capacity.memory_plan(dep)
-    pool = config.block_pool(dep, mem, max_model_len=dep.ctx_tokens)
+    pool = block_pool(dep, mem, max_model_len=dep.ctx_tokens)
     values: dict[str, Any] = {
-        "scheduler": config.scheduler_for(dep),
-        "max_batch": config.default_max_batch(dep, planned_batch=rec.max_batch_size),
+        "scheduler": scheduler_for(dep),
+        "max_batch": default_max_batch(dep, planned_batch=rec.max_batch_size),
         "max_prefill_tokens": max(dep.max_prefill_tokens, int(np.max(workload.input_tokens))),
         **pool,
     }
@@ -95,168 +154,12 @@ def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> Sche
     return cfg
 
 
-def check_config(cfg: SchedulerConfig, *, workload: Workload) -> None:
-    """Engine-side refusals: MindIE rejects prompts over maxPrefillTokens; vLLM needs a budget that holds
-    a full decode batch (max_num_batched_tokens >= max_num_seqs, its own start-up check)."""
-    longest_prompt = int(np.max(workload.input_tokens))
-    if cfg.scheduler == "mindie" and longest_prompt > cfg.max_prefill_tokens:
-        raise PlanInputError(
-            f"--max-prefill-tokens: MindIE rejects a {longest_prompt}-token prompt "
-            f"(got maxPrefillTokens {cfg.max_prefill_tokens}, expected >= the longest prompt)"
-        )
-    if cfg.scheduler == "vllm" and cfg.max_batched_tokens < cfg.max_batch:
-        raise PlanInputError(
-            f"--max-batched-tokens: below max_num_seqs (got {cfg.max_batched_tokens}, "
-            f"expected >= max_num_seqs {cfg.max_batch})"
-        )
-
-
-def build_table(dep: Deployment, cfg: SchedulerConfig, workload: Workload) -> steptable.StepTable:
+def build_table(dep: Deployment, cfg: SchedulerConfig, workload: Workload) -> StepTable:
     """Step grids that cover every batch, context and pass this run can reach."""
     longest = int(np.max(workload.input_tokens + workload.output_tokens))
     budget = cfg.max_batched_tokens if cfg.scheduler == "vllm" else cfg.max_prefill_tokens
-    return steptable.build(
+    return step_table(
         dep, max_batch=cfg.max_batch, max_ctx_tokens=longest, max_pass_tokens=max(budget, longest)
-    )
-
-
-def check_work(loops: int, cfg: SchedulerConfig, workload: Workload) -> int:
-    """`loops` (engine iterations so far) if within MAX_ENGINE_LOOPS, else PlanInputError (bounded time).
-    On the first loop, before any work: prompt + output tokens <= MAX_SIM_TOKENS and the prefill passes
-    the prompts need at least (sum of prompt tokens / tokens per pass) <= MAX_ENGINE_LOOPS."""
-    if loops == 1:
-        tokens = int(np.sum(workload.input_tokens)) + int(np.sum(workload.output_tokens))
-        if tokens > MAX_SIM_TOKENS:
-            raise PlanInputError(
-                f"--requests/--input-tokens/--output-tokens: too much to simulate (got {tokens:.3g} "
-                f"tokens in {workload.requests} requests, expected <= {MAX_SIM_TOKENS:.3g})"
-            )
-    per_pass = cfg.max_batched_tokens if cfg.scheduler == "vllm" else cfg.max_prefill_tokens
-    needed = loops if loops > 1 else int(np.sum(workload.input_tokens)) // per_pass
-    if needed > MAX_ENGINE_LOOPS:
-        raise PlanInputError(
-            f"--requests: the simulation needs more than {MAX_ENGINE_LOOPS} engine steps (got "
-            f"{workload.requests} requests; expected fewer, shorter ones or larger batch/token limits)"
-        )
-    return loops
-
-
-def run_engine(
-    cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload, *, emits_first: bool = False
-) -> Engine:
-    """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users);
-    emits_first: a vLLM P:D decode instance, whose first step after admission gives the first token."""
-    eng = make_engine(cfg, table, workload, emits_first=emits_first)
-    count = workload.requests
-    loops = 0
-    while eng.finished < count:
-        loops = check_work(loops + 1, cfg, workload)
-        eng.admit_arrivals()
-        eng.record()
-        if not (eng.running or eng.waiting or eng.prefilling):
-            eng.t = max(eng.t, eng.next_arrival_s())
-            continue
-        schedulers.step(eng)
-    eng.record()
-    return eng
-
-
-def make_engine(
-    cfg: SchedulerConfig, table: steptable.StepTable, workload: Workload, *, emits_first: bool = False
-) -> Engine:
-    """A fresh engine for the workload (open loop: its arrivals; closed loop: `concurrency` users at 0)."""
-    count = workload.requests
-    if workload.arrival_s is None:
-        users = min(workload.concurrency or 1, count)
-        arrivals = [0.0] * users + [math.inf] * (count - users)
-    else:
-        users, arrivals = count, workload.arrival_s.tolist()
-    eng = Engine(
-        cfg, table, requests=(workload.input_tokens.tolist(), workload.output_tokens.tolist(), arrivals)
-    )
-    eng.issued = users
-    eng.decoder_emits_first = emits_first
-    return eng
-
-
-def records_of(eng: Engine) -> Records:
-    """The engine's per-request lists as numpy columns."""
-    return Records(
-        arrival_s=np.asarray(eng.arrival, dtype=np.float64),
-        input_tokens=np.asarray(eng.prompt, dtype=np.int64),
-        output_tokens=np.asarray(eng.output, dtype=np.int64),
-        first_token_s=np.asarray(eng.first, dtype=np.float64),
-        finish_s=np.asarray(eng.finish, dtype=np.float64),
-        preemptions=np.asarray(eng.preempted, dtype=np.int64),
-    )
-
-
-def timeline_of(eng: Engine) -> Timeline:
-    """The engine's event trace as numpy columns."""
-    times, in_system, batch, blocks, waiting = eng.trace
-    return Timeline(
-        time_s=np.asarray(times, dtype=np.float64),
-        in_system=np.asarray(in_system, dtype=np.int64),
-        batch=np.asarray(batch, dtype=np.int64),
-        used_blocks=np.asarray(blocks, dtype=np.int64),
-        waiting=np.asarray(waiting, dtype=np.int64),
-    )
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    """What the engines report beyond the records: mean in system, batch and KV peaks, counters."""
-
-    mean_in_system: float
-    max_batch_reached: int
-    preemptions: int
-    kv_peak_fraction: float
-    prefill_tokens: int
-
-
-def stats_of(eng: Engine, timeline: Timeline) -> EngineStats:
-    """EngineStats of one finished engine (mean in system from its own event trace)."""
-    return EngineStats(
-        mean_in_system=metrics.mean_in_system(timeline, arrival_s=np.asarray(eng.arrival, dtype=np.float64)),
-        max_batch_reached=eng.max_batch_reached,
-        preemptions=eng.preemptions,
-        kv_peak_fraction=float(np.max(timeline.used_blocks)) / eng.cfg.total_blocks,
-        prefill_tokens=eng.prefill_tokens,
-    )
-
-
-def summary_of(
-    records: Records,
-    stats: EngineStats,
-    *,
-    cfg: SchedulerConfig,
-    calibrated: bool,
-    slo: tuple[float | None, float | None],
-) -> SimSummary:
-    """Summary statistics of finished records; slo = (ttft_s, tpot_s), either may be None."""
-    with_slo = any(limit is not None for limit in slo)
-    backlog, overloaded = metrics.overload(records)
-    return SimSummary(
-        requests=records.finish_s.size,
-        duration_s=metrics.duration_s(records),
-        throughput=metrics.throughput(records),
-        ttft_s=metrics.percentiles(records.ttft_s),
-        tpot_s=metrics.percentiles(records.tpot_s),
-        e2e_s=metrics.percentiles(records.e2e_s),
-        mean_in_system=stats.mean_in_system,
-        max_batch_reached=stats.max_batch_reached,
-        preemptions=stats.preemptions,
-        goodput_requests_per_s=(
-            metrics.goodput_requests_per_s(records, ttft_s=slo[0], tpot_s=slo[1]) if with_slo else None
-        ),
-        slo={k: v for k, v in zip(("ttft_s", "tpot_s"), slo, strict=True) if v is not None} or None,
-        scheduler=cfg,
-        kv_peak_fraction=stats.kv_peak_fraction,
-        prefill_tokens=stats.prefill_tokens,
-        calibrated=calibrated,
-        assumptions=ASSUMPTIONS,
-        backlog_at_last_arrival=backlog,
-        overloaded=overloaded,
     )
 
 

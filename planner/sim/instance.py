@@ -1,0 +1,222 @@
+"""One simulated serving instance, run and summarised: the engine loop (planner/sim/engine.py stepped by
+planner/sim/schedulers.py) on a scheduler config and step table it is given, its records, timeline and
+the `kvplan simulate --json` summary. Split from planner/sim/run.py, which builds the config and the step
+table for a deployment (memory plan, engine registry, roofline) and composes `simulate`; the P:D and DP
+simulators (planner/sim/pd.py, pdloop.py, dpgroups.py) run their instances through these functions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.errors import PlanInputError
+from planner.schema import Frozen
+from planner.sim import metrics, schedulers
+from planner.sim.config import SchedulerConfig
+from planner.sim.engine import Engine
+from planner.sim.metrics import Percentiles, Records, Throughput, Timeline
+from planner.sim.steptable import StepTable
+from planner.sim.workload import Workload
+
+MAX_SIM_TOKENS = 2_000_000_000  # prompt + output tokens per simulated instance (~3 s of simulation)
+MAX_ENGINE_LOOPS = 1_000_000  # engine iterations per instance: ~5x the most --requests allows (~20-40 s)
+
+ASSUMPTIONS = (
+    "step times: the planner's roofline ledger for this card/profile/engine (measured coefficients when "
+    "calibrated), interpolated on a (batch, ctx) / (tokens, attended) grid",
+    "a vLLM mixed step streams the weights once for its prefill and decode tokens",
+    "MTP: every sequence gains the expected tokens per step (1 + a + ... + a^k), no per-step randomness",
+    "preemption: recompute (the last-admitted request frees its blocks and prefills again)",
+    "no prefix caching, no host overhead between steps beyond the step overhead in the profile",
+)
+
+
+class SimSummary(Frozen):
+    """What `kvplan simulate --json` prints (keys kept stable: scripts depend on them)."""
+
+    requests: int
+    duration_s: float
+    throughput: Throughput
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    e2e_s: Percentiles
+    mean_in_system: float
+    max_batch_reached: int
+    preemptions: int
+    goodput_requests_per_s: float | None
+    slo: dict[str, float] | None
+    scheduler: SchedulerConfig
+    kv_peak_fraction: float
+    prefill_tokens: int
+    calibrated: bool
+    assumptions: tuple[str, ...]
+    backlog_at_last_arrival: int = 0
+    overloaded: bool = False
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Summary, one record per request, and the engine's timeline."""
+
+    summary: SimSummary
+    records: Records
+    timeline: Timeline
+
+
+def check_config(cfg: SchedulerConfig, *, workload: Workload) -> None:
+    """Engine-side refusals: MindIE rejects prompts over maxPrefillTokens; vLLM needs a budget that holds
+    a full decode batch (max_num_batched_tokens >= max_num_seqs, its own start-up check)."""
+    longest_prompt = int(np.max(workload.input_tokens))
+    if cfg.scheduler == "mindie" and longest_prompt > cfg.max_prefill_tokens:
+        raise PlanInputError(
+            f"--max-prefill-tokens: MindIE rejects a {longest_prompt}-token prompt "
+            f"(got maxPrefillTokens {cfg.max_prefill_tokens}, expected >= the longest prompt)"
+        )
+    if cfg.scheduler == "vllm" and cfg.max_batched_tokens < cfg.max_batch:
+        raise PlanInputError(
+            f"--max-batched-tokens: below max_num_seqs (got {cfg.max_batched_tokens}, "
+            f"expected >= max_num_seqs {cfg.max_batch})"
+        )
+
+
+def check_work(loops: int, cfg: SchedulerConfig, workload: Workload) -> int:
+    """`loops` (engine iterations so far) if within MAX_ENGINE_LOOPS, else PlanInputError (bounded time).
+    On the first loop, before any work: prompt + output tokens <= MAX_SIM_TOKENS and the prefill passes
+    the prompts need at least (sum of prompt tokens / tokens per pass) <= MAX_ENGINE_LOOPS."""
+    if loops == 1:
+        tokens = int(np.sum(workload.input_tokens)) + int(np.sum(workload.output_tokens))
+        if tokens > MAX_SIM_TOKENS:
+            raise PlanInputError(
+                f"--requests/--input-tokens/--output-tokens: too much to simulate (got {tokens:.3g} "
+                f"tokens in {workload.requests} requests, expected <= {MAX_SIM_TOKENS:.3g})"
+            )
+    per_pass = cfg.max_batched_tokens if cfg.scheduler == "vllm" else cfg.max_prefill_tokens
+    needed = loops if loops > 1 else int(np.sum(workload.input_tokens)) // per_pass
+    if needed > MAX_ENGINE_LOOPS:
+        raise PlanInputError(
+            f"--requests: the simulation needs more than {MAX_ENGINE_LOOPS} engine steps (got "
+            f"{workload.requests} requests; expected fewer, shorter ones or larger batch/token limits)"
+        )
+    return loops
+
+
+def run_engine(
+    cfg: SchedulerConfig, table: StepTable, workload: Workload, *, emits_first: bool = False
+) -> Engine:
+    """Run the workload to completion (open loop: its arrivals; closed loop: `concurrency` users);
+    emits_first: a vLLM P:D decode instance, whose first step after admission gives the first token."""
+    eng = make_engine(cfg, table, workload, emits_first=emits_first)
+    count = workload.requests
+    loops = 0
+    while eng.finished < count:
+        loops = check_work(loops + 1, cfg, workload)
+        eng.admit_arrivals()
+        eng.record()
+        if not (eng.running or eng.waiting or eng.prefilling):
+            eng.t = max(eng.t, eng.next_arrival_s())
+            continue
+        schedulers.step(eng)
+    eng.record()
+    return eng
+
+
+def make_engine(
+    cfg: SchedulerConfig, table: StepTable, workload: Workload, *, emits_first: bool = False
+) -> Engine:
+    """A fresh engine for the workload (open loop: its arrivals; closed loop: `concurrency` users at 0)."""
+    count = workload.requests
+    if workload.arrival_s is None:
+        users = min(workload.concurrency or 1, count)
+        arrivals = [0.0] * users + [math.inf] * (count - users)
+    else:
+        users, arrivals = count, workload.arrival_s.tolist()
+    eng = Engine(
+        cfg, table, requests=(workload.input_tokens.tolist(), workload.output_tokens.tolist(), arrivals)
+    )
+    eng.issued = users
+    eng.decoder_emits_first = emits_first
+    return eng
+
+
+def records_of(eng: Engine) -> Records:
+    """The engine's per-request lists as numpy columns."""
+    return Records(
+        arrival_s=np.asarray(eng.arrival, dtype=np.float64),
+        input_tokens=np.asarray(eng.prompt, dtype=np.int64),
+        output_tokens=np.asarray(eng.output, dtype=np.int64),
+        first_token_s=np.asarray(eng.first, dtype=np.float64),
+        finish_s=np.asarray(eng.finish, dtype=np.float64),
+        preemptions=np.asarray(eng.preempted, dtype=np.int64),
+    )
+
+
+def timeline_of(eng: Engine) -> Timeline:
+    """The engine's event trace as numpy columns."""
+    times, in_system, batch, blocks, waiting = eng.trace
+    return Timeline(
+        time_s=np.asarray(times, dtype=np.float64),
+        in_system=np.asarray(in_system, dtype=np.int64),
+        batch=np.asarray(batch, dtype=np.int64),
+        used_blocks=np.asarray(blocks, dtype=np.int64),
+        waiting=np.asarray(waiting, dtype=np.int64),
+    )
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """What the engines report beyond the records: mean in system, batch and KV peaks, counters."""
+
+    mean_in_system: float
+    max_batch_reached: int
+    preemptions: int
+    kv_peak_fraction: float
+    prefill_tokens: int
+
+
+def stats_of(eng: Engine, timeline: Timeline) -> EngineStats:
+    """EngineStats of one finished engine (mean in system from its own event trace)."""
+    return EngineStats(
+        mean_in_system=metrics.mean_in_system(timeline, arrival_s=np.asarray(eng.arrival, dtype=np.float64)),
+        max_batch_reached=eng.max_batch_reached,
+        preemptions=eng.preemptions,
+        kv_peak_fraction=float(np.max(timeline.used_blocks)) / eng.cfg.total_blocks,
+        prefill_tokens=eng.prefill_tokens,
+    )
+
+
+def summary_of(
+    records: Records,
+    stats: EngineStats,
+    *,
+    cfg: SchedulerConfig,
+    calibrated: bool,
+    slo: tuple[float | None, float | None],
+) -> SimSummary:
+    """Summary statistics of finished records; slo = (ttft_s, tpot_s), either may be None."""
+    with_slo = any(limit is not None for limit in slo)
+    backlog, overloaded = metrics.overload(records)
+    return SimSummary(
+        requests=records.finish_s.size,
+        duration_s=metrics.duration_s(records),
+        throughput=metrics.throughput(records),
+        ttft_s=metrics.percentiles(records.ttft_s),
+        tpot_s=metrics.percentiles(records.tpot_s),
+        e2e_s=metrics.percentiles(records.e2e_s),
+        mean_in_system=stats.mean_in_system,
+        max_batch_reached=stats.max_batch_reached,
+        preemptions=stats.preemptions,
+        goodput_requests_per_s=(
+            metrics.goodput_requests_per_s(records, ttft_s=slo[0], tpot_s=slo[1]) if with_slo else None
+        ),
+        slo={k: v for k, v in zip(("ttft_s", "tpot_s"), slo, strict=True) if v is not None} or None,
+        scheduler=cfg,
+        kv_peak_fraction=stats.kv_peak_fraction,
+        prefill_tokens=stats.prefill_tokens,
+        calibrated=calibrated,
+        assumptions=ASSUMPTIONS,
+        backlog_at_last_arrival=backlog,
+        overloaded=overloaded,
+    )
