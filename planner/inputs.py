@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import Field
+
 from planner import catalog, deployment, units
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
@@ -19,11 +21,24 @@ from planner.dtypes import WEIGHT_SCHEMES, StorageDType, storage_dtype, weight_s
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.kinds import DEFAULT_ENGINE, parse_engine
-from planner.schema import HardwareProfile
+from planner.schema import Frozen, HardwareProfile
 
 DEFAULT_CARD = "ascend-950pr"
 DEFAULT_DTYPE = "bf16"
 DEFAULT_CTX = "4k"
+
+
+class ServiceLevels(Frozen):
+    """Latency targets for the SLO search (planner/plan/compose.py); None means unconstrained."""
+
+    tpot_s: float | None = Field(default=None, gt=0)
+    ttft_s: float | None = Field(default=None, gt=0)
+    min_user_tokens_per_s: float | None = Field(default=None, gt=0)
+
+    @property
+    def any(self) -> bool:
+        """True when at least one target is set."""
+        return any(v is not None for v in (self.tpot_s, self.ttft_s, self.min_user_tokens_per_s))
 
 
 @dataclass(frozen=True)

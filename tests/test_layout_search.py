@@ -8,16 +8,16 @@ import json
 from typer.testing import CliRunner
 
 from planner.cli import app
-from planner.inputs import PlanRequest, to_deployment
+from planner.inputs import PlanRequest, ServiceLevels, to_deployment
 from planner.plan import layout_search
-from planner.plan.compose import ServiceLevels, build_plan
+from planner.plan.compose import build_plan
 
 runner = CliRunner()
 
 
 def test_candidates_respect_budget_and_slo_and_are_ranked() -> None:
     dep = to_deployment(PlanRequest(model="deepseek-v3", card="ascend-910c", dtype="int8", ctx="4k"))
-    result = layout_search.search_layouts(dep, budget=32, slo=ServiceLevels(tpot_s=0.06))
+    result = layout_search.search_layouts(dep, budget=32, slo=ServiceLevels(tpot_s=0.06), plan_of=build_plan)
     assert result.candidates
     scores = [c.tokens_per_s_per_device for c in result.candidates]
     assert scores == sorted(scores, reverse=True)
@@ -30,7 +30,7 @@ def test_candidates_respect_budget_and_slo_and_are_ranked() -> None:
 
 def test_best_layout_is_never_worse_than_tensor_parallel_alone() -> None:
     dep = to_deployment(PlanRequest(model="qwen3-235b-a22b", card="ascend-910c", dtype="bf16", ctx="5k"))
-    best = layout_search.search_layouts(dep, budget=16, slo=ServiceLevels()).candidates[0]
+    best = layout_search.search_layouts(dep, budget=16, slo=ServiceLevels(), plan_of=build_plan).candidates[0]
     plan = build_plan(dep.model_copy(update={"tp": 16}))
     assert plan.performance is not None
     assert best.tokens_per_s_per_device >= plan.performance.tokens_per_s / 16
@@ -38,7 +38,7 @@ def test_best_layout_is_never_worse_than_tensor_parallel_alone() -> None:
 
 def test_dense_models_get_no_expert_parallelism_and_vllm_tries_pipelines() -> None:
     dep = to_deployment(PlanRequest(model="qwen3-32b", card="ascend-910b4", ctx="4k", engine="vllm"))
-    found = layout_search.search_layouts(dep, budget=8, slo=ServiceLevels()).candidates
+    found = layout_search.search_layouts(dep, budget=8, slo=ServiceLevels(), plan_of=build_plan).candidates
     assert {c.ep for c in found} == {1}
     assert any(c.pp > 1 for c in found)
 

@@ -42,7 +42,7 @@ def layout_command(
     from planner import inputs
     from planner.deployment import MAX_DEGREE
     from planner.perf import ranges
-    from planner.plan import layout_search
+    from planner.plan import compose, layout_search
 
     request = inputs.PlanRequest(
         model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, ctx=ctx_len, batch=batch,
@@ -56,7 +56,7 @@ def layout_command(
             raise PlanInputError(f"{flag}: out of range (got {value}, expected 1..{MAX_DEGREE})")
         dep = inputs.to_deployment(request)
         slo = options.service_levels(tpot_ms, ttft_ms, min_user_tps)
-        result = layout_search.search_layouts(dep, budget=budget_devices, slo=slo)
+        result = layout_search.search_layouts(dep, budget=budget_devices, slo=slo, plan_of=compose.build_plan)
         if not result.candidates:
             raise DoesNotFitError(
                 f"--budget-devices: no layout of {dep.model.id} on up to {budget_devices} {dep.hardware.id} "

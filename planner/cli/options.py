@@ -13,7 +13,7 @@ import json
 import math
 import re
 import sys
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, runtime_checkable
+from typing import Annotated, Any, NoReturn, Protocol, runtime_checkable
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -26,11 +26,8 @@ from planner.deployment import (
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
 )
 from planner.errors import KvplanError, PlanInputError
-from planner.inputs import DEFAULT_CARD, DEFAULT_CTX, DEFAULT_DTYPE
+from planner.inputs import DEFAULT_CARD, DEFAULT_CTX, DEFAULT_DTYPE, ServiceLevels
 from planner.kinds import DEFAULT_ENGINE
-
-if TYPE_CHECKING:
-    from planner.plan.compose import ServiceLevels
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE_TOKENS",
@@ -258,8 +255,6 @@ def ms_to_s(value: float | None, flag: str) -> float | None:
 
 def service_levels(tpot_ms: float | None, ttft_ms: float | None, min_user_tps: float | None) -> ServiceLevels:
     """The SLOs of --tpot-ms, --ttft-ms and --min-user-tps (each None or > 0), in seconds and tokens/s."""
-    from planner.plan.compose import ServiceLevels
-
     return ServiceLevels(
         tpot_s=ms_to_s(tpot_ms, "--tpot-ms"),
         ttft_s=ms_to_s(ttft_ms, "--ttft-ms"),

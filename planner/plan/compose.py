@@ -6,28 +6,13 @@ planner/serving/performance.py.
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from planner import capacity, layout
 from planner.deployment import Deployment
 from planner.errors import PlanInputError, SloNotMetError
+from planner.inputs import ServiceLevels
 from planner.perf import fitted, ranges
 from planner.results import Performance, Plan, Recommendation, SpeedRange
-from planner.schema import Frozen
 from planner.serving import knee, performance
-
-
-class ServiceLevels(Frozen):
-    """Latency targets for the SLO search; None means unconstrained."""
-
-    tpot_s: float | None = Field(default=None, gt=0)
-    ttft_s: float | None = Field(default=None, gt=0)
-    min_user_tokens_per_s: float | None = Field(default=None, gt=0)
-
-    @property
-    def any(self) -> bool:
-        """True when at least one target is set."""
-        return any(v is not None for v in (self.tpot_s, self.ttft_s, self.min_user_tokens_per_s))
 
 
 def apply_slo(

@@ -1,11 +1,14 @@
 """Layout search: every tp x dp x ep x pp layout that fits a device budget, planned with the SLOs, ranked by
 tokens/s per device (what aiconfigurator and msModeling offer, here on Ascend's interconnect).
 
-Composition only: each candidate is a whole plan (planner/plan/compose.py: memory, SLO search, roofline speed
-with the layout's collectives); impossible layouts and SLO misses are counted, not shown.
+Composition only: each candidate is a whole plan, built by the plan builder the caller passes
+(planner/plan/compose.py build_plan: memory, SLO search, roofline speed with the layout's collectives);
+impossible layouts and SLO misses are counted, not shown.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from pydantic import Field
 
@@ -13,11 +16,18 @@ from planner import capacity, layout
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import KvplanError
-from planner.plan import compose as perf_plan
+from planner.inputs import ServiceLevels
+from planner.results import Plan
 from planner.schema import Frozen
 
 MAX_BUDGET_DEVICES = 1024
 PIPELINE_STAGES = (1, 2, 4)  # pipeline degrees tried (vLLM only; kvplan plans no MindIE pipeline)
+
+
+class PlanBuilder(Protocol):
+    """planner/plan/compose.py build_plan: one whole plan of a deployment (KvplanError when impossible)."""
+
+    def __call__(self, dep: Deployment, *, prompt_tokens: int, slo: ServiceLevels) -> Plan: ...
 
 
 class LayoutCandidate(Frozen):
@@ -70,10 +80,12 @@ def expert_degrees(dep: Deployment, *, group: int) -> list[int]:
     return registry.expert_degrees(dep, group=group, candidates=powers_of_two(group))
 
 
-def candidate(dep: Deployment, *, budget: int, slo: perf_plan.ServiceLevels, prompt: int) -> LayoutCandidate:
+def candidate(
+    dep: Deployment, *, budget: int, slo: ServiceLevels, prompt: int, plan_of: PlanBuilder
+) -> LayoutCandidate:
     """Plan one layout (KvplanError when it is impossible, does not fit or misses an SLO)."""
     capacity.check_supported(dep)
-    result = perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo)
+    result = plan_of(dep, prompt_tokens=prompt, slo=slo)
     perf = result.performance
     if perf is None:  # build_plan always computes it here; kept for the type checker
         raise KvplanError("no performance estimate")
@@ -95,9 +107,15 @@ def candidate(dep: Deployment, *, budget: int, slo: perf_plan.ServiceLevels, pro
 
 
 def search_layouts(
-    dep: Deployment, *, budget: int, slo: perf_plan.ServiceLevels, prompt_tokens: int | None = None
+    dep: Deployment,
+    *,
+    budget: int,
+    slo: ServiceLevels,
+    plan_of: PlanBuilder,
+    prompt_tokens: int | None = None,
 ) -> LayoutSearch:
-    """Every candidate layout of the deployment within `budget` devices, ranked best first.
+    """Every candidate layout of the deployment within `budget` devices, each planned by `plan_of`
+    (compose.build_plan), ranked best first.
 
     Formula: score = instance tokens/s / (tp x dp x pp); ties go to the smaller instance.
     """
@@ -107,7 +125,7 @@ def search_layouts(
     for tp, dp, ep, pp in degrees:
         trial = dep.model_copy(update={"tp": tp, "dp": dp, "ep": ep, "pp": pp, "nodes": None})
         try:
-            found.append(candidate(trial, budget=budget, slo=slo, prompt=prompt))
+            found.append(candidate(trial, budget=budget, slo=slo, prompt=prompt, plan_of=plan_of))
         except KvplanError:
             continue
     found.sort(key=lambda c: (-c.tokens_per_s_per_device, c.devices))
