@@ -19,7 +19,7 @@ from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest
 from planner.results import Plan
-from planner.sim import instance, metrics, pd, pdloop, run
+from planner.sim import instance, metrics, pdloop, pdspec, run
 from planner.sim import workload as wl
 
 CONCURRENCY_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -68,7 +68,7 @@ def open_loop(
     work = workload(prompt, output, users=None, rate=rate, count=count)
     if split is None:
         return reduced(run.simulate(dep, work))
-    spec = pd.spec_for(dep, counts=pd.parse_pd(split), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(dep, counts=pdspec.parse_pd(split), prefill_tp=None, link_gbps=None)
     return reduced(pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}))  # back-pressure, as the CLI
 
 

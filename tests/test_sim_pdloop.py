@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from planner.cli import app
 from planner.deployment import Deployment
 from planner.perf import roofline
-from planner.sim import pd, pdloop, run
+from planner.sim import pd, pdloop, pdspec, run
 from planner.sim import workload as wl
 from planner.sim.workload import Workload
 from tests.helpers import deployment_950pr
@@ -42,7 +42,7 @@ def test_with_decode_to_spare_it_is_the_open_loop_model(engine: str, counts: tup
     every request ends where the reference ends it (decode spans cut at other instances' clocks: 1 %; vLLM's
     first token is the decoder's first step, timed as its span's mean step: 0.2 %)."""
     work = poisson((500, 3000), 200, count=300, rate=2.0, seed=7)
-    spec = pd.spec_for(deployment(engine, ctx=3200), counts=counts, prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(deployment(engine, ctx=3200), counts=counts, prefill_tp=None, link_gbps=None)
     reference = pd.simulate_pd(spec, work, slo=(None, None), knobs={}).records
     fleet = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}).records
     tolerance = 2e-3 if engine == "vllm" else 1e-9
@@ -55,7 +55,7 @@ def test_full_decode_holds_kv_on_prefill_and_first_tokens_wait() -> None:
     on the prefill instance; its blocks run out and prompts wait to be prefilled. The reference (KV leaves at
     once) never sees this: TTFT grows, while requests still finish when decode frees a slot."""
     work = poisson((2000, 3000), 200, count=600, rate=20.0, seed=7)
-    spec = pd.spec_for(deployment("mindie", ctx=3200), counts=(1, 1), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(deployment("mindie", ctx=3200), counts=(1, 1), prefill_tp=None, link_gbps=None)
     knobs: dict[str, object] = {"max_batch": 8}
     reference = pd.simulate_pd(spec, work, slo=(None, None), knobs=knobs).summary
     fleet = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs=knobs).summary
@@ -63,7 +63,7 @@ def test_full_decode_holds_kv_on_prefill_and_first_tokens_wait() -> None:
     assert fleet.ttft_s.mean > reference.ttft_s.mean
     assert fleet.e2e_s.mean == pytest.approx(reference.e2e_s.mean, rel=1e-2)
     # with D large enough the hold vanishes again
-    wide = pd.spec_for(deployment("mindie", ctx=3200), counts=(1, 8), prefill_tp=None, link_gbps=None)
+    wide = pdspec.spec_for(deployment("mindie", ctx=3200), counts=(1, 8), prefill_tp=None, link_gbps=None)
     spare = pdloop.simulate_fleet(wide, work, slo=(None, None), knobs=knobs).summary
     assert spare.ttft_s.p95 < fleet.ttft_s.p95
 
@@ -71,7 +71,7 @@ def test_full_decode_holds_kv_on_prefill_and_first_tokens_wait() -> None:
 @pytest.mark.parametrize("users", [1, 4, 16])
 def test_closed_loop_keeps_k_users_in_the_system(users: int) -> None:
     work = closed(poisson((500, 1500), 100, count=20 * users, rate=None, seed=3), users)
-    spec = pd.spec_for(deployment("mindie", ctx=1600), counts=(1, 1), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(deployment("mindie", ctx=1600), counts=(1, 1), prefill_tp=None, link_gbps=None)
     result = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={})
     rec = result.records
     events = np.concatenate([np.stack([rec.arrival_s, np.ones(rec.arrival_s.size)]),
@@ -102,11 +102,11 @@ def test_fleet_invariants(
     users = load if isinstance(load, int) else None
     work = poisson((1, 800), 64, count=count, rate=None if users else float(load), seed=seed)
     work = closed(work, users) if users else work
-    spec = pd.spec_for(deployment(engine, ctx=900), counts=counts, prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(deployment(engine, ctx=900), counts=counts, prefill_tp=None, link_gbps=None)
     fleet = pdloop.Fleet(spec, work, knobs={"max_batch": max_batch})
     fleet.run()
     first, finish, arrival = (np.asarray(x) for x in (fleet.first, fleet.finish, fleet.arrival))
-    transfer = pd.kv_transfer_s(spec, prompt_tokens=work.input_tokens)
+    transfer = pdspec.kv_transfer_s(spec, prompt_tokens=work.input_tokens)
     assert fleet.finished == count
     assert np.all(first >= arrival) and np.all(finish >= first + transfer - 1e-12)
     for eng in fleet.engines:
@@ -142,12 +142,12 @@ def test_vllm_pd_ttft_is_prefill_pull_admission_and_one_decode_step(simulate: st
     work = Workload(np.asarray([prompt]), np.asarray([output]), arrival_s=np.asarray([0.0]), concurrency=None)
     results = {}
     for engine in ("vllm", "mindie"):
-        spec = pd.spec_for(deployment(engine, ctx=3200), counts=(1, 1), prefill_tp=None, link_gbps=None)
+        spec = pdspec.spec_for(deployment(engine, ctx=3200), counts=(1, 1), prefill_tp=None, link_gbps=None)
         sim = pd.simulate_pd if simulate == "reference" else pdloop.simulate_fleet
         records = sim(spec, work, slo=(None, None), knobs={}).records
         wait_s = run.default_config(spec.prefill, workload=work).queue_delay_s if engine == "mindie" else 0.0
         prefill_s = roofline.ttft_s(spec.prefill, prompt_tokens=prompt) + wait_s  # MindIE: maxQueueDelay
-        pull_s = float(pd.kv_transfer_s(spec, prompt_tokens=np.asarray([prompt]))[0])
+        pull_s = float(pdspec.kv_transfer_s(spec, prompt_tokens=np.asarray([prompt]))[0])
         cfg = run.default_config(spec.decode, workload=work, scheduler="decode")
         table = run.build_table(spec.decode, cfg, work)
         results[engine] = (records, prefill_s, pull_s, table)

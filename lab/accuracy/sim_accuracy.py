@@ -37,7 +37,7 @@ from planner import catalog, inputs  # noqa: E402
 from planner.errors import KvplanError  # noqa: E402
 from planner.serving import knee  # noqa: E402
 from planner.serving.closed_loop import BenchRun  # noqa: E402
-from planner.sim import bench, instance, pd, pdloop, run, search  # noqa: E402
+from planner.sim import bench, instance, pdloop, pdspec, run, search  # noqa: E402
 from planner.sim import workload as wl  # noqa: E402
 
 SEED_ROWS = ((1, 15.8, 15.0), (8, 11.0, 90.0), (32, 7.0, 220.0), (128, 3.0, None))  # users, per-user, total
@@ -108,7 +108,7 @@ def knee_lines() -> None:
 
 def pd_lines() -> None:
     dep = inputs.to_deployment(seed_request(ctx=4096 + int(SEED_OUTPUT.high)))
-    spec = pd.spec_for(dep, counts=(1, 1), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(dep, counts=(1, 1), prefill_tp=None, link_gbps=None)
     prompts = (
         ("fixed 256", wl.LengthDist("fixed", 256, 256)),
         ("lognormal 256 x e^(0.9 N), <= 4k", wl.LengthDist("lognormal", 256, 0.9)),

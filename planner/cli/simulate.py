@@ -410,7 +410,7 @@ def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[s
 
 def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
     """One simulation of `work`: aggregated, or disaggregated with --pd."""
-    from planner.sim import dpgroups, pd, pdloop, run
+    from planner.sim import dpgroups, pdloop, pdspec, run
 
     dep, knobs = prepared(flags, work)
     slo = flags.slo_s()
@@ -426,7 +426,7 @@ def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
         inputs_bounded(link, "--kv-link-gbps", (1e-3, 1e6))
     if flags.prefill_tp is not None and not 1 <= flags.prefill_tp <= 64:
         raise PlanInputError(f"--prefill-tp: out of range (got {flags.prefill_tp}, expected 1..64)")
-    spec = pd.spec_for(dep, counts=pd.parse_pd(flags.pd), prefill_tp=flags.prefill_tp, link_gbps=link)
+    spec = pdspec.spec_for(dep, counts=pdspec.parse_pd(flags.pd), prefill_tp=flags.prefill_tp, link_gbps=link)
     return pdloop.simulate_fleet(spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None})
 
 

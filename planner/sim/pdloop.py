@@ -7,7 +7,7 @@ coordinator always steps the instance furthest behind in time and moves requests
     prefill end    -> first token out (MindIE: TTFT ends); the KV is ready for a decode instance after
                       kv_transfer_s (round robin in order of readiness, as the reference); vLLM: the proxy
                       discards this token and the user's first token is the decode instance's first step
-                      after admission (pd.decoder_emits_first)
+                      after admission (pdspec.decoder_emits_first)
     decode admits  -> only now does the prefill instance free the request's blocks (back-pressure: while
                       the decode instances are full its KV stays where it was computed, and a prefill
                       instance whose free blocks cannot hold the next prompt waits)
@@ -31,14 +31,14 @@ from planner.perf import roofline
 from planner.sim import instance, metrics, run, schedulers
 from planner.sim.engine import Engine
 from planner.sim.metrics import Records
-from planner.sim.pd import PdSpec, kv_transfer_s
+from planner.sim.pdspec import PdSpec, kv_transfer_s
 from planner.sim.workload import Workload
 
 MAX_PD_CELLS = 8_000_000  # requests x instances: each instance keeps per-request state for the whole run
 
 
 def decoder_emits_first(spec: PdSpec) -> bool:
-    """pd.decoder_emits_first (the first token the user sees comes from the decode instance)."""
+    """pdspec.decoder_emits_first (the first token the user sees comes from the decode instance)."""
     return registry.decoder_streams_first_token(spec.decode.engine)
 
 
