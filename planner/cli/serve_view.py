@@ -15,7 +15,7 @@ from planner import units
 
 if TYPE_CHECKING:
     from planner.perf.ranges import SpeedBand
-    from planner.serving.closed_loop import Admission, ServingEstimate
+    from planner.serving.estimate import Admission, ServingEstimate
     from planner.sim.instance import SimSummary
     from planner.sim.search import SearchResult
 

@@ -21,9 +21,9 @@ from planner.deployment import Deployment
 from planner.perf import links, opcost, roofline
 from planner.perf.attention import attention_bytes_per_s
 from planner.perf.opcost import Step
-from planner.perf.prefill import chunked_gdn_term
+from planner.perf.prefill import chunked_gdn_term, prefill_pass_step
 from planner.schema import PerfCoefficients
-from planner.serving.closed_loop import DeploymentTimer, prefill_pass_step
+from planner.serving.estimate import DeploymentTimer
 from planner.units import us_to_s
 
 FloatArray = npt.NDArray[np.float64]
@@ -196,7 +196,7 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
 
 @dataclass
 class FeatureTimer(DeploymentTimer):
-    """closed_loop.Timer over cached PassFeatures of one deployment; `coefficients` set per evaluation."""
+    """Timer over cached PassFeatures of one deployment; `coefficients` set per evaluation."""
 
     dep: Deployment
     coefficients: PerfCoefficients

@@ -27,6 +27,7 @@ from planner.fit.features import FeatureTimer
 from planner.importers.benchpoints import ServingPoint, row_deployment
 from planner.schema import HardwareProfile, PerfCoefficients
 from planner.serving import closed_loop, open_loop
+from planner.serving.estimate import BenchRun, ServingEstimate, Timer, estimate_with
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -71,7 +72,7 @@ def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, obj
     return fields
 
 
-def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.BenchRun]:
+def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, BenchRun]:
     """(clients per replica, how the replica runs): K / dp clients, running batch from
     closed_loop.admission (capped by max_num_seqs and by one DP group's full-length batch, the same rule
     `kvplan serve` applies); num_prompts / dp requests when given; the row's arrivals."""
@@ -83,7 +84,7 @@ def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, closed_loop.
     except KvplanError as exc:
         raise DataFileError(f"{point.where}: {exc}") from exc
     requests = None if point.num_requests is None else max(1, math.ceil(point.num_requests / point.dp))
-    run = closed_loop.BenchRun(max_batch=admitted.running, num_requests=requests, arrivals=point.arrivals)
+    run = BenchRun(max_batch=admitted.running, num_requests=requests, arrivals=point.arrivals)
     return clients, run
 
 
@@ -94,7 +95,7 @@ class PreparedRow:
     point: ServingPoint
     deployment: Deployment
     clients: int
-    run: closed_loop.BenchRun
+    run: BenchRun
 
 
 def prepare(
@@ -117,7 +118,7 @@ def predicted_output_tokens_per_s(row: PreparedRow, coefficients: PerfCoefficien
 
 def estimate(
     row: PreparedRow, coefficients: PerfCoefficients | None = None, timer: FeatureTimer | None = None
-) -> closed_loop.ServingEstimate:
+) -> ServingEstimate:
     """One replica's estimate of the row, closed loop or open loop (request_rate:
     planner/serving/open_loop.py),
     through the fit's cached `timer` when given."""
@@ -134,9 +135,7 @@ def estimate(
     )
 
 
-def _timed_estimate(
-    row: PreparedRow, timer: closed_loop.Timer, *, calibrated: bool
-) -> closed_loop.ServingEstimate:
+def _timed_estimate(row: PreparedRow, timer: Timer, *, calibrated: bool) -> ServingEstimate:
     """The row's estimate through `timer`: open loop at rate / dp per replica, else the closed loop."""
     point = row.point
     if point.request_rate_per_s is not None:
@@ -148,7 +147,7 @@ def _timed_estimate(
             calibrated=calibrated,
         )
     workload = (point.input_tokens, point.output_tokens, row.clients)
-    return closed_loop.estimate_with(timer, workload=workload, run=row.run, calibrated=calibrated)
+    return estimate_with(timer, workload=workload, run=row.run, calibrated=calibrated)
 
 
 def with_coefficients(dep: Deployment, coefficients: PerfCoefficients) -> Deployment:

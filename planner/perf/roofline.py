@@ -22,6 +22,8 @@ from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import links, opcost, opgeometry, prefill
 from planner.perf.attention import AttentionGrid, attention_bytes_per_s, attention_grid, attention_table_for
+from planner.perf.coefficients import is_calibrated as is_calibrated  # re-exported (callers)
+from planner.perf.coefficients import request_overhead_s as request_overhead_s  # re-exported (callers)
 from planner.perf.kernels import EngineKernels
 from planner.perf.opgeometry import Geometry
 from planner.perf.prefill import prefill_chunks as prefill_chunks  # re-exported (tests, callers)
@@ -183,11 +185,6 @@ def small_kernel_s(rate: Rates, *, tokens: FloatArray | float) -> FloatArray | f
         return rate.kernel_overhead_s
     log_tokens, ratio = rate.kernel_overhead_by_tokens
     return rate.kernel_overhead_s * np.interp(np.log(np.maximum(tokens, 1.0)), log_tokens, ratio)
-
-
-def is_calibrated(dep: Deployment) -> bool:
-    """True when the step times use measured coefficients."""
-    return dep.calibrated and dep.hardware.is_calibrated
 
 
 def resource_bytes_per_s(rate: Rates, *, resource: str) -> float:
@@ -412,13 +409,6 @@ def prefill_ledger(dep: Deployment, *, prompt_tokens: int) -> Ledger:
     return assemble_ledger(
         dep, step=step, chunks=chunks, phase="prefill", lengths=(1, prompt_tokens, prompt_tokens)
     )
-
-
-def request_overhead_s(dep: Deployment) -> float:
-    """Seconds one request costs outside the forward pass (API server, tokenization, scheduling, a captured
-    graph's first step): PerfCoefficients.request_overhead_us of the deployment's coefficients. It adds to
-    the client's TTFT (closed_loop.py, planner/sim) and never to a pass, so it stalls no running decode."""
-    return us_to_s(dep.hardware.coefficients(calibrated=dep.calibrated).request_overhead_us)
 
 
 def ttft_s(dep: Deployment, *, prompt_tokens: int) -> float:

@@ -28,68 +28,29 @@ one speed model).
                  Poisson, so at high concurrency several prompts share a pass and its fixed part (weight
                  read, launches) is paid once. Below one arrival per step it is "staggered".
 A finite run (num_requests) ends with a partial wave: tokens / makespan, not the steady-state rate.
+The arithmetic over a Timer is planner/serving/estimate.py (re-exported here: the closed loop's API); this
+module times it with the roofline and the memory plan.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Protocol
-
-import numpy as np
-from pydantic import Field
 
 from planner import capacity
 from planner.deployment import Deployment
 from planner.kinds import ARRIVALS as ARRIVALS  # re-exported: the CLI's --arrivals check reads it here
-from planner.kinds import Arrivals
 from planner.perf import roofline
-from planner.perf.mtp import tokens_per_step
-from planner.perf.opcost import Step
-from planner.schema import Frozen
-
-
-class BenchRun(Frozen):
-    """How the benchmark runs, beyond I, O and K.
-
-    max_batch     the engine's running-sequence limit (vLLM max_num_seqs, MindIE maxBatchSize); None: K
-    num_requests  requests in the run (finite: its last partial cycle is counted); None: steady state
-    arrivals      "waves" (all start together, fixed lengths), "staggered" or "random" (module docstring)
-    """
-
-    max_batch: int | None = Field(default=None, ge=1)
-    num_requests: int | None = Field(default=None, ge=1)
-    arrivals: Arrivals = "waves"
-
-
-STEADY_WAVES = BenchRun()
-
-
-class Admission(Frozen):
-    """How many of a replica's clients the engine runs at once, and why the rest queue.
-
-    clients          closed-loop users sent to this replica (K)
-    running          sequences decoded together: min(K, engine cap, full-length memory batch)
-    engine_cap       the engine's running-sequence limit (vLLM max_num_seqs, MindIE maxBatchSize); None: K
-    full_length_batch  sequences the KV pool holds with every one at input + output tokens (the plan's
-                     max_batch_size of one DP group)
-    """
-
-    clients: int
-    running: int
-    engine_cap: int | None
-    full_length_batch: int
-
-    @property
-    def queued(self) -> int:
-        """Clients waiting for a slot: K - running."""
-        return self.clients - self.running
-
-    @property
-    def beyond_full_length(self) -> bool:
-        """True when more sequences were sent than the pool holds at full length (the engines still run
-        them: vLLM allocates blocks as tokens arrive and preempts, MindIE queues beyond maxBatchSize)."""
-        return min(self.clients, self.engine_cap or self.clients) > self.full_length_batch
+from planner.perf.prefill import prefill_pass_step as prefill_pass_step
+from planner.serving.estimate import STEADY_WAVES as STEADY_WAVES
+from planner.serving.estimate import Admission as Admission
+from planner.serving.estimate import BenchRun as BenchRun
+from planner.serving.estimate import DeploymentTimer as DeploymentTimer
+from planner.serving.estimate import ServingEstimate as ServingEstimate
+from planner.serving.estimate import Timer as Timer
+from planner.serving.estimate import cycle as cycle
+from planner.serving.estimate import estimate_with as estimate_with
+from planner.serving.estimate import merged_prefill_s as merged_prefill_s
+from planner.serving.estimate import prompts_per_merged_pass as prompts_per_merged_pass
 
 
 def admission(dep: Deployment, *, clients: int, engine_cap: int | None) -> Admission:
@@ -104,73 +65,6 @@ def admission(dep: Deployment, *, clients: int, engine_cap: int | None) -> Admis
     full = recommendation.max_batch_size // dep.dp
     running = max(1, min(clients, engine_cap or clients, full))
     return Admission(clients=clients, running=running, engine_cap=engine_cap, full_length_batch=full)
-
-
-class ServingEstimate(Frozen):
-    """What a closed-loop benchmark at `concurrency` clients sees (see the module docstring).
-
-    running_batch    sequences decoded together: min(concurrency, max_batch); the rest queue
-    prefill_batch    prompts per prefill pass (max_prefill_tokens // input_tokens, 1..running_batch)
-    decode_step_s    one step at running_batch, ctx = input + output / 2 (the mean context)
-    prefill_s        one prompt alone on an idle engine;  prefill_pass_s  one pass of prefill_batch prompts
-    cycle_s          prefills + decode steps in which every running request completes once
-    ttft_s, tpot_s   means over requests (tpot = (latency - ttft) / (output - 1)), queueing included
-    request_latency_s  send to last token (Little's law: concurrency / requests_per_s)
-    per_user_tokens_per_s  1 / tpot_s;  prefill_time_fraction  share of engine time in prefill
-    """
-
-    input_tokens: int
-    output_tokens: int
-    concurrency: int
-    running_batch: int
-    prefill_batch: int
-    run: BenchRun
-    tokens_per_step: float
-    decode_step_s: float
-    prefill_s: float
-    prefill_pass_s: float
-    cycle_s: float
-    ttft_s: float
-    tpot_s: float
-    request_latency_s: float
-    requests_per_s: float
-    output_tokens_per_s: float
-    per_user_tokens_per_s: float
-    prefill_time_fraction: float
-    calibrated: bool
-
-
-class Timer(Protocol):
-    """Where the closed loop gets its step and pass times: the roofline (RooflineTimer), or the fit's
-    cached linearisation of the same roofline (planner/fit/features.py)."""
-
-    @property
-    def max_prefill_tokens(self) -> int: ...
-    @property
-    def tokens_per_step(self) -> float: ...
-    @property
-    def request_overhead_s(self) -> float: ...
-    def decode_step_s(self, *, batch: int, ctx_tokens: int) -> float: ...
-    def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float: ...
-
-
-class DeploymentTimer:
-    """What every Timer reads straight off its deployment (the prefill budget, tokens per step); the
-    subclasses say how a step or pass is timed (RooflineTimer here, fit_features.FeatureTimer)."""
-
-    dep: Deployment
-
-    @property
-    def max_prefill_tokens(self) -> int:
-        return self.dep.max_prefill_tokens
-
-    @property
-    def tokens_per_step(self) -> float:
-        return tokens_per_step(self.dep)
-
-    @property
-    def request_overhead_s(self) -> float:
-        return roofline.request_overhead_s(self.dep)
 
 
 @dataclass(frozen=True)
@@ -199,147 +93,6 @@ def batched_prefill_s(dep: Deployment, *, prompts: int, prompt_tokens: int) -> f
     return roofline.assemble_ledger(dep, step=step, chunks=1, phase="prefill", lengths=lengths).time_s
 
 
-def prefill_pass_step(dep: Deployment, *, prompts: int, prompt_tokens: int) -> Step:
-    """One prefill pass of n prompts of I tokens (n * I <= max_prefill_tokens; n = 1: roofline's chunks).
-
-    Formula: tokens = n * I, n sequences, each attending (I + 1) / 2 keys on average (causal, no prefix),
-    n logits rows; one MTP draft pass when MTP is on.
-    """
-    if prompts == 1:
-        return roofline.prefill_step(dep, prompt_tokens=prompt_tokens)
-    tokens = np.asarray([float(prompts * prompt_tokens)])
-    rows = np.asarray([float(prompts)])
-    return Step(
-        tokens=tokens,
-        sequences=rows,
-        cached_tokens=np.zeros(1),
-        attended_tokens=np.asarray([(prompt_tokens + 1.0) / 2.0]),
-        logits_tokens=rows,
-        draft_runs=1 if dep.include_mtp else 0,
-        draft_tokens=tokens,
-        draft_logits=rows,
-    )
-
-
-def prompts_per_prefill_pass(timer: Timer, *, prompt_tokens: int, running_batch: int) -> int:
-    """Formula: n = clamp(floor(max_prefill_tokens / I), 1, b): waiting prompts one prefill pass takes."""
-    return max(1, min(running_batch, timer.max_prefill_tokens // prompt_tokens))
-
-
-def wave_prefill_s(timer: Timer, *, prompt_tokens: int, running_batch: int) -> tuple[float, float, float]:
-    """(prefill seconds of a wave, mean first-token time of its requests, one full pass) in "waves" mode.
-
-    Formula: b prompts in m = ceil(b / n) passes, m - 1 of n prompts and one of r = b - (m - 1) n;
-    pass j ends at e_j = sum_{i<=j} P_i; mean first token = sum_j size_j * e_j / b.
-    """
-    per_pass = prompts_per_prefill_pass(timer, prompt_tokens=prompt_tokens, running_batch=running_batch)
-    passes = math.ceil(running_batch / per_pass)
-    last = running_batch - (passes - 1) * per_pass
-    full_s = timer.prefill_s(prompts=per_pass, prompt_tokens=prompt_tokens)
-    last_s = full_s if last == per_pass else timer.prefill_s(prompts=last, prompt_tokens=prompt_tokens)
-    ends = full_s * np.arange(1, passes)  # the full passes (all but the last)
-    total_s = full_s * (passes - 1) + last_s
-    mean_first_s = (float(np.sum(per_pass * ends)) + last * total_s) / running_batch
-    return total_s, mean_first_s, full_s
-
-
-def prompts_per_merged_pass(arrivals_per_step: float) -> float:
-    """Mean prompts in a prefill pass when prompts arrive Poisson at `arrivals_per_step` per decode step and
-    all that arrived during one step share the next pass.
-
-    Formula: n = lam / (1 - exp(-lam))  (mean of a Poisson count given at least one; 1 as lam -> 0)
-    """
-    lam = max(arrivals_per_step, 0.0)
-    return 1.0 if lam < 1e-9 else lam / -math.expm1(-lam)
-
-
-def merged_prefill_s(timer: Timer, *, prompt_tokens: int, batch: int, steps: float) -> tuple[float, float]:
-    """(prefill seconds while `batch` requests each emit their tokens in `steps` decode steps, mean pass).
-
-    Formula: lam = b / steps prompts per step; n = prompts_per_merged_pass(lam), capped at the pass budget
-    (prompts_per_prefill_pass); passes = b / n; one pass P(n) = P(k) + (n - k) (P(k + 1) - P(k)), k = floor(n)
-    (a pass's time is affine in its prompts between whole counts); prefill = passes * P(n).
-    """
-    if batch < 1:
-        return 0.0, 0.0
-    cap = prompts_per_prefill_pass(timer, prompt_tokens=prompt_tokens, running_batch=batch)
-    n = min(prompts_per_merged_pass(batch / max(steps, 1e-9)), float(cap))
-    k = int(n)
-    low = timer.prefill_s(prompts=k, prompt_tokens=prompt_tokens)
-    high = low if n == k else timer.prefill_s(prompts=k + 1, prompt_tokens=prompt_tokens)
-    pass_s = low + (n - k) * (high - low)
-    return batch / n * pass_s, pass_s
-
-
-class _Cycle(Frozen):
-    """One closed-loop cycle at one running batch: prefill and decode seconds, first token, TPOT window."""
-
-    batch: int
-    prefill_s: float
-    decode_s: float
-    first_token_s: float
-    window_s: float
-    step_s: float
-    pass_s: float
-    per_pass: int
-
-
-def cycle(timer: Timer, *, input_tokens: int, output_tokens: int, batch: int, arrivals: Arrivals) -> _Cycle:
-    """One cycle in which each of `batch` running requests is prefilled once and emits its O tokens.
-
-    Formula (a tokens per step, t step at batch b and ctx I + O/2, P_1 one prompt's prefill):
-        decode = (O - 1) / a * t
-        waves:     prefill = the wave's passes (wave_prefill_s); first token e = mean pass end;
-                   window = prefill + decode - e
-        staggered: prefill = b * P_1; first token e = P_1 + t / 2 (the in-flight step);
-                   window = decode + (b - 1) * P_1
-        random:    prefill = merged_prefill_s(b); e = its mean pass + t / 2;
-                   window = decode + merged_prefill_s(b - 1)   (b = 1: staggered)
-    """
-    step_s = timer.decode_step_s(batch=batch, ctx_tokens=input_tokens + output_tokens // 2)
-    decode_s = (output_tokens - 1) / timer.tokens_per_step * step_s
-    if arrivals == "waves":
-        prefill_s, first_s, pass_s = wave_prefill_s(timer, prompt_tokens=input_tokens, running_batch=batch)
-        per_pass = prompts_per_prefill_pass(timer, prompt_tokens=input_tokens, running_batch=batch)
-        window_s = prefill_s + decode_s - first_s
-    elif arrivals == "random" and batch > 1:
-        steps = (output_tokens - 1) / timer.tokens_per_step
-        prefill_s, pass_s = merged_prefill_s(timer, prompt_tokens=input_tokens, batch=batch, steps=steps)
-        others_s, _ = merged_prefill_s(timer, prompt_tokens=input_tokens, batch=batch - 1, steps=steps)
-        per_pass = max(1, round(prompts_per_merged_pass(batch / max(steps, 1e-9))))
-        first_s, window_s = pass_s + step_s / 2, decode_s + others_s
-    else:
-        pass_s = timer.prefill_s(prompts=1, prompt_tokens=input_tokens)
-        prefill_s, per_pass = batch * pass_s, 1
-        first_s = pass_s + (step_s / 2 if batch > 1 else 0.0)
-        window_s = decode_s + (batch - 1) * pass_s
-    return _Cycle(
-        batch=batch,
-        prefill_s=prefill_s,
-        decode_s=decode_s,
-        first_token_s=first_s,
-        window_s=window_s,
-        step_s=step_s,
-        pass_s=pass_s,
-        per_pass=per_pass,
-    )
-
-
-def run_makespan_s(
-    timer: Timer, *, steady: _Cycle, tokens: tuple[int, int], num_requests: int, arrivals: Arrivals
-) -> float:
-    """Seconds a run of N requests takes: full cycles of b, then one partial cycle of the rest (its tail).
-
-    Formula: makespan = floor(N / b) * T(b) + T(N mod b)   (T(0) = 0); tokens = (I, O).
-    """
-    full, rest = divmod(num_requests, steady.batch)
-    makespan_s = full * (steady.prefill_s + steady.decode_s)
-    if rest:
-        tail = cycle(timer, input_tokens=tokens[0], output_tokens=tokens[1], batch=rest, arrivals=arrivals)
-        makespan_s += tail.prefill_s + tail.decode_s
-    return makespan_s
-
-
 def serving_estimate(
     dep: Deployment,
     *,
@@ -354,61 +107,4 @@ def serving_estimate(
         workload=(input_tokens, output_tokens, concurrency),
         run=run,
         calibrated=roofline.is_calibrated(dep),
-    )
-
-
-def estimate_with(
-    timer: Timer, *, workload: tuple[int, int, int], run: BenchRun, calibrated: bool
-) -> ServingEstimate:
-    """The closed-loop estimate with step and pass times from `timer`; workload = (I, O, K).
-
-    Formula: b = min(K, max_batch); T = prefill + decode of one cycle (`cycle`); r = the per-request cost
-        outside the forward pass (roofline.request_overhead_s: API server, tokenization, scheduling);
-        X = min(b / T, K / (T + r)) requests/s (the engine's rate, or each client's when r keeps the engine
-        short of clients: r runs beside the engine and never stalls a decode);
-        output tok/s = X * O (steady state) or N * O / makespan (finite run of N requests, makespan + r
-        when the clients do not saturate the engine);
-        latency = K / X (Little's law; K - b requests queue); ttft = latency - T + e
-        (e: first token within the cycle; r is inside latency);
-        tpot = window / (O - 1) (step / a when O = 1); prefill fraction = prefill / T
-    """
-    input_tokens, output_tokens, concurrency = workload
-    batch = min(concurrency, run.max_batch or concurrency)
-    tokens = (input_tokens, output_tokens)
-    one = cycle(
-        timer, input_tokens=input_tokens, output_tokens=output_tokens, batch=batch, arrivals=run.arrivals
-    )
-    cycle_s = one.prefill_s + one.decode_s
-    request_s = timer.request_overhead_s
-    requests_per_s = min(batch / cycle_s, concurrency / (cycle_s + request_s))
-    latency_s = concurrency / requests_per_s
-    output_per_s = requests_per_s * output_tokens
-    if run.num_requests is not None:
-        makespan_s = run_makespan_s(
-            timer, steady=one, tokens=tokens, num_requests=run.num_requests, arrivals=run.arrivals
-        )
-        client_bound = concurrency / (cycle_s + request_s) < batch / cycle_s
-        output_per_s = run.num_requests * output_tokens / (makespan_s + (request_s if client_bound else 0.0))
-    per_step = timer.tokens_per_step
-    tpot_s = one.window_s / (output_tokens - 1) if output_tokens > 1 else one.step_s / per_step
-    return ServingEstimate(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        concurrency=concurrency,
-        running_batch=batch,
-        prefill_batch=one.per_pass,
-        run=run,
-        tokens_per_step=per_step,
-        decode_step_s=one.step_s,
-        prefill_s=timer.prefill_s(prompts=1, prompt_tokens=input_tokens),
-        prefill_pass_s=one.pass_s,
-        cycle_s=cycle_s,
-        ttft_s=latency_s - cycle_s + one.first_token_s,
-        tpot_s=tpot_s,
-        request_latency_s=latency_s,
-        requests_per_s=requests_per_s,
-        output_tokens_per_s=output_per_s,
-        per_user_tokens_per_s=1.0 / tpot_s,
-        prefill_time_fraction=one.prefill_s / cycle_s,
-        calibrated=calibrated,
     )

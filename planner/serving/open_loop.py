@@ -28,8 +28,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from planner.serving import closed_loop
-from planner.serving.closed_loop import BenchRun, ServingEstimate, Timer
+from planner.serving.estimate import BenchRun, ServingEstimate, Timer, estimate_with, merged_prefill_s
 
 ITERATIONS = 40  # secant iterations for the decode batch at most (TOLERANCE usually ends it in < 6)
 DAMPING = 0.5  # where the secant slope is not negative: b moves (1 - DAMPING) of the way to Little's law
@@ -67,9 +66,7 @@ def prefill_per_prompt(timer: Timer, *, prompt_tokens: int, arrivals_per_step: f
     """
     many = 1000
     steps = many / max(arrivals_per_step, 1e-9)
-    total_s, pass_s = closed_loop.merged_prefill_s(
-        timer, prompt_tokens=prompt_tokens, batch=many, steps=steps
-    )
+    total_s, pass_s = merged_prefill_s(timer, prompt_tokens=prompt_tokens, batch=many, steps=steps)
     return total_s / many, pass_s
 
 
@@ -127,9 +124,7 @@ def open_loop_estimate_with(
     batch = solve_batch(timer, workload=workload, rate_per_s=rate_per_s, max_batch=max_batch)
     if batch is None:
         run = BenchRun(max_batch=max_batch, arrivals="random")
-        return closed_loop.estimate_with(
-            timer, workload=(*workload, max_batch), run=run, calibrated=calibrated
-        )
+        return estimate_with(timer, workload=(*workload, max_batch), run=run, calibrated=calibrated)
     return _steady(timer, workload=workload, rate_per_s=rate_per_s, batch=batch, calibrated=calibrated)
 
 

@@ -22,7 +22,7 @@ import math
 from planner import capacity
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
-from planner.serving.closed_loop import BenchRun
+from planner.serving.estimate import BenchRun
 from planner.sim import instance, run
 from planner.sim import workload as wl
 from planner.sim.workload import MAX_REQUESTS, Workload
