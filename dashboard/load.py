@@ -187,7 +187,7 @@ TABLE_COLUMNS = {
 }
 
 
-def table_row(name: str, summary: instance.SimSummary) -> dict[str, Any]:
+def table_row(name: str, summary: metrics.SimSummary) -> dict[str, Any]:
     """One row of the aggregated vs disaggregated table (ms, tok/s)."""
     return {
         "": name,

@@ -14,7 +14,7 @@ from planner.serving import knee as load_knee
 from planner.serving.closed_loop import BenchRun
 from planner.sim import bench
 from planner.sim import run as sim_run
-from planner.sim.instance import SimSummary
+from planner.sim.metrics import SimSummary
 from tests.helpers import deployment_950pr
 
 SEED_CARD = catalog.load_card("ascend-950pr").model_copy(update={"memory_capacity_gib": 64})  # seed's card

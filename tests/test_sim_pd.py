@@ -15,7 +15,7 @@ from planner.cli import app
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.perf import roofline
-from planner.sim import instance, pd, pdspec, run, search
+from planner.sim import metrics, pd, pdspec, run, search
 from planner.sim import workload as wl
 from tests.helpers import deployment_950pr
 
@@ -105,7 +105,7 @@ def test_open_loop_reference_refuses_a_closed_loop() -> None:
 def test_max_rate_search_brackets_the_slo() -> None:
     dep = deployment("vllm", ctx=1300)
 
-    def run_at(rate: float) -> instance.SimSummary:
+    def run_at(rate: float) -> metrics.SimSummary:
         return run.simulate(dep, poisson((200, 1000), 128, count=400, rate=rate, seed=1)).summary
 
     slo = (0.5, None)
@@ -121,7 +121,7 @@ def test_max_rate_search_brackets_the_slo() -> None:
 def test_knee_is_the_load_of_largest_power() -> None:
     dep = deployment("mindie", ctx=400)
 
-    def run_at(users: float) -> instance.SimSummary:
+    def run_at(users: float) -> metrics.SimSummary:
         lengths = (wl.LengthDist("fixed", 256, 256), wl.LengthDist("fixed", 128, 128))
         work = wl.synthetic(lengths=lengths, count=max(int(users) * 6, 60), rate_per_s=None, seed=0)
         closed = wl.Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=int(users))
@@ -181,7 +181,7 @@ def test_cli_bad_pd_and_search_one_line(args: list[str], code: int, needle: str)
     assert needle in result.output
 
 
-def fake_summary(ttft_s: float, tpot_s: float, goodput: float) -> instance.SimSummary:
+def fake_summary(ttft_s: float, tpot_s: float, goodput: float) -> metrics.SimSummary:
     """A real summary with its TTFT/TPOT tails and goodput replaced (search logic only)."""
     dep = deployment("vllm", ctx=300)
     base = run.simulate(dep, poisson((100, 200), 16, count=20, rate=1.0)).summary
@@ -195,7 +195,7 @@ def test_pd_search_picks_the_fewest_cards_then_the_best_goodput() -> None:
     at 4 cards; the search stops there and keeps the one of larger goodput."""
     calls: list[str] = []
 
-    def run_pd(p: int, d: int) -> instance.SimSummary:
+    def run_pd(p: int, d: int) -> metrics.SimSummary:
         calls.append(f"{p}:{d}")
         return fake_summary(ttft_s=1.0 / p, tpot_s=0.1 / d if p < 3 else 0.04, goodput=p + 2 * d)
 

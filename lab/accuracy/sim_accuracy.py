@@ -37,7 +37,15 @@ from planner import catalog, inputs  # noqa: E402
 from planner.errors import KvplanError  # noqa: E402
 from planner.serving import knee  # noqa: E402
 from planner.serving.closed_loop import BenchRun  # noqa: E402
-from planner.sim import bench, instance, pdloop, pdspec, run, search  # noqa: E402
+from planner.sim import (  # noqa: E402
+    bench,
+    instance,
+    metrics,
+    pdloop,
+    pdspec,
+    run,
+    search,
+)
 from planner.sim import workload as wl  # noqa: E402
 
 SEED_ROWS = ((1, 15.8, 15.0), (8, 11.0, 90.0), (32, 7.0, 220.0), (128, 3.0, None))  # users, per-user, total
@@ -90,7 +98,7 @@ def knee_lines() -> None:
     dep = inputs.to_deployment(seed_request())
     analytic = knee.load_knee(dep)
 
-    def run_at(users: float) -> instance.SimSummary:
+    def run_at(users: float) -> metrics.SimSummary:
         k = int(users)
         return bench.simulate_bench(
             dep, tokens=(256, 128), concurrency=k, bench=BenchRun(num_requests=8 * k, arrivals="staggered")

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from planner.deployment import Deployment
     from planner.serving.closed_loop import Admission, BenchRun, ServingEstimate
     from planner.serving.sweep import SweepResult
-    from planner.sim.instance import SimSummary
+    from planner.sim.metrics import SimSummary
     from planner.sim.search import SearchResult
 
 FORMATS = ("table", "csv", "json")

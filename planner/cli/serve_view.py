@@ -16,7 +16,7 @@ from planner import units
 if TYPE_CHECKING:
     from planner.perf.ranges import SpeedBand
     from planner.serving.estimate import Admission, ServingEstimate
-    from planner.sim.instance import SimSummary
+    from planner.sim.metrics import SimSummary
     from planner.sim.search import SearchResult
 
 

@@ -18,7 +18,7 @@ from planner.errors import DoesNotFitError, PlanInputError
 if TYPE_CHECKING:
     from planner.cli.simrequest import SimulateRequest
     from planner.perf.ranges import SpeedBand
-    from planner.sim.instance import SimSummary
+    from planner.sim.metrics import SimSummary
     from planner.sim.search import Load, PdSearchResult, Quantile, SearchKind, SearchResult
 
 MAX_SEARCH_REQUESTS = 20_000  # per simulated point: a search runs ~20 of them

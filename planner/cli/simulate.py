@@ -50,7 +50,8 @@ from planner.inputs import PlanRequest
 if TYPE_CHECKING:
     from planner.deployment import Deployment
     from planner.perf.ranges import SpeedBand
-    from planner.sim.instance import SimResult, SimSummary
+    from planner.sim.instance import SimResult
+    from planner.sim.metrics import SimSummary
     from planner.sim.workload import Workload
 
 DEFAULT_REQUESTS = 1000

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.errors import PlanInputError
-from planner.schema import Frozen
 from planner.sim import metrics, schedulers
 from planner.sim.config import SchedulerConfig
 from planner.sim.engine import Engine
-from planner.sim.metrics import Percentiles, Records, Throughput, Timeline
+from planner.sim.metrics import Records, SimSummary, Timeline
 from planner.sim.steptable import StepTable
 from planner.sim.workload import Workload
 
@@ -32,29 +31,6 @@ ASSUMPTIONS = (
     "preemption: recompute (the last-admitted request frees its blocks and prefills again)",
     "no prefix caching, no host overhead between steps beyond the step overhead in the profile",
 )
-
-
-class SimSummary(Frozen):
-    """What `kvplan simulate --json` prints (keys kept stable: scripts depend on them)."""
-
-    requests: int
-    duration_s: float
-    throughput: Throughput
-    ttft_s: Percentiles
-    tpot_s: Percentiles
-    e2e_s: Percentiles
-    mean_in_system: float
-    max_batch_reached: int
-    preemptions: int
-    goodput_requests_per_s: float | None
-    slo: dict[str, float] | None
-    scheduler: SchedulerConfig
-    kv_peak_fraction: float
-    prefill_tokens: int
-    calibrated: bool
-    assumptions: tuple[str, ...]
-    backlog_at_last_arrival: int = 0
-    overloaded: bool = False
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.schema import Frozen
+from planner.sim.config import SchedulerConfig
 from planner.sim.workload import FloatArray, IntArray
 
 QUANTILES = (50, 90, 95, 99)
@@ -173,3 +174,26 @@ def downsampled(timeline: Timeline, *, points: int = MAX_TIMELINE_POINTS) -> Tim
         used_blocks=timeline.used_blocks[keep],
         waiting=timeline.waiting[keep],
     )
+
+
+class SimSummary(Frozen):
+    """What `kvplan simulate --json` prints (keys kept stable: scripts depend on them)."""
+
+    requests: int
+    duration_s: float
+    throughput: Throughput
+    ttft_s: Percentiles
+    tpot_s: Percentiles
+    e2e_s: Percentiles
+    mean_in_system: float
+    max_batch_reached: int
+    preemptions: int
+    goodput_requests_per_s: float | None
+    slo: dict[str, float] | None
+    scheduler: SchedulerConfig
+    kv_peak_fraction: float
+    prefill_tokens: int
+    calibrated: bool
+    assumptions: tuple[str, ...]
+    backlog_at_last_arrival: int = 0
+    overloaded: bool = False

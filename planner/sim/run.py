@@ -31,7 +31,6 @@ from planner.sim.config import SchedulerConfig, SchedulerName
 from planner.sim.engine import Engine
 from planner.sim.instance import (
     SimResult,
-    SimSummary,
     check_config,
     records_of,
     run_engine,
@@ -39,7 +38,7 @@ from planner.sim.instance import (
     summary_of,
     timeline_of,
 )
-from planner.sim.metrics import Records, Timeline
+from planner.sim.metrics import Records, SimSummary, Timeline
 from planner.sim.steptable import StepTable
 from planner.sim.workload import Workload
 

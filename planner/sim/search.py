@@ -20,7 +20,7 @@ import numpy as np
 from planner import units
 from planner.errors import PlanInputError
 from planner.schema import Frozen
-from planner.sim.instance import SimSummary
+from planner.sim.metrics import SimSummary
 
 SearchKind = Literal["max-rate", "max-concurrency", "knee", "pd"]
 Quantile = Literal["p95", "p99"]

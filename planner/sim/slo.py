@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from planner import units
 from planner.errors import SloNotMetError
-from planner.sim.instance import SimSummary
+from planner.sim.metrics import SimSummary
 from planner.sim.search import Quantile, SearchResult, search, slo_text
 
 DEFAULT_QUANTILE: Quantile = "p99"
