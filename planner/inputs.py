@@ -5,6 +5,7 @@ Every failure is a PlanInputError (or UnknownIdError / DataFileError) whose mess
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -116,6 +117,21 @@ def bounded(value: float, flag: str, limits: tuple[float, float]) -> float:
             f"{flag}: out of range (got {value}, expected a finite number in [{low:g}, {high:g}])"
         )
     return value
+
+
+def positive(value: float | None, flag: str) -> float | None:
+    """`value` when None or > 0, else PlanInputError naming the flag."""
+    if value is not None and not value > 0:
+        raise PlanInputError(f"{flag}: must be > 0 (got {value})")
+    if value is not None and not value < math.inf:
+        raise PlanInputError(f"{flag}: must be finite (got {value})")
+    return value
+
+
+def ms_to_s(value: float | None, flag: str) -> float | None:
+    """A millisecond flag (None or > 0) in seconds."""
+    checked = positive(value, flag)
+    return None if checked is None else checked * units.MS_S
 
 
 def apply_overrides(

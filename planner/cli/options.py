@@ -10,7 +10,6 @@ loads it.
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from typing import Annotated, Any, NoReturn, Protocol, runtime_checkable
@@ -18,15 +17,14 @@ from typing import Annotated, Any, NoReturn, Protocol, runtime_checkable
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from planner import units
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MAX_PREFILL_TOKENS,
     DEFAULT_MEMORY_FRACTION,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
 )
-from planner.errors import KvplanError, PlanInputError
-from planner.inputs import DEFAULT_CARD, DEFAULT_CTX, DEFAULT_DTYPE, ServiceLevels
+from planner.errors import KvplanError
+from planner.inputs import DEFAULT_CARD, DEFAULT_CTX, DEFAULT_DTYPE, ServiceLevels, ms_to_s, positive
 from planner.kinds import DEFAULT_ENGINE
 
 __all__ = [
@@ -38,6 +36,8 @@ __all__ = [
     "DEFAULT_MAX_PREFILL_TOKENS",
     "DEFAULT_MEMORY_FRACTION",
     "DEFAULT_MTP_ACCEPTANCE_FRACTION",
+    "ms_to_s",
+    "positive",
 ]
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")]
@@ -236,21 +236,6 @@ def print_json(payload: object) -> None:
     except ValueError as exc:
         raise KvplanError(f"--json: a result is not a finite number ({exc}); please report this") from exc
     sys.stdout.write(text + "\n")
-
-
-def positive(value: float | None, flag: str) -> float | None:
-    """`value` when None or > 0, else PlanInputError naming the flag."""
-    if value is not None and not value > 0:
-        raise PlanInputError(f"{flag}: must be > 0 (got {value})")
-    if value is not None and not value < math.inf:
-        raise PlanInputError(f"{flag}: must be finite (got {value})")
-    return value
-
-
-def ms_to_s(value: float | None, flag: str) -> float | None:
-    """A millisecond flag (None or > 0) in seconds."""
-    checked = positive(value, flag)
-    return None if checked is None else checked * units.MS_S
 
 
 def service_levels(tpot_ms: float | None, ttft_ms: float | None, min_user_tps: float | None) -> ServiceLevels:

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.cli import options
-from planner.inputs import PlanRequest
+from planner.inputs import PlanRequest, ms_to_s
 
 
 @dataclass(frozen=True)
@@ -47,4 +46,4 @@ class SimulateRequest:
 
     def slo_s(self) -> tuple[float | None, float | None]:
         """(TTFT, TPOT) SLOs in seconds, each None or > 0."""
-        return options.ms_to_s(self.ttft_ms, "--ttft-ms"), options.ms_to_s(self.tpot_ms, "--tpot-ms")
+        return ms_to_s(self.ttft_ms, "--ttft-ms"), ms_to_s(self.tpot_ms, "--tpot-ms")
