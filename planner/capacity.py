@@ -1,7 +1,9 @@
 """Deployment -> memory plan: checks the inputs against the card, sizes memory, recommends lengths.
 
 The formulas live in memory.py; this module composes them per deployment (the one KV budget, the one batch
-cap) and words the outcome. planner/plan/compose.py adds the speed and the SLO search on top.
+cap) and words the outcome. planner/plan/compose.py adds the speed and the SLO search on top. `admission`
+(the running batch of one replica for K clients, from that batch cap) is the rule `kvplan serve` and the
+serving fit share (moved here from planner/serving/closed_loop.py, which re-exports it).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.results import MemoryBreakdown, Recommendation
+from planner.schema import Frozen
 
 # The seed article's rule of thumb: the KV cache should take 30-40 % of HBM.  [seed: Qwen3-27B on 950PR]
 KV_GUIDELINE_FRACTION = (0.30, 0.40)
@@ -280,3 +283,44 @@ def memory_plan(dep: Deployment) -> tuple[MemoryBreakdown, Recommendation]:
     mem = memory_breakdown(dep)
     check_fits(dep, mem)
     return mem, recommend(dep, mem)
+
+
+class Admission(Frozen):
+    """How many of a replica's clients the engine runs at once, and why the rest queue.
+
+    clients          closed-loop users sent to this replica (K)
+    running          sequences decoded together: min(K, engine cap, full-length memory batch)
+    engine_cap       the engine's running-sequence limit (vLLM max_num_seqs, MindIE maxBatchSize); None: K
+    full_length_batch  sequences the KV pool holds with every one at input + output tokens (the plan's
+                     max_batch_size of one DP group)
+    """
+
+    clients: int
+    running: int
+    engine_cap: int | None
+    full_length_batch: int
+
+    @property
+    def queued(self) -> int:
+        """Clients waiting for a slot: K - running."""
+        return self.clients - self.running
+
+    @property
+    def beyond_full_length(self) -> bool:
+        """True when more sequences were sent than the pool holds at full length (the engines still run
+        them: vLLM allocates blocks as tokens arrive and preempts, MindIE queues beyond maxBatchSize)."""
+        return min(self.clients, self.engine_cap or self.clients) > self.full_length_batch
+
+
+def admission(dep: Deployment, *, clients: int, engine_cap: int | None) -> Admission:
+    """The running batch of one replica: the one rule `kvplan serve` and the serving fit share.
+
+    Formula: running = max(1, min(K, engine_cap or K, full_length_batch)), full_length_batch = the plan's
+    max_batch_size at ctx = input + output, divided by dp (capacity.recommend counts dp groups). Never a
+    refusal: the engine queues what it does not run (closed-loop steady state; the simulator shows the
+    on-demand blocks and preemptions).
+    """
+    _, recommendation = memory_plan(dep)
+    full = recommendation.max_batch_size // dep.dp
+    running = max(1, min(clients, engine_cap or clients, full))
+    return Admission(clients=clients, running=running, engine_cap=engine_cap, full_length_batch=full)

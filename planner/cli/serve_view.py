@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from planner import units
 
 if TYPE_CHECKING:
+    from planner.capacity import Admission
     from planner.perf.ranges import SpeedBand
-    from planner.serving.estimate import Admission, ServingEstimate
+    from planner.serving.estimate import ServingEstimate
     from planner.sim.metrics import SimSummary
     from planner.sim.search import SearchResult
 

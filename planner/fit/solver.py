@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
-from planner.fit import features, serving_rows
+from planner.fit import features, prepared
 from planner.importers.benchpoints import BenchPoint, ServingPoint, deployment_for
 from planner.perf import fitted, fitted_params, roofline
 from planner.schema import HardwareProfile, PerfCoefficients
@@ -143,9 +143,9 @@ class _Problem:
 
     groups: list[tuple[npt.NDArray[np.int64], features.PassFeatures]]
     measured_step_s: FloatArray
-    serving: list[serving_rows.PreparedRow]
+    serving: list[prepared.PreparedRow]
     timers: list[features.FeatureTimer]
-    weights: FloatArray  # per observation: 1, serving_rows.TTFT_WEIGHT for a TTFT
+    weights: FloatArray  # per observation: 1, prepared.TTFT_WEIGHT for a TTFT
     base: PerfCoefficients
     centre: FloatArray
     sigma: FloatArray
@@ -154,7 +154,7 @@ class _Problem:
     def build(
         cls,
         points: Sequence[BenchPoint],
-        rows: list[serving_rows.PreparedRow],
+        rows: list[prepared.PreparedRow],
         *,
         hardware: HardwareProfile | None,
         start: tuple[PerfCoefficients, FloatArray, FloatArray],
@@ -167,7 +167,7 @@ class _Problem:
             measured_step_s=np.array([p.decode_step_s for p in points]),
             serving=rows,
             timers=[features.FeatureTimer(at_coefficients(r.deployment, base), base) for r in rows],
-            weights=np.concatenate([np.ones(len(points)), serving_rows.observation_weights(rows)]),
+            weights=np.concatenate([np.ones(len(points)), prepared.observation_weights(rows)]),
             base=base,
             centre=centre,
             sigma=sigma,
@@ -187,7 +187,7 @@ def data_residuals(problem: _Problem, log_values: FloatArray) -> FloatArray:
         steps[index] = features.pass_times(cached, coefficients)
     steps = steps / problem.measured_step_s
     if problem.serving:
-        observed = serving_rows.observation_residuals(problem.serving, coefficients, timers=problem.timers)
+        observed = prepared.cached_residuals(problem.serving, coefficients, timers=problem.timers)
         steps = np.concatenate([steps, 1.0 + observed])
     return np.asarray(problem.weights * np.log(np.maximum(steps, 1e-300)), dtype=np.float64)
 
@@ -290,7 +290,7 @@ def fit_coefficients(
     makes the prior narrow). Residuals are reported per row: steps, then serving rows' output tok/s.
     """
     fitted.check_rows(points, serving, source=source)
-    rows = serving_rows.prepare(serving, hardware=hardware, calibrated=False)
+    rows = prepared.prepare(serving, hardware=hardware, calibrated=False)
     hw = hardware or (
         deployment_for(points[0], calibrated=False).hardware if points else rows[0].deployment.hardware
     )
@@ -312,9 +312,7 @@ def _result(
 ) -> FitResult:
     """FitResult from the solution: per-row residuals, uncertainties, bound and quality warnings."""
     iterations, converged, points, serving = extra
-    per_row = np.concatenate(
-        [r[: len(points)], serving_rows.output_residuals(r[len(points) :], problem.serving)]
-    )
+    per_row = np.concatenate([r[: len(points)], prepared.output_residuals(r[len(points) :], problem.serving)])
     values = np.exp(u)
     bounds = fitted_params.on_bound(u)
     worst = int(np.argmax(np.abs(per_row)))

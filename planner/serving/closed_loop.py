@@ -36,13 +36,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner import capacity
+from planner.capacity import Admission as Admission
+from planner.capacity import admission as admission
 from planner.deployment import Deployment
 from planner.kinds import ARRIVALS as ARRIVALS  # re-exported: the CLI's --arrivals check reads it here
 from planner.perf import roofline
 from planner.perf.prefill import prefill_pass_step as prefill_pass_step
 from planner.serving.estimate import STEADY_WAVES as STEADY_WAVES
-from planner.serving.estimate import Admission as Admission
 from planner.serving.estimate import BenchRun as BenchRun
 from planner.serving.estimate import DeploymentTimer as DeploymentTimer
 from planner.serving.estimate import ServingEstimate as ServingEstimate
@@ -51,20 +51,6 @@ from planner.serving.estimate import cycle as cycle
 from planner.serving.estimate import estimate_with as estimate_with
 from planner.serving.estimate import merged_prefill_s as merged_prefill_s
 from planner.serving.estimate import prompts_per_merged_pass as prompts_per_merged_pass
-
-
-def admission(dep: Deployment, *, clients: int, engine_cap: int | None) -> Admission:
-    """The running batch of one replica: the one rule `kvplan serve` and the serving fit share.
-
-    Formula: running = max(1, min(K, engine_cap or K, full_length_batch)), full_length_batch = the plan's
-    max_batch_size at ctx = input + output, divided by dp (capacity.recommend counts dp groups). Never a
-    refusal: the engine queues what it does not run (closed-loop steady state; the simulator shows the
-    on-demand blocks and preemptions).
-    """
-    _, recommendation = capacity.memory_plan(dep)
-    full = recommendation.max_batch_size // dep.dp
-    running = max(1, min(clients, engine_cap or clients, full))
-    return Admission(clients=clients, running=running, engine_cap=engine_cap, full_length_batch=full)
 
 
 @dataclass(frozen=True)

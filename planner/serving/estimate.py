@@ -35,33 +35,6 @@ class BenchRun(Frozen):
 STEADY_WAVES = BenchRun()
 
 
-class Admission(Frozen):
-    """How many of a replica's clients the engine runs at once, and why the rest queue.
-
-    clients          closed-loop users sent to this replica (K)
-    running          sequences decoded together: min(K, engine cap, full-length memory batch)
-    engine_cap       the engine's running-sequence limit (vLLM max_num_seqs, MindIE maxBatchSize); None: K
-    full_length_batch  sequences the KV pool holds with every one at input + output tokens (the plan's
-                     max_batch_size of one DP group)
-    """
-
-    clients: int
-    running: int
-    engine_cap: int | None
-    full_length_batch: int
-
-    @property
-    def queued(self) -> int:
-        """Clients waiting for a slot: K - running."""
-        return self.clients - self.running
-
-    @property
-    def beyond_full_length(self) -> bool:
-        """True when more sequences were sent than the pool holds at full length (the engines still run
-        them: vLLM allocates blocks as tokens arrive and preempts, MindIE queues beyond maxBatchSize)."""
-        return min(self.clients, self.engine_cap or self.clients) > self.full_length_batch
-
-
 class ServingEstimate(Frozen):
     """What a closed-loop benchmark at `concurrency` clients sees (see the module docstring).
 
