@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from planner import catalog, units
+from planner.cli.calibrate import held_out_errors
 from planner.fit import holdout
 from planner.importers.benchpoints import read_bench_rows
 from planner.perf import ranges
@@ -28,13 +29,15 @@ def test_four_or_more_models_get_a_held_out_range_recorded_and_printed(tmp_path:
     _, rows = read_bench_rows(A2_ROWS)
     models = len({row.model for row in rows})
     assert models >= holdout.MIN_MODELS
-    held = holdout.leave_one_model_out(rows, hardware=catalog.resolve_card("ascend-910b3"))
+    held = holdout.leave_one_model_out(
+        rows, hardware=catalog.resolve_card("ascend-910b3"), errors=held_out_errors
+    )
     errors = [e for model_errors in held.values() for e in model_errors]
     assert len(held) == models and len(errors) == len(rows)
     low, high, count = holdout.held_out_factors(errors)
     assert low <= 1 <= high and count == len(rows)
     assert f"held out: {len(rows)} rows of {models} models" in result.output
-    summary = holdout.summary(rows, hardware=catalog.resolve_card("ascend-910b3"))
+    summary = holdout.summary(rows, hardware=catalog.resolve_card("ascend-910b3"), errors=held_out_errors)
     assert summary is not None and summary.factors == [low, high, count] and summary.models == models
     assert summary.median_abs_error == statistics.median(abs(e) for e in errors)
     assert f"median |error| {units.fmt_fraction(summary.median_abs_error)}" in result.output
@@ -54,5 +57,12 @@ def test_fewer_models_say_the_range_is_untested(tmp_path: Path) -> None:
     assert "held_out_factors" not in profile["measured"]["samples"]
     _, rows = read_bench_rows(SEED_ROWS)
     assert rows
-    assert holdout.leave_one_model_out(rows, hardware=catalog.resolve_card("ascend-950pr")) == {}
-    assert holdout.summary(rows, hardware=catalog.resolve_card("ascend-950pr")) is None
+    assert (
+        holdout.leave_one_model_out(
+            rows, hardware=catalog.resolve_card("ascend-950pr"), errors=held_out_errors
+        )
+        == {}
+    )
+    assert (
+        holdout.summary(rows, hardware=catalog.resolve_card("ascend-950pr"), errors=held_out_errors) is None
+    )

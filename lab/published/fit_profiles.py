@@ -188,9 +188,12 @@ def lomo(group: Group, card: str) -> dict[str, list[float]]:
     """model -> its rows' errors under a fit on the group's other models (what `kvplan calibrate
     --from-bench` records as the profile's range: planner/fit/holdout.py)."""
     from planner import catalog
+    from planner.cli.calibrate import held_out_errors
     from planner.fit import holdout
 
-    return holdout.leave_one_model_out([p for _, _, p in group], hardware=catalog.load_card(card))
+    return holdout.leave_one_model_out(
+        [p for _, _, p in group], hardware=catalog.load_card(card), errors=held_out_errors
+    )
 
 
 def held_out_family(group: Group, card: str) -> list[tuple[dict[str, str], float]]:

@@ -9,6 +9,7 @@ kvplan validate POINTS.csv [--card CARD] [--engine E] [--uncalibrated]
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -152,6 +153,19 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
     typer.echo(f"wrote {out}")
 
 
+def held_out_errors(
+    train: Sequence[ServingPoint], test: Sequence[ServingPoint], *, hardware: HardwareProfile
+) -> list[float]:
+    """predicted / measured - 1 of the `test` rows under a fit on the `train` rows (planner/fit/holdout.py's
+    HeldOutErrors: the CLI wires the solver and the roofline prediction; KvplanError when the fit refuses)."""
+    from planner.fit import serving_rows, solver
+
+    result = solver.fit_coefficients([], hardware=hardware, serving=train)
+    return serving_rows.serving_errors(
+        test, hardware=hardware, coefficients=result.coefficients, calibrated=False
+    )
+
+
 def _held_out(rows: list[ServingPoint], hw: HardwareProfile) -> tuple[list[float], str] | None:
     """Leave-one-model-out over the serving rows (planner/fit/holdout.py) when they span enough models:
     (held_out_factors, the sentence printed and kept in the profile's notes); None otherwise."""
@@ -166,7 +180,7 @@ def _held_out(rows: list[ServingPoint], hw: HardwareProfile) -> tuple[list[float
             )
         return None
     typer.echo(f"leave-one-model-out: refitting {models} times, each without one model's rows ...")
-    held = holdout.summary(rows, hardware=hw)
+    held = holdout.summary(rows, hardware=hw, errors=held_out_errors)
     if held is None:
         return None
     low, high, count = held.factors
