@@ -1,6 +1,6 @@
 """What a deployment reads straight off its card's coefficients, with no step model: whether they are
 measured, and the per-request cost outside the forward pass. Split from planner/perf/roofline.py (which
-re-exports both) so the closed loop's timers (planner/serving/cycle.py) read them without the roofline.
+re-exports both) so the closed loop's timers (planner/serving/estimate.py) read them without the roofline.
 """
 
 from __future__ import annotations
