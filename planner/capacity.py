@@ -77,7 +77,8 @@ def activation_bytes(dep: Deployment) -> int:
 
 
 def kv_budget_bytes(dep: Deployment) -> int:
-    """KV budget per device.
+    """kvplan's own KV budget per device (an engine whose start-up arithmetic is modelled replaces it in
+    memory_breakdown: registry.startup_budget).
 
     Formula: device_total * memory_fraction - weights - prefill activations - runtime overhead (bytes)
     device_total is the runtime-visible total (HardwareProfile.device_total_bytes), nominal when unknown.
@@ -106,6 +107,9 @@ def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
     budget = memory.kv_budget_bytes(
         usable, weights=weights, activation=activation, runtime=runtime
     )  # = kv_budget_bytes(dep), without computing the weights twice
+    engine = registry.startup_budget(dep, weights_bytes=weights)
+    if engine is not None:  # the engine's own start-up arithmetic (vLLM): its activation and overheads
+        activation, runtime, budget = engine.activation_bytes, engine.runtime_bytes, engine.kv_budget_bytes
     per_sequence = memory.sequence_bytes(
         dep.ctx_tokens,
         kv_bytes_per_token=kv_per_token,

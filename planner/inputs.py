@@ -224,6 +224,7 @@ def to_deployment(req: PlanRequest) -> Deployment:
         if req.memory_fraction is None
         else req.memory_fraction,
         max_prefill_tokens=req.max_prefill_tokens
+        or registry.default_prefill_tokens(engine, hw)
         or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),
         mtp_tokens=req.mtp,
         mtp_acceptance_fraction=req.mtp_acceptance,

@@ -14,7 +14,9 @@ class MemoryBreakdown(Frozen):
 
     usable_bytes      capacity * memory_fraction (what the engine may use, MindIE NPU_MEMORY_FRACTION)
     reserved_bytes    capacity - usable: held back by the fraction
-    runtime_bytes     runtime context (driver, comm buffers, fragmentation), from the card profile
+    runtime_bytes     runtime context (driver, comm buffers, fragmentation), from the card profile; for an
+                      engine whose start-up arithmetic kvplan models (vLLM), all it holds back besides
+                      weights and activation (registry.startup_budget)
     kv_budget_bytes   usable - weights - activation - runtime: what the KV cache and states may fill
     """
 

@@ -56,10 +56,10 @@ def config_batch(engine: str, common: list[str]) -> tuple[int, int | None, dict]
     return 0, int(schedule["maxBatchSize"]), payload
 
 
-def serve_batch(engine: str, model: str, card: str, tp: str) -> tuple[int, int | None]:
+def serve_batch(engine: str, model: str, card: str, tp: str, dtype: str = "bf16") -> tuple[int, int | None]:
     """`kvplan serve` with the default input/output split of --ctx: its memory-bound concurrency."""
     output = deployment.default_output_tokens(CTX_TOKENS, block_size_tokens=128)
-    flags = ["--model", model, "--card", card, "--tp", tp, "--engine", engine]
+    flags = ["--model", model, "--card", card, "--tp", tp, "--engine", engine, "--dtype", dtype]
     lengths = ["--input-tokens", str(CTX_TOKENS - output), "--output-tokens", str(output)]
     result = runner.invoke(app, ["serve", *flags, *lengths, "--json"])
     if result.exit_code:
@@ -67,9 +67,11 @@ def serve_batch(engine: str, model: str, card: str, tp: str) -> tuple[int, int |
     return 0, int(json.loads(result.output)["estimate"]["concurrency"])
 
 
-def dashboard_batch(engine: str, model: str, card: str, tp: str) -> tuple[int, int | None, int | None]:
+def dashboard_batch(
+    engine: str, model: str, card: str, tp: str, dtype: str = "bf16"
+) -> tuple[int, int | None, int | None]:
     """(exit code, the dashboard's max batch, the maxBatchSize of its MindIE download or None)."""
-    request = PlanRequest(model=model, card=card, ctx=CTX, tp=int(tp), engine=engine)
+    request = PlanRequest(model=model, card=card, ctx=CTX, tp=int(tp), engine=engine, dtype=dtype)
     try:
         dep, plan = view.plan_for(request)
     except KvplanError as exc:
@@ -81,16 +83,18 @@ def dashboard_batch(engine: str, model: str, card: str, tp: str) -> tuple[int, i
     return 0, plan.recommendation.max_batch_size, download
 
 
-def answers_for(model: str, card: str, engine: str, tp: str) -> dict[str, tuple[int, int | None]]:
+def answers_for(
+    model: str, card: str, engine: str, tp: str, dtype: str = "bf16"
+) -> dict[str, tuple[int, int | None]]:
     """Every command's (exit code, max batch) for one deployment at --ctx 32k; also checks that MindIE's
     written maxBatchSize is what its blocks hold and what the dashboard's download writes."""
-    common = ["--model", model, "--card", card, "--ctx", CTX, "--tp", tp]
+    common = ["--model", model, "--card", card, "--ctx", CTX, "--tp", tp, "--dtype", dtype]
     planned = runner.invoke(app, [*common, "--engine", engine, "--json"])
     plan_batch = None if planned.exit_code else json.loads(planned.output)["recommendation"]["max_batch_size"]
-    dash_code, dash_batch, download = dashboard_batch(engine, model, card, tp)
+    dash_code, dash_batch, download = dashboard_batch(engine, model, card, tp, dtype)
     answers = {
         "plan": (planned.exit_code, plan_batch),
-        "serve": serve_batch(engine, model, card, tp),
+        "serve": serve_batch(engine, model, card, tp, dtype),
         "dashboard": (dash_code, dash_batch),
     }
     if engine != "transformers":
@@ -225,3 +229,16 @@ def test_mindie_batch_never_exceeds_its_blocks_with_explicit_lengths() -> None:
     held = payload["mindie"]["prediction"]["concurrency"]
     assert written == held < payload["plan"]["recommendation"]["max_batch_size"]
     assert any(note.startswith(f"maxBatchSize {held}, not the plan's") for note in payload["mindie"]["notes"])
+
+
+@pytest.mark.parametrize("engine", ["vllm", "mindie"])
+@pytest.mark.parametrize("variant", sorted(catalog.variant_map()))
+def test_every_card_variant_agrees(variant: str, engine: str) -> None:
+    """Issue 28: on every card variant (SKU), `kvplan vllm` / `kvplan mindie`, the plan, `kvplan serve` and
+    the dashboard give the same max batch (vLLM's from the engine's start-up arithmetic, MindIE's from its
+    blocks), and it is a number, not a refusal (qwen3-8b at 32k fits every variant's memory)."""
+    dtype = "fp16" if variant.startswith("atlas-300i") else "bf16"  # 310P has no BF16
+    answers = answers_for("qwen3-8b", variant, engine, "1", dtype)
+    assert len(set(answers.values())) == 1, (variant, engine, answers)
+    code, batch = answers["plan"]
+    assert code == 0 and batch is not None and batch >= 1, (variant, engine, answers)

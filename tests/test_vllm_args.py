@@ -11,11 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from planner import catalog, inputs
-from planner.cli import app
+from planner.cli import app, configs
 from planner.deployment import Deployment
 from planner.engines import common
 from planner.engines.mindie import config as mindie
 from planner.engines.vllm import args as vllm_args
+from planner.engines.vllm import pool as vllm_pool
+from planner.engines.vllm import startup as vllm_startup
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.plan import compose as perf_plan
 from planner.results import Plan
@@ -23,14 +25,19 @@ from planner.results import Plan
 runner = CliRunner()
 
 
-def build(request: inputs.PlanRequest, options: mindie.MindieOptions) -> tuple[Plan, vllm_args.VllmArgs]:
-    """Plan and vllm args; a quantized plan without --weights-path gets /w (no repo is known for most)."""
+def build(
+    request: inputs.PlanRequest, options: mindie.MindieOptions, *, available_kv_bytes: int | None = None
+) -> tuple[Plan, vllm_args.VllmArgs]:
+    """Plan and vllm args as `kvplan vllm` builds them (engine vllm, the engine's default
+    --max-num-batched-tokens); a quantized plan without --weights-path gets /w (no repo is known for most).
+    available_kv_bytes: cut this budget instead of the plan's (the worked cases' pool arithmetic)."""
     if options.weights_path is None and request.dtype not in ("bf16", "fp16"):
         options = options.model_copy(update={"weights_path": "/w"})
-    dep = inputs.to_deployment(request)
-    lengths = common.resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
-    dep = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
+    dep, lengths = configs.prepare(dataclasses.replace(request, engine="vllm"), options)
     plan = perf_plan.build_plan(dep, with_performance=False)
+    if available_kv_bytes is not None:
+        memory = plan.memory.model_copy(update={"kv_budget_bytes": available_kv_bytes})
+        plan = plan.model_copy(update={"memory": memory})
     return plan, vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)
 
 
@@ -48,15 +55,16 @@ def test_mission_arguments() -> None:
     assert args == {
         "--max-model-len": "32768",
         "--max-num-seqs": str(math.floor(result.pool.max_concurrency)),  # vLLM's accounting, not MindIE's
-        "--max-num-batched-tokens": "24576",  # = MindIE maxPrefillTokens = the longest prompt (32k - 8k out)
-        "--gpu-memory-utilization": "0.8",  # kvplan's memory fraction, the budget the pool is cut from
+        "--max-num-batched-tokens": "2048",  # vllm-ascend's default (not MindIE's maxPrefillTokens 24576)
+        "--gpu-memory-utilization": "0.92",  # vLLM's default (config/cache.py:68), `kvplan vllm`'s fraction
         "--kv-cache-dtype": "auto",  # no --block-size: vLLM computes it for this hybrid model
         "--tensor-parallel-size": "2",
         "--served-model-name": "qwen3-27b",
     }
     assert result.model == "/data/models/qwen3-27b"
     assert result.pool.kv_cache_size_tokens < plan.memory.kv_budget_bytes
-    assert 0 < result.min_gpu_memory_utilization <= 0.8
+    assert 0 < result.min_gpu_memory_utilization <= 0.92
+    assert any("--max-num-batched-tokens 2048 is the engine's own default" in note for note in result.notes)
     assert any("issue #7393" in note for note in result.notes)
 
 
@@ -66,8 +74,10 @@ def test_mission_log_lines_match_the_worked_cases(prefix: bool, mtp: int) -> Non
     source = "issue-budget-with-mtp-weights" if mtp else "issue-budget"
     case = ISSUE_CASES[f"qwen3.5-27b-tp2-950pr-32k-ascend-pc{int(prefix)}-mtp{mtp}-{source}"]
     request = dataclasses.replace(MISSION, mtp=mtp)
-    plan, result = build(request, mindie.MindieOptions(prefix_cache=prefix, mtp=mtp))
-    assert plan.memory.kv_budget_bytes == case["inputs"]["available_kv_bytes"]
+    available = case["inputs"]["available_kv_bytes"]  # the worked case's budget, cut by `kvplan vllm`
+    _, result = build(
+        request, mindie.MindieOptions(prefix_cache=prefix, mtp=mtp), available_kv_bytes=available
+    )
     expected = case["expected"]
     assert result.pool.num_blocks == expected["num_blocks"]
     assert result.log_lines == [
@@ -209,16 +219,49 @@ def test_pool_without_one_full_request_does_not_fit() -> None:
         vllm_args.max_num_seqs(tiny)
 
 
-@pytest.mark.parametrize("card", ["ascend-950pr", "nvidia-h200"])
-@pytest.mark.parametrize("model", ["qwen3.5-27b", "qwen3-32b", "qwen3-next-80b-a3b"])
+@pytest.mark.parametrize("card", ["ascend-950pr", "nvidia-h200", "atlas-300i-duo"])
+@pytest.mark.parametrize("model", ["qwen3.5-27b", "qwen3-32b", "qwen3-next-80b-a3b", "qwen3-0.6b"])
 def test_plan_with_engine_vllm_gives_kvplan_vllm_batch(model: str, card: str) -> None:
-    """`kvplan --engine vllm` and `kvplan vllm` answer max batch with the same vLLM accounting."""
-    request = inputs.PlanRequest(model=model, card=card, dtype="fp8", tp=4, ctx="32k", engine="vllm")
+    """`kvplan --engine vllm` and `kvplan vllm` answer max batch with the engine's own start-up arithmetic:
+    one budget per engine (issue 28). The vLLM plan's KV budget is what the engine computes at start-up
+    (startup.plan_budget), not MindIE's; both engines load the same weights; the terms are taken at the
+    --max-num-seqs they print (the dummy sampler's rows), and what `kvplan vllm` says the engine logs is the
+    pool of those terms."""
+    dtype = "fp16" if card == "atlas-300i-duo" else "fp8"
+    tp = 1 if model == "qwen3-0.6b" else 4
+    request = inputs.PlanRequest(model=model, card=card, dtype=dtype, tp=tp, ctx="32k", engine="vllm")
     options = mindie.MindieOptions(weights_path="/w")
-    dep, lengths = common.sized_deployment(inputs.to_deployment(request), options=options)
-    plan = perf_plan.build_plan(dep, with_performance=False)
+    try:
+        dep, lengths = configs.prepare(request, options)
+        plan = perf_plan.build_plan(dep, with_performance=False)
+    except (DoesNotFitError, PlanInputError):
+        return
     result = vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)
     assert plan.recommendation.max_batch_size == result.max_num_seqs
+    terms = vllm_startup.plan_terms(
+        dep,
+        gpu_memory_utilization=dep.memory_fraction,
+        max_num_batched_tokens=int(dict(result.args)["--max-num-batched-tokens"]),
+        max_num_seqs=result.max_num_seqs,
+        weights_bytes=plan.memory.weights_bytes,
+    )
+    assert plan.memory.kv_budget_bytes == terms.available_kv_bytes  # the engine's arithmetic, at its flags
+    engine_pool = vllm_pool.deployment_pool(
+        dep, available_bytes=terms.available_kv_bytes, max_model_len=32768
+    )
+    assert result.log_lines == vllm_pool.log_lines(engine_pool)
+    assert math.floor(engine_pool.max_concurrency) == result.max_num_seqs
     mindie_dep = dep.model_copy(update={"engine": "mindie"})
     mindie_plan = perf_plan.build_plan(mindie_dep, with_performance=False)
-    assert mindie_plan.memory.kv_budget_bytes == plan.memory.kv_budget_bytes  # one budget, two accountings
+    assert mindie_plan.memory.weights_bytes == plan.memory.weights_bytes  # same checkpoint, two budgets
+
+
+def test_user_max_num_batched_tokens_is_kept_and_sizes_the_profile() -> None:
+    """--max-prefill-tokens given: printed as --max-num-batched-tokens and the activation profiled at it."""
+    request = inputs.PlanRequest(model="qwen3-32b", card="ascend-910b3", dtype="bf16", tp=4, ctx="8k")
+    _, default = build(request, mindie.MindieOptions())
+    _, given = build(request, mindie.MindieOptions(max_prefill_tokens=16384))
+    assert dict(default.args)["--max-num-batched-tokens"] == "2048"
+    assert dict(given.args)["--max-num-batched-tokens"] == "16384"
+    assert given.pool.num_blocks < default.pool.num_blocks  # a larger activation peak leaves less KV
+    assert not any("engine's own default" in note for note in given.notes)

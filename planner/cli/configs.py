@@ -113,9 +113,11 @@ def build_plan(dep: Deployment, *, prompt_tokens: int) -> Plan:
 def prepare(request: PlanRequest, options: ServingOptions) -> tuple[Deployment, Lengths]:
     """(Deployment sized with the request lengths, Lengths): maxPrefillTokens drives the activation peak."""
     from planner import inputs
-    from planner.engines import common
+    from planner.engines import common, registry
 
-    return common.sized_deployment(inputs.to_deployment(request), options=options)
+    dep = inputs.to_deployment(request)
+    engine_prefill = registry.default_prefill_tokens(dep.engine, dep.hardware)
+    return common.sized_deployment(dep, options=options, engine_prefill_tokens=engine_prefill)
 
 
 def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, Deployment, LogComparison]:

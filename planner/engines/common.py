@@ -38,12 +38,20 @@ class Lengths(Frozen):
     max_prefill_tokens: int
 
 
-def resolve_lengths(ctx_tokens: int, *, block_size_tokens: int, options: ServingOptions) -> Lengths:
+def resolve_lengths(
+    ctx_tokens: int,
+    *,
+    block_size_tokens: int,
+    options: ServingOptions,
+    engine_prefill_tokens: int | None = None,
+) -> Lengths:
     """Split --ctx into input and output: output defaults to ctx/4 (whole blocks), input to the rest.
 
     maxPrefillTokens defaults to max(8192, input) so MindIE's rule maxPrefillTokens >= maxInputTokenLen
     holds (with the default split this is deployment.default_max_prefill_tokens, what the plan sizes); an
-    explicit --max-prefill-tokens is kept as given (validate_config refuses it if too small).
+    engine that chunks prompts passes its own default as engine_prefill_tokens (vLLM's
+    --max-num-batched-tokens: registry.default_prefill_tokens); an explicit --max-prefill-tokens is kept as
+    given (validate_config refuses it if too small).
     """
     out_tokens, in_tokens = options.max_output_tokens, options.max_input_tokens
     if out_tokens is None and in_tokens is None:
@@ -55,7 +63,9 @@ def resolve_lengths(ctx_tokens: int, *, block_size_tokens: int, options: Serving
             f"--max-input-tokens/--max-output-tokens: input + output must fit in --ctx with both >= 1 "
             f"(got {in_tokens} + {out_tokens}, expected a sum <= {ctx_tokens})"
         )
-    prefill = options.max_prefill_tokens or max(DEFAULT_MAX_PREFILL_TOKENS, in_tokens)
+    prefill = (
+        options.max_prefill_tokens or engine_prefill_tokens or max(DEFAULT_MAX_PREFILL_TOKENS, in_tokens)
+    )
     return Lengths(
         max_seq_len_tokens=ctx_tokens,
         max_input_tokens=in_tokens,
@@ -64,13 +74,32 @@ def resolve_lengths(ctx_tokens: int, *, block_size_tokens: int, options: Serving
     )
 
 
-def sized_deployment(dep: Deployment, *, options: ServingOptions) -> tuple[Deployment, Lengths]:
-    """(dep re-sized with the engine's lengths, the lengths): maxPrefillTokens drives the activation peak."""
-    lengths = resolve_lengths(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options)
+def sized_deployment(
+    dep: Deployment, *, options: ServingOptions, engine_prefill_tokens: int | None = None
+) -> tuple[Deployment, Lengths]:
+    """(dep re-sized with the engine's lengths, the lengths): maxPrefillTokens drives the activation peak;
+    engine_prefill_tokens as in resolve_lengths."""
+    lengths = resolve_lengths(
+        dep.ctx_tokens,
+        block_size_tokens=dep.block_size_tokens,
+        options=options,
+        engine_prefill_tokens=engine_prefill_tokens,
+    )
     return dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens}), lengths
 
 
 IntOrArray = int | npt.NDArray[np.int64]
+
+
+class EngineBudget(Frozen):
+    """An engine's own start-up arithmetic for the KV budget of one rank (bytes), where kvplan models it
+    (vLLM: planner/engines/vllm/startup.py plan_budget): the activation peak the engine profiles, what
+    else it holds back (non-torch memory, graph estimate, cleared memory, 310P's halving) and the KV memory
+    left: kv_budget = usable - weights - activation - runtime."""
+
+    activation_bytes: int
+    runtime_bytes: int
+    kv_budget_bytes: int
 
 
 class BlockPool(Frozen):

@@ -14,12 +14,13 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import Deployment
-from planner.engines.common import BlockPool
+from planner.engines.common import BlockPool, EngineBudget
 from planner.engines.mindie import pool as mindie_pool
 from planner.engines.transformers import pool as transformers_pool
 from planner.engines.vllm import batch as vllm_batch
 from planner.kinds import ENGINES, EngineName, SchedulerKind
 from planner.results import MemoryBreakdown, Plan, Recommendation
+from planner.schema import HardwareProfile
 
 # (title, [(engine field or flag, value)], what its kvplan config command needs beyond the plan's flags)
 ConfigWords = tuple[str, list[tuple[str, str]], str]
@@ -40,6 +41,8 @@ class EngineRoom(Protocol):
     GATHERS_MOE_OUTPUTS: bool
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
+    def startup_budget(self, dep: Deployment, *, weights_bytes: int) -> EngineBudget | None: ...
+    def default_prefill_tokens(self, hardware: HardwareProfile) -> int | None: ...
     def check_layout(self, dep: Deployment) -> None: ...
     def expert_degrees(self, group: int, *, candidates: list[int]) -> list[int]: ...
     def max_batch_grid(
@@ -69,6 +72,18 @@ def room(engine: EngineName) -> EngineRoom:
 def check_kv_dtype(dep: Deployment) -> None:
     """PlanInputError when the engine has no KV cache of dep's KV dtype."""
     room(dep.engine).check_kv_dtype(dep)
+
+
+def startup_budget(dep: Deployment, *, weights_bytes: int) -> EngineBudget | None:
+    """The engine's own start-up arithmetic for the KV budget (None: kvplan's budget, capacity.py's
+    formula): where it is given, the memory plan, hence every batch, reads it."""
+    return room(dep.engine).startup_budget(dep, weights_bytes=weights_bytes)
+
+
+def default_prefill_tokens(engine: EngineName, hardware: HardwareProfile) -> int | None:
+    """The engine's default tokens per prefill step when the user gives none (vLLM's
+    --max-num-batched-tokens on the card); None: the plan's max(8192, ctx - output)."""
+    return room(engine).default_prefill_tokens(hardware)
 
 
 def check_layout(dep: Deployment) -> None:

@@ -24,6 +24,7 @@ from planner.engines.mindie.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
 from planner.engines.mindie.scheduler import SCHEDULER as SCHEDULER
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.results import MemoryBreakdown, Plan, Recommendation
+from planner.schema import HardwareProfile
 
 # ScheduleConfig.maxBatchSize range is [1, 5000] ([DOC]); the C++ config check allows up to 819200
 # (ScheduleConfigManager::CheckParam, src/config_manager/schedule_config.cpp @ecfc8d2c: CheckMaxMinValue(
@@ -240,3 +241,13 @@ def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]
         ("npuMemSize", mem),
     ]
     return "MindIE config.json", fields, "--weights-path <checkpoint dir> -o config.json"
+
+
+def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudget | None:
+    """None: the plan's KV budget is kvplan's own formula (capacity.memory_breakdown) for MindIE."""
+    return None
+
+
+def default_prefill_tokens(hardware: HardwareProfile) -> int | None:
+    """None: the plan's default max(8192, ctx - output) (MindIE prefills a prompt in one pass)."""
+    return None

@@ -15,6 +15,7 @@ from planner.engines import common
 from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.errors import PlanInputError
 from planner.results import MemoryBreakdown, Plan, Recommendation
+from planner.schema import HardwareProfile
 
 SCHEDULER = vllm_scheduler.SCHEDULER
 # transformers + fla reads and writes the fp32 state twice per decode step (planner/perf/kernels.py)
@@ -81,4 +82,14 @@ def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
 
 def config_words(plan: Plan, dep: Deployment) -> None:
     """No serving config kvplan writes for Transformers."""
+    return None
+
+
+def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudget | None:
+    """None: the plan's KV budget is kvplan's own formula (capacity.memory_breakdown) for transformers."""
+    return None
+
+
+def default_prefill_tokens(hardware: HardwareProfile) -> int | None:
+    """None: the plan's default max(8192, ctx - output) (transformers prefills a prompt in one pass)."""
     return None

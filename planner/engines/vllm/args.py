@@ -1,11 +1,15 @@
 """`vllm serve` arguments for a plan, sized by vLLM's own KV-pool accounting (pure).
 
-The budget is kvplan's (planner/memory.kv_budget_bytes: capacity x fraction - weights - activation at
---max-num-batched-tokens - runtime); how vLLM cuts it into blocks is planner/engines/vllm/pool.py
-(docs/engines/vllm-memory.md). Mapping to the MindIE config of the same plan (ascend-mindie-facts.md 1.6):
+The budget is the engine's own start-up arithmetic (planner/engines/vllm/startup.py plan_budget: device
+total x util - weights - the activation vLLM profiles at --max-num-batched-tokens - non-torch memory), the
+plan's memory budget for engine vllm (capacity.memory_breakdown); how vLLM cuts it into blocks is
+planner/engines/vllm/pool.py (docs/engines/vllm-memory.md). Mapping to the MindIE config of the same plan
+(ascend-mindie-facts.md 1.6):
   --max-model-len           MindIE maxSeqLen (--ctx)
   --max-num-seqs            floor of vLLM's "Maximum concurrency" for max-model-len requests
-  --max-num-batched-tokens  maxPrefillTokens (>= the longest prompt; with chunked prefill a per-step budget)
+  --max-num-batched-tokens  the engine's default per step unless --max-prefill-tokens is given (prompts
+                            longer than it are chunked; startup.scheduler_defaults); MindIE's maxPrefillTokens
+                            is >= the longest prompt
   --gpu-memory-utilization  NPU_MEMORY_FRACTION (a share of all memory, as vLLM's util), not npuMemSize
   --block-size              vllm-ascend: 128 for attention-only models; hybrids: computed by the engine
   --kv-cache-dtype          auto (16-bit) or fp8; vllm-ascend's INT8 KV comes with a quantized checkpoint
@@ -47,7 +51,8 @@ class VllmArgs(Frozen):
 
 
 def plan_pool(plan: Plan, dep: Deployment, *, lengths: Lengths, options: ServingOptions) -> vm.VllmPool:
-    """vLLM's pool for the plan: kvplan's KV budget cut into the engine's blocks (vendor: platform)."""
+    """vLLM's pool for the plan: the plan's KV budget (the engine's start-up arithmetic) cut into the
+    engine's blocks (vendor: platform)."""
     return vm.deployment_pool(
         dep,
         available_bytes=plan.memory.kv_budget_bytes,
@@ -57,17 +62,25 @@ def plan_pool(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
     )
 
 
-def min_memory_utilization(plan: Plan, pool: vm.VllmPool, *, n_seqs: int) -> float:
-    """Smallest --gpu-memory-utilization (2 decimals, up) whose pool holds n_seqs full-length requests.
+def min_memory_utilization(
+    dep: Deployment, terms: vllm_startup.StartupTerms, pool: vm.VllmPool, *, n_seqs: int
+) -> float:
+    """Smallest --gpu-memory-utilization (2 decimals, up) whose pool holds n_seqs full-length requests, by
+    the engine's start-up terms.
 
-    Formula: (weights + activation + runtime + n * blocks_per_request * page * g) / capacity
+    Formula: (weights + activation + non-torch + graph + cleared + k * n * blocks_per_request * page * g)
+             / device total; k = 2 where the engine halves what is left (310P), else 1
     """
-    mem = plan.memory
     return vm.min_gpu_memory_utilization(
-        capacity_bytes=mem.device_capacity_bytes,
-        non_kv_bytes=mem.weights_bytes + mem.activation_bytes + mem.runtime_bytes,
+        capacity_bytes=terms.device_total_bytes,
+        non_kv_bytes=terms.weights_bytes
+        + terms.activation_bytes
+        + terms.non_torch_bytes
+        + terms.graph_bytes
+        + terms.cleared_bytes,
         n_seqs=n_seqs,
         pool=pool,
+        kv_factor=2 if terms.halved else 1,
     )
 
 
@@ -109,7 +122,8 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
     model, quantization = served_checkpoint(plan, dep, options)
     if quantization is not None:
         args.append(("--quantization", quantization))
-    util = min_memory_utilization(plan, pool, n_seqs=seqs)
+    terms = vllm_startup.plan_budget(dep, weights_bytes=plan.memory.weights_bytes)
+    util = min_memory_utilization(dep, terms, pool, n_seqs=seqs)
     return VllmArgs(
         model=model,
         args=args,
@@ -117,8 +131,8 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
         min_gpu_memory_utilization=util,
         pool=pool,
         log_lines=vm.log_lines(pool),
-        startup_lines=startup_lines(plan, dep, lengths=lengths, max_num_seqs=seqs),
-        notes=vllm_notes(plan, dep, pool=pool, options=options, util=util),
+        startup_lines=vllm_startup.plan_lines(dep, terms=terms),
+        notes=vllm_notes(plan, dep, pool=pool, options=options, util=util, lengths=lengths),
     )
 
 
@@ -137,16 +151,28 @@ def served_checkpoint(plan: Plan, dep: Deployment, options: ServingOptions) -> t
 
 
 def vllm_notes(
-    plan: Plan, dep: Deployment, *, pool: vm.VllmPool, options: ServingOptions, util: float
+    plan: Plan,
+    dep: Deployment,
+    *,
+    pool: vm.VllmPool,
+    options: ServingOptions,
+    util: float,
+    lengths: Lengths,
 ) -> list[str]:
     """Where the vLLM command differs from the MindIE config in meaning, and what kvplan assumed."""
+    defaults = vllm_startup.card_defaults(dep.hardware)
     notes = [
         f"--gpu-memory-utilization {plan.memory_fraction:g} is kvplan's memory fraction (vLLM's default is "
         f"{vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}); --max-num-seqs {seqs_of(pool)} needs at least {util:g}",
         f"KV pool ({pool.platform}): {pool.num_blocks} blocks of {pool.block_size_tokens} tokens, "
-        f"{pool.blocks_per_request} per request, from kvplan's budget; vLLM's own profile (sampler, "
-        f"graphs) may differ",
+        f"{pool.blocks_per_request} per request, from the engine's start-up arithmetic below",
     ]
+    if options.max_prefill_tokens is None:
+        notes.append(
+            f"--max-num-batched-tokens {lengths.max_prefill_tokens} is the engine's own default "
+            f"({defaults.reason}); prompts longer than it are chunked (MindIE's maxPrefillTokens is "
+            "max(8192, the longest prompt)); the activation profile is taken at it"
+        )
     if pool.state_groups:
         notes.append(block_size_note(pool))
     elif pool.block_size_tokens != plan.block_size_tokens:
@@ -200,17 +226,6 @@ def render_command(result: VllmArgs) -> str:
     for flag, value in result.args:
         lines.append(f"  {flag}" + (f" {shlex.quote(value)}" if value is not None else ""))
     return " \\\n".join(lines)
-
-
-def startup_lines(plan: Plan, dep: Deployment, *, lengths: Lengths, max_num_seqs: int) -> list[str]:
-    """The engine's own start-up arithmetic for the printed settings (planner/engines/vllm/startup.py)."""
-    sized = dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens})
-    return vllm_startup.plan_lines(
-        sized,
-        max_model_len=lengths.max_seq_len_tokens,
-        max_num_seqs=max_num_seqs,
-        plan_budget_bytes=plan.memory.kv_budget_bytes,
-    )
 
 
 def summary_lines(result: VllmArgs) -> list[str]:

@@ -21,6 +21,7 @@ from planner.engines.vllm.scheduler import SCHEDULER as SCHEDULER
 from planner.engines.vllm.scheduler import default_max_batch as default_max_batch
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import MemoryBreakdown, Plan, Recommendation
+from planner.schema import HardwareProfile
 
 # vllm-ascend's P:D proxy keeps only the prefill's kv_transfer_params and streams from the decoder
 # (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py @93dbfa65)
@@ -125,14 +126,30 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
     return []
 
 
-def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
-    """vLLM / vllm-ascend's start-up arithmetic for the plan, term by term (engines/vllm/startup.py)."""
-    return startup.plan_lines(
-        dep,
-        max_model_len=dep.ctx_tokens,
-        max_num_seqs=rec.max_batch_size,
-        plan_budget_bytes=mem.kv_budget_bytes,
+def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudget:
+    """The plan's KV budget is the engine's own start-up arithmetic (startup.plan_budget): the activation
+    peak vLLM profiles at --max-num-batched-tokens, and everything else it holds back as runtime."""
+    terms = startup.plan_budget(dep, weights_bytes=weights_bytes)
+    return common.EngineBudget(
+        activation_bytes=terms.activation_bytes,
+        runtime_bytes=terms.requested_bytes
+        - terms.weights_bytes
+        - terms.activation_bytes
+        - terms.available_kv_bytes,
+        kv_budget_bytes=terms.available_kv_bytes,
     )
+
+
+def default_prefill_tokens(hardware: HardwareProfile) -> int:
+    """`vllm serve`'s default --max-num-batched-tokens on the card (startup.card_defaults: 2048 on every
+    vllm-ascend release, 8192 on a >= 70 GiB non-A100 GPU); prompts longer than it are chunked."""
+    return startup.card_defaults(hardware).max_num_batched_tokens
+
+
+def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
+    """vLLM / vllm-ascend's start-up arithmetic for the plan, term by term (engines/vllm/startup.py): the
+    terms the plan's batch comes from."""
+    return startup.plan_lines(dep, terms=startup.plan_budget(dep, weights_bytes=mem.weights_bytes))
 
 
 def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]], str]:

@@ -198,14 +198,15 @@ def kv_cache_size_tokens_by_blocks(num_blocks: int, *, groups: int, block_tokens
 
 
 def min_gpu_memory_utilization(
-    *, capacity_bytes: int, non_kv_bytes: int, n_seqs: int, pool: VllmPool
+    *, capacity_bytes: int, non_kv_bytes: int, n_seqs: int, pool: VllmPool, kv_factor: int = 1
 ) -> float:
     """Smallest --gpu-memory-utilization holding n_seqs full-length requests (spec step 7), 2 decimals up.
 
-    Formula: ceil(100 * (non_kv + n * blocks_per_request * page * g) / capacity) / 100
+    Formula: ceil(100 * (non_kv + k * n * blocks_per_request * page * g) / capacity) / 100; k = 2 where the
+    engine halves what is left for KV (vllm-ascend's 310P worker), else 1
     """
-    need = non_kv_bytes + n_seqs * pool.blocks_per_request * pool.page_bytes * pool.layers_per_group
-    return math.ceil(need / capacity_bytes * PERCENT - 1e-9) / PERCENT
+    need = n_seqs * pool.blocks_per_request * pool.page_bytes * pool.layers_per_group
+    return math.ceil((non_kv_bytes + kv_factor * need) / capacity_bytes * PERCENT - 1e-9) / PERCENT
 
 
 def log_lines(pool: VllmPool) -> list[str]:

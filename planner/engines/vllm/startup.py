@@ -342,31 +342,64 @@ def activation_bytes(
 NON_TORCH_BASE_BYTES = 350 * units.MIB_BYTES
 
 
-def version_for_vendor(vendor: str) -> EngineVersion:
-    """The release kvplan plans for: vllm-ascend main on Huawei cards, vLLM >= 0.21 on NVIDIA."""
-    return VERSIONS["vllm-cuda" if vendor == "nvidia" else DEFAULT_VERSION]
+# Device memory held before a 310P instance starts (driver reserve on an idle chip): total - free at start in
+# vllm-ascend #10122 (43.24 - 42.24 and 42.67 - 41.64 GiB on its two ranks, D); NPUWorker310 subtracts it
+# as "cleared" memory ([VA] 182b75ea _310p/worker_310p.py:63-123).
+P310_CLEARED_BYTES = units.gib_to_bytes(1.0)
+# Fixed-point rounds for the sampler's max_num_seqs (plan_budget); 2-3 suffice (one sequence changes the
+# sampler by V x 4 B, far below one request's KV).
+MAX_SEQS_ROUNDS = 8
+
+
+def version_for_card(hardware: HardwareProfile) -> EngineVersion:
+    """The release kvplan plans for: vLLM >= 0.21 on NVIDIA, vllm-ascend main's NPUWorker310 on a 310P chip
+    (worker selected by SoC, [VA] 182b75ea _310p/worker_310p.py), vllm-ascend main otherwise."""
+    if hardware.vendor == "nvidia":
+        return VERSIONS["vllm-cuda"]
+    if "310p" in hardware.name.lower():
+        return VERSIONS["vllm-ascend-310p"]
+    return VERSIONS[DEFAULT_VERSION]
+
+
+def card_defaults(hardware: HardwareProfile) -> SchedulerDefaults:
+    """`vllm serve`'s --max-num-batched-tokens / --max-num-seqs defaults on the card (scheduler_defaults for
+    version_for_card)."""
+    return scheduler_defaults(
+        version_for_card(hardware),
+        device_total_bytes=hardware.device_total_bytes,
+        device_name=hardware.name,
+    )
 
 
 def plan_terms(
-    dep: Deployment, *, gpu_memory_utilization: float, max_num_batched_tokens: int, max_num_seqs: int
+    dep: Deployment,
+    *,
+    gpu_memory_utilization: float,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    weights_bytes: int | None = None,
 ) -> StartupTerms:
     """The engine's own start-up terms for a deployment (kvplan's weights, the vLLM activation peak, the base
-    non-torch constant plus HCCL buffers; the card's device total through device_total_bytes)."""
-    version = version_for_vendor(dep.hardware.vendor)
+    non-torch constant plus HCCL buffers, on a 310P the driver's reserve as cleared memory; the card's device
+    total through device_total_bytes). weights_bytes: the memory plan's (capacity.weight_bytes), else
+    computed here."""
+    version = version_for_card(dep.hardware)
     ascend = version.engine == "vllm-ascend"
     comms = hccl_communicators(tp=dep.tp, dp=dep.dp, moe=dep.model.is_moe, ep=dep.ep > 1) if ascend else 0
     non_torch = NON_TORCH_BASE_BYTES + hccl_buffer_bytes(comms) + (dp_buffer_bytes(dep.dp) if ascend else 0)
-    return startup_terms(
-        version,
-        device_total_bytes=device_total_bytes(dep.hardware),
-        gpu_memory_utilization=gpu_memory_utilization,
-        weights_bytes=memory.weight_bytes_per_device(
+    if weights_bytes is None:
+        weights_bytes = memory.weight_bytes_per_device(
             dep.model,
             scheme=dep.weight_scheme,
             activation_dtype=dep.activation_dtype,
             tp=dep.tp,
             shards=layout.shards(dep),
-        ),
+        )
+    return startup_terms(
+        version,
+        device_total_bytes=device_total_bytes(dep.hardware),
+        gpu_memory_utilization=gpu_memory_utilization,
+        weights_bytes=weights_bytes,
         activation_bytes=activation_bytes(
             dep.model,
             max_num_batched_tokens=max_num_batched_tokens,
@@ -376,44 +409,83 @@ def plan_terms(
             moe_tp=layout.moe_tp(dep),
         ),
         non_torch_bytes=non_torch,
+        cleared_bytes=P310_CLEARED_BYTES if version.formula == "profile-310p" else 0,
     )
 
 
-def plan_lines(
-    dep: Deployment, *, max_model_len: int, max_num_seqs: int, plan_budget_bytes: int
-) -> list[str]:
-    """What the engine's own start-up arithmetic gives for the deployment, term by term, and what it logs,
-    next to kvplan's own KV budget (which still sizes the plan's batch).
+def plan_budget(dep: Deployment, *, weights_bytes: int | None = None) -> StartupTerms:
+    """The engine's start-up terms for the plan's own settings: --gpu-memory-utilization = the plan's memory
+    fraction, --max-num-batched-tokens = dep.max_prefill_tokens (the engine's default unless the user set
+    one: card_defaults), --max-num-seqs = the batch these terms give at --max-model-len = ctx.
+
+    The dummy sampler profiles max_num_seqs rows, and kvplan prints --max-num-seqs = floor(the pool's
+    maximum concurrency), so the terms are taken at the fixed point S = floor(concurrency(S)), starting from
+    the engine's default S; if rounding makes two values alternate, the larger S (the smaller pool: every
+    printed sequence fits) is kept. This is the budget the plan's vLLM batch, `kvplan vllm` and the
+    dashboard read (capacity.memory_breakdown through the registry).
+    """
+    seqs = card_defaults(dep.hardware).max_num_seqs
+    tried: dict[int, StartupTerms] = {}
+    for _ in range(MAX_SEQS_ROUNDS):
+        terms = plan_terms(
+            dep,
+            gpu_memory_utilization=dep.memory_fraction,
+            max_num_batched_tokens=dep.max_prefill_tokens,
+            max_num_seqs=seqs,
+            weights_bytes=weights_bytes,
+        )
+        tried[seqs] = terms
+        built = vm.deployment_pool(
+            dep,
+            available_bytes=max(terms.available_kv_bytes, 0),
+            max_model_len=dep.ctx_tokens,
+            num_spec=dep.mtp_tokens,
+        )
+        batch = max(math.floor(built.max_concurrency), 1)
+        if batch == seqs:
+            return terms
+        if batch in tried:  # two values alternate: keep the larger max_num_seqs
+            return tried[max(batch, seqs)]
+        seqs = batch
+    return tried[seqs]
+
+
+def plan_lines(dep: Deployment, *, terms: StartupTerms) -> list[str]:
+    """The engine's own start-up arithmetic for the deployment, term by term, and what it logs: the terms
+    the plan's vLLM batch comes from (plan_budget).
 
     Utilisation: the plan's memory fraction (printed as --gpu-memory-utilization); tokens per dummy step:
-    the plan's max prefill tokens (--max-num-batched-tokens).
+    dep.max_prefill_tokens (printed as --max-num-batched-tokens).
     """
-    terms = plan_terms(
-        dep,
-        gpu_memory_utilization=dep.memory_fraction,
-        max_num_batched_tokens=dep.max_prefill_tokens,
-        max_num_seqs=max_num_seqs,
-    )
     version = VERSIONS[terms.version]
     pool = vm.deployment_pool(
-        dep, available_bytes=max(terms.available_kv_bytes, 0), max_model_len=max_model_len
+        dep,
+        available_bytes=max(terms.available_kv_bytes, 0),
+        max_model_len=dep.ctx_tokens,
+        num_spec=dep.mtp_tokens,
     )
     defaults = scheduler_defaults(
         version, device_total_bytes=terms.device_total_bytes, device_name=dep.hardware.name
     )
-    difference = terms.available_kv_bytes / max(plan_budget_bytes, 1) - 1
+    cleared = (
+        ["  cleared = the driver's reserve on an idle 310P chip (1.0 GiB, vllm-ascend #10122)"]
+        if terms.cleared_bytes
+        else []
+    )
     return [
-        f"vLLM start-up arithmetic ({version.key}: {version.releases}; {version.source}):",
+        f"vLLM start-up arithmetic ({version.key}: {version.releases}; {version.source}), which sizes "
+        "the plan's batch:",
         *(f"  {line}" for line in term_lines(terms)),
         f"  -> {pool.num_blocks} blocks of {pool.block_size_tokens} tokens; it logs "
         f"'GPU KV cache size: {logged_kv_tokens(version, pool):,} tokens' and 'Maximum concurrency for "
-        f"{max_model_len:,} tokens per request: {pool.max_concurrency:.2f}x'",
-        f"  defaults when left out: --max-num-batched-tokens {defaults.max_num_batched_tokens}, "
-        "--max-num-seqs "
+        f"{dep.ctx_tokens:,} tokens per request: {pool.max_concurrency:.2f}x'",
+        f"  --max-num-batched-tokens {dep.max_prefill_tokens} (the activation profile's tokens); defaults "
+        f"when left out: --max-num-batched-tokens {defaults.max_num_batched_tokens}, --max-num-seqs "
         f"{defaults.max_num_seqs} ({defaults.reason}); --gpu-memory-utilization "
         f"{version.default_gpu_memory_utilization:g}",
         "  non-torch = 0.35 GiB base (fitted, lab/accuracy/startup_logs.py) + 2 x HCCL_BUFFSIZE (200 MB) per "
         "HCCL communicator (TP group, MoE dispatch group); set HCCL_BUFFSIZE higher (EP) and it grows",
+        *cleared,
         *(
             [
                 "  CUDA graph estimate not modelled here: vLLM subtracts it too "
@@ -422,9 +494,7 @@ def plan_lines(
             if version.formula == "cuda-graph"
             else []
         ),
-        f"  kvplan's KV budget above (which sizes the batch) is {units.fmt_gib(plan_budget_bytes)}, "
-        f"the engine's {units.fmt_gib(terms.available_kv_bytes)} ({difference:+.1%}); "
-        f"device total taken as {units.fmt_gib(terms.device_total_bytes)} "
-        "(the card's; the runtime reports less "
-        "on most cards: check with `kvplan calibrate --from-log` on a real start-up log)",
+        f"  device total taken as {units.fmt_gib(terms.device_total_bytes)} "
+        f"({dep.hardware.variant_id}'s runtime-visible total where known, else nominal: check with "
+        "`kvplan calibrate --from-log` on a real start-up log)",
     ]
