@@ -246,6 +246,8 @@ def test_plan_with_engine_vllm_gives_kvplan_vllm_batch(model: str, card: str) ->
         weights_bytes=plan.memory.weights_bytes,
     )
     assert plan.memory.kv_budget_bytes == terms.available_kv_bytes  # the engine's arithmetic, at its flags
+    assert terms.halved == (card == "atlas-300i-duo")  # NPUWorker310 halves what is left (310P)
+    assert any("halved for workspace" in line for line in result.startup_lines) == terms.halved
     engine_pool = vllm_pool.deployment_pool(
         dep, available_bytes=terms.available_kv_bytes, max_model_len=32768
     )

@@ -494,7 +494,11 @@ def plan_lines(dep: Deployment, *, terms: StartupTerms) -> list[str]:
             if version.formula == "cuda-graph"
             else []
         ),
-        f"  device total taken as {units.fmt_gib(terms.device_total_bytes)} "
-        f"({dep.hardware.variant_id}'s runtime-visible total where known, else nominal: check with "
-        "`kvplan calibrate --from-log` on a real start-up log)",
+        f"  device total taken as {units.fmt_gib(terms.device_total_bytes)} ({dep.hardware.variant_id}'s "
+        + (
+            "runtime-visible total"
+            if dep.hardware.visible_memory_bytes is not None
+            else "nominal memory: no runtime-visible total is known for it, the engine may see less"
+        )
+        + "; check with `kvplan calibrate --from-log` on a real start-up log)",
     ]
