@@ -7,10 +7,11 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from planner import catalog, inputs
+from planner import capacity, catalog, inputs
 from planner.cli import app, configs
 from planner.deployment import Deployment
 from planner.engines import common
@@ -267,3 +268,28 @@ def test_user_max_num_batched_tokens_is_kept_and_sizes_the_profile() -> None:
     assert dict(given.args)["--max-num-batched-tokens"] == "16384"
     assert given.pool.num_blocks < default.pool.num_blocks  # a larger activation peak leaves less KV
     assert not any("engine's own default" in note for note in given.notes)
+
+
+def test_vllm_grid_cell_at_any_ctx_is_the_plan_at_that_ctx() -> None:
+    """The sweep / heatmap grid (one memory plan, many ctx) answers at each ctx what the plan at that ctx
+    answers, though the engine's dummy sampler (--max-num-seqs rows) differs per ctx; qwen3-0.6b on 4 x 950PR
+    is where the sampler matters most (batches in the hundreds to thousands)."""
+    ctxs = [1024, 2048, 4096, 8192, 32768]
+    base = inputs.PlanRequest(model="qwen3-0.6b", card="ascend-950pr", tp=4, ctx="32k", engine="vllm")
+    dep = inputs.to_deployment(base)
+    grid = capacity.max_batch_grid(dep, capacity.memory_breakdown(dep), ctx_tokens=np.asarray(ctxs))
+    for ctx, cell in zip(ctxs, grid, strict=True):
+        at = inputs.to_deployment(dataclasses.replace(base, ctx=str(ctx)))
+        assert int(cell) == capacity.max_batch_size(at, capacity.memory_breakdown(at)), ctx
+
+
+def test_max_num_seqs_is_capped_at_max_num_batched_tokens() -> None:
+    """vLLM refuses max_num_batched_tokens < max_num_seqs (vllm/config/scheduler.py:250-261): a pool holding
+    more than 2048 1k-token requests plans 2048 with the default tokens, more with --max-prefill-tokens."""
+    request = inputs.PlanRequest(model="qwen3-0.6b", card="ascend-950pr", tp=4, ctx="1k")
+    plan, result = build(request, mindie.MindieOptions())
+    assert math.floor(result.pool.max_concurrency) > 2048
+    assert result.max_num_seqs == plan.recommendation.max_batch_size == 2048
+    assert any("capped at --max-num-batched-tokens 2048" in note for note in result.notes)
+    _, wider = build(request, mindie.MindieOptions(max_prefill_tokens=8192))
+    assert wider.max_num_seqs == math.floor(wider.pool.max_concurrency) > 2048

@@ -101,6 +101,7 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
     pool = plan_pool(plan, dep, lengths=lengths, options=options)
     # With pp > 1 the pool per stage is not modelled: the plan's batch (batch.max_batch_grid's rule).
     seqs = max_num_seqs(pool) if dep.pp == 1 else plan.recommendation.max_batch_size // dep.dp
+    seqs = min(seqs, lengths.max_prefill_tokens)  # vLLM: max_num_batched_tokens >= max_num_seqs
     args: list[tuple[str, str | None]] = [
         ("--max-model-len", str(lengths.max_seq_len_tokens)),
         ("--max-num-seqs", str(seqs)),
@@ -161,12 +162,19 @@ def vllm_notes(
 ) -> list[str]:
     """Where the vLLM command differs from the MindIE config in meaning, and what kvplan assumed."""
     defaults = vllm_startup.card_defaults(dep.hardware)
+    printed = min(seqs_of(pool), lengths.max_prefill_tokens)
     notes = [
         f"--gpu-memory-utilization {plan.memory_fraction:g} is kvplan's memory fraction (vLLM's default is "
-        f"{vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}); --max-num-seqs {seqs_of(pool)} needs at least {util:g}",
+        f"{vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}); --max-num-seqs {printed} needs at least {util:g}",
         f"KV pool ({pool.platform}): {pool.num_blocks} blocks of {pool.block_size_tokens} tokens, "
         f"{pool.blocks_per_request} per request, from the engine's start-up arithmetic below",
     ]
+    if seqs_of(pool) > lengths.max_prefill_tokens:
+        notes.append(
+            f"--max-num-seqs is capped at --max-num-batched-tokens {lengths.max_prefill_tokens} (vLLM "
+            f"refuses max_num_batched_tokens < max_num_seqs, vllm/config/scheduler.py:250-261); the pool "
+            f"holds {seqs_of(pool)}: raise --max-prefill-tokens to use them"
+        )
     if options.max_prefill_tokens is None:
         notes.append(
             f"--max-num-batched-tokens {lengths.max_prefill_tokens} is the engine's own default "

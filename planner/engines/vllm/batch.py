@@ -77,22 +77,52 @@ def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
     return sorted({1, group})
 
 
-def concurrency(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: int) -> float:
-    """vLLM's "Maximum concurrency" for requests of ctx_tokens (pool.deployment_pool on the plan's budget)."""
+def concurrency(
+    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: int, available_bytes: int | None = None
+) -> float:
+    """vLLM's "Maximum concurrency" for requests of ctx_tokens (pool.deployment_pool on the plan's budget,
+    or on available_bytes)."""
     built = pool.deployment_pool(
-        dep, available_bytes=mem.kv_budget_bytes, max_model_len=ctx_tokens, num_spec=dep.mtp_tokens
+        dep,
+        available_bytes=mem.kv_budget_bytes if available_bytes is None else available_bytes,
+        max_model_len=ctx_tokens,
+        num_spec=dep.mtp_tokens,
     )
     return built.max_concurrency
+
+
+def seqs_cap(dep: Deployment) -> int:
+    """vLLM refuses max_num_batched_tokens < max_num_seqs (vllm/config/scheduler.py _verify_args,
+    scheduler.py:250-261 @f0de1a604c): the batch is capped at --max-num-batched-tokens (dep's prefill
+    tokens, the engine's default 2048 on vllm-ascend unless --max-prefill-tokens raises it)."""
+    return dep.max_prefill_tokens
 
 
 def max_batch_grid(
     dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
-    """floor(vLLM's maximum concurrency) at each ctx; with pp > 1 (the pool per stage is not modelled)
-    the engine-neutral bound floor(kv_budget / per-sequence bytes) (common.kv_bound_grid)."""
+    """min(floor(vLLM's maximum concurrency), --max-num-batched-tokens) at each ctx; with pp > 1 (the pool
+    per stage is not modelled) the engine-neutral bound floor(kv_budget / per-sequence bytes)
+    (common.kv_bound_grid).
+
+    A cell at another ctx is what the plan at that ctx answers: the engine's start-up budget there differs
+    from mem's only by the dummy sampler's rows (--max-num-seqs is that ctx's batch), so the cell's budget
+    is mem's plus startup.plan_budget(dep at ctx) - startup.plan_budget(dep) (0 at dep's own ctx).
+    """
     if dep.pp > 1:
         return common.kv_bound_grid(dep, mem, ctx_tokens=ctx_tokens)
-    flat = [max(math.floor(concurrency(dep, mem, ctx_tokens=int(c))), 0) for c in ctx_tokens.ravel()]
+    here = None
+    flat = []
+    for c in ctx_tokens.ravel():
+        available = mem.kv_budget_bytes
+        if int(c) != dep.ctx_tokens:
+            if here is None:
+                here = startup.plan_budget(dep, weights_bytes=mem.weights_bytes).available_kv_bytes
+            at_ctx = dep.model_copy(update={"ctx_tokens": int(c)})
+            there = startup.plan_budget(at_ctx, weights_bytes=mem.weights_bytes).available_kv_bytes
+            available += there - here
+        held = math.floor(concurrency(dep, mem, ctx_tokens=int(c), available_bytes=available))
+        flat.append(min(max(held, 0), seqs_cap(dep)))
     return np.asarray(flat, dtype=np.int64).reshape(ctx_tokens.shape)
 
 

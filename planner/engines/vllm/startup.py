@@ -441,7 +441,8 @@ def plan_budget(dep: Deployment, *, weights_bytes: int | None = None) -> Startup
             max_model_len=dep.ctx_tokens,
             num_spec=dep.mtp_tokens,
         )
-        batch = max(math.floor(built.max_concurrency), 1)
+        # vLLM refuses max_num_seqs > max_num_batched_tokens (batch.seqs_cap)
+        batch = min(max(math.floor(built.max_concurrency), 1), dep.max_prefill_tokens)
         if batch == seqs:
             return terms
         if batch in tried:  # two values alternate: keep the larger max_num_seqs
