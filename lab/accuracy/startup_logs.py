@@ -287,6 +287,38 @@ def found_refused(row: dict[str, str], terms: vs.StartupTerms) -> bool:
     return found is not None and found[0].max_concurrency < 1
 
 
+# What each residual is known to come from (issue 28, read from the logs and the engine sources; nothing
+# fitted from these notes). GiB per rank.
+FINDINGS = (
+    "The pool arithmetic is exact wherever a log gives the KV memory and its tokens or concurrency "
+    "(va-3800, va-6250, va-5044, va-3090, vllm-10517 x2, lmcache-3430: within 0.5 %): every residual "
+    "below is in the start-up terms.",
+    "va-6250 vs va-5020 (Qwen3-Next-80B-A3B, TP4, 64 GB 910B, v0.13.0rc2 vs v0.12.0rc1): activation + "
+    "non-torch implied 2.33 GiB at 4096 batched tokens (logged weights 37.32 GiB) against 1.56-1.70 GiB "
+    "at 2048: 0.63-0.77 GiB more for 2048 more tokens, where kvplan's activation model adds 0.09 GiB, so "
+    "the hybrid MoE model's profiled activation is ~300-390 KiB per token per rank, several times "
+    "kvplan's. Not traced to a buffer: without EP vllm-ascend's MoE takes the all-gather path ([VA] "
+    "v0.13.0rc2 ascend_forward_context.py:205-240), whose DP all-gather is a no-op at dp 1 and whose "
+    "routing expands tokens x top-k (~80 KiB per token); the v0.13 dummy sampler computes no logits "
+    "(model_runner_v1.py:2317-2341). Unexplained, so not fitted; plans for this model on vllm-ascend may "
+    "be high by ~0.6 GiB per rank at 2048 tokens.",
+    "va-5044 (Qwen3-8B, 910B4, v0.11.0rc3, 4096 tokens, eager, Mooncake store connector): 1.31 GiB of "
+    "activation + non-torch implied against 0.38 + 0.49 predicted. Releases v0.11-v0.15 count as "
+    "non-torch all device memory torch does not hold after empty_cache (worker.py "
+    "'non_torch_allocations', absolute: the runtime's own use at start, ~0.28 GiB on an idle 910B4 by "
+    "npu-smi, 2854 MB used - (32768 - 30196) MiB outside the visible total, the ACL context, any "
+    "connector buffer), main only the increase during profiling (memory_profiling's non_torch_increase): "
+    "one base constant mixes both. Split per rule, the absolute rule has three sources (va-5020, va-6250,"
+    " va-5044) spread 0.64-1.31 GiB: no better LOLO.",
+    "va-10122 (310P, main, TP2, W8A8 MoE): the engine subtracted ~0.49 GiB more than total - "
+    "free-at-start as 'cleared' memory on both ranks (implied from the logged terms: 1.49 and 1.53 GiB vs"
+    " 1.00 and 1.03), while va-14274 (310P, v0.22.1rc1, TP1) matches total - free exactly; NPUWorker310's"
+    " cleared term is all non-torch memory at profile time minus this instance's increase ([VA] 182b75ea "
+    "_310p/worker_310p.py:63-123), so memory set up before the profiling snapshot (plausibly the TP2 HCCL"
+    " buffers) lands there; not verified.",
+)
+
+
 def render(table: list[list[str]], errors: list[float]) -> str:
     head = [
         "log",
@@ -310,6 +342,10 @@ def render(table: list[list[str]], errors: list[float]) -> str:
         f"(target {MEDIAN_TOLERANCE:.0%}), "
         f"worst {worst:.2%} (target {TOLERANCE:.0%}); error = predicted maximum concurrency (or available "
         "KV where the model has no card) / logged - 1",
+        "",
+        "Findings per log:",
+        "",
+        *(f"- {finding}" for finding in FINDINGS),
     ]
     return "\n".join(lines)
 
