@@ -148,6 +148,17 @@ def implied_available(row: dict[str, str]) -> int | None:
     return blocks * per_block + per_block // 2
 
 
+def resident(row: dict[str, str]) -> int:
+    """Memory in use before the engine started, counted as non-torch by the v0.11-v0.15 rule on a 910B / 910B4
+    (startup.RESIDENT_AT_START_BYTES, from idle npu-smi outputs); 0 elsewhere."""
+    version = vs.engine_version(row["engine_rule"])
+    return (
+        vs.RESIDENT_AT_START_BYTES
+        if version.non_torch_absolute and row["card"].startswith("ascend-910b")
+        else 0
+    )
+
+
 def base_non_torch(row: dict[str, str]) -> int | None:
     """Non-torch memory the row shows beyond its HCCL buffers (logged, or implied by its pool)."""
     total, util = device_total(row), _f(row, "gpu_memory_utilization")
@@ -160,7 +171,8 @@ def base_non_torch(row: dict[str, str]) -> int | None:
     weights, activation, _src = terms
     version = vs.engine_version(row["engine_rule"])
     factor = 2 if version.formula == "profile-310p" else 1
-    return int(total * util) - weights - activation - cleared(row, total) - available * factor - hccl(row)
+    left = int(total * util) - weights - activation - cleared(row, total) - available * factor
+    return left - hccl(row) - resident(row)
 
 
 def startup_prediction(row: dict[str, str], rows: list[dict[str, str]]) -> tuple[vs.StartupTerms, str] | None:
@@ -183,6 +195,7 @@ def startup_prediction(row: dict[str, str], rows: list[dict[str, str]]) -> tuple
             non_torch_bytes=base + hccl(row),
             graph_bytes=units.gib_to_bytes(_f(row, "logged_graph_gib") or 0),
             cleared_bytes=cleared(row, total),
+            resident_bytes=resident(row),
         ),
         f"{src}, base non-torch {base / GIB:.2f} GiB from {len(others)} other log(s)",
     )
@@ -228,6 +241,14 @@ def _err(pred: float, real: float) -> float:
     return pred / real - 1
 
 
+# Logs whose start-up prediction is known to be outside TOLERANCE, with the reason (FINDINGS); the lab test
+# checks that every other log is inside and that these still are outside (so the list cannot go stale).
+KNOWN_OUTSIDE = {
+    "va-6250": "Qwen3-Next's profiled activation per batched token, several times kvplan's, not traced",
+}
+ERRORS_BY_LOG: dict[str, float] = {}
+
+
 def evaluate() -> tuple[list[list[str]], list[float]]:
     rows = list(csv.DictReader(LOGS.open(encoding="utf-8")))
     table, errors = [], []
@@ -262,6 +283,7 @@ def evaluate() -> tuple[list[list[str]], list[float]]:
                 err_text = f"{err:+.1%} (small remainder: outcome {outcome}, not in the stats)"
             else:
                 errors.append(err)
+                ERRORS_BY_LOG[row["log_id"]] = err
                 err_text = f"{err:+.1%}"
         table.append(
             [
@@ -302,14 +324,16 @@ FINDINGS = (
     "routing expands tokens x top-k (~80 KiB per token); the v0.13 dummy sampler computes no logits "
     "(model_runner_v1.py:2317-2341). Unexplained, so not fitted; plans for this model on vllm-ascend may "
     "be high by ~0.6 GiB per rank at 2048 tokens.",
-    "va-5044 (Qwen3-8B, 910B4, v0.11.0rc3, 4096 tokens, eager, Mooncake store connector): 1.31 GiB of "
-    "activation + non-torch implied against 0.38 + 0.49 predicted. Releases v0.11-v0.15 count as "
-    "non-torch all device memory torch does not hold after empty_cache (worker.py "
-    "'non_torch_allocations', absolute: the runtime's own use at start, ~0.28 GiB on an idle 910B4 by "
-    "npu-smi, 2854 MB used - (32768 - 30196) MiB outside the visible total, the ACL context, any "
-    "connector buffer), main only the increase during profiling (memory_profiling's non_torch_increase): "
-    "one base constant mixes both. Split per rule, the absolute rule has three sources (va-5020, va-6250,"
-    " va-5044) spread 0.64-1.31 GiB: no better LOLO.",
+    "va-5044 (Qwen3-8B, 910B4, v0.11.0rc3, 4096 tokens, eager, Mooncake store connector) and the "
+    "v0.11-v0.15 rule: those releases count as non-torch all device memory torch does not hold after "
+    "empty_cache ([VA] v0.11.0rc3 worker/worker_v1.py determine_available_memory, "
+    "'non_torch_allocations': absolute), main only the increase since its own snapshot. The absolute "
+    "count includes what was in use before the engine started: ~280 MiB on an idle 910B / 910B4 by "
+    "npu-smi in other issues (startup.RESIDENT_AT_START_BYTES), now a term of that rule (va-5044 +4.7 % "
+    "-> +2.7 %, va-5020 +2.1 % -> +0.5 %, va-6250 +11.3 % -> +9.1 %; it also makes the pooled base of the"
+    " other rows homogeneous, which moves vllm-10517 from -5.2 / -7.5 % to -2.1 / -3.5 %). Chosen after "
+    "seeing the residuals, from the engine source and npu-smi figures, not fitted to these logs. The rest"
+    " of va-5044 (~0.2 GiB) may be the store connector or the ACL context, not separated.",
     "va-10122 (310P, main, TP2, W8A8 MoE): the engine subtracted ~0.49 GiB more than total - "
     "free-at-start as 'cleared' memory on both ranks (implied from the logged terms: 1.49 and 1.53 GiB vs"
     " 1.00 and 1.03), while va-14274 (310P, v0.22.1rc1, TP1) matches total - free exactly; NPUWorker310's"

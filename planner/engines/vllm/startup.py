@@ -64,6 +64,7 @@ class EngineVersion(Frozen):
     tokens_rule: TokensRule
     default_gpu_memory_utilization: float
     source: str
+    non_torch_absolute: bool = False  # non-torch = all device memory torch does not hold, not the increase
 
 
 VERSIONS: dict[str, EngineVersion] = {
@@ -78,6 +79,7 @@ VERSIONS: dict[str, EngineVersion] = {
             tokens_rule="blocks",
             default_gpu_memory_utilization=0.9,
             source="[VA] v0.12.0rc1 worker/worker_v1.py:240-273, patch/platform/patch_mamba_config.py:37-62",
+            non_torch_absolute=True,
         ),
         EngineVersion(
             key="vllm-ascend-0.16",
@@ -221,6 +223,7 @@ class StartupTerms(Frozen):
     non_torch_bytes: int
     graph_bytes: int
     cleared_bytes: int
+    resident_bytes: int = 0
     halved: bool
     available_kv_bytes: int
 
@@ -235,15 +238,19 @@ def startup_terms(
     non_torch_bytes: int,
     graph_bytes: int = 0,
     cleared_bytes: int = 0,
+    resident_bytes: int = 0,
 ) -> StartupTerms:
     """The engine's available KV memory, term by term (formulas in the module docstring).
 
-    graph_bytes counts only where the version subtracts it (CUDA); cleared_bytes only for v0.16-0.17 and 310P.
+    graph_bytes counts only where the version subtracts it (CUDA); cleared_bytes only for v0.16-0.17 and 310P;
+    resident_bytes (memory in use before the engine started) only where non-torch is counted absolutely
+    (v0.11-v0.15).
     """
     requested = int(device_total_bytes * gpu_memory_utilization)
     graph = graph_bytes if version.formula == "cuda-graph" else 0
     cleared = cleared_bytes if version.formula in ("profile-cleared", "profile-310p") else 0
-    left = requested - weights_bytes - activation_bytes - non_torch_bytes - graph - cleared
+    resident = resident_bytes if version.non_torch_absolute else 0
+    left = requested - weights_bytes - activation_bytes - non_torch_bytes - graph - cleared - resident
     halved = version.formula == "profile-310p"
     return StartupTerms(
         version=version.key,
@@ -255,6 +262,7 @@ def startup_terms(
         non_torch_bytes=non_torch_bytes,
         graph_bytes=graph,
         cleared_bytes=cleared,
+        resident_bytes=resident,
         halved=halved,
         available_kv_bytes=left // 2 if halved else left,
     )
@@ -295,6 +303,8 @@ def term_lines(terms: StartupTerms) -> list[str]:
         lines.append(f"  - graph estimate {gib(terms.graph_bytes)}")
     if terms.cleared_bytes:
         lines.append(f"  - device memory not this instance's {gib(terms.cleared_bytes)}")
+    if terms.resident_bytes:
+        lines.append(f"  - device memory in use before start {gib(terms.resident_bytes)}")
     lines.append(
         f"  = available KV {gib(terms.available_kv_bytes)}"
         + (" (halved for workspace, 310P)" if terms.halved else "")
@@ -341,6 +351,15 @@ def activation_bytes(
 # each row's prediction in lab/accuracy/startup_logs.py uses the mean of the other sources instead (LOLO).
 NON_TORCH_BASE_BYTES = 350 * units.MIB_BYTES
 
+
+# Device memory in use inside the runtime-visible total before any engine starts, on a 64 GB 910B and a
+# 32 GB 910B4 (D, from idle npu-smi outputs pasted in vllm-ascend issues, not from start-up logs): 910B3
+# 3318-3525 MB of 65536 in use (median 3396, seven issues' collect_env outputs) minus the 3116 MiB outside the
+# visible 62420 MiB; 910B4 2837-2854 of 32768 (#2473, #5044) minus the 2572 MiB outside the visible 30196 MiB:
+# ~280 MiB on both. Releases v0.11-v0.15 count it as non-torch (non_torch_absolute: device used - torch
+# allocated, [VA] v0.11.0rc3 worker/worker_v1.py determine_available_memory); main counts only the increase
+# since its own snapshot, so it drops out there.
+RESIDENT_AT_START_BYTES = 280 * units.MIB_BYTES
 
 # Device memory held before a 310P instance starts (driver reserve on an idle chip): total - free at start in
 # vllm-ascend #10122 (43.24 - 42.24 and 42.67 - 41.64 GiB on its two ranks, D); NPUWorker310 subtracts it
