@@ -225,18 +225,10 @@ def test_ttft_monotone_in_prompt(dep: Deployment, prompt: int, more: int) -> Non
     assert roofline.ttft_s(dep, prompt_tokens=prompt + more) >= roofline.ttft_s(dep, prompt_tokens=prompt)
 
 
-def with_pass_overheads(dep: Deployment) -> Deployment:
-    """`dep` on a card whose coefficients charge a prefill pass and each sequence (as fitted profiles do)."""
-    coeff = dep.hardware.coefficients(calibrated=False)
-    extra = coeff.model_copy(update={"prefill_pass_overhead_us": 900.0, "sequence_overhead_us": 40.0})
-    hardware = dep.hardware.model_copy(update={"default_coefficients": extra})
-    return dep.model_copy(update={"hardware": hardware})
-
-
 @pytest.mark.parametrize(
     "dep",
     [
-        with_pass_overheads(helpers.deployment("llama-3.1-8b", "ascend-950pr", calibrated=False)),
+        helpers.with_pass_overheads(helpers.deployment("llama-3.1-8b", "ascend-950pr", calibrated=False)),
         # measured eager launches of the transformers engine: the host floor (host.wait) is charged
         helpers.deployment("qwen3-8b", "nvidia-h200", calibrated=True, engine="transformers"),
     ],
