@@ -51,10 +51,11 @@ V0_PROFILE_RE = re.compile(
 BLOCKS_RE = re.compile(r"#?\s*(?:GPU|NPU) blocks:\s*(\d+)")
 
 
-class StartupBreakdown(Frozen):
-    """vllm-ascend >= 0.18's "Free memory on device ... Actual usage" line (bytes, from 0.01 GiB figures)."""
+class StartupMemory(Frozen):
+    """The terms of the engine's KV budget on one rank (bytes) that vllm-ascend >= 0.18 logs and
+    planner/engines/vllm/startup.py computes (StartupTerms): requested = device total x
+    gpu_memory_utilization, less weights, the activation peak, non-torch memory and graphs."""
 
-    free_at_start_bytes: int
     device_total_bytes: int
     gpu_memory_utilization: float
     requested_bytes: int
@@ -62,6 +63,12 @@ class StartupBreakdown(Frozen):
     activation_bytes: int
     non_torch_bytes: int
     graph_bytes: int
+
+
+class StartupBreakdown(StartupMemory):
+    """vllm-ascend >= 0.18's "Free memory on device ... Actual usage" line (bytes, from 0.01 GiB figures)."""
+
+    free_at_start_bytes: int
     current_kv_bytes: int | None = None
 
 

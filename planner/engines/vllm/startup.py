@@ -39,6 +39,7 @@ from planner import layout, memory, units
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.engines.vllm import pool as vm
+from planner.engines.vllm.log import StartupMemory
 from planner.errors import PlanInputError
 from planner.schema import Frozen, HardwareProfile, ModelCard
 
@@ -176,17 +177,10 @@ def sampler_bytes(*, max_num_seqs: int, vocab_size: int) -> int:
     return max_num_seqs * vocab_size * FP32_BYTES
 
 
-class StartupTerms(Frozen):
+class StartupTerms(StartupMemory):
     """Each term of the engine's KV budget on one rank (bytes), and what it leaves for the pool."""
 
     version: str
-    device_total_bytes: int
-    gpu_memory_utilization: float
-    requested_bytes: int
-    weights_bytes: int
-    activation_bytes: int
-    non_torch_bytes: int
-    graph_bytes: int
     cleared_bytes: int
     halved: bool
     available_kv_bytes: int
