@@ -32,7 +32,7 @@ def rows(*args: str) -> list[str]:
     incomplete = [line for line in out.splitlines() if line.startswith("incomplete:")]
     if incomplete:
         raise SystemExit(f"{' '.join(command)}: {incomplete[0]}")
-    if "(+" in out.splitlines()[-1] and "more pairs" in out.splitlines()[-1]:
+    if any(line.startswith("(+") and "more pairs" in line for line in out.splitlines()):
         raise SystemExit(f"{' '.join(command)}: more than 200 pairs; the count would be cut")
     return [line for line in out.splitlines() if ROW.match(line)]
 
