@@ -26,7 +26,7 @@ import socket
 import time
 from typing import Any
 
-from calibration.device import DeviceSpec, median_and_spread, tensor_device
+from calibration.device import DeviceSpec, median_and_spread, tensor_device, time_calls
 
 BF16_BYTES = 2
 DIST_BACKEND = {"cuda": "nccl", "npu": "hccl", "cpu": "gloo"}
@@ -53,20 +53,7 @@ def _timed(torch: Any, fn: Any, *, kind: str, inner: int, repeats: int) -> list[
     out = []
     for _ in range(repeats):
         dist.barrier()
-        if kind == "cpu":
-            start = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            out.append((time.perf_counter() - start) / inner)
-            continue
-        accel = getattr(torch, kind)
-        begin, end = accel.Event(enable_timing=True), accel.Event(enable_timing=True)
-        begin.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        out.append(begin.elapsed_time(end) / 1e3 / inner)  # events report ms
+        out.append(time_calls(None if kind == "cpu" else getattr(torch, kind), fn, inner=inner))
     return out
 
 

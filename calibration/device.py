@@ -241,18 +241,7 @@ class Backend:
 
     def timer(self, fn: Callable[[], object], *, inner: int = 1) -> float:
         """Seconds per call: `inner` back-to-back calls timed with device events (host clock on cpu)."""
-        if self.accel is None:
-            start = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            return (time.perf_counter() - start) / inner
-        begin, end = self.accel.Event(enable_timing=True), self.accel.Event(enable_timing=True)
-        begin.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        return float(begin.elapsed_time(end)) * units.MS_S / inner  # events report milliseconds
+        return time_calls(self.accel, fn, inner=inner)
 
     def samples(self, fn: Callable[[], object], *, warmup: int, repeats: int, inner: int = 1) -> list[float]:
         """Warm up, then `repeats` timings of `inner` calls each, in seconds per call."""
@@ -372,6 +361,35 @@ def _plan_npu(backend: Backend) -> None:
     if errors:
         raise MissingDependencyError(f"--device {backend.spec.text}: {'; '.join(errors)}")
     backend.notes.extend(f"version check: {f.text}" for f in findings if f.level == "warn")
+
+
+def time_calls(accel: Any | None, fn: Callable[[], object], *, inner: int) -> float:
+    """Seconds per call of `inner` back-to-back calls: timed with the accelerator module's events (torch.cuda,
+    torch.npu), or with the host clock when `accel` is None (cpu)."""
+    if accel is None:
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return (time.perf_counter() - start) / inner
+    begin, end = accel.Event(enable_timing=True), accel.Event(enable_timing=True)
+    begin.record()
+    for _ in range(inner):
+        fn()
+    end.record()
+    end.synchronize()
+    return float(begin.elapsed_time(end)) * units.MS_S / inner  # events report milliseconds
+
+
+def square_gemm(backend: Any, n: int, dtype: Any) -> Callable[[], Callable[[], object]]:
+    """A factory of an n x n x n matmul closure in `dtype` on the backend's device (inputs made when called,
+    so an unsupported dtype raises there)."""
+    torch, dev = backend.torch, backend.device
+
+    def make() -> Callable[[], object]:
+        a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
+        return lambda: a @ b
+
+    return make
 
 
 def median_and_spread(values: list[float]) -> tuple[float, float]:

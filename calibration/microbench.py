@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calibration import allreduce, moe_bench, npu_kernels, small_kernels
-from calibration.device import Backend, median_and_spread
+from calibration.device import Backend, median_and_spread, square_gemm
 from calibration.shapes import BenchSizes, ModelShapes
 
 Progress = Callable[[str], None]
@@ -359,15 +359,8 @@ def decode_attention_fn(backend: Backend, q: Any, k: Any, v: Any) -> Callable[[]
 def gemm_variants(backend: Backend, n: int) -> dict[str, Callable[[], Callable[[], object]]]:
     """Factories of n x n x n GEMM closures per dtype; each factory may raise when unsupported."""
     torch, dev = backend.torch, backend.device
-
-    def dense(dtype: Any) -> Callable[[], Callable[[], object]]:
-        def make() -> Callable[[], object]:
-            a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
-            return lambda: a @ b
-
-        return make
-
-    variants = {"bf16": dense(torch.bfloat16), "fp16": dense(torch.float16)}
+    bf16, fp16 = square_gemm(backend, n, torch.bfloat16), square_gemm(backend, n, torch.float16)
+    variants = {"bf16": bf16, "fp16": fp16}
     if backend.kind == "cuda":
         variants["fp8"] = lambda: _cuda_fp8(torch, dev, n)
         variants["int8"] = lambda: _cuda_int8(torch, dev, n)

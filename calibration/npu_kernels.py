@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from calibration.device import square_gemm
+
 BLOCK_SIZE = 128  # [assumed: the KV block size MindIE and vllm-ascend default to on Ascend]
 ACL_FORMAT_FRACTAL_NZ = 29  # [assumed: ACL format id of FRACTAL_NZ, as vllm-ascend's utils define it]
 INT8_RANGE = 64
@@ -134,19 +136,12 @@ def w8a16_rows(suite: Any) -> None:
 
 def gemm_variants(backend: Any, n: int) -> dict[str, Callable[[], Callable[[], object]]]:
     """Factories of n x n x n GEMM closures for the dtypes of this SoC's plan; the others are noted."""
-    torch, dev = backend.torch, backend.device
+    torch = backend.torch
     wanted = backend.caps.gemm_dtypes if backend.caps is not None else ("bf16", "fp16", "int8")
 
-    def dense(dtype: Any) -> Callable[[], Callable[[], object]]:
-        def make() -> Callable[[], object]:
-            a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
-            return lambda: a @ b
-
-        return make
-
     factories = {
-        "bf16": dense(torch.bfloat16),
-        "fp16": dense(torch.float16),
+        "bf16": square_gemm(backend, n, torch.bfloat16),
+        "fp16": square_gemm(backend, n, torch.float16),
         "int8": lambda: _quant_gemm(backend, n, torch.int8),
         "fp8": lambda: _quant_gemm(backend, n, torch.float8_e4m3fn),
     }

@@ -84,14 +84,8 @@ def _count_chain_kernels(meas: Measurements, backend: devmod.Backend, *, hidden:
     )
     if counted <= 0:
         raise RuntimeError(f"profiler counted {counted} kernels in one decode-chain pass")
-    factor = CHAIN_KERNELS_PER_PASS / counted
-    for row in _rows(meas, "kernels", mode="decode_chain"):
-        row.update(
-            median_s=row["median_s"] * factor,
-            samples_s=[s * factor for s in row["samples_s"]],
-            kernels=row["kernels"] // CHAIN_KERNELS_PER_PASS * counted,
-            kernels_counted=True,
-        )
+    chain = _rows(meas, "kernels", mode="decode_chain")
+    small_kernels.rescale_to_counted(chain, assumed=CHAIN_KERNELS_PER_PASS, counted=counted)
     meas.notes.append(
         f"kernels per pass: {counted} device kernels per decode-chain pass (torch_npu.profiler; "
         f"{CHAIN_KERNELS_PER_PASS} assumed before)"

@@ -139,6 +139,19 @@ def mix_rows(suite: Any) -> None:
         )
 
 
+def rescale_to_counted(rows: list[dict[str, Any]], *, assumed: int, counted: int) -> None:
+    """Rescale timed rows from `assumed` kernels per pass to the `counted` the profiler saw: time per kernel
+    x assumed / counted, the kernel count x counted / assumed (rows updated in place)."""
+    factor = assumed / counted
+    for row in rows:
+        row.update(
+            median_s=row["median_s"] * factor,
+            samples_s=[x * factor for x in row["samples_s"]],
+            kernels=row["kernels"] // assumed * counted,
+            kernels_counted=True,
+        )
+
+
 def recount(rows: list[dict[str, Any]], backend: Any) -> str | None:
     """Rescale the layer_mix rows to the device kernels the profiler counts in one pass; a note, or None
     when there is nothing to count (cpu, no rows). Runs after every timing: a device profiler can stay
@@ -151,14 +164,7 @@ def recount(rows: list[dict[str, Any]], backend: Any) -> str | None:
     counted = count_kernels(backend, one)
     if not counted:
         return None
-    factor = MIX_KERNELS_PER_PASS / counted
-    for row in mix:
-        row.update(
-            median_s=row["median_s"] * factor,
-            samples_s=[x * factor for x in row["samples_s"]],
-            kernels=row["kernels"] // MIX_KERNELS_PER_PASS * counted,
-            kernels_counted=True,
-        )
+    rescale_to_counted(mix, assumed=MIX_KERNELS_PER_PASS, counted=counted)
     return (
         f"layer mix: {counted} device kernels per pass counted by the profiler "
         f"({MIX_KERNELS_PER_PASS} by construction)"

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from planner import units
-from planner.errors import DataFileError
+from planner.errors import DataFileError, PlanInputError
 
 DEFAULT_LIMIT_BYTES = (
     16 * units.MIB_BYTES
@@ -271,3 +271,26 @@ def csv_dict_reader(lines: Iterable[str], *, where: str) -> csv.DictReader[str]:
     reader = csv.DictReader(lines)
     reader.reader = _GuardedRows(reader.reader, where=where)  # type: ignore[assignment]
     return reader
+
+
+# Figures read from an engine's start-up log (planner/engines/<engine>/log.py): bounded like the integers
+# of a data file, so a garbled or hostile log is one line, never a huge number in a plan.
+MAX_LOG_GIB = 2.0**20  # a logged memory figure above 1 PiB is not a device's
+MAX_LOG_COUNT = 1_000_000_000_000  # a logged token or block count above this is not a device's
+
+
+def log_gib_bytes(text: str) -> int:
+    """A logged GiB figure ("12.57") in bytes; PlanInputError beyond MAX_LOG_GIB."""
+    value = float(text)
+    if not 0 <= value <= MAX_LOG_GIB:
+        raise PlanInputError(f"log figure out of range (got {text[:20]!r} GiB, expected <= {MAX_LOG_GIB:g})")
+    return units.gib_to_bytes(value)
+
+
+def log_count(text: str) -> int:
+    """A logged whole number, thousands separators allowed ("236,416"); PlanInputError beyond
+    MAX_LOG_COUNT."""
+    digits = text.replace(",", "")
+    if len(digits) > len(str(MAX_LOG_COUNT)) or int(digits) > MAX_LOG_COUNT:
+        raise PlanInputError(f"log figure out of range (got {text[:20]!r}, expected <= {MAX_LOG_COUNT})")
+    return int(digits)

@@ -97,3 +97,11 @@ def write_csv(path: Path, header: str, *rows: str) -> Path:
     """`path` holding `header` (its own newline included) then one line per row; returns the path."""
     path.write_text(header + "".join(f"{row}\n" for row in rows), encoding="utf-8")
     return path
+
+
+def with_pass_overheads(dep: Deployment) -> Deployment:
+    """`dep` on a card whose coefficients charge a prefill pass and each sequence (as fitted profiles do)."""
+    coeff = dep.hardware.coefficients(calibrated=False)
+    extra = coeff.model_copy(update={"prefill_pass_overhead_us": 900.0, "sequence_overhead_us": 40.0})
+    hardware = dep.hardware.model_copy(update={"default_coefficients": extra})
+    return dep.model_copy(update={"hardware": hardware})

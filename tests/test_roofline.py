@@ -223,3 +223,24 @@ def test_mtp_step_costs_more_than_plain_step(model_id: str, draft: int, batch: i
 @given(dep=deployments, prompt=st.integers(1, 1 << 17), more=st.integers(0, 1 << 14))
 def test_ttft_monotone_in_prompt(dep: Deployment, prompt: int, more: int) -> None:
     assert roofline.ttft_s(dep, prompt_tokens=prompt + more) >= roofline.ttft_s(dep, prompt_tokens=prompt)
+
+
+@pytest.mark.parametrize(
+    "dep",
+    [
+        helpers.with_pass_overheads(helpers.deployment("llama-3.1-8b", "ascend-950pr", calibrated=False)),
+        # measured eager launches of the transformers engine: the host floor (host.wait) is charged
+        helpers.deployment("qwen3-8b", "nvidia-h200", calibrated=True, engine="transformers"),
+    ],
+    ids=["overheads", "host-floor"],
+)
+def test_prefill_pass_grid_is_the_ledger_per_chunk(dep: Deployment) -> None:
+    """One implementation of a prefill pass's seconds: the grid's passes sum to the itemised ledger (TTFT)."""
+    dep = dep.model_copy(update={"max_prefill_tokens": 1024})
+    passes_s = roofline.prefill_pass_s_grid(dep, step=roofline.prefill_step(dep, prompt_tokens=2500))
+    assert passes_s.shape == (3,)  # 1024 + 1024 + 452 tokens
+    ledger = roofline.prefill_ledger(dep, prompt_tokens=2500)
+    charged = {o.name: o.time_s for o in ledger.ops}
+    assert charged.get("host.wait", 0.0) > 0 or charged["step.overhead"] > 3 * 900e-6
+    assert float(passes_s.sum()) == pytest.approx(ledger.time_s, rel=1e-12)
+    assert float(passes_s.sum()) == pytest.approx(roofline.ttft_s(dep, prompt_tokens=2500), rel=1e-12)

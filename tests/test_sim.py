@@ -13,6 +13,7 @@ from planner.serving import closed_loop, performance
 from planner.sim import instance, run, steptable
 from planner.sim import workload as wl
 from planner.sim.config import SchedulerConfig
+from tests import helpers
 from tests.helpers import deployment_950pr
 
 SCHEDULERS = ("vllm", "mindie")
@@ -244,3 +245,13 @@ def test_goodput_counts_requests_meeting_both_slos() -> None:
         meets / result.summary.duration_s, rel=1e-12
     )
     assert result.summary.goodput_requests_per_s < result.summary.throughput.requests_per_s
+
+
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_step_table_pass_is_the_plans_prefill_pass(calibrated: bool) -> None:
+    """A one-chunk prompt costs the simulator exactly the plan's TTFT (roofline.prefill_pass_s_grid), per-pass
+    and per-sequence overheads included (the step table once left them out)."""
+    dep = helpers.with_pass_overheads(deployment_950pr("qwen3-8b", scheme="bf16", calibrated=calibrated))
+    prompt = 1024.0
+    sim_s = run.pass_s_grid(dep, tokens=np.asarray([prompt]), attended=np.asarray([(prompt + 1) / 2]))
+    assert float(sim_s[0]) == pytest.approx(roofline.ttft_s(dep, prompt_tokens=int(prompt)), rel=1e-12)

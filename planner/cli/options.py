@@ -165,32 +165,28 @@ def without_flag_types(params: list[Any]) -> None:
             param.metavar = ""
 
 
-class FlagCommand(TyperCommand):
+class TypelessFlags:
+    """What FlagCommand and FlagGroup add to typer's command classes: flags shown without a type."""
+
+    params: list[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        without_flag_types(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        """click's --help option, without a type."""
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        without_flag_types([] if option is None else [option])
+        return option
+
+
+class FlagCommand(TypelessFlags, TyperCommand):
     """Every `kvplan` sub-command (cls= of app.command): flags shown without a type."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        without_flag_types(self.params)
 
-    def get_help_option(self, ctx: Any) -> Any:
-        """click's --help option, without a type."""
-        option = super().get_help_option(ctx)
-        without_flag_types([] if option is None else [option])
-        return option
-
-
-class FlagGroup(TyperGroup):
+class FlagGroup(TypelessFlags, TyperGroup):
     """A `kvplan` sub-app (models, bench): flags shown without a type, as FlagCommand."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        without_flag_types(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        """click's --help option, without a type."""
-        option = super().get_help_option(ctx)
-        without_flag_types([] if option is None else [option])
-        return option
 
 
 def error_line(exc: UsageError | typer.Abort | KvplanError) -> tuple[str, int]:

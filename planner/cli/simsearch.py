@@ -35,6 +35,14 @@ TpotFloor = Callable[["SimulateRequest"], tuple[float, int]]
 SEARCHES = ("max-rate", "max-concurrency", "knee", "pd")
 
 
+def check_requests(requests: int, *, most: int, search: str, per: str) -> None:
+    """PlanInputError when --requests is more than `most` per simulated `per` (point, or P:D split)."""
+    if requests > most:
+        raise PlanInputError(
+            f"--requests: too many for {search} (got {requests}, expected <= {most} per {per})"
+        )
+
+
 def run_pd_search(
     flags: SimulateRequest, *, summary_at: SummaryAt, tpot_floor_s: TpotFloor
 ) -> PdSearchResult:
@@ -45,11 +53,8 @@ def run_pd_search(
     most = MAX_PD_SEARCH_WORK_REQUESTS // splits
     if flags.rate is None:
         raise PlanInputError(f"--search pd: needs --rate (the target) (got {flags.rate})")
-    if flags.requests > most:
-        raise PlanInputError(
-            f"--requests: too many for --search pd, which may simulate all {splits} P:D splits "
-            f"(got {flags.requests}, expected <= {most} per split)"
-        )
+    search_name = f"--search pd, which may simulate all {splits} P:D splits"
+    check_requests(flags.requests, most=most, search=search_name, per="split")
     slo = flags.slo_s()
     floor_s, ctx_tokens = tpot_floor_s(flags)
     if slo[1] is not None and slo[1] < floor_s:
@@ -98,11 +103,8 @@ def run_search(
     if top is None or flags.trace is not None:
         need = "--rate" if by_rate else "--concurrency"
         raise PlanInputError(f"--search {kind}: needs {need} (the top of the range to search) and no --trace")
-    if flags.requests > MAX_SEARCH_REQUESTS:
-        raise PlanInputError(
-            f"--requests: too many for --search, which runs ~20 simulations "
-            f"(got {flags.requests}, expected <= {MAX_SEARCH_REQUESTS} per point)"
-        )
+    search_name = "--search, which runs ~20 simulations"
+    check_requests(flags.requests, most=MAX_SEARCH_REQUESTS, search=search_name, per="point")
     slo = flags.slo_s()
 
     def run_at(x: float) -> SimSummary:

@@ -168,7 +168,7 @@ def write_outputs(result: SimResult, *, records: Path | None, timeline: Path | N
 
 def summary_lines(result: SimResult, *, label: str, band: SpeedBand) -> list[str]:
     """Human summary: throughput, latency percentiles, their range, batch, preemptions, goodput, notes."""
-    from planner.cli.serve_view import range_line
+    from planner.cli.serve_view import range_line, tail_lines
 
     s = result.summary
     lines = [
@@ -177,11 +177,7 @@ def summary_lines(result: SimResult, *, label: str, band: SpeedBand) -> list[str
         f"  throughput {units.fmt_tokens_per_s(s.throughput.output_tokens_per_s)} output, "
         f"{s.throughput.requests_per_s:.3g} requests/s; mean in system {s.mean_in_system:.3g}",
     ]
-    for name, p in (("TTFT", s.ttft_s), ("TPOT", s.tpot_s), ("E2E", s.e2e_s)):
-        lines.append(
-            f"  {name:4} mean {units.fmt_ms(p.mean)}  P50 {units.fmt_ms(p.p50)}  P90 {units.fmt_ms(p.p90)}  "
-            f"P95 {units.fmt_ms(p.p95)}  P99 {units.fmt_ms(p.p99)}"
-        )
+    lines.extend(tail_lines(s))
     lines.append(
         f"  batch reached {s.max_batch_reached} (cap {s.scheduler.max_batch}), KV peak "
         f"{units.fmt_fraction(s.kv_peak_fraction)} of {s.scheduler.total_blocks} blocks, "

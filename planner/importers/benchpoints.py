@@ -46,14 +46,20 @@ TIME_COLUMNS = ("decode_step_s", "tokens_per_s", "per_user_tokens_per_s")
 
 
 @dataclass(frozen=True)
-class BenchPoint:
-    """One measured decode step: what ran and how long a step took."""
+class RowSetup:
+    """What a bench row ran: model and card ids, weight and KV dtype, tensor-parallel degree."""
 
     model: str
     card: str
     dtype: str
     kv_dtype: str
     tp: int
+
+
+@dataclass(frozen=True)
+class BenchPoint(RowSetup):
+    """One measured decode step: what ran (RowSetup) and how long a step took."""
+
     batch: int
     ctx_tokens: int
     decode_step_s: float
@@ -175,8 +181,9 @@ SERVING_COLUMNS = (
 
 
 @dataclass(frozen=True)
-class ServingPoint:
-    """One measured closed-loop serving run: what ran, how it was driven, the output tok/s it reached.
+class ServingPoint(RowSetup):
+    """One measured closed-loop serving run: what ran (RowSetup), how it was driven, the output tok/s it
+    reached.
 
     kv_dtype "" (an empty cell): the 16-bit activation dtype, what engines use without KV quantization.
     max_batch: the engine's running-sequence limit (max_num_seqs) when given; prefill_tokens: its prefill
@@ -184,11 +191,6 @@ class ServingPoint:
     ep: ranks the routed experts are split over (1: no expert parallelism).
     """
 
-    model: str
-    card: str
-    dtype: str
-    kv_dtype: str
-    tp: int
     engine: EngineName
     concurrency: int
     input_tokens: int

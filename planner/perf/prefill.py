@@ -294,22 +294,27 @@ def prefill_step(dep: Deployment, *, prompt_tokens: int) -> Step:
 
 
 def prefill_pass_step(dep: Deployment, *, prompts: int, prompt_tokens: int) -> Step:
-    """One prefill pass of n prompts of I tokens (n * I <= max_prefill_tokens; n = 1: roofline's chunks).
+    """One prefill pass of n prompts of I tokens (n * I <= max_prefill_tokens; n = 1: prefill_step's chunks;
+    n >= 2: batched_prefill_step, its formula)."""
+    if prompts == 1:
+        return prefill_step(dep, prompt_tokens=prompt_tokens)
+    return batched_prefill_step(dep, prompts=np.asarray([float(prompts)]), prompt_tokens=prompt_tokens)
+
+
+def batched_prefill_step(dep: Deployment, *, prompts: FloatArray, prompt_tokens: int) -> Step:
+    """One prefill pass of n prompts of I tokens per element of `prompts` (n * I <= max_prefill_tokens).
 
     Formula: tokens = n * I, n sequences, each attending (I + 1) / 2 keys on average (causal, no prefix),
     n logits rows; one MTP draft pass when MTP is on.
     """
-    if prompts == 1:
-        return prefill_step(dep, prompt_tokens=prompt_tokens)
-    tokens = np.asarray([float(prompts * prompt_tokens)])
-    rows = np.asarray([float(prompts)])
+    tokens = prompts * float(prompt_tokens)
     return Step(
         tokens=tokens,
-        sequences=rows,
-        cached_tokens=np.zeros(1),
-        attended_tokens=np.asarray([(prompt_tokens + 1.0) / 2.0]),
-        logits_tokens=rows,
+        sequences=prompts,
+        cached_tokens=np.zeros_like(prompts),
+        attended_tokens=np.full_like(prompts, (prompt_tokens + 1.0) / 2.0),
+        logits_tokens=prompts,
         draft_runs=1 if dep.include_mtp else 0,
         draft_tokens=tokens,
-        draft_logits=rows,
+        draft_logits=prompts,
     )

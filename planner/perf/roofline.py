@@ -296,6 +296,23 @@ def prefill_ledger(dep: Deployment, *, prompt_tokens: int) -> Ledger:
     )
 
 
+def prefill_pass_s_grid(dep: Deployment, *, step: Step) -> FloatArray:
+    """Seconds of each pass of a prefill Step, one array element per pass (a chunk of a prompt, a batch of
+    prompts, a grid point): the one implementation of "seconds of one prefill pass" (the load knee and the
+    simulator's step table read it; assemble_ledger itemises the same sum).
+
+    Formula per pass: device = step_overhead_s + sum over the measured prefill terms of term_time_s;
+    pass_s = device + prefill_pass_overhead_s + sequences * sequence_overhead_s + max(host floor - device, 0)
+    """
+    rate, geo = rates(dep), geometry(dep)
+    terms = prefill.measured_prefill_terms(dep, geo, opcost.step_terms(geo, step), tokens=step.tokens)
+    device = rate.step_overhead_s + sum(term_time_s(t, rate=rate, tokens=step.tokens) for t in terms)
+    floor = prefill.host_floor_s(dep, geo, tokens=step.tokens)
+    wait = 0.0 if floor is None else np.maximum(floor - device, 0.0)
+    fixed_s = rate.prefill_pass_overhead_s + step.sequences * rate.sequence_overhead_s
+    return np.asarray(device + fixed_s + wait, dtype=np.float64)
+
+
 def ttft_s(dep: Deployment, *, prompt_tokens: int) -> float:
     """Time to first token of one prompt on an idle engine: the chunked prefill (it ends with the logits).
 

@@ -32,9 +32,9 @@ import numpy as np
 
 from planner import capacity
 from planner.deployment import Deployment
-from planner.perf import opcost, prefill, roofline
+from planner.perf import prefill, roofline
 from planner.perf.mtp import tokens_per_step
-from planner.perf.opcost import FloatArray, Step
+from planner.perf.opcost import FloatArray
 from planner.results import LoadKnee
 
 SEED_BENCH_TOKENS = (256, 128)  # the seed article's benchmark: 256-token prompts, max_tokens 128
@@ -44,28 +44,10 @@ MAX_KNEE_USERS = 1024  # users searched at most (a larger closed loop is not one
 def prefill_pass_s_grid(dep: Deployment, *, prompts: FloatArray, prompt_tokens: int) -> FloatArray:
     """Seconds of one prefill pass of n prompts of I tokens, for an array of n (closed_loop's pass, n >= 2).
 
-    Formula (roofline.assemble_ledger per element): sum of term_time_s over the measured prefill terms +
-    step_overhead + prefill_pass_overhead + n * sequence_overhead
-    + max(host floor - (step_overhead + terms), 0).
+    Formula: roofline.prefill_pass_s_grid of prefill.batched_prefill_step (per element).
     """
-    tokens = prompts * float(prompt_tokens)
-    step = Step(
-        tokens=tokens,
-        sequences=prompts,
-        cached_tokens=np.zeros_like(prompts),
-        attended_tokens=np.full_like(prompts, (prompt_tokens + 1.0) / 2.0),
-        logits_tokens=prompts,
-        draft_runs=1 if dep.include_mtp else 0,
-        draft_tokens=tokens,
-        draft_logits=prompts,
-    )
-    rate, geo = roofline.rates(dep), roofline.geometry(dep)
-    terms = prefill.measured_prefill_terms(dep, geo, opcost.step_terms(geo, step), tokens=tokens)
-    device = rate.step_overhead_s + sum(roofline.term_time_s(t, rate=rate, tokens=tokens) for t in terms)
-    floor = prefill.host_floor_s(dep, geo, tokens=tokens)
-    wait = np.zeros_like(tokens) if floor is None else np.maximum(floor - device, 0.0)
-    fixed_s = rate.prefill_pass_overhead_s + prompts * rate.sequence_overhead_s
-    return np.asarray(device + fixed_s + wait, dtype=np.float64)
+    step = prefill.batched_prefill_step(dep, prompts=prompts, prompt_tokens=prompt_tokens)
+    return roofline.prefill_pass_s_grid(dep, step=step)
 
 
 def merged_prefill_s_grid(

@@ -70,18 +70,28 @@ def prefill_per_prompt(timer: Timer, *, prompt_tokens: int, arrivals_per_step: f
     return total_s / many, pass_s
 
 
+def loaded_step(
+    timer: Timer, *, workload: tuple[int, int], rate_per_s: float, batch: float
+) -> tuple[float, float, float]:
+    """(decode step s, prefill engine s per prompt, one prefill pass s) while `batch` sequences of (I, O)
+    tokens decode and `rate_per_s` prompts arrive: the step at the mean context I + O / 2, the prompts that
+    arrive during one step sharing a pass (prefill_per_prompt)."""
+    input_tokens, output_tokens = workload
+    step_s = step_at(timer, batch=batch, ctx_tokens=input_tokens + output_tokens // 2)
+    per_prompt_s, pass_s = prefill_per_prompt(
+        timer, prompt_tokens=input_tokens, arrivals_per_step=rate_per_s * step_s
+    )
+    return step_s, per_prompt_s, pass_s
+
+
 def little_batch(timer: Timer, *, workload: tuple[int, int], rate_per_s: float, batch: float) -> float | None:
     """The decode batch Little's law gives when `batch` sequences decode: lam (O - 1) TPOT(batch); None when
     the prefills alone fill the engine (u >= 1). Formulas in the module docstring."""
-    input_tokens, output_tokens = workload
-    step_s = step_at(timer, batch=batch, ctx_tokens=input_tokens + output_tokens // 2)
-    per_prompt_s, _ = prefill_per_prompt(
-        timer, prompt_tokens=input_tokens, arrivals_per_step=rate_per_s * step_s
-    )
+    step_s, per_prompt_s, _ = loaded_step(timer, workload=workload, rate_per_s=rate_per_s, batch=batch)
     busy = rate_per_s * per_prompt_s
     if busy >= 1.0:
         return None
-    return rate_per_s * max(output_tokens - 1, 0) * step_s / timer.tokens_per_step / (1.0 - busy)
+    return rate_per_s * max(workload[1] - 1, 0) * step_s / timer.tokens_per_step / (1.0 - busy)
 
 
 def solve_batch(
@@ -133,10 +143,7 @@ def _steady(
 ) -> ServingEstimate:
     """The ServingEstimate of a converged decode batch (formulas in the module docstring)."""
     input_tokens, output_tokens = workload
-    step_s = step_at(timer, batch=batch, ctx_tokens=input_tokens + output_tokens // 2)
-    per_prompt_s, pass_s = prefill_per_prompt(
-        timer, prompt_tokens=input_tokens, arrivals_per_step=rate_per_s * step_s
-    )
+    step_s, per_prompt_s, pass_s = loaded_step(timer, workload=workload, rate_per_s=rate_per_s, batch=batch)
     busy = rate_per_s * per_prompt_s
     tpot_s = step_s / timer.tokens_per_step / (1.0 - busy)
     ttft_s = timer.request_overhead_s + pass_s + min(batch, 1.0) * step_s / 2.0

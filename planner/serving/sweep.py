@@ -6,7 +6,7 @@ numpy broadcasting (10^5 points in a few milliseconds; benchmarks/bench_sweep.py
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -16,22 +16,6 @@ from planner import capacity
 from planner.deployment import Deployment
 from planner.perf import ranges, roofline
 from planner.serving import performance
-
-
-class SweepPoint(BaseModel):
-    """One grid point, for CSV/JSON/table output."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    weight_dtype: str
-    batch: int
-    ctx_tokens: int
-    decode_step_s: float
-    tokens_per_s: float
-    per_user_tokens_per_s: float
-    fits_memory: bool
-    decode_step_s_low: float
-    decode_step_s_high: float
 
 
 class SweepResult(BaseModel):
@@ -55,23 +39,6 @@ class SweepResult(BaseModel):
     decode_step_s_low: npt.NDArray[np.float64]  # the range of decode_step_s (ranges.factor_grid)
     decode_step_s_high: npt.NDArray[np.float64]
     speed_band: ranges.SpeedBand  # source and notes, at the grid's largest batch and context
-
-    def points(self) -> Iterator[SweepPoint]:
-        """Every grid point, scheme-major then batch then context."""
-        for i, scheme in enumerate(self.weight_dtypes):
-            for j, batch in enumerate(self.batch):
-                for k, ctx in enumerate(self.ctx_tokens):
-                    yield SweepPoint(
-                        weight_dtype=scheme,
-                        batch=int(batch),
-                        ctx_tokens=int(ctx),
-                        decode_step_s=float(self.decode_step_s[i, j, k]),
-                        tokens_per_s=float(self.tokens_per_s[i, j, k]),
-                        per_user_tokens_per_s=float(self.per_user_tokens_per_s[i, j, k]),
-                        fits_memory=bool(self.fits_memory[i, j, k]),
-                        decode_step_s_low=float(self.decode_step_s_low[i, j, k]),
-                        decode_step_s_high=float(self.decode_step_s_high[i, j, k]),
-                    )
 
 
 def fits_memory_grid(

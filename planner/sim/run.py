@@ -22,7 +22,7 @@ from planner import capacity
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import DoesNotFitError
-from planner.perf import opcost, prefill, roofline
+from planner.perf import roofline
 from planner.perf.mtp import tokens_per_step
 from planner.perf.terms import FloatArray, Step
 from planner.results import MemoryBreakdown
@@ -90,19 +90,8 @@ def prefill_pass(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) -
 
 
 def pass_s_grid(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) -> FloatArray:
-    """Seconds of prefill passes over broadcast arrays (roofline.decode_step_s_grid's sum on a prefill Step).
-
-    Formula: pass_s = sum over ops of term_time_s(tokens) + step_overhead_s + prefill_pass_overhead_s, the
-    ops at the card's measured prefill rates where it has them (prefill.measured_prefill_terms, as TTFT)
-    """
-    rate = roofline.rates(dep)
-    step = prefill_pass(dep, tokens=tokens, attended=attended)
-    total = np.full(step.tokens.shape, rate.step_overhead_s + rate.prefill_pass_overhead_s)
-    geo = roofline.geometry(dep)
-    terms = prefill.measured_prefill_terms(dep, geo, opcost.step_terms(geo, step), tokens=step.tokens)
-    for term in terms:
-        total = total + roofline.term_time_s(term, rate=rate, tokens=step.tokens)
-    return total
+    """Seconds of prefill passes over broadcast arrays: roofline.prefill_pass_s_grid of prefill_pass."""
+    return roofline.prefill_pass_s_grid(dep, step=prefill_pass(dep, tokens=tokens, attended=attended))
 
 
 def step_table(dep: Deployment, *, max_batch: int, max_ctx_tokens: int, max_pass_tokens: int) -> StepTable:

@@ -4,8 +4,8 @@ planner/sim/run.py step_table builds the grids, this module only looks them up).
 decode[b][j]   seconds of one decode step of b sequences (b = 1..max_batch) at mean context ctx_axis[j]:
                planner.perf.roofline.decode_step_s_grid, vectorised over the whole grid.
 pass_[i][j]    seconds of one prefill pass of tokens_axis[i] query tokens whose mean attended keys are
-               attended_axis[j]: the same ledger terms (opcost.step_terms + term_time_s + step overhead)
-               on a prefill Step, so a one-chunk prompt costs exactly roofline.ttft_s.
+               attended_axis[j]: planner.perf.roofline.prefill_pass_s_grid on a prefill Step, so a
+               one-chunk prompt costs exactly roofline.ttft_s (overheads and host floor included).
 Lookups interpolate linearly between grid points with plain-Python bisect (a few microseconds each:
 the simulation loop calls them once per event).
 """

@@ -26,6 +26,7 @@ from planner.deployment import Deployment
 from planner.engines.mindie.config import BlockPrediction
 from planner.engines.mindie.pool import RESERVED_BLOCKS
 from planner.errors import PlanInputError
+from planner.readers import log_count, log_gib_bytes
 from planner.results import Plan
 from planner.schema import Frozen, HardwareProfile
 
@@ -73,36 +74,17 @@ class MindieLogFigures(Frozen):
         return min(self.npu_block_nums) if self.npu_block_nums else None
 
 
-MAX_LOG_GIB = 2.0**20  # a logged memory figure above 1 PiB is not a device's
-MAX_LOG_COUNT = 10**11  # a logged block or token count above this is not a device's
-
-
-def _count(text: str) -> int:
-    """A logged whole number, bounded by MAX_LOG_COUNT (PlanInputError beyond)."""
-    if len(text) > len(str(MAX_LOG_COUNT)) or int(text) > MAX_LOG_COUNT:
-        raise PlanInputError(f"log figure out of range (got {text[:20]!r}, expected <= {MAX_LOG_COUNT})")
-    return int(text)
-
-
-def _gib(text: str) -> int:
-    """A logged GiB figure in bytes, bounded by MAX_LOG_GIB (PlanInputError beyond)."""
-    value = float(text)
-    if not 0 <= value <= MAX_LOG_GIB:
-        raise PlanInputError(f"log figure out of range (got {text[:20]!r} GiB, expected <= {MAX_LOG_GIB:g})")
-    return units.gib_to_bytes(value)
-
-
 def _gib_list(pattern: re.Pattern[str], text: str) -> list[int]:
-    return [_gib(m) for m in pattern.findall(text)]
+    return [log_gib_bytes(m) for m in pattern.findall(text)]
 
 
 def _last_int(pattern: re.Pattern[str], text: str) -> int | None:
     found = pattern.findall(text)
-    return _count(found[-1]) if found else None
+    return log_count(found[-1]) if found else None
 
 
 def _warmup(groups: tuple[str, ...]) -> WarmupParams:
-    return WarmupParams(**dict(zip(WarmupParams.model_fields, map(_count, groups), strict=True)))
+    return WarmupParams(**dict(zip(WarmupParams.model_fields, map(log_count, groups), strict=True)))
 
 
 def parse_mindie_log(text: str) -> MindieLogFigures:
@@ -112,7 +94,7 @@ def parse_mindie_log(text: str) -> MindieLogFigures:
     warmup = WARMUP_RE.findall(text)
     failed = WARMUP_FAILED_RE.findall(text)
     return MindieLogFigures(
-        npu_block_nums=[_count(n) for n in NPU_BLOCK_RE.findall(text)],
+        npu_block_nums=[log_count(n) for n in NPU_BLOCK_RE.findall(text)],
         block_size_tokens=_last_int(BLOCK_SIZE_RE, text),
         kv_cache_bytes=_gib_list(ALLOCATED_RE, text),
         weights_bytes=_gib_list(WEIGHTS_RE, text),
@@ -120,8 +102,8 @@ def parse_mindie_log(text: str) -> MindieLogFigures:
         non_kv_cache_bytes=_gib_list(NON_KV_RE, text),
         memory_fraction=float(fraction[-1]) if fraction else None,
         warmup=_warmup(warmup[-1]) if warmup else None,
-        warmup_required_blocks=_count(failed[-1][0]) if failed else None,
-        warmup_left_blocks=_count(failed[-1][1]) if failed else None,
+        warmup_required_blocks=log_count(failed[-1][0]) if failed else None,
+        warmup_left_blocks=log_count(failed[-1][1]) if failed else None,
     )
 
 

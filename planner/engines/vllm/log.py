@@ -28,6 +28,7 @@ from pydantic import Field
 
 from planner import units
 from planner.errors import PlanInputError
+from planner.readers import log_count, log_gib_bytes
 from planner.schema import Frozen
 
 _N = r"(\d+(?:\.\d+)?)"
@@ -48,14 +49,13 @@ V0_PROFILE_RE = re.compile(
     rf"kv_cache_size={_N}GiB\s+gpu_memory_utilization={_N}"
 )
 BLOCKS_RE = re.compile(r"#?\s*(?:GPU|NPU) blocks:\s*(\d+)")
-MAX_LOG_GIB = 2.0**20  # a logged memory figure above 1 PiB is not a device's
-MAX_LOG_COUNT = 1_000_000_000_000  # a logged token or block count above this is not a device's
 
 
-class StartupBreakdown(Frozen):
-    """vllm-ascend >= 0.18's "Free memory on device ... Actual usage" line (bytes, from 0.01 GiB figures)."""
+class StartupMemory(Frozen):
+    """The terms of the engine's KV budget on one rank (bytes) that vllm-ascend >= 0.18 logs and
+    planner/engines/vllm/startup.py computes (StartupTerms): requested = device total x
+    gpu_memory_utilization, less weights, the activation peak, non-torch memory and graphs."""
 
-    free_at_start_bytes: int
     device_total_bytes: int
     gpu_memory_utilization: float
     requested_bytes: int
@@ -63,6 +63,12 @@ class StartupBreakdown(Frozen):
     activation_bytes: int
     non_torch_bytes: int
     graph_bytes: int
+
+
+class StartupBreakdown(StartupMemory):
+    """vllm-ascend >= 0.18's "Free memory on device ... Actual usage" line (bytes, from 0.01 GiB figures)."""
+
+    free_at_start_bytes: int
     current_kv_bytes: int | None = None
 
 
@@ -93,20 +99,6 @@ class VllmLogFigures(Frozen):
         return bool(self.available_kv_bytes or self.kv_tokens or self.concurrency or self.breakdown)
 
 
-def _gib(text: str) -> int:
-    value = float(text)
-    if not 0 <= value <= MAX_LOG_GIB:
-        raise PlanInputError(f"log figure out of range (got {text[:20]!r} GiB, expected <= {MAX_LOG_GIB:g})")
-    return units.gib_to_bytes(value)
-
-
-def _count(text: str) -> int:
-    digits = text.replace(",", "")
-    if len(digits) > len(str(MAX_LOG_COUNT)) or int(digits) > MAX_LOG_COUNT:
-        raise PlanInputError(f"log figure out of range (got {text[:20]!r}, expected <= {MAX_LOG_COUNT})")
-    return int(digits)
-
-
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0 < value <= 1:
@@ -117,26 +109,26 @@ def _fraction(text: str) -> float:
 def _breakdown(groups: tuple[str, ...], current: str | None) -> StartupBreakdown:
     free, total, util, requested, weights, act, non_torch, graph = groups
     return StartupBreakdown(
-        free_at_start_bytes=_gib(free),
-        device_total_bytes=_gib(total),
+        free_at_start_bytes=log_gib_bytes(free),
+        device_total_bytes=log_gib_bytes(total),
         gpu_memory_utilization=_fraction(util),
-        requested_bytes=_gib(requested),
-        weights_bytes=_gib(weights),
-        activation_bytes=_gib(act),
-        non_torch_bytes=_gib(non_torch),
-        graph_bytes=_gib(graph),
-        current_kv_bytes=_gib(current) if current is not None else None,
+        requested_bytes=log_gib_bytes(requested),
+        weights_bytes=log_gib_bytes(weights),
+        activation_bytes=log_gib_bytes(act),
+        non_torch_bytes=log_gib_bytes(non_torch),
+        graph_bytes=log_gib_bytes(graph),
+        current_kv_bytes=log_gib_bytes(current) if current is not None else None,
     )
 
 
 def parse_vllm_log(text: str) -> VllmLogFigures:
     """All figures the log holds (see the module docstring for the lines understood)."""
-    available = [_gib(m.group(1)) for m in AVAILABLE_KV_RE.finditer(text)]
+    available = [log_gib_bytes(m.group(1)) for m in AVAILABLE_KV_RE.finditer(text)]
     halved = any(m.group(2) for m in AVAILABLE_KV_RE.finditer(text)) or "worker_310p" in text
     totals: list[int] = []
     for used, total in AVAILABLE_BYTES_RE.findall(text):
-        available.append(_count(used))
-        totals.append(_count(total))
+        available.append(log_count(used))
+        totals.append(log_count(total))
     breakdown = []
     for line in text.splitlines():
         found = STARTUP_RE.search(line)
@@ -150,26 +142,26 @@ def parse_vllm_log(text: str) -> VllmLogFigures:
     util = breakdown[0].gpu_memory_utilization if breakdown else None
     v0 = V0_PROFILE_RE.findall(text)
     v0_activation = v0_non_torch = None
-    weights = [_gib(n) for n, _unit in WEIGHTS_RE.findall(text)]
+    weights = [log_gib_bytes(n) for n, _unit in WEIGHTS_RE.findall(text)]
     if v0:
         total, peak, non_torch, kv, v0_util = v0[-1]
-        totals.append(_gib(total))
-        available.append(_gib(kv))
+        totals.append(log_gib_bytes(total))
+        available.append(log_gib_bytes(kv))
         util = _fraction(v0_util)
-        v0_non_torch = _gib(non_torch)
+        v0_non_torch = log_gib_bytes(non_torch)
         if weights:
-            v0_activation = max(_gib(peak) - weights[-1], 0)
+            v0_activation = max(log_gib_bytes(peak) - weights[-1], 0)
     concurrency = CONCURRENCY_RE.findall(text)
     return VllmLogFigures(
         available_kv_bytes=available,
         halved_for_workspace=halved,
         device_total_bytes=min(totals) if totals else None,
         gpu_memory_utilization=util,
-        kv_tokens=[_count(n) for n in KV_TOKENS_RE.findall(text)],
+        kv_tokens=[log_count(n) for n in KV_TOKENS_RE.findall(text)],
         concurrency=[float(x) for _length, x in concurrency],
-        max_model_len=_count(concurrency[-1][0]) if concurrency else None,
+        max_model_len=log_count(concurrency[-1][0]) if concurrency else None,
         weights_bytes=weights,
-        num_blocks=[_count(n) for n in BLOCKS_RE.findall(text)],
+        num_blocks=[log_count(n) for n in BLOCKS_RE.findall(text)],
         breakdown=breakdown,
         v0_activation_bytes=v0_activation,
         v0_non_torch_bytes=v0_non_torch,

@@ -39,6 +39,7 @@ from planner import layout, memory, units
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.engines.vllm import pool as vm
+from planner.engines.vllm.log import StartupMemory
 from planner.errors import PlanInputError
 from planner.schema import Frozen, HardwareProfile, ModelCard
 
@@ -67,71 +68,44 @@ class EngineVersion(Frozen):
     non_torch_absolute: bool = False  # non-torch = all device memory torch does not hold, not the increase
 
 
+# One row per release range: key, engine, releases, formula, hybrid platform, tokens rule, default
+# gpu_memory_utilization; each row's source lines are in VERSION_SOURCES.
+VERSION_ROWS = (
+    ("vllm-ascend-0.11", "vllm-ascend", "v0.11.0rc0 .. v0.15.x", "profile", "ascend-v0.12", "blocks", 0.9),
+    ("vllm-ascend-0.16", "vllm-ascend", "v0.16.0rc1 .. v0.17.x", "profile-cleared", "ascend", "blocks", 0.9),
+    ("vllm-ascend-main", "vllm-ascend", "v0.18.0 .. main 182b75ea (vLLM 0.27.1)", "profile", "ascend",
+     "concurrency", 0.92),
+    ("vllm-ascend-310p", "vllm-ascend", "310P (NPUWorker310), main 182b75ea", "profile-310p", "ascend",
+     "concurrency", 0.92),
+    ("vllm-cuda", "vllm", "vLLM >= 0.21 on CUDA (read at 0.27.1)", "cuda-graph", "cuda", "concurrency", 0.92),
+    ("vllm-cuda-v0", "vllm", "vLLM V0 engine (0.6.x)", "profile", "cuda", "blocks", 0.9),
+)  # fmt: skip
+VERSION_SOURCES = {
+    "vllm-ascend-0.11": "[VA] v0.12.0rc1 worker/worker_v1.py:240-273, "
+    "patch/platform/patch_mamba_config.py:37-62",
+    "vllm-ascend-0.16": "[VA] v0.16.0rc1 worker/worker.py:350-363",
+    "vllm-ascend-main": "[VA] 182b75ea worker/worker.py:483-577; vLLM 0.27.1 config/cache.py:68",
+    "vllm-ascend-310p": "[VA] 182b75ea _310p/worker_310p.py:63-123",
+    "vllm-cuda": "vLLM 0.27.1 v1/worker/gpu_worker.py:500-548, config/cache.py:68",
+    "vllm-cuda-v0": "vLLM V0 worker/worker.py determine_num_available_blocks "
+    "(log 'Memory profiling results')",
+}
+# Releases whose non-torch memory is "device used minus torch allocated" (memory already in use on an idle
+# card counts): [VA] v0.11.0rc3 worker source; later releases count only the increase during start-up.
+NON_TORCH_ABSOLUTE = frozenset({"vllm-ascend-0.11"})
+VERSION_COLUMNS = (
+    "key", "engine", "releases", "formula", "hybrid_platform", "tokens_rule",
+    "default_gpu_memory_utilization",
+)  # fmt: skip
 VERSIONS: dict[str, EngineVersion] = {
-    v.key: v
-    for v in (
-        EngineVersion(
-            key="vllm-ascend-0.11",
-            engine="vllm-ascend",
-            releases="v0.11.0rc0 .. v0.15.x",
-            formula="profile",
-            hybrid_platform="ascend-v0.12",
-            tokens_rule="blocks",
-            default_gpu_memory_utilization=0.9,
-            source="[VA] v0.12.0rc1 worker/worker_v1.py:240-273, patch/platform/patch_mamba_config.py:37-62",
-            non_torch_absolute=True,
-        ),
-        EngineVersion(
-            key="vllm-ascend-0.16",
-            engine="vllm-ascend",
-            releases="v0.16.0rc1 .. v0.17.x",
-            formula="profile-cleared",
-            hybrid_platform="ascend",
-            tokens_rule="blocks",
-            default_gpu_memory_utilization=0.9,
-            source="[VA] v0.16.0rc1 worker/worker.py:350-363",
-        ),
-        EngineVersion(
-            key="vllm-ascend-main",
-            engine="vllm-ascend",
-            releases="v0.18.0 .. main 182b75ea (vLLM 0.27.1)",
-            formula="profile",
-            hybrid_platform="ascend",
-            tokens_rule="concurrency",
-            default_gpu_memory_utilization=0.92,
-            source="[VA] 182b75ea worker/worker.py:483-577; vLLM 0.27.1 config/cache.py:68",
-        ),
-        EngineVersion(
-            key="vllm-ascend-310p",
-            engine="vllm-ascend",
-            releases="310P (NPUWorker310), main 182b75ea",
-            formula="profile-310p",
-            hybrid_platform="ascend",
-            tokens_rule="concurrency",
-            default_gpu_memory_utilization=0.92,
-            source="[VA] 182b75ea _310p/worker_310p.py:63-123",
-        ),
-        EngineVersion(
-            key="vllm-cuda",
-            engine="vllm",
-            releases="vLLM >= 0.21 on CUDA (read at 0.27.1)",
-            formula="cuda-graph",
-            hybrid_platform="cuda",
-            tokens_rule="concurrency",
-            default_gpu_memory_utilization=0.92,
-            source="vLLM 0.27.1 v1/worker/gpu_worker.py:500-548, config/cache.py:68",
-        ),
-        EngineVersion(
-            key="vllm-cuda-v0",
-            engine="vllm",
-            releases="vLLM V0 engine (0.6.x)",
-            formula="profile",
-            hybrid_platform="cuda",
-            tokens_rule="blocks",
-            default_gpu_memory_utilization=0.9,
-            source="vLLM V0 worker/worker.py determine_num_available_blocks (log 'Memory profiling results')",
-        ),
+    str(row[0]): EngineVersion.model_validate(
+        {
+            **dict(zip(VERSION_COLUMNS, row, strict=True)),
+            "source": VERSION_SOURCES[str(row[0])],
+            "non_torch_absolute": str(row[0]) in NON_TORCH_ABSOLUTE,
+        }
     )
+    for row in VERSION_ROWS
 }
 DEFAULT_VERSION = "vllm-ascend-main"
 
@@ -211,17 +185,10 @@ def sampler_bytes(*, max_num_seqs: int, vocab_size: int) -> int:
     return max_num_seqs * vocab_size * FP32_BYTES
 
 
-class StartupTerms(Frozen):
+class StartupTerms(StartupMemory):
     """Each term of the engine's KV budget on one rank (bytes), and what it leaves for the pool."""
 
     version: str
-    device_total_bytes: int
-    gpu_memory_utilization: float
-    requested_bytes: int
-    weights_bytes: int
-    activation_bytes: int
-    non_torch_bytes: int
-    graph_bytes: int
     cleared_bytes: int
     resident_bytes: int = 0
     halved: bool
