@@ -1,6 +1,6 @@
 """Dashboard speed in a real browser: the first page of a new browser session, and a control change.
 
-    python3 benchmarks/bench_dashboard.py [--sessions 5] [--chromium-arg=--disable-gpu ...]
+    python3 benchmarks/bench_dashboard.py [--sessions 5] [--changes 5] [--floor] [--chromium-arg=FLAG]
 
 Starts the dashboard the way users do (`kvplan dashboard`, headless, on a free loopback port) and drives
 Debian's Chromium (/usr/bin/chromium or $KVPLAN_CHROMIUM) through Playwright. What is timed is what a
@@ -18,8 +18,9 @@ For each first page it also reads the browser's own timing (Navigation Timing: t
 DOMContentLoaded = the script bundles parsed and run; the first websocket message from the server;
 CDP Performance.getMetrics: main-thread script and task time) and the CPU seconds the browser's processes
 and the server spent, so a slow number can be attributed. The machine is shared: the load average is
-printed with each case, and medians are reported. Goals (issue 25): first page <= 2 s, control change
-<= 0.5 s. Needs the playwright Python package (no browser download).
+printed with each case, and medians are reported. --floor first times a one-metric Streamlit page
+(benchmarks/dashboard_floor_page.py) the same way: what any Streamlit page costs here. Goals (issue 25):
+first page <= 2 s, control change <= 0.5 s. Needs the playwright Python package (no browser download).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ CHROMIUM = Path(os.environ.get("KVPLAN_CHROMIUM", "/usr/bin/chromium"))
 IDLE_JS = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 TIMEOUT_MS = 120_000
 VIEWPORT = {"width": 1280, "height": 1000}
+FLOOR_PAGE = Path(__file__).resolve().parent / "dashboard_floor_page.py"
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 # Records when the page's websocket to the server opens and first answers (performance.now(), ms).
 WEBSOCKET_PROBE = """(() => { const Native = window.WebSocket; window.__kvplanWs = {};
@@ -183,11 +185,50 @@ def report(label: str, rows: list[FirstPage], load: tuple[float, float]) -> None
     )
 
 
+def first_pages(url: str, *, flags: list[str], sessions: int, changes: int) -> None:
+    """Time and print every case against the server at `url` (control changes when `changes` > 0)."""
+    with sync_playwright() as pw:
+        server_pid = streamlit_pid()
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=flags)
+        warmup = browser.new_context(viewport=VIEWPORT)
+        server_first = first_page(warmup, url, server_pid=server_pid)  # the server's first session
+        load0 = os.getloadavg()[0]
+        cold = []
+        for _ in range(sessions):
+            context = browser.new_context(viewport=VIEWPORT)
+            cold.append(first_page(context, url, server_pid=server_pid))
+            context.close()
+        load1 = os.getloadavg()[0]
+        warm = [first_page(warmup, url, server_pid=server_pid) for _ in range(sessions)]
+        load2 = os.getloadavg()[0]
+        if changes:
+            page = warmup.new_page()
+            page.goto(url)
+            drawn(page)
+            times = [control_change_s(page, ("bf16", "fp8")[i % 2]) for i in range(changes)]  # from fp8
+            load3 = os.getloadavg()[0]
+        browser.close()
+    print(
+        f"first page of the server's first session (cold cache, server imports): {server_first.drawn_s:.2f} s"
+    )
+    report("cold cache (fresh browser profile)", cold, (load0, load1))
+    report("warm cache (new tab, a profile that loaded it once)", warm, (load1, load2))
+    if changes:
+        print(
+            f"control change (weight dtype fp8 <-> bf16): median {statistics.median(times):.2f} s "
+            f"(min {min(times):.2f}, max {max(times):.2f}, {len(times)} changes; goal <= 0.5 s); "
+            f"load average {load2:.1f} -> {load3:.1f}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=5, help="browser sessions per case (1-50)")
     parser.add_argument("--changes", type=int, default=5, help="control changes to time (1-50)")
     parser.add_argument("--chromium-arg", action="append", default=[], help="extra Chromium flag")
+    parser.add_argument(
+        "--floor", action="store_true", help="first time a one-metric Streamlit page the same way"
+    )
     args = parser.parse_args()
     if not (1 <= args.sessions <= 50 and 1 <= args.changes <= 50):
         print("--sessions and --changes: must be 1-50", file=sys.stderr)
@@ -196,37 +237,14 @@ def main() -> int:
         print(f"{CHROMIUM} not found (apt-get install chromium)", file=sys.stderr)
         return 2
     flags = ["--headless", "--no-sandbox", *args.chromium_arg]
-    with launch.running(port=launch.free_port()) as url, sync_playwright() as pw:
-        server_pid = streamlit_pid()
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=flags)
-        warmup = browser.new_context(viewport=VIEWPORT)
-        server_first = first_page(warmup, url, server_pid=server_pid)  # the server's first session
-        load0 = os.getloadavg()[0]
-        cold = []
-        for _ in range(args.sessions):
-            context = browser.new_context(viewport=VIEWPORT)
-            cold.append(first_page(context, url, server_pid=server_pid))
-            context.close()
-        load1 = os.getloadavg()[0]
-        warm = [first_page(warmup, url, server_pid=server_pid) for _ in range(args.sessions)]
-        load2 = os.getloadavg()[0]
-        page = warmup.new_page()
-        page.goto(url)
-        drawn(page)
-        changes = [control_change_s(page, ("bf16", "fp8")[i % 2]) for i in range(args.changes)]  # from fp8
-        load3 = os.getloadavg()[0]
-        browser.close()
     print(f"chromium {' '.join(flags)}; {os.cpu_count()} CPUs")
-    print(
-        f"first page of the server's first session (cold cache, server imports): {server_first.drawn_s:.2f} s"
-    )
-    report("cold cache (fresh browser profile)", cold, (load0, load1))
-    report("warm cache (new tab, a profile that loaded it once)", warm, (load1, load2))
-    print(
-        f"control change (weight dtype fp8 <-> bf16): median {statistics.median(changes):.2f} s "
-        f"(min {min(changes):.2f}, max {max(changes):.2f}, {len(changes)} changes; goal <= 0.5 s); "
-        f"load average {load2:.1f} -> {load3:.1f}"
-    )
+    if args.floor:
+        print(f"== floor: {FLOOR_PAGE.name} (one metric, one HTML element)")
+        with launch.running(port=launch.free_port(), script=FLOOR_PAGE) as url:
+            first_pages(url, flags=flags, sessions=args.sessions, changes=0)
+        print("== the dashboard")
+    with launch.running(port=launch.free_port()) as url:
+        first_pages(url, flags=flags, sessions=args.sessions, changes=args.changes)
     return 0
 
 
