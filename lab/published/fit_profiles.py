@@ -369,9 +369,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--write", action="store_true", help="write fit-rows/*.csv and hwprofiles/fitted/*.yaml"
     )
+    parser.add_argument(
+        "--only", metavar="CARD.ENGINE", help="fit one group only (e.g. ascend-910b3.vllm); --write then "
+        "replaces that group's rows of fit-residuals.csv and keeps the others'",
+    )
     args = parser.parse_args(argv)
     residuals: list[dict[str, str]] = []
-    for (card, engine), group in sorted(corpus_groups().items()):
+    groups = selected(corpus_groups(), args.only)
+    for (card, engine), group in sorted(groups.items()):
         print("\n".join(report(card, engine, group, residuals)), flush=True)
         if args.write and (card, engine) not in NOT_WRITTEN:
             result = RESULTS.get((card, engine))
@@ -380,11 +385,32 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\nnot written (a term on its bound without a written reason): {'; '.join(refused)}")
                 continue
             print(f"\nwrote {write_group(card, engine, group).relative_to(ROOT)}", flush=True)
-    with (HERE / "fit-residuals.csv").open("w", encoding="utf-8", newline="") as handle:
+    write_residuals(HERE / "fit-residuals.csv", residuals, replaced=set(groups))
+    return 0
+
+
+def selected(groups: dict[tuple[str, str], Group], only: str | None) -> dict[tuple[str, str], Group]:
+    """All groups, or the one `only` names ("card.engine"); an unknown name exits with one line."""
+    if only is None:
+        return groups
+    key = tuple(only.rsplit(".", 1))
+    if key not in groups:
+        names = ", ".join(f"{c}.{e}" for c, e in sorted(groups))
+        sys.exit(f"--only {only}: no such group (groups: {names})")
+    return {key: groups[key]}  # type: ignore[index]
+
+
+def write_residuals(path: Path, residuals: list[dict[str, str]], *, replaced: set[tuple[str, str]]) -> None:
+    """Write per-row residuals, keeping the rows of groups not in `replaced` from the file already there."""
+    kept: list[dict[str, str]] = []
+    if path.exists():
+        with path.open(encoding="utf-8") as handle:
+            kept = [r for r in csv.DictReader(handle) if (r["card"], r["engine"]) not in replaced]
+    rows = sorted(kept + residuals, key=lambda r: (r["card"], r["engine"]))  # stable: group order kept
+    with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(residuals[0]), lineterminator="\n")
         writer.writeheader()
-        writer.writerows(residuals)
-    return 0
+        writer.writerows(rows)
 
 
 if __name__ == "__main__":

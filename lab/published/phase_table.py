@@ -20,7 +20,6 @@ open-loop (request-rate) rows by planner/perf/open_loop.py.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 from pathlib import Path
@@ -128,16 +127,23 @@ def has_phase_rows(group: fit_profiles.Group) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write phase-table.md and phase-residuals.csv")
+    parser.add_argument(
+        "--only", metavar="CARD.ENGINE", help="one group only (e.g. ascend-910b3.mindie); --write then "
+        "replaces that group's lines of phase-table.md and rows of phase-residuals.csv",
+    )
     args = parser.parse_args(argv)
     lines = [
         "| card | engine | rows | fit | TTFT median abs error (obs.) | TPOT | output tok/s |",
         "|---|---|---|---|---|---|---|",
     ]
     residuals: list[dict[str, str]] = []
-    for key, group in sorted(fit_profiles.corpus_groups().items()):
+    groups = fit_profiles.selected(fit_profiles.corpus_groups(), args.only)
+    for key, group in sorted(groups.items()):
         if has_phase_rows(group):
             lines += group_report(key, group, residuals)
             print(lines[-2], lines[-1], sep="\n", flush=True)
+    if args.only is not None:
+        lines = merged_table(lines, replaced=set(groups))
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
@@ -149,12 +155,29 @@ def main(argv: list[str] | None = None) -> int:
             + text,
             encoding="utf-8",
         )
-        with OUT_ROWS.open("w", encoding="utf-8", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(residuals[0]), lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(residuals)
+        fit_profiles.write_residuals(OUT_ROWS, residuals, replaced=set(groups))
     return 0
 
+
+def merged_table(lines: list[str], *, replaced: set[tuple[str, str]]) -> list[str]:
+    """The table of phase-table.md (header included) with the groups in `replaced` taken from `lines` (a
+    group is its in-sample line, whose first cells name it, and the lines after it)."""
+    text = OUT_TABLE.read_text(encoding="utf-8") if OUT_TABLE.exists() else ""
+    old = [line for line in text.splitlines() if line.startswith("|")]
+    blocks = {k: v for k, v in _blocks(old[2:]).items() if k not in replaced}
+    blocks |= _blocks(lines[2:])
+    return lines[:2] + [line for key in sorted(blocks) for line in blocks[key]]
+
+
+def _blocks(lines: list[str]) -> dict[tuple[str, str], list[str]]:
+    out: dict[tuple[str, str], list[str]] = {}
+    key = ("", "")
+    for line in lines:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0]:
+            key = (cells[0], cells[1])
+        out.setdefault(key, []).append(line)
+    return out
 
 if __name__ == "__main__":
     sys.exit(main())
