@@ -140,3 +140,40 @@ def test_every_row_names_a_known_card_a_kind_and_where_it_came_from() -> None:
             assert row[column] == "" or float(row[column]) > 0, (line, column)
         # TPOT is one decode step per request: a published value in ms copied unconverted would exceed 10 s.
         assert row["tpot_s"] == "" or float(row["tpot_s"]) < 10, line
+
+
+@pytest.mark.lab
+def test_vllm_acceptance_rates_reach_the_fit_as_chained_acceptance() -> None:
+    """A vllm-ascend row's acceptance is vLLM's accepted / drafted share: its bench row carries the chained
+    acceptance that gives the row's 1 + k x share tokens per step (line 171: 2.93 with 3 drafts at 64.2 %)."""
+    from lab.published import predict
+    from planner.perf.mtp import speculative_tokens_per_step
+
+    with predict.CORPUS.open(encoding="utf-8") as handle:
+        rows = {line: row for line, row in enumerate(csv.DictReader(handle), start=2)}
+    stated = [r for r in rows.values() if r["mtp_acceptance"] and r["engine"] == "vllm-ascend"]
+    assert len(stated) >= 4
+    for row in stated:
+        drafts, share = int(row["mtp"]), float(row["mtp_acceptance"])
+        chained = float(predict.bench_row(row)["mtp_acceptance"])
+        tokens = speculative_tokens_per_step(drafts, acceptance_fraction=chained)
+        assert tokens == pytest.approx(1 + drafts * share, abs=1e-5)
+    assert "mean acceptance length 2.93" in rows[171]["notes"]
+
+
+@pytest.mark.lab
+def test_a_burst_of_varied_lengths_gives_the_fit_its_throughput_only() -> None:
+    """GPUStack's ShareGPT runs send every request at once: their mean TTFT / TPOT are not the steady state
+    the serving model predicts (line 198: mean TPOT 788 ms, median 204), so their bench rows carry neither."""
+    from lab.published import predict
+
+    with predict.CORPUS.open(encoding="utf-8") as handle:
+        rows = {line: row for line, row in enumerate(csv.DictReader(handle), start=2)}
+    burst = [line for line, row in rows.items() if predict.transient_phase_means(row)]
+    assert 198 in burst and 199 in burst and 201 in burst
+    for line in burst:
+        bench = predict.bench_row(rows[line])
+        assert bench["ttft_s"] == "" and bench["tpot_s"] == "" and float(bench["output_tokens_per_s"]) > 0
+        assert rows[line]["ttft_s"] and rows[line]["tpot_s"]  # published, kept in the corpus
+    steady = predict.bench_row(rows[241])  # Alauda's open loop keeps its per-phase truth
+    assert steady["ttft_s"] == rows[241]["ttft_s"] and steady["tpot_s"] == rows[241]["tpot_s"]

@@ -170,14 +170,47 @@ def _unmodelled(row: dict[str, str]) -> str | None:
     return None
 
 
+# A one-time burst of requests of varying lengths (GPUStack's ShareGPT runs: `vllm bench serve` with request
+# rate inf and no --max-concurrency, every request sent at once) publishes means over requests that are not
+# the steady state the serving model predicts: mean TTFT is how long the admission queue takes to drain, and
+# mean TPOT averages (latency - TTFT) / (output - 1) per request, so short replies that waited behind a full
+# batch dominate it (line 198: mean TPOT 788 ms, median 204 ms, mean ITL 156 ms). Such rows give the fit their
+# output tok/s only.  [source: the rows' notes, quoting gpustack/gpustack
+# docs/performance-lab/qwen3-8b/910b.md]
+BURST_OF_VARIED_LENGTHS = ("sent at once", "lengths vary per request")
+
+
+def transient_phase_means(row: dict[str, str]) -> bool:
+    """True when the row's published TTFT / TPOT are means over a one-time burst of varied lengths
+    (BURST_OF_VARIED_LENGTHS): not fitted, not compared."""
+    return all(marker in row["notes"] for marker in BURST_OF_VARIED_LENGTHS)
+
+
+def chained_acceptance(row: dict[str, str]) -> str:
+    """The row's MTP acceptance as kvplan's per-draft (chained) acceptance ("" when not stated).
+
+    The corpus's mtp_acceptance of a vllm-ascend row is vLLM's draft acceptance rate, accepted / drafted
+    tokens (lines 171-174 quote it with its mean acceptance length 1 + k x rate: 64.2 % and 2.93 with 3
+    drafts); planner.perf.mtp.chained_acceptance converts it. Other engines' rows state one draft (line 139), where
+    both readings agree.
+    """
+    from planner.perf.mtp import chained_acceptance as chained
+
+    if not row["mtp_acceptance"] or row["engine"] != "vllm-ascend":
+        return row["mtp_acceptance"]
+    drafts = int(row["mtp"] or 0)
+    return f"{chained(drafts, accepted_share=float(row['mtp_acceptance'])):.6f}"
+
+
 def bench_row(row: dict[str, str]) -> dict[str, str]:
     """The corpus row as a serving bench row (benchpoints.parse_serving_row's columns)."""
     out = {key: row[key] for key in ("model", "card", "dtype", "kv_dtype", "tp", "concurrency")}
     out |= {key: row[key] for key in ("input_tokens", "output_tokens", "output_tokens_per_s", "mtp")}
-    out |= {key: row[key] for key in ("mtp_acceptance", "dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
+    out |= {key: row[key] for key in ("dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
+    out["mtp_acceptance"] = chained_acceptance(row)
     # per-phase truth where published (mean TTFT, mean TPOT per output token: with MTP the fit divides its
     # step by the row's tokens per step); CI floors have none
-    out |= {key: row[key] for key in ("ttft_s", "tpot_s")}
+    out |= {key: "" if transient_phase_means(row) else row[key] for key in ("ttft_s", "tpot_s")}
     out["engine"] = ENGINES[row["engine"]]
     rate = open_loop_rate(row)
     out["request_rate"] = "" if rate is None else f"{rate:g}"
