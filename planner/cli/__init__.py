@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
+from planner.cli import startup  # first of planner's modules: pauses the garbage collector for the imports
 from planner.cli.options import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_CARD,
@@ -251,6 +252,9 @@ def cards_list(as_json: Annotated[bool, typer.Option("--json", help="Print as JS
         cli_render.print_cards(as_json=as_json)
     except KvplanError as exc:
         fail(exc)
+
+
+startup.imports_done()  # the collector, paused for the imports above, runs again (planner/cli/startup.py)
 
 
 def main() -> None:
