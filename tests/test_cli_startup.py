@@ -3,6 +3,7 @@ the mission command), and answers exactly as the fully built app does."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,20 @@ def test_mission_imports_no_sub_command_module() -> None:
     assert "planner.cli.render" in loaded
     assert not {f"planner.cli.{name}" for name in sub_commands} & set(loaded)
     assert "urllib.request" not in loaded
+
+
+@pytest.mark.parametrize(("given", "kept"), [(None, "__all__"), ("logfire", "logfire")])
+def test_cli_import_leaves_the_collector_running_and_plugins_off(given: str | None, kept: str) -> None:
+    """After `import planner.cli` (fresh interpreter) the garbage collector runs again, the imports' objects
+    are frozen out of its generations, and pydantic plugins are off unless the environment says otherwise."""
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if given is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = given
+    probe = (
+        "import gc, os, planner.cli\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 10000, os.environ['PYDANTIC_DISABLE_PLUGINS'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT, env=env
+    )
+    assert done.stdout.split() == ["True", "True", kept]
