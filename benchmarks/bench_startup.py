@@ -13,9 +13,11 @@ falls on all of them alike; besides wall-clock time each row gives the CPU time 
 child process, which such load disturbs less. The ratio is printed for both.
 
 Measured 4 Dec 2026 on the 2-core development machine, load average 10-15 (other jobs running),
-`--compile --runs 10 --baseline /work/main` (main at 54be42f, this branch on top of it), medians:
-    bare import 1449 ms wall / 463 ms CPU; mission command 2441 / 830 (1.68x wall, 1.79x CPU);
-    main's mission command in the same rounds 3232 / 1091 (2.23x, 2.35x).
+`--compile --runs 10 --baseline /work/main` (main's checkout, this branch on top of it), medians:
+    main at 54be42f: bare import 1449 ms wall / 463 ms CPU; mission command 2441 / 830 (1.68x wall,
+        1.79x CPU); main's mission command in the same rounds 3232 / 1091 (2.23x, 2.35x).
+    main at 7ac9054: bare import 647 / 399; mission command 1267 / 755 (1.96x, 1.89x); main's 1601 / 947
+        (2.48x, 2.38x).
 Instructions (valgrind --tool=callgrind, load-independent; CPU time is not proportional to them):
     bare import 0.715e9; mission command 1.455e9 (2.03x); main's 1.803e9 (2.52x).
 An idle machine gave 538 ms / 1309 ms (2.43x wall) for main's earlier state (the issue's starting point).
