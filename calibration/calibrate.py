@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,15 @@ from calibration.profile_writer import samples_from
 from calibration.shapes import FULL, STANDARD_SHAPES, TINY, TINY_SHAPES, ModelShapes, shapes_from_card
 from planner import catalog, units
 from planner.errors import KvplanError
-from planner.schema import AttentionRate, HardwareProfile, KernelCost, MeasuredBlock, PerfCoefficients
+from planner.schema import (
+    MIN_FRACTION,
+    MIN_GB_PER_S,
+    AttentionRate,
+    HardwareProfile,
+    KernelCost,
+    MeasuredBlock,
+    PerfCoefficients,
+)
 
 TOOL = "kvplan calibrate"
 TOOL_VERSION = "0.1.0"
@@ -138,15 +147,22 @@ def latency_bandwidth_fit(rows: list[dict[str, Any]], *, bytes_key: str) -> tupl
 def attention_table(meas: Measurements) -> list[AttentionRate] | None:
     """Every decode attention point as a measured rate (GB/s of KV read, fixed costs included)."""
     rows = _rows(meas, "attention")
+    rates = [(r, r["bytes"] / r["median_s"] / units.GB_BYTES) for r in rows]
+    stalled = [r for r, rate in rates if rate < MIN_GB_PER_S]
+    if stalled:  # a point below the profile's floor is a stalled timing, not a rate: leave it out, say so
+        meas.notes.append(
+            f"attention: {len(stalled)} point(s) below {MIN_GB_PER_S:g} GB/s left out of the table"
+        )
     return [
         AttentionRate(
             batch=r["batch"],
             kv_heads=r["kv_heads"],
             head_dim=r["head_dim"],
             ctx_tokens=r["ctx"],
-            gb_per_s=r["bytes"] / r["median_s"] / units.GB_BYTES,
+            gb_per_s=rate,
         )
-        for r in rows
+        for r, rate in rates
+        if rate >= MIN_GB_PER_S
     ] or None
 
 
@@ -182,7 +198,16 @@ def stream_bytes_per_s(meas: Measurements) -> float | None:
 
 
 def _fraction(achieved: float, datasheet: float, label: str, notes: list[str]) -> float:
+    """achieved / datasheet, kept inside the profile's field bounds [MIN_FRACTION, 1].
+
+    A timing noisier than the kernel overhead it is corrected by can give a fraction at or below zero; it
+    is kept at MIN_FRACTION so that the plausibility screen (`implausible`) names the microbenchmark and
+    keeps the card's default, instead of the profile model refusing the run with a validation error.
+    """
     value = achieved / datasheet
+    if not math.isfinite(value) or value < MIN_FRACTION:
+        notes.append(f"{label}: measured {value:.3g} of datasheet, not a physical fraction")
+        return MIN_FRACTION
     if value > 1:
         notes.append(f"{label}: measured {value:.3f} of datasheet, clipped to 1")
         return 1.0

@@ -58,7 +58,7 @@ def _environment(report: CheckReport, kind: str, backend: devmod.Backend | None)
 
 
 def _versions(report: CheckReport, found: npu_env.Installed) -> None:
-    report.lines.append("version check (torch_npu's published table, 2026-11)")
+    report.lines.append(f"version check ({npu_env.TABLE_SOURCE})")
     for finding in npu_env.compat_findings(found):
         report.add(finding.level, finding.text)
         if finding.level == "error":

@@ -6,11 +6,11 @@
     compat_findings()   that combination against torch_npu's published version table: what is wrong and
                         exactly what to install
 
-The table is torch_npu's "version matching table" (Ascend/pytorch README on gitcode, and the hiascend.com
-Ascend Extension for PyTorch 6.0.0 release note for CANN 8.0.0), as published in 2026-11; a newer release
-is reported as "not in the table", never as wrong. NOTHING HERE HAS RUN ON AN ASCEND MACHINE: the file
-locations and version formats follow the CANN install guides (`<toolkit>/<arch>-linux/
-ascend_toolkit_install.info`, `version=8.1.RC1`) and torch_npu's `get_cann_version` documentation.
+The table is torch_npu's version mapping table, COMPATIBILITY.md of Ascend/pytorch (TABLE_SOURCE; the
+README carried it until 2026-07-20); a newer release is reported as "not in the table", never as wrong.
+NOTHING HERE HAS RUN ON AN ASCEND MACHINE: the file locations and version formats follow the CANN install
+guides (`<toolkit>/<arch>-linux/ascend_toolkit_install.info`, `version=8.1.RC1`) and torch_npu's
+`get_cann_version` documentation.
 """
 
 from __future__ import annotations
@@ -55,12 +55,16 @@ def _rows(cann: str, extension: str, pairs: str) -> tuple[CompatRow, ...]:
     )
 
 
-# [datasheet: torch_npu README version table (gitcode Ascend/pytorch, 2026-11); Ascend Extension for
-# PyTorch 6.0.0 release note (hiascend.com) for CANN 8.0.0]. Newest first; each line's first row is the
-# one recommended for that CANN line.
+# Where COMPAT_TABLE comes from: the "TorchNPU version mapping table" of Ascend/pytorch, master at commit
+# 9e73e708ab9350d203475609f36f8a43f6a0c2ab (2026-08-21); the file last changed in b48e6481 (2026-08-20).
+TABLE_SOURCE = "torch_npu's version table (Ascend/pytorch COMPATIBILITY.md, master 9e73e70, 2026-08-21)"
+# [datasheet: TABLE_SOURCE]. Newest first; each line's first row is the one recommended for that CANN line.
+# CANN 9.0.0 lists 2.9.0.post2, 2.8.0.post4, 2.7.1.post4 and no 2.10.0: the README listed "2.10.0,
+# v2.10.0-26.0.0" under CANN 9.0.0 from 554f7cd1 (2026-06-16) until bba3d1dd (2026-07-20), which moved the
+# table to COMPATIBILITY.md without that row (the v2.10.0-26.0.0 branch exists; no release in the table).
 COMPAT_TABLE: tuple[CompatRow, ...] = (
     *_rows("9.1.0", "26.1.0", "2.12.0 2.11.0 2.10.0.post4 2.9.0.post6 2.7.1.post8"),
-    *_rows("9.0.0", "26.0.0", "2.10.0 2.9.0.post2 2.8.0.post4 2.7.1.post4"),
+    *_rows("9.0.0", "26.0.0", "2.9.0.post2 2.8.0.post4 2.7.1.post4"),
     *_rows("8.5.0", "7.3.0", "2.9.0 2.8.0.post2 2.7.1.post2 2.6.0.post5"),
     *_rows("8.3.RC1", "7.2.0", "2.8.0 2.7.1 2.6.0.post3 2.1.0.post17"),
     *_rows("8.2.RC1", "7.1.0", "2.6.0 2.5.1.post1 2.1.0.post13"),
@@ -248,12 +252,12 @@ def _cann_finding(found: Installed) -> Finding:
         return Finding(
             "error",
             f"torch_npu {found.torch_npu} is not published for CANN {found.cann} (its releases: {published}; "
-            f"torch_npu's version table, as of 2026-11); {_what_to_install(found.cann)}",
+            f"{TABLE_SOURCE}); {_what_to_install(found.cann)}",
         )
     if not documented:
         return Finding(
             "warn",
-            f"torch_npu {found.torch_npu} is not in kvplan's version table (as of 2026-11); CANN "
+            f"torch_npu {found.torch_npu} is not in kvplan's version table ({TABLE_SOURCE}); CANN "
             f"{found.cann} not checked against it",
         )
     if any(cann_line(r.cann) == cann_line(found.cann) for r in documented):

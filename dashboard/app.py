@@ -111,37 +111,81 @@ def sidebar_card(card_ids: list[str]) -> tuple[str, float | None, float | None]:
     return card, memory_gib, bandwidth
 
 
+# The Engine settings' widgets: key -> default (the memory fraction's key and default are the engine's).
+ENGINE_DEFAULTS: dict[str, Any] = {
+    "engine": DEFAULT_ENGINE,
+    "block_size": 128,
+    "mtp": 0,
+    "mtp_acceptance": 0.7,
+    "prompt": "",
+    "uncalibrated": False,
+}
+
+
+def fraction_key(engine: str) -> str:
+    """Widget key of the memory-fraction slider: one per engine, so switching engine shows its default."""
+    return f"memory_fraction_{engine}"
+
+
+def keep_unshown(keys: list[str]) -> None:
+    """Keep the values of widgets this run does not draw: Streamlit drops a widget's state at the end of a
+    run that does not draw it, unless the key is written through the Session State API in that run."""
+    for key in keys:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def engine_widgets() -> None:
+    """The Engine settings' widgets (drawn only while their expander is open; values in session state)."""
+    engine = st.selectbox(
+        "Engine",
+        list(ENGINES),
+        index=ENGINES.index(DEFAULT_ENGINE),
+        key="engine",
+        help="Whose block accounting sizes the max batch (and whose kernels the speed model uses).",
+    )
+    st.slider(
+        "Memory fraction (MindIE NPU_MEMORY_FRACTION, vLLM --gpu-memory-utilization)",
+        0.5,
+        1.0,
+        registry.default_memory_fraction(parse_engine(str(engine))),  # the engine's own default
+        0.01,
+        key=fraction_key(str(engine)),
+    )
+    st.selectbox("KV block size (tokens)", [16, 32, 64, 128], index=3, key="block_size")
+    st.number_input("MTP draft tokens", min_value=0, max_value=8, value=0, key="mtp")
+    st.slider("MTP acceptance", 0.0, 1.0, 0.7, 0.01, key="mtp_acceptance")
+    st.text_input("Prompt tokens for TTFT", value="", key="prompt", placeholder="= context")
+    st.toggle("Ignore measured coefficients", value=False, key="uncalibrated")
+
+
 def sidebar_advanced() -> dict[str, Any]:
-    """Engine knobs that rarely change (engine, memory fraction, block size, MTP, calibration, prompt)."""
-    with st.sidebar.expander("Engine settings"):
-        engine = st.selectbox(
-            "Engine",
-            list(ENGINES),
-            index=ENGINES.index(DEFAULT_ENGINE),
-            key="engine",
-            help="Whose block accounting sizes the max batch (and whose kernels the speed model uses).",
-        )
-        fraction = st.slider(
-            "Memory fraction (MindIE NPU_MEMORY_FRACTION, vLLM --gpu-memory-utilization)",
-            0.5,
-            1.0,
-            registry.default_memory_fraction(parse_engine(str(engine))),  # the engine's own default
-            0.01,
-            key=f"memory_fraction_{engine}",
-        )
-        block = st.selectbox("KV block size (tokens)", [16, 32, 64, 128], index=3, key="block_size")
-        mtp = st.number_input("MTP draft tokens", min_value=0, max_value=8, value=0, key="mtp")
-        acceptance = st.slider("MTP acceptance", 0.0, 1.0, 0.7, 0.01, key="mtp_acceptance")
-        prompt = st.text_input("Prompt tokens for TTFT", value="", key="prompt", placeholder="= context")
-        uncalibrated = st.toggle("Ignore measured coefficients", value=False, key="uncalibrated")
+    """Engine knobs that rarely change (engine, memory fraction, block size, MTP, calibration, prompt).
+
+    A lazy expander (on_change="rerun"): its seven widgets are drawn only while it is open, so the first
+    page of a new session does not build them (two sliders among them); closed, the values set while it
+    was open still apply (keep_unshown), and untouched ones are the defaults.
+    """
+    state = st.session_state
+    engine = str(state.get("engine", DEFAULT_ENGINE))
+    keys = [*ENGINE_DEFAULTS, *(fraction_key(e) for e in ENGINES)]
+    expander = st.sidebar.expander("Engine settings", key="engine_settings", on_change="rerun")
+    if expander.open:
+        with expander:
+            engine_widgets()
+        engine = str(state["engine"])
+    else:
+        keep_unshown(keys)
+    values = {key: state.get(key, default) for key, default in ENGINE_DEFAULTS.items()}
+    fraction = state.get(fraction_key(engine), registry.default_memory_fraction(parse_engine(engine)))
     return {
-        "engine": str(engine),
+        "engine": engine,
         "memory_fraction": float(fraction),
-        "block_size": int(block),
-        "mtp": int(mtp),
-        "mtp_acceptance": float(acceptance),
-        "calibrated": not uncalibrated,
-        "prompt": prompt or None,
+        "block_size": int(values["block_size"]),
+        "mtp": int(values["mtp"]),
+        "mtp_acceptance": float(values["mtp_acceptance"]),
+        "calibrated": not values["uncalibrated"],
+        "prompt": values["prompt"] or None,
     }
 
 

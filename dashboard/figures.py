@@ -11,73 +11,11 @@ import numpy as np
 import plotly.graph_objects as go
 
 from dashboard import view as dashboard
+from dashboard.membar import SEGMENT_COLORS
 from planner import units
 from planner.results import Plan
 
-SEGMENT_COLORS = {
-    "weights": "#4C6EF5",
-    "KV cache": "#F08C00",
-    "linear-attention state": "#FFC078",
-    "activation headroom": "#AE3EC9",
-    "runtime": "#868E96",
-    "free (KV budget left)": "#D3F9D8",
-    "reserve": "#E9ECEF",
-}
 COMPARE_COLORS = ["#4C6EF5", "#F08C00", "#2F9E44"]
-LABEL_MIN_FRACTION = 0.04  # label a memory segment only when it spans 4 % of the bar
-
-
-def fig_memory(
-    segments: list[dashboard.MemorySegment],
-    *,
-    capacity_bytes: int,
-    kv_start_bytes: int,
-    guideline: tuple[float, float],
-) -> go.Figure:
-    """One stacked horizontal bar of the device memory, with the 30-40 % KV guideline band."""
-    fig = go.Figure()
-    for seg in segments:
-        gib = units.bytes_to_gib(seg.size_bytes)
-        fig.add_trace(
-            go.Bar(
-                y=["device"],
-                x=[gib],
-                name=seg.label,
-                orientation="h",
-                marker_color=SEGMENT_COLORS.get(seg.label),
-                text=[f"{gib:.1f}"] if seg.size_bytes > capacity_bytes * LABEL_MIN_FRACTION else [""],
-                textposition="inside",
-                hovertemplate=f"{seg.label}: %{{x:.2f}} GiB<br>{seg.note}<extra></extra>",
-            )
-        )
-    low, high = (units.bytes_to_gib(kv_start_bytes + f * capacity_bytes) for f in guideline)
-    fig.add_shape(
-        type="rect",
-        x0=low,
-        x1=high,
-        y0=-0.55,
-        y1=0.55,
-        line={"color": "#2F9E44", "width": 2, "dash": "dash"},
-        fillcolor="rgba(47,158,68,0.10)",
-    )
-    fig.add_annotation(
-        x=(low + high) / 2,
-        y=0.62,
-        text=f"KV should end here ({guideline[0]:.0%}-{guideline[1]:.0%} of the card)",
-        showarrow=False,
-        yanchor="bottom",
-        font={"color": "#2F9E44"},
-    )
-    fig.update_layout(
-        barmode="stack",
-        height=250,
-        margin={"l": 10, "r": 10, "t": 10, "b": 10},
-        xaxis_title="GiB per device",
-        xaxis_range=[0, units.bytes_to_gib(capacity_bytes)],
-        yaxis={"showticklabels": False, "range": [-0.7, 1.0]},
-        legend={"orientation": "h", "y": -0.35, "traceorder": "normal"},
-    )
-    return fig
 
 
 def marker_line(x: float, *, top: float, name: str, color: str, dash: str) -> go.Scatter:

@@ -18,10 +18,10 @@ from dashboard.figures import (
     fig_compare,
     fig_compare_memory,
     fig_feasibility,
-    fig_memory,
     fig_speed,
     fig_tpot_vs_ctx,
 )
+from dashboard.membar import memory_bar_html, memory_table_html
 from planner import catalog, units
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_SCHEMES
@@ -132,14 +132,13 @@ def show_memory(dep: Deployment, plan: Plan) -> None:
     mem, batch = plan.memory, plan.recommendation.max_batch_size
     segments = dashboard.memory_segments(mem, batch=batch)
     guideline = dashboard.kv_guideline_fraction()
-    st.plotly_chart(
-        fig_memory(
+    st.html(  # HTML, not plotly: the first page of a new session loads no plotly.js (dashboard/membar.py)
+        memory_bar_html(
             segments,
             capacity_bytes=mem.device_capacity_bytes,
             kv_start_bytes=mem.weights_bytes,
             guideline=guideline,
-        ),
-        key="fig_memory",
+        )
     )
     share = dashboard.kv_fraction_of_capacity(mem, batch=batch)
     low, high = guideline
@@ -155,14 +154,7 @@ def show_memory(dep: Deployment, plan: Plan) -> None:
         f"capacity); one sequence of {units.fmt_tokens(plan.ctx_tokens)} tokens holds "
         f"{units.fmt_bytes(mem.kv_bytes_per_sequence)}."
     )
-    table.dataframe(
-        [
-            {"item": s.label, "GiB": round(units.bytes_to_gib(s.size_bytes), 2), "note": s.note}
-            for s in segments
-        ],
-        hide_index=True,
-        width="stretch",
-    )
+    table.html(memory_table_html(segments))  # HTML too: st.dataframe / st.table load Arrow's scripts
 
 
 def show_speed(settings: Settings, dep: Deployment, plan: Plan) -> None:

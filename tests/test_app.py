@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import uploads
+from dashboard import membar, uploads
 from dashboard import view as dashboard
 from planner import catalog
 from planner.errors import DataFileError
@@ -36,6 +36,12 @@ def app() -> AppTest:
 def open_tab(at: AppTest, name: str) -> AppTest:
     """Open one of the lazy tabs (st.tabs(key="tab", on_change="rerun")) and rerun: only its section runs."""
     at.session_state["tab"] = name
+    return at.run()
+
+
+def open_engine_settings(at: AppTest) -> AppTest:
+    """Open the sidebar's lazy Engine settings expander (on_change="rerun"): its widgets exist only then."""
+    at.session_state["engine_settings"] = True
     return at.run()
 
 
@@ -71,13 +77,37 @@ def test_default_render_has_no_exception(app: AppTest) -> None:
 
 
 def test_only_the_open_tab_runs_so_the_first_page_is_light(app: AppTest) -> None:
-    """First render: the headline and the Memory tab's one chart; the Speed tab's three charts (and the
-    simulations of the Load tab) run only when that tab is opened."""
-    assert len(app.get("plotly_chart")) == 1
+    """First render: the headline and the Memory tab's HTML bar, no plotly chart (no plotly.js for the
+    browser to load) and no dataframe grid; the Speed tab's three charts (and the simulations of the Load
+    tab) run only when that tab is opened."""
+    assert len(app.get("plotly_chart")) == 0
+    assert not app.dataframe
+    assert any(membar.BAR_CLASS in h.proto.body for h in app.get("html"))
     assert not any("SLO limit" in s.value for s in [*app.success, *app.warning])
     open_tab(app, "Speed")
     assert len(app.get("plotly_chart")) == 3
     assert metrics(app)["max batch"]  # the headline stays above every tab
+
+
+def test_engine_settings_are_drawn_only_when_open_and_kept_when_closed(app: AppTest) -> None:
+    """The Engine settings expander is lazy: closed (the first page), none of its widgets is built; a value
+    set while it was open still applies after it is closed again."""
+    assert not app.sidebar.get("slider")
+    assert "engine" not in [s.key for s in app.sidebar.selectbox]
+    mindie_batch = metrics(app)["max batch"]
+    open_engine_settings(app)
+    assert len(app.sidebar.get("slider")) == 2
+    app.selectbox(key="engine").set_value("vllm").run()
+    vllm_batch = metrics(app)["max batch"]
+    assert vllm_batch != mindie_batch
+    app.session_state["engine_settings"] = False
+    app.run()
+    assert_clean(app)
+    assert not app.sidebar.get("slider")
+    assert metrics(app)["max batch"] == vllm_batch  # the choice made while open still applies
+    app.run()  # and after one more rerun with the expander closed
+    assert metrics(app)["max batch"] == vllm_batch
+    assert open_engine_settings(app).selectbox(key="engine").value == "vllm"
 
 
 def test_download_buttons_are_offered(app: AppTest) -> None:
@@ -141,7 +171,7 @@ def test_dtype_the_card_lacks_shows_an_error(app: AppTest) -> None:
 
 
 def test_bad_prompt_length_shows_an_error(app: AppTest) -> None:
-    app.text_input(key="prompt").set_value("lots").run()
+    open_engine_settings(app).text_input(key="prompt").set_value("lots").run()
     assert_clean(app)
     assert "not a token count" in app.error[0].value
 
@@ -193,7 +223,7 @@ def test_checkpoint_path_follows_the_model(app: AppTest) -> None:
 
 def test_engine_choice_uses_that_engines_accounting(app: AppTest) -> None:
     mindie_batch = metrics(app)["max batch"]
-    app.selectbox(key="engine").set_value("vllm").run()
+    open_engine_settings(app).selectbox(key="engine").set_value("vllm").run()
     assert_clean(app)
     vllm_plan = dashboard.plan_for(PlanRequest(model="qwen3.5-27b", ctx="32k", dtype="fp8", engine="vllm"))[1]
     assert metrics(app)["max batch"] == str(vllm_plan.recommendation.max_batch_size) != mindie_batch
@@ -221,6 +251,33 @@ def test_memory_segments_sum_to_capacity(plan_27b: tuple) -> None:
         segments = dashboard.memory_segments(plan.memory, batch=batch)
         assert sum(s.size_bytes for s in segments) == plan.memory.device_capacity_bytes
         assert all(s.size_bytes >= 0 for s in segments)
+
+
+def test_memory_bar_html_widths_are_the_segments_shares(plan_27b: tuple) -> None:
+    """The Memory tab's HTML bar: one div per segment whose CSS width is its share of the capacity (the
+    widths add up to the whole bar), the guideline band where KV should end, labels escaped."""
+    import re
+
+    _, plan = plan_27b
+    mem, batch = plan.memory, plan.recommendation.max_batch_size
+    segments = dashboard.memory_segments(mem, batch=batch)
+    text = membar.memory_bar_html(
+        segments,
+        capacity_bytes=mem.device_capacity_bytes,
+        kv_start_bytes=mem.weights_bytes,
+        guideline=(0.3, 0.4),
+    )
+    widths = [float(w) for w in re.findall(r"flex:0 0 ([0-9.]+)%", text)]
+    assert len(widths) == len(segments)
+    assert sum(widths) == pytest.approx(100.0, abs=1e-3)
+    assert widths[0] == pytest.approx(100 * segments[0].size_bytes / mem.device_capacity_bytes, abs=1e-3)
+    low = 100 * (mem.weights_bytes + 0.3 * mem.device_capacity_bytes) / mem.device_capacity_bytes
+    assert f"left:{min(low, 100):.3f}%" in text
+    odd = [dashboard.MemorySegment(label="<b>x</b>", size_bytes=1, note='a "quote" & <tag>')]
+    escaped = membar.memory_bar_html(odd, capacity_bytes=1, kv_start_bytes=0, guideline=(0.3, 0.4))
+    assert "<b>x</b>" not in escaped and "&lt;b&gt;x&lt;/b&gt;" in escaped
+    table = membar.memory_table_html(odd)
+    assert "<tag>" not in table and "&lt;tag&gt;" in table
 
 
 def test_feasibility_grid_matches_the_plan(plan_27b: tuple) -> None:
@@ -360,7 +417,7 @@ def test_speed_metrics_show_the_range_and_its_source(app: AppTest) -> None:
     captions = [c.value for c in app.caption if c.value.startswith("Range (")]
     assert len(captions) == 1
     assert "TPOT" in captions[0] and "TTFT" in captions[0] and "Source: fit" in captions[0]
-    app.toggle(key="uncalibrated").set_value(True).run()
+    open_engine_settings(app).toggle(key="uncalibrated").set_value(True).run()
     assert_clean(app)
     captions = [c.value for c in app.caption if c.value.startswith("Range (uncalibrated)")]
     assert len(captions) == 1 and "published Ascend serving rows" in captions[0]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dashboard.membar import BAR_CLASS
 from planner.cli import dashboard as launch
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -70,9 +71,9 @@ def page(server: str) -> Iterator[object]:
 
 
 def wait_loaded(tab: object) -> None:
-    """Wait for the metrics and a chart, then for the script run to finish."""
+    """Wait for the metrics and the Memory tab's bar, then for the script run to finish."""
     tab.wait_for_selector('[data-testid="stMetricValue"]')
-    tab.wait_for_selector(".js-plotly-plot .main-svg", state="attached")
+    tab.wait_for_selector(f".{BAR_CLASS}", state="attached")
     wait_idle(tab)
 
 
@@ -95,8 +96,8 @@ def metric(tab: object, label: str) -> str:
 
 
 def chart_texts(tab: object) -> str:
-    """Text inside the memory bar chart (segment labels are GiB values)."""
-    return str(tab.locator(".js-plotly-plot").first.inner_text())
+    """Text inside the Memory tab's bar (segment labels are GiB values)."""
+    return str(tab.locator(f".{BAR_CLASS}").first.inner_text())
 
 
 def choose(tab: object, key: str, option: str) -> None:
@@ -112,8 +113,18 @@ def assert_no_exception(tab: object) -> None:
     assert "Exception" not in body
 
 
+def plotly_loaded(tab: object) -> bool:
+    """Whether the page has fetched Streamlit's plotly chart bundle (plotly.js)."""
+    return bool(
+        tab.evaluate(
+            "() => performance.getEntriesByType('resource').some(e => e.name.includes('PlotlyChart'))"
+        )
+    )
+
+
 def test_changing_dtype_rerenders_numbers_and_charts(page: object, tmp_path: Path) -> None:
     assert_no_exception(page)
+    assert not plotly_loaded(page)  # the first page (headline, Memory tab) needs no plotly.js
     batch_before, budget_before = metric(page, "max batch"), metric(page, "KV budget")
     chart_before = chart_texts(page)
     choose(page, "dtype", "bf16")  # from the default fp8 (the mission)
@@ -138,6 +149,7 @@ def test_changing_dtype_rerenders_numbers_and_charts(page: object, tmp_path: Pat
     page.wait_for_selector('[data-testid="stPlotlyChart"] >> nth=2')
     wait_idle(page)
     assert_no_exception(page)
+    assert plotly_loaded(page)
     screenshot = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path / "dashboard.png")
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size(SCREENSHOT_VIEWPORT)  # Streamlit scrolls inside the page: show it all at once
@@ -163,6 +175,28 @@ def test_headline_metrics_are_not_cut_off(page: object, width: int) -> None:
     body = str(page.locator("body").inner_text())
     # the badge in full (not "unc…"/"calib…"), whichever the default profile earns
     assert "calibrated" in body and "unc…" not in body and "calib…" not in body
+
+
+def test_engine_settings_open_on_demand_and_keep_their_values(page: object) -> None:
+    """The sidebar's Engine settings are drawn when their expander is opened (a rerun); a choice made
+    there still applies once it is closed again."""
+    assert page.locator('[data-testid="stSlider"]').count() == 0
+    mindie_batch = metric(page, "max batch")
+    page.get_by_text("Engine settings").click()
+    page.wait_for_selector('[data-testid="stSlider"] >> nth=1')
+    choose(page, "engine", "vllm")
+    page.wait_for_function(
+        "(before) => [...document.querySelectorAll('[data-testid=\"stMetric\"]')]"
+        ".some(e => e.innerText.includes('max batch') && !e.innerText.includes(before))",
+        arg=mindie_batch,
+    )
+    wait_idle(page)
+    vllm_batch = metric(page, "max batch")
+    page.get_by_text("Engine settings").click()
+    page.wait_for_selector('[data-testid="stSlider"]', state="detached")
+    wait_idle(page)
+    assert metric(page, "max batch") == vllm_batch != mindie_batch
+    assert_no_exception(page)
 
 
 def test_infeasible_choice_shows_message_not_traceback(page: object) -> None:

@@ -15,7 +15,7 @@ from calibration.profile_writer import replace_measured, write_atomic, write_pro
 from planner import catalog
 from planner.cli import app
 from planner.errors import KvplanError, OutputExistsError
-from planner.schema import MeasuredBlock, PerfCoefficients
+from planner.schema import MIN_FRACTION, MeasuredBlock, PerfCoefficients
 from tests.helpers import h200_points_of, kvplan
 
 H200 = catalog.data_dir("hwprofiles") / "nvidia-h200.yaml"
@@ -210,6 +210,22 @@ def test_calibrate_refuses_a_device_that_cannot_measure_the_card(
 
 def _coefficients(**changes: object) -> PerfCoefficients:
     return catalog.load_card("nvidia-h200").default_coefficients.model_copy(update=changes)
+
+
+def test_fraction_at_or_below_zero_reaches_the_screen_not_a_validation_error() -> None:
+    """A stalled decode-attention timing (seen on a loaded CPU) gives a fraction below the profile field's
+    floor; the run keeps the card's default and names the microbenchmark instead of exiting 1."""
+    meas = _synthetic_measurements()
+    for row in meas.rows["attention"]:
+        row["median_s"] = 1e4  # 1 GB in three hours
+    hw = catalog.load_card("nvidia-h200")
+    c = coefficients_from(meas, hw, min_attn_bytes=0)
+    assert c.kv_read_bandwidth_fraction == MIN_FRACTION
+    assert any("kv_read" in n and "not a physical fraction" in n for n in meas.notes)
+    notes: list[str] = []
+    kept = screened(c, hw.default_coefficients, notes)
+    assert kept.kv_read_bandwidth_fraction == hw.default_coefficients.kv_read_bandwidth_fraction
+    assert any(n.startswith("not written, datasheet default kept: decode attention") for n in notes)
 
 
 def test_implausible_coefficients_are_not_written_and_named() -> None:

@@ -185,3 +185,48 @@ def test_fit_jargon_becomes_what_it_means_and_stays_technical_in_explain_and_jso
     ]
     assert any("sits on its upper bound" in w for w in warnings)
     assert any("ctx 4096 is outside the fitted range 384-384" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8"],
+        ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8", "--engine", "vllm"],
+        [
+            "--model",
+            "qwen3-27b",
+            "--ctx",
+            "32k",
+            "--dtype",
+            "fp8",
+            "--ttft-ms",
+            "4500",
+            "--memory-gib",
+            "96.0",
+        ],
+    ],
+)
+def test_json_carries_the_engine_words_and_the_next_command_the_text_prints(flags: list[str]) -> None:
+    """--json has the engine's own field names with their values and the next command, the same as the
+    text's `<title>: name value, ...` and `Next:` lines (which stay as they were)."""
+    text = runner.invoke(app, flags, terminal_width=240)
+    data = runner.invoke(app, [*flags, "--json"])
+    assert text.exit_code == 0 and data.exit_code == 0, (text.output, data.output)
+    config = json.loads(data.stdout)["engine_config"]
+    assert config["fields"] == engine_words(text.output, config["title"])
+    assert config["next_command"].replace("<checkpoint dir>", "/w").split() == [
+        "kvplan",
+        *next_command(text.output),
+    ]
+    names = set(config["fields"])
+    if "--engine" in flags:
+        assert {"--max-num-seqs", "--max-model-len", "--gpu-memory-utilization"} <= names
+    else:
+        assert {"maxBatchSize", "maxSeqLen", "maxPrefillTokens", "npuMemSize"} == names
+        assert config["next_command"].startswith("kvplan mindie --model qwen3-27b")
+
+
+def test_json_engine_config_is_null_for_an_engine_without_a_config_command() -> None:
+    result = runner.invoke(app, [*PLAN, "--engine", "transformers"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["engine_config"] is None

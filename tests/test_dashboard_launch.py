@@ -31,6 +31,13 @@ def test_launch_command_carries_every_safe_setting() -> None:
     } <= flags
 
 
+def test_launch_command_runs_another_page_with_the_same_settings(tmp_path: Path) -> None:
+    """bench_dashboard.py --floor runs its one-metric page through the same launcher settings."""
+    page = tmp_path / "page.py"
+    cmd = launch.command(port=8600, script=page)
+    assert cmd[4] == str(page) and cmd[5:] == launch.command(port=8600)[5:]
+
+
 def test_repository_config_matches_the_launcher() -> None:
     """`streamlit run app.py` in the repository root gets the same safety settings as `kvplan dashboard`."""
     tomllib = pytest.importorskip("tomllib")
@@ -38,6 +45,8 @@ def test_repository_config_matches_the_launcher() -> None:
     assert config["browser"]["gatherUsageStats"] is False
     assert str(config["client"]["showErrorDetails"]) == launch.SETTINGS["client.showErrorDetails"]
     assert str(config["server"]["maxUploadSize"]) == launch.SETTINGS["server.maxUploadSize"]
+    assert config["server"]["fileWatcherType"] == launch.SETTINGS["server.fileWatcherType"]
+    assert config["client"]["toolbarMode"] == launch.SETTINGS["client.toolbarMode"]
     assert config["server"]["address"] in ("localhost", launch.LOOPBACK)
 
 

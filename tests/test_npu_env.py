@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,45 @@ def test_a_plain_pip_torch_npu_on_cann_8_is_not_ready(torch_npu: str) -> None:
     assert found[1].level == "error"
     assert f"torch_npu {torch_npu} is not published for CANN 8.5.0" in found[1].text
     assert "pip install torch-npu==2.9.0" in found[1].text
+
+
+def test_cann_9_0_0_rows_are_the_official_tables() -> None:
+    """Ascend/pytorch COMPATIBILITY.md (master 9e73e70, 2026-08-21): CANN 9.0.0 pairs with torch_npu
+    2.9.0.post2 / 2.8.0.post4 / 2.7.1.post4 (Ascend Extension 26.0.0), 2.9.0.post2 recommended; CANN 9.1.0
+    with 2.12.0 / 2.11.0 / 2.10.0.post4 / 2.9.0.post6 / 2.7.1.post8 (26.1.0)."""
+    assert [r.torch_npu for r in npu_env.rows_for_cann("9.0.0")] == [
+        "2.9.0.post2",
+        "2.8.0.post4",
+        "2.7.1.post4",
+    ]
+    assert {r.extension for r in npu_env.rows_for_cann("9.0.0")} == {"26.0.0"}
+    assert [r.torch_npu for r in npu_env.rows_for_cann("9.1.0")] == [
+        "2.12.0", "2.11.0", "2.10.0.post4", "2.9.0.post6", "2.7.1.post8",
+    ]  # fmt: skip
+    assert "COMPATIBILITY.md" in npu_env.TABLE_SOURCE and "2026-08-21" in npu_env.TABLE_SOURCE
+
+
+def test_the_install_table_in_calibration_readme_is_compat_table() -> None:
+    """calibration/README.md's per-CANN install table lists exactly COMPAT_TABLE's rows, recommended first."""
+    readme = (Path(__file__).resolve().parents[1] / "calibration" / "README.md").read_text()
+    rows = [line.split("|")[1:4] for line in readme.splitlines() if re.match(r"^\| \d+\.\d+\.\w+ \|", line)]
+    lines = list(dict.fromkeys(r.cann for r in COMPAT_TABLE))
+    assert [cann.strip() for cann, _, _ in rows] == lines
+    for cann, first, others in rows:
+        published = [r.torch_npu for r in npu_env.rows_for_cann(cann.strip())]
+        assert first.split()[0] == published[0]
+        assert re.findall(r"\d+\.\d+\.\d+(?:\.post\d+)?", others.split("(")[0]) == published[1:], cann
+
+
+def test_torch_npu_2_10_0_on_cann_9_0_0_is_not_ready_and_names_the_official_row() -> None:
+    """2.10.0 sat under CANN 9.0.0 in the README for a month (2026-06-16 to 07-20); the table that replaced
+    it has no such release: not ready, install 2.9.0.post2."""
+    found = npu_env.compat_findings(_installed(torch="2.10.0", torch_npu="2.10.0", cann="9.0.0"))
+    assert found[0].level == "ok" and found[1].level == "error"
+    assert "torch_npu 2.10.0 is not published for CANN 9.0.0" in found[1].text
+    assert "2.9.0.post2, 2.8.0.post4, 2.7.1.post4" in found[1].text
+    assert "pip install torch-npu==2.9.0.post2 'torch==2.9.0'" in found[1].text
+    assert npu_env.TABLE_SOURCE in found[1].text
 
 
 def test_task_queue_2_is_a_blocking_setting() -> None:

@@ -214,14 +214,16 @@ def plan(
         result = perf_plan.with_load_knee(perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo), dep)
     except KvplanError as exc:
         fail(exc)
-    if as_json:
-        print_json(result.json_payload())
-        return
-    from planner.cli import render as cli_render
-
     rec = result.recommendation
     slo_batch = rec.max_batch_size if rec.binding_constraint not in ("memory", "batch") else None
     flags = config_flags(ctx, slo_batch=slo_batch)
+    if as_json:  # the engine's words and the next command too, as the text prints them
+        from planner.cli.engine_words import engine_config
+
+        print_json({**result.json_payload(), "engine_config": engine_config(result, dep, flags=flags)})
+        return
+    from planner.cli import render as cli_render
+
     cli_render.print_plan(result, dep, next_lines=cli_render.engine_lines(result, dep, flags=flags))
     if explain:
         cli_render.print_explain(dep, result)

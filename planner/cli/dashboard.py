@@ -49,11 +49,12 @@ def page_script() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / PAGE_SCRIPT_NAME
 
 
-def command(*, port: int, headless: bool = True) -> list[str]:
-    """The `python -m streamlit run` command line with every project setting."""
+def command(*, port: int, headless: bool = True, script: Path | None = None) -> list[str]:
+    """The `python -m streamlit run` command line with every project setting, for the dashboard (or, for
+    benchmarks/bench_dashboard.py's baseline, another page `script`)."""
     flags = [f"--{name}={value}" for name, value in SETTINGS.items()]
     return [
-        sys.executable, "-m", "streamlit", "run", str(page_script()), *flags,
+        sys.executable, "-m", "streamlit", "run", str(script or page_script()), *flags,
         f"--server.port={port}", f"--server.headless={str(headless).lower()}",
     ]  # fmt: skip
 
@@ -90,12 +91,15 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], *, timeout_s: float) -
 
 
 @contextlib.contextmanager
-def running(*, port: int, log: Path | None = None, cwd: Path | None = None) -> Iterator[str]:
-    """A headless dashboard on loopback for tests and benchmarks, started in `cwd` (default: here); yields
-    its URL, always terminated."""
+def running(
+    *, port: int, log: Path | None = None, cwd: Path | None = None, script: Path | None = None
+) -> Iterator[str]:
+    """A headless dashboard (or page `script`) on loopback for tests and benchmarks, started in `cwd`
+    (default: here); yields its URL, always terminated."""
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(log.open("wb")) if log else subprocess.DEVNULL
-        proc = subprocess.Popen(command(port=port), env=child_environment(), stdout=out, stderr=out, cwd=cwd)
+        cmd = command(port=port, script=script)
+        proc = subprocess.Popen(cmd, env=child_environment(), stdout=out, stderr=out, cwd=cwd)
         try:
             url = f"http://{LOOPBACK}:{port}"
             wait_healthy(url, proc, timeout_s=HEALTH_TIMEOUT_S)

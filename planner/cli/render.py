@@ -118,16 +118,17 @@ def _header(result: Plan, dep: Deployment) -> str:
 
 
 def engine_lines(result: Plan, dep: Deployment, *, flags: str) -> list[str]:
-    """The recommendation in the engine's own words and the command that writes its config with the same
-    `flags`; nothing for an engine kvplan writes no config for."""
-    from planner.engines import registry
+    """engine_words.engine_config as the plan's text prints it: `title: name value, ...` and
+    `Next: command`."""
+    from planner.cli.engine_words import engine_config
 
-    words = registry.config_words(result, dep)
-    if words is None:
+    config = engine_config(result, dep, flags=flags)
+    if config is None:
         return []
-    title, fields, needs = words
-    command = " ".join(part for part in (f"kvplan {dep.engine}", flags, needs) if part)
-    return [f"{title}: " + ", ".join(f"{name} {value}" for name, value in fields), f"Next: {command}"]
+    return [
+        f"{config['title']}: " + ", ".join(f"{name} {value}" for name, value in config["fields"].items()),
+        f"Next: {config['next_command']}",
+    ]
 
 
 def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = None) -> None:

@@ -1,0 +1,33 @@
+"""The plan in the engine's own words and the next command, for the plan's text and its --json alike.
+
+No rich here: `kvplan --json` imports this module and not the text renderer (planner/cli/render.py).
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from planner.deployment import Deployment
+from planner.results import Plan
+
+
+class EngineConfig(TypedDict):
+    """The --json object: the engine's config title, its fields or flags by name, the next command."""
+
+    title: str
+    fields: dict[str, str]
+    next_command: str
+
+
+def engine_config(result: Plan, dep: Deployment, *, flags: str) -> EngineConfig | None:
+    """The recommendation in the engine's own words and the command that writes its config with the same
+    `flags`: {"title", "fields": {engine field or flag: value as the text prints it}, "next_command"};
+    None for an engine kvplan writes no config for (planner.engines.registry.config_words)."""
+    from planner.engines import registry
+
+    words = registry.config_words(result, dep)
+    if words is None:
+        return None
+    title, fields, needs = words
+    command = " ".join(part for part in (f"kvplan {dep.engine}", flags, needs) if part)
+    return EngineConfig(title=title, fields=dict(fields), next_command=command)
