@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner import catalog, inputs
+from planner import capacity, catalog, inputs
 from planner.deployment import Deployment
 from planner.perf import roofline
 from planner.serving import closed_loop
@@ -104,6 +104,30 @@ def test_knee_fields_are_consistent() -> None:
     # a larger card memory holds more users, the knee (a speed property) stays put
     small = load_knee.load_knee(deployment().model_copy(update={"hardware": SEED_CARD}))
     assert small.max_users < knee.max_users and small.users == knee.users
+
+
+@pytest.mark.parametrize(
+    ("model", "kw"),
+    [
+        ("qwen3.5-27b", {}),
+        ("qwen3.5-27b", {"engine": "vllm"}),
+        ("qwen3.5-27b", {"engine": "transformers"}),
+        ("qwen3-32b", {"mtp_tokens": 1}),
+        ("deepseek-v3", {"tp": 8, "dp": 2, "ep": 16}),
+    ],
+)
+def test_users_memory_holds_reads_the_plans_memory(model: str, kw: dict[str, object]) -> None:
+    """K_max from the plan's memory (planned once, at the plan's ctx) is what a memory plan at the knee's
+    own sequence length (256 + 128 tokens) recommends for one DP group: the budget does not depend on ctx,
+    only the per-sequence bytes do. With dp > 1 the knee's users are one group's (the memory plan's
+    recommendation is the instance's, dp groups)."""
+    dep = deployment(model, **kw)
+    mem, _ = capacity.memory_plan(dep)
+    group = capacity.per_dp_rank(dep)
+    _, rec = capacity.memory_plan(group.model_copy(update={"ctx_tokens": 384, "batch": None}))
+    want = max(1, min(rec.max_batch_size // dep.dp, load_knee.MAX_KNEE_USERS))  # rec: dp groups' batch
+    assert load_knee.users_memory_holds(group, mem, sequence_tokens=384) == want
+    assert load_knee.load_knee(group, memory=mem) == load_knee.load_knee(group)
 
 
 @pytest.mark.parametrize("kw", [{"mtp_tokens": 1}, {"fitted": True}])

@@ -6,13 +6,14 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import functools
 import shlex
 from typing import Annotated, Any
 
 import typer
 import typer.main
 
-from planner.cli import bench, calibrate, configs, dashboard, layouts, models, perf, simulate
+from planner.cli import startup  # first of planner's modules: pauses the garbage collector for the imports
 from planner.cli.options import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_CARD,
@@ -56,9 +57,20 @@ from planner.cli.options import (
 )
 from planner.errors import KvplanError
 
-# Every sub-command, built into click commands only when the arguments name one (KvplanGroup below), so the
-# mission command skips building ~30 commands' options from their signatures.
+# Every sub-command, imported and built into click commands only when the arguments name one (KvplanGroup
+# below), so the mission command skips importing the sub-commands' modules (urllib for the dashboard, the
+# simulator's requests, ...) and building ~30 commands' options from their signatures.
 commands = typer.Typer(cls=FlagGroup)
+
+
+@functools.cache
+def register_commands() -> None:
+    """Import the sub-command modules and add their commands to `commands` (once)."""
+    from planner.cli import bench, calibrate, configs, dashboard, layouts, models, perf, simulate
+
+    models.register(models_app)
+    for module in (perf, calibrate, configs, simulate, bench, layouts, dashboard):
+        module.register(commands)
 
 
 class KvplanGroup(OneLineErrors):
@@ -68,6 +80,7 @@ class KvplanGroup(OneLineErrors):
 
     def _load(self) -> None:
         if not self.commands:
+            register_commands()
             for name, command in typer.main.get_group(commands).commands.items():
                 self.add_command(command, name)
 
@@ -243,9 +256,7 @@ def cards_list(as_json: Annotated[bool, typer.Option("--json", help="Print as JS
         fail(exc)
 
 
-models.register(models_app)
-for _module in (perf, calibrate, configs, simulate, bench, layouts, dashboard):
-    _module.register(commands)
+startup.imports_done()  # the collector, paused for the imports above, runs again (planner/cli/startup.py)
 
 
 def main() -> None:

@@ -18,9 +18,10 @@ from planner.schema import HardwareProfile, ModelCard
 
 Row = dict[str, object]
 Columns = tuple[tuple[str, ...], Callable[[Row], tuple[str, ...]]]
-# Wide enough for the tables when output is piped (rich would otherwise wrap at 80 columns).
+# Wide enough for the tables when output is piped (rich would otherwise wrap at 80 columns). No emoji codes
+# (":name:" in a model id or a note stays as typed; rich's emoji table is not loaded).
 _probe = Console()
-console = Console(highlight=False, width=None if _probe.is_terminal else 140)
+console = Console(highlight=False, emoji=False, width=None if _probe.is_terminal else 140)
 
 
 PART_LABELS = {

@@ -155,7 +155,8 @@ def speed_range(group_dep: Deployment, perf: Performance, *, batch: int) -> Spee
 def with_load_knee(plan: Plan, dep: Deployment) -> Plan:
     """The plan with the load knee of one DP group (planner/serving/knee.py: the seed's 256-in / 128-out
     benchmark, analytic closed loop, requests drifting apart, a few ms) when it has a speed; with dp > 1 the
-    knee is per group."""
+    knee is per group. The knee reads the plan's memory plan (memory is planned once per deployment)."""
     if plan.performance is None:
         return plan
-    return plan.model_copy(update={"load_knee": knee.load_knee(capacity.per_dp_rank(dep))})
+    group_knee = knee.load_knee(capacity.per_dp_rank(dep), memory=plan.memory)
+    return plan.model_copy(update={"load_knee": group_knee})

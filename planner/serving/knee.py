@@ -21,7 +21,7 @@ pass: t(K) + F(n(K)).
 The knee is the K of largest power: the definition `kvplan simulate --search knee` applies to full
 simulations, where output lengths must vary for requests to drift apart (tests/test_load_knee.py runs them
 staggered, uniform O +- O/2, and checks the two peak at the same load).
-K_max: the sequences of I + O tokens memory holds (capped at MAX_KNEE_USERS).
+K_max: the sequences of I + O tokens one DP group's memory holds (capped at MAX_KNEE_USERS).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from planner.deployment import Deployment
 from planner.perf import prefill, roofline
 from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import FloatArray
-from planner.results import LoadKnee
+from planner.results import LoadKnee, MemoryBreakdown
 
 SEED_BENCH_TOKENS = (256, 128)  # the seed article's benchmark: 256-token prompts, max_tokens 128
 MAX_KNEE_USERS = 1024  # users searched at most (a larger closed loop is not one instance's load)
@@ -113,17 +113,22 @@ def cycles(dep: Deployment, *, tokens: tuple[int, int], max_users: int) -> Cycle
     )
 
 
-def users_memory_holds(dep: Deployment, *, sequence_tokens: int) -> int:
-    """Sequences of `sequence_tokens` tokens the deployment's memory holds (the plan's own limit), capped."""
-    sized = dep.model_copy(update={"ctx_tokens": sequence_tokens, "batch": None})
-    _, rec = capacity.memory_plan(sized)
-    return max(1, min(rec.max_batch_size, MAX_KNEE_USERS))
+def users_memory_holds(dep: Deployment, mem: MemoryBreakdown, *, sequence_tokens: int) -> int:
+    """Sequences of `sequence_tokens` tokens one DP group holds on the memory plan `mem` (the plan's own
+    batch cap, capacity.max_batch_grid at that length), capped at MAX_KNEE_USERS."""
+    held = capacity.max_batch_grid(dep, mem, ctx_tokens=np.asarray([sequence_tokens], dtype=np.int64))
+    return max(1, min(int(held[0]), MAX_KNEE_USERS))
 
 
-def load_knee(dep: Deployment, *, tokens: tuple[int, int] = SEED_BENCH_TOKENS) -> LoadKnee:
-    """The knee (module docstring) of K users sending tokens = (I, O) requests to one instance of `dep`."""
+def load_knee(
+    dep: Deployment, *, memory: MemoryBreakdown | None = None, tokens: tuple[int, int] = SEED_BENCH_TOKENS
+) -> LoadKnee:
+    """The knee (module docstring) of K users sending tokens = (I, O) requests to one instance of `dep`
+    (one DP group); `memory`: the deployment's memory plan when the caller has it (the plan's), else it is
+    planned here."""
     prompt, output = tokens
-    max_users = users_memory_holds(dep, sequence_tokens=prompt + output)
+    mem = memory if memory is not None else capacity.memory_breakdown(dep)
+    max_users = users_memory_holds(dep, mem, sequence_tokens=prompt + output)
     cyc = cycles(dep, tokens=tokens, max_users=max_users)
     # every user's request also pays the per-request cost outside the forward pass (API server, tokens,
     # scheduling: roofline.request_overhead_s) before the engine sees it, as closed_loop.serving_estimate
