@@ -27,6 +27,7 @@ SOURCES = [
 EXTERNAL = (
     "docs/zh/",
     "docs/source/",
+    "docs/en/",
     "tests/e2e/",
     "tests/test_csv_exporter.py",
     "benchmarks/benchmark_serving.py",
