@@ -102,19 +102,19 @@ def cached_tpot_vs_ctx(req: PlanRequest) -> dashboard.FeasibilityGrid:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_slo(req: PlanRequest, tpot_slo_ms: float, ttft_slo_ms: float, prompt: str | None) -> Any:
-    """performance.search_slo: the largest batch meeting both SLOs within memory."""
-    from planner.serving import performance
+    """The plan's SLO search (planner.plan.compose.slo_answer, the one `kvplan`, `kvplan serve` and
+    `kvplan layout` run: simulated closed loop of the default workload, p99 tails); None when no number of
+    users meets the targets (the CLI's exit 3)."""
+    from planner.errors import SloNotMetError
+    from planner.inputs import ServiceLevels
+    from planner.plan import compose
 
     dep, plan = cached_plan(req, prompt)
-    prompt_tokens = prompt_tokens_of(prompt)
-    return performance.search_slo(
-        dep,
-        tpot_s=tpot_slo_ms * units.MS_S,
-        ttft_s=ttft_slo_ms * units.MS_S,
-        min_user_tokens_per_s=None,
-        max_batch_by_memory=dashboard.max_batch_at(dep, plan.memory),
-        prompt_tokens=dep.ctx_tokens if prompt_tokens is None else prompt_tokens,
-    )
+    targets = ServiceLevels(tpot_s=tpot_slo_ms * units.MS_S, ttft_s=ttft_slo_ms * units.MS_S)
+    try:
+        return compose.slo_answer(dep, memory_batch=dashboard.max_batch_at(dep, plan.memory), slo=targets)
+    except SloNotMetError:
+        return None
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -171,7 +171,7 @@ def show_speed(settings: Settings, dep: Deployment, plan: Plan) -> None:
                 knee=knee,
                 batch=plan.recommendation.max_batch_size,
                 tpot_slo_ms=settings.tpot_slo_ms,
-                slo_batch=slo.batch if slo.feasible else None,
+                slo_batch=slo.batch if slo is not None else None,
             ),
             key="fig_speed",
         )
@@ -195,20 +195,20 @@ def show_speed(settings: Settings, dep: Deployment, plan: Plan) -> None:
 
 def show_slo_summary(slo: Any, *, knee: int, settings: Settings, memory_batch: int) -> None:
     """One line on the SLO search, labelled as the SLO limit next to the memory limit (the max batch metric):
-    the two answer different questions."""
-    slos = f"TPOT ≤ {settings.tpot_slo_ms:g} ms and TTFT ≤ {settings.ttft_slo_ms:g} ms"
+    the two answer different questions. The search names its workload (the CLI's default)."""
+    slos = f"p99 TPOT ≤ {settings.tpot_slo_ms:g} ms and p99 TTFT ≤ {settings.ttft_slo_ms:g} ms"
     memory = f"Memory limit (max batch above): {memory_batch}."
-    if not slo.feasible:
+    if slo is None:
         st.warning(
-            f"{memory} SLO limit: no batch meets {slos} (binding: {slo.binding}). "
-            f"Knee of the throughput curve: batch {knee}."
+            f"{memory} SLO limit: no number of users meets {slos} in the simulated closed loop (the CLI "
+            f"exits 3). Knee of the throughput curve: batch {knee}."
         )
         return
-    perf = slo.performance
     st.success(
-        f"{memory} SLO limit: the largest batch meeting {slos} is **{slo.batch}** (bound by {slo.binding}): "
-        f"{units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, TPOT {units.fmt_ms(slo.tpot_s)}, "
-        f"loaded TTFT {units.fmt_ms(slo.loaded_ttft_s)}. Knee of the throughput curve: batch {knee}."
+        f"{memory} SLO limit: the largest batch meeting {slos} is **{slo.batch}** ({slo.users} users of "
+        f"{slo.input_tokens} in / {slo.output_tokens} out, closed loop, {slo.arrivals}, simulated as "
+        f"`kvplan serve`; bound by {slo.binding}): there p99 TTFT {units.fmt_ms(slo.ttft_s)}, TPOT "
+        f"{units.fmt_ms(slo.tpot_s)}. Knee of the throughput curve: batch {knee}."
     )
 
 

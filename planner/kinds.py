@@ -19,6 +19,29 @@ SchedulerKind = Literal["mindie", "vllm"]  # the simulator's scheduler policies 
 Arrivals = Literal["waves", "staggered", "random"]
 ARRIVALS: tuple[Arrivals, ...] = get_args(Arrivals)
 
+# The one default workload (issue 23): every TTFT, SLO search and load figure a command prints without the
+# user's own lengths is for requests of DEFAULT_INPUT_TOKENS prompt / DEFAULT_OUTPUT_TOKENS output tokens, the
+# seed article's benchmark (256-token prompts, max_tokens 128; the only serving runs the 950PR fit has), which
+# every config kvplan writes admits from --ctx 384 up (MindIE maxInputTokenLen = ctx - ctx/4 >= 256 from
+# ctx 342).
+# The plan (its TTFT and SLO search), the load knee, `kvplan serve` and `kvplan simulate` all default to it.
+DEFAULT_INPUT_TOKENS = 256
+DEFAULT_OUTPUT_TOKENS = 128
+# Closed-loop arrivals of serve, simulate and the plan's SLO search: all users start together with fixed
+# lengths ("waves", as `vllm bench serve --ignore-eos`); the load knee is the drifting loop ("random") whose
+# analytic form it evaluates at every load at once (planner/serving/knee.py says why).
+DEFAULT_ARRIVALS: Arrivals = "waves"
+
+
+def default_request_tokens(ctx_tokens: int) -> tuple[int, int]:
+    """(prompt, output) of the default workload that fits a context of ctx_tokens.
+
+    Formula: I = min(DEFAULT_INPUT_TOKENS, ctx - min(DEFAULT_OUTPUT_TOKENS, ctx // 4)), at least 1;
+    O = min(DEFAULT_OUTPUT_TOKENS, ctx - I), at least 1 (ctx 1: one token each way, as short as it goes).
+    """
+    prompt = max(1, min(DEFAULT_INPUT_TOKENS, ctx_tokens - min(DEFAULT_OUTPUT_TOKENS, ctx_tokens // 4)))
+    return prompt, max(1, min(DEFAULT_OUTPUT_TOKENS, ctx_tokens - prompt))
+
 
 def parse_engine(text: str, *, flag: str = "--engine") -> EngineName:
     """Canonical engine name, or PlanInputError naming the flag and the accepted engines."""

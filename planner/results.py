@@ -74,6 +74,9 @@ class Performance(Frozen):
     ttft_s: float
     calibrated: bool
     speed_range: SpeedRange | None = None
+    # the prompt ttft_s is for: one request of that many tokens alone on the instance (no queue, no load);
+    # None only where a caller built a bare estimate
+    ttft_prompt_tokens: int | None = None
 
 
 class LayoutReport(Frozen):
@@ -109,6 +112,7 @@ class LoadKnee(Frozen):
     users: int
     input_tokens: int
     output_tokens: int
+    arrivals: str = "random"  # requests drift apart (planner/serving/knee.py's analytic closed loop)
     max_users: int  # the range searched: sequences of I + O tokens that memory holds (capped)
     output_tokens_per_s: float
     ttft_p99_s: float
@@ -116,6 +120,25 @@ class LoadKnee(Frozen):
     e2e_p99_s: float
     single_user_tpot_s: float  # TPOT of one user alone, for scale
     calibrated: bool
+
+
+class SloAnswer(Frozen):
+    """The one SLO search's answer for a plan (planner/sim/bench.search_users): the most users of the workload
+    whose simulated tails meet the targets, and the batch the plan takes (capped by memory at ctx).
+
+    workload: (prompt, output) tokens; arrivals: the closed loop's mode; quantile: the tail the targets bind;
+    targets_s: {"ttft_s": .., "tpot_s": ..}; users: the search's answer; ttft_s / tpot_s: its tails there."""
+
+    input_tokens: int
+    output_tokens: int
+    arrivals: str
+    quantile: str
+    targets_s: dict[str, float]
+    users: int
+    batch: int
+    binding: str  # "memory" when the memory cap is at or below `users`, else the target the next user misses
+    ttft_s: float
+    tpot_s: float
 
 
 class Plan(Frozen):
@@ -138,11 +161,12 @@ class Plan(Frozen):
     warnings: list[str]
     layout: LayoutReport | None = None  # None for a tensor-parallel-only plan (and left out of its JSON)
     load_knee: LoadKnee | None = None  # the main command's (left out of the JSON when None)
+    slo: SloAnswer | None = None  # the SLO search's answer when targets were given (left out when None)
 
     def json_payload(self) -> dict[str, Any]:
         """The plan as JSON values; `layout` is left out of tensor-parallel-only plans, `load_knee` when
         not computed, `performance.speed_range` when none was computed."""
-        absent = [name for name in ("layout", "load_knee") if getattr(self, name) is None]
+        absent = [name for name in ("layout", "load_knee", "slo") if getattr(self, name) is None]
         exclude: dict[str, Any] = dict.fromkeys(absent, True)
         if self.performance is not None and self.performance.speed_range is None:
             exclude["performance"] = {"speed_range"}

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 from typer.testing import CliRunner
 
+from planner import kinds
 from planner.cli import app, simulate
 from planner.cli.simrequest import SimulateRequest
 from planner.inputs import PlanRequest
@@ -45,7 +46,7 @@ def test_the_floor_is_below_what_one_split_simulates() -> None:
         request=PlanRequest(model="qwen3-27b", dtype="fp8"), rate=0.2, requests=50, pd="1:1", tpot_ms=1000
     )
     floor_s, ctx_tokens = simulate.tpot_floor_s(flags)
-    assert ctx_tokens == 1025  # --input-tokens 1k + the first generated token
+    assert ctx_tokens == kinds.DEFAULT_INPUT_TOKENS + 1  # the default prompt + the first generated token
     summary = simulate.summary_at(dataclasses.replace(flags, pd="1:1"), {})
     assert floor_s <= summary.tpot_s.p50 <= summary.tpot_s.p99
     assert summary.tpot_s.p50 < 1.1 * floor_s  # a low rate runs near the floor: it is not a loose bound

@@ -87,46 +87,4 @@ def test_knee_moves_left_with_context() -> None:
     )
 
 
-# --- SLO search ---
-def test_slo_memory_binds_without_slos() -> None:
-    result = performance.search_slo(
-        deployment(),
-        tpot_s=None,
-        ttft_s=None,
-        min_user_tokens_per_s=None,
-        max_batch_by_memory=40,
-        prompt_tokens=1024,
-    )
-    assert (result.feasible, result.batch, result.binding) == (True, 40, "memory")
-    assert result.performance is not None and result.performance.batch == 40
-
-
-@pytest.mark.parametrize("binding", ["tpot", "min-user-tps", "ttft"])
-def test_slo_largest_feasible_batch(binding: str) -> None:
-    dep = deployment()
-    step_at_32 = roofline.decode_step_s(dep, batch=32, ctx_tokens=dep.ctx_tokens)
-    limits = {
-        "tpot": {"tpot_s": step_at_32},
-        "min-user-tps": {"min_user_tokens_per_s": 1 / step_at_32},
-        "ttft": {"ttft_s": roofline.ttft_s(dep, prompt_tokens=1024) + step_at_32},
-    }[binding]
-    kwargs: dict[str, float | None] = {
-        "tpot_s": None,
-        "ttft_s": None,
-        "min_user_tokens_per_s": None,
-        **limits,
-    }
-    result = performance.search_slo(dep, max_batch_by_memory=500, prompt_tokens=1024, **kwargs)
-    assert (result.feasible, result.batch, result.binding) == (True, 32, binding)
-
-
-def test_slo_infeasible_at_batch_one() -> None:
-    result = performance.search_slo(
-        deployment(),
-        tpot_s=1e-3,
-        ttft_s=None,
-        min_user_tokens_per_s=None,
-        max_batch_by_memory=100,
-        prompt_tokens=1024,
-    )
-    assert (result.feasible, result.batch, result.binding, result.performance) == (False, 0, "tpot", None)
+# --- SLO search: one search, the simulated closed loop's (planner/sim/slo.py; tests/test_slo_agreement.py)

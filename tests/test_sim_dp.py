@@ -49,7 +49,10 @@ def test_dense_vllm_groups_are_independent_engines() -> None:
 
 def rank_engines(dep: Deployment, works: list[wl.Workload]) -> list[Engine]:
     """One engine per DP rank on its own workload, with the knobs the instance's groups get."""
-    cfgs = [run.default_config(dep, workload=w, max_batch=16, max_prefill_tokens=8192) for w in works]
+    cfgs = [
+        run.default_config(dep, workload=w, max_batch=16, max_prefill_tokens=8192, max_batched_tokens=8192)
+        for w in works
+    ]
     return [instance.make_engine(c, run.build_table(dep, c, w), w) for c, w in zip(cfgs, works, strict=True)]
 
 

@@ -43,8 +43,9 @@ def test_with_decode_to_spare_it_is_the_open_loop_model(engine: str, counts: tup
     first token is the decoder's first step, timed as its span's mean step: 0.2 %)."""
     work = poisson((500, 3000), 200, count=300, rate=2.0, seed=7)
     spec = pdspec.spec_for(deployment(engine, ctx=3200), counts=counts, prefill_tp=None, link_gbps=None)
-    reference = pd.simulate_pd(spec, work, slo=(None, None), knobs={}).records
-    fleet = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}).records
+    knobs: dict[str, object] = {"max_batched_tokens": 8192}  # one pass per prompt (no chunks), as written
+    reference = pd.simulate_pd(spec, work, slo=(None, None), knobs=knobs).records
+    fleet = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs=knobs).records
     tolerance = 2e-3 if engine == "vllm" else 1e-9
     assert fleet.first_token_s == pytest.approx(reference.first_token_s, rel=tolerance)
     assert fleet.e2e_s == pytest.approx(reference.e2e_s, rel=1e-2)

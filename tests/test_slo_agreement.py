@@ -1,6 +1,7 @@
-"""One SLO answer (issue 23): serve and simulate --search run the same search on the same simulated closed
-loop and agree; every command that searches exits 3 when nothing meets the targets; serve's headline is the
-load its own simulation shows meeting them."""
+"""One SLO answer (issue 23): plan, serve, simulate --search, layout and the dashboard run the same search
+(planner/sim/bench.search_users) on the same simulated closed loop and agree; every command that searches exits
+3 when nothing meets the targets (the dashboard says so); serve's headline is the load its own simulation
+shows meeting them."""
 
 from __future__ import annotations
 
@@ -24,7 +25,18 @@ def test_serve_and_simulate_search_give_the_same_users_and_serve_does_not_contra
     best = serve["slo"]["best"]
     top = serve["admission"]["full_length_batch"]  # serve's first guess of the top: the full-length batch
     searched = runner.invoke(
-        app, ["simulate", *DEPLOY, *WORK, *SLO, "--concurrency", str(top), "--search", "max-concurrency", "--json"]
+        app,
+        [
+            "simulate",
+            *DEPLOY,
+            *WORK,
+            *SLO,
+            "--concurrency",
+            str(top),
+            "--search",
+            "max-concurrency",
+            "--json",
+        ],
     )
     assert searched.exit_code == 0, searched.output
     assert json.loads(searched.stdout)["best"] == best
@@ -44,9 +56,32 @@ def test_serve_and_simulate_search_give_the_same_users_and_serve_does_not_contra
         [*DEPLOY, "--ctx", "4k", "--tpot-ms", "1"],
         ["serve", *DEPLOY, *WORK, "--tpot-ms", "1"],
         ["serve", *DEPLOY, *WORK, "--tpot-ms", "1", "--json"],
-        ["simulate", *DEPLOY, *WORK, "--concurrency", "8", "--search", "max-concurrency", "--tpot-ms", "1",
-         "--requests", "200"],
-        ["simulate", *DEPLOY, *WORK, "--rate", "2", "--search", "max-rate", "--tpot-ms", "1", "--requests", "200"],
+        [
+            "simulate",
+            *DEPLOY,
+            *WORK,
+            "--concurrency",
+            "8",
+            "--search",
+            "max-concurrency",
+            "--tpot-ms",
+            "1",
+            "--requests",
+            "200",
+        ],
+        [
+            "simulate",
+            *DEPLOY,
+            *WORK,
+            "--rate",
+            "2",
+            "--search",
+            "max-rate",
+            "--tpot-ms",
+            "1",
+            "--requests",
+            "200",
+        ],
         ["layout", *DEPLOY, "--ctx", "4k", "--budget-devices", "1", "--tpot-ms", "1"],
     ],
     ids=["plan", "serve", "serve-json", "simulate-users", "simulate-rate", "layout"],
@@ -70,3 +105,72 @@ def test_readme_tpot_50_example_does_not_silently_run_and_exit_0() -> None:
     assert result.exit_code == 0, result.output
     headline = result.output.splitlines()[0]
     assert headline.startswith("SLO search (simulated closed loop") and "users meet" in headline
+
+
+PLAN_CTX = ["--ctx", "384"]  # the plan's context = serve's 256 + 128 tokens: the same deployment
+
+
+def test_plan_layout_and_dashboard_take_serves_answer() -> None:
+    """Same targets, same default workload (256 in / 128 out, waves): the plan's batch, the layout table's
+    batch and the dashboard's SLO batch are serve's users (memory holds more at ctx 384: it does not cap)."""
+    from dashboard import sections
+    from planner.inputs import PlanRequest
+
+    served = runner.invoke(app, ["serve", *DEPLOY, *SLO, "--json"])  # serve's default lengths: the workload's
+    assert served.exit_code == 0, served.output
+    users = json.loads(served.stdout)["slo"]["best"]
+    planned = runner.invoke(app, [*DEPLOY, *PLAN_CTX, *SLO, "--json"])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.stdout)
+    assert plan["slo"]["users"] == users and plan["slo"]["batch"] == users
+    assert (plan["slo"]["input_tokens"], plan["slo"]["output_tokens"]) == (256, 128)
+    assert plan["recommendation"]["max_batch_size"] == users
+    assert plan["recommendation"]["binding_constraint"].startswith("slo:")
+    laid = runner.invoke(app, ["layout", *DEPLOY, *PLAN_CTX, "--budget-devices", "1", *SLO, "--json"])
+    assert laid.exit_code == 0, laid.output
+    assert [c["max_batch_size"] for c in json.loads(laid.stdout)["candidates"]] == [users]
+    request = PlanRequest(model="qwen3-27b", card="ascend-950pr", dtype="fp8", ctx="384", memory_gib=64)
+    shown = sections.cached_slo(request, 150.0, 1000.0, None)
+    assert shown is not None and shown.batch == users
+
+
+def test_dashboard_reports_no_answer_where_the_cli_exits_3() -> None:
+    from dashboard import sections
+    from planner.inputs import PlanRequest
+
+    request = PlanRequest(model="qwen3-27b", card="ascend-950pr", dtype="fp8", ctx="4k", memory_gib=64)
+    assert sections.cached_slo(request, 1.0, 1000.0, None) is None
+    assert runner.invoke(app, [*DEPLOY, "--ctx", "4k", "--tpot-ms", "1"]).exit_code == 3
+
+
+def test_plan_without_targets_does_not_load_the_simulator() -> None:
+    """The mission command's start-up: no SLO, no simulator import (a subprocess: a clean sys.modules)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom planner.cli import app\n"
+        "r = CliRunner().invoke(app, ['-m', 'qwen3-27b', '--dtype', 'fp8'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in sys.modules if m.startswith('planner.sim')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_ttft_names_its_prompt_and_the_default_workload_agrees() -> None:
+    """The plan's TTFT is for the default workload's prompt (not the full context, which MindIE's config
+    rejects: maxInputTokenLen < ctx) and says so; the knee and serve use the same 256 / 128 tokens."""
+    planned = runner.invoke(app, [*DEPLOY, "--ctx", "32k", "--json"])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.stdout)
+    assert plan["performance"]["ttft_prompt_tokens"] == 256
+    assert (plan["load_knee"]["input_tokens"], plan["load_knee"]["output_tokens"]) == (256, 128)
+    text = runner.invoke(app, [*DEPLOY, "--ctx", "32k"]).output
+    assert "for a 256-token prompt alone" in " ".join(text.split())
+    served = runner.invoke(app, ["serve", *DEPLOY, "--concurrency", "4", "--json"])
+    assert served.exit_code == 0, served.output
+    workload = json.loads(served.stdout)
+    assert (workload["estimate"]["input_tokens"], workload["estimate"]["output_tokens"]) == (256, 128)

@@ -121,7 +121,11 @@ def print_search(result: LayoutSearch) -> None:
             c.binding_constraint,
         )
     console.print(table)
-    console.print("batch = the instance's sequences (all DP groups); replicas = instances the budget holds")
+    console.print(
+        "batch = the instance's sequences (all DP groups); replicas = instances the budget holds; "
+        f"TTFT = one {result.prompt_tokens}-token prompt alone; with SLOs the batch is `kvplan serve`'s SLO "
+        "search (simulated closed loop of the default workload, p99 tails)"
+    )
 
 
 def register(app: typer.Typer) -> None:

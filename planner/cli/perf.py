@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from planner import units
+from planner import kinds, units
 from planner.cli.options import (
     BATCH_FLAGS,
     DEFAULT_CARD,
@@ -297,8 +297,12 @@ def sweep_command(
 def serve_command(
     model: ModelOpt,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
-    input_tokens: Annotated[str, typer.Option(*PROMPT_FLAGS, help="Prompt tokens per request.")] = "1k",
-    output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = "256",
+    input_tokens: Annotated[str, typer.Option(*PROMPT_FLAGS, help="Prompt tokens per request.")] = str(
+        kinds.DEFAULT_INPUT_TOKENS
+    ),
+    output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = str(
+        kinds.DEFAULT_OUTPUT_TOKENS
+    ),
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Concurrent requests (default: SLO best or memory max).")
     ] = None,
@@ -312,8 +316,9 @@ def serve_command(
         typer.Option(
             *PREFILL_FLAGS,
             min=1,
-            help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens; default: "
-            "max(8192, ctx - ctx/4), what the plan and the configs use).",
+            help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens; default: the "
+            "engine's own: vLLM's for the release on the card, 2048 on Ascend; MindIE max(8192, ctx - ctx/4) "
+            "as the plan and `kvplan mindie` write it).",
         ),
     ] = None,
     max_batch: Annotated[
@@ -332,8 +337,12 @@ def serve_command(
         ),
     ] = None,
     arrivals: Annotated[
-        str, typer.Option(help="waves (fixed lengths, all start together) or staggered (variable lengths).")
-    ] = "waves",
+        str,
+        typer.Option(
+            help="waves (fixed lengths, all start together), staggered or random (variable lengths, "
+            "requests drift apart; random: the load knee's and the seed fit's mode)."
+        ),
+    ] = kinds.DEFAULT_ARRIVALS,
     card: CardOpt = DEFAULT_CARD,
     kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,
@@ -364,7 +373,9 @@ def serve_command(
         output = inputs.parse_ctx(output_tokens, flag="--output-tokens")
         inputs.parse_ctx(str(prompt + output), flag="--input-tokens + --output-tokens")
         if arrivals not in ARRIVALS:
-            raise PlanInputError(f"--arrivals: unknown mode (got {arrivals!r}, expected waves or staggered)")
+            raise PlanInputError(
+                f"--arrivals: unknown mode (got {arrivals!r}, expected one of {', '.join(ARRIVALS)})"
+            )
         if concurrency is not None and concurrency > MAX_SERVE_CONCURRENCY:
             raise PlanInputError(
                 f"--concurrency: too many users to simulate (got {concurrency}, expected <= "
@@ -378,6 +389,10 @@ def serve_command(
             memory_fraction=engine_memory_fraction(engine, memory_fraction),
         )  # fmt: skip
         dep = inputs.to_deployment(request)
+        if max_prefill_tokens is None:  # the engine's own budget (vLLM: max_num_batched_tokens default)
+            from planner.sim import bench
+
+            dep = bench.with_engine_budget(dep)
         run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
         tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
         slo = (ms_to_s(ttft_ms, "--ttft-ms"), tpot_s)
@@ -425,26 +440,10 @@ def simulated(
     run: BenchRun,
     slo: tuple[float | None, float | None],
 ) -> SimSummary:
-    """The simulated closed loop of one DP group's ceil(users / dp) users (planner/sim/bench.py) under the
-    engine's own cap (bench.engine_cap: --max-batch, else vLLM's max_num_seqs default or MindIE's planned
-    maxBatchSize): with the benchmark's identical users the dp groups run identical loops, so one group
-    stands for all."""
-    from planner import layout
+    """planner.sim.bench.simulate_users (deferred import): one DP group's simulated closed loop."""
     from planner.sim import bench
 
-    group = layout.per_dp_rank_batch(users, dp=dep.dp)
-    share = group_run(run, dp=dep.dp)
-    share = share.model_copy(update={"max_batch": bench.engine_cap(dep, max_batch=run.max_batch)})
-    return bench.simulate_bench(dep, tokens=tokens, concurrency=group, bench=share, slo=slo).summary
-
-
-def group_run(run: BenchRun, *, dp: int) -> BenchRun:
-    """One DP group's share of the run: ceil(--num-requests / dp) requests (as the serving fit)."""
-    from planner import layout
-
-    if run.num_requests is None or dp == 1:
-        return run
-    return run.model_copy(update={"num_requests": layout.per_dp_rank_batch(run.num_requests, dp=dp)})
+    return bench.simulate_users(dep, tokens=tokens, users=users, bench=run, slo=slo)
 
 
 def serve_users(
@@ -460,7 +459,6 @@ def serve_users(
     (what memory holds at full length for MindIE, max_num_seqs for vLLM), at most MAX_SERVE_CONCURRENCY."""
     from planner import capacity
     from planner.sim import bench
-    from planner.sim import slo as sim_slo
 
     if concurrency is not None:
         return None, concurrency
@@ -468,9 +466,7 @@ def serve_users(
     if all(limit is None for limit in slo):
         cap = bench.engine_cap(dep, max_batch=run.max_batch)
         return None, max(1, min(full, cap * dep.dp, MAX_SERVE_CONCURRENCY))
-    found = sim_slo.max_users(
-        lambda k: simulated(dep, tokens=tokens, users=k, run=run, slo=slo), slo=slo, top_guess=full
-    )
+    found = bench.search_users(dep, tokens=tokens, slo=slo, bench=run)
     return found, int(found.best) if found.best is not None else 1
 
 
@@ -482,10 +478,11 @@ def serve_estimate(
     queue). The instance serves dp times its throughput (planner/fit/serving_rows.py)."""
     from planner import layout
     from planner.serving import closed_loop
+    from planner.sim import bench
 
     group = layout.per_dp_rank_batch(users, dp=dep.dp)
     admitted = closed_loop.admission(dep, clients=group, engine_cap=run.max_batch)
-    capped = group_run(run, dp=dep.dp).model_copy(update={"max_batch": admitted.running})
+    capped = bench.group_run(run, dp=dep.dp).model_copy(update={"max_batch": admitted.running})
     estimate = closed_loop.serving_estimate(
         dep, input_tokens=tokens[0], output_tokens=tokens[1], concurrency=group, run=capped
     )

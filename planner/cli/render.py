@@ -13,7 +13,7 @@ from rich.table import Table
 
 from planner import catalog, params, units
 from planner.deployment import Deployment
-from planner.results import LoadKnee, Performance, Plan, SpeedRange
+from planner.results import LoadKnee, Performance, Plan, SloAnswer, SpeedRange
 from planner.schema import HardwareProfile, ModelCard
 
 Row = dict[str, object]
@@ -152,6 +152,8 @@ def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = 
         f"[bold green]Recommended:[/bold green] max_batch_size = {rec.max_batch_size}, "
         f"max_seq_len = {rec.max_seq_len} ({bound}; block size {result.block_size_tokens})"
     )
+    if result.slo is not None:
+        console.print(escape(slo_line(result.slo)))
     for line in next_lines or []:
         console.print(f"  {escape(line)}")
     from planner.engines import registry
@@ -222,7 +224,8 @@ def speed_line(perf: Performance) -> str:
         return (
             f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: TPOT "
             f"{units.fmt_ms(perf.decode_step_s)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} per "
-            f"user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, TTFT {units.fmt_ms(perf.ttft_s)} "
+            f"user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, TTFT {units.fmt_ms(perf.ttft_s)}"
+            f"{ttft_of(perf)} "
             f"({tag})"
         )
     ttft_ms = (units.s_to_ms(band.ttft_s_low), units.s_to_ms(band.ttft_s_high))
@@ -233,7 +236,30 @@ def speed_line(perf: Performance) -> str:
         f"({units.fmt_span(band.per_user_tokens_per_s_low, band.per_user_tokens_per_s_high)}), "
         f"{units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate "
         f"({units.fmt_span(band.tokens_per_s_low, band.tokens_per_s_high)}), "
-        f"TTFT {units.fmt_ms(perf.ttft_s)} (range {units.fmt_span(*ttft_ms)} ms, {band.ttft_source})"
+        f"TTFT {units.fmt_ms(perf.ttft_s)}{ttft_of(perf)} (range {units.fmt_span(*ttft_ms)} ms, "
+        f"{band.ttft_source})"
+    )
+
+
+def ttft_of(perf: Performance) -> str:
+    """' for a 256-token prompt alone' (what the TTFT is of), or '' for a bare estimate."""
+    if perf.ttft_prompt_tokens is None:
+        return ""
+    return f" for a {perf.ttft_prompt_tokens}-token prompt alone"
+
+
+def slo_line(answer: SloAnswer) -> str:
+    """The SLO search's answer, naming its workload: '  SLO search (simulated closed loop, 256 in / 128 out,
+    waves): 25 users meet p99 TTFT <= 1000 ms, p99 TPOT <= 150 ms (there: TTFT .., TPOT ..); ...'."""
+    names = {"ttft_s": "TTFT", "tpot_s": "TPOT"}
+    targets = ", ".join(
+        f"{answer.quantile} {names[k]} <= {units.fmt_ms(v)}" for k, v in answer.targets_s.items()
+    )
+    cap = f"; memory caps the batch at {answer.batch}" if answer.batch < answer.users else ""
+    return (
+        f"  SLO search (simulated closed loop, {answer.input_tokens} in / {answer.output_tokens} out, "
+        f"{answer.arrivals}; as `kvplan serve`): {answer.users} users meet {targets} (there: "
+        f"{answer.quantile} TTFT {units.fmt_ms(answer.ttft_s)}, TPOT {units.fmt_ms(answer.tpot_s)}){cap}"
     )
 
 
@@ -258,8 +284,8 @@ def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
     )
     return (
         f"[bold]Load knee[/bold]: {knee.users} users{group} at {knee.input_tokens} in / {knee.output_tokens} "
-        f"out (the seed's benchmark, closed loop, requests drifting apart; past it latency grows faster "
-        f"than throughput): "
+        f"out (the default workload, the seed's benchmark; closed loop, {knee.arrivals} arrivals: requests "
+        f"drifting apart; past it latency grows faster than throughput): "
         f"{units.fmt_tokens_per_s(knee.output_tokens_per_s)}, P99 TPOT {units.fmt_ms(knee.tpot_p99_s)} "
         f"({units.fmt_ms(knee.single_user_tpot_s)} alone), P99 TTFT {units.fmt_ms(knee.ttft_p99_s)}{cap}"
     )

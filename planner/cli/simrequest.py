@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from planner import kinds
 from planner.inputs import PlanRequest, ms_to_s
 
 
@@ -32,7 +33,7 @@ class SimulateRequest:
     rate: float | None = None
     concurrency: int | None = None
     trace: Path | None = None
-    lengths: tuple[str, str] = ("1k", "256")  # --input-tokens, --output-tokens
+    lengths: tuple[str, str] = (str(kinds.DEFAULT_INPUT_TOKENS), str(kinds.DEFAULT_OUTPUT_TOKENS))
     requests: int = 1000
     seed: int = 0
     ttft_ms: float | None = None

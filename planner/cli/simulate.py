@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from planner import atomic, units
+from planner import atomic, kinds, units
 from planner.cli import options
 from planner.cli.options import (
     BATCH_FLAGS,
@@ -214,8 +214,8 @@ def simulate_command(
         typer.Option(
             *PROMPT_FLAGS, help="Prompt tokens: 1k | uniform:LO:HI | lognormal:MEDIAN:SIGMA | empirical:FILE."
         ),
-    ] = "1k",
-    output_tokens: LengthOpt = "256",
+    ] = str(kinds.DEFAULT_INPUT_TOKENS),
+    output_tokens: LengthOpt = str(kinds.DEFAULT_OUTPUT_TOKENS),
     requests: Annotated[int, typer.Option(*REQUESTS_FLAGS, help="Requests to simulate.")] = DEFAULT_REQUESTS,
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed (arrivals, lengths).")] = 0,
     ttft_ms: Annotated[float | None, typer.Option(help="SLO: time to first token (ms).")] = None,

@@ -6,49 +6,55 @@ planner/serving/performance.py.
 
 from __future__ import annotations
 
-from planner import capacity, layout
+from planner import capacity, kinds, layout
 from planner.deployment import Deployment
 from planner.errors import PlanInputError, SloNotMetError
 from planner.inputs import ServiceLevels
 from planner.perf import fitted, ranges
-from planner.results import Performance, Plan, Recommendation, SpeedRange
+from planner.results import Performance, Plan, Recommendation, SloAnswer, SpeedRange
 from planner.serving import knee, performance
 
 
+def slo_answer(dep: Deployment, *, memory_batch: int, slo: ServiceLevels) -> SloAnswer:
+    """The one SLO search (planner/sim/bench.search_users, as `kvplan serve`) on the default workload that
+    fits dep's ctx (kinds.default_request_tokens: 256 in / 128 out from ctx 384 up), closed loop in waves, p99
+    tails simulated, searched up to memory_batch (the most the plan may take): batch = users found.
+    SloNotMetError (exit 3) when one user misses.
+    The simulator is imported here only: a plan without targets never loads it."""
+    from planner.serving.estimate import BenchRun
+    from planner.sim import bench as sim_bench
+    from planner.sim import slo as sim_slo
+
+    tokens = kinds.default_request_tokens(dep.ctx_tokens)
+    tpot_s = sim_slo.tpot_ceiling_s(slo.tpot_s, slo.min_user_tokens_per_s)
+    bench = BenchRun(arrivals=kinds.DEFAULT_ARRIVALS)
+    found = sim_bench.search_users(
+        dep, tokens=tokens, slo=(slo.ttft_s, tpot_s), bench=bench, ceiling=memory_batch
+    )
+    sim_slo.require_met(found, what=f"number of users of {tokens[0]} in / {tokens[1]} out")
+    users = int(found.best or 1)
+    at_best = next(p for p in found.points if p.x == found.best)
+    return SloAnswer(
+        input_tokens=tokens[0], output_tokens=tokens[1], arrivals=bench.arrivals, quantile=found.quantile,
+        targets_s=found.slo or {}, users=users, batch=min(users, memory_batch),
+        binding="memory" if memory_batch <= users else (sim_slo.binding_target(found) or "ceiling"),
+        ttft_s=at_best.ttft_s, tpot_s=at_best.tpot_s,
+    )  # fmt: skip
+
+
 def apply_slo(
-    dep: Deployment, rec: Recommendation, *, slo: ServiceLevels, prompt_tokens: int
-) -> Recommendation:
-    """Largest batch <= the memory limit that meets every SLO; SloNotMetError (exit 3) when batch 1 misses
-    one."""
-    limit = dep.batch or rec.max_batch_size
-    result = performance.search_slo(
-        dep,
-        tpot_s=slo.tpot_s,
-        ttft_s=slo.ttft_s,
-        min_user_tokens_per_s=slo.min_user_tokens_per_s,
-        max_batch_by_memory=limit,
-        prompt_tokens=prompt_tokens,
-    )
-    if not result.feasible:
-        flag = {"tpot": "--tpot-ms", "ttft": "--ttft-ms", "min-user-tps": "--min-user-tps"}.get(
-            result.binding, "--batch"
-        )
+    dep: Deployment, rec: Recommendation, *, slo: ServiceLevels
+) -> tuple[Recommendation, SloAnswer]:
+    """The instance's batch capped by the SLO search (slo_answer); SloNotMetError (exit 3) when --batch is
+    more than the targets allow."""
+    answer = slo_answer(dep, memory_batch=dep.batch or rec.max_batch_size, slo=slo)
+    if dep.batch is not None and answer.batch < dep.batch:
         raise SloNotMetError(
-            f"{flag}: not met even at batch 1 for {dep.model.id} on {dep.hardware.id} at "
-            f"ctx {dep.ctx_tokens} (see `kvplan serve` for the achievable values); "
-            f"try a shorter --ctx, a smaller --dtype or a larger --tp"
+            f"--batch: {dep.batch} misses the {answer.binding} target (got {dep.batch}, "
+            f"expected <= {answer.batch} at {answer.input_tokens} in / {answer.output_tokens} out)"
         )
-    if dep.batch is not None and result.batch < dep.batch:
-        raise SloNotMetError(
-            f"--batch: {dep.batch} misses the {result.binding} target (got {dep.batch}, "
-            f"expected <= {result.batch})"
-        )
-    return rec.model_copy(
-        update={
-            "max_batch_size": result.batch,
-            "binding_constraint": rec.binding_constraint if result.batch == limit else result.binding,
-        }
-    )
+    binding = rec.binding_constraint if answer.binding == "memory" else f"slo:{answer.binding}"
+    return rec.model_copy(update={"max_batch_size": answer.batch, "binding_constraint": binding}), answer
 
 
 def build_plan(
@@ -69,14 +75,14 @@ def build_plan(
             f"expected 1..--ctx {dep.ctx_tokens})"
         )
     mem, rec = capacity.memory_plan(dep)
-    prompt = prompt_tokens or dep.ctx_tokens
+    prompt = prompt_tokens or kinds.default_request_tokens(dep.ctx_tokens)[0]
+    answer = None
+    if slo is not None and slo.any:
+        rec, answer = apply_slo(dep, rec, slo=slo)
     group_dep = capacity.per_dp_rank(dep)
     group_rec = rec.model_copy(
         update={"max_batch_size": layout.per_dp_rank_batch(rec.max_batch_size, dp=dep.dp)}
     )
-    if slo is not None and slo.any:
-        group_rec = apply_slo(group_dep, group_rec, slo=slo, prompt_tokens=prompt)
-        rec = group_rec.model_copy(update={"max_batch_size": group_rec.max_batch_size * dep.dp})
     perf = None
     if with_performance:  # memory-only plans (MindIE's default schedule times) skip the roofline
         perf = instance_performance(
@@ -106,6 +112,7 @@ def build_plan(
         warnings=capacity.plan_warnings(dep, mem, rec)
         + [f"speed from a fitted profile: {line}" for line in fitted_speed_warnings(dep, rec, perf)],
         layout=report,
+        slo=answer,
     )
 
 

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pydantic import Field
 
-from planner import capacity, layout
+from planner import capacity, kinds, layout
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import KvplanError
@@ -52,6 +52,7 @@ class LayoutSearch(Frozen):
 
     budget_devices: int
     tried: int
+    prompt_tokens: int = Field(description="the prompt every candidate's TTFT is for (one request alone)")
     candidates: list[LayoutCandidate]
 
 
@@ -119,7 +120,7 @@ def search_layouts(
 
     Formula: score = instance tokens/s / (tp x dp x pp); ties go to the smaller instance.
     """
-    prompt = prompt_tokens or dep.ctx_tokens
+    prompt = prompt_tokens or kinds.default_request_tokens(dep.ctx_tokens)[0]
     found: list[LayoutCandidate] = []
     degrees = candidate_degrees(dep, budget=budget)
     for tp, dp, ep, pp in degrees:
@@ -129,4 +130,4 @@ def search_layouts(
         except KvplanError:
             continue
     found.sort(key=lambda c: (-c.tokens_per_s_per_device, c.devices))
-    return LayoutSearch(budget_devices=budget, tried=len(degrees), candidates=found)
+    return LayoutSearch(budget_devices=budget, tried=len(degrees), prompt_tokens=prompt, candidates=found)

@@ -30,14 +30,14 @@ import dataclasses
 
 import numpy as np
 
-from planner import capacity
+from planner import capacity, kinds
 from planner.deployment import Deployment
 from planner.perf import prefill, roofline
 from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import FloatArray
 from planner.results import LoadKnee, MemoryBreakdown
 
-SEED_BENCH_TOKENS = (256, 128)  # the seed article's benchmark: 256-token prompts, max_tokens 128
+SEED_BENCH_TOKENS = (kinds.DEFAULT_INPUT_TOKENS, kinds.DEFAULT_OUTPUT_TOKENS)  # the one default workload
 MAX_KNEE_USERS = 1024  # users searched at most (a larger closed loop is not one instance's load)
 
 
@@ -121,11 +121,13 @@ def users_memory_holds(dep: Deployment, mem: MemoryBreakdown, *, sequence_tokens
 
 
 def load_knee(
-    dep: Deployment, *, memory: MemoryBreakdown | None = None, tokens: tuple[int, int] = SEED_BENCH_TOKENS
+    dep: Deployment, *, memory: MemoryBreakdown | None = None, tokens: tuple[int, int] | None = None
 ) -> LoadKnee:
     """The knee (module docstring) of K users sending tokens = (I, O) requests to one instance of `dep`
-    (one DP group); `memory`: the deployment's memory plan when the caller has it (the plan's), else it is
+    (one DP group; tokens None: the default workload that fits dep's ctx, kinds.default_request_tokens, as
+    the plan's TTFT); `memory`: the deployment's memory plan when the caller has it (the plan's), else it is
     planned here."""
+    tokens = tokens or kinds.default_request_tokens(dep.ctx_tokens)
     prompt, output = tokens
     mem = memory if memory is not None else capacity.memory_breakdown(dep)
     max_users = users_memory_holds(dep, mem, sequence_tokens=prompt + output)

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import math
 
-from planner import capacity
+from planner import capacity, layout
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.serving.estimate import BenchRun
 from planner.sim import instance, run
+from planner.sim import slo as sim_slo
 from planner.sim import workload as wl
+from planner.sim.metrics import SimSummary
+from planner.sim.search import SearchResult
 from planner.sim.workload import MAX_REQUESTS, Workload
 
 BENCH_WAVES = 16  # whole waves of K requests a default run holds (the first starts from an idle engine)
@@ -58,6 +61,13 @@ def engine_cap(dep: Deployment, *, max_batch: int | None) -> int:
         return max_batch
     planned = capacity.memory_plan(dep)[1].max_batch_size // dep.dp  # one DP group's share
     return run.default_max_batch(dep, planned_batch=max(1, planned))
+
+
+def with_engine_budget(dep: Deployment) -> Deployment:
+    """dep with the engine's own per-step token budget, for a command given no --max-prefill-tokens: vLLM's
+    max_num_batched_tokens default for the release on the card (registry: 2048 on Ascend), MindIE's
+    maxPrefillTokens as planned (unchanged)."""
+    return dep.model_copy(update={"max_prefill_tokens": run.default_batched_tokens(dep)})
 
 
 def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
@@ -99,3 +109,51 @@ def simulate_bench(
     work = bench_workload(tokens=tokens, concurrency=concurrency, count=count, arrivals=bench.arrivals)
     cfg = run.default_config(dep, workload=work, **bench_knobs(dep, running_batch=batch))
     return run.simulate(dep, work, cfg=cfg, slo=slo)
+
+
+def group_run(bench: BenchRun, *, dp: int) -> BenchRun:
+    """One DP group's share of the run: ceil(--num-requests / dp) requests (as the serving fit)."""
+    if bench.num_requests is None or dp == 1:
+        return bench
+    return bench.model_copy(update={"num_requests": layout.per_dp_rank_batch(bench.num_requests, dp=dp)})
+
+
+def simulate_users(
+    dep: Deployment,
+    *,
+    tokens: tuple[int, int],
+    users: int,
+    bench: BenchRun,
+    slo: tuple[float | None, float | None],
+) -> SimSummary:
+    """The simulated closed loop of one DP group's ceil(users / dp) users under the engine's own cap
+    (engine_cap: --max-batch, else vLLM's max_num_seqs default or MindIE's planned maxBatchSize): with the
+    benchmark's identical users the dp groups run identical loops, so one group stands for all."""
+    group = layout.per_dp_rank_batch(users, dp=dep.dp)
+    share = group_run(bench, dp=dep.dp).model_copy(
+        update={"max_batch": engine_cap(dep, max_batch=bench.max_batch)}
+    )
+    return simulate_bench(dep, tokens=tokens, concurrency=group, bench=share, slo=slo).summary
+
+
+def search_users(
+    dep: Deployment,
+    *,
+    tokens: tuple[int, int],
+    slo: tuple[float | None, float | None],
+    bench: BenchRun,
+    ceiling: int | None = None,
+) -> SearchResult:
+    """The one SLO search of plan, serve, simulate --search max-concurrency's closed loop, layout and the
+    dashboard: the most users of tokens = (I, O) whose simulated p99 TTFT and TPOT meet slo =
+    (ttft_s, tpot_s), each K one simulation of the benchmark loop (simulate_users); the search
+    starts its doubling at what memory holds at dep's ctx (the instance's plan batch) and stops at `ceiling`
+    (the plan, layout and dashboard pass their memory batch: a batch above it is not theirs to take, and a
+    TPOT-only target met by queueing users forever would otherwise double the search 8 times)."""
+    full = capacity.memory_plan(dep)[1].max_batch_size
+    return sim_slo.max_users(
+        lambda k: simulate_users(dep, tokens=tokens, users=k, bench=bench, slo=slo),
+        slo=slo,
+        top_guess=full,
+        ceiling=ceiling,
+    )

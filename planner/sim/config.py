@@ -1,7 +1,8 @@
 """What the simulated engine is allowed to do: its scheduler knobs and the plan's KV block budget.
 
 Scheduler knobs keep the engines' names in comments; defaults are the engines' documented defaults, kept in
-each engine's room (planner/engines/mindie/scheduler.py, planner/engines/vllm/scheduler.py; facts file
+each engine's room (planner/engines/mindie/scheduler.py, planner/engines/vllm/scheduler.py reading
+planner/engines/vllm/startup.py's per-release defaults; facts file
 sections 1.2 and 1.6). The block budget is the plan's own accounting through planner/engines/registry.py:
 the same KV budget, block size and reserved block that `kvplan` and `kvplan mindie` / `kvplan vllm` use.
 """
@@ -15,7 +16,6 @@ from pydantic import Field
 from planner import units
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
 from planner.engines.mindie import scheduler as mindie_scheduler
-from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.schema import Frozen
 
 SchedulerName = Literal["vllm", "mindie", "decode"]  # decode: a P:D decode instance (planner/sim/pd.py)
@@ -34,7 +34,7 @@ class SchedulerConfig(Frozen):
 
     scheduler: SchedulerName
     max_batch: int = Field(ge=1)
-    max_batched_tokens: int = Field(default=vllm_scheduler.DEFAULT_MAX_BATCHED_TOKENS, ge=1)
+    max_batched_tokens: int = Field(ge=1)  # run.default_config: the engine's default (registry)
     max_prefill_batch: int = Field(default=mindie_scheduler.DEFAULT_MAX_PREFILL_BATCH, ge=1)
     max_prefill_tokens: int = Field(default=DEFAULT_MAX_PREFILL_TOKENS, ge=1)
     select_batch: bool = False

@@ -54,6 +54,11 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     return registry.default_max_batch(dep, planned_batch=planned_batch)
 
 
+def default_batched_tokens(dep: Deployment) -> int:
+    """The engine's default per-step token budget in the simulator (registry.default_batched_tokens)."""
+    return registry.default_batched_tokens(dep)
+
+
 def scheduler_for(dep: Deployment) -> SchedulerName:
     """MindIE's prefill-priority scheduler or vLLM's continuous batching, as the engine's room says."""
     return registry.scheduler_for(dep)
@@ -127,6 +132,7 @@ def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> Sche
     values: dict[str, Any] = {
         "scheduler": scheduler_for(dep),
         "max_batch": default_max_batch(dep, planned_batch=rec.max_batch_size),
+        "max_batched_tokens": default_batched_tokens(dep),
         "max_prefill_tokens": max(dep.max_prefill_tokens, int(np.max(workload.input_tokens))),
         **pool,
     }

@@ -11,6 +11,7 @@ No K meeting the targets is SloNotMetError (exit 3 everywhere: plan, serve, simu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from planner import units
@@ -34,19 +35,35 @@ def max_users(
     slo: tuple[float | None, float | None],
     top_guess: int,
     quantile: Quantile = DEFAULT_QUANTILE,
+    ceiling: int | None = None,
 ) -> SearchResult:
     """The largest number of closed-loop users whose `quantile` TTFT and TPOT meet slo = (ttft_s, tpot_s).
 
-    run_at(K) simulates K users. Search: K = 1, then top_guess doubling while it meets, then bisection on
-    integers (search.largest_meeting). `best` is None when one user already misses (see `require_met`).
+    run_at(K) simulates K users. Search: K = 1, then top_guess doubling while it meets (never past
+    `ceiling`), then bisection on integers (search.largest_meeting). `best` is None when one user already
+    misses (see `require_met`).
     """
+    top = max(1, top_guess if ceiling is None else min(top_guess, ceiling))
     return search(
         lambda x: run_at(int(x)),
         kind="max-concurrency",
         slo=slo,
         quantile=quantile,
-        span=("concurrency", 1.0, float(max(1, top_guess))),
+        span=("concurrency", 1.0, float(top)),
+        ceiling=math.inf if ceiling is None else float(max(1, ceiling)),
     )
+
+
+def binding_target(found: SearchResult) -> str:
+    """Which target the first load above the answer misses ("ttft", "tpot" or both "ttft+tpot"); "" when
+    no simulated load missed (the answer is the search's ceiling)."""
+    above = [p for p in found.points if not p.meets_slo and (found.best is None or p.x > found.best)]
+    if not above or found.slo is None:
+        return ""
+    first = min(above, key=lambda p: p.x)
+    tails = (("ttft", "ttft_s", first.ttft_s), ("tpot", "tpot_s", first.tpot_s))
+    missed = [name for name, key, value in tails if key in found.slo and value > found.slo[key]]
+    return "+".join(missed)
 
 
 def require_met(found: SearchResult, *, what: str) -> None:

@@ -6,17 +6,18 @@ scheduler (planner/engines/transformers/pool.py).
 
 from __future__ import annotations
 
-from planner import units
 from planner.deployment import Deployment
+from planner.engines.vllm import startup
 from planner.kinds import SchedulerKind
 
-# max_num_batched_tokens of the API server on a >= 70 GiB device (facts 1.6, [S]): the per-step token budget
-# of chunked prefill (vLLM V1 always chunks).
-DEFAULT_MAX_BATCHED_TOKENS = 8192
-# max_num_seqs default by device (facts 1.6, [S]: vllm/engine/arg_utils.py get_batch_defaults): 1024 on a
-# device of >= 70 GiB, else 256. The KV pool, not this cap, then bounds the batch (with preemption).
-MAX_NUM_SEQS_LARGE, MAX_NUM_SEQS_SMALL = 1024, 256
-LARGE_DEVICE_GIB = 70
+# The scheduler's defaults when `vllm serve` gets no --max-num-seqs / --max-num-batched-tokens come from the
+# engine's own start-up rules, per release (planner/engines/vllm/startup.py scheduler_defaults): vllm-ascend
+# cannot report device memory to vLLM, so it runs with 256 sequences / 2048 tokens per step on every card;
+# vLLM on CUDA gets 1024 / 8192 on a device of >= 70 GiB (not an A100), else 256 / 2048.
+# Chunked prefill: on in every release kvplan plans (startup.version_for_vendor: vllm-ascend main,
+# vLLM >= 0.21), both on the V1 scheduler, which always chunks (vllm/v1/core/sched/scheduler.py); the
+# simulator's vLLM scheduler (planner/sim/schedulers.py) is that chunked scheduler.
+CHUNKED_PREFILL = True
 SCHEDULER: SchedulerKind = "vllm"  # the simulator's continuous-batching scheduler (planner/sim/schedulers.py)
 # KV blocks as tokens arrive, recompute preemption (vllm/v1/core/sched/scheduler.py)
 ADMITS_BEYOND_POOL = True
@@ -29,7 +30,21 @@ DP_PHASE_VOTE = False
 DP_LOCKSTEP_DENSE = False
 
 
+def scheduler_defaults(dep: Deployment) -> startup.SchedulerDefaults:
+    """`vllm serve`'s max_num_seqs / max_num_batched_tokens when left out, for the release kvplan plans on
+    dep's card (startup.version_for_vendor) and the card's device total (startup.device_total_bytes)."""
+    version = startup.version_for_vendor(dep.hardware.vendor)
+    return startup.scheduler_defaults(
+        version, device_total_bytes=startup.device_total_bytes(dep.hardware), device_name=dep.hardware.name
+    )
+
+
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
-    """max_num_seqs' default for the device: 1024 at >= LARGE_DEVICE_GIB, else 256."""
-    large = dep.hardware.memory_capacity_bytes >= LARGE_DEVICE_GIB * units.GIB_BYTES
-    return MAX_NUM_SEQS_LARGE if large else MAX_NUM_SEQS_SMALL
+    """max_num_seqs' default (scheduler_defaults: 256 on Ascend, 1024 or 256 on CUDA by device memory)."""
+    return scheduler_defaults(dep).max_num_seqs
+
+
+def default_batched_tokens(dep: Deployment) -> int:
+    """max_num_batched_tokens' default, the chunked-prefill token budget of one step (scheduler_defaults:
+    2048 on Ascend, 8192 or 2048 on CUDA by device memory)."""
+    return scheduler_defaults(dep).max_num_batched_tokens
