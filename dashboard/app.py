@@ -2,7 +2,7 @@
 
 A thin layer over planner/: widgets, layout and fig_*() builders. Every number comes from planner/ (plans
 from planner.plan.compose, sweeps from dashboard.view over planner.perf.roofline, SLO search from
-planner.plan.compose.slo_answer, the CLI's); planner errors are shown with
+planner.sim.bench.slo_answer, the CLI's); planner errors are shown with
 st.error(dashboard_message(exc)) (widget names, no server paths), never as a traceback.
 
 This module holds the sidebar, the header, the metrics, the exports and main(); the tabs and the cached

@@ -102,17 +102,17 @@ def cached_tpot_vs_ctx(req: PlanRequest) -> dashboard.FeasibilityGrid:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def cached_slo(req: PlanRequest, tpot_slo_ms: float, ttft_slo_ms: float, prompt: str | None) -> Any:
-    """The plan's SLO search (planner.plan.compose.slo_answer, the one `kvplan`, `kvplan serve` and
+    """The plan's SLO search (planner.sim.bench.slo_answer, the one `kvplan`, `kvplan serve` and
     `kvplan layout` run: simulated closed loop of the default workload, p99 tails); None when no number of
     users meets the targets (the CLI's exit 3)."""
     from planner.errors import SloNotMetError
     from planner.inputs import ServiceLevels
-    from planner.plan import compose
+    from planner.sim import bench as sim_bench
 
     dep, plan = cached_plan(req, prompt)
     targets = ServiceLevels(tpot_s=tpot_slo_ms * units.MS_S, ttft_s=ttft_slo_ms * units.MS_S)
     try:
-        return compose.slo_answer(dep, memory_batch=dashboard.max_batch_at(dep, plan.memory), slo=targets)
+        return sim_bench.slo_answer(dep, memory_batch=dashboard.max_batch_at(dep, plan.memory), slo=targets)
     except SloNotMetError:
         return None
 

@@ -211,7 +211,13 @@ def plan(
         dep = inputs.to_deployment(request)
         prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens")
         slo = service_levels(tpot_ms, ttft_ms, min_user_tps)
-        result = perf_plan.with_load_knee(perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo), dep)
+        search = None
+        if slo.any:  # the simulator only when there are targets (the mission command's start-up)
+            from planner.sim import bench as sim_bench
+
+            search = sim_bench.slo_answer
+        plan = perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo, slo_search=search)
+        result = perf_plan.with_load_knee(plan, dep)
     except KvplanError as exc:
         fail(exc)
     rec = result.recommendation

@@ -4,6 +4,7 @@ instant."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,8 +14,9 @@ from planner.cli import options
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
+    from planner.inputs import ServiceLevels
     from planner.perf.ranges import SpeedBand
-    from planner.plan.layout_search import LayoutSearch
+    from planner.plan.layout_search import LayoutSearch, PlanBuilder
 
 BudgetOpt = Annotated[int, typer.Option(help="Devices available (the budget the layouts fill).")]
 TopOpt = Annotated[int, typer.Option(help="Layouts to show, best first.")]
@@ -42,7 +44,7 @@ def layout_command(
     from planner import inputs
     from planner.deployment import MAX_DEGREE
     from planner.perf import ranges
-    from planner.plan import compose, layout_search
+    from planner.plan import layout_search
 
     request = inputs.PlanRequest(
         model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, ctx=ctx_len, batch=batch,
@@ -56,7 +58,7 @@ def layout_command(
             raise PlanInputError(f"{flag}: out of range (got {value}, expected 1..{MAX_DEGREE})")
         dep = inputs.to_deployment(request)
         slo = options.service_levels(tpot_ms, ttft_ms, min_user_tps)
-        result = layout_search.search_layouts(dep, budget=budget_devices, slo=slo, plan_of=compose.build_plan)
+        result = layout_search.search_layouts(dep, budget=budget_devices, slo=slo, plan_of=plan_builder(slo))
         if not result.candidates:
             raise DoesNotFitError(
                 f"--budget-devices: no layout of {dep.model.id} on up to {budget_devices} {dep.hardware.id} "
@@ -83,6 +85,17 @@ def band_line(band: SpeedBand) -> str:
     return f"speed: {band.label} ({band.source}); {factor_text(band)}" + "".join(
         f"\nnote: {note}" for note in band.notes
     )
+
+
+def plan_builder(slo: ServiceLevels) -> PlanBuilder:
+    """compose.build_plan with the simulator's SLO search when there are targets (planner/sim/bench.py)."""
+    from planner.plan import compose
+
+    if not slo.any:
+        return compose.build_plan
+    from planner.sim import bench as sim_bench
+
+    return functools.partial(compose.build_plan, slo_search=sim_bench.slo_answer)
 
 
 def print_search(result: LayoutSearch) -> None:

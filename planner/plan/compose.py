@@ -6,6 +6,8 @@ planner/serving/performance.py.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from planner import capacity, kinds, layout
 from planner.deployment import Deployment
 from planner.errors import PlanInputError, SloNotMetError
@@ -15,39 +17,20 @@ from planner.results import Performance, Plan, Recommendation, SloAnswer, SpeedR
 from planner.serving import knee, performance
 
 
-def slo_answer(dep: Deployment, *, memory_batch: int, slo: ServiceLevels) -> SloAnswer:
-    """The one SLO search (planner/sim/bench.search_users, as `kvplan serve`) on the default workload that
-    fits dep's ctx (kinds.default_request_tokens: 256 in / 128 out from ctx 384 up), closed loop in waves, p99
-    tails simulated, searched up to memory_batch (the most the plan may take): batch = users found.
-    SloNotMetError (exit 3) when one user misses.
-    The simulator is imported here only: a plan without targets never loads it."""
-    from planner.serving.estimate import BenchRun
-    from planner.sim import bench as sim_bench
-    from planner.sim import slo as sim_slo
+class SloSearch(Protocol):
+    """planner/sim/bench.slo_answer: the one SLO search's answer for a deployment (SloNotMetError, exit 3,
+    when one user misses). Passed in by the CLI and the dashboard, so a plan without targets never imports
+    the simulator."""
 
-    tokens = kinds.default_request_tokens(dep.ctx_tokens)
-    tpot_s = sim_slo.tpot_ceiling_s(slo.tpot_s, slo.min_user_tokens_per_s)
-    bench = BenchRun(arrivals=kinds.DEFAULT_ARRIVALS)
-    found = sim_bench.search_users(
-        dep, tokens=tokens, slo=(slo.ttft_s, tpot_s), bench=bench, ceiling=memory_batch
-    )
-    sim_slo.require_met(found, what=f"number of users of {tokens[0]} in / {tokens[1]} out")
-    users = int(found.best or 1)
-    at_best = next(p for p in found.points if p.x == found.best)
-    return SloAnswer(
-        input_tokens=tokens[0], output_tokens=tokens[1], arrivals=bench.arrivals, quantile=found.quantile,
-        targets_s=found.slo or {}, users=users, batch=min(users, memory_batch),
-        binding="memory" if memory_batch <= users else (sim_slo.binding_target(found) or "ceiling"),
-        ttft_s=at_best.ttft_s, tpot_s=at_best.tpot_s,
-    )  # fmt: skip
+    def __call__(self, dep: Deployment, *, memory_batch: int, slo: ServiceLevels) -> SloAnswer: ...
 
 
 def apply_slo(
-    dep: Deployment, rec: Recommendation, *, slo: ServiceLevels
+    dep: Deployment, rec: Recommendation, *, slo: ServiceLevels, search: SloSearch
 ) -> tuple[Recommendation, SloAnswer]:
-    """The instance's batch capped by the SLO search (slo_answer); SloNotMetError (exit 3) when --batch is
-    more than the targets allow."""
-    answer = slo_answer(dep, memory_batch=dep.batch or rec.max_batch_size, slo=slo)
+    """The instance's batch capped by the SLO search; SloNotMetError (exit 3) when --batch is more than the
+    targets allow."""
+    answer = search(dep, memory_batch=dep.batch or rec.max_batch_size, slo=slo)
     if dep.batch is not None and answer.batch < dep.batch:
         raise SloNotMetError(
             f"--batch: {dep.batch} misses the {answer.binding} target (got {dep.batch}, "
@@ -63,6 +46,7 @@ def build_plan(
     prompt_tokens: int | None = None,
     with_performance: bool = True,
     slo: ServiceLevels | None = None,
+    slo_search: SloSearch | None = None,
 ) -> Plan:
     """The whole plan: checks, memory, recommendation (memory, then SLOs), warnings and the roofline speed.
 
@@ -78,7 +62,11 @@ def build_plan(
     prompt = prompt_tokens or kinds.default_request_tokens(dep.ctx_tokens)[0]
     answer = None
     if slo is not None and slo.any:
-        rec, answer = apply_slo(dep, rec, slo=slo)
+        if slo_search is None:
+            raise PlanInputError(
+                "--tpot-ms/--ttft-ms/--min-user-tps: no SLO search given to the plan builder"
+            )
+        rec, answer = apply_slo(dep, rec, slo=slo, search=slo_search)
     group_dep = capacity.per_dp_rank(dep)
     group_rec = rec.model_copy(
         update={"max_batch_size": layout.per_dp_rank_batch(rec.max_batch_size, dp=dep.dp)}

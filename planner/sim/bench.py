@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import math
 
-from planner import capacity, layout
+from planner import capacity, kinds, layout
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
+from planner.inputs import ServiceLevels
+from planner.results import SloAnswer
 from planner.serving.estimate import BenchRun
 from planner.sim import instance, run
 from planner.sim import slo as sim_slo
@@ -157,3 +159,25 @@ def search_users(
         top_guess=full,
         ceiling=ceiling,
     )
+
+
+def slo_answer(dep: Deployment, *, memory_batch: int, slo: ServiceLevels) -> SloAnswer:
+    """The one SLO search (planner/sim/bench.search_users, as `kvplan serve`) on the default workload that
+    fits dep's ctx (kinds.default_request_tokens: 256 in / 128 out from ctx 384 up), closed loop in waves, p99
+    tails simulated, searched up to memory_batch (the most the plan may take): batch = users found.
+    SloNotMetError (exit 3) when one user misses.
+    The plan builder (planner/plan/compose.py) takes it as a value: a plan without targets never imports
+    the simulator."""
+    tokens = kinds.default_request_tokens(dep.ctx_tokens)
+    tpot_s = sim_slo.tpot_ceiling_s(slo.tpot_s, slo.min_user_tokens_per_s)
+    bench = BenchRun(arrivals=kinds.DEFAULT_ARRIVALS)
+    found = search_users(dep, tokens=tokens, slo=(slo.ttft_s, tpot_s), bench=bench, ceiling=memory_batch)
+    sim_slo.require_met(found, what=f"number of users of {tokens[0]} in / {tokens[1]} out")
+    users = int(found.best or 1)
+    at_best = next(p for p in found.points if p.x == found.best)
+    return SloAnswer(
+        input_tokens=tokens[0], output_tokens=tokens[1], arrivals=bench.arrivals, quantile=found.quantile,
+        targets_s=found.slo or {}, users=users, batch=min(users, memory_batch),
+        binding="memory" if memory_batch <= users else (sim_slo.binding_target(found) or "ceiling"),
+        ttft_s=at_best.ttft_s, tpot_s=at_best.tpot_s,
+    )  # fmt: skip

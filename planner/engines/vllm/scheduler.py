@@ -6,15 +6,20 @@ scheduler (planner/engines/transformers/pool.py).
 
 from __future__ import annotations
 
+from planner import units
 from planner.deployment import Deployment
-from planner.engines.vllm import startup
 from planner.kinds import SchedulerKind
 
-# The scheduler's defaults when `vllm serve` gets no --max-num-seqs / --max-num-batched-tokens come from the
-# engine's own start-up rules, per release (planner/engines/vllm/startup.py scheduler_defaults): vllm-ascend
-# cannot report device memory to vLLM, so it runs with 256 sequences / 2048 tokens per step on every card;
-# vLLM on CUDA gets 1024 / 8192 on a device of >= 70 GiB (not an A100), else 256 / 2048.
-# Chunked prefill: on in every release kvplan plans (startup.version_for_vendor: vllm-ascend main,
+# The scheduler's defaults when `vllm serve` gets no --max-num-seqs / --max-num-batched-tokens (facts 1.6,
+# [S]: vllm/engine/arg_utils.py get_batch_defaults, (max_num_batched_tokens, max_num_seqs) of the API
+# server): vllm-ascend cannot report device memory to vLLM, so 2048 tokens / 256 sequences per step on every
+# card; vLLM on CUDA 8192 / 1024 on a device of >= 70 GiB (not an A100), else 2048 / 256. The simulator
+# (planner/sim/run.py through the registry) and the start-up arithmetic (startup.scheduler_defaults) read
+# these.
+LARGE_DEFAULTS = (8192, 1024)
+SMALL_DEFAULTS = (2048, 256)
+LARGE_DEVICE_GIB = 70
+# Chunked prefill: on in every release kvplan plans (startup.version_for_card: vllm-ascend main,
 # vLLM >= 0.21), both on the V1 scheduler, which always chunks (vllm/v1/core/sched/scheduler.py); the
 # simulator's vLLM scheduler (planner/sim/schedulers.py) is that chunked scheduler.
 CHUNKED_PREFILL = True
@@ -30,21 +35,39 @@ DP_PHASE_VOTE = False
 DP_LOCKSTEP_DENSE = False
 
 
-def scheduler_defaults(dep: Deployment) -> startup.SchedulerDefaults:
-    """`vllm serve`'s max_num_seqs / max_num_batched_tokens when left out, for the release kvplan plans on
-    dep's card (startup.version_for_vendor) and the card's device total (startup.device_total_bytes)."""
-    version = startup.version_for_vendor(dep.hardware.vendor)
-    return startup.scheduler_defaults(
-        version, device_total_bytes=startup.device_total_bytes(dep.hardware), device_name=dep.hardware.name
+def runs_vllm_ascend(vendor: str) -> bool:
+    """kvplan plans vllm-ascend on every card that is not NVIDIA's (startup.version_for_card)."""
+    return vendor != "nvidia"
+
+
+def default_limits(*, ascend: bool, device_total_bytes: int, device_name: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that `vllm serve` uses when they are left out.
+
+    vLLM asks the platform for the device memory; >= LARGE_DEVICE_GIB and not an A100 gives LARGE_DEFAULTS,
+    anything else (or an exception) SMALL_DEFAULTS (vllm/engine/arg_utils.py, the `device_memory = 0`
+    fallback). vllm-ascend's NPUPlatform.get_device_total_memory raises NotImplementedError on purpose
+    ([VA] 182b75ea platform.py:206-213), so vllm-ascend always gets SMALL_DEFAULTS, whatever the card.
+    """
+    large = device_total_bytes >= LARGE_DEVICE_GIB * units.GIB_BYTES and "a100" not in device_name.lower()
+    return LARGE_DEFAULTS if large and not ascend else SMALL_DEFAULTS
+
+
+def dep_limits(dep: Deployment) -> tuple[int, int]:
+    """default_limits for the release kvplan plans on dep's card and the card's device total."""
+    hardware = dep.hardware
+    return default_limits(
+        ascend=runs_vllm_ascend(hardware.vendor),
+        device_total_bytes=hardware.device_total_bytes,
+        device_name=hardware.name,
     )
 
 
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
-    """max_num_seqs' default (scheduler_defaults: 256 on Ascend, 1024 or 256 on CUDA by device memory)."""
-    return scheduler_defaults(dep).max_num_seqs
+    """max_num_seqs' default (default_limits: 256 on Ascend, 1024 or 256 on CUDA by device memory)."""
+    return dep_limits(dep)[1]
 
 
 def default_batched_tokens(dep: Deployment) -> int:
-    """max_num_batched_tokens' default, the chunked-prefill token budget of one step (scheduler_defaults:
-    2048 on Ascend, 8192 or 2048 on CUDA by device memory)."""
-    return scheduler_defaults(dep).max_num_batched_tokens
+    """max_num_batched_tokens' default, the chunked-prefill token budget of one step (default_limits: 2048
+    on Ascend, 8192 or 2048 on CUDA by device memory)."""
+    return dep_limits(dep)[0]

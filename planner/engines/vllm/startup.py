@@ -39,6 +39,7 @@ from planner import layout, memory, units
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.engines.vllm import pool as vm
+from planner.engines.vllm import scheduler
 from planner.engines.vllm.log import StartupMemory
 from planner.errors import PlanInputError
 from planner.schema import Frozen, HardwareProfile, ModelCard
@@ -51,7 +52,6 @@ HCCL_BUFFSIZE_DEFAULT_MIB = 200  # HCCL's default HCCL_BUFFSIZE (MB); [VA] utils
 HCCL_BUFFERS_PER_COMMUNICATOR = 2  # S: CANN HCCL env doc: each communicator holds an input and an output
 # buffer of HCCL_BUFFSIZE each (not re-read at a commit here)
 DP_BUFFER_MIN_MIB = 50  # [VA] 182b75ea utils.py:71 _MIN_DP_BUFFER_SIZE, calculate_dp_buffer_size :994-1005
-LARGE_DEVICE_GIB = 70  # vLLM arg_utils.py: device_memory >= 70 GiB (not A100) gets the large defaults
 
 
 class EngineVersion(Frozen):
@@ -130,26 +130,21 @@ def scheduler_defaults(
 ) -> SchedulerDefaults:
     """`vllm serve` defaults (OpenAI server context) per engine.
 
-    vLLM asks the platform for the device memory; >= 70 GiB and not an A100 gives 8192 tokens / 1024 seqs,
-    anything else (or an exception) 2048 / 256 (vllm/engine/arg_utils.py, the `device_memory = 0` fallback).
-    vllm-ascend's NPUPlatform.get_device_total_memory raises NotImplementedError on purpose
-    ([VA] 182b75ea platform.py:206-213), so vllm-ascend always gets 2048 / 256, whatever the card.
+    The numbers and the rule are engines/vllm/scheduler.py default_limits (the simulator reads them there):
+    >= 70 GiB and not an A100 gives 8192 tokens / 1024 seqs, anything else 2048 / 256; vllm-ascend always
+    2048 / 256 ([VA] 182b75ea platform.py:206-213).
     """
-    if version.engine == "vllm-ascend":
-        return SchedulerDefaults(
-            max_num_batched_tokens=2048,
-            max_num_seqs=256,
-            reason="vllm-ascend cannot report device memory to vLLM (platform.py:206-213): "
-            "small-GPU defaults",
-        )
-    large = device_total_bytes >= units.gib_to_bytes(LARGE_DEVICE_GIB) and "a100" not in device_name.lower()
-    if large:
-        return SchedulerDefaults(
-            max_num_batched_tokens=8192, max_num_seqs=1024, reason="device >= 70 GiB (vLLM arg_utils.py)"
-        )
-    return SchedulerDefaults(
-        max_num_batched_tokens=2048, max_num_seqs=256, reason="device < 70 GiB or A100 (vLLM arg_utils.py)"
+    ascend = version.engine == "vllm-ascend"
+    tokens, seqs = scheduler.default_limits(
+        ascend=ascend, device_total_bytes=device_total_bytes, device_name=device_name
     )
+    if ascend:
+        reason = "vllm-ascend cannot report device memory to vLLM (platform.py:206-213): small-GPU defaults"
+    elif (tokens, seqs) == scheduler.LARGE_DEFAULTS:
+        reason = "device >= 70 GiB (vLLM arg_utils.py)"
+    else:
+        reason = "device < 70 GiB or A100 (vLLM arg_utils.py)"
+    return SchedulerDefaults(max_num_batched_tokens=tokens, max_num_seqs=seqs, reason=reason)
 
 
 def hccl_communicators(*, tp: int, dp: int = 1, moe: bool = False, ep: bool = False) -> int:
@@ -340,7 +335,7 @@ MAX_SEQS_ROUNDS = 8
 def version_for_card(hardware: HardwareProfile) -> EngineVersion:
     """The release kvplan plans for: vLLM >= 0.21 on NVIDIA, vllm-ascend main's NPUWorker310 on a 310P chip
     (worker selected by SoC, [VA] 182b75ea _310p/worker_310p.py), vllm-ascend main otherwise."""
-    if hardware.vendor == "nvidia":
+    if not scheduler.runs_vllm_ascend(hardware.vendor):
         return VERSIONS["vllm-cuda"]
     if "310p" in hardware.name.lower():
         return VERSIONS["vllm-ascend-310p"]
