@@ -104,6 +104,7 @@ def print_search(result: LayoutSearch) -> None:
 
     from planner.cli.render import console
 
+    with_slo = any(c.slo_tpot_p99_s is not None for c in result.candidates)
     table = Table(
         title=f"Layouts within {result.budget_devices} devices, best tokens/s per device first "
         f"({len(result.candidates)} shown of those that fit; {result.tried} tried)",
@@ -121,6 +122,7 @@ def print_search(result: LayoutSearch) -> None:
         "TTFT",
         "tok/s",
         "tok/s/dev",
+        *(("P99 TPOT (SLO)", "P99 TTFT (SLO)") if with_slo else ()),
     ):
         table.add_column(column, justify="right")
     table.add_column("bound by")
@@ -131,13 +133,19 @@ def print_search(result: LayoutSearch) -> None:
             units.fmt_ms(c.ttft_s),
             units.fmt_tokens_per_s(c.tokens_per_s),
             units.fmt_tokens_per_s(c.tokens_per_s_per_device),
+            *(
+                (units.fmt_ms(c.slo_tpot_p99_s or 0.0), units.fmt_ms(c.slo_ttft_p99_s or 0.0))
+                if with_slo
+                else ()
+            ),
             c.binding_constraint,
         )
     console.print(table)
     console.print(
         "batch = the instance's sequences (all DP groups); replicas = instances the budget holds; "
-        f"TTFT = one {result.prompt_tokens}-token prompt alone; with SLOs the batch is `kvplan serve`'s SLO "
-        "search (simulated closed loop of the default workload, p99 tails)"
+        f"TPOT at the batch and full ctx, TTFT = one {result.prompt_tokens}-token prompt alone; with SLOs "
+        "the batch is `kvplan serve`'s SLO search and P99 (SLO) its simulated tails there (closed loop of "
+        "the default workload, waves)"
     )
 
 

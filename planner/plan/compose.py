@@ -63,8 +63,9 @@ def build_plan(
     answer = None
     if slo is not None and slo.any:
         if slo_search is None:
-            raise PlanInputError(
-                "--tpot-ms/--ttft-ms/--min-user-tps: no SLO search given to the plan builder"
+            # a caller's bug, not a user's input: loud, never swallowed as "this layout does not fit"
+            raise ValueError(
+                "build_plan: SLO targets given without slo_search (planner/sim/bench.slo_answer)"
             )
         rec, answer = apply_slo(dep, rec, slo=slo, search=slo_search)
     group_dep = capacity.per_dp_rank(dep)

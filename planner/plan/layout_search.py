@@ -40,11 +40,15 @@ class LayoutCandidate(Frozen):
     devices: int = Field(description="devices of one instance: tp x dp x pp")
     replicas: int = Field(description="instances the budget holds: floor(budget / devices)")
     max_batch_size: int
-    tpot_s: float
-    ttft_s: float
+    tpot_s: float = Field(description="decode step at the batch and the full ctx (the plan's speed)")
+    ttft_s: float = Field(description="one prompt of LayoutSearch.prompt_tokens alone")
     tokens_per_s: float = Field(description="one instance's aggregate decode tokens/s")
     tokens_per_s_per_device: float
     binding_constraint: str
+    # with SLO targets: the p99 tails the SLO search simulated at the batch (the default workload, as the
+    # targets are checked; None without targets)
+    slo_tpot_p99_s: float | None = None
+    slo_ttft_p99_s: float | None = None
 
 
 class LayoutSearch(Frozen):
@@ -104,6 +108,8 @@ def candidate(
         tokens_per_s=perf.tokens_per_s,
         tokens_per_s_per_device=perf.tokens_per_s / devices,
         binding_constraint=result.recommendation.binding_constraint,
+        slo_tpot_p99_s=None if result.slo is None else result.slo.tpot_s,
+        slo_ttft_p99_s=None if result.slo is None else result.slo.ttft_s,
     )
 
 
