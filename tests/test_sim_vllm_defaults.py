@@ -14,7 +14,7 @@ from planner import inputs
 from planner.cli import app
 from planner.deployment import Deployment
 from planner.engines.vllm import startup
-from planner.sim import bench, run
+from planner.sim import run
 from planner.sim import workload as wl
 
 runner = CliRunner()
@@ -54,10 +54,12 @@ def test_cuda_card_keeps_vllms_size_dependent_defaults() -> None:
 
 
 def test_mindie_keeps_its_planned_prefill_budget() -> None:
+    """MindIE prefills a prompt in one pass: its simulated budget is the plan's maxPrefillTokens."""
     dep = inputs.to_deployment(
         inputs.PlanRequest(model="qwen3-8b", card="ascend-950pr", dtype="bf16", ctx="4k")
     )
-    assert bench.with_engine_budget(dep).max_prefill_tokens == dep.max_prefill_tokens
+    cfg = run.default_config(dep, workload=closed_work(256, 128, users=8))
+    assert cfg.max_prefill_tokens == dep.max_prefill_tokens == 8192
 
 
 @pytest.mark.parametrize("users", [300])

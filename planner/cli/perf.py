@@ -316,9 +316,8 @@ def serve_command(
         typer.Option(
             *PREFILL_FLAGS,
             min=1,
-            help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens; default: the "
-            "engine's own: vLLM's for the release on the card, 2048 on Ascend; MindIE max(8192, ctx - ctx/4) "
-            "as the plan and `kvplan mindie` write it).",
+            help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens; default: as the plan: "
+            "vLLM's own for the card, 2048 on Ascend; MindIE max(8192, ctx - ctx/4)).",
         ),
     ] = None,
     max_batch: Annotated[
@@ -389,10 +388,6 @@ def serve_command(
             memory_fraction=engine_memory_fraction(engine, memory_fraction),
         )  # fmt: skip
         dep = inputs.to_deployment(request)
-        if max_prefill_tokens is None:  # the engine's own budget (vLLM: max_num_batched_tokens default)
-            from planner.sim import bench
-
-            dep = bench.with_engine_budget(dep)
         run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
         tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
         slo = (ms_to_s(ttft_ms, "--ttft-ms"), tpot_s)

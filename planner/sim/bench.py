@@ -65,13 +65,6 @@ def engine_cap(dep: Deployment, *, max_batch: int | None) -> int:
     return run.default_max_batch(dep, planned_batch=max(1, planned))
 
 
-def with_engine_budget(dep: Deployment) -> Deployment:
-    """dep with the engine's own per-step token budget, for a command given no --max-prefill-tokens: vLLM's
-    max_num_batched_tokens default for the release on the card (registry: 2048 on Ascend), MindIE's
-    maxPrefillTokens as planned (unchanged)."""
-    return dep.model_copy(update={"max_prefill_tokens": run.default_batched_tokens(dep)})
-
-
 def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
     """Scheduler knobs for the run: the running cap b; vLLM's max_num_batched_tokens is the deployment's
     max_prefill_tokens (what serve's --max-prefill-tokens sets), at least b (vLLM's own start-up check)."""

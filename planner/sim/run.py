@@ -55,8 +55,10 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
 
 
 def default_batched_tokens(dep: Deployment) -> int:
-    """The engine's default per-step token budget in the simulator (registry.default_batched_tokens)."""
-    return registry.default_batched_tokens(dep)
+    """The per-step token budget the simulated vLLM scheduler runs with when not given: the engine's own
+    --max-num-batched-tokens default on the card (registry.default_prefill_tokens: 2048 on vllm-ascend),
+    else the deployment's prefill budget (engines that prefill a prompt in one pass)."""
+    return registry.default_prefill_tokens(dep.engine, dep.hardware) or dep.max_prefill_tokens
 
 
 def scheduler_for(dep: Deployment) -> SchedulerName:

@@ -168,12 +168,6 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     return planned_batch
 
 
-def default_batched_tokens(dep: Deployment) -> int:
-    """Prompt tokens of one prefill pass: maxPrefillTokens as `kvplan mindie` writes it (the deployment's).
-    MindIE has no chunked prefill by default; its scheduler reads max_prefill_tokens, not this budget."""
-    return dep.max_prefill_tokens
-
-
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """What the batch assumes of MindIE: linear-attention state outside the KV blocks (undocumented)."""
     if not mem.state_bytes_per_sequence:

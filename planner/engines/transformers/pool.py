@@ -70,11 +70,6 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     return vllm_scheduler.default_max_batch(dep, planned_batch=planned_batch)
 
 
-def default_batched_tokens(dep: Deployment) -> int:
-    """vLLM's max_num_batched_tokens default (the simulator's scheduler for transformers)."""
-    return vllm_scheduler.default_batched_tokens(dep)
-
-
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """Nothing to add."""
     return []

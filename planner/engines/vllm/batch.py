@@ -18,7 +18,6 @@ from planner.engines.vllm.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_P
 from planner.engines.vllm.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
 from planner.engines.vllm.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
 from planner.engines.vllm.scheduler import SCHEDULER as SCHEDULER
-from planner.engines.vllm.scheduler import default_batched_tokens as default_batched_tokens
 from planner.engines.vllm.scheduler import default_max_batch as default_max_batch
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import MemoryBreakdown, Plan, Recommendation

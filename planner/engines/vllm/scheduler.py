@@ -67,7 +67,3 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     return dep_limits(dep)[1]
 
 
-def default_batched_tokens(dep: Deployment) -> int:
-    """max_num_batched_tokens' default, the chunked-prefill token budget of one step (default_limits: 2048
-    on Ascend, 8192 or 2048 on CUDA by device memory)."""
-    return dep_limits(dep)[0]
