@@ -1,7 +1,7 @@
-"""One SLO answer (issue 23): plan, serve, simulate --search, layout and the dashboard run the same search
-(planner/sim/bench.search_users) on the same simulated closed loop and agree; every command that searches exits
-3 when nothing meets the targets (the dashboard says so); serve's headline is the load its own simulation
-shows meeting them."""
+"""One SLO answer (issue 23): plan, serve, simulate --search, layout and the dashboard run the same
+search (planner/sim/bench.search_users) on the same simulated closed loop and agree; every command that
+searches exits 3 when nothing meets the targets (the dashboard says so); serve's headline is the load its
+own simulation shows meeting them."""
 
 from __future__ import annotations
 
