@@ -15,11 +15,21 @@ Besides the `slow` marks written on tests, these rules are applied here, at coll
   other widget interactions are `slow`.
 - SLOW_FILES: whole files that run torch on the CPU (`kvplan calibrate`'s code path over tests/fake_npu,
   gloo and HCCL doubles) or hypothesis runs of every command, each example a process.
+
+Parallel runs (pytest-xdist, `-n auto` in pyproject's addopts; README "Tests"): each worker is one process
+per core, so a worker's own thread pools get one thread (OMP_NUM_THREADS=1, read by torch and OpenBLAS when
+they load, which is after this file): with a pool per core in every worker, OpenMP's spinning threads made
+the fake NPU's tiny torch kernels time 1 000x slow (a fraction under the schema's 1e-7 floor) on two cores.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 FIRST_CASE_ONLY = {
     "test_hostile_cases.py": None,  # every test function of the file
