@@ -60,5 +60,5 @@ def test_hccl_allreduce_over_the_fake_and_fail_fast_worker_import(fake_npu: pyte
     fake_npu.setenv("FAKE_NPU_FAIL", "worker_import_runtime")  # torch_npu raises RuntimeError in the ranks
     start = time.perf_counter()
     error = run_allreduce("npu", world=2, sizes=(8192,), warmup=1, repeats=2)
-    assert time.perf_counter() - start < 30  # not the 120 s queue timeout
+    assert time.perf_counter() - start < 60  # not the 120 s queue timeout (two torch starts)
     assert isinstance(error, str) and "RuntimeError: fake torch_npu: libascendcl.so" in error
