@@ -13,13 +13,25 @@ Besides the `slow` marks written on tests, these rules are applied here, at coll
 - APP_FAST: of the tests of tests/test_app.py that render the whole page through Streamlit's AppTest (the
   `app` fixture, ~1 s of CPU each), the default render and one error render stay in the fast tier; the
   other widget interactions are `slow`.
-- SLOW_FILES: whole files that run torch on the CPU (`kvplan calibrate`'s code path over tests/fake_npu,
-  gloo and HCCL doubles) or hypothesis runs of every command, each example a process.
+- SLOW_FILES: whole files whose every test runs torch (`kvplan calibrate`'s code path over tests/fake_npu and
+  its HCCL double: importing torch alone is ~4 s of CPU) or hypothesis runs of every command, each example a
+  process. In the other calibration files only the tests that import torch are marked `slow` (a comment says
+  so), so calibration's arithmetic, device parsing and refusals stay in the fast tier.
+
+Parallel runs (pytest-xdist, `-n auto` in pyproject's addopts; README "Tests"): each worker is one process
+per core, so a worker's own thread pools get one thread (OMP_NUM_THREADS=1, read by torch and OpenBLAS when
+they load, which is after this file): with a pool per core in every worker, OpenMP's spinning threads made
+the fake NPU's tiny torch kernels time 1 000x slow (a fraction under the schema's 1e-7 floor) on two cores.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 FIRST_CASE_ONLY = {
     "test_hostile_cases.py": None,  # every test function of the file
@@ -31,9 +43,6 @@ APP_FAST = {
 }
 SLOW_FILES = {
     "test_fuzz_cli.py",
-    "test_calibration_device.py",
-    "test_calibration_moe_link.py",
-    "test_calibration_profile.py",
     "test_npu_calibrate.py",
     "test_npu_check_allreduce.py",
 }

@@ -30,6 +30,7 @@ def test_shapes_from_card_fuse_qkv() -> None:
     assert shapes.linears == ((4096, 6144), (4096, 4096), (4096, 24576), (12288, 4096))
 
 
+@pytest.mark.slow  # torch (~4 s of CPU to import; tests/conftest.py)
 def test_import_torch_disables_backend_autoload_unless_npu() -> None:
     code = (
         "import os; os.environ.pop('TORCH_DEVICE_BACKEND_AUTOLOAD', None)\n"
@@ -47,6 +48,7 @@ def test_import_torch_disables_backend_autoload_unless_npu() -> None:
     assert out.stdout.strip() == "0"
 
 
+@pytest.mark.slow  # torch (~4 s of CPU to import; tests/conftest.py)
 def test_npu_without_torch_npu_is_a_clear_error() -> None:
     pytest.importorskip("torch")
     try:
@@ -59,6 +61,7 @@ def test_npu_without_torch_npu_is_a_clear_error() -> None:
         device.open_backend("npu:0")
 
 
+@pytest.mark.slow  # torch (~4 s of CPU to import; tests/conftest.py)
 def test_absent_cuda_device_is_a_clear_error() -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -67,6 +70,7 @@ def test_absent_cuda_device_is_a_clear_error() -> None:
         device.open_backend("cuda:0")
 
 
+@pytest.mark.slow  # torch (~4 s of CPU to import; tests/conftest.py)
 def test_suite_runs_every_benchmark_on_cpu() -> None:
     pytest.importorskip("torch")
     backend = device.open_backend("cpu")
@@ -85,6 +89,7 @@ def test_suite_runs_every_benchmark_on_cpu() -> None:
     assert any("quantized GEMV" in n for n in meas.notes)  # Ascend-only kernels are skipped with a note
 
 
+@pytest.mark.slow  # torch (~4 s of CPU to import; tests/conftest.py)
 def test_suite_stops_when_budget_is_spent() -> None:
     pytest.importorskip("torch")
     meas = Suite(backend=device.open_backend("cpu"), sizes=TINY, shapes=TINY_SHAPES, budget_s=0).run()
@@ -92,6 +97,7 @@ def test_suite_stops_when_budget_is_spent() -> None:
     assert all("time budget" in n for n in meas.notes)
 
 
+@pytest.mark.slow  # torch (~4 s of CPU to import; tests/conftest.py)
 def test_gqa_attention_matches_repeated_kv_reference() -> None:
     torch = pytest.importorskip("torch")
     from calibration.microbench import decode_attention_fn

@@ -58,6 +58,7 @@ def test_ring_bus_bytes() -> None:
     assert ring_bus_bytes(1000, world=8) == 1750  # 2 * 7 / 8
 
 
+@pytest.mark.slow  # torch (~4 s of CPU to import; tests/conftest.py)
 def test_gloo_two_process_allreduce_code_path() -> None:
     pytest.importorskip("torch")
     rows = run_allreduce("cpu", world=2, sizes=(8192, 65536), warmup=1, repeats=2)

@@ -127,6 +127,7 @@ def test_committed_h200_profile_is_calibrated() -> None:
     assert hw.coefficients() == hw.measured.coefficients
 
 
+@pytest.mark.slow  # torch (~4 s of CPU to import; tests/conftest.py)
 def test_calibrate_profile_plan_on_cpu(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     out, raw = tmp_path / "h200-cpu.yaml", tmp_path / "raw.json"
@@ -167,6 +168,7 @@ def test_calibrate_profile_plan_on_cpu(tmp_path: Path) -> None:
     assert "dry run" in dry.calibration_status
 
 
+@pytest.mark.slow  # a MAP fit over 14 rows, ~2 s of CPU
 def test_from_bench_writes_a_fitted_profile(tmp_path: Path) -> None:
     out = tmp_path / "fitted.yaml"
     result = kvplan(

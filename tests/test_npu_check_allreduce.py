@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 
@@ -11,7 +12,8 @@ from calibration import npu_check
 from calibration.allreduce import run_allreduce
 from tests.fake_npu.harness import fake_npu_fixture  # noqa: F401  (registers the fake_npu fixture)
 
-pytest.importorskip("torch")
+if importlib.util.find_spec("torch") is None:  # not imported here: torch costs ~4 s of CPU at collection
+    pytest.skip("torch is not installed", allow_module_level=True)
 
 
 def test_check_prints_environment_plan_and_nothing_missing_fast(fake_npu: pytest.MonkeyPatch) -> None:
@@ -58,5 +60,5 @@ def test_hccl_allreduce_over_the_fake_and_fail_fast_worker_import(fake_npu: pyte
     fake_npu.setenv("FAKE_NPU_FAIL", "worker_import_runtime")  # torch_npu raises RuntimeError in the ranks
     start = time.perf_counter()
     error = run_allreduce("npu", world=2, sizes=(8192,), warmup=1, repeats=2)
-    assert time.perf_counter() - start < 30  # not the 120 s queue timeout
+    assert time.perf_counter() - start < 60  # not the 120 s queue timeout (two torch starts)
     assert isinstance(error, str) and "RuntimeError: fake torch_npu: libascendcl.so" in error
