@@ -102,15 +102,15 @@ def max_batch_grid(
     dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
     """min(floor(vLLM's maximum concurrency), --max-num-batched-tokens) at each ctx; with pp > 1 (the pool
-    per stage is not modelled) the engine-neutral bound floor(kv_budget / per-sequence bytes)
-    (common.kv_bound_grid).
+    per stage is not modelled) min(the engine-neutral bound floor(kv_budget / per-sequence bytes)
+    (common.kv_bound_grid), --max-num-batched-tokens).
 
     A cell at another ctx is what the plan at that ctx answers: the engine's start-up budget there differs
     from mem's only by the dummy sampler's rows (--max-num-seqs is that ctx's batch), so the cell's budget
     is mem's plus startup.plan_budget(dep at ctx) - startup.plan_budget(dep) (0 at dep's own ctx).
     """
-    if dep.pp > 1:
-        return common.kv_bound_grid(dep, mem, ctx_tokens=ctx_tokens)
+    if dep.pp > 1:  # the cap binds with pipeline stages too (one engine per DP rank, one scheduler)
+        return np.minimum(common.kv_bound_grid(dep, mem, ctx_tokens=ctx_tokens), seqs_cap(dep))
     here = None
     flat = []
     for c in ctx_tokens.ravel():
