@@ -211,7 +211,7 @@ def test_tpot_slo_changes_the_slo_message(app: AppTest) -> None:
     assert any("SLO limit: the largest batch meeting" in s.value for s in app.success)
     app.number_input(key="tpot_slo").set_value(1.0).run()
     assert_clean(app)
-    assert any("SLO limit: no batch meets" in w.value for w in app.warning)
+    assert any("SLO limit: no number of users meets" in w.value for w in app.warning)
 
 
 def test_checkpoint_path_follows_the_model(app: AppTest) -> None:

@@ -164,7 +164,7 @@ def test_plan_speaks_vllm_and_its_next_command_prints_the_same_flags() -> None:
 
 
 def test_fit_jargon_becomes_what_it_means_and_stays_technical_in_explain_and_json() -> None:
-    # the 910C vllm-ascend fit ships weight-read on its bound (with a written reason); the 950PR seed fit
+    # the 910C vllm-ascend fit ships KV-read on its bound (with a written reason); the 950PR seed fit
     # saw 384-token contexts only
     bound = ["--model", "qwen3-32b", "--card", "ascend-910c", "--engine", "vllm", "--tp", "2", "--ctx", "4k"]
     plan = ["--model", "qwen3-27b", "--ctx", "4k", "--dtype", "fp8"]
@@ -178,7 +178,7 @@ def test_fit_jargon_becomes_what_it_means_and_stays_technical_in_explain_and_jso
     assert "calibrate --from-bench" in text  # what would make it firmer
     explained = runner.invoke(app, [*bound, "--explain"], terminal_width=400).output
     assert (
-        "fit detail: speed from a fitted profile: weight_read_bandwidth_fraction = 1 sits on its upper"
+        "fit detail: speed from a fitted profile: kv_read_bandwidth_fraction = 1 sits on its upper"
         in explained
     )
     warnings = [

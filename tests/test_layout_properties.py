@@ -16,7 +16,7 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from planner import capacity, catalog, layout
+from planner import capacity, catalog
 from planner.errors import PlanInputError
 from planner.inputs import PlanRequest, to_deployment
 
@@ -58,10 +58,12 @@ def test_memory_per_rank_never_rises_when_one_degree_grows(model, card, dtype, d
     assume(before is not None and after is not None)
     moe = catalog.resolve_model(model)[0].is_moe
     assert after[0] <= before[0]  # weights + KV
-    if not (moe and grow == "dp"):
+    # vLLM's terms are the engine's start-up profile (engines/vllm/startup.py): its dummy sampler runs
+    # --max-num-seqs rows, which grow with the batch a larger tp makes room for, and a tp of 2 opens a
+    # communicator with its HCCL buffers; MindIE's reserve has neither.
+    if not (moe and grow == "dp") and engine == "mindie":
         assert after[1] <= before[1]  # activation peak
-    if not (moe and grow in ("dp", "ep")) and grow != "pp":
+    if not (moe and grow in ("dp", "ep")) and grow != "pp" and engine == "mindie":
         assert after[2] <= before[2]  # runtime and comm buffers
-    pipeline_communicator = layout.HCCL_DEFAULT_BUFFER_BYTES if grow == "pp" and pp == 1 else 0
-    if not (moe and grow in ("dp", "ep")):
-        assert sum(after) <= sum(before) + pipeline_communicator  # everything the rank holds
+    if not (moe and grow in ("dp", "ep")) and engine == "mindie":
+        assert sum(after) <= sum(before)  # everything the rank holds
