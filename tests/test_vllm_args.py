@@ -293,3 +293,16 @@ def test_max_num_seqs_is_capped_at_max_num_batched_tokens() -> None:
     assert any("capped at --max-num-batched-tokens 2048" in note for note in result.notes)
     _, wider = build(request, mindie.MindieOptions(max_prefill_tokens=8192))
     assert wider.max_num_seqs == math.floor(wider.pool.max_concurrency) > 2048
+
+
+def test_pipeline_stages_print_no_utilisation_they_cannot_compute() -> None:
+    """With --pp > 1 the pool per stage is not modelled: the command's --max-num-seqs is the plan's batch per
+    DP engine (capped at --max-num-batched-tokens), and no "needs --gpu-memory-utilization >= x" is printed
+    from the whole-model pool (it said 1.75 for qwen3-30b-a3b tp4 pp2 dp2)."""
+    flags = ["vllm", "--model", "qwen3-30b-a3b", "--tp", "4", "--pp", "2", "--dp", "2", "--ctx", "4k"]
+    out = runner.invoke(app, [*flags, "--dtype", "int8"], terminal_width=400).output
+    assert "--max-num-seqs 2048 \\" in out
+    assert "needs --gpu-memory-utilization >=" not in out and "needs at least" not in out
+    assert "not computed with --pp > 1 (the pool per pipeline stage is not modelled)" in out
+    single = runner.invoke(app, ["vllm", "--model", "qwen3-32b", "--card", "ascend-910b3", "--tp", "4"]).output
+    assert "needs --gpu-memory-utilization >=" in single

@@ -43,7 +43,7 @@ class VllmArgs(Frozen):
     model: str
     args: list[tuple[str, str | None]]
     max_num_seqs: int
-    min_gpu_memory_utilization: float
+    min_gpu_memory_utilization: float | None  # None with pp > 1: the pool per pipeline stage is not modelled
     pool: vm.VllmPool
     log_lines: list[str]
     startup_lines: list[str]
@@ -124,7 +124,7 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
     if quantization is not None:
         args.append(("--quantization", quantization))
     terms = vllm_startup.plan_budget(dep, weights_bytes=plan.memory.weights_bytes)
-    util = min_memory_utilization(dep, terms, pool, n_seqs=seqs)
+    util = min_memory_utilization(dep, terms, pool, n_seqs=seqs) if dep.pp == 1 else None
     return VllmArgs(
         model=model,
         args=args,
@@ -157,7 +157,7 @@ def vllm_notes(
     *,
     pool: vm.VllmPool,
     options: ServingOptions,
-    util: float,
+    util: float | None,
     lengths: Lengths,
 ) -> list[str]:
     """Where the vLLM command differs from the MindIE config in meaning, and what kvplan assumed."""
@@ -165,7 +165,13 @@ def vllm_notes(
     printed = min(seqs_of(pool), lengths.max_prefill_tokens)
     notes = [
         f"--gpu-memory-utilization {plan.memory_fraction:g} is kvplan's memory fraction (vLLM's default is "
-        f"{vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}); --max-num-seqs {printed} needs at least {util:g}",
+        f"{vm.DEFAULT_GPU_MEMORY_UTILIZATION:g}); "
+        + (
+            f"--max-num-seqs {printed} needs at least {util:g}"
+            if util is not None
+            else "the least that holds --max-num-seqs is not computed with --pp > 1 (the pool per pipeline "
+            "stage is not modelled)"
+        ),
         f"KV pool ({pool.platform}): {pool.num_blocks} blocks of {pool.block_size_tokens} tokens, "
         f"{pool.blocks_per_request} per request, from the engine's start-up arithmetic below",
     ]
@@ -242,6 +248,9 @@ def summary_lines(result: VllmArgs) -> list[str]:
         "vLLM will log at start-up:",
         *(f"  {line}" for line in result.log_lines),
         f"--max-num-seqs {result.max_num_seqs} needs --gpu-memory-utilization >= "
-        f"{result.min_gpu_memory_utilization:g} ({result.pool.platform} block accounting)",
+        f"{result.min_gpu_memory_utilization:g} ({result.pool.platform} block accounting)"
+        if result.min_gpu_memory_utilization is not None
+        else f"--max-num-seqs {result.max_num_seqs}: the least --gpu-memory-utilization is not computed with "
+        "--pp > 1 (the pool per pipeline stage is not modelled)",
         *result.startup_lines,
     ]
