@@ -317,15 +317,14 @@ FINDINGS = (
     "The pool arithmetic is exact wherever a log gives the KV memory and its tokens or concurrency "
     "(va-3800, va-6250, va-5044, va-3090, vllm-10517 x2, lmcache-3430: within 0.5 %): every residual "
     "below is in the start-up terms.",
-    "va-6250 vs va-5020 (Qwen3-Next-80B-A3B, TP4, 64 GB 910B, v0.13.0rc2 vs v0.12.0rc1): activation + "
-    "non-torch implied 2.33 GiB at 4096 batched tokens (logged weights 37.32 GiB) against 1.56-1.70 GiB "
-    "at 2048: 0.63-0.77 GiB more for 2048 more tokens, where kvplan's activation model adds 0.09 GiB, so "
-    "the hybrid MoE model's profiled activation is ~300-390 KiB per token per rank, several times "
-    "kvplan's. Not traced to a buffer: without EP vllm-ascend's MoE takes the all-gather path ([VA] "
-    "v0.13.0rc2 ascend_forward_context.py:205-240), whose DP all-gather is a no-op at dp 1 and whose "
-    "routing expands tokens x top-k (~80 KiB per token); the v0.13 dummy sampler computes no logits "
-    "(model_runner_v1.py:2317-2341). Unexplained, so not fitted; plans for this model on vllm-ascend may "
-    "be high by ~0.6 GiB per rank at 2048 tokens.",
+    "va-6250 vs va-5020 (Qwen3-Next-80B-A3B, TP4, 910B, v0.13.0rc2 vs v0.12.0rc1): activation + non-torch "
+    "implied 2.33 GiB at 4096 batched tokens vs 1.56-1.70 at 2048 (kvplan's activation: +0.09 GiB). No "
+    "forward buffer explains it ([VA] v0.13.0rc2): the profile run has no attention metadata, so the "
+    "gated-delta-net core returns early (patch/worker/patch_qwen3_next.py:127); the no-EP MoE all-gather "
+    "routing is ~80-90 KiB per token (ops/fused_moe/token_dispatcher.py:288-376); no dummy logits "
+    "(model_runner_v1.py:2317-2341). This rule's non-torch is device used - torch ALLOCATED after "
+    "empty_cache (worker/worker.py:263-301): reserved-but-free allocator blocks count, unlike main's used "
+    "- reserved; a candidate for these rows' larger base (0.50-1.18 GiB vs 0.02-0.13 on main). Not fitted.",
     "va-5044 (Qwen3-8B, 910B4, v0.11.0rc3, 4096 tokens, eager, Mooncake store connector) and the "
     "v0.11-v0.15 rule: those releases count as non-torch all device memory torch does not hold after "
     "empty_cache ([VA] v0.11.0rc3 worker/worker_v1.py determine_available_memory, "
@@ -342,6 +341,9 @@ FINDINGS = (
     " cleared term is all non-torch memory at profile time minus this instance's increase ([VA] 182b75ea "
     "_310p/worker_310p.py:63-123), so memory set up before the profiling snapshot (plausibly the TP2 HCCL"
     " buffers) lands there; not verified.",
+    "omni-4130 (vllm-omni NPU runner on vllm-ascend ~v0.22, terms only): main logs non-torch 0.02 GiB (0.13 "
+    "in va-8289), so the pooled 0.45 GiB base gives -3.0 %; a per-rule base, tried after seeing this, is "
+    "worse (LOLO median 4.3 %); kvplan's main-rule plans (0.35 GiB) may keep ~0.3 GiB/rank too little KV.",
     "Seen but not recorded (its public address could not be identified, and every row needs one): a "
     "vllm-ascend v0.18.0 LLM() run of Qwen3-0.6B on a 64 GB 910B3 (util 0.8, max_num_seqs 32, 8192 "
     "batched tokens, 4096-token model length) logging 47.39 GiB / 443,648 tokens / 108.31x, for which "
