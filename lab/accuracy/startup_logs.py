@@ -323,14 +323,13 @@ FINDINGS = (
     "The pool arithmetic is exact wherever a log gives the KV memory and its tokens or concurrency "
     "(va-3800, va-6250, va-5044, va-3090, vllm-10517 x2, lmcache-3430: within 0.5 %): every residual "
     "below is in the start-up terms.",
-    "va-6250 (Qwen3-Next TP4, v0.13.0rc2): its rank 0 logs 0.22 GiB less than ranks 1-3 (va-3800: 0.44, "
-    "TP8) and vLLM keeps the smallest rank, so rank 0's gap is a term of the v0.11-v0.15 rule at tp > 1 "
-    "(resident(); added after seeing the residuals: va-6250 +9.5 -> +5.2 %, va-5020 +0.9 -> -1.3 %, va-5044"
-    " +3.1 -> +4.0 % as the pooled base falls, median 2.43 -> 2.42 %). No forward buffer explains the rest "
-    "([VA] v0.13.0rc2): the profile passes no attention metadata, so the gated-delta-net core returns early"
-    " (patch/worker/patch_qwen3_next.py:127); no-EP MoE routing is ~80-90 KiB/token (ops/fused_moe/"
-    "token_dispatcher.py:288-376). This rule's non-torch is used - torch ALLOCATED after empty_cache "
-    "(worker/worker.py:263-301): reserved-but-free allocator blocks count (main: used - reserved).",
+    "va-6250 (Qwen3-Next TP4, v0.13.0rc2): rank 0 logs 0.22 GiB less than ranks 1-3 (va-3800: 0.44, TP8) "
+    "and vLLM keeps the smallest rank, so rank 0's gap is a v0.11-v0.15 term at tp > 1 (resident(); added "
+    "after seeing the residuals: va-6250 +9.5 -> +5.2 %, va-5020 +0.9 -> -1.3 %). No forward buffer explains"
+    " the rest ([VA] v0.13.0rc2): the profile passes no attention metadata, so the gated-delta-net core "
+    "returns early (patch/worker/patch_qwen3_next.py:127); no-EP MoE routing is ~80-90 KiB/token. This rule's"
+    " non-torch is used - torch ALLOCATED after empty_cache (worker/worker.py:263-301): reserved-but-free "
+    "allocator blocks count (main: used - reserved).",
     "va-5044 (Qwen3-8B, 910B4, v0.11.0rc3, eager, Mooncake store connector): v0.11-v0.15 count as non-torch"
     " all device memory torch does not hold after empty_cache ([VA] v0.11.0rc3 worker/worker_v1.py "
     "determine_available_memory), main only the increase since its snapshot; so ~280 MiB in use on an idle "
@@ -341,13 +340,13 @@ FINDINGS = (
     "both ranks (1.49 / 1.53 vs 1.00 / 1.03 GiB, from the logged terms), while va-14274 (TP1) matches it; "
     "NPUWorker310 clears all non-torch memory at profile time minus its increase ([VA] 182b75ea "
     "_310p/worker_310p.py:63-123), so memory set up before its snapshot (plausibly TP2 HCCL) lands there.",
-    "omni-4130 (vllm-omni NPU runner on vllm-ascend ~v0.22, terms only): main logs non-torch 0.02 GiB (0.13 "
-    "in va-8289) where the pooled base is 0.36 GiB (-2.4 %); a per-rule base, tried after seeing this, is "
-    "worse (median 4.3 %); kvplan's main-rule plans (0.35 GiB) may keep ~0.3 GiB/rank too little KV.",
-    "Seen but not recorded (its public address could not be identified, and every row needs one): a "
-    "vllm-ascend v0.18.0 LLM() run of Qwen3-0.6B on a 64 GB 910B3 (util 0.8, max_num_seqs 32, 8192 "
-    "batched tokens, 4096-token model length) logging 47.39 GiB / 443,648 tokens / 108.31x, for which "
-    "main's rule here predicts 47.02 GiB / 107.47x (-0.8 %).",
+    "Main-rule logs show little non-torch: omni-4130 0.02, va-8289 0.13, va-14139 0.48 GiB at TP4 MoE no EP, "
+    "below kvplan's two communicators (0.78): [VA] 182b75ea builds the MC2 / all-to-all dispatchers (their "
+    "comm-name lookup makes the mc2 / EP communicators) only with EP (ops/fused_moe/moe_comm_method.py:55-62"
+    ", #8532), v0.11-v0.18 for every MoE model (v0.13.0rc2 :44-48). Modelled (1 vs 3 communicators) it gave "
+    "median 4.09 % (va-5020's base turns negative): not kept; the pooled base mixes these counts.",
+    "Seen, not recorded (no public address found): a v0.18.0 LLM() run of Qwen3-0.6B on a 64 GB 910B3 (util "
+    "0.8, 32 seqs, 8192 batched tokens, 4096 len) logging 47.39 GiB / 443,648 tok / 108.31x (main: -0.8 %).",
 )
 
 
