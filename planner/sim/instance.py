@@ -88,7 +88,9 @@ def run_engine(
     count = workload.requests
     loops = 0
     while eng.finished < count:
-        loops = check_work(loops + 1, cfg, workload)
+        loops += 1
+        if loops == 1 or loops > MAX_ENGINE_LOOPS:  # check_work passes every loop in between
+            check_work(loops, cfg, workload)
         eng.admit_arrivals()
         eng.record()
         if not (eng.running or eng.waiting or eng.prefilling):
