@@ -394,6 +394,16 @@ def plan_terms(
     )
 
 
+def terms_pool(dep: Deployment, terms: StartupTerms) -> vm.VllmPool:
+    """vLLM's pool for the deployment at --ctx on the KV the start-up terms leave (none when negative)."""
+    return vm.deployment_pool(
+        dep,
+        available_bytes=max(terms.available_kv_bytes, 0),
+        max_model_len=dep.ctx_tokens,
+        num_spec=dep.mtp_tokens,
+    )
+
+
 def plan_budget(dep: Deployment, *, weights_bytes: int | None = None) -> StartupTerms:
     """The engine's start-up terms for the plan's own settings: --gpu-memory-utilization = the plan's memory
     fraction, --max-num-batched-tokens = dep.max_prefill_tokens (the engine's default unless the user set
@@ -416,12 +426,7 @@ def plan_budget(dep: Deployment, *, weights_bytes: int | None = None) -> Startup
             weights_bytes=weights_bytes,
         )
         tried[seqs] = terms
-        built = vm.deployment_pool(
-            dep,
-            available_bytes=max(terms.available_kv_bytes, 0),
-            max_model_len=dep.ctx_tokens,
-            num_spec=dep.mtp_tokens,
-        )
+        built = terms_pool(dep, terms)
         # vLLM refuses max_num_seqs > max_num_batched_tokens (batch.seqs_cap)
         batch = min(max(math.floor(built.max_concurrency), 1), dep.max_prefill_tokens)
         if batch == seqs:
@@ -440,12 +445,7 @@ def plan_lines(dep: Deployment, *, terms: StartupTerms) -> list[str]:
     dep.max_prefill_tokens (printed as --max-num-batched-tokens).
     """
     version = VERSIONS[terms.version]
-    pool = vm.deployment_pool(
-        dep,
-        available_bytes=max(terms.available_kv_bytes, 0),
-        max_model_len=dep.ctx_tokens,
-        num_spec=dep.mtp_tokens,
-    )
+    pool = terms_pool(dep, terms)
     defaults = scheduler_defaults(
         version, device_total_bytes=terms.device_total_bytes, device_name=dep.hardware.name
     )
