@@ -209,22 +209,22 @@ def startup_terms(
     (v0.11-v0.15).
     """
     requested = int(device_total_bytes * gpu_memory_utilization)
-    graph = graph_bytes if version.formula == "cuda-graph" else 0
-    cleared = cleared_bytes if version.formula in ("profile-cleared", "profile-310p") else 0
-    resident = resident_bytes if version.non_torch_absolute else 0
-    left = requested - weights_bytes - activation_bytes - non_torch_bytes - graph - cleared - resident
+    subtracted = {  # what the version takes from the requested memory before the pool
+        "weights_bytes": weights_bytes,
+        "activation_bytes": activation_bytes,
+        "non_torch_bytes": non_torch_bytes,
+        "graph_bytes": graph_bytes if version.formula == "cuda-graph" else 0,
+        "cleared_bytes": cleared_bytes if version.formula in ("profile-cleared", "profile-310p") else 0,
+        "resident_bytes": resident_bytes if version.non_torch_absolute else 0,
+    }
+    left = requested - sum(subtracted.values())
     halved = version.formula == "profile-310p"
     return StartupTerms(
         version=version.key,
         device_total_bytes=device_total_bytes,
         gpu_memory_utilization=gpu_memory_utilization,
         requested_bytes=requested,
-        weights_bytes=weights_bytes,
-        activation_bytes=activation_bytes,
-        non_torch_bytes=non_torch_bytes,
-        graph_bytes=graph,
-        cleared_bytes=cleared,
-        resident_bytes=resident,
+        **subtracted,
         halved=halved,
         available_kv_bytes=left // 2 if halved else left,
     )
