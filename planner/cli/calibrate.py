@@ -43,8 +43,9 @@ def _run_microbench(
 ) -> None:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from calibration.calibrate import run_calibration, write_raw
+    from calibration.calibrate import run_calibration
     from calibration.profile_writer import write_atomic, write_profile
+    from calibration.raw import write_raw
 
     for target in (out, raw):  # refuse before minutes of benchmarking, not after
         if target is not None and target.exists() and not force:
