@@ -67,4 +67,3 @@ def _cell(axis: list[float], value: float) -> tuple[int, float]:
     i = min(max(bisect.bisect_right(axis, value) - 1, 0), len(axis) - 2)
     low, high = axis[i], axis[i + 1]
     return i, min(max((value - low) / (high - low), 0.0), 1.0)
-
