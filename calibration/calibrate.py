@@ -42,6 +42,7 @@ import numpy as np
 from calibration import device as devmod
 from calibration import shapes as shapes_mod
 from calibration import small_kernels
+from calibration.bounds import screened
 from calibration.microbench import Measurements, Progress, Suite
 from calibration.npu_post import finish_npu, sized_for_memory
 from calibration.profile_writer import samples_from
@@ -201,8 +202,9 @@ def _fraction(achieved: float, datasheet: float, label: str, notes: list[str]) -
     """achieved / datasheet, kept inside the profile's field bounds [MIN_FRACTION, 1].
 
     A timing noisier than the kernel overhead it is corrected by can give a fraction at or below zero; it
-    is kept at MIN_FRACTION so that the plausibility screen (`implausible`) names the microbenchmark and
-    keeps the card's default, instead of the profile model refusing the run with a validation error.
+    is kept at MIN_FRACTION so that the plausibility screen (calibration/bounds.py `implausible`) names the
+    microbenchmark and keeps the card's default, instead of the profile model refusing the run with a
+    validation error.
     """
     value = achieved / datasheet
     if not math.isfinite(value) or value < MIN_FRACTION:
@@ -262,77 +264,6 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
         if grouped
         else None,
     )
-
-
-# A working microbenchmark reaches at least this share of the datasheet figure it is divided by; below it
-# the run measured something else (a throttled, shared or misconfigured device, a budget too short to warm
-# up). [assumed: the lowest fractions measured on the H200 and published for Ascend are 0.3-0.9]
-MIN_PLAUSIBLE_FRACTION = 0.05
-# A fixed per-kernel or per-step cost beyond 10 ms is a stalled measurement, not a launch cost. [assumed:
-# measured launch costs are 5-60 us, decode step host costs < 2 ms]
-MAX_PLAUSIBLE_OVERHEAD_US = 10_000.0
-# coefficient -> the microbenchmark that measures it (what the user re-runs or investigates)
-MEASURED_BY = {
-    "weight_read_bandwidth_fraction": "gemv (weight streaming)",
-    "kv_read_bandwidth_fraction": "decode attention",
-    "grouped_weight_read_bandwidth_fraction": "grouped expert GEMM",
-    "allreduce_bandwidth_fraction": "all-reduce",
-    "kernel_overhead_us": "small kernels",
-    "matmul_latency_us": "gemv (latency fit)",
-    "step_overhead_us": "decode step",
-    "allreduce_latency_us": "all-reduce",
-    "grouped_matmul_latency_us": "grouped expert GEMM",
-}
-
-
-def implausible(coefficients: PerfCoefficients) -> dict[str, str]:
-    """Coefficients outside what a working benchmark of the card can give -> why, naming the benchmark."""
-    found: dict[str, str] = {}
-    values = coefficients.model_dump()
-    for name, bench in MEASURED_BY.items():
-        value = values.get(name)
-        if value is None:
-            continue
-        if name.endswith("_fraction") and value < MIN_PLAUSIBLE_FRACTION:
-            found[name] = (
-                f"{bench}: {value:.3g} of the datasheet figure (expected >= {MIN_PLAUSIBLE_FRACTION})"
-            )
-        elif name.endswith("_us") and value > MAX_PLAUSIBLE_OVERHEAD_US:
-            found[name] = f"{bench}: {value:.3g} us (expected <= {MAX_PLAUSIBLE_OVERHEAD_US:g} us)"
-    for dtype, value in coefficients.compute_fraction.items():
-        if value < MIN_PLAUSIBLE_FRACTION:
-            found[f"compute_fraction.{dtype}"] = (
-                f"gemm {dtype}: {value:.3g} of the datasheet peak (expected >= {MIN_PLAUSIBLE_FRACTION})"
-            )
-    return found
-
-
-def screened(coefficients: PerfCoefficients, base: PerfCoefficients, notes: list[str]) -> PerfCoefficients:
-    """`coefficients` with every implausible value replaced by the card's default (base), each failure in
-    `notes`; KvplanError (one line, nothing written) when no measured coefficient passed."""
-    failed = implausible(coefficients)
-    if not failed:
-        return coefficients
-    measured = [name for name in MEASURED_BY if getattr(coefficients, name) != getattr(base, name)] + [
-        f"compute_fraction.{dtype}"
-        for dtype, value in coefficients.compute_fraction.items()
-        if base.compute_fraction.get(dtype) != value
-    ]
-    if set(measured) <= set(failed):  # nothing measured passed: write nothing rather than the defaults
-        raise KvplanError(
-            "calibrate: every measured coefficient is outside physical bounds, no profile written: "
-            + "; ".join(failed.values())
-        )
-    updates: dict[str, object] = {
-        name: getattr(base, name) for name in failed if not name.startswith("compute_fraction.")
-    }
-    compute = {
-        dtype: base.compute_fraction.get(dtype, value)
-        if f"compute_fraction.{dtype}" in failed else value
-        for dtype, value in coefficients.compute_fraction.items()
-    }  # fmt: skip
-    notes.extend(f"not written, datasheet default kept: {why}" for why in failed.values())
-    return coefficients.model_copy(update={**updates, "compute_fraction": compute})
 
 
 def pick_shapes(model: str | None, *, tiny: bool) -> ModelShapes:
@@ -422,60 +353,12 @@ def source_path(card: str) -> Path:
     return catalog.data_dir("hwprofiles") / f"{catalog.resolve_card(card).id}.yaml"
 
 
-def write_raw(result: CalibrationResult, path: Path, *, force: bool = True) -> None:
-    """Every raw benchmark row (all samples) as JSON; atomic, no clobber unless force."""
-    from planner import atomic
-
-    payload = {
-        "device": result.measured.device_name,
-        "date": result.measured.date,
-        "versions": result.measured.versions,
-        "elapsed_s": result.measurements.elapsed_s,
-        "notes": result.measurements.notes,
-        "rows": result.measurements.rows,
-    }
-    atomic.write_atomic(path, json.dumps(payload, indent=1) + "\n", force=force)
-
-
-def rebuild_from_raw(card: str, raw: Path) -> MeasuredBlock:
-    """The measured block re-derived on any machine from a raw JSON of write_raw (same mapping as a run).
-
-    For mapping changes after a device run: the rows are the measurement, the block is derived from them.
-    usable_memory_gib (not in the raw rows) is kept from the card's current measured block.
-    """
-    payload = json.loads(raw.read_text(encoding="utf-8"))
-    hw = catalog.resolve_card(card)
-    meas = Measurements(device=payload["device"], rows=payload["rows"], notes=list(payload["notes"]))
-    meas.elapsed_s = float(payload["elapsed_s"])
-    bandwidth = stream_bytes_per_s(meas)
-    return MeasuredBlock(
-        tool=TOOL,
-        tool_version=TOOL_VERSION,
-        date=payload["date"],
-        device_name=payload["device"],
-        backend="cuda" if "cuda" in payload["versions"] else "npu",
-        versions=payload["versions"],
-        coefficients=coefficients_from(meas, hw, min_attn_bytes=FULL.attn_min_fit_bytes),
-        memory_bandwidth_gb_per_s=bandwidth / units.GB_BYTES if bandwidth else None,
-        usable_memory_gib=hw.measured.usable_memory_gib if hw.measured else None,
-        samples=samples_from(meas),
-        notes="; ".join(
-            [
-                "shapes: standard-8b-class",
-                "sizes: full",
-                f"took {meas.elapsed_s:.1f} s",
-                *dict.fromkeys(meas.notes),
-                f"re-derived from {raw.name} by calibration.calibrate --from-raw",
-            ]
-        ),
-    )
-
-
 def main() -> None:
     """`python -m calibration.calibrate CARD DEVICE OUT [MODEL] [RAW]`: device-side entry, no typer needed."""
     import sys
 
     from calibration.profile_writer import write_profile
+    from calibration.raw import rebuild_from_raw, write_raw
 
     if sys.argv[1] == "--from-raw":  # python -m calibration.calibrate --from-raw RAW CARD OUT
         raw, card, out = Path(sys.argv[2]), sys.argv[3], sys.argv[4]

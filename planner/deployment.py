@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from planner.degrees import MAX_DEGREE as MAX_DEGREE  # re-exported (planner/cli/layouts.py)
+from planner.degrees import Degrees
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, WeightScheme
 from planner.kinds import DEFAULT_ENGINE, ENGINES, EngineName
-from planner.schema import Frozen, HardwareProfile, ModelCard
+from planner.schema import HardwareProfile, ModelCard
 
 DEFAULT_BLOCK_SIZE_TOKENS = 128  # MindIE cacheBlockSize default; vllm-ascend also forces 128
 DEFAULT_MEMORY_FRACTION = 0.8  # MindIE NPU_MEMORY_FRACTION default (mindie_llm/utils/env.py)
 DEFAULT_MAX_PREFILL_TOKENS = 8192  # MindIE ScheduleConfig.maxPrefillTokens default
 DEFAULT_MTP_ACCEPTANCE_FRACTION = 0.7  # [assumed: per-draft-token acceptance, DeepSeek-V3 report range]
-MAX_DEGREE = 1024  # a parallel degree, node count or node size beyond this is a typo, not a plan
 MAX_REDUNDANT_EXPERTS = 4096
 
 
@@ -42,17 +43,14 @@ def default_max_prefill_tokens(ctx_tokens: int, *, block_size_tokens: int) -> in
     return max(DEFAULT_MAX_PREFILL_TOKENS, ctx_tokens - output)
 
 
-class Deployment(Frozen):
-    """Everything a plan depends on. `batch` None means: plan the largest batch that fits at ctx."""
+class Deployment(Degrees):
+    """Everything a plan depends on: the parallel degrees (tp, dp, ep, pp: Degrees) and what follows.
+    `batch` None means: plan the largest batch that fits at ctx."""
 
     model: ModelCard
     hardware: HardwareProfile
     weight_scheme_name: str
     kv_dtype: StorageDType
-    tp: int = Field(ge=1, le=64)
-    dp: int = Field(default=1, ge=1, le=MAX_DEGREE)  # attention data parallel (planner/layout.py)
-    ep: int = Field(default=1, ge=1, le=MAX_DEGREE)  # expert parallel: routed experts split ep ways
-    pp: int = Field(default=1, ge=1, le=MAX_DEGREE)  # pipeline stages
     redundant_experts: int = Field(default=0, ge=0, le=MAX_REDUNDANT_EXPERTS)  # EPLB copies, all ranks
     nodes: int | None = Field(default=None, ge=1, le=MAX_DEGREE)  # None: as few as the layout needs
     devices_per_node: int | None = Field(default=None, ge=1, le=MAX_DEGREE)  # None: the card profile's

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from planner import catalog, deployment, units
+from planner.degrees import DEGREES, MAX_DEGREE, carried
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    MAX_DEGREE,
     MAX_REDUNDANT_EXPERTS,
     Deployment,
 )
@@ -68,6 +68,11 @@ class PlanRequest:
     nodes: int | None = None
     devices_per_node: int | None = None
     redundant_experts: int = 0
+
+
+# The request's fields that reach the Deployment as they are (same name, same value): the layout, --batch and
+# --uncalibrated.
+REQUEST_ECHOES = (*DEGREES, "nodes", "devices_per_node", "redundant_experts", "batch", "calibrated")
 
 
 def parse_ctx(text: str, *, flag: str = "--ctx") -> int:
@@ -212,13 +217,12 @@ def to_deployment(req: PlanRequest) -> Deployment:
     if req.mtp and card.mtp_layers == 0:
         raise PlanInputError(f"--mtp: {card.id} ships no MTP layers (got {req.mtp}, expected 0)")
     return Deployment(
+        **carried(req, REQUEST_ECHOES),
         model=card,
         hardware=hw,
         weight_scheme_name=scheme,
         kv_dtype=parse_kv_dtype(req.kv_dtype, default=activation),
-        tp=req.tp,
         ctx_tokens=ctx_tokens,
-        batch=req.batch,
         block_size_tokens=req.block_size,
         memory_fraction=registry.default_memory_fraction(engine)
         if req.memory_fraction is None
@@ -228,13 +232,6 @@ def to_deployment(req: PlanRequest) -> Deployment:
         or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),
         mtp_tokens=req.mtp,
         mtp_acceptance_fraction=req.mtp_acceptance,
-        calibrated=req.calibrated,
         model_alias=alias,
         engine=engine,
-        dp=req.dp,
-        ep=req.ep,
-        pp=req.pp,
-        nodes=req.nodes,
-        devices_per_node=req.devices_per_node,
-        redundant_experts=req.redundant_experts,
     )

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from planner import units
+from planner.degrees import DEGREES, carried
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.params import Shards, kv_heads_per_rank
@@ -234,11 +235,8 @@ def layout_report(dep: Deployment, *, instance_batch: int, weights_by_part: dict
     is capacity.weight_bytes_by_part(dep)."""
     group_batch = per_dp_rank_batch(instance_batch, dp=dep.dp)
     return LayoutReport(
+        **carried(dep, DEGREES),
         model_type=dep.model.model_type,
-        tp=dep.tp,
-        dp=dep.dp,
-        ep=dep.ep,
-        pp=dep.pp,
         moe_tp=moe_tp(dep),
         world_size=world_size(dep),
         nodes=node_count(dep),

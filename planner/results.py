@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
+from planner.degrees import Degrees
 from planner.schema import Frozen
 
 
@@ -79,8 +80,9 @@ class Performance(Frozen):
     ttft_prompt_tokens: int | None = None
 
 
-class LayoutReport(Frozen):
-    """One rank's view of a layout beyond tensor parallelism (planner/layout.py); bytes per device.
+class LayoutReport(Degrees):
+    """One rank's view of a layout beyond tensor parallelism (planner/layout.py): its degrees (tp, dp, ep,
+    pp: Degrees) and what they give one rank; bytes per device.
 
     batch_per_dp_group      sequences each DP group serves at the recommended instance batch
     weights_by_part_bytes   the weights row itemised: embedding, attention, mlp, moe_experts, moe_shared, ...
@@ -89,10 +91,6 @@ class LayoutReport(Frozen):
     """
 
     model_type: str
-    tp: int
-    dp: int
-    ep: int
-    pp: int
     moe_tp: int
     world_size: int
     nodes: int

@@ -8,7 +8,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from calibration.calibrate import MIN_PLAUSIBLE_FRACTION, coefficients_from, implausible, screened
+from calibration.bounds import MIN_PLAUSIBLE_FRACTION, implausible, screened
+from calibration.calibrate import coefficients_from
 from calibration.device import torch_install_hint
 from calibration.microbench import Measurements
 from calibration.profile_writer import replace_measured, write_atomic, write_profile

@@ -104,6 +104,10 @@ def engine_words(output: str, title: str) -> dict[str, str]:
     return dict(item.split(" ", 1) for item in line.split(": ", 1)[1].split(", "))
 
 
+# The plan both parametrized tests below start from (and vary: another engine, an SLO with a memory override).
+LONG_FP8 = ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8"]
+
+
 def next_command(output: str) -> list[str]:
     line = next(row.strip() for row in output.splitlines() if row.strip().startswith("Next: kvplan "))
     return line.removeprefix("Next: kvplan ").replace("<checkpoint dir>", "/w").split()
@@ -112,23 +116,12 @@ def next_command(output: str) -> list[str]:
 @pytest.mark.parametrize(
     "flags",
     [
-        ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8"],
+        LONG_FP8,
         ["--model", "qwen3-32b", "--ctx", "8k", "--tp", "2", "--card", "ascend-910b3"],
-        # the SLO lowers the batch (bound by ttft): the next command carries it as --batch
-        [
-            "--model",
-            "qwen3-27b",
-            "--ctx",
-            "32k",
-            "--dtype",
-            "fp8",
-            "--ttft-ms",
-            # binds below the memory limit (19) on the fitted 950PR profile: batch 12 (the simulated search
-            # at the default 256 in / 128 out workload; the old analytic one timed a 32k prompt)
-            "700",
-            "--memory-gib",
-            "96.0",
-        ],
+        # the SLO lowers the batch (bound by ttft): the next command carries it as --batch; 700 ms binds below
+        # the memory limit (19) on the fitted 950PR profile: batch 12 (the simulated search at the default
+        # 256 in / 128 out workload; the old analytic one timed a 32k prompt)
+        [*LONG_FP8, "--ttft-ms", "700", "--memory-gib", "96.0"],
     ],
 )
 def test_plan_speaks_mindie_and_its_next_command_writes_the_same_numbers(flags: list[str]) -> None:
@@ -192,20 +185,9 @@ def test_fit_jargon_becomes_what_it_means_and_stays_technical_in_explain_and_jso
 @pytest.mark.parametrize(
     "flags",
     [
-        ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8"],
-        ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8", "--engine", "vllm"],
-        [
-            "--model",
-            "qwen3-27b",
-            "--ctx",
-            "32k",
-            "--dtype",
-            "fp8",
-            "--ttft-ms",
-            "4500",
-            "--memory-gib",
-            "96.0",
-        ],
+        LONG_FP8,
+        [*LONG_FP8, "--engine", "vllm"],
+        [*LONG_FP8, "--ttft-ms", "4500", "--memory-gib", "96.0"],
     ],
 )
 def test_json_carries_the_engine_words_and_the_next_command_the_text_prints(flags: list[str]) -> None:

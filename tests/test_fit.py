@@ -202,3 +202,29 @@ def test_a_stated_compute_fraction_width_narrows_only_the_compute_scale_prior() 
     wide = base.model_copy(update={"compute_fraction_prior_factor": 4.0})  # the widest allowed
     sigma = fitted_params.prior(wide, measured=True)[1][index]
     assert sigma == pytest.approx(fitted_params.PRIOR_SIGMA_MEASURED)
+
+
+def test_the_rows_engine_sets_the_per_request_prior() -> None:
+    """request_overhead_us's prior centre is the rows' engine's (registry.request_overhead_prior_us): step rows
+    say nothing about it, so the fit returns that centre; rows of two engines with different centres fall
+    back to the generic floor, and a profile's own value wins over any floor."""
+    import dataclasses
+
+    from planner.engines import registry
+
+    vllm, mindie = (registry.room(e).REQUEST_OVERHEAD_PRIOR_US for e in ("vllm", "mindie"))
+    assert vllm != mindie
+    assert registry.request_overhead_prior_us({"vllm"}) == vllm
+    assert registry.request_overhead_prior_us({"vllm", "mindie"}) is None
+    index = fitted_params.PARAM_NAMES.index("request_overhead_us")
+    rows = [p for p in _synthetic(("qwen3-8b",), TRUE) if p.ctx_tokens == 2048]
+    for engine, expected in (("vllm", vllm), ("mindie", mindie)):
+        result = solver.fit_coefficients(
+            [dataclasses.replace(p, engine=engine) for p in rows],
+            base=BASE.model_copy(update={"request_overhead_us": 0.0}),
+        )
+        assert not result.decided_by_data[index]
+        assert np.exp(result.log_values[index]) == pytest.approx(expected, rel=1e-3)
+    held = BASE.model_copy(update={"request_overhead_us": 42_000.0})
+    centre, _ = fitted_params.prior(held, measured=False, floors={"request_overhead_us": vllm})
+    assert np.exp(centre[index]) == pytest.approx(42_000.0)

@@ -50,8 +50,8 @@ from planner.cli.options import (
     TtftOpt,
     UncalibratedOpt,
     UserTpsOpt,
-    engine_memory_fraction,
     fail,
+    plan_request,
     print_json,
     service_levels,
 )
@@ -200,13 +200,7 @@ def plan(
     from planner import inputs  # deferred so `kvplan --help` stays instant
     from planner.plan import compose as perf_plan
 
-    request = inputs.PlanRequest(
-        model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len, batch=batch,
-        block_size=block_size, memory_fraction=engine_memory_fraction(engine, memory_fraction),
-        memory_gib=memory_gib, bandwidth_gbps=bandwidth_gbps, max_prefill_tokens=max_prefill_tokens, mtp=mtp,
-        mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated, engine=engine, dp=dp, ep=ep, pp=pp,
-        nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
-    )  # fmt: skip
+    request = plan_request(ctx)
     try:
         dep = inputs.to_deployment(request)
         prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens")

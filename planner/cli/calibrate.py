@@ -9,19 +9,28 @@ kvplan validate POINTS.csv [--card CARD] [--engine E] [--uncalibrated]
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from planner import units
+from planner.cli.calibrate_bench import (
+    card_of_bench,
+    print_points,
+    print_serving,
+    unique_rows,
+    with_engine,
+)
+from planner.cli.calibrate_log import calibrate_from_log
 from planner.cli.options import FlagCommand, fail
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from planner.fit.solver import FitResult
-    from planner.importers.benchpoints import BenchPoint, ServingPoint
+    from planner.importers.benchpoints import ServingPoint
     from planner.schema import HardwareProfile
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
@@ -43,8 +52,9 @@ def _run_microbench(
 ) -> None:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from calibration.calibrate import run_calibration, write_raw
+    from calibration.calibrate import run_calibration
     from calibration.profile_writer import write_atomic, write_profile
+    from calibration.raw import write_raw
 
     for target in (out, raw):  # refuse before minutes of benchmarking, not after
         if target is not None and target.exists() and not force:
@@ -86,19 +96,7 @@ def _print_coefficients(values: dict[str, object], *, title: str) -> None:
         typer.echo(f"  {key:32s} {shown}")
 
 
-def _with_engine(points: list, engine: str | None) -> list:  # type: ignore[type-arg]
-    """The points with every engine replaced by --engine (validated), or unchanged when it is None."""
-    import dataclasses
-
-    from planner.kinds import parse_engine
-
-    if engine is None:
-        return points
-    name = parse_engine(engine)
-    return [dataclasses.replace(p, engine=name) for p in points]
-
-
-def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engine: str | None) -> None:
+def fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engine: str | None) -> None:
     from calibration.profile_writer import write_profile
     from planner import catalog
     from planner.fit import solver
@@ -108,13 +106,13 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
 
     hw = catalog.resolve_card(card)
     steps, serving = read_bench_rows(points_csv)
-    points, rows = _unique(_with_engine(steps, engine), _with_engine(serving, engine))
+    points, rows = unique_rows(with_engine(steps, engine), with_engine(serving, engine))
     result = solver.fit_coefficients(points, hardware=hw, serving=rows, source=f"--from-bench {points_csv}")
     if points:
-        _print_points(points, result.residual_fractions[: len(points)], hw_id=hw.id)
+        print_points(points, result.residual_fractions[: len(points)], hw_id=hw.id)
     if rows:
-        _print_serving(rows, result.residual_fractions[len(points) :], hw_id=hw.id)
-    _print_fit(result)
+        print_serving(rows, result.residual_fractions[len(points) :], hw_id=hw.id)
+    print_fit(result)
     held_out = _held_out(rows, hw)
     decided = [p.name for p, d in zip(FIT_PARAMS, result.decided_by_data, strict=True) if d] or ["none"]
     measured = MeasuredBlock(
@@ -153,17 +151,27 @@ def _fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engi
     typer.echo(f"wrote {out}")
 
 
-def held_out_errors(
-    train: Sequence[ServingPoint], test: Sequence[ServingPoint], *, hardware: HardwareProfile
-) -> list[float]:
-    """predicted / measured - 1 of the `test` rows under a fit on the `train` rows (planner/fit/holdout.py's
-    HeldOutErrors: the CLI wires the solver and the roofline prediction; KvplanError when the fit refuses)."""
-    from planner.fit import serving_rows, solver
+def print_fit(result: FitResult) -> None:
+    """Every fitted term: value, uncertainty factor, whether the rows or the prior set it; then warnings."""
+    import math
 
-    result = solver.fit_coefficients([], hardware=hardware, serving=train)
-    return serving_rows.serving_errors(
-        test, hardware=hardware, coefficients=result.coefficients, calibrated=False
+    from planner.perf.fitted_params import FIT_PARAMS
+
+    typer.echo(
+        "fitted terms (value, x/ one-sigma factor; 'rows' = set by the rows, 'prior' = held by the profile):"
     )
+    for param, u, sigma, decided, side in zip(
+        FIT_PARAMS, result.log_values, result.sigma_log, result.decided_by_data, result.bounds, strict=True
+    ):
+        mark = f", ON {side.upper()} BOUND" if side else ""
+        typer.echo(
+            f"  {param.name:32s} {math.exp(u):10.4g}  x/ {math.exp(sigma):.2f}  "
+            f"({'rows' if decided else 'prior'}{mark}; {param.meaning})"
+        )
+    low_b, high_b, low_c, high_c = result.fit_range
+    typer.echo(f"fitted range: batch {low_b:g}-{high_b:g}, ctx {low_c:g}-{high_c:g} tokens")
+    for line in result.warnings:
+        typer.echo(f"warning: {line}")
 
 
 def _held_out(rows: list[ServingPoint], hw: HardwareProfile) -> tuple[list[float], str] | None:
@@ -193,110 +201,18 @@ def _held_out(rows: list[ServingPoint], hw: HardwareProfile) -> tuple[list[float
     return held.factors, line
 
 
-def _print_fit(result: FitResult) -> None:
-    """Every fitted term: value, uncertainty factor, whether the rows or the prior set it; then warnings."""
-    import math
+def held_out_errors(
+    train: Sequence[ServingPoint], test: Sequence[ServingPoint], *, hardware: HardwareProfile
+) -> list[float]:
+    """predicted / measured - 1 of the `test` rows under a MAP fit on the `train` rows (fit/holdout.py's
+    HeldOutErrors: the solver and the roofline prediction composed here, above both; KvplanError when the fit
+    refuses the training rows)."""
+    from planner.fit import serving_rows, solver
 
-    from planner.perf.fitted_params import FIT_PARAMS
-
-    typer.echo(
-        "fitted terms (value, x/ one-sigma factor; 'rows' = set by the rows, 'prior' = held by the profile):"
+    result = solver.fit_coefficients([], hardware=hardware, serving=train)
+    return serving_rows.serving_errors(
+        test, hardware=hardware, coefficients=result.coefficients, calibrated=False
     )
-    for param, u, sigma, decided, side in zip(
-        FIT_PARAMS, result.log_values, result.sigma_log, result.decided_by_data, result.bounds, strict=True
-    ):
-        mark = f", ON {side.upper()} BOUND" if side else ""
-        typer.echo(
-            f"  {param.name:32s} {math.exp(u):10.4g}  x/ {math.exp(sigma):.2f}  "
-            f"({'rows' if decided else 'prior'}{mark}; {param.meaning})"
-        )
-    low_b, high_b, low_c, high_c = result.fit_range
-    typer.echo(f"fitted range: batch {low_b:g}-{high_b:g}, ctx {low_c:g}-{high_c:g} tokens")
-    for line in result.warnings:
-        typer.echo(f"warning: {line}")
-
-
-def _print_errors(
-    title: str, columns: tuple[str, ...], cells: list[list[str]], errors: list[float], *, width: int
-) -> tuple[float, int]:
-    """Print a predicted-vs-measured table (each row's cells, then its error in %); (MAPE, worst row)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in (*columns, "error"):
-        table.add_column(column, justify="left" if column in ("point", "model") else "right")
-    for row, error in zip(cells, errors, strict=True):
-        table.add_row(*row, f"{error * units.PERCENT:+.1f} %")
-    Console(width=width).print(table)
-    return _error_summary(errors)
-
-
-def _print_points(points: list, errors: list[float], *, hw_id: str) -> None:  # type: ignore[type-arg]
-    cells = [
-        [
-            p.where.rsplit("/", 1)[-1],
-            p.model,
-            str(p.tp),
-            str(p.batch),
-            str(p.ctx_tokens),
-            units.fmt_ms(p.decode_step_s),
-            units.fmt_ms(p.decode_step_s * (1 + error)),
-        ]
-        for p, error in zip(points, errors, strict=True)
-    ]
-    columns = ("point", "model", "tp", "batch", "ctx", "measured", "predicted")
-    mape, worst = _print_errors(
-        f"decode step, predicted vs measured ({hw_id})", columns, cells, errors, width=120
-    )
-    typer.echo(
-        f"MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
-        f"{points[worst].where} ({points[worst].model}, batch {points[worst].batch}, "
-        f"ctx {points[worst].ctx_tokens})"
-    )
-
-
-def _error_summary(errors: list[float]) -> tuple[float, int]:
-    """(mean absolute error, index of the largest absolute error) of relative errors (non-empty)."""
-    return sum(abs(e) for e in errors) / len(errors), max(range(len(errors)), key=lambda i: abs(errors[i]))
-
-
-def _print_serving(rows: list, errors: list[float], *, hw_id: str) -> None:  # type: ignore[type-arg]
-    cells = [
-        [
-            r.where.rsplit("/", 1)[-1],
-            r.model,
-            str(r.tp) + (f" x dp{r.dp}" if r.dp > 1 else "") + (f" ep{r.ep}" if r.ep > 1 else ""),
-            str(r.concurrency),
-            f"{r.input_tokens}/{r.output_tokens}",
-            str(r.mtp),
-            units.fmt_tokens_per_s(r.output_tokens_per_s),
-            units.fmt_tokens_per_s(r.output_tokens_per_s * (1 + error)),
-        ]
-        for r, error in zip(rows, errors, strict=True)
-    ]
-    columns = ("point", "model", "tp", "conc", "in/out", "mtp", "measured", "predicted")
-    arrivals = ", ".join(dict.fromkeys(r.arrivals for r in rows))  # the rows' own (column arrivals)
-    title = f"serving output tok/s, predicted vs measured ({hw_id}; closed loop, {arrivals})"
-    mape, worst = _print_errors(title, columns, cells, errors, width=140)
-    typer.echo(
-        f"serving MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
-        f"{rows[worst].where} ({rows[worst].model}, concurrency {rows[worst].concurrency})"
-    )
-
-
-def card_of_bench(points_csv: Path) -> str:
-    """The one card a bench CSV's rows name (its `card` column), for --from-bench without --card."""
-    from planner.importers.benchpoints import read_bench_rows
-
-    steps, serving = read_bench_rows(points_csv)
-    cards = sorted({str(row.card) for row in steps} | {str(row.card) for row in serving})
-    if len(cards) != 1:
-        raise PlanInputError(
-            f"--card: required when {points_csv} names more than one card "
-            f"(got {', '.join(cards) or 'none'}, expected one card column value or --card)"
-        )
-    return cards[0]
 
 
 def calibrate(
@@ -364,10 +280,10 @@ def calibrate(
             return
         target = out or _default_out(card)
         if from_log is not None:
-            _calibrate_from_log(card, log_path=from_log, out=target, force=force, util=gpu_memory_utilization)
+            calibrate_from_log(card, log_path=from_log, out=target, force=force, util=gpu_memory_utilization)
             return
         if from_bench is not None:
-            _fit_from_bench(card, points_csv=from_bench, out=target, force=force, engine=engine)
+            fit_from_bench(card, points_csv=from_bench, out=target, force=force, engine=engine)
             return
         _check_device(card, device=device or _default_device(card), dry_run=dry_run)
         _run_microbench(
@@ -390,106 +306,6 @@ def _check_device(card: str, *, device: str, dry_run: bool) -> None:
 
     hw = catalog.resolve_card(card)
     check_measures_card(parse_device(device), card_id=hw.id, vendor=hw.vendor, dry_run=dry_run)
-
-
-def _calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, util: float | None) -> None:
-    """`--from-log`: the card's profile with the log's device total and runtime reserve, written atomically.
-
-    memory_capacity_gib := the total the runtime reported; runtime_overhead_gib := non-torch memory (+ memory
-    held by other processes on a 310P); the terms go to `measured.samples` (vllm_* in bytes).
-    """
-    from calibration.profile_writer import measured_yaml, replace_measured, write_atomic
-    from planner import catalog, readers
-    from planner.engines.vllm import log as vllm_log
-    from planner.schema import MeasuredBlock
-
-    hw = catalog.resolve_card(card)
-    figures = vllm_log.parse_vllm_log(readers.read_text_capped(log_path, flag="--from-log"))
-    if not figures.found_anything:
-        raise PlanInputError(
-            f"--from-log {log_path}: no vLLM start-up line in it (got none of 'Available KV cache memory', "
-            "'GPU KV cache size', 'Maximum concurrency', expected the engine's start-up log; "
-            "MindIE logs go to "
-            "`kvplan mindie --from-log`)"
-        )
-    machine = vllm_log.learn_machine(
-        figures, card_capacity_bytes=hw.memory_capacity_bytes, gpu_memory_utilization=util
-    )
-    for line in vllm_log.learned_lines(machine):
-        typer.echo(line)
-    samples = {
-        "vllm_device_total_bytes": [float(machine.device_total_bytes)],
-        "vllm_non_torch_bytes": [float(machine.non_torch_bytes)],
-        "vllm_cleared_bytes": [float(machine.cleared_bytes)],
-        "vllm_available_kv_bytes": [float(machine.available_kv_bytes)],
-    }
-    if machine.activation_bytes is not None:
-        samples["vllm_activation_bytes"] = [float(machine.activation_bytes)]
-    base = hw.measured
-    measured = MeasuredBlock(
-        tool="kvplan calibrate --from-log",
-        tool_version="0.1.0",
-        date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        device_name=f"start-up log {log_path.name} ({machine.source})",
-        backend=base.backend if base else "bench-fit",
-        coefficients=base.coefficients if base else hw.default_coefficients,
-        memory_bandwidth_gb_per_s=base.memory_bandwidth_gb_per_s if base else None,
-        usable_memory_gib=units.bytes_to_gib(machine.device_total_bytes),
-        samples={**(base.samples if base else {}), **samples},
-        notes=(base.notes + "; " if base and base.notes else "")
-        + f"memory_capacity_gib and runtime_overhead_gib from the start-up log {log_path.name}",
-    )
-    source = (
-        Path(card)
-        if Path(card).suffix in (".yaml", ".yml")
-        else catalog.data_dir("hwprofiles") / f"{hw.id}.yaml"
-    )
-    text = _with_memory(
-        replace_measured(source.read_text(encoding="utf-8"), measured_yaml(measured)),
-        capacity_gib=units.bytes_to_gib(machine.device_total_bytes),
-        runtime_gib=units.bytes_to_gib(machine.runtime_bytes),
-    )
-    _validate_profile_text(text, source)
-    write_atomic(out, text, force=force)
-    typer.echo(
-        f"memory_capacity_gib {hw.memory_capacity_gib:g} -> "
-        f"{units.bytes_to_gib(machine.device_total_bytes):.4f}, "
-        f"runtime_overhead_gib {hw.runtime_overhead_gib:g} -> {units.bytes_to_gib(machine.runtime_bytes):.4f}"
-    )
-    typer.echo(
-        f"wrote {out} (plan with --card {out} and --memory-fraction {machine.gpu_memory_utilization:g})"
-    )
-
-
-def _with_memory(text: str, *, capacity_gib: float, runtime_gib: float) -> str:
-    """Profile text with its top-level memory_capacity_gib and runtime_overhead_gib values replaced."""
-    import re
-
-    for key, value in (("memory_capacity_gib", capacity_gib), ("runtime_overhead_gib", runtime_gib)):
-        text = re.sub(
-            rf"^{key}:[^\n]*$",
-            f"{key}: {value:.6f}    # from `kvplan calibrate --from-log`",
-            text,
-            count=1,
-            flags=re.MULTILINE,
-        )
-    return text
-
-
-def _validate_profile_text(text: str, source: Path) -> None:
-    """Validate the new profile text before anything is written (DataFileError naming the source)."""
-    import yaml
-    from pydantic import ValidationError
-
-    from planner.errors import DataFileError
-    from planner.schema import HardwareProfile
-
-    try:
-        HardwareProfile.model_validate(yaml.safe_load(text))
-    except ValidationError as exc:
-        raise DataFileError(
-            f"{source}: profile with the log's memory figures fails validation ({exc})"
-        ) from exc
 
 
 def _check(card: str, *, device: str) -> None:
@@ -522,33 +338,18 @@ def validate(
     try:
         hw = catalog.resolve_card(card) if card is not None else None
         steps, serving = read_bench_rows(points_csv)
-        points, rows = _unique(_with_engine(steps, engine), _with_engine(serving, engine))
+        points, rows = unique_rows(with_engine(steps, engine), with_engine(serving, engine))
         step_errors = solver.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
         serving_errors = serving_rows.serving_errors(rows, hardware=hw, calibrated=not uncalibrated)
         suffix = " uncalibrated" if uncalibrated else ""
         if points:
             hw_id = hw.id if hw else ", ".join(sorted({p.card for p in points}))
-            _print_points(points, step_errors, hw_id=hw_id + suffix)
+            print_points(points, step_errors, hw_id=hw_id + suffix)
         if rows:
             hw_id = hw.id if hw else ", ".join(sorted({r.card for r in rows}))
-            _print_serving(rows, serving_errors, hw_id=hw_id + suffix)
+            print_serving(rows, serving_errors, hw_id=hw_id + suffix)
     except KvplanError as exc:
         fail(exc)
-
-
-def _unique(
-    points: list[BenchPoint], rows: list[ServingPoint]
-) -> tuple[list[BenchPoint], list[ServingPoint]]:
-    """The rows with exact repeats dropped (each costs a fit or a prediction), said in one line."""
-    from planner.importers.benchpoints import without_repeats
-
-    (points, dropped_points), (rows, dropped_rows) = without_repeats(points), without_repeats(rows)
-    if dropped_points or dropped_rows:
-        typer.echo(
-            f"note: {dropped_points + dropped_rows} repeated row(s) (every column equal to an earlier row) "
-            f"counted once"
-        )
-    return points, rows
 
 
 def register(app: typer.Typer) -> None:

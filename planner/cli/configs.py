@@ -41,8 +41,8 @@ from planner.cli.options import (
     NodesOpt,
     PpOpt,
     RedundantOpt,
-    engine_memory_fraction,
     fail,
+    plan_request,
     print_json,
 )
 from planner.errors import DataFileError, KvplanError, PlanInputError
@@ -214,6 +214,7 @@ def serving_values(flags: ServingFlags) -> dict[str, object]:
 
 
 def mindie_command(
+    context: typer.Context,
     model: ModelOpt,
     tp: TpOpt = 1,
     ctx_len: CtxOpt = DEFAULT_CTX,
@@ -249,13 +250,7 @@ def mindie_command(
     """Write a MindIE Server config.json from the plan and print the plan behind it."""
     from planner.engines.mindie import config as mindie
 
-    # re-sized with the request lengths by prepare()
-    request = PlanRequest(
-        model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len, batch=batch,
-        block_size=block_size, memory_fraction=engine_memory_fraction("mindie", memory_fraction),
-        memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp, dp=dp, ep=ep, pp=pp,
-        nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
-    )  # fmt: skip
+    request = plan_request(context, engine="mindie")  # re-sized with the request lengths by prepare()
     flags = ServingFlags(
         max_prefill_tokens, weights_path, model_name, mtp, prefix_cache, max_input_tokens, max_output_tokens
     )
@@ -387,6 +382,7 @@ def print_mindie(
 
 
 def vllm_command(
+    context: typer.Context,
     model: ModelOpt,
     tp: TpOpt = 1,
     ctx_len: CtxOpt = DEFAULT_CTX,
@@ -417,12 +413,7 @@ def vllm_command(
     from planner.engines.vllm import args as vllm_args
 
     # engine: vLLM's block accounting; re-sized with the request lengths by prepare()
-    request = PlanRequest(
-        model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=ctx_len, batch=batch,
-        block_size=block_size, memory_fraction=engine_memory_fraction("vllm", memory_fraction),
-        memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp, engine="vllm", dp=dp, ep=ep,
-        pp=pp, nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
-    )  # fmt: skip
+    request = plan_request(context, engine="vllm")
     flags = ServingFlags(
         max_prefill_tokens, weights_path, model_name, mtp, prefix_cache, max_input_tokens, max_output_tokens
     )

@@ -23,6 +23,7 @@ TopOpt = Annotated[int, typer.Option(help="Layouts to show, best first.")]
 
 
 def layout_command(
+    context: typer.Context,
     model: options.ModelOpt,
     budget_devices: BudgetOpt,
     ctx_len: options.CtxOpt = options.DEFAULT_CTX,
@@ -46,11 +47,7 @@ def layout_command(
     from planner.perf import ranges
     from planner.plan import layout_search
 
-    request = inputs.PlanRequest(
-        model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, ctx=ctx_len, batch=batch,
-        block_size=block_size, memory_fraction=options.engine_memory_fraction(engine, memory_fraction),
-        memory_gib=memory_gib, engine=engine,
-    )  # fmt: skip
+    request = options.plan_request(context)
     try:
         if not 1 <= budget_devices <= MAX_DEGREE or not 1 <= top <= MAX_DEGREE:
             budget_ok = 1 <= budget_devices <= MAX_DEGREE

@@ -9,6 +9,7 @@ loads it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -24,7 +25,15 @@ from planner.deployment import (
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
 )
 from planner.errors import KvplanError
-from planner.inputs import DEFAULT_CARD, DEFAULT_CTX, DEFAULT_DTYPE, ServiceLevels, ms_to_s, positive
+from planner.inputs import (
+    DEFAULT_CARD,
+    DEFAULT_CTX,
+    DEFAULT_DTYPE,
+    PlanRequest,
+    ServiceLevels,
+    ms_to_s,
+    positive,
+)
 from planner.kinds import DEFAULT_ENGINE
 
 __all__ = [
@@ -110,6 +119,26 @@ def engine_memory_fraction(engine: str, given: float | None) -> float:
     from planner.kinds import parse_engine
 
     return registry.default_memory_fraction(parse_engine(engine))
+
+
+# The command parameters PlanRequest reads: its fields, under their own names but for --ctx (`ctx_len`: the
+# root command's `ctx` is its typer.Context); --uncalibrated is read as calibrated=False.
+REQUEST_FIELDS = frozenset(field.name for field in dataclasses.fields(PlanRequest))
+REQUEST_NAMES = {"ctx_len": "ctx"}
+
+
+def plan_request(context: typer.Context, /, **fixed: Any) -> PlanRequest:
+    """The command's typed PlanRequest from its deployment flags (the parameters named as its fields,
+    --uncalibrated as calibrated=False, --memory-fraction defaulting to the engine's): one builder for every
+    command. `fixed`: what the command decides itself over its flags (engine="vllm", the ctx a workload
+    needs, None for a same-named flag that means something else, as sweep's --batch list)."""
+    flags = {REQUEST_NAMES.get(name, name): value for name, value in context.params.items()}
+    if "uncalibrated" in flags:
+        flags["calibrated"] = not flags["uncalibrated"]
+    values = {name: value for name, value in flags.items() if name in REQUEST_FIELDS} | fixed
+    engine = values.get("engine", DEFAULT_ENGINE)
+    values["memory_fraction"] = engine_memory_fraction(engine, values.get("memory_fraction"))
+    return PlanRequest(**values)
 
 
 def fail(exc: KvplanError) -> NoReturn:

@@ -43,9 +43,9 @@ from planner.cli.options import (
     RedundantOpt,
     TpOpt,
     UncalibratedOpt,
-    engine_memory_fraction,
     fail,
     ms_to_s,
+    plan_request,
     positive,
     print_json,
 )
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
     from planner.deployment import Deployment
     from planner.serving.closed_loop import Admission, BenchRun, ServingEstimate
     from planner.serving.sweep import SweepResult
-    from planner.sim.metrics import SimSummary
     from planner.sim.search import SearchResult
 
 FORMATS = ("table", "csv", "json")
@@ -241,6 +240,7 @@ def sweep_table(result: SweepResult) -> Table:
 
 
 def sweep_command(
+    context: typer.Context,
     model: ModelOpt,
     dtype: Annotated[
         str, typer.Option(help="Weight dtype(s), comma-separated: the dtype axis.")
@@ -275,10 +275,8 @@ def sweep_command(
                 f"--dtype: no weight dtype given (got {dtype!r}, expected e.g. bf16 or fp8,bf16)"
             )
         check_grid(dtypes=len(dtypes), batches=len(batches), contexts=len(contexts))
-        request = inputs.PlanRequest(
-            model=model, card=card, dtype=dtypes[0], kv_dtype=kv_dtype, tp=tp, ctx=str(max(contexts)),
-            memory_gib=memory_gib, mtp=mtp, mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated,
-        )  # fmt: skip
+        # --dtype, --batch and --ctx are lists here: the request takes the first dtype and the longest ctx
+        request = plan_request(context, dtype=dtypes[0], ctx=str(max(contexts)), batch=None)
         result = sweep.sweep(
             inputs.to_deployment(request), batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes
         )
@@ -295,6 +293,7 @@ def sweep_command(
 
 
 def serve_command(
+    context: typer.Context,
     model: ModelOpt,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
     input_tokens: Annotated[str, typer.Option(*PROMPT_FLAGS, help="Prompt tokens per request.")] = str(
@@ -366,6 +365,7 @@ def serve_command(
     from planner.cli import serve_view
     from planner.perf import ranges
     from planner.serving.closed_loop import ARRIVALS, BenchRun
+    from planner.sim import bench as sim_bench
 
     try:
         prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
@@ -380,14 +380,7 @@ def serve_command(
                 f"--concurrency: too many users to simulate (got {concurrency}, expected <= "
                 f"{MAX_SERVE_CONCURRENCY})"
             )
-        request = inputs.PlanRequest(
-            model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ctx=str(prompt + output),
-            memory_gib=memory_gib, max_prefill_tokens=max_prefill_tokens, mtp=mtp,
-            mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated, engine=engine, dp=dp, ep=ep, pp=pp,
-            nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
-            memory_fraction=engine_memory_fraction(engine, memory_fraction),
-        )  # fmt: skip
-        dep = inputs.to_deployment(request)
+        dep = inputs.to_deployment(plan_request(context, ctx=str(prompt + output)))
         run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
         tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
         slo = (ms_to_s(ttft_ms, "--ttft-ms"), tpot_s)
@@ -396,7 +389,7 @@ def serve_command(
         band = ranges.speed_band(
             dep, batch=estimate.running_batch, ctx_tokens=estimate.input_tokens + estimate.output_tokens
         )
-        sim = simulated(dep, tokens=(prompt, output), users=users, run=run, slo=slo)
+        sim = sim_bench.simulate_users(dep, tokens=(prompt, output), users=users, bench=run, slo=slo)
     except KvplanError as exc:
         fail(exc)
     view = serve_view.ServeView(
@@ -425,20 +418,6 @@ def tpot_ceiling(tpot_s: float | None, min_user_tokens_per_s: float | None) -> f
     from planner.sim import slo as sim_slo
 
     return sim_slo.tpot_ceiling_s(tpot_s, min_user_tokens_per_s)
-
-
-def simulated(
-    dep: Deployment,
-    *,
-    tokens: tuple[int, int],
-    users: int,
-    run: BenchRun,
-    slo: tuple[float | None, float | None],
-) -> SimSummary:
-    """planner.sim.bench.simulate_users (deferred import): one DP group's simulated closed loop."""
-    from planner.sim import bench
-
-    return bench.simulate_users(dep, tokens=tokens, users=users, bench=run, slo=slo)
 
 
 def serve_users(

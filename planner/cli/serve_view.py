@@ -97,13 +97,11 @@ def admission_lines(view: ServeView) -> list[str]:
 
 def tail_lines(sim: SimSummary) -> list[str]:
     """Mean and P50 / P90 / P95 / P99 of TTFT, TPOT and end-to-end latency, one row each."""
-    lines = []
-    for name, p in (("TTFT", sim.ttft_s), ("TPOT", sim.tpot_s), ("E2E", sim.e2e_s)):
-        lines.append(
-            f"  {name:4} mean {units.fmt_ms(p.mean)}  P50 {units.fmt_ms(p.p50)}  P90 {units.fmt_ms(p.p90)}  "
-            f"P95 {units.fmt_ms(p.p95)}  P99 {units.fmt_ms(p.p99)}"
-        )
-    return lines
+    return [
+        f"  {name:4} mean {units.fmt_ms(p.mean)}  P50 {units.fmt_ms(p.p50)}  P90 {units.fmt_ms(p.p90)}  "
+        f"P95 {units.fmt_ms(p.p95)}  P99 {units.fmt_ms(p.p99)}"
+        for name, p in (("TTFT", sim.ttft_s), ("TPOT", sim.tpot_s), ("E2E", sim.e2e_s))
+    ]
 
 
 def simulated_lines(sim: SimSummary, band: SpeedBand) -> list[str]:

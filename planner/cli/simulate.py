@@ -45,7 +45,6 @@ from planner.cli.options import (
 )
 from planner.cli.simrequest import SchedulerFlags, SimulateRequest
 from planner.errors import KvplanError, PlanInputError
-from planner.inputs import PlanRequest
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -202,6 +201,7 @@ def verdict_line(s: SimSummary) -> str:
 
 
 def simulate_command(
+    context: typer.Context,
     model: ModelOpt,
     dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
     rate: Annotated[float | None, typer.Option(help="Poisson arrivals per second.")] = None,
@@ -273,12 +273,8 @@ def simulate_command(
 ) -> None:
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = SimulateRequest(
-        request=PlanRequest(
-            model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, memory_gib=memory_gib, mtp=mtp,
-            mtp_acceptance=mtp_acceptance, calibrated=not uncalibrated, engine=engine, dp=dp, ep=ep, pp=pp,
-            nodes=nodes, devices_per_node=devices_per_node, redundant_experts=redundant_experts,
-            memory_fraction=options.engine_memory_fraction(engine, memory_fraction),
-        ),
+        # the scheduler's --max-prefill-tokens sizes the deployment later, with the workload (prepared())
+        request=options.plan_request(context, max_prefill_tokens=None),
         rate=rate, concurrency=concurrency, trace=trace, lengths=(input_tokens, output_tokens),
         requests=requests, seed=seed, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
         knobs=SchedulerFlags(

@@ -8,6 +8,7 @@ these functions with a Deployment (or an engine name) and never compares engine 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol
 
 import numpy as np
@@ -35,6 +36,7 @@ class EngineRoom(Protocol):
     PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
     DP_PHASE_VOTE: bool  # DP ranks run the phase (prefill or decode) most of them want
     DP_LOCKSTEP_DENSE: bool  # DP ranks of a dense model step together too (MoE ranks always do)
+    REQUEST_OVERHEAD_PRIOR_US: float  # the fit's prior centre for a request's cost outside the forward pass
     STATE_PASSES: int
     FUSED_KERNELS: bool
     SUPPORTS_PIPELINE: bool
@@ -67,6 +69,13 @@ assert tuple(ROOMS) == ENGINES, "every engine in planner/kinds.py needs a room"
 def room(engine: EngineName) -> EngineRoom:
     """The engine's room (engine validated at the boundary: planner.kinds.parse_engine)."""
     return ROOMS[engine]
+
+
+def request_overhead_prior_us(engines: Collection[EngineName]) -> float | None:
+    """The engines' prior centre for request_overhead_us (planner/perf/fitted_params.py) when every one of
+    `engines` gives the same; None (the generic floor) when they differ or none is given."""
+    values = {room(engine).REQUEST_OVERHEAD_PRIOR_US for engine in engines}
+    return values.pop() if len(values) == 1 else None
 
 
 def check_kv_dtype(dep: Deployment) -> None:

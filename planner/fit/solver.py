@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.fit import features, prepared
 from planner.importers.benchpoints import BenchPoint, ServingPoint, deployment_for
@@ -295,7 +296,14 @@ def fit_coefficients(
         deployment_for(points[0], calibrated=False).hardware if points else rows[0].deployment.hardware
     )
     start = base if base is not None else hw.coefficients(calibrated=True)
-    centre, sigma = fitted_params.prior(start, measured=base is None and hw.is_calibrated)
+    # the rows' engine sets the per-request prior's centre when they share one (registry)
+    engines = {point.engine for point in points} | {row.engine for row in serving}
+    engine_prior = registry.request_overhead_prior_us(engines)
+    centre, sigma = fitted_params.prior(
+        start,
+        measured=base is None and hw.is_calibrated,
+        floors=None if engine_prior is None else {"request_overhead_us": engine_prior},
+    )
     problem = _Problem.build(points, rows, hardware=hardware, start=(start, centre, sigma))
     u, r, covariance, iterations, converged = _solve(problem)
     if not np.all(np.isfinite(r)):

@@ -10,6 +10,7 @@ width narrows to the card's compute_fraction_prior_factor when the profile state
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,8 +73,9 @@ FIT_PARAMS: tuple[FitParam, ...] = (
 # request_overhead_us: what one request costs outside the forward pass (HTTP + API server, tokenization of
 # the prompt, the scheduler's admission, the first step of a captured graph): it adds to TTFT only
 # (closed_loop.py, planner/sim), so rows with a TTFT at low load identify it. Prior 10 ms x/ 10 (1-100 ms
-# at one sigma); box 0.1 ms (a local socket round trip) to 2 s.  [assumed: vllm-ascend single-client TTFTs
-# of short prompts in the corpus run ~0.1-0.6 s above their prefill's roofline]
+# at one sigma) unless the rows' engine gives its own centre (REQUEST_OVERHEAD_PRIOR_US in its room:
+# vllm-ascend 100 ms, measured; planner/engines/registry.request_overhead_prior_us); box 0.1 ms (a local
+# socket round trip) to 2 s.  [assumed: the engine's value, or 10 ms where rows of several engines mix]
 PARAM_NAMES = tuple(p.name for p in FIT_PARAMS)
 LOWER = np.log([p.lower for p in FIT_PARAMS])
 UPPER = np.log([p.upper for p in FIT_PARAMS])
@@ -98,17 +100,21 @@ def profile_values(coefficients: PerfCoefficients) -> list[float | None]:
     return values
 
 
-def prior(coefficients: PerfCoefficients, *, measured: bool) -> tuple[FloatArray, FloatArray]:
+def prior(
+    coefficients: PerfCoefficients, *, measured: bool, floors: Mapping[str, float] | None = None
+) -> tuple[FloatArray, FloatArray]:
     """(centre, sigma) of every parameter in log space.
 
-    Formula: centre = log(clip(value or floor, lower, upper)); sigma = PRIOR_SIGMA_MEASURED when the
-    profile's value was measured, PRIOR_SIGMA_ASSUMED when assumed, log(unknown_factor) when absent;
+    Formula: centre = log(clip(value or floor, lower, upper)), floor from `floors` where it names the
+    parameter (an engine's own prior centre) and the FitParam's otherwise; sigma = PRIOR_SIGMA_MEASURED when
+    the profile's value was measured, PRIOR_SIGMA_ASSUMED when assumed, log(unknown_factor) when absent;
     compute_scale: min(that, log(compute_fraction_prior_factor)) when the profile states the factor.
     """
     known = PRIOR_SIGMA_MEASURED if measured else PRIOR_SIGMA_ASSUMED
     centre, sigma = [], []
     for param, value in zip(FIT_PARAMS, profile_values(coefficients), strict=True):
-        centre.append(math.log(min(max(value or param.floor, param.lower), param.upper)))
+        floor = (floors or {}).get(param.name, param.floor)
+        centre.append(math.log(min(max(value or floor, param.lower), param.upper)))
         width = known if value is not None else math.log(param.unknown_factor)
         if param.name == "compute_scale" and coefficients.compute_fraction_prior_factor is not None:
             width = min(width, math.log(coefficients.compute_fraction_prior_factor))

@@ -56,8 +56,13 @@ def term(
     flop: FloatArray,
     dtype: str,
     resource: Resource = "hbm",
+    attention: AttentionLookup | None = None,
 ) -> Term:
-    """A Term for `op` with the engine's launches over `layers` layers (or passes)."""
+    """A Term for `op` with the engine's launches over `layers` layers (or passes); with `attention` (the
+    measured-table lookup of an attention op) the launches are attention_launches'."""
+    counts = (
+        launches(geo, op, layers=layers) if attention is None else attention_launches(geo, op, layers=layers)
+    )
     return Term(
         op,
         layers,
@@ -65,7 +70,8 @@ def term(
         flop=flop,
         compute_dtype=dtype,
         resource=resource,
-        **launches(geo, op, layers=layers),
+        attention=attention,
+        **counts,
     )
 
 
@@ -154,15 +160,15 @@ def cache_attention_term(
         kernels=layers,
         read_bytes=read,
     )
-    return Term(
+    return term(
+        geo,
         op,
-        layers,
-        bytes=hbm,
+        layers=layers,
+        hbm=hbm,
         flop=flop,
-        compute_dtype=geo.activation_dtype,
+        dtype=geo.activation_dtype,
         resource="kv",
         attention=lookup,
-        **attention_launches(geo, op, layers=layers),
     )
 
 

@@ -111,19 +111,37 @@ def speed_band(dep: Deployment, *, batch: int, ctx_tokens: int) -> SpeedBand:
 def uncalibrated_band(dep: Deployment) -> SpeedBand:
     """Datasheet peaks x assumed efficiencies: the vendor's measured error range (DATASHEET)."""
     (low, high), (ttft_low, ttft_high), points = DATASHEET[dep.hardware.vendor]
+    note = (
+        f"{points} ran at {low:g}x-{high:g}x the datasheet estimate's speed (prefill "
+        f"{ttft_low:g}x-{ttft_high:g}x; lab/accuracy/speed_band_sources.py)"
+    )
+    names = ("datasheet peaks x assumed efficiencies (uncalibrated)", "uncalibrated", "datasheet prefill")
+    return band((low, high), (ttft_low, ttft_high), axes_out=0, names=names, notes=[note])
+
+
+def band(
+    decode: tuple[float, float],
+    ttft: tuple[float, float],
+    *,
+    axes_out: int,
+    names: tuple[str, str, str],
+    notes: list[str],
+) -> SpeedBand:
+    """A SpeedBand from its decode and prefill (low, high) pairs, each widened by `axes_out` axes outside the
+    covered range (extrapolated when any); names = (source, label, ttft_source)."""
+    low, high = widened(decode, axes_out=axes_out)
+    ttft_low, ttft_high = widened(ttft, axes_out=axes_out)
+    source, label, ttft_source = names
     return SpeedBand(
-        source="datasheet peaks x assumed efficiencies (uncalibrated)",
-        label="uncalibrated",
+        source=source,
+        label=label,
         low_factor=low,
         high_factor=high,
         ttft_low_factor=ttft_low,
         ttft_high_factor=ttft_high,
-        ttft_source="datasheet prefill",
-        extrapolated=False,
-        notes=[
-            f"{points} ran at {low:g}x-{high:g}x the datasheet estimate's speed (prefill "
-            f"{ttft_low:g}x-{ttft_high:g}x; lab/accuracy/speed_band_sources.py)"
-        ],
+        ttft_source=ttft_source,
+        extrapolated=axes_out > 0,
+        notes=notes,
     )
 
 
@@ -162,19 +180,12 @@ def microbench_band(dep: Deployment, measured: MeasuredBlock, *, batch: int, ctx
     )
     tabled = dep.engine in {r.engine for r in measured.coefficients.prefill_layer_table or []}
     prefill = MICROBENCH_TTFT_FACTORS if tabled else MICROBENCH_UNTABLED_TTFT_FACTORS
-    low, high = widened(MICROBENCH_FACTORS, axes_out=len(notes))
-    ttft_low, ttft_high = widened(prefill, axes_out=len(notes))
-    return SpeedBand(
-        source=f"microbenchmarks ({measured.tool} on {measured.device_name})",
-        label="microbenchmarks",
-        low_factor=low,
-        high_factor=high,
-        ttft_low_factor=ttft_low,
-        ttft_high_factor=ttft_high,
-        ttft_source="measured prefill tables" if tabled else f"no prefill tables for {dep.engine}",
-        extrapolated=bool(notes),
-        notes=notes,
+    names = (
+        f"microbenchmarks ({measured.tool} on {measured.device_name})",
+        "microbenchmarks",
+        "measured prefill tables" if tabled else f"no prefill tables for {dep.engine}",
     )
+    return band(MICROBENCH_FACTORS, prefill, axes_out=len(notes), names=names, notes=notes)
 
 
 def central_band(ratios: Sequence[float], *, central: float = 1.0) -> tuple[float, float]:
@@ -212,19 +223,13 @@ def fitted_band(measured: MeasuredBlock, *, batch: int, ctx_tokens: int) -> Spee
     fit_range = measured.samples.get("fit_range")
     notes = fitted.range_warnings(fit_range, batch=batch, ctx_tokens=ctx_tokens) if fit_range else []
     held = held_out_pair(measured)
-    low, high = widened(fit_pair(measured), axes_out=len(notes))
-    return SpeedBand(
-        source=measured.device_name.removeprefix("calibrated: "),
-        label="fitted profile",
-        low_factor=low,
-        high_factor=high,
-        ttft_low_factor=low,
-        ttft_high_factor=high,
-        # its rows' throughput includes their prefills
-        ttft_source="the fit's range" if held is None else f"the fit's held-out range, {held[2]} rows",
-        extrapolated=bool(notes),
-        notes=notes,
+    names = (
+        measured.device_name.removeprefix("calibrated: "),
+        "fitted profile",
+        "the fit's range" if held is None else f"the fit's held-out range, {held[2]} rows",
     )
+    pair = fit_pair(measured)  # decode and prefill alike: its rows' throughput includes their prefills
+    return band(pair, pair, axes_out=len(notes), names=names, notes=notes)
 
 
 def fit_pair(measured: MeasuredBlock) -> tuple[float, float]:

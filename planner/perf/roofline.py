@@ -188,8 +188,8 @@ def bound_of(*, transfer_s: float, compute_s: float, overhead_s: float, resource
 def ledger_op(term: Term, *, rate: Rates, chunks: int, tokens: FloatArray) -> Op:
     """Sum one term over the passes (prefill chunks, or the single decode step) into a ledger row."""
     transfer, compute, overhead = term_seconds(term, rate=rate, tokens=tokens)
-    time_s = float(np.sum(np.maximum(transfer, compute) + overhead))
-    transfer_s, compute_s, overhead_s = (float(np.sum(x)) for x in (transfer, compute, overhead))
+    parts = zip(("transfer_s", "compute_s", "overhead_s"), (transfer, compute, overhead), strict=True)
+    seconds = {name: float(np.sum(part)) for name, part in parts}
     return Op(
         name=term.name,
         layers=term.layers,
@@ -197,13 +197,9 @@ def ledger_op(term: Term, *, rate: Rates, chunks: int, tokens: FloatArray) -> Op
         bytes=float(np.sum(term.bytes)),
         flop=float(np.sum(term.flop)),
         compute_dtype=term.compute_dtype,
-        transfer_s=transfer_s,
-        compute_s=compute_s,
-        overhead_s=overhead_s,
-        time_s=time_s,
-        bound=bound_of(
-            transfer_s=transfer_s, compute_s=compute_s, overhead_s=overhead_s, resource=term.resource
-        ),
+        **seconds,
+        time_s=float(np.sum(np.maximum(transfer, compute) + overhead)),
+        bound=bound_of(**seconds, resource=term.resource),
     )
 
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 from typing import Protocol
 
 from planner import capacity, kinds, layout
+from planner.degrees import carried
 from planner.deployment import Deployment
 from planner.errors import PlanInputError, SloNotMetError
 from planner.inputs import ServiceLevels
 from planner.perf import fitted, ranges
 from planner.results import Performance, Plan, Recommendation, SloAnswer, SpeedRange
 from planner.serving import knee, performance
+
+# The deployment's fields a Plan repeats as they are (same name, same value); the rest it names by id.
+PLAN_ECHOES = ("model_alias", "tp", "ctx_tokens", "batch", "block_size_tokens", "memory_fraction")
 
 
 class SloSearch(Protocol):
@@ -84,17 +88,12 @@ def build_plan(
         else layout.layout_report(dep, instance_batch=rec.max_batch_size, weights_by_part=parts)
     )
     return Plan(
+        **carried(dep, PLAN_ECHOES),
         model=dep.model.id,
-        model_alias=dep.model_alias,
         card=dep.hardware.id,
         card_variant=dep.hardware.variant_id,
         dtype=dep.weight_scheme.name,
         kv_dtype=dep.kv_dtype.value,
-        tp=dep.tp,
-        ctx_tokens=dep.ctx_tokens,
-        batch=dep.batch,
-        block_size_tokens=dep.block_size_tokens,
-        memory_fraction=dep.memory_fraction,
         memory=mem,
         recommendation=rec,
         performance=perf,

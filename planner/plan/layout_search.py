@@ -13,6 +13,7 @@ from typing import Protocol
 from pydantic import Field
 
 from planner import capacity, kinds, layout
+from planner.degrees import DEGREES, MAX_TP, Degrees, carried
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import KvplanError
@@ -30,13 +31,10 @@ class PlanBuilder(Protocol):
     def __call__(self, dep: Deployment, *, prompt_tokens: int, slo: ServiceLevels) -> Plan: ...
 
 
-class LayoutCandidate(Frozen):
-    """One layout that fits and meets the SLOs; speeds per instance, replicas fill the budget."""
+class LayoutCandidate(Degrees):
+    """One layout (its degrees: Degrees) that fits and meets the SLOs; speeds per instance, replicas fill
+    the budget."""
 
-    tp: int
-    dp: int
-    ep: int
-    pp: int
     devices: int = Field(description="devices of one instance: tp x dp x pp")
     replicas: int = Field(description="instances the budget holds: floor(budget / devices)")
     max_batch_size: int
@@ -65,16 +63,16 @@ def powers_of_two(limit: int) -> list[int]:
     return [1 << i for i in range(limit.bit_length()) if 1 << i <= limit]
 
 
-def candidate_degrees(dep: Deployment, *, budget: int) -> list[tuple[int, int, int, int]]:
+def candidate_degrees(dep: Deployment, *, budget: int) -> list[Degrees]:
     """(tp, dp, ep, pp) with tp x dp x pp <= budget: powers of two, tp <= 64; ep 1 for dense models, else
     the divisors of tp x dp (MindIE) or 1 and tp x dp (vLLM's --enable-expert-parallel); pp > 1 on vLLM."""
     stages = PIPELINE_STAGES if registry.supports_pipeline(dep) else (1,)
     found = []
-    for tp in powers_of_two(min(budget, 64)):
+    for tp in powers_of_two(min(budget, MAX_TP)):
         for dp in powers_of_two(budget // tp):
             for pp in (p for p in stages if tp * dp * p <= budget):
                 for ep in expert_degrees(dep, group=tp * dp):
-                    found.append((tp, dp, ep, pp))
+                    found.append(Degrees(tp=tp, dp=dp, ep=ep, pp=pp))
     return found
 
 
@@ -96,10 +94,7 @@ def candidate(
         raise KvplanError("no performance estimate")
     devices = layout.world_size(dep)
     return LayoutCandidate(
-        tp=dep.tp,
-        dp=dep.dp,
-        ep=dep.ep,
-        pp=dep.pp,
+        **carried(dep, DEGREES),
         devices=devices,
         replicas=budget // devices,
         max_batch_size=result.recommendation.max_batch_size,
@@ -129,8 +124,8 @@ def search_layouts(
     prompt = prompt_tokens or kinds.default_request_tokens(dep.ctx_tokens)[0]
     found: list[LayoutCandidate] = []
     degrees = candidate_degrees(dep, budget=budget)
-    for tp, dp, ep, pp in degrees:
-        trial = dep.model_copy(update={"tp": tp, "dp": dp, "ep": ep, "pp": pp, "nodes": None})
+    for degree in degrees:
+        trial = dep.model_copy(update={**carried(degree, DEGREES), "nodes": None})
         try:
             found.append(candidate(trial, budget=budget, slo=slo, prompt=prompt, plan_of=plan_of))
         except KvplanError:

@@ -258,18 +258,24 @@ class Engine:
     def span_steps(self, *, single: bool = False) -> int:
         """Decode steps the next span takes: to the next completion (at most span_cap), to a block boundary
         when blocks are short, and to the step boundary at or after the next arrival."""
-        batch, a = len(self.running), self.table.tokens_per_step
-        span = 1 if single else min(self.top_step(self.finish_heap) - self.step, self.span_cap)
-        to_block = self.top_step(self.block_heap) - self.step
+        return self.span_and_ctx(single=single)[0]
+
+    def span_and_ctx(self, *, single: bool = False) -> tuple[int, float]:
+        """(span_steps, mean_ctx_tokens now): one pass, the heaps' tops and the arrival read inline."""
+        batch, a, step = len(self.running), self.table.tokens_per_step, self.step
+        ctx = (self.base_sum + batch * step * a) / batch
+        span = 1 if single else min(self.top_step(self.finish_heap) - step, self.span_cap)
+        to_block = self.top_step(self.block_heap) - step
         if to_block < span:
             worst = batch * (math.ceil(span * a / self.cfg.block_tokens) + 1)
             if self.cfg.total_blocks - self.used_blocks < worst:
                 span = to_block
-        upcoming = self.next_arrival_s()
-        if upcoming < math.inf and span > 1:
-            step_s = self.table.decode_s(batch, self.mean_ctx_tokens())
-            span = min(span, max(1, math.ceil((upcoming - self.t) / step_s)))
-        return span
+        if span > 1:
+            upcoming = self.next_arrival_s()
+            if upcoming < math.inf:
+                step_s = self.table.decode_s(batch, ctx)
+                span = min(span, max(1, math.ceil((upcoming - self.t) / step_s)))
+        return span, ctx
 
     def decode_span(self, *, single: bool = False) -> None:
         """Run decode steps to the next completion, block boundary short of blocks, or arrival (span_steps).
@@ -277,7 +283,6 @@ class Engine:
         Formula: k steps cost k * decode_s(B, ctx + (k - 1) / 2 * a) (ctx grows by a per step, step time is
         near-linear in ctx); the span ends at the step boundary at or after the next arrival.
         """
-        span = self.span_steps(single=single)
-        ctx = self.mean_ctx_tokens()
+        span, ctx = self.span_and_ctx(single=single)
         a = self.table.tokens_per_step
         self.advance(span, span * self.table.decode_s(len(self.running), ctx + (span - 1) / 2 * a))

@@ -8,7 +8,7 @@ simulators (planner/sim/pd.py, pdloop.py, dpgroups.py) run their instances throu
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -88,7 +88,9 @@ def run_engine(
     count = workload.requests
     loops = 0
     while eng.finished < count:
-        loops = check_work(loops + 1, cfg, workload)
+        loops += 1
+        if loops == 1 or loops > MAX_ENGINE_LOOPS:  # check_work passes every loop in between
+            check_work(loops, cfg, workload)
         eng.admit_arrivals()
         eng.record()
         if not (eng.running or eng.waiting or eng.prefilling):
@@ -143,7 +145,8 @@ def timeline_of(eng: Engine) -> Timeline:
 
 @dataclass(frozen=True)
 class EngineStats:
-    """What the engines report beyond the records: mean in system, batch and KV peaks, counters."""
+    """What the engines report beyond the records: mean in system, batch and KV peaks, counters (fields of
+    SimSummary under the same names)."""
 
     mean_in_system: float
     max_batch_reached: int
@@ -181,16 +184,12 @@ def summary_of(
         ttft_s=metrics.percentiles(records.ttft_s),
         tpot_s=metrics.percentiles(records.tpot_s),
         e2e_s=metrics.percentiles(records.e2e_s),
-        mean_in_system=stats.mean_in_system,
-        max_batch_reached=stats.max_batch_reached,
-        preemptions=stats.preemptions,
+        **asdict(stats),  # the engine's counters, under the summary's names
         goodput_requests_per_s=(
             metrics.goodput_requests_per_s(records, ttft_s=slo[0], tpot_s=slo[1]) if with_slo else None
         ),
         slo={k: v for k, v in zip(("ttft_s", "tpot_s"), slo, strict=True) if v is not None} or None,
         scheduler=cfg,
-        kv_peak_fraction=stats.kv_peak_fraction,
-        prefill_tokens=stats.prefill_tokens,
         calibrated=calibrated,
         assumptions=ASSUMPTIONS,
         backlog_at_last_arrival=backlog,

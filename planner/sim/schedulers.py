@@ -25,6 +25,8 @@ from planner.engines.mindie import scheduler as mindie_scheduler
 from planner.errors import PlanInputError
 from planner.sim.engine import Engine
 
+QUEUE_DELAY_SHORTCUT_S = mindie_scheduler.QUEUE_DELAY_SHORTCUT_ABOVE_US * units.US_S
+
 
 def prefill_shape(chunks: list[tuple[int, int, int]]) -> tuple[float, float]:
     """(tokens, mean attended keys per token) of prefill chunks (request, tokens, prefix).
@@ -108,8 +110,7 @@ def mindie_queue_delay_reached(eng: Engine) -> bool:
     """ShouldImmediatePrefill (scheduler.cpp): the oldest waiting request has waited the queue delay
     (maxQueueDelayMicroseconds), or a full prefill batch waits and the delay is set above 5000 us."""
     cfg = eng.cfg
-    shortcut_s = mindie_scheduler.QUEUE_DELAY_SHORTCUT_ABOVE_US * units.US_S
-    if cfg.queue_delay_s > shortcut_s and len(eng.waiting) >= cfg.max_prefill_batch:
+    if cfg.queue_delay_s > QUEUE_DELAY_SHORTCUT_S and len(eng.waiting) >= cfg.max_prefill_batch:
         return True
     return eng.t >= eng.arrival[eng.waiting[0]] + cfg.queue_delay_s
 
@@ -148,6 +149,8 @@ def mindie_batch(eng: Engine) -> list[int]:
 
 def mindie_prefill(eng: Engine) -> bool:
     """Run a prefill batch now if one can be formed (decodes pause); True when it ran."""
+    if not eng.waiting or len(eng.running) >= eng.cfg.max_batch:
+        return False  # mindie_batch would admit nothing (a full batch is the saturated run's usual case)
     batch = mindie_batch(eng)
     if not batch:
         return False

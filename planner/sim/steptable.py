@@ -33,7 +33,12 @@ class StepTable:
 
     def decode_s(self, batch: int, ctx_tokens: float) -> float:
         """Decode step seconds at `batch` sequences of mean context `ctx_tokens` (linear in ctx)."""
-        return _interp(self.ctx_axis, self.decode[batch - 1], ctx_tokens)
+        axis = self.ctx_axis  # _interp inlined: the simulation loop's hottest lookup (same arithmetic)
+        i = min(max(bisect.bisect_right(axis, ctx_tokens) - 1, 0), len(axis) - 2)
+        low = axis[i]
+        fraction = min(max((ctx_tokens - low) / (axis[i + 1] - low), 0.0), 1.0)
+        values = self.decode[batch - 1]
+        return values[i] + (values[i + 1] - values[i]) * fraction
 
     def pass_s(self, tokens: float, attended: float) -> float:
         """Prefill pass seconds (bilinear in tokens and attended keys)."""
@@ -62,8 +67,3 @@ def _cell(axis: list[float], value: float) -> tuple[int, float]:
     i = min(max(bisect.bisect_right(axis, value) - 1, 0), len(axis) - 2)
     low, high = axis[i], axis[i + 1]
     return i, min(max((value - low) / (high - low), 0.0), 1.0)
-
-
-def _interp(axis: list[float], values: list[float], value: float) -> float:
-    i, fraction = _cell(axis, value)
-    return values[i] + (values[i + 1] - values[i]) * fraction

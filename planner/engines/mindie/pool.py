@@ -21,6 +21,7 @@ from planner.engines import common
 from planner.engines.mindie.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
 from planner.engines.mindie.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
 from planner.engines.mindie.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
+from planner.engines.mindie.scheduler import REQUEST_OVERHEAD_PRIOR_US as REQUEST_OVERHEAD_PRIOR_US
 from planner.engines.mindie.scheduler import SCHEDULER as SCHEDULER
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.results import MemoryBreakdown, Plan, Recommendation

@@ -25,6 +25,11 @@ ADMITS_BEYOND_POOL = False  # the running batch is capped at maxBatchSize, the r
 # (Scheduler::Schedule(needSync)) runs whenever dp > 1, dense models too; idle ranks run a dummy pass.]
 DP_PHASE_VOTE = True
 DP_LOCKSTEP_DENSE = True
+# The fit's prior for one request's cost outside the forward pass (planner/perf/fitted_params.py
+# request_overhead_us), x/10 about this. [assumed: no MindIE per-request measurement; vllm-ascend's 100 ms
+# (engines/vllm/scheduler.py) made the 910B3 MindIE rows' leave-one-model-out worse (TTFT 42 -> 66 %, TPOT
+# 92 -> 169 %: lab/published/phase-table.md), so MindIE keeps 10 ms]
+REQUEST_OVERHEAD_PRIOR_US = 10_000.0
 # Scheduler facts from MindIE-LLM's C++ scheduler (src/scheduler/; scheduler.cpp @4edba991, others @ecfc8d2c):
 # - prefill waits until the oldest waiting request has waited maxQueueDelayMicroseconds, decoding meanwhile
 #   (Scheduler::DecidePDPriority -> !ShouldImmediatePrefill() gives DECODE_FIRST); a full prefill batch

@@ -26,6 +26,7 @@ DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # no engine settin
 STATE_PASSES = 4
 DP_PHASE_VOTE = vllm_scheduler.DP_PHASE_VOTE  # simulated with vLLM's scheduler
 DP_LOCKSTEP_DENSE = vllm_scheduler.DP_LOCKSTEP_DENSE
+REQUEST_OVERHEAD_PRIOR_US = 10_000.0  # a local generate() call: no API server [assumed]
 FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
 SUPPORTS_PIPELINE = False
 GATHERS_MOE_OUTPUTS = False

@@ -31,17 +31,27 @@ from planner.errors import PlanInputError
 from planner.readers import log_count, log_gib_bytes
 from planner.schema import Frozen
 
-_N = r"(\d+(?:\.\d+)?)"
+_NUMBER = r"\d+(?:\.\d+)?"
+_N = rf"({_NUMBER})"
 _INT = r"(\d[\d,]*)"
 AVAILABLE_KV_RE = re.compile(rf"Available KV cache memory:\s*{_N}\s*GiB(\s*\(halved for workspace\))?")
 AVAILABLE_BYTES_RE = re.compile(r"Available memory:\s*(\d+),\s*total memory:\s*(\d+)")
 KV_TOKENS_RE = re.compile(rf"GPU KV cache size:\s*{_INT}\s*tokens")
 CONCURRENCY_RE = re.compile(rf"Maximum concurrency for\s*{_INT}\s*tokens per request:\s*{_N}x")
 WEIGHTS_RE = re.compile(rf"(?:Model loading took|Loading model weights took)\s*{_N}\s*(GiB|GB)")
-STARTUP_RE = re.compile(
-    rf"Free memory on device \({_N}/{_N} GiB\) on startup\. Desired GPU memory utilization is "
-    rf"\({_N}, {_N} GiB\)\. Actual usage: {_N} GiB for weights, {_N} GiB for peak activation, "
-    rf"{_N} GiB for non-torch memory, {_N} GiB for NPU graph memory"
+
+
+def _field(name: str) -> str:
+    """A number captured under a StartupBreakdown field's name."""
+    return rf"(?P<{name}>{_NUMBER})"
+
+
+STARTUP_RE = re.compile(  # the groups are StartupBreakdown's fields
+    rf"Free memory on device \({_field('free_at_start_bytes')}/{_field('device_total_bytes')} GiB\) on "
+    rf"startup\. Desired GPU memory utilization is \({_field('gpu_memory_utilization')}, "
+    rf"{_field('requested_bytes')} GiB\)\. Actual usage: {_field('weights_bytes')} GiB for weights, "
+    rf"{_field('activation_bytes')} GiB for peak activation, {_field('non_torch_bytes')} GiB for non-torch "
+    rf"memory, {_field('graph_bytes')} GiB for NPU graph memory"
 )
 CURRENT_KV_RE = re.compile(rf"Current KV cache memory:\s*{_N}\s*GiB")
 V0_PROFILE_RE = re.compile(
@@ -106,17 +116,12 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _breakdown(groups: tuple[str, ...], current: str | None) -> StartupBreakdown:
-    free, total, util, requested, weights, act, non_torch, graph = groups
+def _breakdown(found: re.Match[str], current: str | None) -> StartupBreakdown:
+    """One STARTUP_RE line's figures (GiB, the utilisation a fraction) and the KV memory it ends with."""
+    gib = {name: text for name, text in found.groupdict().items() if name != "gpu_memory_utilization"}
     return StartupBreakdown(
-        free_at_start_bytes=log_gib_bytes(free),
-        device_total_bytes=log_gib_bytes(total),
-        gpu_memory_utilization=_fraction(util),
-        requested_bytes=log_gib_bytes(requested),
-        weights_bytes=log_gib_bytes(weights),
-        activation_bytes=log_gib_bytes(act),
-        non_torch_bytes=log_gib_bytes(non_torch),
-        graph_bytes=log_gib_bytes(graph),
+        **{name: log_gib_bytes(text) for name, text in gib.items()},
+        gpu_memory_utilization=_fraction(found["gpu_memory_utilization"]),
         current_kv_bytes=log_gib_bytes(current) if current is not None else None,
     )
 
@@ -134,7 +139,7 @@ def parse_vllm_log(text: str) -> VllmLogFigures:
         found = STARTUP_RE.search(line)
         if found:
             current = CURRENT_KV_RE.search(line)
-            breakdown.append(_breakdown(found.groups(), current.group(1) if current else None))
+            breakdown.append(_breakdown(found, current.group(1) if current else None))
     for item in breakdown:
         totals.append(item.device_total_bytes)
         if item.current_kv_bytes is not None and not available:

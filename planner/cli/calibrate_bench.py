@@ -1,0 +1,126 @@
+"""`kvplan calibrate --from-bench` and `kvplan validate`'s rows: read a bench CSV, fit or predict, print
+each row predicted vs measured (rich tables), and write the fitted profile (parse -> call -> format).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from planner import units
+from planner.errors import PlanInputError
+
+if TYPE_CHECKING:
+    from planner.importers.benchpoints import BenchPoint, ServingPoint
+
+
+def with_engine(points: list, engine: str | None) -> list:  # type: ignore[type-arg]
+    """The points with every engine replaced by --engine (validated), or unchanged when it is None."""
+    import dataclasses
+
+    from planner.kinds import parse_engine
+
+    if engine is None:
+        return points
+    name = parse_engine(engine)
+    return [dataclasses.replace(p, engine=name) for p in points]
+
+
+def _print_errors(
+    title: str, columns: tuple[str, ...], cells: list[list[str]], errors: list[float], *, width: int
+) -> tuple[float, int]:
+    """Print a predicted-vs-measured table (each row's cells, then its error in %); (MAPE, worst row)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in (*columns, "error"):
+        table.add_column(column, justify="left" if column in ("point", "model") else "right")
+    for row, error in zip(cells, errors, strict=True):
+        table.add_row(*row, f"{error * units.PERCENT:+.1f} %")
+    Console(width=width).print(table)
+    return _error_summary(errors)
+
+
+def print_points(points: list, errors: list[float], *, hw_id: str) -> None:  # type: ignore[type-arg]
+    cells = [
+        [
+            p.where.rsplit("/", 1)[-1],
+            p.model,
+            str(p.tp),
+            str(p.batch),
+            str(p.ctx_tokens),
+            units.fmt_ms(p.decode_step_s),
+            units.fmt_ms(p.decode_step_s * (1 + error)),
+        ]
+        for p, error in zip(points, errors, strict=True)
+    ]
+    columns = ("point", "model", "tp", "batch", "ctx", "measured", "predicted")
+    mape, worst = _print_errors(
+        f"decode step, predicted vs measured ({hw_id})", columns, cells, errors, width=120
+    )
+    typer.echo(
+        f"MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
+        f"{points[worst].where} ({points[worst].model}, batch {points[worst].batch}, "
+        f"ctx {points[worst].ctx_tokens})"
+    )
+
+
+def _error_summary(errors: list[float]) -> tuple[float, int]:
+    """(mean absolute error, index of the largest absolute error) of relative errors (non-empty)."""
+    return sum(abs(e) for e in errors) / len(errors), max(range(len(errors)), key=lambda i: abs(errors[i]))
+
+
+def print_serving(rows: list, errors: list[float], *, hw_id: str) -> None:  # type: ignore[type-arg]
+    cells = [
+        [
+            r.where.rsplit("/", 1)[-1],
+            r.model,
+            str(r.tp) + (f" x dp{r.dp}" if r.dp > 1 else "") + (f" ep{r.ep}" if r.ep > 1 else ""),
+            str(r.concurrency),
+            f"{r.input_tokens}/{r.output_tokens}",
+            str(r.mtp),
+            units.fmt_tokens_per_s(r.output_tokens_per_s),
+            units.fmt_tokens_per_s(r.output_tokens_per_s * (1 + error)),
+        ]
+        for r, error in zip(rows, errors, strict=True)
+    ]
+    columns = ("point", "model", "tp", "conc", "in/out", "mtp", "measured", "predicted")
+    arrivals = ", ".join(dict.fromkeys(r.arrivals for r in rows))  # the rows' own (column arrivals)
+    title = f"serving output tok/s, predicted vs measured ({hw_id}; closed loop, {arrivals})"
+    mape, worst = _print_errors(title, columns, cells, errors, width=140)
+    typer.echo(
+        f"serving MAPE {units.fmt_fraction(mape)}; worst {errors[worst] * units.PERCENT:+.1f} % at "
+        f"{rows[worst].where} ({rows[worst].model}, concurrency {rows[worst].concurrency})"
+    )
+
+
+def card_of_bench(points_csv: Path) -> str:
+    """The one card a bench CSV's rows name (its `card` column), for --from-bench without --card."""
+    from planner.importers.benchpoints import read_bench_rows
+
+    steps, serving = read_bench_rows(points_csv)
+    cards = sorted({str(row.card) for row in steps} | {str(row.card) for row in serving})
+    if len(cards) != 1:
+        raise PlanInputError(
+            f"--card: required when {points_csv} names more than one card "
+            f"(got {', '.join(cards) or 'none'}, expected one card column value or --card)"
+        )
+    return cards[0]
+
+
+def unique_rows(
+    points: list[BenchPoint], rows: list[ServingPoint]
+) -> tuple[list[BenchPoint], list[ServingPoint]]:
+    """The rows with exact repeats dropped (each costs a fit or a prediction), said in one line."""
+    from planner.importers.benchpoints import without_repeats
+
+    (points, dropped_points), (rows, dropped_rows) = without_repeats(points), without_repeats(rows)
+    if dropped_points or dropped_rows:
+        typer.echo(
+            f"note: {dropped_points + dropped_rows} repeated row(s) (every column equal to an earlier row) "
+            f"counted once"
+        )
+    return points, rows

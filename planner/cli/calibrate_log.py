@@ -1,0 +1,112 @@
+"""`kvplan calibrate --from-log`: a vLLM / vllm-ascend start-up log's device total and runtime reserve written
+into the card's profile (parse -> call -> format; the log's arithmetic is planner/engines/vllm/log.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import typer
+
+from planner import units
+from planner.errors import PlanInputError
+
+
+def calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, util: float | None) -> None:
+    """`--from-log`: the card's profile with the log's device total and runtime reserve, written atomically.
+
+    memory_capacity_gib := the total the runtime reported; runtime_overhead_gib := non-torch memory (+ memory
+    held by other processes on a 310P); the terms go to `measured.samples` (vllm_* in bytes).
+    """
+    from calibration.profile_writer import measured_yaml, replace_measured, write_atomic
+    from planner import catalog, readers
+    from planner.engines.vllm import log as vllm_log
+    from planner.schema import MeasuredBlock
+
+    hw = catalog.resolve_card(card)
+    figures = vllm_log.parse_vllm_log(readers.read_text_capped(log_path, flag="--from-log"))
+    if not figures.found_anything:
+        raise PlanInputError(
+            f"--from-log {log_path}: no vLLM start-up line in it (got none of 'Available KV cache memory', "
+            "'GPU KV cache size', 'Maximum concurrency', expected the engine's start-up log; "
+            "MindIE logs go to "
+            "`kvplan mindie --from-log`)"
+        )
+    machine = vllm_log.learn_machine(
+        figures, card_capacity_bytes=hw.memory_capacity_bytes, gpu_memory_utilization=util
+    )
+    for line in vllm_log.learned_lines(machine):
+        typer.echo(line)
+    samples = {
+        "vllm_device_total_bytes": [float(machine.device_total_bytes)],
+        "vllm_non_torch_bytes": [float(machine.non_torch_bytes)],
+        "vllm_cleared_bytes": [float(machine.cleared_bytes)],
+        "vllm_available_kv_bytes": [float(machine.available_kv_bytes)],
+    }
+    if machine.activation_bytes is not None:
+        samples["vllm_activation_bytes"] = [float(machine.activation_bytes)]
+    base = hw.measured
+    measured = MeasuredBlock(
+        tool="kvplan calibrate --from-log",
+        tool_version="0.1.0",
+        date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        device_name=f"start-up log {log_path.name} ({machine.source})",
+        backend=base.backend if base else "bench-fit",
+        coefficients=base.coefficients if base else hw.default_coefficients,
+        memory_bandwidth_gb_per_s=base.memory_bandwidth_gb_per_s if base else None,
+        usable_memory_gib=units.bytes_to_gib(machine.device_total_bytes),
+        samples={**(base.samples if base else {}), **samples},
+        notes=(base.notes + "; " if base and base.notes else "")
+        + f"memory_capacity_gib and runtime_overhead_gib from the start-up log {log_path.name}",
+    )
+    source = (
+        Path(card)
+        if Path(card).suffix in (".yaml", ".yml")
+        else catalog.data_dir("hwprofiles") / f"{hw.id}.yaml"
+    )
+    text = _with_memory(
+        replace_measured(source.read_text(encoding="utf-8"), measured_yaml(measured)),
+        capacity_gib=units.bytes_to_gib(machine.device_total_bytes),
+        runtime_gib=units.bytes_to_gib(machine.runtime_bytes),
+    )
+    _validate_profile_text(text, source)
+    write_atomic(out, text, force=force)
+    typer.echo(
+        f"memory_capacity_gib {hw.memory_capacity_gib:g} -> "
+        f"{units.bytes_to_gib(machine.device_total_bytes):.4f}, "
+        f"runtime_overhead_gib {hw.runtime_overhead_gib:g} -> {units.bytes_to_gib(machine.runtime_bytes):.4f}"
+    )
+    typer.echo(
+        f"wrote {out} (plan with --card {out} and --memory-fraction {machine.gpu_memory_utilization:g})"
+    )
+
+
+def _with_memory(text: str, *, capacity_gib: float, runtime_gib: float) -> str:
+    """Profile text with its top-level memory_capacity_gib and runtime_overhead_gib values replaced."""
+    import re
+
+    for key, value in (("memory_capacity_gib", capacity_gib), ("runtime_overhead_gib", runtime_gib)):
+        text = re.sub(
+            rf"^{key}:[^\n]*$",
+            f"{key}: {value:.6f}    # from `kvplan calibrate --from-log`",
+            text,
+            count=1,
+            flags=re.MULTILINE,
+        )
+    return text
+
+
+def _validate_profile_text(text: str, source: Path) -> None:
+    """Validate the new profile text before anything is written (DataFileError naming the source)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from planner.errors import DataFileError
+    from planner.schema import HardwareProfile
+
+    try:
+        HardwareProfile.model_validate(yaml.safe_load(text))
+    except ValidationError as exc:
+        raise DataFileError(
+            f"{source}: profile with the log's memory figures fails validation ({exc})"
+        ) from exc
