@@ -367,7 +367,9 @@ def older_rows(card: str, engine: str, result: Any, residuals: list[dict[str, st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--write", action="store_true", help="write fit-rows/*.csv and hwprofiles/fitted/*.yaml"
+        "--write",
+        action="store_true",
+        help="write fit-rows/*.csv, hwprofiles/fitted/*.yaml and fit-residuals.csv",
     )
     parser.add_argument(
         "--only", metavar="CARD.ENGINE", help="fit one group only (e.g. ascend-910b3.vllm); --write then "
@@ -385,7 +387,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\nnot written (a term on its bound without a written reason): {'; '.join(refused)}")
                 continue
             print(f"\nwrote {write_group(card, engine, group).relative_to(ROOT)}", flush=True)
-    write_residuals(HERE / "fit-residuals.csv", residuals, replaced=set(groups))
+    if args.write:  # without --write the script only reports (it rewrote the residuals before)
+        write_residuals(HERE / "fit-residuals.csv", residuals, replaced=set(groups))
     return 0
 
 
