@@ -16,7 +16,7 @@ from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.results import MemoryBreakdown, Recommendation
-from planner.schema import Frozen
+from planner.schema import BUILT_ON_FIRST_USE, Frozen
 
 # The seed article's rule of thumb: the KV cache should take 30-40 % of HBM.  [seed: Qwen3-27B on 950PR]
 KV_GUIDELINE_FRACTION = (0.30, 0.40)
@@ -298,6 +298,8 @@ class Admission(Frozen):
     full_length_batch  sequences the KV pool holds with every one at input + output tokens (the plan's
                      max_batch_size of one DP group)
     """
+
+    model_config = BUILT_ON_FIRST_USE
 
     clients: int
     running: int

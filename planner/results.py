@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from planner.degrees import Degrees
-from planner.schema import Frozen
+from planner.schema import BUILT_ON_FIRST_USE, Frozen
 
 
 class MemoryBreakdown(Frozen):
@@ -90,6 +90,8 @@ class LayoutReport(Degrees):
     notes                   why the layout holds what it holds, with what is assumed
     """
 
+    model_config = BUILT_ON_FIRST_USE
+
     model_type: str
     moe_tp: int
     world_size: int
@@ -126,6 +128,8 @@ class SloAnswer(Frozen):
 
     workload: (prompt, output) tokens; arrivals: the closed loop's mode; quantile: the tail the targets bind;
     targets_s: {"ttft_s": .., "tpot_s": ..}; users: the search's answer; ttft_s / tpot_s: its tails there."""
+
+    model_config = BUILT_ON_FIRST_USE
 
     input_tokens: int
     output_tokens: int

@@ -61,6 +61,12 @@ class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+# A record the plain plan never makes (vLLM's pool and logs, layouts, SLO answers, serving options) builds its
+# validator on first use, not at import: each build costs 1-5 ms, ~24 ms of the mission command's start-up
+# (benchmarks/bench_startup.py). Validation is the same either way.
+BUILT_ON_FIRST_USE = ConfigDict(defer_build=True)
+
+
 class DataModel(Frozen):
     """Base of what a data file holds (model cards, hardware profiles): Frozen, and booleans stay booleans:
     `true` is not 1 in a number field (or its list or map), and only true/false fill a bool field (not 1

@@ -14,11 +14,13 @@ from planner import deployment, memory
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.errors import PlanInputError
 from planner.results import MemoryBreakdown
-from planner.schema import Frozen
+from planner.schema import BUILT_ON_FIRST_USE, Frozen
 
 
 class ServingOptions(Frozen):
     """What the user asked of a serving config beyond the plan. None: kvplan's default."""
+
+    model_config = BUILT_ON_FIRST_USE
 
     weights_path: str | None = None
     model_name: str | None = None
@@ -31,6 +33,8 @@ class ServingOptions(Frozen):
 
 class Lengths(Frozen):
     """Token limits of one request: in + out <= max_seq_len; max_prefill >= input unless forced lower."""
+
+    model_config = BUILT_ON_FIRST_USE
 
     max_seq_len_tokens: int
     max_input_tokens: int
@@ -97,6 +101,8 @@ class EngineBudget(Frozen):
     else it holds back (non-torch memory, graph estimate, cleared memory, 310P's halving) and the KV memory
     left: kv_budget = usable - weights - activation - runtime."""
 
+    model_config = BUILT_ON_FIRST_USE
+
     activation_bytes: int
     runtime_bytes: int
     kv_budget_bytes: int
@@ -105,6 +111,8 @@ class EngineBudget(Frozen):
 class BlockPool(Frozen):
     """A KV block pool as the simulator counts it: blocks of block_tokens, and the extra blocks one sequence
     holds for its fixed recurrent state while admitted."""
+
+    model_config = BUILT_ON_FIRST_USE
 
     total_blocks: int
     state_blocks: int

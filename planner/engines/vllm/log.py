@@ -29,7 +29,7 @@ from pydantic import Field
 from planner import units
 from planner.errors import PlanInputError
 from planner.readers import log_count, log_gib_bytes
-from planner.schema import Frozen
+from planner.schema import BUILT_ON_FIRST_USE, Frozen
 
 _NUMBER = r"\d+(?:\.\d+)?"
 _N = rf"({_NUMBER})"
@@ -66,6 +66,8 @@ class StartupMemory(Frozen):
     planner/engines/vllm/startup.py computes (StartupTerms): requested = device total x
     gpu_memory_utilization, less weights, the activation peak, non-torch memory and graphs."""
 
+    model_config = BUILT_ON_FIRST_USE
+
     device_total_bytes: int
     gpu_memory_utilization: float
     requested_bytes: int
@@ -78,12 +80,16 @@ class StartupMemory(Frozen):
 class StartupBreakdown(StartupMemory):
     """vllm-ascend >= 0.18's "Free memory on device ... Actual usage" line (bytes, from 0.01 GiB figures)."""
 
+    model_config = BUILT_ON_FIRST_USE
+
     free_at_start_bytes: int
     current_kv_bytes: int | None = None
 
 
 class VllmLogFigures(Frozen):
     """Every figure found, in log order (one entry per rank or per start-up). Bytes."""
+
+    model_config = BUILT_ON_FIRST_USE
 
     available_kv_bytes: list[int] = Field(default_factory=list)
     halved_for_workspace: bool = False
@@ -175,6 +181,8 @@ def parse_vllm_log(text: str) -> VllmLogFigures:
 
 class LearnedMachine(Frozen):
     """What one start-up log says about the machine (bytes per rank), for `kvplan calibrate --from-log`."""
+
+    model_config = BUILT_ON_FIRST_USE
 
     device_total_bytes: int
     gpu_memory_utilization: float

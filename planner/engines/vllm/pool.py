@@ -24,7 +24,7 @@ from typing import Literal
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.params import kv_heads_per_rank, split
-from planner.schema import Frozen, ModelCard
+from planner.schema import BUILT_ON_FIRST_USE, Frozen, ModelCard
 from planner.units import BITS_PER_BYTE, PERCENT
 
 Platform = Literal["cuda", "ascend", "ascend-pr14543", "ascend-v0.12"]
@@ -38,6 +38,8 @@ GROUP_SIZE_SPREAD = 1.5  # kv_cache_utils.py:1244-1256: one group size when max 
 
 class VllmPool(Frozen):
     """vLLM's KV pool for one deployment (per rank) and the figures it logs at start-up."""
+
+    model_config = BUILT_ON_FIRST_USE
 
     platform: Platform
     block_size_tokens: int

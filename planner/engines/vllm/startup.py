@@ -42,7 +42,7 @@ from planner.engines.vllm import pool as vm
 from planner.engines.vllm import scheduler
 from planner.engines.vllm.log import StartupMemory
 from planner.errors import PlanInputError
-from planner.schema import Frozen, HardwareProfile, ModelCard
+from planner.schema import BUILT_ON_FIRST_USE, Frozen, HardwareProfile, ModelCard
 
 Formula = Literal["profile", "profile-cleared", "profile-310p", "cuda-graph"]
 TokensRule = Literal["blocks", "concurrency"]
@@ -120,6 +120,8 @@ def engine_version(key: str) -> EngineVersion:
 class SchedulerDefaults(Frozen):
     """What `vllm serve` uses when --max-num-batched-tokens / --max-num-seqs are not given."""
 
+    model_config = BUILT_ON_FIRST_USE
+
     max_num_batched_tokens: int
     max_num_seqs: int
     reason: str
@@ -182,6 +184,8 @@ def sampler_bytes(*, max_num_seqs: int, vocab_size: int) -> int:
 
 class StartupTerms(StartupMemory):
     """Each term of the engine's KV budget on one rank (bytes), and what it leaves for the pool."""
+
+    model_config = BUILT_ON_FIRST_USE
 
     version: str
     cleared_bytes: int
