@@ -12,6 +12,12 @@ hardware's rows never changes another's profile. The fit is planner.fit.solver.f
 `kvplan calibrate --from-bench fit-rows/<card>.<engine>.csv --card <card> --engine <engine>` writes
 hwprofiles/fitted/<card>.<engine>.yaml, whose measured block names the rows it stands on.
 
+--floors-one-sided: mark every ci-baseline-floor row as a floor (column floor_fraction = 0.97, the CI's pass
+threshold): the fit then counts its output tok/s only when the prediction falls below 0.97 x the floor
+(planner/fit/censored.py); off by default, so the shipped profiles' fit is unchanged.
+--floor-headroom H (with --floors-one-sided): also a ceiling, (1 + H) x the floor, an assumed bound on how far
+above its baseline a CI run ran: the fit then counts a floor row only outside [0.97, 1 + H] x the floor.
+
 Printed (markdown, for ACCURACY.md): per group the shipped and fitted in-sample median |error|; leave-one-
 model-out (fit without model X, predict X's rows) for groups with >= 4 models; every Qwen3.5 row predicted
 by a fit on the group's other families only. Per-row residuals: fit-residuals.csv.
@@ -95,6 +101,8 @@ BOUND_REASONS: dict[tuple[str, str], dict[str, str]] = {
 HELD_OUT_FAMILY = "Qwen/Qwen3.5-"  # the hybrid family the mission names
 Group = list[tuple[dict[str, str], dict[str, str], Any]]  # (corpus row, bench row, ServingPoint)
 OLDER: dict[tuple[str, str], Group] = defaultdict(list)  # rows of older engines: predicted, never fitted
+# --floors-one-sided and --floor-headroom (main sets them before corpus_groups reads the corpus)
+FLOORS: dict[str, Any] = {"one_sided": False, "headroom": None}
 
 
 def corpus_groups() -> dict[tuple[str, str], Group]:
@@ -108,7 +116,8 @@ def corpus_groups() -> dict[tuple[str, str], Group]:
         for index, row in enumerate(csv.DictReader(handle), start=2):
             if predict._skip_reason(row) is not None:
                 continue
-            bench = predict.bench_row(row) | {"corpus_row": str(index)}
+            bench = predict.bench_row(row, floors=FLOORS["one_sided"], headroom=FLOORS["headroom"])
+            bench |= {"corpus_row": str(index)}
             point = parse_serving_row(bench, where=f"{predict.CORPUS.name}:{index}")
             try:
                 serving_rows.prepare([point])
@@ -309,12 +318,15 @@ def report(card: str, engine: str, group: Group, residuals: list[dict[str, str]]
     )
     lines.append("- fitted terms (value x/÷ one-sigma factor, bound): " + terms(result))
     lines += [f"- fit warning: {w}" for w in result.warnings]
+    lines += censored_lines(points, result.residual_fractions, "in sample")
     held = lomo(group, card)  # {} below holdout.MIN_MODELS models
     if held:
         lines.append("\n| held-out model | rows | median abs error |\n|---|---|---|")
         lines += [f"| {m} | {len(e)} | {median_abs(e):.1%} |" for m, e in held.items()]
         all_errors = [e for errs in held.values() for e in errs]
         lines.append(f"| **all rows (LOMO)** | {len(all_errors)} | **{median_abs(all_errors):.1%}** |")
+        held_points = [p for m in held for p in points if p.model == m]
+        lines += censored_lines(held_points, all_errors, "leave-one-model-out")
     family = held_out_family(group, card)
     if family:
         lines.append("\nQwen3.5 rows, fit without any Qwen3.5 row:\n")
@@ -335,6 +347,24 @@ def report(card: str, engine: str, group: Group, residuals: list[dict[str, str]]
             "error_lomo": "" if model_lomo is None else f"{model_lomo[index]:+.3f}", "fitted": "yes",
         })  # fmt: skip
     return lines
+
+
+def censored_lines(points: list[Any], errs: list[float], label: str) -> list[str]:
+    """With --floors-one-sided: the median |error| as the fit sees it (a floor row's shortfall below
+    0.97 x its floor only) and that of the measured rows alone; nothing otherwise."""
+    from planner.fit import censored
+
+    if not FLOORS["one_sided"]:
+        return []
+    seen = censored.floor_shortfalls(
+        errs, [p.floor_fraction for p in points], [p.floor_headroom_fraction for p in points]
+    )
+    measured = [e for p, e in zip(points, errs, strict=True) if p.floor_fraction is None]
+    return [
+        f"- {label}, floors one-sided: median |error| {median_abs(seen):.1%} (floor rows: only outside "
+        f"[0.97, 1 + {FLOORS['headroom'] or 'inf'}] x floor); measured rows only: {median_abs(measured):.1%} "
+        f"({len(measured)} rows)"
+    ]
 
 
 def older_rows(card: str, engine: str, result: Any, residuals: list[dict[str, str]]) -> list[str]:
@@ -375,7 +405,19 @@ def main(argv: list[str] | None = None) -> int:
         "--only", metavar="CARD.ENGINE", help="fit one group only (e.g. ascend-910b3.vllm); --write then "
         "replaces that group's rows of fit-residuals.csv and keeps the others'",
     )
+    parser.add_argument(
+        "--floors-one-sided",
+        action="store_true",
+        help="fit CI baseline floors one-sided (only a prediction below 0.97 x the floor counts)",
+    )
+    parser.add_argument(
+        "--floor-headroom",
+        type=float,
+        metavar="H",
+        help="with --floors-one-sided: a floor row's run reached at most (1 + H) x its floor (assumed)",
+    )
     args = parser.parse_args(argv)
+    FLOORS.update(one_sided=args.floors_one_sided, headroom=args.floor_headroom)
     residuals: list[dict[str, str]] = []
     groups = selected(corpus_groups(), args.only)
     for (card, engine), group in sorted(groups.items()):

@@ -63,6 +63,10 @@ SHARED_PREFIX_DATASETS = {
 # AscendC recurrent Gated DeltaNet op, #6725; v0.9 .. v0.15 also predate most of the graph-mode and fused-op
 # work the floors ran with) are predicted and reported by fit_profiles.py, never fitted.
 FIT_ERA_START = "2026-03-10"
+# A vllm-ascend CI case passes at Output Token Throughput >= 0.97 x baseline (README.md, "Assertion"), so the
+# run reached at least this share of a ci-baseline-floor row's figure.  [source: vllm-ascend CI assertion]
+CI_PASS_FRACTION = 0.97
+CI_FLOOR_KIND = "ci-baseline-floor"
 
 
 # Open-loop rows (Alauda's guidellm constant-rate sweeps): the row's notes quote the table row, whose third
@@ -202,8 +206,11 @@ def chained_acceptance(row: dict[str, str]) -> str:
     return f"{chained(drafts, accepted_share=float(row['mtp_acceptance'])):.6f}"
 
 
-def bench_row(row: dict[str, str]) -> dict[str, str]:
-    """The corpus row as a serving bench row (benchpoints.parse_serving_row's columns)."""
+def bench_row(row: dict[str, str], *, floors: bool = False, headroom: float | None = None) -> dict[str, str]:
+    """The corpus row as a serving bench row (benchpoints.parse_serving_row's columns); with `floors`, a
+    ci-baseline-floor row also says it is a floor (column floor_fraction = CI_PASS_FRACTION: the fit then
+    treats its output tok/s one-sided, planner/fit/censored.py), and with `headroom` that the run reached at
+    most (1 + headroom) x its figure (column floor_headroom_fraction: the fit's band is then two-ended)."""
     out = {key: row[key] for key in ("model", "card", "dtype", "kv_dtype", "tp", "concurrency")}
     out |= {key: row[key] for key in ("input_tokens", "output_tokens", "output_tokens_per_s", "mtp")}
     out |= {key: row[key] for key in ("dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
@@ -224,6 +231,10 @@ def bench_row(row: dict[str, str]) -> dict[str, str]:
         out["output_tokens_per_s"] = (
             f"{float(row['output_tokens_per_s']) * int(row['output_tokens']) / total:.4g}"
         )
+    if floors:
+        floor = row["kind"] == CI_FLOOR_KIND
+        out["floor_fraction"] = f"{CI_PASS_FRACTION:g}" if floor else ""
+        out["floor_headroom_fraction"] = f"{headroom:g}" if floor and headroom is not None else ""
     return out
 
 

@@ -23,7 +23,7 @@ from planner import capacity, inputs
 from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.errors import DataFileError, KvplanError
-from planner.importers.benchpoints import ServingPoint, row_deployment
+from planner.importers.benchpoints import BenchPoint, ServingPoint, row_deployment
 from planner.schema import HardwareProfile, PerfCoefficients
 from planner.serving.estimate import BenchRun, ServingEstimate, Timer, estimate_with
 from planner.serving.open_loop import open_loop_estimate_with
@@ -185,3 +185,14 @@ def output_residuals(observed: FloatArray, rows: Sequence[PreparedRow]) -> Float
         index.append(at)
         at += 1 + (row.point.ttft_s is not None) + (row.point.tpot_s is not None)
     return np.asarray(observed[index], dtype=np.float64)
+
+
+def observation_labels(points: Sequence[BenchPoint], serving: Sequence[ServingPoint]) -> list[str]:
+    """One label per observation, in the solver's order (step rows, then residuals_of's order):
+    'where (quantity)'."""
+    labels = [f"{p.where} (decode step)" for p in points]
+    for s in serving:
+        labels.append(f"{s.where} (output tok/s)")
+        labels += [f"{s.where} (TTFT)"] if s.ttft_s is not None else []
+        labels += [f"{s.where} (TPOT)"] if s.tpot_s is not None else []
+    return labels

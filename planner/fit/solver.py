@@ -16,7 +16,7 @@ Levenberg-Marquardt, forward-difference Jacobian; the posterior covariance gives
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +24,7 @@ import numpy.typing as npt
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import PlanInputError
-from planner.fit import features, prepared
+from planner.fit import censored, features, prepared
 from planner.importers.benchpoints import BenchPoint, ServingPoint, deployment_for
 from planner.perf import fitted, fitted_params, roofline
 from planner.schema import HardwareProfile, PerfCoefficients
@@ -150,6 +150,7 @@ class _Problem:
     base: PerfCoefficients
     centre: FloatArray
     sigma: FloatArray
+    floors: FloatArray | None = None  # (2, observations): a floor row's [lower, upper] band (fit/censored.py)
 
     @classmethod
     def build(
@@ -172,12 +173,13 @@ class _Problem:
             base=base,
             centre=centre,
             sigma=sigma,
+            floors=censored.problem_floors(len(points), [row.point for row in rows]),
         )
 
 
 def data_residuals(problem: _Problem, log_values: FloatArray) -> FloatArray:
     """weight * log(pred / measured) of every observation: step rows, then serving rows (output tok/s,
-    TTFT, TPOT; weights in problem.weights).
+    TTFT, TPOT; weights in problem.weights); a floor row's output tok/s one-sided (fit/censored.py).
 
     The log ratio weighs 2x too fast and 2x too slow alike (pred / measured - 1 would not), and equals the
     relative error to first order.
@@ -190,7 +192,10 @@ def data_residuals(problem: _Problem, log_values: FloatArray) -> FloatArray:
     if problem.serving:
         observed = prepared.cached_residuals(problem.serving, coefficients, timers=problem.timers)
         steps = np.concatenate([steps, 1.0 + observed])
-    return np.asarray(problem.weights * np.log(np.maximum(steps, 1e-300)), dtype=np.float64)
+    logs = np.log(np.maximum(steps, 1e-300))
+    if problem.floors is not None:
+        logs = censored.censored_log_ratios(logs, problem.floors)
+    return np.asarray(problem.weights * logs, dtype=np.float64)
 
 
 def _jacobian(problem: _Problem, log_values: FloatArray, r0: FloatArray) -> FloatArray:
@@ -318,20 +323,22 @@ def _result(
     covariance: FloatArray,
     extra: tuple[int, bool, Sequence[BenchPoint], Sequence[ServingPoint]],
 ) -> FitResult:
-    """FitResult from the solution: per-row residuals, uncertainties, bound and quality warnings."""
+    """FitResult from the solution: per-row residuals (against the published figure, floor rows too),
+    uncertainties, bound and quality warnings (on the residuals the fit minimised)."""
     iterations, converged, points, serving = extra
-    per_row = np.concatenate([r[: len(points)], prepared.output_residuals(r[len(points) :], problem.serving)])
+    raw = r if problem.floors is None else data_residuals(replace(problem, floors=None), u)
+    reported, per_row = _per_row(problem, raw, steps=len(points)), _per_row(problem, r, steps=len(points))
     values = np.exp(u)
     bounds = fitted_params.on_bound(u)
     worst = int(np.argmax(np.abs(per_row)))
     where = [*(p.where for p in points), *(s.where for s in serving)][worst]
     mape = float(np.mean(np.abs(per_row)))
-    pullers = bound_pullers(problem, u, r, bounds, labels=observation_labels(points, serving))
+    pullers = bound_pullers(problem, u, r, bounds, labels=prepared.observation_labels(points, serving))
     warnings = fitted.bound_warnings(values.tolist(), bounds, pullers=pullers)
     warnings += fitted.quality_warnings(mape, f"{per_row[worst]:+.0%} at {where}")
     return FitResult(
         coefficients=fitted_params.coefficients_at(problem.base, u),
-        residual_fractions=per_row.tolist(),
+        residual_fractions=reported.tolist(),
         iterations=iterations,
         converged=converged,
         log_values=u.tolist(),
@@ -344,14 +351,9 @@ def _result(
     )
 
 
-def observation_labels(points: Sequence[BenchPoint], serving: Sequence[ServingPoint]) -> list[str]:
-    """One label per observation, in data_residuals' order: 'where (quantity)'."""
-    labels = [f"{p.where} (decode step)" for p in points]
-    for s in serving:
-        labels.append(f"{s.where} (output tok/s)")
-        labels += [f"{s.where} (TTFT)"] if s.ttft_s is not None else []
-        labels += [f"{s.where} (TPOT)"] if s.tpot_s is not None else []
-    return labels
+def _per_row(problem: _Problem, r: FloatArray, *, steps: int) -> FloatArray:
+    """One residual per row out of data_residuals' array: every step row's, then each serving row's output."""
+    return np.concatenate([r[:steps], prepared.output_residuals(r[steps:], problem.serving)])
 
 
 PULLERS_SHOWN = 5  # observations named per parameter on a bound

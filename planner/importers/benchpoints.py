@@ -213,6 +213,12 @@ class ServingPoint(RowSetup):
     # the engine does (planner/serving/open_loop.py); concurrency is then the mean requests in the system that
     # the row's own TTFT and TPOT give (Little's law), or the cell when stated
     request_rate_per_s: float | None = None
+    # a pass threshold's base, not a measurement (column floor_fraction): the run reached at least
+    # floor_fraction x output_tokens_per_s (a CI baseline: >= 0.97 x it); None: a measurement
+    floor_fraction: float | None = None
+    # with a floor: the run reached at most (1 + this) x output_tokens_per_s (column floor_headroom_fraction;
+    # an assumption about how far above its floor a CI run ran), None: no ceiling
+    floor_headroom_fraction: float | None = None
 
 
 def _optional(row: dict[str, str], column: str, *, kind: type, where: str) -> float | None:
@@ -276,7 +282,17 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         engine_version=(row.get("engine_version") or "").strip(),
         arrivals=_arrivals(row, where=where),
         request_rate_per_s=rate,
+        floor_fraction=_floor_fraction(row, where=where),
+        floor_headroom_fraction=_optional(row, "floor_headroom_fraction", kind=float, where=where),
     )
+
+
+def _floor_fraction(row: dict[str, str], *, where: str) -> float | None:
+    """The floor_fraction cell (a CI run passes at >= this x the row's output tok/s), None when empty."""
+    value = _optional(row, "floor_fraction", kind=float, where=where)
+    if value is not None and value > 1:
+        raise DataFileError(f"{where}: column floor_fraction: must be a fraction in (0, 1] (got {value!r})")
+    return value
 
 
 def _concurrency(row: dict[str, str], *, rate: float | None, where: str) -> int:
