@@ -165,6 +165,13 @@ class Plan(Frozen):
     load_knee: LoadKnee | None = None  # the main command's (left out of the JSON when None)
     slo: SloAnswer | None = None  # the SLO search's answer when targets were given (left out when None)
 
+    @property
+    def batch_per_dp_group(self) -> int:
+        """Sequences one DP group runs at the recommended batch: what an engine's per-instance cap
+        (MindIE maxBatchSize, vLLM --max-num-seqs) and each device's memory see; the instance's
+        max_batch_size without a layout (dp = 1)."""
+        return self.layout.batch_per_dp_group if self.layout else self.recommendation.max_batch_size
+
     def json_payload(self) -> dict[str, Any]:
         """The plan as JSON values; `layout` is left out of tensor-parallel-only plans, `load_knee` when
         not computed, `performance.speed_range` when none was computed."""

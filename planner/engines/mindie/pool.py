@@ -207,13 +207,14 @@ def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "ex
 def npu_mem_size_gib(plan: Plan, *, mode: str) -> int:
     """npuMemSize: -1, or the paged-KV part of the plan's budget in whole GiB ([KV]: its "GB" is GiB).
 
-    Formula: floor((kv_budget - max_batch_size * state_bytes_per_sequence) / GiB). Hybrid models' fixed
+    Formula: floor((kv_budget - batch_per_dp_group * state_bytes_per_sequence) / GiB). Hybrid models' fixed
     linear-attention states are taken out first: MindIE's npuMemSize sizes KV blocks only, and kvplan
-    cannot tell whether MindIE allocates those states inside it (assumed: outside, the safe side).
+    cannot tell whether MindIE allocates those states inside it (assumed: outside, the safe side). The
+    budget is one device's, so the states are those of the sequences its DP group runs, not the instance's.
     """
     if mode == "auto":
         return -1
-    states = plan.recommendation.max_batch_size * plan.memory.state_bytes_per_sequence
+    states = plan.batch_per_dp_group * plan.memory.state_bytes_per_sequence
     gib = (plan.memory.kv_budget_bytes - states) // units.GIB_BYTES
     if gib < 1:
         budget = units.fmt_gib(plan.memory.kv_budget_bytes - states)
@@ -236,7 +237,7 @@ def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]
         mem = f"n/a ({exc})"
     rec = plan.recommendation
     fields = [
-        ("maxBatchSize", str(rec.max_batch_size)),
+        ("maxBatchSize", str(plan.batch_per_dp_group)),
         ("maxSeqLen", str(rec.max_seq_len)),
         ("maxPrefillTokens", str(dep.max_prefill_tokens)),
         ("npuMemSize", mem),
