@@ -78,6 +78,9 @@ class Performance(Frozen):
     # the prompt ttft_s is for: one request of that many tokens alone on the instance (no queue, no load);
     # None only where a caller built a bare estimate
     ttft_prompt_tokens: int | None = None
+    # what each request costs outside the forward pass (API server, tokenization: the fitted
+    # request_overhead_us, roofline.request_overhead_s): a client's TTFT is ttft_s + this; 0 where none
+    request_overhead_s: float = 0.0
 
 
 class LayoutReport(Degrees):
