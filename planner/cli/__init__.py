@@ -154,7 +154,10 @@ def plan(
     max_prefill_tokens: PrefillTokensOpt = None,
     prompt_tokens: Annotated[
         str | None,
-        typer.Option(*PROMPT_FLAGS, help="Prompt length for TTFT (default: the default workload's 256, shorter where --ctx is)."),
+        typer.Option(
+            *PROMPT_FLAGS,
+            help="Prompt length for TTFT (default: the default workload's 256, shorter where --ctx is).",
+        ),
     ] = None,
     mtp: MtpOpt = 0,
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,

@@ -48,7 +48,6 @@ def _layout_rows(result: Plan) -> list[tuple[str, int, str]]:
 
 def _memory_table(result: Plan, dep: Deployment) -> Table:
     mem = result.memory
-    rec = result.recommendation
     group_batch = result.batch_per_dp_group
     kv_at_batch = group_batch * mem.kv_bytes_per_sequence
     parallel = f"tp={result.tp}" if result.layout is None else _layout_text(result)
