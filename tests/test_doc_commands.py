@@ -4,6 +4,7 @@ first copy-paste must not end in a refusal. README's `kvplan vllm ... --dtype fp
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -45,3 +46,16 @@ def test_shown_config_command_runs(
     monkeypatch.chdir(tmp_path)  # -o config.json lands here
     result = runner.invoke(app, shlex.split(command)[1:])
     assert result.exit_code == 0, (doc, command, result.output[-400:])
+
+
+def test_readme_serve_example_gives_the_users_it_claims() -> None:
+    """README's `kvplan serve ... --tpot-ms 150 --ttft-ms 1000  # ... (N)` line: N is what the search answers
+    (it said 25 after the per-request prior and the refit moved the answer to 22)."""
+    blocks = BASH_BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    lines = [line for block in blocks for line in block.splitlines()]
+    (line,) = [line for line in lines if line.startswith("kvplan serve") and "--tpot-ms" in line]
+    command, comment = line.split("  #")
+    claimed = re.search(r"\((\d+)\)", comment)
+    result = runner.invoke(app, [*shlex.split(command)[1:], "--json"])
+    assert result.exit_code == 0, result.output[-300:]
+    assert claimed and json.loads(result.output)["slo"]["best"] == int(claimed.group(1))
