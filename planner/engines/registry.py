@@ -96,9 +96,9 @@ def default_prefill_tokens(engine: EngineName, hardware: HardwareProfile) -> int
 
 
 def check_layout(dep: Deployment) -> None:
-    """PlanInputError for a layout beyond tensor parallelism that the engine cannot run."""
-    if not dep.is_tp_only:
-        room(dep.engine).check_layout(dep)
+    """PlanInputError for a layout the engine cannot run (beyond tensor parallelism; MindIE: also a block
+    size its config check refuses). Every room's check passes a tensor-parallel-only layout of its own."""
+    room(dep.engine).check_layout(dep)
 
 
 def max_batch_grid(

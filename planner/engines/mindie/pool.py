@@ -18,6 +18,7 @@ import numpy.typing as npt
 from planner import deployment, layout, units
 from planner.deployment import Deployment
 from planner.engines import common
+from planner.engines.mindie import rules
 from planner.engines.mindie.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
 from planner.engines.mindie.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
 from planner.engines.mindie.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
@@ -88,11 +89,20 @@ def check_kv_dtype(dep: Deployment) -> None:
 
 
 def check_layout(dep: Deployment) -> None:
-    """PlanInputError for layouts kvplan cannot write a MindIE config for (pipeline parallelism)."""
+    """PlanInputError for layouts kvplan cannot write a MindIE config for: pipeline parallelism, and a
+    block size MindIE's config check refuses (rules.py: cacheBlockSize <= 128, a multiple of 16), so the
+    plan never recommends what `kvplan mindie` then refuses with the same flags."""
     if dep.pp > 1:
         raise PlanInputError(
             f"--pp: kvplan knows no MindIE pipeline-parallel setting (got {dep.pp}, expected 1); "
             f"use --engine vllm"
+        )
+    block = dep.block_size_tokens
+    if block > rules.MAX_BLOCK_TOKENS or block % rules.BLOCK_MULTIPLE:
+        raise PlanInputError(
+            f"--block-size: MindIE's cacheBlockSize must be a multiple of {rules.BLOCK_MULTIPLE} up to "
+            f"{rules.MAX_BLOCK_TOKENS} (got {block}, expected 16, 32, ..., 128); MindIE advises 128, "
+            f"or use --engine vllm"
         )
 
 
