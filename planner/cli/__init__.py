@@ -218,7 +218,8 @@ def plan(
     except KvplanError as exc:
         fail(exc)
     rec = result.recommendation
-    slo_batch = rec.max_batch_size if rec.binding_constraint not in ("memory", "batch") else None
+    not_slo = ("memory", "engine limit", "batch")
+    slo_batch = rec.max_batch_size if rec.binding_constraint not in not_slo else None
     flags = config_flags(ctx, slo_batch=slo_batch)
     if as_json:  # the engine's words and the next command too, as the text prints them
         from planner.cli.engine_words import engine_config

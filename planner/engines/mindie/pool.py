@@ -88,6 +88,11 @@ def check_kv_dtype(dep: Deployment) -> None:
         raise PlanInputError(refusal)
 
 
+def batch_cap(dep: Deployment) -> int:
+    """maxBatchSize's upper bound ([DOC] [1, 5000]): max_batch_grid never exceeds it."""
+    return MAX_BATCH_SIZE
+
+
 def check_layout(dep: Deployment) -> None:
     """PlanInputError for layouts kvplan cannot write a MindIE config for: pipeline parallelism, and a
     block size MindIE's config check refuses (rules.py: cacheBlockSize <= 128, a multiple of 16), so the
