@@ -27,6 +27,7 @@ import re
 from pydantic import Field
 
 from planner import units
+from planner.engines.vllm.pool import StartupMemory
 from planner.errors import PlanInputError
 from planner.readers import log_count, log_gib_bytes
 from planner.schema import BUILT_ON_FIRST_USE, Frozen
@@ -59,22 +60,6 @@ V0_PROFILE_RE = re.compile(
     rf"kv_cache_size={_N}GiB\s+gpu_memory_utilization={_N}"
 )
 BLOCKS_RE = re.compile(r"#?\s*(?:GPU|NPU) blocks:\s*(\d+)")
-
-
-class StartupMemory(Frozen):
-    """The terms of the engine's KV budget on one rank (bytes) that vllm-ascend >= 0.18 logs and
-    planner/engines/vllm/startup.py computes (StartupTerms): requested = device total x
-    gpu_memory_utilization, less weights, the activation peak, non-torch memory and graphs."""
-
-    model_config = BUILT_ON_FIRST_USE
-
-    device_total_bytes: int
-    gpu_memory_utilization: float
-    requested_bytes: int
-    weights_bytes: int
-    activation_bytes: int
-    non_torch_bytes: int
-    graph_bytes: int
 
 
 class StartupBreakdown(StartupMemory):

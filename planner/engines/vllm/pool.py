@@ -36,6 +36,22 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py:68 (vllm-ascend do
 GROUP_SIZE_SPREAD = 1.5  # kv_cache_utils.py:1244-1256: one group size when max < 1.5 x min layer count
 
 
+class StartupMemory(Frozen):
+    """The terms of the engine's KV budget on one rank (bytes) that vllm-ascend >= 0.18 logs (log.py) and
+    startup.py computes (StartupTerms): requested = device total x gpu_memory_utilization, less weights,
+    the activation peak, non-torch memory and graphs; what is left is this module's pool."""
+
+    model_config = BUILT_ON_FIRST_USE
+
+    device_total_bytes: int
+    gpu_memory_utilization: float
+    requested_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    graph_bytes: int
+
+
 class VllmPool(Frozen):
     """vLLM's KV pool for one deployment (per rank) and the figures it logs at start-up."""
 

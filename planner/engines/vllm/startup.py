@@ -40,7 +40,7 @@ from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.engines.vllm import pool as vm
 from planner.engines.vllm import scheduler
-from planner.engines.vllm.log import StartupMemory
+from planner.engines.vllm.pool import StartupMemory
 from planner.errors import PlanInputError
 from planner.schema import BUILT_ON_FIRST_USE, Frozen, HardwareProfile, ModelCard
 
