@@ -229,7 +229,11 @@ def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
     be at --batch."""
     max_batch = max_batch_size(dep, mem)
     if dep.batch is None:
-        return Recommendation(max_batch_size=max_batch, max_seq_len=dep.ctx_tokens)
+        cap = registry.batch_cap(dep)
+        binding = "engine limit" if cap is not None and max_batch >= cap else "memory"
+        return Recommendation(
+            max_batch_size=max_batch, max_seq_len=dep.ctx_tokens, binding_constraint=binding
+        )
     if dep.batch > max_batch:
         raise DoesNotFitError(
             f"--batch: {dep.batch} sequences of {dep.ctx_tokens} tokens do not fit on {dep.hardware.id} "

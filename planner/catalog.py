@@ -139,6 +139,24 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+def _exists(path: Path) -> bool:
+    """True for anything at path (a directory, a device); False also when the name cannot be looked up."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _not_found(path: Path) -> str:
+    """Why a card or profile path did not load: 'file not found', or what stands there instead of a file
+    (a directory, a device), so `--model /tmp` is not told that /tmp does not exist."""
+    try:
+        there = "a directory" if path.is_dir() else "not a regular file" if path.exists() else None
+    except (OSError, ValueError):
+        there = None
+    return "file not found" if there is None else f"file not readable ({there})"
+
+
 def resolve_model(name: str) -> tuple[ModelCard, str | None]:
     """Model card by id, alias, Hugging Face repo name or YAML path; returns (card, alias typed or None).
 
@@ -152,7 +170,7 @@ def resolve_model(name: str) -> tuple[ModelCard, str | None]:
         hf_target = None if is_yaml else _hf_repo_map().get(name.strip().lower())
         if hf_target is None:
             also = "" if is_yaml else " and no catalogued card mirrors that Hugging Face repo"
-            raise DataFileError(f"--model: model card file not found{also} (got {name!r})")
+            raise DataFileError(f"--model: model card {_not_found(path)}{also} (got {name!r})")
         return load_model(hf_target), name.strip()
     key = name.strip().lower()
     if key in _files("modelcards"):
@@ -170,9 +188,9 @@ def resolve_card(name: str, *, engine: str | None = None) -> HardwareProfile:
     serving results for that engine (hwprofiles/fitted/<card>.<engine>.yaml) when one is shipped.
     """
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") or _is_file(path):
+    if path.suffix in (".yaml", ".yml") or _is_file(path) or ("/" in name and _exists(path)):
         if not _is_file(path):
-            raise DataFileError(f"--card: profile file not found (got {name!r})")
+            raise DataFileError(f"--card: profile {_not_found(path)} (got {name!r})")
         return load_item(path, HardwareProfile, check_stem=False)
     key = name.strip().lower()
     card_id = key if key in _files("hwprofiles") else variant_map().get(key)

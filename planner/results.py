@@ -39,7 +39,9 @@ class Recommendation(Frozen):
 
     max_batch_size: int
     max_seq_len: int
-    binding_constraint: str = "memory"  # or "batch" (--batch given), "tpot", "ttft", "min-user-tps"
+    # "memory", "engine limit" (the engine's batch cap, registry.batch_cap), "batch" (--batch given), "tpot", "ttft",
+    # "min-user-tps"
+    binding_constraint: str = "memory"
 
 
 class SpeedRange(Frozen):
@@ -78,6 +80,9 @@ class Performance(Frozen):
     # the prompt ttft_s is for: one request of that many tokens alone on the instance (no queue, no load);
     # None only where a caller built a bare estimate
     ttft_prompt_tokens: int | None = None
+    # what each request costs outside the forward pass (API server, tokenization: the fitted
+    # request_overhead_us, roofline.request_overhead_s): a client's TTFT is ttft_s + this; 0 where none
+    request_overhead_s: float = 0.0
 
 
 class LayoutReport(Degrees):
@@ -164,6 +169,13 @@ class Plan(Frozen):
     layout: LayoutReport | None = None  # None for a tensor-parallel-only plan (and left out of its JSON)
     load_knee: LoadKnee | None = None  # the main command's (left out of the JSON when None)
     slo: SloAnswer | None = None  # the SLO search's answer when targets were given (left out when None)
+
+    @property
+    def batch_per_dp_group(self) -> int:
+        """Sequences one DP group runs at the recommended batch: what an engine's per-instance cap
+        (MindIE maxBatchSize, vLLM --max-num-seqs) and each device's memory see; the instance's
+        max_batch_size without a layout (dp = 1)."""
+        return self.layout.batch_per_dp_group if self.layout else self.recommendation.max_batch_size
 
     def json_payload(self) -> dict[str, Any]:
         """The plan as JSON values; `layout` is left out of tensor-parallel-only plans, `load_knee` when

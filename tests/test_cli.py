@@ -134,6 +134,11 @@ def test_card_accepts_a_path(tmp_path: Path) -> None:
             r"--memory-fraction: out of range \(got 1.5",
         ),
         (["--model", "qwen3-8b", "--card", "missing.yaml"], 2, r"--card: profile file not found"),
+        # a directory or a device at the path is named as such, not "not found" (it is there)
+        (["--model", "/tmp"], 2, r"--model: model card file not readable \(a directory\)"),
+        (["--model", "/dev/zero"], 2, r"--model: model card file not readable \(not a regular file\)"),
+        (["--model", "qwen3-8b", "--card", "/tmp"], 2, r"--card: profile file not readable \(a directory\)"),
+        (["--model", "qwen3-8b", "--card", "/dev/zero"], 2, r"--card: profile file not readable \(not a"),
         (
             ["--model", "llama-3.1-70b", "--card", "ascend-910b4"],
             3,

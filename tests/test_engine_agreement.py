@@ -242,3 +242,22 @@ def test_every_card_variant_agrees(variant: str, engine: str) -> None:
     assert len(set(answers.values())) == 1, (variant, engine, answers)
     code, batch = answers["plan"]
     assert code == 0 and batch is not None and batch >= 1, (variant, engine, answers)
+
+
+@pytest.mark.parametrize("engine", ["mindie", "vllm"])
+def test_dp_plan_prints_the_fields_its_config_command_writes(engine: str) -> None:
+    """With --dp 2 the plan's engine line gives one DP group's batch (MindIE maxBatchSize and vLLM
+    --max-num-seqs are per DP group: what `kvplan mindie` / `kvplan vllm` write), not the instance's 2x,
+    and MindIE's npuMemSize leaves out the linear-attention states of the sequences one device holds: a
+    dense hybrid model at dp 2 keeps dp 1's per-device memory, so dp 1's npuMemSize and blocks."""
+    flags = ["--model", "qwen3-27b", "--ctx", CTX, "--dtype", "fp8", "--engine", engine]
+    plan = json.loads(runner.invoke(app, [*flags, "--dp", "2", "--json"]).output)
+    code, batch, payload = config_batch(engine, [*flags[:-2], "--dp", "2"])
+    fields = plan["engine_config"]["fields"]
+    written = fields["maxBatchSize" if engine == "mindie" else "--max-num-seqs"]
+    assert code == 0 and int(written) == batch == plan["recommendation"]["max_batch_size"] // 2
+    if engine == "mindie":
+        single = json.loads(runner.invoke(app, [*flags, "--json"]).output)["engine_config"]["fields"]
+        npu_mem = payload["mindie"]["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]["npuMemSize"]
+        assert fields["npuMemSize"] == single["npuMemSize"] == f"{npu_mem} (GiB: explicit)"
+        assert batch <= payload["mindie"]["prediction"]["concurrency"]

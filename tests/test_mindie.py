@@ -662,3 +662,21 @@ def test_cli_needs_weights_path_without_base() -> None:
     result = runner.invoke(app, ["mindie", "--model", "qwen3-8b"])
     assert result.exit_code == 2
     assert "kvplan: error: --weights-path: required to write a MindIE config" in result.output
+
+
+@pytest.mark.parametrize("block", ["7", "256"])
+def test_plan_refuses_a_block_size_mindie_refuses(block: str) -> None:
+    """`kvplan --block-size 7` (engine mindie) printed a plan and `Next: kvplan mindie ... --block-size 7`,
+    which then failed on cacheBlockSize (a multiple of 16, <= 128): the plan refuses it alike (exit 2),
+    while vLLM, which takes any block size, still plans it."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    runner = CliRunner()
+    flags = ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8", "--block-size", block]
+    for command in ([], ["mindie", "--weights-path", "/w"]):
+        result = runner.invoke(app, [*command, *flags])
+        assert result.exit_code == 2 and "--block-size: MindIE's cacheBlockSize" in result.output
+    assert runner.invoke(app, [*flags, "--engine", "vllm"]).exit_code == 0
+    assert runner.invoke(app, [*flags[:-1], "48"]).exit_code == 0

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
 
 import pytest
+import typer.main
 import yaml
 from typer.testing import CliRunner
 
@@ -82,3 +84,14 @@ def test_calibrate_from_bench_takes_the_card_from_the_csv(tmp_path: Path) -> Non
     mixed.write_text(points.read_text() + last.replace("nvidia-h200", "ascend-950pr", 1) + "\n")
     refused = runner.invoke(app, ["calibrate", "--from-bench", str(mixed), "--out", str(tmp_path / "x.yaml")])
     assert refused.exit_code == 2 and "--card: required when" in refused.output
+
+
+def test_prompt_flag_help_names_the_default_the_plan_uses() -> None:
+    """The plan's TTFT is for the default workload's prompt (kinds.default_request_tokens: 256 at 32k), not
+    for a --ctx-long prompt; --input-tokens' help said "default: --ctx"."""
+    params = typer.main.get_command(app).params
+    (help_text,) = [p.help for p in params if "--input-tokens" in p.opts]
+    assert help_text is not None and "(default: --ctx)" not in help_text
+    assert help_text.startswith("Prompt length for TTFT (default: the default workload's 256")
+    plan = runner.invoke(app, ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8", "--json"])
+    assert json.loads(plan.output)["performance"]["ttft_prompt_tokens"] == 256

@@ -92,3 +92,12 @@ def test_cli_serve_answers_the_slo_with_the_simulated_tail() -> None:
     assert payload["simulated"]["tpot_s"]["p99"] <= 0.05
     above = [p for p in payload["slo"]["points"] if p["x"] > best]
     assert above and not any(p["meets_slo"] for p in above)  # one more user misses it
+
+
+def test_backwards_batch_range_is_named_as_such() -> None:
+    """`--batch 5-1` said "batch sizes must be >= 1" (every size is >= 1); it is a range written backwards."""
+    with pytest.raises(
+        PlanInputError, match=r"range runs backwards \(got '5-1', expected low-high such as 1-5\)"
+    ):
+        parse_batches("5-1")
+    assert parse_batches("1-3,5") == [1, 2, 3, 5]

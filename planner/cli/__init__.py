@@ -154,7 +154,10 @@ def plan(
     max_prefill_tokens: PrefillTokensOpt = None,
     prompt_tokens: Annotated[
         str | None,
-        typer.Option(*PROMPT_FLAGS, help="Prompt length for TTFT (default: --ctx)."),
+        typer.Option(
+            *PROMPT_FLAGS,
+            help="Prompt length for TTFT (default: the default workload's 256, shorter where --ctx is).",
+        ),
     ] = None,
     mtp: MtpOpt = 0,
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
@@ -215,7 +218,8 @@ def plan(
     except KvplanError as exc:
         fail(exc)
     rec = result.recommendation
-    slo_batch = rec.max_batch_size if rec.binding_constraint not in ("memory", "batch") else None
+    not_slo = ("memory", "engine limit", "batch")
+    slo_batch = rec.max_batch_size if rec.binding_constraint not in not_slo else None
     flags = config_flags(ctx, slo_batch=slo_batch)
     if as_json:  # the engine's words and the next command too, as the text prints them
         from planner.cli.engine_words import engine_config

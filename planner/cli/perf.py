@@ -97,6 +97,11 @@ def parse_batches(text: str) -> list[int]:
         for item in (part.strip() for part in text.split(",") if part.strip()):
             low, _, high = item.partition("-")
             first, last = int(low), int(high or low)
+            if first > last:
+                raise PlanInputError(
+                    f"--batch: range runs backwards (got {item[:40]!r}, "
+                    f"expected low-high such as {last}-{first})"
+                )
             if max(first, last) > MAX_BATCH:
                 raise PlanInputError(
                     f"--batch: batch size out of range (got {item[:40]!r}, expected 1..{MAX_BATCH})"

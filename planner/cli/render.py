@@ -48,8 +48,7 @@ def _layout_rows(result: Plan) -> list[tuple[str, int, str]]:
 
 def _memory_table(result: Plan, dep: Deployment) -> Table:
     mem = result.memory
-    rec = result.recommendation
-    group_batch = result.layout.batch_per_dp_group if result.layout else rec.max_batch_size
+    group_batch = result.batch_per_dp_group
     kv_at_batch = group_batch * mem.kv_bytes_per_sequence
     parallel = f"tp={result.tp}" if result.layout is None else _layout_text(result)
     table = Table(title="Memory per device", show_header=True, header_style="bold")
@@ -226,7 +225,7 @@ def speed_line(perf: Performance) -> str:
             f"{units.fmt_ms(perf.decode_step_s)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} per "
             f"user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, TTFT {units.fmt_ms(perf.ttft_s)}"
             f"{ttft_of(perf)} "
-            f"({tag})"
+            f"({tag}){client_ttft(perf)}"
         )
     ttft_ms = (units.s_to_ms(band.ttft_s_low), units.s_to_ms(band.ttft_s_high))
     return (
@@ -237,7 +236,19 @@ def speed_line(perf: Performance) -> str:
         f"{units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate "
         f"({units.fmt_span(band.tokens_per_s_low, band.tokens_per_s_high)}), "
         f"TTFT {units.fmt_ms(perf.ttft_s)}{ttft_of(perf)} (range {units.fmt_span(*ttft_ms)} ms, "
-        f"{band.ttft_source})"
+        f"{band.ttft_source}){client_ttft(perf)}"
+    )
+
+
+def client_ttft(perf: Performance) -> str:
+    """'; a client sees 407.8 ms with the 332.7 ms ...' when the profile has a per-request cost outside the
+    forward pass (kvplan serve's and simulate's TTFT include it), '' when it has none."""
+    if perf.request_overhead_s <= 0:
+        return ""
+    return (
+        f"; a client sees {units.fmt_ms(perf.ttft_s + perf.request_overhead_s)} with the "
+        f"{units.fmt_ms(perf.request_overhead_s)} each request costs outside the forward pass "
+        "(API server, tokenization)"
     )
 
 

@@ -53,6 +53,7 @@ class EngineRoom(Protocol):
     def check_holds_one(self, dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) -> None: ...
     def block_pool(self, dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> BlockPool: ...
     def default_max_batch(self, dep: Deployment, *, planned_batch: int) -> int: ...
+    def batch_cap(self, dep: Deployment) -> int | None: ...
     def engine_notes(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
     def startup_lines(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
     def config_words(self, plan: Plan, dep: Deployment) -> ConfigWords | None: ...
@@ -95,10 +96,16 @@ def default_prefill_tokens(engine: EngineName, hardware: HardwareProfile) -> int
     return room(engine).default_prefill_tokens(hardware)
 
 
+def batch_cap(dep: Deployment) -> int | None:
+    """The most sequences the engine's own config takes whatever memory holds (MindIE maxBatchSize's
+    range, vLLM's --max-num-batched-tokens >= --max-num-seqs); None where it has no such limit."""
+    return room(dep.engine).batch_cap(dep)
+
+
 def check_layout(dep: Deployment) -> None:
-    """PlanInputError for a layout beyond tensor parallelism that the engine cannot run."""
-    if not dep.is_tp_only:
-        room(dep.engine).check_layout(dep)
+    """PlanInputError for a layout the engine cannot run (beyond tensor parallelism; MindIE: also a block
+    size its config check refuses). Every room's check passes a tensor-parallel-only layout of its own."""
+    room(dep.engine).check_layout(dep)
 
 
 def max_batch_grid(

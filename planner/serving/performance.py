@@ -27,7 +27,7 @@ def performance(dep: Deployment, *, batch: int, ctx_tokens: int, prompt_tokens: 
     """The Performance block at one batch: decode step, per-user and aggregate tokens/s, TTFT.
 
     Formula: per_user = t / step_s (t = tokens_per_step); aggregate = batch * per_user;
-    ttft = roofline.ttft_s(prompt_tokens) on an idle engine.
+    ttft = roofline.ttft_s(prompt_tokens) on an idle engine; request_overhead_s, what a client's TTFT adds.
     """
     step_s = roofline.decode_step_s(dep, batch=batch, ctx_tokens=ctx_tokens)
     per_user = tokens_per_step(dep) / step_s
@@ -40,6 +40,7 @@ def performance(dep: Deployment, *, batch: int, ctx_tokens: int, prompt_tokens: 
         ttft_s=roofline.ttft_s(dep, prompt_tokens=prompt_tokens),
         calibrated=roofline.is_calibrated(dep),
         ttft_prompt_tokens=prompt_tokens,
+        request_overhead_s=roofline.request_overhead_s(dep),
     )
 
 

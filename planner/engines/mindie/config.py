@@ -149,7 +149,7 @@ def owned_values(
 ) -> dict[str, Any]:
     """Value of every OWNED_FIELDS entry (KEEP: leave the base's; None: remove the field)."""
     times = schedule_times_ms(plan)
-    batch = plan.layout.batch_per_dp_group if plan.layout else plan.recommendation.max_batch_size
+    batch = plan.batch_per_dp_group
     prefill_ms, decode_ms = times or (
         scheduler.DEFAULT_PREFILL_TIME_PER_REQ_MS,
         scheduler.DEFAULT_DECODE_TIME_PER_REQ_MS,
@@ -303,7 +303,7 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
             )
         if units.s_to_ms(max(plan.performance.ttft_s, plan.performance.decode_step_s)) > MAX_MS:
             notes.append("roofline prefill or decode time above 1000 ms: clamped to MindIE's maximum")
-    batch = plan.layout.batch_per_dp_group if plan.layout else plan.recommendation.max_batch_size
+    batch = plan.batch_per_dp_group
     if prediction.concurrency < batch:
         notes.append(
             f"MindIE's blocks hold {prediction.concurrency} full-length requests, fewer than "
@@ -318,7 +318,7 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
             f"assumed (as the plan's note): linear-attention states "
             f"({units.fmt_bytes(plan.memory.state_bytes_per_sequence)} per sequence) outside the KV "
             f"blocks, so npuBlockNum counts full-attention layers only and npuMemSize leaves the states "
-            f"out; maxBatchSize {plan.recommendation.max_batch_size} depends on this"
+            f"out; maxBatchSize {plan.batch_per_dp_group} depends on this"
         )
     return notes
 

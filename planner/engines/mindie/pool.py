@@ -18,6 +18,7 @@ import numpy.typing as npt
 from planner import deployment, layout, units
 from planner.deployment import Deployment
 from planner.engines import common
+from planner.engines.mindie import rules
 from planner.engines.mindie.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
 from planner.engines.mindie.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
 from planner.engines.mindie.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
@@ -87,12 +88,26 @@ def check_kv_dtype(dep: Deployment) -> None:
         raise PlanInputError(refusal)
 
 
+def batch_cap(dep: Deployment) -> int:
+    """maxBatchSize's upper bound ([DOC] [1, 5000]): max_batch_grid never exceeds it."""
+    return MAX_BATCH_SIZE
+
+
 def check_layout(dep: Deployment) -> None:
-    """PlanInputError for layouts kvplan cannot write a MindIE config for (pipeline parallelism)."""
+    """PlanInputError for layouts kvplan cannot write a MindIE config for: pipeline parallelism, and a
+    block size MindIE's config check refuses (rules.py: cacheBlockSize <= 128, a multiple of 16), so the
+    plan never recommends what `kvplan mindie` then refuses with the same flags."""
     if dep.pp > 1:
         raise PlanInputError(
             f"--pp: kvplan knows no MindIE pipeline-parallel setting (got {dep.pp}, expected 1); "
             f"use --engine vllm"
+        )
+    block = dep.block_size_tokens
+    if block > rules.MAX_BLOCK_TOKENS or block % rules.BLOCK_MULTIPLE:
+        raise PlanInputError(
+            f"--block-size: MindIE's cacheBlockSize must be a multiple of {rules.BLOCK_MULTIPLE} up to "
+            f"{rules.MAX_BLOCK_TOKENS} (got {block}, expected 16, 32, ..., 128); MindIE advises 128, "
+            f"or use --engine vllm"
         )
 
 
@@ -207,13 +222,14 @@ def npu_mem_mode(model_id: str, *, requested: str | None) -> Literal["auto", "ex
 def npu_mem_size_gib(plan: Plan, *, mode: str) -> int:
     """npuMemSize: -1, or the paged-KV part of the plan's budget in whole GiB ([KV]: its "GB" is GiB).
 
-    Formula: floor((kv_budget - max_batch_size * state_bytes_per_sequence) / GiB). Hybrid models' fixed
+    Formula: floor((kv_budget - batch_per_dp_group * state_bytes_per_sequence) / GiB). Hybrid models' fixed
     linear-attention states are taken out first: MindIE's npuMemSize sizes KV blocks only, and kvplan
-    cannot tell whether MindIE allocates those states inside it (assumed: outside, the safe side).
+    cannot tell whether MindIE allocates those states inside it (assumed: outside, the safe side). The
+    budget is one device's, so the states are those of the sequences its DP group runs, not the instance's.
     """
     if mode == "auto":
         return -1
-    states = plan.recommendation.max_batch_size * plan.memory.state_bytes_per_sequence
+    states = plan.batch_per_dp_group * plan.memory.state_bytes_per_sequence
     gib = (plan.memory.kv_budget_bytes - states) // units.GIB_BYTES
     if gib < 1:
         budget = units.fmt_gib(plan.memory.kv_budget_bytes - states)
@@ -236,7 +252,7 @@ def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]
         mem = f"n/a ({exc})"
     rec = plan.recommendation
     fields = [
-        ("maxBatchSize", str(rec.max_batch_size)),
+        ("maxBatchSize", str(plan.batch_per_dp_group)),
         ("maxSeqLen", str(rec.max_seq_len)),
         ("maxPrefillTokens", str(dep.max_prefill_tokens)),
         ("npuMemSize", mem),

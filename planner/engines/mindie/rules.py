@@ -30,6 +30,7 @@ UINT32_MAX = 4_294_967_295
 INT32_MAX = 2_147_483_647
 MAX_TOKENS = 4_194_304  # [DOC] maxInputTokenLen / maxPrefillTokens upper bound
 BLOCK_MULTIPLE = 16  # [DOC] cacheBlockSize other than 128 should be a multiple of 16
+MAX_BLOCK_TOKENS = 128  # [DOC] cacheBlockSize range [1, 128]
 BACKEND_TYPES = ("atb", "ms")
 MTP_TOKENS = (1, 2)  # [mtp.md] num_speculative_tokens: the table says 1, the prose 1 or 2
 
@@ -50,7 +51,7 @@ RANGE_RULES: tuple[RangeRule, ...] = (
     RangeRule((*DEPLOY, "maxInputTokenLen"), 1, MAX_TOKENS, "set --max-input-tokens"),
     RangeRule((*MODEL, "worldSize"), 1, UINT32_MAX, "set --tp"),
     RangeRule((*MODEL, "cpuMemSize"), 0, UINT32_MAX),
-    RangeRule((*SCHEDULE, "cacheBlockSize"), 1, 128, "set --block-size 128"),
+    RangeRule((*SCHEDULE, "cacheBlockSize"), 1, MAX_BLOCK_TOKENS, "set --block-size 128"),
     RangeRule((*SCHEDULE, "maxPrefillBatchSize"), 0, 5000),
     RangeRule((*SCHEDULE, "maxPrefillTokens"), 1, MAX_TOKENS, "set --max-prefill-tokens"),
     RangeRule((*SCHEDULE, "prefillTimeMsPerReq"), 0, 1000),

@@ -36,6 +36,11 @@ def check_kv_dtype(dep: Deployment) -> None:
     """transformers' caches take every KV dtype the card has natively (checked by the core)."""
 
 
+def batch_cap(dep: Deployment) -> None:
+    """None: no batch limit beyond memory."""
+    return None
+
+
 def check_layout(dep: Deployment) -> None:
     """PlanInputError for anything beyond tensor parallelism."""
     if not dep.is_tp_only:

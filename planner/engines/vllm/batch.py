@@ -99,6 +99,11 @@ def seqs_cap(dep: Deployment) -> int:
     return dep.max_prefill_tokens
 
 
+def batch_cap(dep: Deployment) -> int:
+    """--max-num-seqs' upper bound: seqs_cap (max_batch_grid never exceeds it)."""
+    return seqs_cap(dep)
+
+
 def max_batch_grid(
     dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
