@@ -228,3 +228,24 @@ def test_the_rows_engine_sets_the_per_request_prior() -> None:
     held = BASE.model_copy(update={"request_overhead_us": 42_000.0})
     centre, _ = fitted_params.prior(held, measured=False, floors={"request_overhead_us": vllm})
     assert np.exp(centre[index]) == pytest.approx(42_000.0)
+
+
+def test_every_fit_box_lies_inside_what_a_profile_may_hold():
+    """A fitted value at its box edge must still load: each box edge inside the schema field's own limits."""
+    import annotated_types
+
+    from planner.perf.fitted_params import FIT_PARAMS
+    from planner.schema import PerfCoefficients
+
+    fields = PerfCoefficients.model_fields
+    checked = 0
+    for param in FIT_PARAMS:
+        if param.name not in fields:
+            continue  # compute_scale multiplies fields; it is not one
+        for limit in fields[param.name].metadata:
+            if isinstance(limit, annotated_types.Le):
+                assert param.upper <= limit.le, (param.name, param.upper, limit.le)
+            if isinstance(limit, annotated_types.Ge):
+                assert param.lower >= limit.ge, (param.name, param.lower, limit.ge)
+        checked += 1
+    assert checked == len(FIT_PARAMS) - 1

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planner.schema import PerfCoefficients
+from planner.schema import MAX_OVERHEAD_US, PerfCoefficients
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -52,7 +52,7 @@ FIT_PARAMS: tuple[FitParam, ...] = (
     FitParam(
         "request_overhead_us",
         100.0,
-        2_000_000.0,
+        MAX_OVERHEAD_US,
         10_000.0,
         "per request, outside the forward pass (us)",
         10.0,
@@ -75,7 +75,8 @@ FIT_PARAMS: tuple[FitParam, ...] = (
 # (closed_loop.py, planner/sim), so rows with a TTFT at low load identify it. Prior 10 ms x/ 10 (1-100 ms
 # at one sigma) unless the rows' engine gives its own centre (REQUEST_OVERHEAD_PRIOR_US in its room:
 # vllm-ascend 100 ms, measured; planner/engines/registry.request_overhead_prior_us); box 0.1 ms (a local
-# socket round trip) to 2 s.  [assumed: the engine's value, or 10 ms where rows of several engines mix]
+# socket round trip) to 1 s, the profile schema's own limit (MAX_OVERHEAD_US): a fit that wanted more
+# would write a profile that fails to load.  [assumed: the engine's value, or 10 ms where rows of several engines mix]
 PARAM_NAMES = tuple(p.name for p in FIT_PARAMS)
 LOWER = np.log([p.lower for p in FIT_PARAMS])
 UPPER = np.log([p.upper for p in FIT_PARAMS])
