@@ -135,6 +135,7 @@ class ModelCard(DataModel):
     attention_bias: bool = False
     qk_norm: bool = False  # Qwen3-style per-head RMSNorm on q and k (head_dim weights each)
     attn_output_gate: bool = False  # Qwen3-Next/3.5: q_proj also emits a sigmoid output gate
+    partial_rotary_factor: float = Field(default=1.0, gt=0, le=1)  # share of head_dim that RoPE rotates
 
     # Hybrid models (Qwen3-Next / Qwen3.5): which layers are full attention.
     layer_types: list[LayerType] | None = None

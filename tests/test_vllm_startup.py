@@ -14,9 +14,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from planner import catalog, units
-from planner.cli import app
-from planner.dtypes import storage_dtype
+from planner import catalog, inputs, memory, units
+from planner.cli import app, configs
+from planner.dtypes import storage_dtype, weight_scheme
+from planner.engines.mindie import config as mindie
 from planner.engines.vllm import log as vllm_log
 from planner.engines.vllm import pool as vm
 from planner.engines.vllm import startup as vllm_startup
@@ -167,6 +168,45 @@ def test_hccl_buffers_per_communicator() -> None:
     assert vllm_startup.hccl_buffer_bytes(2) == 2 * 2 * 200 * units.MIB_BYTES
     assert vllm_startup.hccl_buffer_bytes(1, buffsize_mib=1024) == 2 * 1024 * units.MIB_BYTES
     assert vllm_startup.dp_buffer_bytes(1) == 0 and vllm_startup.dp_buffer_bytes(4) == 50 * units.MIB_BYTES
+
+
+def test_moe_dispatch_communicators_only_with_ep_on_main() -> None:
+    """vllm-ascend >= v0.20 sets up the MC2 / all-to-all dispatch (and their HCCL communicators) only with
+    EP; up to v0.19 for every MoE model. PR #14139 (main, Qwen3-30B-A3B TP4, no EP) logs 0.48 GiB non-torch,
+    below two communicators (0.78 GiB)."""
+    main, old = vllm_startup.VERSIONS["vllm-ascend-main"], vllm_startup.VERSIONS["vllm-ascend-0.11"]
+    assert main.moe_groups_need_ep and vllm_startup.VERSIONS["vllm-ascend-310p"].moe_groups_need_ep
+    assert not old.moe_groups_need_ep
+
+    def comms(version: vllm_startup.EngineVersion, *, ep: bool) -> int:
+        return vllm_startup.hccl_communicators(
+            tp=4, moe=True, ep=ep, moe_groups_need_ep=version.moe_groups_need_ep
+        )
+
+    assert (comms(main, ep=False), comms(main, ep=True)) == (1, 2)
+    assert (comms(old, ep=False), comms(old, ep=True)) == (2, 2)
+    assert vllm_startup.hccl_buffer_bytes(comms(main, ep=False)) < _gib(0.48)
+    request = inputs.PlanRequest(model="qwen3-30b-a3b", card="ascend-910b3", tp=4, ctx="4k", engine="vllm")
+    dep, _lengths = configs.prepare(request, mindie.MindieOptions(weights_path="/w"))
+    terms = vllm_startup.plan_terms(
+        dep, gpu_memory_utilization=0.9, max_num_batched_tokens=2048, max_num_seqs=256, weights_bytes=_gib(14)
+    )
+    assert terms.non_torch_bytes == vllm_startup.NON_TORCH_BASE_BYTES + vllm_startup.hccl_buffer_bytes(1)
+
+
+def test_loaded_weights_include_the_rotary_cache() -> None:
+    """vLLM's cos/sin cache (max_position x rotary dim, model dtype) is part of what it logs as loaded:
+    #10517 logs 14.9888 GiB for Llama-3.1-8B, its parameters alone are 0.031 GiB less."""
+    llama = catalog.load_model("llama-3.1-8b")
+    rope = vllm_startup.rope_cache_bytes(llama, dtype=BF16)
+    assert rope == 131072 * 128 * 2
+    params = memory.weight_bytes_per_device(llama, scheme=weight_scheme("bf16"), activation_dtype=BF16, tp=1)
+    assert abs(params - _gib(14.9888)) > _gib(0.03)
+    assert (params + rope) / GIB == pytest.approx(14.9888, abs=0.002)
+    # partial rotary: Qwen3-Next rotates 64 of its 256 head dims
+    assert (
+        vllm_startup.rope_cache_bytes(catalog.load_model("qwen3-next-80b-a3b"), dtype=BF16) == 262144 * 64 * 2
+    )
 
 
 # --- the pool each release builds from the available memory -----------------------------------------

@@ -96,7 +96,7 @@ def model_terms(row: dict[str, str]) -> tuple[int, int] | None:
     tp = int(row["tp"])
     weights = memory.weight_bytes_per_device(
         card, scheme=weight_scheme(row["weights_dtype"]), activation_dtype=act, tp=tp
-    )
+    ) + vs.rope_cache_bytes(card, dtype=act)
     activation = vs.activation_bytes(
         card,
         max_num_batched_tokens=int(row["max_num_batched_tokens"]),
@@ -109,7 +109,14 @@ def model_terms(row: dict[str, str]) -> tuple[int, int] | None:
 
 def hccl(row: dict[str, str]) -> int:
     moe = (bool(row["model_id"]) and catalog.load_model(row["model_id"]).is_moe) or "A3B" in row["checkpoint"]
-    comms = vs.hccl_communicators(tp=int(row["tp"]), dp=int(row["dp"] or 1), moe=moe, ep=row["ep"] == "1")
+    version = vs.engine_version(row["engine_rule"])
+    comms = vs.hccl_communicators(
+        tp=int(row["tp"]),
+        dp=int(row["dp"] or 1),
+        moe=moe,
+        ep=row["ep"] == "1",
+        moe_groups_need_ep=version.moe_groups_need_ep,
+    )
     return vs.hccl_buffer_bytes(comms) + vs.dp_buffer_bytes(int(row["dp"] or 1))
 
 

@@ -187,10 +187,15 @@ def _hybrid(cfg: _Config) -> dict[str, Any]:
             "linear_num_value_heads",
         )
     }
+    rope = cfg.optional("rope_parameters", {})  # Qwen3.5 nests it there, Qwen3-Next keeps it top-level
+    partial = cfg.optional(
+        "partial_rotary_factor", rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
+    )
     return {
         **fields,
         "layer_types": cfg.optional("layer_types"),
         "full_attention_interval": cfg.optional("full_attention_interval"),
+        **({"partial_rotary_factor": partial} if partial is not None else {}),
     }
 
 

@@ -66,6 +66,7 @@ class EngineVersion(Frozen):
     default_gpu_memory_utilization: float
     source: str
     non_torch_absolute: bool = False  # non-torch = all device memory torch does not hold, not the increase
+    moe_groups_need_ep: bool = False  # MoE dispatch communicators only with expert parallelism
 
 
 # One row per release range: key, engine, releases, formula, hybrid platform, tokens rule, default
@@ -93,6 +94,10 @@ VERSION_SOURCES = {
 # Releases whose non-torch memory is "device used minus torch allocated" (memory already in use on an idle
 # card counts): [VA] v0.11.0rc3 worker source; later releases count only the increase during start-up.
 NON_TORCH_ABSOLUTE = frozenset({"vllm-ascend-0.11"})
+# Releases that set up the MoE dispatch methods (MC2 / all-to-all, whose communicators hold HCCL buffers) only
+# when ep_size > 1: [VA] v0.20.2rc1 .. 182b75ea ops/fused_moe/moe_comm_method.py setup_moe_comm_method; up to
+# v0.19.1rc1 every MoE model builds them (v0.16.0rc1 :50-54, v0.19.1rc1 :55-59).
+MOE_GROUPS_NEED_EP = frozenset({"vllm-ascend-main", "vllm-ascend-310p"})
 VERSION_COLUMNS = (
     "key", "engine", "releases", "formula", "hybrid_platform", "tokens_rule",
     "default_gpu_memory_utilization",
@@ -103,6 +108,7 @@ VERSIONS: dict[str, EngineVersion] = {
             **dict(zip(VERSION_COLUMNS, row, strict=True)),
             "source": VERSION_SOURCES[str(row[0])],
             "non_torch_absolute": str(row[0]) in NON_TORCH_ABSOLUTE,
+            "moe_groups_need_ep": str(row[0]) in MOE_GROUPS_NEED_EP,
         }
     )
     for row in VERSION_ROWS
@@ -149,15 +155,18 @@ def scheduler_defaults(
     return SchedulerDefaults(max_num_batched_tokens=tokens, max_num_seqs=seqs, reason=reason)
 
 
-def hccl_communicators(*, tp: int, dp: int = 1, moe: bool = False, ep: bool = False) -> int:
+def hccl_communicators(
+    *, tp: int, dp: int = 1, moe: bool = False, ep: bool = False, moe_groups_need_ep: bool = False
+) -> int:
     """Communicators that hold HCCL_BUFFSIZE buffers on one rank (D, an assumption from the group list).
 
     The TP group when tp > 1, and the MoE dispatch group (MC2 / EP, sized by HCCL_BUFFSIZE, [VA] utils.py:
-    976-984) for a MoE model spread over more than one rank. The DP group has its own small buffer
-    (dp_buffer_bytes).
+    976-984) for a MoE model spread over more than one rank; with moe_groups_need_ep (vllm-ascend >=
+    v0.20, EngineVersion.moe_groups_need_ep) only when expert parallelism is on. The DP group has its own
+    small buffer (dp_buffer_bytes).
     """
     groups = 1 if tp > 1 else 0
-    if moe and (tp * dp > 1 or ep):
+    if moe and (tp * dp > 1 or ep) and (ep or not moe_groups_need_ep):
         groups += 1
     return groups
 
@@ -175,6 +184,26 @@ def dp_buffer_bytes(dp: int) -> int:
     if dp <= 1:
         return 0
     return max(math.ceil((dp + 1) * 4 / units.MIB_BYTES), DP_BUFFER_MIN_MIB) * units.MIB_BYTES
+
+
+def rope_cache_bytes(card: ModelCard, *, dtype: StorageDType) -> int:
+    """vLLM's rotary cos/sin cache: one buffer that every layer shares (get_rope reuses the instance), held
+    beside the weights and counted in "Model loading took".
+
+    Formula: P * r * b / 8
+        P  card.max_position_embeddings (rows of the cache)
+        r  rotary dim: qk_rope_head_dim (MLA), else head_dim * partial_rotary_factor; a row is cos then sin,
+           r / 2 each
+        b  the model dtype's bits (the cache is cast to it)
+    Source: vLLM model_executor/layers/rotary_embedding, RotaryEmbedding._compute_cos_sin_cache
+    (cat(cos, sin) of shape [max_position, rotary_dim], registered as a buffer). Measured: vLLM #10517,
+    Llama-3.1-8B logs 14.9888 GiB loaded where its parameters are 14.958 GiB: 131072 x 128 x 2 B = 0.031 GiB.
+    """
+    if card.qk_rope_head_dim is not None:
+        rotary_dim = card.qk_rope_head_dim
+    else:
+        rotary_dim = int((card.head_dim or 0) * card.partial_rotary_factor)
+    return card.max_position_embeddings * rotary_dim * dtype.bits // units.BITS_PER_BYTE
 
 
 def sampler_bytes(*, max_num_seqs: int, vocab_size: int) -> int:
@@ -312,10 +341,11 @@ def activation_bytes(
     )
 
 
-# Base non-torch memory besides HCCL buffers (ACL / CUDA context, workspaces): 0.35 GiB, the mean over the
-# seven rows of lab/published/startup-logs.csv that show it (0.13-0.78 GiB; median per source 0.35 GiB);
-# each row's prediction in lab/accuracy/startup_logs.py uses the mean of the other sources instead (LOLO).
-NON_TORCH_BASE_BYTES = 350 * units.MIB_BYTES
+# Base non-torch memory besides HCCL buffers (ACL / CUDA context, workspaces): 305 MiB, the mean over the
+# eleven rows of lab/published/startup-logs.csv that show it (0.02-0.71 GiB), the estimator the lab validates
+# leave-one-log-out (lab/accuracy/startup_logs.py: a row's prediction takes the mean of the other sources).
+# [measured: lab/accuracy/startup_logs.py, 2026-12-05]
+NON_TORCH_BASE_BYTES = 305 * units.MIB_BYTES
 
 
 # Device memory in use inside the runtime-visible total before any engine starts, on a 64 GB 910B and a
@@ -367,16 +397,27 @@ def plan_terms(
     """The engine's own start-up terms for a deployment (kvplan's weights, the vLLM activation peak, the base
     non-torch constant plus HCCL buffers, on a 310P the driver's reserve as cleared memory; the card's device
     total through device_total_bytes). weights_bytes: the memory plan's (capacity.weight_bytes, the one
-    implementation of the layout's weights per rank)."""
+    implementation of the layout's weights per rank); the weights vLLM loads add its rotary cache
+    (rope_cache_bytes)."""
     version = version_for_card(dep.hardware)
     ascend = version.engine == "vllm-ascend"
-    comms = hccl_communicators(tp=dep.tp, dp=dep.dp, moe=dep.model.is_moe, ep=dep.ep > 1) if ascend else 0
+    comms = (
+        hccl_communicators(
+            tp=dep.tp,
+            dp=dep.dp,
+            moe=dep.model.is_moe,
+            ep=dep.ep > 1,
+            moe_groups_need_ep=version.moe_groups_need_ep,
+        )
+        if ascend
+        else 0
+    )
     non_torch = NON_TORCH_BASE_BYTES + hccl_buffer_bytes(comms) + (dp_buffer_bytes(dep.dp) if ascend else 0)
     return startup_terms(
         version,
         device_total_bytes=device_total_bytes(dep.hardware),
         gpu_memory_utilization=gpu_memory_utilization,
-        weights_bytes=weights_bytes,
+        weights_bytes=weights_bytes + rope_cache_bytes(dep.model, dtype=dep.activation_dtype),
         activation_bytes=activation_bytes(
             dep.model,
             max_num_batched_tokens=max_num_batched_tokens,
@@ -462,8 +503,12 @@ def plan_lines(dep: Deployment, *, terms: StartupTerms) -> list[str]:
         f"when left out: --max-num-batched-tokens {defaults.max_num_batched_tokens}, --max-num-seqs "
         f"{defaults.max_num_seqs} ({defaults.reason}); --gpu-memory-utilization "
         f"{version.default_gpu_memory_utilization:g}",
-        "  non-torch = 0.35 GiB base (fitted, lab/accuracy/startup_logs.py) + 2 x HCCL_BUFFSIZE (200 MB) per "
-        "HCCL communicator (TP group, MoE dispatch group); set HCCL_BUFFSIZE higher (EP) and it grows",
+        f"  weights include vLLM's rotary cos/sin cache "
+        f"({units.fmt_bytes(rope_cache_bytes(dep.model, dtype=dep.activation_dtype))})",
+        f"  non-torch = {units.fmt_gib(NON_TORCH_BASE_BYTES)} base (fitted, lab/accuracy/startup_logs.py) "
+        "+ 2 x HCCL_BUFFSIZE (200 MB) per HCCL communicator (TP group; MoE dispatch group"
+        + (" with EP only" if version.moe_groups_need_ep else "")
+        + "); set HCCL_BUFFSIZE higher (EP) and it grows",
         *cleared,
         *(
             [
