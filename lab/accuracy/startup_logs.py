@@ -8,7 +8,8 @@ docs/engines/vllm-memory.md, "Start-up arithmetic per release"). Two checks per 
   pool     from the logged available KV memory, kvplan's block accounting (planner/engines/vllm/pool.py) gives
            the logged "GPU KV cache size" and "Maximum concurrency" (steps 2-6 of the engine, no fit)
   startup  from the logged device total and gpu_memory_utilization, kvplan's own terms give the available
-           KV memory: weights (planner/memory.py), activation (startup.activation_bytes), HCCL buffers
+           KV memory: weights (planner/memory.py, with vLLM's rotary cache startup.rope_cache_bytes),
+           activation (startup.activation_bytes), HCCL buffers
            (startup.hccl_buffer_bytes) and a base non-torch constant (ACL / CUDA context, workspaces),
            the one fitted quantity: its value for a row is the mean over the logs of OTHER sources
            (leave-one-log-out; two ranks or two runs of one issue count as one source, so neither predicts
@@ -257,7 +258,7 @@ def _err(pred: float, real: float) -> float:
 # Logs whose start-up prediction is known to be outside TOLERANCE, with the reason (FINDINGS); the lab test
 # checks that every other log is inside and that these still are outside (so the list cannot go stale).
 KNOWN_OUTSIDE = {
-    "va-6250": "~0.45 GiB per rank beyond rank 0's gap not traced (Qwen3-Next, v0.13 non-torch counting)",
+    "va-6250": "~0.4 GiB per rank beyond rank 0's gap not traced (Qwen3-Next, v0.13 non-torch counting)",
 }
 ERRORS_BY_LOG: dict[str, float] = {}
 
@@ -343,15 +344,35 @@ FINDINGS = (
     "910B / 910B4 (npu-smi in other issues, startup.RESIDENT_AT_START_BYTES) is a term of that rule (chosen"
     " after seeing the residuals, not fitted: va-5044 +4.7 -> +2.7 %, va-6250 +11.3 -> +9.1 %, vllm-10517 "
     "-5.2 / -7.5 -> -2.1 / -3.5 %). The rest of va-5044 (~0.2 GiB) may be the store connector.",
-    "va-10122 (310P, main, TP2, W8A8 MoE): the 'cleared' term is ~0.49 GiB above total - free-at-start on "
-    "both ranks (1.49 / 1.53 vs 1.00 / 1.03 GiB, from the logged terms), while va-14274 (TP1) matches it; "
-    "NPUWorker310 clears all non-torch memory at profile time minus its increase ([VA] 182b75ea "
-    "_310p/worker_310p.py:63-123), so memory set up before its snapshot (plausibly TP2 HCCL) lands there.",
-    "Main-rule logs show little non-torch: omni-4130 0.02, va-8289 0.13, va-14139 0.48 GiB at TP4 MoE no EP, "
-    "below kvplan's two communicators (0.78): [VA] 182b75ea builds the MC2 / all-to-all dispatchers (their "
-    "comm-name lookup makes the mc2 / EP communicators) only with EP (ops/fused_moe/moe_comm_method.py:55-62"
-    ", #8532), v0.11-v0.18 for every MoE model (v0.13.0rc2 :44-48). Modelled (1 vs 3 communicators) it gave "
-    "median 4.09 % (va-5020's base turns negative): not kept; the pooled base mixes these counts.",
+    "va-10122 (310P, main, TP2, W8A8 MoE): the 'cleared' term is ~0.49 GiB above total - free-at-start on"
+    " both ranks (1.49 / 1.53 vs 1.00 / 1.03 GiB, from the logged terms), while va-14274 (TP1) matches "
+    "it. NPUWorker310's cleared term is non-torch memory measured before empty_cache minus the non-torch "
+    "increase measured after it ([VA] 182b75ea _310p/worker_310p.py:63-123), so whatever empty_cache "
+    "releases that torch does not count as reserved lands there: torch_npu's workspace allocator (op "
+    "workspaces, one block per stream grown to the largest request, its own statistics, freed by "
+    "empty_cache; Ascend/pytorch NPUWorkspaceAllocator.cpp) - the profile's largest op workspace on that "
+    "W8A8 MoE, none visible for Qwen3-0.6B. Its size depends on the op: not modelled (310P plans run "
+    "~0.25 GiB per rank high there).",
+    "Main-rule MoE communicators (modelled, from the source; va-14139 -1.6 -> -0.6 %, median 3.85 -> 2.63 "
+    "%): "
+    "[VA] v0.20.2rc1 .. 182b75ea set up the MC2 / all-to-all dispatchers (whose comm-name lookup makes their "
+    "HCCL communicators) only when ep_size > 1 (ops/fused_moe/moe_comm_method.py setup_moe_comm_method; "
+    "#8532), v0.16.0rc1 .. v0.19.1rc1 for every MoE model. va-14139 (TP4 MoE, no EP) logs 0.48 GiB "
+    "non-torch: one TP communicator (0.39) leaves 0.09 GiB, in line with the TP1 main logs (omni-4130 0.02, "
+    "va-8289 0.13); kvplan's two gave -0.30. The v0.11-v0.15 rows keep the one MoE group kvplan counted "
+    "before (an earlier try with three there made va-5020's base negative, median 4.09 %).",
+    "Weights (modelled, not chosen from residuals: it reproduces a logged figure): vLLM's loaded weights "
+    "include the rotary cos/sin cache, one [max_position, rotary_dim] buffer in the model dtype "
+    "(startup.rope_cache_bytes): vllm-10517 logs 14.9888 GiB, kvplan's parameters are 14.958, with the cache "
+    "14.989; va-5044 15.2684 vs 15.256 -> 15.266. vllm-10517 +2.6 -> +2.1 / +1.9 %; median 2.63 -> 2.11 %.",
+    "Not modelled, a candidate for the v0.11-v0.15 excess (va-5044 0.66, va-6250 0.71 GiB implied base vs "
+    "0.02-0.13 on main): that rule counts device used minus torch ALLOCATED, so free fragments left after "
+    "empty_cache in the allocator segments that hold the weights count as non-torch there (main subtracts "
+    "reserved). Their size follows the allocator's rounding per weight tensor, not checked against "
+    "torch_npu's source here; va-5020 (same model and TP as va-6250) implies 0.14 GiB, so it is not the "
+    "whole story. Grouping the base by counting rule (absolute vs increase, LOLO within the group) was "
+    "tried after seeing the residuals: median 2.29 %, worst 5.33 % (va-5020 -4.2 %, va-10122 +5.3 %): not "
+    "kept.",
     "Seen, not recorded (no public address found): a v0.18.0 LLM() run of Qwen3-0.6B on a 64 GB 910B3 (util "
     "0.8, 32 seqs, 8192 batched tokens, 4096 len) logging 47.39 GiB / 443,648 tok / 108.31x (main: -0.8 %).",
 )
