@@ -209,6 +209,29 @@ def test_loaded_weights_include_the_rotary_cache() -> None:
     )
 
 
+def test_vllm_ascend_from_v013rc2_keeps_three_rotary_caches() -> None:
+    """AscendRotaryEmbedding (v0.13.0rc2 .. main) also keeps the interleaved cos and sin caches (twice the
+    cos/sin cache): vllm-ascend #6250 (v0.13.0rc2, Qwen3-Next TP4) logs 37.3242 GiB loaded; the parameters
+    with one cache are 0.11 GiB short of it, with three 0.05."""
+    copies = {key: v.rope_cache_copies for key, v in vllm_startup.VERSIONS.items()}
+    assert copies["vllm-ascend-main"] == copies["vllm-ascend-0.13"] == copies["vllm-ascend-310p"] == 3
+    assert copies["vllm-ascend-0.11"] == copies["vllm-cuda"] == copies["vllm-cuda-v0"] == 1
+    card = catalog.load_model("qwen3-next-80b-a3b")
+    params = memory.weight_bytes_per_device(card, scheme=weight_scheme("bf16"), activation_dtype=BF16, tp=4)
+    logged = _gib(37.3242)
+    one, three = (params + vllm_startup.rope_cache_bytes(card, dtype=BF16, copies=c) for c in (1, 3))
+    assert logged - three < _gib(0.05) < logged - one
+    dep, _lengths = configs.prepare(
+        inputs.PlanRequest(model="qwen3-8b", card="ascend-910b3", ctx="4k", engine="vllm"),
+        mindie.MindieOptions(weights_path="/w"),
+    )
+    terms = vllm_startup.plan_terms(
+        dep, gpu_memory_utilization=0.9, max_num_batched_tokens=2048, max_num_seqs=256, weights_bytes=_gib(15)
+    )
+    rope = vllm_startup.rope_cache_bytes(dep.model, dtype=dep.activation_dtype, copies=3)
+    assert terms.weights_bytes == _gib(15) + rope
+
+
 # --- the pool each release builds from the available memory -----------------------------------------
 
 

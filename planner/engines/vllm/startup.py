@@ -67,12 +67,14 @@ class EngineVersion(Frozen):
     source: str
     non_torch_absolute: bool = False  # non-torch = all device memory torch does not hold, not the increase
     moe_groups_need_ep: bool = False  # MoE dispatch communicators only with expert parallelism
+    rope_cache_copies: int = 1  # rotary caches of max_position x rotary dim it holds (rope_cache_bytes)
 
 
 # One row per release range: key, engine, releases, formula, hybrid platform, tokens rule, default
 # gpu_memory_utilization; each row's source lines are in VERSION_SOURCES.
 VERSION_ROWS = (
-    ("vllm-ascend-0.11", "vllm-ascend", "v0.11.0rc0 .. v0.15.x", "profile", "ascend-v0.12", "blocks", 0.9),
+    ("vllm-ascend-0.11", "vllm-ascend", "v0.11.0rc0 .. v0.13.0rc1", "profile", "ascend-v0.12", "blocks", 0.9),
+    ("vllm-ascend-0.13", "vllm-ascend", "v0.13.0rc2 .. v0.15.x", "profile", "ascend-v0.12", "blocks", 0.9),
     ("vllm-ascend-0.16", "vllm-ascend", "v0.16.0rc1 .. v0.17.x", "profile-cleared", "ascend", "blocks", 0.9),
     ("vllm-ascend-main", "vllm-ascend", "v0.18.0 .. main 182b75ea (vLLM 0.27.1)", "profile", "ascend",
      "concurrency", 0.92),
@@ -84,6 +86,8 @@ VERSION_ROWS = (
 VERSION_SOURCES = {
     "vllm-ascend-0.11": "[VA] v0.12.0rc1 worker/worker_v1.py:240-273, "
     "patch/platform/patch_mamba_config.py:37-62",
+    "vllm-ascend-0.13": "[VA] v0.13.0rc2 worker/worker_v1.py determine_available_memory, "
+    "ops/rotary_embedding.py:142, 271",
     "vllm-ascend-0.16": "[VA] v0.16.0rc1 worker/worker.py:350-363",
     "vllm-ascend-main": "[VA] 182b75ea worker/worker.py:483-577; vLLM 0.27.1 config/cache.py:68",
     "vllm-ascend-310p": "[VA] 182b75ea _310p/worker_310p.py:63-123",
@@ -93,11 +97,20 @@ VERSION_SOURCES = {
 }
 # Releases whose non-torch memory is "device used minus torch allocated" (memory already in use on an idle
 # card counts): [VA] v0.11.0rc3 worker source; later releases count only the increase during start-up.
-NON_TORCH_ABSOLUTE = frozenset({"vllm-ascend-0.11"})
+NON_TORCH_ABSOLUTE = frozenset({"vllm-ascend-0.11", "vllm-ascend-0.13"})
 # Releases that set up the MoE dispatch methods (MC2 / all-to-all, whose communicators hold HCCL buffers) only
 # when ep_size > 1: [VA] v0.20.2rc1 .. 182b75ea ops/fused_moe/moe_comm_method.py setup_moe_comm_method; up to
 # v0.19.1rc1 every MoE model builds them (v0.16.0rc1 :50-54, v0.19.1rc1 :55-59).
 MOE_GROUPS_NEED_EP = frozenset({"vllm-ascend-main", "vllm-ascend-310p"})
+# Releases whose AscendRotaryEmbedding also keeps the interleaved cos and sin caches, one tensor of twice the
+# cos/sin cache's size beside it (cos_sin_cache.view(-1, 2, r / 2).repeat(1, 1, 2)): [VA] v0.13.0rc2
+# ops/rotary_embedding.py:142, 271 .. 182b75ea :126, 211; not in v0.13.0rc1 or v0.12.0rc1.
+ROPE_CACHE_COPIES = {
+    "vllm-ascend-0.13": 3,
+    "vllm-ascend-0.16": 3,
+    "vllm-ascend-main": 3,
+    "vllm-ascend-310p": 3,
+}
 VERSION_COLUMNS = (
     "key", "engine", "releases", "formula", "hybrid_platform", "tokens_rule",
     "default_gpu_memory_utilization",
@@ -109,6 +122,7 @@ VERSIONS: dict[str, EngineVersion] = {
             "source": VERSION_SOURCES[str(row[0])],
             "non_torch_absolute": str(row[0]) in NON_TORCH_ABSOLUTE,
             "moe_groups_need_ep": str(row[0]) in MOE_GROUPS_NEED_EP,
+            "rope_cache_copies": ROPE_CACHE_COPIES.get(str(row[0]), 1),
         }
     )
     for row in VERSION_ROWS
@@ -186,11 +200,13 @@ def dp_buffer_bytes(dp: int) -> int:
     return max(math.ceil((dp + 1) * 4 / units.MIB_BYTES), DP_BUFFER_MIN_MIB) * units.MIB_BYTES
 
 
-def rope_cache_bytes(card: ModelCard, *, dtype: StorageDType) -> int:
+def rope_cache_bytes(card: ModelCard, *, dtype: StorageDType, copies: int = 1) -> int:
     """vLLM's rotary cos/sin cache: one buffer that every layer shares (get_rope reuses the instance), held
     beside the weights and counted in "Model loading took".
 
-    Formula: P * r * b / 8
+    Formula: c * P * r * b / 8
+        c  copies: 1, or 3 where vllm-ascend also keeps the interleaved cos and sin caches
+           (EngineVersion.rope_cache_copies)
         P  card.max_position_embeddings (rows of the cache)
         r  rotary dim: qk_rope_head_dim (MLA), else head_dim * partial_rotary_factor; a row is cos then sin,
            r / 2 each
@@ -203,7 +219,7 @@ def rope_cache_bytes(card: ModelCard, *, dtype: StorageDType) -> int:
         rotary_dim = card.qk_rope_head_dim
     else:
         rotary_dim = int((card.head_dim or 0) * card.partial_rotary_factor)
-    return card.max_position_embeddings * rotary_dim * dtype.bits // units.BITS_PER_BYTE
+    return copies * card.max_position_embeddings * rotary_dim * dtype.bits // units.BITS_PER_BYTE
 
 
 def sampler_bytes(*, max_num_seqs: int, vocab_size: int) -> int:
@@ -417,7 +433,8 @@ def plan_terms(
         version,
         device_total_bytes=device_total_bytes(dep.hardware),
         gpu_memory_utilization=gpu_memory_utilization,
-        weights_bytes=weights_bytes + rope_cache_bytes(dep.model, dtype=dep.activation_dtype),
+        weights_bytes=weights_bytes
+        + rope_cache_bytes(dep.model, dtype=dep.activation_dtype, copies=version.rope_cache_copies),
         activation_bytes=activation_bytes(
             dep.model,
             max_num_batched_tokens=max_num_batched_tokens,
@@ -475,6 +492,19 @@ def plan_budget(dep: Deployment, *, weights_bytes: int) -> StartupTerms:
     return tried[seqs]
 
 
+def rope_and_non_torch_lines(dep: Deployment, *, version: EngineVersion) -> list[str]:
+    """What the weights and non-torch lines of plan_lines hold besides the plan's own figures."""
+    rope = rope_cache_bytes(dep.model, dtype=dep.activation_dtype, copies=version.rope_cache_copies)
+    copies = ", with the interleaved cos and sin copies" if version.rope_cache_copies > 1 else ""
+    return [
+        f"  weights include vLLM's rotary cos/sin cache ({units.fmt_bytes(rope)}{copies})",
+        f"  non-torch = {units.fmt_gib(NON_TORCH_BASE_BYTES)} base (fitted, lab/accuracy/startup_logs.py) "
+        "+ 2 x HCCL_BUFFSIZE (200 MB) per HCCL communicator (TP group; MoE dispatch group"
+        + (" with EP only" if version.moe_groups_need_ep else "")
+        + "); set HCCL_BUFFSIZE higher (EP) and it grows",
+    ]
+
+
 def plan_lines(dep: Deployment, *, terms: StartupTerms) -> list[str]:
     """The engine's own start-up arithmetic for the deployment, term by term, and what it logs: the terms
     the plan's vLLM batch comes from (plan_budget).
@@ -503,12 +533,7 @@ def plan_lines(dep: Deployment, *, terms: StartupTerms) -> list[str]:
         f"when left out: --max-num-batched-tokens {defaults.max_num_batched_tokens}, --max-num-seqs "
         f"{defaults.max_num_seqs} ({defaults.reason}); --gpu-memory-utilization "
         f"{version.default_gpu_memory_utilization:g}",
-        f"  weights include vLLM's rotary cos/sin cache "
-        f"({units.fmt_bytes(rope_cache_bytes(dep.model, dtype=dep.activation_dtype))})",
-        f"  non-torch = {units.fmt_gib(NON_TORCH_BASE_BYTES)} base (fitted, lab/accuracy/startup_logs.py) "
-        "+ 2 x HCCL_BUFFSIZE (200 MB) per HCCL communicator (TP group; MoE dispatch group"
-        + (" with EP only" if version.moe_groups_need_ep else "")
-        + "); set HCCL_BUFFSIZE higher (EP) and it grows",
+        *rope_and_non_torch_lines(dep, version=version),
         *cleared,
         *(
             [
