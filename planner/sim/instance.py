@@ -186,7 +186,8 @@ def summary_of(
         duration_s=metrics.duration_s(records),
         throughput=metrics.throughput(records),
         ttft_s=metrics.percentiles(records.ttft_s),
-        tpot_s=metrics.percentiles(records.tpot_s),
+        tpot_s=metrics.percentiles(records.tpot_sample_s),
+        tpot_requests=int(records.tpot_sample_s.size),
         e2e_s=metrics.percentiles(records.e2e_s),
         **asdict(stats),  # the engine's counters, under the summary's names
         goodput_requests_per_s=(

@@ -63,6 +63,13 @@ class Records:
         return np.where(self.output_tokens > 1, (self.finish_s - self.first_token_s) / steps, 0.0)
 
     @property
+    def tpot_sample_s(self) -> FloatArray:
+        """TPOT of the requests that generated more than one token: the sample TPOT statistics are taken
+        over, as `vllm bench serve` does (a one-token request has no time between tokens; its 0 would pull
+        the mean and the percentiles down)."""
+        return self.tpot_s[self.output_tokens > 1]
+
+    @property
     def e2e_s(self) -> FloatArray:
         """Arrival to last token."""
         return self.finish_s - self.arrival_s
@@ -202,3 +209,4 @@ class SimSummary(Frozen):
     assumptions: tuple[str, ...]
     backlog_at_last_arrival: int = 0
     overloaded: bool = False
+    tpot_requests: int | None = None  # requests with more than one output token (tpot_s's sample)
