@@ -255,3 +255,22 @@ def test_step_table_pass_is_the_plans_prefill_pass(calibrated: bool) -> None:
     prompt = 1024.0
     sim_s = run.pass_s_grid(dep, tokens=np.asarray([prompt]), attended=np.asarray([(prompt + 1) / 2]))
     assert float(sim_s[0]) == pytest.approx(roofline.ttft_s(dep, prompt_tokens=int(prompt)), rel=1e-12)
+
+
+def test_tpot_statistics_leave_out_one_token_requests() -> None:
+    """As `vllm bench serve` does: a one-token request has no TPOT; its 0 is not averaged in (it pulled the
+    mean and the lower percentiles down), and a run where no request made a second token says so."""
+    lengths = (wl.LengthDist("fixed", 256, 256), wl.LengthDist("uniform", 1, 3))
+    work = wl.synthetic(lengths=lengths, count=200, rate_per_s=4.0, seed=2)
+    result = run.simulate(deployment("vllm", ctx=1024), work)
+    records, summary = result.records, result.summary
+    several = records.output_tokens > 1
+    assert 0 < int(np.sum(several)) < records.output_tokens.size  # both kinds are in the run
+    assert summary.tpot_requests == int(np.sum(several))
+    assert summary.tpot_s.mean == pytest.approx(float(np.mean(records.tpot_s[several])), rel=1e-12)
+    assert summary.tpot_s.p50 > 0
+    single = run.simulate(deployment("mindie", ctx=1024), fixed(256, 1, count=20, rate=2.0)).summary
+    assert single.tpot_requests == 0
+    from planner.cli.serve_view import tail_lines
+
+    assert "TPOT none" in tail_lines(single)[1]

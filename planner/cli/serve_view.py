@@ -96,12 +96,16 @@ def admission_lines(view: ServeView) -> list[str]:
 
 
 def tail_lines(sim: SimSummary) -> list[str]:
-    """Mean and P50 / P90 / P95 / P99 of TTFT, TPOT and end-to-end latency, one row each."""
-    return [
+    """Mean and P50 / P90 / P95 / P99 of TTFT, TPOT and end-to-end latency, one row each; TPOT says so
+    when no request generated a second token (it has no sample then, not a TPOT of 0)."""
+    lines = [
         f"  {name:4} mean {units.fmt_ms(p.mean)}  P50 {units.fmt_ms(p.p50)}  P90 {units.fmt_ms(p.p90)}  "
         f"P95 {units.fmt_ms(p.p95)}  P99 {units.fmt_ms(p.p99)}"
         for name, p in (("TTFT", sim.ttft_s), ("TPOT", sim.tpot_s), ("E2E", sim.e2e_s))
     ]
+    if sim.tpot_requests == 0:
+        lines[1] = "  TPOT none: every request generated one token (TPOT needs a second one)"
+    return lines
 
 
 def simulated_lines(sim: SimSummary, band: SpeedBand) -> list[str]:
@@ -138,7 +142,8 @@ def range_line(sim: SimSummary, band: SpeedBand) -> str:
     return (
         f"  range ({band.label}{', extrapolated' if band.extrapolated else ''}): output "
         f"{units.fmt_span(band.low_factor * out, band.high_factor * out)} tok/s, mean TTFT "
-        f"{units.fmt_span(*ttft)} ms ({band.ttft_source}), mean TPOT {units.fmt_span(*tpot)} ms"
+        f"{units.fmt_span(*ttft)} ms ({band.ttft_source})"
+        + ("" if sim.tpot_requests == 0 else f", mean TPOT {units.fmt_span(*tpot)} ms")
     )
 
 

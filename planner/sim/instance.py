@@ -158,7 +158,11 @@ class EngineStats:
 def stats_of(eng: Engine, timeline: Timeline) -> EngineStats:
     """EngineStats of one finished engine (mean in system from its own event trace)."""
     return EngineStats(
-        mean_in_system=metrics.mean_in_system(timeline, arrival_s=np.asarray(eng.arrival, dtype=np.float64)),
+        mean_in_system=metrics.mean_in_system(
+            timeline,
+            arrival_s=np.asarray(eng.arrival, dtype=np.float64),
+            reach_delay_s=eng.table.request_overhead_s,
+        ),
         max_batch_reached=eng.max_batch_reached,
         preemptions=eng.preemptions,
         kv_peak_fraction=float(np.max(timeline.used_blocks)) / eng.cfg.total_blocks,
@@ -182,7 +186,8 @@ def summary_of(
         duration_s=metrics.duration_s(records),
         throughput=metrics.throughput(records),
         ttft_s=metrics.percentiles(records.ttft_s),
-        tpot_s=metrics.percentiles(records.tpot_s),
+        tpot_s=metrics.percentiles(records.tpot_sample_s),
+        tpot_requests=int(records.tpot_sample_s.size),
         e2e_s=metrics.percentiles(records.e2e_s),
         **asdict(stats),  # the engine's counters, under the summary's names
         goodput_requests_per_s=(
