@@ -39,8 +39,8 @@ class Recommendation(Frozen):
 
     max_batch_size: int
     max_seq_len: int
-    # "memory", "engine limit" (the engine's batch cap, registry.batch_cap), "batch" (--batch given), "tpot", "ttft",
-    # "min-user-tps"
+    # "memory", "engine limit" (the engine's batch cap, registry.batch_cap), "batch" (--batch given),
+    # "tpot", "ttft", "min-user-tps"
     binding_constraint: str = "memory"
 
 

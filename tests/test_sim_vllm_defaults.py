@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from planner import inputs
 from planner.cli import app
 from planner.deployment import Deployment
-from planner.engines.vllm import startup
+from planner.engines.vllm import scheduler as vllm_scheduler
+from planner.engines.vllm import versions
 from planner.sim import run
 from planner.sim import workload as wl
 
@@ -39,8 +40,8 @@ def test_ascend_card_of_112_gib_runs_vllm_ascends_256_sequences_and_2048_tokens(
     dep = vllm_deployment("ascend-950pr")
     assert dep.hardware.memory_capacity_bytes >= 70 * 2**30  # a card vLLM on CUDA would call large
     cfg = run.default_config(dep, workload=closed_work(256, 128, users=8))
-    facts = startup.scheduler_defaults(
-        startup.VERSIONS["vllm-ascend-main"], device_total_bytes=dep.hardware.device_total_bytes
+    facts = vllm_scheduler.scheduler_defaults(
+        versions.VERSIONS["vllm-ascend-main"], device_total_bytes=dep.hardware.device_total_bytes
     )
     assert (cfg.max_batch, cfg.max_batched_tokens) == (facts.max_num_seqs, facts.max_num_batched_tokens)
     assert (cfg.max_batch, cfg.max_batched_tokens) == (256, 2048)

@@ -20,7 +20,10 @@ from planner.dtypes import storage_dtype, weight_scheme
 from planner.engines.mindie import config as mindie
 from planner.engines.vllm import log as vllm_log
 from planner.engines.vllm import pool as vm
+from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.engines.vllm import startup as vllm_startup
+from planner.engines.vllm import terms as vllm_terms
+from planner.engines.vllm import versions as vllm_versions
 from planner.errors import PlanInputError
 
 runner = CliRunner()
@@ -73,11 +76,11 @@ def test_310p_terms_reproduce_the_logged_kv_and_halve_it() -> None:
         non_torch_bytes=_gib(1.05),
         cleared_bytes=_gib(1.49),
     )
-    terms = vllm_startup.startup_terms(vllm_startup.VERSIONS["vllm-ascend-310p"], **args)
+    terms = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-ascend-310p"], **args)
     assert terms.requested_bytes == pytest.approx(_gib(34.59), abs=0.005 * GIB)
     assert terms.halved and terms.cleared_bytes == _gib(1.49)
     assert terms.available_kv_bytes == pytest.approx(_gib(5.77), abs=0.01 * GIB)
-    main = vllm_startup.startup_terms(vllm_startup.VERSIONS["vllm-ascend-main"], **args)
+    main = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-ascend-main"], **args)
     assert main.cleared_bytes == 0 and not main.halved  # main subtracts neither
     assert main.available_kv_bytes == pytest.approx(_gib(34.59 - 18.8 - 1.71 - 1.05), abs=0.01 * GIB)
 
@@ -92,8 +95,8 @@ def test_graph_memory_is_subtracted_on_cuda_only() -> None:
         non_torch_bytes=_gib(0.3),
         graph_bytes=_gib(0.52),
     )
-    ascend = vllm_startup.startup_terms(vllm_startup.VERSIONS["vllm-ascend-main"], **args)
-    cuda = vllm_startup.startup_terms(vllm_startup.VERSIONS["vllm-cuda"], **args)
+    ascend = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-ascend-main"], **args)
+    cuda = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-cuda"], **args)
     assert ascend.graph_bytes == 0 and cuda.graph_bytes == _gib(0.52)
     assert ascend.available_kv_bytes - cuda.available_kv_bytes == _gib(0.52)
 
@@ -109,8 +112,8 @@ def test_memory_in_use_before_start_counts_only_where_non_torch_is_absolute() ->
         non_torch_bytes=_gib(0.35),
         resident_bytes=vllm_startup.RESIDENT_AT_START_BYTES,
     )
-    old = vllm_startup.startup_terms(vllm_startup.VERSIONS["vllm-ascend-0.11"], **args)
-    main = vllm_startup.startup_terms(vllm_startup.VERSIONS["vllm-ascend-main"], **args)
+    old = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-ascend-0.11"], **args)
+    main = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-ascend-main"], **args)
     assert old.resident_bytes == 280 * 2**20 and main.resident_bytes == 0
     assert main.available_kv_bytes - old.available_kv_bytes == 280 * 2**20
     assert any("in use before start" in line for line in vllm_startup.term_lines(old))
@@ -120,7 +123,7 @@ def test_memory_in_use_before_start_counts_only_where_non_torch_is_absolute() ->
 def test_v0_log_terms_add_up() -> None:
     """#10517: 0.9 x 23.58 - 14.9888 (weights) - 2.07 (activation) - 0.35 (non-torch) = 3.81 GiB."""
     terms = vllm_startup.startup_terms(
-        vllm_startup.VERSIONS["vllm-cuda-v0"],
+        vllm_versions.VERSIONS["vllm-cuda-v0"],
         device_total_bytes=_gib(23.58),
         gpu_memory_utilization=0.9,
         weights_bytes=_gib(14.9888),
@@ -141,19 +144,21 @@ def test_vllm_activation_tracks_the_logged_peak() -> None:
     small = vllm_startup.activation_bytes(
         card, max_num_batched_tokens=16, max_num_seqs=256, activation_dtype=BF16, tp=1
     )
-    assert small == vllm_startup.sampler_bytes(
+    assert small == vllm_terms.sampler_bytes(
         max_num_seqs=256, vocab_size=card.vocab_size
     )  # the sampler's peak
 
 
 def test_vllm_ascend_defaults_ignore_the_card_size() -> None:
     """vllm-ascend's platform cannot report memory: vLLM falls back to 2048 / 256 even on a 128 GiB card."""
-    ascend = vllm_startup.scheduler_defaults(
-        vllm_startup.VERSIONS["vllm-ascend-main"], device_total_bytes=_gib(128)
+    ascend = vllm_scheduler.scheduler_defaults(
+        vllm_versions.VERSIONS["vllm-ascend-main"], device_total_bytes=_gib(128)
     )
-    cuda = vllm_startup.scheduler_defaults(vllm_startup.VERSIONS["vllm-cuda"], device_total_bytes=_gib(141))
-    a100 = vllm_startup.scheduler_defaults(
-        vllm_startup.VERSIONS["vllm-cuda"], device_total_bytes=_gib(80), device_name="NVIDIA A100-SXM4-80GB"
+    cuda = vllm_scheduler.scheduler_defaults(
+        vllm_versions.VERSIONS["vllm-cuda"], device_total_bytes=_gib(141)
+    )
+    a100 = vllm_scheduler.scheduler_defaults(
+        vllm_versions.VERSIONS["vllm-cuda"], device_total_bytes=_gib(80), device_name="NVIDIA A100-SXM4-80GB"
     )
     assert (ascend.max_num_batched_tokens, ascend.max_num_seqs) == (2048, 256)
     assert (cuda.max_num_batched_tokens, cuda.max_num_seqs) == (8192, 1024)
@@ -162,50 +167,50 @@ def test_vllm_ascend_defaults_ignore_the_card_size() -> None:
 
 def test_hccl_buffers_per_communicator() -> None:
     """Each communicator holds 2 x HCCL_BUFFSIZE; a MoE model adds its dispatch group; EP raises the size."""
-    assert vllm_startup.hccl_communicators(tp=1) == 0
-    assert vllm_startup.hccl_communicators(tp=4) == 1
-    assert vllm_startup.hccl_communicators(tp=2, moe=True, ep=True) == 2
-    assert vllm_startup.hccl_buffer_bytes(2) == 2 * 2 * 200 * units.MIB_BYTES
-    assert vllm_startup.hccl_buffer_bytes(1, buffsize_mib=1024) == 2 * 1024 * units.MIB_BYTES
-    assert vllm_startup.dp_buffer_bytes(1) == 0 and vllm_startup.dp_buffer_bytes(4) == 50 * units.MIB_BYTES
+    assert vllm_terms.hccl_communicators(tp=1) == 0
+    assert vllm_terms.hccl_communicators(tp=4) == 1
+    assert vllm_terms.hccl_communicators(tp=2, moe=True, ep=True) == 2
+    assert vllm_terms.hccl_buffer_bytes(2) == 2 * 2 * 200 * units.MIB_BYTES
+    assert vllm_terms.hccl_buffer_bytes(1, buffsize_mib=1024) == 2 * 1024 * units.MIB_BYTES
+    assert vllm_terms.dp_buffer_bytes(1) == 0 and vllm_terms.dp_buffer_bytes(4) == 50 * units.MIB_BYTES
 
 
 def test_moe_dispatch_communicators_only_with_ep_on_main() -> None:
     """vllm-ascend >= v0.20 sets up the MC2 / all-to-all dispatch (and their HCCL communicators) only with
     EP; up to v0.19 for every MoE model. PR #14139 (main, Qwen3-30B-A3B TP4, no EP) logs 0.48 GiB non-torch,
     below two communicators (0.78 GiB)."""
-    main, old = vllm_startup.VERSIONS["vllm-ascend-main"], vllm_startup.VERSIONS["vllm-ascend-0.11"]
-    assert main.moe_groups_need_ep and vllm_startup.VERSIONS["vllm-ascend-310p"].moe_groups_need_ep
+    main, old = vllm_versions.VERSIONS["vllm-ascend-main"], vllm_versions.VERSIONS["vllm-ascend-0.11"]
+    assert main.moe_groups_need_ep and vllm_versions.VERSIONS["vllm-ascend-310p"].moe_groups_need_ep
     assert not old.moe_groups_need_ep
 
-    def comms(version: vllm_startup.EngineVersion, *, ep: bool) -> int:
-        return vllm_startup.hccl_communicators(
+    def comms(version: vllm_versions.EngineVersion, *, ep: bool) -> int:
+        return vllm_terms.hccl_communicators(
             tp=4, moe=True, ep=ep, moe_groups_need_ep=version.moe_groups_need_ep
         )
 
     assert (comms(main, ep=False), comms(main, ep=True)) == (1, 2)
     assert (comms(old, ep=False), comms(old, ep=True)) == (2, 2)
-    assert vllm_startup.hccl_buffer_bytes(comms(main, ep=False)) < _gib(0.48)
+    assert vllm_terms.hccl_buffer_bytes(comms(main, ep=False)) < _gib(0.48)
     request = inputs.PlanRequest(model="qwen3-30b-a3b", card="ascend-910b3", tp=4, ctx="4k", engine="vllm")
     dep, _lengths = configs.prepare(request, mindie.MindieOptions(weights_path="/w"))
     terms = vllm_startup.plan_terms(
         dep, gpu_memory_utilization=0.9, max_num_batched_tokens=2048, max_num_seqs=256, weights_bytes=_gib(14)
     )
-    assert terms.non_torch_bytes == vllm_startup.NON_TORCH_BASE_BYTES + vllm_startup.hccl_buffer_bytes(1)
+    assert terms.non_torch_bytes == vllm_startup.NON_TORCH_BASE_BYTES + vllm_terms.hccl_buffer_bytes(1)
 
 
 def test_loaded_weights_include_the_rotary_cache() -> None:
     """vLLM's cos/sin cache (max_position x rotary dim, model dtype) is part of what it logs as loaded:
     #10517 logs 14.9888 GiB for Llama-3.1-8B, its parameters alone are 0.031 GiB less."""
     llama = catalog.load_model("llama-3.1-8b")
-    rope = vllm_startup.rope_cache_bytes(llama, dtype=BF16)
+    rope = vllm_terms.rope_cache_bytes(llama, dtype=BF16)
     assert rope == 131072 * 128 * 2
     params = memory.weight_bytes_per_device(llama, scheme=weight_scheme("bf16"), activation_dtype=BF16, tp=1)
     assert abs(params - _gib(14.9888)) > _gib(0.03)
     assert (params + rope) / GIB == pytest.approx(14.9888, abs=0.002)
     # partial rotary: Qwen3-Next rotates 64 of its 256 head dims
     assert (
-        vllm_startup.rope_cache_bytes(catalog.load_model("qwen3-next-80b-a3b"), dtype=BF16) == 262144 * 64 * 2
+        vllm_terms.rope_cache_bytes(catalog.load_model("qwen3-next-80b-a3b"), dtype=BF16) == 262144 * 64 * 2
     )
 
 
@@ -213,13 +218,13 @@ def test_vllm_ascend_from_v013rc2_keeps_three_rotary_caches() -> None:
     """AscendRotaryEmbedding (v0.13.0rc2 .. main) also keeps the interleaved cos and sin caches (twice the
     cos/sin cache): vllm-ascend #6250 (v0.13.0rc2, Qwen3-Next TP4) logs 37.3242 GiB loaded; the parameters
     with one cache are 0.11 GiB short of it, with three 0.05."""
-    copies = {key: v.rope_cache_copies for key, v in vllm_startup.VERSIONS.items()}
+    copies = {key: v.rope_cache_copies for key, v in vllm_versions.VERSIONS.items()}
     assert copies["vllm-ascend-main"] == copies["vllm-ascend-0.13"] == copies["vllm-ascend-310p"] == 3
     assert copies["vllm-ascend-0.11"] == copies["vllm-cuda"] == copies["vllm-cuda-v0"] == 1
     card = catalog.load_model("qwen3-next-80b-a3b")
     params = memory.weight_bytes_per_device(card, scheme=weight_scheme("bf16"), activation_dtype=BF16, tp=4)
     logged = _gib(37.3242)
-    one, three = (params + vllm_startup.rope_cache_bytes(card, dtype=BF16, copies=c) for c in (1, 3))
+    one, three = (params + vllm_terms.rope_cache_bytes(card, dtype=BF16, copies=c) for c in (1, 3))
     assert logged - three < _gib(0.05) < logged - one
     dep, _lengths = configs.prepare(
         inputs.PlanRequest(model="qwen3-8b", card="ascend-910b3", ctx="4k", engine="vllm"),
@@ -228,7 +233,7 @@ def test_vllm_ascend_from_v013rc2_keeps_three_rotary_caches() -> None:
     terms = vllm_startup.plan_terms(
         dep, gpu_memory_utilization=0.9, max_num_batched_tokens=2048, max_num_seqs=256, weights_bytes=_gib(15)
     )
-    rope = vllm_startup.rope_cache_bytes(dep.model, dtype=dep.activation_dtype, copies=3)
+    rope = vllm_terms.rope_cache_bytes(dep.model, dtype=dep.activation_dtype, copies=3)
     assert terms.weights_bytes == _gib(15) + rope
 
 
@@ -247,7 +252,7 @@ def test_v011_dense_pool_matches_the_log_exactly() -> None:
         tp=8,
         max_model_len=32768,
     )
-    version = vllm_startup.VERSIONS["vllm-ascend-0.11"]
+    version = vllm_versions.VERSIONS["vllm-ascend-0.11"]
     assert vllm_startup.logged_kv_tokens(version, pool) == 236416
     assert f"{pool.max_concurrency:.2f}" == "7.21"
 
@@ -269,7 +274,7 @@ def test_v012_hybrid_block_rule_matches_qwen3_next_log() -> None:
         max_model_len=4096,
     )
     assert (pool.num_blocks, pool.blocks_per_request, pool.layers_per_group) == (2941, 14, 12)
-    assert vllm_startup.logged_kv_tokens(vllm_startup.VERSIONS["vllm-ascend-0.11"], pool) == 282240
+    assert vllm_startup.logged_kv_tokens(vllm_versions.VERSIONS["vllm-ascend-0.11"], pool) == 282240
     assert f"{pool.max_concurrency:.2f}" == "210.07"
 
 
@@ -362,7 +367,7 @@ def test_startup_log_rows_have_provenance_and_settings() -> None:
     assert len(rows) >= 8
     for row in rows:
         assert row["source_url"].startswith("https://github.com/"), row["log_id"]
-        assert row["engine_version"] and row["engine_rule"] in vllm_startup.VERSIONS, row["log_id"]
+        assert row["engine_version"] and row["engine_rule"] in vllm_versions.VERSIONS, row["log_id"]
         assert row["tp"] and (
             row["logged_kv_tokens"]
             or row["logged_available_kv_gib"]

@@ -8,9 +8,9 @@ docs/engines/vllm-memory.md, "Start-up arithmetic per release"). Two checks per 
   pool     from the logged available KV memory, kvplan's block accounting (planner/engines/vllm/pool.py) gives
            the logged "GPU KV cache size" and "Maximum concurrency" (steps 2-6 of the engine, no fit)
   startup  from the logged device total and gpu_memory_utilization, kvplan's own terms give the available
-           KV memory: weights (planner/memory.py, with vLLM's rotary cache startup.rope_cache_bytes),
+           KV memory: weights (planner/memory.py, with vLLM's rotary cache terms.rope_cache_bytes),
            activation (startup.activation_bytes), HCCL buffers
-           (startup.hccl_buffer_bytes) and a base non-torch constant (ACL / CUDA context, workspaces),
+           (terms.hccl_buffer_bytes) and a base non-torch constant (ACL / CUDA context, workspaces),
            the one fitted quantity: its value for a row is the mean over the logs of OTHER sources
            (leave-one-log-out; two ranks or two runs of one issue count as one source, so neither predicts
            the other); rows whose model has no kvplan card predict from their logged weights and activation
@@ -34,6 +34,8 @@ from planner import catalog, memory, units  # noqa: E402
 from planner.dtypes import storage_dtype, weight_scheme  # noqa: E402
 from planner.engines.vllm import pool as vm  # noqa: E402
 from planner.engines.vllm import startup as vs  # noqa: E402
+from planner.engines.vllm import terms as vllm_terms  # noqa: E402
+from planner.engines.vllm import versions  # noqa: E402
 
 LOGS = ROOT / "lab" / "published" / "startup-logs.csv"
 OUT = ROOT / "lab" / "accuracy" / "startup-logs.md"
@@ -70,7 +72,7 @@ def pool_for(row: dict[str, str], available: int) -> tuple[vm.VllmPool, int] | N
     """kvplan's pool for the row's model at `available` bytes, and the tokens line its version logs."""
     if not row["model_id"]:
         return None
-    version = vs.engine_version(row["engine_rule"])
+    version = versions.engine_version(row["engine_rule"])
     card = catalog.load_model(row["model_id"])
     kv = storage_dtype(row["kv_dtype"])
     platform = version.hybrid_platform
@@ -97,7 +99,9 @@ def model_terms(row: dict[str, str]) -> tuple[int, int] | None:
     tp = int(row["tp"])
     weights = memory.weight_bytes_per_device(
         card, scheme=weight_scheme(row["weights_dtype"]), activation_dtype=act, tp=tp
-    ) + vs.rope_cache_bytes(card, dtype=act, copies=vs.engine_version(row["engine_rule"]).rope_cache_copies)
+    ) + vllm_terms.rope_cache_bytes(
+        card, dtype=act, copies=versions.engine_version(row["engine_rule"]).rope_cache_copies
+    )
     activation = vs.activation_bytes(
         card,
         max_num_batched_tokens=int(row["max_num_batched_tokens"]),
@@ -110,15 +114,15 @@ def model_terms(row: dict[str, str]) -> tuple[int, int] | None:
 
 def hccl(row: dict[str, str]) -> int:
     moe = (bool(row["model_id"]) and catalog.load_model(row["model_id"]).is_moe) or "A3B" in row["checkpoint"]
-    version = vs.engine_version(row["engine_rule"])
-    comms = vs.hccl_communicators(
+    version = versions.engine_version(row["engine_rule"])
+    comms = vllm_terms.hccl_communicators(
         tp=int(row["tp"]),
         dp=int(row["dp"] or 1),
         moe=moe,
         ep=row["ep"] == "1",
         moe_groups_need_ep=version.moe_groups_need_ep,
     )
-    return vs.hccl_buffer_bytes(comms) + vs.dp_buffer_bytes(int(row["dp"] or 1))
+    return vllm_terms.hccl_buffer_bytes(comms) + vllm_terms.dp_buffer_bytes(int(row["dp"] or 1))
 
 
 def weights_activation(row: dict[str, str]) -> tuple[int, int, str] | None:
@@ -151,7 +155,7 @@ def implied_available(row: dict[str, str]) -> int | None:
     groups = pool.attention_groups + pool.state_groups
     blocks = math.ceil(_f(row, "logged_max_concurrency") * pool.blocks_per_request)  # type: ignore[operator]
     per_block = pool.page_bytes * pool.layers_per_group
-    if vs.engine_version(row["engine_rule"]).tokens_rule == "blocks":
+    if versions.engine_version(row["engine_rule"]).tokens_rule == "blocks":
         assert blocks // groups * pool.block_size_tokens == tokens, (row["log_id"], blocks)
     return blocks * per_block + per_block // 2
 
@@ -160,7 +164,7 @@ def resident(row: dict[str, str], rows: list[dict[str, str]], exclude: set[str])
     """What the v0.11-v0.15 rule counts as non-torch that this worker does not hold: memory in use on an idle
     910B / 910B4 (startup.RESIDENT_AT_START_BYTES) and, at tp > 1, rank 0's deficit (vLLM keeps the smallest
     rank: v1/core/kv_cache_utils.py get_kv_cache_configs; D: mean logged next rank - rank 0, exclude out)."""
-    version = vs.engine_version(row["engine_rule"])
+    version = versions.engine_version(row["engine_rule"])
     if not version.non_torch_absolute:
         return 0
     idle = vs.RESIDENT_AT_START_BYTES if row["card"].startswith("ascend-910b") else 0
@@ -182,7 +186,7 @@ def base_non_torch(row: dict[str, str], rows: list[dict[str, str]], exclude: set
     if terms is None or available is None or total is None or util is None:
         return None
     weights, activation, _src = terms
-    version = vs.engine_version(row["engine_rule"])
+    version = versions.engine_version(row["engine_rule"])
     factor = 2 if version.formula == "profile-310p" else 1
     left = int(total * util) - weights - activation - cleared(row, total) - available * factor
     return left - hccl(row) - resident(row, rows, exclude | {row["source_url"]})
@@ -198,7 +202,7 @@ def startup_prediction(row: dict[str, str], rows: list[dict[str, str]]) -> tuple
     ]
     base = int(statistics.mean(others)) if others else 0
     weights, activation, src = terms
-    version = vs.engine_version(row["engine_rule"])
+    version = versions.engine_version(row["engine_rule"])
     return (
         vs.startup_terms(
             version,
@@ -361,7 +365,7 @@ FINDINGS = (
     "before (an earlier try with three there made va-5020's base negative, median 4.09 %).",
     "Weights (modelled, not chosen from residuals: it reproduces a logged figure): vLLM's loaded weights "
     "include the rotary cos/sin cache, one [max_position, rotary_dim] buffer in the model dtype "
-    "(startup.rope_cache_bytes): vllm-10517 logs 14.9888 GiB, kvplan's parameters are 14.958, with the "
+    "(terms.rope_cache_bytes): vllm-10517 logs 14.9888 GiB, kvplan's parameters are 14.958, with the "
     "cache 14.989; va-5044 15.2684 vs 15.256 -> 15.266. vllm-10517 +2.6 -> +2.1 / +1.9 %; median 2.63 -> "
     "2.11 %. vllm-ascend v0.13.0rc2 .. main's AscendRotaryEmbedding also keeps the interleaved cos and "
     "sin caches, one tensor twice the cache's size (ops/rotary_embedding.py:142, 271 at v0.13.0rc2; "

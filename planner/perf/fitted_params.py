@@ -76,7 +76,8 @@ FIT_PARAMS: tuple[FitParam, ...] = (
 # at one sigma) unless the rows' engine gives its own centre (REQUEST_OVERHEAD_PRIOR_US in its room:
 # vllm-ascend 100 ms, measured; planner/engines/registry.request_overhead_prior_us); box 0.1 ms (a local
 # socket round trip) to 1 s, the profile schema's own limit (MAX_OVERHEAD_US): a fit that wanted more
-# would write a profile that fails to load.  [assumed: the engine's value, or 10 ms where rows of several engines mix]
+# would write a profile that fails to load.
+# [assumed: the engine's value, or 10 ms where rows of several engines mix]
 PARAM_NAMES = tuple(p.name for p in FIT_PARAMS)
 LOWER = np.log([p.lower for p in FIT_PARAMS])
 UPPER = np.log([p.upper for p in FIT_PARAMS])

@@ -8,7 +8,7 @@ planner/engines/vllm/pool.py (docs/engines/vllm-memory.md). Mapping to the MindI
   --max-model-len           MindIE maxSeqLen (--ctx)
   --max-num-seqs            floor of vLLM's "Maximum concurrency" for max-model-len requests
   --max-num-batched-tokens  the engine's default per step unless --max-prefill-tokens is given (prompts
-                            longer than it are chunked; startup.scheduler_defaults); MindIE's maxPrefillTokens
+                            longer than it are chunked; scheduler.scheduler_defaults); MindIE's maxPrefillTokens
                             is >= the longest prompt
   --gpu-memory-utilization  NPU_MEMORY_FRACTION (a share of all memory, as vLLM's util), not npuMemSize
   --block-size              vllm-ascend: 128 for attention-only models; hybrids: computed by the engine
@@ -29,6 +29,7 @@ from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
 from planner.engines.vllm import checkpoints as ckpt
 from planner.engines.vllm import pool as vm
+from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.engines.vllm import startup as vllm_startup
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import Plan
@@ -161,7 +162,7 @@ def vllm_notes(
     lengths: Lengths,
 ) -> list[str]:
     """Where the vLLM command differs from the MindIE config in meaning, and what kvplan assumed."""
-    defaults = vllm_startup.card_defaults(dep.hardware)
+    defaults = vllm_scheduler.card_defaults(dep.hardware)
     printed = min(seqs_of(pool), lengths.max_prefill_tokens)
     notes = [
         f"--gpu-memory-utilization {plan.memory_fraction:g} is kvplan's memory fraction (vLLM's default is "

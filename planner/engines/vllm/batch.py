@@ -13,7 +13,7 @@ import numpy.typing as npt
 from planner import layout
 from planner.deployment import Deployment
 from planner.engines import common
-from planner.engines.vllm import checkpoints, flags, pool, startup
+from planner.engines.vllm import checkpoints, flags, pool, scheduler, startup
 from planner.engines.vllm.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
 from planner.engines.vllm.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
 from planner.engines.vllm.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
@@ -177,9 +177,9 @@ def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudge
 
 
 def default_prefill_tokens(hardware: HardwareProfile) -> int:
-    """`vllm serve`'s default --max-num-batched-tokens on the card (startup.card_defaults: 2048 on every
+    """`vllm serve`'s default --max-num-batched-tokens on the card (scheduler.card_defaults: 2048 on every
     vllm-ascend release, 8192 on a >= 70 GiB non-A100 GPU); prompts longer than it are chunked."""
-    return startup.card_defaults(hardware).max_num_batched_tokens
+    return scheduler.card_defaults(hardware).max_num_batched_tokens
 
 
 def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

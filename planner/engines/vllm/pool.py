@@ -23,12 +23,10 @@ from typing import Literal
 
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType, storage_dtype
+from planner.engines.vllm.versions import Platform
 from planner.params import kv_heads_per_rank, split
 from planner.schema import BUILT_ON_FIRST_USE, Frozen, ModelCard
 from planner.units import BITS_PER_BYTE, PERCENT
-
-Platform = Literal["cuda", "ascend", "ascend-pr14543", "ascend-v0.12"]
-PLATFORMS: tuple[Platform, ...] = ("cuda", "ascend", "ascend-pr14543", "ascend-v0.12")
 
 CUDA_DEFAULT_BLOCK_TOKENS = 16  # vllm/config/cache.py:47 DEFAULT_BLOCK_SIZE; flash_attn.py:84 MultipleOf(16)
 ASCEND_BLOCK_TOKENS = 128  # [VA] utils.py:1162-1212 refresh_block_size; attention_v1.py:148 kernel [128]

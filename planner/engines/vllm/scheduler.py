@@ -1,5 +1,6 @@
-"""vLLM's scheduler facts: its per-step token budget, max_num_seqs default, preemption and data-parallel
-stepping, as the simulator runs them (planner/sim/). Split from planner/engines/vllm/batch.py (which
+"""vLLM's scheduler facts: its per-step token budget, the max_num_seqs / max_num_batched_tokens defaults
+(scheduler_defaults, for the release version_for_card picks), preemption and data-parallel stepping, as the
+simulator runs them (planner/sim/). Split from planner/engines/vllm/batch.py (which
 re-exports what the registry asks); the transformers room borrows them, being simulated with vLLM's
 scheduler (planner/engines/transformers/pool.py).
 """
@@ -8,18 +9,20 @@ from __future__ import annotations
 
 from planner import units
 from planner.deployment import Deployment
+from planner.engines.vllm.versions import DEFAULT_VERSION, VERSIONS, EngineVersion
 from planner.kinds import SchedulerKind
+from planner.schema import BUILT_ON_FIRST_USE, Frozen, HardwareProfile
 
 # The scheduler's defaults when `vllm serve` gets no --max-num-seqs / --max-num-batched-tokens (facts 1.6,
 # [S]: vllm/engine/arg_utils.py get_batch_defaults, (max_num_batched_tokens, max_num_seqs) of the API
 # server): vllm-ascend cannot report device memory to vLLM, so 2048 tokens / 256 sequences per step on every
 # card; vLLM on CUDA 8192 / 1024 on a device of >= 70 GiB (not an A100), else 2048 / 256. The simulator
-# (planner/sim/run.py through the registry) and the start-up arithmetic (startup.scheduler_defaults) read
+# (planner/sim/run.py through the registry) and the start-up arithmetic (scheduler_defaults below) read
 # these.
 LARGE_DEFAULTS = (8192, 1024)
 SMALL_DEFAULTS = (2048, 256)
 LARGE_DEVICE_GIB = 70
-# Chunked prefill: on in every release kvplan plans (startup.version_for_card: vllm-ascend main,
+# Chunked prefill: on in every release kvplan plans (versions.version_for_card: vllm-ascend main,
 # vLLM >= 0.21), both on the V1 scheduler, which always chunks (vllm/v1/core/sched/scheduler.py); the
 # simulator's vLLM scheduler (planner/sim/schedulers.py) is that chunked scheduler.
 CHUNKED_PREFILL = True
@@ -43,7 +46,7 @@ REQUEST_OVERHEAD_PRIOR_US = 100_000.0
 
 
 def runs_vllm_ascend(vendor: str) -> bool:
-    """kvplan plans vllm-ascend on every card that is not NVIDIA's (startup.version_for_card)."""
+    """kvplan plans vllm-ascend on every card that is not NVIDIA's (versions.version_for_card)."""
     return vendor != "nvidia"
 
 
@@ -72,3 +75,55 @@ def dep_limits(dep: Deployment) -> tuple[int, int]:
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     """max_num_seqs' default (default_limits: 256 on Ascend, 1024 or 256 on CUDA by device memory)."""
     return dep_limits(dep)[1]
+
+
+class SchedulerDefaults(Frozen):
+    """What `vllm serve` uses when --max-num-batched-tokens / --max-num-seqs are not given."""
+
+    model_config = BUILT_ON_FIRST_USE
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    reason: str
+
+
+def scheduler_defaults(
+    version: EngineVersion, *, device_total_bytes: int, device_name: str = ""
+) -> SchedulerDefaults:
+    """`vllm serve` defaults (OpenAI server context) per engine.
+
+    The numbers and the rule are engines/vllm/scheduler.py default_limits (the simulator reads them there):
+    >= 70 GiB and not an A100 gives 8192 tokens / 1024 seqs, anything else 2048 / 256; vllm-ascend always
+    2048 / 256 ([VA] 182b75ea platform.py:206-213).
+    """
+    ascend = version.engine == "vllm-ascend"
+    tokens, seqs = default_limits(
+        ascend=ascend, device_total_bytes=device_total_bytes, device_name=device_name
+    )
+    if ascend:
+        reason = "vllm-ascend cannot report device memory to vLLM (platform.py:206-213): small-GPU defaults"
+    elif (tokens, seqs) == LARGE_DEFAULTS:
+        reason = "device >= 70 GiB (vLLM arg_utils.py)"
+    else:
+        reason = "device < 70 GiB or A100 (vLLM arg_utils.py)"
+    return SchedulerDefaults(max_num_batched_tokens=tokens, max_num_seqs=seqs, reason=reason)
+
+
+def version_for_card(hardware: HardwareProfile) -> EngineVersion:
+    """The release kvplan plans for: vLLM >= 0.21 on NVIDIA, vllm-ascend main's NPUWorker310 on a 310P chip
+    (worker selected by SoC, [VA] 182b75ea _310p/worker_310p.py), vllm-ascend main otherwise."""
+    if not runs_vllm_ascend(hardware.vendor):
+        return VERSIONS["vllm-cuda"]
+    if "310p" in hardware.name.lower():
+        return VERSIONS["vllm-ascend-310p"]
+    return VERSIONS[DEFAULT_VERSION]
+
+
+def card_defaults(hardware: HardwareProfile) -> SchedulerDefaults:
+    """`vllm serve`'s --max-num-batched-tokens / --max-num-seqs defaults on the card (scheduler_defaults for
+    version_for_card)."""
+    return scheduler_defaults(
+        version_for_card(hardware),
+        device_total_bytes=hardware.device_total_bytes,
+        device_name=hardware.name,
+    )

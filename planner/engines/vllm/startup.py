@@ -33,7 +33,6 @@ The pool's blocks, concurrency and the "GPU KV cache size" line come from planne
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 from planner import layout, memory, units
 from planner.deployment import Deployment
@@ -41,190 +40,15 @@ from planner.dtypes import StorageDType
 from planner.engines.vllm import pool as vm
 from planner.engines.vllm import scheduler
 from planner.engines.vllm.pool import StartupMemory
-from planner.errors import PlanInputError
-from planner.schema import BUILT_ON_FIRST_USE, Frozen, HardwareProfile, ModelCard
-
-Formula = Literal["profile", "profile-cleared", "profile-310p", "cuda-graph"]
-TokensRule = Literal["blocks", "concurrency"]
-
-FP32_BYTES = 4  # the dummy sampler's logits are fp32 (vLLM sampler.py:96)
-HCCL_BUFFSIZE_DEFAULT_MIB = 200  # HCCL's default HCCL_BUFFSIZE (MB); [VA] utils.py:70 uses it for its groups
-HCCL_BUFFERS_PER_COMMUNICATOR = 2  # S: CANN HCCL env doc: each communicator holds an input and an output
-# buffer of HCCL_BUFFSIZE each (not re-read at a commit here)
-DP_BUFFER_MIN_MIB = 50  # [VA] 182b75ea utils.py:71 _MIN_DP_BUFFER_SIZE, calculate_dp_buffer_size :994-1005
-
-
-class EngineVersion(Frozen):
-    """One engine release range with the start-up rules that differ between releases."""
-
-    key: str
-    engine: Literal["vllm-ascend", "vllm"]
-    releases: str
-    formula: Formula
-    hybrid_platform: vm.Platform
-    tokens_rule: TokensRule
-    default_gpu_memory_utilization: float
-    source: str
-    non_torch_absolute: bool = False  # non-torch = all device memory torch does not hold, not the increase
-    moe_groups_need_ep: bool = False  # MoE dispatch communicators only with expert parallelism
-    rope_cache_copies: int = 1  # rotary caches of max_position x rotary dim it holds (rope_cache_bytes)
-
-
-# One row per release range: key, engine, releases, formula, hybrid platform, tokens rule, default
-# gpu_memory_utilization; each row's source lines are in VERSION_SOURCES.
-VERSION_ROWS = (
-    ("vllm-ascend-0.11", "vllm-ascend", "v0.11.0rc0 .. v0.13.0rc1", "profile", "ascend-v0.12", "blocks", 0.9),
-    ("vllm-ascend-0.13", "vllm-ascend", "v0.13.0rc2 .. v0.15.x", "profile", "ascend-v0.12", "blocks", 0.9),
-    ("vllm-ascend-0.16", "vllm-ascend", "v0.16.0rc1 .. v0.17.x", "profile-cleared", "ascend", "blocks", 0.9),
-    ("vllm-ascend-main", "vllm-ascend", "v0.18.0 .. main 182b75ea (vLLM 0.27.1)", "profile", "ascend",
-     "concurrency", 0.92),
-    ("vllm-ascend-310p", "vllm-ascend", "310P (NPUWorker310), main 182b75ea", "profile-310p", "ascend",
-     "concurrency", 0.92),
-    ("vllm-cuda", "vllm", "vLLM >= 0.21 on CUDA (read at 0.27.1)", "cuda-graph", "cuda", "concurrency", 0.92),
-    ("vllm-cuda-v0", "vllm", "vLLM V0 engine (0.6.x)", "profile", "cuda", "blocks", 0.9),
-)  # fmt: skip
-VERSION_SOURCES = {
-    "vllm-ascend-0.11": "[VA] v0.12.0rc1 worker/worker_v1.py:240-273, "
-    "patch/platform/patch_mamba_config.py:37-62",
-    "vllm-ascend-0.13": "[VA] v0.13.0rc2 worker/worker_v1.py determine_available_memory, "
-    "ops/rotary_embedding.py:142, 271",
-    "vllm-ascend-0.16": "[VA] v0.16.0rc1 worker/worker.py:350-363",
-    "vllm-ascend-main": "[VA] 182b75ea worker/worker.py:483-577; vLLM 0.27.1 config/cache.py:68",
-    "vllm-ascend-310p": "[VA] 182b75ea _310p/worker_310p.py:63-123",
-    "vllm-cuda": "vLLM 0.27.1 v1/worker/gpu_worker.py:500-548, config/cache.py:68",
-    "vllm-cuda-v0": "vLLM V0 worker/worker.py determine_num_available_blocks "
-    "(log 'Memory profiling results')",
-}
-# Releases whose non-torch memory is "device used minus torch allocated" (memory already in use on an idle
-# card counts): [VA] v0.11.0rc3 worker source; later releases count only the increase during start-up.
-NON_TORCH_ABSOLUTE = frozenset({"vllm-ascend-0.11", "vllm-ascend-0.13"})
-# Releases that set up the MoE dispatch methods (MC2 / all-to-all, whose communicators hold HCCL buffers) only
-# when ep_size > 1: [VA] v0.20.2rc1 .. 182b75ea ops/fused_moe/moe_comm_method.py setup_moe_comm_method; up to
-# v0.19.1rc1 every MoE model builds them (v0.16.0rc1 :50-54, v0.19.1rc1 :55-59).
-MOE_GROUPS_NEED_EP = frozenset({"vllm-ascend-main", "vllm-ascend-310p"})
-# Releases whose AscendRotaryEmbedding also keeps the interleaved cos and sin caches, one tensor of twice the
-# cos/sin cache's size beside it (cos_sin_cache.view(-1, 2, r / 2).repeat(1, 1, 2)): [VA] v0.13.0rc2
-# ops/rotary_embedding.py:142, 271 .. 182b75ea :126, 211; not in v0.13.0rc1 or v0.12.0rc1.
-ROPE_CACHE_COPIES = {
-    "vllm-ascend-0.13": 3,
-    "vllm-ascend-0.16": 3,
-    "vllm-ascend-main": 3,
-    "vllm-ascend-310p": 3,
-}
-VERSION_COLUMNS = (
-    "key", "engine", "releases", "formula", "hybrid_platform", "tokens_rule",
-    "default_gpu_memory_utilization",
-)  # fmt: skip
-VERSIONS: dict[str, EngineVersion] = {
-    str(row[0]): EngineVersion.model_validate(
-        {
-            **dict(zip(VERSION_COLUMNS, row, strict=True)),
-            "source": VERSION_SOURCES[str(row[0])],
-            "non_torch_absolute": str(row[0]) in NON_TORCH_ABSOLUTE,
-            "moe_groups_need_ep": str(row[0]) in MOE_GROUPS_NEED_EP,
-            "rope_cache_copies": ROPE_CACHE_COPIES.get(str(row[0]), 1),
-        }
-    )
-    for row in VERSION_ROWS
-}
-DEFAULT_VERSION = "vllm-ascend-main"
-
-
-def engine_version(key: str) -> EngineVersion:
-    """The release range by key; PlanInputError naming the known keys otherwise."""
-    if key not in VERSIONS:
-        raise PlanInputError(f"--vllm-version: unknown (got {key!r}, expected one of {', '.join(VERSIONS)})")
-    return VERSIONS[key]
-
-
-class SchedulerDefaults(Frozen):
-    """What `vllm serve` uses when --max-num-batched-tokens / --max-num-seqs are not given."""
-
-    model_config = BUILT_ON_FIRST_USE
-
-    max_num_batched_tokens: int
-    max_num_seqs: int
-    reason: str
-
-
-def scheduler_defaults(
-    version: EngineVersion, *, device_total_bytes: int, device_name: str = ""
-) -> SchedulerDefaults:
-    """`vllm serve` defaults (OpenAI server context) per engine.
-
-    The numbers and the rule are engines/vllm/scheduler.py default_limits (the simulator reads them there):
-    >= 70 GiB and not an A100 gives 8192 tokens / 1024 seqs, anything else 2048 / 256; vllm-ascend always
-    2048 / 256 ([VA] 182b75ea platform.py:206-213).
-    """
-    ascend = version.engine == "vllm-ascend"
-    tokens, seqs = scheduler.default_limits(
-        ascend=ascend, device_total_bytes=device_total_bytes, device_name=device_name
-    )
-    if ascend:
-        reason = "vllm-ascend cannot report device memory to vLLM (platform.py:206-213): small-GPU defaults"
-    elif (tokens, seqs) == scheduler.LARGE_DEFAULTS:
-        reason = "device >= 70 GiB (vLLM arg_utils.py)"
-    else:
-        reason = "device < 70 GiB or A100 (vLLM arg_utils.py)"
-    return SchedulerDefaults(max_num_batched_tokens=tokens, max_num_seqs=seqs, reason=reason)
-
-
-def hccl_communicators(
-    *, tp: int, dp: int = 1, moe: bool = False, ep: bool = False, moe_groups_need_ep: bool = False
-) -> int:
-    """Communicators that hold HCCL_BUFFSIZE buffers on one rank (D, an assumption from the group list).
-
-    The TP group when tp > 1, and the MoE dispatch group (MC2 / EP, sized by HCCL_BUFFSIZE, [VA] utils.py:
-    976-984) for a MoE model spread over more than one rank; with moe_groups_need_ep (vllm-ascend >=
-    v0.20, EngineVersion.moe_groups_need_ep) only when expert parallelism is on. The DP group has its own
-    small buffer (dp_buffer_bytes).
-    """
-    groups = 1 if tp > 1 else 0
-    if moe and (tp * dp > 1 or ep) and (ep or not moe_groups_need_ep):
-        groups += 1
-    return groups
-
-
-def hccl_buffer_bytes(communicators: int, *, buffsize_mib: int = HCCL_BUFFSIZE_DEFAULT_MIB) -> int:
-    """HCCL buffers of one rank: communicators x 2 x HCCL_BUFFSIZE MiB (counted in non-torch memory)."""
-    return communicators * HCCL_BUFFERS_PER_COMMUNICATOR * buffsize_mib * units.MIB_BYTES
-
-
-def dp_buffer_bytes(dp: int) -> int:
-    """vllm-ascend's DP group buffer: max(ceil((dp + 1) * 4 B / 1 MiB), 50) MiB when dp > 1.
-
-    Source: [VA] 182b75ea utils.py:994-1005 calculate_dp_buffer_size.
-    """
-    if dp <= 1:
-        return 0
-    return max(math.ceil((dp + 1) * 4 / units.MIB_BYTES), DP_BUFFER_MIN_MIB) * units.MIB_BYTES
-
-
-def rope_cache_bytes(card: ModelCard, *, dtype: StorageDType, copies: int = 1) -> int:
-    """vLLM's rotary cos/sin cache: one buffer that every layer shares (get_rope reuses the instance), held
-    beside the weights and counted in "Model loading took".
-
-    Formula: c * P * r * b / 8
-        c  copies: 1, or 3 where vllm-ascend also keeps the interleaved cos and sin caches
-           (EngineVersion.rope_cache_copies)
-        P  card.max_position_embeddings (rows of the cache)
-        r  rotary dim: qk_rope_head_dim (MLA), else head_dim * partial_rotary_factor; a row is cos then sin,
-           r / 2 each
-        b  the model dtype's bits (the cache is cast to it)
-    Source: vLLM model_executor/layers/rotary_embedding, RotaryEmbedding._compute_cos_sin_cache
-    (cat(cos, sin) of shape [max_position, rotary_dim], registered as a buffer). Measured: vLLM #10517,
-    Llama-3.1-8B logs 14.9888 GiB loaded where its parameters are 14.958 GiB: 131072 x 128 x 2 B = 0.031 GiB.
-    """
-    if card.qk_rope_head_dim is not None:
-        rotary_dim = card.qk_rope_head_dim
-    else:
-        rotary_dim = int((card.head_dim or 0) * card.partial_rotary_factor)
-    return copies * card.max_position_embeddings * rotary_dim * dtype.bits // units.BITS_PER_BYTE
-
-
-def sampler_bytes(*, max_num_seqs: int, vocab_size: int) -> int:
-    """The dummy sampler's fp32 logits in profile_run: max_num_seqs x vocab x 4 B (vLLM sampler.py:96)."""
-    return max_num_seqs * vocab_size * FP32_BYTES
+from planner.engines.vllm.terms import (
+    dp_buffer_bytes,
+    hccl_buffer_bytes,
+    hccl_communicators,
+    rope_cache_bytes,
+    sampler_bytes,
+)
+from planner.engines.vllm.versions import VERSIONS, EngineVersion
+from planner.schema import BUILT_ON_FIRST_USE, HardwareProfile, ModelCard
 
 
 class StartupTerms(StartupMemory):
@@ -382,26 +206,6 @@ P310_CLEARED_BYTES = units.gib_to_bytes(1.0)
 MAX_SEQS_ROUNDS = 8
 
 
-def version_for_card(hardware: HardwareProfile) -> EngineVersion:
-    """The release kvplan plans for: vLLM >= 0.21 on NVIDIA, vllm-ascend main's NPUWorker310 on a 310P chip
-    (worker selected by SoC, [VA] 182b75ea _310p/worker_310p.py), vllm-ascend main otherwise."""
-    if not scheduler.runs_vllm_ascend(hardware.vendor):
-        return VERSIONS["vllm-cuda"]
-    if "310p" in hardware.name.lower():
-        return VERSIONS["vllm-ascend-310p"]
-    return VERSIONS[DEFAULT_VERSION]
-
-
-def card_defaults(hardware: HardwareProfile) -> SchedulerDefaults:
-    """`vllm serve`'s --max-num-batched-tokens / --max-num-seqs defaults on the card (scheduler_defaults for
-    version_for_card)."""
-    return scheduler_defaults(
-        version_for_card(hardware),
-        device_total_bytes=hardware.device_total_bytes,
-        device_name=hardware.name,
-    )
-
-
 def plan_terms(
     dep: Deployment,
     *,
@@ -415,7 +219,7 @@ def plan_terms(
     total through device_total_bytes). weights_bytes: the memory plan's (capacity.weight_bytes, the one
     implementation of the layout's weights per rank); the weights vLLM loads add its rotary cache
     (rope_cache_bytes)."""
-    version = version_for_card(dep.hardware)
+    version = scheduler.version_for_card(dep.hardware)
     ascend = version.engine == "vllm-ascend"
     comms = (
         hccl_communicators(
@@ -470,7 +274,7 @@ def plan_budget(dep: Deployment, *, weights_bytes: int) -> StartupTerms:
     printed sequence fits) is kept. This is the budget the plan's vLLM batch, `kvplan vllm` and the
     dashboard read (capacity.memory_breakdown through the registry).
     """
-    seqs = card_defaults(dep.hardware).max_num_seqs
+    seqs = scheduler.card_defaults(dep.hardware).max_num_seqs
     tried: dict[int, StartupTerms] = {}
     for _ in range(MAX_SEQS_ROUNDS):
         terms = plan_terms(
@@ -514,7 +318,7 @@ def plan_lines(dep: Deployment, *, terms: StartupTerms) -> list[str]:
     """
     version = VERSIONS[terms.version]
     pool = terms_pool(dep, terms=terms)
-    defaults = scheduler_defaults(
+    defaults = scheduler.scheduler_defaults(
         version, device_total_bytes=terms.device_total_bytes, device_name=dep.hardware.name
     )
     cleared = (
