@@ -198,6 +198,32 @@ def learn_machine(
     results" line, else available KV + "Model loading took" + --gpu-memory-utilization (activation and
     non-torch then come as one figure, non_torch_bytes).
     """
+    available, total = checked_kv_and_total(figures, card_capacity_bytes=card_capacity_bytes)
+    if figures.breakdown:
+        return from_actual_usage(figures, available_kv_bytes=available)
+    util = figures.gpu_memory_utilization or gpu_memory_utilization
+    if util is None:
+        raise PlanInputError(
+            "--gpu-memory-utilization: required with this log (got no utilisation line in it, expected the "
+            "value the engine ran with)"
+        )
+    if figures.v0_non_torch_bytes is not None and figures.v0_activation_bytes is not None:
+        return LearnedMachine(
+            device_total_bytes=total,
+            gpu_memory_utilization=util,
+            weights_bytes=figures.weights_bytes[-1] if figures.weights_bytes else None,
+            activation_bytes=figures.v0_activation_bytes,
+            non_torch_bytes=figures.v0_non_torch_bytes,
+            cleared_bytes=0,
+            available_kv_bytes=available,
+            halved=False,
+            source="vLLM V0 'Memory profiling results' line",
+        )
+    return from_kv_and_weights(figures, available_kv_bytes=available, device_total_bytes=total, util=util)
+
+
+def checked_kv_and_total(figures: VllmLogFigures, *, card_capacity_bytes: int) -> tuple[int, int]:
+    """(available KV, device total) of the log, refused when either is missing or exceeds the card."""
     available, total = figures.available_kv, figures.device_total_bytes
     if available is None:
         raise PlanInputError(
@@ -219,55 +245,49 @@ def learn_machine(
             f"--from-log: the log's device has {units.fmt_gib(total)}, more than the card's "
             f"{units.fmt_gib(card_capacity_bytes)}: not a log of this card (check --card)"
         )
+    return available, total
+
+
+def from_actual_usage(figures: VllmLogFigures, *, available_kv_bytes: int) -> LearnedMachine:
+    """Every term from vllm-ascend's "Free memory on device ... Actual usage" line (the rank with the least
+    KV when several logged it); what the terms leave beside the KV is memory not this instance's."""
     factor = 2 if figures.halved_for_workspace else 1
-    if figures.breakdown:
-        b = min(figures.breakdown, key=lambda item: item.current_kv_bytes or 0)
-        kv = b.current_kv_bytes if b.current_kv_bytes is not None else available
-        left = b.requested_bytes - b.weights_bytes - b.activation_bytes - b.non_torch_bytes - kv * factor
-        return LearnedMachine(
-            device_total_bytes=b.device_total_bytes,
-            gpu_memory_utilization=b.gpu_memory_utilization,
-            weights_bytes=b.weights_bytes,
-            activation_bytes=b.activation_bytes,
-            non_torch_bytes=b.non_torch_bytes,
-            cleared_bytes=max(left, 0),
-            available_kv_bytes=kv,
-            halved=bool(factor == 2),
-            source="vllm-ascend 'Free memory on device ... Actual usage' line",
-        )
-    util = figures.gpu_memory_utilization or gpu_memory_utilization
-    if util is None:
-        raise PlanInputError(
-            "--gpu-memory-utilization: required with this log (got no utilisation line in it, expected the "
-            "value the engine ran with)"
-        )
-    requested = int(total * util)
-    if figures.v0_non_torch_bytes is not None and figures.v0_activation_bytes is not None:
-        return LearnedMachine(
-            device_total_bytes=total,
-            gpu_memory_utilization=util,
-            weights_bytes=figures.weights_bytes[-1] if figures.weights_bytes else None,
-            activation_bytes=figures.v0_activation_bytes,
-            non_torch_bytes=figures.v0_non_torch_bytes,
-            cleared_bytes=0,
-            available_kv_bytes=available,
-            halved=False,
-            source="vLLM V0 'Memory profiling results' line",
-        )
+    b = min(figures.breakdown, key=lambda item: item.current_kv_bytes or 0)
+    kv = b.current_kv_bytes if b.current_kv_bytes is not None else available_kv_bytes
+    left = b.requested_bytes - b.weights_bytes - b.activation_bytes - b.non_torch_bytes - kv * factor
+    return LearnedMachine(
+        device_total_bytes=b.device_total_bytes,
+        gpu_memory_utilization=b.gpu_memory_utilization,
+        weights_bytes=b.weights_bytes,
+        activation_bytes=b.activation_bytes,
+        non_torch_bytes=b.non_torch_bytes,
+        cleared_bytes=max(left, 0),
+        available_kv_bytes=kv,
+        halved=bool(factor == 2),
+        source="vllm-ascend 'Free memory on device ... Actual usage' line",
+    )
+
+
+def from_kv_and_weights(
+    figures: VllmLogFigures, *, available_kv_bytes: int, device_total_bytes: int, util: float
+) -> LearnedMachine:
+    """Available KV, "Model loading took" and the utilisation: non-torch = total x util - weights - KV
+    (x 2 where the 310P halves), activation folded into it; refused without a weights line."""
     if not figures.weights_bytes:
         raise PlanInputError(
             "--from-log: no weights line in the log (got no 'Model loading took' / 'Loading model weights "
             "took', expected one to split the non-KV memory)"
         )
+    factor = 2 if figures.halved_for_workspace else 1
     weights = figures.weights_bytes[-1]
     return LearnedMachine(
-        device_total_bytes=total,
+        device_total_bytes=device_total_bytes,
         gpu_memory_utilization=util,
         weights_bytes=weights,
         activation_bytes=None,
-        non_torch_bytes=max(requested - weights - available * factor, 0),
+        non_torch_bytes=max(int(device_total_bytes * util) - weights - available_kv_bytes * factor, 0),
         cleared_bytes=0,
-        available_kv_bytes=available,
+        available_kv_bytes=available_kv_bytes,
         halved=bool(factor == 2),
         source="available KV, weights and utilisation (activation and non-torch as one figure)",
     )
