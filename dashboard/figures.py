@@ -61,36 +61,9 @@ def fig_speed(
     """Aggregate and per-user tokens/s vs batch, each with its range as a band, with the knee, the chosen
     batch and the TPOT SLO."""
     top = float(np.max(curve.tokens_per_s_high)) * 1.08
-    fig = go.Figure()
-    fig.add_traces(
-        band_traces(
-            curve.batch, curve.tokens_per_s_low, curve.tokens_per_s_high, "aggregate tok/s", color="#4C6EF5"
-        )
-    )
-    fig.add_trace(
-        _line(curve.batch, curve.tokens_per_s, "aggregate tok/s", color="#4C6EF5", marker={"size": 5})
-    )
-    fig.add_traces(
-        band_traces(
-            curve.batch,
-            curve.per_user_tokens_per_s_low,
-            curve.per_user_tokens_per_s_high,
-            "per-user tok/s",
-            color="#F08C00",
-            yaxis="y2",
-        )
-    )
-    fig.add_trace(
-        _line(
-            curve.batch,
-            curve.per_user_tokens_per_s,
-            "per-user tok/s",
-            color="#F08C00",
-            mode="lines",
-            yaxis="y2",
-        )
-    )
     slo_rate = dashboard.per_user_tokens_per_s_at(tpot_slo_ms * units.MS_S)
+    fig = go.Figure()
+    fig.add_traces(speed_curve_traces(curve))
     fig.add_trace(
         go.Scatter(
             x=[curve.batch[0], curve.batch[-1]],
@@ -108,26 +81,58 @@ def fig_speed(
             marker_line(slo_batch, top=top, name=f"SLO: batch {slo_batch}", color="#E03131", dash="dash")
         )
     per_user_top = max(float(np.max(curve.per_user_tokens_per_s_high)), slo_rate) * 1.08
-    fig.update_layout(
-        height=400,
-        margin={"l": 10, "r": 10, "t": 10, "b": 10},
-        legend={"orientation": "h", "y": -0.22},
-        xaxis={
+    fig.update_layout(speed_layout(curve, top=top, per_user_top=per_user_top))
+    return fig
+
+
+def speed_curve_traces(curve: dashboard.SpeedCurve) -> list[go.Scatter]:
+    """Aggregate tok/s (left axis) and per-user tok/s (right axis), each a line over its range band."""
+    aggregate, per_user = "#4C6EF5", "#F08C00"
+    return [
+        *band_traces(
+            curve.batch, curve.tokens_per_s_low, curve.tokens_per_s_high, "aggregate tok/s", color=aggregate
+        ),
+        _line(curve.batch, curve.tokens_per_s, "aggregate tok/s", color=aggregate, marker={"size": 5}),
+        *band_traces(
+            curve.batch,
+            curve.per_user_tokens_per_s_low,
+            curve.per_user_tokens_per_s_high,
+            "per-user tok/s",
+            color=per_user,
+            yaxis="y2",
+        ),
+        _line(
+            curve.batch,
+            curve.per_user_tokens_per_s,
+            "per-user tok/s",
+            color=per_user,
+            mode="lines",
+            yaxis="y2",
+        ),
+    ]
+
+
+def speed_layout(curve: dashboard.SpeedCurve, *, top: float, per_user_top: float) -> dict[str, object]:
+    """The speed chart's axes: log batch below, aggregate tok/s left, per-user tok/s right."""
+    return {
+        "height": 400,
+        "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+        "legend": {"orientation": "h", "y": -0.22},
+        "xaxis": {
             "title": "batch (concurrent sequences)",
             "type": "log",
             "tickvals": dashboard.powers_of_two_upto(int(curve.batch[-1])),
             "tickangle": 0,
         },
-        yaxis={"title": "aggregate tokens/s", "range": [0, top]},
-        yaxis2={
+        "yaxis": {"title": "aggregate tokens/s", "range": [0, top]},
+        "yaxis2": {
             "title": "per-user tokens/s",
             "overlaying": "y",
             "side": "right",
             "range": [0, per_user_top],
             "showgrid": False,
         },
-    )
-    return fig
+    }
 
 
 def ctx_labels(ctx_tokens: np.ndarray) -> list[str]:
