@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from planner import units
 from planner.errors import PlanInputError
+
+if TYPE_CHECKING:
+    from planner.engines.vllm.log import LearnedMachine
+    from planner.schema import HardwareProfile, MeasuredBlock
 
 
 def calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, util: float | None) -> None:
@@ -21,7 +26,6 @@ def calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, uti
     from calibration.profile_writer import measured_yaml, replace_measured, write_atomic
     from planner import catalog, readers
     from planner.engines.vllm import log as vllm_log
-    from planner.schema import MeasuredBlock
 
     hw = catalog.resolve_card(card)
     figures = vllm_log.parse_vllm_log(readers.read_text_capped(log_path, flag="--from-log"))
@@ -37,28 +41,7 @@ def calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, uti
     )
     for line in vllm_log.learned_lines(machine):
         typer.echo(line)
-    samples = {
-        "vllm_device_total_bytes": [float(machine.device_total_bytes)],
-        "vllm_non_torch_bytes": [float(machine.non_torch_bytes)],
-        "vllm_cleared_bytes": [float(machine.cleared_bytes)],
-        "vllm_available_kv_bytes": [float(machine.available_kv_bytes)],
-    }
-    if machine.activation_bytes is not None:
-        samples["vllm_activation_bytes"] = [float(machine.activation_bytes)]
-    base = hw.measured
-    measured = MeasuredBlock(
-        tool="kvplan calibrate --from-log",
-        tool_version="0.1.0",
-        date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        device_name=f"start-up log {log_path.name} ({machine.source})",
-        backend=base.backend if base else "bench-fit",
-        coefficients=base.coefficients if base else hw.default_coefficients,
-        memory_bandwidth_gb_per_s=base.memory_bandwidth_gb_per_s if base else None,
-        usable_memory_gib=units.bytes_to_gib(machine.device_total_bytes),
-        samples={**(base.samples if base else {}), **samples},
-        notes=(base.notes + "; " if base and base.notes else "")
-        + f"memory_capacity_gib and runtime_overhead_gib from the start-up log {log_path.name}",
-    )
+    measured = learned_block(hw, machine, log_name=log_path.name)
     source = (
         Path(card)
         if Path(card).suffix in (".yaml", ".yml")
@@ -78,6 +61,35 @@ def calibrate_from_log(card: str, *, log_path: Path, out: Path, force: bool, uti
     )
     typer.echo(
         f"wrote {out} (plan with --card {out} and --memory-fraction {machine.gpu_memory_utilization:g})"
+    )
+
+
+def learned_block(hw: HardwareProfile, machine: LearnedMachine, *, log_name: str) -> MeasuredBlock:
+    """The profile's `measured` block with the log's terms added to its samples (vllm_* in bytes), the
+    card's earlier measurements and coefficients kept."""
+    from planner.schema import MeasuredBlock
+
+    samples = {
+        "vllm_device_total_bytes": [float(machine.device_total_bytes)],
+        "vllm_non_torch_bytes": [float(machine.non_torch_bytes)],
+        "vllm_cleared_bytes": [float(machine.cleared_bytes)],
+        "vllm_available_kv_bytes": [float(machine.available_kv_bytes)],
+    }
+    if machine.activation_bytes is not None:
+        samples["vllm_activation_bytes"] = [float(machine.activation_bytes)]
+    base = hw.measured
+    return MeasuredBlock(
+        tool="kvplan calibrate --from-log",
+        tool_version="0.1.0",
+        date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        device_name=f"start-up log {log_name} ({machine.source})",
+        backend=base.backend if base else "bench-fit",
+        coefficients=base.coefficients if base else hw.default_coefficients,
+        memory_bandwidth_gb_per_s=base.memory_bandwidth_gb_per_s if base else None,
+        usable_memory_gib=units.bytes_to_gib(machine.device_total_bytes),
+        samples={**(base.samples if base else {}), **samples},
+        notes=(base.notes + "; " if base and base.notes else "")
+        + f"memory_capacity_gib and runtime_overhead_gib from the start-up log {log_name}",
     )
 
 
