@@ -10,9 +10,9 @@ of elements is the model's exact parameter count.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Literal
 
+from planner.records import record
 from planner.schema import ModelCard
 
 Part = Literal[
@@ -20,7 +20,7 @@ Part = Literal[
 ]
 
 
-@dataclass(frozen=True)
+@record
 class Linear:
     """A matmul weight of shape (out_features, in_features) on one rank, repeated `count` times."""
 
@@ -36,7 +36,7 @@ class Linear:
         return self.count * self.in_features * self.out_features
 
 
-@dataclass(frozen=True)
+@record
 class Plain:
     """A non-matmul tensor (embedding, norm, bias, conv, router) on one rank, repeated `count` times."""
 
@@ -51,7 +51,7 @@ class Plain:
         return self.count * self.elements_each
 
 
-@dataclass(frozen=True)
+@record
 class Shards:
     """How a layout beyond tensor parallelism cuts one rank's weights (planner/layout.py builds it).
 

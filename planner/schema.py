@@ -6,19 +6,19 @@ units in their names (`_gib`, `_gb_per_s`, `_tflop_per_s`, `_us`); properties co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from planner import units
+from planner.records import record
 
 Confidence = Literal["P", "S", "D", "NF"]
 LayerType = Literal["full_attention", "linear_attention"]
 AttentionKind = Literal["mha", "gqa", "mla", "hybrid"]
 
 
-@dataclass(frozen=True)
+@record
 class AttentionTraits:
     """What an attention kind means for the formulas; a new kind is one ATTENTION_KINDS entry."""
 

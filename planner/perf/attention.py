@@ -21,18 +21,18 @@ keeping only the measured points of the head_dim nearest the model's. Otherwise 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from planner.records import record
 from planner.schema import AttentionRate, PerfCoefficients
 from planner.units import gb_per_s_to_bytes_per_s
 
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
+@record
 class AttentionGrid:
     """log(rate in bytes/s) on a (rows, ctx) grid, both axes as log values, ascending."""
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from planner.records import record
 from planner.schema import MAX_OVERHEAD_US, PerfCoefficients
 
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
+@record
 class FitParam:
     """One fitted term: the PerfCoefficients field it sets, its physical box, its floor and meaning.
 

@@ -21,8 +21,9 @@ Engines:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, get_args
+
+from planner.records import record
 
 # Every op of the decode/prefill ledger (planner/perf/opcost.py terms are named after these, plus
 # "tp.allreduce", which launches no kernels of its own): a misspelt op is a type error.
@@ -50,7 +51,7 @@ OpName = Literal[
 OP_NAMES: tuple[OpName, ...] = get_args(OpName)
 
 
-@dataclass(frozen=True)
+@record
 class OpKernels:
     """Kernel launches of one op per layer (or per pass): other kernels and matmul calls."""
 
@@ -128,7 +129,7 @@ TRANSFORMERS: dict[OpName, OpKernels] = {
 assert set(FUSED) == set(OP_NAMES) and set(TRANSFORMERS) == set(OP_NAMES), "every op needs a count"
 
 
-@dataclass(frozen=True)
+@record
 class EngineKernels:
     """What the step model needs of the engine's kernels (its room's facts, through the registry).
 

@@ -8,20 +8,19 @@ node's own link stands in (and planner/layout.py's notes say the layout spans no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from planner import layout
 from planner.deployment import Deployment
 from planner.perf.terms import FloatArray, Term
+from planner.records import record
 from planner.schema import PerfCoefficients
 from planner.units import gb_per_s_to_bytes_per_s, us_to_s
 
 COLLECTIVE_RESOURCES = frozenset({"link", "a2a", "stage"})
 
 
-@dataclass(frozen=True)
+@record
 class LinkRates:
     """(bytes/s, seconds per collective) of each collective resource on one rank."""
 

@@ -6,8 +6,6 @@ planner/perf/roofline.geometry builds it with the engine's kernel facts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from planner import layout
 from planner.deployment import Deployment
 from planner.kinds import EngineName
@@ -15,6 +13,7 @@ from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequ
 from planner.params import split
 from planner.perf.kernels import EngineKernels
 from planner.perf.opweights import OpWeights, op_weights
+from planner.records import record
 from planner.units import BITS_PER_BYTE
 
 # Rows the busiest expert-parallel rank receives over the mean when the profile has no measured factor.
@@ -27,7 +26,7 @@ EXPERT_IMBALANCE_ASSUMED = 1.2
 GDN_FLOP_PER_STATE_ELEMENT = 7
 
 
-@dataclass(frozen=True)
+@record
 class Geometry:
     """Everything the terms need from a deployment, computed once (integers, per rank)."""
 

@@ -7,13 +7,12 @@ by row, not streamed; with tied embeddings the lm_head streams that same table).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from planner import layout
 from planner.deployment import Deployment
 from planner.memory import linear_weight_bytes, plain_tensor_bytes
 from planner.params import Linear, Plain, model_tensors, split
 from planner.perf.kernels import OP_NAMES
+from planner.records import field, record
 
 # Ops that stream weights: the kernel ops minus the weightless ones, plus the MTP layer's experts (costed
 # apart from the rest of mtp.layer, which owns their kernels).
@@ -25,7 +24,7 @@ PLAIN_MATMULS = frozenset({"router", "lm_head", "shared_expert_gate", "mtp.route
 _BY_PART = {"embedding": "embedding", "lm_head": "lm_head", "norm": "norms", "moe_shared": "moe.shared"}
 
 
-@dataclass(frozen=True)
+@record
 class OpWeights:
     """Per-op totals on one rank (all layers of the op together).
 

@@ -16,12 +16,12 @@ The tables apply only to the engines named in prefill_layer_table (the kernels t
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
+from planner import records
 from planner.deployment import Deployment
 from planner.params import split
 from planner.perf.opgeometry import Geometry
@@ -151,7 +151,7 @@ def measured_prefill_terms(
             out.append(term)
             continue
         kernels, matmuls = (0, 0) if layer_table else (term.kernels, term.matmuls)
-        out.append(dataclasses.replace(term, flop_per_s=rate, kernels=kernels, matmuls=matmuls))
+        out.append(records.replace(term, flop_per_s=rate, kernels=kernels, matmuls=matmuls))
     return out
 
 
@@ -188,7 +188,7 @@ def chunked_gdn_term(dep: Deployment, coeff: PerfCoefficients, term: Term, *, to
     seconds = chunked_gdn_s(dep, coeff, tokens=tokens)
     if seconds is None or not np.all(seconds > 0) or not np.all(term.flop > 0):
         return term
-    return dataclasses.replace(term, flop_per_s=np.asarray(term.flop / seconds, dtype=np.float64))
+    return records.replace(term, flop_per_s=np.asarray(term.flop / seconds, dtype=np.float64))
 
 
 def remainder_flop_per_s(

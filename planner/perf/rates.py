@@ -5,8 +5,6 @@ the ledger's terms with them (and re-exports rates, Rates, kernel_overhead_table
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from planner.deployment import Deployment
@@ -14,11 +12,12 @@ from planner.errors import PlanInputError
 from planner.perf import links, opgeometry
 from planner.perf.attention import AttentionGrid, attention_grid, attention_table_for
 from planner.perf.terms import FloatArray
+from planner.records import record
 from planner.schema import HardwareProfile, PerfCoefficients
 from planner.units import us_to_s
 
 
-@dataclass(frozen=True)
+@record
 class Rates:
     """Effective rates of one card for one deployment (SI units)."""
 

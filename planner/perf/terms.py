@@ -5,17 +5,18 @@ these) so planner/perf/links.py and planner/perf/prefill.py read them without th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from planner.records import record
+
 FloatArray = npt.NDArray[np.float64]
 Resource = Literal["hbm", "kv", "state", "link", "experts", "none", "a2a", "stage"]
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     """What one forward pass processes, as broadcastable arrays.
 
@@ -41,7 +42,7 @@ class Step:
     state_writes: int = 1
 
 
-@dataclass(frozen=True)
+@record
 class AttentionLookup:
     """Where a decode-attention term sits in the measured attention table (planner/perf/attention.py).
 
@@ -57,7 +58,7 @@ class AttentionLookup:
     read_bytes: FloatArray
 
 
-@dataclass(frozen=True)
+@record
 class Term:
     """One op over `layers` layers: bytes over `resource`, FLOP in `compute_dtype`, launches, collectives.
 

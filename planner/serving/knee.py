@@ -26,8 +26,6 @@ K_max: the sequences of I + O tokens one DP group's memory holds (capped at MAX_
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from planner import capacity, kinds
@@ -35,6 +33,7 @@ from planner.deployment import Deployment
 from planner.perf import prefill, roofline
 from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import FloatArray
+from planner.records import record
 from planner.results import LoadKnee, MemoryBreakdown
 
 SEED_BENCH_TOKENS = (kinds.DEFAULT_INPUT_TOKENS, kinds.DEFAULT_OUTPUT_TOKENS)  # the one default workload
@@ -71,7 +70,7 @@ def merged_prefill_s_grid(
     return np.where(batch >= 1, batch / n * mean_pass_s, 0.0), mean_pass_s
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Cycles:
     """Per-K arrays of one closed-loop cycle (random arrivals): prefill seconds (all K users'; the other
     K - 1 users'), the mean prefill pass, one decode step, the decode seconds of one request."""

@@ -10,12 +10,12 @@ Messages: `<field path>: <what is wrong> (got <value>, expected <constraint>)[; 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from planner import readers, units
 from planner.errors import DataFileError, PlanInputError
+from planner.records import record
 
 MindieConfig = dict[str, Any]  # a parsed MindIE config.json (JSON object)
 
@@ -35,7 +35,7 @@ BACKEND_TYPES = ("atb", "ms")
 MTP_TOKENS = (1, 2)  # [mtp.md] num_speculative_tokens: the table says 1, the prose 1 or 2
 
 
-@dataclass(frozen=True)
+@record
 class RangeRule:
     """An integer field that must lie in [lo, hi]."""
 

@@ -9,8 +9,7 @@ gets no repo id: the CLI asks for --weights-path instead (one line, exit 2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from planner.records import record
 from planner.schema import ModelCard
 
 # vllm-ascend's flag for msModelSlim (W8A8 / W4A8) checkpoints; every nightly config serving one passes it,
@@ -22,7 +21,7 @@ _VA = "https://github.com/vllm-project/vllm-ascend/blob/"
 _NIGHTLY = "tests/e2e/nightly/single_node/models/configs/"
 
 
-@dataclass(frozen=True)
+@record
 class Checkpoint:
     """A repo `vllm serve` can load for one model card at one kvplan weight scheme, and where it is named."""
 
