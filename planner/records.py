@@ -15,6 +15,7 @@ Fields are the class's annotations in order (a base record's first), defaults it
 import inspect
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError
+from types import NotImplementedType
 from typing import Any, TypeVar, dataclass_transform
 
 T = TypeVar("T")
@@ -65,10 +66,10 @@ def _repr(self: object) -> str:
     return f"{type(self).__qualname__}({shown})"
 
 
-def _eq(self: object, other: object) -> bool:
+def _eq(self: object, other: object) -> bool | NotImplementedType:
     if other.__class__ is not self.__class__:
         return NotImplemented
-    return _values(self) == _values(other)
+    return bool(_values(self) == _values(other))
 
 
 def _hash(self: object) -> int:
