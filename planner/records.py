@@ -15,7 +15,6 @@ Fields are the class's annotations in order (a base record's first), defaults it
 import inspect
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError
-from types import NotImplementedType
 from typing import Any, TypeVar, dataclass_transform
 
 T = TypeVar("T")
@@ -66,9 +65,9 @@ def _repr(self: object) -> str:
     return f"{type(self).__qualname__}({shown})"
 
 
-def _eq(self: object, other: object) -> bool | NotImplementedType:
+def _eq(self: object, other: object) -> bool:
     if other.__class__ is not self.__class__:
-        return NotImplemented
+        return NotImplemented  # type: ignore[no-any-return]  # mypy allows it only in a class's __eq__
     return bool(_values(self) == _values(other))
 
 
