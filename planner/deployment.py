@@ -3,7 +3,8 @@
 Built once at the boundary (CLI, app) after validation; every formula downstream trusts it.
 """
 
-from __future__ import annotations
+
+from typing import Self
 
 from pydantic import Field, model_validator
 
@@ -66,7 +67,7 @@ class Deployment(Degrees):
     engine: EngineName = DEFAULT_ENGINE  # kernel structure of the decode step (planner/perf/kernels.py)
 
     @model_validator(mode="after")
-    def _check_scheme(self) -> Deployment:
+    def _check_scheme(self) -> Self:
         if self.weight_scheme_name not in WEIGHT_SCHEMES:
             raise ValueError(f"unknown weight scheme {self.weight_scheme_name!r}")
         if self.engine not in ENGINES:

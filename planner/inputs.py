@@ -3,7 +3,6 @@
 Every failure is a PlanInputError (or UnknownIdError / DataFileError) whose message starts with the flag.
 """
 
-from __future__ import annotations
 
 import math
 from dataclasses import dataclass

@@ -1,6 +1,5 @@
 """Frozen result models returned by the planner (never dict[str, Any])."""
 
-from __future__ import annotations
 
 from typing import Any
 

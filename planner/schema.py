@@ -4,9 +4,8 @@ Model-card fields reuse Hugging Face config.json names verbatim. Hardware-profil
 units in their names (`_gib`, `_gb_per_s`, `_tflop_per_s`, `_us`); properties convert them to SI once.
 """
 
-from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -179,7 +178,7 @@ class ModelCard(DataModel):
         return value
 
     @model_validator(mode="after")
-    def _check_geometry(self) -> ModelCard:
+    def _check_geometry(self) -> Self:
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
                 f"num_attention_heads must be a multiple of num_key_value_heads "
@@ -454,7 +453,7 @@ class PerfCoefficients(DataModel):
     compute_fraction_prior_factor: float | None = Field(default=None, ge=1.01, le=4)
 
     @model_validator(mode="after")
-    def _check_fractions(self) -> PerfCoefficients:
+    def _check_fractions(self) -> Self:
         for dtype, fraction in self.compute_fraction.items():
             if not MIN_FRACTION <= fraction <= 1:
                 raise ValueError(f"compute_fraction.{dtype} must be in [{MIN_FRACTION}, 1] (got {fraction})")
@@ -560,7 +559,7 @@ class HardwareProfile(DataModel):
     measured: MeasuredBlock | None = None
 
     @model_validator(mode="after")
-    def _check_peaks(self) -> HardwareProfile:
+    def _check_peaks(self) -> Self:
         for dtype, peak in self.peak_tflop_per_s.items():
             if peak <= 0:
                 raise ValueError(f"peak_tflop_per_s.{dtype} must be > 0 (got {peak})")
@@ -625,7 +624,7 @@ class HardwareProfile(DataModel):
         """The card variant (SKU) this profile describes: `variant`, else the profile id."""
         return self.variant or self.id
 
-    def with_variant(self, variant_id: str) -> HardwareProfile:
+    def with_variant(self, variant_id: str) -> "HardwareProfile":
         """This profile with another of its variants' memory figures (ValueError: not a variant)."""
         chosen = next((v for v in self.variants if v.id == variant_id), None)
         if chosen is None:

@@ -4,7 +4,6 @@ Expected errors (KvplanError) print one line on stderr and exit 2 (bad input / d
 anything else is a bug and keeps its traceback.
 """
 
-from __future__ import annotations
 
 import functools
 import shlex

@@ -20,7 +20,6 @@ inverse: [time / high, time / low]); decode (TPOT, tok/s) and prefill (TTFT) hav
 Every band contains 1: the estimate itself is always inside its range.
 """
 
-from __future__ import annotations
 
 import math
 from collections.abc import Sequence

@@ -5,7 +5,6 @@ re-exports what the registry asks); the transformers room borrows them, being si
 scheduler (planner/engines/transformers/pool.py).
 """
 
-from __future__ import annotations
 
 from planner import units
 from planner.deployment import Deployment
