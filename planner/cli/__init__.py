@@ -4,7 +4,10 @@ Expected errors (KvplanError) print one line on stderr and exit 2 (bad input / d
 anything else is a bug and keeps its traceback.
 """
 
+# isort: off
+from planner.cli import startup  # first of all imports: pauses the garbage collector for them (typer's too)
 
+# isort: on
 import functools
 import shlex
 from typing import Annotated, Any
@@ -12,7 +15,6 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
-from planner.cli import startup  # first of planner's modules: pauses the garbage collector for the imports
 from planner.cli.options import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_CARD,
