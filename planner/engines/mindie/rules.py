@@ -10,7 +10,7 @@ Messages: `<field path>: <what is wrong> (got <value>, expected <constraint>)[; 
 from __future__ import annotations
 
 import json
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from planner import readers, units
@@ -19,6 +19,7 @@ from planner.records import record
 
 MindieConfig = dict[str, Any]  # a parsed MindIE config.json (JSON object)
 
+PLANNER_DIR = Path(__file__).resolve().parents[2]  # the package folder, planner/data/ inside it
 MINDIE_BASE_FILES = {"2.x": "mindie-config-2.x.json", "1.0.RC3": "mindie-config-1.0.RC3.json"}
 DEFAULT_MINDIE_VERSION = "2.x"
 MAX_CONFIG_BYTES = 10 * units.MIB_BYTES  # [DOC] a config outside (0 MB, 10 MB] is rejected
@@ -221,7 +222,7 @@ def load_base(version: str) -> dict[str, Any]:
             f"--mindie-version: unknown layout (got {version!r}, expected one of "
             f"{', '.join(MINDIE_BASE_FILES)})"
         )
-    text = resources.files("planner").joinpath("data", MINDIE_BASE_FILES[version]).read_text(encoding="utf-8")
+    text = (PLANNER_DIR / "data" / MINDIE_BASE_FILES[version]).read_text(encoding="utf-8")
     return parse_config_text(text, source=f"planner/data/{MINDIE_BASE_FILES[version]}")
 
 
