@@ -111,3 +111,38 @@ def test_cli_import_leaves_the_collector_running_and_plugins_off(given: str | No
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT, env=env
     )
     assert done.stdout.split() == ["True", "True", kept]
+
+
+def test_mission_imports_no_importlib_metadata() -> None:
+    """With pydantic's plugins off, the mission command builds its validators without pydantic's plugin
+    loader and the importlib.metadata it imports (planner/cli/startup.py's stand-in, in a fresh
+    interpreter). Fails when pydantic imports importlib.metadata some other way, or stops using the loader."""
+    probe = (
+        "import sys, planner.cli\n"
+        "try:\n    planner.cli.app(sys.argv[1:], prog_name='kvplan')\n"
+        "except SystemExit:\n    pass\n"
+        "print('importlib.metadata' in sys.modules, sys.modules['pydantic.plugin._loader'].__doc__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *MISSION], capture_output=True, text=True, check=True, cwd=ROOT, env=env
+    )
+    assert done.stdout.splitlines()[-1] == "False kvplan's stand-in: plugins are off"
+
+
+def test_stand_in_plugin_loader_answers_as_pydantic_s_own() -> None:
+    """The stand-in replaces a private module of pydantic: pydantic must still import `get_plugins` from
+    pydantic.plugin._loader alone, when it builds a validator, and its own get_plugins must take no
+    arguments and return no plugins with PYDANTIC_DISABLE_PLUGINS=__all__, as the stand-in does. A pydantic
+    release that changes any of this fails here (then drop or adapt startup.skip_plugin_loader)."""
+    probe = (
+        "import inspect, pydantic.plugin._schema_validator as s, pydantic.plugin._loader as loader\n"
+        "source = inspect.getsource(s.create_schema_validator)\n"
+        "print(source.count('from ._loader import get_plugins'), inspect.getsource(s).count('_loader'),"
+        " list(loader.get_plugins()), len(inspect.signature(loader.get_plugins).parameters))\n"
+    )
+    env = {**os.environ, "PYDANTIC_DISABLE_PLUGINS": "__all__"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT, env=env
+    )
+    assert done.stdout.split() == ["1", "1", "[]", "0"]
