@@ -6,7 +6,6 @@ time, and aggregated vs P:D-disaggregated side by side at one request rate. Ever
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import bands
-from planner import inputs, units
+from planner import inputs, records, units
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest
@@ -30,7 +29,7 @@ MIN_REQUESTS = 120
 def deployment_for(req: PlanRequest, *, prompt: int, output: int, engine: str) -> Any:
     """The sidebar's deployment at ctx = prompt + output for the chosen engine."""
     longest = prompt + output
-    changed = dataclasses.replace(
+    changed = records.replace(
         req,
         ctx=str(longest),
         batch=None,

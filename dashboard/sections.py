@@ -22,7 +22,7 @@ from dashboard.figures import (
     fig_tpot_vs_ctx,
 )
 from dashboard.membar import memory_bar_html, memory_table_html
-from planner import catalog, units
+from planner import catalog, records, units
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_SCHEMES
 from planner.errors import KvplanError
@@ -234,7 +234,7 @@ def compare_request(index: int, base: PlanRequest, card_ids: list[str]) -> PlanR
         changes["kv_dtype"] = None if kv_dtype == "auto" else kv_dtype
     if tp != same:
         changes["tp"] = int(tp)
-    return dataclasses.replace(base, **changes)
+    return records.replace(base, **changes)
 
 
 def compare_row(name: str, plan: Plan) -> dict[str, Any]:

@@ -5,7 +5,6 @@ Every failure is a PlanInputError (or UnknownIdError / DataFileError) whose mess
 
 
 import math
-from dataclasses import dataclass
 
 from pydantic import Field
 
@@ -21,6 +20,7 @@ from planner.dtypes import WEIGHT_SCHEMES, StorageDType, storage_dtype, weight_s
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.kinds import DEFAULT_ENGINE, parse_engine
+from planner.records import record
 from planner.schema import Frozen, HardwareProfile
 
 DEFAULT_CARD = "ascend-950pr"
@@ -41,7 +41,7 @@ class ServiceLevels(Frozen):
         return any(v is not None for v in (self.tpot_s, self.ttft_s, self.min_user_tokens_per_s))
 
 
-@dataclass(frozen=True)
+@record
 class PlanRequest:
     """Raw user choices; strings are parsed by to_deployment()."""
 

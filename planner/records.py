@@ -1,10 +1,10 @@
 """Frozen value records: `@record` gives a class what `@dataclass(frozen=True)` gave the planner's value
-classes (construction by position or keyword with defaults, immutability, ==, hash, repr), and `replace`
-copies one with some fields changed.
+classes (construction by position or keyword with defaults, immutability, ==, hash, repr, pickling), and
+`replace` copies one with some fields changed.
 
 Why not dataclasses: `@dataclass` writes each class's __init__, __repr__, __eq__, __hash__, __setattr__
 and __delattr__ as source text and compiles it while the module is imported, ~4 M instructions a class, and
-the mission command imports 18 such classes (~5 % of its start-up, benchmarks/bench_startup.py). A record
+the mission command imports 19 such classes (~5 % of its start-up, benchmarks/bench_startup.py). A record
 class shares one set of methods that read its field names instead; building a record costs a few
 microseconds more, which the few hundred records a plan builds do not feel.
 
@@ -75,6 +75,10 @@ def _hash(self: object) -> int:
     return hash(_values(self))
 
 
+def _reduce(self: object) -> tuple[type, tuple[object, ...]]:
+    return type(self), _values(self)  # pickled (and hashed by Streamlit's cache) as class + field values
+
+
 def _frozen_setattr(self: object, name: str, value: object) -> None:
     raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
@@ -103,6 +107,7 @@ def record(cls: type[R]) -> type[R]:
         "__repr__": _repr,
         "__eq__": _eq,
         "__hash__": _hash,
+        "__reduce__": _reduce,
         "__setattr__": _frozen_setattr,
         "__delattr__": _frozen_delattr,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from planner import records
 from planner.degrees import DEGREES, Degrees, carried
 from planner.deployment import Deployment
 from planner.inputs import REQUEST_ECHOES, PlanRequest, to_deployment
@@ -29,6 +30,6 @@ def test_carried_hands_same_named_fields_over() -> None:
 
 def test_echoed_fields_exist_on_both_records() -> None:
     """Every name the boundary and the plan pass by name is a field of both records."""
-    request_fields = set(PlanRequest.__dataclass_fields__)
+    request_fields = set(records.field_names(PlanRequest))
     assert set(REQUEST_ECHOES) <= request_fields & set(Deployment.model_fields)
     assert set(PLAN_ECHOES) <= set(Deployment.model_fields) & set(Plan.model_fields)

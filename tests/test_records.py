@@ -4,6 +4,7 @@ immutability, ==, hash, repr) and `replace` copies one with fields changed."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 
 import pytest
 
@@ -76,3 +77,9 @@ def test_replace_changes_only_the_given_fields() -> None:
     assert records.replace(point, y=5) == Labelled(1, 5, {"a": 1}, "a")
     with pytest.raises(TypeError, match="no field 'z'"):
         records.replace(point, z=1)
+
+
+def test_pickles_by_its_field_values() -> None:
+    point = Labelled(1, 2, {"a": 1}, "a")
+    assert pickle.loads(pickle.dumps(point)) == point
+    assert point.__reduce__() == (Labelled, (1, 2, {"a": 1}, "a"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from planner import capacity, catalog, inputs
+from planner import capacity, catalog, inputs, records
 from planner.cli import app, configs
 from planner.deployment import Deployment
 from planner.engines import common
@@ -34,7 +33,7 @@ def build(
     available_kv_bytes: cut this budget instead of the plan's (the worked cases' pool arithmetic)."""
     if options.weights_path is None and request.dtype not in ("bf16", "fp16"):
         options = options.model_copy(update={"weights_path": "/w"})
-    dep, lengths = configs.prepare(dataclasses.replace(request, engine="vllm"), options)
+    dep, lengths = configs.prepare(records.replace(request, engine="vllm"), options)
     plan = perf_plan.build_plan(dep, with_performance=False)
     if available_kv_bytes is not None:
         memory = plan.memory.model_copy(update={"kv_budget_bytes": available_kv_bytes})
@@ -74,7 +73,7 @@ def test_mission_log_lines_match_the_worked_cases(prefix: bool, mtp: int) -> Non
     """`kvplan vllm` on the issue-12 inputs prints the concurrency of the vllm-ascend goldens."""
     source = "issue-budget-with-mtp-weights" if mtp else "issue-budget"
     case = ISSUE_CASES[f"qwen3.5-27b-tp2-950pr-32k-ascend-pc{int(prefix)}-mtp{mtp}-{source}"]
-    request = dataclasses.replace(MISSION, mtp=mtp)
+    request = records.replace(MISSION, mtp=mtp)
     available = case["inputs"]["available_kv_bytes"]  # the worked case's budget, cut by `kvplan vllm`
     _, result = build(
         request, mindie.MindieOptions(prefix_cache=prefix, mtp=mtp), available_kv_bytes=available
@@ -93,13 +92,13 @@ def test_mission_log_lines_match_the_worked_cases(prefix: bool, mtp: int) -> Non
 
 
 def test_min_utilization_holds_the_batch_and_one_hundredth_less_does_not() -> None:
-    request = dataclasses.replace(MISSION, memory_fraction=0.9)
+    request = records.replace(MISSION, memory_fraction=0.9)
     _, result = build(request, mindie.MindieOptions())
     util = result.min_gpu_memory_utilization
     batch = result.max_num_seqs
-    _, at_util = build(dataclasses.replace(MISSION, memory_fraction=util), mindie.MindieOptions())
+    _, at_util = build(records.replace(MISSION, memory_fraction=util), mindie.MindieOptions())
     assert at_util.pool.max_concurrency >= batch
-    below = dataclasses.replace(MISSION, memory_fraction=round(util - 0.01, 2))
+    below = records.replace(MISSION, memory_fraction=round(util - 0.01, 2))
     try:
         _, smaller = build(below, mindie.MindieOptions())
     except DoesNotFitError:
@@ -143,7 +142,7 @@ def test_block_size_rule(card: str, expected: str) -> None:
 
 def test_hf_id_only_when_its_weights_are_the_plans() -> None:
     """A bf16 plan prints the card's repo; a quantized plan prints the tutorial checkpoint or refuses."""
-    bf16 = dataclasses.replace(MISSION, dtype="bf16")
+    bf16 = records.replace(MISSION, dtype="bf16")
     _, result = build(bf16, mindie.MindieOptions())
     assert result.model == catalog.load_model("qwen3.5-27b").source.hf_repo
     assert "--quantization" not in dict(result.args)
@@ -279,7 +278,7 @@ def test_vllm_grid_cell_at_any_ctx_is_the_plan_at_that_ctx() -> None:
     dep = inputs.to_deployment(base)
     grid = capacity.max_batch_grid(dep, capacity.memory_breakdown(dep), ctx_tokens=np.asarray(ctxs))
     for ctx, cell in zip(ctxs, grid, strict=True):
-        at = inputs.to_deployment(dataclasses.replace(base, ctx=str(ctx)))
+        at = inputs.to_deployment(records.replace(base, ctx=str(ctx)))
         assert int(cell) == capacity.max_batch_size(at, capacity.memory_breakdown(at)), ctx
 
 

@@ -9,7 +9,6 @@ loads it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import sys
@@ -18,6 +17,7 @@ from typing import Annotated, Any, NoReturn, Protocol, runtime_checkable
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from planner import records
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MAX_PREFILL_TOKENS,
@@ -123,7 +123,7 @@ def engine_memory_fraction(engine: str, given: float | None) -> float:
 
 # The command parameters PlanRequest reads: its fields, under their own names but for --ctx (`ctx_len`: the
 # root command's `ctx` is its typer.Context); --uncalibrated is read as calibrated=False.
-REQUEST_FIELDS = frozenset(field.name for field in dataclasses.fields(PlanRequest))
+REQUEST_FIELDS = frozenset(records.field_names(PlanRequest))
 REQUEST_NAMES = {"ctx_len": "ctx"}
 
 

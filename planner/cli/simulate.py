@@ -8,14 +8,13 @@ kvplan simulate --model M --card C --dtype D [--tp N] [--engine E] (--rate R | -
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from planner import atomic, kinds, units
+from planner import atomic, kinds, records, units
 from planner.cli import options
 from planner.cli.options import (
     BATCH_FLAGS,
@@ -397,7 +396,7 @@ def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[s
             f"expected <= {units.MAX_TOKENS})"
         )
     prefill = flags.knobs.max_prefill_tokens or max(longest, deployment.DEFAULT_MAX_PREFILL_TOKENS)
-    request = dataclasses.replace(flags.request, ctx=str(longest), max_prefill_tokens=prefill)
+    request = records.replace(flags.request, ctx=str(longest), max_prefill_tokens=prefill)
     return inputs.to_deployment(request), scheduler_knobs(flags.knobs)
 
 
