@@ -67,6 +67,7 @@ class Engine:
         self.prefill_tokens = 0  # prompt tokens computed, recomputation included
         self.decode_waste_s = 0.0  # MindIE supportSelectBatch: accumulatedDecodeWasteTime
         self.trace: tuple[list[float], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
+        self.trace_appends = tuple(column.append for column in self.trace)  # record() runs once an event
         # P:D coordination (planner/sim/pdloop.py): the earliest time another instance may hand this one
         # work, whether requests come from the engine's own arrival list, a prefill instance keeping
         # finished requests' KV until release(), hand-over lists.
@@ -99,12 +100,12 @@ class Engine:
 
     def record(self) -> None:
         """Append (time, in system, batch, used blocks, waiting) to the trace."""
-        times, in_system, batch, blocks, waiting = self.trace
-        times.append(self.t)
-        in_system.append(self.arrived - self.finished)
-        batch.append(len(self.running))
-        blocks.append(self.used_blocks)
-        waiting.append(len(self.waiting))
+        times, in_system, batch, blocks, waiting = self.trace_appends
+        times(self.t)
+        in_system(self.arrived - self.finished)
+        batch(len(self.running))
+        blocks(self.used_blocks)
+        waiting(len(self.waiting))
 
     def prefill_tokens_of(self, request: int) -> int:
         """Tokens the request's next prefill computes: its prompt plus tokens generated before preemption."""

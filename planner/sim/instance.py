@@ -86,6 +86,7 @@ def run_engine(
     emits_first: a vLLM P:D decode instance, whose first step after admission gives the first token."""
     eng = make_engine(cfg, table, workload, emits_first=emits_first)
     count = workload.requests
+    step = schedulers.step_function(cfg.scheduler)
     loops = 0
     while eng.finished < count:
         loops += 1
@@ -96,7 +97,7 @@ def run_engine(
         if not (eng.running or eng.waiting or eng.prefilling):
             eng.t = max(eng.t, eng.next_arrival_s())
             continue
-        schedulers.step(eng)
+        step(eng)
     eng.record()
     return eng
 
