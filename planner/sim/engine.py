@@ -67,7 +67,8 @@ class Engine:
         self.prefill_tokens = 0  # prompt tokens computed, recomputation included
         self.decode_waste_s = 0.0  # MindIE supportSelectBatch: accumulatedDecodeWasteTime
         self.trace: tuple[list[float], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
-        self.trace_appends = tuple(column.append for column in self.trace)  # record() runs once an event
+        times, in_system, batch, blocks, waiting = self.trace  # record() runs once an event: bound appends
+        self.trace_appends = (times.append, in_system.append, batch.append, blocks.append, waiting.append)
         # P:D coordination (planner/sim/pdloop.py): the earliest time another instance may hand this one
         # work, whether requests come from the engine's own arrival list, a prefill instance keeping
         # finished requests' KV until release(), hand-over lists.
