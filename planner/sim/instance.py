@@ -133,14 +133,14 @@ def records_of(eng: Engine) -> Records:
 
 
 def timeline_of(eng: Engine) -> Timeline:
-    """The engine's event trace as numpy columns."""
+    """The engine's event trace as numpy columns (copies: the engine's arrays may grow on)."""
     times, in_system, batch, blocks, waiting = eng.trace
     return Timeline(
-        time_s=np.asarray(times, dtype=np.float64),
-        in_system=np.asarray(in_system, dtype=np.int64),
-        batch=np.asarray(batch, dtype=np.int64),
-        used_blocks=np.asarray(blocks, dtype=np.int64),
-        waiting=np.asarray(waiting, dtype=np.int64),
+        time_s=np.array(times, dtype=np.float64),
+        in_system=np.array(in_system, dtype=np.int64),
+        batch=np.array(batch, dtype=np.int64),
+        used_blocks=np.array(blocks, dtype=np.int64),
+        waiting=np.array(waiting, dtype=np.int64),
     )
 
 
