@@ -59,7 +59,7 @@ def time_one(engine: str, work: wl.Workload, runs: int) -> tuple[float, float, i
 
 
 def reference_loop_s() -> float:
-    """CPU seconds of a fixed pure-Python loop (dict and list work, like the engine's events), best of 3:
+    """CPU seconds of a fixed pure-Python loop (dict lookups and int arithmetic), best of 3:
     CPU time on a shared virtual machine varies with the host, so a slow line is read against this one."""
     best = float("inf")
     for _ in range(3):
