@@ -12,15 +12,21 @@ The commands run interleaved (one run of each per round), so load from other pro
 falls on all of them alike; besides wall-clock time each row gives the CPU time (user + system) of the
 child process, which such load disturbs less. The ratio is printed for both.
 
-Measured 4 Dec 2026 on the 2-core development machine, load average 10-15 (other jobs running),
-`--compile --runs 10 --baseline /work/main` (main's checkout, this branch on top of it), medians:
-    main at 54be42f: bare import 1449 ms wall / 463 ms CPU; mission command 2441 / 830 (1.68x wall,
-        1.79x CPU); main's mission command in the same rounds 3232 / 1091 (2.23x, 2.35x).
-    main at 7ac9054: bare import 647 / 399; mission command 1267 / 755 (1.96x, 1.89x); main's 1601 / 947
-        (2.48x, 2.38x).
-Instructions (valgrind --tool=callgrind, load-independent; CPU time is not proportional to them):
-    bare import 0.715e9; mission command 1.455e9 (2.03x); main's 1.803e9 (2.52x).
-An idle machine gave 538 ms / 1309 ms (2.43x wall) for main's earlier state (the issue's starting point).
+Measured 5 Dec 2026 on the 2-core development machine, `--compile --runs 30 --baseline /work/main` (main at
+cec9c76, this branch merged on top of it), load average 2.2-2.3 (other jobs running), medians:
+    bare import 157 ms wall / 213 ms CPU; mission command 287 / 360 (1.83x wall, 1.69x CPU); main's mission
+        command in the same rounds 316 / 389 (2.02x, 1.82x). At load 0.6-0.9 (15 runs, main at 3c5c690):
+        1.77x wall, 1.69x CPU against main's 2.01x, 1.87x. The bare import's CPU time exceeds its wall time:
+        OpenBLAS's threads spin while numpy loads.
+Instructions (valgrind --tool=callgrind, load-independent; CPU time is not proportional to them), run with
+PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1 (the spinning BLAS threads otherwise move the count ~3 % run to run):
+    bare import 0.714e9; mission command 1.295e9 (1.815x); main's 1.463e9 (2.05x).
+What the mission command adds to the bare import (~0.58e9): pydantic's BaseModel machinery (pydantic.main,
+fields, types; ~0.19e9, paid by any pydantic model), rich's console and table (~0.09e9), building the
+validators of planner/schema.py's models (~0.13e9: ModelCard, HardwareProfile and what they hold), the other
+planner modules, typer's parameter adapters, loading the card and profile, the plan, and rendering.
+Earlier: 4 Dec 2026, load 10-15, 1.68-1.96x wall, 1.79-1.89x CPU, 2.03x instructions (main then 2.23-2.48x,
+2.35-2.38x, 2.52x); an idle machine gave 538 ms / 1309 ms (2.43x wall) for the issue's starting point.
 """
 
 from __future__ import annotations
