@@ -426,9 +426,9 @@ def test_rank0_deficit_grows_with_tp() -> None:
 @pytest.mark.lab
 def test_in_use_at_start_is_what_main_logs_print() -> None:
     """v0.11-v0.15 count as non-torch all device memory torch does not hold, so what was in use when the
-    worker started (driver reserve and its own context) is a term there; main prints it as total - free on startup
-    (0.36 / 0.41 / 0.39 GiB). RESIDENT_AT_START_BYTES is their mean, and the lab takes it leave-one-source-out
-    (it drops out for main-rule rows)."""
+    worker started (driver reserve and its own context) is a term there; main prints it as total - free on
+    startup (0.36 / 0.41 / 0.39 GiB). RESIDENT_AT_START_BYTES is their mean, and the lab takes it
+    leave-one-source-out (it drops out for main-rule rows)."""
     module, rows = _startup_lab()
     mean = module.in_use_at_start(rows, set())
     assert abs(mean - vllm_startup.RESIDENT_AT_START_BYTES) < units.MIB_BYTES
