@@ -127,7 +127,8 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     ):
         return (
             f"open loop past the engine's capacity (output {row['output_tokens_per_s']} tok/s < "
-            f"{STEADY_SHARE} x {open_rate:g} req/s x {row['output_tokens']} tokens): no steady state"
+            f"{STEADY_SHARE} x {open_rate:g} req/s x {row['output_tokens']} tokens): no steady state "
+            "(the capacity and the verdict at this rate: saturation.py)"
         )
     notes = row["notes"]
     if SEED_BATCH16 in notes and "'FP8 basic'" in notes:
