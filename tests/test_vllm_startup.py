@@ -403,10 +403,11 @@ def test_va5020_log_is_read_on_the_a3_die_it_ran_on() -> None:
 
 
 @pytest.mark.lab
-def test_rank0_deficit_grows_with_tp() -> None:
-    """v0.11-v0.15 logs: rank 0 has less than the other ranks by the same ~56.5 MiB per TP rank at TP4
+def test_rank0_deficit_grows_with_tp_on_moe_models_only() -> None:
+    """v0.11-v0.15 MoE logs: rank 0 has less than the other ranks by the same ~56.5 MiB per TP rank at TP4
     (va-6250) and TP8 (va-3800), so the lab subtracts tp x the other source's per-rank gap, not a flat mean:
-    va-6250's gap predicted from va-3800 alone is within 1 % of its own."""
+    va-6250's gap predicted from va-3800 alone is within 1 % of its own. The dense TP8 log (va-4594,
+    Qwen3-32B) shows no deficit, so dense rows get none."""
     module, rows = _startup_lab()
     by_id = {r["log_id"]: r for r in rows}
     gaps = {
@@ -421,6 +422,10 @@ def test_rank0_deficit_grows_with_tp() -> None:
     predicted = 4 * module.rank0_gap_per_rank(rows, own)
     assert abs(predicted / gaps["va-6250"] - 1) < 0.01
     assert module.resident(by_id["va-6250"], rows, own) == module.in_use_at_start(rows, own) + int(predicted)
+    dense = by_id["va-4594"]
+    assert int(dense["logged_next_rank_available_bytes"]) - int(dense["logged_available_kv_bytes"]) < 2**20
+    dense_own = {dense["source_url"]}
+    assert module.resident(dense, rows, dense_own) == module.in_use_at_start(rows, dense_own)
 
 
 @pytest.mark.lab
