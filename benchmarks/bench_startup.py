@@ -16,7 +16,8 @@ Measured 5 Dec 2026 on the 2-core development machine, `--compile --runs 30 --ba
 cec9c76, this branch merged on top of it), load average 2.2-2.3 (other jobs running), medians:
     bare import 157 ms wall / 213 ms CPU; mission command 287 / 360 (1.83x wall, 1.69x CPU); main's mission
         command in the same rounds 316 / 389 (2.02x, 1.82x). At load 0.6-0.9 (15 runs, main at 3c5c690):
-        1.77x wall, 1.69x CPU against main's 2.01x, 1.87x. The bare import's CPU time exceeds its wall time:
+        1.77x wall, 1.69x CPU against main's 2.01x, 1.87x; a rerun at load 1.7-2.3 (30 runs, main at c8a83da):
+        1.78x wall, 1.67x CPU against 1.98x, 1.80x. The bare import's CPU time exceeds its wall time:
         OpenBLAS's threads spin while numpy loads.
 Instructions (valgrind --tool=callgrind, load-independent; CPU time is not proportional to them), run with
 PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1 (the spinning BLAS threads otherwise move the count ~3 % run to run):
