@@ -1,7 +1,9 @@
 """`kvplan mindie` and `kvplan vllm`: a serving config from the same plan. Parse -> call -> format.
 
-planner/engines/ builds everything (mindie/config.py, mindie/rules.py, mindie/log.py, vllm.py); this
-module reads the user's files, writes the output through planner/atomic.py, and prints.
+planner/engines/ builds everything (mindie/config.py, mindie/rules.py, mindie/log.py, vllm/args.py); this
+module reads the user's files, writes the output through planner/atomic.py, and prints. The deployment comes
+from the flags through options.plan_request, the serving options through serving_values: each command lists
+its flags in its own signature (typer reads them there), and one builder turns each group into its request.
 """
 
 from __future__ import annotations
