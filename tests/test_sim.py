@@ -57,6 +57,30 @@ def test_decode_lookup_matches_the_roofline(batch: int, ctx: float) -> None:
     assert below * (1 - 1e-9) <= table.decode_s(batch, ctx) <= above * (1 + 1e-9)
 
 
+def _clamped_reference_s(axis: list[float], values: list[float], x: float) -> float:
+    """The lookup as written before issue 23's speed work (min/max clamps): the comparisons must match it."""
+    i = min(max(int(np.searchsorted(axis, x, side="right")) - 1, 0), len(axis) - 2)
+    fraction = min(max((x - axis[i]) / (axis[i + 1] - axis[i]), 0.0), 1.0)
+    return values[i] + (values[i + 1] - values[i]) * fraction
+
+
+@given(batch=st.integers(1, 2), x=st.floats(-1e6, 1e6) | st.sampled_from([1.0, 16.0, 256.0, 4096.0, 0.0]))
+@settings(max_examples=200, deadline=None)
+def test_lookups_equal_the_min_max_clamp_bit_for_bit(batch: int, x: float) -> None:
+    """decode_s, pass_s and mixed_s's cached decode_s(b, 1) give exactly the min(max()) clamp's floats
+    (the simulator's results stay bit-identical), inside, on and outside the axes."""
+    axis = [1.0, 16.0, 256.0, 4096.0]
+    decode = [[0.010, 0.011, 0.013, 0.020], [0.012, 0.014, 0.017, 0.031]]
+    table = steptable.StepTable(
+        ctx_axis=axis, decode=decode, tokens_axis=axis, attended_axis=axis, pass_=decode + decode,
+        tokens_per_step=1.0, query_tokens_per_step=1,
+    )  # fmt: skip
+    assert table.decode_s(batch, x) == _clamped_reference_s(axis, decode[batch - 1], x)
+    assert table.decode_at_one_token_s[batch - 1] == table.decode_s(batch, 1.0)
+    row = [_clamped_reference_s(axis, decode[k % 2], x) for k in range(4)]
+    assert table.pass_s(x, x) == _clamped_reference_s(axis, row, x)
+
+
 _TABLES: dict[int, steptable.StepTable] = {}
 
 

@@ -73,6 +73,9 @@ CI_FLOOR_KIND = "ci-baseline-floor"
 # column is the total request rate. A run whose output tok/s falls short of STEADY_SHARE x rate x output
 # tokens did not keep up with its arrivals (the queue grew through the run): no steady state to predict.
 OPEN_LOOP_ROW = re.compile(r"row '\| [\d.]+\*? \| \d+ \| ([\d.]+) \| [\d.]+ \|")
+# Other open-loop rows (`vllm bench serve --request-rate R` without --max-concurrency, e.g. issue #1605)
+# say so in their notes in these words.
+OPEN_LOOP_STATED = re.compile(r"open loop at ([\d.]+) req/s")
 STEADY_SHARE = 0.9  # [assumed: guidellm's ramp and tail cost a few % of a steady run's tokens]
 
 
@@ -80,15 +83,26 @@ def open_loop_rate(row: dict[str, str]) -> float | None:
     """Requests/s of an open-loop row (empty concurrency, a quoted rate table row), else None."""
     if row["concurrency"]:
         return None
-    match = OPEN_LOOP_ROW.search(row["notes"])
+    match = OPEN_LOOP_ROW.search(row["notes"]) or OPEN_LOOP_STATED.search(row["notes"])
     return float(match.group(1)) if match else None
+
+
+# A stated vllm-ascend release or dev build below 0.16 is older whatever the source's date (PR #7265,
+# published 2026-03-14, ran a 0.14.0rc2.dev build of 2026-02-13).
+OLDER_RELEASE = re.compile(r"^v?0\.(\d+)\.")
+FIT_ERA_MINOR = 16
 
 
 def older_engine(row: dict[str, str]) -> str | None:
     """Why a vllm-ascend row predates the engine the fitted profiles describe (not fitted), or None."""
-    if row["engine"] == "vllm-ascend" and row["source_date"] < FIT_ERA_START:
-        version = row["engine_version"] or "version not stated"
+    if row["engine"] != "vllm-ascend":
+        return None
+    version = row["engine_version"] or "version not stated"
+    release = OLDER_RELEASE.match(row["engine_version"])
+    if row["source_date"] < FIT_ERA_START:
         return f"vllm-ascend {version}, measured {row['source_date']}: before v0.16.0rc1 ({FIT_ERA_START})"
+    if release and int(release.group(1)) < FIT_ERA_MINOR:
+        return f"vllm-ascend {version} (published {row['source_date']}): a build before v0.16.0rc1"
     return None
 
 

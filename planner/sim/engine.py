@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections import deque
 
 from planner.sim.config import SchedulerConfig, blocks_for
@@ -66,7 +67,17 @@ class Engine:
         self.max_batch_reached = 0
         self.prefill_tokens = 0  # prompt tokens computed, recomputation included
         self.decode_waste_s = 0.0  # MindIE supportSelectBatch: accumulatedDecodeWasteTime
-        self.trace: tuple[list[float], list[int], list[int], list[int], list[int]] = ([], [], [], [], [])
+        # (time, in system, batch, used blocks, waiting) after each event. Typed arrays: they append as fast
+        # as lists, and timeline_of copies each buffer once instead of converting element by element
+        self.trace: tuple[array[float], array[int], array[int], array[int], array[int]] = (
+            array("d"),
+            array("q"),
+            array("q"),
+            array("q"),
+            array("q"),
+        )
+        times, in_system, batch, blocks, waiting = self.trace  # record() runs once an event: bound appends
+        self.trace_appends = (times.append, in_system.append, batch.append, blocks.append, waiting.append)
         # P:D coordination (planner/sim/pdloop.py): the earliest time another instance may hand this one
         # work, whether requests come from the engine's own arrival list, a prefill instance keeping
         # finished requests' KV until release(), hand-over lists.
@@ -99,12 +110,12 @@ class Engine:
 
     def record(self) -> None:
         """Append (time, in system, batch, used blocks, waiting) to the trace."""
-        times, in_system, batch, blocks, waiting = self.trace
-        times.append(self.t)
-        in_system.append(self.arrived - self.finished)
-        batch.append(len(self.running))
-        blocks.append(self.used_blocks)
-        waiting.append(len(self.waiting))
+        times, in_system, batch, blocks, waiting = self.trace_appends
+        times(self.t)
+        in_system(self.arrived - self.finished)
+        batch(len(self.running))
+        blocks(self.used_blocks)
+        waiting(len(self.waiting))
 
     def prefill_tokens_of(self, request: int) -> int:
         """Tokens the request's next prefill computes: its prompt plus tokens generated before preemption."""

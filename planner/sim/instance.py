@@ -86,6 +86,7 @@ def run_engine(
     emits_first: a vLLM P:D decode instance, whose first step after admission gives the first token."""
     eng = make_engine(cfg, table, workload, emits_first=emits_first)
     count = workload.requests
+    step = schedulers.step_function(cfg.scheduler)
     loops = 0
     while eng.finished < count:
         loops += 1
@@ -96,7 +97,7 @@ def run_engine(
         if not (eng.running or eng.waiting or eng.prefilling):
             eng.t = max(eng.t, eng.next_arrival_s())
             continue
-        schedulers.step(eng)
+        step(eng)
     eng.record()
     return eng
 
@@ -132,14 +133,14 @@ def records_of(eng: Engine) -> Records:
 
 
 def timeline_of(eng: Engine) -> Timeline:
-    """The engine's event trace as numpy columns."""
+    """The engine's event trace as numpy columns (copies: the engine's arrays may grow on)."""
     times, in_system, batch, blocks, waiting = eng.trace
     return Timeline(
-        time_s=np.asarray(times, dtype=np.float64),
-        in_system=np.asarray(in_system, dtype=np.int64),
-        batch=np.asarray(batch, dtype=np.int64),
-        used_blocks=np.asarray(blocks, dtype=np.int64),
-        waiting=np.asarray(waiting, dtype=np.int64),
+        time_s=np.array(times, dtype=np.float64),
+        in_system=np.array(in_system, dtype=np.int64),
+        batch=np.array(batch, dtype=np.int64),
+        used_blocks=np.array(blocks, dtype=np.int64),
+        waiting=np.array(waiting, dtype=np.int64),
     )
 
 

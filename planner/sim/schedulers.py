@@ -20,6 +20,8 @@ Decode-only (a P:D decode instance, planner/sim/pd.py): admit prefilled requests
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from planner import units
 from planner.engines.mindie import scheduler as mindie_scheduler
 from planner.errors import PlanInputError
@@ -211,11 +213,15 @@ def decode_only_step(eng: Engine) -> None:
     eng.decode_span()
 
 
+def step_function(scheduler: str) -> Callable[[Engine], None]:
+    """The function that runs one step of the scheduler (engine loops look it up once, not per event)."""
+    if scheduler == "vllm":
+        return vllm_step
+    if scheduler == "mindie":
+        return mindie_step
+    return decode_only_step
+
+
 def step(eng: Engine) -> None:
     """One step of the configured scheduler."""
-    if eng.cfg.scheduler == "vllm":
-        vllm_step(eng)
-    elif eng.cfg.scheduler == "mindie":
-        mindie_step(eng)
-    else:
-        decode_only_step(eng)
+    step_function(eng.cfg.scheduler)(eng)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,25 @@ class StepTable:
 
     def decode_s(self, batch: int, ctx_tokens: float) -> float:
         """Decode step seconds at `batch` sequences of mean context `ctx_tokens` (linear in ctx)."""
-        axis = self.ctx_axis  # _interp inlined: the simulation loop's hottest lookup (same arithmetic)
-        i = min(max(bisect.bisect_right(axis, ctx_tokens) - 1, 0), len(axis) - 2)
+        axis = self.ctx_axis  # _cell inlined: the simulation loop's hottest lookup (same arithmetic)
+        i = bisect.bisect_right(axis, ctx_tokens) - 1
+        if i < 0:
+            i = 0
+        elif i > len(axis) - 2:
+            i = len(axis) - 2
         low = axis[i]
-        fraction = min(max((ctx_tokens - low) / (axis[i + 1] - low), 0.0), 1.0)
+        fraction = (ctx_tokens - low) / (axis[i + 1] - low)
+        if fraction < 0.0:
+            fraction = 0.0
+        elif fraction > 1.0:
+            fraction = 1.0
         values = self.decode[batch - 1]
         return values[i] + (values[i + 1] - values[i]) * fraction
+
+    @cached_property
+    def decode_at_one_token_s(self) -> list[float]:
+        """decode_s(b, 1.0) for b = 1..max_batch, index b - 1: mixed_s subtracts it on every mixed step."""
+        return [self.decode_s(batch, 1.0) for batch in range(1, len(self.decode) + 1)]
 
     def pass_s(self, tokens: float, attended: float) -> float:
         """Prefill pass seconds (bilinear in tokens and attended keys)."""
@@ -58,12 +72,21 @@ class StepTable:
         tokens, attended = prefill
         if batch == 0:
             return self.pass_s(tokens, attended)
-        kv_read_s = self.decode_s(batch, ctx_tokens) - self.decode_s(batch, 1.0)
+        kv_read_s = self.decode_s(batch, ctx_tokens) - self.decode_at_one_token_s[batch - 1]
         return self.pass_s(tokens + batch * self.query_tokens_per_step, attended) + max(kv_read_s, 0.0)
 
 
 def _cell(axis: list[float], value: float) -> tuple[int, float]:
-    """Index i of the grid cell [axis[i], axis[i+1]] holding value (clamped) and the fraction inside."""
-    i = min(max(bisect.bisect_right(axis, value) - 1, 0), len(axis) - 2)
-    low, high = axis[i], axis[i + 1]
-    return i, min(max((value - low) / (high - low), 0.0), 1.0)
+    """Index i of the grid cell [axis[i], axis[i+1]] holding value (clamped) and the fraction inside.
+    Comparisons, not min(max()): the same results (NaN and -0.0 pass through alike) without four builtin
+    calls on a path the simulation loop takes several times an event."""
+    i = bisect.bisect_right(axis, value) - 1
+    if i < 0:
+        i = 0
+    elif i > len(axis) - 2:
+        i = len(axis) - 2
+    low = axis[i]
+    fraction = (value - low) / (axis[i + 1] - low)
+    if fraction < 0.0:
+        return i, 0.0
+    return i, (1.0 if fraction > 1.0 else fraction)

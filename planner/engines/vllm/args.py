@@ -8,8 +8,8 @@ planner/engines/vllm/pool.py (docs/engines/vllm-memory.md). Mapping to the MindI
   --max-model-len           MindIE maxSeqLen (--ctx)
   --max-num-seqs            floor of vLLM's "Maximum concurrency" for max-model-len requests
   --max-num-batched-tokens  the engine's default per step unless --max-prefill-tokens is given (prompts
-                            longer than it are chunked; scheduler.scheduler_defaults); MindIE's maxPrefillTokens
-                            is >= the longest prompt
+                            longer than it are chunked; scheduler.scheduler_defaults); MindIE's
+                            maxPrefillTokens is >= the longest prompt
   --gpu-memory-utilization  NPU_MEMORY_FRACTION (a share of all memory, as vLLM's util), not npuMemSize
   --block-size              vllm-ascend: 128 for attention-only models; hybrids: computed by the engine
   --kv-cache-dtype          auto (16-bit) or fp8; vllm-ascend's INT8 KV comes with a quantized checkpoint
