@@ -160,20 +160,54 @@ def implied_available(row: dict[str, str]) -> int | None:
     return blocks * per_block + per_block // 2
 
 
+def in_use_at_start(rows: list[dict[str, str]], exclude: set[str]) -> int:
+    """Device memory in use when a vllm-ascend worker has set its device, before torch allocates: total - free
+    in the main rule's "Free memory on device (free/total GiB) on startup" line ([VA] 182b75ea worker.py:
+    418-431, snapshot after set_device and empty_cache, before the HCCL groups), the mean over the 910B / A3
+    main-rule rows of sources not in `exclude` (0.36 / 0.41 / 0.39 GiB in va-14139 / va-8289 / omni-4130).
+    It holds the driver's reserve inside the visible total and the worker's own ACL context."""
+    used = [
+        device_total(r) - units.gib_to_bytes(float(r["free_at_start_gib"]))  # type: ignore[operator]
+        for r in rows
+        if r["free_at_start_gib"]
+        and r["engine_rule"] == "vllm-ascend-main"
+        and r["source_url"] not in exclude
+    ]
+    return int(statistics.mean(used)) if used else vs.RESIDENT_AT_START_BYTES
+
+
+def is_moe(row: dict[str, str]) -> bool:
+    """The row's model routes tokens to experts (kvplan card, else an A3B / A22B checkpoint name)."""
+    if row["model_id"]:
+        return catalog.load_model(row["model_id"]).is_moe
+    return any(tag in row["checkpoint"] for tag in ("A3B", "A22B"))
+
+
+def rank0_gap_per_rank(rows: list[dict[str, str]], exclude: set[str]) -> float:
+    """Rank 0's deficit per TP rank of a MoE model (bytes): (next rank's logged available - rank 0's) / tp,
+    the mean over the MoE logs of sources not in `exclude`. D: va-6250 (TP4) 236,290,048 B / 4 = 56.3 MiB,
+    va-3800 (TP8) 475,570,176 B / 8 = 56.7 MiB: it grows with tp; the dense TP8 log va-4594 shows none
+    (90,112 B), so it is something the MoE layers hold on rank 0, not the source of a process context."""
+    per_rank = [
+        (int(r["logged_next_rank_available_bytes"]) - (logged_available(r) or 0)) / int(r["tp"])
+        for r in rows
+        if r["logged_next_rank_available_bytes"] and r["source_url"] not in exclude and is_moe(r)
+    ]
+    return statistics.mean(per_rank) if per_rank else 0.0
+
+
 def resident(row: dict[str, str], rows: list[dict[str, str]], exclude: set[str]) -> int:
-    """What the v0.11-v0.15 rule counts as non-torch that this worker does not hold: memory in use on an idle
-    910B / 910B4 (startup.RESIDENT_AT_START_BYTES) and, at tp > 1, rank 0's deficit (vLLM keeps the smallest
-    rank: v1/core/kv_cache_utils.py get_kv_cache_configs; D: mean logged next rank - rank 0, exclude out)."""
+    """What the v0.11-v0.15 rule counts as non-torch that kvplan's base does not hold: memory in use when the
+    worker starts on a 910B / A3 die (in_use_at_start: the driver's reserve and the worker's own context,
+    which main's snapshot excludes) and, for a MoE model at tp > 1, rank 0's deficit tp x rank0_gap_per_rank
+    (vLLM keeps the smallest rank: v1/core/kv_cache_utils.py get_kv_cache_configs). Both
+    leave-one-source-out."""
     version = versions.engine_version(row["engine_rule"])
     if not version.non_torch_absolute:
         return 0
-    idle = vs.RESIDENT_AT_START_BYTES if row["card"].startswith("ascend-910b") else 0
-    gaps = [
-        int(r["logged_next_rank_available_bytes"]) - (logged_available(r) or 0)
-        for r in rows
-        if r["logged_next_rank_available_bytes"] and r["source_url"] not in exclude
-    ]
-    return idle + (int(statistics.mean(gaps)) if gaps and int(row["tp"]) > 1 else 0)
+    idle = in_use_at_start(rows, exclude) if row["card"].startswith(("ascend-910b", "ascend-910c")) else 0
+    tp = int(row["tp"])
+    return idle + (int(tp * rank0_gap_per_rank(rows, exclude)) if tp > 1 and is_moe(row) else 0)
 
 
 def base_non_torch(row: dict[str, str], rows: list[dict[str, str]], exclude: set[str]) -> int | None:
@@ -330,57 +364,78 @@ def found_refused(row: dict[str, str], terms: vs.StartupTerms) -> bool:
 # What each residual is known to come from (issue 28, read from the logs and the engine sources; nothing
 # fitted from these notes). GiB per rank.
 FINDINGS = (
-    "The pool arithmetic is exact wherever a log gives the KV memory and its tokens or concurrency "
-    "(va-3800, va-6250, va-5044, va-3090, vllm-10517 x2, lmcache-3430: within 0.5 %): every residual "
-    "below is in the start-up terms.",
-    "va-6250 (Qwen3-Next TP4, v0.13.0rc2): rank 0 logs 0.22 GiB less than ranks 1-3 (va-3800: 0.44, TP8) "
-    "and vLLM keeps the smallest rank, so rank 0's gap is a v0.11-v0.15 term at tp > 1 (resident(); added "
-    "after seeing the residuals: va-6250 +9.5 -> +5.2 %, va-5020 +0.9 -> -1.3 %). No forward buffer explains"
-    " the rest ([VA] v0.13.0rc2): the profile passes no attention metadata, so the gated-delta-net core "
-    "returns early (patch/worker/patch_qwen3_next.py:127); no-EP MoE routing is ~80-90 KiB/token. This rule's"
-    " non-torch is used - torch ALLOCATED after empty_cache (worker/worker.py:263-301): reserved-but-free "
-    "allocator blocks count (main: used - reserved).",
-    "va-5044 (Qwen3-8B, 910B4, v0.11.0rc3, eager, Mooncake store connector): v0.11-v0.15 count as non-torch"
-    " all device memory torch does not hold after empty_cache ([VA] v0.11.0rc3 worker/worker_v1.py "
+    "The pool arithmetic is exact wherever a log gives the KV memory and its tokens or concurrency (va-3800, "
+    "va-6250, va-5044, va-3090, vllm-10517 x2, lmcache-3430: within 0.5 %): every residual below is in the "
+    "start-up terms.",
+    "Fifth pass (2026-12-05), from the logs and the source, no constant chosen from the residuals (base, "
+    "in-use-at-start and rank-0 gap are taken leave-one-source-out); median / worst 2.25 / 4.45 % (10 logs) "
+    "-> 0.68 / 4.98 % (11 logs). (1) va-5020 (Qwen3-Next TP4, v0.12.0rc1): the logged 282,240 tok / 210.07x "
+    "come from the maintainer's reproduction on the v0.12.0rc1-a3 and -a3-openeuler images, so an A3 die "
+    "(61.27 GiB visible in main-rule logs), not the reporter's 800I A2 (60.96 GiB, which OOMed and logged no "
+    "KV line): va-5020 -1.3 -> +0.8 %, median 2.25 -> 1.89 %. (2) In use at start: the v0.11-v0.15 non-torch "
+    "is device used - torch ALLOCATED after empty_cache ([VA] v0.11.0rc3 worker/worker_v1.py:219-259), so it "
+    "holds what was in use when the worker started, the driver's reserve AND the worker's own context, which "
+    "main's snapshot (after set_device, before the HCCL groups: [VA] 182b75ea worker.py:418-431) excludes; "
+    "main-rule logs print it (total - free on startup: 0.36, 0.41, 0.39 GiB) and in_use_at_start() takes "
+    "their mean, where idle npu-smi (280 MiB) had missed the context. (3) Rank 0's deficit (vLLM keeps the "
+    "smallest rank): va-6250 (TP4) logs 236,290,048 B less on rank 0 than on ranks 1-3, va-3800 (TP8) "
+    "475,570,176 B: 56.3 and 56.7 MiB per TP rank, so tp x the other source's per-rank gap (va-6250's "
+    "predicted from va-3800: 227 MiB vs 225 logged), not the flat 0.33-0.44 GiB mean that had hidden ~0.2 "
+    "GiB of va-6250's excess; both are MoE, and the dense TP8 log va-4594 shows no deficit (90 KB), so it is "
+    "applied to MoE models only. (2) + (3): median 1.89 -> 1.92 %, va-6250 +4.1 -> +5.3 %, va-5044 +4.0 -> "
+    "+2.7 %. (4) va-4594 added (Qwen3-32B TP8, master 2025-11-29, 910B): +0.7 %; it raises the pooled base "
+    "321 -> 348 MiB (va-6250 +5.3 -> +5.0 %).",
+    "Loaded weights: the two v0.11-v0.15 logs at tp > 1 with a card log 47.8 MiB (va-6250, Qwen3-Next TP4) "
+    "and 47.9 MiB (va-4594, Qwen3-32B TP8) more than kvplan's parameters and rotary caches, two models, the "
+    "same amount; va-5044 (TP1, 2.3 MiB), va-14139 (main, TP4, 5 MiB at 2 decimals) and va-8289 show none. A "
+    "fixed ~48 MiB allocation inside load_model of those releases at tp > 1 (not found in the v0.13.0rc2 "
+    "source read here); not modelled: it lands in those rows' implied base (0.63 / 0.75 GiB).",
+    "No forward buffer explains the rest of va-6250 ([VA] v0.13.0rc2): the profile passes no attention "
+    "metadata, so the gated-delta-net core returns early (patch/worker/patch_qwen3_next.py:127); no-EP MoE "
+    "routing is all-gather (ascend_forward_context.py:205-241), ~80-90 KiB/token; v0.13.0rc2's "
+    "_dummy_sampler_run computes no logits for a tensor output (model_runner_v1.py:2317-2340), v0.11-v0.12 "
+    "run none (TODO in profile_run). It is inside 5 % by 0.02 points.",
+    "va-5044 (Qwen3-8B, 910B4, v0.11.0rc3, eager, Mooncake store connector): v0.11-v0.15 count as non-torch "
+    "all device memory torch does not hold after empty_cache ([VA] v0.11.0rc3 worker/worker_v1.py "
     "determine_available_memory), main only the increase since its snapshot; so ~280 MiB in use on an idle "
-    "910B / 910B4 (npu-smi in other issues, startup.RESIDENT_AT_START_BYTES) is a term of that rule (chosen"
-    " after seeing the residuals, not fitted: va-5044 +4.7 -> +2.7 %, va-6250 +11.3 -> +9.1 %, vllm-10517 "
-    "-5.2 / -7.5 -> -2.1 / -3.5 %). The rest of va-5044 (~0.2 GiB) may be the store connector.",
-    "va-10122 (310P, main, TP2, W8A8 MoE): the 'cleared' term is ~0.49 GiB above total - free-at-start on"
-    " both ranks (1.49 / 1.53 vs 1.00 / 1.03 GiB, from the logged terms), while va-14274 (TP1) matches "
-    "it. NPUWorker310's cleared term is non-torch memory measured before empty_cache minus the non-torch "
+    "910B / 910B4 (npu-smi in other issues, startup.RESIDENT_AT_START_BYTES) is a term of that rule (chosen "
+    "after seeing the residuals, not fitted: va-5044 +4.7 -> +2.7 %, va-6250 +11.3 -> +9.1 %, vllm-10517 "
+    "-5.2 / -7.5 -> -2.1 / -3.5 %); since 2026-12-05 the logged in-use-at-start above (396 MiB, with the "
+    "worker's context) replaces the npu-smi 280 MiB. The rest of va-5044 (~0.2 GiB) may be the store "
+    "connector.",
+    "va-10122 (310P, main, TP2, W8A8 MoE): the 'cleared' term is ~0.49 GiB above total - free-at-start on "
+    "both ranks (1.49 / 1.53 vs 1.00 / 1.03 GiB, from the logged terms), while va-14274 (TP1) matches it. "
+    "NPUWorker310's cleared term is non-torch memory measured before empty_cache minus the non-torch "
     "increase measured after it ([VA] 182b75ea _310p/worker_310p.py:63-123), so whatever empty_cache "
     "releases that torch does not count as reserved lands there: torch_npu's workspace allocator (op "
     "workspaces, one block per stream grown to the largest request, its own statistics, freed by "
     "empty_cache; Ascend/pytorch NPUWorkspaceAllocator.cpp) - the profile's largest op workspace on that "
-    "W8A8 MoE, none visible for Qwen3-0.6B. Its size depends on the op: not modelled (310P plans run "
-    "~0.25 GiB per rank high there).",
+    "W8A8 MoE, none visible for Qwen3-0.6B. Its size depends on the op: not modelled (310P plans run ~0.25 "
+    "GiB per rank high there).",
     "Main-rule MoE communicators (modelled, from the source; va-14139 -1.6 -> -0.6 %, median 3.85 -> 2.63 "
-    "%): "
-    "[VA] v0.20.2rc1 .. 182b75ea set up the MC2 / all-to-all dispatchers (whose comm-name lookup makes their "
-    "HCCL communicators) only when ep_size > 1 (ops/fused_moe/moe_comm_method.py setup_moe_comm_method; "
-    "#8532), v0.16.0rc1 .. v0.19.1rc1 for every MoE model. va-14139 (TP4 MoE, no EP) logs 0.48 GiB "
-    "non-torch: one TP communicator (0.39) leaves 0.09 GiB, in line with the TP1 main logs (omni-4130 0.02, "
-    "va-8289 0.13); kvplan's two gave -0.30. The v0.11-v0.15 rows keep the one MoE group kvplan counted "
-    "before (an earlier try with three there made va-5020's base negative, median 4.09 %).",
+    "%): [VA] v0.20.2rc1 .. 182b75ea set up the MC2 / all-to-all dispatchers (whose comm-name lookup makes "
+    "their HCCL communicators) only when ep_size > 1 (ops/fused_moe/moe_comm_method.py "
+    "setup_moe_comm_method; #8532), v0.16.0rc1 .. v0.19.1rc1 for every MoE model. va-14139 (TP4 MoE, no EP) "
+    "logs 0.48 GiB non-torch: one TP communicator (0.39) leaves 0.09 GiB, in line with the TP1 main logs "
+    "(omni-4130 0.02, va-8289 0.13); kvplan's two gave -0.30. The v0.11-v0.15 rows keep the one MoE group "
+    "kvplan counted before (an earlier try with three there made va-5020's base negative, median 4.09 %).",
     "Weights (modelled, not chosen from residuals: it reproduces a logged figure): vLLM's loaded weights "
     "include the rotary cos/sin cache, one [max_position, rotary_dim] buffer in the model dtype "
-    "(terms.rope_cache_bytes): vllm-10517 logs 14.9888 GiB, kvplan's parameters are 14.958, with the "
-    "cache 14.989; va-5044 15.2684 vs 15.256 -> 15.266. vllm-10517 +2.6 -> +2.1 / +1.9 %; median 2.63 -> "
-    "2.11 %. vllm-ascend v0.13.0rc2 .. main's AscendRotaryEmbedding also keeps the interleaved cos and "
-    "sin caches, one tensor twice the cache's size (ops/rotary_embedding.py:142, 271 at v0.13.0rc2; "
-    "absent at v0.13.0rc1), so those releases hold three (EngineVersion.rope_cache_copies; the "
-    "v0.11-v0.15 rule splits into keys vllm-ascend-0.11 and vllm-ascend-0.13 for it): va-6250 logs "
-    "37.3242 GiB loaded, kvplan 37.215 -> 37.278; va-6250 +5.1 -> +4.4 % (inside 5 %), median 2.11 -> "
-    "2.25 % (the pooled base falls 6 MiB, which moves vllm-10517's 3.81 GiB pool by 0.2 %).",
-    "Not modelled, a candidate for the v0.11-v0.15 excess (va-5044 0.66, va-6250 0.71 GiB implied base vs "
-    "0.02-0.13 on main): that rule counts device used minus torch ALLOCATED, so free fragments left after "
-    "empty_cache in the allocator segments that hold the weights count as non-torch there (main subtracts "
-    "reserved). Their size follows the allocator's rounding per weight tensor, not checked against "
-    "torch_npu's source here; va-5020 (same model and TP as va-6250) implies 0.14 GiB, so it is not the "
-    "whole story. Grouping the base by counting rule (absolute vs increase, LOLO within the group) was "
-    "tried after seeing the residuals: median 2.29 %, worst 5.33 % (va-5020 -4.2 %, va-10122 +5.3 %): not "
-    "kept.",
+    "(terms.rope_cache_bytes): vllm-10517 logs 14.9888 GiB, kvplan's parameters are 14.958, with the cache "
+    "14.989; va-5044 15.2684 vs 15.256 -> 15.266. vllm-10517 +2.6 -> +2.1 / +1.9 %; median 2.63 -> 2.11 %. "
+    "vllm-ascend v0.13.0rc2 .. main's AscendRotaryEmbedding also keeps the interleaved cos and sin caches, "
+    "one tensor twice the cache's size (ops/rotary_embedding.py:142, 271 at v0.13.0rc2; absent at "
+    "v0.13.0rc1), so those releases hold three (EngineVersion.rope_cache_copies; the v0.11-v0.15 rule splits "
+    "into keys vllm-ascend-0.11 and vllm-ascend-0.13 for it): va-6250 logs 37.3242 GiB loaded, kvplan 37.215 "
+    "-> 37.278; va-6250 +5.1 -> +4.4 % (inside 5 %), median 2.11 -> 2.25 % (the pooled base falls 6 MiB, "
+    "which moves vllm-10517's 3.81 GiB pool by 0.2 %).",
+    "Not modelled, a candidate for the v0.11-v0.15 excess (implied base va-5020 0.40, va-5044 0.55, va-6250 "
+    "0.75 GiB vs 0.02-0.13 on main): that rule counts device used minus torch ALLOCATED, so free fragments "
+    "left after empty_cache in the allocator segments that hold the weights count as non-torch there (main "
+    "subtracts reserved). Their size follows the allocator's rounding per weight tensor, not checked against "
+    "torch_npu's source here. Grouping the base by counting rule (absolute vs increase, LOLO within the "
+    "group) was tried again with va-5020 on an A3: median 1.87 %, worst 5.74 % (vllm-10517 +5.0 / +5.7 %: "
+    "the CUDA V0 log's 0.35 GiB then meets only main-rule bases of 0.02-0.32): not kept.",
     "Seen, not recorded (no public address found): a v0.18.0 LLM() run of Qwen3-0.6B on a 64 GB 910B3 (util "
     "0.8, 32 seqs, 8192 batched tokens, 4096 len) logging 47.39 GiB / 443,648 tok / 108.31x (main: -0.8 %).",
 )

@@ -181,21 +181,23 @@ def activation_bytes(
     )
 
 
-# Base non-torch memory besides HCCL buffers (ACL / CUDA context, workspaces): 305 MiB, the mean over the
-# eleven rows of lab/published/startup-logs.csv that show it (0.02-0.71 GiB), the estimator the lab validates
+# Base non-torch memory besides HCCL buffers (ACL / CUDA context, workspaces): 348 MiB, the mean over the
+# twelve rows of lab/published/startup-logs.csv that show it (0.02-0.75 GiB), the estimator the lab validates
 # leave-one-log-out (lab/accuracy/startup_logs.py: a row's prediction takes the mean of the other sources).
-# [measured: lab/accuracy/startup_logs.py, 2026-12-05]
-NON_TORCH_BASE_BYTES = 305 * units.MIB_BYTES
+# [measured: lab/accuracy/startup_logs.py, 2026-12-05; 305 MiB before va-5020 was read as an A3 die, the
+# v0.11-v0.15 rows' in-use-at-start and MoE rank-0 terms were taken from the logs and va-4594 was added]
+NON_TORCH_BASE_BYTES = 348 * units.MIB_BYTES
 
 
-# Device memory in use inside the runtime-visible total before any engine starts, on a 64 GB 910B and a
-# 32 GB 910B4 (D, from idle npu-smi outputs pasted in vllm-ascend issues, not from start-up logs): 910B3
-# 3318-3525 MB of 65536 in use (median 3396, seven issues' collect_env outputs) minus the 3116 MiB outside the
-# visible 62420 MiB; 910B4 2837-2854 of 32768 (#2473, #5044) minus the 2572 MiB outside the visible 30196 MiB:
-# ~280 MiB on both. Releases v0.11-v0.15 count it as non-torch (non_torch_absolute: device used - torch
-# allocated, [VA] v0.11.0rc3 worker/worker_v1.py determine_available_memory); main counts only the increase
-# since its own snapshot, so it drops out there.
-RESIDENT_AT_START_BYTES = 280 * units.MIB_BYTES
+# Device memory in use when a vllm-ascend worker has set its device, before torch allocates anything: total -
+# free in the main rule's "Free memory on device (free/total GiB) on startup" line ([VA] 182b75ea
+# worker.py:418-431: snapshot after set_device and empty_cache, before the HCCL groups), 0.36 GiB on a 64 GB
+# 910B (va-14139) and 0.41 / 0.39 GiB on an A3 die (va-8289, omni-4130), mean 396 MiB (D). It holds the
+# driver's reserve inside the visible total (~280 MiB by idle npu-smi outputs in vllm-ascend issues) and the
+# worker's own ACL context. Releases v0.11-v0.15 count it as non-torch (non_torch_absolute: device used -
+# torch allocated, [VA] v0.11.0rc3 worker/worker_v1.py:219-259); main's snapshot excludes it, so it drops
+# out there. lab/accuracy/startup_logs.py takes the same mean leave-one-source-out (in_use_at_start).
+RESIDENT_AT_START_BYTES = 396 * units.MIB_BYTES
 
 # Device memory held before a 310P instance starts (driver reserve on an idle chip): total - free at start in
 # vllm-ascend #10122 (43.24 - 42.24 and 42.67 - 41.64 GiB on its two ranks, D); NPUWorker310 subtracts it
