@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -136,30 +137,28 @@ def _hf_repo_map() -> dict[str, str]:
     return repos
 
 
+def _path_is(check: Callable[[], bool]) -> bool:
+    """A path test (`path.is_file`, `path.exists`, `path.is_dir`) that is False, not an error, when the name
+    cannot be looked up at all (too long, bad bytes)."""
+    try:
+        return check()
+    except (OSError, ValueError):
+        return False
+
+
 def _is_file(path: Path) -> bool:
-    """True for an existing file; False also when the name cannot be looked up (too long, bad bytes)."""
-    try:
-        return path.is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def _exists(path: Path) -> bool:
-    """True for anything at path (a directory, a device); False also when the name cannot be looked up."""
-    try:
-        return path.exists()
-    except (OSError, ValueError):
-        return False
+    """True for an existing file."""
+    return _path_is(path.is_file)
 
 
 def _not_found(path: Path) -> str:
     """Why a card or profile path did not load: 'file not found', or what stands there instead of a file
     (a directory, a device), so `--model /tmp` is not told that /tmp does not exist."""
-    try:
-        there = "a directory" if path.is_dir() else "not a regular file" if path.exists() else None
-    except (OSError, ValueError):
-        there = None
-    return "file not found" if there is None else f"file not readable ({there})"
+    if _path_is(path.is_dir):
+        return "file not readable (a directory)"
+    if _path_is(path.exists):
+        return "file not readable (not a regular file)"
+    return "file not found"
 
 
 def resolve_model(name: str) -> tuple[ModelCard, str | None]:
@@ -193,7 +192,7 @@ def resolve_card(name: str, *, engine: str | None = None) -> HardwareProfile:
     serving results for that engine (hwprofiles/fitted/<card>.<engine>.yaml) when one is shipped.
     """
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") or _is_file(path) or ("/" in name and _exists(path)):
+    if path.suffix in (".yaml", ".yml") or _is_file(path) or ("/" in name and _path_is(path.exists)):
         if not _is_file(path):
             raise DataFileError(f"--card: profile {_not_found(path)} (got {name!r})")
         return load_item(path, HardwareProfile, check_stem=False)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from planner import units
-from planner.degrees import DEGREES, carried
+from planner.degrees import DEGREES, Degrees, carried
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.params import Shards, kv_heads_per_rank
@@ -93,10 +93,11 @@ def per_dp_rank_batch(batch: int, *, dp: int) -> int:
     return -(-batch // dp)
 
 
-def describe(dep: Deployment) -> str:
-    """The layout in words: `tp=8` for a tensor-parallel plan, `tp=8 dp=2 ep=16` (non-1 degrees) else."""
-    degrees = [("dp", dep.dp), ("ep", dep.ep), ("pp", dep.pp)]
-    return " ".join([f"tp={dep.tp}", *(f"{name}={value}" for name, value in degrees if value > 1)])
+def describe(layout: Degrees) -> str:
+    """The layout in words: `tp=8` for a tensor-parallel plan, `tp=8 dp=2 ep=16` (non-1 degrees) else; of a
+    deployment, a plan's LayoutReport or a layout the CLI was given (the one spelling every output uses)."""
+    degrees = [("dp", layout.dp), ("ep", layout.ep), ("pp", layout.pp)]
+    return " ".join([f"tp={layout.tp}", *(f"{name}={value}" for name, value in degrees if value > 1)])
 
 
 def mc2_window_bytes(dep: Deployment) -> int:

@@ -83,6 +83,19 @@ def test_one_flag_name_for_one_thing_on_every_command() -> None:
         assert opt in spellings
 
 
+def test_the_plan_forwards_every_flag_the_config_commands_share_with_it() -> None:
+    """CONFIG_OPTIONS (the plan's flags its `Next: kvplan mindie|vllm ...` line repeats) is a hand list kept
+    so the mission command builds no sub-command: it must name exactly the options the plan, `mindie` and
+    `vllm` all take (--json aside: it changes the output, not the config)."""
+    from planner.cli import CONFIG_OPTIONS
+
+    found = commands()
+    shared = set.intersection(
+        *({param.name for param in found[path].params} for path in ("", "mindie", "vllm"))  # type: ignore[attr-defined]
+    )
+    assert set(CONFIG_OPTIONS) == shared - {"as_json"}
+
+
 def test_a_given_batch_is_not_called_bound_by_memory() -> None:
     plan = ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8"]
     given = runner.invoke(app, [*plan, "--batch", "16"], terminal_width=200)

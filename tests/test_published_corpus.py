@@ -184,3 +184,29 @@ def test_a_burst_of_varied_lengths_gives_the_fit_its_throughput_only() -> None:
         assert rows[line]["ttft_s"] and rows[line]["tpot_s"]  # published, kept in the corpus
     steady = predict.bench_row(rows[241])  # Alauda's open loop keeps its per-phase truth
     assert steady["ttft_s"] == rows[241]["ttft_s"] and steady["tpot_s"] == rows[241]["tpot_s"]
+
+
+@pytest.mark.lab
+def test_rows_that_ran_are_predicted_not_refused_for_memory() -> None:
+    """A row whose weights do not fit at the fit's 0.8 memory share still ran: it is predicted at the raised
+    share (its command says --memory-fraction 0.95); a row corrected after the shipped fits (Kimi-K2-Thinking,
+    a native INT4 checkpoint) is predicted but kept out of the fits until a refit decides on it."""
+    from lab.published import predict  # a lab script, imported only under -m lab
+
+    with predict.CORPUS.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    seed_fp16 = 113  # seed 000 table 4.1 "FP16 原生" single stream on the 64 GB 950PR
+    result = predict.predict_row(seed_fp16, rows[seed_fp16 - 2], profile_dir=None, fitted=True)
+    assert result["status"] == "predicted"
+    assert f"--memory-fraction {predict.RAISED_MEMORY_FRACTION:g}" in result["command"]
+    kimi = 90
+    assert rows[kimi - 2]["model"] == "moonshotai/Kimi-K2-Thinking" and rows[kimi - 2]["dtype"] == "w4a16"
+    assert predict.predict_row(kimi, rows[kimi - 2], profile_dir=None, fitted=True)["status"] == "predicted"
+    assert predict.not_fitted(kimi, rows[kimi - 2]) == predict.CORRECTED_AFTER_FIT[kimi]
+    fitted_rows = [i for i, row in enumerate(rows, start=2) if predict.not_fitted(i, row) is None]
+    assert kimi not in fitted_rows
+    assert not any(
+        "does not fit" in predict.predict_row(i, r, profile_dir=None)["status"]
+        for i, r in enumerate(rows, start=2)
+        if predict._skip_reason(r) is None
+    )

@@ -152,7 +152,7 @@ def nightly_rows() -> list[dict[str, str]]:
     rules = published_rules()
     rows = [{**r, "line": str(i + 2)} for i, r in enumerate(csv.DictReader(path.open()))]
     rows = [r for r in rows if r["kind"] == "ci-baseline-floor"]
-    rows = [r for r in rows if rules._skip_reason(r) is None and rules.older_engine(r) is None]
+    rows = [r for r in rows if rules._skip_reason(r) is None and rules.not_fitted(int(r["line"]), r) is None]
     known = [r for r in rows if r["dp"] in ("1", "") and r["input_tokens"] and r["concurrency"]]
     single = [r for r in known if r["ep"] in ("", "1") or int(r["tp"] or 1) >= int(r["ep"] or 1)]
     newest: dict[tuple[str, ...], dict[str, str]] = {}

@@ -100,7 +100,7 @@ BOUND_REASONS: dict[tuple[str, str], dict[str, str]] = {
 }
 HELD_OUT_FAMILY = "Qwen/Qwen3.5-"  # the hybrid family the mission names
 Group = list[tuple[dict[str, str], dict[str, str], Any]]  # (corpus row, bench row, ServingPoint)
-OLDER: dict[tuple[str, str], Group] = defaultdict(list)  # rows of older engines: predicted, never fitted
+OLDER: dict[tuple[str, str], Group] = defaultdict(list)  # predict.not_fitted rows: predicted, never fitted
 # --floors-one-sided and --floor-headroom (main sets them before corpus_groups reads the corpus)
 FLOORS: dict[str, Any] = {"one_sided": False, "headroom": None}
 
@@ -124,7 +124,7 @@ def corpus_groups() -> dict[tuple[str, str], Group]:
             except KvplanError:
                 continue
             key = (row["card"], bench["engine"])
-            (OLDER[key] if predict.older_engine(row) else groups[key]).append((row, bench, point))
+            (OLDER[key] if predict.not_fitted(index, row) else groups[key]).append((row, bench, point))
     return {key: one_per_setup(group) for key, group in groups.items()}
 
 
@@ -368,15 +368,16 @@ def censored_lines(points: list[Any], errs: list[float], label: str) -> list[str
 
 
 def older_rows(card: str, engine: str, result: Any, residuals: list[dict[str, str]]) -> list[str]:
-    """Markdown lines: the group's older-engine rows (predict.older_engine) under the profile fitted on the
-    rest; appends their residuals (fitted = no)."""
+    """Markdown lines: the group's rows that are not fitted (predict.not_fitted) under the profile fitted on
+    the rest; appends their residuals (fitted = no)."""
     older = OLDER.get((card, engine), [])
     if not older:
         return []
     points = [p for _, _, p in older]
     shipped, now = errors(points, card), errors(points, card, result.coefficients)
     lines = [
-        f"\nOlder engine rows (not fitted; {predict.FIT_ERA_START} cut, predict.older_engine), "
+        f"\nRows not fitted (older engines, {predict.FIT_ERA_START} cut; corrections after the fit: "
+        "predict.not_fitted), "
         f"predicted by the fit above: median |error| {median_abs(now):.1%}\n",
         "| model | engine version | date | concurrency | published | error |\n|---|---|---|---|---|---|",
     ]

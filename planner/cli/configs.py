@@ -1,7 +1,9 @@
 """`kvplan mindie` and `kvplan vllm`: a serving config from the same plan. Parse -> call -> format.
 
-planner/engines/ builds everything (mindie/config.py, mindie/rules.py, mindie/log.py, vllm.py); this
-module reads the user's files, writes the output through planner/atomic.py, and prints.
+planner/engines/ builds everything (mindie/config.py, mindie/rules.py, mindie/log.py, vllm/args.py); this
+module reads the user's files, writes the output through planner/atomic.py, and prints. The deployment comes
+from the flags through options.plan_request, the serving options through serving_values: each command lists
+its flags in its own signature (typer reads them there), and one builder turns each group into its request.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import contextlib
 import json
 import re
 import sys
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -171,19 +172,6 @@ def register(app: typer.Typer) -> None:
     app.command("vllm", cls=FlagCommand)(vllm_command)
 
 
-@dataclass(frozen=True)
-class ServingFlags:
-    """The serving-config flags `mindie` and `vllm` share, as typed: ServingOptions once parsed."""
-
-    max_prefill_tokens: int | None
-    weights_path: str | None
-    model_name: str | None
-    mtp: int
-    prefix_cache: bool
-    max_input_tokens: str | None
-    max_output_tokens: str | None
-
-
 def option_error(exc: ValidationError) -> PlanInputError:
     """A pydantic error of an options object as one line naming the flag(s) and the value(s)."""
     parts = [
@@ -201,15 +189,19 @@ def base_error(exc: KvplanError, base: Path | None) -> KvplanError:
     return DataFileError(f"--base {base}: {exc}")
 
 
-def serving_values(flags: ServingFlags) -> dict[str, object]:
-    """ServingOptions fields from the flags, token counts parsed ("8k" -> 8192)."""
-    values: dict[str, object] = asdict(flags)
+def serving_values(context: typer.Context) -> dict[str, object]:
+    """ServingOptions' fields from the command's flags of the same names, token counts parsed ("8k" ->
+    8192): the one builder of `mindie`'s and `vllm`'s serving options, as options.plan_request is of their
+    deployment."""
+    from planner.engines.common import ServingOptions
+
+    values: dict[str, object] = {name: context.params[name] for name in ServingOptions.model_fields}
     for name in ("weights_path", "model_name"):
         text = values[name]
         if text is not None and not str(text).strip():
             raise PlanInputError(f"--{name.replace('_', '-')}: empty (got '', expected a non-empty value)")
     for name in ("max_input_tokens", "max_output_tokens"):
-        values[name] = _tokens(getattr(flags, name), "--" + name.replace("_", "-"))
+        values[name] = _tokens(context.params[name], "--" + name.replace("_", "-"))
     return values
 
 
@@ -251,9 +243,6 @@ def mindie_command(
     from planner.engines.mindie import config as mindie
 
     request = plan_request(context, engine="mindie")  # re-sized with the request lengths by prepare()
-    flags = ServingFlags(
-        max_prefill_tokens, weights_path, model_name, mtp, prefix_cache, max_input_tokens, max_output_tokens
-    )
     try:
         if npu_mem_size not in (None, "auto", "explicit"):
             raise PlanInputError(
@@ -262,7 +251,7 @@ def mindie_command(
         options = mindie.MindieOptions.model_validate(
             {
                 "devices": parse_devices(devices),
-                **serving_values(flags),
+                **serving_values(context),
                 "npu_mem_size": npu_mem_size,
                 "mindie_version": mindie_version,
             }
@@ -414,11 +403,8 @@ def vllm_command(
 
     # engine: vLLM's block accounting; re-sized with the request lengths by prepare()
     request = plan_request(context, engine="vllm")
-    flags = ServingFlags(
-        max_prefill_tokens, weights_path, model_name, mtp, prefix_cache, max_input_tokens, max_output_tokens
-    )
     try:
-        options = ServingOptions.model_validate(serving_values(flags))
+        options = ServingOptions.model_validate(serving_values(context))
         dep, lengths = prepare(request, options)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
         result = vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)

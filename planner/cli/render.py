@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from planner import catalog, params, units
+from planner import catalog, layout, params, units
 from planner.deployment import Deployment
 from planner.results import LoadKnee, Performance, Plan, SloAnswer, SpeedRange
 from planner.schema import HardwareProfile, ModelCard
@@ -50,7 +50,7 @@ def _memory_table(result: Plan, dep: Deployment) -> Table:
     mem = result.memory
     group_batch = result.batch_per_dp_group
     kv_at_batch = group_batch * mem.kv_bytes_per_sequence
-    parallel = f"tp={result.tp}" if result.layout is None else _layout_text(result)
+    parallel = _layout_text(result)
     table = Table(title="Memory per device", show_header=True, header_style="bold")
     table.add_column("item")
     table.add_column("size", justify="right")
@@ -87,11 +87,7 @@ def _memory_table(result: Plan, dep: Deployment) -> Table:
 
 
 def _layout_text(result: Plan) -> str:
-    report = result.layout
-    if report is None:
-        return f"tp={result.tp}"
-    degrees = [("dp", report.dp), ("ep", report.ep), ("pp", report.pp)]
-    return " ".join([f"tp={report.tp}", *(f"{name}={value}" for name, value in degrees if value > 1)])
+    return f"tp={result.tp}" if result.layout is None else layout.describe(result.layout)
 
 
 def card_memory_text(hw: HardwareProfile) -> str:

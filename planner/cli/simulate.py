@@ -322,8 +322,11 @@ def simulate_command(
             {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
         )
     else:
-        degrees = "".join(f" {k}={v}" for k, v in (("dp", dp), ("ep", ep), ("pp", pp)) if v > 1)
-        label = f"{model} on {card}, tp={tp}{degrees}" + (f", P:D {pd}" if pd else "")
+        from planner import layout
+        from planner.degrees import Degrees
+
+        parallel = layout.describe(Degrees(tp=tp, dp=dp, ep=ep, pp=pp))
+        label = f"{model} on {card}, {parallel}" + (f", P:D {pd}" if pd else "")
         for line in summary_lines(result, label=label, band=band):
             typer.echo(line)
 

@@ -61,7 +61,8 @@ def serving_deployment(
 
 
 def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, object]:
-    """A serving row's Deployment fields on `card` (its memory_gib applied): dtypes, layout, lengths, MTP."""
+    """A serving row's Deployment fields on `card` (its memory_gib applied): dtypes, layout, lengths, MTP, and
+    the memory fraction when the row states one."""
     hw = inputs.apply_overrides(card, memory_gib=point.memory_gib, bandwidth_gbps=None)
     acceptance = point.mtp_acceptance_fraction
     fields: dict[str, object] = {
@@ -74,6 +75,8 @@ def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, obj
     fields["mtp_acceptance_fraction"] = DEFAULT_MTP_ACCEPTANCE_FRACTION if acceptance is None else acceptance
     if point.prefill_tokens is not None:
         fields["max_prefill_tokens"] = point.prefill_tokens
+    if point.memory_fraction is not None:
+        fields["memory_fraction"] = point.memory_fraction
     return fields
 
 

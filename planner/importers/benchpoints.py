@@ -10,6 +10,8 @@ planner/serving/closed_loop.py through planner/fit/serving_rows.py) have
     model, card, dtype, kv_dtype, tp, engine, concurrency, input_tokens, output_tokens, output_tokens_per_s
 and optional mtp (draft tokens), mtp_acceptance, ttft_s, tpot_s, dp, ep, max_num_seqs, max_num_batched_tokens,
 num_prompts, memory_gib (the card's capacity when it differs from the profile, e.g. the seed's 64 GB 950PR),
+memory_fraction (the engine's memory share, vLLM's --gpu-memory-utilization or MindIE's NPU_MEMORY_FRACTION,
+in (0, 1]; default the plan's),
 engine_version (rows of different versions are different set-ups to the fit's contradiction check),
 arrivals (how the load tool's requests fall: waves, the default, for tools that start every client together
 at fixed lengths; random for a client loop without ignore_eos, whose requests end apart; closed_loop.py),
@@ -207,6 +209,7 @@ class ServingPoint(RowSetup):
     prefill_tokens: int | None = None
     num_requests: int | None = None
     memory_gib: float | None = None
+    memory_fraction: float | None = None  # the engine's memory share (0, 1]; None: the plan's default
     engine_version: str = ""  # e.g. a vllm-ascend commit: rows of different versions are different set-ups
     arrivals: Arrivals = "waves"  # how the tool's requests fall into the decode stream (closed_loop.py)
     # open loop (column request_rate, requests/s over all dp replicas): requests arrive at this rate whatever
@@ -238,13 +241,12 @@ def _tokens(row: dict[str, str], column: str, *, where: str) -> int:
         raise DataFileError(f"{where}: column {column}: {exc} (got {row[column]!r})") from exc
 
 
-def _acceptance(row: dict[str, str], *, where: str) -> float | None:
-    text = (row.get("mtp_acceptance") or "").strip()
-    if not text:
-        return None
-    value = _positive(text, kind=float, where=where, column="mtp_acceptance")
-    if value > 1:
-        raise DataFileError(f"{where}: column mtp_acceptance: must be a fraction in (0, 1] (got {text!r})")
+def _fraction(row: dict[str, str], column: str, *, where: str) -> float | None:
+    """An optional share cell in (0, 1] (mtp_acceptance, floor_fraction, memory_fraction); None when empty."""
+    value = _optional(row, column, kind=float, where=where)
+    if value is not None and value > 1:
+        text = row[column].strip()
+        raise DataFileError(f"{where}: column {column}: must be a fraction in (0, 1] (got {text!r})")
     return value
 
 
@@ -270,7 +272,7 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         ),
         where=where,
         mtp=0 if mtp_text in ("", "0") else int(_positive(mtp_text, kind=int, where=where, column="mtp")),
-        mtp_acceptance_fraction=_acceptance(row, where=where),
+        mtp_acceptance_fraction=_fraction(row, "mtp_acceptance", where=where),
         ttft_s=_optional(row, "ttft_s", kind=float, where=where),
         tpot_s=_optional(row, "tpot_s", kind=float, where=where),
         dp=_optional_int(row, "dp", where=where) or 1,
@@ -279,20 +281,13 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         prefill_tokens=_optional_int(row, "max_num_batched_tokens", where=where),
         num_requests=_optional_int(row, "num_prompts", where=where),
         memory_gib=_optional(row, "memory_gib", kind=float, where=where),
+        memory_fraction=_fraction(row, "memory_fraction", where=where),
         engine_version=(row.get("engine_version") or "").strip(),
         arrivals=_arrivals(row, where=where),
         request_rate_per_s=rate,
-        floor_fraction=_floor_fraction(row, where=where),
+        floor_fraction=_fraction(row, "floor_fraction", where=where),
         floor_headroom_fraction=_optional(row, "floor_headroom_fraction", kind=float, where=where),
     )
-
-
-def _floor_fraction(row: dict[str, str], *, where: str) -> float | None:
-    """The floor_fraction cell (a CI run passes at >= this x the row's output tok/s), None when empty."""
-    value = _optional(row, "floor_fraction", kind=float, where=where)
-    if value is not None and value > 1:
-        raise DataFileError(f"{where}: column floor_fraction: must be a fraction in (0, 1] (got {value!r})")
-    return value
 
 
 def _concurrency(row: dict[str, str], *, rate: float | None, where: str) -> int:
