@@ -242,10 +242,10 @@ def models_list(
     """List catalogued model cards (id, aliases, layers, attention, parameters)."""
     if ctx.invoked_subcommand is not None:
         return
-    from planner.cli import render as cli_render
+    from planner.cli import listings
 
     try:
-        cli_render.print_models(as_json=as_json)
+        listings.print_models(as_json=as_json)
     except KvplanError as exc:
         fail(exc)
 
@@ -253,10 +253,10 @@ def models_list(
 @commands.command("cards", cls=FlagCommand)
 def cards_list(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
     """List catalogued hardware profiles (capacity, bandwidth, peaks, dtypes, calibration)."""
-    from planner.cli import render as cli_render
+    from planner.cli import listings
 
     try:
-        cli_render.print_cards(as_json=as_json)
+        listings.print_cards(as_json=as_json)
     except KvplanError as exc:
         fail(exc)
 
