@@ -162,7 +162,7 @@ def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = 
 
 
 def print_layout(result: Plan) -> None:
-    """The plan's layout line (devices, nodes, expert split) and why it was chosen; nothing without a layout."""
+    """The layout line (devices, nodes, expert split) and why it was chosen; nothing without a layout."""
     lay = result.layout
     if lay is None:
         return
