@@ -1,5 +1,5 @@
-"""What `kvplan simulate` was asked, typed (planner/cli/simulate.py builds it from the flags, the searches in
-planner/cli/simsearch.py read it)."""
+"""What `kvplan simulate` was asked, typed (planner/cli/simulate.py builds it from the flags,
+planner/cli/simrun.py runs it, the searches in planner/cli/simsearch.py read it)."""
 
 from __future__ import annotations
 
