@@ -1,15 +1,15 @@
 """`kvplan mindie` and `kvplan vllm`: a serving config from the same plan. Parse -> call -> format.
 
 planner/engines/ builds everything (mindie/config.py, mindie/rules.py, mindie/log.py, vllm/args.py); this
-module reads the user's files, writes the output through planner/atomic.py, and prints. The deployment comes
-from the flags through options.plan_request, the serving options through serving_values: each command lists
-its flags in its own signature (typer reads them there), and one builder turns each group into its request.
+module reads the user's files, writes the output through planner/atomic.py, and prints (MindIE's report on
+stderr: planner/cli/mindie_view.py). The deployment comes from the flags through options.plan_request, the
+serving options through serving_values: each command lists its flags in its own signature (typer reads them
+there), and one builder turns each group into its request.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import sys
 from pathlib import Path
@@ -52,7 +52,7 @@ from planner.inputs import PlanRequest
 if TYPE_CHECKING:
     from planner.deployment import Deployment
     from planner.engines.common import Lengths, ServingOptions
-    from planner.engines.mindie.config import MindieOptions, MindieResult
+    from planner.engines.mindie.config import MindieOptions
     from planner.engines.mindie.log import LogComparison
     from planner.engines.mindie.rules import MindieConfig
     from planner.results import Plan
@@ -300,6 +300,8 @@ def run_mindie(
         }
         print_json(payload)
         return
+    from planner.cli.mindie_view import print_mindie
+
     with contextlib.redirect_stdout(
         sys.stderr
     ):  # the config alone on stdout: `kvplan mindie ... > config.json`
@@ -308,66 +310,6 @@ def run_mindie(
         sys.stdout.write(mindie_rules.render_config(result.config))
     else:
         typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""), err=True)
-
-
-def _log_lines(comparison: LogComparison) -> list[str]:
-    from planner import units
-
-    real_blocks = comparison.real_npu_block_num
-    return [
-        f"MindIE log vs plan: npuBlockNum predicted {comparison.predicted_npu_block_num}, logged "
-        f"{real_blocks if real_blocks is not None else 'n/a'}; KV budget predicted "
-        f"{units.fmt_gib(comparison.predicted_kv_budget_bytes)}, "
-        f"real {units.fmt_gib(comparison.real_kv_budget_bytes)} "
-        f"(from {comparison.source})",
-        f"Reserve corrected by {units.fmt_gib(comparison.reserve_delta_bytes)}: runtime reserve now "
-        f"{units.fmt_gib(comparison.corrected_runtime_bytes)} per card; the plan above and the config use it",
-        *(f"log note: {note}" for note in comparison.notes),
-    ]
-
-
-def print_mindie(
-    plan: Plan, dep: Deployment, *, result: MindieResult, lengths: Lengths, comparison: LogComparison | None
-) -> None:
-    """The plan, the log comparison, every field kvplan set, the npuBlockNum prediction, exports, notes."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from planner import units
-    from planner.cli import render as cli_render
-    from planner.engines.mindie import config as mindie
-
-    console = cli_render.console
-    cli_render.print_plan(plan, dep)
-    for line in _log_lines(comparison) if comparison else []:
-        console.print(escape(line))
-    table = Table(title="MindIE config.json: fields set by kvplan", header_style="bold")
-    table.add_column("field", overflow="fold")
-    table.add_column("value", overflow="fold")
-    table.add_column("from")
-    from planner.engines.mindie.fields import OWNED_FIELDS
-
-    for field in OWNED_FIELDS:
-        value = mindie.lookup(result.config, field.path)
-        shown = "(absent)" if value is mindie.MISSING else json.dumps(value)
-        table.add_row(field.dotted, escape(shown), escape(field.derivation))
-    console.print(table)
-    p = result.prediction
-    console.print(
-        f"Predicted npuBlockNum per card: [bold]{p.npu_block_num}[/bold] "
-        f"({p.allocated_blocks} blocks of {plan.block_size_tokens} tokens x "
-        f"{units.fmt_bytes(p.block_bytes)} in "
-        f"{units.fmt_gib(p.kv_budget_bytes)}, one kept by MindIE)"
-    )
-    console.print(
-        f"Concurrency at {lengths.max_input_tokens} in + {lengths.max_output_tokens} out: "
-        f"{p.concurrency} requests of {p.blocks_per_request} blocks; maxBatchSize "
-        f"{mindie.lookup(result.config, ('BackendConfig', 'ScheduleConfig', 'maxBatchSize'))}"
-    )
-    for name, value in result.env.items():
-        console.print(f"export {name}={value}")
-    for note in result.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}")
 
 
 def vllm_command(
