@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from planner.fit.solver import FitResult
-    from planner.importers.benchpoints import ServingPoint
+    from planner.importers.benchpoints import BenchPoint, ServingPoint
     from planner.schema import HardwareProfile
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
@@ -101,7 +101,6 @@ def fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engin
     from planner import catalog
     from planner.fit import solver
     from planner.importers.benchpoints import read_bench_rows
-    from planner.perf.fitted_params import FIT_PARAMS
     from planner.schema import MeasuredBlock
 
     hw = catalog.resolve_card(card)
@@ -114,7 +113,6 @@ def fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engin
         print_serving(rows, result.residual_fractions[len(points) :], hw_id=hw.id)
     print_fit(result)
     held_out = _held_out(rows, hw)
-    decided = [p.name for p, d in zip(FIT_PARAMS, result.decided_by_data, strict=True) if d] or ["none"]
     measured = MeasuredBlock(
         tool="kvplan calibrate --from-bench",
         tool_version="0.1.0",
@@ -126,21 +124,8 @@ def fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engin
         coefficients=result.coefficients,
         memory_bandwidth_gb_per_s=hw.measured.memory_bandwidth_gb_per_s if hw.measured else None,
         usable_memory_gib=hw.measured.usable_memory_gib if hw.measured else None,
-        samples={
-            "fit_residual_fraction": result.residual_fractions,
-            "measured_decode_step_s": [p.decode_step_s for p in points],
-            "fit_log_value": result.log_values,
-            "fit_sigma_log": result.sigma_log,
-            "fit_range": result.fit_range,
-        }
-        | ({"measured_output_tokens_per_s": [r.output_tokens_per_s for r in rows]} if rows else {})
-        | ({"held_out_factors": held_out[0]} if held_out else {}),
-        notes="MAP fit toward the profile's values (fitted_params.py); set by the rows: "
-        f"{', '.join(decided)}; "
-        f"{result.iterations} iterations, MAPE {units.fmt_fraction(result.mape_fraction)}, worst "
-        f"{units.fmt_fraction(result.worst_fraction)}"
-        + (f"; {held_out[1]}" if held_out else "")
-        + "".join(f"; warning: {w}" for w in result.warnings),
+        samples=fit_samples(result, points=points, rows=rows, held_out=held_out),
+        notes=fit_notes(result, held_out=held_out),
     )
     source = (
         Path(card)
@@ -149,6 +134,44 @@ def fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engin
     )
     write_profile(source, measured, out=out, force=force)
     typer.echo(f"wrote {out}")
+
+
+def fit_samples(
+    result: FitResult,
+    *,
+    points: Sequence[BenchPoint],
+    rows: Sequence[ServingPoint],
+    held_out: tuple[list[float], str] | None,
+) -> dict[str, list[float]]:
+    """The measured block's samples of a --from-bench fit: residuals, the measured values, the fitted terms
+    (log value, sigma), the fitted range, and the held-out factors when there are any."""
+    return (
+        {
+            "fit_residual_fraction": result.residual_fractions,
+            "measured_decode_step_s": [p.decode_step_s for p in points],
+            "fit_log_value": result.log_values,
+            "fit_sigma_log": result.sigma_log,
+            "fit_range": result.fit_range,
+        }
+        | ({"measured_output_tokens_per_s": [r.output_tokens_per_s for r in rows]} if rows else {})
+        | ({"held_out_factors": held_out[0]} if held_out else {})
+    )
+
+
+def fit_notes(result: FitResult, *, held_out: tuple[list[float], str] | None) -> str:
+    """The measured block's notes of a --from-bench fit: which terms the rows set, iterations, MAPE and worst
+    error, the held-out sentence, the fit's warnings."""
+    from planner.perf.fitted_params import FIT_PARAMS
+
+    decided = [p.name for p, d in zip(FIT_PARAMS, result.decided_by_data, strict=True) if d] or ["none"]
+    return (
+        "MAP fit toward the profile's values (fitted_params.py); set by the rows: "
+        f"{', '.join(decided)}; "
+        f"{result.iterations} iterations, MAPE {units.fmt_fraction(result.mape_fraction)}, worst "
+        f"{units.fmt_fraction(result.worst_fraction)}"
+        + (f"; {held_out[1]}" if held_out else "")
+        + "".join(f"; warning: {w}" for w in result.warnings)
+    )
 
 
 def print_fit(result: FitResult) -> None:
