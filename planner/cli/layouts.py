@@ -1,4 +1,4 @@
-"""`kvplan layout`: the best tp x dp x ep x pp layouts for a device budget under SLOs (planner/perf/
+"""`kvplan layout`: the best tp x dp x ep x pp layouts for a device budget under SLOs (planner/plan/
 layout_search.py). Parse -> search -> format; numpy-backed imports are deferred so `kvplan --help` stays
 instant."""
 
@@ -16,7 +16,7 @@ from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 if TYPE_CHECKING:
     from planner.inputs import ServiceLevels
     from planner.perf.ranges import SpeedBand
-    from planner.plan.layout_search import LayoutSearch, PlanBuilder
+    from planner.plan.layout_search import LayoutCandidate, LayoutSearch, PlanBuilder
 
 BudgetOpt = Annotated[int, typer.Option(help="Devices available (the budget the layouts fill).")]
 TopOpt = Annotated[int, typer.Option(help="Layouts to show, best first.")]
@@ -95,6 +95,13 @@ def plan_builder(slo: ServiceLevels) -> PlanBuilder:
     return functools.partial(compose.build_plan, slo_search=sim_bench.slo_answer)
 
 
+# The layout table's columns; with SLOs, the simulated tails at the SLO search's batch follow them.
+LAYOUT_COLUMNS = (
+    "tp", "dp", "ep", "pp", "devices", "replicas", "batch", "TPOT", "TTFT", "tok/s", "tok/s/dev",
+)  # fmt: skip
+SLO_COLUMNS = ("P99 TPOT (SLO)", "P99 TTFT (SLO)")
+
+
 def print_search(result: LayoutSearch) -> None:
     """The ranked layouts as a table."""
     from rich.table import Table
@@ -107,42 +114,30 @@ def print_search(result: LayoutSearch) -> None:
         f"({len(result.candidates)} shown of those that fit; {result.tried} tried)",
         header_style="bold",
     )
-    for column in (
-        "tp",
-        "dp",
-        "ep",
-        "pp",
-        "devices",
-        "replicas",
-        "batch",
-        "TPOT",
-        "TTFT",
-        "tok/s",
-        "tok/s/dev",
-        *(("P99 TPOT (SLO)", "P99 TTFT (SLO)") if with_slo else ()),
-    ):
+    for column in (*LAYOUT_COLUMNS, *(SLO_COLUMNS if with_slo else ())):
         table.add_column(column, justify="right")
     table.add_column("bound by")
-    for c in result.candidates:
-        table.add_row(
-            *map(str, (c.tp, c.dp, c.ep, c.pp, c.devices, c.replicas, c.max_batch_size)),
-            units.fmt_ms(c.tpot_s),
-            units.fmt_ms(c.ttft_s),
-            units.fmt_tokens_per_s(c.tokens_per_s),
-            units.fmt_tokens_per_s(c.tokens_per_s_per_device),
-            *(
-                (units.fmt_ms(c.slo_tpot_p99_s or 0.0), units.fmt_ms(c.slo_ttft_p99_s or 0.0))
-                if with_slo
-                else ()
-            ),
-            c.binding_constraint,
-        )
+    for candidate in result.candidates:
+        table.add_row(*layout_cells(candidate, with_slo=with_slo))
     console.print(table)
     console.print(
         "batch = the instance's sequences (all DP groups); replicas = instances the budget holds; "
         f"TPOT at the batch and full ctx, TTFT = one {result.prompt_tokens}-token prompt alone; with SLOs "
         "the batch is `kvplan serve`'s SLO search and P99 (SLO) its simulated tails there (closed loop of "
         "the default workload, waves)"
+    )
+
+
+def layout_cells(c: LayoutCandidate, *, with_slo: bool) -> tuple[str, ...]:
+    """One layout's row: its degrees and devices, batch, speeds (ms, tok/s), the SLO tails, what binds it."""
+    return (
+        *map(str, (c.tp, c.dp, c.ep, c.pp, c.devices, c.replicas, c.max_batch_size)),
+        units.fmt_ms(c.tpot_s),
+        units.fmt_ms(c.ttft_s),
+        units.fmt_tokens_per_s(c.tokens_per_s),
+        units.fmt_tokens_per_s(c.tokens_per_s_per_device),
+        *((units.fmt_ms(c.slo_tpot_p99_s or 0.0), units.fmt_ms(c.slo_ttft_p99_s or 0.0)) if with_slo else ()),
+        c.binding_constraint,
     )
 
 
