@@ -1,0 +1,228 @@
+"""The dashboard's sidebar: model (catalogue or an uploaded config.json), card (with overrides or a calibrated
+profile), the plan's shape, the SLOs and the engine settings, gathered into one Settings (a PlanRequest plus
+the SLOs). Widgets only: dashboard/app.py draws the page from the Settings.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from dashboard import uploads
+from dashboard import view as dashboard
+from dashboard.sections import KV_DTYPE_CHOICES, TP_CHOICES, Settings, catalogue
+from planner.dtypes import WEIGHT_SCHEMES
+from planner.engines import registry
+from planner.errors import KvplanError
+from planner.inputs import DEFAULT_CARD, PlanRequest
+from planner.kinds import DEFAULT_ENGINE, ENGINES, parse_engine
+
+DEFAULT_MODEL = "qwen3.5-27b"
+DEFAULT_WEIGHT_DTYPE = "fp8"  # the README's mission: Qwen3-27B in FP8 on the 950PR
+CTX_CHOICES = ["1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k", "256k"]
+DEFAULT_TPOT_MS = 100.0
+DEFAULT_TTFT_MS = 10000.0
+
+
+def upload_dir() -> Path:
+    """This browser session's scratch folder for uploaded files.
+
+    A TemporaryDirectory held in st.session_state: deleted when Streamlit drops the session (the object is
+    collected) or, at the latest, when the server exits.
+    """
+    if "upload_tempdir" not in st.session_state:
+        st.session_state["upload_tempdir"] = tempfile.TemporaryDirectory(prefix="kvplan-dashboard-")
+    return Path(st.session_state["upload_tempdir"].name)
+
+
+def uploaded_model_path() -> str | None:
+    """The uploaded HF config.json as a model-card path, or None (errors shown in the sidebar)."""
+    upload = st.sidebar.file_uploader("Hugging Face config.json", type=["json"], key="model_upload")
+    if upload is None:
+        st.sidebar.caption("Upload a config.json to plan a model that is not in the catalogue.")
+        return None
+    try:
+        card = uploads.model_card_from_config(upload.getvalue(), name=upload.name, directory=upload_dir())
+    except KvplanError as exc:
+        st.sidebar.error(dashboard.dashboard_message(exc))
+        return None
+    st.sidebar.success(f"Imported {card.id}")
+    return uploads.model_card_path(card, directory=upload_dir())
+
+
+def sidebar_model(model_ids: list[str]) -> str:
+    """Model id from the catalogue or a path to the card imported from an uploaded config.json."""
+    source = st.sidebar.radio(
+        "Model source", ["catalogue", "upload config.json"], horizontal=True, key="model_source"
+    )
+    if source == "upload config.json":
+        path = uploaded_model_path()
+        if path is not None:
+            return path
+    index = model_ids.index(DEFAULT_MODEL) if DEFAULT_MODEL in model_ids else 0
+    return str(
+        st.sidebar.selectbox("Model", model_ids, index=index, key="model", disabled=source != "catalogue")
+    )
+
+
+def override_input(label: str, *, step: float, key: str) -> float | None:
+    """An optional override of a datasheet number (empty: keep the datasheet's)."""
+    return st.number_input(label, min_value=1.0, value=None, step=step, key=key, placeholder="datasheet")
+
+
+def sidebar_card(card_ids: list[str]) -> tuple[str, float | None, float | None]:
+    """(card id or uploaded profile path, capacity override GiB, bandwidth override GB/s)."""
+    index = card_ids.index(DEFAULT_CARD) if DEFAULT_CARD in card_ids else 0
+    card = str(st.sidebar.selectbox("Card", card_ids, index=index, key="card"))
+    with st.sidebar.expander("Card overrides / calibrated profile"):
+        memory_gib = override_input("Memory capacity (GiB)", step=8.0, key="memory_gib")
+        bandwidth = override_input("Memory bandwidth (GB/s)", step=100.0, key="bandwidth_gbps")
+        upload = st.file_uploader("Calibrated profile (YAML)", type=["yaml", "yml"], key="card_upload")
+    if upload is not None:
+        card = str(uploads.save_upload(upload.getvalue(), name=upload.name, directory=upload_dir()))
+    return card, memory_gib, bandwidth
+
+
+# The Engine settings' widgets: key -> default (the memory fraction's key and default are the engine's).
+ENGINE_DEFAULTS: dict[str, Any] = {
+    "engine": DEFAULT_ENGINE,
+    "block_size": 128,
+    "mtp": 0,
+    "mtp_acceptance": 0.7,
+    "prompt": "",
+    "uncalibrated": False,
+}
+
+
+def fraction_key(engine: str) -> str:
+    """Widget key of the memory-fraction slider: one per engine, so switching engine shows its default."""
+    return f"memory_fraction_{engine}"
+
+
+def keep_unshown(keys: list[str]) -> None:
+    """Keep the values of widgets this run does not draw: Streamlit drops a widget's state at the end of a
+    run that does not draw it, unless the key is written through the Session State API in that run."""
+    for key in keys:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def engine_widgets() -> None:
+    """The Engine settings' widgets (drawn only while their expander is open; values in session state)."""
+    engine = st.selectbox(
+        "Engine",
+        list(ENGINES),
+        index=ENGINES.index(DEFAULT_ENGINE),
+        key="engine",
+        help="Whose block accounting sizes the max batch (and whose kernels the speed model uses).",
+    )
+    st.slider(
+        "Memory fraction (MindIE NPU_MEMORY_FRACTION, vLLM --gpu-memory-utilization)",
+        0.5,
+        1.0,
+        registry.default_memory_fraction(parse_engine(str(engine))),  # the engine's own default
+        0.01,
+        key=fraction_key(str(engine)),
+    )
+    st.selectbox("KV block size (tokens)", [16, 32, 64, 128], index=3, key="block_size")
+    st.number_input("MTP draft tokens", min_value=0, max_value=8, value=0, key="mtp")
+    st.slider("MTP acceptance", 0.0, 1.0, 0.7, 0.01, key="mtp_acceptance")
+    st.text_input("Prompt tokens for TTFT", value="", key="prompt", placeholder="= context")
+    st.toggle("Ignore measured coefficients", value=False, key="uncalibrated")
+
+
+def sidebar_advanced() -> dict[str, Any]:
+    """Engine knobs that rarely change (engine, memory fraction, block size, MTP, calibration, prompt).
+
+    A lazy expander (on_change="rerun"): its seven widgets are drawn only while it is open, so the first
+    page of a new session does not build them (two sliders among them); closed, the values set while it
+    was open still apply (keep_unshown), and untouched ones are the defaults.
+    """
+    state = st.session_state
+    engine = str(state.get("engine", DEFAULT_ENGINE))
+    keys = [*ENGINE_DEFAULTS, *(fraction_key(e) for e in ENGINES)]
+    expander = st.sidebar.expander("Engine settings", key="engine_settings", on_change="rerun")
+    if expander.open:
+        with expander:
+            engine_widgets()
+        engine = str(state["engine"])
+    else:
+        keep_unshown(keys)
+    values = {key: state.get(key, default) for key, default in ENGINE_DEFAULTS.items()}
+    fraction = state.get(fraction_key(engine), registry.default_memory_fraction(parse_engine(engine)))
+    return {
+        "engine": engine,
+        "memory_fraction": float(fraction),
+        "block_size": int(values["block_size"]),
+        "mtp": int(values["mtp"]),
+        "mtp_acceptance": float(values["mtp_acceptance"]),
+        "calibrated": not values["uncalibrated"],
+        "prompt": values["prompt"] or None,
+    }
+
+
+def sidebar() -> Settings:
+    """All the sidebar controls, gathered into one request plus the SLOs."""
+    model_ids, card_ids = catalogue()
+    st.sidebar.title("kvplan")
+    model = sidebar_model(model_ids)
+    card, memory_gib, bandwidth = sidebar_card(card_ids)
+    shape = sidebar_shape()
+    tpot, ttft = sidebar_slos()
+    extra = sidebar_advanced()
+    prompt = extra.pop("prompt")
+    req = PlanRequest(
+        model=model, card=card, memory_gib=memory_gib, bandwidth_gbps=bandwidth, **shape, **extra
+    )
+    return Settings(req=req, tpot_slo_ms=tpot, ttft_slo_ms=ttft, prompt=prompt)
+
+
+def sidebar_shape() -> dict[str, Any]:
+    """PlanRequest's fields from the shape widgets: weight and KV dtype, tp, context length, batch."""
+    dtype = st.sidebar.selectbox(
+        "Weight dtype",
+        list(WEIGHT_SCHEMES),
+        index=list(WEIGHT_SCHEMES).index(DEFAULT_WEIGHT_DTYPE),
+        key="dtype",
+        help="\n".join(f"- **{n}**: {s.description}" for n, s in WEIGHT_SCHEMES.items()),
+    )
+    kv_dtype = st.sidebar.selectbox("KV-cache dtype", KV_DTYPE_CHOICES, index=0, key="kv_dtype")
+    tp = st.sidebar.selectbox("Tensor parallel (tp)", TP_CHOICES, index=0, key="tp")
+    ctx = st.sidebar.selectbox(
+        "Context length (tokens)",
+        CTX_CHOICES,
+        index=CTX_CHOICES.index("32k"),
+        key="ctx",
+        accept_new_options=True,
+        help="Type any length: 48k, 100000 ...",
+    )
+    batch = st.sidebar.number_input(
+        "Batch (concurrent sequences)",
+        min_value=1,
+        value=None,
+        step=1,
+        key="batch",
+        placeholder="largest that fits",
+    )
+    return {
+        "dtype": str(dtype),
+        "kv_dtype": None if kv_dtype == "auto" else kv_dtype,
+        "tp": int(tp),
+        "ctx": str(ctx),
+        "batch": int(batch) if batch else None,
+    }
+
+
+def sidebar_slos() -> tuple[float, float]:
+    """(TPOT SLO ms, TTFT SLO ms), side by side."""
+    slo_left, slo_right = st.sidebar.columns(2)
+    tpot = slo_left.number_input(
+        "TPOT SLO (ms)", min_value=1.0, value=DEFAULT_TPOT_MS, step=5.0, key="tpot_slo"
+    )
+    ttft = slo_right.number_input(
+        "TTFT SLO (ms)", min_value=1.0, value=DEFAULT_TTFT_MS, step=100.0, key="ttft_slo"
+    )
+    return float(tpot), float(ttft)
