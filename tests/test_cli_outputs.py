@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from planner.cli import app, sweep_view
+from planner.cli import app, sweep
 
 runner = CliRunner()
 MINDIE = ["mindie", "--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8", "--weights-path", "/w"]
@@ -35,7 +35,7 @@ def test_mindie_out_leaves_stdout_empty(tmp_path: Path) -> None:
 def test_a_large_sweep_table_shows_its_frontier_and_says_what_it_left_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sweep_view, "MAX_TABLE_ROWS", 10)
+    monkeypatch.setattr(sweep, "MAX_TABLE_ROWS", 10)
     grid = ["sweep", "-m", "qwen3-27b", "--dtype", "fp8", "--batch", "1-64", "--ctx", "4k,128k"]
     table = runner.invoke(app, grid, terminal_width=200)
     assert table.exit_code == 0, table.output

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from planner.cli.perf import parse_batches
+from planner.cli.sweep import parse_batches
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.perf import roofline

@@ -67,10 +67,10 @@ commands = typer.Typer(cls=FlagGroup)
 @functools.cache
 def register_commands() -> None:
     """Import the sub-command modules and add their commands to `commands` (once)."""
-    from planner.cli import bench, calibrate, configs, dashboard, layouts, models, perf, simulate
+    from planner.cli import bench, calibrate, configs, dashboard, layouts, models, perf, simulate, sweep
 
     models.register(models_app)
-    for module in (perf, calibrate, configs, simulate, bench, layouts, dashboard):
+    for module in (sweep, perf, calibrate, configs, simulate, bench, layouts, dashboard):
         module.register(commands)
 
 

@@ -300,12 +300,14 @@ def run_mindie(
         }
         print_json(payload)
         return
+    from planner.cli import render as cli_render
     from planner.cli.mindie_view import print_mindie
 
     with contextlib.redirect_stdout(
         sys.stderr
     ):  # the config alone on stdout: `kvplan mindie ... > config.json`
-        print_mindie(plan, dep, result=result, lengths=lengths, comparison=comparison)
+        cli_render.print_plan(plan, dep)
+        print_mindie(cli_render.console, plan=plan, result=result, lengths=lengths, comparison=comparison)
     if out is None:
         sys.stdout.write(mindie_rules.render_config(result.config))
     else:

@@ -1,6 +1,7 @@
 """`kvplan mindie`'s report on stderr: the plan behind the config, the start-up log comparison (--from-log),
 every config.json field kvplan set, the npuBlockNum prediction, the exports and the notes. No formulas:
-planner/engines/mindie/ computes everything; planner/cli/configs.py runs the command.
+planner/engines/mindie/ computes everything; planner/cli/configs.py runs the command and prints the plan
+first (render.py; this module does not import it, keeping the import chain short).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from planner.deployment import Deployment
+    from rich.console import Console
+
     from planner.engines.common import Lengths
     from planner.engines.mindie.config import MindieResult
     from planner.engines.mindie.log import LogComparison
@@ -33,18 +35,16 @@ def _log_lines(comparison: LogComparison) -> list[str]:
 
 
 def print_mindie(
-    plan: Plan, dep: Deployment, *, result: MindieResult, lengths: Lengths, comparison: LogComparison | None
+    console: Console, *, plan: Plan, result: MindieResult, lengths: Lengths, comparison: LogComparison | None
 ) -> None:
-    """The plan, the log comparison, every field kvplan set, the npuBlockNum prediction, exports, notes."""
+    """After the plan (render.print_plan, on the same `console`): the log comparison, every field kvplan set,
+    the npuBlockNum prediction, exports, notes."""
     from rich.markup import escape
     from rich.table import Table
 
     from planner import units
-    from planner.cli import render as cli_render
     from planner.engines.mindie import config as mindie
 
-    console = cli_render.console
-    cli_render.print_plan(plan, dep)
     for line in _log_lines(comparison) if comparison else []:
         console.print(escape(line))
     table = Table(title="MindIE config.json: fields set by kvplan", header_style="bold")

@@ -1,13 +1,13 @@
-"""Performance sub-commands of `kvplan` (sweep, serve); the `--explain` table is planner/cli/explain.py,
-sweep's output planner/cli/sweep_view.py, serve's output planner/cli/serve_view.py.
+"""`kvplan serve`: closed-loop serving, simulated and analytic, and its SLO search; its output is
+planner/cli/serve_view.py, `kvplan sweep` is planner/cli/sweep.py, the `--explain` table
+planner/cli/explain.py.
 
-Parse -> call planner.serving.sweep / planner.serving.performance -> format. Imports of numpy-backed modules
-are deferred into the commands so `kvplan --help` stays instant.
+Parse -> call planner.serving / planner.sim.bench -> format. Imports of numpy-backed modules are deferred
+into the command so `kvplan --help` stays instant.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -52,120 +52,6 @@ if TYPE_CHECKING:
     from planner.deployment import Deployment
     from planner.serving.closed_loop import Admission, BenchRun, ServingEstimate
     from planner.sim.search import SearchResult
-
-FORMATS = ("table", "csv", "json")
-
-MAX_GRID_BATCHES = 4096  # a sweep grid axis longer than this is a typo, not a plan
-MAX_BATCH = 10**6  # [assumed: no engine runs a million sequences in one decode step]
-# [measured: 65 536 points take ~2 s of CPU as CSV on the 2-core dev box, 2026-12-04]; the grid is
-# capped by its work (dtypes x batches x contexts), like simulate's request cap, not axis by axis alone
-MAX_GRID_POINTS = 65_536
-
-
-def check_grid(*, dtypes: int, batches: int, contexts: int) -> None:
-    """PlanInputError when the sweep grid has more than MAX_GRID_POINTS points."""
-    points = dtypes * batches * contexts
-    if points > MAX_GRID_POINTS:
-        raise PlanInputError(
-            f"--batch/--ctx/--dtype: grid too large (got {dtypes} x {batches} x {contexts} = {points} "
-            f"points, expected at most {MAX_GRID_POINTS}); sweep fewer batch sizes or contexts"
-        )
-
-
-def parse_batches(text: str) -> list[int]:
-    """`1,2,4,8`, `1-64` (inclusive) or a mix -> sorted distinct batch sizes >= 1."""
-    values: set[int] = set()
-    try:
-        for item in (part.strip() for part in text.split(",") if part.strip()):
-            low, _, high = item.partition("-")
-            first, last = int(low), int(high or low)
-            if first > last:
-                raise PlanInputError(
-                    f"--batch: range runs backwards (got {item[:40]!r}, "
-                    f"expected low-high such as {last}-{first})"
-                )
-            if max(first, last) > MAX_BATCH:
-                raise PlanInputError(
-                    f"--batch: batch size out of range (got {item[:40]!r}, expected 1..{MAX_BATCH})"
-                )
-            if last - first >= MAX_GRID_BATCHES or len(values) >= MAX_GRID_BATCHES:
-                raise PlanInputError(
-                    f"--batch: too many batch sizes (got {text!r}, expected at most {MAX_GRID_BATCHES})"
-                )
-            values.update(range(first, last + 1))
-    except ValueError:
-        raise PlanInputError(
-            f"--batch: not a batch list (got {text!r}, expected e.g. 1,2,4,8 or 1-64)"
-        ) from None
-    if not values or min(values) < 1:
-        raise PlanInputError(f"--batch: batch sizes must be >= 1 (got {text!r})")
-    return sorted(values)
-
-
-def parse_contexts(text: str) -> list[int]:
-    """`256,1k,8k,32k` -> sorted distinct token counts."""
-    from planner import inputs
-
-    contexts = sorted(
-        {inputs.parse_ctx(item.strip(), flag="--ctx") for item in text.split(",") if item.strip()}
-    )
-    if not contexts or len(contexts) > MAX_GRID_BATCHES:
-        raise PlanInputError(f"--ctx: expected 1..{MAX_GRID_BATCHES} context lengths (got {text[:80]!r})")
-    return contexts
-
-
-def sweep_command(
-    context: typer.Context,
-    model: ModelOpt,
-    dtype: Annotated[
-        str, typer.Option(help="Weight dtype(s), comma-separated: the dtype axis.")
-    ] = DEFAULT_DTYPE,
-    batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
-    ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,4k,8k,32k.")] = "256,1k,4k,8k,32k",
-    output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
-    card: CardOpt = DEFAULT_CARD,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
-) -> None:
-    """Decode speed over a batch x context (x weight dtype) grid.
-
-    Example: `kvplan sweep -m qwen3-27b --dtype fp8,bf16 --batch 1-128 --ctx 256,8k --format csv`.
-    """
-    from planner import inputs
-    from planner.cli import sweep_view
-    from planner.serving import sweep
-
-    try:
-        if output_format not in FORMATS:
-            raise PlanInputError(
-                f"--format: unknown format (got {output_format!r}, expected table, csv or json)"
-            )
-        dtypes = [inputs.parse_weight_scheme(d.strip()) for d in dtype.split(",") if d.strip()]
-        batches, contexts = parse_batches(batch), parse_contexts(ctx)
-        if not dtypes:
-            raise PlanInputError(
-                f"--dtype: no weight dtype given (got {dtype!r}, expected e.g. bf16 or fp8,bf16)"
-            )
-        check_grid(dtypes=len(dtypes), batches=len(batches), contexts=len(contexts))
-        # --dtype, --batch and --ctx are lists here: the request takes the first dtype and the longest ctx
-        request = plan_request(context, dtype=dtypes[0], ctx=str(max(contexts)), batch=None)
-        result = sweep.sweep(
-            inputs.to_deployment(request), batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes
-        )
-    except KvplanError as exc:
-        fail(exc)
-    if output_format == "csv":
-        sys.stdout.write(sweep_view.sweep_csv(result))
-    elif output_format == "json":
-        sys.stdout.write(sweep_view.sweep_json(result) + "\n")
-    else:
-        from rich.console import Console
-
-        Console(highlight=False).print(sweep_view.sweep_table(result))
 
 
 def serve_command(
@@ -375,6 +261,5 @@ def serve_results(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the performance sub-commands (`sweep`, `serve`) to the `kvplan` app."""
-    app.command("sweep", cls=FlagCommand)(sweep_command)
+    """Add `serve` to the `kvplan` app."""
     app.command("serve", cls=FlagCommand)(serve_command)

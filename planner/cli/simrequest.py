@@ -1,5 +1,5 @@
-"""What `kvplan simulate` was asked, typed (planner/cli/simulate.py builds it from the flags,
-planner/cli/simrun.py runs it, the searches in planner/cli/simsearch.py read it)."""
+"""What `kvplan simulate` was asked, typed (planner/cli/simulate.py builds it from the flags and runs it, the
+searches in planner/cli/simsearch.py read it), and the checks of which flags go together."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner import kinds
+from planner.errors import PlanInputError
 from planner.inputs import PlanRequest, ms_to_s
 
 
@@ -48,3 +49,29 @@ class SimulateRequest:
     def slo_s(self) -> tuple[float | None, float | None]:
         """(TTFT, TPOT) SLOs in seconds, each None or > 0."""
         return ms_to_s(self.ttft_ms, "--ttft-ms"), ms_to_s(self.tpot_ms, "--tpot-ms")
+
+
+def check_flag_combinations(flags: SimulateRequest, *, out: Path | None, timeline_out: Path | None) -> None:
+    """A flag that this run would not use is an error, never silently ignored."""
+    if flags.search is not None:
+        for flag, path in (("--out", out), ("--timeline-out", timeline_out)):
+            if path is not None:
+                raise PlanInputError(
+                    f"{flag}: not written with --search (got {flag} {path}, expected no {flag}); "
+                    f"simulate the rate --search finds to get its records"
+                )
+    if flags.pd is None:
+        for flag, value in (("--prefill-tp", flags.prefill_tp), ("--kv-link-gbps", flags.kv_link_gbps)):
+            if value is not None:
+                raise PlanInputError(
+                    f"{flag}: only used with --pd (got {flag} {value} without --pd, expected --pd P:D too)"
+                )
+
+
+def input_files(flags: SimulateRequest) -> dict[str, Path | None]:
+    """The files this run reads (flag -> path): no output may replace one of them."""
+    files: dict[str, Path | None] = {"--trace": flags.trace}
+    for flag, value in zip(("--input-tokens", "--output-tokens"), flags.lengths, strict=True):
+        if value.startswith("empirical:"):
+            files[flag] = Path(value.removeprefix("empirical:"))
+    return files

@@ -28,7 +28,7 @@ MAX_SEARCH_REQUESTS = 20_000  # per simulated point: a search runs ~20 of them
 MAX_PD_SEARCH_WORK_REQUESTS = 40_000
 # One simulation: (the command's flags, the load that replaces theirs: rate= / concurrency=) -> its summary.
 SummaryAt = Callable[["SimulateRequest", dict[str, Any]], "SimSummary"]
-# The TPOT no load can beat, and the context it is at (simrun.tpot_floor_s).
+# The TPOT no load can beat, and the context it is at (simulate.tpot_floor_s).
 TpotFloor = Callable[["SimulateRequest"], tuple[float, int]]
 
 

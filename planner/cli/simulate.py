@@ -5,20 +5,18 @@ kvplan simulate --model M --card C --dtype D [--tp N] [--engine E] (--rate R | -
   [--out records.csv [--force]]
 
 This module holds the flags, their checks and the printed / written outputs; what runs from the typed
-request (workload, deployment, scheduler knobs, the simulation) is planner/cli/simrun.py.
+request (workload, deployment, scheduler knobs, the simulation) is planner/cli/py.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from planner import atomic, kinds, units
-from planner.cli import options, simrun
+from planner import atomic, kinds, records, units
+from planner.cli import options, simview
 from planner.cli.options import (
     BATCH_FLAGS,
     DEFAULT_CARD,
@@ -45,27 +43,19 @@ from planner.cli.options import (
     TpOpt,
     UncalibratedOpt,
 )
-from planner.cli.simrequest import SchedulerFlags, SimulateRequest
+from planner.cli.simrequest import SchedulerFlags, SimulateRequest, check_flag_combinations, input_files
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
+    from planner.deployment import Deployment
     from planner.perf.ranges import SpeedBand
     from planner.sim.instance import SimResult
     from planner.sim.metrics import SimSummary
+    from planner.sim.workload import Workload
 
 DEFAULT_REQUESTS = 1000
-CSV_COLUMNS = (
-    "request",
-    "arrival_s",
-    "input_tokens",
-    "output_tokens",
-    "first_token_s",
-    "finish_s",
-    "ttft_s",
-    "tpot_s",
-    "e2e_s",
-    "preemptions",
-)
+RATE_RANGE_PER_S = (1e-6, 1e6)  # requests/s: one a fortnight .. far beyond any single instance
+MAX_CONCURRENCY = 100_000
 MAX_BATCH = 5000  # MindIE maxBatchSize range [1, 5000] (facts 1.2); also bounds the step grid
 MAX_PASS_TOKENS = 4_194_304  # MindIE maxPrefillTokens range [1, 4194304] (facts 1.2)
 
@@ -78,82 +68,6 @@ def knob(help_text: str, most: int, *names: str) -> Any:
     """The typer option of an integer scheduler knob: 1..most (the engine's documented range); `names`: its
     flag and aliases (default: from the parameter name)."""
     return typer.Option(*names, min=1, max=most, help=help_text)
-
-
-def records_csv(result: SimResult) -> str:
-    """One row per request, SI units."""
-    rec = result.records
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    columns = (
-        rec.arrival_s, rec.input_tokens, rec.output_tokens, rec.first_token_s, rec.finish_s,
-        rec.ttft_s, rec.tpot_s, rec.e2e_s, rec.preemptions,
-    )  # fmt: skip
-    for index, row in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
-        writer.writerow((index, *(f"{v:.6g}" if isinstance(v, float) else v for v in row)))
-    return buffer.getvalue()
-
-
-TIMELINE_COLUMNS = ("time_s", "in_system", "waiting", "batch", "kv_used_fraction")
-
-
-def timeline_csv(result: SimResult) -> str:
-    """The engine's state over time (downsampled to at most 2000 events; decode instance 0 under --pd)."""
-    from planner.sim import metrics
-
-    line = metrics.downsampled(result.timeline)
-    kv = line.used_blocks / result.summary.scheduler.total_blocks
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(TIMELINE_COLUMNS)
-    rows = zip(line.time_s.tolist(), line.in_system.tolist(), line.waiting.tolist(), line.batch.tolist(),
-               kv.tolist(), strict=True)  # fmt: skip
-    writer.writerows((f"{t:.6g}", n, w, b, f"{k:.4g}") for t, n, w, b, k in rows)
-    return buffer.getvalue()
-
-
-def write_outputs(result: SimResult, *, records: Path | None, timeline: Path | None, force: bool) -> None:
-    """--out and --timeline-out, each atomic and never over an existing file without --force."""
-    if records is not None:
-        atomic.write_atomic(records, records_csv(result), force=force)
-    if timeline is not None:
-        atomic.write_atomic(timeline, timeline_csv(result), force=force)
-
-
-def summary_lines(result: SimResult, *, label: str, band: SpeedBand) -> list[str]:
-    """Human summary: throughput, latency percentiles, their range, batch, preemptions, goodput, notes."""
-    from planner.cli.serve_view import range_line, tail_lines
-
-    s = result.summary
-    lines = [
-        f"{label}: {s.requests} requests in {s.duration_s:.1f} s ({s.scheduler.scheduler} scheduler, "
-        f"{band.source})",
-        f"  throughput {units.fmt_tokens_per_s(s.throughput.output_tokens_per_s)} output, "
-        f"{s.throughput.requests_per_s:.3g} requests/s; mean in system {s.mean_in_system:.3g}",
-    ]
-    lines.extend(tail_lines(s))
-    lines.append(
-        f"  batch reached {s.max_batch_reached} (cap {s.scheduler.max_batch}), KV peak "
-        f"{units.fmt_fraction(s.kv_peak_fraction)} of {s.scheduler.total_blocks} blocks, "
-        f"{s.preemptions} preemptions"
-    )
-    lines.append(range_line(s, band))
-    lines.append(verdict_line(s))
-    if s.goodput_requests_per_s is not None:
-        lines.append(f"  goodput {s.goodput_requests_per_s:.3g} requests/s meeting the SLOs")
-    return lines + [f"note: {note}" for note in band.notes]
-
-
-def verdict_line(s: SimSummary) -> str:
-    """'verdict: overloaded ...' when the queue grows without bound (metrics.overload), else 'stable'."""
-    if s.overloaded:
-        return (
-            f"  verdict: OVERLOADED: the queue grows without bound ({s.backlog_at_last_arrival} of "
-            f"{s.requests} requests still in the system at the last arrival, TTFT growing with arrival "
-            "time); the tails above grow with --requests: lower --rate or add capacity"
-        )
-    return f"  verdict: stable ({s.backlog_at_last_arrival} requests in the system at the last arrival)"
 
 
 def simulate_command(
@@ -229,7 +143,7 @@ def simulate_command(
 ) -> None:
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = SimulateRequest(
-        # the scheduler's --max-prefill-tokens sizes the deployment later, with the workload (simrun.prepared)
+        # the scheduler's --max-prefill-tokens sizes the deployment later, with the workload (prepared)
         request=options.plan_request(context, max_prefill_tokens=None),
         rate=rate, concurrency=concurrency, trace=trace, lengths=(input_tokens, output_tokens),
         requests=requests, seed=seed, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
@@ -253,9 +167,9 @@ def simulate_command(
         search_and_report(flags, head=head, as_json=as_json)
         return
     try:
-        result = simrun.run_simulation(flags)
-        write_outputs(result, records=out, timeline=timeline_out, force=force)
-        band = simrun.speed_band_of(flags, batch=result.summary.max_batch_reached)
+        result = run_simulation(flags)
+        simview.write_outputs(result, records=out, timeline=timeline_out, force=force)
+        band = speed_band_of(flags, batch=result.summary.max_batch_reached)
     except KvplanError as exc:
         options.fail(exc)
     if as_json:
@@ -263,8 +177,8 @@ def simulate_command(
             {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
         )
         return
-    label = simulation_label(model, card=card, pd=pd, degrees=(tp, dp, ep, pp))
-    for line in summary_lines(result, label=label, band=band):
+    label = simview.simulation_label(model, card=card, pd=pd, degrees=(tp, dp, ep, pp))
+    for line in simview.summary_lines(result, label=label, band=band):
         typer.echo(line)
 
 
@@ -276,11 +190,11 @@ def search_and_report(flags: SimulateRequest, *, head: dict[str, Any], as_json: 
     try:
         found = simsearch.run_search(
             flags,
-            summary_at=simrun.summary_at,
-            tpot_floor_s=simrun.tpot_floor_s,
-            limits=(simrun.RATE_RANGE_PER_S, float(simrun.MAX_CONCURRENCY)),
+            summary_at=summary_at,
+            tpot_floor_s=tpot_floor_s,
+            limits=(RATE_RANGE_PER_S, float(MAX_CONCURRENCY)),
         )
-        band = simrun.speed_band_of(flags, batch=None)
+        band = speed_band_of(flags, batch=None)
     except KvplanError as exc:
         options.fail(exc)
     if as_json:
@@ -295,40 +209,170 @@ def search_and_report(flags: SimulateRequest, *, head: dict[str, Any], as_json: 
         options.fail(exc)
 
 
-def simulation_label(model: str, *, card: str, pd: str | None, degrees: tuple[int, int, int, int]) -> str:
-    """'MODEL on CARD, <layout.describe>[, P:D p:d]': the summary's heading (degrees: tp, dp, ep, pp)."""
-    from planner import layout
-    from planner.degrees import Degrees
+def build_workload(
+    *,
+    rate: float | None,
+    concurrency: int | None,
+    trace: Path | None,
+    lengths: tuple[str, str],
+    shape: tuple[int, int],
+) -> Workload:
+    """The workload from the flags (exactly one of --rate, --concurrency, --trace); shape: requests, seed."""
+    from planner import inputs
+    from planner.sim import workload as wl
 
-    tp, dp, ep, pp = degrees
-    parallel = layout.describe(Degrees(tp=tp, dp=dp, ep=ep, pp=pp))
-    return f"{model} on {card}, {parallel}" + (f", P:D {pd}" if pd else "")
+    chosen = [
+        flag
+        for flag, v in (("--rate", rate), ("--concurrency", concurrency), ("--trace", trace))
+        if v is not None
+    ]
+    if len(chosen) != 1:
+        raise PlanInputError(
+            f"--rate/--concurrency/--trace: give exactly one (got {', '.join(chosen) or 'none'})"
+        )
+    if trace is not None:
+        return wl.read_trace(trace)
+    requests, seed = shape
+    if not 1 <= requests <= wl.MAX_REQUESTS:
+        raise PlanInputError(f"--requests: out of range (got {requests}, expected 1..{wl.MAX_REQUESTS})")
+    dists = (
+        wl.parse_length(lengths[0], flag="--input-tokens"),
+        wl.parse_length(lengths[1], flag="--output-tokens"),
+    )
+    if rate is not None:
+        options.positive(rate, "--rate")
+        checked = inputs.bounded(rate, "--rate", RATE_RANGE_PER_S)
+        return wl.synthetic(lengths=dists, count=requests, rate_per_s=checked, seed=seed)
+    if concurrency is None or not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise PlanInputError(
+            f"--concurrency: out of range (got {concurrency}, expected 1..{MAX_CONCURRENCY})"
+        )
+    closed = wl.synthetic(lengths=dists, count=requests, rate_per_s=None, seed=seed)
+    return wl.Workload(closed.input_tokens, closed.output_tokens, arrival_s=None, concurrency=concurrency)
 
 
-def check_flag_combinations(flags: SimulateRequest, *, out: Path | None, timeline_out: Path | None) -> None:
-    """A flag that this run would not use is an error, never silently ignored."""
-    if flags.search is not None:
-        for flag, path in (("--out", out), ("--timeline-out", timeline_out)):
-            if path is not None:
-                raise PlanInputError(
-                    f"{flag}: not written with --search (got {flag} {path}, expected no {flag}); "
-                    f"simulate the rate --search finds to get its records"
-                )
+def tpot_floor_s(flags: SimulateRequest) -> tuple[float, int]:
+    """(TPOT of one request alone on a decode instance at the workload's shortest prompt, that prompt + 1):
+    no load or P:D split gives a lower TPOT, since more instances share requests without making a step
+    faster.
+
+    Formula: floor = decode_step_s(batch 1, ctx = shortest prompt + 1) / tokens_per_step (MTP: > 1 token)
+    """
+    from planner.perf import roofline
+    from planner.serving import performance
+
+    work = workload_of(flags)
+    dep, _ = prepared(flags, work)
+    ctx_tokens = int(work.input_tokens.min()) + 1
+    step_s = roofline.decode_step_s(dep, batch=1, ctx_tokens=ctx_tokens)
+    return step_s / performance.tokens_per_step(dep), ctx_tokens
+
+
+def speed_band_of(flags: SimulateRequest, *, batch: int | None) -> SpeedBand:
+    """Source and range of the simulated figures (ranges.speed_band) at `batch` and the longest request;
+    batch None (a search): the largest batch it can run, the memory limit capped by --max-batch and by
+    --concurrency."""
+    from planner import capacity
+    from planner.perf import ranges
+
+    dep, _ = prepared(flags, workload_of(flags))
+    if batch is None:
+        caps = [capacity.memory_plan(dep)[1].max_batch_size, flags.knobs.max_batch, flags.concurrency]
+        batch = min(cap for cap in caps if cap is not None)
+    return ranges.speed_band(dep, batch=max(1, batch), ctx_tokens=dep.ctx_tokens)
+
+
+def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[str, Any]]:
+    """The deployment at ctx = the longest request and the scheduler knobs."""
+    from planner import deployment, inputs
+
+    longest = int((work.input_tokens + work.output_tokens).max())
+    if longest > units.MAX_TOKENS:
+        raise PlanInputError(
+            f"--input-tokens + --output-tokens: longest request too long (got {longest}, "
+            f"expected <= {units.MAX_TOKENS})"
+        )
+    prefill = flags.knobs.max_prefill_tokens or max(longest, deployment.DEFAULT_MAX_PREFILL_TOKENS)
+    request = records.replace(flags.request, ctx=str(longest), max_prefill_tokens=prefill)
+    return inputs.to_deployment(request), scheduler_knobs(flags.knobs)
+
+
+def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
+    """One simulation of `work`: aggregated, or disaggregated with --pd."""
+    from planner.sim import dpgroups, pdloop, pdspec, run
+
+    dep, knobs = prepared(flags, work)
+    slo = flags.slo_s()
+    if dep.dp > 1 and flags.pd is not None:
+        raise PlanInputError(f"--dp/--pd: not simulated together (got --dp {dep.dp} and --pd {flags.pd})")
+    if dep.dp > 1:
+        return dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs)
     if flags.pd is None:
-        for flag, value in (("--prefill-tp", flags.prefill_tp), ("--kv-link-gbps", flags.kv_link_gbps)):
-            if value is not None:
-                raise PlanInputError(
-                    f"{flag}: only used with --pd (got {flag} {value} without --pd, expected --pd P:D too)"
-                )
+        cfg = run.default_config(dep, workload=work, **knobs)
+        return run.simulate(dep, work, cfg=cfg, slo=slo)
+    link = flags.kv_link_gbps
+    if link is not None:
+        inputs_bounded(link, "--kv-link-gbps", (1e-3, 1e6))
+    if flags.prefill_tp is not None and not 1 <= flags.prefill_tp <= 64:
+        raise PlanInputError(f"--prefill-tp: out of range (got {flags.prefill_tp}, expected 1..64)")
+    spec = pdspec.spec_for(dep, counts=pdspec.parse_pd(flags.pd), prefill_tp=flags.prefill_tp, link_gbps=link)
+    return pdloop.simulate_fleet(spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None})
 
 
-def input_files(flags: SimulateRequest) -> dict[str, Path | None]:
-    """The files this run reads (flag -> path): no output may replace one of them."""
-    files: dict[str, Path | None] = {"--trace": flags.trace}
-    for flag, value in zip(("--input-tokens", "--output-tokens"), flags.lengths, strict=True):
-        if value.startswith("empirical:"):
-            files[flag] = Path(value.removeprefix("empirical:"))
-    return files
+def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> float:
+    """planner.inputs.bounded (deferred import)."""
+    from planner import inputs
+
+    return inputs.bounded(value, flag, limits)
+
+
+def summary_at(flags: SimulateRequest, load: dict[str, Any]) -> SimSummary:
+    """The summary of one simulation of the flags with `load` (rate= / concurrency=) replacing theirs."""
+    return simulate_workload(flags, workload_of(flags, **load)).summary
+
+
+def run_simulation(flags: SimulateRequest) -> SimResult:
+    """Workload from the flags -> the simulation."""
+    return simulate_workload(flags, workload_of(flags))
+
+
+def workload_of(flags: SimulateRequest, **load: Any) -> Workload:
+    """The flags' workload; `load` (rate= or concurrency=) replaces theirs (searches)."""
+    values = {"rate": flags.rate, "concurrency": flags.concurrency, "trace": flags.trace, **load}
+    return build_workload(
+        rate=values["rate"],
+        concurrency=values["concurrency"],
+        trace=values["trace"],
+        lengths=flags.lengths,
+        shape=(flags.requests, flags.seed),
+    )
+
+
+TIME_KNOBS = {
+    "prefill_time_ms_per_req": (0, 1000),
+    "decode_time_ms_per_req": (0, 1000),
+    "queue_delay_us": (0, 1e6),
+}
+
+
+def scheduler_knobs(knobs: SchedulerFlags) -> dict[str, Any]:
+    """SchedulerConfig keywords from the flags (None: the engine default); time knobs within MindIE's ranges
+    (facts 1.2), NaN refused."""
+    for key, limits in TIME_KNOBS.items():
+        value = getattr(knobs, key)
+        if value is not None:
+            inputs_bounded(value, "--" + key.replace("_", "-"), limits)
+    prefill_ms, decode_ms = knobs.prefill_time_ms_per_req, knobs.decode_time_ms_per_req
+    return {
+        "max_batch": knobs.max_batch,
+        "max_batched_tokens": knobs.max_batched_tokens,
+        "max_prefill_batch": knobs.max_prefill_batch,
+        "max_prefill_tokens": knobs.max_prefill_tokens,
+        "select_batch": knobs.select_batch,
+        "prefill_time_per_req_s": None if prefill_ms is None else prefill_ms * units.MS_S,
+        "decode_time_per_req_s": None if decode_ms is None else decode_ms * units.MS_S,
+        "queue_delay_s": None if knobs.queue_delay_us is None else knobs.queue_delay_us * units.US_S,
+    }
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,117 @@
+"""`kvplan simulate`'s outputs: the per-request records and the timeline as CSV (--out, --timeline-out) and
+the printed summary (throughput, tails, their range, verdict). No simulation here: planner/cli/simulate.py
+runs it and calls these.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from planner import atomic, units
+
+if TYPE_CHECKING:
+    from planner.perf.ranges import SpeedBand
+    from planner.sim.instance import SimResult
+    from planner.sim.metrics import SimSummary
+
+CSV_COLUMNS = (
+    "request",
+    "arrival_s",
+    "input_tokens",
+    "output_tokens",
+    "first_token_s",
+    "finish_s",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "preemptions",
+)
+
+
+def records_csv(result: SimResult) -> str:
+    """One row per request, SI units."""
+    rec = result.records
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    columns = (
+        rec.arrival_s, rec.input_tokens, rec.output_tokens, rec.first_token_s, rec.finish_s,
+        rec.ttft_s, rec.tpot_s, rec.e2e_s, rec.preemptions,
+    )  # fmt: skip
+    for index, row in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
+        writer.writerow((index, *(f"{v:.6g}" if isinstance(v, float) else v for v in row)))
+    return buffer.getvalue()
+
+
+TIMELINE_COLUMNS = ("time_s", "in_system", "waiting", "batch", "kv_used_fraction")
+
+
+def timeline_csv(result: SimResult) -> str:
+    """The engine's state over time (downsampled to at most 2000 events; decode instance 0 under --pd)."""
+    from planner.sim import metrics
+
+    line = metrics.downsampled(result.timeline)
+    kv = line.used_blocks / result.summary.scheduler.total_blocks
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(TIMELINE_COLUMNS)
+    rows = zip(line.time_s.tolist(), line.in_system.tolist(), line.waiting.tolist(), line.batch.tolist(),
+               kv.tolist(), strict=True)  # fmt: skip
+    writer.writerows((f"{t:.6g}", n, w, b, f"{k:.4g}") for t, n, w, b, k in rows)
+    return buffer.getvalue()
+
+
+def write_outputs(result: SimResult, *, records: Path | None, timeline: Path | None, force: bool) -> None:
+    """--out and --timeline-out, each atomic and never over an existing file without --force."""
+    if records is not None:
+        atomic.write_atomic(records, records_csv(result), force=force)
+    if timeline is not None:
+        atomic.write_atomic(timeline, timeline_csv(result), force=force)
+
+
+def summary_lines(result: SimResult, *, label: str, band: SpeedBand) -> list[str]:
+    """Human summary: throughput, latency percentiles, their range, batch, preemptions, goodput, notes."""
+    from planner.cli.serve_view import range_line, tail_lines
+
+    s = result.summary
+    lines = [
+        f"{label}: {s.requests} requests in {s.duration_s:.1f} s ({s.scheduler.scheduler} scheduler, "
+        f"{band.source})",
+        f"  throughput {units.fmt_tokens_per_s(s.throughput.output_tokens_per_s)} output, "
+        f"{s.throughput.requests_per_s:.3g} requests/s; mean in system {s.mean_in_system:.3g}",
+    ]
+    lines.extend(tail_lines(s))
+    lines.append(
+        f"  batch reached {s.max_batch_reached} (cap {s.scheduler.max_batch}), KV peak "
+        f"{units.fmt_fraction(s.kv_peak_fraction)} of {s.scheduler.total_blocks} blocks, "
+        f"{s.preemptions} preemptions"
+    )
+    lines.append(range_line(s, band))
+    lines.append(verdict_line(s))
+    if s.goodput_requests_per_s is not None:
+        lines.append(f"  goodput {s.goodput_requests_per_s:.3g} requests/s meeting the SLOs")
+    return lines + [f"note: {note}" for note in band.notes]
+
+
+def verdict_line(s: SimSummary) -> str:
+    """'verdict: overloaded ...' when the queue grows without bound (metrics.overload), else 'stable'."""
+    if s.overloaded:
+        return (
+            f"  verdict: OVERLOADED: the queue grows without bound ({s.backlog_at_last_arrival} of "
+            f"{s.requests} requests still in the system at the last arrival, TTFT growing with arrival "
+            "time); the tails above grow with --requests: lower --rate or add capacity"
+        )
+    return f"  verdict: stable ({s.backlog_at_last_arrival} requests in the system at the last arrival)"
+
+
+def simulation_label(model: str, *, card: str, pd: str | None, degrees: tuple[int, int, int, int]) -> str:
+    """'MODEL on CARD, <layout.describe>[, P:D p:d]': the summary's heading (degrees: tp, dp, ep, pp)."""
+    from planner import layout
+    from planner.degrees import Degrees
+
+    tp, dp, ep, pp = degrees
+    parallel = layout.describe(Degrees(tp=tp, dp=dp, ep=ep, pp=pp))
+    return f"{model} on {card}, {parallel}" + (f", P:D {pd}" if pd else "")
