@@ -4,8 +4,9 @@ kvplan simulate --model M --card C --dtype D [--tp N] [--engine E] (--rate R | -
   --input-tokens I --output-tokens O [--requests N] [--seed S] [--ttft-ms X --tpot-ms Y] [--json]
   [--out records.csv [--force]]
 
-This module holds the flags, their checks and the printed / written outputs; what runs from the typed
-request (workload, deployment, scheduler knobs, the simulation) is planner/cli/py.
+This module holds the flags and what runs from the typed request (workload, deployment, scheduler knobs,
+the simulation); the request and its flag checks are planner/cli/simrequest.py, the records, timeline
+and printed summary planner/cli/simview.py.
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def simulate_command(
 ) -> None:
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = SimulateRequest(
-        # the scheduler's --max-prefill-tokens sizes the deployment later, with the workload (prepared)
+        # the scheduler's --max-prefill-tokens sizes the deployment later, with the workload (prepared())
         request=options.plan_request(context, max_prefill_tokens=None),
         rate=rate, concurrency=concurrency, trace=trace, lengths=(input_tokens, output_tokens),
         requests=requests, seed=seed, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
