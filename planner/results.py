@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import Field
 
 from planner.degrees import Degrees
-from planner.schema import BUILT_ON_FIRST_USE, Frozen
+from planner.schema_base import BUILT_ON_FIRST_USE, Frozen
 
 
 class MemoryBreakdown(Frozen):
