@@ -3,7 +3,6 @@
 Built once at the boundary (CLI, app) after validation; every formula downstream trusts it.
 """
 
-
 from typing import Self
 
 from pydantic import Field, model_validator

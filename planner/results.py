@@ -1,6 +1,5 @@
 """Frozen result models returned by the planner (never dict[str, Any])."""
 
-
 from typing import Any
 
 from pydantic import Field

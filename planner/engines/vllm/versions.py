@@ -5,7 +5,6 @@ row with its source lines ([VA] = vllm-project/vllm-ascend at the tag or commit 
 vllm-project/vllm 0.27.1 unless named).
 """
 
-
 from typing import Literal
 
 from planner.errors import PlanInputError
