@@ -20,8 +20,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from planner import catalog
-from planner.fit import solver
-from planner.importers.benchpoints import BenchPoint, deployment_for
+from planner.fit import solver, step_rows
+from planner.importers.benchdeployment import deployment_for
+from planner.importers.benchpoints import BenchPoint
 from planner.perf import roofline
 
 MODELS = ("qwen3-0.6b", "qwen3-8b", "qwen3-14b", "qwen3-32b", "llama-3.1-8b")
@@ -32,7 +33,7 @@ CONTEXTS = (512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576)
 def points() -> list[BenchPoint]:
     hw = catalog.load_card("nvidia-h200")
     truth = hw.coefficients().model_copy(update={"kernel_overhead_us": 2.0, "sequence_overhead_us": 8.0})
-    true_hw = solver.with_coefficients(hw, truth)
+    true_hw = step_rows.with_coefficients(hw, truth)
     rng = np.random.default_rng(0)
     out = []
     for model in MODELS:

@@ -24,8 +24,9 @@ PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1 (the spinning BLAS threads otherwise mov
     bare import 0.714e9; mission command 1.295e9 (1.815x); main's 1.463e9 (2.05x).
 What the mission command adds to the bare import (~0.58e9): pydantic's BaseModel machinery (pydantic.main,
 fields, types; ~0.19e9, paid by any pydantic model), rich's console and table (~0.09e9), building the
-validators of planner/schema.py's models (~0.13e9: ModelCard, HardwareProfile and what they hold), the other
-planner modules, typer's parameter adapters, loading the card and profile, the plan, and rendering.
+validators of the models in planner/schema_card.py and schema_hardware.py (~0.13e9: ModelCard,
+HardwareProfile and what they hold), the other planner modules, typer's parameter adapters, loading the card
+and profile, the plan, and rendering.
 Earlier: 4 Dec 2026, load 10-15, 1.68-1.96x wall, 1.79-1.89x CPU, 2.03x instructions (main then 2.23-2.48x,
 2.35-2.38x, 2.52x); an idle machine gave 538 ms / 1309 ms (2.43x wall) for the issue's starting point.
 """

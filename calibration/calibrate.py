@@ -216,15 +216,10 @@ def _fraction(achieved: float, datasheet: float, label: str, notes: list[str]) -
     return value
 
 
-def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes: int) -> PerfCoefficients:
-    """PerfCoefficients from measurements; anything not measured keeps the card's default coefficient."""
-    base, notes = hw.default_coefficients, meas.notes
-    overhead = kernel_overhead_s(meas)
-    bw = hw.memory_bandwidth_bytes_per_s
-    gemv_fit = gemv_latency_fit(meas)
-    latency_s, weight = gemv_fit if gemv_fit else (None, weight_read_bytes_per_s(meas, overhead))
-    kv = kv_read_bytes_per_s(meas, overhead, min_bytes=min_attn_bytes)
-    compute = dict(base.compute_fraction)
+def compute_fractions(meas: Measurements, hw: HardwareProfile, notes: list[str]) -> dict[str, float]:
+    """compute_fraction per dtype: measured GEMM FLOP/s / the card's dense peak FLOP/s, for every dtype the
+    card has a peak for; the card's default fraction for the rest. Out-of-range fractions go to `notes`."""
+    compute = dict(hw.default_coefficients.compute_fraction)
     for row in _rows(meas, "gemm"):
         if row["dtype"] in hw.peak_tflop_per_s:
             compute[row["dtype"]] = _fraction(
@@ -233,6 +228,18 @@ def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes
                 f"compute_fraction.{row['dtype']}",
                 notes,
             )
+    return compute
+
+
+def coefficients_from(meas: Measurements, hw: HardwareProfile, *, min_attn_bytes: int) -> PerfCoefficients:
+    """PerfCoefficients from measurements; anything not measured keeps the card's default coefficient."""
+    base, notes = hw.default_coefficients, meas.notes
+    overhead = kernel_overhead_s(meas)
+    bw = hw.memory_bandwidth_bytes_per_s
+    gemv_fit = gemv_latency_fit(meas)
+    latency_s, weight = gemv_fit if gemv_fit else (None, weight_read_bytes_per_s(meas, overhead))
+    kv = kv_read_bytes_per_s(meas, overhead, min_bytes=min_attn_bytes)
+    compute = compute_fractions(meas, hw, notes)
     steps = _rows(meas, "step")
     grouped = grouped_gemm_fit(meas)
     if grouped is None and _rows(meas, "grouped_gemm"):

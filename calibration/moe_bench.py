@@ -67,13 +67,33 @@ def offsets_for(backend: Any, offsets: Any) -> Any:
     return offsets.to(backend.torch.int64) if backend.kind == "npu" else offsets
 
 
+def routing_plans(suite: Any, *, batch: int) -> tuple[list[tuple[Any, Any]], int, float]:
+    """(routings as offsets_of pairs, how many, mean experts each touches) for one decode batch.
+
+    Formula:
+        touched_bytes = k * B * 3 * h * i * 2      expert weight bytes one routing reads at most (bf16)
+        count         = clamp(ceil(R / touched_bytes), 1, MAX_ROUTINGS)
+        k  top_k; B  batch (tokens); h  hidden; i  moe intermediate; R  suite.sizes.rotate_bytes, so the
+        routings together stream past the caches; 3: gate, up and down matrices.
+    """
+    experts, top_k, hidden, inter = suite.shapes.moe
+    torch = suite.backend.torch
+    touched_bytes = top_k * batch * 3 * hidden * inter * BF16_BYTES
+    count = max(1, min(MAX_ROUTINGS, -(-suite.sizes.rotate_bytes // touched_bytes)))
+    plans = [
+        offsets_of(torch, r, experts=experts)
+        for r in routings(suite, tokens=batch, experts=experts, top_k=top_k, count=count)
+    ]
+    touched = sum(int((torch.diff(offs, prepend=offs[:1] * 0) > 0).sum()) for _, offs in plans) / count
+    return plans, count, touched
+
+
 def grouped_gemm_bench(suite: Any) -> None:
     """Time the gate_up and down grouped GEMMs at every decode batch of the suite's sizes."""
     if suite.shapes.moe is None:
         suite.out.notes.append("grouped GEMM: no MoE shapes (dense --model), not run")
         return
     experts, top_k, hidden, inter = suite.shapes.moe
-    torch = suite.backend.torch
     prepare, grouped = grouped_call(suite.backend)
     stacks = {
         "gate_up": prepare(suite._randn(experts, 2 * inter, hidden)),
@@ -83,13 +103,7 @@ def grouped_gemm_bench(suite: Any) -> None:
         if not suite.time_left():
             suite.out.notes.append("grouped GEMM: stopped early, time budget spent")
             return
-        touched_bytes = top_k * batch * 3 * hidden * inter * BF16_BYTES
-        count = max(1, min(MAX_ROUTINGS, -(-suite.sizes.rotate_bytes // touched_bytes)))
-        plans = [
-            offsets_of(torch, r, experts=experts)
-            for r in routings(suite, tokens=batch, experts=experts, top_k=top_k, count=count)
-        ]
-        touched = sum(int((torch.diff(offs, prepend=offs[:1] * 0) > 0).sum()) for _, offs in plans) / count
+        plans, count, touched = routing_plans(suite, batch=batch)
         for op, weight in stacks.items():
             in_f, out_f = weight.shape[1], weight.shape[2]  # prepared: (E, in, out)
             inputs = [(suite._randn(batch * top_k, in_f), offsets_for(suite.backend, o)) for _, o in plans]

@@ -6,7 +6,6 @@ cap) and words the outcome. planner/plan/compose.py adds the speed and the SLO s
 serving fit share (moved here from planner/serving/closed_loop.py, which re-exports it).
 """
 
-
 import numpy as np
 import numpy.typing as npt
 

@@ -5,7 +5,6 @@ report and the layout search's candidates all carry, so that no record copies th
 constructor (`Target(**carried(source, DEGREES), ...)`): pydantic validates them there, by name.
 """
 
-
 from collections.abc import Iterable
 from typing import Any
 

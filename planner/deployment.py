@@ -3,7 +3,6 @@
 Built once at the boundary (CLI, app) after validation; every formula downstream trusts it.
 """
 
-
 from typing import Self
 
 from pydantic import Field, model_validator
@@ -12,7 +11,8 @@ from planner.degrees import MAX_DEGREE as MAX_DEGREE  # re-exported (planner/cli
 from planner.degrees import Degrees
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, WeightScheme
 from planner.kinds import DEFAULT_ENGINE, ENGINES, EngineName
-from planner.schema import HardwareProfile, ModelCard
+from planner.schema_card import ModelCard
+from planner.schema_hardware import HardwareProfile
 
 DEFAULT_BLOCK_SIZE_TOKENS = 128  # MindIE cacheBlockSize default; vllm-ascend also forces 128
 DEFAULT_MEMORY_FRACTION = 0.8  # MindIE NPU_MEMORY_FRACTION default (mindie_llm/utils/env.py)

@@ -4,7 +4,6 @@ A weight scheme says how many bits each quantized weight takes, which scale tens
 which compute units the matmuls run on, and which native dtype the card must have for it.
 """
 
-
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field

@@ -3,7 +3,6 @@
 Every failure is a PlanInputError (or UnknownIdError / DataFileError) whose message starts with the flag.
 """
 
-
 import math
 
 from pydantic import Field

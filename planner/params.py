@@ -13,7 +13,7 @@ import math
 from typing import Literal
 
 from planner.records import record
-from planner.schema import ModelCard
+from planner.schema_card import ModelCard
 
 Part = Literal[
     "embedding", "attention", "linear_attention", "mlp", "moe_experts", "moe_shared", "norm", "lm_head", "mtp"

@@ -1,12 +1,11 @@
 """Frozen result models returned by the planner (never dict[str, Any])."""
 
-
 from typing import Any
 
 from pydantic import Field
 
 from planner.degrees import Degrees
-from planner.schema import BUILT_ON_FIRST_USE, Frozen
+from planner.schema_base import BUILT_ON_FIRST_USE, Frozen
 
 
 class MemoryBreakdown(Frozen):

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from planner import catalog, inputs
 from planner.errors import DataFileError, PlanInputError
-from planner.fit import features, solver
-from planner.importers.benchpoints import BenchPoint, deployment_for
+from planner.fit import features, solver, step_rows
+from planner.importers.benchdeployment import deployment_for
+from planner.importers.benchpoints import BenchPoint
 from planner.perf import fitted, fitted_params, roofline
 from planner.perf.roofline import decode_step_s
 from planner.serving import closed_loop
@@ -34,7 +35,7 @@ BASE = (
 
 def _synthetic(models: tuple[str, ...], truth: dict[str, float]) -> list[BenchPoint]:
     hw = catalog.load_card("nvidia-h200")
-    true_hw = solver.with_coefficients(hw, BASE.model_copy(update=truth))
+    true_hw = step_rows.with_coefficients(hw, BASE.model_copy(update=truth))
     points = []
     for model in models:
         for batch in (1, 8, 32, 128):
@@ -140,7 +141,7 @@ def test_cached_features_equal_the_roofline(seed: int) -> None:
     lower, upper = fitted_params.LOWER, fitted_params.UPPER
     log_values = lower + (upper - lower) * rng.random(len(lower))
     coefficients = fitted_params.coefficients_at(dep.hardware.coefficients(), log_values)
-    exact = solver.at_coefficients(dep, coefficients)
+    exact = step_rows.at_coefficients(dep, coefficients)
     timer = features.FeatureTimer(dep, coefficients)
     for batch, ctx in ((1, 512), (48, 8192)):
         assert timer.decode_step_s(batch=batch, ctx_tokens=ctx) == pytest.approx(

@@ -4,7 +4,6 @@ MindIE (planner/engines/mindie/) and vLLM (planner/engines/vllm/args.py) both si
 lengths, so their configs describe the same deployment.
 """
 
-
 import numpy as np
 import numpy.typing as npt
 from pydantic import Field

@@ -23,7 +23,8 @@ from planner import capacity, inputs
 from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.errors import DataFileError, KvplanError
-from planner.importers.benchpoints import BenchPoint, ServingPoint, row_deployment
+from planner.importers.benchdeployment import row_deployment
+from planner.importers.benchpoints import BenchPoint, ServingPoint
 from planner.schema import HardwareProfile, PerfCoefficients
 from planner.serving.estimate import BenchRun, ServingEstimate, Timer, estimate_with
 from planner.serving.open_loop import open_loop_estimate_with

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import PlanInputError
-from planner.fit import censored, features, prepared
-from planner.importers.benchpoints import BenchPoint, ServingPoint, deployment_for
+from planner.fit import censored, features, prepared, step_rows
+from planner.importers.benchdeployment import deployment_for
+from planner.importers.benchpoints import BenchPoint, ServingPoint
 from planner.perf import fitted, fitted_params, roofline
 from planner.schema import HardwareProfile, PerfCoefficients
 
@@ -81,58 +81,9 @@ class FitResult:
         return float(np.max(np.abs(self.residual_fractions)))
 
 
-def with_coefficients(hardware: HardwareProfile, coefficients: PerfCoefficients) -> HardwareProfile:
-    """The profile with these coefficients as its only (uncalibrated) set."""
-    return hardware.model_copy(update={"default_coefficients": coefficients, "measured": None})
-
-
-@dataclass(frozen=True)
-class _Group:
-    """Points that share one deployment except batch and ctx: one vectorised roofline call."""
-
-    deployment: Deployment
-    index: npt.NDArray[np.int64]
-    batch: FloatArray
-    ctx_tokens: FloatArray
-
-
-def _groups(points: Sequence[BenchPoint], hardware: HardwareProfile | None) -> list[_Group]:
-    keyed: dict[tuple[str, str, str, str, int, str], list[int]] = {}
-    for i, p in enumerate(points):
-        keyed.setdefault((p.model, p.card, p.dtype, p.kv_dtype, p.tp, p.engine), []).append(i)
-    groups = []
-    for members in keyed.values():
-        dep = deployment_for(points[members[0]], hardware=hardware, calibrated=False)
-        groups.append(
-            _Group(
-                dep,
-                np.asarray(members),
-                np.asarray([points[i].batch for i in members], float),
-                np.asarray([points[i].ctx_tokens for i in members], float),
-            )
-        )
-    return groups
-
-
-def predicted_step_s(groups: list[_Group], coefficients: PerfCoefficients, *, count: int) -> FloatArray:
-    """Roofline decode-step seconds of every point under these coefficients."""
-    out = np.empty(count)
-    for g in groups:
-        hw = with_coefficients(g.deployment.hardware, coefficients)
-        dep = g.deployment.model_copy(update={"hardware": hw, "calibrated": False})
-        out[g.index] = roofline.decode_step_s_grid(dep, batch=g.batch, ctx_tokens=g.ctx_tokens)
-    return out
-
-
-def at_coefficients(dep: Deployment, coefficients: PerfCoefficients) -> Deployment:
-    """The deployment with these coefficients as its card's only (uncalibrated) set."""
-    hw = with_coefficients(dep.hardware, coefficients)
-    return dep.model_copy(update={"hardware": hw, "calibrated": False})
-
-
-def group_features(group: _Group, base: PerfCoefficients) -> features.PassFeatures:
+def group_features(group: step_rows.StepGroup, base: PerfCoefficients) -> features.PassFeatures:
     """The fixed parts of every point's decode step in a group (fit_features), at the base coefficients."""
-    dep = at_coefficients(group.deployment, base)
+    dep = step_rows.at_coefficients(group.deployment, base)
     step = roofline.decode_step(dep, batch=group.batch, ctx_tokens=group.ctx_tokens)
     return features.features(dep, step, rows=group.batch.size, sequences=group.batch)
 
@@ -163,12 +114,12 @@ class _Problem:
     ) -> _Problem:
         """Group the step rows and cache every feature once; start = (base, prior centre, prior sigma)."""
         base, centre, sigma = start
-        groups = _groups(points, hardware)
+        groups = step_rows.step_groups(points, hardware)
         return cls(
             groups=[(g.index, group_features(g, base)) for g in groups],
             measured_step_s=np.array([p.decode_step_s for p in points]),
             serving=rows,
-            timers=[features.FeatureTimer(at_coefficients(r.deployment, base), base) for r in rows],
+            timers=[features.FeatureTimer(step_rows.at_coefficients(r.deployment, base), base) for r in rows],
             weights=np.concatenate([np.ones(len(points)), prepared.observation_weights(rows)]),
             base=base,
             centre=centre,
@@ -389,10 +340,10 @@ def prediction_errors(
 ) -> list[float]:
     """pred / measured - 1 for every point: under `coefficients` when given, else the card's own
     (measured when calibrated and present, datasheet defaults otherwise)."""
-    groups = _groups(points, hardware)
+    groups = step_rows.step_groups(points, hardware)
     measured = np.array([p.decode_step_s for p in points])
     if coefficients is not None:
-        predicted = predicted_step_s(groups, coefficients, count=len(points))
+        predicted = step_rows.predicted_step_s(groups, coefficients, count=len(points))
         return [float(e) for e in predicted / measured - 1.0]
     out = np.empty(len(points))
     for g in groups:

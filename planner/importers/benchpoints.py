@@ -1,4 +1,4 @@
-"""Measured benchmark rows (CSV) of two kinds, and the Deployment each one describes.
+"""Measured benchmark rows (CSV) of two kinds; the Deployment each one describes: benchdeployment.py.
 
 Step rows (one decode step at a fixed batch and context) have the columns (any order; extra columns ignored):
     model, card, dtype, kv_dtype, tp, batch, ctx   and   decode_step_s, tokens_per_s or per_user_tokens_per_s
@@ -29,19 +29,14 @@ matched against the cards' source.hf_repo). Every error names the file, the line
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import ValidationError
-
-from planner import catalog, readers, support, units
-from planner.deployment import Deployment
+from planner import readers, units
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
-from planner.errors import DataFileError, KvplanError, UnknownIdError
+from planner.errors import DataFileError, KvplanError
 from planner.kinds import ARRIVALS, DEFAULT_ENGINE, Arrivals, EngineName, parse_engine
-from planner.schema import HardwareProfile, ModelCard
 
 REQUIRED_COLUMNS = ("model", "card", "dtype", "kv_dtype", "tp", "batch", "ctx")
 TIME_COLUMNS = ("decode_step_s", "tokens_per_s", "per_user_tokens_per_s")
@@ -379,63 +374,3 @@ def read_bench_points(path: Path) -> list[BenchPoint]:
             f"{path}: no decode-step rows (got {len(serving)} serving rows, expected batch/ctx rows)"
         )
     return steps
-
-
-def catalogue_model(name: str) -> tuple[ModelCard, str | None]:
-    """Model card for a bench row's model: catalogue id, alias or Hugging Face repo name
-    (catalog.resolve_model); an unknown repo name is an unknown model (not a missing file), closest ids."""
-    try:
-        return catalog.resolve_model(name)
-    except KvplanError as exc:
-        if "/" in name and Path(name).suffix not in (".yaml", ".yml"):
-            raise UnknownIdError("model card", name, catalog.model_ids(), "modelcards/") from exc
-        raise
-
-
-def row_error(where: str, exc: ValidationError) -> DataFileError:
-    """One line for a row a schema refused: the row, the first failing field, its limit and the value."""
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"])
-    value = first.get("input")
-    got = f" (got {value!r})" if isinstance(value, (int, float, str)) else ""
-    return DataFileError(f"{where}: {field}: {first['msg'].removeprefix('Value error, ')}{got}")
-
-
-RowFields = Callable[[HardwareProfile], dict[str, object]]
-
-
-def row_deployment(
-    where: str,
-    *,
-    model: str,
-    card: str,
-    hardware: HardwareProfile | None,
-    calibrated: bool,
-    fields: RowFields,
-) -> Deployment:
-    """The Deployment a bench row ran: its model (catalogue_model) and card resolved (`hardware` overrides the
-    card when given), then `fields(card profile)` on top (they may replace "hardware"); every error (unknown
-    model or card, a value the schema refuses, does not fit) is one line naming the row at `where`."""
-    try:
-        card_model, alias = catalogue_model(model)
-        hw = hardware if hardware is not None else catalog.resolve_card(card)
-        base: dict[str, object] = {"model": card_model, "hardware": hw, "model_alias": alias}
-        dep = Deployment(**(base | {"calibrated": calibrated} | fields(hw)))
-        support.check_tp(dep)  # the row's tp as the plan checks it: every head count it must shard
-        return dep
-    except KvplanError as exc:
-        raise DataFileError(f"{where}: {exc}") from exc
-    except ValidationError as exc:
-        raise row_error(where, exc) from exc
-
-
-def deployment_for(
-    point: BenchPoint, *, hardware: HardwareProfile | None = None, calibrated: bool = True
-) -> Deployment:
-    """The Deployment a point ran (hardware overrides the point's card when given); errors name the point."""
-    step = {"weight_scheme_name": point.dtype, "kv_dtype": storage_dtype(point.kv_dtype), "tp": point.tp}
-    step |= {"ctx_tokens": point.ctx_tokens, "batch": point.batch, "engine": point.engine}
-    return row_deployment(
-        point.where, model=point.model, card=point.card, hardware=hardware, calibrated=calibrated,
-        fields=lambda _hw: dict(step),
-    )  # fmt: skip

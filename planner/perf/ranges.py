@@ -20,7 +20,6 @@ inverse: [time / high, time / low]); decode (TPOT, tok/s) and prefill (TTFT) hav
 Every band contains 1: the estimate itself is always inside its range.
 """
 
-
 import math
 from collections.abc import Sequence
 

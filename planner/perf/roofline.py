@@ -8,7 +8,6 @@ bytes / effective link bandwidth; every pass pays the step overhead once. Effect
 coefficients (measured ones when calibrated). Bytes and FLOP per op come from planner/perf/opcost.py.
 """
 
-
 from typing import Literal
 
 import numpy as np

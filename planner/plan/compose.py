@@ -14,7 +14,7 @@ from planner.deployment import Deployment
 from planner.errors import PlanInputError, SloNotMetError
 from planner.inputs import ServiceLevels
 from planner.perf import fitted, ranges
-from planner.results import Performance, Plan, Recommendation, SloAnswer, SpeedRange
+from planner.results import LayoutReport, Performance, Plan, Recommendation, SloAnswer, SpeedRange
 from planner.serving import knee, performance
 
 # The deployment's fields a Plan repeats as they are (same name, same value); the rest it names by id.
@@ -57,13 +57,8 @@ def build_plan(
     With dp > 1 the SLO search and the speed run on one DP group (its share of the batch); the instance's
     batch and aggregate tokens/s are dp times the group's.
     """
-    if prompt_tokens is not None and not 1 <= prompt_tokens <= dep.ctx_tokens:
-        raise PlanInputError(
-            f"--prompt-tokens: longer than the context (got {prompt_tokens}, "
-            f"expected 1..--ctx {dep.ctx_tokens})"
-        )
+    prompt = checked_prompt_tokens(dep, prompt_tokens)
     mem, rec = capacity.memory_plan(dep)
-    prompt = prompt_tokens or kinds.default_request_tokens(dep.ctx_tokens)[0]
     answer = None
     if slo is not None and slo.any:
         if slo_search is None:
@@ -81,12 +76,7 @@ def build_plan(
         perf = instance_performance(
             group_dep, batch=group_rec.max_batch_size, dp=dep.dp, prompt_tokens=prompt
         )
-    parts = None if dep.is_tp_only else capacity.weight_bytes_by_part(dep)
-    report = (
-        None
-        if parts is None
-        else layout.layout_report(dep, instance_batch=rec.max_batch_size, weights_by_part=parts)
-    )
+    report = plan_layout_report(dep, rec)
     return Plan(
         **carried(dep, PLAN_ECHOES),
         model=dep.model.id,
@@ -101,6 +91,27 @@ def build_plan(
         + [f"speed from a fitted profile: {line}" for line in fitted_speed_warnings(dep, rec, perf)],
         layout=report,
         slo=answer,
+    )
+
+
+def checked_prompt_tokens(dep: Deployment, prompt_tokens: int | None) -> int:
+    """The prompt length the speed uses, in tokens: --prompt-tokens (PlanInputError when outside
+    1..ctx_tokens), else the default request's (kinds.default_request_tokens)."""
+    if prompt_tokens is not None and not 1 <= prompt_tokens <= dep.ctx_tokens:
+        raise PlanInputError(
+            f"--prompt-tokens: longer than the context (got {prompt_tokens}, "
+            f"expected 1..--ctx {dep.ctx_tokens})"
+        )
+    return prompt_tokens or kinds.default_request_tokens(dep.ctx_tokens)[0]
+
+
+def plan_layout_report(dep: Deployment, rec: Recommendation) -> LayoutReport | None:
+    """The per-rank layout report at the recommended instance batch; None for a tp-only deployment."""
+    parts = None if dep.is_tp_only else capacity.weight_bytes_by_part(dep)
+    return (
+        None
+        if parts is None
+        else layout.layout_report(dep, instance_batch=rec.max_batch_size, weights_by_part=parts)
     )
 
 

@@ -36,6 +36,13 @@ class Engine:
         self.cfg, self.table = cfg, table
         self.prompt, self.output, self.arrival = requests
         count = len(self.prompt)
+        self._init_request_state(count)
+        self._init_queues(count)
+        self._init_trace()
+        self._init_coordination()
+
+    def _init_request_state(self, count: int) -> None:
+        """Per-request lists (one entry per request, by index): times, progress, KV held."""
         self.first = [math.nan] * count
         # vLLM P:D decode instance: the proxy discards the prefill instance's token and streams the decoder's,
         # so a request's first token is the end of its first decode step here (planner/sim/pd.py)
@@ -50,6 +57,9 @@ class Engine:
         self.join = [0] * count
         self.g0 = [0.0] * count
         self.delivered = [0.0] * count  # tokens generated when the request completed
+
+    def _init_queues(self, count: int) -> None:
+        """The clock, the queues and heaps the loop works through, and the run's counters."""
         self.t = 0.0
         self.step = 0
         self.base_sum = 0.0
@@ -67,6 +77,9 @@ class Engine:
         self.max_batch_reached = 0
         self.prefill_tokens = 0  # prompt tokens computed, recomputation included
         self.decode_waste_s = 0.0  # MindIE supportSelectBatch: accumulatedDecodeWasteTime
+
+    def _init_trace(self) -> None:
+        """The event trace record() appends to, and its bound append methods."""
         # (time, in system, batch, used blocks, waiting) after each event. Typed arrays: they append as fast
         # as lists, and timeline_of copies each buffer once instead of converting element by element
         self.trace: tuple[array[float], array[int], array[int], array[int], array[int]] = (
@@ -78,6 +91,9 @@ class Engine:
         )
         times, in_system, batch, blocks, waiting = self.trace  # record() runs once an event: bound appends
         self.trace_appends = (times.append, in_system.append, batch.append, blocks.append, waiting.append)
+
+    def _init_coordination(self) -> None:
+        """What the P:D and DP coordinators set (pdloop.py, dpgroups.py); the defaults: a lone instance."""
         # P:D coordination (planner/sim/pdloop.py): the earliest time another instance may hand this one
         # work, whether requests come from the engine's own arrival list, a prefill instance keeping
         # finished requests' KV until release(), hand-over lists.

@@ -289,20 +289,7 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
             "npuMemSize explicit: MindIE takes exactly this many GiB for KV and ignores "
             "NPU_MEMORY_FRACTION; if kvplan underestimates weights or activations this can OOM"
         )
-    if plan.performance is None:
-        notes.append(
-            "prefill/decode times: no roofline available, MindIE defaults 150/50 ms kept and "
-            "supportSelectBatch left false"
-        )
-    else:
-        if not plan.performance.calibrated:
-            notes.append(
-                "supportSelectBatch false: prefill/decode times are uncalibrated roofline estimates, and "
-                "MindIE's batch selection weighs them (a wrong prefill time starves prefills); "
-                "run `kvplan calibrate` to enable it"
-            )
-        if units.s_to_ms(max(plan.performance.ttft_s, plan.performance.decode_step_s)) > MAX_MS:
-            notes.append("roofline prefill or decode time above 1000 ms: clamped to MindIE's maximum")
+    notes += step_time_notes(plan)
     batch = plan.batch_per_dp_group
     if prediction.concurrency < batch:
         notes.append(
@@ -320,6 +307,26 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
             f"blocks, so npuBlockNum counts full-attention layers only and npuMemSize leaves the states "
             f"out; maxBatchSize {plan.batch_per_dp_group} depends on this"
         )
+    return notes
+
+
+def step_time_notes(plan: Plan) -> list[str]:
+    """Advice on the config's prefill/decode times (MindIE's defaults, supportSelectBatch, clamping)."""
+    notes = []
+    if plan.performance is None:
+        notes.append(
+            "prefill/decode times: no roofline available, MindIE defaults 150/50 ms kept and "
+            "supportSelectBatch left false"
+        )
+    else:
+        if not plan.performance.calibrated:
+            notes.append(
+                "supportSelectBatch false: prefill/decode times are uncalibrated roofline estimates, and "
+                "MindIE's batch selection weighs them (a wrong prefill time starves prefills); "
+                "run `kvplan calibrate` to enable it"
+            )
+        if units.s_to_ms(max(plan.performance.ttft_s, plan.performance.decode_step_s)) > MAX_MS:
+            notes.append("roofline prefill or decode time above 1000 ms: clamped to MindIE's maximum")
     return notes
 
 

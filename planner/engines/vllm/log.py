@@ -117,6 +117,17 @@ def _breakdown(found: re.Match[str], current: str | None) -> StartupBreakdown:
     )
 
 
+def _breakdowns(text: str) -> list[StartupBreakdown]:
+    """Every STARTUP_RE line of the log, in order, with the KV memory its line ends with (CURRENT_KV_RE)."""
+    breakdown = []
+    for line in text.splitlines():
+        found = STARTUP_RE.search(line)
+        if found:
+            current = CURRENT_KV_RE.search(line)
+            breakdown.append(_breakdown(found, current.group(1) if current else None))
+    return breakdown
+
+
 def parse_vllm_log(text: str) -> VllmLogFigures:
     """All figures the log holds (see the module docstring for the lines understood)."""
     available = [log_gib_bytes(m.group(1)) for m in AVAILABLE_KV_RE.finditer(text)]
@@ -125,12 +136,7 @@ def parse_vllm_log(text: str) -> VllmLogFigures:
     for used, total in AVAILABLE_BYTES_RE.findall(text):
         available.append(log_count(used))
         totals.append(log_count(total))
-    breakdown = []
-    for line in text.splitlines():
-        found = STARTUP_RE.search(line)
-        if found:
-            current = CURRENT_KV_RE.search(line)
-            breakdown.append(_breakdown(found, current.group(1) if current else None))
+    breakdown = _breakdowns(text)
     for item in breakdown:
         totals.append(item.device_total_bytes)
         if item.current_kv_bytes is not None and not available:

@@ -16,7 +16,6 @@ Platforms:
                     arrived with commit d39d80830c (2026-03-09), first tagged in v0.16.0rc1
 """
 
-
 import math
 from typing import Literal
 

@@ -5,7 +5,6 @@ re-exports what the registry asks); the transformers room borrows them, being si
 scheduler (planner/engines/transformers/pool.py).
 """
 
-
 from planner import units
 from planner.deployment import Deployment
 from planner.engines.vllm.versions import DEFAULT_VERSION, VERSIONS, EngineVersion

@@ -30,7 +30,6 @@ vLLM = vllm-project/vllm 0.27.1 unless named):
 The pool's blocks, concurrency and the "GPU KV cache size" line come from planner/engines/vllm/pool.py.
 """
 
-
 import math
 
 from planner import layout, memory, units

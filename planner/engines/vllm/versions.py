@@ -5,11 +5,10 @@ row with its source lines ([VA] = vllm-project/vllm-ascend at the tag or commit 
 vllm-project/vllm 0.27.1 unless named).
 """
 
-
 from typing import Literal
 
 from planner.errors import PlanInputError
-from planner.schema import Frozen
+from planner.schema_base import Frozen
 
 # The hybrid (Mamba / linear-attention) pool's page rules per platform (planner/engines/vllm/pool.py).
 Platform = Literal["cuda", "ascend", "ascend-pr14543", "ascend-v0.12"]

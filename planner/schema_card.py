@@ -1,0 +1,226 @@
+"""Model cards: the architecture of one model in Hugging Face config.json field names, verbatim, and what
+each attention kind means for the formulas (ATTENTION_KINDS). Re-exported by planner/schema.py.
+"""
+
+from typing import Literal, Self
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from planner.records import record
+from planner.schema_base import DataModel, HfSource, Source
+
+LayerType = Literal["full_attention", "linear_attention"]
+AttentionKind = Literal["mha", "gqa", "mla", "hybrid"]
+
+
+@record
+class AttentionTraits:
+    """What an attention kind means for the formulas; a new kind is one ATTENTION_KINDS entry."""
+
+    latent_kv: bool  # KV holds one compressed latent per token and layer, replicated on every rank (MLA)
+    linear_layers: bool  # some layers are linear attention (Gated DeltaNet): a fixed state, no KV cache
+
+
+ATTENTION_KINDS: dict[AttentionKind, AttentionTraits] = {
+    "mha": AttentionTraits(latent_kv=False, linear_layers=False),
+    "gqa": AttentionTraits(latent_kv=False, linear_layers=False),
+    "mla": AttentionTraits(latent_kv=True, linear_layers=False),
+    "hybrid": AttentionTraits(latent_kv=False, linear_layers=True),
+}
+
+
+# HF config names (and kvplan's) of the dtypes memory.py can size a recurrent state in
+SSM_DTYPES = ("float32", "bfloat16", "float16", "fp32", "bf16", "fp16")
+MAX_LAYERS = 10**4
+MAX_CARD_INT = 10**8
+
+
+class ModelCard(DataModel):
+    """Architecture of one model, in Hugging Face config.json field names."""
+
+    schema_version: Literal[1] = 1
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    aliases: list[str] = Field(default_factory=list)
+    source: HfSource
+    sources: list[Source] = Field(min_length=1)
+    model_type: str
+    attention: AttentionKind
+    torch_dtype: str = "bfloat16"
+
+    hidden_size: int = Field(gt=0)
+    num_hidden_layers: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0)
+    head_dim: int | None = Field(default=None, gt=0)
+    intermediate_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    tie_word_embeddings: bool
+    max_position_embeddings: int = Field(gt=0)
+    attention_bias: bool = False
+    qk_norm: bool = False  # Qwen3-style per-head RMSNorm on q and k (head_dim weights each)
+    attn_output_gate: bool = False  # Qwen3-Next/3.5: q_proj also emits a sigmoid output gate
+    partial_rotary_factor: float = Field(default=1.0, gt=0, le=1)  # share of head_dim that RoPE rotates
+
+    # Hybrid models (Qwen3-Next / Qwen3.5): which layers are full attention.
+    layer_types: list[LayerType] | None = None
+    full_attention_interval: int | None = Field(default=None, gt=0)
+    linear_conv_kernel_dim: int | None = Field(default=None, gt=0)
+    linear_key_head_dim: int | None = Field(default=None, gt=0)
+    linear_value_head_dim: int | None = Field(default=None, gt=0)
+    linear_num_key_heads: int | None = Field(default=None, gt=0)
+    linear_num_value_heads: int | None = Field(default=None, gt=0)
+    mamba_ssm_dtype: str | None = None  # dtype of the recurrent state (Qwen3.5 configs: float32)
+
+    # MoE (Qwen names first, DeepSeek names where they differ).
+    num_experts: int | None = Field(default=None, gt=0)
+    n_routed_experts: int | None = Field(default=None, gt=0)
+    num_experts_per_tok: int | None = Field(default=None, gt=0)
+    moe_intermediate_size: int | None = Field(default=None, gt=0)
+    shared_expert_intermediate_size: int | None = Field(default=None, gt=0)
+    n_shared_experts: int | None = Field(default=None, gt=0)
+    first_k_dense_replace: int = Field(default=0, ge=0)
+
+    # MLA (DeepSeek).
+    q_lora_rank: int | None = Field(default=None, gt=0)
+    kv_lora_rank: int | None = Field(default=None, gt=0)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0)
+    qk_nope_head_dim: int | None = Field(default=None, gt=0)
+    v_head_dim: int | None = Field(default=None, gt=0)
+
+    # Multi-token-prediction layers shipped with the checkpoint.
+    num_nextn_predict_layers: int = Field(default=0, ge=0)  # DeepSeek name
+    mtp_num_hidden_layers: int = Field(default=0, ge=0)  # Qwen3.5 name
+
+    notes: str = ""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _check_size(cls, value: object, info: ValidationInfo) -> object:
+        """Every count of a card is bounded: 10^4 layers, 10^8 for any other size (vocab, widths)."""
+        limit = MAX_LAYERS if info.field_name == "num_hidden_layers" else MAX_CARD_INT
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            raise ValueError(f"must be <= {limit} (got a {len(str(value))}-digit number)")
+        return value
+
+    @model_validator(mode="after")
+    def _check_geometry(self) -> Self:
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_attention_heads must be a multiple of num_key_value_heads "
+                f"(got {self.num_attention_heads} and {self.num_key_value_heads})"
+            )
+        if not self.attention_traits.latent_kv and self.head_dim is None:
+            raise ValueError("head_dim is required for non-MLA attention (write it explicitly)")
+        if self.layer_types is not None and len(self.layer_types) != self.num_hidden_layers:
+            raise ValueError(
+                f"layer_types must have num_hidden_layers entries "
+                f"(got {len(self.layer_types)}, expected {self.num_hidden_layers})"
+            )
+        if self.resolved_layer_types.count("full_attention") == 0:
+            raise ValueError(
+                "no layer keeps a KV cache (got every layer linear_attention, expected at least one "
+                "full_attention layer)"
+            )
+        self._check_hybrid()
+        self._check_mla()
+        self._check_moe()
+        return self
+
+    def _check_hybrid(self) -> None:
+        hybrid_fields = (
+            self.linear_conv_kernel_dim,
+            self.linear_key_head_dim,
+            self.linear_value_head_dim,
+            self.linear_num_key_heads,
+            self.linear_num_value_heads,
+        )
+        if self.attention_traits.linear_layers:
+            if any(f is None for f in hybrid_fields):
+                raise ValueError(
+                    "attention 'hybrid' needs every linear_* field (conv kernel, head dims, heads)"
+                )
+            if self.layer_types is None and self.full_attention_interval is None:
+                raise ValueError("attention 'hybrid' needs layer_types or full_attention_interval")
+        elif any(f is not None for f in hybrid_fields):
+            raise ValueError(
+                f"linear_* fields are only valid with attention 'hybrid' (got {self.attention!r})"
+            )
+        if self.mamba_ssm_dtype is not None and self.mamba_ssm_dtype.strip().lower() not in SSM_DTYPES:
+            raise ValueError(
+                f"mamba_ssm_dtype: unknown dtype (got {self.mamba_ssm_dtype!r}, expected one of "
+                f"{', '.join(SSM_DTYPES)})"
+            )
+
+    def _check_mla(self) -> None:
+        mla_fields = (self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim)
+        if self.attention_traits.latent_kv and any(f is None for f in mla_fields):
+            raise ValueError(
+                "attention 'mla' needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim"
+            )
+
+    def _check_moe(self) -> None:
+        if self.first_k_dense_replace > self.num_hidden_layers:
+            raise ValueError(
+                f"first_k_dense_replace must be <= num_hidden_layers "
+                f"(got {self.first_k_dense_replace}, expected <= {self.num_hidden_layers})"
+            )
+        if self.routed_expert_count and not (self.num_experts_per_tok and self.moe_intermediate_size):
+            raise ValueError("MoE cards need num_experts_per_tok and moe_intermediate_size")
+        if (
+            self.routed_expert_count
+            and self.num_experts_per_tok
+            and (self.num_experts_per_tok > self.routed_expert_count)
+        ):
+            raise ValueError(
+                f"num_experts_per_tok must be <= the expert count "
+                f"(got {self.num_experts_per_tok}, expected <= {self.routed_expert_count})"
+            )
+
+    @property
+    def routed_expert_count(self) -> int:
+        """Routed experts per MoE layer (0 for dense models)."""
+        return self.num_experts or self.n_routed_experts or 0
+
+    @property
+    def is_moe(self) -> bool:
+        """True when the MLP of (some) layers is a routed mixture of experts."""
+        return self.routed_expert_count > 0
+
+    @property
+    def mtp_layers(self) -> int:
+        """Multi-token-prediction layers shipped with the checkpoint (either HF spelling)."""
+        return self.num_nextn_predict_layers or self.mtp_num_hidden_layers
+
+    @property
+    def attention_traits(self) -> AttentionTraits:
+        """The formulas' view of this card's attention kind (ATTENTION_KINDS)."""
+        return ATTENTION_KINDS[self.attention]
+
+    @property
+    def resolved_layer_types(self) -> list[LayerType]:
+        """Per-layer attention kind; with full_attention_interval k, every k-th layer (1-based) is full."""
+        if self.layer_types is not None:
+            return list(self.layer_types)
+        if not self.attention_traits.linear_layers or self.full_attention_interval is None:
+            return ["full_attention"] * self.num_hidden_layers
+        k = self.full_attention_interval
+        return [
+            "full_attention" if (i + 1) % k == 0 else "linear_attention"
+            for i in range(self.num_hidden_layers)
+        ]
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Layers that keep a KV (or MLA latent) cache."""
+        return self.resolved_layer_types.count("full_attention")
+
+    @property
+    def linear_attention_layers(self) -> int:
+        """Gated DeltaNet layers, which keep a fixed-size state per sequence instead of a KV cache."""
+        return self.resolved_layer_types.count("linear_attention")
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a routed MoE (DeepSeek keeps the first first_k_dense_replace layers dense)."""
+        return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
