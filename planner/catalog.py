@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from planner import readers
+from planner import catalog_cache, readers
 from planner.errors import DataFileError, UnknownIdError
 from planner.kinds import ENGINES
 from planner.schema import HardwareProfile, ModelCard
@@ -177,6 +177,14 @@ def resolve_model(name: str) -> tuple[ModelCard, str | None]:
             raise DataFileError(f"--model: model card {_not_found(path)}{also} (got {name!r})")
         return load_model(hf_target), name.strip()
     key = name.strip().lower()
+    return catalog_cache.remembered(
+        f"model-{key}", data_files=lambda: _files("modelcards").values(), look_up=lambda: _model_by_id(name)
+    )
+
+
+def _model_by_id(name: str) -> tuple[ModelCard, str | None]:
+    """resolve_model for a name that is no path: an id or an alias."""
+    key = name.strip().lower()
     if key in _files("modelcards"):
         return load_model(key), None
     alias_target = _alias_map().get(key)
@@ -196,6 +204,21 @@ def resolve_card(name: str, *, engine: str | None = None) -> HardwareProfile:
         if not _is_file(path):
             raise DataFileError(f"--card: profile {_not_found(path)} (got {name!r})")
         return load_item(path, HardwareProfile, check_stem=False)
+    key = name.strip().lower()
+    return catalog_cache.remembered(
+        f"card-{key}-{engine or 'any'}",
+        data_files=_profile_files,
+        look_up=lambda: _card_by_id(name, engine=engine),
+    )
+
+
+def _profile_files() -> list[Path]:
+    """Every file resolve_card may read for an id: each profile and each fitted profile."""
+    return [*_files("hwprofiles").values(), *sorted((data_dir("hwprofiles") / "fitted").glob("*.yaml"))]
+
+
+def _card_by_id(name: str, *, engine: str | None) -> HardwareProfile:
+    """resolve_card for a name that is no path: a profile id or a variant id."""
     key = name.strip().lower()
     card_id = key if key in _files("hwprofiles") else variant_map().get(key)
     if card_id is not None:

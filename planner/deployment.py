@@ -3,9 +3,10 @@
 Built once at the boundary (CLI, app) after validation; every formula downstream trusts it.
 """
 
-from typing import Self
+from typing import Annotated, Any, Self
 
 from pydantic import Field, model_validator
+from pydantic_core import core_schema
 
 from planner.degrees import MAX_DEGREE as MAX_DEGREE  # re-exported (planner/cli/layouts.py)
 from planner.degrees import Degrees
@@ -44,12 +45,24 @@ def default_max_prefill_tokens(ctx_tokens: int, *, block_size_tokens: int) -> in
     return max(DEFAULT_MAX_PREFILL_TOKENS, ctx_tokens - output)
 
 
+class AsLoaded:
+    """Annotation of a field that holds a data-file model as the catalogue loaded and validated it: the
+    deployment checks the instance's class and keeps the instance as is (what pydantic does with a model
+    instance anyway), without generating the model's own schema. So building the deployment's validator
+    does not build ModelCard's and HardwareProfile's, which a plan read from the catalogue cache never
+    needs (schema_base.DataModel builds them on first use; planner/catalog_cache.py)."""
+
+    def __get_pydantic_core_schema__(self, source: type, handler: Any) -> core_schema.CoreSchema:
+        """An is-instance check of the annotated class."""
+        return core_schema.is_instance_schema(source)
+
+
 class Deployment(Degrees):
     """Everything a plan depends on: the parallel degrees (tp, dp, ep, pp: Degrees) and what follows.
     `batch` None means: plan the largest batch that fits at ctx."""
 
-    model: ModelCard
-    hardware: HardwareProfile
+    model: Annotated[ModelCard, AsLoaded()]
+    hardware: Annotated[HardwareProfile, AsLoaded()]
     weight_scheme_name: str
     kv_dtype: StorageDType
     redundant_experts: int = Field(default=0, ge=0, le=MAX_REDUNDANT_EXPERTS)  # EPLB copies, all ranks

@@ -50,6 +50,11 @@ class DataModel(Frozen):
     `true` is not 1 in a number field (or its list or map), and only true/false fill a bool field (not 1
     or "yes"). Only file-facing models pay for this check; the planner's own results do not."""
 
+    # Validators build on first validation, not at import: a plan whose card and profile come from the
+    # catalogue cache (planner/catalog_cache.py) validates none, and saves building them (~0.06e9
+    # instructions of the mission command's start-up; benchmarks/bench_startup.py).
+    model_config = ConfigDict(defer_build=True)
+
     @field_validator("*", mode="before")
     @classmethod
     def _strict_booleans(cls, value: object, info: ValidationInfo) -> object:
