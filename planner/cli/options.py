@@ -9,7 +9,6 @@ loads it.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from typing import Annotated, Any, NoReturn, Protocol, runtime_checkable
@@ -256,6 +255,8 @@ class OneLineErrors(FlagGroup):
 
 def print_json(payload: object) -> None:
     """Write a JSON document to stdout: strict JSON (a NaN or infinity is a bug, never `NaN` output)."""
+    import json  # here: the text plan (the mission command) never loads json
+
     try:
         text = json.dumps(payload, indent=2, allow_nan=False)
     except ValueError as exc:

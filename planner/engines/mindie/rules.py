@@ -9,7 +9,6 @@ Messages: `<field path>: <what is wrong> (got <value>, expected <constraint>)[; 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -236,4 +235,6 @@ def parse_config_text(text: str, *, source: str) -> dict[str, Any]:
 
 def render_config(cfg: dict[str, Any]) -> str:
     """config.json text: 4-space indent as MindIE ships it, UTF-8 kept."""
+    import json  # here: a plan imports this module, only `kvplan mindie` writes a config
+
     return json.dumps(cfg, indent=4, ensure_ascii=False) + "\n"
