@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import os
 import resource
 import statistics
 import subprocess
@@ -59,6 +60,15 @@ def run_once(command: list[str], *, cwd: Path = ROOT) -> tuple[float, float]:
     return wall_s, cpu_s
 
 
+def warm_catalogue_cache(checkouts: list[Path]) -> None:
+    """Run the mission command once in each checkout with bytecode writing on, so that it writes its
+    catalogue cache entries (planner/catalog_cache.py) as a first run after an install does."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    for checkout in checkouts:
+        command = [sys.executable, "-m", "planner.cli", *MISSION]
+        subprocess.run(command, stdout=subprocess.DEVNULL, check=True, cwd=checkout, env=env)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
@@ -72,8 +82,11 @@ def main() -> None:
         compileall.compile_dir(package, quiet=1, force=False)
         if args.baseline is not None:
             compileall.compile_dir(args.baseline / "planner", quiet=1, force=False)
+        warm_catalogue_cache([ROOT, *([] if args.baseline is None else [args.baseline.resolve()])])
     cached = (package / "__pycache__").is_dir()
     print(f"planner bytecode: {'cached' if cached else 'compiled from source on every run (try --compile)'}")
+    entries = len(list((package / "__pycache__").glob("catalog-*.pickle")))
+    print(f"catalogue cache entries: {entries} (none: every run validates the YAML again; try --compile)")
     kvplan = [sys.executable, "-m", "planner.cli"]
     commands = {
         "python -c pass (interpreter floor)": [sys.executable, "-c", "pass"],
