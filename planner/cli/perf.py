@@ -13,40 +13,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import kinds
-from planner.cli.options import (
-    BATCH_FLAGS,
-    DEFAULT_CARD,
-    DEFAULT_DTYPE,
-    DEFAULT_ENGINE,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    PREFILL_FLAGS,
-    PROMPT_FLAGS,
-    REQUESTS_FLAGS,
-    AcceptanceOpt,
-    CardOpt,
-    DpOpt,
-    EngineFractionOpt,
-    EngineOpt,
-    EpOpt,
-    FlagCommand,
-    JsonOpt,
-    KvDtypeOpt,
-    MemoryOpt,
-    ModelOpt,
-    MtpOpt,
-    NodeSizeOpt,
-    NodesOpt,
-    PpOpt,
-    RedundantOpt,
-    TpOpt,
-    UncalibratedOpt,
-    fail,
-    ms_to_s,
-    plan_request,
-    positive,
-    print_json,
-)
+from planner.cli.flags import BATCH_FLAGS, LOAD_FLAGS, PREFILL_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS, ModelOpt
+from planner.cli.options import fail, flag_command, ms_to_s, plan_request, positive, print_json, wants_json
 from planner.errors import KvplanError, PlanInputError
+from planner.inputs import DEFAULT_DTYPE
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -103,22 +73,6 @@ def serve_command(
             "requests drift apart; random: the load knee's and the seed fit's mode)."
         ),
     ] = kinds.DEFAULT_ARRIVALS,
-    card: CardOpt = DEFAULT_CARD,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
-    engine: EngineOpt = DEFAULT_ENGINE,
-    as_json: JsonOpt = False,
-    memory_fraction: EngineFractionOpt = None,
-    dp: DpOpt = 1,
-    ep: EpOpt = 1,
-    pp: PpOpt = 1,
-    nodes: NodesOpt = None,
-    devices_per_node: NodeSizeOpt = None,
-    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
     --concurrency 32`. With an SLO and no --concurrency: the most users whose simulated P99 TTFT / TPOT meet
@@ -148,7 +102,7 @@ def serve_command(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
         memory_fraction=dep.memory_fraction, dp=dep.dp,
     )  # fmt: skip
-    if as_json:
+    if wants_json(context):
         print_json(serve_view.serve_payload(view))
     else:
         for line in serve_view.serve_lines(view):
@@ -262,4 +216,4 @@ def serve_results(
 
 def register(app: typer.Typer) -> None:
     """Add `serve` to the `kvplan` app."""
-    app.command("serve", cls=FlagCommand)(serve_command)
+    app.command("serve", cls=flag_command((None, LOAD_FLAGS)))(serve_command)

@@ -18,34 +18,10 @@ import typer
 
 from planner import atomic, kinds, records, units
 from planner.cli import options, simview
-from planner.cli.options import (
-    BATCH_FLAGS,
-    DEFAULT_CARD,
-    DEFAULT_DTYPE,
-    DEFAULT_ENGINE,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    PROMPT_FLAGS,
-    REQUESTS_FLAGS,
-    AcceptanceOpt,
-    CardOpt,
-    DpOpt,
-    EngineOpt,
-    EpOpt,
-    FlagCommand,
-    JsonOpt,
-    KvDtypeOpt,
-    MemoryOpt,
-    ModelOpt,
-    MtpOpt,
-    NodeSizeOpt,
-    NodesOpt,
-    PpOpt,
-    RedundantOpt,
-    TpOpt,
-    UncalibratedOpt,
-)
+from planner.cli.flags import BATCH_FLAGS, LOAD_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS, ModelOpt
 from planner.cli.simrequest import SchedulerFlags, SimulateRequest, check_flag_combinations, input_files
 from planner.errors import KvplanError, PlanInputError
+from planner.inputs import DEFAULT_DTYPE
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -125,22 +101,6 @@ def simulate_command(
         Path | None, typer.Option(help="Write queue length, batch and KV use over time (CSV) here.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
-    card: CardOpt = DEFAULT_CARD,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
-    engine: EngineOpt = DEFAULT_ENGINE,
-    as_json: JsonOpt = False,
-    memory_fraction: options.EngineFractionOpt = None,
-    dp: DpOpt = 1,
-    ep: EpOpt = 1,
-    pp: PpOpt = 1,
-    nodes: NodesOpt = None,
-    devices_per_node: NodeSizeOpt = None,
-    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = SimulateRequest(
@@ -163,7 +123,8 @@ def simulate_command(
         )
     except KvplanError as exc:
         options.fail(exc)
-    head = {"model": model, "card": card, "engine": engine, "pd": pd}
+    request, as_json = flags.request, options.wants_json(context)
+    head = {"model": model, "card": request.card, "engine": request.engine, "pd": pd}
     if search is not None:
         search_and_report(flags, head=head, as_json=as_json)
         return
@@ -178,7 +139,8 @@ def simulate_command(
             {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
         )
         return
-    label = simview.simulation_label(model, card=card, pd=pd, degrees=(tp, dp, ep, pp))
+    degrees = (request.tp, request.dp, request.ep, request.pp)
+    label = simview.simulation_label(model, card=request.card, pd=pd, degrees=degrees)
     for line in simview.summary_lines(result, label=label, band=band):
         typer.echo(line)
 
@@ -378,4 +340,4 @@ def scheduler_knobs(knobs: SchedulerFlags) -> dict[str, Any]:
 
 def register(app: typer.Typer) -> None:
     """Add `simulate` to the `kvplan` app."""
-    app.command("simulate", cls=FlagCommand)(simulate_command)
+    app.command("simulate", cls=options.flag_command((None, LOAD_FLAGS)))(simulate_command)
