@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
-from planner.cli.flags import LAYOUT_FLAGS, MEMORY_FLAGS, PROMPT_FLAGS, SLO_FLAGS, MaybeModelOpt
+from planner.cli.flags import LAYOUT_FLAGS, MEMORY_FLAGS, PROMPT_FLAGS, SLO_FLAGS, MaybeModelOpt, shared_flags
 from planner.cli.options import (
     FlagCommand,
     FlagGroup,
@@ -53,6 +53,7 @@ class KvplanGroup(OneLineErrors):
         ("prompt_tokens", ("mtp", "mtp_acceptance", "uncalibrated", "engine")),
         ("as_json", (*MEMORY_FLAGS, *LAYOUT_FLAGS, *SLO_FLAGS)),
     )
+    flag_tables = (shared_flags,)
 
     def _load(self) -> None:
         if not self.commands:

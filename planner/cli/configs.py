@@ -18,8 +18,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 
-from planner.cli.flags import CTX_FLAGS, LAYOUT_FLAGS, MEMORY_FLAGS, PREFILL_FLAGS, TP_FLAGS, ModelOpt
-from planner.cli.options import fail, flag_command, plan_request, print_json, wants_json
+from planner.cli.flags import (
+    CTX_FLAGS,
+    LAYOUT_FLAGS,
+    MEMORY_FLAGS,
+    PREFILL_FLAGS,
+    TP_FLAGS,
+    ModelOpt,
+    flag_command,
+)
+from planner.cli.options import fail, plan_request, print_json, wants_json
 from planner.errors import DataFileError, KvplanError, PlanInputError
 from planner.inputs import DEFAULT_CTX, PlanRequest
 

@@ -1,23 +1,21 @@
-"""The flags several `kvplan` commands share, each defined once: its spelling, help and default stand in one
-line of `shared_flags` below, and each command names the groups it takes (`placements`), where they stand in
-its help. A command's own flags stay in its own signature; typer reads both the normal way (the table is a
-plain typer command that never runs), and planner/cli/options.py's command classes put the shared ones
-among the command's own.
+"""The flags several `kvplan` commands share, each defined once: its spelling, help and default are one entry
+of `shared_flags` below (a flag table: a function typer reads like any command's, never run), and each
+command names the groups it takes and where they stand in its help (`flag_command` placements). A command's
+own flags stay in its own signature; planner/cli/options.py's command classes put the placed ones among them
+and leave their values in the context's params, where options.plan_request builds the typed request.
 
-Adding a flag: one the deployment, the layout or the step model reads goes in `shared_flags` (one line) and,
-when a group should carry it, in that group's tuple; a flag of one command goes in that command's signature.
-Both reach the command's typed request through options.plan_request (by field name) or its own request.
+Adding a flag: one that several commands take is one entry in `shared_flags` plus its name in the group
+(tuple below) or placement that carries it; a flag of one command is one parameter in its own signature.
+A flag named as a PlanRequest field reaches the request through plan_request with no other change.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-import typer.main
 
+from planner.cli.options import FlagCommand, FlagTable, Placement
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
@@ -142,34 +140,10 @@ SLO_FLAGS = ("tpot_ms", "ttft_ms", "min_user_tps")
 # `serve` and `simulate`: the step model, the engine and its memory share, the layout
 LOAD_FLAGS = (*STEP_FLAGS, "engine", "as_json", "memory_fraction", *LAYOUT_FLAGS)
 
-# (the flag the group follows in the command's help, None: after all of the command's own; the group)
-Placement = tuple[str | None, tuple[str, ...]]
-FlagTable = Callable[..., None]
 
-
-@functools.cache
-def table_params(table: FlagTable) -> dict[str, Any]:
-    """The click parameters of a flag table (`shared_flags`, or a command family's own, as configs.py's), by
-    name, as typer builds them from its signature (built once a process; a parameter holds no parse state,
-    so the commands share them)."""
-    app = typer.Typer(add_completion=False)
-    app.command()(table)
-    return {param.name: param for param in typer.main.get_command(app).params}
-
-
-def with_shared(
-    params: list[Any], placements: tuple[Placement, ...], tables: tuple[FlagTable, ...]
-) -> list[Any]:
-    """A command's parameters with each placement's flags right after the one it names (None: after the
-    command's own), in the order the placements come; each flag from the first of `tables` that has it."""
-    found = [table_params(table) for table in tables]
-    own = {param.name for param in params}
-    placed = list(params)
-    for after, names in placements:
-        names_now = [param.name for param in placed]
-        if after is None:
-            at = max(i for i, name in enumerate(names_now) if name in own) + 1
-        else:
-            at = names_now.index(after) + 1
-        placed[at:at] = [next(table[name] for table in found if name in table) for name in names]
-    return placed
+def flag_command(*placements: Placement, family: FlagTable | None = None) -> type[FlagCommand]:
+    """The command class (cls= of app.command) of a command that takes these groups of shared flags, each
+    after the flag it names (None: after the command's own), as its help lists them; `family`: a table of
+    flags a family of commands words its own way (configs.py's), looked up before `shared_flags`."""
+    tables = (shared_flags,) if family is None else (family, shared_flags)
+    return type("FlagCommand", (FlagCommand,), {"placements": placements, "flag_tables": tables})

@@ -11,7 +11,7 @@ import typer
 
 from planner import units
 from planner.cli import options
-from planner.cli.flags import MEMORY_FLAGS, SLO_FLAGS, ModelOpt
+from planner.cli.flags import MEMORY_FLAGS, SLO_FLAGS, ModelOpt, flag_command
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def layout_cells(c: LayoutCandidate, *, with_slo: bool) -> tuple[str, ...]:
 
 def register(app: typer.Typer) -> None:
     """Add `kvplan layout` to the app."""
-    cls = options.flag_command(
+    cls = flag_command(
         ("budget_devices", ("ctx_len", "engine")), ("top", ("as_json", *MEMORY_FLAGS, *SLO_FLAGS))
     )
     app.command("layout", cls=cls)(layout_command)

@@ -12,13 +12,14 @@ import functools
 import json
 import re
 import sys
+from collections.abc import Callable
 from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
 
 import typer
+import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from planner import records
-from planner.cli.flags import FlagTable, Placement, shared_flags, with_shared
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest, ServiceLevels, ms_to_s, positive
 from planner.kinds import DEFAULT_ENGINE
@@ -100,6 +101,39 @@ class UsageError(Protocol):
         """The library's message."""
 
 
+# (the flag the group follows in the command's help, None: after all of the command's own; the group)
+Placement = tuple[str | None, tuple[str, ...]]
+FlagTable = Callable[..., None]  # a flag table: a function whose signature typer reads, never run
+
+
+@functools.cache
+def table_params(table: FlagTable) -> dict[str, Any]:
+    """The click parameters of a flag table (`shared_flags`, or a command family's own, as configs.py's), by
+    name, as typer builds them from its signature (built once a process; a parameter holds no parse state,
+    so the commands share them)."""
+    app = typer.Typer(add_completion=False)
+    app.command()(table)
+    return {param.name: param for param in typer.main.get_command(app).params}
+
+
+def with_shared(
+    params: list[Any], placements: tuple[Placement, ...], tables: tuple[FlagTable, ...]
+) -> list[Any]:
+    """A command's parameters with each placement's flags right after the one it names (None: after the
+    command's own), in the order the placements come; each flag from the first of `tables` that has it."""
+    found = [table_params(table) for table in tables]
+    own = {param.name for param in params}
+    placed = list(params)
+    for after, names in placements:
+        names_now = [param.name for param in placed]
+        if after is None:
+            at = max(i for i, name in enumerate(names_now) if name in own) + 1
+        else:
+            at = names_now.index(after) + 1
+        placed[at:at] = [next(table[name] for table in found if name in table) for name in names]
+    return placed
+
+
 def without_flag_types(params: list[Any]) -> None:
     """Show no type for flags (`--json`, `--help`) in the help, which take no value; typer 0.29 prints
     `<bool>` there, as if the flag wanted one. An empty metavar is typer's own way to say so."""
@@ -115,7 +149,9 @@ class TypelessFlags:
     params: list[Any]
     callback: Any
     placements: ClassVar[tuple[Placement, ...]] = ()
-    flag_tables: ClassVar[tuple[FlagTable, ...]] = (shared_flags,)
+    flag_tables: ClassVar[
+        tuple[FlagTable, ...]
+    ] = ()  # where the placed flags are defined, looked up in order
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -147,14 +183,6 @@ def own_values_only(callback: Any, own: set[str | None]) -> Any:
 
 class FlagCommand(TypelessFlags, TyperCommand):
     """Every `kvplan` sub-command (cls= of app.command): flags shown without a type."""
-
-
-def flag_command(*placements: Placement, family: FlagTable | None = None) -> type[FlagCommand]:
-    """The command class (cls= of app.command) of a command that takes these groups of shared flags, each
-    after the flag it names (None: after the command's own), as its help lists them; `family`: a table of
-    flags a family of commands words its own way (configs.py's), looked up before planner/cli/flags.py's."""
-    tables = (shared_flags,) if family is None else (family, shared_flags)
-    return type("FlagCommand", (FlagCommand,), {"placements": placements, "flag_tables": tables})
 
 
 class FlagGroup(TypelessFlags, TyperGroup):

@@ -13,8 +13,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import kinds
-from planner.cli.flags import BATCH_FLAGS, LOAD_FLAGS, PREFILL_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS, ModelOpt
-from planner.cli.options import fail, flag_command, ms_to_s, plan_request, positive, print_json, wants_json
+from planner.cli.flags import (
+    BATCH_FLAGS,
+    LOAD_FLAGS,
+    PREFILL_FLAGS,
+    PROMPT_FLAGS,
+    REQUESTS_FLAGS,
+    ModelOpt,
+    flag_command,
+)
+from planner.cli.options import fail, ms_to_s, plan_request, positive, print_json, wants_json
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import DEFAULT_DTYPE
 

@@ -18,7 +18,7 @@ import typer
 
 from planner import atomic, kinds, records, units
 from planner.cli import options, simview
-from planner.cli.flags import BATCH_FLAGS, LOAD_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS, ModelOpt
+from planner.cli.flags import BATCH_FLAGS, LOAD_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS, ModelOpt, flag_command
 from planner.cli.simrequest import SchedulerFlags, SimulateRequest, check_flag_combinations, input_files
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import DEFAULT_DTYPE
@@ -340,4 +340,4 @@ def scheduler_knobs(knobs: SchedulerFlags) -> dict[str, Any]:
 
 def register(app: typer.Typer) -> None:
     """Add `simulate` to the `kvplan` app."""
-    app.command("simulate", cls=options.flag_command((None, LOAD_FLAGS)))(simulate_command)
+    app.command("simulate", cls=flag_command((None, LOAD_FLAGS)))(simulate_command)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
-from planner.cli.flags import STEP_FLAGS, ModelOpt
-from planner.cli.options import fail, flag_command, plan_request
+from planner.cli.flags import STEP_FLAGS, ModelOpt, flag_command
+from planner.cli.options import fail, plan_request
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import DEFAULT_DTYPE
 
