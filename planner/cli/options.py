@@ -149,9 +149,8 @@ class TypelessFlags:
     params: list[Any]
     callback: Any
     placements: ClassVar[tuple[Placement, ...]] = ()
-    flag_tables: ClassVar[
-        tuple[FlagTable, ...]
-    ] = ()  # where the placed flags are defined, looked up in order
+    # where the placed flags are defined (planner/cli/flags.py's tables), looked up in order
+    flag_tables: ClassVar[tuple[FlagTable, ...]] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -22,9 +22,9 @@ from planner.cli.flags import (
     ModelOpt,
     flag_command,
 )
-from planner.cli.options import fail, ms_to_s, plan_request, positive, print_json, wants_json
+from planner.cli.options import fail, plan_request, print_json, wants_json
 from planner.errors import KvplanError, PlanInputError
-from planner.inputs import DEFAULT_DTYPE
+from planner.inputs import DEFAULT_DTYPE, ms_to_s, positive
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment

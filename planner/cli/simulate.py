@@ -203,7 +203,7 @@ def build_workload(
         wl.parse_length(lengths[1], flag="--output-tokens"),
     )
     if rate is not None:
-        options.positive(rate, "--rate")
+        inputs.positive(rate, "--rate")
         checked = inputs.bounded(rate, "--rate", RATE_RANGE_PER_S)
         return wl.synthetic(lengths=dists, count=requests, rate_per_s=checked, seed=seed)
     if concurrency is None or not 1 <= concurrency <= MAX_CONCURRENCY:
