@@ -62,6 +62,9 @@ class Deployment(Degrees):
     max_prefill_tokens: int = Field(default=DEFAULT_MAX_PREFILL_TOKENS, ge=1)
     mtp_tokens: int = Field(default=0, ge=0, le=8)
     mtp_acceptance_fraction: float = Field(default=DEFAULT_MTP_ACCEPTANCE_FRACTION, ge=0, le=1)
+    # share of each prompt a prefix cache already holds (shared system prompt, multi-turn history): prefill
+    # computes only the rest (planner/perf/prefill.py cached_prompt_tokens); 0 = every prompt computed in full
+    prefix_cached_fraction: float = Field(default=0.0, ge=0, le=1)
     calibrated: bool = True
     model_alias: str | None = None
     engine: EngineName = DEFAULT_ENGINE  # kernel structure of the decode step (planner/perf/kernels.py)

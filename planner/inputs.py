@@ -66,6 +66,7 @@ class PlanRequest:
     nodes: int | None = None
     devices_per_node: int | None = None
     redundant_experts: int = 0
+    prefix_cached_fraction: float = 0.0  # share of each prompt in the prefix cache (serve, simulate)
 
 
 # The request's fields that reach the Deployment as they are (same name, same value): the layout, --batch and
@@ -180,6 +181,12 @@ def _check_ranges(req: PlanRequest) -> None:
         ),
         ("--mtp", req.mtp, 0 <= req.mtp <= 8, "0..8 draft tokens"),
         ("--mtp-acceptance", req.mtp_acceptance, 0 <= req.mtp_acceptance <= 1, "in [0, 1]"),
+        (
+            "--prefix-cached-fraction",
+            req.prefix_cached_fraction,
+            0 <= req.prefix_cached_fraction <= 1,
+            "in [0, 1], the share of each prompt already in the prefix cache",
+        ),
     ]
     for flag, value, ok, expected in [*checks, *_layout_checks(req)]:
         if not ok:
@@ -230,6 +237,7 @@ def to_deployment(req: PlanRequest) -> Deployment:
         or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),
         mtp_tokens=req.mtp,
         mtp_acceptance_fraction=req.mtp_acceptance,
+        prefix_cached_fraction=req.prefix_cached_fraction,
         model_alias=alias,
         engine=engine,
     )

@@ -59,9 +59,43 @@ SHARED_PREFIX_DATASETS = {
         "the weekly Qwen3.5-397B config runs it with --enable-prefix-caching under the comment "
         "'#131072 1024  0.9 80' (input, output, prefix ratio, prompts: the same file writes '0' for its "
         "prefix0 datasets and '0.9' for its prefix90 ones; tests/e2e/weekly/single_node/configs/"
-        "Qwen3.5-397B-A17B-W8A8-mtp-A3_weekly.yaml @a8cfc191), and vLLM caches prefixes by default",
+        "Qwen3.5-397B-A17B-W8A8-mtp-A3_weekly.yaml @a8cfc191); whether a case cached it: PREFIX_CACHING_OFF",
     ),
 }
+# aisbench's shared-prefix datasets name their share: vllm-ascend/GSM8K_prefix90_in131072_... holds prompts
+# whose first 90 % is one shared prefix. The rows that ran them had prefix caching on (--enable-prefix-caching
+# in every such case of the weekly configs; vLLM caches prefixes by default), so that share of each prompt is
+# found in the cache: predicted with --prefix-cached-fraction.  [source: the dataset names in the rows' notes]
+PREFIX_DATASET = re.compile(r"_prefix(\d+)_")
+# CI cases (the case name in the row's notes) that ran a shared-prefix dataset with prefix caching OFF: their
+# prompts are prefilled in full, whatever the dataset shares (predicted at --prefix-cached-fraction 0).
+PREFIX_CACHING_OFF = {
+    "Qwen3-397B-A17B-w8a8-A3-Minimal-Delay-bs2": "--no-enable-prefix-caching in its server_cmd "
+    "(tests/e2e/weekly/single_node/configs/Qwen3.5-397B-A17B-W8A8-mtp-A3_weekly.yaml:228 @a8cfc191)",
+    "Qwen3.5-397B-A17B-w8a8-mtp": "the nightly config sets no prefix-caching flag, and vLLM before 0.28 leaves "
+    "prefix caching off by default for hybrid (Gated DeltaNet) models (vLLM PR #23716, 'Disable prefix "
+    "caching by default for hybrid or mamba-based models'); these rows ran vLLM v0.20.1 .. v0.27.1 "
+    "(vllm-ascend Dockerfile VLLM_TAG @01142a3c, @40992df6, @67b1ac5e)",
+}
+CASE_NAME = re.compile(r"case '([^']+)'")
+
+
+def prefix_cached_fraction(row: dict[str, str]) -> float:
+    """Share of each prompt of the row's dataset that is a shared, prefix-cached prefix (0: none, or prefix
+    caching off: PREFIX_CACHING_OFF): the percentage in a `_prefixNN_` dataset name, or
+    SHARED_PREFIX_DATASETS for datasets whose name omits it."""
+    case = CASE_NAME.search(row["notes"])
+    if case and case.group(1) in PREFIX_CACHING_OFF:
+        return 0.0
+    named = PREFIX_DATASET.search(row["notes"])
+    if named:
+        return int(named.group(1)) / 100
+    for dataset, (percent, _source) in SHARED_PREFIX_DATASETS.items():
+        if f"on {dataset}," in row["notes"]:
+            return percent / 100
+    return 0.0
+
+
 # The fitted vllm-ascend profiles describe the engine of the CI floors they stand on (main, 2026-04 ..
 # 2026-08, about v0.18 .. v0.25). Rows measured before v0.16.0rc1 (2026-03-10, the first release with the
 # AscendC recurrent Gated DeltaNet op, #6725; v0.9 .. v0.15 also predate most of the graph-mode and fused-op
@@ -119,9 +153,25 @@ CORRECTED_AFTER_FIT = {
 }
 
 
+def shares_prefix(row: dict[str, str]) -> bool:
+    """True when the row's dataset shares a prefix between prompts (whether or not the engine cached it)."""
+    named = PREFIX_DATASET.search(row["notes"])
+    listed = any(f"on {dataset}," in row["notes"] for dataset in SHARED_PREFIX_DATASETS)
+    return bool(named and int(named.group(1)) > 0) or listed
+
+
+# Rows of shared-prefix datasets became predictable with --prefix-cached-fraction (2026-12-05), after the
+# shipped fits: predicted, not fitted until the next refit decides on them (same rule as CORRECTED_AFTER_FIT).
+PREFIX_CACHED_AFTER_FIT = (
+    "a shared-prefix dataset, predictable since 2026-12-05 (--prefix-cached-fraction), after the shipped fit"
+)
+
+
 def not_fitted(index: int, row: dict[str, str]) -> str | None:
-    """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT), or None."""
-    return older_engine(row) or CORRECTED_AFTER_FIT.get(index)
+    """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT, a
+    shared-prefix dataset: PREFIX_CACHED_AFTER_FIT), or None."""
+    prefix = PREFIX_CACHED_AFTER_FIT if shares_prefix(row) else None
+    return older_engine(row) or CORRECTED_AFTER_FIT.get(index) or prefix
 
 
 # Seed 000's own client loop (max_tokens 128, no ignore_eos, each client sends its next request when its own
@@ -190,18 +240,6 @@ def _unmodelled(row: dict[str, str]) -> str | None:
     if method and method.group(1) in DRAFT_MODEL_METHODS:
         name = method.group(1)
         return f"{name} speculation: a separate draft model (kvplan times MTP heads only: plain decode here)"
-    shared = re.search(r"_prefix(\d+)_", row["notes"])
-    if shared and int(shared.group(1)) > 0:
-        return (
-            f"shared-prefix dataset (prefix{shared.group(1)}: that % of each prompt is shared and "
-            "prefix-cached); the serving estimate prefills every prompt in full"
-        )
-    for dataset, (percent, source) in SHARED_PREFIX_DATASETS.items():
-        if f"on {dataset}," in row["notes"]:
-            return (
-                f"shared-prefix dataset ({dataset}: {percent} % of each prompt shared and prefix-cached, "
-                f"from {source}); the serving estimate prefills every prompt in full"
-            )
     if row["model"].startswith(SPARSE_ATTENTION_MODEL):
         return "DeepSeek-V3.2 sparse attention (DSA indexer) not modelled; CI floors repeat across set-ups"
     return None
@@ -248,6 +286,8 @@ def bench_row(row: dict[str, str], *, floors: bool = False, headroom: float | No
     out |= {key: row[key] for key in ("input_tokens", "output_tokens", "output_tokens_per_s", "mtp")}
     out |= {key: row[key] for key in ("dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
     out["mtp_acceptance"] = chained_acceptance(row)
+    cached = prefix_cached_fraction(row)
+    out["prefix_cached_fraction"] = f"{cached:g}" if cached else ""
     # per-phase truth where published (mean TTFT, mean TPOT per output token: with MTP the fit divides its
     # step by the row's tokens per step); CI floors have none
     out |= {key: "" if transient_phase_means(row) else row[key] for key in ("ttft_s", "tpot_s")}
@@ -293,6 +333,7 @@ def command(bench: dict[str, str], *, card: str) -> str:
     optional["--memory-fraction"] = bench.get("memory_fraction") or f"{FIT_MEMORY_FRACTION:g}"
     optional["--arrivals"] = "" if rate else bench.get("arrivals", "")
     optional["--num-requests"] = bench["num_prompts"]
+    optional["--prefix-cached-fraction"] = bench.get("prefix_cached_fraction", "")
     # The fit's deployment keeps Deployment's default prefill budget (8192, vLLM's max_num_batched_tokens
     # default) when the row does not state one; serve's own default is the plan's max(8192, ctx - ctx/4).
     optional["--max-prefill-tokens"] = bench["max_num_batched_tokens"] or str(DEFAULT_MAX_PREFILL_TOKENS)

@@ -37,6 +37,7 @@ from planner.cli.options import (
     NodeSizeOpt,
     NodesOpt,
     PpOpt,
+    PrefixCachedOpt,
     RedundantOpt,
     TpOpt,
     UncalibratedOpt,
@@ -96,6 +97,7 @@ def serve_command(
             ">= 1000).",
         ),
     ] = None,
+    prefix_cached_fraction: PrefixCachedOpt = 0.0,
     arrivals: Annotated[
         str,
         typer.Option(

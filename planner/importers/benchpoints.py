@@ -19,6 +19,8 @@ request_rate (requests/s, > 0: an open-loop run at a constant or Poisson rate, p
 its concurrency may be empty when ttft_s and tpot_s are given: Little's law gives the mean in the system).
 dp (--data-parallel-size, default 1) and ep (expert-parallel ranks, default 1; tp x dp under vLLM's
 --enable-expert-parallel) describe the layout; the experts are split as planner/layout.py models them.
+prefix_cached_fraction (in (0, 1]; empty: 0) is the share of each prompt found in the prefix cache (a
+shared-prefix dataset with prefix caching on): prefill computes only the rest (--prefix-cached-fraction).
 A row with a non-empty output_tokens_per_s is a serving row; one file may hold both kinds.
 
 Both: `engine` is the engine that ran the row (mindie, vllm, transformers; vllm-ascend = vllm; empty or
@@ -217,6 +219,9 @@ class ServingPoint(RowSetup):
     # with a floor: the run reached at most (1 + this) x output_tokens_per_s (column floor_headroom_fraction;
     # an assumption about how far above its floor a CI run ran), None: no ceiling
     floor_headroom_fraction: float | None = None
+    # share of each prompt the engine's prefix cache held (column prefix_cached_fraction, a shared-prefix
+    # dataset with prefix caching on): prefill computes only the rest (Deployment.prefix_cached_fraction)
+    prefix_cached_fraction: float = 0.0
 
 
 def _optional(row: dict[str, str], column: str, *, kind: type, where: str) -> float | None:
@@ -282,6 +287,7 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         request_rate_per_s=rate,
         floor_fraction=_fraction(row, "floor_fraction", where=where),
         floor_headroom_fraction=_optional(row, "floor_headroom_fraction", kind=float, where=where),
+        prefix_cached_fraction=_fraction(row, "prefix_cached_fraction", where=where) or 0.0,
     )
 
 

@@ -281,12 +281,34 @@ def decode_ledger(dep: Deployment, *, batch: int, ctx_tokens: int) -> Ledger:
     )
 
 
+def cached_prompt_tokens(dep: Deployment, *, prompt_tokens: int) -> int:
+    """Tokens of one prompt the deployment's prefix cache already holds, so prefill computes only the rest.
+
+    Formula: h = prefill.prefix_hit_tokens(I, f, B): f = dep.prefix_cached_fraction, B = the engine's cache
+    block (registry.prefix_cache_block_tokens); whole blocks only, at most I - 1 tokens. 0 when f = 0.
+    The one place every prefill (closed loop, open loop, fit, load knee) takes its cached share from.
+    """
+    if dep.prefix_cached_fraction <= 0:
+        return 0
+    block_tokens = registry.prefix_cache_block_tokens(dep)
+    fraction = dep.prefix_cached_fraction
+    return prefill.prefix_hit_tokens(prompt_tokens, cached_fraction=fraction, block_tokens=block_tokens)
+
+
+def uncached_prompt_tokens(dep: Deployment, *, prompt_tokens: int) -> int:
+    """Formula: I - h (cached_prompt_tokens): the prompt tokens a prefill computes (and counts against
+    max_prefill_tokens, vLLM's token budget counting only a request's new tokens)."""
+    return prompt_tokens - cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
+
+
 def prefill_ledger(dep: Deployment, *, prompt_tokens: int) -> Ledger:
-    """Per-op ledger of the whole chunked prefill of one prompt (ops summed over chunks)."""
-    step = prefill_step(dep, prompt_tokens=prompt_tokens)
+    """Per-op ledger of the whole chunked prefill of one prompt (ops summed over chunks), its cached prefix
+    (cached_prompt_tokens) read, not computed."""
+    cached = cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
+    step = prefill_step(dep, prompt_tokens=prompt_tokens, cached_tokens=cached)
     chunks = int(step.tokens.size)
     return assemble_ledger(
-        dep, step=step, chunks=chunks, phase="prefill", lengths=(1, prompt_tokens, prompt_tokens)
+        dep, step=step, chunks=chunks, phase="prefill", lengths=(1, prompt_tokens, prompt_tokens - cached)
     )
 
 

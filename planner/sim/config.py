@@ -30,6 +30,8 @@ class SchedulerConfig(Frozen):
             prefillTimeMsPerReq / decodeTimeMsPerReq, queue_delay_s = maxQueueDelayMicroseconds.
     total_blocks  KV blocks of block_tokens each; state_blocks  extra blocks a sequence holds for its
     fixed recurrent state (linear-attention models), charged while it is admitted.
+    prefix_cached_fraction  share of each prompt a prefix cache holds (Deployment's): prefill starts after
+    its whole blocks (Engine.cached_tokens_of); the shared blocks are still charged to every sequence.
     """
 
     scheduler: SchedulerName
@@ -48,6 +50,7 @@ class SchedulerConfig(Frozen):
     total_blocks: int = Field(ge=1)
     block_tokens: int = Field(ge=1)
     state_blocks: int = Field(default=0, ge=0)
+    prefix_cached_fraction: float = Field(default=0.0, ge=0, le=1)
 
 
 def blocks_for(tokens: int, *, block_tokens: int) -> int:

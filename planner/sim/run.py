@@ -136,6 +136,7 @@ def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> Sche
         "max_batch": default_max_batch(dep, planned_batch=rec.max_batch_size),
         "max_batched_tokens": default_batched_tokens(dep),
         "max_prefill_tokens": max(dep.max_prefill_tokens, int(np.max(workload.input_tokens))),
+        "prefix_cached_fraction": dep.prefix_cached_fraction,
         **pool,
     }
     values.update({k: v for k, v in knobs.items() if v is not None})

@@ -184,6 +184,12 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     return planned_batch
 
 
+def prefix_cache_block_tokens(dep: Deployment) -> int:
+    """Tokens per prefix-cache block: MindIE's prefix cache matches whole cacheBlockSize blocks
+    (the plan's block_size_tokens)."""
+    return dep.block_size_tokens
+
+
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """What the batch assumes of MindIE: linear-attention state outside the KV blocks (undocumented)."""
     if not mem.state_bytes_per_sequence:

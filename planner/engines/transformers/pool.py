@@ -76,6 +76,12 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     return vllm_scheduler.default_max_batch(dep, planned_batch=planned_batch)
 
 
+def prefix_cache_block_tokens(dep: Deployment) -> int:
+    """Tokens per prefix-cache block: the plan's block size (a transformers server has no prefix cache of its
+    own; --prefix-cached-fraction then describes a cache in front of it, block-aligned like vLLM's)."""
+    return dep.block_size_tokens
+
+
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """Nothing to add."""
     return []

@@ -157,6 +157,14 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
     )
 
 
+def prefix_cache_block_tokens(dep: Deployment) -> int:
+    """Tokens per prefix-cache block: vLLM hashes and hits whole KV blocks (vllm/v1/core/kv_cache_utils.py
+    hash_request_tokens: full blocks only), whose size is the engine's block (pool.deployment_block_tokens:
+    on hybrid GDN models the aligned block, vllm-ascend's patch_mamba_config.py setting mamba_block_size =
+    block_size under --enable-prefix-caching, mamba_cache_mode "align")."""
+    return pool.deployment_block_tokens(dep)
+
+
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """Nothing to add: the pool is vLLM's own accounting."""
     return []

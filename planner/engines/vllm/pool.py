@@ -322,6 +322,23 @@ def vllm_available_bytes(
     return math.ceil(capacity_bytes * utilization) - weights - activation - non_torch - graph
 
 
+def deployment_block_tokens(dep: Deployment) -> int:
+    """The block size vLLM runs the deployment at (tokens): the hybrid rule for GDN models (a prefix-cache hit
+    is a whole number of these blocks), 128 on vllm-ascend otherwise (block_and_page)."""
+    platform = platform_for(dep.hardware.vendor)
+    plain = dep.model.linear_attention_layers == 0
+    block, _ = block_and_page(
+        dep.model,
+        platform,
+        kv_dtype=dep.kv_dtype,
+        conv_dtype=dep.activation_dtype,
+        tp=dep.tp,
+        num_spec=dep.mtp_tokens if dep.model.mtp_layers else 0,
+        user_block_tokens=dep.block_size_tokens if plain and platform == "cuda" else None,
+    )
+    return block
+
+
 def deployment_pool(
     dep: Deployment,
     *,
