@@ -127,7 +127,7 @@ def serve_command(
     it (planner/sim/slo.py; none: exit 3)."""
     from planner import inputs
     from planner.cli import serve_view
-    from planner.perf import ranges
+    from planner.perf import ranges, roofline
     from planner.serving.closed_loop import BenchRun
     from planner.sim import bench as sim_bench
 
@@ -149,6 +149,7 @@ def serve_command(
     view = serve_view.ServeView(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
         memory_fraction=dep.memory_fraction, dp=dep.dp,
+        cached_prompt_tokens=roofline.cached_prompt_tokens(dep, prompt_tokens=prompt),
     )  # fmt: skip
     if as_json:
         print_json(serve_view.serve_payload(view))

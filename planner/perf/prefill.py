@@ -259,20 +259,6 @@ def host_floor_s(dep: Deployment, geo: Geometry, *, tokens: FloatArray) -> Float
     return np.full_like(tokens, floor_s)
 
 
-def prefix_hit_tokens(prompt_tokens: int, *, cached_fraction: float, block_tokens: int) -> int:
-    """Prompt tokens a prefix-cache lookup finds already computed (vLLM v1
-    KVCacheManager.get_computed_blocks: whole blocks only, and never the last prompt token, which is
-    recomputed for its logits: max_cache_hit_length = num_tokens - 1).
-
-    Formula: h = B * min(floor(floor(f * I) / B), floor((I - 1) / B))
-        I  prompt tokens;  f  share of the prompt that is in the cache (a shared prefix)
-        B  tokens per cache block (registry.prefix_cache_block_tokens)
-    Returns tokens (0 when f = 0). roofline.cached_prompt_tokens applies it to a deployment.
-    """
-    shared_tokens = math.floor(cached_fraction * prompt_tokens)
-    return block_tokens * min(shared_tokens // block_tokens, (prompt_tokens - 1) // block_tokens)
-
-
 def prefill_chunks(prompt_tokens: int, *, max_prefill_tokens: int) -> tuple[list[int], list[int]]:
     """(chunk lengths, prefix before each chunk) of a prompt split by max_prefill_tokens.
 

@@ -24,6 +24,7 @@ from planner.perf.kernels import EngineKernels
 from planner.perf.opgeometry import Geometry
 from planner.perf.prefill import prefill_chunks as prefill_chunks  # re-exported (tests, callers)
 from planner.perf.prefill import prefill_step as prefill_step  # re-exported (closed_loop)
+from planner.perf.prefix import prefix_hit_tokens
 from planner.perf.rates import Rates as Rates  # re-exported (callers)
 from planner.perf.rates import kernel_overhead_table as kernel_overhead_table  # re-exported (callers)
 from planner.perf.rates import rates as rates  # re-exported (callers)
@@ -284,7 +285,7 @@ def decode_ledger(dep: Deployment, *, batch: int, ctx_tokens: int) -> Ledger:
 def cached_prompt_tokens(dep: Deployment, *, prompt_tokens: int) -> int:
     """Tokens of one prompt the deployment's prefix cache already holds, so prefill computes only the rest.
 
-    Formula: h = prefill.prefix_hit_tokens(I, f, B): f = dep.prefix_cached_fraction, B = the engine's cache
+    Formula: h = prefix.prefix_hit_tokens(I, f, B): f = dep.prefix_cached_fraction, B = the engine's cache
     block (registry.prefix_cache_block_tokens); whole blocks only, at most I - 1 tokens. 0 when f = 0.
     The one place every prefill (closed loop, open loop, fit, load knee) takes its cached share from.
     """
@@ -292,7 +293,7 @@ def cached_prompt_tokens(dep: Deployment, *, prompt_tokens: int) -> int:
         return 0
     block_tokens = registry.prefix_cache_block_tokens(dep)
     fraction = dep.prefix_cached_fraction
-    return prefill.prefix_hit_tokens(prompt_tokens, cached_fraction=fraction, block_tokens=block_tokens)
+    return prefix_hit_tokens(prompt_tokens, cached_fraction=fraction, block_tokens=block_tokens)
 
 
 def uncached_prompt_tokens(dep: Deployment, *, prompt_tokens: int) -> int:

@@ -9,9 +9,9 @@ the same KV budget, block size and reserved block that `kvplan` and `kvplan mind
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from planner import units
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
@@ -51,6 +51,15 @@ class SchedulerConfig(Frozen):
     block_tokens: int = Field(ge=1)
     state_blocks: int = Field(default=0, ge=0)
     prefix_cached_fraction: float = Field(default=0.0, ge=0, le=1)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_prefix(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The fields, prefix_cached_fraction only when set: outputs of runs without a prefix cache (every
+        recorded transcript) keep the fields they always had."""
+        fields: dict[str, Any] = handler(self)
+        if not self.prefix_cached_fraction:
+            fields.pop("prefix_cached_fraction", None)
+        return fields
 
 
 def blocks_for(tokens: int, *, block_tokens: int) -> int:

@@ -20,7 +20,7 @@ import math
 from array import array
 from collections import deque
 
-from planner.perf.prefill import prefix_hit_tokens
+from planner.perf.prefix import prefix_hit_tokens
 from planner.sim.config import SchedulerConfig, blocks_for
 from planner.sim.steptable import StepTable
 
@@ -140,7 +140,7 @@ class Engine:
 
     def cached_tokens_of(self, request: int) -> int:
         """Prompt tokens of the request its prefix cache holds, so its prefill starts after them:
-        planner.perf.prefill.prefix_hit_tokens at cfg.prefix_cached_fraction and the pool's block (0 when
+        planner.perf.prefix.prefix_hit_tokens at cfg.prefix_cached_fraction and the pool's block (0 when
         the fraction is 0). The prefix is the prompt's, so a preempted request hits it again."""
         fraction = self.cfg.prefix_cached_fraction
         if fraction <= 0:
