@@ -124,3 +124,12 @@ def test_shared_prefix_rows_are_predicted_not_skipped() -> None:
     for index in (32, 40, 100, 404):  # prefix caching off in those CI cases (predict.PREFIX_CACHING_OFF)
         assert rows[index]["status"] == "predicted", index
         assert "--prefix-cached-fraction" not in rows[index]["command"], index
+
+
+def test_plan_ttft_reads_the_cached_share() -> None:
+    args = ["--model", "qwen3-32b", "--card", "ascend-910c", "--engine", "vllm", "--tp", "2", "--ctx", "32k"]
+    args += ["--prompt-tokens", "24k", "--json"]
+    runner = CliRunner()
+    plain = json.loads(runner.invoke(app, args).stdout)
+    cached = json.loads(runner.invoke(app, [*args, "--prefix-cached-fraction", "0.9"]).stdout)
+    assert cached["performance"]["ttft_s"] < plain["performance"]["ttft_s"]
