@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import re
 import shlex
 import statistics
@@ -50,8 +51,16 @@ UNMODELLED_ATTENTION = {
     "MiniMaxAI/MiniMax-M3": "MiniMax-M3 (MiniMaxM3SparseForCausalLM) top-k sparse attention not modelled",
     "deepseek-ai/DeepSeek-V4": "DeepSeek-V4 compressed attention (CSA/HCA, compress_ratios) not modelled",
 }
-# Speculative methods whose drafts come from a separate draft model, which kvplan does not time.
+# Speculative methods whose drafts come from a separate draft model: predicted with vLLM's own words,
+# `--speculative-config '{"method": ..., "num_speculative_tokens": k}'` (planner/drafts.py sizes the draft,
+# planner/perf/roofline.draft_passes times it). The corpus states no acceptance rate for them: the default
+# per-draft acceptance applies (planner.deployment.DEFAULT_MTP_ACCEPTANCE_FRACTION, [assumed]), so their
+# predictions depend on it. Added after the shipped fits (issue 23): predicted, not fitted (not_fitted).
 DRAFT_MODEL_METHODS = ("eagle3", "dflash")
+DRAFT_MODEL_NOT_FITTED = (
+    "{method} draft model: timed since 2026-12-05 (issue 23), after the shipped fits; its acceptance is not "
+    "published (the default applies), so the row is predicted, never fitted"
+)
 # Datasets whose name does not say it but whose prompts share a prefix (dataset -> shared fraction, source).
 SHARED_PREFIX_DATASETS = {
     "vllm-ascend/GSM8K-in131072-bs100-qwen3": (
@@ -120,8 +129,17 @@ CORRECTED_AFTER_FIT = {
 
 
 def not_fitted(index: int, row: dict[str, str]) -> str | None:
-    """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT), or None."""
-    return older_engine(row) or CORRECTED_AFTER_FIT.get(index)
+    """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT, a draft
+    model's speculation: DRAFT_MODEL_NOT_FITTED), or None."""
+    method = draft_method(row)
+    drafted = DRAFT_MODEL_NOT_FITTED.format(method=method) if method else None
+    return older_engine(row) or CORRECTED_AFTER_FIT.get(index) or drafted
+
+
+def draft_method(row: dict[str, str]) -> str | None:
+    """The row's speculative method when a separate draft model drafts (DRAFT_MODEL_METHODS), else None."""
+    method = re.search(r"method=(\w+)", row["notes"])
+    return method.group(1) if method and method.group(1) in DRAFT_MODEL_METHODS else None
 
 
 # Seed 000's own client loop (max_tokens 128, no ignore_eos, each client sends its next request when its own
@@ -186,10 +204,6 @@ def _uncarded(model: str) -> str:
 
 def _unmodelled(row: dict[str, str]) -> str | None:
     """Why a row of a catalogued model and engine still cannot be predicted, or None."""
-    method = re.search(r"method=(\w+)", row["notes"])
-    if method and method.group(1) in DRAFT_MODEL_METHODS:
-        name = method.group(1)
-        return f"{name} speculation: a separate draft model (kvplan times MTP heads only: plain decode here)"
     shared = re.search(r"_prefix(\d+)_", row["notes"])
     if shared and int(shared.group(1)) > 0:
         return (
@@ -248,6 +262,7 @@ def bench_row(row: dict[str, str], *, floors: bool = False, headroom: float | No
     out |= {key: row[key] for key in ("input_tokens", "output_tokens", "output_tokens_per_s", "mtp")}
     out |= {key: row[key] for key in ("dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
     out["mtp_acceptance"] = chained_acceptance(row)
+    out["speculative_method"] = draft_method(row) or ""
     # per-phase truth where published (mean TTFT, mean TPOT per output token: with MTP the fit divides its
     # step by the row's tokens per step); CI floors have none
     out |= {key: "" if transient_phase_means(row) else row[key] for key in ("ttft_s", "tpot_s")}
@@ -288,6 +303,9 @@ def command(bench: dict[str, str], *, card: str) -> str:
     layout = {"--dp": bench["dp"], "--ep": bench["ep"]}
     args += [part for flag, value in layout.items() if value and value not in ("0", "1") for part in (flag, value)]
     optional = {"--mtp": bench["mtp"], "--mtp-acceptance": bench["mtp_acceptance"] if bench["mtp"] else ""}
+    if bench.get("speculative_method"):  # a draft model: vLLM's own --speculative-config words
+        spec = {"method": bench["speculative_method"], "num_speculative_tokens": int(bench["mtp"])}
+        optional = {"--speculative-config": json.dumps(spec)}
     optional["--max-batch"] = bench["max_num_seqs"]
     optional["--memory-gib"] = bench["memory_gib"]
     optional["--memory-fraction"] = bench.get("memory_fraction") or f"{FIT_MEMORY_FRACTION:g}"

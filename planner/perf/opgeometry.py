@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from planner import layout
 from planner.deployment import Deployment
+from planner.drafts import deployment_draft_kv_bytes_per_token, draft_layers
 from planner.kinds import EngineName
 from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
 from planner.params import split
@@ -105,6 +106,8 @@ def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
     kv_main = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp)
     kv_mtp = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=True) - kv_main
     mtp_layers = card.mtp_layers if dep.include_mtp else 0
+    if dep.draft_method:  # a separate draft model takes the MTP ops' place (planner/drafts.py)
+        kv_mtp, mtp_layers = deployment_draft_kv_bytes_per_token(dep), draft_layers(dep.draft_method)
     layers = {
         "full": card.full_attention_layers,
         "linear": card.linear_attention_layers,

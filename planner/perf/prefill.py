@@ -287,7 +287,7 @@ def prefill_step(dep: Deployment, *, prompt_tokens: int) -> Step:
         cached_tokens=prefix,
         attended_tokens=prefix + (tokens + 1.0) / 2.0,
         logits_tokens=last,
-        draft_runs=1 if dep.include_mtp else 0,
+        draft_runs=1 if dep.speculative_tokens else 0,
         draft_tokens=tokens,
         draft_logits=last,
     )
@@ -314,7 +314,7 @@ def batched_prefill_step(dep: Deployment, *, prompts: FloatArray, prompt_tokens:
         cached_tokens=np.zeros_like(prompts),
         attended_tokens=np.full_like(prompts, (prompt_tokens + 1.0) / 2.0),
         logits_tokens=prompts,
-        draft_runs=1 if dep.include_mtp else 0,
+        draft_runs=1 if dep.speculative_tokens else 0,
         draft_tokens=tokens,
         draft_logits=prompts,
     )

@@ -90,7 +90,7 @@ def prefill_pass(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) -
         cached_tokens=cached * ones,
         attended_tokens=attended * ones,
         logits_tokens=ones,
-        draft_runs=1 if dep.include_mtp else 0,
+        draft_runs=1 if dep.speculative_tokens else 0,
         draft_tokens=tokens * ones,
         draft_logits=ones,
     )
@@ -118,7 +118,7 @@ def step_table(dep: Deployment, *, max_batch: int, max_ctx_tokens: int, max_pass
         attended_axis=attended_axis,
         pass_=grid.tolist(),
         tokens_per_step=tokens_per_step(dep),
-        query_tokens_per_step=1 + (dep.mtp_tokens if dep.include_mtp else 0),
+        query_tokens_per_step=1 + dep.speculative_tokens,
         request_overhead_s=roofline.request_overhead_s(dep),
     )
 
