@@ -38,6 +38,7 @@ def check_supported(dep: Deployment) -> None:
             f"expected one of {native})"
         )
     registry.check_kv_dtype(dep)
+    registry.check_draft_model(dep)
     support.check_tp(dep)
     layout.check_layout(dep)
     registry.check_layout(dep)
@@ -97,7 +98,7 @@ def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
     activation = activation_bytes(dep)
     kv_per_token = memory.kv_cache_bytes_per_token(
         card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp, pp=dep.pp
-    ) + drafts.deployment_draft_kv_bytes_per_token(dep)
+    ) + drafts.draft_kv_bytes_per_token(card, method=dep.draft_method, kv_dtype=dep.kv_dtype, tp=dep.tp)
     state = memory.linear_state_bytes_per_sequence(
         card, conv_dtype=dep.activation_dtype, tp=dep.tp, pp=dep.pp
     )

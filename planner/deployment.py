@@ -23,6 +23,10 @@ DEFAULT_MTP_ACCEPTANCE_FRACTION = 0.7  # [assumed: per-draft-token acceptance, D
 # and "dflash" (a block-diffusion drafter, one parallel pass of 1 + k query tokens). planner/perf/draft.py.
 SPECULATIVE_METHODS = ("mtp", "eagle3", "dflash")
 DRAFT_MODEL_METHODS = SPECULATIVE_METHODS[1:]
+# Decoder layers of each draft model (planner/drafts.py sizes them): EAGLE3's llama_eagle3.py builds one;
+# [assumed: z-lab's DFlash drafters and DeepSpec's block drafters have 5 (DeepSpec's dspark qwen3 config
+# num_draft_layers = 5); z-lab/Kimi-K2.5-DFlash's own config is not in the corpus]
+DRAFT_MODEL_LAYERS = {"eagle3": 1, "dflash": 5}
 MAX_SPECULATIVE_TOKENS = 16  # dflash drafters are trained on blocks of 16 (z-lab/*-DFlash-b16)
 MAX_REDUNDANT_EXPERTS = 4096
 
@@ -111,6 +115,11 @@ class Deployment(Degrees):
         """The separate draft model's method (DRAFT_MODEL_METHODS) when one drafts, else None."""
         drafting = self.speculative_method in DRAFT_MODEL_METHODS and self.mtp_tokens > 0
         return self.speculative_method if drafting else None
+
+    @property
+    def draft_layers(self) -> int:
+        """Decoder layers of the separate draft model (DRAFT_MODEL_LAYERS), 0 without one."""
+        return DRAFT_MODEL_LAYERS.get(self.draft_method or "", 0)
 
     @property
     def speculative_tokens(self) -> int:

@@ -20,7 +20,7 @@ checkpoints' config.json files are not in the corpus; an EAGLE3 layer is < 2 % o
 
 from __future__ import annotations
 
-from planner.deployment import Deployment
+from planner.deployment import DRAFT_MODEL_LAYERS
 from planner.dtypes import StorageDType
 from planner.params import (
     Linear,
@@ -34,23 +34,19 @@ from planner.params import (
 from planner.schema_card import ModelCard
 from planner.units import BITS_PER_BYTE
 
-EAGLE3_DRAFT_LAYERS = 1  # llama_eagle3.py builds one decoder layer
 EAGLE3_TARGET_LAYERS = 3  # fc reads three target layers' hidden states (3H -> H)
 # [assumed: the draft_vocab_size of the published EAGLE3 heads (32000, a d2t map to the target vocabulary);
 # the corpus's draft checkpoints do not state theirs]
 EAGLE3_DRAFT_VOCAB = 32_000
-# [assumed: z-lab's DFlash drafters and DeepSpec's block drafters use 5 draft layers over 5 tapped target
-# layers (e.g. target_layer_ids [1, 9, 17, 25, 33] of Qwen3-4B); z-lab/Kimi-K2.5-DFlash's own config is
-# not in the corpus]
-DFLASH_DRAFT_LAYERS = 5
+# [assumed: z-lab's DFlash drafters and DeepSpec's block drafters read 5 tapped target layers (e.g.
+# target_layer_ids [1, 9, 17, 25, 33] of Qwen3-4B); their layer count: deployment.DRAFT_MODEL_LAYERS]
 DFLASH_TARGET_LAYERS = 5
-DRAFT_LAYERS = {"eagle3": EAGLE3_DRAFT_LAYERS, "dflash": DFLASH_DRAFT_LAYERS}
 TARGET_LAYERS_READ = {"eagle3": EAGLE3_TARGET_LAYERS, "dflash": DFLASH_TARGET_LAYERS}
 
 
 def draft_layers(method: str | None) -> int:
     """Decoder layers of the draft model of `method` (0 for none or MTP, whose layers are the card's)."""
-    return DRAFT_LAYERS.get(method or "", 0)
+    return DRAFT_MODEL_LAYERS.get(method or "", 0)
 
 
 def draft_model_tensors(card: ModelCard, *, method: str | None, tp: int) -> list[Linear | Plain]:
@@ -115,8 +111,3 @@ def draft_kv_bytes_per_token(card: ModelCard, *, method: str | None, kv_dtype: S
         return layers * width * kv_dtype.bits // BITS_PER_BYTE
     heads = kv_heads_per_rank(card, tp=tp)
     return 2 * layers * heads * (card.head_dim or 0) * kv_dtype.bits // BITS_PER_BYTE
-
-
-def deployment_draft_kv_bytes_per_token(dep: Deployment) -> int:
-    """draft_kv_bytes_per_token of the deployment's draft model (0 without one)."""
-    return draft_kv_bytes_per_token(dep.model, method=dep.draft_method, kv_dtype=dep.kv_dtype, tp=dep.tp)

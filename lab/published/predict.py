@@ -262,7 +262,8 @@ def bench_row(row: dict[str, str], *, floors: bool = False, headroom: float | No
     out |= {key: row[key] for key in ("input_tokens", "output_tokens", "output_tokens_per_s", "mtp")}
     out |= {key: row[key] for key in ("dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
     out["mtp_acceptance"] = chained_acceptance(row)
-    out["speculative_method"] = draft_method(row) or ""
+    method = draft_method(row)
+    out |= {"speculative_method": method} if method else {}  # the column only where a draft model drafts
     # per-phase truth where published (mean TTFT, mean TPOT per output token: with MTP the fit divides its
     # step by the row's tokens per step); CI floors have none
     out |= {key: "" if transient_phase_means(row) else row[key] for key in ("ttft_s", "tpot_s")}

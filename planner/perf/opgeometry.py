@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from planner import layout
 from planner.deployment import Deployment
-from planner.drafts import deployment_draft_kv_bytes_per_token, draft_layers
+from planner.drafts import draft_kv_bytes_per_token, draft_layers
 from planner.kinds import EngineName
 from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
 from planner.params import split
@@ -104,10 +104,7 @@ def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
     engine's kernel facts (planner/perf/roofline.geometry asks the engine registry for them)."""
     card, act = dep.model, dep.activation_dtype
     kv_main = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp)
-    kv_mtp = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=True) - kv_main
-    mtp_layers = card.mtp_layers if dep.include_mtp else 0
-    if dep.draft_method:  # a separate draft model takes the MTP ops' place (planner/drafts.py)
-        kv_mtp, mtp_layers = deployment_draft_kv_bytes_per_token(dep), draft_layers(dep.draft_method)
+    mtp_layers, kv_mtp = drafter_layers_and_kv(dep, kv_main=kv_main)
     layers = {
         "full": card.full_attention_layers,
         "linear": card.linear_attention_layers,
@@ -119,7 +116,7 @@ def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
     return Geometry(
         weights=op_weights(dep),
         kv_bytes_per_token=kv_main,
-        mtp_kv_bytes_per_token=kv_mtp if mtp_layers else 0,
+        mtp_kv_bytes_per_token=kv_mtp,
         state_bytes_per_sequence=linear_state_bytes_per_sequence(card, conv_dtype=act, tp=dep.tp),
         attention_flop_per_key=attention_flop_per_key(dep, layers=card.full_attention_layers),
         mtp_attention_flop_per_key=attention_flop_per_key(dep, layers=mtp_layers),
@@ -143,6 +140,19 @@ def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
         expert_row_fraction=layout.moe_tp(dep) / dep.tp,
         expert_imbalance=expert_imbalance(dep),
     )
+
+
+def drafter_layers_and_kv(dep: Deployment, *, kv_main: int) -> tuple[int, int]:
+    """(layers, KV bytes per token per rank) of whatever drafts: the card's MTP layers when MTP is on, a
+    separate draft model's (planner/drafts.py) in their place, else (0, 0)."""
+    card = dep.model
+    if dep.draft_method:
+        kv = draft_kv_bytes_per_token(card, method=dep.draft_method, kv_dtype=dep.kv_dtype, tp=dep.tp)
+        return draft_layers(dep.draft_method), kv
+    if not dep.include_mtp:
+        return 0, 0
+    kv_mtp = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=True) - kv_main
+    return card.mtp_layers, kv_mtp
 
 
 def expert_imbalance(dep: Deployment) -> float:

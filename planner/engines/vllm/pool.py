@@ -19,7 +19,6 @@ Platforms:
 import math
 from typing import Literal
 
-from planner import drafts
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.engines.vllm.versions import Platform
@@ -352,5 +351,5 @@ def deployment_pool(
         prefix_caching=prefix_caching,
         num_spec=num_spec if dep.model.mtp_layers or dep.draft_method else 0,
         user_block_tokens=dep.block_size_tokens if plain and platform == "cuda" else None,
-        draft_layers=drafts.draft_layers(dep.draft_method) if dep.draft_method else None,
+        draft_layers=dep.draft_layers if dep.draft_method else None,
     )
