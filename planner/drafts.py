@@ -1,6 +1,6 @@
 """Weights and KV cache of a separate draft model (vLLM's --speculative-config methods eagle3 and dflash).
 
-The draft's tensors carry the names and part of the MTP layers ("mtp.*", part "mtp"), so the step model
+The draft's tensors carry the names and part of the MTP layers ("mtp.*", part "draft"), so the step model
 costs them with the same ops as an MTP head (planner/perf/opcost.py: mtp.layer, mtp.attention,
 mtp.lm_head); how many passes, of how many tokens, is the method's (planner/perf/roofline.decode_step).
 
@@ -13,9 +13,10 @@ Shapes come from the engine's model code, sizes that the corpus does not state a
   block-diffusion drafter of several decoder layers whose queries (the bonus token + k mask tokens) attend
   K/V projected from the target's hidden states of a few tapped layers (fc n*H -> H); embedding and
   lm_head are the target's.
-Both drafters' attention is costed as the target's attention kind (heads, KV heads, head_dim; MLA for an
-MLA target), and their MLP as a dense SwiGLU of the target's intermediate_size.  [assumed: the draft
-checkpoints' config.json files are not in the corpus; an EAGLE3 layer is < 2 % of these targets' weights]
+Draft weights are stored in 16 bits whatever the target's scheme (memory.linear_scheme: part "draft"; vLLM
+loads a draft with its own checkpoint's quantization). Both drafters' attention is costed as the target's
+attention kind (heads, KV heads, head_dim; MLA for an MLA target), and their MLP as a dense SwiGLU of the
+target's intermediate_size.  [assumed: the draft checkpoints' config.json files are not in the corpus]
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def draft_layers(method: str | None) -> int:
 
 
 def draft_model_tensors(card: ModelCard, *, method: str | None, tp: int) -> list[Linear | Plain]:
-    """Weights of the draft model on one rank, named and parted as MTP tensors ("mtp.*", part "mtp").
+    """Weights of the draft model on one rank, named and parted as MTP tensors ("mtp.*", part "draft").
 
     Formula (n = draft_layers, t = target layers read, H = hidden_size, per rank):
         fc       t*H -> H (replicated)            norms   (3n + 2) * H
@@ -66,14 +67,14 @@ def draft_model_tensors(card: ModelCard, *, method: str | None, tp: int) -> list
     attention = mla_tensors if card.attention_traits.latent_kv else attention_tensors
     widen = 2 if method == "eagle3" else 1  # eagle3's q/k/v read [embedding, hidden]: 2H
     tensors: list[Linear | Plain] = [
-        Plain("draft_norms", "mtp", (3 * layers + 2) * hidden, 1),
-        Linear("draft_fc", "mtp", TARGET_LAYERS_READ[method] * hidden, hidden, 1),
+        Plain("draft_norms", "draft", (3 * layers + 2) * hidden, 1),
+        Linear("draft_fc", "draft", TARGET_LAYERS_READ[method] * hidden, hidden, 1),
         *[_widened(t, hidden=hidden, factor=widen) for t in attention(card, tp=tp, layers=layers)],
         *dense_mlp_tensors(card, tp=tp, layers=layers, width=card.intermediate_size),
     ]
     named = [_as_draft(t) for t in tensors]
     if method == "eagle3":
-        named.append(Plain("mtp.lm_head", "mtp", split(EAGLE3_DRAFT_VOCAB, tp) * hidden, 1))
+        named.append(Plain("mtp.lm_head", "draft", split(EAGLE3_DRAFT_VOCAB, tp) * hidden, 1))
     return named
 
 
@@ -86,8 +87,8 @@ def _widened(tensor: Linear | Plain, *, hidden: int, factor: int) -> Linear | Pl
 
 def _as_draft(tensor: Linear | Plain) -> Linear | Plain:
     if isinstance(tensor, Linear):
-        return Linear(f"mtp.{tensor.name}", "mtp", tensor.in_features, tensor.out_features, tensor.count)
-    return Plain(f"mtp.{tensor.name}", "mtp", tensor.elements_each, tensor.count)
+        return Linear(f"mtp.{tensor.name}", "draft", tensor.in_features, tensor.out_features, tensor.count)
+    return Plain(f"mtp.{tensor.name}", "draft", tensor.elements_each, tensor.count)
 
 
 def draft_vocab_rows_per_rank(card: ModelCard, *, method: str | None, tp: int) -> int:

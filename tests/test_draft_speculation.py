@@ -93,8 +93,12 @@ def test_draft_weights_and_kv_count_in_memory() -> None:
     assert capacity.memory_breakdown(eagle).kv_bytes_per_token - base == 2048
     assert capacity.memory_breakdown(flash).kv_bytes_per_token - base == 10_240
     tensors = drafts.draft_model_tensors(eagle.model, method="eagle3", tp=2)
-    # bf16: 2 bytes an element, matmuls and plain tensors alike
-    assert capacity.weight_bytes(eagle) - capacity.weight_bytes(plain) == 2 * sum(t.elements for t in tensors)
+    # 2 bytes an element, matmuls and plain tensors alike: a draft stays 16-bit under a W8A8 target too
+    draft_bytes = 2 * sum(t.elements for t in tensors)
+    assert capacity.weight_bytes(eagle) - capacity.weight_bytes(plain) == draft_bytes
+    int8 = {"weight_scheme_name": "int8"}
+    grown = capacity.weight_bytes(eagle.model_copy(update=int8)) - capacity.weight_bytes(plain.model_copy(update=int8))
+    assert grown == draft_bytes
 
 
 def test_mtp_flag_keeps_its_meaning() -> None:

@@ -297,7 +297,8 @@ def mtp_layer_term(geo: Geometry, step: Step) -> Term:
     hbm = runs * (w.weight_bytes["mtp.layer"] + expert_bytes + act * geo.activation_bytes)
     flop = runs * 2.0 * m * (w.matmul_elements["mtp.layer"] + expert_flop)
     layers = runs * geo.layers["mtp"]
-    return term(geo, "mtp.layer", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype)
+    dtype = geo.activation_dtype if geo.draft_model else geo.matmul_dtype  # a draft model is 16-bit
+    return term(geo, "mtp.layer", layers=layers, hbm=hbm, flop=flop, dtype=dtype)
 
 
 def mtp_attention_term(geo: Geometry, step: Step) -> Term:

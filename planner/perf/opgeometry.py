@@ -56,6 +56,7 @@ class Geometry:
     experts_per_rank: int = 0  # routed experts this rank holds (E when ep = 1)
     expert_row_fraction: float = 1.0  # moe_tp / tp: this rank's share of a group token's k expert rows
     expert_imbalance: float = 1.0  # busiest EP rank's rows / the mean (1 without EP)
+    draft_model: bool = False  # the mtp.* ops are a separate 16-bit draft model's (planner/drafts.py)
 
 
 def attention_flop_per_key(dep: Deployment, *, layers: int) -> int:
@@ -139,6 +140,7 @@ def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
         experts_per_rank=layout.experts_per_rank(dep),
         expert_row_fraction=layout.moe_tp(dep) / dep.tp,
         expert_imbalance=expert_imbalance(dep),
+        draft_model=dep.draft_method is not None,
     )
 
 

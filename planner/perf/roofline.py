@@ -160,7 +160,9 @@ def draft_passes(dep: Deployment, *, batch: FloatArray) -> tuple[int, FloatArray
     MTP and eagle3 draft autoregressively: r = k sequential passes of m = batch tokens, l = batch rows
     (vllm-ascend vllm_ascend/spec_decode/llm_base_proposer.py @67b1ac5e7a: `_run_merged_draft` runs the
     model once, lines 1067-1100, then `for draft_index in range(self.num_speculative_tokens - 1)` once per
-    further draft, lines 1246-1311; upstream vllm/v1/spec_decode/eagle.py `propose` has the same loop).
+    further draft, lines 1246-1311; upstream vllm/v1/spec_decode/eagle.py @008603a3 `EagleProposer.propose`:
+    one model call over every scheduled target token, then `for token_index in
+    range(self.num_speculative_tokens - 1)` calls over `batch_size` tokens, each with compute_logits).
     The first of those passes reads every verified position (batch * (1 + k) tokens) in the engine; it is
     costed at `batch` tokens like the others, which the small draft layer's weight stream dominates.
     dflash drafts in parallel: r = 1 pass of m = batch * (1 + k) query tokens (the bonus token and k masks,
