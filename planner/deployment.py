@@ -20,7 +20,7 @@ DEFAULT_MAX_PREFILL_TOKENS = 8192  # MindIE ScheduleConfig.maxPrefillTokens defa
 DEFAULT_MTP_ACCEPTANCE_FRACTION = 0.7  # [assumed: per-draft-token acceptance, DeepSeek-V3 report range]
 # vLLM's --speculative-config "method" values kvplan times: "mtp" (the card's own MTP layers), and drafts from
 # a separate draft model: "eagle3" (one decoder layer fed three target hidden states, k sequential passes)
-# and "dflash" (a block-diffusion drafter, one parallel pass of 1 + k query tokens). planner/perf/draft.py.
+# and "dflash" (a block-diffusion drafter, one parallel pass of 1 + k query tokens): planner/drafts.py.
 SPECULATIVE_METHODS = ("mtp", "eagle3", "dflash")
 DRAFT_MODEL_METHODS = SPECULATIVE_METHODS[1:]
 # Decoder layers of each draft model (planner/drafts.py sizes them): EAGLE3's llama_eagle3.py builds one;

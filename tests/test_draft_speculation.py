@@ -26,6 +26,7 @@ from planner.perf.opweights import op_weights
 from planner.speculation import speculation
 
 EAGLE3 = '{"method": "eagle3", "num_speculative_tokens": 3}'
+EXTRA_KEY = '{"method": "eagle3", "num_speculative_tokens": 3, "x": 1}'
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -97,7 +98,8 @@ def test_draft_weights_and_kv_count_in_memory() -> None:
     draft_bytes = 2 * sum(t.elements for t in tensors)
     assert capacity.weight_bytes(eagle) - capacity.weight_bytes(plain) == draft_bytes
     int8 = {"weight_scheme_name": "int8"}
-    grown = capacity.weight_bytes(eagle.model_copy(update=int8)) - capacity.weight_bytes(plain.model_copy(update=int8))
+    eagle8, plain8 = eagle.model_copy(update=int8), plain.model_copy(update=int8)
+    grown = capacity.weight_bytes(eagle8) - capacity.weight_bytes(plain8)
     assert grown == draft_bytes
 
 
@@ -116,7 +118,7 @@ def test_mtp_flag_keeps_its_meaning() -> None:
         (["--speculative-config", "[3]"], "--speculative-config: not a JSON object"),
         (["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'], "method not modelled"),
         (["--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 0}'], "out of range"),
-        (["--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3, "x": 1}'], "unknown key"),
+        (["--speculative-config", EXTRA_KEY], "unknown key 'x' (expected method, "),
         (["--speculative-config", EAGLE3, "--mtp", "1"], "--mtp: give the drafts once"),
         (["--acceptance-rate", "0.5"], "--acceptance-rate: no speculative decoding"),
         (["--speculative-config", EAGLE3, "--acceptance-rate", "1.5"], "--acceptance-rate: out of range"),
@@ -135,7 +137,8 @@ def test_cli_serve_takes_vllms_words() -> None:
     base = ["serve", "-m", "qwen3-32b", "--card", "ascend-910c", "--tp", "2", "--engine", "vllm", "--json"]
     load = ["--concurrency", "8", "--input-tokens", "1000", "--output-tokens", "200"]
     plain = CliRunner().invoke(app, [*base, *load])
-    eagle = CliRunner().invoke(app, [*base, *load, "--speculative-config", EAGLE3, "--acceptance-rate", "0.6"])
+    spec = ["--speculative-config", EAGLE3, "--acceptance-rate", "0.6"]
+    eagle = CliRunner().invoke(app, [*base, *load, *spec])
     assert plain.exit_code == eagle.exit_code == 0, eagle.output
     assert '"tokens_per_step": 2.8' in eagle.stdout.replace("2.8000000000000003", "2.8")
 
@@ -170,4 +173,5 @@ def test_engines_without_draft_models_refuse_one() -> None:
     args = ["-m", "qwen3-32b", "--card", "ascend-910c", "--tp", "2", "--engine", "mindie"]
     result = CliRunner().invoke(app, [*args, "--speculative-config", EAGLE3])
     assert result.exit_code == 2
-    assert result.stderr.startswith("kvplan: error: --speculative-config: mindie runs no separate draft model")
+    expected = "kvplan: error: --speculative-config: mindie runs no separate draft model"
+    assert result.stderr.startswith(expected)

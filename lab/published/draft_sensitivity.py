@@ -16,8 +16,7 @@ import csv
 import statistics
 import sys
 
-import predict
-
+from lab.published import predict
 from planner import catalog
 from planner.errors import KvplanError
 from planner.fit import serving_rows
