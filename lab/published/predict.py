@@ -6,7 +6,10 @@ For each row of ascend-serving.csv this builds the serving bench row kvplan read
 benchpoints.py) and predicts its output tok/s with the same code as `kvplan validate` and `kvplan serve`
 (planner/fit/serving_rows.py: dp replicas x one replica's closed-loop estimate, "waves" arrivals, the
 running batch capped by max_num_seqs and by memory). Rows kvplan cannot predict are kept with the reason
-(engine or dtype it does not model, model without a card, multi-node disaggregated deployments, ...).
+(engine or dtype it does not model, model without a card, ...). Prefill/decode disaggregated rows are
+predicted by the `kvplan simulate --pd` command their config file describes (pd_command, the deployments
+read in pd_deployments.py), run through the CLI in-process, and never fitted; the summary lists them apart
+(kind "... (P:D)").
 
 Printed: a per-(card, engine) summary (rows, median |error|, median signed error) and the path of the CSV.
 error = predicted / published - 1. CI baselines are floors (a run passes at >= 0.97 x baseline), so a
@@ -170,7 +173,12 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     if dtype not in WEIGHT_SCHEMES:
         return f"dtype {row['dtype'] or '(not stated)'} not modelled"
     open_rate = open_loop_rate(row)
-    if not row["tp"] or not (row["concurrency"] or open_rate) or not row["input_tokens"] or not row["output_tokens"]:
+    if (
+        not row["tp"]
+        or not (row["concurrency"] or open_rate)
+        or not row["input_tokens"]
+        or not row["output_tokens"]
+    ):
         return "tp, concurrency or lengths not stated"
     if open_rate is not None and float(row["output_tokens_per_s"]) < STEADY_SHARE * open_rate * float(
         row["output_tokens"]
@@ -183,17 +191,37 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     notes = row["notes"]
     if SEED_BATCH16 in notes and "'FP8 basic'" in notes:
         return "seed table 4.1 'FP8 basic': before continuous batching, a stack kvplan does not model"
-    if "disaggregated" in notes.lower():
-        return "prefill/decode disaggregated (one replica's closed loop does not describe it)"
-    rate = re.search(r"request_rate=([0-9.]+)", notes)
-    arrival_cap = float(rate.group(1)) * float(row["output_tokens"]) if rate else 0.0
-    if open_rate is None and 0 < arrival_cap < ARRIVAL_MARGIN * float(row["output_tokens_per_s"]):
-        return f"arrival-bound (request_rate {rate.group(1) if rate else ''}/s x output tokens ~ throughput)"
+    if not is_disaggregated(row) and paced_rate(row) is not None:  # a P:D row is simulated at its rate
+        return f"arrival-bound (request_rate {paced_rate(row):g}/s x output tokens ~ throughput)"
     try:
         catalog.resolve_model(row["model"])
     except KvplanError:
         return _uncarded(row["model"])
-    return _unmodelled(row)
+    # the model's own reasons first (a P:D row of an unmodelled model keeps its model's reason), then P:D
+    return _unmodelled(row) or (DISAGGREGATED if is_disaggregated(row) else None)
+
+
+def is_disaggregated(row: dict[str, str]) -> bool:
+    """The row ran prefill and decode on separate instances (its notes say so)."""
+    return "disaggregated" in row["notes"].lower()
+
+
+def paced_rate(row: dict[str, str]) -> float | None:
+    """A closed-loop row's client request rate (request_rate=R in its notes) when it
+    bounds the run (R x output tokens < ARRIVAL_MARGIN x the published output tok/s), else None."""
+    if open_loop_rate(row) is not None:
+        return None
+    rate = re.search(r"request_rate=([0-9.]+)", row["notes"])
+    arrival_cap = float(rate.group(1)) * float(row["output_tokens"]) if rate else 0.0
+    return (
+        float(rate.group(1)) if 0 < arrival_cap < ARRIVAL_MARGIN * float(row["output_tokens_per_s"]) else None
+    )
+
+
+# A disaggregated row is not one replica's closed loop (serving_rows' model, the fit's rows): it is predicted
+# by the `kvplan simulate --pd` command its config file describes (pd_command) and never fitted, since
+# fit_profiles.py fits only rows whose _skip_reason is None.
+DISAGGREGATED = "prefill/decode disaggregated: predicted by kvplan simulate --pd, not fitted"
 
 
 def _uncarded(model: str) -> str:
@@ -302,7 +330,9 @@ def command(bench: dict[str, str], *, card: str) -> str:
     args += ["--input-tokens", bench["input_tokens"], "--output-tokens", bench["output_tokens"]]
     args += ["--rate", rate] if rate else ["--concurrency", bench["concurrency"]]
     layout = {"--dp": bench["dp"], "--ep": bench["ep"]}
-    args += [part for flag, value in layout.items() if value and value not in ("0", "1") for part in (flag, value)]
+    args += [
+        part for flag, value in layout.items() if value and value not in ("0", "1") for part in (flag, value)
+    ]
     optional = {"--mtp": bench["mtp"], "--mtp-acceptance": bench["mtp_acceptance"] if bench["mtp"] else ""}
     if bench.get("speculative_method"):  # a draft model: vLLM's own --speculative-config words
         spec = {"method": bench["speculative_method"], "num_speculative_tokens": int(bench["mtp"])}
@@ -332,10 +362,13 @@ def predict_row(
     result = {key: row.get(key, "") for key in OUT_COLUMNS} | {"row": str(index)}
     result |= {"published_tokens_per_s": row["output_tokens_per_s"], "source_url": row["source_url"]}
     reason = _skip_reason(row)
+    card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
+    if reason == DISAGGREGATED:
+        # the CLI resolves a card id to its fitted profile; without --fitted the datasheet profile's file
+        return result | predict_pd_row(row, card=card if fitted or profile_dir else f"hwprofiles/{card}.yaml")
     if reason is not None:
         return result | {"status": f"skipped: {reason}"}
     bench = bench_row(row)
-    card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
 
     def error_of(bench: dict[str, str]) -> tuple[float, ServingPoint]:
         point = parse_serving_row(bench, where=f"{CORPUS.name}:{index}")
@@ -361,12 +394,89 @@ def predict_row(
     }
 
 
+def pd_command(row: dict[str, str], *, card: str) -> str | None:
+    """The `kvplan simulate --pd` command of a disaggregated row, read from its config file
+    (pd_deployments.py: each side's instances, tp, dp, ep = tp x dp, the decode batch cap, the prefill token
+    budget, the decode memory fraction; the KV over the inter-node link): closed loop at the row's
+    concurrency, or Poisson at its client rate when that rate bounds the run (paced_rate); --requests the
+    row's prompts (CI num_prompts, the tutorial's --num-prompts), as the benchmark ran them. None: the
+    row's file was not read."""
+    try:
+        from lab.published import pd_deployments
+    except ImportError:  # run as a script from this directory (fit_profiles.py imports `predict`)
+        import pd_deployments  # type: ignore[no-redef]
+
+    dep = pd_deployments.deployment_of(row)
+    if dep is None:
+        return None
+    (p, p_tp, p_dp), (d, d_tp, d_dp) = dep.prefill, dep.decode
+    args = ["kvplan", "simulate", "-m", row["model"], "--card", card, "--dtype", row["dtype"]]
+    args += ["--kv-dtype", row["kv_dtype"]] if row["kv_dtype"] else []
+    args += [
+        "--engine",
+        ENGINES[row["engine"]],
+        "--tp",
+        str(d_tp),
+        "--dp",
+        str(d_dp),
+        "--ep",
+        str(d_tp * d_dp),
+    ]
+    args += ["--pd", f"{p}:{d}", "--prefill-tp", str(p_tp), "--prefill-dp", str(p_dp)]
+    args += [
+        "--prefill-ep",
+        str(p_tp * p_dp),
+        "--kv-link-gbps",
+        f"{pd_deployments.INTER_NODE_LINK_GB_PER_S:g}",
+    ]
+    args += ["--input-tokens", row["input_tokens"], "--output-tokens", row["output_tokens"]]
+    rate = paced_rate(row)
+    args += ["--rate", f"{rate:g}"] if rate is not None else ["--concurrency", row["concurrency"]]
+    prompts = re.search(r"num[_-]prompts[= ](\d+)", row["notes"])
+    args += ["--requests", prompts.group(1)] if prompts else []
+    if row["mtp"] and row["mtp"] != "0":
+        args += ["--mtp", row["mtp"]] + (
+            ["--mtp-acceptance", chained_acceptance(row)] if row["mtp_acceptance"] else []
+        )
+    args += ["--max-batch", str(dep.decode_max_seqs), "--max-batched-tokens", str(dep.prefill_batched)]
+    args += ["--memory-fraction", f"{dep.memory_fraction:g}"]
+    return shlex.join(args)
+
+
+def predict_pd_row(row: dict[str, str], *, card: str) -> dict[str, str]:
+    """A disaggregated row's prediction: its pd_command run through the CLI in-process, exactly as typed,
+    with --json; predicted = the simulated output tok/s of the whole fleet (what the row publishes)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    text = pd_command(row, card=card)
+    if text is None:
+        return {
+            "status": "skipped: prefill/decode disaggregated, its config file not read (pd_deployments.py)"
+        }
+    result = CliRunner().invoke(app, [*shlex.split(text)[1:], "--json"])
+    if result.exit_code != 0:
+        return {"status": f"skipped: {result.output.strip().splitlines()[-1]}", "command": text}
+    predicted = json.loads(result.stdout)["throughput"]["output_tokens_per_s"]
+    error = predicted / float(row["output_tokens_per_s"]) - 1.0
+    return {
+        "predicted_tokens_per_s": f"{predicted:.1f}",
+        "error": f"{error:+.3f}",
+        "status": "predicted",
+        "command": text,
+    }
+
+
 def summary(rows: list[dict[str, str]]) -> list[str]:
     """Markdown table lines: per (card, engine, kind), predicted rows, median |error|, median error."""
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for row in rows:
         if row["status"] == "predicted":
-            groups[(row["card"], row["engine"], row["kind"])].append(float(row["error"]))
+            kind = row["kind"] + (" (P:D)" if " --pd " in row["command"] else "")  # pd_command rows apart
+            groups[(row["card"], row["engine"], kind)].append(float(row["error"]))
     lines = ["| card | engine | kind | rows | median abs error | median error |", "|---|---|---|---|---|---|"]
     for (card, engine, kind), errors in sorted(groups.items()):
         abs_median, median = statistics.median(abs(e) for e in errors), statistics.median(errors)
