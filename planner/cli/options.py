@@ -95,6 +95,20 @@ PrefixCachedOpt = Annotated[
         "on): prefill computes only the rest, whole KV blocks hit, the last prompt token always computed.",
     ),
 ]
+SpecConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        help='vLLM\'s --speculative-config: \'{"method": "eagle3", "num_speculative_tokens": 3}\' '
+        "(method mtp, eagle3 or dflash; a draft model's weights, KV and passes are timed; replaces --mtp).",
+    ),
+]
+AcceptanceRateOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Draft acceptance rate as vLLM logs it (accepted / drafted tokens; tokens per step = 1 + k x "
+        "rate). Default: a per-draft acceptance of 0.7 (--mtp-acceptance's).",
+    ),
+]
 UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")]
 EngineOpt = Annotated[str, typer.Option(help="Kernel structure: mindie, vllm, transformers.")]
 TpotOpt = Annotated[float | None, typer.Option(help="SLO: max time per output token (ms).")]

@@ -8,7 +8,8 @@ Step rows (one decode step at a fixed batch and context) have the columns (any o
 Serving rows (what load tools report for a closed-loop run at fixed concurrency, predicted by
 planner/serving/closed_loop.py through planner/fit/serving_rows.py) have
     model, card, dtype, kv_dtype, tp, engine, concurrency, input_tokens, output_tokens, output_tokens_per_s
-and optional mtp (draft tokens), mtp_acceptance, ttft_s, tpot_s, dp, ep, max_num_seqs, max_num_batched_tokens,
+and optional mtp (draft tokens), mtp_acceptance, speculative_method (mtp, eagle3, dflash: who drafts),
+ttft_s, tpot_s, dp, ep, max_num_seqs, max_num_batched_tokens,
 num_prompts, memory_gib (the card's capacity when it differs from the profile, e.g. the seed's 64 GB 950PR),
 memory_fraction (the engine's memory share, vLLM's --gpu-memory-utilization or MindIE's NPU_MEMORY_FRACTION,
 in (0, 1]; default the plan's),
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from planner import readers, units
+from planner.deployment import SPECULATIVE_METHODS
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
 from planner.errors import DataFileError, KvplanError
 from planner.kinds import ARRIVALS, DEFAULT_ENGINE, Arrivals, EngineName, parse_engine
@@ -198,6 +200,7 @@ class ServingPoint(RowSetup):
     where: str
     mtp: int = 0
     mtp_acceptance_fraction: float | None = None
+    speculative_method: str = "mtp"  # who drafts the mtp tokens (deployment.SPECULATIVE_METHODS)
     ttft_s: float | None = None
     tpot_s: float | None = None
     dp: int = 1
@@ -241,6 +244,17 @@ def _tokens(row: dict[str, str], column: str, *, where: str) -> int:
         raise DataFileError(f"{where}: column {column}: {exc} (got {row[column]!r})") from exc
 
 
+def _speculative_method(row: dict[str, str], *, where: str) -> str:
+    """The optional speculative_method cell (vLLM's --speculative-config method); "mtp" when empty."""
+    method = (row.get("speculative_method") or "").strip() or "mtp"
+    if method not in SPECULATIVE_METHODS:
+        expected = ", ".join(SPECULATIVE_METHODS)
+        raise DataFileError(
+            f"{where}: column speculative_method: {method!r} not modelled (expected {expected})"
+        )
+    return method
+
+
 def _fraction(row: dict[str, str], column: str, *, where: str) -> float | None:
     """An optional share cell in (0, 1] (mtp_acceptance, floor_fraction, memory_fraction); None when empty."""
     value = _optional(row, column, kind=float, where=where)
@@ -273,6 +287,7 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         where=where,
         mtp=0 if mtp_text in ("", "0") else int(_positive(mtp_text, kind=int, where=where, column="mtp")),
         mtp_acceptance_fraction=_fraction(row, "mtp_acceptance", where=where),
+        speculative_method=_speculative_method(row, where=where),
         ttft_s=_optional(row, "ttft_s", kind=float, where=where),
         tpot_s=_optional(row, "tpot_s", kind=float, where=where),
         dp=_optional_int(row, "dp", where=where) or 1,

@@ -291,7 +291,7 @@ def prefill_step(dep: Deployment, *, prompt_tokens: int, cached_tokens: int) -> 
         cached_tokens=prefix,
         attended_tokens=prefix + (tokens + 1.0) / 2.0,
         logits_tokens=last,
-        draft_runs=1 if dep.include_mtp else 0,
+        draft_runs=1 if dep.speculative_tokens else 0,
         draft_tokens=tokens,
         draft_logits=last,
     )
@@ -324,7 +324,7 @@ def batched_prefill_step(
         cached_tokens=np.full_like(prompts, float(hit)),
         attended_tokens=np.full_like(prompts, hit + (prompt_tokens - hit + 1.0) / 2.0),
         logits_tokens=prompts,
-        draft_runs=1 if dep.include_mtp else 0,
+        draft_runs=1 if dep.speculative_tokens else 0,
         draft_tokens=tokens,
         draft_logits=prompts,
     )

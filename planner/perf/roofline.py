@@ -131,27 +131,51 @@ def term_time_s(term: Term, *, rate: Rates, tokens: FloatArray | float = 1.0) ->
 def decode_step(dep: Deployment, *, batch: FloatArray, ctx_tokens: FloatArray) -> Step:
     """The pass of one decode step: each of `batch` sequences holds `ctx_tokens` and verifies 1 + k tokens.
 
-    Formula: q = 1 + k (k = mtp_tokens when MTP is on); tokens = batch * q;
+    Formula: q = 1 + k (k = dep.speculative_tokens: MTP head or draft model, 0 when off); tokens = batch * q;
     cached = ceil(ctx / block) * block;
-    attended = ctx + (q + 1) / 2; logits rows = tokens; k draft passes of `batch` tokens each; q state
-    snapshots written per sequence (opcost.gdn_update_term).
+    attended = ctx + (q + 1) / 2; logits rows = tokens; the drafts (draft_passes); q state snapshots
+    written per sequence (opcost.gdn_update_term).
     """
-    draft = dep.mtp_tokens if dep.include_mtp else 0
+    draft = dep.speculative_tokens
     q = 1 + draft
     block = dep.block_size_tokens
     batch = layout.pipeline_microbatch(batch, pp=dep.pp)  # one in-flight microbatch passes every stage
     tokens = batch * q
+    runs, draft_tokens, draft_logits = draft_passes(dep, batch=batch)
     return Step(
         tokens=tokens,
         sequences=batch,
         cached_tokens=np.ceil(ctx_tokens / block) * block,
         attended_tokens=ctx_tokens + (q + 1) / 2.0,
         logits_tokens=tokens,
-        draft_runs=draft,
-        draft_tokens=batch,
-        draft_logits=batch,
+        draft_runs=runs,
+        draft_tokens=draft_tokens,
+        draft_logits=draft_logits,
         state_writes=q,
     )
+
+
+def draft_passes(dep: Deployment, *, batch: FloatArray) -> tuple[int, FloatArray, FloatArray]:
+    """(passes r, tokens per pass m, lm_head rows per pass l) of the drafter in one decode step of k drafts.
+
+    MTP and eagle3 draft autoregressively: r = k sequential passes of m = batch tokens, l = batch rows
+    (vllm-ascend vllm_ascend/spec_decode/llm_base_proposer.py @67b1ac5e7a: `_run_merged_draft` runs the
+    model once, lines 1067-1100, then `for draft_index in range(self.num_speculative_tokens - 1)` once per
+    further draft, lines 1246-1311; upstream vllm/v1/spec_decode/eagle.py @008603a3 `EagleProposer.propose`:
+    one model call over every scheduled target token, then `for token_index in
+    range(self.num_speculative_tokens - 1)` calls over `batch_size` tokens, each with compute_logits).
+    The first of those passes reads every verified position (batch * (1 + k) tokens) in the engine; it is
+    costed at `batch` tokens like the others, which the small draft layer's weight stream dominates.
+    dflash drafts in parallel: r = 1 pass of m = batch * (1 + k) query tokens (the bonus token and k masks,
+    non-causal), l = batch * k rows (vllm-ascend dflash_proposer.py @2cd683a396, set_inputs_first_pass:
+    num_query_total = batch_size * (1 + num_speculative_tokens), cad.causal = False; the proposer returns
+    after that one pass, llm_base_proposer.py's `if self.num_speculative_tokens == 1 or
+    self.parallel_drafting` exit).
+    """
+    draft = dep.speculative_tokens
+    if dep.draft_method == "dflash":
+        return 1, batch * (1 + draft), batch * draft
+    return draft, batch, batch
 
 
 def decode_step_s_grid(dep: Deployment, *, batch: npt.ArrayLike, ctx_tokens: npt.ArrayLike) -> FloatArray:

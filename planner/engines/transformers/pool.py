@@ -30,6 +30,7 @@ REQUEST_OVERHEAD_PRIOR_US = 10_000.0  # a local generate() call: no API server [
 FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
 SUPPORTS_PIPELINE = False
 GATHERS_MOE_OUTPUTS = False
+DRAFT_MODELS = False  # kvplan's transformers reference runs decode without a drafter
 
 
 def check_kv_dtype(dep: Deployment) -> None:

@@ -34,6 +34,9 @@ SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
 # With --enable-expert-parallel the MoE outputs are all-gathered over the TP ranks (planner/perf/opcost.py;
 # vllm-ascend 182b75ea vllm_ascend/ops/fused_moe/prepare_finalize.py).
 GATHERS_MOE_OUTPUTS = True
+DRAFT_MODELS = (
+    True  # --speculative-config method eagle3 / dflash load a draft model (vllm-ascend spec_decode/)
+)
 
 
 # vllm-ascend has no FP8 KV path for GQA / GDN attention (vllm_ascend/attention/attention_v1.py:1975-2007
