@@ -84,8 +84,9 @@ PREFIX_DATASET = re.compile(r"_prefix(\d+)_")
 PREFIX_CACHING_OFF = {
     "Qwen3-397B-A17B-w8a8-A3-Minimal-Delay-bs2": "--no-enable-prefix-caching in its server_cmd "
     "(tests/e2e/weekly/single_node/configs/Qwen3.5-397B-A17B-W8A8-mtp-A3_weekly.yaml:228 @a8cfc191)",
-    "Qwen3.5-397B-A17B-w8a8-mtp": "the nightly config sets no prefix-caching flag, and vLLM before 0.28 leaves "
-    "prefix caching off by default for hybrid (Gated DeltaNet) models (vLLM PR #23716, 'Disable prefix "
+    "Qwen3.5-397B-A17B-w8a8-mtp": "the nightly config sets no prefix-caching flag, and vLLM before 0.28 "
+    "leaves prefix caching off by default for hybrid (Gated DeltaNet) models (vLLM PR #23716, "
+    "'Disable prefix "
     "caching by default for hybrid or mamba-based models'); these rows ran vLLM v0.20.1 .. v0.27.1 "
     "(vllm-ascend Dockerfile VLLM_TAG @01142a3c, @40992df6, @67b1ac5e)",
 }
@@ -181,7 +182,8 @@ PREFIX_CACHED_AFTER_FIT = (
 
 def not_fitted(index: int, row: dict[str, str]) -> str | None:
     """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT, a draft
-    model's speculation: DRAFT_MODEL_NOT_FITTED, a shared-prefix dataset: PREFIX_CACHED_AFTER_FIT), or None."""
+    model's speculation: DRAFT_MODEL_NOT_FITTED, a shared-prefix dataset: PREFIX_CACHED_AFTER_FIT), or
+    None."""
     method = draft_method(row)
     drafted = DRAFT_MODEL_NOT_FITTED.format(method=method) if method else None
     prefix = PREFIX_CACHED_AFTER_FIT if shares_prefix(row) else None
@@ -307,8 +309,8 @@ def chained_acceptance(row: dict[str, str]) -> str:
 
     The corpus's mtp_acceptance of a vllm-ascend row is vLLM's draft acceptance rate, accepted / drafted
     tokens (lines 171-174 quote it with its mean acceptance length 1 + k x rate: 64.2 % and 2.93 with 3
-    drafts); planner.perf.mtp.chained_acceptance converts it. Other engines' rows state one draft (line 139), where
-    both readings agree.
+    drafts); planner.perf.mtp.chained_acceptance converts it. Other engines' rows state one draft (line 139),
+    where both readings agree.
     """
     from planner.perf.mtp import chained_acceptance as chained
 
