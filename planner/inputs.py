@@ -74,7 +74,15 @@ class PlanRequest:
 
 # The request's fields that reach the Deployment as they are (same name, same value): the layout, --batch and
 # --uncalibrated.
-REQUEST_ECHOES = (*DEGREES, "nodes", "devices_per_node", "redundant_experts", "batch", "calibrated")
+REQUEST_ECHOES = (
+    *DEGREES,
+    "nodes",
+    "devices_per_node",
+    "redundant_experts",
+    "batch",
+    "calibrated",
+    "prefix_cached_fraction",
+)
 
 
 def parse_ctx(text: str, *, flag: str = "--ctx") -> int:
@@ -245,7 +253,6 @@ def to_deployment(req: PlanRequest) -> Deployment:
         max_prefill_tokens=req.max_prefill_tokens
         or registry.default_prefill_tokens(engine, hw)
         or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),
-        prefix_cached_fraction=req.prefix_cached_fraction,
         mtp_tokens=drafts,
         mtp_acceptance_fraction=acceptance,
         speculative_method=method,

@@ -114,11 +114,10 @@ def test_row_85_command_is_its_config_file() -> None:
 
 
 @pytest.mark.lab
-@pytest.mark.parametrize("line", [62, 77])
+@pytest.mark.parametrize("line", [77])
 def test_pd_path_runs_for_carded_models_kept_out_for_their_own_reasons(line: int) -> None:
-    """Kimi-K2.6 (row 62: a shared-prefix dataset) and DeepSeek-V3.2 (row 77: DSA not modelled) keep their
-    model / workload reason, shown before the P:D one; their P:D commands already run, so the rows predict
-    once those reasons go."""
+    """DeepSeek-V3.2 (row 77: DSA not modelled) keeps its model reason, shown before the P:D one; its P:D
+    command already runs, so the row predicts once that reason goes."""
     from lab.published import predict
 
     row = corpus_row(line)
@@ -140,5 +139,22 @@ def test_every_disaggregated_vllm_ascend_row_has_its_deployment_read() -> None:
         ]
     # rows 61 and 67 (DeepSeek-V4-Pro) state no prompt length, row 109 no dtype: skipped before any layout
     with_layout = [r for r in rows if r["dtype"] and r["input_tokens"]]
-    assert len(with_layout) == 21
+    assert len(with_layout) == 22  # + row 66, corrected 2026-12-05: its config routes P:D
     assert all(pd_deployments.deployment_of(r) is not None for r in with_layout)
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize(("line", "method", "drafts"), [(62, "dflash", 15), (66, "eagle3", 3)])
+def test_pd_command_carries_the_rows_draft_model_and_cached_prefix(
+    line: int, method: str, drafts: int
+) -> None:
+    """A P:D row that also drafts with a separate model and runs a prefix90 dataset is simulated with both, as
+    its config file runs it (Kimi-K2.6 dflash 15 on the decoder; MiniMax-M2.7 eagle3 3)."""
+    from lab.published import predict
+
+    row = corpus_row(line)
+    assert predict._skip_reason(row) == predict.DISAGGREGATED
+    args = shlex.split(predict.pd_command(row, card="ascend-910c") or "")
+    spec = json.loads(args[args.index("--speculative-config") + 1])
+    assert spec == {"method": method, "num_speculative_tokens": drafts}
+    assert args[args.index("--prefix-cached-fraction") + 1] == "0.9"

@@ -130,6 +130,21 @@ DEPLOYMENTS: dict[tuple[str, str], PdDeployment] = {
         "--max-num-batched-tokens 256 --gpu-memory-utilization 0.92 FULL_DECODE_ONLY, dflash 15 tokens",
     ),
     (
+        EXTERNAL + "Minimax_m2.7_in128k_1k_prefix90_tpot50.yaml",
+        "cba211e9dcb49c63c96526e8ea98ff3b30d9f4e3",
+    ): PdDeployment(
+        prefill=(1, 8, 2),
+        decode=(1, 8, 2),
+        decode_max_seqs=24,
+        prefill_batched=16384,
+        memory_fraction=0.8,
+        read="num_nodes 2 x 16; routing disaggregated_prefill, groups prefiller [0] decoder [1]; config: each node "
+        "dp_size 2 dp_size_local 2 tp_size 8; --enable-expert-parallel; both sides --max-num-seqs 24 "
+        "--max-num-batched-tokens 16384 --gpu-memory-utilization 0.8, eagle3 3 tokens "
+        "(Eco-Tech/MiniMax-M2.7-eagle-model-short); prefill --enforce-eager, decode FULL_DECODE_ONLY; "
+        "MooncakeConnectorV1 (read at 1196a5ef, the file's newest stored version)",
+    ),
+    (
         EXTERNAL + "GLM-5.1-W8A8C8-128k-1k-90-50-PD.yaml",
         "d5e9816065ede613327d93908f87fee9f5c47128",
     ): PdDeployment(

@@ -476,10 +476,16 @@ def pd_command(row: dict[str, str], *, card: str) -> str | None:
     args += ["--rate", f"{rate:g}"] if rate is not None else ["--concurrency", row["concurrency"]]
     prompts = re.search(r"num[_-]prompts[= ](\d+)", row["notes"])
     args += ["--requests", prompts.group(1)] if prompts else []
-    if row["mtp"] and row["mtp"] != "0":
+    method = draft_method(row)
+    if method:  # a separate draft model, in vLLM's own words
+        spec = {"method": method, "num_speculative_tokens": int(row["mtp"])}
+        args += ["--speculative-config", json.dumps(spec)]
+    elif row["mtp"] and row["mtp"] != "0":
         args += ["--mtp", row["mtp"]] + (
             ["--mtp-acceptance", chained_acceptance(row)] if row["mtp_acceptance"] else []
         )
+    cached = prefix_cached_fraction(row)
+    args += ["--prefix-cached-fraction", f"{cached:g}"] if cached else []
     args += ["--max-batch", str(dep.decode_max_seqs), "--max-batched-tokens", str(dep.prefill_batched)]
     args += ["--memory-fraction", f"{dep.memory_fraction:g}"]
     return shlex.join(args)
