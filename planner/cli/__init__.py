@@ -15,7 +15,15 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
-from planner.cli.flags import LAYOUT_FLAGS, MEMORY_FLAGS, PROMPT_FLAGS, SLO_FLAGS, MaybeModelOpt, shared_flags
+from planner.cli.flags import (
+    DRAFT_FLAGS,
+    LAYOUT_FLAGS,
+    MEMORY_FLAGS,
+    PROMPT_FLAGS,
+    SLO_FLAGS,
+    MaybeModelOpt,
+    shared_flags,
+)
 from planner.cli.options import (
     FlagCommand,
     FlagGroup,
@@ -50,7 +58,7 @@ class KvplanGroup(OneLineErrors):
 
     placements = (
         ("model", ("tp", "ctx_len", "bandwidth_gbps", "max_prefill_tokens")),
-        ("prompt_tokens", ("mtp", "mtp_acceptance", "uncalibrated", "engine")),
+        ("prompt_tokens", ("prefix_cached_fraction", *DRAFT_FLAGS, "uncalibrated", "engine")),
         ("as_json", (*MEMORY_FLAGS, *LAYOUT_FLAGS, *SLO_FLAGS)),
     )
     flag_tables = (shared_flags,)

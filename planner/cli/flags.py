@@ -87,6 +87,29 @@ def shared_flags(
     mtp_acceptance: Annotated[
         float, typer.Option(help="Acceptance rate of each draft token.")
     ] = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    speculative_config: Annotated[
+        str | None,
+        typer.Option(
+            help='vLLM\'s --speculative-config: \'{"method": "eagle3", "num_speculative_tokens": 3}\' '
+            "(method mtp, eagle3 or dflash; a draft model's weights, KV and passes are timed; replaces "
+            "--mtp).",
+        ),
+    ] = None,
+    acceptance_rate: Annotated[
+        float | None,
+        typer.Option(
+            help="Draft acceptance rate as vLLM logs it (accepted / drafted tokens; tokens per step = 1 + k "
+            "x rate). Default: a per-draft acceptance of 0.7 (--mtp-acceptance's).",
+        ),
+    ] = None,
+    prefix_cached_fraction: Annotated[
+        float,
+        typer.Option(
+            help="Share of each prompt already in the prefix cache, 0..1 (a shared prefix with prefix "
+            "caching on): prefill computes only the rest, whole KV blocks hit, the last prompt token always "
+            "computed.",
+        ),
+    ] = 0.0,
     uncalibrated: Annotated[
         bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")
     ] = False,
@@ -137,8 +160,12 @@ MEMORY_FLAGS = ("card", "dtype", "kv_dtype", "batch", "block_size", "memory_frac
 LAYOUT_FLAGS = ("dp", "ep", "pp", "nodes", "devices_per_node", "redundant_experts")
 STEP_FLAGS = ("card", "kv_dtype", "tp", "mtp", "mtp_acceptance", "memory_gib", "uncalibrated")
 SLO_FLAGS = ("tpot_ms", "ttft_ms", "min_user_tps")
-# `serve` and `simulate`: the step model, the engine and its memory share, the layout
-LOAD_FLAGS = (*STEP_FLAGS, "engine", "as_json", "memory_fraction", *LAYOUT_FLAGS)
+DRAFT_FLAGS = ("mtp", "mtp_acceptance", "speculative_config", "acceptance_rate")  # speculative decoding
+# `serve` and `simulate`: the step model (drafts included), the engine and its memory share, the layout
+LOAD_FLAGS = (
+    "card", "kv_dtype", "tp", *DRAFT_FLAGS, "memory_gib", "uncalibrated", "engine", "as_json",
+    "memory_fraction", *LAYOUT_FLAGS,
+)  # fmt: skip
 
 
 def flag_command(*placements: Placement, family: FlagTable | None = None) -> type[FlagCommand]:

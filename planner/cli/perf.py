@@ -87,7 +87,7 @@ def serve_command(
     it (planner/sim/slo.py; none: exit 3)."""
     from planner import inputs
     from planner.cli import serve_view
-    from planner.perf import ranges
+    from planner.perf import ranges, roofline
     from planner.serving.closed_loop import BenchRun
     from planner.sim import bench as sim_bench
 
@@ -109,6 +109,7 @@ def serve_command(
     view = serve_view.ServeView(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
         memory_fraction=dep.memory_fraction, dp=dep.dp,
+        cached_prompt_tokens=roofline.cached_prompt_tokens(dep, prompt_tokens=prompt),
     )  # fmt: skip
     if wants_json(context):
         print_json(serve_view.serve_payload(view))
@@ -224,4 +225,6 @@ def serve_results(
 
 def register(app: typer.Typer) -> None:
     """Add `serve` to the `kvplan` app."""
-    app.command("serve", cls=flag_command((None, LOAD_FLAGS)))(serve_command)
+    app.command("serve", cls=flag_command(("num_requests", ("prefix_cached_fraction",)), (None, LOAD_FLAGS)))(
+        serve_command
+    )

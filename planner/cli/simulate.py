@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from planner import atomic, kinds, records, units
-from planner.cli import options, simview
+from planner.cli import options, simrequest, simview
 from planner.cli.flags import BATCH_FLAGS, LOAD_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS, ModelOpt, flag_command
 from planner.cli.simrequest import SchedulerFlags, SimulateRequest, check_flag_combinations, input_files
 from planner.errors import KvplanError, PlanInputError
@@ -91,6 +91,12 @@ def simulate_command(
     prefill_tp: Annotated[
         int | None, typer.Option(help="--pd: tp of each prefill instance (default --tp).")
     ] = None,
+    prefill_dp: Annotated[
+        int | None, typer.Option(help="--pd: dp of each prefill instance (default --dp).")
+    ] = None,
+    prefill_ep: Annotated[
+        int | None, typer.Option(help="--pd: ep of each prefill instance (default --ep).")
+    ] = None,
     kv_link_gbps: Annotated[
         float | None, typer.Option(help="--pd: KV link GB/s per device (default: card).")
     ] = None,
@@ -114,7 +120,8 @@ def simulate_command(
             prefill_time_ms_per_req=prefill_time_ms_per_req, decode_time_ms_per_req=decode_time_ms_per_req,
             queue_delay_us=queue_delay_us,
         ),
-        pd=pd, prefill_tp=prefill_tp, kv_link_gbps=kv_link_gbps, search=search, quantile=quantile,
+        pd=pd, prefill_tp=prefill_tp, prefill_dp=prefill_dp, prefill_ep=prefill_ep, kv_link_gbps=kv_link_gbps,
+        search=search, quantile=quantile,
     )  # fmt: skip
     try:
         check_flag_combinations(flags, out=out, timeline_out=timeline_out)
@@ -140,7 +147,8 @@ def simulate_command(
         )
         return
     degrees = (request.tp, request.dp, request.ep, request.pp)
-    label = simview.simulation_label(model, card=request.card, pd=pd, degrees=degrees)
+    prefill = (flags.prefill_tp, flags.prefill_dp, flags.prefill_ep)
+    label = simview.simulation_label(model, card=request.card, pd=pd, degrees=degrees, prefill=prefill)
     for line in simview.summary_lines(result, label=label, band=band):
         typer.echo(line)
 
@@ -266,20 +274,18 @@ def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
 
     dep, knobs = prepared(flags, work)
     slo = flags.slo_s()
-    if dep.dp > 1 and flags.pd is not None:
-        raise PlanInputError(f"--dp/--pd: not simulated together (got --dp {dep.dp} and --pd {flags.pd})")
+    if flags.pd is not None:  # each instance's DP groups are engines of the fleet (pdloop.engines_for)
+        simrequest.check_pd_flags(flags)
+        layout = pdspec.PrefillLayout(tp=flags.prefill_tp, dp=flags.prefill_dp, ep=flags.prefill_ep)
+        counts = pdspec.parse_pd(flags.pd)
+        spec = pdspec.spec_for(dep, counts=counts, prefill=layout, link_gbps=flags.kv_link_gbps)
+        return pdloop.simulate_fleet(
+            spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None}
+        )
     if dep.dp > 1:
         return dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs)
-    if flags.pd is None:
-        cfg = run.default_config(dep, workload=work, **knobs)
-        return run.simulate(dep, work, cfg=cfg, slo=slo)
-    link = flags.kv_link_gbps
-    if link is not None:
-        inputs_bounded(link, "--kv-link-gbps", (1e-3, 1e6))
-    if flags.prefill_tp is not None and not 1 <= flags.prefill_tp <= 64:
-        raise PlanInputError(f"--prefill-tp: out of range (got {flags.prefill_tp}, expected 1..64)")
-    spec = pdspec.spec_for(dep, counts=pdspec.parse_pd(flags.pd), prefill_tp=flags.prefill_tp, link_gbps=link)
-    return pdloop.simulate_fleet(spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None})
+    cfg = run.default_config(dep, workload=work, **knobs)
+    return run.simulate(dep, work, cfg=cfg, slo=slo)
 
 
 def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> float:
@@ -340,4 +346,6 @@ def scheduler_knobs(knobs: SchedulerFlags) -> dict[str, Any]:
 
 def register(app: typer.Typer) -> None:
     """Add `simulate` to the `kvplan` app."""
-    app.command("simulate", cls=flag_command((None, LOAD_FLAGS)))(simulate_command)
+    app.command("simulate", cls=flag_command(("requests", ("prefix_cached_fraction",)), (None, LOAD_FLAGS)))(
+        simulate_command
+    )
