@@ -47,6 +47,12 @@ def knob(help_text: str, most: int, *names: str) -> Any:
     return typer.Option(*names, min=1, max=most, help=help_text)
 
 
+def prefill_degree(degree: str) -> Any:
+    """The typer option of one parallel degree of each --pd prefill instance (pdspec.PrefillLayout), which
+    defaults to the deployment's (--tp, --dp, --ep)."""
+    return typer.Option(help=f"--pd: {degree} of each prefill instance (default --{degree}).")
+
+
 def simulate_command(
     context: typer.Context,
     model: ModelOpt,
@@ -88,15 +94,9 @@ def simulate_command(
         float | None, typer.Option(min=0, max=1_000_000, help="maxQueueDelayMicroseconds.")
     ] = None,
     pd: Annotated[str | None, typer.Option(help="P:D prefill and decode instances (disaggregated).")] = None,
-    prefill_tp: Annotated[
-        int | None, typer.Option(help="--pd: tp of each prefill instance (default --tp).")
-    ] = None,
-    prefill_dp: Annotated[
-        int | None, typer.Option(help="--pd: dp of each prefill instance (default --dp).")
-    ] = None,
-    prefill_ep: Annotated[
-        int | None, typer.Option(help="--pd: ep of each prefill instance (default --ep).")
-    ] = None,
+    prefill_tp: Annotated[int | None, prefill_degree("tp")] = None,
+    prefill_dp: Annotated[int | None, prefill_degree("dp")] = None,
+    prefill_ep: Annotated[int | None, prefill_degree("ep")] = None,
     kv_link_gbps: Annotated[
         float | None, typer.Option(help="--pd: KV link GB/s per device (default: card).")
     ] = None,
