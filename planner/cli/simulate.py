@@ -146,11 +146,16 @@ def simulate_command(
             {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
         )
         return
+    for line in simview.summary_lines(result, label=run_label(flags, model=model), band=band):
+        typer.echo(line)
+
+
+def run_label(flags: SimulateRequest, *, model: str) -> str:
+    """The summary's first words: the model, card, layout and --pd split as the flags gave them."""
+    request = flags.request
     degrees = (request.tp, request.dp, request.ep, request.pp)
     prefill = (flags.prefill_tp, flags.prefill_dp, flags.prefill_ep)
-    label = simview.simulation_label(model, card=request.card, pd=pd, degrees=degrees, prefill=prefill)
-    for line in simview.summary_lines(result, label=label, band=band):
-        typer.echo(line)
+    return simview.simulation_label(model, card=request.card, pd=flags.pd, degrees=degrees, prefill=prefill)
 
 
 def search_and_report(flags: SimulateRequest, *, head: dict[str, Any], as_json: bool) -> None:
