@@ -158,7 +158,7 @@ def shared_flags(
 # The groups commands take together, in the order their help lists them.
 MEMORY_FLAGS = ("card", "dtype", "kv_dtype", "batch", "block_size", "memory_fraction", "memory_gib")
 LAYOUT_FLAGS = ("dp", "ep", "pp", "nodes", "devices_per_node", "redundant_experts")
-STEP_FLAGS = ("card", "kv_dtype", "tp", "mtp", "mtp_acceptance", "memory_gib", "uncalibrated")
+STEP_FLAGS = ("card", "kv_dtype", "tp", "mtp", "mtp_acceptance", "memory_gib", "uncalibrated")  # sweep
 SLO_FLAGS = ("tpot_ms", "ttft_ms", "min_user_tps")
 DRAFT_FLAGS = ("mtp", "mtp_acceptance", "speculative_config", "acceptance_rate")  # speculative decoding
 # `serve` and `simulate`: the step model (drafts included), the engine and its memory share, the layout
