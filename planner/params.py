@@ -16,8 +16,9 @@ from planner.records import record
 from planner.schema_card import ModelCard
 
 Part = Literal[
-    "embedding", "attention", "linear_attention", "mlp", "moe_experts", "moe_shared", "norm", "lm_head", "mtp"
-]
+    "embedding", "attention", "linear_attention", "mlp", "moe_experts", "moe_shared", "norm", "lm_head",
+    "mtp", "draft",
+]  # fmt: skip
 
 
 @record

@@ -13,40 +13,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import kinds
-from planner.cli.options import (
+from planner.cli.flags import (
     BATCH_FLAGS,
-    DEFAULT_CARD,
-    DEFAULT_DTYPE,
-    DEFAULT_ENGINE,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    LOAD_FLAGS,
     PREFILL_FLAGS,
     PROMPT_FLAGS,
     REQUESTS_FLAGS,
-    AcceptanceOpt,
-    CardOpt,
-    DpOpt,
-    EngineFractionOpt,
-    EngineOpt,
-    EpOpt,
-    FlagCommand,
-    JsonOpt,
-    KvDtypeOpt,
-    MemoryOpt,
     ModelOpt,
-    MtpOpt,
-    NodeSizeOpt,
-    NodesOpt,
-    PpOpt,
-    RedundantOpt,
-    TpOpt,
-    UncalibratedOpt,
-    fail,
-    ms_to_s,
-    plan_request,
-    positive,
-    print_json,
+    flag_command,
 )
+from planner.cli.options import fail, plan_request, print_json, wants_json
 from planner.errors import KvplanError, PlanInputError
+from planner.inputs import DEFAULT_DTYPE, ms_to_s, positive
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -103,29 +81,13 @@ def serve_command(
             "requests drift apart; random: the load knee's and the seed fit's mode)."
         ),
     ] = kinds.DEFAULT_ARRIVALS,
-    card: CardOpt = DEFAULT_CARD,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
-    engine: EngineOpt = DEFAULT_ENGINE,
-    as_json: JsonOpt = False,
-    memory_fraction: EngineFractionOpt = None,
-    dp: DpOpt = 1,
-    ep: EpOpt = 1,
-    pp: PpOpt = 1,
-    nodes: NodesOpt = None,
-    devices_per_node: NodeSizeOpt = None,
-    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
     --concurrency 32`. With an SLO and no --concurrency: the most users whose simulated P99 TTFT / TPOT meet
     it (planner/sim/slo.py; none: exit 3)."""
     from planner import inputs
     from planner.cli import serve_view
-    from planner.perf import ranges
+    from planner.perf import ranges, roofline
     from planner.serving.closed_loop import BenchRun
     from planner.sim import bench as sim_bench
 
@@ -147,8 +109,9 @@ def serve_command(
     view = serve_view.ServeView(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
         memory_fraction=dep.memory_fraction, dp=dep.dp,
+        cached_prompt_tokens=roofline.cached_prompt_tokens(dep, prompt_tokens=prompt),
     )  # fmt: skip
-    if as_json:
+    if wants_json(context):
         print_json(serve_view.serve_payload(view))
     else:
         for line in serve_view.serve_lines(view):
@@ -262,4 +225,6 @@ def serve_results(
 
 def register(app: typer.Typer) -> None:
     """Add `serve` to the `kvplan` app."""
-    app.command("serve", cls=FlagCommand)(serve_command)
+    app.command("serve", cls=flag_command(("num_requests", ("prefix_cached_fraction",)), (None, LOAD_FLAGS)))(
+        serve_command
+    )

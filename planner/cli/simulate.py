@@ -17,35 +17,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from planner import atomic, kinds, records, units
-from planner.cli import options, simview
-from planner.cli.options import (
-    BATCH_FLAGS,
-    DEFAULT_CARD,
-    DEFAULT_DTYPE,
-    DEFAULT_ENGINE,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    PROMPT_FLAGS,
-    REQUESTS_FLAGS,
-    AcceptanceOpt,
-    CardOpt,
-    DpOpt,
-    EngineOpt,
-    EpOpt,
-    FlagCommand,
-    JsonOpt,
-    KvDtypeOpt,
-    MemoryOpt,
-    ModelOpt,
-    MtpOpt,
-    NodeSizeOpt,
-    NodesOpt,
-    PpOpt,
-    RedundantOpt,
-    TpOpt,
-    UncalibratedOpt,
-)
+from planner.cli import options, simrequest, simview
+from planner.cli.flags import BATCH_FLAGS, LOAD_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS, ModelOpt, flag_command
 from planner.cli.simrequest import SchedulerFlags, SimulateRequest, check_flag_combinations, input_files
 from planner.errors import KvplanError, PlanInputError
+from planner.inputs import DEFAULT_DTYPE
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -69,6 +45,12 @@ def knob(help_text: str, most: int, *names: str) -> Any:
     """The typer option of an integer scheduler knob: 1..most (the engine's documented range); `names`: its
     flag and aliases (default: from the parameter name)."""
     return typer.Option(*names, min=1, max=most, help=help_text)
+
+
+def prefill_degree(degree: str) -> Any:
+    """The typer option of one parallel degree of each --pd prefill instance (pdspec.PrefillLayout), which
+    defaults to the deployment's (--tp, --dp, --ep)."""
+    return typer.Option(help=f"--pd: {degree} of each prefill instance (default --{degree}).")
 
 
 def simulate_command(
@@ -112,9 +94,9 @@ def simulate_command(
         float | None, typer.Option(min=0, max=1_000_000, help="maxQueueDelayMicroseconds.")
     ] = None,
     pd: Annotated[str | None, typer.Option(help="P:D prefill and decode instances (disaggregated).")] = None,
-    prefill_tp: Annotated[
-        int | None, typer.Option(help="--pd: tp of each prefill instance (default --tp).")
-    ] = None,
+    prefill_tp: Annotated[int | None, prefill_degree("tp")] = None,
+    prefill_dp: Annotated[int | None, prefill_degree("dp")] = None,
+    prefill_ep: Annotated[int | None, prefill_degree("ep")] = None,
     kv_link_gbps: Annotated[
         float | None, typer.Option(help="--pd: KV link GB/s per device (default: card).")
     ] = None,
@@ -125,22 +107,6 @@ def simulate_command(
         Path | None, typer.Option(help="Write queue length, batch and KV use over time (CSV) here.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
-    card: CardOpt = DEFAULT_CARD,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
-    engine: EngineOpt = DEFAULT_ENGINE,
-    as_json: JsonOpt = False,
-    memory_fraction: options.EngineFractionOpt = None,
-    dp: DpOpt = 1,
-    ep: EpOpt = 1,
-    pp: PpOpt = 1,
-    nodes: NodesOpt = None,
-    devices_per_node: NodeSizeOpt = None,
-    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = SimulateRequest(
@@ -154,7 +120,8 @@ def simulate_command(
             prefill_time_ms_per_req=prefill_time_ms_per_req, decode_time_ms_per_req=decode_time_ms_per_req,
             queue_delay_us=queue_delay_us,
         ),
-        pd=pd, prefill_tp=prefill_tp, kv_link_gbps=kv_link_gbps, search=search, quantile=quantile,
+        pd=pd, prefill_tp=prefill_tp, prefill_dp=prefill_dp, prefill_ep=prefill_ep, kv_link_gbps=kv_link_gbps,
+        search=search, quantile=quantile,
     )  # fmt: skip
     try:
         check_flag_combinations(flags, out=out, timeline_out=timeline_out)
@@ -163,7 +130,8 @@ def simulate_command(
         )
     except KvplanError as exc:
         options.fail(exc)
-    head = {"model": model, "card": card, "engine": engine, "pd": pd}
+    request, as_json = flags.request, options.wants_json(context)
+    head = {"model": model, "card": request.card, "engine": request.engine, "pd": pd}
     if search is not None:
         search_and_report(flags, head=head, as_json=as_json)
         return
@@ -178,9 +146,16 @@ def simulate_command(
             {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
         )
         return
-    label = simview.simulation_label(model, card=card, pd=pd, degrees=(tp, dp, ep, pp))
-    for line in simview.summary_lines(result, label=label, band=band):
+    for line in simview.summary_lines(result, label=run_label(flags, model=model), band=band):
         typer.echo(line)
+
+
+def run_label(flags: SimulateRequest, *, model: str) -> str:
+    """The summary's first words: the model, card, layout and --pd split as the flags gave them."""
+    request = flags.request
+    degrees = (request.tp, request.dp, request.ep, request.pp)
+    prefill = (flags.prefill_tp, flags.prefill_dp, flags.prefill_ep)
+    return simview.simulation_label(model, card=request.card, pd=flags.pd, degrees=degrees, prefill=prefill)
 
 
 def search_and_report(flags: SimulateRequest, *, head: dict[str, Any], as_json: bool) -> None:
@@ -241,7 +216,7 @@ def build_workload(
         wl.parse_length(lengths[1], flag="--output-tokens"),
     )
     if rate is not None:
-        options.positive(rate, "--rate")
+        inputs.positive(rate, "--rate")
         checked = inputs.bounded(rate, "--rate", RATE_RANGE_PER_S)
         return wl.synthetic(lengths=dists, count=requests, rate_per_s=checked, seed=seed)
     if concurrency is None or not 1 <= concurrency <= MAX_CONCURRENCY:
@@ -304,20 +279,18 @@ def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
 
     dep, knobs = prepared(flags, work)
     slo = flags.slo_s()
-    if dep.dp > 1 and flags.pd is not None:
-        raise PlanInputError(f"--dp/--pd: not simulated together (got --dp {dep.dp} and --pd {flags.pd})")
+    if flags.pd is not None:  # each instance's DP groups are engines of the fleet (pdloop.engines_for)
+        simrequest.check_pd_flags(flags)
+        layout = pdspec.PrefillLayout(tp=flags.prefill_tp, dp=flags.prefill_dp, ep=flags.prefill_ep)
+        counts = pdspec.parse_pd(flags.pd)
+        spec = pdspec.spec_for(dep, counts=counts, prefill=layout, link_gbps=flags.kv_link_gbps)
+        return pdloop.simulate_fleet(
+            spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None}
+        )
     if dep.dp > 1:
         return dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs)
-    if flags.pd is None:
-        cfg = run.default_config(dep, workload=work, **knobs)
-        return run.simulate(dep, work, cfg=cfg, slo=slo)
-    link = flags.kv_link_gbps
-    if link is not None:
-        inputs_bounded(link, "--kv-link-gbps", (1e-3, 1e6))
-    if flags.prefill_tp is not None and not 1 <= flags.prefill_tp <= 64:
-        raise PlanInputError(f"--prefill-tp: out of range (got {flags.prefill_tp}, expected 1..64)")
-    spec = pdspec.spec_for(dep, counts=pdspec.parse_pd(flags.pd), prefill_tp=flags.prefill_tp, link_gbps=link)
-    return pdloop.simulate_fleet(spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None})
+    cfg = run.default_config(dep, workload=work, **knobs)
+    return run.simulate(dep, work, cfg=cfg, slo=slo)
 
 
 def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> float:
@@ -378,4 +351,6 @@ def scheduler_knobs(knobs: SchedulerFlags) -> dict[str, Any]:
 
 def register(app: typer.Typer) -> None:
     """Add `simulate` to the `kvplan` app."""
-    app.command("simulate", cls=FlagCommand)(simulate_command)
+    app.command("simulate", cls=flag_command(("requests", ("prefix_cached_fraction",)), (None, LOAD_FLAGS)))(
+        simulate_command
+    )
