@@ -6,8 +6,6 @@ step model (planner/perf/mtp.py re-exports it), so the flags and the step model 
 
 from __future__ import annotations
 
-import json
-
 from planner.deployment import (
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
     MAX_SPECULATIVE_TOKENS,
@@ -61,6 +59,8 @@ def chained_acceptance(draft_tokens: int, *, accepted_share: float) -> float:
 
 def parsed_speculative_config(text: str) -> tuple[str, int]:
     """(method, num_speculative_tokens) of a vLLM --speculative-config JSON object, or PlanInputError."""
+    import json  # here: a plan without --speculative-config (the mission command) never loads json
+
     try:
         config = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -35,9 +35,9 @@ def test_no_command_takes_a_flag_twice() -> None:
 
 
 def test_every_table_entry_is_placed_by_a_command() -> None:
-    placed = {param for command in every_command().values() for param in command.params}
+    placed = {param.name for command in every_command().values() for param in command.params}
     for table in (flags.shared_flags, configs.config_flags):
-        unused = [name for name, param in table_params(table).items() if param not in placed]
+        unused = [name for name in table_params(table) if name not in placed]
         assert unused == [], table.__name__
 
 

@@ -9,6 +9,7 @@ loads it.
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 import sys
 from collections.abc import Callable
@@ -106,13 +107,30 @@ FlagTable = Callable[..., None]  # a flag table: a function whose signature type
 
 
 @functools.cache
-def table_params(table: FlagTable) -> dict[str, Any]:
+def table_params(table: FlagTable, names: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The click parameters of a flag table (`shared_flags`, or a command family's own, as configs.py's), by
     name, as typer builds them from its signature (built once a process; a parameter holds no parse state,
-    so the commands share them)."""
+    so the commands share them). `names`: only those flags, not the whole table: typer 0.29 builds a
+    pydantic TypeAdapter for each parameter, and the plan places 27 of shared_flags' 33 entries (building
+    all of them cost the mission command ~0.03e9 instructions more, 2 % of its start-up;
+    benchmarks/bench_startup.py)."""
     app = typer.Typer(add_completion=False)
-    app.command()(table)
+    app.command()(table if names is None else table_subset(table, names))
     return {param.name: param for param in typer.main.get_command(app).params}
+
+
+def table_subset(table: FlagTable, names: tuple[str, ...]) -> FlagTable:
+    """A stand-in for a flag table whose signature holds only the flags `names` (typer reads the signature
+    and its annotations, nothing else), each as the table declares it."""
+    signature = inspect.signature(table, eval_str=True)
+    kept = [param for param in signature.parameters.values() if param.name in names]
+
+    def subset(**values: Any) -> None:
+        """Never run: typer reads its signature."""
+
+    subset.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
+    subset.__annotations__ = {param.name: param.annotation for param in kept}
+    return subset
 
 
 def with_shared(
@@ -120,7 +138,12 @@ def with_shared(
 ) -> list[Any]:
     """A command's parameters with each placement's flags right after the one it names (None: after the
     command's own), in the order the placements come; each flag from the first of `tables` that has it."""
-    found = [table_params(table) for table in tables]
+    wanted = [name for _, names in placements for name in names]
+    found: list[dict[str, Any]] = []
+    for table in tables:
+        declared = inspect.signature(table).parameters
+        taken = {name for earlier in found for name in earlier}
+        found.append(table_params(table, tuple(n for n in wanted if n in declared and n not in taken)))
     own = {param.name for param in params}
     placed = list(params)
     for after, names in placements:
