@@ -4,7 +4,7 @@ the lightning indexer that picks them costs. planner/perf/opcost.py builds the a
 
 How vllm-ascend runs it (vllm-project/vllm-ascend 182b75ea): per layer, the lightning indexer scores every
 cached token of the sequence for every query token (index_n_heads heads of index_head_dim over the index-key
-cache) and returns the 2048 best (device/device_op.py:495-519 npu_lightning_indexer, sparse_count=2048,
+cache) and returns the 2048 best (device/device_op.py:495-520 npu_lightning_indexer, sparse_count=2048,
 sparse_mode=3 causal); the MLA attention then gathers only those tokens' latents
 (device_op.py:566-584 npu_sparse_flash_attention, sparse_block_size=1, attention_mode=2; called from
 attention/sfa_v1.py:1666-1692). Short sequences (fewer cached tokens than index_topk) attend everything.
