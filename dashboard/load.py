@@ -67,7 +67,7 @@ def open_loop(
     work = workload(prompt, output, users=None, rate=rate, count=count)
     if split is None:
         return reduced(run.simulate(dep, work))
-    spec = pdspec.spec_for(dep, counts=pdspec.parse_pd(split), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(dep, counts=pdspec.parse_pd(split))
     return reduced(pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}))  # back-pressure, as the CLI
 
 

@@ -9,7 +9,7 @@ serving fit share (moved here from planner/serving/closed_loop.py, which re-expo
 import numpy as np
 import numpy.typing as npt
 
-from planner import advice, layout, memory, params, support, units
+from planner import advice, drafts, layout, memory, params, support, units
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
@@ -38,6 +38,7 @@ def check_supported(dep: Deployment) -> None:
             f"expected one of {native})"
         )
     registry.check_kv_dtype(dep)
+    registry.check_draft_model(dep)
     support.check_tp(dep)
     layout.check_layout(dep)
     registry.check_layout(dep)
@@ -52,7 +53,7 @@ def weight_bytes_by_part(dep: Deployment) -> dict[str, int]:
     """Weight bytes per device split by part (memory.weight_bytes_by_part of the layout's rank tensors)."""
     tensors = params.model_tensors(
         dep.model, tp=dep.tp, include_mtp=dep.include_mtp, shards=layout.shards(dep)
-    )
+    ) + drafts.draft_model_tensors(dep.model, method=dep.draft_method, tp=dep.tp)
     return memory.weight_bytes_by_part(
         tensors, scheme=dep.weight_scheme, activation_dtype=dep.activation_dtype
     )
@@ -97,7 +98,7 @@ def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
     activation = activation_bytes(dep)
     kv_per_token = memory.kv_cache_bytes_per_token(
         card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp, pp=dep.pp
-    )
+    ) + drafts.draft_kv_bytes_per_token(card, method=dep.draft_method, kv_dtype=dep.kv_dtype, tp=dep.tp)
     state = memory.linear_state_bytes_per_sequence(
         card, conv_dtype=dep.activation_dtype, tp=dep.tp, pp=dep.pp
     )

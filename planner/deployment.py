@@ -18,6 +18,16 @@ DEFAULT_BLOCK_SIZE_TOKENS = 128  # MindIE cacheBlockSize default; vllm-ascend al
 DEFAULT_MEMORY_FRACTION = 0.8  # MindIE NPU_MEMORY_FRACTION default (mindie_llm/utils/env.py)
 DEFAULT_MAX_PREFILL_TOKENS = 8192  # MindIE ScheduleConfig.maxPrefillTokens default
 DEFAULT_MTP_ACCEPTANCE_FRACTION = 0.7  # [assumed: per-draft-token acceptance, DeepSeek-V3 report range]
+# vLLM's --speculative-config "method" values kvplan times: "mtp" (the card's own MTP layers), and drafts from
+# a separate draft model: "eagle3" (one decoder layer fed three target hidden states, k sequential passes)
+# and "dflash" (a block-diffusion drafter, one parallel pass of 1 + k query tokens): planner/drafts.py.
+SPECULATIVE_METHODS = ("mtp", "eagle3", "dflash")
+DRAFT_MODEL_METHODS = SPECULATIVE_METHODS[1:]
+# Decoder layers of each draft model (planner/drafts.py sizes them): EAGLE3's llama_eagle3.py builds one;
+# [assumed: z-lab's DFlash drafters and DeepSpec's block drafters have 5 (DeepSpec's dspark qwen3 config
+# num_draft_layers = 5); z-lab/Kimi-K2.5-DFlash's own config is not in the corpus]
+DRAFT_MODEL_LAYERS = {"eagle3": 1, "dflash": 5}
+MAX_SPECULATIVE_TOKENS = 16  # dflash drafters are trained on blocks of 16 (z-lab/*-DFlash-b16)
 MAX_REDUNDANT_EXPERTS = 4096
 
 
@@ -60,8 +70,12 @@ class Deployment(Degrees):
     block_size_tokens: int = Field(default=DEFAULT_BLOCK_SIZE_TOKENS, ge=1, le=1024)
     memory_fraction: float = Field(default=DEFAULT_MEMORY_FRACTION, gt=0, le=1)
     max_prefill_tokens: int = Field(default=DEFAULT_MAX_PREFILL_TOKENS, ge=1)
-    mtp_tokens: int = Field(default=0, ge=0, le=8)
+    mtp_tokens: int = Field(default=0, ge=0, le=MAX_SPECULATIVE_TOKENS)  # num_speculative_tokens, any method
     mtp_acceptance_fraction: float = Field(default=DEFAULT_MTP_ACCEPTANCE_FRACTION, ge=0, le=1)
+    # share of each prompt a prefix cache already holds (shared system prompt, multi-turn history): prefill
+    # computes only the rest (planner/perf/prefill.py cached_prompt_tokens); 0 = every prompt computed in full
+    prefix_cached_fraction: float = Field(default=0.0, ge=0, le=1)
+    speculative_method: str = "mtp"  # SPECULATIVE_METHODS: who drafts the mtp_tokens
     calibrated: bool = True
     model_alias: str | None = None
     engine: EngineName = DEFAULT_ENGINE  # kernel structure of the decode step (planner/perf/kernels.py)
@@ -72,6 +86,8 @@ class Deployment(Degrees):
             raise ValueError(f"unknown weight scheme {self.weight_scheme_name!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"unknown engine {self.engine!r} (expected one of {', '.join(ENGINES)})")
+        if self.speculative_method not in SPECULATIVE_METHODS:
+            raise ValueError(f"unknown speculative method {self.speculative_method!r}")
         return self
 
     @property
@@ -95,4 +111,20 @@ class Deployment(Degrees):
     @property
     def include_mtp(self) -> bool:
         """True when MTP speculative decoding is on (its layers are loaded and cached)."""
-        return self.mtp_tokens > 0 and self.model.mtp_layers > 0
+        return self.speculative_method == "mtp" and self.mtp_tokens > 0 and self.model.mtp_layers > 0
+
+    @property
+    def draft_method(self) -> str | None:
+        """The separate draft model's method (DRAFT_MODEL_METHODS) when one drafts, else None."""
+        drafting = self.speculative_method in DRAFT_MODEL_METHODS and self.mtp_tokens > 0
+        return self.speculative_method if drafting else None
+
+    @property
+    def draft_layers(self) -> int:
+        """Decoder layers of the separate draft model (DRAFT_MODEL_LAYERS), 0 without one."""
+        return DRAFT_MODEL_LAYERS.get(self.draft_method or "", 0)
+
+    @property
+    def speculative_tokens(self) -> int:
+        """Draft tokens k each sequence verifies per decode step (MTP head or draft model); 0 when off."""
+        return self.mtp_tokens if self.include_mtp or self.draft_method else 0

@@ -21,6 +21,7 @@ from planner.errors import PlanInputError
 from planner.kinds import DEFAULT_ENGINE, parse_engine
 from planner.records import record
 from planner.schema import Frozen, HardwareProfile
+from planner.speculation import speculation
 
 DEFAULT_CARD = "ascend-950pr"
 DEFAULT_DTYPE = "bf16"
@@ -58,6 +59,8 @@ class PlanRequest:
     max_prefill_tokens: int | None = None  # None: deployment.default_max_prefill_tokens, as the configs write
     mtp: int = 0
     mtp_acceptance: float = DEFAULT_MTP_ACCEPTANCE_FRACTION
+    speculative_config: str | None = None  # vLLM's --speculative-config JSON (method, num_speculative_tokens)
+    acceptance_rate: float | None = None  # vLLM's logged draft acceptance rate: accepted / drafted tokens
     calibrated: bool = True
     engine: str = DEFAULT_ENGINE
     dp: int = 1
@@ -66,11 +69,20 @@ class PlanRequest:
     nodes: int | None = None
     devices_per_node: int | None = None
     redundant_experts: int = 0
+    prefix_cached_fraction: float = 0.0  # share of each prompt in the prefix cache (serve, simulate)
 
 
 # The request's fields that reach the Deployment as they are (same name, same value): the layout, --batch and
 # --uncalibrated.
-REQUEST_ECHOES = (*DEGREES, "nodes", "devices_per_node", "redundant_experts", "batch", "calibrated")
+REQUEST_ECHOES = (
+    *DEGREES,
+    "nodes",
+    "devices_per_node",
+    "redundant_experts",
+    "batch",
+    "calibrated",
+    "prefix_cached_fraction",
+)
 
 
 def parse_ctx(text: str, *, flag: str = "--ctx") -> int:
@@ -180,6 +192,12 @@ def _check_ranges(req: PlanRequest) -> None:
         ),
         ("--mtp", req.mtp, 0 <= req.mtp <= 8, "0..8 draft tokens"),
         ("--mtp-acceptance", req.mtp_acceptance, 0 <= req.mtp_acceptance <= 1, "in [0, 1]"),
+        (
+            "--prefix-cached-fraction",
+            req.prefix_cached_fraction,
+            0 <= req.prefix_cached_fraction <= 1,
+            "in [0, 1], the share of each prompt already in the prefix cache",
+        ),
     ]
     for flag, value, ok, expected in [*checks, *_layout_checks(req)]:
         if not ok:
@@ -212,8 +230,15 @@ def to_deployment(req: PlanRequest) -> Deployment:
         bandwidth_gbps=req.bandwidth_gbps,
     )
     activation = StorageDType.fp16 if scheme == "fp16" else StorageDType(hw.activation_dtype)
-    if req.mtp and card.mtp_layers == 0:
-        raise PlanInputError(f"--mtp: {card.id} ships no MTP layers (got {req.mtp}, expected 0)")
+    method, drafts, acceptance = speculation(
+        mtp=req.mtp,
+        mtp_acceptance=req.mtp_acceptance,
+        speculative_config=req.speculative_config,
+        acceptance_rate=req.acceptance_rate,
+    )
+    if method == "mtp" and drafts and card.mtp_layers == 0:
+        flag = "--speculative-config" if req.speculative_config else "--mtp"
+        raise PlanInputError(f"{flag}: {card.id} ships no MTP layers (got {drafts} MTP drafts, expected 0)")
     return Deployment(
         **carried(req, REQUEST_ECHOES),
         model=card,
@@ -228,8 +253,9 @@ def to_deployment(req: PlanRequest) -> Deployment:
         max_prefill_tokens=req.max_prefill_tokens
         or registry.default_prefill_tokens(engine, hw)
         or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),
-        mtp_tokens=req.mtp,
-        mtp_acceptance_fraction=req.mtp_acceptance,
+        mtp_tokens=drafts,
+        mtp_acceptance_fraction=acceptance,
+        speculative_method=method,
         model_alias=alias,
         engine=engine,
     )

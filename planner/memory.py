@@ -33,8 +33,16 @@ Tokens = TypeVar("Tokens", int, npt.NDArray[np.int64])  # one token count, or an
 RESIDUAL_BUFFERS_PER_TOKEN = 2
 
 
+# A separate draft model's matmuls (params part "draft", planner/drafts.py) are stored in 16 bits.
+# [assumed: vLLM loads a draft with its own checkpoint's quantization; EAGLE3 / DFlash heads ship unquantized]
+DRAFT_WEIGHT_SCHEME = "bf16"
+
+
 def linear_scheme(linear: Linear, *, scheme: WeightScheme) -> WeightScheme:
-    """The scheme a matmul is stored in: `scheme`, or its other_linears scheme outside the routed experts."""
+    """The scheme a matmul is stored in: `scheme`, or its other_linears scheme outside the routed experts;
+    DRAFT_WEIGHT_SCHEME for a draft model's."""
+    if linear.part == "draft":
+        return WEIGHT_SCHEMES[DRAFT_WEIGHT_SCHEME]
     if scheme.other_linears is None or linear.part == "moe_experts":
         return scheme
     return WEIGHT_SCHEMES[scheme.other_linears]

@@ -24,8 +24,9 @@ INDEXER_QUANTIZED_BITS = 8
 INDEXER_SCALE_BYTES = 2
 
 Part = Literal[
-    "embedding", "attention", "linear_attention", "mlp", "moe_experts", "moe_shared", "norm", "lm_head", "mtp"
-]
+    "embedding", "attention", "linear_attention", "mlp", "moe_experts", "moe_shared", "norm", "lm_head",
+    "mtp", "draft",
+]  # fmt: skip
 
 
 @record

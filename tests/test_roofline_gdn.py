@@ -61,5 +61,5 @@ def test_speculative_verify_writes_one_state_snapshot_per_position(draft: int) -
 
 def test_prefill_writes_the_state_once_even_with_mtp() -> None:
     dep = _dep("vllm").model_copy(update={"mtp_tokens": 3})
-    step = prefill.prefill_step(dep, prompt_tokens=1024)
+    step = prefill.prefill_step(dep, prompt_tokens=1024, cached_tokens=0)
     assert step.state_writes == 1

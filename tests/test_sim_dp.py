@@ -179,7 +179,12 @@ def test_serve_dp_is_one_group_times_dp() -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        ([*SIM, "--tp", "2", "--dp", "2", "--rate", "2", "--pd", "1:1"], "--dp/--pd"),
+        # --dp with --pd runs (each instance's DP groups are engines: tests/test_sim_pd_layouts.py); a prefill
+        # side whose ep does not fit its own tp x dp is refused under its own flag
+        (
+            [*SIM, "--tp", "2", "--dp", "2", "--ep", "4", "--rate", "2", "--pd", "1:1", "--prefill-dp", "1"],
+            "--prefill-ep",
+        ),
         ([*SIM, "--dp", "0", "--rate", "2"], "--dp"),
     ],
 )

@@ -44,7 +44,7 @@ def test_parse_pd_refuses(text: str) -> None:
 
 def test_kv_transfer_formula() -> None:
     dep = deployment("mindie", ctx=2048)
-    spec = pdspec.spec_for(dep, counts=(1, 1), prefill_tp=None, link_gbps=25.0)
+    spec = pdspec.spec_for(dep, counts=(1, 1), link_gbps=25.0)
     per_token = memory.kv_cache_bytes_per_token(dep.model, kv_dtype=dep.kv_dtype, tp=1)
     # 1000 tokens page to 1024 (8 blocks of 128); 25 GB/s; the card's latency (ascend-950pr: 20 us)
     expected = 20e-6 + 1024 * per_token / 25e9
@@ -59,7 +59,7 @@ def test_lone_requests_cost_prefill_transfer_and_decode(engine: str) -> None:
     lengths = (wl.LengthDist("fixed", prompt, prompt), wl.LengthDist("fixed", output, output))
     lone = wl.synthetic(lengths=lengths, count=10, rate_per_s=None, seed=0)
     lone = wl.Workload(lone.input_tokens, lone.output_tokens, arrival_s=np.arange(10) * 1e3, concurrency=None)
-    spec = pdspec.spec_for(dep, counts=(1, 2), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(dep, counts=(1, 2))
     result = pd.simulate_pd(spec, lone, slo=(None, None), knobs={})
     wait = result.summary.scheduler.queue_delay_s if engine == "mindie" else 0.0
     prefill = roofline.ttft_s(dep, prompt_tokens=prompt) + wait
@@ -83,7 +83,7 @@ def test_disaggregation_cuts_the_ttft_tail_of_prefill_priority() -> None:
     work = poisson((500, 3000), 200, count=600, rate=2.0, seed=7)
     dep = deployment("mindie", ctx=3200)
     together = run.simulate(dep, work).summary
-    spec = pdspec.spec_for(dep, counts=(1, 1), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(dep, counts=(1, 1))
     apart = pd.simulate_pd(spec, work, slo=(None, None), knobs={}).summary
     assert apart.ttft_s.p95 < together.ttft_s.p95
     assert apart.tpot_s.p99 < together.tpot_s.p99
@@ -94,7 +94,7 @@ def test_open_loop_reference_refuses_a_closed_loop() -> None:
     """pd.simulate_pd is the open-loop reference; closed loops run in planner/sim/pdloop.py."""
     work = poisson((100, 200), 20, count=10, rate=1.0)
     closed = wl.Workload(work.input_tokens, work.output_tokens, arrival_s=None, concurrency=2)
-    spec = pdspec.spec_for(deployment("vllm", ctx=220), counts=(1, 1), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(deployment("vllm", ctx=220), counts=(1, 1))
     with pytest.raises(PlanInputError, match=r"^--pd: a closed loop"):
         pd.simulate_pd(spec, closed, slo=(None, None), knobs={})
 
@@ -226,7 +226,7 @@ def test_pd_invariants(engine: str, counts: tuple[int, int], count: int, rate: f
     token plus its KV transfer; requests and output tokens conserved across the P + D instances."""
     work = poisson((1, 800), 64, count=count, rate=rate, seed=seed)
     dep = deployment(engine, ctx=900)
-    spec = pdspec.spec_for(dep, counts=counts, prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(dep, counts=counts)
     result = pd.simulate_pd(spec, work, slo=(None, None), knobs={})
     rec = result.records
     transfer = pdspec.kv_transfer_s(spec, prompt_tokens=rec.input_tokens)

@@ -42,7 +42,7 @@ def test_with_decode_to_spare_it_is_the_open_loop_model(engine: str, counts: tup
     every request ends where the reference ends it (decode spans cut at other instances' clocks: 1 %; vLLM's
     first token is the decoder's first step, timed as its span's mean step: 0.2 %)."""
     work = poisson((500, 3000), 200, count=300, rate=2.0, seed=7)
-    spec = pdspec.spec_for(deployment(engine, ctx=3200), counts=counts, prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(deployment(engine, ctx=3200), counts=counts)
     knobs: dict[str, object] = {"max_batched_tokens": 8192}  # one pass per prompt (no chunks), as written
     reference = pd.simulate_pd(spec, work, slo=(None, None), knobs=knobs).records
     fleet = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs=knobs).records
@@ -56,7 +56,7 @@ def test_full_decode_holds_kv_on_prefill_and_first_tokens_wait() -> None:
     on the prefill instance; its blocks run out and prompts wait to be prefilled. The reference (KV leaves at
     once) never sees this: TTFT grows, while requests still finish when decode frees a slot."""
     work = poisson((2000, 3000), 200, count=600, rate=20.0, seed=7)
-    spec = pdspec.spec_for(deployment("mindie", ctx=3200), counts=(1, 1), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(deployment("mindie", ctx=3200), counts=(1, 1))
     knobs: dict[str, object] = {"max_batch": 8}
     reference = pd.simulate_pd(spec, work, slo=(None, None), knobs=knobs).summary
     fleet = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs=knobs).summary
@@ -64,7 +64,7 @@ def test_full_decode_holds_kv_on_prefill_and_first_tokens_wait() -> None:
     assert fleet.ttft_s.mean > reference.ttft_s.mean
     assert fleet.e2e_s.mean == pytest.approx(reference.e2e_s.mean, rel=1e-2)
     # with D large enough the hold vanishes again
-    wide = pdspec.spec_for(deployment("mindie", ctx=3200), counts=(1, 8), prefill_tp=None, link_gbps=None)
+    wide = pdspec.spec_for(deployment("mindie", ctx=3200), counts=(1, 8))
     spare = pdloop.simulate_fleet(wide, work, slo=(None, None), knobs=knobs).summary
     assert spare.ttft_s.p95 < fleet.ttft_s.p95
 
@@ -72,7 +72,7 @@ def test_full_decode_holds_kv_on_prefill_and_first_tokens_wait() -> None:
 @pytest.mark.parametrize("users", [1, 4, 16])
 def test_closed_loop_keeps_k_users_in_the_system(users: int) -> None:
     work = closed(poisson((500, 1500), 100, count=20 * users, rate=None, seed=3), users)
-    spec = pdspec.spec_for(deployment("mindie", ctx=1600), counts=(1, 1), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(deployment("mindie", ctx=1600), counts=(1, 1))
     result = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={})
     rec = result.records
     events = np.concatenate([np.stack([rec.arrival_s, np.ones(rec.arrival_s.size)]),
@@ -103,7 +103,7 @@ def test_fleet_invariants(
     users = load if isinstance(load, int) else None
     work = poisson((1, 800), 64, count=count, rate=None if users else float(load), seed=seed)
     work = closed(work, users) if users else work
-    spec = pdspec.spec_for(deployment(engine, ctx=900), counts=counts, prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(deployment(engine, ctx=900), counts=counts)
     fleet = pdloop.Fleet(spec, work, knobs={"max_batch": max_batch})
     fleet.run()
     first, finish, arrival = (np.asarray(x) for x in (fleet.first, fleet.finish, fleet.arrival))
@@ -143,7 +143,7 @@ def test_vllm_pd_ttft_is_prefill_pull_admission_and_one_decode_step(simulate: st
     work = Workload(np.asarray([prompt]), np.asarray([output]), arrival_s=np.asarray([0.0]), concurrency=None)
     results = {}
     for engine in ("vllm", "mindie"):
-        spec = pdspec.spec_for(deployment(engine, ctx=3200), counts=(1, 1), prefill_tp=None, link_gbps=None)
+        spec = pdspec.spec_for(deployment(engine, ctx=3200), counts=(1, 1))
         sim = pd.simulate_pd if simulate == "reference" else pdloop.simulate_fleet
         records = sim(spec, work, slo=(None, None), knobs={}).records
         wait_s = run.default_config(spec.prefill, workload=work).queue_delay_s if engine == "mindie" else 0.0

@@ -6,7 +6,10 @@ For each row of ascend-serving.csv this builds the serving bench row kvplan read
 benchpoints.py) and predicts its output tok/s with the same code as `kvplan validate` and `kvplan serve`
 (planner/fit/serving_rows.py: dp replicas x one replica's closed-loop estimate, "waves" arrivals, the
 running batch capped by max_num_seqs and by memory). Rows kvplan cannot predict are kept with the reason
-(engine or dtype it does not model, model without a card, multi-node disaggregated deployments, ...).
+(engine or dtype it does not model, model without a card, ...). Prefill/decode disaggregated rows are
+predicted by the `kvplan simulate --pd` command their config file describes (pd_command, the deployments
+read in pd_deployments.py), run through the CLI in-process, and never fitted; the summary lists them apart
+(kind "... (P:D)").
 
 Printed: a per-(card, engine) summary (rows, median |error|, median signed error) and the path of the CSV.
 error = predicted / published - 1. CI baselines are floors (a run passes at >= 0.97 x baseline), so a
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import re
 import shlex
 import statistics
@@ -48,17 +52,26 @@ SEED_950PR_MEMORY_GIB = "64"  # seed 000: a 64 GB 950PR (lab/published/README.md
 # some of these rows' errors say more about the floor than about the model.
 SPARSE_ATTENTION_MODEL = "deepseek-ai/DeepSeek-V3.2"
 SPARSE_ATTENTION_AFTER_FIT = (
-    "DeepSeek-V3.2 sparse attention (DSA) modelled on 2026-12-05, after the shipped fits: predicted, not fitted"
+    "DeepSeek-V3.2 sparse attention (DSA) modelled on 2026-12-05, after the shipped fits: predicted, "
+    "not fitted"
 )
 # Corpus models without a card because kvplan does not model their attention (HF name prefix -> why).
 UNMODELLED_ATTENTION = {
-    "zai-org/GLM-5": "GLM-5.x (GlmMoeDsaForCausalLM): no card, no config.json with provenance found (its DSA is "
-    "deepseek-v3.2's; GLM-5.2's cross-layer top-k reuse, IndexCache, is not modelled)",
+    "zai-org/GLM-5": "GLM-5.x (GlmMoeDsaForCausalLM): no card, no config.json with provenance found (its DSA "
+    "is deepseek-v3.2's; GLM-5.2's cross-layer top-k reuse, IndexCache, is not modelled)",
     "MiniMaxAI/MiniMax-M3": "MiniMax-M3 (MiniMaxM3SparseForCausalLM) top-k sparse attention not modelled",
     "deepseek-ai/DeepSeek-V4": "DeepSeek-V4 compressed attention (CSA/HCA, compress_ratios) not modelled",
 }
-# Speculative methods whose drafts come from a separate draft model, which kvplan does not time.
+# Speculative methods whose drafts come from a separate draft model: predicted with vLLM's own words,
+# `--speculative-config '{"method": ..., "num_speculative_tokens": k}'` (planner/drafts.py sizes the draft,
+# planner/perf/roofline.draft_passes times it). The corpus states no acceptance rate for them: the default
+# per-draft acceptance applies (planner.deployment.DEFAULT_MTP_ACCEPTANCE_FRACTION, [assumed]), so their
+# predictions depend on it. Added after the shipped fits (issue 23): predicted, not fitted (not_fitted).
 DRAFT_MODEL_METHODS = ("eagle3", "dflash")
+DRAFT_MODEL_NOT_FITTED = (
+    "{method} draft model: timed since 2026-12-05 (issue 23), after the shipped fits; its acceptance is not "
+    "published (the default applies), so the row is predicted, never fitted"
+)
 # Datasets whose name does not say it but whose prompts share a prefix (dataset -> shared fraction, source).
 SHARED_PREFIX_DATASETS = {
     "vllm-ascend/GSM8K-in131072-bs100-qwen3": (
@@ -66,9 +79,44 @@ SHARED_PREFIX_DATASETS = {
         "the weekly Qwen3.5-397B config runs it with --enable-prefix-caching under the comment "
         "'#131072 1024  0.9 80' (input, output, prefix ratio, prompts: the same file writes '0' for its "
         "prefix0 datasets and '0.9' for its prefix90 ones; tests/e2e/weekly/single_node/configs/"
-        "Qwen3.5-397B-A17B-W8A8-mtp-A3_weekly.yaml @a8cfc191), and vLLM caches prefixes by default",
+        "Qwen3.5-397B-A17B-W8A8-mtp-A3_weekly.yaml @a8cfc191); whether a case cached it: PREFIX_CACHING_OFF",
     ),
 }
+# aisbench's shared-prefix datasets name their share: vllm-ascend/GSM8K_prefix90_in131072_... holds prompts
+# whose first 90 % is one shared prefix. The rows that ran them had prefix caching on (--enable-prefix-caching
+# in every such case of the weekly configs; vLLM caches prefixes by default), so that share of each prompt is
+# found in the cache: predicted with --prefix-cached-fraction.  [source: the dataset names in the rows' notes]
+PREFIX_DATASET = re.compile(r"_prefix(\d+)_")
+# CI cases (the case name in the row's notes) that ran a shared-prefix dataset with prefix caching OFF: their
+# prompts are prefilled in full, whatever the dataset shares (predicted at --prefix-cached-fraction 0).
+PREFIX_CACHING_OFF = {
+    "Qwen3-397B-A17B-w8a8-A3-Minimal-Delay-bs2": "--no-enable-prefix-caching in its server_cmd "
+    "(tests/e2e/weekly/single_node/configs/Qwen3.5-397B-A17B-W8A8-mtp-A3_weekly.yaml:228 @a8cfc191)",
+    "Qwen3.5-397B-A17B-w8a8-mtp": "the nightly config sets no prefix-caching flag, and vLLM before 0.28 "
+    "leaves prefix caching off by default for hybrid (Gated DeltaNet) models (vLLM PR #23716, "
+    "'Disable prefix "
+    "caching by default for hybrid or mamba-based models'); these rows ran vLLM v0.20.1 .. v0.27.1 "
+    "(vllm-ascend Dockerfile VLLM_TAG @01142a3c, @40992df6, @67b1ac5e)",
+}
+CASE_NAME = re.compile(r"case '([^']+)'")
+
+
+def prefix_cached_fraction(row: dict[str, str]) -> float:
+    """Share of each prompt of the row's dataset that is a shared, prefix-cached prefix (0: none, or prefix
+    caching off: PREFIX_CACHING_OFF): the percentage in a `_prefixNN_` dataset name, or
+    SHARED_PREFIX_DATASETS for datasets whose name omits it."""
+    case = CASE_NAME.search(row["notes"])
+    if case and case.group(1) in PREFIX_CACHING_OFF:
+        return 0.0
+    named = PREFIX_DATASET.search(row["notes"])
+    if named:
+        return int(named.group(1)) / 100
+    for dataset, (percent, _source) in SHARED_PREFIX_DATASETS.items():
+        if f"on {dataset}," in row["notes"]:
+            return percent / 100
+    return 0.0
+
+
 # The fitted vllm-ascend profiles describe the engine of the CI floors they stand on (main, 2026-04 ..
 # 2026-08, about v0.18 .. v0.25). Rows measured before v0.16.0rc1 (2026-03-10, the first release with the
 # AscendC recurrent Gated DeltaNet op, #6725; v0.9 .. v0.15 also predate most of the graph-mode and fused-op
@@ -126,11 +174,35 @@ CORRECTED_AFTER_FIT = {
 }
 
 
+def shares_prefix(row: dict[str, str]) -> bool:
+    """True when the row's dataset shares a prefix between prompts (whether or not the engine cached it)."""
+    named = PREFIX_DATASET.search(row["notes"])
+    listed = any(f"on {dataset}," in row["notes"] for dataset in SHARED_PREFIX_DATASETS)
+    return bool(named and int(named.group(1)) > 0) or listed
+
+
+# Rows of shared-prefix datasets became predictable with --prefix-cached-fraction (2026-12-05), after the
+# shipped fits: predicted, not fitted until the next refit decides on them (same rule as CORRECTED_AFTER_FIT).
+PREFIX_CACHED_AFTER_FIT = (
+    "a shared-prefix dataset, predictable since 2026-12-05 (--prefix-cached-fraction), after the shipped fit"
+)
+
+
 def not_fitted(index: int, row: dict[str, str]) -> str | None:
-    """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT,
-    SPARSE_ATTENTION_AFTER_FIT), or None."""
+    """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT, a draft
+    model's speculation: DRAFT_MODEL_NOT_FITTED, a shared-prefix dataset: PREFIX_CACHED_AFTER_FIT, DeepSeek
+    sparse attention: SPARSE_ATTENTION_AFTER_FIT), or None."""
+    method = draft_method(row)
+    drafted = DRAFT_MODEL_NOT_FITTED.format(method=method) if method else None
+    prefix = PREFIX_CACHED_AFTER_FIT if shares_prefix(row) else None
     sparse = SPARSE_ATTENTION_AFTER_FIT if row["model"].startswith(SPARSE_ATTENTION_MODEL) else None
-    return older_engine(row) or CORRECTED_AFTER_FIT.get(index) or sparse
+    return older_engine(row) or CORRECTED_AFTER_FIT.get(index) or drafted or prefix or sparse
+
+
+def draft_method(row: dict[str, str]) -> str | None:
+    """The row's speculative method when a separate draft model drafts (DRAFT_MODEL_METHODS), else None."""
+    method = re.search(r"method=(\w+)", row["notes"])
+    return method.group(1) if method and method.group(1) in DRAFT_MODEL_METHODS else None
 
 
 # Seed 000's own client loop (max_tokens 128, no ignore_eos, each client sends its next request when its own
@@ -161,7 +233,12 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     if dtype not in WEIGHT_SCHEMES:
         return f"dtype {row['dtype'] or '(not stated)'} not modelled"
     open_rate = open_loop_rate(row)
-    if not row["tp"] or not (row["concurrency"] or open_rate) or not row["input_tokens"] or not row["output_tokens"]:
+    if (
+        not row["tp"]
+        or not (row["concurrency"] or open_rate)
+        or not row["input_tokens"]
+        or not row["output_tokens"]
+    ):
         return "tp, concurrency or lengths not stated"
     if open_rate is not None and float(row["output_tokens_per_s"]) < STEADY_SHARE * open_rate * float(
         row["output_tokens"]
@@ -174,44 +251,42 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     notes = row["notes"]
     if SEED_BATCH16 in notes and "'FP8 basic'" in notes:
         return "seed table 4.1 'FP8 basic': before continuous batching, a stack kvplan does not model"
-    if "disaggregated" in notes.lower():
-        return "prefill/decode disaggregated (one replica's closed loop does not describe it)"
-    rate = re.search(r"request_rate=([0-9.]+)", notes)
-    arrival_cap = float(rate.group(1)) * float(row["output_tokens"]) if rate else 0.0
-    if open_rate is None and 0 < arrival_cap < ARRIVAL_MARGIN * float(row["output_tokens_per_s"]):
-        return f"arrival-bound (request_rate {rate.group(1) if rate else ''}/s x output tokens ~ throughput)"
+    if not is_disaggregated(row) and paced_rate(row) is not None:  # a P:D row is simulated at its rate
+        return f"arrival-bound (request_rate {paced_rate(row):g}/s x output tokens ~ throughput)"
     try:
         catalog.resolve_model(row["model"])
     except KvplanError:
         return _uncarded(row["model"])
-    return _unmodelled(row)
+    return DISAGGREGATED if is_disaggregated(row) else None
+
+
+def is_disaggregated(row: dict[str, str]) -> bool:
+    """The row ran prefill and decode on separate instances (its notes say so)."""
+    return "disaggregated" in row["notes"].lower()
+
+
+def paced_rate(row: dict[str, str]) -> float | None:
+    """A closed-loop row's client request rate (request_rate=R in its notes) when it
+    bounds the run (R x output tokens < ARRIVAL_MARGIN x the published output tok/s), else None."""
+    if open_loop_rate(row) is not None:
+        return None
+    rate = re.search(r"request_rate=([0-9.]+)", row["notes"])
+    arrival_cap = float(rate.group(1)) * float(row["output_tokens"]) if rate else 0.0
+    return (
+        float(rate.group(1)) if 0 < arrival_cap < ARRIVAL_MARGIN * float(row["output_tokens_per_s"]) else None
+    )
+
+
+# A disaggregated row is not one replica's closed loop (serving_rows' model, the fit's rows): it is predicted
+# by the `kvplan simulate --pd` command its config file describes (pd_command) and never fitted, since
+# fit_profiles.py fits only rows whose _skip_reason is None.
+DISAGGREGATED = "prefill/decode disaggregated: predicted by kvplan simulate --pd, not fitted"
 
 
 def _uncarded(model: str) -> str:
     """Why a model has no card: an attention kvplan does not model (UNMODELLED_ATTENTION), else none found."""
     reasons = [why for prefix, why in UNMODELLED_ATTENTION.items() if model.startswith(prefix)]
     return reasons[0] if reasons else "no model card"
-
-
-def _unmodelled(row: dict[str, str]) -> str | None:
-    """Why a row of a catalogued model and engine still cannot be predicted, or None."""
-    method = re.search(r"method=(\w+)", row["notes"])
-    if method and method.group(1) in DRAFT_MODEL_METHODS:
-        name = method.group(1)
-        return f"{name} speculation: a separate draft model (kvplan times MTP heads only: plain decode here)"
-    shared = re.search(r"_prefix(\d+)_", row["notes"])
-    if shared and int(shared.group(1)) > 0:
-        return (
-            f"shared-prefix dataset (prefix{shared.group(1)}: that % of each prompt is shared and "
-            "prefix-cached); the serving estimate prefills every prompt in full"
-        )
-    for dataset, (percent, source) in SHARED_PREFIX_DATASETS.items():
-        if f"on {dataset}," in row["notes"]:
-            return (
-                f"shared-prefix dataset ({dataset}: {percent} % of each prompt shared and prefix-cached, "
-                f"from {source}); the serving estimate prefills every prompt in full"
-            )
-    return None
 
 
 # A one-time burst of requests of varying lengths (GPUStack's ShareGPT runs: `vllm bench serve` with request
@@ -235,8 +310,8 @@ def chained_acceptance(row: dict[str, str]) -> str:
 
     The corpus's mtp_acceptance of a vllm-ascend row is vLLM's draft acceptance rate, accepted / drafted
     tokens (lines 171-174 quote it with its mean acceptance length 1 + k x rate: 64.2 % and 2.93 with 3
-    drafts); planner.perf.mtp.chained_acceptance converts it. Other engines' rows state one draft (line 139), where
-    both readings agree.
+    drafts); planner.perf.mtp.chained_acceptance converts it. Other engines' rows state one draft (line 139),
+    where both readings agree.
     """
     from planner.perf.mtp import chained_acceptance as chained
 
@@ -255,6 +330,10 @@ def bench_row(row: dict[str, str], *, floors: bool = False, headroom: float | No
     out |= {key: row[key] for key in ("input_tokens", "output_tokens", "output_tokens_per_s", "mtp")}
     out |= {key: row[key] for key in ("dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
     out["mtp_acceptance"] = chained_acceptance(row)
+    cached = prefix_cached_fraction(row)
+    out["prefix_cached_fraction"] = f"{cached:g}" if cached else ""
+    method = draft_method(row)
+    out |= {"speculative_method": method} if method else {}  # the column only where a draft model drafts
     # per-phase truth where published (mean TTFT, mean TPOT per output token: with MTP the fit divides its
     # step by the row's tokens per step); CI floors have none
     out |= {key: "" if transient_phase_means(row) else row[key] for key in ("ttft_s", "tpot_s")}
@@ -293,13 +372,19 @@ def command(bench: dict[str, str], *, card: str) -> str:
     args += ["--input-tokens", bench["input_tokens"], "--output-tokens", bench["output_tokens"]]
     args += ["--rate", rate] if rate else ["--concurrency", bench["concurrency"]]
     layout = {"--dp": bench["dp"], "--ep": bench["ep"]}
-    args += [part for flag, value in layout.items() if value and value not in ("0", "1") for part in (flag, value)]
+    args += [
+        part for flag, value in layout.items() if value and value not in ("0", "1") for part in (flag, value)
+    ]
     optional = {"--mtp": bench["mtp"], "--mtp-acceptance": bench["mtp_acceptance"] if bench["mtp"] else ""}
+    if bench.get("speculative_method"):  # a draft model: vLLM's own --speculative-config words
+        spec = {"method": bench["speculative_method"], "num_speculative_tokens": int(bench["mtp"])}
+        optional = {"--speculative-config": json.dumps(spec)}
     optional["--max-batch"] = bench["max_num_seqs"]
     optional["--memory-gib"] = bench["memory_gib"]
     optional["--memory-fraction"] = bench.get("memory_fraction") or f"{FIT_MEMORY_FRACTION:g}"
     optional["--arrivals"] = "" if rate else bench.get("arrivals", "")
     optional["--num-requests"] = bench["num_prompts"]
+    optional["--prefix-cached-fraction"] = bench.get("prefix_cached_fraction", "")
     # The fit's deployment keeps Deployment's default prefill budget (8192, vLLM's max_num_batched_tokens
     # default) when the row does not state one; serve's own default is the plan's max(8192, ctx - ctx/4).
     optional["--max-prefill-tokens"] = bench["max_num_batched_tokens"] or str(DEFAULT_MAX_PREFILL_TOKENS)
@@ -320,10 +405,13 @@ def predict_row(
     result = {key: row.get(key, "") for key in OUT_COLUMNS} | {"row": str(index)}
     result |= {"published_tokens_per_s": row["output_tokens_per_s"], "source_url": row["source_url"]}
     reason = _skip_reason(row)
+    card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
+    if reason == DISAGGREGATED:
+        # the CLI resolves a card id to its fitted profile; without --fitted the datasheet profile's file
+        return result | predict_pd_row(row, card=card if fitted or profile_dir else f"hwprofiles/{card}.yaml")
     if reason is not None:
         return result | {"status": f"skipped: {reason}"}
     bench = bench_row(row)
-    card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
 
     def error_of(bench: dict[str, str]) -> tuple[float, ServingPoint]:
         point = parse_serving_row(bench, where=f"{CORPUS.name}:{index}")
@@ -349,12 +437,95 @@ def predict_row(
     }
 
 
+def pd_command(row: dict[str, str], *, card: str) -> str | None:
+    """The `kvplan simulate --pd` command of a disaggregated row, read from its config file
+    (pd_deployments.py: each side's instances, tp, dp, ep = tp x dp, the decode batch cap, the prefill token
+    budget, the decode memory fraction; the KV over the inter-node link): closed loop at the row's
+    concurrency, or Poisson at its client rate when that rate bounds the run (paced_rate); --requests the
+    row's prompts (CI num_prompts, the tutorial's --num-prompts), as the benchmark ran them. None: the
+    row's file was not read."""
+    try:
+        from lab.published import pd_deployments
+    except ImportError:  # run as a script from this directory (fit_profiles.py imports `predict`)
+        import pd_deployments  # type: ignore[no-redef]
+
+    dep = pd_deployments.deployment_of(row)
+    if dep is None:
+        return None
+    (p, p_tp, p_dp), (d, d_tp, d_dp) = dep.prefill, dep.decode
+    args = ["kvplan", "simulate", "-m", row["model"], "--card", card, "--dtype", row["dtype"]]
+    args += ["--kv-dtype", row["kv_dtype"]] if row["kv_dtype"] else []
+    args += [
+        "--engine",
+        ENGINES[row["engine"]],
+        "--tp",
+        str(d_tp),
+        "--dp",
+        str(d_dp),
+        "--ep",
+        str(d_tp * d_dp),
+    ]
+    args += ["--pd", f"{p}:{d}", "--prefill-tp", str(p_tp), "--prefill-dp", str(p_dp)]
+    args += [
+        "--prefill-ep",
+        str(p_tp * p_dp),
+        "--kv-link-gbps",
+        f"{pd_deployments.INTER_NODE_LINK_GB_PER_S:g}",
+    ]
+    args += ["--input-tokens", row["input_tokens"], "--output-tokens", row["output_tokens"]]
+    rate = paced_rate(row)
+    args += ["--rate", f"{rate:g}"] if rate is not None else ["--concurrency", row["concurrency"]]
+    prompts = re.search(r"num[_-]prompts[= ](\d+)", row["notes"])
+    args += ["--requests", prompts.group(1)] if prompts else []
+    method = draft_method(row)
+    if method:  # a separate draft model, in vLLM's own words
+        spec = {"method": method, "num_speculative_tokens": int(row["mtp"])}
+        args += ["--speculative-config", json.dumps(spec)]
+    elif row["mtp"] and row["mtp"] != "0":
+        args += ["--mtp", row["mtp"]] + (
+            ["--mtp-acceptance", chained_acceptance(row)] if row["mtp_acceptance"] else []
+        )
+    cached = prefix_cached_fraction(row)
+    args += ["--prefix-cached-fraction", f"{cached:g}"] if cached else []
+    args += ["--max-batch", str(dep.decode_max_seqs), "--max-batched-tokens", str(dep.prefill_batched)]
+    args += ["--memory-fraction", f"{dep.memory_fraction:g}"]
+    return shlex.join(args)
+
+
+def predict_pd_row(row: dict[str, str], *, card: str) -> dict[str, str]:
+    """A disaggregated row's prediction: its pd_command run through the CLI in-process, exactly as typed,
+    with --json; predicted = the simulated output tok/s of the whole fleet (what the row publishes)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    text = pd_command(row, card=card)
+    if text is None:
+        return {
+            "status": "skipped: prefill/decode disaggregated, its config file not read (pd_deployments.py)"
+        }
+    result = CliRunner().invoke(app, [*shlex.split(text)[1:], "--json"])
+    if result.exit_code != 0:
+        return {"status": f"skipped: {result.output.strip().splitlines()[-1]}", "command": text}
+    predicted = json.loads(result.stdout)["throughput"]["output_tokens_per_s"]
+    error = predicted / float(row["output_tokens_per_s"]) - 1.0
+    return {
+        "predicted_tokens_per_s": f"{predicted:.1f}",
+        "error": f"{error:+.3f}",
+        "status": "predicted",
+        "command": text,
+    }
+
+
 def summary(rows: list[dict[str, str]]) -> list[str]:
     """Markdown table lines: per (card, engine, kind), predicted rows, median |error|, median error."""
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for row in rows:
         if row["status"] == "predicted":
-            groups[(row["card"], row["engine"], row["kind"])].append(float(row["error"]))
+            kind = row["kind"] + (" (P:D)" if " --pd " in row["command"] else "")  # pd_command rows apart
+            groups[(row["card"], row["engine"], kind)].append(float(row["error"]))
     lines = ["| card | engine | kind | rows | median abs error | median error |", "|---|---|---|---|---|---|"]
     for (card, engine, kind), errors in sorted(groups.items()):
         abs_median, median = statistics.median(abs(e) for e in errors), statistics.median(errors)

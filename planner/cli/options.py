@@ -88,6 +88,27 @@ MemoryOpt = Annotated[float | None, typer.Option(help="Override the card's memor
 BandwidthOpt = Annotated[float | None, typer.Option(help="Override memory bandwidth (GB/s).")]
 MtpOpt = Annotated[int, typer.Option(help="MTP speculative draft tokens per step (0: off).")]
 AcceptanceOpt = Annotated[float, typer.Option(help="Acceptance rate of each draft token.")]
+PrefixCachedOpt = Annotated[
+    float,
+    typer.Option(
+        help="Share of each prompt already in the prefix cache, 0..1 (a shared prefix with prefix caching "
+        "on): prefill computes only the rest, whole KV blocks hit, the last prompt token always computed.",
+    ),
+]
+SpecConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        help='vLLM\'s --speculative-config: \'{"method": "eagle3", "num_speculative_tokens": 3}\' '
+        "(method mtp, eagle3 or dflash; a draft model's weights, KV and passes are timed; replaces --mtp).",
+    ),
+]
+AcceptanceRateOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Draft acceptance rate as vLLM logs it (accepted / drafted tokens; tokens per step = 1 + k x "
+        "rate). Default: a per-draft acceptance of 0.7 (--mtp-acceptance's).",
+    ),
+]
 UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")]
 EngineOpt = Annotated[str, typer.Option(help="Kernel structure: mindie, vllm, transformers.")]
 TpotOpt = Annotated[float | None, typer.Option(help="SLO: max time per output token (ms).")]

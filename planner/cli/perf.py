@@ -23,6 +23,7 @@ from planner.cli.options import (
     PROMPT_FLAGS,
     REQUESTS_FLAGS,
     AcceptanceOpt,
+    AcceptanceRateOpt,
     CardOpt,
     DpOpt,
     EngineFractionOpt,
@@ -37,7 +38,9 @@ from planner.cli.options import (
     NodeSizeOpt,
     NodesOpt,
     PpOpt,
+    PrefixCachedOpt,
     RedundantOpt,
+    SpecConfigOpt,
     TpOpt,
     UncalibratedOpt,
     fail,
@@ -96,6 +99,7 @@ def serve_command(
             ">= 1000).",
         ),
     ] = None,
+    prefix_cached_fraction: PrefixCachedOpt = 0.0,
     arrivals: Annotated[
         str,
         typer.Option(
@@ -108,6 +112,8 @@ def serve_command(
     tp: TpOpt = 1,
     mtp: MtpOpt = 0,
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    speculative_config: SpecConfigOpt = None,
+    acceptance_rate: AcceptanceRateOpt = None,
     memory_gib: MemoryOpt = None,
     uncalibrated: UncalibratedOpt = False,
     engine: EngineOpt = DEFAULT_ENGINE,
@@ -125,7 +131,7 @@ def serve_command(
     it (planner/sim/slo.py; none: exit 3)."""
     from planner import inputs
     from planner.cli import serve_view
-    from planner.perf import ranges
+    from planner.perf import ranges, roofline
     from planner.serving.closed_loop import BenchRun
     from planner.sim import bench as sim_bench
 
@@ -147,6 +153,7 @@ def serve_command(
     view = serve_view.ServeView(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
         memory_fraction=dep.memory_fraction, dp=dep.dp,
+        cached_prompt_tokens=roofline.cached_prompt_tokens(dep, prompt_tokens=prompt),
     )  # fmt: skip
     if as_json:
         print_json(serve_view.serve_payload(view))

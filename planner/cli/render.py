@@ -130,7 +130,8 @@ def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = 
     console.print(_memory_table(result, dep))
     console.print(
         f"KV cache per token: {units.fmt_bytes(mem.kv_bytes_per_token)} "
-        f"({dep.model.full_attention_layers} cached layers)"
+        f"({dep.model.full_attention_layers} cached layers"
+        + (f" + {dep.draft_layers} of the {dep.draft_method} draft model)" if dep.draft_method else ")")
         + (
             f"; linear-attention state per sequence: {units.fmt_bytes(mem.state_bytes_per_sequence)} "
             f"({dep.model.linear_attention_layers} GDN layers)"

@@ -34,6 +34,7 @@ class ServeView:
     engine: str
     memory_fraction: float
     dp: int = 1
+    cached_prompt_tokens: int = 0  # of each prompt, found in the prefix cache (--prefix-cached-fraction)
 
 
 def slo_lines(found: SearchResult | None, estimate: ServingEstimate) -> list[str]:
@@ -180,13 +181,18 @@ def serve_lines(view: ServeView) -> list[str]:
         *slo_lines(view.found, estimate),
         f"Workload: {estimate.input_tokens} in / {estimate.output_tokens} out, "
         f"concurrency {estimate.concurrency} (closed loop, {estimate.run.arrivals}; TTFT of a "
-        f"{estimate.input_tokens}-token prompt; {band.source})",
+        f"{estimate.input_tokens}-token prompt{cached_words(view.cached_prompt_tokens)}; {band.source})",
         *simulated_lines(view.sim, band),
         *estimate_lines(estimate, view.sim),
         *admission_lines(view),
         *dp_lines(view),
         *(f"note: {n}" for n in band.notes),
     ]
+
+
+def cached_words(cached_tokens: int) -> str:
+    """', N of its tokens prefix-cached' when the prefix cache holds part of each prompt, else nothing."""
+    return f", {cached_tokens} of its tokens prefix-cached" if cached_tokens else ""
 
 
 def dp_lines(view: ServeView) -> list[str]:
@@ -204,7 +210,8 @@ def dp_lines(view: ServeView) -> list[str]:
 
 def serve_payload(view: ServeView) -> dict[str, Any]:
     """The --json object: `slo` (the search: kind, quantile, slo, best, points; null without one),
-    `estimate`, `admission`, `speed_range`, `simulated`, `memory_fraction`."""
+    `estimate`, `admission`, `speed_range`, `simulated`, `memory_fraction`, and with a prefix cache
+    `prefix_cached_prompt_tokens`."""
     estimate, band = view.estimate, view.band
     return {
         "slo": view.found.model_dump(mode="json") if view.found else None,
@@ -218,6 +225,8 @@ def serve_payload(view: ServeView) -> dict[str, Any]:
         "dp": view.dp,
         "instance_output_tokens_per_s": view.dp * view.estimate.output_tokens_per_s,
         "ttft_prompt_tokens": estimate.input_tokens,
+        # only with --prefix-cached-fraction: each prompt's tokens found in the prefix cache
+        **({"prefix_cached_prompt_tokens": view.cached_prompt_tokens} if view.cached_prompt_tokens else {}),
         "arrivals": estimate.run.arrivals,
         "speed_range": {
             "source": band.source,

@@ -42,6 +42,8 @@ class SimulateRequest:
     knobs: SchedulerFlags = SchedulerFlags()
     pd: str | None = None
     prefill_tp: int | None = None
+    prefill_dp: int | None = None
+    prefill_ep: int | None = None
     kv_link_gbps: float | None = None
     search: str | None = None
     quantile: str = "p99"
@@ -61,11 +63,36 @@ def check_flag_combinations(flags: SimulateRequest, *, out: Path | None, timelin
                     f"simulate the rate --search finds to get its records"
                 )
     if flags.pd is None:
-        for flag, value in (("--prefill-tp", flags.prefill_tp), ("--kv-link-gbps", flags.kv_link_gbps)):
+        for flag, value in (*prefill_flags(flags).items(), ("--kv-link-gbps", flags.kv_link_gbps)):
             if value is not None:
                 raise PlanInputError(
                     f"{flag}: only used with --pd (got {flag} {value} without --pd, expected --pd P:D too)"
                 )
+
+
+PREFILL_DEGREE_RANGE = (1, 64)  # as --tp's: a prefill instance's tp, dp or ep
+
+
+def prefill_flags(flags: SimulateRequest) -> dict[str, int | None]:
+    """--prefill-tp/-dp/-ep as given (None: the decode instances' --tp/--dp/--ep)."""
+    return {
+        "--prefill-tp": flags.prefill_tp,
+        "--prefill-dp": flags.prefill_dp,
+        "--prefill-ep": flags.prefill_ep,
+    }
+
+
+def check_pd_flags(flags: SimulateRequest) -> None:
+    """--prefill-tp/-dp/-ep each in PREFILL_DEGREE_RANGE, --kv-link-gbps in (1e-3, 1e6) GB/s; the fleet they
+    describe is planner/sim/pdspec.spec_for (decode: --tp/--dp/--ep; prefill: the same where not given)."""
+    from planner import inputs
+
+    low, high = PREFILL_DEGREE_RANGE
+    for flag, value in prefill_flags(flags).items():
+        if value is not None and not low <= value <= high:
+            raise PlanInputError(f"{flag}: out of range (got {value}, expected {low}..{high})")
+    if flags.kv_link_gbps is not None:
+        inputs.bounded(flags.kv_link_gbps, "--kv-link-gbps", (1e-3, 1e6))
 
 
 def input_files(flags: SimulateRequest) -> dict[str, Path | None]:

@@ -66,14 +66,18 @@ def run_pd_search(
             "and more instances share the load without making a step faster; try a larger --tp, a smaller "
             "--dtype, --mtp or a looser --tpot-ms"
         )
-    tp = (flags.prefill_tp or flags.request.tp, flags.request.tp)
+    req = flags.request  # cards of one instance: tp x dp x pp (its DP groups are one instance)
+    per_instance = (
+        (flags.prefill_tp or req.tp) * (flags.prefill_dp or req.dp) * req.pp,
+        req.tp * req.dp * req.pp,
+    )
 
     def run_pd(p: int, d: int) -> SimSummary:
         return summary_at(dataclasses.replace(flags, pd=f"{p}:{d}"), {})
 
     return search.search_pd(
         run_pd,
-        devices_of=lambda p, d: p * tp[0] + d * tp[1],
+        devices_of=lambda p, d: p * per_instance[0] + d * per_instance[1],
         slo=slo,
         quantile=cast("Quantile", flags.quantile),  # checked by run_search
     )

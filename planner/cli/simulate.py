@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from planner import atomic, kinds, records, units
-from planner.cli import options, simview
+from planner.cli import options, simrequest, simview
 from planner.cli.options import (
     BATCH_FLAGS,
     DEFAULT_CARD,
@@ -27,6 +27,7 @@ from planner.cli.options import (
     PROMPT_FLAGS,
     REQUESTS_FLAGS,
     AcceptanceOpt,
+    AcceptanceRateOpt,
     CardOpt,
     DpOpt,
     EngineOpt,
@@ -40,7 +41,9 @@ from planner.cli.options import (
     NodeSizeOpt,
     NodesOpt,
     PpOpt,
+    PrefixCachedOpt,
     RedundantOpt,
+    SpecConfigOpt,
     TpOpt,
     UncalibratedOpt,
 )
@@ -88,6 +91,7 @@ def simulate_command(
     ] = str(kinds.DEFAULT_INPUT_TOKENS),
     output_tokens: LengthOpt = str(kinds.DEFAULT_OUTPUT_TOKENS),
     requests: Annotated[int, typer.Option(*REQUESTS_FLAGS, help="Requests to simulate.")] = DEFAULT_REQUESTS,
+    prefix_cached_fraction: PrefixCachedOpt = 0.0,
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed (arrivals, lengths).")] = 0,
     ttft_ms: Annotated[float | None, typer.Option(help="SLO: time to first token (ms).")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="SLO: time per output token (ms).")] = None,
@@ -115,6 +119,12 @@ def simulate_command(
     prefill_tp: Annotated[
         int | None, typer.Option(help="--pd: tp of each prefill instance (default --tp).")
     ] = None,
+    prefill_dp: Annotated[
+        int | None, typer.Option(help="--pd: dp of each prefill instance (default --dp).")
+    ] = None,
+    prefill_ep: Annotated[
+        int | None, typer.Option(help="--pd: ep of each prefill instance (default --ep).")
+    ] = None,
     kv_link_gbps: Annotated[
         float | None, typer.Option(help="--pd: KV link GB/s per device (default: card).")
     ] = None,
@@ -130,6 +140,8 @@ def simulate_command(
     tp: TpOpt = 1,
     mtp: MtpOpt = 0,
     mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    speculative_config: SpecConfigOpt = None,
+    acceptance_rate: AcceptanceRateOpt = None,
     memory_gib: MemoryOpt = None,
     uncalibrated: UncalibratedOpt = False,
     engine: EngineOpt = DEFAULT_ENGINE,
@@ -154,7 +166,8 @@ def simulate_command(
             prefill_time_ms_per_req=prefill_time_ms_per_req, decode_time_ms_per_req=decode_time_ms_per_req,
             queue_delay_us=queue_delay_us,
         ),
-        pd=pd, prefill_tp=prefill_tp, kv_link_gbps=kv_link_gbps, search=search, quantile=quantile,
+        pd=pd, prefill_tp=prefill_tp, prefill_dp=prefill_dp, prefill_ep=prefill_ep, kv_link_gbps=kv_link_gbps,
+        search=search, quantile=quantile,
     )  # fmt: skip
     try:
         check_flag_combinations(flags, out=out, timeline_out=timeline_out)
@@ -178,7 +191,8 @@ def simulate_command(
             {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
         )
         return
-    label = simview.simulation_label(model, card=card, pd=pd, degrees=(tp, dp, ep, pp))
+    prefill = (flags.prefill_tp, flags.prefill_dp, flags.prefill_ep)
+    label = simview.simulation_label(model, card=card, pd=pd, degrees=(tp, dp, ep, pp), prefill=prefill)
     for line in simview.summary_lines(result, label=label, band=band):
         typer.echo(line)
 
@@ -304,20 +318,18 @@ def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
 
     dep, knobs = prepared(flags, work)
     slo = flags.slo_s()
-    if dep.dp > 1 and flags.pd is not None:
-        raise PlanInputError(f"--dp/--pd: not simulated together (got --dp {dep.dp} and --pd {flags.pd})")
+    if flags.pd is not None:  # each instance's DP groups are engines of the fleet (pdloop.engines_for)
+        simrequest.check_pd_flags(flags)
+        layout = pdspec.PrefillLayout(tp=flags.prefill_tp, dp=flags.prefill_dp, ep=flags.prefill_ep)
+        counts = pdspec.parse_pd(flags.pd)
+        spec = pdspec.spec_for(dep, counts=counts, prefill=layout, link_gbps=flags.kv_link_gbps)
+        return pdloop.simulate_fleet(
+            spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None}
+        )
     if dep.dp > 1:
         return dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs)
-    if flags.pd is None:
-        cfg = run.default_config(dep, workload=work, **knobs)
-        return run.simulate(dep, work, cfg=cfg, slo=slo)
-    link = flags.kv_link_gbps
-    if link is not None:
-        inputs_bounded(link, "--kv-link-gbps", (1e-3, 1e6))
-    if flags.prefill_tp is not None and not 1 <= flags.prefill_tp <= 64:
-        raise PlanInputError(f"--prefill-tp: out of range (got {flags.prefill_tp}, expected 1..64)")
-    spec = pdspec.spec_for(dep, counts=pdspec.parse_pd(flags.pd), prefill_tp=flags.prefill_tp, link_gbps=link)
-    return pdloop.simulate_fleet(spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None})
+    cfg = run.default_config(dep, workload=work, **knobs)
+    return run.simulate(dep, work, cfg=cfg, slo=slo)
 
 
 def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> float:

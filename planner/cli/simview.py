@@ -107,11 +107,25 @@ def verdict_line(s: SimSummary) -> str:
     return f"  verdict: stable ({s.backlog_at_last_arrival} requests in the system at the last arrival)"
 
 
-def simulation_label(model: str, *, card: str, pd: str | None, degrees: tuple[int, int, int, int]) -> str:
-    """'MODEL on CARD, <layout.describe>[, P:D p:d]': the summary's heading (degrees: tp, dp, ep, pp)."""
+def simulation_label(
+    model: str,
+    *,
+    card: str,
+    pd: str | None,
+    degrees: tuple[int, int, int, int],
+    prefill: tuple[int | None, int | None, int | None] = (None, None, None),
+) -> str:
+    """'MODEL on CARD, <layout.describe>[, P:D p:d[ (prefill <layout>)]]': the summary's heading (degrees:
+    tp, dp, ep, pp; prefill: --prefill-tp/-dp/-ep, None where the decode's; named when one differs)."""
     from planner import layout
     from planner.degrees import Degrees
 
     tp, dp, ep, pp = degrees
     parallel = layout.describe(Degrees(tp=tp, dp=dp, ep=ep, pp=pp))
-    return f"{model} on {card}, {parallel}" + (f", P:D {pd}" if pd else "")
+    label = f"{model} on {card}, {parallel}" + (f", P:D {pd}" if pd else "")
+    own = tuple(
+        mine if mine is not None else theirs for mine, theirs in zip(prefill, (tp, dp, ep), strict=True)
+    )
+    if pd and own != (tp, dp, ep):
+        label += f" (prefill {layout.describe(Degrees(tp=own[0], dp=own[1], ep=own[2], pp=pp))})"
+    return label

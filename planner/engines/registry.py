@@ -19,6 +19,7 @@ from planner.engines.common import BlockPool, EngineBudget
 from planner.engines.mindie import pool as mindie_pool
 from planner.engines.transformers import pool as transformers_pool
 from planner.engines.vllm import batch as vllm_batch
+from planner.errors import PlanInputError
 from planner.kinds import ENGINES, EngineName, SchedulerKind
 from planner.results import MemoryBreakdown, Plan, Recommendation
 from planner.schema import HardwareProfile
@@ -41,6 +42,7 @@ class EngineRoom(Protocol):
     FUSED_KERNELS: bool
     SUPPORTS_PIPELINE: bool
     GATHERS_MOE_OUTPUTS: bool
+    DRAFT_MODELS: bool  # runs a separate draft model (--speculative-config eagle3 / dflash)
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
     def startup_budget(self, dep: Deployment, *, weights_bytes: int) -> EngineBudget | None: ...
@@ -52,6 +54,7 @@ class EngineRoom(Protocol):
     ) -> npt.NDArray[np.int64]: ...
     def check_holds_one(self, dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) -> None: ...
     def block_pool(self, dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> BlockPool: ...
+    def prefix_cache_block_tokens(self, dep: Deployment) -> int: ...
     def default_max_batch(self, dep: Deployment, *, planned_batch: int) -> int: ...
     def batch_cap(self, dep: Deployment) -> int | None: ...
     def engine_notes(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
@@ -82,6 +85,16 @@ def request_overhead_prior_us(engines: Collection[EngineName]) -> float | None:
 def check_kv_dtype(dep: Deployment) -> None:
     """PlanInputError when the engine has no KV cache of dep's KV dtype."""
     room(dep.engine).check_kv_dtype(dep)
+
+
+def check_draft_model(dep: Deployment) -> None:
+    """PlanInputError when a separate draft model is asked of an engine that runs none."""
+    if dep.draft_method and not room(dep.engine).DRAFT_MODELS:
+        raise PlanInputError(
+            f"--speculative-config: {dep.engine} runs no separate draft model "
+            f"(got method {dep.draft_method}, "
+            "expected mtp); --engine vllm runs eagle3 and dflash drafters"
+        )
 
 
 def startup_budget(dep: Deployment, *, weights_bytes: int) -> EngineBudget | None:
@@ -126,6 +139,11 @@ def max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
 def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> BlockPool:
     """The engine's KV block pool as the simulator counts it."""
     return room(dep.engine).block_pool(dep, mem, max_model_len=max_model_len)
+
+
+def prefix_cache_block_tokens(dep: Deployment) -> int:
+    """Tokens per prefix-cache block of the engine (a cache hit is a whole number of them)."""
+    return room(dep.engine).prefix_cache_block_tokens(dep)
 
 
 def scheduler_for(dep: Deployment) -> SchedulerKind:

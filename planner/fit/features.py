@@ -246,7 +246,13 @@ class FeatureTimer(DeploymentTimer):
 
     def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float:
         def build() -> PassFeatures:
-            step = prefill_pass_step(self.dep, prompts=prompts, prompt_tokens=prompt_tokens)
+            cached = roofline.cached_prompt_tokens(self.dep, prompt_tokens=prompt_tokens)
+            step = prefill_pass_step(
+                self.dep, prompts=prompts, prompt_tokens=prompt_tokens, cached_tokens=cached
+            )
             return features(self.dep, step, rows=step.tokens.size, sequences=step.sequences, prefill=True)
 
         return self._seconds(("prefill", prompts, prompt_tokens), build)
+
+    def uncached_prompt_tokens(self, *, prompt_tokens: int) -> int:
+        return roofline.uncached_prompt_tokens(self.dep, prompt_tokens=prompt_tokens)

@@ -74,6 +74,8 @@ def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, obj
     fields |= {"tp": point.tp, "dp": point.dp, "ep": point.ep, "engine": point.engine}
     fields |= {"ctx_tokens": point.input_tokens + point.output_tokens, "mtp_tokens": point.mtp}
     fields["mtp_acceptance_fraction"] = DEFAULT_MTP_ACCEPTANCE_FRACTION if acceptance is None else acceptance
+    fields["prefix_cached_fraction"] = point.prefix_cached_fraction
+    fields["speculative_method"] = point.speculative_method
     if point.prefill_tokens is not None:
         fields["max_prefill_tokens"] = point.prefill_tokens
     if point.memory_fraction is not None:

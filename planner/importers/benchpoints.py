@@ -8,7 +8,8 @@ Step rows (one decode step at a fixed batch and context) have the columns (any o
 Serving rows (what load tools report for a closed-loop run at fixed concurrency, predicted by
 planner/serving/closed_loop.py through planner/fit/serving_rows.py) have
     model, card, dtype, kv_dtype, tp, engine, concurrency, input_tokens, output_tokens, output_tokens_per_s
-and optional mtp (draft tokens), mtp_acceptance, ttft_s, tpot_s, dp, ep, max_num_seqs, max_num_batched_tokens,
+and optional mtp (draft tokens), mtp_acceptance, speculative_method (mtp, eagle3, dflash: who drafts),
+ttft_s, tpot_s, dp, ep, max_num_seqs, max_num_batched_tokens,
 num_prompts, memory_gib (the card's capacity when it differs from the profile, e.g. the seed's 64 GB 950PR),
 memory_fraction (the engine's memory share, vLLM's --gpu-memory-utilization or MindIE's NPU_MEMORY_FRACTION,
 in (0, 1]; default the plan's),
@@ -19,6 +20,8 @@ request_rate (requests/s, > 0: an open-loop run at a constant or Poisson rate, p
 its concurrency may be empty when ttft_s and tpot_s are given: Little's law gives the mean in the system).
 dp (--data-parallel-size, default 1) and ep (expert-parallel ranks, default 1; tp x dp under vLLM's
 --enable-expert-parallel) describe the layout; the experts are split as planner/layout.py models them.
+prefix_cached_fraction (in (0, 1]; empty: 0) is the share of each prompt found in the prefix cache (a
+shared-prefix dataset with prefix caching on): prefill computes only the rest (--prefix-cached-fraction).
 A row with a non-empty output_tokens_per_s is a serving row; one file may hold both kinds.
 
 Both: `engine` is the engine that ran the row (mindie, vllm, transformers; vllm-ascend = vllm; empty or
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from planner import readers, units
+from planner.deployment import SPECULATIVE_METHODS
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
 from planner.errors import DataFileError, KvplanError
 from planner.kinds import ARRIVALS, DEFAULT_ENGINE, Arrivals, EngineName, parse_engine
@@ -196,6 +200,7 @@ class ServingPoint(RowSetup):
     where: str
     mtp: int = 0
     mtp_acceptance_fraction: float | None = None
+    speculative_method: str = "mtp"  # who drafts the mtp tokens (deployment.SPECULATIVE_METHODS)
     ttft_s: float | None = None
     tpot_s: float | None = None
     dp: int = 1
@@ -217,6 +222,9 @@ class ServingPoint(RowSetup):
     # with a floor: the run reached at most (1 + this) x output_tokens_per_s (column floor_headroom_fraction;
     # an assumption about how far above its floor a CI run ran), None: no ceiling
     floor_headroom_fraction: float | None = None
+    # share of each prompt the engine's prefix cache held (column prefix_cached_fraction, a shared-prefix
+    # dataset with prefix caching on): prefill computes only the rest (Deployment.prefix_cached_fraction)
+    prefix_cached_fraction: float = 0.0
 
 
 def _optional(row: dict[str, str], column: str, *, kind: type, where: str) -> float | None:
@@ -234,6 +242,17 @@ def _tokens(row: dict[str, str], column: str, *, where: str) -> int:
         return units.parse_tokens(row[column])
     except ValueError as exc:
         raise DataFileError(f"{where}: column {column}: {exc} (got {row[column]!r})") from exc
+
+
+def _speculative_method(row: dict[str, str], *, where: str) -> str:
+    """The optional speculative_method cell (vLLM's --speculative-config method); "mtp" when empty."""
+    method = (row.get("speculative_method") or "").strip() or "mtp"
+    if method not in SPECULATIVE_METHODS:
+        expected = ", ".join(SPECULATIVE_METHODS)
+        raise DataFileError(
+            f"{where}: column speculative_method: {method!r} not modelled (expected {expected})"
+        )
+    return method
 
 
 def _fraction(row: dict[str, str], column: str, *, where: str) -> float | None:
@@ -268,6 +287,7 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         where=where,
         mtp=0 if mtp_text in ("", "0") else int(_positive(mtp_text, kind=int, where=where, column="mtp")),
         mtp_acceptance_fraction=_fraction(row, "mtp_acceptance", where=where),
+        speculative_method=_speculative_method(row, where=where),
         ttft_s=_optional(row, "ttft_s", kind=float, where=where),
         tpot_s=_optional(row, "tpot_s", kind=float, where=where),
         dp=_optional_int(row, "dp", where=where) or 1,
@@ -282,6 +302,7 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         request_rate_per_s=rate,
         floor_fraction=_fraction(row, "floor_fraction", where=where),
         floor_headroom_fraction=_optional(row, "floor_headroom_fraction", kind=float, where=where),
+        prefix_cached_fraction=_fraction(row, "prefix_cached_fraction", where=where) or 0.0,
     )
 
 

@@ -31,8 +31,8 @@ def _step_key(p: BenchPoint) -> tuple[object, ...]:
 def _serving_key(p: ServingPoint) -> tuple[object, ...]:
     return (
         p.model, p.card, p.dtype, p.kv_dtype, p.tp, p.engine, p.concurrency, p.input_tokens,
-        p.output_tokens, p.mtp, p.mtp_acceptance_fraction, p.dp, p.ep, p.max_batch, p.prefill_tokens,
-        p.memory_gib, p.engine_version, p.request_rate_per_s,
+        p.output_tokens, p.mtp, p.mtp_acceptance_fraction, p.speculative_method, p.dp, p.ep, p.max_batch,
+        p.prefill_tokens, p.memory_gib, p.engine_version, p.request_rate_per_s,
     )  # fmt: skip
 
 

@@ -314,7 +314,8 @@ def mtp_layer_term(geo: Geometry, step: Step) -> Term:
     hbm = runs * (w.weight_bytes["mtp.layer"] + expert_bytes + act * geo.activation_bytes)
     flop = runs * 2.0 * m * (w.matmul_elements["mtp.layer"] + expert_flop)
     layers = runs * geo.layers["mtp"]
-    return term(geo, "mtp.layer", layers=layers, hbm=hbm, flop=flop, dtype=geo.matmul_dtype)
+    dtype = geo.activation_dtype if geo.draft_model else geo.matmul_dtype  # a draft model is 16-bit
+    return term(geo, "mtp.layer", layers=layers, hbm=hbm, flop=flop, dtype=dtype)
 
 
 def mtp_attention_term(geo: Geometry, step: Step) -> Term:
@@ -323,7 +324,7 @@ def mtp_attention_term(geo: Geometry, step: Step) -> Term:
     Formula: bytes = r * (s * c + m) * kv_mtp;  flop = r * m * a * F_mtp   (as attention_term, per pass;
     with sparse attention c and a capped and kv_mtp the latent alone, the indexer in mtp_indexer_term)
     """
-    kept = sparse.selected_step(step, topk_tokens=geo.index_topk_tokens)
+    kept = sparse.selected_step(step, topk_tokens=0 if geo.draft_model else geo.index_topk_tokens)
     kv, runs = geo.mtp_kv_bytes_per_token - geo.mtp_index_bytes_per_token, step.draft_runs
     hbm = runs * (kept.sequences * kept.cached_tokens + step.draft_tokens) * kv
     flop = runs * step.draft_tokens * kept.attended_tokens * geo.mtp_attention_flop_per_key
@@ -346,15 +347,15 @@ def mtp_indexer_term(geo: Geometry, step: Step) -> Term:
 
 
 def mtp_lm_head_term(geo: Geometry, step: Step) -> Term:
-    """The shared lm_head, run once per draft pass to pick the draft token.
+    """The lm_head the drafts are sampled from, run once per draft pass: the target's shared head (MTP,
+    dflash), or the draft model's own reduced-vocabulary head (eagle3: op "mtp.lm_head" holds weights).
 
     Formula: bytes = r * (W_head + l * (H + V_rank) * b_act);  flop = r * 2 * l * V_rank * H  (l draft_logits)
     """
     w, runs, rows = geo.weights, step.draft_runs, step.draft_logits
-    hbm = runs * (
-        w.weight_bytes["lm_head"] + rows * w.activation_elements_per_token["lm_head"] * geo.activation_bytes
-    )
-    flop = runs * 2.0 * rows * w.matmul_elements["lm_head"]
+    head = "mtp.lm_head" if w.weight_bytes["mtp.lm_head"] else "lm_head"
+    hbm = runs * (w.weight_bytes[head] + rows * w.activation_elements_per_token[head] * geo.activation_bytes)
+    flop = runs * 2.0 * rows * w.matmul_elements[head]
     return term(geo, "mtp.lm_head", layers=runs, hbm=hbm, flop=flop, dtype=geo.activation_dtype)
 
 
@@ -393,5 +394,5 @@ def step_terms(geo: Geometry, step: Step) -> list[Term]:
         terms.append(pipeline_send_term(geo, step))
     if lay["mtp"] and step.draft_runs:
         terms += [mtp_layer_term(geo, step), mtp_attention_term(geo, step), mtp_lm_head_term(geo, step)]
-        terms += [mtp_indexer_term(geo, step)] if geo.index_topk_tokens else []
+        terms += [mtp_indexer_term(geo, step)] if geo.mtp_index_bytes_per_token else []
     return terms

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from planner import layout
 from planner.deployment import Deployment
+from planner.drafts import draft_kv_bytes_per_token, draft_layers
 from planner.kinds import EngineName
 from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
 from planner.params import indexer_key_bytes_per_layer, split
@@ -59,6 +60,7 @@ class Geometry:
     experts_per_rank: int = 0  # routed experts this rank holds (E when ep = 1)
     expert_row_fraction: float = 1.0  # moe_tp / tp: this rank's share of a group token's k expert rows
     expert_imbalance: float = 1.0  # busiest EP rank's rows / the mean (1 without EP)
+    draft_model: bool = False  # the mtp.* ops are a separate 16-bit draft model's (planner/drafts.py)
     # DeepSeek sparse attention (planner/perf/sparse.py); all 0 for dense attention
     index_topk_tokens: int = 0  # keys each query attends at most (card.index_topk)
     index_bytes_per_token: int = 0  # index-key cache bytes per token, all layers (inside kv_bytes_per_token)
@@ -107,6 +109,7 @@ def sparse_fields(dep: Deployment, *, mtp_layers: int) -> dict[str, int]:
     if not card.is_sparse_attention:
         return {}
     index_bytes = indexer_key_bytes_per_layer(card, kv_dtype=dep.kv_dtype)
+    mtp_layers = 0 if dep.draft_method else mtp_layers  # a separate draft model attends densely
     return {
         "index_topk_tokens": card.index_topk or 0,
         "index_bytes_per_token": index_bytes * card.full_attention_layers,
@@ -143,8 +146,7 @@ def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
     engine's kernel facts (planner/perf/roofline.geometry asks the engine registry for them)."""
     card, act = dep.model, dep.activation_dtype
     kv_main = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp)
-    kv_mtp = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=True) - kv_main
-    mtp_layers = card.mtp_layers if dep.include_mtp else 0
+    mtp_layers, kv_mtp = drafter_layers_and_kv(dep, kv_main=kv_main)
     layers = {
         "full": card.full_attention_layers,
         "linear": card.linear_attention_layers,
@@ -156,7 +158,7 @@ def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
     return Geometry(
         weights=op_weights(dep),
         kv_bytes_per_token=kv_main,
-        mtp_kv_bytes_per_token=kv_mtp if mtp_layers else 0,
+        mtp_kv_bytes_per_token=kv_mtp,
         state_bytes_per_sequence=linear_state_bytes_per_sequence(card, conv_dtype=act, tp=dep.tp),
         attention_flop_per_key=attention_flop_per_key(dep, layers=card.full_attention_layers),
         mtp_attention_flop_per_key=attention_flop_per_key(dep, layers=mtp_layers),
@@ -179,8 +181,22 @@ def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
         experts_per_rank=layout.experts_per_rank(dep),
         expert_row_fraction=layout.moe_tp(dep) / dep.tp,
         expert_imbalance=expert_imbalance(dep),
+        draft_model=dep.draft_method is not None,
         **sparse_fields(dep, mtp_layers=mtp_layers),
     )
+
+
+def drafter_layers_and_kv(dep: Deployment, *, kv_main: int) -> tuple[int, int]:
+    """(layers, KV bytes per token per rank) of whatever drafts: the card's MTP layers when MTP is on, a
+    separate draft model's (planner/drafts.py) in their place, else (0, 0)."""
+    card = dep.model
+    if dep.draft_method:
+        kv = draft_kv_bytes_per_token(card, method=dep.draft_method, kv_dtype=dep.kv_dtype, tp=dep.tp)
+        return draft_layers(dep.draft_method), kv
+    if not dep.include_mtp:
+        return 0, 0
+    kv_mtp = kv_cache_bytes_per_token(card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=True) - kv_main
+    return card.mtp_layers, kv_mtp
 
 
 def expert_imbalance(dep: Deployment) -> float:

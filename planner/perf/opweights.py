@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from planner import layout
 from planner.deployment import Deployment
+from planner.drafts import draft_model_tensors, draft_vocab_rows_per_rank
 from planner.memory import linear_weight_bytes, plain_tensor_bytes
 from planner.params import Linear, Plain, model_tensors, split
 from planner.perf.kernels import OP_NAMES
@@ -16,14 +17,16 @@ from planner.records import field, record
 
 # Ops that stream weights: the kernel ops minus the weightless ones, plus the MTP layer's experts (costed
 # apart from the rest of mtp.layer, which owns their kernels).
-WEIGHTLESS_OPS = frozenset({
-    "attn.qk_norm", "attn.core", "attn.kernel", "attn.indexer", "mtp.attention", "mtp.indexer", "mtp.lm_head",
-})  # fmt: skip
+# mtp.lm_head holds weights only when a draft model brings its own head (eagle3's reduced vocabulary,
+# planner/drafts.py); an MTP head samples from the target's lm_head.
+WEIGHTLESS_OPS = frozenset(
+    {"attn.qk_norm", "attn.core", "attn.kernel", "attn.indexer", "mtp.attention", "mtp.indexer"}
+)
 OPS: tuple[str, ...] = (*(op for op in OP_NAMES if op not in WEIGHTLESS_OPS), "mtp.experts")
 # Plain tensors that are matmul weights (they cost 2 FLOP per element per token) and compute in the
 # 16-bit activation dtype, as the engines keep them unquantized.
 PLAIN_MATMULS = frozenset({
-    "router", "lm_head", "shared_expert_gate", "mtp.router", "mtp.shared_expert_gate",
+    "router", "lm_head", "shared_expert_gate", "mtp.router", "mtp.shared_expert_gate", "mtp.lm_head",
     "indexer.wk_weights_proj", "mtp.indexer.wk_weights_proj",
 })  # fmt: skip
 _BY_PART = {"embedding": "embedding", "lm_head": "lm_head", "norm": "norms", "moe_shared": "moe.shared"}
@@ -47,6 +50,8 @@ class OpWeights:
 
 def op_of_tensor(tensor: Linear | Plain) -> str:
     """The ledger op that streams this tensor (see OPS)."""
+    if tensor.name == "mtp.lm_head":
+        return "mtp.lm_head"
     if tensor.name.startswith("mtp."):
         return (
             "mtp.experts"
@@ -91,9 +96,8 @@ def op_weights(dep: Deployment) -> OpWeights:
     card = dep.model
     weights = OpWeights()
     embedding_bytes = 0
-    for tensor in model_tensors(
-        card, tp=dep.tp, include_mtp=dep.include_mtp, shards=layout.speed_shards(dep)
-    ):
+    tensors = model_tensors(card, tp=dep.tp, include_mtp=dep.include_mtp, shards=layout.speed_shards(dep))
+    for tensor in tensors + draft_model_tensors(card, method=dep.draft_method, tp=dep.tp):
         if tensor.part == "embedding" and isinstance(tensor, Plain):
             embedding_bytes += plain_tensor_bytes(tensor, dtype=dep.activation_dtype)
             continue
@@ -103,6 +107,9 @@ def op_weights(dep: Deployment) -> OpWeights:
         weights.weight_bytes["lm_head"] += embedding_bytes
     weights.matmul_elements["lm_head"] = vocab_rows * card.hidden_size
     weights.activation_elements_per_token["lm_head"] = vocab_rows + card.hidden_size
+    if weights.weight_bytes["mtp.lm_head"]:
+        draft_rows = draft_vocab_rows_per_rank(card, method=dep.draft_method, tp=dep.tp)
+        weights.activation_elements_per_token["mtp.lm_head"] = draft_rows + card.hidden_size
     if card.is_moe:
         for op in ("moe.experts", "mtp.experts"):
             per_token = weights.activation_elements_per_token[op]

@@ -270,15 +270,19 @@ def prefill_chunks(prompt_tokens: int, *, max_prefill_tokens: int) -> tuple[list
     return lengths, prefixes
 
 
-def prefill_step(dep: Deployment, *, prompt_tokens: int) -> Step:
+def prefill_step(dep: Deployment, *, prompt_tokens: int, cached_tokens: int) -> Step:
     """The passes of a chunked prefill of one prompt, one array element per chunk.
 
-    Formula per chunk i of c_i tokens after p_i prefix tokens: tokens = c_i, 1 sequence, cached = p_i,
-    attended = p_i + (c_i + 1) / 2 (causal), logits only for the last token; one MTP pass per chunk when on.
+    Formula: h = cached_tokens (roofline.cached_prompt_tokens; 0 without a prefix cache); the I - h uncached
+    tokens are chunked by max_prefill_tokens; per chunk i of c_i tokens after p_i computed tokens: tokens =
+    c_i, 1 sequence,
+    cached = h + p_i (KV read from the cache), attended = h + p_i + (c_i + 1) / 2 (causal over the whole
+    prompt so far), logits only for the last token; one MTP pass per chunk when on.
     """
-    lengths, prefixes = prefill_chunks(prompt_tokens, max_prefill_tokens=dep.max_prefill_tokens)
+    hit = cached_tokens
+    lengths, prefixes = prefill_chunks(prompt_tokens - hit, max_prefill_tokens=dep.max_prefill_tokens)
     tokens = np.asarray(lengths, dtype=np.float64)
-    prefix = np.asarray(prefixes, dtype=np.float64)
+    prefix = np.asarray(prefixes, dtype=np.float64) + hit
     last = np.zeros_like(tokens)
     last[-1] = 1.0
     return Step(
@@ -287,34 +291,40 @@ def prefill_step(dep: Deployment, *, prompt_tokens: int) -> Step:
         cached_tokens=prefix,
         attended_tokens=prefix + (tokens + 1.0) / 2.0,
         logits_tokens=last,
-        draft_runs=1 if dep.include_mtp else 0,
+        draft_runs=1 if dep.speculative_tokens else 0,
         draft_tokens=tokens,
         draft_logits=last,
     )
 
 
-def prefill_pass_step(dep: Deployment, *, prompts: int, prompt_tokens: int) -> Step:
-    """One prefill pass of n prompts of I tokens (n * I <= max_prefill_tokens; n = 1: prefill_step's chunks;
-    n >= 2: batched_prefill_step, its formula)."""
+def prefill_pass_step(dep: Deployment, *, prompts: int, prompt_tokens: int, cached_tokens: int) -> Step:
+    """One prefill pass of n prompts of I tokens, h of each cached (n * (I - h) <= max_prefill_tokens; n = 1:
+    prefill_step's chunks; n >= 2: batched_prefill_step, its formula)."""
     if prompts == 1:
-        return prefill_step(dep, prompt_tokens=prompt_tokens)
-    return batched_prefill_step(dep, prompts=np.asarray([float(prompts)]), prompt_tokens=prompt_tokens)
+        return prefill_step(dep, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens)
+    many = np.asarray([float(prompts)])
+    return batched_prefill_step(dep, prompts=many, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens)
 
 
-def batched_prefill_step(dep: Deployment, *, prompts: FloatArray, prompt_tokens: int) -> Step:
-    """One prefill pass of n prompts of I tokens per element of `prompts` (n * I <= max_prefill_tokens).
+def batched_prefill_step(
+    dep: Deployment, *, prompts: FloatArray, prompt_tokens: int, cached_tokens: int
+) -> Step:
+    """One prefill pass of n prompts of I tokens per element of `prompts`, h of each cached
+    (n * (I - h) <= max_prefill_tokens).
 
-    Formula: tokens = n * I, n sequences, each attending (I + 1) / 2 keys on average (causal, no prefix),
+    Formula: h = cached_tokens (roofline.cached_prompt_tokens; 0 without a prefix cache); tokens = n (I - h),
+    n sequences, each reading h cached keys and attending h + (I - h + 1) / 2 keys on average (causal),
     n logits rows; one MTP draft pass when MTP is on.
     """
-    tokens = prompts * float(prompt_tokens)
+    hit = cached_tokens
+    tokens = prompts * float(prompt_tokens - hit)
     return Step(
         tokens=tokens,
         sequences=prompts,
-        cached_tokens=np.zeros_like(prompts),
-        attended_tokens=np.full_like(prompts, (prompt_tokens + 1.0) / 2.0),
+        cached_tokens=np.full_like(prompts, float(hit)),
+        attended_tokens=np.full_like(prompts, hit + (prompt_tokens - hit + 1.0) / 2.0),
         logits_tokens=prompts,
-        draft_runs=1 if dep.include_mtp else 0,
+        draft_runs=1 if dep.speculative_tokens else 0,
         draft_tokens=tokens,
         draft_logits=prompts,
     )

@@ -24,6 +24,7 @@ from planner.perf.kernels import EngineKernels
 from planner.perf.opgeometry import Geometry
 from planner.perf.prefill import prefill_chunks as prefill_chunks  # re-exported (tests, callers)
 from planner.perf.prefill import prefill_step as prefill_step  # re-exported (closed_loop)
+from planner.perf.prefix import prefix_hit_tokens
 from planner.perf.rates import Rates as Rates  # re-exported (callers)
 from planner.perf.rates import kernel_overhead_table as kernel_overhead_table  # re-exported (callers)
 from planner.perf.rates import rates as rates  # re-exported (callers)
@@ -130,27 +131,51 @@ def term_time_s(term: Term, *, rate: Rates, tokens: FloatArray | float = 1.0) ->
 def decode_step(dep: Deployment, *, batch: FloatArray, ctx_tokens: FloatArray) -> Step:
     """The pass of one decode step: each of `batch` sequences holds `ctx_tokens` and verifies 1 + k tokens.
 
-    Formula: q = 1 + k (k = mtp_tokens when MTP is on); tokens = batch * q;
+    Formula: q = 1 + k (k = dep.speculative_tokens: MTP head or draft model, 0 when off); tokens = batch * q;
     cached = ceil(ctx / block) * block;
-    attended = ctx + (q + 1) / 2; logits rows = tokens; k draft passes of `batch` tokens each; q state
-    snapshots written per sequence (opcost.gdn_update_term).
+    attended = ctx + (q + 1) / 2; logits rows = tokens; the drafts (draft_passes); q state snapshots
+    written per sequence (opcost.gdn_update_term).
     """
-    draft = dep.mtp_tokens if dep.include_mtp else 0
+    draft = dep.speculative_tokens
     q = 1 + draft
     block = dep.block_size_tokens
     batch = layout.pipeline_microbatch(batch, pp=dep.pp)  # one in-flight microbatch passes every stage
     tokens = batch * q
+    runs, draft_tokens, draft_logits = draft_passes(dep, batch=batch)
     return Step(
         tokens=tokens,
         sequences=batch,
         cached_tokens=np.ceil(ctx_tokens / block) * block,
         attended_tokens=ctx_tokens + (q + 1) / 2.0,
         logits_tokens=tokens,
-        draft_runs=draft,
-        draft_tokens=batch,
-        draft_logits=batch,
+        draft_runs=runs,
+        draft_tokens=draft_tokens,
+        draft_logits=draft_logits,
         state_writes=q,
     )
+
+
+def draft_passes(dep: Deployment, *, batch: FloatArray) -> tuple[int, FloatArray, FloatArray]:
+    """(passes r, tokens per pass m, lm_head rows per pass l) of the drafter in one decode step of k drafts.
+
+    MTP and eagle3 draft autoregressively: r = k sequential passes of m = batch tokens, l = batch rows
+    (vllm-ascend vllm_ascend/spec_decode/llm_base_proposer.py @67b1ac5e7a: `_run_merged_draft` runs the
+    model once, lines 1067-1100, then `for draft_index in range(self.num_speculative_tokens - 1)` once per
+    further draft, lines 1246-1311; upstream vllm/v1/spec_decode/eagle.py @008603a3 `EagleProposer.propose`:
+    one model call over every scheduled target token, then `for token_index in
+    range(self.num_speculative_tokens - 1)` calls over `batch_size` tokens, each with compute_logits).
+    The first of those passes reads every verified position (batch * (1 + k) tokens) in the engine; it is
+    costed at `batch` tokens like the others, which the small draft layer's weight stream dominates.
+    dflash drafts in parallel: r = 1 pass of m = batch * (1 + k) query tokens (the bonus token and k masks,
+    non-causal), l = batch * k rows (vllm-ascend dflash_proposer.py @2cd683a396, set_inputs_first_pass:
+    num_query_total = batch_size * (1 + num_speculative_tokens), cad.causal = False; the proposer returns
+    after that one pass, llm_base_proposer.py's `if self.num_speculative_tokens == 1 or
+    self.parallel_drafting` exit).
+    """
+    draft = dep.speculative_tokens
+    if dep.draft_method == "dflash":
+        return 1, batch * (1 + draft), batch * draft
+    return draft, batch, batch
 
 
 def decode_step_s_grid(dep: Deployment, *, batch: npt.ArrayLike, ctx_tokens: npt.ArrayLike) -> FloatArray:
@@ -281,12 +306,34 @@ def decode_ledger(dep: Deployment, *, batch: int, ctx_tokens: int) -> Ledger:
     )
 
 
+def cached_prompt_tokens(dep: Deployment, *, prompt_tokens: int) -> int:
+    """Tokens of one prompt the deployment's prefix cache already holds, so prefill computes only the rest.
+
+    Formula: h = prefix.prefix_hit_tokens(I, f, B): f = dep.prefix_cached_fraction, B = the engine's cache
+    block (registry.prefix_cache_block_tokens); whole blocks only, at most I - 1 tokens. 0 when f = 0.
+    The one place every prefill (closed loop, open loop, fit, load knee) takes its cached share from.
+    """
+    if dep.prefix_cached_fraction <= 0:
+        return 0
+    block_tokens = registry.prefix_cache_block_tokens(dep)
+    fraction = dep.prefix_cached_fraction
+    return prefix_hit_tokens(prompt_tokens, cached_fraction=fraction, block_tokens=block_tokens)
+
+
+def uncached_prompt_tokens(dep: Deployment, *, prompt_tokens: int) -> int:
+    """Formula: I - h (cached_prompt_tokens): the prompt tokens a prefill computes (and counts against
+    max_prefill_tokens, vLLM's token budget counting only a request's new tokens)."""
+    return prompt_tokens - cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
+
+
 def prefill_ledger(dep: Deployment, *, prompt_tokens: int) -> Ledger:
-    """Per-op ledger of the whole chunked prefill of one prompt (ops summed over chunks)."""
-    step = prefill_step(dep, prompt_tokens=prompt_tokens)
+    """Per-op ledger of the whole chunked prefill of one prompt (ops summed over chunks), its cached prefix
+    (cached_prompt_tokens) read, not computed."""
+    cached = cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
+    step = prefill_step(dep, prompt_tokens=prompt_tokens, cached_tokens=cached)
     chunks = int(step.tokens.size)
     return assemble_ledger(
-        dep, step=step, chunks=chunks, phase="prefill", lengths=(1, prompt_tokens, prompt_tokens)
+        dep, step=step, chunks=chunks, phase="prefill", lengths=(1, prompt_tokens, prompt_tokens - cached)
     )
 
 

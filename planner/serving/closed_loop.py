@@ -65,17 +65,22 @@ class RooflineTimer(DeploymentTimer):
     def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float:
         return batched_prefill_s(self.dep, prompts=prompts, prompt_tokens=prompt_tokens)
 
+    def uncached_prompt_tokens(self, *, prompt_tokens: int) -> int:
+        return roofline.uncached_prompt_tokens(self.dep, prompt_tokens=prompt_tokens)
+
 
 def batched_prefill_s(dep: Deployment, *, prompts: int, prompt_tokens: int) -> float:
     """Seconds of one prefill pass over `prompts` prompts of `prompt_tokens` each (one prompt: its TTFT).
 
     Formula: the roofline prefill ledger of prefill_pass_step; a single prompt longer than
-    max_prefill_tokens is chunked (roofline.ttft_s).
+    max_prefill_tokens is chunked (roofline.ttft_s); a prefix-cached share is read, not computed
+    (roofline.cached_prompt_tokens).
     """
     if prompts == 1:
         return roofline.ttft_s(dep, prompt_tokens=prompt_tokens)
-    step = prefill_pass_step(dep, prompts=prompts, prompt_tokens=prompt_tokens)
-    lengths = (prompts, prompt_tokens, prompts * prompt_tokens)
+    cached = roofline.cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
+    step = prefill_pass_step(dep, prompts=prompts, prompt_tokens=prompt_tokens, cached_tokens=cached)
+    lengths = (prompts, prompt_tokens, prompts * (prompt_tokens - cached))
     return roofline.assemble_ledger(dep, step=step, chunks=1, phase="prefill", lengths=lengths).time_s
 
 

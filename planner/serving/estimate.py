@@ -39,7 +39,7 @@ class ServingEstimate(Frozen):
     """What a closed-loop benchmark at `concurrency` clients sees (see the module docstring).
 
     running_batch    sequences decoded together: min(concurrency, max_batch); the rest queue
-    prefill_batch    prompts per prefill pass (max_prefill_tokens // input_tokens, 1..running_batch)
+    prefill_batch    prompts per prefill pass (max_prefill_tokens // uncached input tokens, 1..running_batch)
     decode_step_s    one step at running_batch, ctx = input + output / 2 (the mean context)
     prefill_s        one prompt alone on an idle engine;  prefill_pass_s  one pass of prefill_batch prompts
     cycle_s          prefills + decode steps in which every running request completes once
@@ -81,6 +81,7 @@ class Timer(Protocol):
     def request_overhead_s(self) -> float: ...
     def decode_step_s(self, *, batch: int, ctx_tokens: int) -> float: ...
     def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float: ...
+    def uncached_prompt_tokens(self, *, prompt_tokens: int) -> int: ...
 
 
 class DeploymentTimer:
@@ -103,8 +104,10 @@ class DeploymentTimer:
 
 
 def prompts_per_prefill_pass(timer: Timer, *, prompt_tokens: int, running_batch: int) -> int:
-    """Formula: n = clamp(floor(max_prefill_tokens / I), 1, b): waiting prompts one prefill pass takes."""
-    return max(1, min(running_batch, timer.max_prefill_tokens // prompt_tokens))
+    """Formula: n = clamp(floor(max_prefill_tokens / (I - h)), 1, b): waiting prompts one prefill pass takes
+    (h: the prompt's prefix-cached tokens, timer.uncached_prompt_tokens; the budget counts computed ones)."""
+    computed_tokens = timer.uncached_prompt_tokens(prompt_tokens=prompt_tokens)
+    return max(1, min(running_batch, timer.max_prefill_tokens // computed_tokens))
 
 
 def wave_prefill_s(timer: Timer, *, prompt_tokens: int, running_batch: int) -> tuple[float, float, float]:

@@ -43,9 +43,13 @@ MAX_KNEE_USERS = 1024  # users searched at most (a larger closed loop is not one
 def prefill_pass_s_grid(dep: Deployment, *, prompts: FloatArray, prompt_tokens: int) -> FloatArray:
     """Seconds of one prefill pass of n prompts of I tokens, for an array of n (closed_loop's pass, n >= 2).
 
-    Formula: roofline.prefill_pass_s_grid of prefill.batched_prefill_step (per element).
+    Formula: roofline.prefill_pass_s_grid of prefill.batched_prefill_step (per element), the prompts'
+    prefix-cached share read, not computed (roofline.cached_prompt_tokens).
     """
-    step = prefill.batched_prefill_step(dep, prompts=prompts, prompt_tokens=prompt_tokens)
+    cached = roofline.cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
+    step = prefill.batched_prefill_step(
+        dep, prompts=prompts, prompt_tokens=prompt_tokens, cached_tokens=cached
+    )
     return roofline.prefill_pass_s_grid(dep, step=step)
 
 
@@ -91,7 +95,8 @@ def cycles(dep: Deployment, *, tokens: tuple[int, int], max_users: int) -> Cycle
     """
     prompt, output = tokens
     users = np.arange(1, max_users + 1, dtype=np.float64)
-    per_pass_max = max(1, min(max_users, dep.max_prefill_tokens // prompt))
+    computed = roofline.uncached_prompt_tokens(dep, prompt_tokens=prompt)
+    per_pass_max = max(1, min(max_users, dep.max_prefill_tokens // computed))
     # passes of 2..cap + 1 prompts: one past the cap is the interpolation's upper end at n = cap
     sizes = np.arange(2, per_pass_max + 2, dtype=np.float64)
     batched = prefill_pass_s_grid(dep, prompts=sizes, prompt_tokens=prompt)

@@ -9,9 +9,9 @@ the same KV budget, block size and reserved block that `kvplan` and `kvplan mind
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from planner import units
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
@@ -30,6 +30,8 @@ class SchedulerConfig(Frozen):
             prefillTimeMsPerReq / decodeTimeMsPerReq, queue_delay_s = maxQueueDelayMicroseconds.
     total_blocks  KV blocks of block_tokens each; state_blocks  extra blocks a sequence holds for its
     fixed recurrent state (linear-attention models), charged while it is admitted.
+    prefix_cached_fraction  share of each prompt a prefix cache holds (Deployment's): prefill starts after
+    its whole blocks (Engine.cached_tokens_of); the shared blocks are still charged to every sequence.
     """
 
     scheduler: SchedulerName
@@ -48,6 +50,16 @@ class SchedulerConfig(Frozen):
     total_blocks: int = Field(ge=1)
     block_tokens: int = Field(ge=1)
     state_blocks: int = Field(default=0, ge=0)
+    prefix_cached_fraction: float = Field(default=0.0, ge=0, le=1)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_prefix(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The fields, prefix_cached_fraction only when set: outputs of runs without a prefix cache (every
+        recorded transcript) keep the fields they always had."""
+        fields: dict[str, Any] = handler(self)
+        if not self.prefix_cached_fraction:
+            fields.pop("prefix_cached_fraction", None)
+        return fields
 
 
 def blocks_for(tokens: int, *, block_tokens: int) -> int:

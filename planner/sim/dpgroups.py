@@ -27,7 +27,6 @@ import math
 
 import numpy as np
 
-from planner import capacity, layout
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import PlanInputError
@@ -69,12 +68,10 @@ def run_groups(
 ) -> list[tuple[IntArray, Engine]]:
     """One engine per DP group, run to completion on its share of the requests: in lockstep when the
     engine steps its ranks together (registry.dp_lockstep; `lockstep` overrides it), else each on its own."""
-    _, rec = capacity.memory_plan(dep)
-    cap = layout.per_dp_rank_batch(rec.max_batch_size, dp=dep.dp)
-    group_knobs = {"max_batch": cap, **{k: v for k, v in knobs.items() if v is not None}}
+    knobs_of_group = run.group_knobs(dep, knobs)
     runs = []
     for index, part in group_workloads(work, dp=dep.dp):
-        cfg = run.default_config(dep, workload=part, **group_knobs)
+        cfg = run.default_config(dep, workload=part, **knobs_of_group)
         instance.check_config(cfg, workload=part)
         runs.append((index, part, cfg, run.build_table(dep, cfg, part)))
     if not (registry.dp_lockstep(dep) if lockstep is None else lockstep):

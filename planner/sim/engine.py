@@ -20,6 +20,7 @@ import math
 from array import array
 from collections import deque
 
+from planner.perf.prefix import prefix_hit_tokens
 from planner.sim.config import SchedulerConfig, blocks_for
 from planner.sim.steptable import StepTable
 
@@ -136,6 +137,17 @@ class Engine:
     def prefill_tokens_of(self, request: int) -> int:
         """Tokens the request's next prefill computes: its prompt plus tokens generated before preemption."""
         return self.prompt[request] + self.generated[request]
+
+    def cached_tokens_of(self, request: int) -> int:
+        """Prompt tokens of the request its prefix cache holds, so its prefill starts after them:
+        planner.perf.prefix.prefix_hit_tokens at cfg.prefix_cached_fraction and the pool's block (0 when
+        the fraction is 0). The prefix is the prompt's, so a preempted request hits it again."""
+        fraction = self.cfg.prefix_cached_fraction
+        if fraction <= 0:
+            return 0
+        return prefix_hit_tokens(
+            self.prompt[request], cached_fraction=fraction, block_tokens=self.cfg.block_tokens
+        )
 
     def admission_blocks(self, request: int) -> int:
         """Blocks to admit a request: its prefill tokens + the first generated token, plus state blocks."""

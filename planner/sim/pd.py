@@ -43,10 +43,11 @@ def subset(work: Workload, index: IntArray, *, arrival_s: FloatArray, output: In
 def run_side(
     dep: Deployment, work: Workload, *, instances: int, arrival_s: FloatArray, knobs: dict[str, object]
 ) -> tuple[list[tuple[IntArray, Engine]], SchedulerConfig]:
-    """Round-robin the requests (in order of arrival_s) over `instances` engines and run each."""
+    """Round-robin the requests (in order of arrival_s) over `instances` engines (an instance's DP groups
+    counted one each, as pdloop.engines_for) and run each."""
     order = np.argsort(arrival_s, kind="stable")
     runs = []
-    cfg = run.default_config(dep, workload=work, **knobs)
+    cfg = run.default_config(dep, workload=work, **run.group_knobs(dep, knobs))
     table = run.build_table(dep, cfg, work)
     for number in range(instances):
         index = order[number::instances]
@@ -78,13 +79,13 @@ def simulate_pd(
         )
     count = work.requests
     prefill, _ = run_side(
-        spec.prefill, work, instances=spec.prefill_instances, arrival_s=work.arrival_s, knobs=knobs
+        spec.prefill, work, instances=spec.prefill_groups, arrival_s=work.arrival_s, knobs=knobs
     )
     prefilled = gather(prefill, count, "finish")
     ready = prefilled + kv_transfer_s(spec, prompt_tokens=work.input_tokens)
     decode_knobs = {**knobs, "scheduler": "decode"}
     decode, cfg = run_side(
-        spec.decode, work, instances=spec.decode_instances, arrival_s=ready, knobs=decode_knobs
+        spec.decode, work, instances=spec.decode_groups, arrival_s=ready, knobs=decode_knobs
     )
     records = Records(
         arrival_s=work.arrival_s,

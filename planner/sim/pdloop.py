@@ -45,22 +45,27 @@ def decoder_emits_first(spec: PdSpec) -> bool:
 def engines_for(
     spec: PdSpec, work: Workload, *, knobs: dict[str, object], arrival_s: list[float]
 ) -> tuple[list[Engine], list[Engine]]:
-    """P prefill engines (outputs cut to the first token, holding KV until released) and D decode engines,
-    each over every request id; hand-overs arrive through the coordinator, `arrival_s` (shared, filled as
-    requests are sent) only gives MindIE's queue delay its start."""
+    """P x dp_prefill prefill engines (outputs cut to the first token, holding KV until released) and
+    D x dp_decode decode engines, each over every request id: every DP group of an instance is an engine of
+    its own, with its rank's KV pool, one DP group's step and its batch cap (run.group_knobs), and
+    requests go round robin over all of one side's groups. The groups of one instance are not stepped in
+    lockstep here (dpgroups' rounds) [assumed: with equal requests round robin keeps them balanced, where
+    coupled and independent groups agree, docs/simulate.md]. Hand-overs arrive through the coordinator;
+    `arrival_s` (shared, filled as requests are sent) only gives MindIE's queue delay its start."""
     count = work.requests
-    if count * (spec.prefill_instances + spec.decode_instances) > MAX_PD_CELLS:
+    groups = spec.prefill_groups + spec.decode_groups
+    if count * groups > MAX_PD_CELLS:
         raise PlanInputError(
-            f"--requests: too many for --pd with {spec.prefill_instances + spec.decode_instances} instances "
-            f"(got {count}, expected requests x instances <= {MAX_PD_CELLS})"
+            f"--requests: too many for --pd with {groups} instances x DP groups "
+            f"(got {count}, expected requests x groups <= {MAX_PD_CELLS})"
         )
     prompt, output = work.input_tokens.tolist(), work.output_tokens.tolist()
     sides = []
     for dep, extra, outputs, instances in (
-        (spec.prefill, {}, [1] * count, spec.prefill_instances),
-        (spec.decode, {"scheduler": "decode"}, output, spec.decode_instances),
+        (spec.prefill, {}, [1] * count, spec.prefill_groups),
+        (spec.decode, {"scheduler": "decode"}, output, spec.decode_groups),
     ):
-        cfg = run.default_config(dep, workload=work, **{**knobs, **extra})
+        cfg = run.default_config(dep, workload=work, **{**run.group_knobs(dep, knobs), **extra})
         table = run.build_table(dep, cfg, work)
         instance.check_config(cfg, workload=work)
         engines = [Engine(cfg, table, requests=(prompt, outputs, arrival_s)) for _ in range(instances)]

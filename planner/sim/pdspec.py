@@ -1,6 +1,8 @@
-"""A P:D fleet: P prefill and D decode instances of one deployment, the KV link between them, and the
-seconds each request's KV takes over it. Split from planner/sim/pd.py (the two sides run one after the
-other) so planner/sim/pdloop.py (all instances together) reads it without pd.py's runner.
+"""A P:D fleet: P prefill and D decode instances of one deployment (the prefill side with its own tp, dp
+and ep where given: PrefillLayout), the KV link between them, and the seconds each request's KV takes over
+it. An instance with dp > 1 is dp DP groups, each simulated as an engine of its own (pdloop.engines_for).
+Split from planner/sim/pd.py (the two sides run one after the other) so planner/sim/pdloop.py (all
+instances together) reads it without pd.py's runner.
 """
 
 from __future__ import annotations
@@ -29,8 +31,40 @@ class PdSpec:
 
     @property
     def devices(self) -> int:
-        """Cards in the fleet: P * tp_prefill + D * tp_decode."""
-        return self.prefill_instances * self.prefill.tp + self.decode_instances * self.decode.tp
+        """Cards in the fleet: P * devices of a prefill instance + D * devices of a decode instance."""
+        return self.prefill_instances * instance_devices(
+            self.prefill
+        ) + self.decode_instances * instance_devices(self.decode)
+
+    @property
+    def prefill_groups(self) -> int:
+        """Simulated prefill engines: P instances x dp DP groups each (pdloop.engines_for)."""
+        return self.prefill_instances * self.prefill.dp
+
+    @property
+    def decode_groups(self) -> int:
+        """Simulated decode engines: D instances x dp DP groups each."""
+        return self.decode_instances * self.decode.dp
+
+
+@dataclass(frozen=True)
+class PrefillLayout:
+    """The prefill instances' degrees where they differ from the decode instances' (None: the decode's).
+    vllm-ascend's P:D configs set each side's own tp and dp (and so ep = tp x dp under
+    --enable-expert-parallel): e.g. Qwen3-235B prefill tp 8 dp 2, decode tp 4 dp 4
+    (lab/published/pd_deployments.py)."""
+
+    tp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+
+
+PREFILL_DEGREES = ("tp", "dp", "ep")  # PrefillLayout's fields, flags --prefill-tp/-dp/-ep
+
+
+def instance_devices(dep: Deployment) -> int:
+    """Cards one instance of the deployment occupies: tp x dp x pp (its DP groups are one instance)."""
+    return dep.tp * dep.dp * dep.pp
 
 
 def decoder_emits_first(spec: PdSpec) -> bool:
@@ -57,24 +91,32 @@ def parse_pd(text: str) -> tuple[int, int]:
 
 
 def spec_for(
-    dep: Deployment, *, counts: tuple[int, int], prefill_tp: int | None, link_gbps: float | None
+    dep: Deployment,
+    *,
+    counts: tuple[int, int],
+    prefill: PrefillLayout = PrefillLayout(),
+    link_gbps: float | None = None,
 ) -> PdSpec:
-    """Both sides from one deployment (prefill_tp overrides the prefill instances' tp); the link is the
-    card profile's interconnect unless link_gbps (GB/s per device) is given. Raises DoesNotFitError (exit
-    3) when either side cannot hold the model."""
-    prefill = dep if prefill_tp is None else dep.model_copy(update={"tp": prefill_tp})
+    """Both sides from one deployment (`prefill` overrides the prefill instances' tp, dp, ep); the link is
+    the card profile's interconnect unless link_gbps (GB/s per device) is given. Raises DoesNotFitError
+    (exit 3) when either side cannot hold the model, PlanInputError naming the --prefill-* flag when the
+    prefill side's layout is inconsistent."""
+    update = {name: value for name, value in vars(prefill).items() if value is not None}
+    prefill_dep = dep.model_copy(update=update)
     capacity.memory_plan(dep)
     try:
-        capacity.memory_plan(prefill)
-    except PlanInputError as exc:  # the prefill side's tp is --prefill-tp, not --tp
+        capacity.memory_plan(prefill_dep)
+    except PlanInputError as exc:  # the decode side passed: a prefill degree is its --prefill-* flag's
         text = str(exc)
-        if prefill_tp is None or not text.startswith("--tp:"):
+        flag = next((name for name in PREFILL_DEGREES if text.startswith(f"--{name}:")), None)
+        if flag is None:
             raise
-        raise PlanInputError("--prefill-tp:" + text.removeprefix("--tp:")) from exc
+        hint = "" if flag in update else f"; --prefill-{flag} defaults to --{flag}"
+        raise PlanInputError(f"--prefill-{flag}:" + text.removeprefix(f"--{flag}:") + hint) from exc
     link = dep.hardware.interconnect
     bandwidth = units.gb_per_s_to_bytes_per_s(link_gbps or link.bandwidth_gb_per_s)
     return PdSpec(
-        prefill=prefill,
+        prefill=prefill_dep,
         decode=dep,
         prefill_instances=counts[0],
         decode_instances=counts[1],

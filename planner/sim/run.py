@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from planner import capacity
+from planner import capacity, layout
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import DoesNotFitError
@@ -47,6 +47,18 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
     """SchedulerConfig keywords total_blocks, state_blocks, block_tokens: the engine's pool (registry)."""
     pool = registry.block_pool(dep, mem, max_model_len=max_model_len)
     return {**pool.model_dump(), "total_blocks": max(pool.total_blocks, 1)}
+
+
+def group_knobs(dep: Deployment, knobs: dict[str, object]) -> dict[str, object]:
+    """Scheduler knobs of one DP group: the given ones (None dropped); with dp > 1 the batch cap defaults to
+    ceil(the plan's batch / dp) (layout.per_dp_rank_batch), and a given --max-batch is per DP group, as
+    vLLM's max_num_seqs is per DP rank (dp 1: default_config's engine default). DP groups
+    (planner/sim/dpgroups.py) and the P:D instances' groups (planner/sim/pdloop.py, pd.py) use it."""
+    given = {k: v for k, v in knobs.items() if v is not None}
+    if dep.dp == 1 or "max_batch" in given:
+        return given
+    _, rec = capacity.memory_plan(dep)
+    return {"max_batch": layout.per_dp_rank_batch(rec.max_batch_size, dp=dep.dp), **given}
 
 
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
@@ -90,7 +102,7 @@ def prefill_pass(dep: Deployment, *, tokens: FloatArray, attended: FloatArray) -
         cached_tokens=cached * ones,
         attended_tokens=attended * ones,
         logits_tokens=ones,
-        draft_runs=1 if dep.include_mtp else 0,
+        draft_runs=1 if dep.speculative_tokens else 0,
         draft_tokens=tokens * ones,
         draft_logits=ones,
     )
@@ -118,7 +130,7 @@ def step_table(dep: Deployment, *, max_batch: int, max_ctx_tokens: int, max_pass
         attended_axis=attended_axis,
         pass_=grid.tolist(),
         tokens_per_step=tokens_per_step(dep),
-        query_tokens_per_step=1 + (dep.mtp_tokens if dep.include_mtp else 0),
+        query_tokens_per_step=1 + dep.speculative_tokens,
         request_overhead_s=roofline.request_overhead_s(dep),
     )
 
@@ -136,6 +148,7 @@ def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> Sche
         "max_batch": default_max_batch(dep, planned_batch=rec.max_batch_size),
         "max_batched_tokens": default_batched_tokens(dep),
         "max_prefill_tokens": max(dep.max_prefill_tokens, int(np.max(workload.input_tokens))),
+        "prefix_cached_fraction": dep.prefix_cached_fraction,
         **pool,
     }
     values.update({k: v for k, v in knobs.items() if v is not None})

@@ -58,8 +58,10 @@ def vllm_chunks(eng: Engine) -> list[tuple[int, int, int]]:
             break
         eng.waiting.popleft()
         eng.prefilling.append(request)
-        take = min(eng.prefill_tokens_of(request), budget)
-        chunks.append((request, take, 0))
+        cached = eng.cached_tokens_of(request)  # a prefix-cache hit: computed already
+        eng.prefill_done[request] = cached
+        take = min(eng.prefill_tokens_of(request) - cached, budget)
+        chunks.append((request, take, cached))
         budget -= take
     return chunks
 
@@ -138,7 +140,7 @@ def mindie_batch(eng: Engine) -> list[int]:
         eng.waiting and len(batch) < cfg.max_prefill_batch and len(eng.running) + len(batch) < cfg.max_batch
     ):
         request = eng.waiting[0]
-        size = eng.prefill_tokens_of(request)
+        size = eng.prefill_tokens_of(request) - eng.cached_tokens_of(request)
         if batch and tokens + size > cfg.max_prefill_tokens:
             break
         if not eng.try_admit(request):
@@ -156,7 +158,8 @@ def mindie_prefill(eng: Engine) -> bool:
     batch = mindie_batch(eng)
     if not batch:
         return False
-    tokens, attended = prefill_shape([(r, eng.prefill_tokens_of(r), 0) for r in batch])
+    chunks = [(r, eng.prefill_tokens_of(r) - eng.cached_tokens_of(r), eng.cached_tokens_of(r)) for r in batch]
+    tokens, attended = prefill_shape(chunks)
     eng.prefill_tokens += int(tokens)
     eng.advance(0, eng.table.pass_s(tokens, attended))
     for request in batch:

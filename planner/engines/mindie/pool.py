@@ -47,6 +47,7 @@ STATE_PASSES = 2  # linear-attention state reads + writes per decode step (plann
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting
 GATHERS_MOE_OUTPUTS = False  # MoE outputs all-reduced, not all-gathered (planner/perf/opcost.py)
+DRAFT_MODELS = False  # [mtp.md] MindIE's speculative plugin drafts with the model's own MTP layers only
 
 
 # MindIE's int8 KV cache (C8) comes with a C8-quantized W8A8 checkpoint; documented for Atlas 800I A2 with
@@ -182,6 +183,12 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     """maxBatchSize the simulator runs with: the plan's batch at the longest request (what `kvplan mindie`
     writes)."""
     return planned_batch
+
+
+def prefix_cache_block_tokens(dep: Deployment) -> int:
+    """Tokens per prefix-cache block: MindIE's prefix cache matches whole cacheBlockSize blocks
+    (the plan's block_size_tokens)."""
+    return dep.block_size_tokens
 
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

@@ -30,6 +30,7 @@ REQUEST_OVERHEAD_PRIOR_US = 10_000.0  # a local generate() call: no API server [
 FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
 SUPPORTS_PIPELINE = False
 GATHERS_MOE_OUTPUTS = False
+DRAFT_MODELS = False  # kvplan's transformers reference runs decode without a drafter
 
 
 def check_kv_dtype(dep: Deployment) -> None:
@@ -74,6 +75,12 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     """vLLM's max_num_seqs default (the simulator's scheduler for transformers)."""
     return vllm_scheduler.default_max_batch(dep, planned_batch=planned_batch)
+
+
+def prefix_cache_block_tokens(dep: Deployment) -> int:
+    """Tokens per prefix-cache block: the plan's block size (a transformers server has no prefix cache of its
+    own; --prefix-cached-fraction then describes a cache in front of it, block-aligned like vLLM's)."""
+    return dep.block_size_tokens
 
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

@@ -34,6 +34,9 @@ SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
 # With --enable-expert-parallel the MoE outputs are all-gathered over the TP ranks (planner/perf/opcost.py;
 # vllm-ascend 182b75ea vllm_ascend/ops/fused_moe/prepare_finalize.py).
 GATHERS_MOE_OUTPUTS = True
+DRAFT_MODELS = (
+    True  # --speculative-config method eagle3 / dflash load a draft model (vllm-ascend spec_decode/)
+)
 
 
 # vllm-ascend has no FP8 KV path for GQA / GDN attention (vllm_ascend/attention/attention_v1.py:1975-2007
@@ -155,6 +158,14 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
         state_blocks=max(built.blocks_per_request - kv_blocks, 0),
         block_tokens=built.block_size_tokens,
     )
+
+
+def prefix_cache_block_tokens(dep: Deployment) -> int:
+    """Tokens per prefix-cache block: vLLM hashes and hits whole KV blocks (vllm/v1/core/kv_cache_utils.py
+    hash_request_tokens: full blocks only), whose size is the engine's block (pool.deployment_block_tokens:
+    on hybrid GDN models the aligned block, vllm-ascend's patch_mamba_config.py setting mamba_block_size =
+    block_size under --enable-prefix-caching, mamba_cache_mode "align")."""
+    return pool.deployment_block_tokens(dep)
 
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

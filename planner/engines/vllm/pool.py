@@ -278,10 +278,12 @@ def vllm_pool(
     prefix_caching: bool = False,
     num_spec: int = 0,
     user_block_tokens: int | None = None,
+    draft_layers: int | None = None,
 ) -> VllmPool:
     """The pool vLLM builds from available_bytes (per rank), spec steps 2-6 in order.
 
-    Attention layers include the MTP drafter's (card.mtp_layers, qwen3_5_mtp.py:117-162) when num_spec > 0.
+    Attention layers include the MTP drafter's (card.mtp_layers, qwen3_5_mtp.py:117-162) when num_spec > 0,
+    or, with a separate draft model, its `draft_layers` (planner/drafts.py; the target's attention kind).
     """
     block, page = block_and_page(
         card,
@@ -292,7 +294,8 @@ def vllm_pool(
         num_spec=num_spec,
         user_block_tokens=user_block_tokens,
     )
-    n_attn = card.full_attention_layers + (card.mtp_layers if num_spec else 0)
+    drafter = (card.mtp_layers if num_spec else 0) if draft_layers is None else draft_layers
+    n_attn = card.full_attention_layers + drafter
     n_state = card.linear_attention_layers
     g = group_size([n_attn, n_state]) if n_state else n_attn
     attn_groups, state_groups = math.ceil(n_attn / g), math.ceil(n_state / g)
@@ -331,6 +334,23 @@ def vllm_available_bytes(
     return math.ceil(capacity_bytes * utilization) - weights - activation - non_torch - graph
 
 
+def deployment_block_tokens(dep: Deployment) -> int:
+    """The block size vLLM runs the deployment at (tokens): the hybrid rule for GDN models (a prefix-cache hit
+    is a whole number of these blocks), 128 on vllm-ascend otherwise (block_and_page)."""
+    platform = platform_for(dep.hardware.vendor)
+    plain = dep.model.linear_attention_layers == 0
+    block, _ = block_and_page(
+        dep.model,
+        platform,
+        kv_dtype=dep.kv_dtype,
+        conv_dtype=dep.activation_dtype,
+        tp=dep.tp,
+        num_spec=dep.mtp_tokens if dep.model.mtp_layers else 0,
+        user_block_tokens=dep.block_size_tokens if plain and platform == "cuda" else None,
+    )
+    return block
+
+
 def deployment_pool(
     dep: Deployment,
     *,
@@ -355,6 +375,7 @@ def deployment_pool(
         tp=dep.tp,
         max_model_len=max_model_len,
         prefix_caching=prefix_caching,
-        num_spec=num_spec if dep.model.mtp_layers else 0,
+        num_spec=num_spec if dep.model.mtp_layers or dep.draft_method else 0,
         user_block_tokens=dep.block_size_tokens if plain and platform == "cuda" else None,
+        draft_layers=dep.draft_layers if dep.draft_method else None,
     )
