@@ -7,6 +7,7 @@ hwprofiles/fitted/<card>.<engine>.yaml are written by lab/published/fit_profiles
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import re
 from pathlib import Path
@@ -90,3 +91,31 @@ def test_a_profile_stands_only_on_its_own_hardware_rows(path: Path) -> None:
     corpus = ROOT / "lab" / "published" / "ascend-serving.csv"
     lines = list(csv.DictReader(corpus.read_text(encoding="utf-8").splitlines()))
     assert {lines[int(r["corpus_row"]) - 2]["card"] for r in rows} == {card}
+
+
+@functools.cache
+def _corpus_groups() -> dict:
+    from lab.published import fit_profiles
+
+    return fit_profiles.corpus_groups()
+
+
+@pytest.mark.lab  # a MAP fit per profile: 0.1-2.5 s of CPU each (ascend-910c.vllm the longest)
+@pytest.mark.parametrize("path", FITTED, ids=lambda p: p.name)
+def test_fit_profiles_reproduces_the_shipped_profile(path: Path) -> None:
+    """`lab/published/fit_profiles.py --write` made this profile: today's corpus and fit give the same rows
+    (fit-rows/, columns the fit leaves empty aside) and the same coefficients within REPRODUCE_REL_TOL. A
+    fit input that moved (a prior, a row, a conversion) fails here until the profile is refitted."""
+    from lab.published import fit_profiles
+
+    card, engine = _pair(path)
+    group = _corpus_groups()[(card, engine)]
+    rows_path = ROOT / "lab" / "published" / "fit-rows" / path.name.replace(".yaml", ".csv")
+    with rows_path.open(encoding="utf-8") as handle:
+        written = [{k: v for k, v in row.items() if v} for row in csv.DictReader(handle)]
+    assert written == [{k: v for k, v in bench.items() if v} for _, bench, _ in group]
+    result = fit_profiles.fitted([point for _, _, point in group], card)
+    assert result is not None, fit_profiles.REFUSALS[-1]
+    assert fit_profiles.reproduction_gaps(card, engine, result) == [], (
+        f"refit with: PYTHONPATH=. python lab/published/fit_profiles.py --only {card}.{engine} --write"
+    )
