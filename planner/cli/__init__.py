@@ -15,45 +15,19 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
-from planner.cli.options import (
-    DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_CARD,
-    DEFAULT_CTX,
-    DEFAULT_DTYPE,
-    DEFAULT_ENGINE,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
+from planner.cli.flags import (
+    DRAFT_FLAGS,
+    LAYOUT_FLAGS,
+    MEMORY_FLAGS,
     PROMPT_FLAGS,
-    AcceptanceOpt,
-    AcceptanceRateOpt,
-    BandwidthOpt,
-    BatchOpt,
-    BlockOpt,
-    CardOpt,
-    CtxOpt,
-    DpOpt,
-    DtypeOpt,
-    EngineFractionOpt,
-    EngineOpt,
-    EpOpt,
+    SLO_FLAGS,
+    MaybeModelOpt,
+    shared_flags,
+)
+from planner.cli.options import (
     FlagCommand,
     FlagGroup,
-    KvDtypeOpt,
-    MaybeModelOpt,
-    MemoryOpt,
-    MtpOpt,
-    NodeSizeOpt,
-    NodesOpt,
     OneLineErrors,
-    PpOpt,
-    PrefillTokensOpt,
-    PrefixCachedOpt,
-    RedundantOpt,
-    SpecConfigOpt,
-    TpOpt,
-    TpotOpt,
-    TtftOpt,
-    UncalibratedOpt,
-    UserTpsOpt,
     fail,
     plan_request,
     print_json,
@@ -81,6 +55,13 @@ class KvplanGroup(OneLineErrors):
     """The root command (the plan). Its sub-commands come from `commands`, loaded the first time anything
     looks them up (a sub-command name in the arguments, --help, a typo to suggest a name for): click's lazy
     sub-command pattern (list_commands / get_command / resolve_command)."""
+
+    placements = (
+        ("model", ("tp", "ctx_len", "bandwidth_gbps", "max_prefill_tokens")),
+        ("prompt_tokens", ("prefix_cached_fraction", *DRAFT_FLAGS, "uncalibrated", "engine")),
+        ("as_json", (*MEMORY_FLAGS, *LAYOUT_FLAGS, *SLO_FLAGS)),
+    )
+    flag_tables = (shared_flags,)
 
     def _load(self) -> None:
         if not self.commands:
@@ -152,10 +133,6 @@ def print_version(given: bool) -> None:
 def plan(
     ctx: typer.Context,
     model: MaybeModelOpt = None,  # required, with a usage hint when missing (below)
-    tp: TpOpt = 1,
-    ctx_len: CtxOpt = DEFAULT_CTX,
-    bandwidth_gbps: BandwidthOpt = None,
-    max_prefill_tokens: PrefillTokensOpt = None,
     prompt_tokens: Annotated[
         str | None,
         typer.Option(
@@ -163,33 +140,10 @@ def plan(
             help="Prompt length for TTFT (default: the default workload's 256, shorter where --ctx is).",
         ),
     ] = None,
-    prefix_cached_fraction: PrefixCachedOpt = 0.0,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    speculative_config: SpecConfigOpt = None,
-    acceptance_rate: AcceptanceRateOpt = None,
-    uncalibrated: UncalibratedOpt = False,
-    engine: EngineOpt = DEFAULT_ENGINE,
     explain: Annotated[
         bool, typer.Option("--explain", help="Print every term of the decode ledger.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object.")] = False,
-    card: CardOpt = DEFAULT_CARD,
-    dtype: DtypeOpt = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None,
-    batch: BatchOpt = None,
-    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: EngineFractionOpt = None,
-    memory_gib: MemoryOpt = None,
-    dp: DpOpt = 1,
-    ep: EpOpt = 1,
-    pp: PpOpt = 1,
-    nodes: NodesOpt = None,
-    devices_per_node: NodeSizeOpt = None,
-    redundant_experts: RedundantOpt = 0,
-    tpot_ms: TpotOpt = None,
-    ttft_ms: TtftOpt = None,
-    min_user_tps: UserTpsOpt = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -214,7 +168,7 @@ def plan(
     try:
         dep = inputs.to_deployment(request)
         prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens")
-        slo = service_levels(tpot_ms, ttft_ms, min_user_tps)
+        slo = service_levels(ctx)
         search = None
         if slo.any:  # the simulator only when there are targets (the mission command's start-up)
             from planner.sim import bench as sim_bench

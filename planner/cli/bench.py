@@ -17,17 +17,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from planner.cli.options import (
-    CardOpt,
-    DpOpt,
-    EpOpt,
-    FlagCommand,
-    FlagGroup,
-    KvDtypeOpt,
-    MtpOpt,
-    TpOpt,
-    fail,
-)
+from planner.cli.flags import CardOpt, DpOpt, EpOpt, KvDtypeOpt, MtpOpt, TpOpt
+from planner.cli.options import FlagCommand, FlagGroup, fail
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:

@@ -18,36 +18,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 
-from planner.cli.options import (
+from planner.cli.flags import (
     CTX_FLAGS,
-    DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_CARD,
-    DEFAULT_CTX,
-    DEFAULT_DTYPE,
+    LAYOUT_FLAGS,
+    MEMORY_FLAGS,
     PREFILL_FLAGS,
     TP_FLAGS,
-    BatchOpt,
-    BlockOpt,
-    CardOpt,
-    DpOpt,
-    DtypeOpt,
-    EngineFractionOpt,
-    EpOpt,
-    FlagCommand,
-    JsonOpt,
-    KvDtypeOpt,
-    MemoryOpt,
     ModelOpt,
-    NodeSizeOpt,
-    NodesOpt,
-    PpOpt,
-    RedundantOpt,
-    fail,
-    plan_request,
-    print_json,
+    flag_command,
 )
+from planner.cli.options import fail, plan_request, print_json, wants_json
 from planner.errors import DataFileError, KvplanError, PlanInputError
-from planner.inputs import PlanRequest
+from planner.inputs import DEFAULT_CTX, PlanRequest
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -57,18 +39,28 @@ if TYPE_CHECKING:
     from planner.engines.mindie.rules import MindieConfig
     from planner.results import Plan
 
-TpOpt = Annotated[int, typer.Option(*TP_FLAGS, help="Tensor-parallel degree = MindIE worldSize.")]
-CtxOpt = Annotated[str, typer.Option(*CTX_FLAGS, help="maxSeqLen: input + output tokens per request (32k).")]
-PrefillOpt = Annotated[
-    int | None,
-    typer.Option(*PREFILL_FLAGS, help="maxPrefillTokens, activation peak (default: max(8192, input))."),
-]
-InputOpt = Annotated[str | None, typer.Option(help="maxInputTokenLen (default: ctx - output).")]
-OutputOpt = Annotated[str | None, typer.Option(help="maxIterTimes = max output (default: ctx / 4).")]
-WeightsOpt = Annotated[str | None, typer.Option(help="modelWeightPath: the checkpoint directory.")]
-NameOpt = Annotated[str | None, typer.Option(help="modelName served (default: --model as typed).")]
-MtpOpt = Annotated[int, typer.Option(help="MTP speculative tokens (plugin_params, 1 or 2; 0: off).")]
-PrefixOpt = Annotated[bool, typer.Option("--prefix-cache", help="Turn on MindIE's prefix cache plugin.")]
+
+def config_flags(
+    tp: Annotated[int, typer.Option(*TP_FLAGS, help="Tensor-parallel degree = MindIE worldSize.")] = 1,
+    ctx_len: Annotated[
+        str, typer.Option(*CTX_FLAGS, help="maxSeqLen: input + output tokens per request (32k).")
+    ] = DEFAULT_CTX,
+    max_prefill_tokens: Annotated[
+        int | None,
+        typer.Option(*PREFILL_FLAGS, help="maxPrefillTokens, activation peak (default: max(8192, input))."),
+    ] = None,
+    mtp: Annotated[int, typer.Option(help="MTP speculative tokens (plugin_params, 1 or 2; 0: off).")] = 0,
+) -> None:
+    """The flags `mindie` and `vllm` word as the MindIE fields they set (a flag table, never run: options.
+    flag_command); the rest are the plan's shared flags (planner/cli/flags.py)."""
+
+
+# What `mindie` and `vllm` take after their own flags: the plan's memory flags, the serving options
+# (planner/engines/common.py ServingOptions) and the layout.
+CONFIG_FLAGS = (
+    "as_json", *MEMORY_FLAGS, "max_prefill_tokens", "weights_path", "model_name", "mtp", "prefix_cache",
+    "max_input_tokens", "max_output_tokens", *LAYOUT_FLAGS,
+)  # fmt: skip
 
 
 def parse_devices(text: str | None) -> list[int] | None:
@@ -168,8 +160,10 @@ def resolve_identity(options: MindieOptions, *, model_typed: str, has_base: bool
 
 def register(app: typer.Typer) -> None:
     """Add `mindie` and `vllm` to the kvplan app."""
-    app.command("mindie", cls=FlagCommand)(mindie_command)
-    app.command("vllm", cls=FlagCommand)(vllm_command)
+    front = ("model", ("tp", "ctx_len"))
+    mindie = flag_command(front, ("npu_mem_size", CONFIG_FLAGS), family=config_flags)
+    app.command("mindie", cls=mindie)(mindie_command)
+    app.command("vllm", cls=flag_command(front, ("ctx_len", CONFIG_FLAGS), family=config_flags))(vllm_command)
 
 
 def option_error(exc: ValidationError) -> PlanInputError:
@@ -208,8 +202,6 @@ def serving_values(context: typer.Context) -> dict[str, object]:
 def mindie_command(
     context: typer.Context,
     model: ModelOpt,
-    tp: TpOpt = 1,
-    ctx_len: CtxOpt = DEFAULT_CTX,
     devices: Annotated[str | None, typer.Option(help="npuDeviceIds, e.g. 0,1 (default 0..tp-1).")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write config.json here.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
@@ -217,27 +209,6 @@ def mindie_command(
     mindie_version: Annotated[str, typer.Option(help="Base layout: 2.x (master) or 1.0.RC3.")] = "2.x",
     from_log: Annotated[Path | None, typer.Option(help="MindIE log: compare, fix the reserve.")] = None,
     npu_mem_size: Annotated[str | None, typer.Option(help="auto (-1) or explicit (GiB).")] = None,
-    as_json: JsonOpt = False,
-    card: CardOpt = DEFAULT_CARD,
-    dtype: DtypeOpt = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None,
-    batch: BatchOpt = None,
-    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: EngineFractionOpt = None,
-    memory_gib: MemoryOpt = None,
-    max_prefill_tokens: PrefillOpt = None,
-    weights_path: WeightsOpt = None,
-    model_name: NameOpt = None,
-    mtp: MtpOpt = 0,
-    prefix_cache: PrefixOpt = False,
-    max_input_tokens: InputOpt = None,
-    max_output_tokens: OutputOpt = None,
-    dp: DpOpt = 1,
-    ep: EpOpt = 1,
-    pp: PpOpt = 1,
-    nodes: NodesOpt = None,
-    devices_per_node: NodeSizeOpt = None,
-    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Write a MindIE Server config.json from the plan and print the plan behind it."""
     from planner.engines.mindie import config as mindie
@@ -257,7 +228,7 @@ def mindie_command(
             }
         )
         options = resolve_identity(options, model_typed=model, has_base=base is not None)
-        run_mindie(request, options, paths=(base, out, from_log), force=force, as_json=as_json)
+        run_mindie(request, options, paths=(base, out, from_log), force=force, as_json=wants_json(context))
     except ValidationError as exc:
         fail(option_error(exc))
     except KvplanError as exc:
@@ -317,29 +288,6 @@ def run_mindie(
 def vllm_command(
     context: typer.Context,
     model: ModelOpt,
-    tp: TpOpt = 1,
-    ctx_len: CtxOpt = DEFAULT_CTX,
-    as_json: JsonOpt = False,
-    card: CardOpt = DEFAULT_CARD,
-    dtype: DtypeOpt = DEFAULT_DTYPE,
-    kv_dtype: KvDtypeOpt = None,
-    batch: BatchOpt = None,
-    block_size: BlockOpt = DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: EngineFractionOpt = None,
-    memory_gib: MemoryOpt = None,
-    max_prefill_tokens: PrefillOpt = None,
-    weights_path: WeightsOpt = None,
-    model_name: NameOpt = None,
-    mtp: MtpOpt = 0,
-    prefix_cache: PrefixOpt = False,
-    max_input_tokens: InputOpt = None,
-    max_output_tokens: OutputOpt = None,
-    dp: DpOpt = 1,
-    ep: EpOpt = 1,
-    pp: PpOpt = 1,
-    nodes: NodesOpt = None,
-    devices_per_node: NodeSizeOpt = None,
-    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Print the `vllm serve` arguments (vllm-ascend) equivalent to the MindIE config of the same plan."""
     from planner.engines.common import ServingOptions
@@ -356,7 +304,7 @@ def vllm_command(
         fail(option_error(exc))
     except KvplanError as exc:
         fail(exc)
-    if as_json:
+    if wants_json(context):
         payload = {
             "plan": plan.json_payload(),
             "vllm": result.model_dump(mode="json"),

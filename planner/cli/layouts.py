@@ -11,6 +11,7 @@ import typer
 
 from planner import units
 from planner.cli import options
+from planner.cli.flags import MEMORY_FLAGS, SLO_FLAGS, ModelOpt, flag_command
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -24,22 +25,9 @@ TopOpt = Annotated[int, typer.Option(help="Layouts to show, best first.")]
 
 def layout_command(
     context: typer.Context,
-    model: options.ModelOpt,
+    model: ModelOpt,
     budget_devices: BudgetOpt,
-    ctx_len: options.CtxOpt = options.DEFAULT_CTX,
-    engine: options.EngineOpt = options.DEFAULT_ENGINE,
     top: TopOpt = 10,
-    as_json: options.JsonOpt = False,
-    card: options.CardOpt = options.DEFAULT_CARD,
-    dtype: options.DtypeOpt = options.DEFAULT_DTYPE,
-    kv_dtype: options.KvDtypeOpt = None,
-    batch: options.BatchOpt = None,
-    block_size: options.BlockOpt = options.DEFAULT_BLOCK_SIZE_TOKENS,
-    memory_fraction: options.EngineFractionOpt = None,
-    memory_gib: options.MemoryOpt = None,
-    tpot_ms: options.TpotOpt = None,
-    ttft_ms: options.TtftOpt = None,
-    min_user_tps: options.UserTpsOpt = None,
 ) -> None:
     """Rank parallel layouts (tp, dp, ep, pp) by tokens/s per device within --budget-devices under SLOs."""
     from planner import inputs
@@ -54,7 +42,7 @@ def layout_command(
             flag, value = ("--top", top) if budget_ok else ("--budget-devices", budget_devices)
             raise PlanInputError(f"{flag}: out of range (got {value}, expected 1..{MAX_DEGREE})")
         dep = inputs.to_deployment(request)
-        slo = options.service_levels(tpot_ms, ttft_ms, min_user_tps)
+        slo = options.service_levels(context)
         result = layout_search.search_layouts(dep, budget=budget_devices, slo=slo, plan_of=plan_builder(slo))
         if not result.candidates:
             raise DoesNotFitError(
@@ -67,7 +55,7 @@ def layout_command(
     shown = result.model_copy(update={"candidates": result.candidates[:top]})
     best = shown.candidates[0]
     band = ranges.speed_band(dep, batch=max(1, best.max_batch_size // best.dp), ctx_tokens=dep.ctx_tokens)
-    if as_json:
+    if options.wants_json(context):
         options.print_json({**shown.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")})
         return
     print_search(shown)
@@ -143,4 +131,7 @@ def layout_cells(c: LayoutCandidate, *, with_slo: bool) -> tuple[str, ...]:
 
 def register(app: typer.Typer) -> None:
     """Add `kvplan layout` to the app."""
-    app.command("layout", cls=options.FlagCommand)(layout_command)
+    cls = flag_command(
+        ("budget_devices", ("ctx_len", "engine")), ("top", ("as_json", *MEMORY_FLAGS, *SLO_FLAGS))
+    )
+    app.command("layout", cls=cls)(layout_command)

@@ -1,7 +1,6 @@
-"""What every `kvplan` command shares: the option definitions (defaults defined once, in planner/inputs.py
-and planner/deployment.py; each command lists the ones it takes and builds its typed request, a
-PlanRequest, from them), the command classes (one-line errors, flags shown without a type) and the one
-`fail`.
+"""What every `kvplan` command shares: the typed request built from its flags (PlanRequest, ServiceLevels),
+the command classes (one-line errors, flags shown without a type, the shared flags of planner/cli/flags.py
+placed among the command's own) and the one `fail`.
 
 Importing this module must stay cheap (typer and planner.inputs' light imports only): `kvplan --help`
 loads it.
@@ -9,126 +8,21 @@ loads it.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
-from typing import Annotated, Any, NoReturn, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
 
 import typer
+import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from planner import records
-from planner.deployment import (
-    DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_MAX_PREFILL_TOKENS,
-    DEFAULT_MEMORY_FRACTION,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
-)
 from planner.errors import KvplanError
-from planner.inputs import (
-    DEFAULT_CARD,
-    DEFAULT_CTX,
-    DEFAULT_DTYPE,
-    PlanRequest,
-    ServiceLevels,
-    ms_to_s,
-    positive,
-)
+from planner.inputs import PlanRequest, ServiceLevels, ms_to_s, positive
 from planner.kinds import DEFAULT_ENGINE
-
-__all__ = [
-    "DEFAULT_BLOCK_SIZE_TOKENS",
-    "DEFAULT_CARD",
-    "DEFAULT_CTX",
-    "DEFAULT_DTYPE",
-    "DEFAULT_ENGINE",
-    "DEFAULT_MAX_PREFILL_TOKENS",
-    "DEFAULT_MEMORY_FRACTION",
-    "DEFAULT_MTP_ACCEPTANCE_FRACTION",
-    "ms_to_s",
-    "positive",
-]
-
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")]
-MaybeModelOpt = Annotated[
-    str | None, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")
-]
-CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
-DtypeOpt = Annotated[str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a8, w4a16")]
-# Aliases: the spelling vLLM users already type (vllm serve --help) names the same thing here.
-KV_DTYPE_FLAGS = ("--kv-dtype", "--kv-cache-dtype")
-TP_FLAGS = ("--tp", "--tensor-parallel-size")
-CTX_FLAGS = ("--ctx", "--max-model-len")
-BATCH_FLAGS = ("--batch", "--max-batch", "--max-num-seqs")  # MindIE maxBatchSize, vLLM max_num_seqs
-FRACTION_FLAGS = ("--memory-fraction", "--gpu-memory-utilization")
-PREFILL_FLAGS = ("--max-prefill-tokens", "--max-num-batched-tokens")  # MindIE maxPrefillTokens
-PROMPT_FLAGS = ("--input-tokens", "--prompt-tokens")  # prompt tokens per request
-REQUESTS_FLAGS = ("--requests", "--num-requests")  # requests in a benchmark or simulated run
-KvDtypeOpt = Annotated[
-    str | None, typer.Option(*KV_DTYPE_FLAGS, help="KV-cache dtype (default: 16-bit activation dtype).")
-]
-TpOpt = Annotated[int, typer.Option(*TP_FLAGS, help="Tensor-parallel degree (devices per instance).")]
-CtxOpt = Annotated[str, typer.Option(*CTX_FLAGS, help="Context length per sequence: 32768, 32k, 128K.")]
-BatchOpt = Annotated[
-    int | None, typer.Option(*BATCH_FLAGS, help="Concurrent sequences (default: the most that fit).")
-]
-BlockOpt = Annotated[int, typer.Option(help="KV block size in tokens (MindIE cacheBlockSize).")]
-FractionOpt = Annotated[
-    float, typer.Option(*FRACTION_FLAGS, help="NPU_MEMORY_FRACTION: share of memory usable.")
-]
-EngineFractionOpt = Annotated[
-    float | None,
-    typer.Option(
-        *FRACTION_FLAGS,
-        help="Share of device memory the engine may use (default: the engine's, MindIE NPU_MEMORY_FRACTION "
-        "0.8, vLLM --gpu-memory-utilization 0.92).",
-    ),
-]
-MemoryOpt = Annotated[float | None, typer.Option(help="Override the card's memory capacity (GiB).")]
-BandwidthOpt = Annotated[float | None, typer.Option(help="Override memory bandwidth (GB/s).")]
-MtpOpt = Annotated[int, typer.Option(help="MTP speculative draft tokens per step (0: off).")]
-AcceptanceOpt = Annotated[float, typer.Option(help="Acceptance rate of each draft token.")]
-PrefixCachedOpt = Annotated[
-    float,
-    typer.Option(
-        help="Share of each prompt already in the prefix cache, 0..1 (a shared prefix with prefix caching "
-        "on): prefill computes only the rest, whole KV blocks hit, the last prompt token always computed.",
-    ),
-]
-SpecConfigOpt = Annotated[
-    str | None,
-    typer.Option(
-        help='vLLM\'s --speculative-config: \'{"method": "eagle3", "num_speculative_tokens": 3}\' '
-        "(method mtp, eagle3 or dflash; a draft model's weights, KV and passes are timed; replaces --mtp).",
-    ),
-]
-AcceptanceRateOpt = Annotated[
-    float | None,
-    typer.Option(
-        help="Draft acceptance rate as vLLM logs it (accepted / drafted tokens; tokens per step = 1 + k x "
-        "rate). Default: a per-draft acceptance of 0.7 (--mtp-acceptance's).",
-    ),
-]
-UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")]
-EngineOpt = Annotated[str, typer.Option(help="Kernel structure: mindie, vllm, transformers.")]
-TpotOpt = Annotated[float | None, typer.Option(help="SLO: max time per output token (ms).")]
-TtftOpt = Annotated[float | None, typer.Option(help="SLO: max time to first token under load (ms).")]
-UserTpsOpt = Annotated[float | None, typer.Option(help="SLO: min tokens/s per user.")]
-PrefillTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        *PREFILL_FLAGS,
-        help="Largest prefill batch in tokens, sizes the activation peak (default: max(8192, ctx - "
-        "ctx/4), what `kvplan mindie` writes as maxPrefillTokens).",
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
-DpOpt = Annotated[int, typer.Option(help="Attention data-parallel groups (each holds its sequences' KV).")]
-EpOpt = Annotated[int, typer.Option(help="Expert-parallel degree: routed experts split over ep ranks.")]
-PpOpt = Annotated[int, typer.Option(help="Pipeline-parallel stages.")]
-NodesOpt = Annotated[int | None, typer.Option(help="Nodes of the instance (default: as the layout needs).")]
-NodeSizeOpt = Annotated[int | None, typer.Option(help="Devices per node (default: the card profile's).")]
-RedundantOpt = Annotated[int, typer.Option(help="Redundant expert copies for EPLB load balancing.")]
 
 
 def engine_memory_fraction(engine: str, given: float | None) -> float:
@@ -207,6 +101,39 @@ class UsageError(Protocol):
         """The library's message."""
 
 
+# (the flag the group follows in the command's help, None: after all of the command's own; the group)
+Placement = tuple[str | None, tuple[str, ...]]
+FlagTable = Callable[..., None]  # a flag table: a function whose signature typer reads, never run
+
+
+@functools.cache
+def table_params(table: FlagTable) -> dict[str, Any]:
+    """The click parameters of a flag table (`shared_flags`, or a command family's own, as configs.py's), by
+    name, as typer builds them from its signature (built once a process; a parameter holds no parse state,
+    so the commands share them)."""
+    app = typer.Typer(add_completion=False)
+    app.command()(table)
+    return {param.name: param for param in typer.main.get_command(app).params}
+
+
+def with_shared(
+    params: list[Any], placements: tuple[Placement, ...], tables: tuple[FlagTable, ...]
+) -> list[Any]:
+    """A command's parameters with each placement's flags right after the one it names (None: after the
+    command's own), in the order the placements come; each flag from the first of `tables` that has it."""
+    found = [table_params(table) for table in tables]
+    own = {param.name for param in params}
+    placed = list(params)
+    for after, names in placements:
+        names_now = [param.name for param in placed]
+        if after is None:
+            at = max(i for i, name in enumerate(names_now) if name in own) + 1
+        else:
+            at = names_now.index(after) + 1
+        placed[at:at] = [next(table[name] for table in found if name in table) for name in names]
+    return placed
+
+
 def without_flag_types(params: list[Any]) -> None:
     """Show no type for flags (`--json`, `--help`) in the help, which take no value; typer 0.29 prints
     `<bool>` there, as if the flag wanted one. An empty metavar is typer's own way to say so."""
@@ -216,12 +143,21 @@ def without_flag_types(params: list[Any]) -> None:
 
 
 class TypelessFlags:
-    """What FlagCommand and FlagGroup add to typer's command classes: flags shown without a type."""
+    """What FlagCommand and FlagGroup add to typer's command classes: the shared flags the command takes
+    (`placements`, planner/cli/flags.py) among its own, and flags shown without a type."""
 
     params: list[Any]
+    callback: Any
+    placements: ClassVar[tuple[Placement, ...]] = ()
+    # where the placed flags are defined (planner/cli/flags.py's tables), looked up in order
+    flag_tables: ClassVar[tuple[FlagTable, ...]] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if self.placements:
+            own = {param.name for param in self.params}
+            self.params = with_shared(self.params, self.placements, self.flag_tables)
+            self.callback = own_values_only(self.callback, own)
         without_flag_types(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
@@ -229,6 +165,19 @@ class TypelessFlags:
         option = super().get_help_option(ctx)  # type: ignore[misc]
         without_flag_types([] if option is None else [option])
         return option
+
+
+def own_values_only(callback: Any, own: set[str | None]) -> Any:
+    """`callback` called with the values of the command's own flags alone (its signature's): the shared
+    ones stay in the context's params, where plan_request and the other builders read them."""
+    if callback is None:
+        return None
+
+    @functools.wraps(callback)
+    def with_own_values(**values: Any) -> Any:
+        return callback(**{name: value for name, value in values.items() if name in own})
+
+    return with_own_values
 
 
 class FlagCommand(TypelessFlags, TyperCommand):
@@ -284,10 +233,16 @@ def print_json(payload: object) -> None:
     sys.stdout.write(text + "\n")
 
 
-def service_levels(tpot_ms: float | None, ttft_ms: float | None, min_user_tps: float | None) -> ServiceLevels:
-    """The SLOs of --tpot-ms, --ttft-ms and --min-user-tps (each None or > 0), in seconds and tokens/s."""
+def service_levels(context: typer.Context) -> ServiceLevels:
+    """The SLOs of the shared --tpot-ms, --ttft-ms and --min-user-tps (each None or > 0), in seconds and
+    tokens/s."""
     return ServiceLevels(
-        tpot_s=ms_to_s(tpot_ms, "--tpot-ms"),
-        ttft_s=ms_to_s(ttft_ms, "--ttft-ms"),
-        min_user_tokens_per_s=positive(min_user_tps, "--min-user-tps"),
+        tpot_s=ms_to_s(context.params["tpot_ms"], "--tpot-ms"),
+        ttft_s=ms_to_s(context.params["ttft_ms"], "--ttft-ms"),
+        min_user_tokens_per_s=positive(context.params["min_user_tps"], "--min-user-tps"),
     )
+
+
+def wants_json(context: typer.Context) -> bool:
+    """The shared --json flag: one JSON object on stdout instead of tables."""
+    return bool(context.params["as_json"])

@@ -13,43 +13,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import kinds
-from planner.cli.options import (
+from planner.cli.flags import (
     BATCH_FLAGS,
-    DEFAULT_CARD,
-    DEFAULT_DTYPE,
-    DEFAULT_ENGINE,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
+    LOAD_FLAGS,
     PREFILL_FLAGS,
     PROMPT_FLAGS,
     REQUESTS_FLAGS,
-    AcceptanceOpt,
-    AcceptanceRateOpt,
-    CardOpt,
-    DpOpt,
-    EngineFractionOpt,
-    EngineOpt,
-    EpOpt,
-    FlagCommand,
-    JsonOpt,
-    KvDtypeOpt,
-    MemoryOpt,
     ModelOpt,
-    MtpOpt,
-    NodeSizeOpt,
-    NodesOpt,
-    PpOpt,
-    PrefixCachedOpt,
-    RedundantOpt,
-    SpecConfigOpt,
-    TpOpt,
-    UncalibratedOpt,
-    fail,
-    ms_to_s,
-    plan_request,
-    positive,
-    print_json,
+    flag_command,
 )
+from planner.cli.options import fail, plan_request, print_json, wants_json
 from planner.errors import KvplanError, PlanInputError
+from planner.inputs import DEFAULT_DTYPE, ms_to_s, positive
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -99,7 +74,6 @@ def serve_command(
             ">= 1000).",
         ),
     ] = None,
-    prefix_cached_fraction: PrefixCachedOpt = 0.0,
     arrivals: Annotated[
         str,
         typer.Option(
@@ -107,24 +81,6 @@ def serve_command(
             "requests drift apart; random: the load knee's and the seed fit's mode)."
         ),
     ] = kinds.DEFAULT_ARRIVALS,
-    card: CardOpt = DEFAULT_CARD,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    speculative_config: SpecConfigOpt = None,
-    acceptance_rate: AcceptanceRateOpt = None,
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
-    engine: EngineOpt = DEFAULT_ENGINE,
-    as_json: JsonOpt = False,
-    memory_fraction: EngineFractionOpt = None,
-    dp: DpOpt = 1,
-    ep: EpOpt = 1,
-    pp: PpOpt = 1,
-    nodes: NodesOpt = None,
-    devices_per_node: NodeSizeOpt = None,
-    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
     --concurrency 32`. With an SLO and no --concurrency: the most users whose simulated P99 TTFT / TPOT meet
@@ -155,7 +111,7 @@ def serve_command(
         memory_fraction=dep.memory_fraction, dp=dep.dp,
         cached_prompt_tokens=roofline.cached_prompt_tokens(dep, prompt_tokens=prompt),
     )  # fmt: skip
-    if as_json:
+    if wants_json(context):
         print_json(serve_view.serve_payload(view))
     else:
         for line in serve_view.serve_lines(view):
@@ -269,4 +225,6 @@ def serve_results(
 
 def register(app: typer.Typer) -> None:
     """Add `serve` to the `kvplan` app."""
-    app.command("serve", cls=FlagCommand)(serve_command)
+    app.command("serve", cls=flag_command(("num_requests", ("prefix_cached_fraction",)), (None, LOAD_FLAGS)))(
+        serve_command
+    )

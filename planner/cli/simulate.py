@@ -18,37 +18,10 @@ import typer
 
 from planner import atomic, kinds, records, units
 from planner.cli import options, simrequest, simview
-from planner.cli.options import (
-    BATCH_FLAGS,
-    DEFAULT_CARD,
-    DEFAULT_DTYPE,
-    DEFAULT_ENGINE,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    PROMPT_FLAGS,
-    REQUESTS_FLAGS,
-    AcceptanceOpt,
-    AcceptanceRateOpt,
-    CardOpt,
-    DpOpt,
-    EngineOpt,
-    EpOpt,
-    FlagCommand,
-    JsonOpt,
-    KvDtypeOpt,
-    MemoryOpt,
-    ModelOpt,
-    MtpOpt,
-    NodeSizeOpt,
-    NodesOpt,
-    PpOpt,
-    PrefixCachedOpt,
-    RedundantOpt,
-    SpecConfigOpt,
-    TpOpt,
-    UncalibratedOpt,
-)
+from planner.cli.flags import BATCH_FLAGS, LOAD_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS, ModelOpt, flag_command
 from planner.cli.simrequest import SchedulerFlags, SimulateRequest, check_flag_combinations, input_files
 from planner.errors import KvplanError, PlanInputError
+from planner.inputs import DEFAULT_DTYPE
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -74,6 +47,12 @@ def knob(help_text: str, most: int, *names: str) -> Any:
     return typer.Option(*names, min=1, max=most, help=help_text)
 
 
+def prefill_degree(degree: str) -> Any:
+    """The typer option of one parallel degree of each --pd prefill instance (pdspec.PrefillLayout), which
+    defaults to the deployment's (--tp, --dp, --ep)."""
+    return typer.Option(help=f"--pd: {degree} of each prefill instance (default --{degree}).")
+
+
 def simulate_command(
     context: typer.Context,
     model: ModelOpt,
@@ -91,7 +70,6 @@ def simulate_command(
     ] = str(kinds.DEFAULT_INPUT_TOKENS),
     output_tokens: LengthOpt = str(kinds.DEFAULT_OUTPUT_TOKENS),
     requests: Annotated[int, typer.Option(*REQUESTS_FLAGS, help="Requests to simulate.")] = DEFAULT_REQUESTS,
-    prefix_cached_fraction: PrefixCachedOpt = 0.0,
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed (arrivals, lengths).")] = 0,
     ttft_ms: Annotated[float | None, typer.Option(help="SLO: time to first token (ms).")] = None,
     tpot_ms: Annotated[float | None, typer.Option(help="SLO: time per output token (ms).")] = None,
@@ -116,15 +94,9 @@ def simulate_command(
         float | None, typer.Option(min=0, max=1_000_000, help="maxQueueDelayMicroseconds.")
     ] = None,
     pd: Annotated[str | None, typer.Option(help="P:D prefill and decode instances (disaggregated).")] = None,
-    prefill_tp: Annotated[
-        int | None, typer.Option(help="--pd: tp of each prefill instance (default --tp).")
-    ] = None,
-    prefill_dp: Annotated[
-        int | None, typer.Option(help="--pd: dp of each prefill instance (default --dp).")
-    ] = None,
-    prefill_ep: Annotated[
-        int | None, typer.Option(help="--pd: ep of each prefill instance (default --ep).")
-    ] = None,
+    prefill_tp: Annotated[int | None, prefill_degree("tp")] = None,
+    prefill_dp: Annotated[int | None, prefill_degree("dp")] = None,
+    prefill_ep: Annotated[int | None, prefill_degree("ep")] = None,
     kv_link_gbps: Annotated[
         float | None, typer.Option(help="--pd: KV link GB/s per device (default: card).")
     ] = None,
@@ -135,24 +107,6 @@ def simulate_command(
         Path | None, typer.Option(help="Write queue length, batch and KV use over time (CSV) here.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
-    card: CardOpt = DEFAULT_CARD,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    speculative_config: SpecConfigOpt = None,
-    acceptance_rate: AcceptanceRateOpt = None,
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
-    engine: EngineOpt = DEFAULT_ENGINE,
-    as_json: JsonOpt = False,
-    memory_fraction: options.EngineFractionOpt = None,
-    dp: DpOpt = 1,
-    ep: EpOpt = 1,
-    pp: PpOpt = 1,
-    nodes: NodesOpt = None,
-    devices_per_node: NodeSizeOpt = None,
-    redundant_experts: RedundantOpt = 0,
 ) -> None:
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = SimulateRequest(
@@ -176,7 +130,8 @@ def simulate_command(
         )
     except KvplanError as exc:
         options.fail(exc)
-    head = {"model": model, "card": card, "engine": engine, "pd": pd}
+    request, as_json = flags.request, options.wants_json(context)
+    head = {"model": model, "card": request.card, "engine": request.engine, "pd": pd}
     if search is not None:
         search_and_report(flags, head=head, as_json=as_json)
         return
@@ -191,10 +146,16 @@ def simulate_command(
             {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
         )
         return
-    prefill = (flags.prefill_tp, flags.prefill_dp, flags.prefill_ep)
-    label = simview.simulation_label(model, card=card, pd=pd, degrees=(tp, dp, ep, pp), prefill=prefill)
-    for line in simview.summary_lines(result, label=label, band=band):
+    for line in simview.summary_lines(result, label=run_label(flags, model=model), band=band):
         typer.echo(line)
+
+
+def run_label(flags: SimulateRequest, *, model: str) -> str:
+    """The summary's first words: the model, card, layout and --pd split as the flags gave them."""
+    request = flags.request
+    degrees = (request.tp, request.dp, request.ep, request.pp)
+    prefill = (flags.prefill_tp, flags.prefill_dp, flags.prefill_ep)
+    return simview.simulation_label(model, card=request.card, pd=flags.pd, degrees=degrees, prefill=prefill)
 
 
 def search_and_report(flags: SimulateRequest, *, head: dict[str, Any], as_json: bool) -> None:
@@ -255,7 +216,7 @@ def build_workload(
         wl.parse_length(lengths[1], flag="--output-tokens"),
     )
     if rate is not None:
-        options.positive(rate, "--rate")
+        inputs.positive(rate, "--rate")
         checked = inputs.bounded(rate, "--rate", RATE_RANGE_PER_S)
         return wl.synthetic(lengths=dists, count=requests, rate_per_s=checked, seed=seed)
     if concurrency is None or not 1 <= concurrency <= MAX_CONCURRENCY:
@@ -390,4 +351,6 @@ def scheduler_knobs(knobs: SchedulerFlags) -> dict[str, Any]:
 
 def register(app: typer.Typer) -> None:
     """Add `simulate` to the `kvplan` app."""
-    app.command("simulate", cls=FlagCommand)(simulate_command)
+    app.command("simulate", cls=flag_command(("requests", ("prefix_cached_fraction",)), (None, LOAD_FLAGS)))(
+        simulate_command
+    )

@@ -16,23 +16,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
-from planner.cli.options import (
-    DEFAULT_CARD,
-    DEFAULT_DTYPE,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    AcceptanceOpt,
-    CardOpt,
-    FlagCommand,
-    KvDtypeOpt,
-    MemoryOpt,
-    ModelOpt,
-    MtpOpt,
-    TpOpt,
-    UncalibratedOpt,
-    fail,
-    plan_request,
-)
+from planner.cli.flags import STEP_FLAGS, ModelOpt, flag_command
+from planner.cli.options import fail, plan_request
 from planner.errors import KvplanError, PlanInputError
+from planner.inputs import DEFAULT_DTYPE
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -234,13 +221,6 @@ def sweep_command(
     batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
     ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,4k,8k,32k.")] = "256,1k,4k,8k,32k",
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
-    card: CardOpt = DEFAULT_CARD,
-    kv_dtype: KvDtypeOpt = None,
-    tp: TpOpt = 1,
-    mtp: MtpOpt = 0,
-    mtp_acceptance: AcceptanceOpt = DEFAULT_MTP_ACCEPTANCE_FRACTION,
-    memory_gib: MemoryOpt = None,
-    uncalibrated: UncalibratedOpt = False,
 ) -> None:
     """Decode speed over a batch x context (x weight dtype) grid.
 
@@ -280,4 +260,4 @@ def sweep_command(
 
 def register(app: typer.Typer) -> None:
     """Add `sweep` to the `kvplan` app."""
-    app.command("sweep", cls=FlagCommand)(sweep_command)
+    app.command("sweep", cls=flag_command((None, STEP_FLAGS)))(sweep_command)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from planner.deployment import Deployment
 from planner.speculation import chained_acceptance as chained_acceptance  # re-exported (lab, callers)
-from planner.speculation import speculative_tokens_per_step
+from planner.speculation import speculative_tokens_per_step as speculative_tokens_per_step  # re-exported
 
 
 def tokens_per_step(dep: Deployment) -> float:

@@ -34,18 +34,7 @@ class StepTable:
 
     def decode_s(self, batch: int, ctx_tokens: float) -> float:
         """Decode step seconds at `batch` sequences of mean context `ctx_tokens` (linear in ctx)."""
-        axis = self.ctx_axis  # _cell inlined: the simulation loop's hottest lookup (same arithmetic)
-        i = bisect.bisect_right(axis, ctx_tokens) - 1
-        if i < 0:
-            i = 0
-        elif i > len(axis) - 2:
-            i = len(axis) - 2
-        low = axis[i]
-        fraction = (ctx_tokens - low) / (axis[i + 1] - low)
-        if fraction < 0.0:
-            fraction = 0.0
-        elif fraction > 1.0:
-            fraction = 1.0
+        i, fraction = _cell(self.ctx_axis, ctx_tokens)
         values = self.decode[batch - 1]
         return values[i] + (values[i + 1] - values[i]) * fraction
 
