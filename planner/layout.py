@@ -93,6 +93,17 @@ def per_dp_rank_batch(batch: int, *, dp: int) -> int:
     return -(-batch // dp)
 
 
+def busy_dp_groups(users: int, *, dp: int) -> float:
+    """How many DP groups' worth of throughput `users` identical closed-loop clients drive, each group
+    serving ceil(users / dp) of them (per_dp_rank_batch): users / ceil(users / dp), at most dp.
+
+    Exact when dp divides users, and when users < dp (only `users` groups have a client; the idle ones
+    step with dummy batches and emit nothing). Otherwise the smaller groups are counted at the fuller
+    group's per-user speed, a slight underestimate. Instance tokens/s = this x one group's tokens/s.
+    """
+    return users / per_dp_rank_batch(users, dp=dp)
+
+
 def describe(layout: Degrees) -> str:
     """The layout in words: `tp=8` for a tensor-parallel plan, `tp=8 dp=2 ep=16` (non-1 degrees) else; of a
     deployment, a plan's LayoutReport or a layout the CLI was given (the one spelling every output uses)."""

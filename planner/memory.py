@@ -13,7 +13,16 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, WeightScheme, storage_dtype
-from planner.params import Linear, Plain, Shards, kv_heads_per_rank, model_tensors, split, stage_layers
+from planner.params import (
+    Linear,
+    Plain,
+    Shards,
+    indexer_key_bytes_per_layer,
+    kv_heads_per_rank,
+    model_tensors,
+    split,
+    stage_layers,
+)
 from planner.schema import ModelCard
 from planner.units import BITS_PER_BYTE
 
@@ -111,17 +120,20 @@ def kv_cache_bytes_per_token(
     """KV-cache bytes one token occupies on one rank (only layers that keep a cache).
 
     Formula (GQA/MHA):  2 * L_kv * H_kv_rank * d * b / 8
-    Formula (MLA):      L_kv * (kv_lora_rank + qk_rope_head_dim) * b / 8   (latent replicated on each rank)
+    Formula (MLA):      L_kv * ((kv_lora_rank + qk_rope_head_dim) * b / 8 + x)   (replicated on each rank)
         L_kv       full-attention layers of the fullest pipeline stage, ceil(L / pp)
-                   (+1 with MTP on: MindIE's allocator adds one layer)
+                   (+1 with MTP on: MindIE's allocator adds one layer; vLLM's MTP layer has its own cache)
         H_kv_rank  params.kv_heads_per_rank (replicate when tp > H_kv, then ceil)
         d          card.head_dim;  b  kv_dtype.bits
+        x          indexer_key_bytes_per_layer: the DeepSeek sparse-attention index key beside the latent
+                   (0 for dense MLA)
     Linear-attention (GDN) layers keep no KV cache: see linear_state_bytes_per_sequence.
     """
     layers = stage_layers(card.full_attention_layers, pp) + (1 if mtp else 0)
     if card.attention_traits.latent_kv:
         latent_width = (card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)
-        return layers * latent_width * kv_dtype.bits // BITS_PER_BYTE
+        per_layer = latent_width * kv_dtype.bits // BITS_PER_BYTE
+        return layers * (per_layer + indexer_key_bytes_per_layer(card, kv_dtype=kv_dtype))
     head_dim = card.head_dim or 0
     return 2 * layers * kv_heads_per_rank(card, tp=tp) * head_dim * kv_dtype.bits // BITS_PER_BYTE
 

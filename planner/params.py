@@ -12,8 +12,16 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from planner.dtypes import StorageDType
 from planner.records import record
 from planner.schema_card import ModelCard
+from planner.units import BITS_PER_BYTE
+
+# An 8-bit index-key cache keeps one fp16 dequant scale per token and layer beside it (sparse LI C8 on
+# A2/A3: c8_k_cache_dtype int8, c8_k_scale_cache_dtype float16).  [source: vllm-ascend 182b75ea
+# vllm_ascend/attention/sfa_v1.py:542-549]
+INDEXER_QUANTIZED_BITS = 8
+INDEXER_SCALE_BYTES = 2
 
 Part = Literal[
     "embedding", "attention", "linear_attention", "mlp", "moe_experts", "moe_shared", "norm", "lm_head",
@@ -93,6 +101,26 @@ def kv_heads_per_rank(card: ModelCard, *, tp: int) -> int:
     return math.ceil(kv_heads * repeat / tp)
 
 
+def indexer_key_bytes_per_layer(card: ModelCard, *, kv_dtype: StorageDType) -> int:
+    """Bytes of one token's lightning-indexer key in one layer, on every rank (0 without sparse attention).
+
+    Formula: d_idx * b / 8 + s
+        d_idx  card.index_head_dim (one key per token: the indexer's keys are shared by its heads)
+        b      kv_dtype.bits: vllm-ascend stores the index key in the KV-cache dtype
+        s      INDEXER_SCALE_BYTES (one fp16 dequant scale per token) when b = 8, else 0
+    Replicated on every TP rank like the latent (the indexer is not split over heads).
+    [source: vllm-ascend 182b75ea worker/model_runner_v1.py:4736-4746 (AscendSFAIndexerCacheSpec: head_size
+    index_head_dim, dtype kv_cache_dtype, or int8 + scale_dim 1 of c8_k_scale_cache_dtype with sparse LI C8)
+    and core/kv_cache_interface.py:119-138 (page = block * (head_size * dtype + scale_dim * scale dtype));
+    vLLM on CUDA stores fp8 + a 4-byte scale per 128 elements instead (deepseek_v2.py Indexer.k_cache), which
+    this does not model]
+    """
+    if card.index_head_dim is None:
+        return 0
+    scale = INDEXER_SCALE_BYTES if kv_dtype.bits == INDEXER_QUANTIZED_BITS else 0
+    return card.index_head_dim * kv_dtype.bits // BITS_PER_BYTE + scale
+
+
 def attention_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain]:
     """Full (GQA/MHA) attention weights of `layers` layers on one rank.
 
@@ -141,7 +169,26 @@ def mla_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain
         Linear("kv_b_proj", "attention", kv_lora, split(heads * (nope + v_dim), tp), layers),
         Linear("o_proj", "attention", split(heads * v_dim, tp), card.hidden_size, layers),
     ]
-    return tensors
+    return tensors + indexer_tensors(card, layers=layers)
+
+
+def indexer_tensors(card: ModelCard, *, layers: int) -> list[Linear | Plain]:
+    """DeepSeek sparse attention's lightning indexer of `layers` layers, replicated on every rank (none for
+    dense MLA).
+
+    wq_b: q_lora -> H_idx * d_idx (quantized like the other linears); wk_weights_proj: H -> d_idx + H_idx
+    (the key and the per-head weights, one unquantized bf16 GEMM); k_norm: a LayerNorm of d_idx (weight and
+    bias). H_idx index_n_heads, d_idx index_head_dim.  [source: vLLM deepseek_v2.py class Indexer
+    (ReplicatedLinear wq_b; MergedColumnParallelLinear wk_weights_proj, quant_config None, disable_tp)]
+    """
+    if not card.is_sparse_attention:
+        return []
+    heads, dim = card.index_n_heads or 0, card.index_head_dim or 0
+    return [
+        Linear("indexer.wq_b", "attention", card.q_lora_rank or 0, heads * dim, layers),
+        Plain("indexer.wk_weights_proj", "attention", card.hidden_size * (dim + heads), layers),
+        Plain("indexer.k_norm", "norm", 2 * dim, layers),
+    ]
 
 
 def linear_attention_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain]:

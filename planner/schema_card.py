@@ -88,6 +88,12 @@ class ModelCard(DataModel):
     qk_nope_head_dim: int | None = Field(default=None, gt=0)
     v_head_dim: int | None = Field(default=None, gt=0)
 
+    # DeepSeek sparse attention (DeepSeek-V3.2's lightning indexer): with these three an MLA card keeps a
+    # second per-token cache of index keys and each query attends only its index_topk best-scored tokens.
+    index_n_heads: int | None = Field(default=None, gt=0)
+    index_head_dim: int | None = Field(default=None, gt=0)
+    index_topk: int | None = Field(default=None, gt=0)
+
     # Multi-token-prediction layers shipped with the checkpoint.
     num_nextn_predict_layers: int = Field(default=0, ge=0)  # DeepSeek name
     mtp_num_hidden_layers: int = Field(default=0, ge=0)  # Qwen3.5 name
@@ -124,6 +130,7 @@ class ModelCard(DataModel):
             )
         self._check_hybrid()
         self._check_mla()
+        self._check_sparse_attention()
         self._check_moe()
         return self
 
@@ -159,6 +166,21 @@ class ModelCard(DataModel):
                 "attention 'mla' needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim"
             )
 
+    def _check_sparse_attention(self) -> None:
+        indexer_fields = (self.index_n_heads, self.index_head_dim, self.index_topk)
+        if all(f is None for f in indexer_fields):
+            return
+        if any(f is None for f in indexer_fields):
+            raise ValueError(
+                "DeepSeek sparse attention needs index_n_heads, index_head_dim and index_topk together "
+                f"(got {', '.join('set' if f is not None else 'missing' for f in indexer_fields)})"
+            )
+        if not self.attention_traits.latent_kv or not self.q_lora_rank:
+            raise ValueError(
+                f"index_* fields are only valid with attention 'mla' and a q_lora_rank (got attention "
+                f"{self.attention!r}, q_lora_rank {self.q_lora_rank}); the indexer reads the q_lora latent"
+            )
+
     def _check_moe(self) -> None:
         if self.first_k_dense_replace > self.num_hidden_layers:
             raise ValueError(
@@ -186,6 +208,11 @@ class ModelCard(DataModel):
     def is_moe(self) -> bool:
         """True when the MLP of (some) layers is a routed mixture of experts."""
         return self.routed_expert_count > 0
+
+    @property
+    def is_sparse_attention(self) -> bool:
+        """True when a lightning indexer picks each query's index_topk keys (DeepSeek sparse attention)."""
+        return self.index_topk is not None
 
     @property
     def mtp_layers(self) -> int:

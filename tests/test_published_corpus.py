@@ -26,7 +26,7 @@ GEOMETRY = (
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
     "shared_expert_intermediate_size", "n_shared_experts", "kv_lora_rank", "qk_rope_head_dim",
-    "first_k_dense_replace", "mtp_num_hidden_layers",
+    "first_k_dense_replace", "mtp_num_hidden_layers", "index_n_heads", "index_head_dim", "index_topk",
 )  # fmt: skip
 # Corpus models kvplan has no card for (attention it does not model, or no config.json found): corpus README.
 NOT_CARDED = {
@@ -96,9 +96,10 @@ def test_qwen3_8_27b_has_the_qwen3_5_27b_geometry() -> None:
     assert qwen38.resolved_layer_types == qwen35.resolved_layer_types
 
 
-def test_deepseek_v32_card_says_the_indexer_is_not_modelled() -> None:
+def test_deepseek_v32_card_carries_the_sparse_attention_indexer() -> None:
     card = catalog.load_model("deepseek-v3.2")
-    assert card.attention == "mla" and "NOT MODELLED" in card.notes and "indexer" in card.notes
+    assert card.attention == "mla" and card.is_sparse_attention
+    assert (card.index_n_heads, card.index_head_dim, card.index_topk) == (64, 128, 2048)
 
 
 @pytest.mark.lab

@@ -115,13 +115,13 @@ def test_row_85_command_is_its_config_file() -> None:
 
 @pytest.mark.lab
 @pytest.mark.parametrize("line", [77])
-def test_pd_path_runs_for_carded_models_kept_out_for_their_own_reasons(line: int) -> None:
-    """DeepSeek-V3.2 (row 77: DSA not modelled) keeps its model reason, shown before the P:D one; its P:D
-    command already runs, so the row predicts once that reason goes."""
+def test_pd_path_predicts_deepseek_v32_now_that_sparse_attention_is_modelled(line: int) -> None:
+    """DeepSeek-V3.2 (row 77) lost its model reason when DeepSeek sparse attention was modelled (2026-12-05):
+    only the P:D reason is left, and its P:D command runs."""
     from lab.published import predict
 
     row = corpus_row(line)
-    assert predict._skip_reason(row) not in (None, predict.DISAGGREGATED)
+    assert predict._skip_reason(row) == predict.DISAGGREGATED
     text = predict.pd_command(row, card="ascend-910c")
     assert text is not None
     out = runner.invoke(app, [*shlex.split(text)[1:], "--json"])

@@ -85,7 +85,7 @@ def serve_command(
     """Closed-loop serving, simulated (tails) and analytic, and SLO search: `kvplan serve -m qwen3-27b
     --concurrency 32`. With an SLO and no --concurrency: the most users whose simulated P99 TTFT / TPOT meet
     it (planner/sim/slo.py; none: exit 3)."""
-    from planner import inputs
+    from planner import inputs, layout
     from planner.cli import serve_view
     from planner.perf import ranges, roofline
     from planner.serving.closed_loop import BenchRun
@@ -108,7 +108,7 @@ def serve_command(
         fail(exc)
     view = serve_view.ServeView(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
-        memory_fraction=dep.memory_fraction, dp=dep.dp,
+        memory_fraction=dep.memory_fraction, dp=dep.dp, busy_groups=layout.busy_dp_groups(users, dp=dep.dp),
         cached_prompt_tokens=roofline.cached_prompt_tokens(dep, prompt_tokens=prompt),
     )  # fmt: skip
     if wants_json(context):

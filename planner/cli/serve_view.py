@@ -34,6 +34,7 @@ class ServeView:
     engine: str
     memory_fraction: float
     dp: int = 1
+    busy_groups: float = 1.0  # DP groups' worth of throughput the users drive (layout.busy_dp_groups)
     cached_prompt_tokens: int = 0  # of each prompt, found in the prefix cache (--prefix-cached-fraction)
 
 
@@ -199,12 +200,14 @@ def dp_lines(view: ServeView) -> list[str]:
     """With dp > 1: the figures above are one DP group's (its share of the users); the instance's."""
     if view.dp == 1:
         return []
-    est, sim = view.estimate, view.sim
-    simulated = units.fmt_tokens_per_s(view.dp * sim.throughput.output_tokens_per_s)
+    est, sim, groups = view.estimate, view.sim, view.busy_groups
+    simulated = units.fmt_tokens_per_s(groups * sim.throughput.output_tokens_per_s)
+    idle_groups = view.dp - round(groups) if est.concurrency == 1 else 0
+    idle = f"; {idle_groups} of the {view.dp} groups without a client" if idle_groups > 0 else ""
     return [
         f"note: dp={view.dp}: the figures above are one DP group's {est.concurrency} users (identical "
-        f"closed loops step together); instance output {simulated} "
-        f"simulated, {units.fmt_tokens_per_s(view.dp * est.output_tokens_per_s)} analytic"
+        f"closed loops step together{idle}); instance output {simulated} "
+        f"simulated, {units.fmt_tokens_per_s(groups * est.output_tokens_per_s)} analytic"
     ]
 
 
@@ -223,7 +226,7 @@ def serve_payload(view: ServeView) -> dict[str, Any]:
         },
         "memory_fraction": view.memory_fraction,
         "dp": view.dp,
-        "instance_output_tokens_per_s": view.dp * view.estimate.output_tokens_per_s,
+        "instance_output_tokens_per_s": view.busy_groups * view.estimate.output_tokens_per_s,
         "ttft_prompt_tokens": estimate.input_tokens,
         # only with --prefix-cached-fraction: each prompt's tokens found in the prefix cache
         **({"prefix_cached_prompt_tokens": view.cached_prompt_tokens} if view.cached_prompt_tokens else {}),

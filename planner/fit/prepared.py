@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from planner import capacity, inputs
+from planner import capacity, inputs, layout
 from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.errors import DataFileError, KvplanError
@@ -81,6 +81,14 @@ def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, obj
     if point.memory_fraction is not None:
         fields["memory_fraction"] = point.memory_fraction
     return fields
+
+
+def replica_share(point: ServingPoint) -> float:
+    """Replicas' worth of throughput a row's instance serves: dp for an open loop (its rate splits over
+    every replica), else layout.busy_dp_groups(concurrency, dp) (one client on dp 2 keeps one group busy)."""
+    if point.request_rate_per_s is not None:
+        return float(point.dp)
+    return layout.busy_dp_groups(point.concurrency, dp=point.dp)
 
 
 def replica_run(point: ServingPoint, dep: Deployment) -> tuple[int, BenchRun]:
@@ -147,7 +155,7 @@ def residuals_of(rows: Sequence[PreparedRow], estimates: Sequence[ServingEstimat
     out: list[float] = []
     for row, est in zip(rows, estimates, strict=True):
         point = row.point
-        out.append(point.dp * est.output_tokens_per_s / point.output_tokens_per_s - 1.0)
+        out.append(replica_share(point) * est.output_tokens_per_s / point.output_tokens_per_s - 1.0)
         if point.ttft_s is not None:
             out.append(est.ttft_s / point.ttft_s - 1.0)
         if point.tpot_s is not None:

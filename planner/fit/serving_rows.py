@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from planner.fit.features import FeatureTimer
 from planner.fit.prepared import TTFT_WEIGHT as TTFT_WEIGHT
-from planner.fit.prepared import FloatArray, cached_residuals, residuals_of, timed_estimate
+from planner.fit.prepared import FloatArray, cached_residuals, replica_share, residuals_of, timed_estimate
 from planner.fit.prepared import PreparedRow as PreparedRow
 from planner.fit.prepared import kv_dtype_of as kv_dtype_of
 from planner.fit.prepared import prepare as prepare
@@ -30,9 +30,9 @@ from planner.serving.estimate import ServingEstimate
 
 
 def predicted_output_tokens_per_s(row: PreparedRow, coefficients: PerfCoefficients | None = None) -> float:
-    """Predicted output tok/s of the whole row: dp replicas times one replica's closed-loop estimate, under
-    `coefficients` when given (else the card's own)."""
-    return row.point.dp * estimate(row, coefficients).output_tokens_per_s
+    """Predicted output tok/s of the whole row: one replica's estimate times the replicas it stands for
+    (prepared.replica_share), under `coefficients` when given (else the card's own)."""
+    return replica_share(row.point) * estimate(row, coefficients).output_tokens_per_s
 
 
 def estimate(

@@ -219,6 +219,13 @@ def _deepseek_v3(cfg: TextConfig) -> dict[str, Any]:
     }
 
 
+def _deepseek_v32(cfg: TextConfig) -> dict[str, Any]:
+    """DeepSeek-V3.2: V3 geometry plus the sparse-attention indexer (index_n_heads, index_head_dim,
+    index_topk; vLLM builds the indexer when index_topk is present)."""
+    indexer = {key: cfg.required(key) for key in ("index_n_heads", "index_head_dim", "index_topk")}
+    return {**_deepseek_v3(cfg), **indexer}
+
+
 def _minimax_m2(cfg: TextConfig) -> dict[str, Any]:
     """MiniMax-M2 / M2.5 / M2.7: full-attention GQA, q/k norms, every layer a routed MoE, no shared expert.
     num_local_experts (expert count) and intermediate_size (each expert's width) are renamed; MTP modules
@@ -266,8 +273,7 @@ FAMILIES: dict[str, Callable[[TextConfig], dict[str, Any]]] = {
     "qwen3_5_text": _qwen3_5,
     "qwen3_5_moe_text": _qwen3_5,
     "deepseek_v3": _deepseek_v3,
-    # V3.2 = V3 geometry + a sparse-attention indexer (index_* keys: not in the card schema, see card notes).
-    "deepseek_v32": _deepseek_v3,
+    "deepseek_v32": _deepseek_v32,
     # Kimi-K2 / K2-Thinking (top level) and Kimi-K2.5 / K2.6 (text_config): DeepseekV3ForCausalLM geometry.
     "kimi_k2": _deepseek_v3,
     "minimax_m2": _minimax_m2,

@@ -1,8 +1,8 @@
 """Hugging Face config.json -> ModelCard (offline).
 
-`card_from_config_dict` maps a config dict (Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Llama, DeepSeek-V3 and
-Kimi-K2, MiniMax-M2) onto the card schema, names unchanged where the card has them (DeepSeek-V3.2's indexer
-keys are not carried; MiniMax-M2's expert keys are renamed, see hffamilies._minimax_m2). The per-family
+`card_from_config_dict` maps a config dict (Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Llama, DeepSeek-V3 / V3.2
+and Kimi-K2, MiniMax-M2) onto the card schema, names unchanged where the card has them (DeepSeek-V3.2's
+index_* keys included; MiniMax-M2's expert keys are renamed, see hffamilies._minimax_m2). The per-family
 mappings live in planner/importers/hffamilies.py; checkpoint evidence (safetensors headers) in
 planner/importers/checkpoint.py.
 """

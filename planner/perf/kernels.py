@@ -31,6 +31,7 @@ OpName = Literal[
     "embedding",
     "attn.qkv_proj",
     "attn.qk_norm",
+    "attn.indexer",
     "attn.core",
     "attn.kernel",
     "attn.o_proj",
@@ -46,6 +47,7 @@ OpName = Literal[
     "lm_head",
     "mtp.layer",
     "mtp.attention",
+    "mtp.indexer",
     "mtp.lm_head",
 ]
 OP_NAMES: tuple[OpName, ...] = get_args(OpName)
@@ -68,6 +70,9 @@ FUSED: dict[OpName, OpKernels] = {
     "embedding": OpKernels(1),
     "attn.qkv_proj": OpKernels(0, 1),
     "attn.qk_norm": OpKernels(0),  # fused into the rope kernel
+    # DeepSeek sparse attention's indexer: index-key norm + rope, index-cache scatter, the lightning indexer
+    # (scores and top-k in one kernel); its two matmuls are counted in attn.qkv_proj's weights
+    "attn.indexer": OpKernels(3),
     "attn.core": OpKernels(2),  # qk-norm+rope, reshape_and_cache
     "attn.kernel": OpKernels(1),  # paged attention
     "attn.o_proj": OpKernels(0, 1),
@@ -83,6 +88,7 @@ FUSED: dict[OpName, OpKernels] = {
     "lm_head": OpKernels(1, 1),  # final norm + matmul
     "mtp.layer": OpKernels(4, 5),  # 3 norms, SwiGLU; fc, qkv, o, gate_up, down
     "mtp.attention": OpKernels(2),  # + the attention kernel ("attn.kernel")
+    "mtp.indexer": OpKernels(3),  # as attn.indexer
     "mtp.lm_head": OpKernels(1, 1),
 }
 

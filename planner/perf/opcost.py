@@ -12,6 +12,8 @@ from typing import TypedDict
 
 import numpy as np
 
+from planner import records
+from planner.perf import sparse
 from planner.perf.kernels import OpKernels, OpName, op_kernels
 from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, matmul_dtype
 from planner.perf.terms import AttentionLookup, FloatArray, Resource, Step, Term
@@ -140,12 +142,27 @@ def attention_term(geo: Geometry, step: Step) -> Term:
         bytes = s * c * kv + n * kv        s sequences, c paged cached tokens each, kv cache bytes per token
                                            (all layers); the second term writes the new tokens' K/V
         flop  = n * a * F                  a attended keys per query token, F attention_flop_per_key
+    DeepSeek sparse attention: c and a are capped at index_topk (sparse.selected_step) and kv is the MLA
+    latent alone; the index keys are the attn.indexer term's (indexer_term).
     """
-    kv = geo.kv_bytes_per_token
-    hbm = step.sequences * step.cached_tokens * kv + step.tokens * kv
-    flop = step.tokens * step.attended_tokens * geo.attention_flop_per_key
-    read = step.sequences * step.cached_tokens * kv
-    return cache_attention_term(geo, step, "attn.core", layers=geo.layers["full"], cost=(hbm, flop, read))
+    kept = sparse.selected_step(step, topk_tokens=geo.index_topk_tokens)
+    kv = geo.kv_bytes_per_token - geo.index_bytes_per_token
+    read = kept.sequences * kept.cached_tokens * kv
+    hbm = read + step.tokens * kv
+    flop = step.tokens * kept.attended_tokens * geo.attention_flop_per_key
+    return cache_attention_term(geo, kept, "attn.core", layers=geo.layers["full"], cost=(hbm, flop, read))
+
+
+def indexer_term(geo: Geometry, step: Step) -> Term:
+    """DeepSeek sparse attention's lightning indexers of every full-attention layer: sparse.indexer_cost
+    (bytes = s * c * x + n * x, flop = n * a * F_idx) over the index-key cache, at the cache read rate."""
+    hbm, flop = sparse.indexer_cost(
+        step, index_bytes=geo.index_bytes_per_token, flop_per_key=geo.indexer_flop_per_key
+    )
+    return term(
+        geo, "attn.indexer", layers=geo.layers["full"], hbm=hbm, flop=flop, dtype=geo.activation_dtype,
+        resource="kv",
+    )  # fmt: skip
 
 
 def cache_attention_term(
@@ -304,14 +321,29 @@ def mtp_layer_term(geo: Geometry, step: Step) -> Term:
 def mtp_attention_term(geo: Geometry, step: Step) -> Term:
     """Attention of the MTP layer(s) over their own KV cache, once per draft pass.
 
-    Formula: bytes = r * (s * c + m) * kv_mtp;  flop = r * m * a * F_mtp   (as attention_term, per pass)
+    Formula: bytes = r * (s * c + m) * kv_mtp;  flop = r * m * a * F_mtp   (as attention_term, per pass;
+    with sparse attention c and a capped and kv_mtp the latent alone, the indexer in mtp_indexer_term)
     """
-    kv, runs = geo.mtp_kv_bytes_per_token, step.draft_runs
-    hbm = runs * (step.sequences * step.cached_tokens + step.draft_tokens) * kv
-    flop = runs * step.draft_tokens * step.attended_tokens * geo.mtp_attention_flop_per_key
+    kept = sparse.selected_step(step, topk_tokens=0 if geo.draft_model else geo.index_topk_tokens)
+    kv, runs = geo.mtp_kv_bytes_per_token - geo.mtp_index_bytes_per_token, step.draft_runs
+    hbm = runs * (kept.sequences * kept.cached_tokens + step.draft_tokens) * kv
+    flop = runs * step.draft_tokens * kept.attended_tokens * geo.mtp_attention_flop_per_key
     layers = runs * geo.layers["mtp"]
-    read = runs * step.sequences * step.cached_tokens * kv
-    return cache_attention_term(geo, step, "mtp.attention", layers=layers, cost=(hbm, flop, read))
+    read = runs * kept.sequences * kept.cached_tokens * kv
+    return cache_attention_term(geo, kept, "mtp.attention", layers=layers, cost=(hbm, flop, read))
+
+
+def mtp_indexer_term(geo: Geometry, step: Step) -> Term:
+    """The MTP layer(s)' lightning indexer, once per draft pass of m tokens: r * sparse.indexer_cost."""
+    draft = records.replace(step, tokens=step.draft_tokens)
+    hbm, flop = sparse.indexer_cost(
+        draft, index_bytes=geo.mtp_index_bytes_per_token, flop_per_key=geo.mtp_indexer_flop_per_key
+    )
+    layers, runs = step.draft_runs * geo.layers["mtp"], step.draft_runs
+    return term(
+        geo, "mtp.indexer", layers=layers, hbm=runs * hbm, flop=runs * flop, dtype=geo.activation_dtype,
+        resource="kv",
+    )  # fmt: skip
 
 
 def mtp_lm_head_term(geo: Geometry, step: Step) -> Term:
@@ -334,6 +366,7 @@ def step_terms(geo: Geometry, step: Step) -> list[Term]:
     if lay["full"]:
         terms += [
             linear_term(geo, step, op="attn.qkv_proj", layers=lay["full"]),
+            *([indexer_term(geo, step)] if geo.index_topk_tokens else []),
             attention_term(geo, step),
             linear_term(geo, step, op="attn.o_proj", layers=lay["full"]),
         ]
@@ -361,4 +394,5 @@ def step_terms(geo: Geometry, step: Step) -> list[Term]:
         terms.append(pipeline_send_term(geo, step))
     if lay["mtp"] and step.draft_runs:
         terms += [mtp_layer_term(geo, step), mtp_attention_term(geo, step), mtp_lm_head_term(geo, step)]
+        terms += [mtp_indexer_term(geo, step)] if geo.mtp_index_bytes_per_token else []
     return terms

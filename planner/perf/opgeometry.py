@@ -11,7 +11,7 @@ from planner.deployment import Deployment
 from planner.drafts import draft_kv_bytes_per_token, draft_layers
 from planner.kinds import EngineName
 from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
-from planner.params import split
+from planner.params import indexer_key_bytes_per_layer, split
 from planner.perf.kernels import EngineKernels
 from planner.perf.opweights import OpWeights, op_weights
 from planner.records import record
@@ -25,6 +25,10 @@ EXPERT_IMBALANCE_ASSUMED = 1.2
 # FLOP per state element per token in a delta-rule update: decay (1), S^T k (2), rank-1 update (2),
 # readout S^T q (2) = 7.
 GDN_FLOP_PER_STATE_ELEMENT = 7
+
+# FLOP per index head per scored key beside the dot product: ReLU (1), then the head's weight, multiply-add
+# into the token's score (2) (the lightning indexer: score = sum over heads of w_h * relu(q_h . k)).
+INDEXER_FLOP_PER_HEAD_BESIDE_DOT = 3
 
 
 @record
@@ -57,6 +61,12 @@ class Geometry:
     expert_row_fraction: float = 1.0  # moe_tp / tp: this rank's share of a group token's k expert rows
     expert_imbalance: float = 1.0  # busiest EP rank's rows / the mean (1 without EP)
     draft_model: bool = False  # the mtp.* ops are a separate 16-bit draft model's (planner/drafts.py)
+    # DeepSeek sparse attention (planner/perf/sparse.py); all 0 for dense attention
+    index_topk_tokens: int = 0  # keys each query attends at most (card.index_topk)
+    index_bytes_per_token: int = 0  # index-key cache bytes per token, all layers (inside kv_bytes_per_token)
+    mtp_index_bytes_per_token: int = 0  # the same for the MTP layer(s) (inside mtp_kv_bytes_per_token)
+    indexer_flop_per_key: int = 0  # FLOP one query spends scoring one cached key, all layers
+    mtp_indexer_flop_per_key: int = 0
 
 
 def attention_flop_per_key(dep: Deployment, *, layers: int) -> int:
@@ -76,6 +86,37 @@ def attention_flop_per_key(dep: Deployment, *, layers: int) -> int:
     else:
         qk_dim = v_dim = card.head_dim or 0
     return 2 * heads_rank * (qk_dim + v_dim) * layers
+
+
+def indexer_flop_per_key(dep: Deployment, *, layers: int) -> int:
+    """FLOP one query token spends scoring one cached key in the lightning indexers of `layers` layers on a
+    rank (0 for dense attention). The indexer is replicated, not split over tensor-parallel ranks.
+
+    Formula: H_idx * (2 * d_idx + 3) * layers
+        H_idx  card.index_n_heads;  d_idx  card.index_head_dim
+        2 * d_idx  the q_h . k dot product;  3  INDEXER_FLOP_PER_HEAD_BESIDE_DOT (ReLU, weighted sum)
+    """
+    card = dep.model
+    if not card.is_sparse_attention:
+        return 0
+    heads, dim = card.index_n_heads or 0, card.index_head_dim or 0
+    return heads * (2 * dim + INDEXER_FLOP_PER_HEAD_BESIDE_DOT) * layers
+
+
+def sparse_fields(dep: Deployment, *, mtp_layers: int) -> dict[str, int]:
+    """Geometry's DeepSeek sparse-attention fields (all 0 for dense attention)."""
+    card = dep.model
+    if not card.is_sparse_attention:
+        return {}
+    index_bytes = indexer_key_bytes_per_layer(card, kv_dtype=dep.kv_dtype)
+    mtp_layers = 0 if dep.draft_method else mtp_layers  # a separate draft model attends densely
+    return {
+        "index_topk_tokens": card.index_topk or 0,
+        "index_bytes_per_token": index_bytes * card.full_attention_layers,
+        "mtp_index_bytes_per_token": index_bytes * mtp_layers,
+        "indexer_flop_per_key": indexer_flop_per_key(dep, layers=card.full_attention_layers),
+        "mtp_indexer_flop_per_key": indexer_flop_per_key(dep, layers=mtp_layers),
+    }
 
 
 def gdn_flop_per_token(dep: Deployment) -> int:
@@ -141,6 +182,7 @@ def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
         expert_row_fraction=layout.moe_tp(dep) / dep.tp,
         expert_imbalance=expert_imbalance(dep),
         draft_model=dep.draft_method is not None,
+        **sparse_fields(dep, mtp_layers=mtp_layers),
     )
 
 

@@ -19,13 +19,16 @@ from planner.records import field, record
 # apart from the rest of mtp.layer, which owns their kernels).
 # mtp.lm_head holds weights only when a draft model brings its own head (eagle3's reduced vocabulary,
 # planner/drafts.py); an MTP head samples from the target's lm_head.
-WEIGHTLESS_OPS = frozenset({"attn.qk_norm", "attn.core", "attn.kernel", "mtp.attention"})
+WEIGHTLESS_OPS = frozenset(
+    {"attn.qk_norm", "attn.core", "attn.kernel", "attn.indexer", "mtp.attention", "mtp.indexer"}
+)
 OPS: tuple[str, ...] = (*(op for op in OP_NAMES if op not in WEIGHTLESS_OPS), "mtp.experts")
 # Plain tensors that are matmul weights (they cost 2 FLOP per element per token) and compute in the
 # 16-bit activation dtype, as the engines keep them unquantized.
-PLAIN_MATMULS = frozenset(
-    {"router", "lm_head", "shared_expert_gate", "mtp.router", "mtp.shared_expert_gate", "mtp.lm_head"}
-)
+PLAIN_MATMULS = frozenset({
+    "router", "lm_head", "shared_expert_gate", "mtp.router", "mtp.shared_expert_gate", "mtp.lm_head",
+    "indexer.wk_weights_proj", "mtp.indexer.wk_weights_proj",
+})  # fmt: skip
 _BY_PART = {"embedding": "embedding", "lm_head": "lm_head", "norm": "norms", "moe_shared": "moe.shared"}
 
 

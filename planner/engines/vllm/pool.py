@@ -22,7 +22,7 @@ from typing import Literal
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.engines.vllm.versions import Platform
-from planner.params import kv_heads_per_rank, split
+from planner.params import indexer_key_bytes_per_layer, kv_heads_per_rank, split
 from planner.schema import BUILT_ON_FIRST_USE, Frozen, ModelCard
 from planner.units import BITS_PER_BYTE, PERCENT
 
@@ -78,11 +78,20 @@ def attention_bytes_per_token(card: ModelCard, *, kv_dtype: StorageDType, tp: in
     """K+V bytes of one token in one attention layer on one rank (FullAttentionSpec with block_size 1).
 
     Formula (GQA/MHA): 2 * H_kv_rank * d * b / 8    (kv_cache_interface.py:184-271)
-    Formula (MLA):     (kv_lora_rank + qk_rope_head_dim) * b / 8, replicated on every rank
+    Formula (MLA):     (kv_lora_rank + qk_rope_head_dim) * b / 8 + x, replicated on every rank
                        (MLAAttentionSpec kv_cache_interface.py:389-427; [VA] AscendMLAAttentionSpec :55-61)
+        x  params.indexer_key_bytes_per_layer: DeepSeek sparse attention's index-key cache. vllm-ascend gives
+           it its own spec (AscendSFAIndexerCacheSpec, [VA] core/kv_cache_interface.py:119-138) registered as
+           full attention, so it joins the MLA layers' uniform-type group and shares their block ids: one
+           128-token block reserves an MLA page and an index page in every layer ([VA] :235-251;
+           attention/indexer.py:57-58 kernel block sizes [128]). The pool therefore sees one page of
+           block * (latent + x) per layer, the sum vLLM's UniformTypeKVCacheSpecs divides the memory by.
     """
     if card.attention_traits.latent_kv:
-        return ((card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)) * kv_dtype.bits // BITS_PER_BYTE
+        latent_bytes = (
+            ((card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)) * kv_dtype.bits // BITS_PER_BYTE
+        )
+        return latent_bytes + indexer_key_bytes_per_layer(card, kv_dtype=kv_dtype)
     return 2 * kv_heads_per_rank(card, tp=tp) * (card.head_dim or 0) * kv_dtype.bits // BITS_PER_BYTE
 
 
