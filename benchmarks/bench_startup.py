@@ -12,7 +12,12 @@ The commands run interleaved (one run of each per round), so load from other pro
 falls on all of them alike; besides wall-clock time each row gives the CPU time (user + system) of the
 child process, which such load disturbs less. The ratio is printed for both.
 
-Measured 5 Dec 2026 on the 2-core development machine, `--compile --runs 30 --baseline /work/main` (main at
+Measured 5 Dec 2026, 22:00 UTC, after the catalogue cache (planner/catalog_cache.py), deferred data-model
+validators, per-command flag tables and lazy json/csv (branch mission on main f33d33a), `--compile --runs 30
+--baseline /work/main`, load 4.8-5.8: bare 253 ms wall / 233 ms CPU, mission 326 / 313 (1.29x, 1.34x), main's
+379 / 344 (1.50x, 1.48x). Instructions (same settings as below): bare 0.718e9, mission 1.203e9 (1.675x) warm,
+1.302e9 (1.81x) with no catalogue cache entry, main 1.343e9 (1.870x).
+Earlier, 5 Dec 2026 on the 2-core machine, `--compile --runs 30 --baseline /work/main` (main at
 cec9c76, this branch merged on top of it), load average 2.2-2.3 (other jobs running), medians:
     bare import 157 ms wall / 213 ms CPU; mission command 287 / 360 (1.83x wall, 1.69x CPU); main's mission
         command in the same rounds 316 / 389 (2.02x, 1.82x). At load 0.6-0.9 (15 runs, main at 3c5c690):
