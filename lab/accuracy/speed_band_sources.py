@@ -63,9 +63,22 @@ def datasheet_only(card_id: str) -> HardwareProfile:
     return catalog.load_card(card_id).model_copy(update={"measured": None})
 
 
-def ascend_decode_ratios() -> list[float]:
+def newer_feature(row: dict[str, str]) -> bool:
+    """A row predictable only since 2026-12-05's features (a separate draft model, a cached shared prefix,
+    DeepSeek sparse attention, a P:D fleet): held out of the band until their own spread is reviewed
+    (ascend_decode_ratios(newer=True) prints it; docs/accuracy.md states it)."""
+    return bool(
+        predict.draft_method(row)
+        or predict.shares_prefix(row)
+        or row["model"].startswith(predict.SPARSE_ATTENTION_MODEL)
+        or predict.is_disaggregated(row)
+    )
+
+
+def ascend_decode_ratios(*, newer: bool = False) -> list[float]:
     """Published / predicted output tok/s of every closed-loop corpus row predict.py predicts, datasheet
-    profiles. Open-loop rows (request_rate) are left out: a steady open-loop run's output tok/s is its
+    profiles, without (newer=False) or only (newer=True) the rows of newer features (newer_feature).
+    Open-loop rows (request_rate) are left out: a steady open-loop run's output tok/s is its
     arrival rate x output tokens whatever the engine's speed, so their ratio says nothing about speed."""
     with predict.CORPUS.open(encoding="utf-8") as handle:
         corpus = list(csv.DictReader(handle))
@@ -76,7 +89,11 @@ def ascend_decode_ratios() -> list[float]:
         rows = [
             predict.predict_row(i, row, profile_dir=Path(folder)) for i, row in enumerate(corpus, start=2)
         ]
-    closed = [r for r, c in zip(rows, corpus, strict=True) if predict.open_loop_rate(c) is None]
+    closed = [
+        r
+        for r, c in zip(rows, corpus, strict=True)
+        if predict.open_loop_rate(c) is None and newer_feature(c) == newer
+    ]
     return [1.0 / (1.0 + float(row["error"])) for row in closed if row["status"] == "predicted"]
 
 
@@ -170,6 +187,7 @@ def factors() -> dict[str, tuple[float, float]]:
 def main() -> None:
     sources = {
         "ascend_decode": ascend_decode_ratios(),
+        "ascend_decode of newer features (not in the band)": ascend_decode_ratios(newer=True),
         "ascend_ttft (one-client rows only)": ascend_ttft_ratios(),
         "gpu_decode": gpu_decode_ratios(),
         "gpu_ttft": ttft_ratios(datasheet_only("nvidia-h200")),
