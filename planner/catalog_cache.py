@@ -19,8 +19,8 @@ that is a path (a user's YAML) never reaches this module.
 
 Entries live in the package's bytecode folder (__pycache__) beside Python's bytecode and are written as it
 writes it: atomically (a temporary file, then os.replace), never when Python writes no bytecode
-(PYTHONDONTWRITEBYTECODE, -B), and silently not at all where the folder cannot be written. A cold run (first after an install or an edit)
-validates as before and writes the entry.
+(PYTHONDONTWRITEBYTECODE, -B), and silently not at all where the folder cannot be written. A cold run
+(first after an install or an edit) validates as before and writes the entry.
 """
 
 import os
