@@ -34,8 +34,8 @@ def test_censored_log_ratio_counts_only_a_shortfall_below_the_threshold() -> Non
     two-sided; with a ceiling, above (1 + h) x floor the log excess."""
     logs = np.log([1.5, 0.96, 0.5, 1.5, 1.05, 1.5])
     nan = math.nan
-    bounds = np.array([[0.97, 0.97, 0.97, nan, 0.97, 0.97], [nan, nan, nan, nan, 1.1, 1.1]])
-    out = censored.censored_log_ratios(logs, bounds)
+    bounds = np.array([[0.97, 0.97, 0.97, nan, 0.97, 0.97], [nan, nan, nan, nan, 1.1, 1.1], [nan] * 6])
+    out = censored.censored_log_ratios(logs, bounds, noise_fraction=0.05)
     assert out[0] == 0.0
     assert out[1] == pytest.approx(math.log(0.96 / 0.97))
     assert out[2] == pytest.approx(math.log(0.5 / 0.97))
@@ -48,6 +48,39 @@ def test_censored_log_ratio_counts_only_a_shortfall_below_the_threshold() -> Non
     assert censored.floor_shortfalls([0.5, 0.05], [0.97, 0.97], [0.1, 0.1]) == pytest.approx(
         [1.5 / 1.1 - 1, 0.0]
     )
+
+
+def test_margin_weighs_an_excess_above_the_threshold_as_a_measurement_that_wide() -> None:
+    """Hand-worked, noise s = 0.05, floor f = 0.97, margin m = 0.2 (weight s / m = 0.25):
+    pred 1.2 x floor: x = log(1.2 / 0.97) = 0.21278, r = 0.25 x 0.21278 = 0.053195 (as a 5.3 % miss);
+    pred 0.9 x floor: x = log(0.9 / 0.97) = -0.074901, r = x (full weight, the margin does not apply below);
+    pred 0.97 x floor: r = 0; a measured row (NaN) keeps log(1.2) = 0.18232; with a ceiling 1.1 and the
+    margin, pred 1.5 x floor: 0.25 x log(1.5 / 0.97) + log(1.5 / 1.1) = 0.10898 + 0.31015 = 0.41914."""
+    nan = math.nan
+    logs = np.log([1.2, 0.9, 0.97, 1.2, 1.5])
+    bounds = np.array(
+        [[0.97, 0.97, 0.97, nan, 0.97], [nan, nan, nan, nan, 1.1], [0.2, 0.2, 0.2, nan, 0.2]]
+    )
+    out = censored.censored_log_ratios(logs, bounds, noise_fraction=0.05)
+    assert out[0] == pytest.approx(0.25 * math.log(1.2 / 0.97), rel=1e-12)
+    assert out[0] == pytest.approx(0.053195, abs=1e-6)
+    assert out[1] == pytest.approx(math.log(0.9 / 0.97), rel=1e-12)
+    assert out[2] == pytest.approx(0.0, abs=1e-15)
+    assert out[3] == pytest.approx(math.log(1.2), rel=1e-12)
+    assert out[4] == pytest.approx(0.41914, abs=1e-5)
+
+
+def test_margin_column_is_read_into_the_fit_band(tmp_path: Path) -> None:
+    """floor_margin_fraction reaches ServingPoint and the third row of the fit's band; a TTFT row adds a
+    two-sided (NaN) observation after its output tok/s."""
+    header = HEADER.rstrip("\n") + ",floor_margin_fraction,ttft_s\n"
+    rows = (f"{ROW},8,1024,256,500,0.97,0.2,", f"{ROW},1,1024,256,50,,,0.3")
+    _, points = read_bench_rows(write_csv(tmp_path / "rows.csv", header, *rows))
+    assert [p.floor_margin_fraction for p in points] == [0.2, None]
+    band = censored.observation_floors(points)
+    assert band.shape == (3, 3)
+    assert band[:, 0].tolist()[0] == 0.97 and math.isnan(band[1, 0]) and band[2, 0] == 0.2
+    assert np.isnan(band[:, 1:]).all()
 
 
 def _rows() -> list[ServingPoint]:

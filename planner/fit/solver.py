@@ -101,7 +101,7 @@ class _Problem:
     base: PerfCoefficients
     centre: FloatArray
     sigma: FloatArray
-    floors: FloatArray | None = None  # (2, observations): a floor row's [lower, upper] band (fit/censored.py)
+    floors: FloatArray | None = None  # (3, observations): [lower, upper, margin] per row (fit/censored.py)
 
     @classmethod
     def build(
@@ -145,7 +145,7 @@ def data_residuals(problem: _Problem, log_values: FloatArray) -> FloatArray:
         steps = np.concatenate([steps, 1.0 + observed])
     logs = np.log(np.maximum(steps, 1e-300))
     if problem.floors is not None:
-        logs = censored.censored_log_ratios(logs, problem.floors)
+        logs = censored.censored_log_ratios(logs, problem.floors, noise_fraction=NOISE_FRACTION)
     return np.asarray(problem.weights * logs, dtype=np.float64)
 
 

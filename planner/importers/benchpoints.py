@@ -222,6 +222,7 @@ class ServingPoint(RowSetup):
     # with a floor: the run reached at most (1 + this) x output_tokens_per_s (column floor_headroom_fraction;
     # an assumption about how far above its floor a CI run ran), None: no ceiling
     floor_headroom_fraction: float | None = None
+    floor_margin_fraction: float | None = None  # with a floor: its assumed spread above it (censored.py)
     # share of each prompt the engine's prefix cache held (column prefix_cached_fraction, a shared-prefix
     # dataset with prefix caching on): prefill computes only the rest (Deployment.prefix_cached_fraction)
     prefix_cached_fraction: float = 0.0
@@ -302,6 +303,7 @@ def parse_serving_row(row: dict[str, str], *, where: str) -> ServingPoint:
         request_rate_per_s=rate,
         floor_fraction=_fraction(row, "floor_fraction", where=where),
         floor_headroom_fraction=_optional(row, "floor_headroom_fraction", kind=float, where=where),
+        floor_margin_fraction=_fraction(row, "floor_margin_fraction", where=where),
         prefix_cached_fraction=_fraction(row, "prefix_cached_fraction", where=where) or 0.0,
     )
 
