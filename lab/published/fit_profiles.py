@@ -262,11 +262,24 @@ def _describe(out: Path, group: Group, rows_path: Path) -> None:
     measured["notes"] = "; warning: ".join(  # the points before the warnings, which plans quote to their end
         [
             f"{fit_notes}. Points: lab/published/ascend-serving.csv lines {lines} "
-            "(vllm-ascend nightly CI baselines are floors; see lab/published/README.md)",
+            "(vllm-ascend nightly CI baselines are floors; see lab/published/README.md)"
+            + (floor_reading() if any(p.floor_fraction is not None for _, _, p in group) else ""),
             *warnings,
         ]
     )
     out.write_text(yaml.safe_dump(profile, sort_keys=False, width=110), encoding="utf-8")
+
+
+def floor_reading() -> str:
+    """How the fit read the group's CI floors, for the profile's notes."""
+    if not FLOORS["one_sided"]:
+        return "; floors read as exact throughputs (--floors-as-measured)"
+    margin = FLOORS["margin"]
+    above = f"above it as a measurement {margin:g} wide" if margin else "above it nothing"
+    return (
+        "; each floor fitted as a lower bound: a prediction below 0.97 x floor counts in full, "
+        f"{above} (planner/fit/censored.py)"
+    )
 
 
 def terms(result: Any) -> str:
