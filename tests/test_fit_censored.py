@@ -58,9 +58,7 @@ def test_margin_weighs_an_excess_above_the_threshold_as_a_measurement_that_wide(
     margin, pred 1.5 x floor: 0.25 x log(1.5 / 0.97) + log(1.5 / 1.1) = 0.10898 + 0.31015 = 0.41914."""
     nan = math.nan
     logs = np.log([1.2, 0.9, 0.97, 1.2, 1.5])
-    bounds = np.array(
-        [[0.97, 0.97, 0.97, nan, 0.97], [nan, nan, nan, nan, 1.1], [0.2, 0.2, 0.2, nan, 0.2]]
-    )
+    bounds = np.array([[0.97, 0.97, 0.97, nan, 0.97], [nan, nan, nan, nan, 1.1], [0.2, 0.2, 0.2, nan, 0.2]])
     out = censored.censored_log_ratios(logs, bounds, noise_fraction=0.05)
     assert out[0] == pytest.approx(0.25 * math.log(1.2 / 0.97), rel=1e-12)
     assert out[0] == pytest.approx(0.053195, abs=1e-6)
