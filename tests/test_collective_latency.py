@@ -53,3 +53,17 @@ def test_a_collective_that_leaves_the_node_keeps_the_datasheet_latency() -> None
     inside, across = (roofline.rates(_dep(tp, model="qwen3-235b-a22b")).link_rates for tp in (8, 16))
     assert "link" in inside.node_resources and "link" not in across.node_resources
     assert across.tp[1] == pytest.approx(30e-6)
+
+
+def test_rows_of_an_engine_with_device_launched_collectives_hold_the_latency() -> None:
+    """MindIE's ATB models run in-node collectives on LCCL (launched from the device), vllm-ascend's on HCCL
+    through the host: on MindIE rows the 910B3 fit holds the latency at 20 us even though the card states a
+    width, on vllm-ascend rows it may move x/ 10."""
+    from planner.engines import registry
+
+    assert registry.device_launched_collectives({"mindie"})
+    assert not registry.device_launched_collectives({"vllm"})
+    index = fitted_params.PARAM_NAMES.index("allreduce_latency_us")
+    b3 = catalog.load_card("ascend-910b3").default_coefficients
+    held = fitted_params.prior(b3, measured=False, hold_collective_latency=True)[1][index]
+    assert held == pytest.approx(fitted_params.PRIOR_SIGMA_HELD)

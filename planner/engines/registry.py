@@ -42,6 +42,7 @@ class EngineRoom(Protocol):
     FUSED_KERNELS: bool
     SUPPORTS_PIPELINE: bool
     GATHERS_MOE_OUTPUTS: bool
+    DEVICE_LAUNCHED_COLLECTIVES: bool  # in-node collectives launched from the device (MindIE's LCCL)
     DRAFT_MODELS: bool  # runs a separate draft model (--speculative-config eagle3 / dflash)
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
@@ -80,6 +81,12 @@ def request_overhead_prior_us(engines: Collection[EngineName]) -> float | None:
     `engines` gives the same; None (the generic floor) when they differ or none is given."""
     values = {room(engine).REQUEST_OVERHEAD_PRIOR_US for engine in engines}
     return values.pop() if len(values) == 1 else None
+
+
+def device_launched_collectives(engines: Collection[EngineName]) -> bool:
+    """True when any of `engines` launches its in-node collectives from the device (no host-side HCCL
+    expansion): a fit on their rows holds allreduce_latency_us at the profile's value."""
+    return any(room(engine).DEVICE_LAUNCHED_COLLECTIVES for engine in engines)
 
 
 def check_kv_dtype(dep: Deployment) -> None:

@@ -72,14 +72,14 @@ FIT_PARAMS: tuple[FitParam, ...] = (
 # <= 50 us of host time each, ~75 ms at worst; a fit that wants more per pass is charging a per-request
 # cost (below) or a slow prefill to every pass, and stalls every running decode for it.  [assumed]
 # allreduce_latency_us: the fixed part of one collective inside a node (TP all-reduce, MoE dispatch or
-# combine), paid per layer: 2 L per decode step at tp > 1; rows of one model at two tp / ep degrees
-# separate it from the per-layer kernel costs best. Box
-# 5-500 us: 5 us is below a one-shot small all-reduce launched from the device (CANN 9 HCCL "AIV" expansion,
-# xLLM-AI/xllm PR #1988, like ATB's LCCL); 500 us is above the 392-443 us that lvyufeng/PocketLLM PR #269
-# timed for one host-synchronised HcclAllReduce of 10-640 KB on a first-generation Ascend 910 (TP4,
-# CANN 9.0), flat in size, the slowest path an engine can take. The default path expands each HCCL op on
-# the AI CPU, whose fixed cost small decode all-reduces cannot hide (xllm PR #1988).  [measured by others,
-# on other Ascend parts; the box is wider than both]
+# combine), paid per layer: 2 L per decode step at tp > 1; rows of one model at two tp / ep degrees separate
+# it from the per-layer kernel costs best. CANN expands each HCCL op on the AI CPU by default, a fixed cost
+# that small decode all-reduces cannot hide (xLLM-AI/xllm PR #1988, which moves them to AIV expansion; PR
+# #1819: the count of small allreduceAicpuKernel calls sets TPOT). Box 5-500 us: 5 us, a device-launched
+# one-shot all-reduce (HCCL AIV mode, ATB's LCCL), is assumed not to go below it; 500 us is above the
+# 392-443 us that lvyufeng/PocketLLM PR #269 timed for one host-synchronised HcclAllReduce of 10-640 KB on a
+# first-generation Ascend 910 (TP4, CANN 9.0), flat in size, the slowest path an engine would take.
+# [measured by others on another Ascend part (upper end); assumed (lower end)]
 # request_overhead_us: what one request costs outside the forward pass (HTTP + API server, tokenization of
 # the prompt, the scheduler's admission, the first step of a captured graph): it adds to TTFT only
 # (closed_loop.py, planner/sim), so rows with a TTFT at low load identify it. Prior 10 ms x/ 10 (1-100 ms
@@ -103,7 +103,8 @@ PRIOR_SIGMA_ASSUMED = math.log(4.0)
 PRIOR_SIGMA_UNKNOWN = math.log(100.0)
 # allreduce_latency_us is fitted only where the card's profile states allreduce_latency_prior_factor (which
 # HCCL path its engines take is unknown there); elsewhere it is held at the profile's value by a prior this
-# narrow (x/ 1.001, 0.1 %), so the other cards' fits stay as they were.  [assumed]
+# narrow (x/ 1.001, 0.1 %), so the other cards' fits stay as they were; so it is where the rows' engine
+# launches its collectives from the device (registry.device_launched_collectives: MindIE's LCCL).  [assumed]
 PRIOR_SIGMA_HELD = math.log(1.001)
 
 
@@ -121,6 +122,7 @@ def prior(
     *,
     measured: bool,
     floors: Mapping[str, float] | None = None,
+    hold_collective_latency: bool = False,
 ) -> tuple[FloatArray, FloatArray]:
     """(centre, sigma) of every parameter in log space.
 
@@ -128,7 +130,8 @@ def prior(
     parameter (an engine's own prior centre) and the FitParam's otherwise; sigma = PRIOR_SIGMA_MEASURED when
     the profile's value was measured, PRIOR_SIGMA_ASSUMED when assumed, log(unknown_factor) when absent;
     compute_scale: min(that, log(compute_fraction_prior_factor)) when the profile states the factor;
-    allreduce_latency_us: log(allreduce_latency_prior_factor) when the profile states one, else
+    allreduce_latency_us: log(allreduce_latency_prior_factor) when the profile states one and
+    hold_collective_latency is off (the rows' engine expands its collectives on the host), else
     PRIOR_SIGMA_HELD (held at the profile's value).
     """
     known = PRIOR_SIGMA_MEASURED if measured else PRIOR_SIGMA_ASSUMED
@@ -141,7 +144,8 @@ def prior(
             width = min(width, math.log(coefficients.compute_fraction_prior_factor))
         if param.name == "allreduce_latency_us":
             factor = coefficients.allreduce_latency_prior_factor
-            width = PRIOR_SIGMA_HELD if factor is None else math.log(factor)
+            held = factor is None or hold_collective_latency
+            width = PRIOR_SIGMA_HELD if held else math.log(factor)
         sigma.append(width)
     return np.asarray(centre), np.asarray(sigma)
 

@@ -47,6 +47,12 @@ STATE_PASSES = 2  # linear-attention state reads + writes per decode step (plann
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting
 GATHERS_MOE_OUTPUTS = False  # MoE outputs all-reduced, not all-gathered (planner/perf/opcost.py)
+# In-node collectives run on LCCL, launched from the device, wherever the card needs no NZ weight layout (A2,
+# A3) and npu-smi shows HCCS links, unless MINDIE's hccl_enable is set: NPUSocInfo.communication_backend in
+# atb_llm/utils/initial.py (MindIE-LLM examples/atb_models, mirror verylucky01/MindIE-LLM @230a4ff1). So
+# they skip the AI-CPU expansion of HCCL ops that a fitted allreduce_latency_us describes, and a fit on
+# MindIE rows holds that latency at the profile's value.
+DEVICE_LAUNCHED_COLLECTIVES = True
 DRAFT_MODELS = False  # [mtp.md] MindIE's speculative plugin drafts with the model's own MTP layers only
 
 

@@ -30,6 +30,7 @@ REQUEST_OVERHEAD_PRIOR_US = 10_000.0  # a local generate() call: no API server [
 FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
 SUPPORTS_PIPELINE = False
 GATHERS_MOE_OUTPUTS = False
+DEVICE_LAUNCHED_COLLECTIVES = False  # torch.distributed: HCCL (or NCCL) through the host
 DRAFT_MODELS = False  # kvplan's transformers reference runs decode without a drafter
 
 

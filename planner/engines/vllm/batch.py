@@ -34,6 +34,9 @@ SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
 # With --enable-expert-parallel the MoE outputs are all-gathered over the TP ranks (planner/perf/opcost.py;
 # vllm-ascend 182b75ea vllm_ascend/ops/fused_moe/prepare_finalize.py).
 GATHERS_MOE_OUTPUTS = True
+# TP all-reduces go through torch_npu's HCCL process groups, expanded on the AI CPU unless
+# HCCL_OP_EXPANSION_MODE=AIV is set (xLLM-AI/xllm PR #1988): a fit may move allreduce_latency_us
+DEVICE_LAUNCHED_COLLECTIVES = False
 DRAFT_MODELS = (
     True  # --speculative-config method eagle3 / dflash load a draft model (vllm-ascend spec_decode/)
 )
