@@ -53,7 +53,7 @@ class PlanRequest:
     ctx: str = DEFAULT_CTX
     batch: int | None = None
     block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
-    memory_fraction: float | None = None  # None: the engine's own (registry.default_memory_fraction)
+    memory_fraction: float | None = None  # None: the engine's own (registry.deployment_memory_fraction)
     memory_gib: float | None = None
     bandwidth_gbps: float | None = None
     max_prefill_tokens: int | None = None  # None: deployment.default_max_prefill_tokens, as the configs write
@@ -225,7 +225,7 @@ def to_deployment(req: PlanRequest) -> Deployment:
     scheme = parse_weight_scheme(req.dtype)
     card, alias = catalog.resolve_model(req.model)
     hw = apply_overrides(
-        catalog.resolve_card(req.card, engine=engine),
+        catalog.resolve_card(req.card, engine=registry.fitted_profile_engine(engine)),
         memory_gib=req.memory_gib,
         bandwidth_gbps=req.bandwidth_gbps,
     )
@@ -247,7 +247,13 @@ def to_deployment(req: PlanRequest) -> Deployment:
         kv_dtype=parse_kv_dtype(req.kv_dtype, default=activation),
         ctx_tokens=ctx_tokens,
         block_size_tokens=req.block_size,
-        memory_fraction=registry.default_memory_fraction(engine)
+        memory_fraction=registry.deployment_memory_fraction(
+            engine,
+            hw,
+            ranks=(req.tp, req.pp, req.dp),
+            prefill_tokens=req.max_prefill_tokens,
+            drafting=drafts > 0,
+        )
         if req.memory_fraction is None
         else req.memory_fraction,
         max_prefill_tokens=req.max_prefill_tokens

@@ -22,19 +22,6 @@ from typer.core import TyperCommand, TyperGroup
 from planner import records
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest, ServiceLevels, ms_to_s, positive
-from planner.kinds import DEFAULT_ENGINE
-
-
-def engine_memory_fraction(engine: str, given: float | None) -> float:
-    """--memory-fraction when given, else the engine's own default (registry.default_memory_fraction:
-    vLLM's gpu_memory_utilization, MindIE's NPU_MEMORY_FRACTION)."""
-    if given is not None:
-        return given
-    from planner.engines import registry
-    from planner.kinds import parse_engine
-
-    return registry.default_memory_fraction(parse_engine(engine))
-
 
 # The command parameters PlanRequest reads: its fields, under their own names but for --ctx (`ctx_len`: the
 # root command's `ctx` is its typer.Context); --uncalibrated is read as calibrated=False.
@@ -44,15 +31,14 @@ REQUEST_NAMES = {"ctx_len": "ctx"}
 
 def plan_request(context: typer.Context, /, **fixed: Any) -> PlanRequest:
     """The command's typed PlanRequest from its deployment flags (the parameters named as its fields,
-    --uncalibrated as calibrated=False, --memory-fraction defaulting to the engine's): one builder for every
+    --uncalibrated as calibrated=False; --memory-fraction left out defaults to the engine's own for the
+    deployment, inputs.to_deployment): one builder for every
     command. `fixed`: what the command decides itself over its flags (engine="vllm", the ctx a workload
     needs, None for a same-named flag that means something else, as sweep's --batch list)."""
     flags = {REQUEST_NAMES.get(name, name): value for name, value in context.params.items()}
     if "uncalibrated" in flags:
         flags["calibrated"] = not flags["uncalibrated"]
     values = {name: value for name, value in flags.items() if name in REQUEST_FIELDS} | fixed
-    engine = values.get("engine", DEFAULT_ENGINE)
-    values["memory_fraction"] = engine_memory_fraction(engine, values.get("memory_fraction"))
     return PlanRequest(**values)
 
 

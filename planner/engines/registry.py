@@ -1,9 +1,9 @@
 """The engine registry: the only place that dispatches on an engine name.
 
 Each engine's facts live in its own room (planner/engines/mindie/pool.py, planner/engines/vllm/batch.py,
-planner/engines/transformers/pool.py), each answering the questions of EngineRoom; everything else asks
-these functions with a Deployment (or an engine name) and never compares engine names itself
-(tests/test_layering.py greps for it).
+planner/engines/transformers/pool.py, planner/engines/sglang/room.py), each answering the questions of
+EngineRoom; everything else asks these functions with a Deployment (or an engine name) and never compares
+engine names itself (tests/test_layering.py greps for it).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy.typing as npt
 from planner.deployment import Deployment
 from planner.engines.common import BlockPool, EngineBudget
 from planner.engines.mindie import pool as mindie_pool
+from planner.engines.sglang import room as sglang_room
 from planner.engines.transformers import pool as transformers_pool
 from planner.engines.vllm import batch as vllm_batch
 from planner.errors import PlanInputError
@@ -43,8 +44,17 @@ class EngineRoom(Protocol):
     SUPPORTS_PIPELINE: bool
     GATHERS_MOE_OUTPUTS: bool
     DRAFT_MODELS: bool  # runs a separate draft model (--speculative-config eagle3 / dflash)
+    FITTED_PROFILE_ENGINE: EngineName  # whose hwprofiles/fitted/<card>.<engine>.yaml times this engine
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
+    def default_memory_fraction_at(
+        self,
+        hardware: HardwareProfile,
+        *,
+        ranks: tuple[int, int, int],
+        prefill_tokens: int | None,
+        drafting: bool,
+    ) -> float: ...
     def startup_budget(self, dep: Deployment, *, weights_bytes: int) -> EngineBudget | None: ...
     def default_prefill_tokens(self, hardware: HardwareProfile) -> int | None: ...
     def check_layout(self, dep: Deployment) -> None: ...
@@ -66,6 +76,7 @@ ROOMS: dict[EngineName, EngineRoom] = {
     "mindie": mindie_pool,
     "vllm": vllm_batch,
     "transformers": transformers_pool,
+    "sglang": sglang_room,
 }
 assert tuple(ROOMS) == ENGINES, "every engine in planner/kinds.py needs a room"
 
@@ -80,6 +91,13 @@ def request_overhead_prior_us(engines: Collection[EngineName]) -> float | None:
     `engines` gives the same; None (the generic floor) when they differ or none is given."""
     values = {room(engine).REQUEST_OVERHEAD_PRIOR_US for engine in engines}
     return values.pop() if len(values) == 1 else None
+
+
+def fitted_profile_engine(engine: EngineName) -> EngineName:
+    """The engine whose fitted card profile (hwprofiles/fitted/<card>.<engine>.yaml) a plan for `engine`
+    reads: its own, except where an engine borrows another's fit (SGLang on Ascend: vllm-ascend's, until
+    SGLang rows are fitted)."""
+    return room(engine).FITTED_PROFILE_ENGINE
 
 
 def check_kv_dtype(dep: Deployment) -> None:
@@ -202,6 +220,22 @@ def default_memory_fraction(engine: EngineName) -> float:
     """The engine's own memory setting when the user gives none (MindIE NPU_MEMORY_FRACTION, vLLM
     gpu_memory_utilization)."""
     return room(engine).DEFAULT_MEMORY_FRACTION
+
+
+def deployment_memory_fraction(
+    engine: EngineName,
+    hardware: HardwareProfile,
+    *,
+    ranks: tuple[int, int, int],
+    prefill_tokens: int | None,
+    drafting: bool,
+) -> float:
+    """The engine's own memory setting for a deployment when the user gives none: the constant of
+    default_memory_fraction, except where the engine derives it from the card and layout (SGLang's
+    mem_fraction_static formula). ranks = (tp, pp, dp)."""
+    return room(engine).default_memory_fraction_at(
+        hardware, ranks=ranks, prefill_tokens=prefill_tokens, drafting=drafting
+    )
 
 
 def admits_beyond_pool(engine: EngineName) -> bool:

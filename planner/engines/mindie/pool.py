@@ -25,6 +25,7 @@ from planner.engines.mindie.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
 from planner.engines.mindie.scheduler import REQUEST_OVERHEAD_PRIOR_US as REQUEST_OVERHEAD_PRIOR_US
 from planner.engines.mindie.scheduler import SCHEDULER as SCHEDULER
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
+from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Plan, Recommendation
 from planner.schema import HardwareProfile
 
@@ -47,6 +48,7 @@ STATE_PASSES = 2  # linear-attention state reads + writes per decode step (plann
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting
 GATHERS_MOE_OUTPUTS = False  # MoE outputs all-reduced, not all-gathered (planner/perf/opcost.py)
+FITTED_PROFILE_ENGINE: EngineName = "mindie"  # its own fit (hwprofiles/fitted/<card>.mindie.yaml)
 DRAFT_MODELS = False  # [mtp.md] MindIE's speculative plugin drafts with the model's own MTP layers only
 
 
@@ -275,3 +277,10 @@ def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudge
 def default_prefill_tokens(hardware: HardwareProfile) -> int | None:
     """None: the plan's default max(8192, ctx - output) (MindIE prefills a prompt in one pass)."""
     return None
+
+
+def default_memory_fraction_at(
+    hardware: HardwareProfile, *, ranks: tuple[int, int, int], prefill_tokens: int | None, drafting: bool
+) -> float:
+    """DEFAULT_MEMORY_FRACTION whatever the deployment (the engine's setting is one constant)."""
+    return DEFAULT_MEMORY_FRACTION

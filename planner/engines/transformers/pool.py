@@ -14,6 +14,7 @@ from planner.deployment import Deployment
 from planner.engines import common
 from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.errors import PlanInputError
+from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Plan, Recommendation
 from planner.schema import HardwareProfile
 
@@ -30,6 +31,7 @@ REQUEST_OVERHEAD_PRIOR_US = 10_000.0  # a local generate() call: no API server [
 FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
 SUPPORTS_PIPELINE = False
 GATHERS_MOE_OUTPUTS = False
+FITTED_PROFILE_ENGINE: EngineName = "transformers"  # its own fit (hwprofiles/fitted/)
 DRAFT_MODELS = False  # kvplan's transformers reference runs decode without a drafter
 
 
@@ -106,3 +108,10 @@ def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudge
 def default_prefill_tokens(hardware: HardwareProfile) -> int | None:
     """None: the plan's default max(8192, ctx - output) (transformers prefills a prompt in one pass)."""
     return None
+
+
+def default_memory_fraction_at(
+    hardware: HardwareProfile, *, ranks: tuple[int, int, int], prefill_tokens: int | None, drafting: bool
+) -> float:
+    """DEFAULT_MEMORY_FRACTION whatever the deployment (the engine's setting is one constant)."""
+    return DEFAULT_MEMORY_FRACTION
