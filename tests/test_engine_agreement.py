@@ -29,6 +29,8 @@ from planner.inputs import PlanRequest
 from planner.kinds import ENGINES
 
 runner = CliRunner()
+# Engines kvplan writes no config for (registry.config_words is None): plan, serve and the dashboard only.
+NO_CONFIG_COMMAND = ("transformers", "sglang")
 CTX_TOKENS = 32768
 CTX = "32k"
 TPS = ("1", "8")
@@ -97,7 +99,7 @@ def answers_for(
         "serve": serve_batch(engine, model, card, tp, dtype),
         "dashboard": (dash_code, dash_batch),
     }
-    if engine != "transformers":
+    if engine not in NO_CONFIG_COMMAND:
         code, batch, payload = config_batch(engine, common)
         answers[engine] = (code, batch)
         if engine == "mindie" and not code:
