@@ -8,7 +8,8 @@ mirror of Ascend/sglang (the commit the corpus rows cite; the numbers left the d
 commands (a mixed server, or a prefill and a decode server), the `sglang_router` command naming the
 prefill and decode instances, and the `sglang.bench_serving` result; a section whose deployment says
 "Please Turn to [Model Deployment](#anchor)" runs the deployment of the section under that anchor. A corpus
-row is matched to its section by its output tok/s (the doc's "Output token throughput (tok/s)", to 0.01).
+row is matched to its section by its output tok/s (the doc's "Output token throughput (tok/s)", or its
+prompts x output length / duration, to 0.1 tok/s).
 
 The corpus records none of these settings (lab/published/README.md: the rows were harvested for their
 results), yet a user reproducing a row would type them: --max-running-requests, --mem-fraction-static,
@@ -44,6 +45,10 @@ ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
 THROUGHPUT = re.compile(r"Output token throughput \(tok/s\):\s+([\d.]+)")
 ACCEPT = re.compile(r"Accept length:\s+([\d.]+)")
 ANCHOR_IN_HEADER_LINES = 5
+NUM_PROMPTS = re.compile(r"--num-prompts (\d+)")
+OUTPUT_LEN = re.compile(r"--random-output-len (\d+)")
+DURATION = re.compile(r"Benchmark duration \(s\):\s+([\d.]+)")
+MATCH_TOKENS_PER_S = 0.1  # the printed rates round the totals differently (6390.52 vs 6390.44)
 ROUTER_SIDE = re.compile(r"--(prefill|decode) http")
 # Hand-read entries (corpus line -> CSV fields): their commands are not in a form the parser reads.
 MANUAL: dict[int, dict[str, str]] = {
@@ -129,6 +134,17 @@ def sections(doc: str) -> tuple[list[tuple[int, str, str]], dict[str, str]]:
     return found, anchors
 
 
+def output_rates(text: str) -> list[float]:
+    """A section's output tok/s as printed ("Output token throughput") and as its totals give it (prompts x
+    output length / duration: two sections print the input rate under the output label, and the corpus was
+    corrected to the totals' figure, ascend-serving.csv lines 162 and 164)."""
+    rates = [float(m.group(1)) for m in THROUGHPUT.finditer(text)]
+    prompts, length, duration = NUM_PROMPTS.search(text), OUTPUT_LEN.search(text), DURATION.search(text)
+    if prompts and length and duration:
+        rates.append(round(int(prompts.group(1)) * int(length.group(1)) / float(duration.group(1)), 2))
+    return rates
+
+
 def section_row(number: int, title: str, text: str, deploy: tuple[str, str]) -> dict[str, str]:
     """The CSV fields of one section (without its corpus row)."""
     deploy_title, deploy_text = deploy
@@ -164,8 +180,7 @@ def rows(doc: str, corpus: list[dict[str, str]]) -> list[dict[str, str]]:
             continue
         published = float(row["output_tokens_per_s"])
         for number, title, text in found:
-            figure = THROUGHPUT.search(text)
-            if figure and abs(float(figure.group(1)) - published) < 0.01:
+            if any(abs(figure - published) < MATCH_TOKENS_PER_S for figure in output_rates(text)):
                 redirect = REDIRECT.search(text)
                 target = anchors[redirect.group(1)] if redirect else title
                 deploy = (target, by_title[target])
