@@ -35,7 +35,8 @@ SIDE_FIELDS = (
     "chunked_prefill_size", "max_prefill_tokens",
 )  # fmt: skip
 COLUMNS = (
-    "row", "model", "output_tokens_per_s", "section", "doc_line", "mode", "prefill_instances", "decode_instances", *SIDE_FIELDS,
+    "row", "model", "output_tokens_per_s", "section", "doc_line", "mode", "prefill_instances",
+    "decode_instances", *SIDE_FIELDS,
     "speculative", "spec_steps", "accept_length", *(f"p_{f}" for f in SIDE_FIELDS), "read",
 )  # fmt: skip
 DIES_PER_CARD = {"A3": 2, "A2": 1}  # an A3 card is one 910C package of two dies; an A2 card one 910B
@@ -56,13 +57,16 @@ MANUAL: dict[int, dict[str, str]] = {
         "mode": "pd", "prefill_instances": "1", "decode_instances": "1", "tp_size": "32", "dp_size": "8",
         "dp_attention": "1", "expert_parallel": "1", "mem_fraction_static": "0.79",
         "max_running_requests": "32", "chunked_prefill_size": "-1", "max_prefill_tokens": "68000",
-        "speculative": "NEXTN", "spec_steps": "3", "accept_length": "3.18", "p_tp_size": "32", "p_dp_size": "1",
+        "speculative": "NEXTN", "spec_steps": "3", "accept_length": "3.18", "p_tp_size": "32",
+        "p_dp_size": "1",
         "p_dp_attention": "0", "p_expert_parallel": "1", "p_mem_fraction_static": "0.73",
         "p_max_running_requests": "1", "p_chunked_prefill_size": "-1", "p_max_prefill_tokens": "68000",
-        "read": "doc lines 1028-1244 (section 'Deepseek-V3.2 Atlas 800I A3-32Card PD Separation 64K-1K 30ms'): "
+        "read": "doc lines 1028-1244 (section 'Deepseek-V3.2 Atlas 800I A3-32Card PD Separation 64K-1K "
+        "30ms'): "
         "IPs has 2 nodes per side, tp_size=16 x nnodes = 32; prefill --tp 32 --mem-fraction-static 0.73 "
         "--chunked-prefill-size -1 --max-prefill-tokens 68000 --max-running-requests 1 --moe-a2a-backend "
-        "deepep --enable-nsa-prefill-context-parallel (context parallel: not modelled); decode --tp 32 --dp 8 "
+        "deepep --enable-nsa-prefill-context-parallel (context parallel: not modelled); decode --tp 32 "
+        "--dp 8 "
         "--ep 32 --enable-dp-attention --mem-fraction-static 0.79 --max-running-requests 32 NEXTN 3; "
         "32 cards = 64 dies = one prefill and one decode instance of 32 (the router lists two prefill "
         "addresses of the one two-node prefill instance); accept length 3.18",
@@ -154,14 +158,20 @@ def section_row(number: int, title: str, text: str, deploy: tuple[str, str]) -> 
     mixed = match.group(4) == "Mixed"
     main = commands[0] if mixed else next(c for c in commands if "disaggregation-mode decode" in c)
     out = {"section": title, "doc_line": str(number), "mode": "mixed" if mixed else "pd", **side(main)}
-    out |= {"speculative": flag(main, "speculative-algorithm"), "spec_steps": flag(main, "speculative-num-steps")}
+    out |= {
+        "speculative": flag(main, "speculative-algorithm"),
+        "spec_steps": flag(main, "speculative-num-steps"),
+    }
     accept = ACCEPT.search(text)
     out["accept_length"] = accept.group(1) if accept else ""
     if not mixed:
         prefill = next(c for c in commands if "disaggregation-mode prefill" in c)
         out |= {f"p_{key}": value for key, value in side(prefill).items()}
         counts = [m.group(1) for m in ROUTER_SIDE.finditer(deploy_text)]
-        out |= {"prefill_instances": str(counts.count("prefill")), "decode_instances": str(counts.count("decode"))}
+        out |= {
+            "prefill_instances": str(counts.count("prefill")),
+            "decode_instances": str(counts.count("decode")),
+        }
     out["read"] = f"doc line {number}; deployment of '{deploy_title}'" if deploy_title != title else ""
     return out
 

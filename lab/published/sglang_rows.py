@@ -9,7 +9,8 @@ SGLang flag                                  kvplan flag
 --mem-fraction-static f                        --memory-fraction f (SGLang's own formula when not given)
 --chunked-prefill-size C, --max-prefill-tokens M   --max-prefill-tokens min(C, M) (C = -1: M alone), the
                                                tokens of one prefill pass (PrefillAdder's two budgets)
---speculative-algorithm NEXTN, steps k         --mtp k;  EAGLE3: --speculative-config '{"method": "eagle3", ...}'
+--speculative-algorithm NEXTN, steps k         --mtp k
+--speculative-algorithm EAGLE3, steps k        --speculative-config '{"method": "eagle3", ...}'
 bench_serving "Accept length: L"               --acceptance-rate (L - 1) / k (tokens per step = 1 + k x rate)
 prefill / decode servers + router              `kvplan simulate --pd P:D` with each side's layout
 """
@@ -74,7 +75,9 @@ def per_rank_batch(launch: dict[str, str], *, prefix: str = "") -> str:
 def pass_tokens(launch: dict[str, str], *, prefix: str = "") -> str:
     """--max-prefill-tokens: min of --chunked-prefill-size (when > 0) and --max-prefill-tokens ("" when
     neither is given: the card's default chunk)."""
-    budgets = [int(v) for v in (launch[f"{prefix}chunked_prefill_size"], launch[f"{prefix}max_prefill_tokens"]) if v]
+    budgets = [
+        int(v) for v in (launch[f"{prefix}chunked_prefill_size"], launch[f"{prefix}max_prefill_tokens"]) if v
+    ]
     positive = [b for b in budgets if b > 0]
     return str(min(positive)) if positive else ""
 
@@ -93,7 +96,10 @@ def speculation_words(launch: dict[str, str]) -> list[str]:
     if not launch["speculative"] or not steps:
         return []
     if launch["speculative"] == "EAGLE3":
-        words = ["--speculative-config", json.dumps({"method": "eagle3", "num_speculative_tokens": int(steps)})]
+        words = [
+            "--speculative-config",
+            json.dumps({"method": "eagle3", "num_speculative_tokens": int(steps)}),
+        ]
     else:
         words = ["--mtp", steps]
     rate = acceptance_rate(launch)
