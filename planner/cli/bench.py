@@ -29,7 +29,9 @@ bench_app = typer.Typer(cls=FlagGroup, help="Turn load-tool result files into se
 FilesArg = Annotated[
     list[Path], typer.Argument(help="Result files (vllm bench JSON, AISBench, genai-perf CSV).")
 ]
-EngineName = Annotated[str, typer.Option(help="Engine that served the run: mindie, vllm, transformers.")]
+EngineName = Annotated[
+    str, typer.Option(help="Engine that served the run: mindie, vllm, transformers, sglang.")
+]
 ConcurrencyOpt = Annotated[
     int | None, typer.Option(min=1, help="Cap on requests in flight (required for genai-perf CSVs).")
 ]

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from planner.schema import HardwareProfile
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
-ENGINE_HELP = "Engine that ran the points (mindie, vllm, transformers); overrides the CSV's engine column."
+ENGINE_HELP = (
+    "Engine that ran the points (mindie, vllm, transformers, sglang); overrides the CSV's engine column."
+)
 
 
 def _default_out(card: str) -> Path:

@@ -114,7 +114,7 @@ def shared_flags(
         bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")
     ] = False,
     engine: Annotated[
-        str, typer.Option(help="Kernel structure: mindie, vllm, transformers.")
+        str, typer.Option(help="Kernel structure: mindie, vllm, transformers, sglang.")
     ] = DEFAULT_ENGINE,
     dp: DpOpt = 1,
     ep: EpOpt = 1,
