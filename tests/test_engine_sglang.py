@@ -143,3 +143,23 @@ def test_ep_must_span_the_group(ep: str) -> None:
     )
     assert result.exit_code == 2
     assert "--ep: SGLang's --ep-size" in result.output
+
+
+def test_sglang_command_writes_the_launch_command() -> None:
+    flags = ["-m", "qwen3-32b", "--card", "ascend-910b3", "--dtype", "int8", "--tp", "4", "--ctx", "5000"]
+    result = runner.invoke(app, ["sglang", *flags, "--weights-path", "/w", "--json"])
+    assert result.exit_code == 0, result.output[-400:]
+    payload = json.loads(result.output)
+    args = dict(payload["sglang"]["args"])
+    assert payload["command"].startswith("python -m sglang.launch_server --model-path /w")
+    assert args["--max-running-requests"] == "124"  # the plan's batch (test above)
+    assert args["--mem-fraction-static"] == "0.779"
+    assert (args["--tp-size"], args["--page-size"], args["--quantization"]) == ("4", "128", "modelslim")
+    dp = runner.invoke(
+        app, ["sglang", "-m", "qwen3-30b-a3b", "--card", "ascend-910c", "--dtype", "int8", "--tp", "2",
+              "--dp", "2", "--ep", "4", "--ctx", "5000", "--mtp", "0", "--weights-path", "/w", "--json"],
+    )  # fmt: skip
+    assert dp.exit_code == 0, dp.output[-400:]
+    words = dict(json.loads(dp.output)["sglang"]["args"])
+    assert (words["--tp-size"], words["--dp-size"], words["--ep-size"]) == ("4", "2", "4")
+    assert "--enable-dp-attention" in words

@@ -159,11 +159,13 @@ def resolve_identity(options: MindieOptions, *, model_typed: str, has_base: bool
 
 
 def register(app: typer.Typer) -> None:
-    """Add `mindie` and `vllm` to the kvplan app."""
+    """Add `mindie`, `vllm` and `sglang` to the kvplan app."""
     front = ("model", ("tp", "ctx_len"))
     mindie = flag_command(front, ("npu_mem_size", CONFIG_FLAGS), family=config_flags)
     app.command("mindie", cls=mindie)(mindie_command)
-    app.command("vllm", cls=flag_command(front, ("ctx_len", CONFIG_FLAGS), family=config_flags))(vllm_command)
+    launcher = flag_command(front, ("ctx_len", CONFIG_FLAGS), family=config_flags)
+    app.command("vllm", cls=launcher)(vllm_command)
+    app.command("sglang", cls=launcher)(sglang_command)
 
 
 def option_error(exc: ValidationError) -> PlanInputError:
@@ -314,5 +316,36 @@ def vllm_command(
         return
     sys.stdout.write(vllm_args.render_command(result) + "\n")
     sys.stdout.write("".join(f"# {line}\n" for line in vllm_args.summary_lines(result)))
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+
+
+def sglang_command(
+    context: typer.Context,
+    model: ModelOpt,
+) -> None:
+    """Print the `python -m sglang.launch_server` command (SGLang, its Ascend backend on NPUs) of the plan."""
+    from planner.engines.common import ServingOptions
+    from planner.engines.sglang import launch
+
+    request = plan_request(context, engine="sglang")
+    try:
+        options = ServingOptions.model_validate(serving_values(context))
+        dep, lengths = prepare(request, options)
+        plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
+        result = launch.launch_args(plan, dep, lengths=lengths, options=options)
+    except ValidationError as exc:
+        fail(option_error(exc))
+    except KvplanError as exc:
+        fail(exc)
+    if wants_json(context):
+        payload = {
+            "plan": plan.json_payload(),
+            "sglang": result.model_dump(mode="json"),
+            "command": launch.render_command(result),
+        }
+        print_json(payload)
+        return
+    sys.stdout.write(launch.render_command(result) + "\n")
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)

@@ -22,6 +22,7 @@ mem_fraction_static formula and the scheduler are the same code on both.
 from __future__ import annotations
 
 from planner import units
+from planner.schema import HardwareProfile
 
 # [NPU] NPU memory tiers (MiB): (upper bound inclusive, chunked_prefill_size, graph bs at tp < 4, at tp >= 4)
 NPU_TIERS = ((32 * 1024, 4096, 16, 64), (64 * 1024, 8192, 64, 256))
@@ -128,3 +129,18 @@ def default_max_running_requests(
         return max(SPECULATIVE_MAX_RUNNING // attention_dp, 1)
     pool = min(max(int(total_tokens / context_tokens * REQ_POOL_PER_CONTEXT), REQ_POOL_MIN), REQ_POOL_MAX)
     return max(min(total_tokens // 2, pool), 1)
+
+
+def is_npu(hardware: HardwareProfile) -> bool:
+    """SGLang runs its Ascend NPU backend on Huawei cards (hardware_backend/npu)."""
+    return hardware.vendor == "huawei"
+
+
+def page_tokens(hardware: HardwareProfile) -> int:
+    """--page-size default: 128 on Ascend, 1 elsewhere ([NPU], [SA])."""
+    return NPU_PAGE_TOKENS if is_npu(hardware) else CUDA_PAGE_TOKENS
+
+
+def sglang_tp(*, tp: int, dp: int) -> int:
+    """SGLang's --tp-size for kvplan's tp x dp (DP attention inside one TP group)."""
+    return tp * dp

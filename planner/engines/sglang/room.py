@@ -27,7 +27,7 @@ import numpy.typing as npt
 from planner import layout, memory
 from planner.deployment import Deployment
 from planner.engines import common
-from planner.engines.sglang import defaults
+from planner.engines.sglang import defaults, flags
 from planner.errors import PlanInputError
 from planner.kinds import EngineName, SchedulerKind
 from planner.results import MemoryBreakdown, Plan, Recommendation
@@ -64,19 +64,9 @@ DRAFT_MODELS = True  # --speculative-algorithm EAGLE3 loads a draft model
 FITTED_PROFILE_ENGINE: EngineName = "vllm"
 
 
-def is_npu(hardware: HardwareProfile) -> bool:
-    """SGLang runs its Ascend NPU backend on Huawei cards (hardware_backend/npu)."""
-    return hardware.vendor == "huawei"
-
-
-def page_tokens(hardware: HardwareProfile) -> int:
-    """--page-size default: 128 on Ascend, 1 elsewhere ([NPU], [SA])."""
-    return defaults.NPU_PAGE_TOKENS if is_npu(hardware) else defaults.CUDA_PAGE_TOKENS
-
-
-def sglang_tp(*, tp: int, dp: int) -> int:
-    """SGLang's --tp-size for kvplan's tp x dp (DP attention inside one TP group)."""
-    return tp * dp
+is_npu = defaults.is_npu
+page_tokens = defaults.page_tokens
+sglang_tp = defaults.sglang_tp
 
 
 def default_memory_fraction_at(
@@ -220,6 +210,7 @@ def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
     ]
 
 
-def config_words(plan: Plan, dep: Deployment) -> None:
-    """kvplan writes no SGLang launch command yet (docs/engines/sglang.md gives the flag mapping)."""
-    return None
+def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]], str]:
+    """The plan as `python -m sglang.launch_server` flags (engines/sglang/flags.py) and what `kvplan sglang`
+    needs beyond the plan's flags: --weights-path unless the model's Hugging Face repo is meant."""
+    return flags.MODULE, flags.plan_words(plan, dep), "--weights-path <checkpoint dir>"
