@@ -163,3 +163,34 @@ def test_sglang_command_writes_the_launch_command() -> None:
     words = dict(json.loads(dp.output)["sglang"]["args"])
     assert (words["--tp-size"], words["--dp-size"], words["--ep-size"]) == ("4", "2", "4")
     assert "--enable-dp-attention" in words
+
+
+def sglang_engine(prompts: list[int], outputs: list[int], arrivals: list[float]) -> object:
+    """An SGLang engine for qwen3-8b on the 950PR run to completion (chunk 8192: the default of a 64 GiB
+    die is what --max-prefill-tokens sets here)."""
+    from planner.sim import instance, run
+    from planner.sim import workload as wl
+    from tests.helpers import deployment_950pr
+
+    work = wl.Workload(np.array(prompts), np.array(outputs), np.array(arrivals), None)
+    dep = deployment_950pr("qwen3-8b", engine="sglang", ctx_tokens=int(max(prompts) + max(outputs)))
+    dep = dep.model_copy(update={"max_prefill_tokens": 8192})
+    cfg = run.default_config(dep, workload=work, max_batched_tokens=8192)
+    assert cfg.scheduler == "sglang"
+    return instance.run_engine(cfg, run.build_table(dep, cfg, work), work)
+
+
+def test_sglang_prefills_in_chunks_and_never_mixes_decodes_in() -> None:
+    """get_next_batch_to_run with --enable-mixed-chunk off: 4 requests decode; a 20 000-token prompt arriving
+    at 1 s is prefilled from the next step boundary in 3 back-to-back passes of 8192, 8192 and 3616 tokens
+    (the chunked request continues first, PrefillAdder), the decodes paused: its first token comes exactly
+    3 passes after that boundary, with no decode step between."""
+    from planner.sim import schedulers
+
+    eng = sglang_engine([64] * 4 + [20_000], [2000] * 4 + [4], [0.0] * 4 + [1.0])
+    times = np.asarray(eng.trace[0])
+    boundary = times[np.searchsorted(times, 1.0)]
+    chunks = [(4, 8192, 0), (4, 8192, 8192), (4, 3616, 16_384)]
+    passes = sum(eng.table.pass_s(*schedulers.prefill_shape([chunk])) for chunk in chunks)
+    assert eng.first[4] == pytest.approx(boundary + passes, rel=1e-9)
+    assert len(times[(times >= boundary) & (times < eng.first[4])]) == 3  # three prefill steps, no decode
