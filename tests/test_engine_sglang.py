@@ -97,6 +97,8 @@ def test_given_fraction_wins_and_max_running_requests_defaults() -> None:
     assert defaults.default_max_running_requests(0, context_tokens=1, attention_dp=16, drafting=True) == 3
     spec = qwen3_32b_910b3(speculative_config='{"method": "eagle3", "num_speculative_tokens": 3}')
     assert registry.default_max_batch(spec, planned_batch=100) == 48
+    # no drafts: N taken as 124 x 5000 = 620 000 tokens -> min(310 000, clamp(63 488, 2048, 4096)) = 4096
+    assert registry.default_max_batch(qwen3_32b_910b3(), planned_batch=124) == 4096
 
 
 def test_registry_dispatches_sglang() -> None:

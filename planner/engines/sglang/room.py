@@ -168,12 +168,14 @@ def prefix_cache_block_tokens(dep: Deployment) -> int:
 
 
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
-    """--max-running-requests per attention-DP rank when not given: 48 // dp with speculative decoding;
-    else the request pool's floor, 2048 (defaults.default_max_running_requests: min(N // 2, clamp(...)),
-    N not known here; the floor binds only above 2048 running sequences)."""
-    if drafting(dep):
-        return defaults.default_max_running_requests(0, context_tokens=1, attention_dp=dep.dp, drafting=True)
-    return defaults.REQ_POOL_MIN
+    """--max-running-requests per attention-DP rank when not given (defaults.default_max_running_requests):
+    48 // dp with speculative decoding; else min(N // 2, clamp(N / ctx * 512, 2048, 4096)), with N the
+    pool's tokens taken as planned_batch x ctx (what the plan's batch holds at --context-length ctx, as
+    `kvplan sglang` writes it; the pool is at least that)."""
+    tokens = planned_batch * dep.ctx_tokens
+    return defaults.default_max_running_requests(
+        tokens, context_tokens=dep.ctx_tokens, attention_dp=dep.dp, drafting=drafting(dep)
+    )
 
 
 def batch_cap(dep: Deployment) -> None:
