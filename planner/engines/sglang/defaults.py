@@ -2,19 +2,22 @@
 sglang.launch_server` resolves them when the flag is left out. Pure arithmetic over plain numbers; the room
 (planner/engines/sglang/room.py) feeds it a Deployment.
 
-Sources (sgl-project/sglang, read 2026-12-06 through the code index):
-  [SA]  python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings (the version that calls
-        _handle_npu_backends first): chunked_prefill_size / cuda_graph_max_bs by GPU memory, then
-        mem_fraction_static = round((gpu_mem - reserved_mem) / gpu_mem, 3), memory in MiB.
-  [NPU] python/sglang/srt/hardware_backend/npu/utils.py set_default_server_args (PR #15258, merged
-        2025-12-16, "[NPU] fix for NPU memory settings logic"): on Ascend the attention backend is "ascend",
-        page_size 128, and chunked_prefill_size / cuda_graph_max_bs come from the NPU's memory (<= 32 GiB:
-        4096 and 16 | 64 by tp < 4; <= 64 GiB: 8192 and 64 | 256); larger NPUs fall through to [SA].
-  [SPEC] server_args.py (EAGLE / EAGLE3 / NEXTN, which SGLang runs as EAGLE): max_running_requests = 48 when
-        not given ("Max running requests is reset to 48 for speculative decoding").
-  [TPW] managers/tp_worker.py: max_running_requests = min(max_total_num_tokens // 2 when not given, else the
-        flag // the attention-DP size, the request pool); model_runner init_memory_pool: request pool
-        clamp(int(max_total_num_tokens / context_len * 512), 2048, 4096).
+Sources: sgl-project/sglang at 386e5415 (2025-12-31, the commit the corpus's SGLang rows cite; read with
+`git show` on the Ascend/sglang mirror, 2026-12-06), paths under python/sglang/srt/:
+  [SA]  server_args.py:836-985 _handle_gpu_memory_settings (called after _handle_npu_backends, :669-675):
+        chunked_prefill_size / cuda_graph_max_bs by GPU memory (:861-), then mem_fraction_static =
+        round((gpu_mem - reserved_mem) / gpu_mem, 3) (:944-981), memory in MiB.
+  [NPU] hardware_backend/npu/utils.py:39 set_default_server_args (PR #15258, 2025-12-16): on Ascend the
+        attention backend is "ascend", page_size 128, and chunked_prefill_size / cuda_graph_max_bs come
+        from the NPU's memory (utils/common.py:1669 get_npu_memory_capacity: torch.npu.mem_get_info()[1],
+        MiB) (<= 32 GiB: 4096 and 16 | 64 by tp < 4; <= 64 GiB: 8192 and 64 | 256); larger NPUs fall
+        through to [SA].
+  [SPEC] server_args.py:2032, :2134 (EAGLE / EAGLE3, NEXTN run as EAGLE): max_running_requests = 48 when not
+        given ("Max running requests is reset to 48 for speculative decoding").
+  [TPW] model_executor/model_runner.py:549-557: max_running_requests = min(max_total_num_tokens // 2 when not
+        given, else the flag // dp_size with DP attention, the request pool);
+        model_runner_kv_cache_mixin.py:271-283: request pool clamp(int(N / context_len * 512), 2048, 4096);
+        :112-142 profile_max_num_token (rest = available - total * (1 - f), // cell) and :231 whole pages.
 Ascend differs from CUDA in the page size (128, not 1) and the chunk / graph table ([NPU] over [SA]); the
 mem_fraction_static formula and the scheduler are the same code on both.
 """
@@ -24,15 +27,16 @@ from __future__ import annotations
 from planner import units
 from planner.schema import HardwareProfile
 
+MIB_PER_GIB = units.GIB_BYTES // units.MIB_BYTES  # SGLang writes its memory bounds as N * 1024 MiB
 # [NPU] NPU memory tiers (MiB): (upper bound inclusive, chunked_prefill_size, graph bs at tp < 4, at tp >= 4)
-NPU_TIERS = ((32 * 1024, 4096, 16, 64), (64 * 1024, 8192, 64, 256))
+NPU_TIERS = ((32 * MIB_PER_GIB, 4096, 16, 64), (64 * MIB_PER_GIB, 8192, 64, 256))
 # [SA] GPU tiers (MiB, upper bound exclusive): (bound, chunked_prefill_size, graph bs at tp < 4, at tp >= 4)
 GPU_TIERS = (
-    (20 * 1024, 2048, 8, 8),
-    (35 * 1024, 2048, 24, 80),
-    (60 * 1024, 4096, 32, 160),
-    (90 * 1024, 8192, 256, 512),
-    (160 * 1024, 8192, 256, 512),
+    (20 * MIB_PER_GIB, 2048, 8, 8),
+    (35 * MIB_PER_GIB, 2048, 24, 80),
+    (60 * MIB_PER_GIB, 4096, 32, 160),
+    (90 * MIB_PER_GIB, 8192, 256, 512),
+    (160 * MIB_PER_GIB, 8192, 256, 512),
 )
 LARGEST_GPU = (16384, 512)  # [SA] B200 / MI300 tier: (chunked_prefill_size, cuda_graph_max_bs)
 GRAPH_TP_SPLIT = 4  # [SA]/[NPU]: the larger graph batch from tp_size >= 4
@@ -45,13 +49,13 @@ RESERVED_BASE_MIB = 512
 ACTIVATION_MIB_PER_TOKEN = 1.5
 MIN_ACTIVATION_TOKENS = 2048
 GRAPH_MIB_PER_BS = 2
-PARALLEL_MIB_PER_8_RANKS = 1024
+PARALLEL_MIB_PER_8_RANKS = MIB_PER_GIB  # tp * pp / 8 * 1024
 DP_ATTENTION_MIB_PER_BS = 3
 DP_ATTENTION_LARGE_BS = 300
 DP_ATTENTION_LARGE_MIB_PER_BS = 1.5
-LARGE_CARD_MIB = 60 * 1024
-LARGE_CARD_FLOOR_MIB = 10 * 1024
-DRAFT_MODEL_MIB = 2 * 1024
+LARGE_CARD_MIB = 60 * MIB_PER_GIB
+LARGE_CARD_FLOOR_MIB = 10 * MIB_PER_GIB
+DRAFT_MODEL_MIB = 2 * MIB_PER_GIB
 FRACTION_DECIMALS = 3  # round(..., 3)
 SPECULATIVE_MAX_RUNNING = 48  # [SPEC]
 # [TPW] request pool: int(tokens / context_len * 512) clamped to [2048, 4096]
