@@ -196,3 +196,23 @@ def test_sglang_prefills_in_chunks_and_never_mixes_decodes_in() -> None:
     passes = sum(eng.table.pass_s(*schedulers.prefill_shape([chunk])) for chunk in chunks)
     assert eng.first[4] == pytest.approx(boundary + passes, rel=1e-9)
     assert len(times[(times >= boundary) & (times < eng.first[4])]) == 3  # three prefill steps, no decode
+
+
+def test_mla_pool_hand_worked_deepseek_r1_dp_attention() -> None:
+    """DeepSeek-R1 W4A8 as SGLang's `--tp-size 16 --dp-size 16 --enable-dp-attention` (kvplan tp 1 dp 16
+    ep 16) on 910C dies. Default f: graph bs 256 (tp-size 16),
+    r = 512 + 12 288 + 512 + 16 / 8 * 1024 + 3 * 256 * 16 = 27 648 MiB,
+    f = round((62 420 - 27 648) / 62 420, 3) = 0.557, too little for the weights (the best-practice command
+    sets 0.74). At 0.74: rest = floor(64 807 868 826 * 0.74) - W = 47 957 822 931 - 39 654 925 056
+    = 8 302 897 875 B; MLA cell (get_cell_size_per_token) = (512 + 64) * 61 layers * 2 B = 70 272 B,
+    replicated on every rank; N = 118 154 tokens, 118 144 in pages; 4096-token sequences: 28 per DP rank,
+    448 in all."""
+    request = {"model": "deepseek-r1", "card": "ascend-910c", "dtype": "w4a8", "engine": "sglang"}
+    layout = {"tp": 1, "dp": 16, "ep": 16, "ctx": "4096"}
+    assert inputs.to_deployment(PlanRequest(**request, **layout)).memory_fraction == 0.557
+    dep = inputs.to_deployment(PlanRequest(**request, **layout, memory_fraction=0.74))
+    mem, rec = capacity.memory_plan(dep)
+    assert mem.weights_bytes == 39_654_925_056
+    assert (mem.kv_budget_bytes, mem.kv_bytes_per_token) == (8_302_897_875, 70_272)
+    assert room.pool_tokens(dep, mem) == 118_144
+    assert rec.max_batch_size == 28 * 16
