@@ -15,6 +15,7 @@ import typer
 from planner import kinds
 from planner.cli.flags import (
     BATCH_FLAGS,
+    CTX_FLAGS,
     LOAD_FLAGS,
     PREFILL_FLAGS,
     PROMPT_FLAGS,
@@ -42,6 +43,14 @@ def serve_command(
     output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = str(
         kinds.DEFAULT_OUTPUT_TOKENS
     ),
+    ctx_len: Annotated[
+        str | None,
+        typer.Option(
+            *CTX_FLAGS,
+            help="Context length the engine is configured with (vLLM --max-model-len, MindIE maxSeqLen), "
+            ">= input + output; sizes the memory check (default: input + output tokens).",
+        ),
+    ] = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Concurrent requests (default: SLO best or memory max).")
     ] = None,
@@ -92,9 +101,9 @@ def serve_command(
     from planner.sim import bench as sim_bench
 
     try:
-        prompt, output = serve_tokens(input_tokens, output_tokens)
+        prompt, output, ctx_tokens = serve_tokens(input_tokens, output_tokens, ctx_len)
         check_serve_load(arrivals=arrivals, concurrency=concurrency)
-        dep = inputs.to_deployment(plan_request(context, ctx=str(prompt + output)))
+        dep = inputs.to_deployment(plan_request(context, ctx=str(ctx_tokens)))
         run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
         tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
         slo = (ms_to_s(ttft_ms, "--ttft-ms"), tpot_s)
@@ -128,15 +137,23 @@ def serve_command(
 MAX_SERVE_CONCURRENCY = 100_000  # as `kvplan simulate --concurrency`
 
 
-def serve_tokens(input_tokens: str, output_tokens: str) -> tuple[int, int]:
-    """(prompt, output) tokens per request from --input-tokens and --output-tokens ("1k" -> 1024); their sum
-    must be a valid context too."""
+def serve_tokens(input_tokens: str, output_tokens: str, ctx_len: str | None) -> tuple[int, int, int]:
+    """(prompt, output, ctx) tokens per request from --input-tokens, --output-tokens and --ctx ("1k" ->
+    1024); their sum must be a valid context too, and --ctx (default: the sum) at least the sum."""
     from planner import inputs
 
     prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
     output = inputs.parse_ctx(output_tokens, flag="--output-tokens")
     inputs.parse_ctx(str(prompt + output), flag="--input-tokens + --output-tokens")
-    return prompt, output
+    if ctx_len is None:
+        return prompt, output, prompt + output
+    ctx_tokens = inputs.parse_ctx(ctx_len, flag="--ctx")
+    if ctx_tokens < prompt + output:
+        raise PlanInputError(
+            f"--ctx: shorter than one request (got {ctx_tokens}, expected >= --input-tokens + "
+            f"--output-tokens = {prompt + output})"
+        )
+    return prompt, output, ctx_tokens
 
 
 def check_serve_load(*, arrivals: str, concurrency: int | None) -> None:

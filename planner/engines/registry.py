@@ -93,7 +93,8 @@ def check_draft_model(dep: Deployment) -> None:
         raise PlanInputError(
             f"--speculative-config: {dep.engine} runs no separate draft model "
             f"(got method {dep.draft_method}, "
-            "expected mtp); --engine vllm runs eagle3 and dflash drafters"
+            "expected mtp, drafts from the model's own MTP layers); vLLM runs eagle3 and dflash drafters "
+            "(--engine vllm, `kvplan vllm`)"
         )
 
 
