@@ -34,7 +34,7 @@ from planner.inputs import DEFAULT_CTX, PlanRequest
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
-    from planner.engines.common import Lengths, Options
+    from planner.engines.common import Lengths, Options, ServingOptions
     from planner.engines.mindie.config import MindieOptions
     from planner.engines.mindie.log import LogComparison
     from planner.engines.mindie.rules import MindieConfig
@@ -106,18 +106,24 @@ def build_plan(dep: Deployment, *, prompt_tokens: int) -> Plan:
     return perf_plan.build_plan(dep, prompt_tokens=prompt_tokens)
 
 
-def prepare(request: PlanRequest, options: Options) -> tuple[Deployment, Lengths, Options]:
-    """(Deployment sized with the request lengths, Lengths, the options with the deployment's drafts):
-    maxPrefillTokens drives the activation peak; --mtp or --speculative-config's MTP drafts reach the
-    engine's config (common.with_drafts)."""
+def prepare(request: PlanRequest, options: ServingOptions) -> tuple[Deployment, Lengths]:
+    """(Deployment sized with the request lengths, Lengths): maxPrefillTokens drives the activation peak."""
     from planner import inputs
     from planner.engines import common, registry
 
     dep = inputs.to_deployment(request)
     registry.check_draft_model(dep)  # before sizing: one line naming --speculative-config
     engine_prefill = registry.default_prefill_tokens(dep.engine, dep.hardware)
-    sized, lengths = common.sized_deployment(dep, options=options, engine_prefill_tokens=engine_prefill)
-    return sized, lengths, common.with_drafts(options, dep)
+    return common.sized_deployment(dep, options=options, engine_prefill_tokens=engine_prefill)
+
+
+def prepared(request: PlanRequest, options: Options) -> tuple[Deployment, Lengths, Options]:
+    """prepare()'s deployment and lengths, and the options with the deployment's drafts: --mtp's or
+    --speculative-config's MTP drafts reach the engine's config (common.with_drafts)."""
+    from planner.engines.common import with_drafts
+
+    dep, lengths = prepare(request, options)
+    return dep, lengths, with_drafts(options, dep)
 
 
 def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, Deployment, LogComparison]:
@@ -259,7 +265,7 @@ def run_mindie(
     from planner.engines.mindie import rules as mindie_rules
 
     base_path, out, log_path = paths
-    dep, lengths, options = prepare(request, options)
+    dep, lengths, options = prepared(request, options)
     check_mindie_drafts(request, options)
     base = load_base(base_path, options.mindie_version)
     comparison = None
@@ -330,7 +336,7 @@ def vllm_command(
     request = plan_request(context, engine="vllm")
     try:
         options = ServingOptions.model_validate(serving_values(context))
-        dep, lengths, options = prepare(request, options)
+        dep, lengths, options = prepared(request, options)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
         result = vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)
     except ValidationError as exc:
