@@ -28,6 +28,7 @@ from planner.cli.options import (
     FlagCommand,
     FlagGroup,
     OneLineErrors,
+    VersionOpt,
     fail,
     plan_request,
     print_json,
@@ -59,7 +60,7 @@ class KvplanGroup(OneLineErrors):
     placements = (
         ("model", ("tp", "ctx_len", "bandwidth_gbps", "max_prefill_tokens")),
         ("prompt_tokens", ("prefix_cached_fraction", *DRAFT_FLAGS, "uncalibrated", "engine")),
-        ("as_json", (*MEMORY_FLAGS, *LAYOUT_FLAGS, *SLO_FLAGS, "version")),
+        ("as_json", (*MEMORY_FLAGS, *LAYOUT_FLAGS, *SLO_FLAGS)),
     )
     flag_tables = (shared_flags,)
 
@@ -135,6 +136,7 @@ def plan(
         bool, typer.Option("--explain", help="Print every term of the decode ledger.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object.")] = False,
+    version: VersionOpt = False,
 ) -> None:
     """Plan memory and speed for one model on one card: `kvplan --model qwen3-27b --ctx 32k --dtype fp8`."""
     if ctx.invoked_subcommand is not None:

@@ -273,7 +273,7 @@ def import_results(
     try:
         if mtp_acceptance is not None and not 0 <= mtp_acceptance <= 1:
             raise PlanInputError(f"--mtp-acceptance: must be in [0, 1] (got {mtp_acceptance})")
-        rows = []
+        rows, notes = [], []  # the notes go out after the rows: an error is the one line on stderr
         for path in files:
             result = servingfiles.read_serving_result(path, concurrency=concurrency)
             name, scheme = checkpoint_model(run_model(model, result, path=path), dtype=dtype)
@@ -288,13 +288,14 @@ def import_results(
                 layout=(dp, ep),
             )
             cells, note = speculation_cells(result, drafts=drafts)
-            typer.echo(f"note: {note}", err=True)
+            notes.append(f"note: {note}")
             rows.append(servingresult.bench_row(result, setup={**setup, **cells}))
         text = rows_csv(rows)
         if out is None:
             sys.stdout.write(text)
         else:
             write_text_atomic(out, text, force=force)
-            typer.echo(f"wrote {out} ({len(rows)} serving rows)", err=True)
+            notes.append(f"wrote {out} ({len(rows)} serving rows)")
     except KvplanError as exc:
         fail(exc)
+    typer.echo("\n".join(notes), err=True)

@@ -173,17 +173,17 @@ def without_flag_types(params: list[Any]) -> None:
             param.metavar = ""
 
 
-def every_command_flags(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", is_eager=True, callback=print_version, help="Print kvplan's version and exit."
-        ),
-    ] = False,
-) -> None:
-    """The flag table of what every command takes, last before --help (FlagCommand; the root places it
-    itself); here, not in planner/cli/flags.py, so a command that takes no other shared flag (bench import,
-    models import, calibrate) imports no flag table."""
+VersionOpt = Annotated[
+    bool,
+    typer.Option("--version", is_eager=True, callback=print_version, help="Print kvplan's version and exit."),
+]
+
+
+def every_command_flags(version: VersionOpt = False) -> None:
+    """The flag table of what every command takes, last before --help (FlagCommand; the root declares
+    VersionOpt in its own signature: building this table's typer app would cost the mission command's
+    start-up); here, not in planner/cli/flags.py, so a command that takes no other shared flag (bench
+    import, models import, calibrate) imports no flag table."""
 
 
 class TypelessFlags:
@@ -203,7 +203,7 @@ class TypelessFlags:
         placements = (*self.placements, *self.every_command)
         if placements:
             own = {param.name for param in self.params}
-            tables = (*self.flag_tables, every_command_flags)
+            tables = (*self.flag_tables, *((every_command_flags,) if self.every_command else ()))
             self.params = with_shared(self.params, placements, tables)
             self.callback = own_values_only(self.callback, own)
         without_flag_types(self.params)
