@@ -374,3 +374,51 @@ def test_bench_import_refuses_flags_or_files_that_contradict(tmp_path: Path) -> 
     fails_with([*IMPORT, many], f"{many}: spec_decode_draft_tokens / spec_decode_num_drafts: too many")
     over = spec_result(tmp_path, spec_decode_accepted_tokens=4000)
     fails_with([*IMPORT, over], f"{over}: spec_decode_accepted_tokens: more than were drafted")
+
+
+@pytest.mark.parametrize("path", ["serve", "simulate"])
+def test_serve_and_simulate_take_the_shared_slo_flags(path: str) -> None:
+    """--tpot-ms / --ttft-ms come from the shared table (one declaration, one help, one error line)."""
+    shared = {param.name: param for param in every_command()[""].params}
+    mine = {param.name: param for param in every_command()[path].params}
+    for name in ("tpot_ms", "ttft_ms"):
+        assert mine[name].opts == shared[name].opts and mine[name].help == shared[name].help
+    args = [path, "-m", "qwen3-8b", *(["--rate", "2", "--requests", "20"] if path == "simulate" else [])]
+    fails_with([*args, "--tpot-ms", "-3"], "--tpot-ms: must be > 0 (got -3.0)")
+
+
+COMMAND_BASES = {
+    "vllm": VLLM,
+    "mindie": MINDIE,
+    "layout": ["layout", "-m", "qwen3-8b", "--budget-devices", "2"],
+    "bench import": [*IMPORT, str(RESULT)],
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "extra", "message"),
+    [
+        (
+            "vllm",
+            ["--prefix-cached-fraction", "2"],
+            "--prefix-cached-fraction: out of range (got 2.0, expected in [0, 1]",
+        ),
+        ("mindie", ["--mtp-acceptance", "3"], "--mtp-acceptance: out of range (got 3.0, expected in [0, 1])"),
+        ("vllm", ["--bandwidth-gbps", "-1"], "--bandwidth-gbps: out of range (got -1.0"),
+        ("mindie", ["--speculative-config", "[]"], "--speculative-config: not a JSON object (got '[]'"),
+        ("vllm", ["--acceptance-rate", "0.5"], "--acceptance-rate: no speculative decoding to apply it to"),
+        ("layout", ["--prefix-cached-fraction", "-1"], "--prefix-cached-fraction: out of range (got -1.0"),
+        (
+            "layout",
+            ["--speculative-config", '{"method": "ngram"}'],
+            "--speculative-config: method not modelled",
+        ),
+        (
+            "bench import",
+            ["--speculative-config", '{"method": "x"}'],
+            "--speculative-config: method not modelled",
+        ),
+    ],
+)
+def test_new_flags_are_validated_in_one_line(path: str, extra: list[str], message: str) -> None:
+    fails_with([*COMMAND_BASES[path], *extra], message)

@@ -20,12 +20,13 @@ from planner.cli.flags import (
     PREFILL_FLAGS,
     PROMPT_FLAGS,
     REQUESTS_FLAGS,
+    SLO_FLAGS,
     ModelOpt,
     flag_command,
 )
-from planner.cli.options import fail, plan_request, print_json, wants_json
+from planner.cli.options import fail, plan_request, print_json, service_levels, wants_json
 from planner.errors import KvplanError, PlanInputError
-from planner.inputs import DEFAULT_DTYPE, ms_to_s, positive
+from planner.inputs import DEFAULT_DTYPE
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -54,11 +55,6 @@ def serve_command(
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Concurrent requests (default: SLO best or memory max).")
     ] = None,
-    tpot_ms: Annotated[float | None, typer.Option(min=0, help="SLO: time per output token (ms).")] = None,
-    ttft_ms: Annotated[
-        float | None, typer.Option(min=0, help="SLO: time to first token under load (ms).")
-    ] = None,
-    min_user_tps: Annotated[float | None, typer.Option(min=0, help="SLO: per-user tokens/s.")] = None,
     max_prefill_tokens: Annotated[
         int | None,
         typer.Option(
@@ -105,8 +101,8 @@ def serve_command(
         check_serve_load(arrivals=arrivals, concurrency=concurrency)
         dep = inputs.to_deployment(plan_request(context, ctx=str(ctx_tokens)))
         run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
-        tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
-        slo = (ms_to_s(ttft_ms, "--ttft-ms"), tpot_s)
+        levels = service_levels(context)  # the shared --tpot-ms, --ttft-ms, --min-user-tps
+        slo = (levels.ttft_s, tpot_ceiling(levels.tpot_s, levels.min_user_tokens_per_s))
         found, users = serve_users(dep, tokens=(prompt, output), concurrency=concurrency, slo=slo, run=run)
         estimate, admitted = serve_estimate(dep, tokens=(prompt, output), users=users, run=run)
         band = ranges.speed_band(
@@ -242,6 +238,9 @@ def serve_results(
 
 def register(app: typer.Typer) -> None:
     """Add `serve` to the `kvplan` app."""
-    app.command("serve", cls=flag_command(("num_requests", ("prefix_cached_fraction",)), (None, LOAD_FLAGS)))(
-        serve_command
+    placements = (
+        ("concurrency", SLO_FLAGS),
+        ("num_requests", ("prefix_cached_fraction",)),
+        (None, LOAD_FLAGS),
     )
+    app.command("serve", cls=flag_command(*placements))(serve_command)
