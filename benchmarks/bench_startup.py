@@ -2,7 +2,9 @@
 pydantic, numpy, yaml): issue 24's goal is a ratio <= 1.8x. Prints numbers; asserts nothing. Runs this
 checkout's planner (`python -m planner.cli` from the repository root), not an installed `kvplan`.
 
-Run: python3 benchmarks/bench_startup.py [--runs N] [--compile]
+Run: python3 benchmarks/bench_startup.py [--runs N] [--compile] [--callgrind]
+(--callgrind: also the instruction counts of the bare import and the mission command, one valgrind run each,
+PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1; load-independent; needs valgrind on PATH)
 
 Python caches compiled modules in __pycache__/ (pip does it at install); with PYTHONDONTWRITEBYTECODE set
 and no cache, every run compiles planner/ from source again (~50 ms). The first line says which case ran;
@@ -49,7 +51,9 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -82,6 +86,30 @@ def warm_catalogue_cache(checkouts: list[Path]) -> None:
         subprocess.run(command, stdout=subprocess.DEVNULL, check=True, cwd=checkout, env=env)
 
 
+def instructions(command: list[str]) -> int:
+    """Instructions one run of `command` executes (valgrind --tool=callgrind's total), from the checkout."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
+    grind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
+    done = subprocess.run(grind, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind printed no instruction count: {done.stderr[-300:]}")
+    return int(found.group(1))
+
+
+def print_instructions(kvplan: list[str]) -> None:
+    """The bare import's and the mission command's instructions, and their ratio."""
+    if shutil.which("valgrind") is None:
+        print("instructions: valgrind is not on PATH; not counted")
+        return
+    bare = instructions([sys.executable, "-c", BARE_IMPORT])
+    mission = instructions([*kvplan, *MISSION])
+    ratio = mission / bare
+    print(
+        f"instructions: bare import {bare / 1e9:.3f}e9, mission command {mission / 1e9:.3f}e9 ({ratio:.3f}x)"
+    )
+
+
 def user_cache_dir() -> Path | None:
     """The per-user folder this checkout's catalogue cache falls back to (planner/catalog_cache.py)."""
     code = "from planner import catalog_cache; print(catalog_cache.user_cache_dir() or '')"
@@ -93,6 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--compile", action="store_true", help="write planner/'s bytecode cache first")
+    parser.add_argument("--callgrind", action="store_true", help="also count instructions with valgrind")
     parser.add_argument(
         "--baseline", type=Path, help="another checkout whose mission command runs in the same rounds"
     )
@@ -139,6 +168,8 @@ def main() -> None:
             f"{name:{width}s} {statistics.median(walls[name]) * 1000:10.1f} {min(walls[name]) * 1000:8.1f} "
             f"{max(walls[name]) * 1000:8.1f} {statistics.median(cpus[name]) * 1000:8.1f}"
         )
+    if args.callgrind:
+        print_instructions(kvplan)
     bare, mission = "bare import of the dependencies", "mission command"
     ratio = statistics.median(walls[mission]) / statistics.median(walls[bare])
     cpu_ratio = statistics.median(cpus[mission]) / statistics.median(cpus[bare])
