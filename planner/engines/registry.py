@@ -70,6 +70,7 @@ class EngineRoom(Protocol):
     def engine_notes(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
     def startup_lines(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
     def config_words(self, plan: Plan, dep: Deployment) -> ConfigWords | None: ...
+    def beyond_pool_words(self, *, max_batch: int, clients: int) -> str: ...
 
 
 ROOMS: dict[EngineName, EngineRoom] = {
@@ -111,7 +112,8 @@ def check_draft_model(dep: Deployment) -> None:
         raise PlanInputError(
             f"--speculative-config: {dep.engine} runs no separate draft model "
             f"(got method {dep.draft_method}, "
-            "expected mtp); --engine vllm runs eagle3 and dflash drafters"
+            "expected mtp, drafts from the model's own MTP layers); vLLM runs eagle3 and dflash drafters "
+            "(--engine vllm, `kvplan vllm`)"
         )
 
 
@@ -238,10 +240,10 @@ def deployment_memory_fraction(
     )
 
 
-def admits_beyond_pool(engine: EngineName) -> bool:
-    """True when the engine admits more sequences than its pool holds at full length (blocks allocated as
-    tokens arrive, recompute preemption when the pool runs out); False when it caps the running batch."""
-    return room(engine).ADMITS_BEYOND_POOL
+def beyond_pool_words(engine: EngineName, *, max_batch: int, clients: int) -> str:
+    """What the engine does, in its own terms, with `clients` sequences when its pool holds fewer at full
+    length (max_batch: its running-batch limit): admit and preempt, or queue."""
+    return room(engine).beyond_pool_words(max_batch=max_batch, clients=clients)
 
 
 def decoder_streams_first_token(engine: EngineName) -> bool:

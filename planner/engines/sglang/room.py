@@ -39,6 +39,17 @@ SCHEDULER: SchedulerKind = "sglang"
 # Tokens are allocated as they arrive; when the pool runs out the scheduler retracts decoding requests
 # (retract_decode, recompute) and re-queues them (managers/scheduler.py update_running_batch).
 ADMITS_BEYOND_POOL = True
+
+
+def beyond_pool_words(*, max_batch: int, clients: int) -> str:
+    """What SGLang does with `clients` sequences when its pool holds fewer at full length (ADMITS_BEYOND_POOL),
+    max_batch its max_running_requests."""
+    return (
+        f"SGLang admits up to max_running_requests {max_batch} ({min(clients, max_batch)} here), allocates KV "
+        "pages as tokens arrive and retracts decoding requests (recompute) when the pool runs out"
+    )
+
+
 # The PD router (sglang_router / mini_lb) returns the decode server's stream: the first token the user sees
 # comes from the decode instance after the KV transfer.
 PD_DECODER_STREAMS_FIRST_TOKEN = True

@@ -22,6 +22,7 @@ SCHEDULER = vllm_scheduler.SCHEDULER
 # transformers + fla reads and writes the fp32 state twice per decode step (planner/perf/kernels.py)
 # [measured: h200-run5 gdn_*.json, 27B shape at batch 64: recurrent kernel 138 us + copies 136 us].
 ADMITS_BEYOND_POOL = vllm_scheduler.ADMITS_BEYOND_POOL  # simulated with vLLM's scheduler
+beyond_pool_words = vllm_scheduler.beyond_pool_words  # simulated with vLLM's scheduler: its words
 PD_DECODER_STREAMS_FIRST_TOKEN = False  # no P:D serving of its own
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # no engine setting of its own: the plan default
 STATE_PASSES = 4

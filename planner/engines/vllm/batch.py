@@ -19,6 +19,7 @@ from planner.engines.vllm.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENS
 from planner.engines.vllm.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
 from planner.engines.vllm.scheduler import REQUEST_OVERHEAD_PRIOR_US as REQUEST_OVERHEAD_PRIOR_US
 from planner.engines.vllm.scheduler import SCHEDULER as SCHEDULER
+from planner.engines.vllm.scheduler import beyond_pool_words as beyond_pool_words
 from planner.engines.vllm.scheduler import default_max_batch as default_max_batch
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.kinds import EngineName
