@@ -73,7 +73,8 @@ class PrefillLayerCost(DataModel):
     launches are slower than the device: the floor of a small model's prefill).
     """
 
-    engine: Literal["mindie", "vllm", "transformers"]  # planner.kinds.EngineName (schema sits below kinds)
+    # planner.kinds.EngineName (schema sits below kinds)
+    engine: Literal["mindie", "vllm", "transformers", "sglang"]
     kind: Literal["attention", "linear_attention"]
     elements_per_token: int = Field(ge=1, le=MAX_TABLE_INT)
     tokens: int = Field(ge=1, le=MAX_TABLE_INT)
