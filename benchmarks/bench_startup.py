@@ -2,7 +2,9 @@
 pydantic, numpy, yaml): issue 24's goal is a ratio <= 1.8x. Prints numbers; asserts nothing. Runs this
 checkout's planner (`python -m planner.cli` from the repository root), not an installed `kvplan`.
 
-Run: python3 benchmarks/bench_startup.py [--runs N] [--compile]
+Run: python3 benchmarks/bench_startup.py [--runs N] [--compile] [--callgrind]
+(--callgrind: also the instruction counts of the bare import and the mission command, one valgrind run each,
+PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1; load-independent; needs valgrind on PATH)
 
 Python caches compiled modules in __pycache__/ (pip does it at install); with PYTHONDONTWRITEBYTECODE set
 and no cache, every run compiles planner/ from source again (~50 ms). The first line says which case ran;
@@ -12,6 +14,14 @@ The commands run interleaved (one run of each per round), so load from other pro
 falls on all of them alike; besides wall-clock time each row gives the CPU time (user + system) of the
 child process, which such load disturbs less. The ratio is printed for both.
 
+Measured 6 Dec 2026, 02:08 UTC, after the per-user fallback of the catalogue cache (branch dups), load
+0.9-1.8, 15 runs, medians. Warm (`--compile --runs 15 --baseline /work/main`): bare 205 ms wall / 210 ms CPU,
+mission 293 / 298 (1.43x, 1.42x), main's 295 / 302 (1.44x). Read-only install (planner/ bind-mounted
+read-only in a mount namespace, XDG_CACHE_HOME a fresh folder, one run first; `--runs 15 --baseline` a
+read-only copy of main): bare 203 / 203, this branch 292 / 288 (1.44x, 1.42x: entries read from the user's
+folder), main 310 / 309 (1.53x, 1.52x: validates the YAML on every run). Instructions (as below): bare
+0.714e9; warm 1.197e9 (1.68x) on both; read-only install 1.302e9 (1.82x) on main on every run, on this
+branch 1.303e9 on the first run (it writes the user's entries) and 1.198e9 (1.68x) after.
 Measured 5 Dec 2026, 22:00 UTC, after the catalogue cache (planner/catalog_cache.py), deferred data-model
 validators, per-command flag tables and lazy json/csv (branch mission on main f33d33a), `--compile --runs 30
 --baseline /work/main`, load 4.8-5.8: bare 253 ms wall / 233 ms CPU, mission 326 / 313 (1.29x, 1.34x), main's
@@ -41,7 +51,9 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -74,10 +86,42 @@ def warm_catalogue_cache(checkouts: list[Path]) -> None:
         subprocess.run(command, stdout=subprocess.DEVNULL, check=True, cwd=checkout, env=env)
 
 
+def instructions(command: list[str]) -> int:
+    """Instructions one run of `command` executes (valgrind --tool=callgrind's total), from the checkout."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
+    grind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command]
+    done = subprocess.run(grind, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind printed no instruction count: {done.stderr[-300:]}")
+    return int(found.group(1))
+
+
+def print_instructions(kvplan: list[str]) -> None:
+    """The bare import's and the mission command's instructions, and their ratio."""
+    if shutil.which("valgrind") is None:
+        print("instructions: valgrind is not on PATH; not counted")
+        return
+    bare = instructions([sys.executable, "-c", BARE_IMPORT])
+    mission = instructions([*kvplan, *MISSION])
+    ratio = mission / bare
+    print(
+        f"instructions: bare import {bare / 1e9:.3f}e9, mission command {mission / 1e9:.3f}e9 ({ratio:.3f}x)"
+    )
+
+
+def user_cache_dir() -> Path | None:
+    """The per-user folder this checkout's catalogue cache falls back to (planner/catalog_cache.py)."""
+    code = "from planner import catalog_cache; print(catalog_cache.user_cache_dir() or '')"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    return Path(found.stdout.strip()) if found.stdout.strip() else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--compile", action="store_true", help="write planner/'s bytecode cache first")
+    parser.add_argument("--callgrind", action="store_true", help="also count instructions with valgrind")
     parser.add_argument(
         "--baseline", type=Path, help="another checkout whose mission command runs in the same rounds"
     )
@@ -91,7 +135,12 @@ def main() -> None:
     cached = (package / "__pycache__").is_dir()
     print(f"planner bytecode: {'cached' if cached else 'compiled from source on every run (try --compile)'}")
     entries = len(list((package / "__pycache__").glob("catalog-*.pickle")))
-    print(f"catalogue cache entries: {entries} (none: every run validates the YAML again; try --compile)")
+    user = user_cache_dir()
+    in_user = len(list(user.glob("catalog-*.pickle"))) if user is not None else 0
+    print(
+        f"catalogue cache entries: {entries} in the package, {in_user} in {user} (a read-only install's; "
+        "none in either: every run validates the YAML again; try --compile)"
+    )
     kvplan = [sys.executable, "-m", "planner.cli"]
     commands = {
         "python -c pass (interpreter floor)": [sys.executable, "-c", "pass"],
@@ -119,6 +168,8 @@ def main() -> None:
             f"{name:{width}s} {statistics.median(walls[name]) * 1000:10.1f} {min(walls[name]) * 1000:8.1f} "
             f"{max(walls[name]) * 1000:8.1f} {statistics.median(cpus[name]) * 1000:8.1f}"
         )
+    if args.callgrind:
+        print_instructions(kvplan)
     bare, mission = "bare import of the dependencies", "mission command"
     ratio = statistics.median(walls[mission]) / statistics.median(walls[bare])
     cpu_ratio = statistics.median(cpus[mission]) / statistics.median(cpus[bare])

@@ -14,6 +14,7 @@ import streamlit as st
 from dashboard import uploads
 from dashboard import view as dashboard
 from dashboard.sections import KV_DTYPE_CHOICES, TP_CHOICES, Settings, catalogue
+from planner import catalog
 from planner.dtypes import WEIGHT_SCHEMES
 from planner.engines import registry
 from planner.errors import KvplanError
@@ -110,7 +111,21 @@ def keep_unshown(keys: list[str]) -> None:
             st.session_state[key] = st.session_state[key]
 
 
-def engine_widgets() -> None:
+def engine_fraction(engine: str, *, card: str, tp: int) -> float:
+    """The engine's own memory setting on the card at tp, the slider's default: a constant (MindIE, vLLM) or
+    SGLang's mem_fraction_static formula (registry.deployment_memory_fraction); the constant where the
+    card cannot be read."""
+    name = parse_engine(engine)
+    try:
+        hardware = catalog.resolve_card(card)
+    except KvplanError:
+        return registry.default_memory_fraction(name)
+    return registry.deployment_memory_fraction(
+        name, hardware, ranks=(tp, 1, 1), prefill_tokens=None, drafting=False
+    )
+
+
+def engine_widgets(*, card: str, tp: int) -> None:
     """The Engine settings' widgets (drawn only while their expander is open; values in session state)."""
     engine = st.selectbox(
         "Engine",
@@ -120,10 +135,11 @@ def engine_widgets() -> None:
         help="Whose block accounting sizes the max batch (and whose kernels the speed model uses).",
     )
     st.slider(
-        "Memory fraction (MindIE NPU_MEMORY_FRACTION, vLLM --gpu-memory-utilization)",
+        "Memory fraction (MindIE NPU_MEMORY_FRACTION, vLLM --gpu-memory-utilization, SGLang "
+        "--mem-fraction-static)",
         0.5,
         1.0,
-        registry.default_memory_fraction(parse_engine(str(engine))),  # the engine's own default
+        engine_fraction(str(engine), card=card, tp=tp),  # the engine's own default
         0.01,
         key=fraction_key(str(engine)),
     )
@@ -134,7 +150,7 @@ def engine_widgets() -> None:
     st.toggle("Ignore measured coefficients", value=False, key="uncalibrated")
 
 
-def sidebar_advanced() -> dict[str, Any]:
+def sidebar_advanced(*, card: str, tp: int) -> dict[str, Any]:
     """Engine knobs that rarely change (engine, memory fraction, block size, MTP, calibration, prompt).
 
     A lazy expander (on_change="rerun"): its seven widgets are drawn only while it is open, so the first
@@ -147,12 +163,12 @@ def sidebar_advanced() -> dict[str, Any]:
     expander = st.sidebar.expander("Engine settings", key="engine_settings", on_change="rerun")
     if expander.open:
         with expander:
-            engine_widgets()
+            engine_widgets(card=card, tp=tp)
         engine = str(state["engine"])
     else:
         keep_unshown(keys)
     values = {key: state.get(key, default) for key, default in ENGINE_DEFAULTS.items()}
-    fraction = state.get(fraction_key(engine), registry.default_memory_fraction(parse_engine(engine)))
+    fraction = state.get(fraction_key(engine), engine_fraction(engine, card=card, tp=tp))
     return {
         "engine": engine,
         "memory_fraction": float(fraction),
@@ -172,7 +188,7 @@ def sidebar() -> Settings:
     card, memory_gib, bandwidth = sidebar_card(card_ids)
     shape = sidebar_shape()
     tpot, ttft = sidebar_slos()
-    extra = sidebar_advanced()
+    extra = sidebar_advanced(card=card, tp=int(shape["tp"]))
     prompt = extra.pop("prompt")
     req = PlanRequest(
         model=model, card=card, memory_gib=memory_gib, bandwidth_gbps=bandwidth, **shape, **extra

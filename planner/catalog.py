@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -247,11 +247,16 @@ def variant_map() -> dict[str, str]:
     return variants
 
 
-def calibration_by_engine(card_id: str) -> dict[str, str]:
+def calibration_by_engine(card_id: str, *, profile_engine: Mapping[str, str] | None = None) -> dict[str, str]:
     """Engine -> where a plan's speeds on this card come from (HardwareProfile.calibration_status of the
     profile resolve_card picks for that engine): the one status `kvplan cards`, plans and the dashboard
-    show."""
-    return {engine: resolve_card(card_id, engine=engine).calibration_status for engine in ENGINES}
+    show. profile_engine: engine -> the engine whose fitted profile it reads (the engine registry's
+    fitted_profile_engine; the catalog sits below it), each its own when not given."""
+    borrowed = profile_engine or {}
+    return {
+        engine: resolve_card(card_id, engine=borrowed.get(engine, engine)).calibration_status
+        for engine in ENGINES
+    }
 
 
 @functools.cache

@@ -18,26 +18,34 @@ A look-up that fails is never stored, so a bad data file gives its one error lin
 that is a path (a user's YAML) never reaches this module.
 
 Entries live in the package's bytecode folder (__pycache__) beside Python's bytecode and are written as it
-writes it: atomically (a temporary file, then os.replace), never when Python writes no bytecode
-(PYTHONDONTWRITEBYTECODE, -B), and silently not at all where the folder cannot be written. A cold run
-(first after an install or an edit) validates as before and writes the entry.
+writes it: atomically (a temporary file, then os.replace) and never when Python writes no bytecode
+(PYTHONDONTWRITEBYTECODE, -B). Where that folder cannot be written (a read-only or root-owned install),
+they go to a per-user folder instead: $XDG_CACHE_HOME/kvplan, else ~/.cache/kvplan, in a subfolder named
+for the kvplan version and the install's path (two installs never overwrite each other's entries; the
+fingerprint still decides), used only when the current user owns it. Reads try the package folder first,
+then the user's. A failure to write is silent: planning never fails because an entry could not be stored.
+A cold run (first after an install or an edit) validates as before and writes the entry.
 """
 
 import os
 import pickle
 import re
 import sys
+import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic.version import VERSION as PYDANTIC_VERSION
 
+from planner import __version__
+
 T = TypeVar("T")
 
 FORMAT = 1  # bump when what an entry holds changes shape
 CODE_DIR = Path(__file__).parent
 CACHE_DIR = CODE_DIR / "__pycache__"
+USER_CACHE_NAME = "kvplan"  # the folder under $XDG_CACHE_HOME (or ~/.cache)
 # A key goes into a file name: catalogue ids and engine names only (anything else is looked up uncached).
 KEY = re.compile(r"[a-z0-9][a-z0-9._-]{0,120}")
 # What a damaged or foreign entry may raise while it is read back: it is then a miss, rebuilt and replaced.
@@ -65,7 +73,32 @@ def file_stamps(paths: Iterable[Path | str]) -> tuple[tuple[str, int, int, int, 
 def fingerprint(data_files: Iterable[Path]) -> tuple[object, ...]:
     """What an entry is valid for: versions, planner/'s top-level modules and the data files, stamped."""
     modules = sorted(entry.path for entry in os.scandir(CODE_DIR) if entry.name.endswith(".py"))
-    return (FORMAT, sys.version, PYDANTIC_VERSION, file_stamps(modules), file_stamps(data_files))
+    return (FORMAT, __version__, sys.version, PYDANTIC_VERSION, file_stamps(modules), file_stamps(data_files))
+
+
+def user_cache_dir() -> Path | None:
+    """The per-user folder of this install's entries: $XDG_CACHE_HOME/kvplan/<version>-<crc32 of the
+    install's path> (~/.cache when XDG_CACHE_HOME is unset or relative, as the XDG spec says); None when
+    there is no home to put it in."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    install = zlib.crc32(str(CODE_DIR).encode("utf-8", "surrogateescape"))
+    return Path(base, USER_CACHE_NAME, f"{__version__}-{install:08x}")
+
+
+def is_own_folder(folder: Path) -> bool:
+    """True when `folder` exists and belongs to the user running kvplan (entries are unpickled: one
+    another user can write into is never read)."""
+    try:
+        owner = folder.stat().st_uid
+    except OSError:
+        return False
+    getuid = getattr(os, "getuid", None)  # absent on Windows, where folder ownership is not checked
+    return getuid is None or owner == getuid()
 
 
 def _read(path: Path, stamp: tuple[object, ...]) -> tuple[bool, Any]:
@@ -80,10 +113,9 @@ def _read(path: Path, stamp: tuple[object, ...]) -> tuple[bool, Any]:
         return False, None
 
 
-def _write(path: Path, stamp: tuple[object, ...], value: object) -> None:
-    """Store an entry atomically; nothing when bytecode is not written or the folder is not writable."""
-    if sys.dont_write_bytecode:
-        return
+def _write(path: Path, stamp: tuple[object, ...], value: object) -> bool:
+    """Store an entry atomically (a temporary file in the same folder, then os.replace); False, and nothing
+    left behind, when the folder cannot be made or written."""
     import tempfile  # here: only a cold run writes, and tempfile's imports (shutil) cost every run otherwise
 
     try:
@@ -98,7 +130,32 @@ def _write(path: Path, stamp: tuple[object, ...], value: object) -> None:
             os.unlink(temporary)
             raise
     except (OSError, pickle.PicklingError):
+        return False
+    return True
+
+
+def _read_any(name: str, stamp: tuple[object, ...]) -> tuple[bool, Any]:
+    """The entry `name` from the package's folder, else from the user's (when it is the user's own)."""
+    found, value = _read(CACHE_DIR / name, stamp)
+    user = None if found else user_cache_dir()
+    if user is not None and is_own_folder(user):
+        found, value = _read(user / name, stamp)
+    return found, value
+
+
+def _store(name: str, stamp: tuple[object, ...], value: object) -> None:
+    """Write the entry `name` to the package's folder, else to the user's; nothing under -B."""
+    if sys.dont_write_bytecode or _write(CACHE_DIR / name, stamp, value):
         return
+    user = user_cache_dir()
+    if user is None:
+        return
+    try:
+        user.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: entries are unpickled
+    except OSError:
+        return
+    if is_own_folder(user):  # another user's folder is never read, so never written
+        _write(user / name, stamp, value)
 
 
 def remembered(key: str, *, data_files: Callable[[], Iterable[Path]], look_up: Callable[[], T]) -> T:
@@ -106,14 +163,14 @@ def remembered(key: str, *, data_files: Callable[[], Iterable[Path]], look_up: C
     `data_files` lists every file the look-up may read; errors of `look_up` pass through, uncached."""
     if not KEY.fullmatch(key):
         return look_up()
-    path = CACHE_DIR / f"catalog-{key}.pickle"
+    name = f"catalog-{key}.pickle"
     try:
         stamp = fingerprint(data_files())
     except OSError:
         return look_up()
-    found, value = _read(path, stamp)
+    found, value = _read_any(name, stamp)
     if found:
         return value  # type: ignore[no-any-return]
     value = look_up()
-    _write(path, stamp, value)
+    _store(name, stamp, value)
     return value

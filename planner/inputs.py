@@ -18,7 +18,7 @@ from planner.deployment import (
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, storage_dtype, weight_scheme
 from planner.engines import registry
 from planner.errors import PlanInputError
-from planner.kinds import DEFAULT_ENGINE, parse_engine
+from planner.kinds import DEFAULT_ENGINE, EngineName, parse_engine
 from planner.records import record
 from planner.schema import Frozen, HardwareProfile
 from planner.speculation import speculation
@@ -53,7 +53,7 @@ class PlanRequest:
     ctx: str = DEFAULT_CTX
     batch: int | None = None
     block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
-    memory_fraction: float | None = None  # None: the engine's own (registry.default_memory_fraction)
+    memory_fraction: float | None = None  # None: the engine's own (registry.deployment_memory_fraction)
     memory_gib: float | None = None
     bandwidth_gbps: float | None = None
     max_prefill_tokens: int | None = None  # None: deployment.default_max_prefill_tokens, as the configs write
@@ -217,6 +217,22 @@ def _layout_checks(req: PlanRequest) -> list[tuple[str, int | None, bool, str]]:
     return checks
 
 
+def memory_fraction(
+    req: PlanRequest, *, engine: EngineName, hardware: HardwareProfile, drafting: bool
+) -> float:
+    """--memory-fraction when given, else the engine's own setting for this deployment
+    (registry.deployment_memory_fraction: a constant, or SGLang's mem_fraction_static formula)."""
+    if req.memory_fraction is not None:
+        return req.memory_fraction
+    return registry.deployment_memory_fraction(
+        engine,
+        hardware,
+        ranks=(req.tp, req.pp, req.dp),
+        prefill_tokens=req.max_prefill_tokens,
+        drafting=drafting,
+    )
+
+
 def to_deployment(req: PlanRequest) -> Deployment:
     """Resolve ids and parse values; raises KvplanError subclasses naming the offending flag."""
     _check_ranges(req)
@@ -225,7 +241,7 @@ def to_deployment(req: PlanRequest) -> Deployment:
     scheme = parse_weight_scheme(req.dtype)
     card, alias = catalog.resolve_model(req.model)
     hw = apply_overrides(
-        catalog.resolve_card(req.card, engine=engine),
+        catalog.resolve_card(req.card, engine=registry.fitted_profile_engine(engine)),
         memory_gib=req.memory_gib,
         bandwidth_gbps=req.bandwidth_gbps,
     )
@@ -247,9 +263,7 @@ def to_deployment(req: PlanRequest) -> Deployment:
         kv_dtype=parse_kv_dtype(req.kv_dtype, default=activation),
         ctx_tokens=ctx_tokens,
         block_size_tokens=req.block_size,
-        memory_fraction=registry.default_memory_fraction(engine)
-        if req.memory_fraction is None
-        else req.memory_fraction,
+        memory_fraction=memory_fraction(req, engine=engine, hardware=hw, drafting=drafts > 0),
         max_prefill_tokens=req.max_prefill_tokens
         or registry.default_prefill_tokens(engine, hw)
         or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),

@@ -10,10 +10,11 @@ from typing import Literal, get_args
 
 from planner.errors import PlanInputError
 
-EngineName = Literal["mindie", "vllm", "transformers"]
+EngineName = Literal["mindie", "vllm", "transformers", "sglang"]
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DEFAULT_ENGINE: EngineName = "mindie"
-SchedulerKind = Literal["mindie", "vllm"]  # the simulator's scheduler policies (planner/sim/schedulers.py)
+# the simulator's scheduler policies (planner/sim/schedulers.py)
+SchedulerKind = Literal["mindie", "vllm", "sglang"]
 
 # How a closed-loop benchmark's requests fall into the decode stream (planner/serving/closed_loop.py).
 Arrivals = Literal["waves", "staggered", "random"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -288,6 +289,7 @@ def csv_dict_reader(lines: Iterable[str], *, where: str) -> csv.DictReader[str]:
 # of a data file, so a garbled or hostile log is one line, never a huge number in a plan.
 MAX_LOG_GIB = 2.0**20  # a logged memory figure above 1 PiB is not a device's
 MAX_LOG_COUNT = 1_000_000_000_000  # a logged token or block count above this is not a device's
+LOG_NUMBER = r"\d+(?:\.\d+)?"  # a logged decimal figure ("12.57", "816"), for the engines' line patterns
 
 
 def log_gib_bytes(text: str) -> int:
@@ -305,3 +307,20 @@ def log_count(text: str) -> int:
     if len(digits) > len(str(MAX_LOG_COUNT)) or int(digits) > MAX_LOG_COUNT:
         raise PlanInputError(f"log figure out of range (got {text[:20]!r}, expected <= {MAX_LOG_COUNT})")
     return int(digits)
+
+
+def log_gib_figures(pattern: re.Pattern[str], text: str) -> list[int]:
+    """Bytes of the GiB figure (the first group) of every line `pattern` finds in `text`, in log order."""
+    return [log_gib_bytes(found.group(1)) for found in pattern.finditer(text)]
+
+
+def log_counts(pattern: re.Pattern[str], text: str) -> list[int]:
+    """The whole number (the first group) of every line `pattern` finds in `text`, in log order."""
+    return [log_count(found.group(1)) for found in pattern.finditer(text)]
+
+
+def smallest_over_ranks(figures: list[int]) -> int | None:
+    """The instance's figure from one logged per rank (or per start-up): the smallest, since every rank is
+    sized alike from the one with the least (MindIE's tuning guide: the smallest npuBlockNum; vLLM: the
+    minimum KV memory over workers); None when the log holds none."""
+    return min(figures) if figures else None

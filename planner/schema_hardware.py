@@ -73,7 +73,8 @@ class PrefillLayerCost(DataModel):
     launches are slower than the device: the floor of a small model's prefill).
     """
 
-    engine: Literal["mindie", "vllm", "transformers"]  # planner.kinds.EngineName (schema sits below kinds)
+    # planner.kinds.EngineName (schema sits below kinds)
+    engine: Literal["mindie", "vllm", "transformers", "sglang"]
     kind: Literal["attention", "linear_attention"]
     elements_per_token: int = Field(ge=1, le=MAX_TABLE_INT)
     tokens: int = Field(ge=1, le=MAX_TABLE_INT)
@@ -135,6 +136,8 @@ class PerfCoefficients(DataModel):
                                      or a sibling) supports compute_fraction; a --from-bench fit pulls its
                                      compute scale toward 1 at this width. It only narrows, so it lies in
                                      (1, 4]; None: x/ 4 (assumed), x/ 1.25 on a calibrated profile
+    allreduce_latency_prior_factor   one-sigma factor (x/) of allreduce_latency_us's prior in a --from-bench
+                                     fit; None: the fit holds allreduce_latency_us at the profile's value
     """
 
     weight_read_bandwidth_fraction: float = Field(ge=MIN_FRACTION, le=1)
@@ -161,6 +164,7 @@ class PerfCoefficients(DataModel):
     prefill_layer_table: list[PrefillLayerCost] | None = Field(default=None, min_length=1)
     chunked_gdn_ns_per_head_token: float | None = Field(default=None, ge=1e-6, le=1e6)
     compute_fraction_prior_factor: float | None = Field(default=None, ge=1.01, le=4)
+    allreduce_latency_prior_factor: float | None = Field(default=None, ge=1.01, le=100)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> Self:

@@ -57,13 +57,13 @@ def chained_acceptance(draft_tokens: int, *, accepted_share: float) -> float:
     return (low + high) / 2.0
 
 
-def parsed_speculative_config(text: str) -> tuple[str, int]:
-    """(method, num_speculative_tokens) of a vLLM --speculative-config JSON object, or PlanInputError."""
+def config_object(text: str) -> dict[str, object]:
+    """The --speculative-config JSON object with only SPECULATIVE_CONFIG_KEYS, or PlanInputError."""
     import json  # here: a plan without --speculative-config (the mission command) never loads json
 
     try:
         config = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise PlanInputError(f"{CONFIG_FLAG}: not JSON (got {text!r}, expected e.g. {EXAMPLE})") from exc
     if not isinstance(config, dict):
         raise PlanInputError(f"{CONFIG_FLAG}: not a JSON object (got {text!r}, expected e.g. {EXAMPLE})")
@@ -72,6 +72,24 @@ def parsed_speculative_config(text: str) -> tuple[str, int]:
         raise PlanInputError(
             f"{CONFIG_FLAG}: unknown key {unknown[0]!r} (expected {', '.join(SPECULATIVE_CONFIG_KEYS)})"
         )
+    return config
+
+
+def draft_model(text: str | None) -> str | None:
+    """The "model" of a --speculative-config (the draft checkpoint, path or repo; None when absent or no
+    flag), or PlanInputError when it is not a non-empty string."""
+    found = None if text is None else config_object(text).get("model")
+    if found is not None and (not isinstance(found, str) or not found.strip()):
+        raise PlanInputError(
+            f"{CONFIG_FLAG}: model is not a checkpoint path or repo (got {found!r}, expected a non-empty "
+            "string, e.g. a draft repo)"
+        )
+    return found
+
+
+def parsed_speculative_config(text: str) -> tuple[str, int]:
+    """(method, num_speculative_tokens) of a vLLM --speculative-config JSON object, or PlanInputError."""
+    config = config_object(text)
     method, tokens = config.get("method"), config.get("num_speculative_tokens")
     if method not in SPECULATIVE_METHODS:
         raise PlanInputError(

@@ -229,6 +229,17 @@ def test_engine_choice_uses_that_engines_accounting(app: AppTest) -> None:
     assert metrics(app)["max batch"] == str(vllm_plan.recommendation.max_batch_size) != mindie_batch
 
 
+def test_sglang_slider_starts_at_its_mem_fraction_static(app: AppTest) -> None:
+    """SGLang's default memory setting depends on the card (mem_fraction_static's formula): the slider starts
+    there and the page's batch is the CLI's plan without --memory-fraction."""
+    open_engine_settings(app).selectbox(key="engine").set_value("sglang").run()
+    assert_clean(app)
+    request = PlanRequest(model="qwen3.5-27b", ctx="32k", dtype="fp8", engine="sglang")
+    dep, plan = dashboard.plan_for(request)
+    assert app.slider(key="memory_fraction_sglang").value == dep.memory_fraction
+    assert metrics(app)["max batch"] == str(plan.recommendation.max_batch_size)
+
+
 # ---------------------------------------------------------------- helpers behind the page
 
 

@@ -1,6 +1,7 @@
 """Fewer closed-loop clients than DP groups keep only that many groups busy: the instance's throughput is
 layout.busy_dp_groups(users, dp) groups' worth, not dp's (a one-client run on dp 2 was predicted at twice
-the one busy group). One rule for the fit (prepared.replica_share) and `kvplan serve`."""
+the one busy group). One rule for the fit (prepared.replica_share), `kvplan serve` and the plan's speed
+(plan/compose.instance_performance)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from planner import layout
+from planner import capacity, layout
 from planner.cli import app
+from planner.deployment import Deployment
 from planner.fit.prepared import replica_share
 from planner.importers.benchpoints import ServingPoint
+from planner.plan import compose
+from planner.serving import performance
+from tests.helpers import deployment
 
 
 @pytest.mark.parametrize(
@@ -55,3 +60,29 @@ def test_serve_one_client_on_dp2_is_one_groups_throughput() -> None:
     group = one["estimate"]["output_tokens_per_s"]
     assert one["instance_output_tokens_per_s"] == pytest.approx(group)
     assert two["instance_output_tokens_per_s"] == pytest.approx(2 * two["estimate"]["output_tokens_per_s"])
+
+
+def _dp4(batch: int) -> Deployment:
+    return deployment("llama-3.1-8b", "ascend-910b3", dp=4, ctx_tokens=8192, batch=batch)
+
+
+@pytest.mark.parametrize(("batch", "group_batch", "busy"), [(2, 1, 2.0), (6, 2, 3.0), (8, 2, 4.0)])
+def test_the_plans_speed_counts_busy_groups(batch: int, group_batch: int, busy: float) -> None:
+    """dp 4, --batch 2: groups of ceil(2 / 4) = 1 sequence, two of them busy, so the instance runs 2
+    sequences at 2 x one group's tokens/s at batch 1 (it was 4 x, and a batch of 4). --batch 6: groups of 2,
+    6 / 2 = 3 groups' worth; --batch 8: all 4 groups of 2."""
+    dep = _dp4(batch)
+    plan = compose.build_plan(dep)
+    group = performance.performance(
+        capacity.per_dp_rank(dep),
+        batch=group_batch,
+        ctx_tokens=8192,
+        prompt_tokens=plan.performance.ttft_prompt_tokens,
+    )
+    assert plan.recommendation.max_batch_size == batch
+    assert plan.performance.batch == batch
+    assert plan.performance.tokens_per_s == pytest.approx(
+        busy * group.tokens_per_s, rel=1e-12
+    )  # same formula
+    assert plan.performance.tokens_per_s == pytest.approx(batch * group.per_user_tokens_per_s, rel=1e-12)
+    assert plan.performance.decode_step_s == group.decode_step_s

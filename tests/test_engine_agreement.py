@@ -1,8 +1,8 @@
 """Issue 12: one max batch per engine. For the same flags, `kvplan --engine E`, E's config command
-(`kvplan mindie`'s maxBatchSize, `kvplan vllm`'s --max-num-seqs), `kvplan serve --engine E` (its memory-bound
-concurrency) and the dashboard's plan (dashboard.view.plan_for, the view-model the page shows, and its MindIE
-download) give the same number, or all refuse with the same exit code. No command is given
---max-prefill-tokens: each sizes the activation peak with the one default
+(`kvplan mindie`'s maxBatchSize, `kvplan vllm`'s --max-num-seqs, `kvplan sglang`'s --max-running-requests),
+`kvplan serve --engine E` (its memory-bound concurrency) and the dashboard's plan (dashboard.view.plan_for,
+the view-model the page shows, and its MindIE download) give the same number, or all refuse with the same
+exit code. No command is given --max-prefill-tokens: each sizes the activation peak with the one default
 (deployment.default_max_prefill_tokens).
 MindIE's maxBatchSize never exceeds the requests its predicted blocks hold.
 
@@ -29,6 +29,8 @@ from planner.inputs import PlanRequest
 from planner.kinds import ENGINES
 
 runner = CliRunner()
+# Engines kvplan writes no config for (registry.config_words is None): plan, serve and the dashboard only.
+NO_CONFIG_COMMAND = ("transformers",)
 CTX_TOKENS = 32768
 CTX = "32k"
 TPS = ("1", "8")
@@ -52,6 +54,8 @@ def config_batch(engine: str, common: list[str]) -> tuple[int, int | None, dict]
     payload = json.loads(result.output)
     if engine == "vllm":
         return 0, int(dict(payload["vllm"]["args"])["--max-num-seqs"]), payload
+    if engine == "sglang":  # --max-running-requests = the plan's batch x dp (dp 1 here)
+        return 0, int(dict(payload["sglang"]["args"])["--max-running-requests"]), payload
     schedule = payload["mindie"]["config"]["BackendConfig"]["ScheduleConfig"]
     return 0, int(schedule["maxBatchSize"]), payload
 
@@ -97,7 +101,7 @@ def answers_for(
         "serve": serve_batch(engine, model, card, tp, dtype),
         "dashboard": (dash_code, dash_batch),
     }
-    if engine != "transformers":
+    if engine not in NO_CONFIG_COMMAND:
         code, batch, payload = config_batch(engine, common)
         answers[engine] = (code, batch)
         if engine == "mindie" and not code:

@@ -161,3 +161,18 @@ def test_a_batch_at_the_engine_cap_is_not_called_memory_bound() -> None:
         assert (rec["max_batch_size"], rec["binding_constraint"]) == (batch, binding), flags
     text = runner.invoke(app, [*small, "--engine", "vllm"]).output
     assert "(bound by engine limit;" in text
+
+
+def test_each_engine_words_what_it_does_beyond_its_pool() -> None:
+    """`kvplan serve`'s note on more users than the pool holds comes from the engine's room (MindIE queues
+    past maxBatchSize, vLLM and transformers' simulated vLLM scheduler admit up to max_num_seqs and
+    preempt); the CLI names no engine."""
+    from planner.engines import registry
+
+    mindie = registry.beyond_pool_words("mindie", max_batch=26, clients=400)
+    assert mindie == "MindIE runs at most maxBatchSize 26 and queues the rest (374 here)"
+    for engine in ("vllm", "transformers"):
+        words = registry.beyond_pool_words(engine, max_batch=256, clients=40)
+        assert words.startswith("vLLM admits up to max_num_seqs 256 (40 here)")
+    serve_view = (ROOT / "planner" / "cli" / "serve_view.py").read_text()
+    assert "MindIE" not in serve_view and "vLLM" not in serve_view

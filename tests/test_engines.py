@@ -60,7 +60,7 @@ def test_qwen3_8b_launches_per_step() -> None:
 def test_unknown_engine_is_a_plan_input_error() -> None:
     with pytest.raises(
         PlanInputError,
-        match=r"^--engine: unknown engine \(got 'x', expected one of mindie, vllm, transformers\)$",
+        match=r"^--engine: unknown engine \(got 'x', expected one of mindie, vllm, transformers, sglang\)$",
     ):
         to_deployment(PlanRequest(model="qwen3-8b", engine="x"))
     assert to_deployment(PlanRequest(model="qwen3-8b", engine="Transformers")).engine == "transformers"

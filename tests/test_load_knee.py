@@ -154,3 +154,22 @@ def test_the_mission_command_says_where_tails_blow_up() -> None:
     knee = payload["load_knee"]
     assert f"Load knee: {knee['users']} users at 256 in / 128 out" in text.output
     assert knee["tpot_p99_s"] > knee["single_user_tpot_s"] and knee["users"] <= knee["max_users"]
+
+
+def test_the_knee_is_set_against_one_groups_share_of_the_batch() -> None:
+    """The knee is one DP group's, so the cap it meets is the group's share of the instance's max_batch_size,
+    layout.per_dp_rank_batch: llama-3.1-8b on a 910B3, dp 4, 8k: 128 for the instance, ceil(128 / 4) = 32 per
+    group; a knee of 69 users per group is past it (it was compared with 128 and said memory holds more)."""
+    from planner.cli.render import load_knee_line
+    from tests.helpers import deployment as make_deployment
+
+    dep = make_deployment("llama-3.1-8b", "ascend-910b3", dp=4, ctx_tokens=8192)
+    knee = load_knee.load_knee(capacity.per_dp_rank(dep))
+    assert knee.users > 32
+    line = load_knee_line(knee, dep=dep, max_batch=128)
+    assert (
+        "per DP group" in line
+        and "above max_batch_size 128 (32 per DP group), so the cap binds first" in line
+    )
+    alone = load_knee_line(knee, dep=dep.model_copy(update={"dp": 1}), max_batch=128)
+    assert "memory holds" in alone  # dp 1: 128 sequences for the one group, past the knee

@@ -32,11 +32,23 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+try:
+    from lab.published import sglang_rows
+except ImportError:  # run as a script from this directory (fit_profiles.py imports `predict`)
+    import sglang_rows  # type: ignore[no-redef]
+
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "ascend-serving.csv"
-# Corpus engine -> kvplan engine. sglang, cloudmatrix-infer (the paper's own stack) and the seed's
-# hand-written torch_npu server have no kernel structure in kvplan: not predicted.
-ENGINES = {"vllm-ascend": "vllm", "mindie": "mindie"}
+# Corpus engine -> kvplan engine. cloudmatrix-infer (the paper's own stack) and the seed's hand-written
+# torch_npu server have no kernel structure in kvplan: not predicted. SGLang rows run with the launch
+# settings their source gives (sglang_rows.py, sglang-launch.csv).
+ENGINES = {"vllm-ascend": "vllm", "mindie": "mindie", "sglang": "sglang"}
+# The SGLang engine (planner/engines/sglang/) is modelled since 2026-12-06 (issue 23), after the shipped fits:
+# its rows are predicted with each card's vllm-ascend fit (registry.fitted_profile_engine), never fitted.
+SGLANG_AFTER_FIT = (
+    "SGLang engine modelled on 2026-12-06 (issue 23), after the shipped fits: predicted with the card's "
+    "vllm-ascend fit, not fitted"
+)
 ARRIVAL_MARGIN = 2.0  # paced rows whose arrival rate x output tokens is within 2x the throughput
 DEFAULT_MAX_PREFILL_TOKENS = 8192  # planner.deployment.DEFAULT_MAX_PREFILL_TOKENS
 FIT_MEMORY_FRACTION = 0.8  # planner.deployment.DEFAULT_MEMORY_FRACTION: what the fit's deployments use
@@ -204,7 +216,8 @@ def not_fitted(index: int, row: dict[str, str]) -> str | None:
     drafted = DRAFT_MODEL_NOT_FITTED.format(method=method) if method else None
     prefix = PREFIX_CACHED_AFTER_FIT if shares_prefix(row) else None
     sparse = SPARSE_ATTENTION_AFTER_FIT if row["model"].startswith(SPARSE_ATTENTION_MODEL) else None
-    return older_engine(row) or CORRECTED_AFTER_FIT.get(index) or drafted or prefix or sparse
+    sglang = SGLANG_AFTER_FIT if row["engine"] == sglang_rows.ENGINE else None
+    return older_engine(row) or CORRECTED_AFTER_FIT.get(index) or sglang or drafted or prefix or sparse
 
 
 def draft_method(row: dict[str, str]) -> str | None:
@@ -242,7 +255,7 @@ def _skip_reason(row: dict[str, str]) -> str | None:
         return f"dtype {row['dtype'] or '(not stated)'} not modelled"
     open_rate = open_loop_rate(row)
     if (
-        not row["tp"]
+        not (row["tp"] or sglang_rows.launch_of(row))
         or not (row["concurrency"] or open_rate)
         or not row["input_tokens"]
         or not row["output_tokens"]
@@ -269,7 +282,10 @@ def _skip_reason(row: dict[str, str]) -> str | None:
 
 
 def is_disaggregated(row: dict[str, str]) -> bool:
-    """The row ran prefill and decode on separate instances (its notes say so)."""
+    """The row ran prefill and decode on separate instances (its notes say so; an SGLang row's launch
+    settings, sglang_rows.is_disaggregated)."""
+    if row["engine"] == sglang_rows.ENGINE:
+        return sglang_rows.is_disaggregated(row)
     return "disaggregated" in row["notes"].lower()
 
 
@@ -361,6 +377,9 @@ def bench_row(
         out["output_tokens_per_s"] = (
             f"{float(row['output_tokens_per_s']) * int(row['output_tokens']) / total:.4g}"
         )
+    launch = sglang_rows.launch_of(row)
+    if launch is not None:  # the launch settings the row's source gives, in kvplan's words
+        out |= sglang_rows.bench_fields(row, launch)
     if floors:
         floor = row["kind"] == CI_FLOOR_KIND
         out["floor_fraction"] = f"{CI_PASS_FRACTION:g}" if floor else ""
@@ -391,6 +410,9 @@ def command(bench: dict[str, str], *, card: str) -> str:
     if bench.get("speculative_method"):  # a draft model: vLLM's own --speculative-config words
         spec = {"method": bench["speculative_method"], "num_speculative_tokens": int(bench["mtp"])}
         optional = {"--speculative-config": json.dumps(spec)}
+    if bench.get("acceptance_rate"):  # the run's own acceptance (SGLang's accept length: sglang_rows.py)
+        optional.pop("--mtp-acceptance", None)
+        optional["--acceptance-rate"] = bench["acceptance_rate"]
     optional["--max-batch"] = bench["max_num_seqs"]
     optional["--memory-gib"] = bench["memory_gib"]
     optional["--memory-fraction"] = bench.get("memory_fraction") or f"{FIT_MEMORY_FRACTION:g}"
@@ -410,9 +432,11 @@ def predict_row(
 ) -> dict[str, str]:
     """One output row: the prediction, or the reason there is none."""
     from planner import catalog
+    from planner.engines import registry
     from planner.errors import KvplanError
     from planner.fit import serving_rows
     from planner.importers.benchpoints import ServingPoint, parse_serving_row
+    from planner.kinds import parse_engine
 
     result = {key: row.get(key, "") for key in OUT_COLUMNS} | {"row": str(index)}
     result |= {"published_tokens_per_s": row["output_tokens_per_s"], "source_url": row["source_url"]}
@@ -427,7 +451,8 @@ def predict_row(
 
     def error_of(bench: dict[str, str]) -> tuple[float, ServingPoint]:
         point = parse_serving_row(bench, where=f"{CORPUS.name}:{index}")
-        hardware = catalog.resolve_card(card, engine=bench["engine"] if fitted else None)
+        engine = registry.fitted_profile_engine(parse_engine(bench["engine"]))
+        hardware = catalog.resolve_card(card, engine=engine if fitted else None)
         return serving_rows.serving_errors([point], hardware=hardware)[0], point
 
     try:
@@ -461,6 +486,8 @@ def pd_command(row: dict[str, str], *, card: str) -> str | None:
     except ImportError:  # run as a script from this directory (fit_profiles.py imports `predict`)
         import pd_deployments  # type: ignore[no-redef]
 
+    if row["engine"] == sglang_rows.ENGINE:
+        return sglang_rows.pd_command(row, card=card)
     dep = pd_deployments.deployment_of(row)
     if dep is None:
         return None

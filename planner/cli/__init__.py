@@ -28,6 +28,7 @@ from planner.cli.options import (
     FlagCommand,
     FlagGroup,
     OneLineErrors,
+    VersionOpt,
     fail,
     plan_request,
     print_json,
@@ -99,7 +100,8 @@ commands.add_typer(models_app, name="models")
 # The plan's options that `kvplan mindie` and `kvplan vllm` take too (the next command repeats them).
 CONFIG_OPTIONS = (
     "model", "card", "dtype", "kv_dtype", "tp", "ctx_len", "batch", "block_size", "memory_fraction",
-    "memory_gib", "max_prefill_tokens", "mtp", "dp", "ep", "pp", "nodes", "devices_per_node",
+    "memory_gib", "bandwidth_gbps", "max_prefill_tokens", "prefix_cached_fraction", "mtp", "mtp_acceptance",
+    "speculative_config", "acceptance_rate", "uncalibrated", "dp", "ep", "pp", "nodes", "devices_per_node",
     "redundant_experts",
 )  # fmt: skip
 
@@ -112,21 +114,11 @@ def config_flags(ctx: typer.Context, *, slo_batch: int | None) -> str:
         source = ctx.get_parameter_source(param.name or "")
         if param.name in CONFIG_OPTIONS and source is not None and source.name == "COMMANDLINE":
             value = ctx.params[param.name]
-            given.append(
-                f"{param.opts[0]} {shlex.quote(f'{value:g}' if isinstance(value, float) else str(value))}"
-            )
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+            given.append(param.opts[0] if value is True else f"{param.opts[0]} {shlex.quote(text)}")
     if slo_batch is not None and ctx.params["batch"] is None:
         given.append(f"--batch {slo_batch}")
     return " ".join(given)
-
-
-def print_version(given: bool) -> None:
-    """--version: `kvplan X.Y.Z` on stdout, exit 0."""
-    if given:
-        from planner import __version__
-
-        typer.echo(f"kvplan {__version__}")
-        raise typer.Exit()
 
 
 @app.callback(invoke_without_command=True)
@@ -144,12 +136,7 @@ def plan(
         bool, typer.Option("--explain", help="Print every term of the decode ledger.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object.")] = False,
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", is_eager=True, callback=print_version, help="Print kvplan's version and exit."
-        ),
-    ] = False,
+    version: VersionOpt = False,
 ) -> None:
     """Plan memory and speed for one model on one card: `kvplan --model qwen3-27b --ctx 32k --dtype fp8`."""
     if ctx.invoked_subcommand is not None:

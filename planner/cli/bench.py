@@ -13,13 +13,13 @@ import io
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 
-from planner.cli.flags import CardOpt, DpOpt, EpOpt, KvDtypeOpt, MtpOpt, TpOpt
-from planner.cli.options import FlagCommand, FlagGroup, fail
-from planner.errors import KvplanError, PlanInputError
+from planner.cli.flags import CardOpt, DpOpt, EpOpt, KvDtypeOpt, MtpOpt, TpOpt, flag_command
+from planner.cli.options import FlagGroup, fail
+from planner.errors import DataFileError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
     from planner.importers.servingresult import ServingResult
@@ -29,7 +29,9 @@ bench_app = typer.Typer(cls=FlagGroup, help="Turn load-tool result files into se
 FilesArg = Annotated[
     list[Path], typer.Argument(help="Result files (vllm bench JSON, AISBench, genai-perf CSV).")
 ]
-EngineName = Annotated[str, typer.Option(help="Engine that served the run: mindie, vllm, transformers.")]
+EngineName = Annotated[
+    str, typer.Option(help="Engine that served the run: mindie, vllm, transformers, sglang.")
+]
 ConcurrencyOpt = Annotated[
     int | None, typer.Option(min=1, help="Cap on requests in flight (required for genai-perf CSVs).")
 ]
@@ -48,7 +50,8 @@ FORMATS = (
 def register(app: typer.Typer) -> None:
     """Add the `bench` sub-app with its `import` command."""
     bench_app.callback(invoke_without_command=True)(list_formats)
-    bench_app.command("import", cls=FlagCommand)(import_results)
+    # --speculative-config: the shared flag (planner/cli/flags.py), after --mtp-acceptance in the help
+    bench_app.command("import", cls=flag_command(("mtp_acceptance", ("speculative_config",))))(import_results)
     app.add_typer(bench_app, name="bench")
 
 
@@ -165,6 +168,68 @@ def run_model(model: str | None, result: ServingResult, *, path: Path) -> str:
     return model
 
 
+class Drafts(NamedTuple):
+    """What the flags say of the runs' speculative decoding: --mtp, --mtp-acceptance, --speculative-config."""
+
+    mtp: int
+    acceptance: float | None
+    config: str | None
+
+
+def flag_drafts(drafts: Drafts) -> tuple[str, str, int]:
+    """(flag, method, draft tokens) the flags give: --speculative-config's, else --mtp's (method mtp)."""
+    from planner.speculation import parsed_speculative_config
+
+    if drafts.config is None:
+        return "--mtp", "mtp", drafts.mtp
+    if drafts.mtp:
+        raise PlanInputError(
+            f"--mtp: give the drafts once (got --mtp {drafts.mtp} and --speculative-config, expected one)"
+        )
+    return ("--speculative-config", *parsed_speculative_config(drafts.config))
+
+
+def speculation_cells(result: ServingResult, *, drafts: Drafts) -> tuple[dict[str, str], str]:
+    """The row's mtp, mtp_acceptance and speculative_method cells, and a note on where they came from: the
+    draft tokens and acceptance the file states (vllm bench's spec_decode_* fields; a flag that disagrees is
+    an error), else the flags'. The method is the flags' (no result file states it; empty reads as mtp).
+    Acceptance: --mtp-acceptance, else the file's accepted / drafted share as the per-draft chained
+    acceptance the rows carry (speculation.chained_acceptance)."""
+    from planner.deployment import MAX_SPECULATIVE_TOKENS
+    from planner.speculation import chained_acceptance
+
+    flag, method, flag_tokens = flag_drafts(drafts)
+    stated, share = result.speculative_tokens, result.accepted_draft_fraction
+    given = f"; method {method} from {flag}" if flag_tokens else ""
+    cells = {"mtp": str(flag_tokens), "speculative_method": method if flag_tokens else ""}
+    if drafts.acceptance is not None:
+        cells["mtp_acceptance"] = f"{drafts.acceptance:g}"
+    if stated is None or share is None:
+        source = f"rows take {flag} {flag_tokens}" if flag_tokens else "rows record none (mtp 0)"
+        return cells, f"{result.where}: speculative decoding not stated in the file; {source}"
+    if stated > MAX_SPECULATIVE_TOKENS:
+        raise DataFileError(
+            f"{result.where}: spec_decode_draft_tokens / spec_decode_num_drafts: too many draft tokens per "
+            f"step (got {stated}, expected 1..{MAX_SPECULATIVE_TOKENS})"
+        )
+    if flag_tokens and flag_tokens != stated:
+        raise PlanInputError(
+            f"{flag}: {result.where} states {stated} draft tokens per step (got {flag_tokens}, expected "
+            f"{stated} or no flag)"
+        )
+    acceptance = (
+        drafts.acceptance
+        if drafts.acceptance is not None
+        else chained_acceptance(stated, accepted_share=share)
+    )
+    cells.update(mtp=str(stated), mtp_acceptance=f"{acceptance:.4g}")
+    said = given or "; method not stated (rows read it as mtp; --speculative-config names a draft model's)"
+    return cells, (
+        f"{result.where}: speculative decoding as the file states it: {stated} draft tokens per step, "
+        f"{share:.1%} of drafted tokens accepted (per-draft acceptance {acceptance:.3g}){said}"
+    )
+
+
 def rows_csv(rows: list[dict[str, str]]) -> str:
     """The rows as CSV text, header first (servingresult.ROW_COLUMNS)."""
     from planner.importers.servingresult import ROW_COLUMNS
@@ -177,6 +242,7 @@ def rows_csv(rows: list[dict[str, str]]) -> str:
 
 
 def import_results(
+    context: typer.Context,
     files: FilesArg,
     card: CardOpt,
     model: Annotated[
@@ -205,10 +271,11 @@ def import_results(
     from planner.cli.models import write_text_atomic
     from planner.importers import servingfiles, servingresult
 
+    drafts = Drafts(mtp=mtp, acceptance=mtp_acceptance, config=context.params["speculative_config"])
     try:
         if mtp_acceptance is not None and not 0 <= mtp_acceptance <= 1:
             raise PlanInputError(f"--mtp-acceptance: must be in [0, 1] (got {mtp_acceptance})")
-        rows = []
+        rows, notes = [], []  # the notes go out after the rows: an error is the one line on stderr
         for path in files:
             result = servingfiles.read_serving_result(path, concurrency=concurrency)
             name, scheme = checkpoint_model(run_model(model, result, path=path), dtype=dtype)
@@ -222,14 +289,15 @@ def import_results(
                 mtp=mtp,
                 layout=(dp, ep),
             )
-            if mtp_acceptance is not None:
-                setup["mtp_acceptance"] = f"{mtp_acceptance:g}"
-            rows.append(servingresult.bench_row(result, setup=setup))
+            cells, note = speculation_cells(result, drafts=drafts)
+            notes.append(f"note: {note}")
+            rows.append(servingresult.bench_row(result, setup={**setup, **cells}))
         text = rows_csv(rows)
         if out is None:
             sys.stdout.write(text)
         else:
             write_text_atomic(out, text, force=force)
-            typer.echo(f"wrote {out} ({len(rows)} serving rows)", err=True)
+            notes.append(f"wrote {out} ({len(rows)} serving rows)")
     except KvplanError as exc:
         fail(exc)
+    typer.echo("\n".join(notes), err=True)

@@ -23,6 +23,7 @@ from planner.cli.calibrate_bench import (
     with_engine,
 )
 from planner.cli.calibrate_log import calibrate_from_log
+from planner.cli.flags import FRACTION_FLAGS
 from planner.cli.options import FlagCommand, fail
 from planner.errors import KvplanError, PlanInputError
 
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
     from planner.schema import HardwareProfile
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
-ENGINE_HELP = "Engine that ran the points (mindie, vllm, transformers); overrides the CSV's engine column."
+ENGINE_HELP = (
+    "Engine that ran the points (mindie, vllm, transformers, sglang); overrides the CSV's engine column."
+)
 
 
 def _default_out(card: str) -> Path:
@@ -246,7 +249,7 @@ def calibrate(
         str | None, typer.Option("--device", help="npu:N, cuda:N or cpu (default: by vendor).")
     ] = None,
     model: Annotated[
-        str | None, typer.Option("--model", help="Take benchmark shapes from this model card.")
+        str | None, typer.Option("--model", "-m", help="Take benchmark shapes from this model card.")
     ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Profile to write (default CARD-calibrated.yaml).")
@@ -284,8 +287,7 @@ def calibrate(
     gpu_memory_utilization: Annotated[
         float | None,
         typer.Option(
-            "--gpu-memory-utilization",
-            "--memory-fraction",  # the same share of memory as every other command's --memory-fraction
+            *FRACTION_FLAGS,  # the same share of memory, spelled as on every other command
             min=0.01,
             max=1.0,
             help="With --from-log, when the log does not say it.",

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from planner.cli.flags import (
     CTX_FLAGS,
+    DRAFT_FLAGS,
     LAYOUT_FLAGS,
     MEMORY_FLAGS,
     PREFILL_FLAGS,
@@ -33,7 +34,7 @@ from planner.inputs import DEFAULT_CTX, PlanRequest
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
-    from planner.engines.common import Lengths, ServingOptions
+    from planner.engines.common import Lengths, Options, ServingOptions
     from planner.engines.mindie.config import MindieOptions
     from planner.engines.mindie.log import LogComparison
     from planner.engines.mindie.rules import MindieConfig
@@ -56,10 +57,12 @@ def config_flags(
 
 
 # What `mindie` and `vllm` take after their own flags: the plan's memory flags, the serving options
-# (planner/engines/common.py ServingOptions) and the layout.
+# (planner/engines/common.py ServingOptions), speculative decoding (--mtp worded as above), the plan's speed
+# flags (the report prints the plan's speeds) and the layout.
 CONFIG_FLAGS = (
-    "as_json", *MEMORY_FLAGS, "max_prefill_tokens", "weights_path", "model_name", "mtp", "prefix_cache",
-    "max_input_tokens", "max_output_tokens", *LAYOUT_FLAGS,
+    "as_json", *MEMORY_FLAGS, "max_prefill_tokens", "weights_path", "model_name", *DRAFT_FLAGS,
+    "prefix_cache", "prefix_cached_fraction", "max_input_tokens", "max_output_tokens", "bandwidth_gbps",
+    "uncalibrated", *LAYOUT_FLAGS,
 )  # fmt: skip
 
 
@@ -109,8 +112,18 @@ def prepare(request: PlanRequest, options: ServingOptions) -> tuple[Deployment, 
     from planner.engines import common, registry
 
     dep = inputs.to_deployment(request)
+    registry.check_draft_model(dep)  # before sizing: one line naming --speculative-config
     engine_prefill = registry.default_prefill_tokens(dep.engine, dep.hardware)
     return common.sized_deployment(dep, options=options, engine_prefill_tokens=engine_prefill)
+
+
+def prepared(request: PlanRequest, options: Options) -> tuple[Deployment, Lengths, Options]:
+    """prepare()'s deployment and lengths, and the options with the deployment's drafts: --mtp's or
+    --speculative-config's MTP drafts reach the engine's config (common.with_drafts)."""
+    from planner.engines.common import with_drafts
+
+    dep, lengths = prepare(request, options)
+    return dep, lengths, with_drafts(options, dep)
 
 
 def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, Deployment, LogComparison]:
@@ -159,11 +172,13 @@ def resolve_identity(options: MindieOptions, *, model_typed: str, has_base: bool
 
 
 def register(app: typer.Typer) -> None:
-    """Add `mindie` and `vllm` to the kvplan app."""
+    """Add `mindie`, `vllm` and `sglang` to the kvplan app."""
     front = ("model", ("tp", "ctx_len"))
     mindie = flag_command(front, ("npu_mem_size", CONFIG_FLAGS), family=config_flags)
     app.command("mindie", cls=mindie)(mindie_command)
-    app.command("vllm", cls=flag_command(front, ("ctx_len", CONFIG_FLAGS), family=config_flags))(vllm_command)
+    launcher = flag_command(front, ("ctx_len", CONFIG_FLAGS), family=config_flags)
+    app.command("vllm", cls=launcher)(vllm_command)
+    app.command("sglang", cls=launcher)(sglang_command)
 
 
 def option_error(exc: ValidationError) -> PlanInputError:
@@ -188,8 +203,11 @@ def serving_values(context: typer.Context) -> dict[str, object]:
     8192): the one builder of `mindie`'s and `vllm`'s serving options, as options.plan_request is of their
     deployment."""
     from planner.engines.common import ServingOptions
+    from planner.speculation import draft_model
 
-    values: dict[str, object] = {name: context.params[name] for name in ServingOptions.model_fields}
+    flags = set(ServingOptions.model_fields) - {"draft_model"}
+    values: dict[str, object] = {name: context.params[name] for name in flags}
+    values["draft_model"] = draft_model(context.params["speculative_config"])
     for name in ("weights_path", "model_name"):
         text = values[name]
         if text is not None and not str(text).strip():
@@ -249,7 +267,8 @@ def run_mindie(
     from planner.engines.mindie import rules as mindie_rules
 
     base_path, out, log_path = paths
-    dep, lengths = prepare(request, options)
+    dep, lengths, options = prepared(request, options)
+    check_mindie_drafts(request, options)
     base = load_base(base_path, options.mindie_version)
     comparison = None
     if log_path is not None:
@@ -257,6 +276,7 @@ def run_mindie(
     else:
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
     result = mindie.mindie_config(plan, base=base, lengths=lengths, options=options)
+    result = result.model_copy(update={"notes": [*result.notes, *prefix_cache_notes(request, options)]})
     backup = None
     if out is not None:
         backup = atomic.write_atomic(out, mindie_rules.render_config(result.config), force=force)
@@ -274,15 +294,36 @@ def run_mindie(
     from planner.cli import render as cli_render
     from planner.cli.mindie_view import print_mindie
 
-    with contextlib.redirect_stdout(
-        sys.stderr
-    ):  # the config alone on stdout: `kvplan mindie ... > config.json`
+    # the config alone on stdout: `kvplan mindie ... > config.json`
+    with contextlib.redirect_stdout(sys.stderr):
         cli_render.print_plan(plan, dep)
         print_mindie(cli_render.console, plan=plan, result=result, lengths=lengths, comparison=comparison)
     if out is None:
         sys.stdout.write(mindie_rules.render_config(result.config))
     else:
         typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""), err=True)
+
+
+def prefix_cache_notes(request: PlanRequest, options: MindieOptions) -> list[str]:
+    """A note when --prefix-cached-fraction counts prefix-cache hits that the MindIE config turns off."""
+    if not request.prefix_cached_fraction or options.prefix_cache:
+        return []
+    return [
+        f"--prefix-cached-fraction {request.prefix_cached_fraction:g}: the plan's TTFT counts prefix-cache "
+        "hits, which MindIE makes only with its prefix_cache plugin: add --prefix-cache"
+    ]
+
+
+def check_mindie_drafts(request: PlanRequest, options: MindieOptions) -> None:
+    """--speculative-config's MTP drafts within what MindIE's mtp plugin takes, named by that flag (--mtp's
+    own range is checked with the config: mindie.check_options)."""
+    from planner.engines.mindie.rules import MTP_TOKENS
+
+    if request.speculative_config is not None and options.mtp not in (0, *MTP_TOKENS):
+        raise PlanInputError(
+            f"--speculative-config: MindIE's mtp plugin takes 1 or 2 speculative tokens (got "
+            f"num_speculative_tokens {options.mtp}, expected {' or '.join(map(str, MTP_TOKENS))})"
+        )
 
 
 def vllm_command(
@@ -297,7 +338,7 @@ def vllm_command(
     request = plan_request(context, engine="vllm")
     try:
         options = ServingOptions.model_validate(serving_values(context))
-        dep, lengths = prepare(request, options)
+        dep, lengths, options = prepared(request, options)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
         result = vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)
     except ValidationError as exc:
@@ -314,5 +355,36 @@ def vllm_command(
         return
     sys.stdout.write(vllm_args.render_command(result) + "\n")
     sys.stdout.write("".join(f"# {line}\n" for line in vllm_args.summary_lines(result)))
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+
+
+def sglang_command(
+    context: typer.Context,
+    model: ModelOpt,
+) -> None:
+    """Print the `python -m sglang.launch_server` command (SGLang, its Ascend backend on NPUs) of the plan."""
+    from planner.engines.common import ServingOptions
+    from planner.engines.sglang import launch
+
+    request = plan_request(context, engine="sglang")
+    try:
+        options = ServingOptions.model_validate(serving_values(context))
+        dep, lengths = prepare(request, options)
+        plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
+        result = launch.launch_args(plan, dep, lengths=lengths, options=options)
+    except ValidationError as exc:
+        fail(option_error(exc))
+    except KvplanError as exc:
+        fail(exc)
+    if wants_json(context):
+        payload = {
+            "plan": plan.json_payload(),
+            "sglang": result.model_dump(mode="json"),
+            "command": launch.render_command(result),
+        }
+        print_json(payload)
+        return
+    sys.stdout.write(launch.render_command(result) + "\n")
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)

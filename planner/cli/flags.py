@@ -114,7 +114,7 @@ def shared_flags(
         bool, typer.Option("--uncalibrated", help="Ignore measured coefficients.")
     ] = False,
     engine: Annotated[
-        str, typer.Option(help="Kernel structure: mindie, vllm, transformers.")
+        str, typer.Option(help="Kernel structure: mindie, vllm, transformers, sglang.")
     ] = DEFAULT_ENGINE,
     dp: DpOpt = 1,
     ep: EpOpt = 1,
@@ -158,9 +158,13 @@ def shared_flags(
 # The groups commands take together, in the order their help lists them.
 MEMORY_FLAGS = ("card", "dtype", "kv_dtype", "batch", "block_size", "memory_fraction", "memory_gib")
 LAYOUT_FLAGS = ("dp", "ep", "pp", "nodes", "devices_per_node", "redundant_experts")
-STEP_FLAGS = ("card", "kv_dtype", "tp", "mtp", "mtp_acceptance", "memory_gib", "uncalibrated")  # sweep
 SLO_FLAGS = ("tpot_ms", "ttft_ms", "min_user_tps")
 DRAFT_FLAGS = ("mtp", "mtp_acceptance", "speculative_config", "acceptance_rate")  # speculative decoding
+# `sweep`: the step model (drafts included), the engine and its memory share (the fits column), the layout
+STEP_FLAGS = (
+    "card", "kv_dtype", "tp", *DRAFT_FLAGS, "memory_gib", "uncalibrated", "engine", "memory_fraction",
+    *LAYOUT_FLAGS,
+)  # fmt: skip
 # `serve` and `simulate`: the step model (drafts included), the engine and its memory share, the layout
 LOAD_FLAGS = (
     "card", "kv_dtype", "tp", *DRAFT_FLAGS, "memory_gib", "uncalibrated", "engine", "as_json",
@@ -170,7 +174,8 @@ LOAD_FLAGS = (
 
 def flag_command(*placements: Placement, family: FlagTable | None = None) -> type[FlagCommand]:
     """The command class (cls= of app.command) of a command that takes these groups of shared flags, each
-    after the flag it names (None: after the command's own), as its help lists them; `family`: a table of
-    flags a family of commands words its own way (configs.py's), looked up before `shared_flags`."""
+    after the flag it names (None: after the command's own), as its help lists them (then --version, as
+    every command: options.every_command_flags); `family`: a table of flags a family of commands words its
+    own way (configs.py's), looked up before `shared_flags`."""
     tables = (shared_flags,) if family is None else (family, shared_flags)
     return type("FlagCommand", (FlagCommand,), {"placements": placements, "flag_tables": tables})

@@ -11,7 +11,7 @@ import typer
 
 from planner import units
 from planner.cli import options
-from planner.cli.flags import MEMORY_FLAGS, SLO_FLAGS, ModelOpt, flag_command
+from planner.cli.flags import DRAFT_FLAGS, MEMORY_FLAGS, SLO_FLAGS, ModelOpt, flag_command
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -132,6 +132,7 @@ def layout_cells(c: LayoutCandidate, *, with_slo: bool) -> tuple[str, ...]:
 def register(app: typer.Typer) -> None:
     """Add `kvplan layout` to the app."""
     cls = flag_command(
-        ("budget_devices", ("ctx_len", "engine")), ("top", ("as_json", *MEMORY_FLAGS, *SLO_FLAGS))
+        ("budget_devices", ("ctx_len", "engine", "prefix_cached_fraction", *DRAFT_FLAGS, "uncalibrated")),
+        ("top", ("as_json", *MEMORY_FLAGS, *SLO_FLAGS)),
     )
     app.command("layout", cls=cls)(layout_command)

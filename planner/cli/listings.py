@@ -69,13 +69,21 @@ def print_models(*, as_json: bool) -> None:
     )
 
 
+def profile_engines() -> dict[str, str]:
+    """Engine -> the engine whose fitted card profile it reads (engines/registry.fitted_profile_engine)."""
+    from planner.engines import registry
+    from planner.kinds import ENGINES
+
+    return {engine: registry.fitted_profile_engine(engine) for engine in ENGINES}
+
+
 def card_rows() -> list[Row]:
     """One row per card variant (SKU) of every catalogued profile (one row for a profile without variants):
     nominal and runtime-visible memory, datasheet fields, and whether it is the profile's default."""
     rows: list[Row] = []
     for card_id in catalog.card_ids():
         hw = catalog.load_card(card_id)
-        status = catalog.calibration_by_engine(hw.id)
+        status = catalog.calibration_by_engine(hw.id, profile_engine=profile_engines())
         calibrated = any(text.startswith("calibrated") for text in status.values())
         for variant in [hw.with_variant(v.id) for v in hw.variants] or [hw]:
             visible = variant.visible_memory_bytes

@@ -13,7 +13,7 @@ import inspect
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, ClassVar, NoReturn, Protocol, runtime_checkable
+from typing import Annotated, Any, ClassVar, NoReturn, Protocol, runtime_checkable
 
 import typer
 import typer.main
@@ -22,19 +22,6 @@ from typer.core import TyperCommand, TyperGroup
 from planner import records
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest, ServiceLevels, ms_to_s, positive
-from planner.kinds import DEFAULT_ENGINE
-
-
-def engine_memory_fraction(engine: str, given: float | None) -> float:
-    """--memory-fraction when given, else the engine's own default (registry.default_memory_fraction:
-    vLLM's gpu_memory_utilization, MindIE's NPU_MEMORY_FRACTION)."""
-    if given is not None:
-        return given
-    from planner.engines import registry
-    from planner.kinds import parse_engine
-
-    return registry.default_memory_fraction(parse_engine(engine))
-
 
 # The command parameters PlanRequest reads: its fields, under their own names but for --ctx (`ctx_len`: the
 # root command's `ctx` is its typer.Context); --uncalibrated is read as calibrated=False.
@@ -44,16 +31,24 @@ REQUEST_NAMES = {"ctx_len": "ctx"}
 
 def plan_request(context: typer.Context, /, **fixed: Any) -> PlanRequest:
     """The command's typed PlanRequest from its deployment flags (the parameters named as its fields,
-    --uncalibrated as calibrated=False, --memory-fraction defaulting to the engine's): one builder for every
+    --uncalibrated as calibrated=False; --memory-fraction left out defaults to the engine's own for the
+    deployment, inputs.to_deployment): one builder for every
     command. `fixed`: what the command decides itself over its flags (engine="vllm", the ctx a workload
     needs, None for a same-named flag that means something else, as sweep's --batch list)."""
     flags = {REQUEST_NAMES.get(name, name): value for name, value in context.params.items()}
     if "uncalibrated" in flags:
         flags["calibrated"] = not flags["uncalibrated"]
     values = {name: value for name, value in flags.items() if name in REQUEST_FIELDS} | fixed
-    engine = values.get("engine", DEFAULT_ENGINE)
-    values["memory_fraction"] = engine_memory_fraction(engine, values.get("memory_fraction"))
     return PlanRequest(**values)
+
+
+def print_version(given: bool) -> None:
+    """--version (every command's: every_command_flags): `kvplan X.Y.Z` on stdout, exit 0."""
+    if given:
+        from planner import __version__
+
+        typer.echo(f"kvplan {__version__}")
+        raise typer.Exit()
 
 
 def fail(exc: KvplanError) -> NoReturn:
@@ -164,21 +159,38 @@ def without_flag_types(params: list[Any]) -> None:
             param.metavar = ""
 
 
+VersionOpt = Annotated[
+    bool,
+    typer.Option("--version", is_eager=True, callback=print_version, help="Print kvplan's version and exit."),
+]
+
+
+def every_command_flags(version: VersionOpt = False) -> None:
+    """The flag table of what every command takes, last before --help (FlagCommand; the root declares
+    VersionOpt in its own signature: building this table's typer app would cost the mission command's
+    start-up); here, not in planner/cli/flags.py, so a command that takes no other shared flag (bench
+    import, models import, calibrate) imports no flag table."""
+
+
 class TypelessFlags:
     """What FlagCommand and FlagGroup add to typer's command classes: the shared flags the command takes
-    (`placements`, planner/cli/flags.py) among its own, and flags shown without a type."""
+    (`placements`, planner/cli/flags.py) among its own, --version on every command, and flags shown
+    without a type."""
 
     params: list[Any]
     callback: Any
     placements: ClassVar[tuple[Placement, ...]] = ()
     # where the placed flags are defined (planner/cli/flags.py's tables), looked up in order
     flag_tables: ClassVar[tuple[FlagTable, ...]] = ()
+    every_command: ClassVar[tuple[Placement, ...]] = ()  # FlagCommand: every_command_flags, after the rest
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.placements:
+        placements = (*self.placements, *self.every_command)
+        if placements:
             own = {param.name for param in self.params}
-            self.params = with_shared(self.params, self.placements, self.flag_tables)
+            tables = (*self.flag_tables, *((every_command_flags,) if self.every_command else ()))
+            self.params = with_shared(self.params, placements, tables)
             self.callback = own_values_only(self.callback, own)
         without_flag_types(self.params)
 
@@ -203,7 +215,9 @@ def own_values_only(callback: Any, own: set[str | None]) -> Any:
 
 
 class FlagCommand(TypelessFlags, TyperCommand):
-    """Every `kvplan` sub-command (cls= of app.command): flags shown without a type."""
+    """Every `kvplan` sub-command (cls= of app.command): flags shown without a type, --version."""
+
+    every_command = ((None, ("version",)),)
 
 
 class FlagGroup(TypelessFlags, TyperGroup):

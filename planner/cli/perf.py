@@ -15,16 +15,18 @@ import typer
 from planner import kinds
 from planner.cli.flags import (
     BATCH_FLAGS,
+    CTX_FLAGS,
     LOAD_FLAGS,
     PREFILL_FLAGS,
     PROMPT_FLAGS,
     REQUESTS_FLAGS,
+    SLO_FLAGS,
     ModelOpt,
     flag_command,
 )
-from planner.cli.options import fail, plan_request, print_json, wants_json
+from planner.cli.options import fail, plan_request, print_json, service_levels, wants_json
 from planner.errors import KvplanError, PlanInputError
-from planner.inputs import DEFAULT_DTYPE, ms_to_s, positive
+from planner.inputs import DEFAULT_DTYPE
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -42,14 +44,17 @@ def serve_command(
     output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = str(
         kinds.DEFAULT_OUTPUT_TOKENS
     ),
+    ctx_len: Annotated[
+        str | None,
+        typer.Option(
+            *CTX_FLAGS,
+            help="Context length the engine is configured with (vLLM --max-model-len, MindIE maxSeqLen), "
+            ">= input + output; sizes the memory check (default: input + output tokens).",
+        ),
+    ] = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Concurrent requests (default: SLO best or memory max).")
     ] = None,
-    tpot_ms: Annotated[float | None, typer.Option(min=0, help="SLO: time per output token (ms).")] = None,
-    ttft_ms: Annotated[
-        float | None, typer.Option(min=0, help="SLO: time to first token under load (ms).")
-    ] = None,
-    min_user_tps: Annotated[float | None, typer.Option(min=0, help="SLO: per-user tokens/s.")] = None,
     max_prefill_tokens: Annotated[
         int | None,
         typer.Option(
@@ -92,12 +97,12 @@ def serve_command(
     from planner.sim import bench as sim_bench
 
     try:
-        prompt, output = serve_tokens(input_tokens, output_tokens)
+        prompt, output, ctx_tokens = serve_tokens(input_tokens, output_tokens, ctx_len)
         check_serve_load(arrivals=arrivals, concurrency=concurrency)
-        dep = inputs.to_deployment(plan_request(context, ctx=str(prompt + output)))
+        dep = inputs.to_deployment(plan_request(context, ctx=str(ctx_tokens)))
         run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
-        tpot_s = tpot_ceiling(ms_to_s(tpot_ms, "--tpot-ms"), positive(min_user_tps, "--min-user-tps"))
-        slo = (ms_to_s(ttft_ms, "--ttft-ms"), tpot_s)
+        levels = service_levels(context)  # the shared --tpot-ms, --ttft-ms, --min-user-tps
+        slo = (levels.ttft_s, tpot_ceiling(levels.tpot_s, levels.min_user_tokens_per_s))
         found, users = serve_users(dep, tokens=(prompt, output), concurrency=concurrency, slo=slo, run=run)
         estimate, admitted = serve_estimate(dep, tokens=(prompt, output), users=users, run=run)
         band = ranges.speed_band(
@@ -128,15 +133,23 @@ def serve_command(
 MAX_SERVE_CONCURRENCY = 100_000  # as `kvplan simulate --concurrency`
 
 
-def serve_tokens(input_tokens: str, output_tokens: str) -> tuple[int, int]:
-    """(prompt, output) tokens per request from --input-tokens and --output-tokens ("1k" -> 1024); their sum
-    must be a valid context too."""
+def serve_tokens(input_tokens: str, output_tokens: str, ctx_len: str | None) -> tuple[int, int, int]:
+    """(prompt, output, ctx) tokens per request from --input-tokens, --output-tokens and --ctx ("1k" ->
+    1024); their sum must be a valid context too, and --ctx (default: the sum) at least the sum."""
     from planner import inputs
 
     prompt = inputs.parse_ctx(input_tokens, flag="--input-tokens")
     output = inputs.parse_ctx(output_tokens, flag="--output-tokens")
     inputs.parse_ctx(str(prompt + output), flag="--input-tokens + --output-tokens")
-    return prompt, output
+    if ctx_len is None:
+        return prompt, output, prompt + output
+    ctx_tokens = inputs.parse_ctx(ctx_len, flag="--ctx")
+    if ctx_tokens < prompt + output:
+        raise PlanInputError(
+            f"--ctx: shorter than one request (got {ctx_tokens}, expected >= --input-tokens + "
+            f"--output-tokens = {prompt + output})"
+        )
+    return prompt, output, ctx_tokens
 
 
 def check_serve_load(*, arrivals: str, concurrency: int | None) -> None:
@@ -225,6 +238,9 @@ def serve_results(
 
 def register(app: typer.Typer) -> None:
     """Add `serve` to the `kvplan` app."""
-    app.command("serve", cls=flag_command(("num_requests", ("prefix_cached_fraction",)), (None, LOAD_FLAGS)))(
-        serve_command
+    placements = (
+        ("concurrency", SLO_FLAGS),
+        ("num_requests", ("prefix_cached_fraction",)),
+        (None, LOAD_FLAGS),
     )
+    app.command("serve", cls=flag_command(*placements))(serve_command)

@@ -287,9 +287,12 @@ def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
     from planner.serving.knee import MAX_KNEE_USERS  # deferred: `kvplan models` needs no perf imports
 
     group = " per DP group" if dep.dp > 1 else ""
+    # the knee is one DP group's: set it against the group's share of the instance's max_batch_size
+    group_batch = layout.per_dp_rank_batch(max_batch, dp=dep.dp)
+    share = f" ({group_batch} per DP group)" if dep.dp > 1 else ""
     cap = (
-        f"; above max_batch_size {max_batch}, so the cap binds first"
-        if knee.users > max_batch
+        f"; above max_batch_size {max_batch}{share}, so the cap binds first"
+        if knee.users > group_batch
         else f"; memory holds {knee.max_users}{'+' if knee.max_users >= MAX_KNEE_USERS else ''} such requests"
     )
     return (

@@ -71,17 +71,9 @@ def admission_lines(view: ServeView) -> list[str]:
         from planner.engines import registry
         from planner.kinds import parse_engine
 
-        if registry.admits_beyond_pool(parse_engine(view.engine)):
-            sent = min(admitted.clients, sim.scheduler.max_batch)
-            what = (
-                f"vLLM admits up to max_num_seqs {sim.scheduler.max_batch} ({sent} here), allocates KV "
-                "blocks as tokens arrive and preempts (recompute) when the pool runs out"
-            )
-        else:
-            what = (
-                f"MindIE runs at most maxBatchSize {sim.scheduler.max_batch} and queues the rest "
-                f"({max(0, admitted.clients - sim.scheduler.max_batch)} here)"
-            )
+        what = registry.beyond_pool_words(
+            parse_engine(view.engine), max_batch=sim.scheduler.max_batch, clients=admitted.clients
+        )
         lines.append(
             f"note: at full length ({full_tokens} tokens) the KV pool holds {admitted.full_length_batch} "
             f"sequences (memory fraction {view.memory_fraction:g}) and {admitted.clients} users were sent: "

@@ -71,8 +71,6 @@ def simulate_command(
     output_tokens: LengthOpt = str(kinds.DEFAULT_OUTPUT_TOKENS),
     requests: Annotated[int, typer.Option(*REQUESTS_FLAGS, help="Requests to simulate.")] = DEFAULT_REQUESTS,
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed (arrivals, lengths).")] = 0,
-    ttft_ms: Annotated[float | None, typer.Option(help="SLO: time to first token (ms).")] = None,
-    tpot_ms: Annotated[float | None, typer.Option(help="SLO: time per output token (ms).")] = None,
     max_batch: Annotated[
         int | None, knob("maxBatchSize / max_num_seqs (default: plan).", MAX_BATCH, *BATCH_FLAGS)
     ] = None,
@@ -113,7 +111,7 @@ def simulate_command(
         # the scheduler's --max-prefill-tokens sizes the deployment later, with the workload (prepared())
         request=options.plan_request(context, max_prefill_tokens=None),
         rate=rate, concurrency=concurrency, trace=trace, lengths=(input_tokens, output_tokens),
-        requests=requests, seed=seed, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+        requests=requests, seed=seed, ttft_ms=context.params["ttft_ms"], tpot_ms=context.params["tpot_ms"],
         knobs=SchedulerFlags(
             max_batch=max_batch, max_batched_tokens=max_batched_tokens, max_prefill_batch=max_prefill_batch,
             max_prefill_tokens=max_prefill_tokens, select_batch=select_batch,
@@ -351,6 +349,9 @@ def scheduler_knobs(knobs: SchedulerFlags) -> dict[str, Any]:
 
 def register(app: typer.Typer) -> None:
     """Add `simulate` to the `kvplan` app."""
-    app.command("simulate", cls=flag_command(("requests", ("prefix_cached_fraction",)), (None, LOAD_FLAGS)))(
-        simulate_command
+    placements = (
+        ("requests", ("prefix_cached_fraction",)),
+        ("seed", ("ttft_ms", "tpot_ms")),
+        (None, LOAD_FLAGS),
     )
+    app.command("simulate", cls=flag_command(*placements))(simulate_command)

@@ -192,7 +192,8 @@ def sweep_table(result: SweepResult) -> Table:
         else []
     )  # fmt: skip
     table = Table(
-        title=f"{result.model} on {result.card}, KV {result.kv_dtype}, tp={result.tp} ({band.label})",
+        title=f"{result.model} on {result.card}, KV {result.kv_dtype}, tp={result.tp}{result.setup} "
+        f"({band.label})",
         caption="\n".join([*left_out, f"source: {band.source}", *(f"range: {note}" for note in band.notes)]),
     )
     for name in ("dtype", "batch", "ctx", "TPOT", "range ms", "per user", "aggregate", "fits"):

@@ -4,6 +4,8 @@ MindIE (planner/engines/mindie/) and vLLM (planner/engines/vllm/args.py) both si
 lengths, so their configs describe the same deployment.
 """
 
+from typing import TypeVar
+
 import numpy as np
 import numpy.typing as npt
 from pydantic import Field
@@ -25,8 +27,19 @@ class ServingOptions(Frozen):
     max_input_tokens: int | None = Field(default=None, ge=1)
     max_output_tokens: int | None = Field(default=None, ge=1)
     max_prefill_tokens: int | None = Field(default=None, ge=1)
-    mtp: int = Field(default=0, ge=0)
+    mtp: int = Field(default=0, ge=0)  # MTP drafts (--mtp, or --speculative-config's method mtp): with_drafts
     prefix_cache: bool = False
+    draft_model: str | None = None  # --speculative-config's "model": the draft checkpoint (eagle3, dflash)
+
+
+Options = TypeVar("Options", bound=ServingOptions)  # ServingOptions or an engine's own (MindieOptions)
+
+
+def with_drafts(options: Options, dep: Deployment) -> Options:
+    """`options` with the deployment's speculative decoding: mtp = its MTP drafts (from --mtp or from
+    --speculative-config's method mtp; 0 when a separate draft model drafts, or none), so an engine's
+    config writes the drafts the plan was sized with."""
+    return options.model_copy(update={"mtp": dep.mtp_tokens if dep.include_mtp else 0})
 
 
 class Lengths(Frozen):

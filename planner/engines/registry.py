@@ -1,9 +1,9 @@
 """The engine registry: the only place that dispatches on an engine name.
 
 Each engine's facts live in its own room (planner/engines/mindie/pool.py, planner/engines/vllm/batch.py,
-planner/engines/transformers/pool.py), each answering the questions of EngineRoom; everything else asks
-these functions with a Deployment (or an engine name) and never compares engine names itself
-(tests/test_layering.py greps for it).
+planner/engines/transformers/pool.py, planner/engines/sglang/room.py), each answering the questions of
+EngineRoom; everything else asks these functions with a Deployment (or an engine name) and never compares
+engine names itself (tests/test_layering.py greps for it).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy.typing as npt
 from planner.deployment import Deployment
 from planner.engines.common import BlockPool, EngineBudget
 from planner.engines.mindie import pool as mindie_pool
+from planner.engines.sglang import room as sglang_room
 from planner.engines.transformers import pool as transformers_pool
 from planner.engines.vllm import batch as vllm_batch
 from planner.errors import PlanInputError
@@ -42,9 +43,19 @@ class EngineRoom(Protocol):
     FUSED_KERNELS: bool
     SUPPORTS_PIPELINE: bool
     GATHERS_MOE_OUTPUTS: bool
+    DEVICE_LAUNCHED_COLLECTIVES: bool  # in-node collectives launched from the device (MindIE's LCCL)
     DRAFT_MODELS: bool  # runs a separate draft model (--speculative-config eagle3 / dflash)
+    FITTED_PROFILE_ENGINE: EngineName  # whose hwprofiles/fitted/<card>.<engine>.yaml times this engine
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
+    def default_memory_fraction_at(
+        self,
+        hardware: HardwareProfile,
+        *,
+        ranks: tuple[int, int, int],
+        prefill_tokens: int | None,
+        drafting: bool,
+    ) -> float: ...
     def startup_budget(self, dep: Deployment, *, weights_bytes: int) -> EngineBudget | None: ...
     def default_prefill_tokens(self, hardware: HardwareProfile) -> int | None: ...
     def check_layout(self, dep: Deployment) -> None: ...
@@ -60,12 +71,14 @@ class EngineRoom(Protocol):
     def engine_notes(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
     def startup_lines(self, dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]: ...
     def config_words(self, plan: Plan, dep: Deployment) -> ConfigWords | None: ...
+    def beyond_pool_words(self, *, max_batch: int, clients: int) -> str: ...
 
 
 ROOMS: dict[EngineName, EngineRoom] = {
     "mindie": mindie_pool,
     "vllm": vllm_batch,
     "transformers": transformers_pool,
+    "sglang": sglang_room,
 }
 assert tuple(ROOMS) == ENGINES, "every engine in planner/kinds.py needs a room"
 
@@ -82,6 +95,19 @@ def request_overhead_prior_us(engines: Collection[EngineName]) -> float | None:
     return values.pop() if len(values) == 1 else None
 
 
+def device_launched_collectives(engines: Collection[EngineName]) -> bool:
+    """True when any of `engines` launches its in-node collectives from the device (no host-side HCCL
+    expansion): a fit on their rows holds allreduce_latency_us at the profile's value."""
+    return any(room(engine).DEVICE_LAUNCHED_COLLECTIVES for engine in engines)
+
+
+def fitted_profile_engine(engine: EngineName) -> EngineName:
+    """The engine whose fitted card profile (hwprofiles/fitted/<card>.<engine>.yaml) a plan for `engine`
+    reads: its own, except where an engine borrows another's fit (SGLang on Ascend: vllm-ascend's, until
+    SGLang rows are fitted)."""
+    return room(engine).FITTED_PROFILE_ENGINE
+
+
 def check_kv_dtype(dep: Deployment) -> None:
     """PlanInputError when the engine has no KV cache of dep's KV dtype."""
     room(dep.engine).check_kv_dtype(dep)
@@ -93,7 +119,8 @@ def check_draft_model(dep: Deployment) -> None:
         raise PlanInputError(
             f"--speculative-config: {dep.engine} runs no separate draft model "
             f"(got method {dep.draft_method}, "
-            "expected mtp); --engine vllm runs eagle3 and dflash drafters"
+            "expected mtp, drafts from the model's own MTP layers); vLLM runs eagle3 and dflash drafters "
+            "(--engine vllm, `kvplan vllm`)"
         )
 
 
@@ -204,10 +231,26 @@ def default_memory_fraction(engine: EngineName) -> float:
     return room(engine).DEFAULT_MEMORY_FRACTION
 
 
-def admits_beyond_pool(engine: EngineName) -> bool:
-    """True when the engine admits more sequences than its pool holds at full length (blocks allocated as
-    tokens arrive, recompute preemption when the pool runs out); False when it caps the running batch."""
-    return room(engine).ADMITS_BEYOND_POOL
+def deployment_memory_fraction(
+    engine: EngineName,
+    hardware: HardwareProfile,
+    *,
+    ranks: tuple[int, int, int],
+    prefill_tokens: int | None,
+    drafting: bool,
+) -> float:
+    """The engine's own memory setting for a deployment when the user gives none: the constant of
+    default_memory_fraction, except where the engine derives it from the card and layout (SGLang's
+    mem_fraction_static formula). ranks = (tp, pp, dp)."""
+    return room(engine).default_memory_fraction_at(
+        hardware, ranks=ranks, prefill_tokens=prefill_tokens, drafting=drafting
+    )
+
+
+def beyond_pool_words(engine: EngineName, *, max_batch: int, clients: int) -> str:
+    """What the engine does, in its own terms, with `clients` sequences when its pool holds fewer at full
+    length (max_batch: its running-batch limit): admit and preempt, or queue."""
+    return room(engine).beyond_pool_words(max_batch=max_batch, clients=clients)
 
 
 def decoder_streams_first_token(engine: EngineName) -> bool:

@@ -42,7 +42,8 @@ class PassFeatures:
     flop: FloatArray  # timed at the dtype's peak x compute_fraction
     fixed_compute_s: FloatArray  # terms with a measured prefill rate (chunked GDN): their compute seconds
     compute_dtype: tuple[str, ...]
-    fixed_overhead_s: FloatArray  # grouped-GEMM and all-reduce latencies
+    fixed_overhead_s: FloatArray  # grouped-GEMM latencies, collectives between nodes
+    node_collectives: FloatArray  # collectives inside one node (each pays allreduce_latency)
     matmuls: FloatArray  # dense matmul calls (each pays matmul_latency)
     small_kernels: FloatArray  # other kernels x the measured cost ratio at the pass's tokens
     passes: FloatArray  # per row: step overheads paid
@@ -67,10 +68,12 @@ def _term_parts(
     fixed = np.zeros(rows)
     moved = _column(term.bytes, rows)
     resource: str = term.resource if term.resource in BANDWIDTH_RESOURCES else "hbm"
-    latency_s = rate.allreduce_latency_s
+    latency_s, node_collectives = 0.0, float(term.collectives)
     if term.resource in links.COLLECTIVE_RESOURCES:
         transfer, latency_s = links.collective_seconds(rate.link_rates, term, tp=rate.tp)
         fixed, moved, resource = _column(transfer, rows), np.zeros(rows), ""
+        if term.resource not in rate.link_rates.node_resources:  # the datasheet's inter-node latency
+            node_collectives = 0.0
     elif term.attention is not None and rate.attention is not None:
         lookup = term.attention
         speed = attention_bytes_per_s(rate.attention, rows=lookup.rows, ctx_tokens=lookup.ctx_tokens)
@@ -87,7 +90,8 @@ def _term_parts(
         "fixed_transfer_s": fixed,
         "flop": flop,
         "fixed_compute_s": fixed_compute,
-        "fixed_overhead_s": _column(grouped + term.collectives * latency_s, rows),
+        "fixed_overhead_s": _column(grouped + (term.collectives - node_collectives) * latency_s, rows),
+        "node_collectives": _column(node_collectives, rows),
         "matmuls": _column(0.0 if separate else float(term.matmuls), rows),
         "small_kernels": _column((term.kernels - term.matmuls - table) * ratio, rows),
     }, resource
@@ -117,6 +121,7 @@ def features(
         fixed_compute_s=stack["fixed_compute_s"],
         compute_dtype=tuple(t.compute_dtype for t in terms),
         fixed_overhead_s=stack["fixed_overhead_s"],
+        node_collectives=stack["node_collectives"],
         matmuls=stack["matmuls"],
         small_kernels=stack["small_kernels"],
         passes=np.ones(rows),
@@ -136,6 +141,7 @@ ROW_FIELDS = (  # PassFeatures' per-row arrays (P x T or P), concatenated by `st
     "flop",
     "fixed_compute_s",
     "fixed_overhead_s",
+    "node_collectives",
     "matmuls",
     "small_kernels",
     "passes",
@@ -171,6 +177,7 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
 
     Formula per row: sum_t max(bytes_t / (BW * frac_t) + fixed_t, flop_t / (peak_t * cf_t) + fixed_compute_t)
                      + fixed_overhead_t + small_kernels_t * kernel_overhead + matmuls_t * matmul_latency
+                     + node_collectives_t * allreduce_latency
                      + passes * step_overhead + prefill_passes * prefill_pass_overhead
                      + sequences * sequence_overhead
     """
@@ -189,6 +196,7 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
     transfer = f.bytes * inverse + f.fixed_transfer_s
     terms = np.maximum(transfer, f.flop / flop_rate + f.fixed_compute_s) + f.fixed_overhead_s
     terms = terms + f.small_kernels * us_to_s(c.kernel_overhead_us) + f.matmuls * us_to_s(c.matmul_latency_us)
+    terms = terms + f.node_collectives * us_to_s(c.allreduce_latency_us)
     fixed = f.passes * us_to_s(c.step_overhead_us) + f.sequences * us_to_s(c.sequence_overhead_us)
     fixed = fixed + f.prefill_passes * us_to_s(c.prefill_pass_overhead_us)
     return np.asarray(np.sum(terms, axis=1) + fixed, dtype=np.float64)

@@ -259,6 +259,7 @@ def fit_coefficients(
         start,
         measured=base is None and hw.is_calibrated,
         floors=None if engine_prior is None else {"request_overhead_us": engine_prior},
+        hold_collective_latency=registry.device_launched_collectives(engines),
     )
     problem = _Problem.build(points, rows, hardware=hardware, start=(start, centre, sigma))
     u, r, covariance, iterations, converged = _solve(problem)

@@ -20,7 +20,8 @@ from planner.errors import DataFileError
 # Columns of a serving bench row, in order (issue 10: `--from-bench` accepts rows with these columns).
 ROW_COLUMNS = (
     "model", "card", "dtype", "kv_dtype", "tp", "dp", "ep", "engine", "concurrency", "input_tokens",
-    "output_tokens", "output_tokens_per_s", "ttft_s", "tpot_s", "mtp", "mtp_acceptance", "num_prompts",
+    "output_tokens", "output_tokens_per_s", "ttft_s", "tpot_s", "mtp", "mtp_acceptance", "speculative_method",
+    "num_prompts",
     "duration_s", "tool", "source",
 )  # fmt: skip
 MAX_VALUE = 1e11  # above any count, rate or time (s) a serving run reports
@@ -43,6 +44,10 @@ class ServingResult:
     tool: str  # which tool's format was read
     where: str  # the file, for messages
     model_id: str | None = None  # the model the run served, when the file records it (vllm bench: model_id)
+    # speculative decoding as the file states it (vllm bench: spec_decode_*), None where it does not: draft
+    # tokens per verify step, and accepted / drafted tokens (vLLM's "draft acceptance rate", as a fraction)
+    speculative_tokens: int | None = None
+    accepted_draft_fraction: float | None = None
 
 
 def parse_json(text: str, *, where: str) -> dict[str, Any]:

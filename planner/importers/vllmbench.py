@@ -33,6 +33,29 @@ def _concurrency(data: Mapping[str, Any], *, where: str) -> int | None:
     return None
 
 
+def _speculation(data: Mapping[str, Any], *, where: str) -> tuple[int | None, float | None]:
+    """(draft tokens per step, accepted / drafted tokens) from the spec_decode_* fields vLLM's bench writes
+    when the server ran speculative decoding (spec_decode_num_drafts, _draft_tokens, _accepted_tokens;
+    vllm/benchmarks/serve.py); (None, None) when they are absent or no draft was made. The method is not
+    among them: the file does not say who drafted.
+
+    Formula: k = round(draft_tokens / num_drafts)   (each draft proposes k tokens)
+             accepted fraction = accepted_tokens / draft_tokens
+    """
+    fields = ("spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens")
+    if any(data.get(key) is None for key in fields):
+        return None, None
+    drafts, drafted, accepted = (number(data[key], where=where, field=key) for key in fields)
+    if drafts < 1 or drafted < 1:
+        return None, None
+    if accepted > drafted:
+        raise DataFileError(
+            f"{where}: spec_decode_accepted_tokens: more than were drafted (got {accepted:g}, expected <= "
+            f"spec_decode_draft_tokens {drafted:g})"
+        )
+    return max(1, round(drafted / drafts)), accepted / drafted
+
+
 def from_dict(data: Mapping[str, Any], *, where: str) -> ServingResult:
     """The run a vllm bench serve result JSON describes; errors name the file and the missing field."""
     missing = [key for key in REQUIRED if data.get(key) is None]
@@ -45,6 +68,7 @@ def from_dict(data: Mapping[str, Any], *, where: str) -> ServingResult:
     total_in = number(data["total_input_tokens"], where=where, field="total_input_tokens")
     total_out = number(data["total_output_tokens"], where=where, field="total_output_tokens")
     duration = data.get("duration")
+    speculative_tokens, accepted_fraction = _speculation(data, where=where)
     return ServingResult(
         concurrency=_concurrency(data, where=where),
         input_tokens=mean_tokens(total_in, completed, where=where, field="total_input_tokens"),
@@ -57,4 +81,6 @@ def from_dict(data: Mapping[str, Any], *, where: str) -> ServingResult:
         tool="vllm-bench-serve",
         where=where,
         model_id=str(data["model_id"]).strip() or None if data.get("model_id") is not None else None,
+        speculative_tokens=speculative_tokens,
+        accepted_draft_fraction=accepted_fraction,
     )

@@ -47,6 +47,7 @@ FIT_PARAMS: tuple[FitParam, ...] = (
     FitParam("kernel_overhead_us", 0.1, 300.0, 5.0, "per-layer cost: each small kernel (us)"),
     FitParam("matmul_latency_us", 0.1, 300.0, 5.0, "per-layer cost: each matmul's fixed part (us)"),
     FitParam("sequence_overhead_us", 0.1, 20_000.0, 5.0, "per-sequence cost per step (us)"),
+    FitParam("allreduce_latency_us", 5.0, 500.0, 20.0, "fixed latency of each collective inside a node (us)"),
     FitParam("prefill_pass_overhead_us", 1.0, 100_000.0, 1000.0, "fixed cost per prefill pass (us)", 10.0),
     FitParam("compute_scale", 0.25, 2.0, 1.0, "prefill GEMM efficiency x the profile's"),
     FitParam(
@@ -70,6 +71,15 @@ FIT_PARAMS: tuple[FitParam, ...] = (
 # 100 ms: an eager prefill pass launches ~15 kernels per layer (<= ~1 500 for the 94-layer models here) at
 # <= 50 us of host time each, ~75 ms at worst; a fit that wants more per pass is charging a per-request
 # cost (below) or a slow prefill to every pass, and stalls every running decode for it.  [assumed]
+# allreduce_latency_us: the fixed part of one collective inside a node (TP all-reduce, MoE dispatch or
+# combine), paid per layer: 2 L per decode step at tp > 1; rows of one model at two tp / ep degrees separate
+# it from the per-layer kernel costs best. CANN expands each HCCL op on the AI CPU by default, a fixed cost
+# that small decode all-reduces cannot hide (xLLM-AI/xllm PR #1988, which moves them to AIV expansion; PR
+# #1819: the count of small allreduceAicpuKernel calls sets TPOT). Box 5-500 us: 5 us, a device-launched
+# one-shot all-reduce (HCCL AIV mode, ATB's LCCL), is assumed not to go below it; 500 us is above the
+# 392-443 us that lvyufeng/PocketLLM PR #269 timed for one host-synchronised HcclAllReduce of 10-640 KB on a
+# first-generation Ascend 910 (TP4, CANN 9.0), flat in size, the slowest path an engine would take.
+# [measured by others on another Ascend part (upper end); assumed (lower end)]
 # request_overhead_us: what one request costs outside the forward pass (HTTP + API server, tokenization of
 # the prompt, the scheduler's admission, the first step of a captured graph): it adds to TTFT only
 # (closed_loop.py, planner/sim), so rows with a TTFT at low load identify it. Prior 10 ms x/ 10 (1-100 ms
@@ -91,6 +101,11 @@ UPPER = np.log([p.upper for p in FIT_PARAMS])
 PRIOR_SIGMA_MEASURED = math.log(1.25)
 PRIOR_SIGMA_ASSUMED = math.log(4.0)
 PRIOR_SIGMA_UNKNOWN = math.log(100.0)
+# allreduce_latency_us is fitted only where the card's profile states allreduce_latency_prior_factor (which
+# HCCL path its engines take is unknown there); elsewhere it is held at the profile's value by a prior this
+# narrow (x/ 1.001, 0.1 %), so the other cards' fits stay as they were; so it is where the rows' engine
+# launches its collectives from the device (registry.device_launched_collectives: MindIE's LCCL).  [assumed]
+PRIOR_SIGMA_HELD = math.log(1.001)
 
 
 def profile_values(coefficients: PerfCoefficients) -> list[float | None]:
@@ -103,14 +118,21 @@ def profile_values(coefficients: PerfCoefficients) -> list[float | None]:
 
 
 def prior(
-    coefficients: PerfCoefficients, *, measured: bool, floors: Mapping[str, float] | None = None
+    coefficients: PerfCoefficients,
+    *,
+    measured: bool,
+    floors: Mapping[str, float] | None = None,
+    hold_collective_latency: bool = False,
 ) -> tuple[FloatArray, FloatArray]:
     """(centre, sigma) of every parameter in log space.
 
     Formula: centre = log(clip(value or floor, lower, upper)), floor from `floors` where it names the
     parameter (an engine's own prior centre) and the FitParam's otherwise; sigma = PRIOR_SIGMA_MEASURED when
     the profile's value was measured, PRIOR_SIGMA_ASSUMED when assumed, log(unknown_factor) when absent;
-    compute_scale: min(that, log(compute_fraction_prior_factor)) when the profile states the factor.
+    compute_scale: min(that, log(compute_fraction_prior_factor)) when the profile states the factor;
+    allreduce_latency_us: log(allreduce_latency_prior_factor) when the profile states one and
+    hold_collective_latency is off (the rows' engine expands its collectives on the host), else
+    PRIOR_SIGMA_HELD (held at the profile's value).
     """
     known = PRIOR_SIGMA_MEASURED if measured else PRIOR_SIGMA_ASSUMED
     centre, sigma = [], []
@@ -120,6 +142,10 @@ def prior(
         width = known if value is not None else math.log(param.unknown_factor)
         if param.name == "compute_scale" and coefficients.compute_fraction_prior_factor is not None:
             width = min(width, math.log(coefficients.compute_fraction_prior_factor))
+        if param.name == "allreduce_latency_us":
+            factor = coefficients.allreduce_latency_prior_factor
+            held = factor is None or hold_collective_latency
+            width = PRIOR_SIGMA_HELD if held else math.log(factor)
         sigma.append(width)
     return np.asarray(centre), np.asarray(sigma)
 

@@ -27,6 +27,9 @@ class LinkRates:
     tp: tuple[float, float]  # ring all-reduce inside a tensor-parallel group
     a2a: tuple[float, float]  # MoE dispatch + combine
     stage: tuple[float, float]  # pipeline hand-off
+    # collective resources whose every peer sits in one node: they pay allreduce_latency_us, the term a
+    # --from-bench fit adjusts (planner/fit/features.py); the others pay the datasheet's inter-node latency
+    node_resources: frozenset[str] = COLLECTIVE_RESOURCES
 
 
 def mixed_bytes_per_s(intra: float, inter: float, *, off_node_fraction: float) -> float:
@@ -76,8 +79,12 @@ def link_rates(dep: Deployment, coeff: PerfCoefficients) -> LinkRates:
         mixed_bytes_per_s(intra, inter, off_node_fraction=off_node),
         inter_latency if off_node > 0 else intra_latency,
     )
-    stage = (inter, inter_latency) if layout.node_count(dep) > 1 else (intra, intra_latency)
-    return LinkRates(tp=tp, a2a=a2a, stage=stage)
+    spans_nodes = layout.node_count(dep) > 1
+    stage = (inter, inter_latency) if spans_nodes else (intra, intra_latency)
+    off = {"link": dep.tp > per_node, "a2a": off_node > 0, "stage": spans_nodes}
+    inter_known = dep.hardware.interconnect.inter_node_latency_us is not None  # else the node's own stands in
+    node = frozenset(resource for resource, leaves in off.items() if not (leaves and inter_known))
+    return LinkRates(tp=tp, a2a=a2a, stage=stage, node_resources=node)
 
 
 def collective_seconds(links: LinkRates, term: Term, *, tp: int) -> tuple[FloatArray, float]:

@@ -68,14 +68,9 @@ def build_plan(
             )
         rec, answer = apply_slo(dep, rec, slo=slo, search=slo_search)
     group_dep = capacity.per_dp_rank(dep)
-    group_rec = rec.model_copy(
-        update={"max_batch_size": layout.per_dp_rank_batch(rec.max_batch_size, dp=dep.dp)}
-    )
     perf = None
     if with_performance:  # memory-only plans (MindIE's default schedule times) skip the roofline
-        perf = instance_performance(
-            group_dep, batch=group_rec.max_batch_size, dp=dep.dp, prompt_tokens=prompt
-        )
+        perf = instance_performance(group_dep, batch=rec.max_batch_size, dp=dep.dp, prompt_tokens=prompt)
     report = plan_layout_report(dep, rec)
     return Plan(
         **carried(dep, PLAN_ECHOES),
@@ -122,16 +117,21 @@ def fitted_speed_warnings(dep: Deployment, rec: Recommendation, perf: Performanc
 
 
 def instance_performance(group_dep: Deployment, *, batch: int, dp: int, prompt_tokens: int) -> Performance:
-    """Speed of one DP group at its batch, with the batch and aggregate tokens/s of all dp groups.
+    """Speed of the instance at its batch B: one DP group's step at its share, the instance's batch and
+    aggregate tokens/s.
 
-    Formula: instance batch = dp * batch; instance tokens/s = dp * group tokens/s (groups step in lockstep).
+    Formula: b = layout.per_dp_rank_batch(B, dp) = ceil(B / dp) sequences on the fullest group;
+    instance tokens/s = layout.busy_dp_groups(B, dp) * group tokens/s(b) (= B * per-user tokens/s at b);
+    with B < dp only B groups have a sequence (the rule of `kvplan serve` and the fit's replica_share).
     """
+    group_batch = layout.per_dp_rank_batch(batch, dp=dp)
     group = performance.performance(
-        group_dep, batch=batch, ctx_tokens=group_dep.ctx_tokens, prompt_tokens=prompt_tokens
+        group_dep, batch=group_batch, ctx_tokens=group_dep.ctx_tokens, prompt_tokens=prompt_tokens
     )
     if dp > 1:
-        group = group.model_copy(update={"batch": batch * dp, "tokens_per_s": group.tokens_per_s * dp})
-    return group.model_copy(update={"speed_range": speed_range(group_dep, group, batch=batch)})
+        busy_groups = layout.busy_dp_groups(batch, dp=dp)
+        group = group.model_copy(update={"batch": batch, "tokens_per_s": group.tokens_per_s * busy_groups})
+    return group.model_copy(update={"speed_range": speed_range(group_dep, group, batch=group_batch)})
 
 
 def speed_range(group_dep: Deployment, perf: Performance, *, batch: int) -> SpeedRange:

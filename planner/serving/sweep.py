@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from planner import capacity
 from planner.deployment import Deployment
+from planner.kinds import DEFAULT_ENGINE
 from planner.perf import ranges, roofline
 from planner.serving import performance
 
@@ -39,6 +40,7 @@ class SweepResult(BaseModel):
     decode_step_s_low: npt.NDArray[np.float64]  # the range of decode_step_s (ranges.factor_grid)
     decode_step_s_high: npt.NDArray[np.float64]
     speed_band: ranges.SpeedBand  # source and notes, at the grid's largest batch and context
+    setup: str = ""  # what else the table's title names: ", engine vllm, dp=2 (batch per DP group)", ...
 
 
 def fits_memory_grid(
@@ -102,4 +104,17 @@ def sweep(
         decode_step_s_low=step_s / high[None],
         decode_step_s_high=step_s / low[None],
         speed_band=ranges.speed_band(dep, batch=int(batch_arr.max()), ctx_tokens=int(ctx_arr.max())),
+        setup=setup_words(dep),
     )
+
+
+def setup_words(dep: Deployment) -> str:
+    """What the grid was evaluated with beyond model, card, KV dtype and tp, where it is not the default
+    (MindIE, one device per degree, no drafts): ", engine vllm, dp=2 (batch per DP group), eagle3 x3"."""
+    words = [f"engine {dep.engine}"] if dep.engine != DEFAULT_ENGINE else []
+    words += [f"{name}={getattr(dep, name)}" for name in ("dp", "ep", "pp") if getattr(dep, name) > 1]
+    if dep.dp > 1:
+        words.append("batch per DP group")
+    if dep.speculative_tokens:
+        words.append(f"{dep.draft_method or 'mtp'} x{dep.speculative_tokens}")
+    return "".join(f", {word}" for word in words)

@@ -69,8 +69,11 @@ def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
     """Scheduler knobs for the run: the running cap b; vLLM's max_num_batched_tokens is the deployment's
     max_prefill_tokens (what serve's --max-prefill-tokens sets), at least b (vLLM's own start-up check)."""
     knobs: dict[str, object] = {"max_batch": running_batch}
-    if run.scheduler_for(dep) == "vllm":
+    scheduler = run.scheduler_for(dep)
+    if scheduler == "vllm":
         knobs["max_batched_tokens"] = max(dep.max_prefill_tokens, running_batch)
+    elif scheduler == "sglang":  # --chunked-prefill-size: prefill passes only, no decode tokens in it
+        knobs["max_batched_tokens"] = dep.max_prefill_tokens
     return knobs
 
 

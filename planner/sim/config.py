@@ -18,13 +18,15 @@ from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
 from planner.engines.mindie import scheduler as mindie_scheduler
 from planner.schema import Frozen
 
-SchedulerName = Literal["vllm", "mindie", "decode"]  # decode: a P:D decode instance (planner/sim/pd.py)
+# decode: a P:D decode instance (planner/sim/pd.py)
+SchedulerName = Literal["vllm", "mindie", "sglang", "decode"]
 
 
 class SchedulerConfig(Frozen):
     """Knobs of one serving instance (SI units) and its KV block pool.
 
     vllm:   max_batch = max_num_seqs, max_batched_tokens = max_num_batched_tokens (chunked prefill).
+    sglang: max_batch = max_running_requests, max_batched_tokens = chunked_prefill_size (prefill passes only).
     mindie: max_batch = maxBatchSize, max_prefill_batch = maxPrefillBatchSize, max_prefill_tokens =
             maxPrefillTokens, select_batch = supportSelectBatch with prefill/decode_time_per_req_s =
             prefillTimeMsPerReq / decodeTimeMsPerReq, queue_delay_s = maxQueueDelayMicroseconds.
@@ -60,6 +62,11 @@ class SchedulerConfig(Frozen):
         if not self.prefix_cached_fraction:
             fields.pop("prefix_cached_fraction", None)
         return fields
+
+
+def chunks_prompts(scheduler: str) -> bool:
+    """True for the schedulers that cut prompts into max_batched_tokens chunks (vLLM, SGLang)."""
+    return scheduler in ("vllm", "sglang")
 
 
 def blocks_for(tokens: int, *, block_tokens: int) -> int:

@@ -14,7 +14,7 @@ import numpy as np
 
 from planner.errors import PlanInputError
 from planner.sim import metrics, schedulers
-from planner.sim.config import SchedulerConfig
+from planner.sim.config import SchedulerConfig, chunks_prompts
 from planner.sim.engine import Engine
 from planner.sim.metrics import Records, SimSummary, Timeline
 from planner.sim.steptable import StepTable
@@ -69,7 +69,7 @@ def check_work(loops: int, cfg: SchedulerConfig, workload: Workload) -> int:
                 f"--requests/--input-tokens/--output-tokens: too much to simulate (got {tokens:.3g} "
                 f"tokens in {workload.requests} requests, expected <= {MAX_SIM_TOKENS:.3g})"
             )
-    per_pass = cfg.max_batched_tokens if cfg.scheduler == "vllm" else cfg.max_prefill_tokens
+    per_pass = cfg.max_batched_tokens if chunks_prompts(cfg.scheduler) else cfg.max_prefill_tokens
     needed = loops if loops > 1 else int(np.sum(workload.input_tokens)) // per_pass
     if needed > MAX_ENGINE_LOOPS:
         raise PlanInputError(

@@ -166,7 +166,7 @@ def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> Sche
 def build_table(dep: Deployment, cfg: SchedulerConfig, workload: Workload) -> StepTable:
     """Step grids that cover every batch, context and pass this run can reach."""
     longest = int(np.max(workload.input_tokens + workload.output_tokens))
-    budget = cfg.max_batched_tokens if cfg.scheduler == "vllm" else cfg.max_prefill_tokens
+    budget = cfg.max_batched_tokens if config.chunks_prompts(cfg.scheduler) else cfg.max_prefill_tokens
     return step_table(
         dep, max_batch=cfg.max_batch, max_ctx_tokens=longest, max_pass_tokens=max(budget, longest)
     )

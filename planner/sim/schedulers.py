@@ -15,6 +15,11 @@ decodes pause during it. With supportSelectBatch its stage policy decides instea
 grows by decodeTimeMsPerReq * (maxBatchSize - decodeReqNum) each time it is asked with requests waiting,
 and prefill runs (the waste reset) unless prefillTimeMsPerReq * decodeReqNum exceeds it.
 
+SGLang (managers/scheduler.py get_next_batch_to_run with enable_mixed_chunk off, its default): a new prefill
+batch whenever one can be formed, else the running decodes; the prefill batch (PrefillAdder) continues the
+chunked request, then admits waiting requests in fcfs order up to chunked_prefill_size tokens, the last one
+chunked. Prefill and decode never share a pass.
+
 Decode-only (a P:D decode instance, planner/sim/pd.py): admit prefilled requests, decode.
 """
 
@@ -41,9 +46,17 @@ def prefill_shape(chunks: list[tuple[int, int, int]]) -> tuple[float, float]:
 
 
 def vllm_chunks(eng: Engine) -> list[tuple[int, int, int]]:
-    """This step's prefill chunks (request, tokens, prefix): continuing prompts, then admitted ones."""
+    """This step's prefill chunks (request, tokens, prefix): continuing prompts, then admitted ones, in what
+    the running decodes leave of the step's token budget."""
+    return prefill_chunks(
+        eng, budget=eng.cfg.max_batched_tokens - len(eng.running) * eng.table.query_tokens_per_step
+    )
+
+
+def prefill_chunks(eng: Engine, *, budget: int) -> list[tuple[int, int, int]]:
+    """Prefill chunks (request, tokens, prefix) of at most `budget` tokens: prompts part-way first, then
+    waiting requests in arrival order while the batch cap and free blocks allow; the last may be cut."""
     cfg = eng.cfg
-    budget = cfg.max_batched_tokens - len(eng.running) * eng.table.query_tokens_per_step
     chunks: list[tuple[int, int, int]] = []
     for request in eng.prefilling:
         if budget <= 0:
@@ -86,6 +99,30 @@ def vllm_step(eng: Engine) -> None:
     eng.advance(1 if batch else 0, seconds)
     for request in completed:
         if request in eng.prefilling:  # not preempted during the step
+            eng.prefilling.remove(request)
+            eng.prefill_done[request] = 0
+            eng.join_decode(request)
+
+
+def sglang_step(eng: Engine) -> None:
+    """One SGLang step (--enable-mixed-chunk off): a prefill pass of up to chunked_prefill_size tokens
+    whenever a prompt waits or is part-way (decodes pause), else decode steps to the next event."""
+    chunks = prefill_chunks(eng, budget=eng.cfg.max_batched_tokens)
+    if not chunks:
+        if not eng.running:
+            raise_stuck(eng)
+        eng.decode_span()
+        return
+    tokens, attended = prefill_shape(chunks)
+    completed = []
+    for request, take, _ in chunks:
+        eng.prefill_done[request] += take
+        eng.prefill_tokens += take
+        if eng.prefill_done[request] >= eng.prefill_tokens_of(request):
+            completed.append(request)
+    eng.advance(0, eng.table.pass_s(tokens, attended))
+    for request in completed:
+        if request in eng.prefilling:
             eng.prefilling.remove(request)
             eng.prefill_done[request] = 0
             eng.join_decode(request)
@@ -222,6 +259,8 @@ def step_function(scheduler: str) -> Callable[[Engine], None]:
         return vllm_step
     if scheduler == "mindie":
         return mindie_step
+    if scheduler == "sglang":
+        return sglang_step
     return decode_only_step
 
 

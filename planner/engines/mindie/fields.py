@@ -71,7 +71,7 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
     OwnedField((*MODEL, "backendType"), "atb", "[DOC] atb | ms"),
     OwnedField(
         (*MODEL, "plugin_params"),
-        "--mtp N / --prefix-cache, other plugins kept",
+        "--mtp N (or --speculative-config method mtp) / --prefix-cache, other plugins kept",
         "[DOC] JSON string; mtp.md, prefix_cache.md",
     ),
     OwnedField((*SCHEDULE, "cacheBlockSize"), "--block-size", "[DOC] [1, 128], multiples of 16, 128 advised"),

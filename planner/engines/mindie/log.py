@@ -26,18 +26,21 @@ from planner.deployment import Deployment
 from planner.engines.mindie.config import BlockPrediction
 from planner.engines.mindie.pool import RESERVED_BLOCKS
 from planner.errors import PlanInputError
-from planner.readers import log_count, log_gib_bytes
+from planner.readers import LOG_NUMBER, log_count, log_counts, log_gib_figures, smallest_over_ranks
 from planner.results import Plan
 from planner.schema import Frozen, HardwareProfile
 
-_NUMBER = r"(\d+(?:\.\d+)?)"
+_N = rf"({LOG_NUMBER})"
 NPU_BLOCK_RE = re.compile(r"(?<![A-Za-z_])npuBlockNum['\"]?\s*[:=]\s*['\"]?(\d+)", re.IGNORECASE)
 BLOCK_SIZE_RE = re.compile(r"['\"]blockSize['\"]\s*:\s*(\d+)")
-ALLOCATED_RE = re.compile(rf"Allocated\s+{_NUMBER}\s*\(GiB\)\s*NPU memory for KVcache")
-WEIGHTS_RE = re.compile(rf"Model loading took\s+{_NUMBER}\s*GiB")
-TOTAL_RE = re.compile(rf"Total npu memory:\s*{_NUMBER}\s*GiB")
-NON_KV_RE = re.compile(rf"Total non KV cache memory:\s*{_NUMBER}\s*GiB")
-FRACTION_RE = re.compile(rf"Requested memory:\s*{_NUMBER}\s*\(util\)")
+# MindieLogFigures' per-rank lists of GiB figures, each with the line it is read from (every match, in order)
+GIB_FIGURE_LINES = {
+    "kv_cache_bytes": re.compile(rf"Allocated\s+{_N}\s*\(GiB\)\s*NPU memory for KVcache"),
+    "weights_bytes": re.compile(rf"Model loading took\s+{_N}\s*GiB"),
+    "non_kv_cache_bytes": re.compile(rf"Total non KV cache memory:\s*{_N}\s*GiB"),
+}
+TOTAL_RE = re.compile(rf"Total npu memory:\s*{_N}\s*GiB")
+FRACTION_RE = re.compile(rf"Requested memory:\s*{_N}\s*\(util\)")
 WARMUP_RE = re.compile(
     r"warmup params: max_prefill_tokens=(\d+), max_seq_len=(\d+), max_input_len=(\d+), "
     r"max_iter_times=(\d+)"
@@ -70,17 +73,8 @@ class MindieLogFigures(Frozen):
 
     @property
     def npu_block_num(self) -> int | None:
-        """The instance's block count: the smallest npuBlockNum over ranks (MindIE tuning guide)."""
-        return min(self.npu_block_nums) if self.npu_block_nums else None
-
-
-def _gib_list(pattern: re.Pattern[str], text: str) -> list[int]:
-    return [log_gib_bytes(m) for m in pattern.findall(text)]
-
-
-def _last_int(pattern: re.Pattern[str], text: str) -> int | None:
-    found = pattern.findall(text)
-    return log_count(found[-1]) if found else None
+        """The instance's block count: the smallest npuBlockNum over ranks (readers.smallest_over_ranks)."""
+        return smallest_over_ranks(self.npu_block_nums)
 
 
 def _warmup(groups: tuple[str, ...]) -> WarmupParams:
@@ -89,17 +83,16 @@ def _warmup(groups: tuple[str, ...]) -> WarmupParams:
 
 def parse_mindie_log(text: str) -> MindieLogFigures:
     """All figures the log holds (see the module docstring for the lines understood)."""
-    total = _gib_list(TOTAL_RE, text)
+    total = log_gib_figures(TOTAL_RE, text)
+    block_sizes = BLOCK_SIZE_RE.findall(text)
     fraction = FRACTION_RE.findall(text)
     warmup = WARMUP_RE.findall(text)
     failed = WARMUP_FAILED_RE.findall(text)
     return MindieLogFigures(
-        npu_block_nums=[log_count(n) for n in NPU_BLOCK_RE.findall(text)],
-        block_size_tokens=_last_int(BLOCK_SIZE_RE, text),
-        kv_cache_bytes=_gib_list(ALLOCATED_RE, text),
-        weights_bytes=_gib_list(WEIGHTS_RE, text),
+        npu_block_nums=log_counts(NPU_BLOCK_RE, text),
+        block_size_tokens=log_count(block_sizes[-1]) if block_sizes else None,
+        **{field: log_gib_figures(line, text) for field, line in GIB_FIGURE_LINES.items()},
         total_memory_bytes=total[-1] if total else None,
-        non_kv_cache_bytes=_gib_list(NON_KV_RE, text),
         memory_fraction=float(fraction[-1]) if fraction else None,
         warmup=_warmup(warmup[-1]) if warmup else None,
         warmup_required_blocks=log_count(failed[-1][0]) if failed else None,

@@ -24,7 +24,9 @@ from planner.engines.mindie.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DE
 from planner.engines.mindie.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
 from planner.engines.mindie.scheduler import REQUEST_OVERHEAD_PRIOR_US as REQUEST_OVERHEAD_PRIOR_US
 from planner.engines.mindie.scheduler import SCHEDULER as SCHEDULER
+from planner.engines.mindie.scheduler import beyond_pool_words as beyond_pool_words
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
+from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Plan, Recommendation
 from planner.schema import HardwareProfile
 
@@ -47,6 +49,13 @@ STATE_PASSES = 2  # linear-attention state reads + writes per decode step (plann
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting
 GATHERS_MOE_OUTPUTS = False  # MoE outputs all-reduced, not all-gathered (planner/perf/opcost.py)
+# In-node collectives run on LCCL, launched from the device, wherever the card needs no NZ weight layout (A2,
+# A3) and npu-smi shows HCCS links, unless MINDIE's hccl_enable is set: NPUSocInfo.communication_backend in
+# atb_llm/utils/initial.py (MindIE-LLM examples/atb_models, mirror verylucky01/MindIE-LLM @230a4ff1). So
+# they skip the AI-CPU expansion of HCCL ops that a fitted allreduce_latency_us describes, and a fit on
+# MindIE rows holds that latency at the profile's value.
+DEVICE_LAUNCHED_COLLECTIVES = True
+FITTED_PROFILE_ENGINE: EngineName = "mindie"  # its own fit (hwprofiles/fitted/<card>.mindie.yaml)
 DRAFT_MODELS = False  # [mtp.md] MindIE's speculative plugin drafts with the model's own MTP layers only
 
 
@@ -275,3 +284,10 @@ def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudge
 def default_prefill_tokens(hardware: HardwareProfile) -> int | None:
     """None: the plan's default max(8192, ctx - output) (MindIE prefills a prompt in one pass)."""
     return None
+
+
+def default_memory_fraction_at(
+    hardware: HardwareProfile, *, ranks: tuple[int, int, int], prefill_tokens: int | None, drafting: bool
+) -> float:
+    """DEFAULT_MEMORY_FRACTION whatever the deployment (the engine's setting is one constant)."""
+    return DEFAULT_MEMORY_FRACTION

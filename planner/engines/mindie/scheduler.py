@@ -19,6 +19,15 @@ DEFAULT_QUEUE_DELAY_US = 5000
 MAX_TIME_PER_REQ_MS = 1000  # prefillTimeMsPerReq / decodeTimeMsPerReq range [0, 1000] ([DOC])
 SCHEDULER: SchedulerKind = "mindie"  # the simulator's prefill-priority scheduler (planner/sim/schedulers.py)
 ADMITS_BEYOND_POOL = False  # the running batch is capped at maxBatchSize, the rest queue
+
+
+def beyond_pool_words(*, max_batch: int, clients: int) -> str:
+    """What MindIE does with `clients` sequences when its blocks hold fewer at full length
+    (ADMITS_BEYOND_POOL), max_batch its maxBatchSize."""
+    queued = max(0, clients - max_batch)
+    return f"MindIE runs at most maxBatchSize {max_batch} and queues the rest ({queued} here)"
+
+
 # Data parallel (planner/sim/dpgroups.py). Every DP rank shares its priority (prefill or decode) and the
 # ranks run the majority's: PreScheduler::DecidePDPriority, src/scheduler/pre_scheduler.cpp L85-101
 # @ecfc8d2c (ranks with empty queues do not vote; a tie goes to prefill, L99). [assumed: the sync

@@ -14,6 +14,7 @@ from planner.deployment import Deployment
 from planner.engines import common
 from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.errors import PlanInputError
+from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Plan, Recommendation
 from planner.schema import HardwareProfile
 
@@ -21,6 +22,7 @@ SCHEDULER = vllm_scheduler.SCHEDULER
 # transformers + fla reads and writes the fp32 state twice per decode step (planner/perf/kernels.py)
 # [measured: h200-run5 gdn_*.json, 27B shape at batch 64: recurrent kernel 138 us + copies 136 us].
 ADMITS_BEYOND_POOL = vllm_scheduler.ADMITS_BEYOND_POOL  # simulated with vLLM's scheduler
+beyond_pool_words = vllm_scheduler.beyond_pool_words  # simulated with vLLM's scheduler: its words
 PD_DECODER_STREAMS_FIRST_TOKEN = False  # no P:D serving of its own
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # no engine setting of its own: the plan default
 STATE_PASSES = 4
@@ -30,6 +32,8 @@ REQUEST_OVERHEAD_PRIOR_US = 10_000.0  # a local generate() call: no API server [
 FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
 SUPPORTS_PIPELINE = False
 GATHERS_MOE_OUTPUTS = False
+DEVICE_LAUNCHED_COLLECTIVES = False  # torch.distributed: HCCL (or NCCL) through the host
+FITTED_PROFILE_ENGINE: EngineName = "transformers"  # its own fit (hwprofiles/fitted/)
 DRAFT_MODELS = False  # kvplan's transformers reference runs decode without a drafter
 
 
@@ -106,3 +110,10 @@ def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudge
 def default_prefill_tokens(hardware: HardwareProfile) -> int | None:
     """None: the plan's default max(8192, ctx - output) (transformers prefills a prompt in one pass)."""
     return None
+
+
+def default_memory_fraction_at(
+    hardware: HardwareProfile, *, ranks: tuple[int, int, int], prefill_tokens: int | None, drafting: bool
+) -> float:
+    """DEFAULT_MEMORY_FRACTION whatever the deployment (the engine's setting is one constant)."""
+    return DEFAULT_MEMORY_FRACTION

@@ -14,7 +14,8 @@ planner/engines/vllm/pool.py (docs/engines/vllm-memory.md). Mapping to the MindI
   --block-size              vllm-ascend: 128 for attention-only models; hybrids: computed by the engine
   --kv-cache-dtype          auto (16-bit) or fp8; vllm-ascend's INT8 KV comes with a quantized checkpoint
   --tensor-parallel-size    worldSize (--tp)
-  --speculative-config      {"method": "mtp", "num_speculative_tokens": n} with --mtp n
+  --speculative-config      {"method": "mtp", "num_speculative_tokens": n} with --mtp n or the user's
+                            --speculative-config; a draft model's (eagle3, dflash) with its "model" too
   --data-parallel-size, --enable-expert-parallel, ...: layouts beyond TP (planner/engines/layouts.py)
 """
 
@@ -59,7 +60,7 @@ def plan_pool(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
         available_bytes=plan.memory.kv_budget_bytes,
         max_model_len=lengths.max_seq_len_tokens,
         prefix_caching=options.prefix_cache,
-        num_spec=options.mtp,
+        num_spec=dep.speculative_tokens,  # MTP's or the draft model's: their layers hold KV in the pool
     )
 
 
@@ -118,9 +119,9 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
         args.append(("--served-model-name", options.model_name))
     if options.prefix_cache:
         args.append(("--enable-prefix-caching", None))
-    if options.mtp and dep.model.mtp_layers:
-        spec = {"method": "mtp", "num_speculative_tokens": options.mtp}
-        args.append(("--speculative-config", json.dumps(spec, separators=(",", ":"))))
+    spec = speculative_config(dep, draft_model=options.draft_model)
+    if spec is not None:
+        args.append(("--speculative-config", spec))
     model, quantization = served_checkpoint(plan, dep, options)
     if quantization is not None:
         args.append(("--quantization", quantization))
@@ -136,6 +137,26 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
         startup_lines=vllm_startup.plan_lines(dep, terms=terms),
         notes=vllm_notes(plan, dep, pool=pool, options=options, util=util, lengths=lengths),
     )
+
+
+def speculative_config(dep: Deployment, *, draft_model: str | None) -> str | None:
+    """vLLM's --speculative-config JSON for the deployment's drafts, in vLLM's key names (vllm/config/
+    speculative.py SpeculativeConfig: method, model, num_speculative_tokens): None without speculative
+    decoding; PlanInputError when a draft-model method (eagle3, dflash) has no "model" to load."""
+    if not dep.speculative_tokens:
+        return None
+    method = dep.draft_method or "mtp"
+    if dep.draft_method and draft_model is None:
+        raise PlanInputError(
+            f'--speculative-config: method {method} needs "model", the draft checkpoint vLLM loads (got '
+            f'none, expected e.g. {{"method": "{method}", "model": "<draft repo or path>", '
+            f'"num_speculative_tokens": {dep.mtp_tokens}}})'
+        )
+    spec: dict[str, object] = {"method": method}
+    if dep.draft_method:
+        spec["model"] = draft_model
+    spec["num_speculative_tokens"] = dep.mtp_tokens
+    return json.dumps(spec, separators=(",", ":"))
 
 
 def served_checkpoint(plan: Plan, dep: Deployment, options: ServingOptions) -> tuple[str, str | None]:
@@ -218,15 +239,13 @@ def block_size_note(pool: vm.VllmPool) -> str:
 
 
 def dtype_and_cache_notes(plan: Plan, dep: Deployment, options: ServingOptions) -> list[str]:
-    """int8 KV, MTP without MTP layers, and vLLM's prefix-caching default."""
+    """int8 KV and vLLM's prefix-caching default."""
     notes: list[str] = []
     if plan.kv_dtype == "int8":
         notes.append(
             "--kv-cache-dtype: vLLM has no int8 choice; vllm-ascend's INT8 KV cache (C8) comes with "
             "an msModelSlim-quantized checkpoint, so auto is printed"
         )
-    if options.mtp and not dep.model.mtp_layers:
-        notes.append(f"--mtp {options.mtp}: {dep.model.id} ships no MTP layers; no --speculative-config")
     if not options.prefix_cache and dep.model.linear_attention_layers == 0:
         notes.append(
             "vLLM V1 enables prefix caching by default for this model (MindIE does not); add "

@@ -19,8 +19,10 @@ from planner.engines.vllm.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENS
 from planner.engines.vllm.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
 from planner.engines.vllm.scheduler import REQUEST_OVERHEAD_PRIOR_US as REQUEST_OVERHEAD_PRIOR_US
 from planner.engines.vllm.scheduler import SCHEDULER as SCHEDULER
+from planner.engines.vllm.scheduler import beyond_pool_words as beyond_pool_words
 from planner.engines.vllm.scheduler import default_max_batch as default_max_batch
 from planner.errors import DoesNotFitError, PlanInputError
+from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Plan, Recommendation
 from planner.schema import HardwareProfile
 
@@ -34,6 +36,10 @@ SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
 # With --enable-expert-parallel the MoE outputs are all-gathered over the TP ranks (planner/perf/opcost.py;
 # vllm-ascend 182b75ea vllm_ascend/ops/fused_moe/prepare_finalize.py).
 GATHERS_MOE_OUTPUTS = True
+# TP all-reduces go through torch_npu's HCCL process groups, expanded on the AI CPU unless
+# HCCL_OP_EXPANSION_MODE=AIV is set (xLLM-AI/xllm PR #1988): a fit may move allreduce_latency_us
+DEVICE_LAUNCHED_COLLECTIVES = False
+FITTED_PROFILE_ENGINE: EngineName = "vllm"  # its own fit (hwprofiles/fitted/<card>.vllm.yaml)
 DRAFT_MODELS = (
     True  # --speculative-config method eagle3 / dflash load a draft model (vllm-ascend spec_decode/)
 )
@@ -205,3 +211,10 @@ def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]
     (engines/vllm/checkpoints.py), so the printed next command runs as printed."""
     known = checkpoints.checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)
     return "vllm serve", flags.serve_words(plan, dep), "" if known else "--weights-path <checkpoint dir>"
+
+
+def default_memory_fraction_at(
+    hardware: HardwareProfile, *, ranks: tuple[int, int, int], prefill_tokens: int | None, drafting: bool
+) -> float:
+    """DEFAULT_MEMORY_FRACTION whatever the deployment (the engine's setting is one constant)."""
+    return DEFAULT_MEMORY_FRACTION

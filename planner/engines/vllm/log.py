@@ -29,11 +29,17 @@ from pydantic import Field
 from planner import units
 from planner.engines.vllm.pool import StartupMemory
 from planner.errors import PlanInputError
-from planner.readers import log_count, log_gib_bytes
+from planner.readers import (
+    LOG_NUMBER,
+    log_count,
+    log_counts,
+    log_gib_bytes,
+    log_gib_figures,
+    smallest_over_ranks,
+)
 from planner.schema import BUILT_ON_FIRST_USE, Frozen
 
-_NUMBER = r"\d+(?:\.\d+)?"
-_N = rf"({_NUMBER})"
+_N = rf"({LOG_NUMBER})"
 _INT = r"(\d[\d,]*)"
 AVAILABLE_KV_RE = re.compile(rf"Available KV cache memory:\s*{_N}\s*GiB(\s*\(halved for workspace\))?")
 AVAILABLE_BYTES_RE = re.compile(r"Available memory:\s*(\d+),\s*total memory:\s*(\d+)")
@@ -44,7 +50,7 @@ WEIGHTS_RE = re.compile(rf"(?:Model loading took|Loading model weights took)\s*{
 
 def _field(name: str) -> str:
     """A number captured under a StartupBreakdown field's name."""
-    return rf"(?P<{name}>{_NUMBER})"
+    return rf"(?P<{name}>{LOG_NUMBER})"
 
 
 STARTUP_RE = re.compile(  # the groups are StartupBreakdown's fields
@@ -91,8 +97,8 @@ class VllmLogFigures(Frozen):
 
     @property
     def available_kv(self) -> int | None:
-        """The instance's KV memory: the smallest rank's (vLLM takes the minimum over workers)."""
-        return min(self.available_kv_bytes) if self.available_kv_bytes else None
+        """The instance's KV memory: the smallest rank's (readers.smallest_over_ranks)."""
+        return smallest_over_ranks(self.available_kv_bytes)
 
     @property
     def found_anything(self) -> bool:
@@ -130,7 +136,7 @@ def _breakdowns(text: str) -> list[StartupBreakdown]:
 
 def parse_vllm_log(text: str) -> VllmLogFigures:
     """All figures the log holds (see the module docstring for the lines understood)."""
-    available = [log_gib_bytes(m.group(1)) for m in AVAILABLE_KV_RE.finditer(text)]
+    available = log_gib_figures(AVAILABLE_KV_RE, text)
     halved = any(m.group(2) for m in AVAILABLE_KV_RE.finditer(text)) or "worker_310p" in text
     totals: list[int] = []
     for used, total in AVAILABLE_BYTES_RE.findall(text):
@@ -144,7 +150,7 @@ def parse_vllm_log(text: str) -> VllmLogFigures:
     util = breakdown[0].gpu_memory_utilization if breakdown else None
     v0 = V0_PROFILE_RE.findall(text)
     v0_activation = v0_non_torch = None
-    weights = [log_gib_bytes(n) for n, _unit in WEIGHTS_RE.findall(text)]
+    weights = log_gib_figures(WEIGHTS_RE, text)
     if v0:
         total, peak, non_torch, kv, v0_util = v0[-1]
         totals.append(log_gib_bytes(total))
@@ -159,11 +165,11 @@ def parse_vllm_log(text: str) -> VllmLogFigures:
         halved_for_workspace=halved,
         device_total_bytes=min(totals) if totals else None,
         gpu_memory_utilization=util,
-        kv_tokens=[log_count(n) for n in KV_TOKENS_RE.findall(text)],
+        kv_tokens=log_counts(KV_TOKENS_RE, text),
         concurrency=[float(x) for _length, x in concurrency],
         max_model_len=log_count(concurrency[-1][0]) if concurrency else None,
         weights_bytes=weights,
-        num_blocks=[log_count(n) for n in BLOCKS_RE.findall(text)],
+        num_blocks=log_counts(BLOCKS_RE, text),
         breakdown=breakdown,
         v0_activation_bytes=v0_activation,
         v0_non_torch_bytes=v0_non_torch,

@@ -27,6 +27,17 @@ CHUNKED_PREFILL = True
 SCHEDULER: SchedulerKind = "vllm"  # the simulator's continuous-batching scheduler (planner/sim/schedulers.py)
 # KV blocks as tokens arrive, recompute preemption (vllm/v1/core/sched/scheduler.py)
 ADMITS_BEYOND_POOL = True
+
+
+def beyond_pool_words(*, max_batch: int, clients: int) -> str:
+    """What vLLM does with `clients` sequences when its pool holds fewer at full length (ADMITS_BEYOND_POOL),
+    max_batch its max_num_seqs."""
+    return (
+        f"vLLM admits up to max_num_seqs {max_batch} ({min(clients, max_batch)} here), allocates KV "
+        "blocks as tokens arrive and preempts (recompute) when the pool runs out"
+    )
+
+
 # Data parallel (planner/sim/dpgroups.py), vllm/v1/engine/core.py @00080ee1: MoE DP ranks run
 # DPEngineCoreProc, whose run_busy_loop executes a dummy batch when the rank ran nothing while others run
 # (`if not executed: ... self.execute_dummy_batch()`), so every rank runs a forward each step and a step
