@@ -16,13 +16,14 @@ script no longer reproduces (tests/test_fitted_profiles.py runs the same check).
 `kvplan calibrate --from-bench fit-rows/<card>.<engine>.csv --card <card> --engine <engine>` writes
 hwprofiles/fitted/<card>.<engine>.yaml, whose measured block names the rows it stands on.
 
-CI floors (issue 27): every ci-baseline-floor row is a lower bound (column floor_fraction = 0.97, the CI's
-pass threshold) with a margin (column floor_margin_fraction = predict.FLOOR_MARGIN_FRACTION, 0.2): a
-prediction below 0.97 x the floor pulls as a measurement would, one above it as a measurement 0.2 wide
-(planner/fit/censored.py). The shipped profiles are fitted so.
---floor-margin M: another margin (0: one-sided, an excess above the threshold costs nothing).
---floor-headroom H: also a ceiling, (1 + H) x the floor: outside [0.97, 1 + H] x the floor it pulls fully.
---floors-as-measured: read floors as exact throughputs, the reading before 2026-12-06 (for comparison).
+CI floors (issue 27): the shipped profiles read every ci-baseline-floor row as an exact throughput.
+--floor-margin M: read them as lower bounds instead (column floor_fraction = 0.97, the CI's pass threshold;
+column floor_margin_fraction = M): a prediction below 0.97 x the floor pulls as a measurement would, one above
+it as a measurement M wide (planner/fit/censored.py); 0: one-sided (an excess costs nothing). Tried at 0.2 on
+2026-12-06 and not shipped: held-out errors got worse on both cards (docs/accuracy.md, "CI floors as lower
+bounds").
+--floor-headroom H (with --floor-margin): also a ceiling, (1 + H) x the floor: outside [0.97, 1 + H] x the
+floor it pulls fully.
 
 Printed (markdown, for ACCURACY.md): per group the shipped and fitted in-sample median |error|; leave-one-
 model-out (fit without model X, predict X's rows) for groups with >= 4 models; every Qwen3.5 row predicted
@@ -64,12 +65,21 @@ REFUSALS: list[str] = []  # messages of fits that refused (the last one explains
 # rows pulling it there are; fit_profiles.py prints the pullers, and the profile's notes carry them.
 BOUND_REASONS: dict[tuple[str, str], dict[str, str]] = {
     ("ascend-910c", "vllm"): {
+        "weight_read_bandwidth_fraction": (
+            "at the A3 die's datasheet bandwidth (1.0), not beyond it: high-concurrency CI floors without MTP "
+            "(Qwen3-30B-A3B int8 TP1 at 45 clients, Qwen3-235B bf16 and Qwen3-32B int8 at 700 / 76, "
+            "MiniMax-M2.5) ran faster than any lower fraction allows with the per-kernel costs the other "
+            "rows set; which term over-counts at high batch is not identified (no per-phase vLLM row on A3)"
+        ),
         "kv_read_bandwidth_fraction": (
-            "at the A3 die's datasheet bandwidth (1.0), not beyond it: high-concurrency 3.5k-token CI floors "
-            "(lines 92, 84, 16, 99, 43: Qwen3-30B-A3B int8 TP1 at 45 clients, Qwen3-235B bf16 at 700, "
-            "MiniMax-M2.5 at 20, Qwen3.5-27B at 35) stay 6-12 % below their floors even there, where a floor "
-            "is a lower bound; their KV reads at 3.5k-5k tokens x 20-700 clients leave no room below it; "
-            "which term over-counts at high batch is not identified (no per-phase vLLM row on A3)"
+            "at the datasheet bandwidth (1.0), pulled by the same high-concurrency floors as the weight "
+            "fraction: their KV reads at 3.5k-5k tokens x 45-700 clients leave no room below it"
+        ),
+        "prefill_pass_overhead_us": (
+            "at the 100 ms per prefill pass that an eager pass's launches can cost at most (fitted_params.py); "
+            "pulled there by the 16k / 32k-prompt Qwen3.5 weekly floors (their prefill runs slower than the "
+            "compute fraction the x/1.5 prior allows); it was 697 ms before the box ended at 100 ms, and "
+            "the per-request cost now carries what a request pays outside the forward pass"
         ),
     },
     ("ascend-910b3", "vllm"): {
@@ -96,7 +106,7 @@ HELD_OUT_FAMILY = "Qwen/Qwen3.5-"  # the hybrid family the mission names
 Group = list[tuple[dict[str, str], dict[str, str], Any]]  # (corpus row, bench row, ServingPoint)
 OLDER: dict[tuple[str, str], Group] = defaultdict(list)  # predict.not_fitted rows: predicted, never fitted
 # how the fit reads CI floors (main sets it from the options before corpus_groups reads the corpus)
-FLOORS: dict[str, Any] = {"one_sided": True, "headroom": None, "margin": predict.FLOOR_MARGIN_FRACTION}
+FLOORS: dict[str, Any] = {"one_sided": False, "headroom": None, "margin": None}
 
 
 def corpus_groups() -> dict[tuple[str, str], Group]:
@@ -270,7 +280,7 @@ def _describe(out: Path, group: Group, rows_path: Path) -> None:
 def floor_reading() -> str:
     """How the fit read the group's CI floors, for the profile's notes."""
     if not FLOORS["one_sided"]:
-        return "; floors read as exact throughputs (--floors-as-measured)"
+        return ""  # floors read as exact throughputs, the notes as before
     margin = FLOORS["margin"]
     above = f"above it as a measurement {margin:g} wide" if margin else "above it nothing"
     return (
@@ -410,7 +420,7 @@ def report(card: str, engine: str, group: Group, residuals: list[dict[str, str]]
 def censored_lines(points: list[Any], errs: list[float], label: str) -> list[str]:
     """With floors read as lower bounds (the default): the floor rows' median shortfall below 0.97 x their
     floor (outside the ceiling too, with --floor-headroom), their median signed error (how far above its
-    floors the fit sits), and the measured rows' median |error|; nothing with --floors-as-measured."""
+    floors the fit sits), and the measured rows' median |error|; nothing when floors are read as exact (no --floor-margin)."""
     import statistics
 
     from planner.fit import censored
@@ -479,26 +489,21 @@ def main(argv: list[str] | None = None) -> int:
         help="only refit the groups that ship a profile and say whether each reproduces it (exit 1 if not)",
     )
     parser.add_argument(
-        "--floors-as-measured",
-        action="store_true",
-        help="read CI baseline floors as exact throughputs (two-sided), as before 2026-12-06",
-    )
-    parser.add_argument(
         "--floor-margin",
         type=float,
         metavar="M",
-        default=predict.FLOOR_MARGIN_FRACTION,
-        help="how far above 0.97 x its floor a CI run is taken to be (default %(default)s; 0: one-sided)",
+        help="read CI baseline floors as lower bounds, a run taken to be M above 0.97 x its floor (0: one-sided); "
+        "default: floors read as exact throughputs, as the shipped profiles are fitted",
     )
     parser.add_argument(
         "--floor-headroom",
         type=float,
         metavar="H",
-        help="a floor row's run reached at most (1 + H) x its floor (assumed)",
+        help="with --floor-margin: a floor row's run reached at most (1 + H) x its floor (assumed)",
     )
     args = parser.parse_args(argv)
     FLOORS.update(
-        one_sided=not args.floors_as_measured,
+        one_sided=args.floor_margin is not None,
         headroom=args.floor_headroom,
         margin=args.floor_margin or None,
     )

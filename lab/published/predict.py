@@ -138,14 +138,6 @@ FIT_ERA_START = "2026-03-10"
 # run reached at least this share of a ci-baseline-floor row's figure.  [source: vllm-ascend CI assertion]
 CI_PASS_FRACTION = 0.97
 CI_FLOOR_KIND = "ci-baseline-floor"
-# How far above its pass threshold a CI run is taken to have run, one sigma (column floor_margin_fraction:
-# above the threshold an excess of this much costs the fit what a 5 % miss of a measurement does,
-# planner/fit/censored.py). Baselines are set by hand from earlier runs and moved by 30-50 % between versions
-# of one case (README.md, "How baselines move": Qwen3.5-27B A3 664.6 -> 605.0 -> 895 -> 610.22 -> 958.96), so
-# a floor places the run to about a fifth, not to the 5 % of a measurement.  [assumed: chosen with the 910C
-# fit in view: at 0.1 or less (0.05-band variants too) the fit still puts prefill_pass_overhead_us on its
-# 100 ms bound; at 0.2 it leaves it at its prior (docs/accuracy.md, "CI floors as lower bounds")]
-FLOOR_MARGIN_FRACTION = 0.2
 
 
 # Open-loop rows (Alauda's guidellm constant-rate sweeps): the row's notes quote the table row, whose third
