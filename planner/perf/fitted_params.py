@@ -144,8 +144,7 @@ def prior(
             width = min(width, math.log(coefficients.compute_fraction_prior_factor))
         if param.name == "allreduce_latency_us":
             factor = coefficients.allreduce_latency_prior_factor
-            held = factor is None or hold_collective_latency
-            width = PRIOR_SIGMA_HELD if held else math.log(factor)
+            width = PRIOR_SIGMA_HELD if factor is None or hold_collective_latency else math.log(factor)
         sigma.append(width)
     return np.asarray(centre), np.asarray(sigma)
 

@@ -42,11 +42,12 @@ ADMITS_BEYOND_POOL = True
 
 
 def beyond_pool_words(*, max_batch: int, clients: int) -> str:
-    """What SGLang does with `clients` sequences when its pool holds fewer at full length (ADMITS_BEYOND_POOL),
-    max_batch its max_running_requests."""
+    """What SGLang does with `clients` sequences when its pool holds fewer at full length
+    (ADMITS_BEYOND_POOL), max_batch its max_running_requests."""
     return (
-        f"SGLang admits up to max_running_requests {max_batch} ({min(clients, max_batch)} here), allocates KV "
-        "pages as tokens arrive and retracts decoding requests (recompute) when the pool runs out"
+        f"SGLang admits up to max_running_requests {max_batch} ({min(clients, max_batch)} here), "
+        "allocates KV pages as tokens arrive and retracts decoding requests (recompute) when the pool "
+        "runs out"
     )
 
 
