@@ -185,6 +185,7 @@ def plan(
 def models_list(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    version: VersionOpt = False,
 ) -> None:
     """List catalogued model cards (id, aliases, layers, attention, parameters)."""
     if ctx.invoked_subcommand is not None:

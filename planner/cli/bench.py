@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, NamedTuple
 import typer
 
 from planner.cli.flags import CardOpt, DpOpt, EpOpt, KvDtypeOpt, MtpOpt, TpOpt, flag_command
-from planner.cli.options import FlagGroup, fail
+from planner.cli.options import FlagGroup, VersionOpt, fail
 from planner.errors import DataFileError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(bench_app, name="bench")
 
 
-def list_formats(ctx: typer.Context) -> None:
+def list_formats(ctx: typer.Context, version: VersionOpt = False) -> None:
     """List the result formats `kvplan bench import` reads."""
     if ctx.invoked_subcommand is None:
         typer.echo("kvplan bench import FILE... reads:\n" + "\n".join(f"  {line}" for line in FORMATS))

@@ -44,7 +44,7 @@ class EngineRoom(Protocol):
     SUPPORTS_PIPELINE: bool
     GATHERS_MOE_OUTPUTS: bool
     DEVICE_LAUNCHED_COLLECTIVES: bool  # in-node collectives launched from the device (MindIE's LCCL)
-    DRAFT_MODELS: bool  # runs a separate draft model (--speculative-config eagle3 / dflash)
+    DRAFT_METHODS: tuple[str, ...]  # separate draft models it runs (--speculative-config eagle3 / dflash)
     FITTED_PROFILE_ENGINE: EngineName  # whose hwprofiles/fitted/<card>.<engine>.yaml times this engine
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
@@ -114,8 +114,16 @@ def check_kv_dtype(dep: Deployment) -> None:
 
 
 def check_draft_model(dep: Deployment) -> None:
-    """PlanInputError when a separate draft model is asked of an engine that runs none."""
-    if dep.draft_method and not room(dep.engine).DRAFT_MODELS:
+    """PlanInputError when a separate draft model is asked of an engine that runs none, or runs other
+    drafters only (SGLang: eagle3, no dflash)."""
+    methods = room(dep.engine).DRAFT_METHODS
+    if dep.draft_method and methods and dep.draft_method not in methods:
+        raise PlanInputError(
+            f"--speculative-config: {dep.engine} runs no {dep.draft_method} drafter (got method "
+            f"{dep.draft_method}, expected {' or '.join(('mtp', *methods))}); vLLM runs eagle3 and dflash "
+            "drafters (--engine vllm, `kvplan vllm`)"
+        )
+    if dep.draft_method and not methods:
         raise PlanInputError(
             f"--speculative-config: {dep.engine} runs no separate draft model "
             f"(got method {dep.draft_method}, "

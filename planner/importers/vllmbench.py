@@ -45,9 +45,18 @@ def _speculation(data: Mapping[str, Any], *, where: str) -> tuple[int | None, fl
     fields = ("spec_decode_num_drafts", "spec_decode_draft_tokens", "spec_decode_accepted_tokens")
     if any(data.get(key) is None for key in fields):
         return None, None
-    drafts, drafted, accepted = (number(data[key], where=where, field=key) for key in fields)
-    if drafts < 1 or drafted < 1:
+    counts = [number(data[key], where=where, field=key) for key in fields]
+    for key, count in zip(fields, counts, strict=True):
+        if count != int(count):
+            raise DataFileError(f"{where}: {key}: not a whole count (got {count:g}, expected 0, 1, 2, ...)")
+    drafts, drafted, accepted = counts
+    if drafts == 0 and drafted == 0:
         return None, None
+    if drafted < drafts or drafts == 0:  # each draft proposes k >= 1 tokens: drafted = k x drafts
+        raise DataFileError(
+            f"{where}: spec_decode_draft_tokens: fewer than one per draft (got {drafted:g} draft tokens over "
+            f"{drafts:g} drafts, expected at least spec_decode_num_drafts and drafts > 0)"
+        )
     if accepted > drafted:
         raise DataFileError(
             f"{where}: spec_decode_accepted_tokens: more than were drafted (got {accepted:g}, expected <= "

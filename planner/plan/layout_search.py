@@ -16,7 +16,7 @@ from planner import capacity, kinds, layout
 from planner.degrees import DEGREES, MAX_TP, Degrees, carried
 from planner.deployment import Deployment
 from planner.engines import registry
-from planner.errors import KvplanError
+from planner.errors import KvplanError, PlanInputError
 from planner.inputs import ServiceLevels
 from planner.results import Plan
 from planner.schema import Frozen
@@ -123,12 +123,15 @@ def search_layouts(
     """
     prompt = prompt_tokens or kinds.default_request_tokens(dep.ctx_tokens)[0]
     found: list[LayoutCandidate] = []
+    refusals: list[KvplanError] = []
     degrees = candidate_degrees(dep, budget=budget)
     for degree in degrees:
         trial = dep.model_copy(update={**carried(degree, DEGREES), "nodes": None})
         try:
             found.append(candidate(trial, budget=budget, slo=slo, prompt=prompt, plan_of=plan_of))
-        except KvplanError:
-            continue
+        except KvplanError as exc:
+            refusals.append(exc)
+    if not found and refusals and all(type(exc) is PlanInputError for exc in refusals):
+        raise refusals[0]  # an input every layout refuses (a KV dtype, a drafter, a block size): say which
     found.sort(key=lambda c: (-c.tokens_per_s_per_device, c.devices))
     return LayoutSearch(budget_devices=budget, tried=len(degrees), prompt_tokens=prompt, candidates=found)

@@ -80,6 +80,7 @@ def sweep(
     steps, fits = [], []
     for scheme in schemes:
         scheme_dep = with_scheme(dep, weight_dtype=scheme)
+        capacity.check_supported(scheme_dep)  # the layout, dtypes and drafts plan/serve refuse, refused alike
         steps.append(
             roofline.decode_step_s_grid(scheme_dep, batch=batch_arr[:, None], ctx_tokens=ctx_arr[None, :])
         )

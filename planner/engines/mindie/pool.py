@@ -56,7 +56,9 @@ GATHERS_MOE_OUTPUTS = False  # MoE outputs all-reduced, not all-gathered (planne
 # MindIE rows holds that latency at the profile's value.
 DEVICE_LAUNCHED_COLLECTIVES = True
 FITTED_PROFILE_ENGINE: EngineName = "mindie"  # its own fit (hwprofiles/fitted/<card>.mindie.yaml)
-DRAFT_MODELS = False  # [mtp.md] MindIE's speculative plugin drafts with the model's own MTP layers only
+DRAFT_METHODS: tuple[
+    str, ...
+] = ()  # [mtp.md] MindIE's speculative plugin drafts with the model's own MTP layers only
 
 
 # MindIE's int8 KV cache (C8) comes with a C8-quantized W8A8 checkpoint; documented for Atlas 800I A2 with

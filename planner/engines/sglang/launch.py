@@ -12,7 +12,7 @@ Mapping (server_args.py flag names; docs/engines/sglang.md):
   --attention-backend ascend --device npu            on Ascend ([NPU] set_default_server_args forces ascend)
   --quantization modelslim                           int8 (W8A8) weights: an msModelSlim checkpoint
   --speculative-algorithm NEXTN | EAGLE3 ...         --mtp k (the model's MTP layers) or an eagle3 draft model
-  --disable-radix-cache                              without --prefix-cache (the plan counts no cache hits)
+  --disable-radix-cache                              without --prefix-cache or --prefix-cached-fraction
 """
 
 from __future__ import annotations
@@ -38,15 +38,17 @@ class SglangLaunch(Frozen):
     notes: list[str]
 
 
-def speculative_words(dep: Deployment, *, drafts: int) -> list[tuple[str, str | None]]:
+def speculative_words(
+    dep: Deployment, *, drafts: int, draft_model: str | None
+) -> list[tuple[str, str | None]]:
     """EAGLE-family speculation with chain drafting (topk 1): NEXTN for the model's MTP layers, EAGLE3 for
-    a draft model; num_draft_tokens = steps + 1."""
+    a draft model (--speculative-config's "model", else a placeholder); num_draft_tokens = steps + 1."""
     if not drafts:
         return []
     algorithm = "EAGLE3" if dep.draft_method == "eagle3" else "NEXTN"
     words: list[tuple[str, str | None]] = [("--speculative-algorithm", algorithm)]
     if algorithm == "EAGLE3":
-        words.append(("--speculative-draft-model-path", DRAFT_PLACEHOLDER))
+        words.append(("--speculative-draft-model-path", draft_model or DRAFT_PLACEHOLDER))
     words += [("--speculative-num-steps", str(drafts)), ("--speculative-eagle-topk", "1")]
     return [*words, ("--speculative-num-draft-tokens", str(drafts + 1))]
 
@@ -61,10 +63,15 @@ def launch_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Servi
     args += [("--quantization", quantization)] if quantization else []
     kv = KV_CACHE_DTYPES.get(plan.kv_dtype)
     args += [("--kv-cache-dtype", kv)] if kv else []
-    args += speculative_words(dep, drafts=options.mtp or dep.speculative_tokens)
+    args += speculative_words(
+        dep, drafts=options.mtp or dep.speculative_tokens, draft_model=options.draft_model
+    )
     args += [("--served-model-name", options.model_name)] if options.model_name else []
-    args += [] if options.prefix_cache else [("--disable-radix-cache", None)]
-    notes = [f"SGLang's draft model: replace {DRAFT_PLACEHOLDER}"] if dep.draft_method == "eagle3" else []
+    # the radix cache stays on (SGLang's default) where the plan counts prefix-cache hits
+    radix_cache = options.prefix_cache or dep.prefix_cached_fraction > 0
+    args += [] if radix_cache else [("--disable-radix-cache", None)]
+    placeholder = dep.draft_method == "eagle3" and options.draft_model is None
+    notes = [f"SGLang's draft model: replace {DRAFT_PLACEHOLDER}"] if placeholder else []
     return SglangLaunch(model=options.weights_path or dep.model.source.hf_repo, args=args, notes=notes)
 
 

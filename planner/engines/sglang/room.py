@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner import layout, memory
-from planner.deployment import Deployment
+from planner.deployment import DEFAULT_BLOCK_SIZE_TOKENS, Deployment
 from planner.engines import common
 from planner.engines.sglang import defaults, flags
 from planner.errors import PlanInputError
@@ -70,7 +70,9 @@ SUPPORTS_PIPELINE = True  # --pp-size
 GATHERS_MOE_OUTPUTS = True
 # Collectives go through torch_npu's HCCL process groups, as vllm-ascend's (host-expanded on the AI CPU).
 DEVICE_LAUNCHED_COLLECTIVES = False
-DRAFT_MODELS = True  # --speculative-algorithm EAGLE3 loads a draft model
+# --speculative-algorithm EAGLE3 loads an eagle3 draft model; SGLang has no DFlash algorithm (its choices:
+# EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM; docs advanced_features/speculative_decoding.md): dflash is refused
+DRAFT_METHODS: tuple[str, ...] = ("eagle3",)
 # SGLang's Ascend backend runs the same CANN / torch_npu operator family as vllm-ascend (fused attention,
 # grouped matmul, NPU graphs); no SGLang row is fitted yet, so a card's SGLang speeds come from its
 # vllm-ascend fit where one is shipped [assumed: docs/engines/sglang.md; the held-out error of that choice is
@@ -127,12 +129,31 @@ def drafting(dep: Deployment) -> bool:
     return dep.speculative_tokens > 0
 
 
+# server_args.py --kv-cache-dtype: auto (the model's dtype) or FP8 / FP4 formats; no INT8 KV cache
+# (docs advanced_features/quantized_kv_cache.md: "FP8 or FP4")
+KV_DTYPES_REFUSED = ("int8",)
+
+
 def check_kv_dtype(dep: Deployment) -> None:
-    """No SGLang-specific KV dtype refusal is modelled (the core checks the card's native dtypes)."""
+    """PlanInputError for a KV dtype SGLang's --kv-cache-dtype has no choice for (int8); the core checks
+    the card's native dtypes."""
+    if dep.kv_dtype.value in KV_DTYPES_REFUSED:
+        raise PlanInputError(
+            f"--kv-dtype: SGLang's --kv-cache-dtype has no {dep.kv_dtype.value} KV cache (got "
+            f"{dep.kv_dtype.value}, expected the model's 16-bit dtype or fp8); use --engine vllm or mindie"
+        )
 
 
 def check_layout(dep: Deployment) -> None:
-    """PlanInputError when ep is neither 1 nor tp x dp (--ep-size equals --tp-size for MoE experts)."""
+    """PlanInputError when ep is neither 1 nor tp x dp (--ep-size equals --tp-size for MoE experts), or
+    when --block-size asks for KV blocks other than the page the pool is sized at (page_tokens: 128 on
+    Ascend, what `kvplan sglang` writes as --page-size); kvplan's default block size passes everywhere."""
+    page = page_tokens(dep.hardware)
+    if dep.block_size_tokens not in (page, DEFAULT_BLOCK_SIZE_TOKENS):
+        raise PlanInputError(
+            f"--block-size: kvplan sizes SGLang's pool in pages of {page} tokens on {dep.hardware.id} "
+            f"(got {dep.block_size_tokens}, expected {page}); SGLang's --page-size is not planned otherwise"
+        )
     group = dep.tp * dep.dp
     if dep.ep not in (1, group):
         raise PlanInputError(

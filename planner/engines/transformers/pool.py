@@ -34,7 +34,7 @@ SUPPORTS_PIPELINE = False
 GATHERS_MOE_OUTPUTS = False
 DEVICE_LAUNCHED_COLLECTIVES = False  # torch.distributed: HCCL (or NCCL) through the host
 FITTED_PROFILE_ENGINE: EngineName = "transformers"  # its own fit (hwprofiles/fitted/)
-DRAFT_MODELS = False  # kvplan's transformers reference runs decode without a drafter
+DRAFT_METHODS: tuple[str, ...] = ()  # kvplan's transformers reference runs decode without a drafter
 
 
 def check_kv_dtype(dep: Deployment) -> None:

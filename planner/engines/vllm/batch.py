@@ -40,9 +40,8 @@ GATHERS_MOE_OUTPUTS = True
 # HCCL_OP_EXPANSION_MODE=AIV is set (xLLM-AI/xllm PR #1988): a fit may move allreduce_latency_us
 DEVICE_LAUNCHED_COLLECTIVES = False
 FITTED_PROFILE_ENGINE: EngineName = "vllm"  # its own fit (hwprofiles/fitted/<card>.vllm.yaml)
-DRAFT_MODELS = (
-    True  # --speculative-config method eagle3 / dflash load a draft model (vllm-ascend spec_decode/)
-)
+# --speculative-config method eagle3 / dflash load a draft model (vllm-ascend spec_decode/)
+DRAFT_METHODS: tuple[str, ...] = ("eagle3", "dflash")
 
 
 # vllm-ascend has no FP8 KV path for GQA / GDN attention (vllm_ascend/attention/attention_v1.py:1975-2007
@@ -72,8 +71,19 @@ def check_kv_dtype(dep: Deployment) -> None:
         raise PlanInputError(refusal)
 
 
+# [DOC] vLLM refuses speculative decoding with --pipeline-parallel-size > 1 (vllm-project/vllm PR #10975
+# "PP isn't compatible with speculative decoding yet"; MTP under PP still cannot start: issues #44697, #52069)
+SPECULATES_WITH_PIPELINE = False
+
+
 def check_layout(dep: Deployment) -> None:
-    """PlanInputError when ep is neither 1 nor tp x dp (--enable-expert-parallel splits over all ranks)."""
+    """PlanInputError when ep is neither 1 nor tp x dp (--enable-expert-parallel splits over all ranks), or
+    when speculative decoding is asked of a pipeline-parallel layout (SPECULATES_WITH_PIPELINE)."""
+    if dep.pp > 1 and dep.mtp_tokens > 0 and not SPECULATES_WITH_PIPELINE:
+        raise PlanInputError(
+            f"--pp: vLLM runs no speculative decoding with pipeline parallelism (got --pp {dep.pp} with "
+            f"{dep.mtp_tokens} speculative tokens, expected --pp 1 or no --mtp / --speculative-config)"
+        )
     group = dep.tp * dep.dp
     if dep.ep not in (1, group):
         raise PlanInputError(
