@@ -213,6 +213,20 @@ TEXT = [
     "2.x",
     "1.0.RC3",
     ",".join(str(i) for i in range(1, 4097)),  # a 4 096-point --ctx (or --batch) list: the sweep grid cap
+    "sglang",
+    "transformers",
+    # --speculative-config JSON (2026-12-05 surface): drafters an engine lacks, counts out of range, not objects
+    '{"method": "dflash", "num_speculative_tokens": 3}',
+    '{"method": "eagle3", "num_speculative_tokens": 3, "model": "x"}',
+    '{"method": "mtp", "num_speculative_tokens": 1e400}',
+    '{"method": "eagle3", "num_speculative_tokens": -1}',
+    '{"method": "ngram", "num_speculative_tokens": true}',
+    '{"method": ["mtp"], "model": {"a": 1}}',
+    '{"method": "mtp", "num_speculative_tokens": NaN}',
+    "[]",
+    "null",
+    "{",
+    "[" * 5000,
 ]
 # Special files made in every example's directory (prepare()): never the real /dev/null (issue 26 S1).
 FIFO, DIR_LINK, FIFO_LINK = "fifo", "dir-link", "fifo-link"
