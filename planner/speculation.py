@@ -77,12 +77,13 @@ def config_object(text: str) -> dict[str, object]:
 
 def draft_model(text: str | None) -> str | None:
     """The "model" of a --speculative-config (the draft checkpoint, path or repo; None when absent or no
-    flag), or PlanInputError when it is not a non-empty string."""
+    flag), or PlanInputError when it is not a non-empty string or holds a NUL (no path or argv can: the
+    printed launch command would not run)."""
     found = None if text is None else config_object(text).get("model")
-    if found is not None and (not isinstance(found, str) or not found.strip()):
+    if found is not None and (not isinstance(found, str) or not found.strip() or "\x00" in found):
         raise PlanInputError(
             f"{CONFIG_FLAG}: model is not a checkpoint path or repo (got {found!r}, expected a non-empty "
-            "string, e.g. a draft repo)"
+            "string without NUL, e.g. a draft repo)"
         )
     return found
 

@@ -181,3 +181,10 @@ def test_bench_import_still_reads_no_speculation(tmp_path: Path) -> None:
 def test_command_groups_print_the_version(group: str) -> None:
     """Was: exit 2 "No such option: --version"."""
     assert stdout_of([group, "--version"]) == f"kvplan {planner.__version__}\n"
+
+
+@pytest.mark.parametrize("command", [["sglang"], ["vllm"]])
+def test_a_draft_model_with_a_nul_is_refused(command: list[str]) -> None:
+    """Was: exit 0 with the NUL printed inside the launch command's quoted path (no shell can pass it)."""
+    config = '{"method": "eagle3", "num_speculative_tokens": 3, "model": "org/d\\u0000raft"}'
+    fails_with([*command, *QWEN, "--speculative-config", config], "--speculative-config: model", "NUL")
