@@ -31,7 +31,7 @@ class UnknownIdError(KvplanError):
     def __init__(self, kind: str, wanted: str, known: Iterable[str], where: str) -> None:
         known_list = sorted(known)
         close = difflib.get_close_matches(wanted, known_list, n=3, cutoff=0.5)
-        if not close:
+        if not close and wanted.strip():  # an empty id is "in" every id: no suggestion for it
             close = [k for k in known_list if wanted.lower() in k or k in wanted.lower()][:3]
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         super().__init__(

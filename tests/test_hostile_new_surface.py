@@ -188,3 +188,29 @@ def test_a_draft_model_with_a_nul_is_refused(command: list[str]) -> None:
     """Was: exit 0 with the NUL printed inside the launch command's quoted path (no shell can pass it)."""
     config = '{"method": "eagle3", "num_speculative_tokens": 3, "model": "org/d\\u0000raft"}'
     fails_with([*command, *QWEN, "--speculative-config", config], "--speculative-config: model", "NUL")
+
+
+# --- calibrate -m, empty ids ---
+
+FIT_ROWS = Path(__file__).parents[1] / "lab" / "published" / "fit-rows" / "ascend-950pr.vllm.csv"
+
+
+def test_calibrate_refuses_a_model_the_fit_would_ignore(tmp_path: Path) -> None:
+    """Was: exit 0 and a fitted profile, `-m nonexistent` silently ignored next to --from-bench."""
+    out = str(tmp_path / "fit.yaml")
+    args = ["calibrate", "-m", "nonexistent", "--card", "ascend-950pr", "--from-bench", str(FIT_ROWS)]
+    fails_with([*args, "--out", out], "--model:", "'nonexistent'", "--from-bench")
+    assert not Path(out).exists()
+
+
+def test_calibrate_names_an_unknown_model_before_the_device() -> None:
+    """Was: "--device cpu: torch is not installed" for a mistyped -m (the id checked only after torch)."""
+    args = ["calibrate", "-m", "nonexistent", "--card", "ascend-950pr", "--device", "cpu", "--dry-run"]
+    fails_with(args, "unknown model card 'nonexistent'")
+
+
+@pytest.mark.parametrize("flags", [["-m", ""], ["-m", "qwen3-8b", "--card", ""]], ids=str)
+def test_an_empty_id_gets_no_suggestions(flags: list[str]) -> None:
+    """Was: "unknown model card ''; did you mean 'deepseek-r1', ...?" (the empty id is in every id)."""
+    line = fails_with(flags, "''")
+    assert "did you mean" not in line

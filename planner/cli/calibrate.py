@@ -300,6 +300,7 @@ def calibrate(
             card = card_of_bench(from_bench)
         if card is None:
             raise PlanInputError("--card: required (got nothing, expected a card id, e.g. ascend-950pr)")
+        check_model_flag(model, reader="--from-bench" if from_bench else "--from-log" if from_log else None)
         if check:
             _check(card, device=device or _default_device(card))
             return
@@ -322,6 +323,21 @@ def calibrate(
         )
     except KvplanError as exc:
         fail(exc)
+
+
+def check_model_flag(model: str | None, *, reader: str | None) -> None:
+    """--model names the card whose shapes the microbenchmarks take: refused with a file the fit reads (its
+    rows state their models), an unknown id refused before any device check."""
+    if model is None:
+        return
+    if reader is not None:
+        raise PlanInputError(
+            f"--model: only the microbenchmarks take shapes from a card (got {model!r} with {reader}, "
+            "expected no --model; the file states its models)"
+        )
+    from planner import catalog
+
+    catalog.resolve_model(model)
 
 
 def _check_device(card: str, *, device: str, dry_run: bool) -> None:
