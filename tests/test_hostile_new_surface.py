@@ -214,3 +214,14 @@ def test_an_empty_id_gets_no_suggestions(flags: list[str]) -> None:
     """Was: "unknown model card ''; did you mean 'deepseek-r1', ...?" (the empty id is in every id)."""
     line = fails_with(flags, "''")
     assert "did you mean" not in line
+
+
+# --- MindIE's speculative token range reaches the plan ---
+
+
+@pytest.mark.parametrize("command", [[], ["serve"], ["layout", "--budget-devices", "16"]], ids=str)
+def test_mindie_plans_refuse_drafts_its_plugin_cannot_take(command: list[str]) -> None:
+    """Was: exit 0 and a plan with --mtp 3 on MindIE, whose `kvplan mindie` then refused the same flags."""
+    deepseek = ["-m", "deepseek-v3", "--card", "ascend-910c", "--dtype", "int8"]
+    tp = [] if "layout" in command else ["--tp", "16"]
+    fails_with([*command, *deepseek, *tp, "--engine", "mindie", "--mtp", "3"], "--mtp:", "got 3", "1 or 2")

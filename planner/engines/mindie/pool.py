@@ -108,7 +108,13 @@ def batch_cap(dep: Deployment) -> int:
 def check_layout(dep: Deployment) -> None:
     """PlanInputError for layouts kvplan cannot write a MindIE config for: pipeline parallelism, and a
     block size MindIE's config check refuses (rules.py: cacheBlockSize <= 128, a multiple of 16), so the
-    plan never recommends what `kvplan mindie` then refuses with the same flags."""
+    plan never recommends what `kvplan mindie` then refuses with the same flags; so are speculative tokens
+    beyond its mtp plugin's (rules.MTP_TOKENS)."""
+    if dep.mtp_tokens not in (0, *rules.MTP_TOKENS):
+        raise PlanInputError(
+            f"--mtp: MindIE's MTP plugin takes 1 or 2 speculative tokens (got {dep.mtp_tokens}, expected "
+            "0, 1 or 2); use --engine vllm for more"
+        )
     if dep.pp > 1:
         raise PlanInputError(
             f"--pp: kvplan knows no MindIE pipeline-parallel setting (got {dep.pp}, expected 1); "
