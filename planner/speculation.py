@@ -113,7 +113,8 @@ def speculation(
     --mtp k keeps its meaning (the card's MTP layers, --mtp-acceptance = a); --speculative-config gives
     vLLM's method and k. --acceptance-rate is vLLM's "Avg Draft acceptance rate" (accepted / drafted
     tokens), converted by chained_acceptance so that tokens per step = 1 + k * rate; without it, a =
-    DEFAULT_MTP_ACCEPTANCE_FRACTION for a draft model and --mtp-acceptance for --mtp.
+    --mtp-acceptance (default DEFAULT_MTP_ACCEPTANCE_FRACTION) for --mtp and a draft model alike; both
+    acceptance flags at once are refused.
     """
     if speculative_config is not None and mtp:
         raise PlanInputError(
@@ -129,7 +130,11 @@ def speculation(
             f"--acceptance-rate: no speculative decoding to apply it to (got {acceptance_rate}, "
             f"expected with --mtp N or {CONFIG_FLAG})"
         )
+    if acceptance_rate is not None and mtp_acceptance != DEFAULT_MTP_ACCEPTANCE_FRACTION:
+        raise PlanInputError(
+            f"--acceptance-rate: give the acceptance once (got --acceptance-rate {acceptance_rate:g} and "
+            f"--mtp-acceptance {mtp_acceptance:g}, expected one of them)"
+        )
     if acceptance_rate is not None:
         return method, drafts, chained_acceptance(drafts, accepted_share=acceptance_rate)
-    default = mtp_acceptance if speculative_config is None else DEFAULT_MTP_ACCEPTANCE_FRACTION
-    return method, drafts, default
+    return method, drafts, mtp_acceptance  # its default is DEFAULT_MTP_ACCEPTANCE_FRACTION

@@ -225,3 +225,23 @@ def test_mindie_plans_refuse_drafts_its_plugin_cannot_take(command: list[str]) -
     deepseek = ["-m", "deepseek-v3", "--card", "ascend-910c", "--dtype", "int8"]
     tp = [] if "layout" in command else ["--tp", "16"]
     fails_with([*command, *deepseek, *tp, "--engine", "mindie", "--mtp", "3"], "--mtp:", "got 3", "1 or 2")
+
+
+# --- the two acceptance flags ---
+
+
+def test_both_acceptance_flags_are_refused() -> None:
+    """Was: exit 0, --mtp-acceptance 0.9 silently dropped for --acceptance-rate 0.5."""
+    args = ["-m", "deepseek-v3", "--card", "ascend-910c", "--tp", "16", "--dtype", "int8", "--mtp", "1"]
+    fails_with([*args, "--acceptance-rate", "0.5", "--mtp-acceptance", "0.9"], "--acceptance-rate:", "once")
+
+
+def test_a_draft_model_takes_the_per_draft_acceptance_given() -> None:
+    """Was: --mtp-acceptance ignored with --speculative-config (always 0.7): the same tokens/s for 0.9."""
+    args = [*QWEN, "--engine", "vllm", "--speculative-config", EAGLE3, "--json"]
+    speeds = [
+        json.loads(stdout_of([*args, "--mtp-acceptance", a]))["performance"]["tokens_per_s"]
+        for a in ("0.7", "0.9")
+    ]
+    assert speeds[1] > speeds[0]
+    assert json.loads(stdout_of(args))["performance"]["tokens_per_s"] == speeds[0]  # 0.7 is the default
