@@ -21,6 +21,7 @@ import math
 
 from planner import capacity, kinds, layout
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.inputs import ServiceLevels
 from planner.results import SloAnswer
@@ -56,13 +57,13 @@ def bench_requests(*, concurrency: int, running_batch: int, num_requests: int | 
 
 
 def engine_cap(dep: Deployment, *, max_batch: int | None) -> int:
-    """The engine's running-sequence cap: --max-batch, else its default (vLLM max_num_seqs for the device;
-    MindIE maxBatchSize as `kvplan mindie` writes it, the plan's batch at ctx, per DP group;
-    run.default_max_batch)."""
-    if max_batch is not None:
+    """The engine's running-sequence cap per DP group (registry.running_cap): --max-batch, else its default
+    (vLLM max_num_seqs for the device; MindIE maxBatchSize as `kvplan mindie` writes it, the plan's batch at
+    ctx). `kvplan serve`'s simulation and analytic estimate both read it."""
+    if max_batch is not None:  # no memory plan needed
         return max_batch
     planned = capacity.memory_plan(dep)[1].max_batch_size // dep.dp  # one DP group's share
-    return run.default_max_batch(dep, planned_batch=max(1, planned))
+    return registry.running_cap(dep, max_batch=None, planned_batch=max(1, planned))
 
 
 def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:
