@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from planner import catalog, memory
+from planner import capacity, catalog, inputs, memory
 from planner.dtypes import StorageDType
 from planner.engines import registry
 from planner.kinds import ENGINES
@@ -79,3 +79,13 @@ def test_serve_estimate_runs_under_the_cap_the_simulation_uses() -> None:
     assert served["simulated"]["scheduler"]["max_batch"] == 256
     assert served["estimate"]["running_batch"] == 256
     assert served["admission"] == served["admission"] | {"running": 256, "engine_cap": 256, "queued": 144}
+
+
+def test_the_serving_fits_admission_reads_the_same_default_cap() -> None:
+    # planner/fit/prepared.py replica_run passes a row's max_num_seqs, None when the row leaves it out: the
+    # engine then runs its default, 256 on vllm-ascend, as `kvplan serve` and the simulator do.
+    request = inputs.PlanRequest(model="qwen3-8b", card="ascend-910b3", engine="vllm", ctx="256")
+    dep = inputs.to_deployment(request)
+    admitted = capacity.admission(dep, clients=1000, engine_cap=None)
+    assert (admitted.engine_cap, admitted.running, admitted.queued) == (256, 256, 744)
+    assert capacity.admission(dep, clients=1000, engine_cap=300).running == 300

@@ -188,7 +188,7 @@ def running_cap(dep: Deployment, *, max_batch: int | None, planned_batch: int) -
     """The engine's running-sequence cap for one DP group: --max-batch when given, else the engine's default
     (default_max_batch: vLLM max_num_seqs, SGLang max_running_requests, MindIE maxBatchSize as `kvplan
     mindie` writes it, planned_batch). The one cap `kvplan serve`'s simulation and its analytic estimate
-    both run under (planner/sim/bench.py engine_cap)."""
+    both run under, and the serving fit (planner/capacity.py running_cap)."""
     if max_batch is not None:
         return max_batch
     return default_max_batch(dep, planned_batch=planned_batch)
