@@ -1,5 +1,6 @@
 """One calibration status per card and engine: `kvplan cards`, the plan and the dashboard read the same
-HardwareProfile.calibration_status of the profile catalog.resolve_card picks for that engine."""
+HardwareProfile.calibration_status of the profile catalog.resolve_card picks for that engine (an engine that
+borrows another's fit, SGLang on Ascend, reads that engine's: registry.fitted_profile_engine)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import pytest
 
 from planner import catalog
+from planner.engines import registry
 from planner.kinds import ENGINES
 from tests.helpers import kvplan
 
@@ -20,7 +22,8 @@ def test_cards_shows_the_status_every_plan_uses() -> None:
         by_engine = listed[card_id]["calibration"]
         assert set(by_engine) == set(ENGINES)
         for engine in ENGINES:
-            assert by_engine[engine] == catalog.resolve_card(card_id, engine=engine).calibration_status
+            fit_engine = registry.fitted_profile_engine(engine)
+            assert by_engine[engine] == catalog.resolve_card(card_id, engine=fit_engine).calibration_status
         assert listed[card_id]["calibrated"] == any(s.startswith("calibrated") for s in by_engine.values())
 
 
