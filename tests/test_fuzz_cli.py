@@ -68,6 +68,7 @@ BASES: dict[str, list[str]] = {
         "config.json",
     ],
     "vllm": ["vllm", "--model", "qwen3-8b"],
+    "sglang": ["sglang", "--model", "qwen3-8b"],
     "layout": ["layout", "--model", "qwen3-8b", "--budget-devices", "2"],
     "models": ["models"],
     "models import": ["models", "import", GOOD_HF],

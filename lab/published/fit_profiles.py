@@ -187,7 +187,8 @@ def errors_or_none(test: list[Any], train: list[Any], card: str) -> list[float] 
 
 
 def errors(points: list[Any], card: str, coefficients: Any = None) -> list[float]:
-    """predicted / published - 1 per point (shipped defaults when coefficients is None)."""
+    """predicted / published - 1 per point (the datasheet card with assumed efficiencies when coefficients
+    is None)."""
     from planner import catalog
     from planner.fit import serving_rows
 
@@ -378,7 +379,7 @@ def report(card: str, engine: str, group: Group, residuals: list[dict[str, str]]
     result = fitted(points, card)
     RESULTS[(card, engine)] = result
     lines = [f"\n### {card} / {engine}: {len(group)} rows, {len(models)} models\n"]
-    lines.append(f"- shipped profile: median |error| {median_abs(shipped):.1%}")
+    lines.append(f"- datasheet profile, assumed efficiencies (no fit): median |error| {median_abs(shipped):.1%}")
     if result is None:
         return [*lines, f"- the fit refuses these rows: {REFUSALS[-1]}"]
     lines.append(
