@@ -182,7 +182,7 @@ WIDGET_LABELS = {
     "ctx": "Context length",
     "batch": "Batch",
     "block-size": "KV block size",
-    "memory-fraction": "NPU_MEMORY_FRACTION",
+    "memory-fraction": "Memory fraction",
     "memory-gib": "Memory capacity (GiB)",
     "bandwidth-gbps": "Memory bandwidth (GB/s)",
     "mtp": "MTP draft tokens",
