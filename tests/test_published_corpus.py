@@ -211,3 +211,25 @@ def test_rows_that_ran_are_predicted_not_refused_for_memory() -> None:
         for i, r in enumerate(rows, start=2)
         if predict._skip_reason(r) is None
     )
+
+
+@pytest.mark.lab
+def test_seed_002_rows_with_a_kv_cache_run_as_transformers_and_are_not_fitted() -> None:
+    """Seed 002's torch_npu eager server is predicted as `--engine transformers` where a row states bf16
+    and its lengths (lines 138-139, output 64 assumed: predict.SEED_002_OUTPUT_TOKENS), never fitted; the
+    row without a KV cache and the fp32 rows stay skipped, each with its own reason."""
+    from lab.published import predict  # a lab script, imported only under -m lab
+
+    with predict.CORPUS.open(encoding="utf-8") as handle:
+        rows = list(enumerate(csv.DictReader(handle), start=2))
+    seed = {i: row for i, row in rows if row["engine"] == predict.SEED_002_ENGINE}
+    assert len(seed) == 14 and all(
+        predict.not_fitted(i, row) == predict.SEED_002_AFTER_FIT for i, row in seed.items()
+    )
+    predicted = {i: predict.predict_row(i, seed[i], profile_dir=None) for i in (138, 139)}
+    for result in predicted.values():
+        assert result["status"] == "predicted"
+        assert "--engine transformers" in result["command"] and "--output-tokens 64" in result["command"]
+    assert "--mtp 1 --mtp-acceptance 0.896" in predicted[139]["command"]
+    assert predict._skip_reason(seed[126]) == predict.NO_KV_CACHE
+    assert predict._skip_reason(seed[127]).endswith(predict.FP32_WHY)

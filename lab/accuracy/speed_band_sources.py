@@ -65,14 +65,15 @@ def datasheet_only(card_id: str) -> HardwareProfile:
 
 def newer_feature(row: dict[str, str]) -> bool:
     """A row predictable only since 2026-12-05's features (a separate draft model, a cached shared prefix,
-    DeepSeek sparse attention, a P:D fleet) or 2026-12-06's SGLang engine: held out of the band until their own spread is reviewed
+    DeepSeek sparse attention, a P:D fleet) or 2026-12-06's SGLang engine and seed 002's torch_npu server (as
+    --engine transformers): held out of the band until their own spread is reviewed
     (ascend_decode_ratios(newer=True) prints it; docs/accuracy.md states it)."""
     return bool(
         predict.draft_method(row)
         or predict.shares_prefix(row)
         or row["model"].startswith(predict.SPARSE_ATTENTION_MODEL)
         or predict.is_disaggregated(row)
-        or row["engine"] == "sglang"
+        or row["engine"] in ("sglang", predict.SEED_002_ENGINE)
     )
 
 

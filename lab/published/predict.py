@@ -39,10 +39,40 @@ except ImportError:  # run as a script from this directory (fit_profiles.py impo
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "ascend-serving.csv"
-# Corpus engine -> kvplan engine. cloudmatrix-infer (the paper's own stack) and the seed's hand-written
-# torch_npu server have no kernel structure in kvplan: not predicted. SGLang rows run with the launch
-# settings their source gives (sglang_rows.py, sglang-launch.csv).
-ENGINES = {"vllm-ascend": "vllm", "mindie": "mindie", "sglang": "sglang"}
+# Corpus engine -> kvplan engine. cloudmatrix-infer (the paper's own stack) has no kernel structure in kvplan:
+# not predicted. SGLang rows run with the launch settings their source gives (sglang_rows.py,
+# sglang-launch.csv). Seed 002's server.py (torch-npu-custom) runs the Hugging Face modules eagerly on
+# torch_npu with their KV cache, one request at a time in the rows predicted: kvplan's transformers engine
+# (eager, unfused kernels, no serving scheduler of its own). It differs in what kvplan does not see: a
+# hand-patched Gated DeltaNet cache, fused RoPE / RMSNorm ops, an HTTP front end, and its own batched
+# scheduler (15 ms window, left-padded prefill), which the rows at concurrency > 1 ran.
+ENGINES = {"vllm-ascend": "vllm", "mindie": "mindie", "sglang": "sglang", "torch-npu-custom": "transformers"}
+SEED_002_ENGINE = "torch-npu-custom"
+SEED_002_AFTER_FIT = (
+    "seed 002's torch_npu eager server, predicted as --engine transformers since 2026-12-06 (issue 23), "
+    "after the shipped fits: not fitted"
+)
+# Seed 002 without a KV cache re-runs the whole prefix for every new token: not a deployment kvplan plans.
+NO_KV_CACHE = (
+    "no KV cache (a full forward of the whole prefix per generated token): not a deployment kvplan plans"
+)
+# Seed 002's MTP comparison (section 6: 862-token prompt, TPOT and tok/s at one stream) states no output
+# length. Its other benchmarks generate 64 new tokens, and with 64 the rows' own tok/s and TPOT imply a TTFT
+# of 0.27 s (base: 64 / 24.14 - 63 x 37.8 ms) and 0.25 s (MTP), next to the 0.234 s the same stack took for
+# a 29-token prompt (a 0.8B prefill is launch-bound); 128 would imply 0.50 s. At one stream the prediction
+# is about 1 / TPOT whatever the length (64 -> 75.7 tok/s, 1024 -> 76.6).  [assumed: from the seed's numbers]
+SEED_002_OUTPUT_TOKENS = "64"
+# Seed 002's fp32 rows: kvplan has no fp32 weight scheme, and no card profile states an fp32 peak.
+FP32_WHY = " (kvplan plans 16-bit and quantized weights; no card profile states an fp32 peak)"
+SEED_002_MTP_PROMPT = "862"  # input tokens of the MTP comparison (its base and --mtp rows)
+
+
+def output_tokens(row: dict[str, str]) -> str:
+    """The row's output tokens, or SEED_002_OUTPUT_TOKENS for seed 002's MTP comparison ("" otherwise)."""
+    assumed = row["engine"] == SEED_002_ENGINE and row["input_tokens"] == SEED_002_MTP_PROMPT
+    return row["output_tokens"] or (SEED_002_OUTPUT_TOKENS if assumed else "")
+
+
 # The SGLang engine (planner/engines/sglang/) is modelled since 2026-12-06 (issue 23), after the shipped fits:
 # its rows are predicted with each card's vllm-ascend fit (registry.fitted_profile_engine), never fitted.
 SGLANG_AFTER_FIT = (
@@ -208,8 +238,8 @@ def not_fitted(index: int, row: dict[str, str]) -> str | None:
     drafted = DRAFT_MODEL_NOT_FITTED.format(method=method) if method else None
     prefix = PREFIX_CACHED_AFTER_FIT if shares_prefix(row) else None
     sparse = SPARSE_ATTENTION_AFTER_FIT if row["model"].startswith(SPARSE_ATTENTION_MODEL) else None
-    sglang = SGLANG_AFTER_FIT if row["engine"] == sglang_rows.ENGINE else None
-    return older_engine(row) or CORRECTED_AFTER_FIT.get(index) or sglang or drafted or prefix or sparse
+    engine = {sglang_rows.ENGINE: SGLANG_AFTER_FIT, SEED_002_ENGINE: SEED_002_AFTER_FIT}.get(row["engine"])
+    return older_engine(row) or CORRECTED_AFTER_FIT.get(index) or engine or drafted or prefix or sparse
 
 
 def draft_method(row: dict[str, str]) -> str | None:
@@ -242,15 +272,17 @@ def _skip_reason(row: dict[str, str]) -> str | None:
 
     if row["engine"] not in ENGINES:
         return f"engine {row['engine']} not modelled"
+    if row["engine"] == SEED_002_ENGINE and "no KV cache" in row["notes"]:
+        return NO_KV_CACHE
     dtype = WEIGHT_ALIASES.get(row["dtype"].lower(), row["dtype"].lower())
     if dtype not in WEIGHT_SCHEMES:
-        return f"dtype {row['dtype'] or '(not stated)'} not modelled"
+        return f"dtype {row['dtype'] or '(not stated)'} not modelled" + (FP32_WHY if dtype == "fp32" else "")
     open_rate = open_loop_rate(row)
     if (
         not (row["tp"] or sglang_rows.launch_of(row))
         or not (row["concurrency"] or open_rate)
         or not row["input_tokens"]
-        or not row["output_tokens"]
+        or not output_tokens(row)
     ):
         return "tp, concurrency or lengths not stated"
     if open_rate is not None and float(row["output_tokens_per_s"]) < STEADY_SHARE * open_rate * float(
@@ -346,7 +378,8 @@ def bench_row(
     most (1 + headroom) x its figure (column floor_headroom_fraction: the fit's band is then two-ended), and
     with `margin` how far above the threshold the run is taken to be (column floor_margin_fraction)."""
     out = {key: row[key] for key in ("model", "card", "dtype", "kv_dtype", "tp", "concurrency")}
-    out |= {key: row[key] for key in ("input_tokens", "output_tokens", "output_tokens_per_s", "mtp")}
+    out |= {key: row[key] for key in ("input_tokens", "output_tokens_per_s", "mtp")}
+    out["output_tokens"] = output_tokens(row)
     out |= {key: row[key] for key in ("dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
     out["mtp_acceptance"] = chained_acceptance(row)
     cached = prefix_cached_fraction(row)
@@ -432,6 +465,7 @@ def predict_row(
 
     result = {key: row.get(key, "") for key in OUT_COLUMNS} | {"row": str(index)}
     result |= {"published_tokens_per_s": row["output_tokens_per_s"], "source_url": row["source_url"]}
+    result["output_tokens"] = output_tokens(row)
     reason = _skip_reason(row)
     card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
     if reason == DISAGGREGATED:
