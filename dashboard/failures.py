@@ -27,7 +27,7 @@ FIELD_LABELS = {
     "batch": "Batch (concurrent sequences)",
     "memory_gib": "Memory capacity (GiB)",
     "bandwidth_gbps": "Memory bandwidth (GB/s)",
-    "memory_fraction": "NPU_MEMORY_FRACTION",
+    "memory_fraction": "Memory fraction",
     "block_size": "KV block size (tokens)",
     "mtp": "MTP draft tokens",
     "mtp_acceptance": "MTP acceptance",

@@ -14,6 +14,7 @@ import numpy as np
 
 from planner import capacity, inputs, memory, params, units
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.plan import compose as perf_plan
 from planner.results import MemoryBreakdown, Performance, Plan
 from planner.schema import Frozen
@@ -181,7 +182,7 @@ WIDGET_LABELS = {
     "ctx": "Context length",
     "batch": "Batch",
     "block-size": "KV block size",
-    "memory-fraction": "NPU_MEMORY_FRACTION",
+    "memory-fraction": "Memory fraction",
     "memory-gib": "Memory capacity (GiB)",
     "bandwidth-gbps": "Memory bandwidth (GB/s)",
     "mtp": "MTP draft tokens",
@@ -288,7 +289,7 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
     lines = [
         LedgerLine(
             quantity="usable",
-            formula="capacity x NPU_MEMORY_FRACTION",
+            formula=f"capacity x {registry.memory_fraction_name(dep.engine)}",
             substituted=f"{gib(mem.device_capacity_bytes)} x {dep.memory_fraction:g}",
             result=gib(mem.usable_bytes),
         ),

@@ -297,7 +297,8 @@ class Admission(Frozen):
 
     clients          closed-loop users sent to this replica (K)
     running          sequences decoded together: min(K, engine cap, full-length memory batch)
-    engine_cap       the engine's running-sequence limit (vLLM max_num_seqs, MindIE maxBatchSize); None: K
+    engine_cap       the engine's running-sequence limit (--max-batch, else the engine's default: vLLM
+                     max_num_seqs, MindIE maxBatchSize; running_cap())
     full_length_batch  sequences the KV pool holds with every one at input + output tokens (the plan's
                      max_batch_size of one DP group)
     """
@@ -306,7 +307,7 @@ class Admission(Frozen):
 
     clients: int
     running: int
-    engine_cap: int | None
+    engine_cap: int
     full_length_batch: int
 
     @property
@@ -318,18 +319,31 @@ class Admission(Frozen):
     def beyond_full_length(self) -> bool:
         """True when more sequences were sent than the pool holds at full length (the engines still run
         them: vLLM allocates blocks as tokens arrive and preempts, MindIE queues beyond maxBatchSize)."""
-        return min(self.clients, self.engine_cap or self.clients) > self.full_length_batch
+        return min(self.clients, self.engine_cap) > self.full_length_batch
+
+
+def running_cap(dep: Deployment, *, max_batch: int | None) -> int:
+    """The engine's running-sequence cap per DP group: max_batch (--max-batch, a row's max_num_seqs) when
+    given, else the engine's default at the plan's batch (registry.running_cap: vLLM max_num_seqs, SGLang
+    max_running_requests, MindIE maxBatchSize as `kvplan mindie` writes it). The simulator, `kvplan serve`'s
+    analytic estimate and the serving fit all run under it."""
+    if max_batch is not None:  # no memory plan needed
+        return max_batch
+    planned = memory_plan(dep)[1].max_batch_size // dep.dp  # one DP group's share
+    return registry.running_cap(dep, max_batch=None, planned_batch=max(1, planned))
 
 
 def admission(dep: Deployment, *, clients: int, engine_cap: int | None) -> Admission:
     """The running batch of one replica: the one rule `kvplan serve` and the serving fit share.
 
-    Formula: running = max(1, min(K, engine_cap or K, full_length_batch)), full_length_batch = the plan's
-    max_batch_size at ctx = input + output, divided by dp (capacity.recommend counts dp groups). Never a
-    refusal: the engine queues what it does not run (closed-loop steady state; the simulator shows the
-    on-demand blocks and preemptions).
+    Formula: running = max(1, min(K, cap, full_length_batch)), cap = running_cap(dep, max_batch=engine_cap)
+    (None: the engine's default, e.g. vLLM's max_num_seqs 256 on Ascend, as the simulator runs it),
+    full_length_batch = the plan's max_batch_size at ctx = input + output, divided by dp (capacity.recommend
+    counts dp groups). Never a refusal: the engine queues what it does not run (closed-loop steady state;
+    the simulator shows the on-demand blocks and preemptions).
     """
     _, recommendation = memory_plan(dep)
     full = recommendation.max_batch_size // dep.dp
-    running = max(1, min(clients, engine_cap or clients, full))
-    return Admission(clients=clients, running=running, engine_cap=engine_cap, full_length_batch=full)
+    cap = running_cap(dep, max_batch=engine_cap)
+    running = max(1, min(clients, cap, full))
+    return Admission(clients=clients, running=running, engine_cap=cap, full_length_batch=full)

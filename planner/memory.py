@@ -114,6 +114,20 @@ def plain_tensor_bytes(tensor: Plain, *, dtype: StorageDType) -> int:
     return tensor.elements * dtype.bits // BITS_PER_BYTE
 
 
+def kv_cached_layers(card: ModelCard, *, mtp: bool = False, pp: int = 1) -> int:
+    """Layers whose KV cache one token fills on one rank: the full-attention layers of the fullest
+    pipeline stage, plus one with MTP on.
+
+    Formula:  L_kv = ceil(L / pp) + m
+        L   card.full_attention_layers (linear-attention layers keep a state, not a KV cache)
+        m   1 with MTP on, else 0: MindIE's KV allocator adds one layer to its block when
+            num_speculative_tokens >= 1, whatever the count (MindIE-LLM
+            mindie_llm/text_generator/utils/kvcache_settings.py:119-120 @8b4871ad); vLLM's MTP module
+            keeps its own attention layer's cache
+    """
+    return stage_layers(card.full_attention_layers, pp) + (1 if mtp else 0)
+
+
 def kv_cache_bytes_per_token(
     card: ModelCard, *, kv_dtype: StorageDType, tp: int, mtp: bool = False, pp: int = 1
 ) -> int:
@@ -121,15 +135,14 @@ def kv_cache_bytes_per_token(
 
     Formula (GQA/MHA):  2 * L_kv * H_kv_rank * d * b / 8
     Formula (MLA):      L_kv * ((kv_lora_rank + qk_rope_head_dim) * b / 8 + x)   (replicated on each rank)
-        L_kv       full-attention layers of the fullest pipeline stage, ceil(L / pp)
-                   (+1 with MTP on: MindIE's allocator adds one layer; vLLM's MTP layer has its own cache)
+        L_kv       kv_cached_layers: ceil(L / pp) full-attention layers, +1 with MTP on
         H_kv_rank  params.kv_heads_per_rank (replicate when tp > H_kv, then ceil)
         d          card.head_dim;  b  kv_dtype.bits
         x          indexer_key_bytes_per_layer: the DeepSeek sparse-attention index key beside the latent
                    (0 for dense MLA)
     Linear-attention (GDN) layers keep no KV cache: see linear_state_bytes_per_sequence.
     """
-    layers = stage_layers(card.full_attention_layers, pp) + (1 if mtp else 0)
+    layers = kv_cached_layers(card, mtp=mtp, pp=pp)
     if card.attention_traits.latent_kv:
         latent_width = (card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)
         per_layer = latent_width * kv_dtype.bits // BITS_PER_BYTE

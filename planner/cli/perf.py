@@ -202,8 +202,10 @@ def serve_estimate(
     dep: Deployment, *, tokens: tuple[int, int], users: int, run: BenchRun
 ) -> tuple[ServingEstimate, Admission]:
     """The analytic closed loop of one DP group's ceil(users / dp) users with the running batch the serving
-    fit uses (closed_loop.admission: min(K, --max-batch, what the group's pool holds at full length); the rest
-    queue). The instance serves dp times its throughput (planner/fit/serving_rows.py)."""
+    fit uses (closed_loop.admission: min(K, the engine's cap, what the group's pool holds at full length); the
+    rest queue). The cap is the simulation's (capacity.running_cap: --max-batch, else the engine's default,
+    e.g. vLLM max_num_seqs 256), so the headline and the simulated run below it agree. The instance serves dp
+    times its throughput (planner/fit/serving_rows.py)."""
     from planner import layout
     from planner.serving import closed_loop
     from planner.sim import bench

@@ -9,8 +9,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from planner import layout, units
+from planner import layout, memory, units
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.results import LoadKnee, Performance, Plan, SloAnswer, SpeedRange
 from planner.schema import HardwareProfile
 
@@ -51,9 +52,8 @@ def _memory_table(result: Plan, dep: Deployment) -> Table:
     table.add_column("item")
     table.add_column("size", justify="right")
     table.add_column("note")
-    capacity_note = (
-        f"x {result.memory_fraction} NPU_MEMORY_FRACTION = {units.fmt_gib(mem.usable_bytes)} usable"
-    )
+    fraction_name = registry.memory_fraction_name(dep.engine)
+    capacity_note = f"x {result.memory_fraction} {fraction_name} = {units.fmt_gib(mem.usable_bytes)} usable"
     rows = [
         ("device capacity", mem.device_capacity_bytes, capacity_note),
         ("weights", mem.weights_bytes, f"{result.dtype}, {parallel}"),
@@ -122,6 +122,15 @@ def engine_lines(result: Plan, dep: Deployment, *, flags: str) -> list[str]:
     ]
 
 
+def cached_layers_text(dep: Deployment) -> str:
+    """The layers the plan's KV bytes per token count (memory.kv_cached_layers), MTP's extra one named."""
+    layers = memory.kv_cached_layers(dep.model, mtp=dep.include_mtp, pp=dep.pp)
+    stage = f" on the fullest of {dep.pp} pipeline stages" if dep.pp > 1 else ""
+    if not dep.include_mtp:
+        return f"{layers} cached layers{stage}"
+    return f"{layers} cached layers{stage}, incl. 1 MTP layer"
+
+
 def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = None) -> None:
     """Print the plan: header, memory table, cache sizes, recommendation (then `next_lines`: the engine's
     words for it and the next command), speed, warnings."""
@@ -129,8 +138,7 @@ def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = 
     console.print(_header(result, dep))
     console.print(_memory_table(result, dep))
     console.print(
-        f"KV cache per token: {units.fmt_bytes(mem.kv_bytes_per_token)} "
-        f"({dep.model.full_attention_layers} cached layers"
+        f"KV cache per token: {units.fmt_bytes(mem.kv_bytes_per_token)} ({cached_layers_text(dep)}"
         + (f" + {dep.draft_layers} of the {dep.draft_method} draft model)" if dep.draft_method else ")")
         + (
             f"; linear-attention state per sequence: {units.fmt_bytes(mem.state_bytes_per_sequence)} "

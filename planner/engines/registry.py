@@ -34,6 +34,7 @@ class EngineRoom(Protocol):
 
     SCHEDULER: SchedulerKind
     DEFAULT_MEMORY_FRACTION: float  # the engine's own memory setting when the user gives none
+    MEMORY_FRACTION_NAME: str  # that setting's name in the engine's own words (env var or flag)
     ADMITS_BEYOND_POOL: bool  # admits more sequences than the pool holds at full length, preempting later
     PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
     DP_PHASE_VOTE: bool  # DP ranks run the phase (prefill or decode) most of them want
@@ -183,6 +184,16 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     return room(dep.engine).default_max_batch(dep, planned_batch=planned_batch)
 
 
+def running_cap(dep: Deployment, *, max_batch: int | None, planned_batch: int) -> int:
+    """The engine's running-sequence cap for one DP group: --max-batch when given, else the engine's default
+    (default_max_batch: vLLM max_num_seqs, SGLang max_running_requests, MindIE maxBatchSize as `kvplan
+    mindie` writes it, planned_batch). The one cap `kvplan serve`'s simulation and its analytic estimate
+    both run under, and the serving fit (planner/capacity.py running_cap)."""
+    if max_batch is not None:
+        return max_batch
+    return default_max_batch(dep, planned_batch=planned_batch)
+
+
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """What the plan assumes of the engine."""
     return room(dep.engine).engine_notes(dep, mem, rec)
@@ -229,6 +240,12 @@ def default_memory_fraction(engine: EngineName) -> float:
     """The engine's own memory setting when the user gives none (MindIE NPU_MEMORY_FRACTION, vLLM
     gpu_memory_utilization)."""
     return room(engine).DEFAULT_MEMORY_FRACTION
+
+
+def memory_fraction_name(engine: EngineName) -> str:
+    """The engine's own name for the memory fraction the plan sizes from (MindIE NPU_MEMORY_FRACTION, vLLM
+    --gpu-memory-utilization, SGLang --mem-fraction-static, transformers kvplan's --memory-fraction)."""
+    return room(engine).MEMORY_FRACTION_NAME
 
 
 def deployment_memory_fraction(

@@ -56,13 +56,10 @@ def bench_requests(*, concurrency: int, running_batch: int, num_requests: int | 
 
 
 def engine_cap(dep: Deployment, *, max_batch: int | None) -> int:
-    """The engine's running-sequence cap: --max-batch, else its default (vLLM max_num_seqs for the device;
-    MindIE maxBatchSize as `kvplan mindie` writes it, the plan's batch at ctx, per DP group;
-    run.default_max_batch)."""
-    if max_batch is not None:
-        return max_batch
-    planned = capacity.memory_plan(dep)[1].max_batch_size // dep.dp  # one DP group's share
-    return run.default_max_batch(dep, planned_batch=max(1, planned))
+    """The engine's running-sequence cap per DP group (capacity.running_cap: --max-batch, else its default,
+    vLLM max_num_seqs for the device, MindIE maxBatchSize as `kvplan mindie` writes it, the plan's batch at
+    ctx). `kvplan serve`'s simulation, its analytic estimate and the serving fit all read it."""
+    return capacity.running_cap(dep, max_batch=max_batch)
 
 
 def bench_knobs(dep: Deployment, *, running_batch: int) -> dict[str, object]:

@@ -45,6 +45,7 @@ KV_DTYPES = ("bf16", "fp16", "int8")
 # [assumed] MindIE's P:D TTFT ends at its prefill (its source not checked)
 PD_DECODER_STREAMS_FIRST_TOKEN = False
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
+MEMORY_FRACTION_NAME = "NPU_MEMORY_FRACTION"  # an environment variable (mindie_llm/utils/env.py)
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = False  # kvplan knows no MindIE pipeline-parallel setting

@@ -30,6 +30,9 @@ from planner.schema import HardwareProfile
 # (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py @93dbfa65)
 PD_DECODER_STREAMS_FIRST_TOKEN = True
 DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
+MEMORY_FRACTION_NAME = (
+    "--gpu-memory-utilization"  # CacheConfig.gpu_memory_utilization (vllm/config/cache.py:68)
+)
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)
 SUPPORTS_PIPELINE = True  # --pipeline-parallel-size
