@@ -41,19 +41,23 @@ if TYPE_CHECKING:
     from planner.results import Plan
 
 
+# Each engine's own name for what the config flags set (the shared table words them for all three).
+TP_HELP = "Tensor-parallel degree (MindIE worldSize, vLLM --tensor-parallel-size, SGLang --tp-size)."
+CTX_HELP = "Tokens per request, 32k (MindIE maxSeqLen, vLLM --max-model-len, SGLang --context-length)."
+PREFILL_HELP = (
+    "Prompt tokens per prefill pass (maxPrefillTokens, --max-num-batched-tokens, --chunked-prefill-size)."
+)
+MTP_HELP = "MTP speculative tokens, 0: off (MindIE plugin_params: 1 or 2)."
+
+
 def config_flags(
-    tp: Annotated[int, typer.Option(*TP_FLAGS, help="Tensor-parallel degree = MindIE worldSize.")] = 1,
-    ctx_len: Annotated[
-        str, typer.Option(*CTX_FLAGS, help="maxSeqLen: input + output tokens per request (32k).")
-    ] = DEFAULT_CTX,
-    max_prefill_tokens: Annotated[
-        int | None,
-        typer.Option(*PREFILL_FLAGS, help="maxPrefillTokens, activation peak (default: max(8192, input))."),
-    ] = None,
-    mtp: Annotated[int, typer.Option(help="MTP speculative tokens (plugin_params, 1 or 2; 0: off).")] = 0,
+    tp: Annotated[int, typer.Option(*TP_FLAGS, help=TP_HELP)] = 1,
+    ctx_len: Annotated[str, typer.Option(*CTX_FLAGS, help=CTX_HELP)] = DEFAULT_CTX,
+    max_prefill_tokens: Annotated[int | None, typer.Option(*PREFILL_FLAGS, help=PREFILL_HELP)] = None,
+    mtp: Annotated[int, typer.Option(help=MTP_HELP)] = 0,
 ) -> None:
-    """The flags `mindie` and `vllm` word as the MindIE fields they set (a flag table, never run: options.
-    flag_command); the rest are the plan's shared flags (planner/cli/flags.py)."""
+    """The flags `mindie`, `vllm` and `sglang` word with each engine's fields (a flag table, never run:
+    options.flag_command); the rest are the plan's shared flags (planner/cli/flags.py)."""
 
 
 # What `mindie` and `vllm` take after their own flags: the plan's memory flags, the serving options
