@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -28,7 +29,7 @@ from planner.cli.flags import (
     ModelOpt,
     flag_command,
 )
-from planner.cli.options import fail, plan_request, print_json, wants_json
+from planner.cli.options import Launch, emit_launch, fail, plan_request, print_json, wants_json
 from planner.errors import DataFileError, KvplanError, PlanInputError
 from planner.inputs import DEFAULT_CTX, PlanRequest
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from planner.engines.mindie.config import MindieOptions
     from planner.engines.mindie.log import LogComparison
     from planner.engines.mindie.rules import MindieConfig
+    from planner.kinds import EngineName
     from planner.results import Plan
 
 
@@ -335,32 +337,13 @@ def vllm_command(
     model: ModelOpt,
 ) -> None:
     """Print the `vllm serve` arguments (vllm-ascend) equivalent to the MindIE config of the same plan."""
-    from planner.engines.common import ServingOptions
     from planner.engines.vllm import args as vllm_args
 
-    # engine: vLLM's block accounting; re-sized with the request lengths by prepare()
-    request = plan_request(context, engine="vllm")
-    try:
-        options = ServingOptions.model_validate(serving_values(context))
-        dep, lengths, options = prepared(request, options)
-        plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-        result = vllm_args.vllm_args(plan, dep, lengths=lengths, options=options)
-    except ValidationError as exc:
-        fail(option_error(exc))
-    except KvplanError as exc:
-        fail(exc)
-    if wants_json(context):
-        payload = {
-            "plan": plan.json_payload(),
-            "vllm": result.model_dump(mode="json"),
-            "command": vllm_args.render_command(result),
-        }
-        print_json(payload)
-        return
-    sys.stdout.write(vllm_args.render_command(result) + "\n")
-    sys.stdout.write("".join(f"# {line}\n" for line in vllm_args.summary_lines(result)))
-    for note in result.notes:
-        typer.echo(f"note: {note}", err=True)
+    # engine: vLLM's block accounting; re-sized with the request lengths by prepare(); the drafts reach
+    # the options (--speculative-config's MTP drafts become vLLM's num_speculative_tokens)
+    plan, result = launch_plan(context, "vllm", vllm_args.vllm_args, drafts_in_options=True)
+    command = vllm_args.render_command(result)
+    emit_launch(context, plan, result, key="vllm", command=command, comments=vllm_args.summary_lines(result))
 
 
 def sglang_command(
@@ -368,27 +351,30 @@ def sglang_command(
     model: ModelOpt,
 ) -> None:
     """Print the `python -m sglang.launch_server` command (SGLang, its Ascend backend on NPUs) of the plan."""
-    from planner.engines.common import ServingOptions
     from planner.engines.sglang import launch
 
-    request = plan_request(context, engine="sglang")
+    plan, result = launch_plan(context, "sglang", launch.launch_args, drafts_in_options=False)
+    emit_launch(context, plan, result, key="sglang", command=launch.render_command(result))
+
+
+def launch_plan(
+    context: typer.Context, engine: EngineName, make: Callable[..., Launch], *, drafts_in_options: bool
+) -> tuple[Plan, Launch]:
+    """(plan, the engine's launch arguments) for `kvplan vllm` / `kvplan sglang`: the request sized with its
+    lengths, the plan at its longest prompt, make(plan, dep, lengths=, options=); one error line on bad
+    input. drafts_in_options: the options carry the deployment's drafts (prepared) rather than as given."""
+    from planner.engines.common import ServingOptions
+
+    request = plan_request(context, engine=engine)
     try:
         options = ServingOptions.model_validate(serving_values(context))
-        dep, lengths = prepare(request, options)
+        if drafts_in_options:
+            dep, lengths, options = prepared(request, options)
+        else:
+            dep, lengths = prepare(request, options)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-        result = launch.launch_args(plan, dep, lengths=lengths, options=options)
+        return plan, make(plan, dep, lengths=lengths, options=options)
     except ValidationError as exc:
         fail(option_error(exc))
     except KvplanError as exc:
         fail(exc)
-    if wants_json(context):
-        payload = {
-            "plan": plan.json_payload(),
-            "sglang": result.model_dump(mode="json"),
-            "command": launch.render_command(result),
-        }
-        print_json(payload)
-        return
-    sys.stdout.write(launch.render_command(result) + "\n")
-    for note in result.notes:
-        typer.echo(f"note: {note}", err=True)

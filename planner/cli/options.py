@@ -12,8 +12,8 @@ import functools
 import inspect
 import re
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, NoReturn, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NoReturn, Protocol, TypeVar, runtime_checkable
 
 import typer
 import typer.main
@@ -22,6 +22,9 @@ from typer.core import TyperCommand, TyperGroup
 from planner import records
 from planner.errors import KvplanError
 from planner.inputs import PlanRequest, ServiceLevels, ms_to_s, positive
+
+if TYPE_CHECKING:
+    from planner.results import Plan
 
 # The command parameters PlanRequest reads: its fields, under their own names but for --ctx (`ctx_len`: the
 # root command's `ctx` is its typer.Context); --uncalibrated is read as calibrated=False.
@@ -284,3 +287,34 @@ def service_levels(context: typer.Context) -> ServiceLevels:
 def wants_json(context: typer.Context) -> bool:
     """The shared --json flag: one JSON object on stdout instead of tables."""
     return bool(context.params["as_json"])
+
+
+class LaunchResult(Protocol):
+    """What `kvplan vllm` and `kvplan sglang` print: an engine's launch arguments with notes."""
+
+    @property
+    def notes(self) -> list[str]: ...
+    def model_dump(self, *, mode: str) -> dict[str, Any]: ...
+
+
+Launch = TypeVar("Launch", bound=LaunchResult)
+
+
+def emit_launch(
+    context: typer.Context,
+    plan: Plan,
+    result: LaunchResult,
+    *,
+    key: str,
+    command: str,
+    comments: Sequence[str] = (),
+) -> None:
+    """The launch command alone on stdout (then `comments` as # lines) and its notes on stderr, or with --json
+    {plan, <key>: the arguments, command}."""
+    if wants_json(context):
+        print_json({"plan": plan.json_payload(), key: result.model_dump(mode="json"), "command": command})
+        return
+    sys.stdout.write(command + "\n")
+    sys.stdout.write("".join(f"# {line}\n" for line in comments))
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)

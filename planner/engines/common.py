@@ -4,6 +4,8 @@ MindIE (planner/engines/mindie/) and vLLM (planner/engines/vllm/args.py) both si
 lengths, so their configs describe the same deployment.
 """
 
+import shlex
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -14,7 +16,7 @@ from planner import deployment, memory
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.errors import PlanInputError
 from planner.results import MemoryBreakdown
-from planner.schema import BUILT_ON_FIRST_USE, Frozen
+from planner.schema import BUILT_ON_FIRST_USE, Frozen, HardwareProfile
 
 
 class ServingOptions(Frozen):
@@ -154,3 +156,47 @@ def plain_block_pool(dep: Deployment, mem: MemoryBreakdown) -> BlockPool:
         state_blocks=-(-mem.state_bytes_per_sequence // block_bytes),
         block_tokens=dep.block_size_tokens,
     )
+
+
+def check_experts_over_whole_group(dep: Deployment, *, splits: str) -> None:
+    """PlanInputError unless ep is 1 or tp x dp: an engine whose expert parallelism splits the experts over
+    every rank of the group (vLLM's --enable-expert-parallel, SGLang's --ep-size); `splits` words its rule."""
+    group = dep.tp * dep.dp
+    if dep.ep not in (1, group):
+        raise PlanInputError(f"--ep: {splits} (got {dep.ep}, expected 1 or {group})")
+
+
+def whole_group_expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
+    """Expert-parallel degrees such an engine runs on a MoE group of `group` ranks: 1 or all of them."""
+    return sorted({1, group})
+
+
+def own_budget(dep: Deployment, *, weights_bytes: int) -> EngineBudget | None:
+    """None: the plan's KV budget is kvplan's own formula (capacity.memory_breakdown), for an engine that
+    sizes no pool of its own at start-up (MindIE, transformers)."""
+    return None
+
+
+def one_pass_prefill(hardware: HardwareProfile) -> int | None:
+    """None: the plan's default max(8192, ctx - output), for an engine that prefills a prompt in one pass."""
+    return None
+
+
+def constant_memory_fraction(value: float) -> Callable[..., float]:
+    """default_memory_fraction_at of an engine whose memory setting is one constant, whatever the
+    deployment (MindIE's NPU_MEMORY_FRACTION, transformers')."""
+
+    def default_memory_fraction_at(
+        hardware: HardwareProfile, *, ranks: tuple[int, int, int], prefill_tokens: int | None, drafting: bool
+    ) -> float:
+        return value
+
+    return default_memory_fraction_at
+
+
+def shell_command(head: str, args: Sequence[tuple[str, str | None]]) -> str:
+    """A copy-pasteable shell command: `head`, then one argument per line (flag, shell-quoted value)."""
+    lines = [head]
+    for flag, value in args:
+        lines.append(f"  {flag}" + (f" {shlex.quote(value)}" if value is not None else ""))
+    return " \\\n".join(lines)

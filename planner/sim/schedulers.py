@@ -82,23 +82,42 @@ def prefill_chunks(eng: Engine, *, budget: int) -> list[tuple[int, int, int]]:
 def vllm_step(eng: Engine) -> None:
     """One vLLM step: a mixed prefill + decode pass, or a decode span when nothing is to prefill."""
     chunks = vllm_chunks(eng)
-    if not chunks:
-        if not eng.running:
-            raise_stuck(eng)
-        eng.decode_span()
+    if decoded_instead(eng, chunks):
         return
     batch = len(eng.running)
     ctx = eng.mean_ctx_tokens() if batch else 0.0
     seconds = eng.table.mixed_s(batch, ctx, prefill_shape(chunks))
+    completed = take_chunks(eng, chunks)
+    eng.advance(1 if batch else 0, seconds)
+    finish_prefills(eng, completed)
+
+
+def decoded_instead(eng: Engine, chunks: list[tuple[int, int, int]]) -> bool:
+    """True after a decode span when nothing is to prefill (the running batch decodes to the next event);
+    raises when nothing runs either (the simulator would stall)."""
+    if chunks:
+        return False
+    if not eng.running:
+        raise_stuck(eng)
+    eng.decode_span()
+    return True
+
+
+def take_chunks(eng: Engine, chunks: list[tuple[int, int, int]]) -> list[int]:
+    """Count each chunk's tokens as prefilled; the requests whose prompt is then complete."""
     completed = []
     for request, take, _ in chunks:
         eng.prefill_done[request] += take
         eng.prefill_tokens += take
         if eng.prefill_done[request] >= eng.prefill_tokens_of(request):
             completed.append(request)
-    eng.advance(1 if batch else 0, seconds)
+    return completed
+
+
+def finish_prefills(eng: Engine, completed: list[int]) -> None:
+    """Move the completed prompts to decode, unless preempted during the step."""
     for request in completed:
-        if request in eng.prefilling:  # not preempted during the step
+        if request in eng.prefilling:
             eng.prefilling.remove(request)
             eng.prefill_done[request] = 0
             eng.join_decode(request)
@@ -108,24 +127,12 @@ def sglang_step(eng: Engine) -> None:
     """One SGLang step (--enable-mixed-chunk off): a prefill pass of up to chunked_prefill_size tokens
     whenever a prompt waits or is part-way (decodes pause), else decode steps to the next event."""
     chunks = prefill_chunks(eng, budget=eng.cfg.max_batched_tokens)
-    if not chunks:
-        if not eng.running:
-            raise_stuck(eng)
-        eng.decode_span()
+    if decoded_instead(eng, chunks):
         return
     tokens, attended = prefill_shape(chunks)
-    completed = []
-    for request, take, _ in chunks:
-        eng.prefill_done[request] += take
-        eng.prefill_tokens += take
-        if eng.prefill_done[request] >= eng.prefill_tokens_of(request):
-            completed.append(request)
+    completed = take_chunks(eng, chunks)
     eng.advance(0, eng.table.pass_s(tokens, attended))
-    for request in completed:
-        if request in eng.prefilling:
-            eng.prefilling.remove(request)
-            eng.prefill_done[request] = 0
-            eng.join_decode(request)
+    finish_prefills(eng, completed)
 
 
 def mindie_select_batch_prefers_prefill(eng: Engine) -> bool:

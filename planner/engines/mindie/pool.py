@@ -28,7 +28,6 @@ from planner.engines.mindie.scheduler import beyond_pool_words as beyond_pool_wo
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Plan, Recommendation
-from planner.schema import HardwareProfile
 
 # ScheduleConfig.maxBatchSize range is [1, 5000] ([DOC]); the C++ config check allows up to 819200
 # (ScheduleConfigManager::CheckParam, src/config_manager/schedule_config.cpp @ecfc8d2c: CheckMaxMinValue(
@@ -285,18 +284,6 @@ def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]
     return "MindIE config.json", fields, "--weights-path <checkpoint dir> -o config.json"
 
 
-def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudget | None:
-    """None: the plan's KV budget is kvplan's own formula (capacity.memory_breakdown) for MindIE."""
-    return None
-
-
-def default_prefill_tokens(hardware: HardwareProfile) -> int | None:
-    """None: the plan's default max(8192, ctx - output) (MindIE prefills a prompt in one pass)."""
-    return None
-
-
-def default_memory_fraction_at(
-    hardware: HardwareProfile, *, ranks: tuple[int, int, int], prefill_tokens: int | None, drafting: bool
-) -> float:
-    """DEFAULT_MEMORY_FRACTION whatever the deployment (the engine's setting is one constant)."""
-    return DEFAULT_MEMORY_FRACTION
+startup_budget = common.own_budget  # the plan's KV budget is kvplan's own formula
+default_prefill_tokens = common.one_pass_prefill  # a prompt in one pass: the plan's default
+default_memory_fraction_at = common.constant_memory_fraction(DEFAULT_MEMORY_FRACTION)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import shlex
 
 from planner.deployment import Deployment
+from planner.engines import common
 from planner.engines.common import Lengths, ServingOptions
 from planner.engines.sglang import defaults, flags
 from planner.results import Plan
@@ -77,7 +78,4 @@ def launch_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Servi
 
 def render_command(result: SglangLaunch) -> str:
     """A copy-pasteable shell command, one argument per line."""
-    lines = [f"{flags.MODULE} --model-path {shlex.quote(result.model)}"]
-    for flag, value in result.args:
-        lines.append(f"  {flag}" + (f" {shlex.quote(value)}" if value is not None else ""))
-    return " \\\n".join(lines)
+    return common.shell_command(f"{flags.MODULE} --model-path {shlex.quote(result.model)}", result.args)

@@ -155,17 +155,11 @@ def check_layout(dep: Deployment) -> None:
             f"--block-size: kvplan sizes SGLang's pool in pages of {page} tokens on {dep.hardware.id} "
             f"(got {dep.block_size_tokens}, expected {page}); SGLang's --page-size is not planned otherwise"
         )
-    group = dep.tp * dep.dp
-    if dep.ep not in (1, group):
-        raise PlanInputError(
-            f"--ep: SGLang's --ep-size splits experts over its whole --tp-size group (got {dep.ep}, "
-            f"expected 1 or {group})"
-        )
+    splits = "SGLang's --ep-size splits experts over its whole --tp-size group"
+    common.check_experts_over_whole_group(dep, splits=splits)
 
 
-def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
-    """Expert-parallel degrees SGLang runs on a group of `group` ranks: 1 or all of them."""
-    return sorted({1, group})
+expert_degrees = common.whole_group_expert_degrees  # 1 or all ranks of the group
 
 
 def max_batch_grid(

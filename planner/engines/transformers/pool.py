@@ -16,7 +16,6 @@ from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.errors import PlanInputError
 from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Plan, Recommendation
-from planner.schema import HardwareProfile
 
 SCHEDULER = vllm_scheduler.SCHEDULER
 # transformers + fla reads and writes the fp32 state twice per decode step (planner/perf/kernels.py)
@@ -103,18 +102,6 @@ def config_words(plan: Plan, dep: Deployment) -> None:
     return None
 
 
-def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudget | None:
-    """None: the plan's KV budget is kvplan's own formula (capacity.memory_breakdown) for transformers."""
-    return None
-
-
-def default_prefill_tokens(hardware: HardwareProfile) -> int | None:
-    """None: the plan's default max(8192, ctx - output) (transformers prefills a prompt in one pass)."""
-    return None
-
-
-def default_memory_fraction_at(
-    hardware: HardwareProfile, *, ranks: tuple[int, int, int], prefill_tokens: int | None, drafting: bool
-) -> float:
-    """DEFAULT_MEMORY_FRACTION whatever the deployment (the engine's setting is one constant)."""
-    return DEFAULT_MEMORY_FRACTION
+startup_budget = common.own_budget  # the plan's KV budget is kvplan's own formula
+default_prefill_tokens = common.one_pass_prefill  # a prompt in one pass: the plan's default
+default_memory_fraction_at = common.constant_memory_fraction(DEFAULT_MEMORY_FRACTION)

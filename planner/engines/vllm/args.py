@@ -26,7 +26,7 @@ import math
 import shlex
 
 from planner.deployment import Deployment
-from planner.engines import layouts
+from planner.engines import common, layouts
 from planner.engines.common import Lengths, ServingOptions
 from planner.engines.vllm import checkpoints as ckpt
 from planner.engines.vllm import pool as vm
@@ -256,10 +256,7 @@ def dtype_and_cache_notes(plan: Plan, dep: Deployment, options: ServingOptions) 
 
 def render_command(result: VllmArgs) -> str:
     """A copy-pasteable shell command, one argument per line."""
-    lines = [f"vllm serve {shlex.quote(result.model)}"]
-    for flag, value in result.args:
-        lines.append(f"  {flag}" + (f" {shlex.quote(value)}" if value is not None else ""))
-    return " \\\n".join(lines)
+    return common.shell_command(f"vllm serve {shlex.quote(result.model)}", result.args)
 
 
 def summary_lines(result: VllmArgs) -> list[str]:

@@ -87,17 +87,11 @@ def check_layout(dep: Deployment) -> None:
             f"--pp: vLLM runs no speculative decoding with pipeline parallelism (got --pp {dep.pp} with "
             f"{dep.mtp_tokens} speculative tokens, expected --pp 1 or no --mtp / --speculative-config)"
         )
-    group = dep.tp * dep.dp
-    if dep.ep not in (1, group):
-        raise PlanInputError(
-            f"--ep: vLLM's --enable-expert-parallel splits experts over all tp x dp ranks (got {dep.ep}, "
-            f"expected 1 or {group})"
-        )
+    splits = "vLLM's --enable-expert-parallel splits experts over all tp x dp ranks"
+    common.check_experts_over_whole_group(dep, splits=splits)
 
 
-def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
-    """Expert-parallel degrees vLLM can run on a MoE group of `group` ranks: 1 or all of them."""
-    return sorted({1, group})
+expert_degrees = common.whole_group_expert_degrees  # 1 or all ranks of the group
 
 
 def concurrency(
