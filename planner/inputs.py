@@ -11,7 +11,6 @@ from planner import catalog, deployment, units
 from planner.degrees import DEGREES, MAX_DEGREE, carried
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
-    DEFAULT_MTP_ACCEPTANCE_FRACTION,
     MAX_REDUNDANT_EXPERTS,
     Deployment,
 )
@@ -58,7 +57,7 @@ class PlanRequest:
     bandwidth_gbps: float | None = None
     max_prefill_tokens: int | None = None  # None: deployment.default_max_prefill_tokens, as the configs write
     mtp: int = 0
-    mtp_acceptance: float = DEFAULT_MTP_ACCEPTANCE_FRACTION
+    mtp_acceptance: float | None = None  # None: not given, DEFAULT_MTP_ACCEPTANCE_FRACTION (speculation)
     speculative_config: str | None = None  # vLLM's --speculative-config JSON (method, num_speculative_tokens)
     acceptance_rate: float | None = None  # vLLM's logged draft acceptance rate: accepted / drafted tokens
     calibrated: bool = True
@@ -191,7 +190,12 @@ def _check_ranges(req: PlanRequest) -> None:
             f"1..{MAX_PREFILL_TOKENS}",
         ),
         ("--mtp", req.mtp, 0 <= req.mtp <= 8, "0..8 draft tokens"),
-        ("--mtp-acceptance", req.mtp_acceptance, 0 <= req.mtp_acceptance <= 1, "in [0, 1]"),
+        (
+            "--mtp-acceptance",
+            req.mtp_acceptance,
+            req.mtp_acceptance is None or 0 <= req.mtp_acceptance <= 1,
+            "in [0, 1]",
+        ),
         (
             "--prefix-cached-fraction",
             req.prefix_cached_fraction,

@@ -106,15 +106,15 @@ def parsed_speculative_config(text: str) -> tuple[str, int]:
 
 
 def speculation(
-    *, mtp: int, mtp_acceptance: float, speculative_config: str | None, acceptance_rate: float | None
+    *, mtp: int, mtp_acceptance: float | None, speculative_config: str | None, acceptance_rate: float | None
 ) -> tuple[str, int, float]:
     """(method, k drafts, per-draft chained acceptance a) from the flags.
 
     --mtp k keeps its meaning (the card's MTP layers, --mtp-acceptance = a); --speculative-config gives
     vLLM's method and k. --acceptance-rate is vLLM's "Avg Draft acceptance rate" (accepted / drafted
     tokens), converted by chained_acceptance so that tokens per step = 1 + k * rate; without it, a =
-    --mtp-acceptance (default DEFAULT_MTP_ACCEPTANCE_FRACTION) for --mtp and a draft model alike; both
-    acceptance flags at once are refused.
+    --mtp-acceptance (None: not given, DEFAULT_MTP_ACCEPTANCE_FRACTION) for --mtp and a draft model alike;
+    both acceptance flags at once are refused, the default value typed too.
     """
     if speculative_config is not None and mtp:
         raise PlanInputError(
@@ -130,11 +130,11 @@ def speculation(
             f"--acceptance-rate: no speculative decoding to apply it to (got {acceptance_rate}, "
             f"expected with --mtp N or {CONFIG_FLAG})"
         )
-    if acceptance_rate is not None and mtp_acceptance != DEFAULT_MTP_ACCEPTANCE_FRACTION:
+    if acceptance_rate is not None and mtp_acceptance is not None:
         raise PlanInputError(
             f"--acceptance-rate: give the acceptance once (got --acceptance-rate {acceptance_rate:g} and "
             f"--mtp-acceptance {mtp_acceptance:g}, expected one of them)"
         )
     if acceptance_rate is not None:
         return method, drafts, chained_acceptance(drafts, accepted_share=acceptance_rate)
-    return method, drafts, mtp_acceptance  # its default is DEFAULT_MTP_ACCEPTANCE_FRACTION
+    return method, drafts, DEFAULT_MTP_ACCEPTANCE_FRACTION if mtp_acceptance is None else mtp_acceptance

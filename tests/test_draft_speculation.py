@@ -77,13 +77,16 @@ def test_drafting_costs_step_time_and_verify_tokens() -> None:
 
 def test_acceptance_rate_in_vllms_words() -> None:
     """vLLM logs accepted / drafted; tokens per step = 1 + k x rate: 1 + 3 x 0.6 = 2.8."""
-    method, k, a = speculation(mtp=0, mtp_acceptance=0.7, speculative_config=EAGLE3, acceptance_rate=0.6)
+    method, k, a = speculation(mtp=0, mtp_acceptance=None, speculative_config=EAGLE3, acceptance_rate=0.6)
     assert (method, k) == ("eagle3", 3)
     dep = qwen3_32b("eagle3", 3).model_copy(update={"mtp_acceptance_fraction": a})
     assert mtp.tokens_per_step(dep) == pytest.approx(2.8, abs=1e-9)
     # without a rate a draft model takes the default per-draft acceptance 0.7: 1 + .7 + .49 + .343
-    default = speculation(mtp=0, mtp_acceptance=0.7, speculative_config=EAGLE3, acceptance_rate=None)
+    default = speculation(mtp=0, mtp_acceptance=None, speculative_config=EAGLE3, acceptance_rate=None)
     assert mtp.speculative_tokens_per_step(3, acceptance_fraction=default[2]) == pytest.approx(2.533)
+    # both flags given is refused, the default value typed included (None means --mtp-acceptance not given)
+    with pytest.raises(PlanInputError, match=r"^--acceptance-rate: give the acceptance once"):
+        speculation(mtp=0, mtp_acceptance=0.7, speculative_config=EAGLE3, acceptance_rate=0.6)
 
 
 def test_draft_weights_and_kv_count_in_memory() -> None:

@@ -234,6 +234,8 @@ def test_both_acceptance_flags_are_refused() -> None:
     """Was: exit 0, --mtp-acceptance 0.9 silently dropped for --acceptance-rate 0.5."""
     args = ["-m", "deepseek-v3", "--card", "ascend-910c", "--tp", "16", "--dtype", "int8", "--mtp", "1"]
     fails_with([*args, "--acceptance-rate", "0.5", "--mtp-acceptance", "0.9"], "--acceptance-rate:", "once")
+    # the default value typed is a flag given too (was: accepted silently, 0.7 being the default)
+    fails_with([*args, "--acceptance-rate", "0.5", "--mtp-acceptance", "0.7"], "--acceptance-rate:", "once")
 
 
 def test_a_draft_model_takes_the_per_draft_acceptance_given() -> None:

@@ -41,6 +41,9 @@ def plan_request(context: typer.Context, /, **fixed: Any) -> PlanRequest:
     flags = {REQUEST_NAMES.get(name, name): value for name, value in context.params.items()}
     if "uncalibrated" in flags:
         flags["calibrated"] = not flags["uncalibrated"]
+    source = context.get_parameter_source("mtp_acceptance")
+    if "mtp_acceptance" in flags and (source is None or source.name != "COMMANDLINE"):
+        flags["mtp_acceptance"] = None  # not typed: the default, and --acceptance-rate may replace it
     values = {name: value for name, value in flags.items() if name in REQUEST_FIELDS} | fixed
     return PlanRequest(**values)
 
