@@ -111,6 +111,7 @@ def test_every_command_taking_a_setting_takes_its_vllm_spelling() -> None:
             {"--mtp", "--mtp-acceptance", "--speculative-config", "--acceptance-rate", "--uncalibrated"},
         ),
         ("serve", {"--ctx", "--max-model-len"}),
+        ("simulate", {"--ctx", "--max-model-len"}),
         ("calibrate", {"-m", "--model", "--memory-fraction", "--gpu-memory-utilization"}),
         ("bench import", {"--speculative-config", "-m"}),
     ],
@@ -423,3 +424,20 @@ COMMAND_BASES = {
 )
 def test_new_flags_are_validated_in_one_line(path: str, extra: list[str], message: str) -> None:
     fails_with([*COMMAND_BASES[path], *extra], message)
+
+
+def test_simulate_takes_the_engines_context_length() -> None:
+    """--ctx on `simulate` is the engine's configured context: the longest request by default (the same
+    run), refused below it, and a MindIE maxSeqLen of 128k holds fewer sequences at full length, so the
+    running batch the simulator reaches cannot grow (hand check: qwen3-8b bf16 on a 64 GB 910B3 holds
+    one or two 128k sequences)."""
+    base = ["simulate", "-m", "qwen3-8b", "--card", "ascend-910b3", "--rate", "2", "--requests", "50", "--json"]
+    default, given, alias, long = (
+        runner.invoke(app, [*base, *flags])
+        for flags in ([], ["--ctx", "384"], ["--max-model-len", "384"], ["--ctx", "128k"])
+    )
+    assert default.exit_code == given.exit_code == alias.exit_code == long.exit_code == 0, long.output
+    assert json.loads(default.stdout) == json.loads(given.stdout) == json.loads(alias.stdout)
+    assert json.loads(long.stdout)["max_batch_reached"] < json.loads(default.stdout)["max_batch_reached"]
+    fails_with([*base, "--ctx", "383"], "--ctx: shorter than the longest request (got 383, expected >= 384")
+

@@ -36,6 +36,7 @@ class SimulateRequest:
     trace: Path | None = None
     lengths: tuple[str, str] = (str(kinds.DEFAULT_INPUT_TOKENS), str(kinds.DEFAULT_OUTPUT_TOKENS))
     requests: int = 1000
+    ctx: str | None = None  # --ctx: the engine's context length (None: the longest request)
     seed: int = 0
     ttft_ms: float | None = None
     tpot_ms: float | None = None

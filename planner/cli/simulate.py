@@ -18,10 +18,18 @@ import typer
 
 from planner import atomic, kinds, records, units
 from planner.cli import options, simrequest, simview
-from planner.cli.flags import BATCH_FLAGS, LOAD_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS, ModelOpt, flag_command
+from planner.cli.flags import (
+    BATCH_FLAGS,
+    CTX_FLAGS,
+    LOAD_FLAGS,
+    PROMPT_FLAGS,
+    REQUESTS_FLAGS,
+    ModelOpt,
+    flag_command,
+)  # fmt: skip
 from planner.cli.simrequest import SchedulerFlags, SimulateRequest, check_flag_combinations, input_files
 from planner.errors import KvplanError, PlanInputError
-from planner.inputs import DEFAULT_DTYPE
+from planner.inputs import DEFAULT_CTX, DEFAULT_DTYPE
 
 if TYPE_CHECKING:
     from planner.deployment import Deployment
@@ -105,11 +113,16 @@ def simulate_command(
         Path | None, typer.Option(help="Write queue length, batch and KV use over time (CSV) here.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
+    ctx_len: Annotated[
+        str | None,
+        typer.Option(*CTX_FLAGS, help="Engine's context length (max-model-len), >= the longest request."),
+    ] = None,
 ) -> None:
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = SimulateRequest(
         # the scheduler's --max-prefill-tokens sizes the deployment later, with the workload (prepared())
-        request=options.plan_request(context, max_prefill_tokens=None),
+        request=options.plan_request(context, max_prefill_tokens=None, ctx=DEFAULT_CTX),
+        ctx=ctx_len,
         rate=rate, concurrency=concurrency, trace=trace, lengths=(input_tokens, output_tokens),
         requests=requests, seed=seed, ttft_ms=context.params["ttft_ms"], tpot_ms=context.params["tpot_ms"],
         knobs=SchedulerFlags(
@@ -257,7 +270,7 @@ def speed_band_of(flags: SimulateRequest, *, batch: int | None) -> SpeedBand:
 
 
 def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[str, Any]]:
-    """The deployment at ctx = the longest request and the scheduler knobs."""
+    """The deployment at ctx = --ctx (default: the longest request; never shorter) and the scheduler knobs."""
     from planner import deployment, inputs
 
     longest = int((work.input_tokens + work.output_tokens).max())
@@ -266,8 +279,14 @@ def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[s
             f"--input-tokens + --output-tokens: longest request too long (got {longest}, "
             f"expected <= {units.MAX_TOKENS})"
         )
+    ctx_tokens = longest if flags.ctx is None else inputs.parse_ctx(flags.ctx, flag="--ctx")
+    if ctx_tokens < longest:
+        raise PlanInputError(
+            f"--ctx: shorter than the longest request (got {ctx_tokens}, expected >= {longest}, its input + "
+            "output tokens)"
+        )
     prefill = flags.knobs.max_prefill_tokens or max(longest, deployment.DEFAULT_MAX_PREFILL_TOKENS)
-    request = records.replace(flags.request, ctx=str(longest), max_prefill_tokens=prefill)
+    request = records.replace(flags.request, ctx=str(ctx_tokens), max_prefill_tokens=prefill)
     return inputs.to_deployment(request), scheduler_knobs(flags.knobs)
 
 
