@@ -35,6 +35,7 @@ from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import FloatArray
 from planner.records import record
 from planner.results import LoadKnee, MemoryBreakdown
+from planner.serving.estimate import merged_prefill_s_grid
 
 SEED_BENCH_TOKENS = (kinds.DEFAULT_INPUT_TOKENS, kinds.DEFAULT_OUTPUT_TOKENS)  # the one default workload
 MAX_KNEE_USERS = 1024  # users searched at most (a larger closed loop is not one instance's load)
@@ -53,27 +54,6 @@ def prefill_pass_s_grid(dep: Deployment, *, prompts: FloatArray, prompt_tokens: 
     return roofline.prefill_pass_s_grid(dep, step=step)
 
 
-def merged_prefill_s_grid(
-    pass_s: FloatArray, *, batch: FloatArray, steps: float, per_pass_max: int
-) -> tuple[FloatArray, FloatArray]:
-    """(prefill seconds per cycle, mean pass seconds) of `batch` running requests whose prompts arrive
-    Poisson over `steps` decode steps; pass_s[j]: one pass of j + 1 prompts (closed_loop.merged_prefill_s
-    per element).
-
-    Formula: n = min(lam / (1 - e^-lam), clamp(per_pass_max, 1, b)), lam = b / steps; k = floor(n);
-    F(n) = F(k) + (n - k) (F(k + 1) - F(k)); prefill = b / n * F(n) (0 where b = 0).
-    """
-    lam = np.maximum(batch, 0.0) / max(steps, 1e-9)
-    small = lam < 1e-9  # the merged count's limit as lam -> 0 is one prompt
-    merged = np.where(small, 1.0, lam / -np.expm1(-np.where(small, 1.0, lam)))
-    n = np.minimum(merged, np.clip(np.minimum(batch, per_pass_max), 1.0, None))
-    whole = np.floor(n).astype(np.int64)
-    low = pass_s[whole - 1]
-    high = pass_s[np.minimum(whole, pass_s.size - 1)]
-    mean_pass_s = low + (n - whole) * (high - low)
-    return np.where(batch >= 1, batch / n * mean_pass_s, 0.0), mean_pass_s
-
-
 @record
 class Cycles:
     """Per-K arrays of one closed-loop cycle (random arrivals): prefill seconds (all K users'; the other
@@ -90,7 +70,7 @@ class Cycles:
 def cycles(dep: Deployment, *, tokens: tuple[int, int], max_users: int) -> Cycles:
     """The cycle of K = 1..max_users users (closed_loop.cycle's "random" arrivals, vectorised over K).
 
-    Formula: s = (O - 1) / a; prefill = merged_prefill_s_grid(K), others = merged_prefill_s_grid(K - 1);
+    Formula: s = (O - 1) / a; prefill = estimate.merged_prefill_s_grid(K), others = the same at K - 1;
     decode = s * t(K, I + O // 2).
     """
     prompt, output = tokens
