@@ -30,7 +30,7 @@ import numpy as np
 
 from planner import capacity, kinds
 from planner.deployment import Deployment
-from planner.perf import prefill, roofline
+from planner.perf import roofline
 from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import FloatArray
 from planner.records import record
@@ -39,19 +39,6 @@ from planner.serving.estimate import merged_prefill_s_grid
 
 SEED_BENCH_TOKENS = (kinds.DEFAULT_INPUT_TOKENS, kinds.DEFAULT_OUTPUT_TOKENS)  # the one default workload
 MAX_KNEE_USERS = 1024  # users searched at most (a larger closed loop is not one instance's load)
-
-
-def prefill_pass_s_grid(dep: Deployment, *, prompts: FloatArray, prompt_tokens: int) -> FloatArray:
-    """Seconds of one prefill pass of n prompts of I tokens, for an array of n (closed_loop's pass, n >= 2).
-
-    Formula: roofline.prefill_pass_s_grid of prefill.batched_prefill_step (per element), the prompts'
-    prefix-cached share read, not computed (roofline.cached_prompt_tokens).
-    """
-    cached = roofline.cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
-    step = prefill.batched_prefill_step(
-        dep, prompts=prompts, prompt_tokens=prompt_tokens, cached_tokens=cached
-    )
-    return roofline.prefill_pass_s_grid(dep, step=step)
 
 
 @record
@@ -79,7 +66,7 @@ def cycles(dep: Deployment, *, tokens: tuple[int, int], max_users: int) -> Cycle
     per_pass_max = max(1, min(max_users, dep.max_prefill_tokens // computed))
     # passes of 2..cap + 1 prompts: one past the cap is the interpolation's upper end at n = cap
     sizes = np.arange(2, per_pass_max + 2, dtype=np.float64)
-    batched = prefill_pass_s_grid(dep, prompts=sizes, prompt_tokens=prompt)
+    batched = roofline.batched_prefill_s_grid(dep, prompts=sizes, prompt_tokens=prompt)
     pass_s = np.concatenate([[roofline.ttft_s(dep, prompt_tokens=prompt)], batched])
     steps = (output - 1) / tokens_per_step(dep)
     prefill_s, mean_pass_s = merged_prefill_s_grid(
