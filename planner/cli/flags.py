@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.options import FlagCommand, FlagTable, Placement
+from planner.cli.options import FlagCommand, FlagTable, JsonOpt, Placement
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
@@ -147,7 +147,7 @@ def shared_flags(
         float | None, typer.Option(help="SLO: max time to first token under load (ms).")
     ] = None,
     min_user_tps: Annotated[float | None, typer.Option(help="SLO: min tokens/s per user.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    as_json: JsonOpt = False,
     # `kvplan mindie` and `kvplan vllm`: the serving options (planner/engines/common.py ServingOptions)
     weights_path: Annotated[
         str | None, typer.Option(help="modelWeightPath: the checkpoint directory.")
