@@ -34,6 +34,26 @@ def test_each_collective_pays_the_latency_once_per_layer(tp: int, collectives: i
     assert timer.decode_step_s(batch=12, ctx_tokens=650) == pytest.approx(steps[0], rel=1e-9)
 
 
+def test_a_tp_moe_without_expert_parallel_pays_two_collectives_per_layer() -> None:
+    """Qwen3-30B-A3B (48 MoE layers) on vllm-ascend at tp = 4 without --enable-expert-parallel: vLLM's
+    Qwen3MoeSparseMoeBlock builds FusedMoE(reduce_results=False) and all-reduces its output once when tp > 1
+    (vllm model_executor/models/qwen3_moe.py @002456df, the model vllm-ascend e511ddd6 of 2025-07-03 ran
+    unchanged); o_proj's RowParallelLinear all-reduces too, and without DP the all-gather finalize does
+    nothing (vllm-ascend 182b75ea ops/fused_moe/prepare_finalize.py _finalize_with_dp_group). So 2 x 48 = 96
+    collectives, no dispatch / combine: 20 -> 200 us adds 96 x 180 us = 17.28 ms to a step."""
+    dep = _dep(4, model="qwen3-30b-a3b")
+    base = dep.hardware.coefficients()
+    steps = [
+        roofline.decode_step_s(
+            step_rows.at_coefficients(dep, base.model_copy(update={"allreduce_latency_us": us})),
+            batch=3,
+            ctx_tokens=200,
+        )
+        for us in (200.0, 20.0)
+    ]
+    assert steps[0] - steps[1] == pytest.approx(96 * 180e-6, rel=1e-9)
+
+
 def test_the_fit_moves_the_latency_only_where_the_profile_says_how_far() -> None:
     """910B3 states allreduce_latency_prior_factor 10: the prior is 20 us x/ 10. A profile without the factor
     holds the latency at its own value (x/ 1.001), so its other terms fit as before."""
