@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from planner.deployment import Deployment
 from planner.perf import roofline
-from planner.serving import closed_loop
+from planner.serving import closed_loop, estimate
 from planner.serving.closed_loop import BenchRun
 from tests.helpers import deployment_950pr
 
@@ -176,3 +176,30 @@ def test_merged_pass_formula() -> None:
     assert pass_s == pytest.approx(p1 + (n - 1) * (p2 - p1), rel=1e-12)
     assert total_s == pytest.approx(127 / n * pass_s, rel=1e-12)
     assert closed_loop.merged_prefill_s(timer, prompt_tokens=256, batch=0, steps=127.0) == (0.0, 0.0)
+
+
+def test_random_pass_holds_no_more_prompts_than_the_budget() -> None:
+    """Random arrivals: the reported prompts per pass is the merged count capped by the pass's token budget
+    (MindIE maxPrefillTokens, vLLM max_num_batched_tokens), the count its pass time was timed at. 4096-token
+    prompts, 8192-token budget: 2 per pass, though ~4 arrive per step at 64 users and 16 output tokens."""
+    dep = deployment(weight_scheme_name="fp8", max_prefill_tokens=8192)
+    run = BenchRun(arrivals="random")
+    est = closed_loop.serving_estimate(dep, input_tokens=4096, output_tokens=16, concurrency=64, run=run)
+    timer = closed_loop.RooflineTimer(dep)
+    steps = 15 / timer.tokens_per_step
+    assert closed_loop.prompts_per_merged_pass(64 / steps) > 3.0  # uncapped: more than the budget holds
+    assert est.prefill_batch == 2
+    assert est.prefill_pass_s == pytest.approx(timer.prefill_s(prompts=2, prompt_tokens=4096), rel=1e-12)
+
+
+@pytest.mark.parametrize(("engine", "cap"), [("mindie", 50), ("vllm", 81)])
+def test_a_pass_holds_no_more_prompts_than_the_engine_batches(engine: str, cap: int) -> None:
+    """Short prompts: 100-token prompts under an 8192-token budget fill 81 per pass by tokens, but MindIE
+    batches at most maxPrefillBatchSize (default 50, as its simulator scheduler and the configs kvplan
+    writes keep it) prompts per prefill; vLLM has no such count. The staggered wave takes min(that, users);
+    the load knee's per-pass cap reads the same function."""
+    dep = deployment(weight_scheme_name="fp8", max_prefill_tokens=8192, engine=engine)
+    timer = closed_loop.RooflineTimer(dep)
+    assert timer.max_prompts_per_pass == (50 if engine == "mindie" else None)
+    assert estimate.prompts_per_prefill_pass(timer, prompt_tokens=100, running_batch=200) == cap
+    assert estimate.prompts_per_prefill_pass(timer, prompt_tokens=100, running_batch=30) == 30

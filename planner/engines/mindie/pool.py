@@ -22,6 +22,7 @@ from planner.engines.mindie import rules
 from planner.engines.mindie.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
 from planner.engines.mindie.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
 from planner.engines.mindie.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
+from planner.engines.mindie.scheduler import MAX_PROMPTS_PER_PASS as MAX_PROMPTS_PER_PASS
 from planner.engines.mindie.scheduler import REQUEST_OVERHEAD_PRIOR_US as REQUEST_OVERHEAD_PRIOR_US
 from planner.engines.mindie.scheduler import SCHEDULER as SCHEDULER
 from planner.engines.mindie.scheduler import beyond_pool_words as beyond_pool_words
@@ -59,6 +60,7 @@ FITTED_PROFILE_ENGINE: EngineName = "mindie"  # its own fit (hwprofiles/fitted/<
 DRAFT_METHODS: tuple[
     str, ...
 ] = ()  # [mtp.md] MindIE's speculative plugin drafts with the model's own MTP layers only
+EXPERTS_OVER_WHOLE_GROUP: str | None = None  # MindIE's ep divides the MoE group: every candidate degree runs
 
 
 # MindIE's int8 KV cache (C8) comes with a C8-quantized W8A8 checkpoint; documented for Atlas 800I A2 with
@@ -217,11 +219,6 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
         f"{rec.max_batch_size} assumes MindIE keeps each sequence's linear-attention state "
         f"({units.fmt_bytes(mem.state_bytes_per_sequence)}) outside its KV blocks (undocumented)"
     ]
-
-
-def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
-    """Every candidate degree (MindIE's ep divides the MoE group)."""
-    return candidates
 
 
 def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

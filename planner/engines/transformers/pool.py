@@ -28,6 +28,7 @@ MEMORY_FRACTION_NAME = "--memory-fraction"  # no engine setting of its own: kvpl
 STATE_PASSES = 4
 DP_PHASE_VOTE = vllm_scheduler.DP_PHASE_VOTE  # simulated with vLLM's scheduler
 DP_LOCKSTEP_DENSE = vllm_scheduler.DP_LOCKSTEP_DENSE
+MAX_PROMPTS_PER_PASS = vllm_scheduler.MAX_PROMPTS_PER_PASS  # simulated with vLLM's scheduler
 REQUEST_OVERHEAD_PRIOR_US = 10_000.0  # a local generate() call: no API server [assumed]
 FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
 SUPPORTS_PIPELINE = False
@@ -35,6 +36,7 @@ GATHERS_MOE_OUTPUTS = False
 DEVICE_LAUNCHED_COLLECTIVES = False  # torch.distributed: HCCL (or NCCL) through the host
 FITTED_PROFILE_ENGINE: EngineName = "transformers"  # its own fit (hwprofiles/fitted/)
 DRAFT_METHODS: tuple[str, ...] = ()  # kvplan's transformers reference runs decode without a drafter
+EXPERTS_OVER_WHOLE_GROUP: str | None = None  # no expert parallelism: check_layout refuses ep > 1
 
 
 def check_kv_dtype(dep: Deployment) -> None:
@@ -53,11 +55,6 @@ def check_layout(dep: Deployment) -> None:
             f"--engine: transformers plans tensor parallelism only (got {layout.describe(dep)}); "
             f"use mindie or vllm"
         )
-
-
-def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
-    """Every candidate (check_layout refuses ep > 1 later)."""
-    return candidates
 
 
 def max_batch_grid(

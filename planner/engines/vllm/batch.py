@@ -17,6 +17,7 @@ from planner.engines.vllm import checkpoints, flags, pool, scheduler, startup
 from planner.engines.vllm.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
 from planner.engines.vllm.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
 from planner.engines.vllm.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
+from planner.engines.vllm.scheduler import MAX_PROMPTS_PER_PASS as MAX_PROMPTS_PER_PASS
 from planner.engines.vllm.scheduler import REQUEST_OVERHEAD_PRIOR_US as REQUEST_OVERHEAD_PRIOR_US
 from planner.engines.vllm.scheduler import SCHEDULER as SCHEDULER
 from planner.engines.vllm.scheduler import beyond_pool_words as beyond_pool_words
@@ -45,6 +46,8 @@ DEVICE_LAUNCHED_COLLECTIVES = False
 FITTED_PROFILE_ENGINE: EngineName = "vllm"  # its own fit (hwprofiles/fitted/<card>.vllm.yaml)
 # --speculative-config method eagle3 / dflash load a draft model (vllm-ascend spec_decode/)
 DRAFT_METHODS: tuple[str, ...] = ("eagle3", "dflash")
+# ep is 1 or every rank of the tp x dp group (registry.check_layout, expert_degrees)
+EXPERTS_OVER_WHOLE_GROUP: str | None = "vLLM's --enable-expert-parallel splits experts over all tp x dp ranks"
 
 
 # vllm-ascend has no FP8 KV path for GQA / GDN attention (vllm_ascend/attention/attention_v1.py:1975-2007
@@ -80,18 +83,13 @@ SPECULATES_WITH_PIPELINE = False
 
 
 def check_layout(dep: Deployment) -> None:
-    """PlanInputError when ep is neither 1 nor tp x dp (--enable-expert-parallel splits over all ranks), or
-    when speculative decoding is asked of a pipeline-parallel layout (SPECULATES_WITH_PIPELINE)."""
+    """PlanInputError when speculative decoding is asked of a pipeline-parallel layout
+    (SPECULATES_WITH_PIPELINE). The ep rule: EXPERTS_OVER_WHOLE_GROUP (registry.check_layout applies it)."""
     if dep.pp > 1 and dep.mtp_tokens > 0 and not SPECULATES_WITH_PIPELINE:
         raise PlanInputError(
             f"--pp: vLLM runs no speculative decoding with pipeline parallelism (got --pp {dep.pp} with "
             f"{dep.mtp_tokens} speculative tokens, expected --pp 1 or no --mtp / --speculative-config)"
         )
-    splits = "vLLM's --enable-expert-parallel splits experts over all tp x dp ranks"
-    common.check_experts_over_whole_group(dep, splits=splits)
-
-
-expert_degrees = common.whole_group_expert_degrees  # 1 or all ranks of the group
 
 
 def concurrency(
