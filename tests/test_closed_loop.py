@@ -176,3 +176,17 @@ def test_merged_pass_formula() -> None:
     assert pass_s == pytest.approx(p1 + (n - 1) * (p2 - p1), rel=1e-12)
     assert total_s == pytest.approx(127 / n * pass_s, rel=1e-12)
     assert closed_loop.merged_prefill_s(timer, prompt_tokens=256, batch=0, steps=127.0) == (0.0, 0.0)
+
+
+def test_random_pass_holds_no_more_prompts_than_the_budget() -> None:
+    """Random arrivals: the reported prompts per pass is the merged count capped by the pass's token budget
+    (MindIE maxPrefillTokens, vLLM max_num_batched_tokens), the count its pass time was timed at. 4096-token
+    prompts, 8192-token budget: 2 per pass, though ~4 arrive per step at 64 users and 16 output tokens."""
+    dep = deployment(weight_scheme_name="fp8", max_prefill_tokens=8192)
+    run = BenchRun(arrivals="random")
+    est = closed_loop.serving_estimate(dep, input_tokens=4096, output_tokens=16, concurrency=64, run=run)
+    timer = closed_loop.RooflineTimer(dep)
+    steps = 15 / timer.tokens_per_step
+    assert closed_loop.prompts_per_merged_pass(64 / steps) > 3.0  # uncapped: more than the budget holds
+    assert est.prefill_batch == 2
+    assert est.prefill_pass_s == pytest.approx(timer.prefill_s(prompts=2, prompt_tokens=4096), rel=1e-12)

@@ -8,7 +8,7 @@ import pytest
 
 from planner import capacity, catalog, inputs
 from planner.deployment import Deployment
-from planner.perf import roofline
+from planner.perf import prefill, roofline
 from planner.serving import closed_loop
 from planner.serving import knee as load_knee
 from planner.serving.closed_loop import BenchRun
@@ -131,13 +131,22 @@ def test_users_memory_holds_reads_the_plans_memory(model: str, kw: dict[str, obj
 
 
 @pytest.mark.parametrize("kw", [{"mtp_tokens": 1}, {"fitted": True}])
-def test_prefill_pass_grid_is_the_closed_loops_pass(kw: dict[str, object]) -> None:
-    """The vectorised pass equals the ledger's, the fitted profile's per-pass overhead included."""
+def test_prefill_pass_grid_is_the_itemised_ledger(kw: dict[str, object]) -> None:
+    """The one pass time (roofline.batched_prefill_s_grid, which the closed loop reads at one n) equals the
+    sum the --explain ledger itemises for that pass, the fitted profile's per-pass overhead included."""
     dep = deployment(**kw)
     sizes = np.arange(2, 40, dtype=np.float64)
-    grid = load_knee.prefill_pass_s_grid(dep, prompts=sizes, prompt_tokens=300)
-    want = [closed_loop.batched_prefill_s(dep, prompts=int(n), prompt_tokens=300) for n in sizes]
+    grid = roofline.batched_prefill_s_grid(dep, prompts=sizes, prompt_tokens=300)
+    want = []
+    for n in sizes:
+        step = prefill.batched_prefill_step(dep, prompts=np.asarray([n]), prompt_tokens=300, cached_tokens=0)
+        lengths = (int(n), 300, int(n) * 300)
+        want.append(
+            roofline.assemble_ledger(dep, step=step, chunks=1, phase="prefill", lengths=lengths).time_s
+        )
     assert grid == pytest.approx(np.asarray(want), rel=1e-9)
+    scalar = [closed_loop.batched_prefill_s(dep, prompts=int(n), prompt_tokens=300) for n in sizes]
+    assert scalar == list(grid)
 
 
 def test_the_mission_command_says_where_tails_blow_up() -> None:

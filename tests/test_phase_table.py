@@ -54,3 +54,36 @@ def test_an_unknown_group_exits_with_one_line_naming_the_groups() -> None:
     assert "no such group" in str(exc.value) and "ascend-910b3.vllm" in str(exc.value)
     one = {("ascend-910b3", "vllm"): []}
     assert fit_profiles.selected(one, "ascend-910b3.vllm") == one
+
+
+def test_phase_priors_patches_the_fit_and_puts_it_back() -> None:
+    """phase_priors.configure: a variant's prior replaces the term's centre and width; "+grouped" adds the
+    grouped-GEMM fraction to the fitted terms; the shipped variant restores every patched name."""
+    import math
+
+    from lab.published import phase_priors
+    from planner.fit import solver
+    from planner.perf import fitted as perf_fitted
+    from planner.perf import fitted_params as fp
+
+    base_hold = solver.registry.device_launched_collectives
+    try:
+        phase_priors.configure("+grouped, collectives free")
+        assert fp.PARAM_NAMES[-1] == "grouped_weight_read_bandwidth_fraction"
+        assert perf_fitted.FIT_PARAMS is fp.FIT_PARAMS and len(fp.LOWER) == len(fp.FIT_PARAMS)
+        assert solver.registry.device_launched_collectives(["mindie"]) is False
+        phase_priors.configure("step 20 ms x/2")
+        from planner import catalog
+
+        centre, sigma = solver.fitted_params.prior(catalog.load_card("ascend-910b3").default_coefficients,
+                                                   measured=False)  # fmt: skip
+        index = fp.PARAM_NAMES.index("step_overhead_us")
+        # the variant's centre and one-sigma factor: log(20 000 us) and log(2)
+        assert centre[index] == pytest.approx(math.log(20_000.0))
+        assert sigma[index] == pytest.approx(math.log(2))
+    finally:
+        phase_priors.configure("shipped priors")
+    assert fp.prior is phase_priors.BASE_PRIOR
+    assert fp.FIT_PARAMS is phase_priors.BASE_PARAMS and perf_fitted.FIT_PARAMS is phase_priors.BASE_PARAMS
+    assert solver.registry.device_launched_collectives is base_hold
+    assert tuple(p.name for p in phase_priors.BASE_PARAMS) == fp.PARAM_NAMES

@@ -33,8 +33,9 @@ from collections import defaultdict
 from pathlib import Path
 
 try:
-    from lab.published import sglang_rows
+    from lab.published import open_loop_runs, sglang_rows
 except ImportError:  # run as a script from this directory (fit_profiles.py imports `predict`)
+    import open_loop_runs  # type: ignore[no-redef]
     import sglang_rows  # type: ignore[no-redef]
 
 HERE = Path(__file__).resolve().parent
@@ -288,11 +289,7 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     if open_rate is not None and float(row["output_tokens_per_s"]) < STEADY_SHARE * open_rate * float(
         row["output_tokens"]
     ):
-        return (
-            f"open loop past the engine's capacity (output {row['output_tokens_per_s']} tok/s < "
-            f"{STEADY_SHARE} x {open_rate:g} req/s x {row['output_tokens']} tokens): no steady state "
-            "(the capacity and the verdict at this rate: saturation.py)"
-        )
+        return past_capacity_reason(row, rate_per_s=open_rate)
     notes = row["notes"]
     if SEED_BATCH16 in notes and "'FP8 basic'" in notes:
         return "seed table 4.1 'FP8 basic': before continuous batching, a stack kvplan does not model"
@@ -303,6 +300,26 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     except KvplanError:
         return _uncarded(row["model"])
     return DISAGGREGATED if is_disaggregated(row) else None
+
+
+# An open-loop run past the engine's capacity (output tok/s < STEADY_SHARE x rate x output tokens) has no
+# steady state: it is predicted by `kvplan simulate` of its finite run (open_loop_runs.py, predict_finite_run)
+# and never fitted, since fit_profiles.py fits only rows whose _skip_reason is None (2026-12-06, issue 23).
+PAST_CAPACITY = "open loop past the engine's capacity: predicted by simulating its finite run, not fitted"
+
+
+def past_capacity_reason(row: dict[str, str], *, rate_per_s: float) -> str:
+    """PAST_CAPACITY for a run whose length its notes state, the evidence when the engine failed the run
+    (open_loop_runs.failure_evidence), else why it is not predicted (no run length)."""
+    failure = open_loop_runs.failure_evidence(row)
+    if failure is not None:
+        return failure
+    if open_loop_runs.run_requests(row, rate_per_s=rate_per_s) is not None:
+        return PAST_CAPACITY
+    return (
+        f"open loop past the engine's capacity (output {row['output_tokens_per_s']} tok/s < "
+        f"{STEADY_SHARE} x {rate_per_s:g} req/s x {row['output_tokens']} tokens) and no run length stated"
+    )
 
 
 def is_disaggregated(row: dict[str, str]) -> bool:
@@ -468,9 +485,12 @@ def predict_row(
     result["output_tokens"] = output_tokens(row)
     reason = _skip_reason(row)
     card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
+    # the CLI resolves a card id to its fitted profile; without --fitted the datasheet profile's file
+    cli_card = card if fitted or profile_dir else f"hwprofiles/{card}.yaml"
     if reason == DISAGGREGATED:
-        # the CLI resolves a card id to its fitted profile; without --fitted the datasheet profile's file
-        return result | predict_pd_row(row, card=card if fitted or profile_dir else f"hwprofiles/{card}.yaml")
+        return result | predict_pd_row(row, card=cli_card)
+    if reason == PAST_CAPACITY:
+        return result | predict_finite_run(row, card=cli_card)
     if reason is not None:
         return result | {"status": f"skipped: {reason}"}
     bench = bench_row(row)
@@ -558,19 +578,46 @@ def pd_command(row: dict[str, str], *, card: str) -> str | None:
 
 
 def predict_pd_row(row: dict[str, str], *, card: str) -> dict[str, str]:
-    """A disaggregated row's prediction: its pd_command run through the CLI in-process, exactly as typed,
-    with --json; predicted = the simulated output tok/s of the whole fleet (what the row publishes)."""
-    import json
-
-    from typer.testing import CliRunner
-
-    from planner.cli import app
-
+    """A disaggregated row's prediction: its pd_command run through the CLI in-process, exactly as typed
+    (simulated_row); predicted = the simulated output tok/s of the whole fleet (what the row publishes)."""
     text = pd_command(row, card=card)
     if text is None:
         return {
             "status": "skipped: prefill/decode disaggregated, its config file not read (pd_deployments.py)"
         }
+    return simulated_row(row, text)
+
+
+def finite_run_command(row: dict[str, str], *, card: str) -> str:
+    """The `kvplan simulate` command of an open-loop run past capacity (PAST_CAPACITY): the row's set-up
+    (bench_row, command) at its rate, --num-requests the run's own count (open_loop_runs.run_requests),
+    MindIE's prompt budget raised to a longer prompt (mindie_prompt_budget)."""
+    rate = open_loop_rate(row) or 0.0
+    bench = mindie_prompt_budget(row, bench_row(row))
+    bench["num_prompts"] = str(open_loop_runs.run_requests(row, rate_per_s=rate))
+    return command(bench, card=card)
+
+
+def mindie_prompt_budget(row: dict[str, str], bench: dict[str, str]) -> dict[str, str]:
+    """The bench row with MindIE's maxPrefillTokens raised to a prompt longer than its 8192 default: MindIE
+    refuses such a prompt, and these runs completed requests, so the deployment raised it.  [assumed]"""
+    if row["engine"] == "mindie" and int(row["input_tokens"]) > DEFAULT_MAX_PREFILL_TOKENS:
+        return bench | {"max_num_batched_tokens": row["input_tokens"]}
+    return bench
+
+
+def predict_finite_run(row: dict[str, str], *, card: str) -> dict[str, str]:
+    """An open-loop run past capacity: its finite_run_command run through the CLI (simulated_row)."""
+    return simulated_row(row, finite_run_command(row, card=card))
+
+
+def simulated_row(row: dict[str, str], text: str) -> dict[str, str]:
+    """The prediction of a `kvplan simulate` command line run in-process, exactly as typed, with --json:
+    predicted = its simulated output tok/s (output tokens / makespan, the whole fleet's with --pd)."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
     result = CliRunner().invoke(app, [*shlex.split(text)[1:], "--json"])
     if result.exit_code != 0:
         return {"status": f"skipped: {result.output.strip().splitlines()[-1]}", "command": text}
@@ -584,12 +631,21 @@ def predict_pd_row(row: dict[str, str], *, card: str) -> dict[str, str]:
     }
 
 
+def kind_suffix(text: str) -> str:
+    """The summary's kind suffix: ' (P:D)' for a pd_command, ' (past capacity)' for a finite_run_command (an
+    open-loop simulate that names its request count), else ''."""
+    if " --pd " in text:
+        return " (P:D)"
+    finite = text.startswith("kvplan simulate ") and " --rate " in text and " --num-requests " in text
+    return " (past capacity)" if finite else ""
+
+
 def summary(rows: list[dict[str, str]]) -> list[str]:
     """Markdown table lines: per (card, engine, kind), predicted rows, median |error|, median error."""
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for row in rows:
         if row["status"] == "predicted":
-            kind = row["kind"] + (" (P:D)" if " --pd " in row["command"] else "")  # pd_command rows apart
+            kind = row["kind"] + kind_suffix(row["command"])  # simulated rows apart
             groups[(row["card"], row["engine"], kind)].append(float(row["error"]))
     lines = ["| card | engine | kind | rows | median abs error | median error |", "|---|---|---|---|---|---|"]
     for (card, engine, kind), errors in sorted(groups.items()):

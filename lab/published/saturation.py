@@ -5,8 +5,8 @@
 Alauda's open-loop sweeps (ascend-serving.csv, guidellm --rate-type constant at 1..9 req/s) publish, per
 workload and set-up, a "saturation capacity" in requests/s per replica and mark every rate the engine did not
 keep up with (`*`). Past that rate a run has no steady state: its output tok/s depends on how long the run
-lasted and how many requests timed out, so predict.py does not compare those 122 rows' throughput. What can
-be compared is the capacity itself, and the verdict at each published rate:
+lasted and how many requests timed out (predict.py simulates each such run's own length, open_loop_runs.py).
+Compared here is the capacity itself, and the verdict at each published rate:
 
 - capacity: `kvplan simulate` of the set-up at an overloading rate (OVERLOAD_FACTOR x the highest published
   rate), exactly as a user types it (predict.command), read as its completed requests/s;
@@ -76,12 +76,8 @@ def compare(rows: list[tuple[int, dict[str, str]]]) -> dict[str, str]:
     rates = [predict.open_loop_rate(row) or 0.0 for _, row in rows]
     past = [PAST_SATURATION in row["notes"] for _, row in rows]
     probe = dict(first) | {"notes": first["notes"]}
-    bench = predict.bench_row(probe)
+    bench = predict.mindie_prompt_budget(first, predict.bench_row(probe))
     bench["request_rate"] = f"{OVERLOAD_FACTOR * max(rates):g}"
-    if first["engine"] == "mindie" and int(first["input_tokens"]) > predict.DEFAULT_MAX_PREFILL_TOKENS:
-        # MindIE refuses a prompt longer than maxPrefillTokens (8192 by default); requests of these runs
-        # completed, so the deployment raised it: the probe assumes to the prompt's length.  [assumed]
-        bench["max_num_batched_tokens"] = first["input_tokens"]
     command = predict.command(bench, card=first["card"])
     out = {
         key: first[key] for key in ("model", "card", "engine", "tp", "ep", "input_tokens", "output_tokens")

@@ -27,6 +27,7 @@ from planner.cli.flags import (
 from planner.cli.options import (
     FlagCommand,
     FlagGroup,
+    JsonOpt,
     OneLineErrors,
     VersionOpt,
     fail,
@@ -135,7 +136,7 @@ def plan(
     explain: Annotated[
         bool, typer.Option("--explain", help="Print every term of the decode ledger.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as one JSON object.")] = False,
+    as_json: JsonOpt = False,
     version: VersionOpt = False,
 ) -> None:
     """Plan memory and speed for one model on one card: `kvplan --model qwen3-27b --ctx 32k --dtype fp8`."""
@@ -184,7 +185,7 @@ def plan(
 @models_app.callback(invoke_without_command=True)
 def models_list(
     ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    as_json: JsonOpt = False,
     version: VersionOpt = False,
 ) -> None:
     """List catalogued model cards (id, aliases, layers, attention, parameters)."""
@@ -199,7 +200,7 @@ def models_list(
 
 
 @commands.command("cards", cls=FlagCommand)
-def cards_list(as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
+def cards_list(as_json: JsonOpt = False) -> None:
     """List catalogued hardware profiles (capacity, bandwidth, peaks, dtypes, calibration)."""
     from planner.cli import listings
 

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.options import FlagCommand, FlagTable, Placement
+from planner.cli.options import FlagCommand, FlagTable, JsonOpt, Placement
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
@@ -45,6 +45,27 @@ TpOpt = Annotated[int, typer.Option(*TP_FLAGS, help="Tensor-parallel degree (dev
 MtpOpt = Annotated[int, typer.Option(help="MTP speculative draft tokens per step (0: off).")]
 DpOpt = Annotated[int, typer.Option(help="Attention data-parallel groups (each holds its sequences' KV).")]
 EpOpt = Annotated[int, typer.Option(help="Expert-parallel degree: routed experts split over ep ranks.")]
+# --ctx of the load commands (`kvplan serve`, `kvplan simulate`): the engine's configured context, not the
+# plan's memory-sizing context (shared_flags); parsed by the command (inputs.parse_ctx)
+EngineCtxOpt = Annotated[
+    str | None,
+    typer.Option(
+        *CTX_FLAGS,
+        help="Context length the engine is configured with (vLLM --max-model-len, MindIE maxSeqLen), >= the "
+        "longest request; sizes the memory check (default: the longest request's input + output tokens).",
+    ),
+]
+# --max-prefill-tokens of the plan and `kvplan serve` (config commands word it per engine: cli/configs.py);
+# checked once, in planner/inputs.py (1..MAX_PREFILL_TOKENS); the defaults: registry.default_prefill_tokens
+PrefillTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        *PREFILL_FLAGS,
+        help="Prompt tokens one prefill pass batches, sizes the activation peak (default: the engine's: vLLM "
+        "--max-num-batched-tokens for the card, 2048 on Ascend; SGLang --chunked-prefill-size; MindIE "
+        "maxPrefillTokens max(8192, ctx - ctx/4), as `kvplan mindie` writes it).",
+    ),
+]
 
 
 def shared_flags(
@@ -75,14 +96,7 @@ def shared_flags(
         float | None, typer.Option(help="Override the card's memory capacity (GiB).")
     ] = None,
     bandwidth_gbps: Annotated[float | None, typer.Option(help="Override memory bandwidth (GB/s).")] = None,
-    max_prefill_tokens: Annotated[
-        int | None,
-        typer.Option(
-            *PREFILL_FLAGS,
-            help="Largest prefill batch in tokens, sizes the activation peak (default: max(8192, ctx - "
-            "ctx/4), what `kvplan mindie` writes as maxPrefillTokens).",
-        ),
-    ] = None,
+    max_prefill_tokens: PrefillTokensOpt = None,
     mtp: MtpOpt = 0,
     mtp_acceptance: Annotated[
         float, typer.Option(help="Acceptance rate of each draft token.")
@@ -133,7 +147,7 @@ def shared_flags(
         float | None, typer.Option(help="SLO: max time to first token under load (ms).")
     ] = None,
     min_user_tps: Annotated[float | None, typer.Option(help="SLO: min tokens/s per user.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    as_json: JsonOpt = False,
     # `kvplan mindie` and `kvplan vllm`: the serving options (planner/engines/common.py ServingOptions)
     weights_path: Annotated[
         str | None, typer.Option(help="modelWeightPath: the checkpoint directory.")

@@ -171,6 +171,10 @@ VersionOpt = Annotated[
 ]
 
 
+# --json of every command that prints a result (the plan, its subcommands' shared flags, the listings)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")]
+
+
 def every_command_flags(version: VersionOpt = False) -> None:
     """The flag table of what every command takes, last before --help (FlagCommand; the root declares
     VersionOpt in its own signature: building this table's typer app would cost the mission command's

@@ -15,13 +15,13 @@ import typer
 from planner import kinds
 from planner.cli.flags import (
     BATCH_FLAGS,
-    CTX_FLAGS,
     LOAD_FLAGS,
-    PREFILL_FLAGS,
     PROMPT_FLAGS,
     REQUESTS_FLAGS,
     SLO_FLAGS,
+    EngineCtxOpt,
     ModelOpt,
+    PrefillTokensOpt,
     flag_command,
 )
 from planner.cli.options import fail, plan_request, print_json, service_levels, wants_json
@@ -44,26 +44,11 @@ def serve_command(
     output_tokens: Annotated[str, typer.Option(help="Generated tokens per request.")] = str(
         kinds.DEFAULT_OUTPUT_TOKENS
     ),
-    ctx_len: Annotated[
-        str | None,
-        typer.Option(
-            *CTX_FLAGS,
-            help="Context length the engine is configured with (vLLM --max-model-len, MindIE maxSeqLen), "
-            ">= input + output; sizes the memory check (default: input + output tokens).",
-        ),
-    ] = None,
+    ctx_len: EngineCtxOpt = None,
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Concurrent requests (default: SLO best or memory max).")
     ] = None,
-    max_prefill_tokens: Annotated[
-        int | None,
-        typer.Option(
-            *PREFILL_FLAGS,
-            min=1,
-            help="Prompt tokens one prefill pass batches (vLLM max_num_batched_tokens; default: as the plan: "
-            "vLLM's own for the card, 2048 on Ascend; MindIE max(8192, ctx - ctx/4)).",
-        ),
-    ] = None,
+    max_prefill_tokens: PrefillTokensOpt = None,
     max_batch: Annotated[
         int | None,
         typer.Option(

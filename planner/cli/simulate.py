@@ -20,10 +20,10 @@ from planner import atomic, kinds, records, units
 from planner.cli import options, simrequest, simview
 from planner.cli.flags import (
     BATCH_FLAGS,
-    CTX_FLAGS,
     LOAD_FLAGS,
     PROMPT_FLAGS,
     REQUESTS_FLAGS,
+    EngineCtxOpt,
     ModelOpt,
     flag_command,
 )  # fmt: skip
@@ -113,10 +113,7 @@ def simulate_command(
         Path | None, typer.Option(help="Write queue length, batch and KV use over time (CSV) here.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (keeps .bak).")] = False,
-    ctx_len: Annotated[
-        str | None,
-        typer.Option(*CTX_FLAGS, help="Engine's context length (max-model-len), >= the longest request."),
-    ] = None,
+    ctx_len: EngineCtxOpt = None,
 ) -> None:
     """Simulate serving under load: `kvplan simulate -m qwen3-27b --dtype fp8 --rate 4 --ttft-ms 1000`."""
     flags = SimulateRequest(

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import Deployment
+from planner.engines import common
 from planner.engines.common import BlockPool, EngineBudget
 from planner.engines.mindie import pool as mindie_pool
 from planner.engines.sglang import room as sglang_room
@@ -47,6 +48,9 @@ class EngineRoom(Protocol):
     DEVICE_LAUNCHED_COLLECTIVES: bool  # in-node collectives launched from the device (MindIE's LCCL)
     DRAFT_METHODS: tuple[str, ...]  # separate draft models it runs (--speculative-config eagle3 / dflash)
     FITTED_PROFILE_ENGINE: EngineName  # whose hwprofiles/fitted/<card>.<engine>.yaml times this engine
+    # the engine's words for an expert parallelism that splits the experts over every rank of the tp x dp
+    # group (ep is 1 or the group); None: any ep of the candidates runs (or check_layout refuses ep > 1)
+    EXPERTS_OVER_WHOLE_GROUP: str | None
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
     def default_memory_fraction_at(
@@ -60,7 +64,6 @@ class EngineRoom(Protocol):
     def startup_budget(self, dep: Deployment, *, weights_bytes: int) -> EngineBudget | None: ...
     def default_prefill_tokens(self, hardware: HardwareProfile) -> int | None: ...
     def check_layout(self, dep: Deployment) -> None: ...
-    def expert_degrees(self, group: int, *, candidates: list[int]) -> list[int]: ...
     def max_batch_grid(
         self, dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.int64]: ...
@@ -153,8 +156,12 @@ def batch_cap(dep: Deployment) -> int | None:
 
 def check_layout(dep: Deployment) -> None:
     """PlanInputError for a layout the engine cannot run (beyond tensor parallelism; MindIE: also a block
-    size its config check refuses). Every room's check passes a tensor-parallel-only layout of its own."""
-    room(dep.engine).check_layout(dep)
+    size its config check refuses; an ep other than 1 or tp x dp where EXPERTS_OVER_WHOLE_GROUP says so).
+    Every room's check passes a tensor-parallel-only layout of its own."""
+    engine_room = room(dep.engine)
+    engine_room.check_layout(dep)
+    if engine_room.EXPERTS_OVER_WHOLE_GROUP is not None:
+        common.check_experts_over_whole_group(dep, splits=engine_room.EXPERTS_OVER_WHOLE_GROUP)
 
 
 def max_batch_grid(
@@ -228,8 +235,11 @@ def gathers_moe_outputs(engine: EngineName, *, ep: int) -> bool:
 
 
 def expert_degrees(dep: Deployment, *, group: int, candidates: list[int]) -> list[int]:
-    """Expert-parallel degrees the engine can run on a MoE group of `group` ranks, among candidates."""
-    return room(dep.engine).expert_degrees(group, candidates=candidates)
+    """Expert-parallel degrees the engine can run on a MoE group of `group` ranks, among candidates: 1 or
+    the whole group where the room's EXPERTS_OVER_WHOLE_GROUP says so (check_layout's rule), else all."""
+    if room(dep.engine).EXPERTS_OVER_WHOLE_GROUP is None:
+        return candidates
+    return common.whole_group_expert_degrees(group, candidates=candidates)
 
 
 def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

@@ -354,6 +354,21 @@ def prefill_pass_s_grid(dep: Deployment, *, step: Step) -> FloatArray:
     return np.asarray(device + fixed_s + wait, dtype=np.float64)
 
 
+def batched_prefill_s_grid(dep: Deployment, *, prompts: FloatArray, prompt_tokens: int) -> FloatArray:
+    """Seconds of one prefill pass of n prompts of I tokens, per element n >= 2 of `prompts` (one prompt alone
+    is ttft_s: chunked when longer than max_prefill_tokens). The closed loop's pass reads it at one n, the
+    load knee at every n.
+
+    Formula: prefill_pass_s_grid of prefill.batched_prefill_step, the prompts' prefix-cached share read, not
+    computed (cached_prompt_tokens).
+    """
+    cached = cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
+    step = prefill.batched_prefill_step(
+        dep, prompts=prompts, prompt_tokens=prompt_tokens, cached_tokens=cached
+    )
+    return prefill_pass_s_grid(dep, step=step)
+
+
 def ttft_s(dep: Deployment, *, prompt_tokens: int) -> float:
     """Time to first token of one prompt on an idle engine: the chunked prefill (it ends with the logits).
 

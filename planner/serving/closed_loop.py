@@ -36,12 +36,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from planner.capacity import Admission as Admission
 from planner.capacity import admission as admission
 from planner.deployment import Deployment
 from planner.kinds import ARRIVALS as ARRIVALS  # re-exported: the CLI's --arrivals check reads it here
 from planner.perf import roofline
-from planner.perf.prefill import prefill_pass_step as prefill_pass_step
 from planner.serving.estimate import STEADY_WAVES as STEADY_WAVES
 from planner.serving.estimate import BenchRun as BenchRun
 from planner.serving.estimate import DeploymentTimer as DeploymentTimer
@@ -72,16 +73,13 @@ class RooflineTimer(DeploymentTimer):
 def batched_prefill_s(dep: Deployment, *, prompts: int, prompt_tokens: int) -> float:
     """Seconds of one prefill pass over `prompts` prompts of `prompt_tokens` each (one prompt: its TTFT).
 
-    Formula: the roofline prefill ledger of prefill_pass_step; a single prompt longer than
-    max_prefill_tokens is chunked (roofline.ttft_s); a prefix-cached share is read, not computed
-    (roofline.cached_prompt_tokens).
+    Formula: roofline.batched_prefill_s_grid at n = prompts; a single prompt longer than max_prefill_tokens
+    is chunked (roofline.ttft_s).
     """
     if prompts == 1:
         return roofline.ttft_s(dep, prompt_tokens=prompt_tokens)
-    cached = roofline.cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
-    step = prefill_pass_step(dep, prompts=prompts, prompt_tokens=prompt_tokens, cached_tokens=cached)
-    lengths = (prompts, prompt_tokens, prompts * (prompt_tokens - cached))
-    return roofline.assemble_ledger(dep, step=step, chunks=1, phase="prefill", lengths=lengths).time_s
+    many = np.asarray([float(prompts)])
+    return float(roofline.batched_prefill_s_grid(dep, prompts=many, prompt_tokens=prompt_tokens)[0])
 
 
 def serving_estimate(

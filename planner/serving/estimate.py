@@ -16,6 +16,7 @@ from planner.deployment import Deployment
 from planner.kinds import Arrivals
 from planner.perf.coefficients import request_overhead_s
 from planner.perf.mtp import tokens_per_step
+from planner.perf.terms import FloatArray
 from planner.schema import Frozen
 
 
@@ -103,11 +104,16 @@ class DeploymentTimer:
         return request_overhead_s(self.dep)
 
 
+def pass_budget_prompts(timer: Timer, *, prompt_tokens: int) -> int:
+    """Formula: floor(max_prefill_tokens / (I - h)): prompts the pass's token budget holds (h: the prompt's
+    prefix-cached tokens, timer.uncached_prompt_tokens; the budget counts computed ones; 0 when one prompt
+    alone exceeds it and is chunked)."""
+    return timer.max_prefill_tokens // timer.uncached_prompt_tokens(prompt_tokens=prompt_tokens)
+
+
 def prompts_per_prefill_pass(timer: Timer, *, prompt_tokens: int, running_batch: int) -> int:
-    """Formula: n = clamp(floor(max_prefill_tokens / (I - h)), 1, b): waiting prompts one prefill pass takes
-    (h: the prompt's prefix-cached tokens, timer.uncached_prompt_tokens; the budget counts computed ones)."""
-    computed_tokens = timer.uncached_prompt_tokens(prompt_tokens=prompt_tokens)
-    return max(1, min(running_batch, timer.max_prefill_tokens // computed_tokens))
+    """Formula: n = clamp(pass_budget_prompts, 1, b): waiting prompts one prefill pass takes."""
+    return max(1, min(running_batch, pass_budget_prompts(timer, prompt_tokens=prompt_tokens)))
 
 
 def wave_prefill_s(timer: Timer, *, prompt_tokens: int, running_batch: int) -> tuple[float, float, float]:
@@ -127,32 +133,76 @@ def wave_prefill_s(timer: Timer, *, prompt_tokens: int, running_batch: int) -> t
     return total_s, mean_first_s, full_s
 
 
-def prompts_per_merged_pass(arrivals_per_step: float) -> float:
+def prompts_per_merged_pass_grid(arrivals_per_step: FloatArray) -> FloatArray:
     """Mean prompts in a prefill pass when prompts arrive Poisson at `arrivals_per_step` per decode step and
-    all that arrived during one step share the next pass.
+    all that arrived during one step share the next pass (per element).
 
     Formula: n = lam / (1 - exp(-lam))  (mean of a Poisson count given at least one; 1 as lam -> 0)
     """
-    lam = max(arrivals_per_step, 0.0)
-    return 1.0 if lam < 1e-9 else lam / -math.expm1(-lam)
+    lam = np.maximum(arrivals_per_step, 0.0)
+    small = lam < 1e-9  # the merged count's limit as lam -> 0 is one prompt
+    return np.where(small, 1.0, lam / -np.expm1(-np.where(small, 1.0, lam)))
+
+
+def prompts_per_merged_pass(arrivals_per_step: float) -> float:
+    """prompts_per_merged_pass_grid at one arrival rate."""
+    return float(prompts_per_merged_pass_grid(np.asarray([arrivals_per_step], dtype=np.float64))[0])
+
+
+def merged_pass_prompts_grid(batch: FloatArray, *, steps: float, per_pass_max: int) -> FloatArray:
+    """Mean prompts in one prefill pass while `batch` running requests each emit their tokens in `steps`
+    decode steps (per element): the merged Poisson count, capped by the engine's pass.
+
+    Formula: n = min(prompts_per_merged_pass_grid(b / steps), max(min(b, per_pass_max), 1)); the cap is
+    prompts_per_prefill_pass: a pass holds at most max_prefill_tokens // (I - h) prompts (MindIE
+    maxPrefillTokens, vLLM max_num_batched_tokens) and no more prompts than there are running requests.
+    """
+    merged = prompts_per_merged_pass_grid(np.maximum(batch, 0.0) / max(steps, 1e-9))
+    cap: FloatArray = np.maximum(np.minimum(batch, per_pass_max), 1.0)
+    return np.minimum(merged, cap)
+
+
+def merged_prefill_s_grid(
+    pass_s: FloatArray, *, batch: FloatArray, steps: float, per_pass_max: int, first_prompts: int = 1
+) -> tuple[FloatArray, FloatArray]:
+    """(prefill seconds per cycle, mean pass seconds) of `batch` running requests whose prompts arrive
+    Poisson over `steps` decode steps; pass_s[j]: one pass of first_prompts + j prompts, covering every
+    floor(n) and floor(n) + 1 the batches need (the last entry stands in past the end: its weight is 0).
+
+    Formula: n = merged_pass_prompts_grid(b); k = floor(n); F(n) = F(k) + (n - k) (F(k + 1) - F(k)) (a pass's
+    time is affine in its prompts between whole counts); prefill = b / n * F(n) (0 where b = 0).
+    """
+    n = merged_pass_prompts_grid(batch, steps=steps, per_pass_max=per_pass_max)
+    at = np.floor(n).astype(np.int64) - first_prompts
+    low = pass_s[at]
+    high = pass_s[np.minimum(at + 1, pass_s.size - 1)]
+    mean_pass_s = low + (n - np.floor(n)) * (high - low)
+    return np.where(batch >= 1, batch / n * mean_pass_s, 0.0), mean_pass_s
+
+
+def merged_pass_prompts(timer: Timer, *, prompt_tokens: int, batch: int, steps: float) -> float:
+    """merged_pass_prompts_grid at one batch, the pass budget read from `timer`."""
+    per_pass_max = pass_budget_prompts(timer, prompt_tokens=prompt_tokens)
+    batches = np.asarray([float(batch)])
+    return float(merged_pass_prompts_grid(batches, steps=steps, per_pass_max=per_pass_max)[0])
 
 
 def merged_prefill_s(timer: Timer, *, prompt_tokens: int, batch: int, steps: float) -> tuple[float, float]:
-    """(prefill seconds while `batch` requests each emit their tokens in `steps` decode steps, mean pass).
-
-    Formula: lam = b / steps prompts per step; n = prompts_per_merged_pass(lam), capped at the pass budget
-    (prompts_per_prefill_pass); passes = b / n; one pass P(n) = P(k) + (n - k) (P(k + 1) - P(k)), k = floor(n)
-    (a pass's time is affine in its prompts between whole counts); prefill = passes * P(n).
+    """(prefill seconds while `batch` requests each emit their tokens in `steps` decode steps, mean pass):
+    merged_prefill_s_grid at one batch, with the two passes it reads (k and k + 1 prompts) timed by `timer`.
     """
     if batch < 1:
         return 0.0, 0.0
-    cap = prompts_per_prefill_pass(timer, prompt_tokens=prompt_tokens, running_batch=batch)
-    n = min(prompts_per_merged_pass(batch / max(steps, 1e-9)), float(cap))
+    batches = np.asarray([float(batch)])
+    per_pass_max = pass_budget_prompts(timer, prompt_tokens=prompt_tokens)
+    n = merged_pass_prompts(timer, prompt_tokens=prompt_tokens, batch=batch, steps=steps)
     k = int(n)
-    low = timer.prefill_s(prompts=k, prompt_tokens=prompt_tokens)
-    high = low if n == k else timer.prefill_s(prompts=k + 1, prompt_tokens=prompt_tokens)
-    pass_s = low + (n - k) * (high - low)
-    return batch / n * pass_s, pass_s
+    counts = (k, k + 1) if n > k else (k,)
+    pass_s = np.asarray([timer.prefill_s(prompts=c, prompt_tokens=prompt_tokens) for c in counts])
+    total_s, mean_pass_s = merged_prefill_s_grid(
+        pass_s, batch=batches, steps=steps, per_pass_max=per_pass_max, first_prompts=k
+    )
+    return float(total_s[0]), float(mean_pass_s[0])
 
 
 class _Cycle(Frozen):
@@ -177,7 +227,8 @@ def cycle(timer: Timer, *, input_tokens: int, output_tokens: int, batch: int, ar
                    window = prefill + decode - e
         staggered: prefill = b * P_1; first token e = P_1 + t / 2 (the in-flight step);
                    window = decode + (b - 1) * P_1
-        random:    prefill = merged_prefill_s(b); e = its mean pass + t / 2;
+        random:    prefill = merged_prefill_s(b), passes of merged_pass_prompts(b) prompts (capped by the
+                   pass budget); e = its mean pass + t / 2;
                    window = decode + merged_prefill_s(b - 1)   (b = 1: staggered)
     """
     step_s = timer.decode_step_s(batch=batch, ctx_tokens=input_tokens + output_tokens // 2)
@@ -190,7 +241,9 @@ def cycle(timer: Timer, *, input_tokens: int, output_tokens: int, batch: int, ar
         steps = (output_tokens - 1) / timer.tokens_per_step
         prefill_s, pass_s = merged_prefill_s(timer, prompt_tokens=input_tokens, batch=batch, steps=steps)
         others_s, _ = merged_prefill_s(timer, prompt_tokens=input_tokens, batch=batch - 1, steps=steps)
-        per_pass = max(1, round(prompts_per_merged_pass(batch / max(steps, 1e-9))))
+        per_pass = max(
+            1, round(merged_pass_prompts(timer, prompt_tokens=input_tokens, batch=batch, steps=steps))
+        )
         first_s, window_s = pass_s + step_s / 2, decode_s + others_s
     else:
         pass_s = timer.prefill_s(prompts=1, prompt_tokens=input_tokens)

@@ -30,48 +30,15 @@ import numpy as np
 
 from planner import capacity, kinds
 from planner.deployment import Deployment
-from planner.perf import prefill, roofline
+from planner.perf import roofline
 from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import FloatArray
 from planner.records import record
 from planner.results import LoadKnee, MemoryBreakdown
+from planner.serving.estimate import merged_prefill_s_grid
 
 SEED_BENCH_TOKENS = (kinds.DEFAULT_INPUT_TOKENS, kinds.DEFAULT_OUTPUT_TOKENS)  # the one default workload
 MAX_KNEE_USERS = 1024  # users searched at most (a larger closed loop is not one instance's load)
-
-
-def prefill_pass_s_grid(dep: Deployment, *, prompts: FloatArray, prompt_tokens: int) -> FloatArray:
-    """Seconds of one prefill pass of n prompts of I tokens, for an array of n (closed_loop's pass, n >= 2).
-
-    Formula: roofline.prefill_pass_s_grid of prefill.batched_prefill_step (per element), the prompts'
-    prefix-cached share read, not computed (roofline.cached_prompt_tokens).
-    """
-    cached = roofline.cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
-    step = prefill.batched_prefill_step(
-        dep, prompts=prompts, prompt_tokens=prompt_tokens, cached_tokens=cached
-    )
-    return roofline.prefill_pass_s_grid(dep, step=step)
-
-
-def merged_prefill_s_grid(
-    pass_s: FloatArray, *, batch: FloatArray, steps: float, per_pass_max: int
-) -> tuple[FloatArray, FloatArray]:
-    """(prefill seconds per cycle, mean pass seconds) of `batch` running requests whose prompts arrive
-    Poisson over `steps` decode steps; pass_s[j]: one pass of j + 1 prompts (closed_loop.merged_prefill_s
-    per element).
-
-    Formula: n = min(lam / (1 - e^-lam), clamp(per_pass_max, 1, b)), lam = b / steps; k = floor(n);
-    F(n) = F(k) + (n - k) (F(k + 1) - F(k)); prefill = b / n * F(n) (0 where b = 0).
-    """
-    lam = np.maximum(batch, 0.0) / max(steps, 1e-9)
-    small = lam < 1e-9  # the merged count's limit as lam -> 0 is one prompt
-    merged = np.where(small, 1.0, lam / -np.expm1(-np.where(small, 1.0, lam)))
-    n = np.minimum(merged, np.clip(np.minimum(batch, per_pass_max), 1.0, None))
-    whole = np.floor(n).astype(np.int64)
-    low = pass_s[whole - 1]
-    high = pass_s[np.minimum(whole, pass_s.size - 1)]
-    mean_pass_s = low + (n - whole) * (high - low)
-    return np.where(batch >= 1, batch / n * mean_pass_s, 0.0), mean_pass_s
 
 
 @record
@@ -90,7 +57,7 @@ class Cycles:
 def cycles(dep: Deployment, *, tokens: tuple[int, int], max_users: int) -> Cycles:
     """The cycle of K = 1..max_users users (closed_loop.cycle's "random" arrivals, vectorised over K).
 
-    Formula: s = (O - 1) / a; prefill = merged_prefill_s_grid(K), others = merged_prefill_s_grid(K - 1);
+    Formula: s = (O - 1) / a; prefill = estimate.merged_prefill_s_grid(K), others = the same at K - 1;
     decode = s * t(K, I + O // 2).
     """
     prompt, output = tokens
@@ -99,7 +66,7 @@ def cycles(dep: Deployment, *, tokens: tuple[int, int], max_users: int) -> Cycle
     per_pass_max = max(1, min(max_users, dep.max_prefill_tokens // computed))
     # passes of 2..cap + 1 prompts: one past the cap is the interpolation's upper end at n = cap
     sizes = np.arange(2, per_pass_max + 2, dtype=np.float64)
-    batched = prefill_pass_s_grid(dep, prompts=sizes, prompt_tokens=prompt)
+    batched = roofline.batched_prefill_s_grid(dep, prompts=sizes, prompt_tokens=prompt)
     pass_s = np.concatenate([[roofline.ttft_s(dep, prompt_tokens=prompt)], batched])
     steps = (output - 1) / tokens_per_step(dep)
     prefill_s, mean_pass_s = merged_prefill_s_grid(

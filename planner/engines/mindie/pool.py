@@ -59,6 +59,7 @@ FITTED_PROFILE_ENGINE: EngineName = "mindie"  # its own fit (hwprofiles/fitted/<
 DRAFT_METHODS: tuple[
     str, ...
 ] = ()  # [mtp.md] MindIE's speculative plugin drafts with the model's own MTP layers only
+EXPERTS_OVER_WHOLE_GROUP: str | None = None  # MindIE's ep divides the MoE group: every candidate degree runs
 
 
 # MindIE's int8 KV cache (C8) comes with a C8-quantized W8A8 checkpoint; documented for Atlas 800I A2 with
@@ -217,11 +218,6 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
         f"{rec.max_batch_size} assumes MindIE keeps each sequence's linear-attention state "
         f"({units.fmt_bytes(mem.state_bytes_per_sequence)}) outside its KV blocks (undocumented)"
     ]
-
-
-def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
-    """Every candidate degree (MindIE's ep divides the MoE group)."""
-    return candidates
 
 
 def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

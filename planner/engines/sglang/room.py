@@ -74,6 +74,8 @@ DEVICE_LAUNCHED_COLLECTIVES = False
 # --speculative-algorithm EAGLE3 loads an eagle3 draft model; SGLang has no DFlash algorithm (its choices:
 # EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM; docs advanced_features/speculative_decoding.md): dflash is refused
 DRAFT_METHODS: tuple[str, ...] = ("eagle3",)
+# --ep-size equals --tp-size for MoE experts: ep is 1 or the whole group (registry.check_layout)
+EXPERTS_OVER_WHOLE_GROUP: str | None = "SGLang's --ep-size splits experts over its whole --tp-size group"
 # SGLang's Ascend backend runs the same CANN / torch_npu operator family as vllm-ascend (fused attention,
 # grouped matmul, NPU graphs); no SGLang row is fitted yet, so a card's SGLang speeds come from its
 # vllm-ascend fit where one is shipped [assumed: docs/engines/sglang.md; the held-out error of that choice is
@@ -146,20 +148,15 @@ def check_kv_dtype(dep: Deployment) -> None:
 
 
 def check_layout(dep: Deployment) -> None:
-    """PlanInputError when ep is neither 1 nor tp x dp (--ep-size equals --tp-size for MoE experts), or
-    when --block-size asks for KV blocks other than the page the pool is sized at (page_tokens: 128 on
-    Ascend, what `kvplan sglang` writes as --page-size); kvplan's default block size passes everywhere."""
+    """PlanInputError when --block-size asks for KV blocks other than the page the pool is sized at
+    (page_tokens: 128 on Ascend, what `kvplan sglang` writes as --page-size); kvplan's default block size
+    passes everywhere. The ep rule is EXPERTS_OVER_WHOLE_GROUP's (registry.check_layout applies it)."""
     page = page_tokens(dep.hardware)
     if dep.block_size_tokens not in (page, DEFAULT_BLOCK_SIZE_TOKENS):
         raise PlanInputError(
             f"--block-size: kvplan sizes SGLang's pool in pages of {page} tokens on {dep.hardware.id} "
             f"(got {dep.block_size_tokens}, expected {page}); SGLang's --page-size is not planned otherwise"
         )
-    splits = "SGLang's --ep-size splits experts over its whole --tp-size group"
-    common.check_experts_over_whole_group(dep, splits=splits)
-
-
-expert_degrees = common.whole_group_expert_degrees  # 1 or all ranks of the group
 
 
 def max_batch_grid(

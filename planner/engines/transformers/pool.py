@@ -35,6 +35,7 @@ GATHERS_MOE_OUTPUTS = False
 DEVICE_LAUNCHED_COLLECTIVES = False  # torch.distributed: HCCL (or NCCL) through the host
 FITTED_PROFILE_ENGINE: EngineName = "transformers"  # its own fit (hwprofiles/fitted/)
 DRAFT_METHODS: tuple[str, ...] = ()  # kvplan's transformers reference runs decode without a drafter
+EXPERTS_OVER_WHOLE_GROUP: str | None = None  # no expert parallelism: check_layout refuses ep > 1
 
 
 def check_kv_dtype(dep: Deployment) -> None:
@@ -53,11 +54,6 @@ def check_layout(dep: Deployment) -> None:
             f"--engine: transformers plans tensor parallelism only (got {layout.describe(dep)}); "
             f"use mindie or vllm"
         )
-
-
-def expert_degrees(group: int, *, candidates: list[int]) -> list[int]:
-    """Every candidate (check_layout refuses ep > 1 later)."""
-    return candidates
 
 
 def max_batch_grid(

@@ -45,6 +45,8 @@ DEVICE_LAUNCHED_COLLECTIVES = False
 FITTED_PROFILE_ENGINE: EngineName = "vllm"  # its own fit (hwprofiles/fitted/<card>.vllm.yaml)
 # --speculative-config method eagle3 / dflash load a draft model (vllm-ascend spec_decode/)
 DRAFT_METHODS: tuple[str, ...] = ("eagle3", "dflash")
+# ep is 1 or every rank of the tp x dp group (registry.check_layout, expert_degrees)
+EXPERTS_OVER_WHOLE_GROUP: str | None = "vLLM's --enable-expert-parallel splits experts over all tp x dp ranks"
 
 
 # vllm-ascend has no FP8 KV path for GQA / GDN attention (vllm_ascend/attention/attention_v1.py:1975-2007
@@ -80,18 +82,13 @@ SPECULATES_WITH_PIPELINE = False
 
 
 def check_layout(dep: Deployment) -> None:
-    """PlanInputError when ep is neither 1 nor tp x dp (--enable-expert-parallel splits over all ranks), or
-    when speculative decoding is asked of a pipeline-parallel layout (SPECULATES_WITH_PIPELINE)."""
+    """PlanInputError when speculative decoding is asked of a pipeline-parallel layout
+    (SPECULATES_WITH_PIPELINE). The ep rule: EXPERTS_OVER_WHOLE_GROUP (registry.check_layout applies it)."""
     if dep.pp > 1 and dep.mtp_tokens > 0 and not SPECULATES_WITH_PIPELINE:
         raise PlanInputError(
             f"--pp: vLLM runs no speculative decoding with pipeline parallelism (got --pp {dep.pp} with "
             f"{dep.mtp_tokens} speculative tokens, expected --pp 1 or no --mtp / --speculative-config)"
         )
-    splits = "vLLM's --enable-expert-parallel splits experts over all tp x dp ranks"
-    common.check_experts_over_whole_group(dep, splits=splits)
-
-
-expert_degrees = common.whole_group_expert_degrees  # 1 or all ranks of the group
 
 
 def concurrency(

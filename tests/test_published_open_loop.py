@@ -1,0 +1,86 @@
+"""Alauda's open-loop runs past the engine's capacity: predicted as the finite run each was, or skipped as an
+engine failure with the evidence (issue 23; lab/published/open_loop_runs.py).
+
+guidellm sent R req/s for 300 s (`--max-seconds 300`, quoted in each row's notes), so a row at 6 req/s is
+`kvplan simulate --rate 6 --num-requests 1800`; none of these rows is fitted (predict._skip_reason is set).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.lab  # reads the lab's data or scripts (tests/conftest.py: lab implies slow)
+
+PUBLISHED = Path(__file__).resolve().parents[1] / "lab" / "published"
+
+
+def corpus() -> dict[int, dict[str, str]]:
+    with (PUBLISHED / "ascend-serving.csv").open(encoding="utf-8") as handle:
+        return dict(enumerate(csv.DictReader(handle), start=2))
+
+
+def predictions() -> dict[int, dict[str, str]]:
+    with (PUBLISHED / "predictions-after.csv").open(encoding="utf-8") as handle:
+        return {int(row["row"]): row for row in csv.DictReader(handle)}
+
+
+def past_capacity_rows() -> dict[int, dict[str, str]]:
+    from lab.published import predict
+
+    out = {}
+    for index, row in corpus().items():
+        rate = predict.open_loop_rate(row)
+        if rate is None or not row["output_tokens"]:
+            continue
+        if float(row["output_tokens_per_s"]) < predict.STEADY_SHARE * rate * float(row["output_tokens"]):
+            out[index] = row
+    return out
+
+
+def test_every_run_past_capacity_is_predicted_or_named_a_failure() -> None:
+    from lab.published import predict
+
+    rows, recorded = past_capacity_rows(), predictions()
+    predicted = [i for i in rows if recorded[i]["status"] == "predicted"]
+    failures = [i for i in rows if recorded[i]["status"].startswith("skipped: engine failure")]
+    # 122 Alauda levels past capacity (lab/published/README.md): 105 simulated, 17 engine failures
+    assert (len(rows), len(predicted), len(failures)) == (122, 105, 17)
+    for index in predicted:
+        rate = predict.open_loop_rate(rows[index]) or 0.0
+        assert f" --rate {rate:g} " in recorded[index]["command"]
+        assert f" --num-requests {round(rate * 300)} " in recorded[index]["command"]  # R x 300 s
+        assert predict._skip_reason(rows[index]) == predict.PAST_CAPACITY  # hence never fitted
+
+
+def test_recorded_command_is_the_finite_run_command() -> None:
+    from lab.published import predict
+
+    row = corpus()[224]  # Qwen3-14B TP1 vllm-ascend, Chat 520/256 at 6 req/s
+    assert predict.finite_run_command(row, card="ascend-910b3") == predictions()[224]["command"]
+
+
+def test_collapse_names_its_evidence() -> None:
+    from lab.published import open_loop_runs
+
+    # line 340: 5.5 tok/s at 6 req/s (RAG 4104/512, Qwen3-30B-A3B TP4); 639.9 at 2 req/s; one request
+    why = open_loop_runs.failure_evidence(corpus()[340])
+    assert why is not None
+    assert "5.5 tok/s is 0.9% of the 639.9 this set-up made at 2 req/s" in why
+    assert "E2E p90 = p99 = 93526 ms" in why
+
+
+def test_a_saturated_run_that_still_served_is_no_failure() -> None:
+    from lab.published import open_loop_runs
+
+    # line 224: 1365.3 tok/s at 6 req/s, the best of its sweep's saturated levels: a serving result
+    assert open_loop_runs.failure_evidence(corpus()[224]) is None
+
+
+def test_run_length_needs_the_stated_max_seconds() -> None:
+    from lab.published import open_loop_runs
+
+    assert open_loop_runs.run_requests(corpus()[224], rate_per_s=6.0) == 1800  # 6 req/s x 300 s
+    assert open_loop_runs.run_requests({"notes": "no length"}, rate_per_s=6.0) is None
