@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from planner.deployment import Deployment
 from planner.perf import roofline
-from planner.serving import closed_loop
+from planner.serving import closed_loop, estimate
 from planner.serving.closed_loop import BenchRun
 from tests.helpers import deployment_950pr
 
@@ -190,3 +190,16 @@ def test_random_pass_holds_no_more_prompts_than_the_budget() -> None:
     assert closed_loop.prompts_per_merged_pass(64 / steps) > 3.0  # uncapped: more than the budget holds
     assert est.prefill_batch == 2
     assert est.prefill_pass_s == pytest.approx(timer.prefill_s(prompts=2, prompt_tokens=4096), rel=1e-12)
+
+
+@pytest.mark.parametrize(("engine", "cap"), [("mindie", 50), ("vllm", 81)])
+def test_a_pass_holds_no_more_prompts_than_the_engine_batches(engine: str, cap: int) -> None:
+    """Short prompts: 100-token prompts under an 8192-token budget fill 81 per pass by tokens, but MindIE
+    batches at most maxPrefillBatchSize (default 50, as its simulator scheduler and the configs kvplan
+    writes keep it) prompts per prefill; vLLM has no such count. The staggered wave takes min(that, users);
+    the load knee's per-pass cap reads the same function."""
+    dep = deployment(weight_scheme_name="fp8", max_prefill_tokens=8192, engine=engine)
+    timer = closed_loop.RooflineTimer(dep)
+    assert timer.max_prompts_per_pass == (50 if engine == "mindie" else None)
+    assert estimate.prompts_per_prefill_pass(timer, prompt_tokens=100, running_batch=200) == cap
+    assert estimate.prompts_per_prefill_pass(timer, prompt_tokens=100, running_batch=30) == 30

@@ -37,6 +37,7 @@ class EngineRoom(Protocol):
     DEFAULT_MEMORY_FRACTION: float  # the engine's own memory setting when the user gives none
     MEMORY_FRACTION_NAME: str  # that setting's name in the engine's own words (env var or flag)
     ADMITS_BEYOND_POOL: bool  # admits more sequences than the pool holds at full length, preempting later
+    MAX_PROMPTS_PER_PASS: int | None  # prompts one prefill pass takes at most (None: only the token budget)
     PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
     DP_PHASE_VOTE: bool  # DP ranks run the phase (prefill or decode) most of them want
     DP_LOCKSTEP_DENSE: bool  # DP ranks of a dense model step together too (MoE ranks always do)
@@ -97,6 +98,12 @@ def request_overhead_prior_us(engines: Collection[EngineName]) -> float | None:
     `engines` gives the same; None (the generic floor) when they differ or none is given."""
     values = {room(engine).REQUEST_OVERHEAD_PRIOR_US for engine in engines}
     return values.pop() if len(values) == 1 else None
+
+
+def max_prompts_per_pass(engine: EngineName) -> int | None:
+    """Prompts one prefill pass of `engine` takes at most beyond its token budget (MindIE's
+    maxPrefillBatchSize); None where the token budget and the running cap are the only limits."""
+    return room(engine).MAX_PROMPTS_PER_PASS
 
 
 def device_launched_collectives(engines: Collection[EngineName]) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.perf import links, opcost, roofline
 from planner.perf.attention import attention_bytes_per_s
 from planner.perf.opcost import Step
@@ -264,3 +265,7 @@ class FeatureTimer(DeploymentTimer):
 
     def uncached_prompt_tokens(self, *, prompt_tokens: int) -> int:
         return roofline.uncached_prompt_tokens(self.dep, prompt_tokens=prompt_tokens)
+
+    @property
+    def max_prompts_per_pass(self) -> int | None:
+        return registry.max_prompts_per_pass(self.dep.engine)

@@ -41,6 +41,7 @@ import numpy as np
 from planner.capacity import Admission as Admission
 from planner.capacity import admission as admission
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.kinds import ARRIVALS as ARRIVALS  # re-exported: the CLI's --arrivals check reads it here
 from planner.perf import roofline
 from planner.serving.estimate import STEADY_WAVES as STEADY_WAVES
@@ -68,6 +69,10 @@ class RooflineTimer(DeploymentTimer):
 
     def uncached_prompt_tokens(self, *, prompt_tokens: int) -> int:
         return roofline.uncached_prompt_tokens(self.dep, prompt_tokens=prompt_tokens)
+
+    @property
+    def max_prompts_per_pass(self) -> int | None:
+        return registry.max_prompts_per_pass(self.dep.engine)
 
 
 def batched_prefill_s(dep: Deployment, *, prompts: int, prompt_tokens: int) -> float:

@@ -77,6 +77,8 @@ class Timer(Protocol):
     @property
     def max_prefill_tokens(self) -> int: ...
     @property
+    def max_prompts_per_pass(self) -> int | None: ...
+    @property
     def tokens_per_step(self) -> float: ...
     @property
     def request_overhead_s(self) -> float: ...
@@ -104,11 +106,23 @@ class DeploymentTimer:
         return request_overhead_s(self.dep)
 
 
+def pass_prompt_cap(*, max_prefill_tokens: int, computed_tokens: int, max_prompts: int | None) -> int:
+    """Formula: min(floor(max_prefill_tokens / computed_tokens), max_prompts): prompts one prefill pass holds,
+    by its token budget and the engine's own count cap (registry.max_prompts_per_pass, MindIE's
+    maxPrefillBatchSize; None: no such cap); 0 when one prompt alone exceeds the budget and is chunked."""
+    by_tokens = max_prefill_tokens // computed_tokens
+    return by_tokens if max_prompts is None else min(by_tokens, max_prompts)
+
+
 def pass_budget_prompts(timer: Timer, *, prompt_tokens: int) -> int:
-    """Formula: floor(max_prefill_tokens / (I - h)): prompts the pass's token budget holds (h: the prompt's
-    prefix-cached tokens, timer.uncached_prompt_tokens; the budget counts computed ones; 0 when one prompt
-    alone exceeds it and is chunked)."""
-    return timer.max_prefill_tokens // timer.uncached_prompt_tokens(prompt_tokens=prompt_tokens)
+    """pass_prompt_cap for the timer's deployment; computed tokens I - h (h: the prompt's prefix-cached
+    tokens, timer.uncached_prompt_tokens; the budget counts computed ones)."""
+    computed = timer.uncached_prompt_tokens(prompt_tokens=prompt_tokens)
+    return pass_prompt_cap(
+        max_prefill_tokens=timer.max_prefill_tokens,
+        computed_tokens=computed,
+        max_prompts=timer.max_prompts_per_pass,
+    )
 
 
 def prompts_per_prefill_pass(timer: Timer, *, prompt_tokens: int, running_batch: int) -> int:

@@ -30,12 +30,13 @@ import numpy as np
 
 from planner import capacity, kinds
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.perf import roofline
 from planner.perf.mtp import tokens_per_step
 from planner.perf.opcost import FloatArray
 from planner.records import record
 from planner.results import LoadKnee, MemoryBreakdown
-from planner.serving.estimate import merged_prefill_s_grid
+from planner.serving.estimate import merged_prefill_s_grid, pass_prompt_cap
 
 SEED_BENCH_TOKENS = (kinds.DEFAULT_INPUT_TOKENS, kinds.DEFAULT_OUTPUT_TOKENS)  # the one default workload
 MAX_KNEE_USERS = 1024  # users searched at most (a larger closed loop is not one instance's load)
@@ -63,7 +64,12 @@ def cycles(dep: Deployment, *, tokens: tuple[int, int], max_users: int) -> Cycle
     prompt, output = tokens
     users = np.arange(1, max_users + 1, dtype=np.float64)
     computed = roofline.uncached_prompt_tokens(dep, prompt_tokens=prompt)
-    per_pass_max = max(1, min(max_users, dep.max_prefill_tokens // computed))
+    per_pass_cap = pass_prompt_cap(
+        max_prefill_tokens=dep.max_prefill_tokens,
+        computed_tokens=computed,
+        max_prompts=registry.max_prompts_per_pass(dep.engine),
+    )
+    per_pass_max = max(1, min(max_users, per_pass_cap))
     # passes of 2..cap + 1 prompts: one past the cap is the interpolation's upper end at n = cap
     sizes = np.arange(2, per_pass_max + 2, dtype=np.float64)
     batched = roofline.batched_prefill_s_grid(dep, prompts=sizes, prompt_tokens=prompt)

@@ -22,6 +22,7 @@ from planner.engines.mindie import rules
 from planner.engines.mindie.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
 from planner.engines.mindie.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
 from planner.engines.mindie.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
+from planner.engines.mindie.scheduler import MAX_PROMPTS_PER_PASS as MAX_PROMPTS_PER_PASS
 from planner.engines.mindie.scheduler import REQUEST_OVERHEAD_PRIOR_US as REQUEST_OVERHEAD_PRIOR_US
 from planner.engines.mindie.scheduler import SCHEDULER as SCHEDULER
 from planner.engines.mindie.scheduler import beyond_pool_words as beyond_pool_words

@@ -19,6 +19,9 @@ DEFAULT_QUEUE_DELAY_US = 5000
 MAX_TIME_PER_REQ_MS = 1000  # prefillTimeMsPerReq / decodeTimeMsPerReq range [0, 1000] ([DOC])
 SCHEDULER: SchedulerKind = "mindie"  # the simulator's prefill-priority scheduler (planner/sim/schedulers.py)
 ADMITS_BEYOND_POOL = False  # the running batch is capped at maxBatchSize, the rest queue
+# Prompts one prefill batch takes at most, whatever the token budget: maxPrefillBatchSize (the configs kvplan
+# writes keep its default: engines/mindie/config.py), as the simulator's MindIE scheduler caps it
+MAX_PROMPTS_PER_PASS: int | None = DEFAULT_MAX_PREFILL_BATCH
 
 
 def beyond_pool_words(*, max_batch: int, clients: int) -> str:

@@ -39,6 +39,9 @@ SCHEDULER: SchedulerKind = "sglang"
 # Tokens are allocated as they arrive; when the pool runs out the scheduler retracts decoding requests
 # (retract_decode, recompute) and re-queues them (managers/scheduler.py update_running_batch).
 ADMITS_BEYOND_POOL = True
+# No prompt count per prefill batch beyond max_running_requests and the token budget [assumed: ServerArgs
+# has no such setting]
+MAX_PROMPTS_PER_PASS: int | None = None
 
 
 def beyond_pool_words(*, max_batch: int, clients: int) -> str:

@@ -28,6 +28,7 @@ MEMORY_FRACTION_NAME = "--memory-fraction"  # no engine setting of its own: kvpl
 STATE_PASSES = 4
 DP_PHASE_VOTE = vllm_scheduler.DP_PHASE_VOTE  # simulated with vLLM's scheduler
 DP_LOCKSTEP_DENSE = vllm_scheduler.DP_LOCKSTEP_DENSE
+MAX_PROMPTS_PER_PASS = vllm_scheduler.MAX_PROMPTS_PER_PASS  # simulated with vLLM's scheduler
 REQUEST_OVERHEAD_PRIOR_US = 10_000.0  # a local generate() call: no API server [assumed]
 FUSED_KERNELS = False  # transformers' eager modules (planner/perf/kernels.py TRANSFORMERS)
 SUPPORTS_PIPELINE = False

@@ -27,6 +27,8 @@ CHUNKED_PREFILL = True
 SCHEDULER: SchedulerKind = "vllm"  # the simulator's continuous-batching scheduler (planner/sim/schedulers.py)
 # KV blocks as tokens arrive, recompute preemption (vllm/v1/core/sched/scheduler.py)
 ADMITS_BEYOND_POOL = True
+# No count of prompts per step beyond max_num_seqs and the token budget (the V1 scheduler's only limits)
+MAX_PROMPTS_PER_PASS: int | None = None
 
 
 def beyond_pool_words(*, max_batch: int, clients: int) -> str:
