@@ -18,7 +18,6 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import Deployment
-from planner.engines import registry
 from planner.perf import links, opcost, roofline
 from planner.perf.attention import attention_bytes_per_s
 from planner.perf.opcost import Step
@@ -204,7 +203,7 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
 
 
 @dataclass
-class FeatureTimer(DeploymentTimer):
+class FeatureTimer(roofline.PromptAccounting, DeploymentTimer):
     """Timer over cached PassFeatures of one deployment; `coefficients` set per evaluation."""
 
     dep: Deployment
@@ -262,10 +261,3 @@ class FeatureTimer(DeploymentTimer):
             return features(self.dep, step, rows=step.tokens.size, sequences=step.sequences, prefill=True)
 
         return self._seconds(("prefill", prompts, prompt_tokens), build)
-
-    def uncached_prompt_tokens(self, *, prompt_tokens: int) -> int:
-        return roofline.uncached_prompt_tokens(self.dep, prompt_tokens=prompt_tokens)
-
-    @property
-    def max_prompts_per_pass(self) -> int | None:
-        return registry.max_prompts_per_pass(self.dep.engine)

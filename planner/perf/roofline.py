@@ -326,6 +326,20 @@ def uncached_prompt_tokens(dep: Deployment, *, prompt_tokens: int) -> int:
     return prompt_tokens - cached_prompt_tokens(dep, prompt_tokens=prompt_tokens)
 
 
+class PromptAccounting:
+    """What a serving Timer (planner/serving/estimate.py) reads about prompts off its deployment `dep`: the
+    tokens a prefill computes and the engine's cap on prompts per pass."""
+
+    dep: Deployment
+
+    def uncached_prompt_tokens(self, *, prompt_tokens: int) -> int:
+        return uncached_prompt_tokens(self.dep, prompt_tokens=prompt_tokens)
+
+    @property
+    def max_prompts_per_pass(self) -> int | None:
+        return registry.max_prompts_per_pass(self.dep.engine)
+
+
 def prefill_ledger(dep: Deployment, *, prompt_tokens: int) -> Ledger:
     """Per-op ledger of the whole chunked prefill of one prompt (ops summed over chunks), its cached prefix
     (cached_prompt_tokens) read, not computed."""

@@ -41,7 +41,6 @@ import numpy as np
 from planner.capacity import Admission as Admission
 from planner.capacity import admission as admission
 from planner.deployment import Deployment
-from planner.engines import registry
 from planner.kinds import ARRIVALS as ARRIVALS  # re-exported: the CLI's --arrivals check reads it here
 from planner.perf import roofline
 from planner.serving.estimate import STEADY_WAVES as STEADY_WAVES
@@ -56,7 +55,7 @@ from planner.serving.estimate import prompts_per_merged_pass as prompts_per_merg
 
 
 @dataclass(frozen=True)
-class RooflineTimer(DeploymentTimer):
+class RooflineTimer(roofline.PromptAccounting, DeploymentTimer):
     """Step and pass times straight from the roofline of one deployment."""
 
     dep: Deployment
@@ -66,13 +65,6 @@ class RooflineTimer(DeploymentTimer):
 
     def prefill_s(self, *, prompts: int, prompt_tokens: int) -> float:
         return batched_prefill_s(self.dep, prompts=prompts, prompt_tokens=prompt_tokens)
-
-    def uncached_prompt_tokens(self, *, prompt_tokens: int) -> int:
-        return roofline.uncached_prompt_tokens(self.dep, prompt_tokens=prompt_tokens)
-
-    @property
-    def max_prompts_per_pass(self) -> int | None:
-        return registry.max_prompts_per_pass(self.dep.engine)
 
 
 def batched_prefill_s(dep: Deployment, *, prompts: int, prompt_tokens: int) -> float:
