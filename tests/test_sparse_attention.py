@@ -66,10 +66,10 @@ def test_vllm_ascend_page_holds_the_mla_page_and_the_index_page() -> None:
     # vllm-ascend: 128-token blocks; one block id reserves (576 + 128) x 2 B x 128 in each of the 61 layers
     # and the MTP layer (num_spec 3): page 180_224 B per layer, 62 layers per group.
     available = 40 * 2**30
-    pool = vm.vllm_pool(
-        dsa_card(), "ascend", available_bytes=available, kv_dtype=BF16, conv_dtype=BF16, tp=8,
-        max_model_len=8192, num_spec=3,
-    )  # fmt: skip
+    settings = vm.PoolSettings(
+        platform="ascend", kv_dtype=BF16, conv_dtype=BF16, tp=8, max_model_len_tokens=8192, num_spec=3
+    )
+    pool = vm.vllm_pool(dsa_card(), settings, available_bytes=available)
     assert (pool.block_size_tokens, pool.page_bytes, pool.layers_per_group) == (128, 128 * 1408, 62)
     assert pool.num_blocks == available // (128 * 1408) // 62
 

@@ -35,16 +35,17 @@ INT_FIELDS = (
 def pool_for(case: dict[str, Any]) -> vm.VllmPool:
     """The pool kvplan computes for a golden case's inputs."""
     inputs = case["inputs"]
-    return vm.vllm_pool(
-        catalog.load_model(inputs["model"]),
-        PLATFORM[case["engine"]],  # type: ignore[arg-type]
-        available_bytes=inputs["available_kv_bytes"],
+    settings = vm.PoolSettings(
+        platform=PLATFORM[case["engine"]],  # type: ignore[arg-type]
         kv_dtype=StorageDType(inputs["kv_dtype"]),
         conv_dtype=StorageDType.bf16,
         tp=inputs["tp"],
-        max_model_len=inputs["ctx_tokens"],
+        max_model_len_tokens=inputs["ctx_tokens"],
         prefix_caching=inputs.get("prefix_caching", False),
         num_spec=inputs.get("num_speculative_tokens", 0),
+    )
+    return vm.vllm_pool(
+        catalog.load_model(inputs["model"]), settings, available_bytes=inputs["available_kv_bytes"]
     )
 
 

@@ -243,15 +243,10 @@ def test_vllm_ascend_from_v013rc2_keeps_three_rotary_caches() -> None:
 def test_v011_dense_pool_matches_the_log_exactly() -> None:
     """#3800 (Qwen3-235B geometry, TP8, 32k): 11381826560 B -> 1847 blocks -> 236,416 tokens, 7.21x."""
     card = catalog.load_model("qwen3-235b-a22b")
-    pool = vm.vllm_pool(
-        card,
-        "ascend-v0.12",
-        available_bytes=11381826560,
-        kv_dtype=BF16,
-        conv_dtype=BF16,
-        tp=8,
-        max_model_len=32768,
+    settings = vm.PoolSettings(
+        platform="ascend-v0.12", kv_dtype=BF16, conv_dtype=BF16, tp=8, max_model_len_tokens=32768
     )
+    pool = vm.vllm_pool(card, settings, available_bytes=11381826560)
     version = vllm_versions.VERSIONS["vllm-ascend-0.11"]
     assert vllm_startup.logged_kv_tokens(version, pool) == 236416
     assert f"{pool.max_concurrency:.2f}" == "7.21"
@@ -261,18 +256,14 @@ def test_v012_hybrid_block_rule_matches_qwen3_next_log() -> None:
     """#5020 (v0.12.0rc1, Qwen3-Next TP4, 4k): block 384 (128-aligned, K+V, conv + ssm), 14 blocks per
     request, 2941 blocks -> '282,240 tokens' (blocks // 4 groups x 384) and 210.07x. Main's rule: 512."""
     card = catalog.load_model("qwen3-next-80b-a3b")
-    block, page = vm.block_and_page(card, "ascend-v0.12", kv_dtype=BF16, conv_dtype=BF16, tp=4, num_spec=0)
-    assert (block, page) == (384, 384 * 1024)
-    assert vm.block_and_page(card, "ascend", kv_dtype=BF16, conv_dtype=BF16, tp=4, num_spec=0)[0] == 512
-    pool = vm.vllm_pool(
-        card,
-        "ascend-v0.12",
-        available_bytes=2941 * page * 12,
-        kv_dtype=BF16,
-        conv_dtype=BF16,
-        tp=4,
-        max_model_len=4096,
+    v012 = vm.PoolSettings(
+        platform="ascend-v0.12", kv_dtype=BF16, conv_dtype=BF16, tp=4, max_model_len_tokens=4096
     )
+    block, page = vm.block_and_page(card, v012)
+    assert (block, page) == (384, 384 * 1024)
+    main = v012.model_copy(update={"platform": "ascend"})
+    assert vm.block_and_page(card, main)[0] == 512
+    pool = vm.vllm_pool(card, v012, available_bytes=2941 * page * 12)
     assert (pool.num_blocks, pool.blocks_per_request, pool.layers_per_group) == (2941, 14, 12)
     assert vllm_startup.logged_kv_tokens(vllm_versions.VERSIONS["vllm-ascend-0.11"], pool) == 282240
     assert f"{pool.max_concurrency:.2f}" == "210.07"

@@ -77,16 +77,15 @@ def pool_for(row: dict[str, str], available: int) -> tuple[vm.VllmPool, int] | N
     kv = storage_dtype(row["kv_dtype"])
     platform = version.hybrid_platform
     block = _i(row, "block_size") if platform == "cuda" else None
-    pool = vm.vllm_pool(
-        card,
-        platform,
-        available_bytes=max(available, 0),
+    settings = vm.PoolSettings(
+        platform=platform,
         kv_dtype=kv,
         conv_dtype=storage_dtype(row["weights_dtype"] or row["kv_dtype"]),
         tp=int(row["tp"]),
-        max_model_len=int(row["max_model_len"]),
+        max_model_len_tokens=int(row["max_model_len"]),
         user_block_tokens=block,
     )
+    pool = vm.vllm_pool(card, settings, available_bytes=max(available, 0))
     return pool, vs.logged_kv_tokens(version, pool)
 
 
@@ -274,15 +273,14 @@ def before(row: dict[str, str]) -> str:
         ),
         runtime=units.gib_to_bytes(hw.runtime_overhead_gib),
     )
-    pool = vm.vllm_pool(
-        card,
-        vm.platform_for(hw.vendor),
-        available_bytes=max(budget, 0),
+    settings = vm.PoolSettings(
+        platform=vm.platform_for(hw.vendor),
         kv_dtype=storage_dtype(row["kv_dtype"]),
         conv_dtype=act,
         tp=tp,
-        max_model_len=int(row["max_model_len"]),
+        max_model_len_tokens=int(row["max_model_len"]),
     )
+    pool = vm.vllm_pool(card, settings, available_bytes=max(budget, 0))
     conc = _f(row, "logged_max_concurrency")
     real = conc if conc is not None else None
     text = f"{budget / GIB:.2f} GiB, {pool.max_concurrency:.2f}x"

@@ -67,6 +67,35 @@ class VllmPool(Frozen):
     max_model_len_tokens: int
 
 
+class PoolSettings(Frozen):
+    """The settings vLLM cuts one rank's KV pool with, besides the model and the memory (spec steps 2-6),
+    taken from its cache, model, parallel and speculative configs:
+
+        platform              the block rule (cuda, ascend, ascend-pr14543, ascend-v0.12; module docstring)
+        kv_dtype              attention K/V element type (--kv-cache-dtype), bits per element
+        conv_dtype            GDN conv-state element type (the activation dtype); the ssm state may be wider
+        tp                    tensor-parallel ranks the heads are split over (count)
+        max_model_len_tokens  tokens one full-length request holds (--max-model-len)
+        prefix_caching        --enable-prefix-caching: mamba_cache_mode align, one more state block per group
+        num_spec              speculative tokens per step (num_speculative_tokens); widens the conv state
+        user_block_tokens     --block-size in tokens, or None for the platform's default
+        draft_layers          a separate draft model's attention layers, or None: the card's MTP layers when
+                              num_spec > 0 (planner/drafts.py)
+    """
+
+    model_config = BUILT_ON_FIRST_USE
+
+    platform: Platform
+    kv_dtype: StorageDType
+    conv_dtype: StorageDType
+    tp: int
+    max_model_len_tokens: int
+    prefix_caching: bool = False
+    num_spec: int = 0
+    user_block_tokens: int | None = None
+    draft_layers: int | None = None
+
+
 def platform_for(vendor: str, *, ascend_page_fix: bool = False) -> Platform:
     """The vLLM platform of a card vendor: nvidia -> cuda, huawei -> vllm-ascend (with or without the fix)."""
     if vendor == "nvidia":
@@ -129,9 +158,12 @@ def ssm_state_bytes(card: ModelCard, *, conv_dtype: StorageDType, tp: int) -> in
 
 
 def hybrid_block_and_page(
-    platform: Platform, *, kv_tok: int, k_tok: int, conv: int, ssm: int, user_block_tokens: int | None = None
+    settings: PoolSettings, *, kv_tok: int, k_tok: int, conv: int, ssm: int
 ) -> tuple[int, int]:
     """(attention block size in tokens, unified page bytes) for a hybrid attention + GDN model.
+
+    kv_tok, k_tok: K+V and K-only bytes per token and layer; conv, ssm: state bytes per layer and sequence;
+    a = max(16, --block-size) reads settings.user_block_tokens, the rule settings.platform.
 
     cuda (vllm/platforms/interface.py:765-937 _align_hybrid_block_size, mamba_cache_mode none/align):
         a = max(16, --block-size);  block = a * ceil((conv + ssm) / (a * kv_tok));  page = block * kv_tok
@@ -142,9 +174,10 @@ def hybrid_block_and_page(
     ascend-v0.12 ([VA] v0.12.0rc1 patch_mamba_config.py:37-62, block_alignment_bytes = 128):
         block = 128 * ceil((conv + ssm) / (128 * kv_tok));  page = block * kv_tok (the state page padded)
     """
+    platform = settings.platform
     if platform in ("cuda", "ascend-v0.12"):
         floor = CUDA_DEFAULT_BLOCK_TOKENS if platform == "cuda" else ASCEND_BLOCK_TOKENS
-        align = max(floor, user_block_tokens or floor)
+        align = max(floor, settings.user_block_tokens or floor)
         block = align * math.ceil((conv + ssm) / (align * kv_tok))
         return block, block * kv_tok
     per_token = k_tok if platform == "ascend" else kv_tok
@@ -241,60 +274,43 @@ def log_lines(pool: VllmPool) -> list[str]:
     ]
 
 
-def block_and_page(
-    card: ModelCard,
-    platform: Platform,
-    *,
-    kv_dtype: StorageDType,
-    conv_dtype: StorageDType,
-    tp: int,
-    num_spec: int,
-    user_block_tokens: int | None = None,
-) -> tuple[int, int]:
-    """(block tokens, page bytes per layer) for the card on the platform: hybrid rule or plain rule."""
+def block_and_page(card: ModelCard, settings: PoolSettings) -> tuple[int, int]:
+    """(block tokens, page bytes per layer) for the card under the settings: hybrid rule or plain rule.
+
+    Formula (attention only): page = block * kv_tok, kv_tok = attention_bytes_per_token (bytes per token
+    and layer), block = plain_block_tokens (tokens); hybrids: hybrid_block_and_page.
+    """
+    kv_dtype, tp = settings.kv_dtype, settings.tp
     kv_tok = attention_bytes_per_token(card, kv_dtype=kv_dtype, tp=tp)
     if card.linear_attention_layers == 0:
-        block = plain_block_tokens(platform, user_block_tokens=user_block_tokens)
+        block = plain_block_tokens(settings.platform, user_block_tokens=settings.user_block_tokens)
         return block, block * kv_tok
+    conv_dtype = settings.conv_dtype
     return hybrid_block_and_page(
-        platform,
+        settings,
         kv_tok=kv_tok,
         k_tok=key_bytes_per_token(card, kv_dtype=kv_dtype, tp=tp),
-        conv=conv_state_bytes(card, conv_dtype=conv_dtype, tp=tp, num_spec=num_spec),
+        conv=conv_state_bytes(card, conv_dtype=conv_dtype, tp=tp, num_spec=settings.num_spec),
         ssm=ssm_state_bytes(card, conv_dtype=conv_dtype, tp=tp),
-        user_block_tokens=user_block_tokens,
     )
 
 
-def vllm_pool(
-    card: ModelCard,
-    platform: Platform,
-    *,
-    available_bytes: int,
-    kv_dtype: StorageDType,
-    conv_dtype: StorageDType,
-    tp: int,
-    max_model_len: int,
-    prefix_caching: bool = False,
-    num_spec: int = 0,
-    user_block_tokens: int | None = None,
-    draft_layers: int | None = None,
-) -> VllmPool:
+def vllm_pool(card: ModelCard, settings: PoolSettings, *, available_bytes: int) -> VllmPool:
     """The pool vLLM builds from available_bytes (per rank), spec steps 2-6 in order.
 
+    Formula:
+        (block, page) = block_and_page(card, settings)      tokens, bytes per layer
+        g             = group_size([n_attn, n_state])       layers per KV-cache group
+        num_blocks    = max(available, 0) // page // g      block ids
+        per_request   = ceil(n_attn / g) * ceil(max_model_len / block) + ceil(n_state / g) * state_blocks
+        concurrency   = num_blocks / per_request            full-length requests
+        n_attn        card.full_attention_layers + drafter layers; n_state card.linear_attention_layers
     Attention layers include the MTP drafter's (card.mtp_layers, qwen3_5_mtp.py:117-162) when num_spec > 0,
     or, with a separate draft model, its `draft_layers` (planner/drafts.py; the target's attention kind).
     """
-    block, page = block_and_page(
-        card,
-        platform,
-        kv_dtype=kv_dtype,
-        conv_dtype=conv_dtype,
-        tp=tp,
-        num_spec=num_spec,
-        user_block_tokens=user_block_tokens,
-    )
-    drafter = (card.mtp_layers if num_spec else 0) if draft_layers is None else draft_layers
+    block, page = block_and_page(card, settings)
+    num_spec, max_model_len = settings.num_spec, settings.max_model_len_tokens
+    drafter = (card.mtp_layers if num_spec else 0) if settings.draft_layers is None else settings.draft_layers
     n_attn = card.full_attention_layers + drafter
     n_state = card.linear_attention_layers
     g = group_size([n_attn, n_state]) if n_state else n_attn
@@ -304,12 +320,12 @@ def vllm_pool(
         state_groups=state_groups,
         max_model_len=max_model_len,
         block_tokens=block,
-        state_blocks=state_blocks_per_sequence(prefix_caching=prefix_caching, num_spec=num_spec),
+        state_blocks=state_blocks_per_sequence(prefix_caching=settings.prefix_caching, num_spec=num_spec),
     )
     n_blocks = blocks_in_pool(available_bytes, page_bytes=page, layers_per_group=g)
     concurrency = max_concurrency(n_blocks, per_request_blocks=per_request)
     return VllmPool(
-        platform=platform,
+        platform=settings.platform,
         block_size_tokens=block,
         page_bytes=page,
         layers_per_group=g,
@@ -319,7 +335,7 @@ def vllm_pool(
         blocks_per_request=per_request,
         max_concurrency=concurrency,
         kv_cache_size_tokens=kv_cache_size_tokens(concurrency, max_model_len=max_model_len),
-        mamba_cache_mode="align" if prefix_caching and n_state else "none",
+        mamba_cache_mode="align" if settings.prefix_caching and n_state else "none",
         max_model_len_tokens=max_model_len,
     )
 
@@ -334,19 +350,36 @@ def vllm_available_bytes(
     return math.ceil(capacity_bytes * utilization) - weights - activation - non_torch - graph
 
 
-def deployment_block_tokens(dep: Deployment) -> int:
-    """The block size vLLM runs the deployment at (tokens): the hybrid rule for GDN models (a prefix-cache hit
-    is a whole number of these blocks), 128 on vllm-ascend otherwise (block_and_page)."""
+def deployment_settings(
+    dep: Deployment, *, max_model_len: int, prefix_caching: bool = False, num_spec: int = 0
+) -> PoolSettings:
+    """The pool settings of a deployment: the card's vendor picks the platform, the plan's dtypes the pages.
+
+    --block-size reaches the pool only on CUDA for attention-only models (vllm-ascend forces 128; hybrids
+    compute it); num_spec counts only when the model ships MTP layers or a draft model drafts.
+    """
     platform = platform_for(dep.hardware.vendor)
     plain = dep.model.linear_attention_layers == 0
-    block, _ = block_and_page(
-        dep.model,
-        platform,
+    return PoolSettings(
+        platform=platform,
         kv_dtype=dep.kv_dtype,
         conv_dtype=dep.activation_dtype,
         tp=dep.tp,
-        num_spec=dep.mtp_tokens if dep.model.mtp_layers else 0,
+        max_model_len_tokens=max_model_len,
+        prefix_caching=prefix_caching,
+        num_spec=num_spec if dep.model.mtp_layers or dep.draft_method else 0,
         user_block_tokens=dep.block_size_tokens if plain and platform == "cuda" else None,
+        draft_layers=dep.draft_layers if dep.draft_method else None,
+    )
+
+
+def deployment_block_tokens(dep: Deployment) -> int:
+    """The block size vLLM runs the deployment at (tokens): the hybrid rule for GDN models (a prefix-cache hit
+    is a whole number of these blocks), 128 on vllm-ascend otherwise (block_and_page). A separate draft
+    model's drafts do not widen the conv state here (num_spec 0 without MTP layers)."""
+    num_spec = dep.mtp_tokens if dep.model.mtp_layers else 0
+    block, _ = block_and_page(
+        dep.model, deployment_settings(dep, max_model_len=dep.ctx_tokens, num_spec=num_spec)
     )
     return block
 
@@ -359,23 +392,8 @@ def deployment_pool(
     prefix_caching: bool = False,
     num_spec: int = 0,
 ) -> VllmPool:
-    """vLLM's pool for a deployment: the card's vendor picks the platform, the plan's dtypes the pages.
-
-    --block-size reaches the pool only on CUDA for attention-only models (vllm-ascend forces 128; hybrids
-    compute it); num_spec counts only when the model ships MTP layers.
-    """
-    platform = platform_for(dep.hardware.vendor)
-    plain = dep.model.linear_attention_layers == 0
-    return vllm_pool(
-        dep.model,
-        platform,
-        available_bytes=available_bytes,
-        kv_dtype=dep.kv_dtype,
-        conv_dtype=dep.activation_dtype,
-        tp=dep.tp,
-        max_model_len=max_model_len,
-        prefix_caching=prefix_caching,
-        num_spec=num_spec if dep.model.mtp_layers or dep.draft_method else 0,
-        user_block_tokens=dep.block_size_tokens if plain and platform == "cuda" else None,
-        draft_layers=dep.draft_layers if dep.draft_method else None,
+    """vLLM's pool for a deployment (deployment_settings) from available_bytes per rank."""
+    settings = deployment_settings(
+        dep, max_model_len=max_model_len, prefix_caching=prefix_caching, num_spec=num_spec
     )
+    return vllm_pool(dep.model, settings, available_bytes=available_bytes)
