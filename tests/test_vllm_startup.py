@@ -76,11 +76,15 @@ def test_310p_terms_reproduce_the_logged_kv_and_halve_it() -> None:
         non_torch_bytes=_gib(1.05),
         cleared_bytes=_gib(1.49),
     )
-    terms = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-ascend-310p"], **args)
+    terms = vllm_startup.startup_terms(
+        vllm_versions.VERSIONS["vllm-ascend-310p"], vllm_startup.ProfileRun(**args)
+    )
     assert terms.requested_bytes == pytest.approx(_gib(34.59), abs=0.005 * GIB)
     assert terms.halved and terms.cleared_bytes == _gib(1.49)
     assert terms.available_kv_bytes == pytest.approx(_gib(5.77), abs=0.01 * GIB)
-    main = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-ascend-main"], **args)
+    main = vllm_startup.startup_terms(
+        vllm_versions.VERSIONS["vllm-ascend-main"], vllm_startup.ProfileRun(**args)
+    )
     assert main.cleared_bytes == 0 and not main.halved  # main subtracts neither
     assert main.available_kv_bytes == pytest.approx(_gib(34.59 - 18.8 - 1.71 - 1.05), abs=0.01 * GIB)
 
@@ -95,8 +99,10 @@ def test_graph_memory_is_subtracted_on_cuda_only() -> None:
         non_torch_bytes=_gib(0.3),
         graph_bytes=_gib(0.52),
     )
-    ascend = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-ascend-main"], **args)
-    cuda = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-cuda"], **args)
+    ascend = vllm_startup.startup_terms(
+        vllm_versions.VERSIONS["vllm-ascend-main"], vllm_startup.ProfileRun(**args)
+    )
+    cuda = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-cuda"], vllm_startup.ProfileRun(**args))
     assert ascend.graph_bytes == 0 and cuda.graph_bytes == _gib(0.52)
     assert ascend.available_kv_bytes - cuda.available_kv_bytes == _gib(0.52)
 
@@ -112,8 +118,12 @@ def test_memory_in_use_before_start_counts_only_where_non_torch_is_absolute() ->
         non_torch_bytes=_gib(0.35),
         resident_bytes=vllm_startup.RESIDENT_AT_START_BYTES,
     )
-    old = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-ascend-0.11"], **args)
-    main = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-ascend-main"], **args)
+    old = vllm_startup.startup_terms(
+        vllm_versions.VERSIONS["vllm-ascend-0.11"], vllm_startup.ProfileRun(**args)
+    )
+    main = vllm_startup.startup_terms(
+        vllm_versions.VERSIONS["vllm-ascend-main"], vllm_startup.ProfileRun(**args)
+    )
     assert old.resident_bytes == 396 * 2**20 and main.resident_bytes == 0
     assert main.available_kv_bytes - old.available_kv_bytes == 396 * 2**20
     assert any("in use before start" in line for line in vllm_startup.term_lines(old))
@@ -122,14 +132,14 @@ def test_memory_in_use_before_start_counts_only_where_non_torch_is_absolute() ->
 
 def test_v0_log_terms_add_up() -> None:
     """#10517: 0.9 x 23.58 - 14.9888 (weights) - 2.07 (activation) - 0.35 (non-torch) = 3.81 GiB."""
-    terms = vllm_startup.startup_terms(
-        vllm_versions.VERSIONS["vllm-cuda-v0"],
+    profile = vllm_startup.ProfileRun(
         device_total_bytes=_gib(23.58),
         gpu_memory_utilization=0.9,
         weights_bytes=_gib(14.9888),
         activation_bytes=_gib(17.06 - 14.9888),
         non_torch_bytes=_gib(0.35),
     )
+    terms = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-cuda-v0"], profile)
     assert terms.available_kv_bytes == pytest.approx(_gib(3.81), abs=0.01 * GIB)
 
 

@@ -239,14 +239,16 @@ def startup_prediction(row: dict[str, str], rows: list[dict[str, str]]) -> tuple
     return (
         vs.startup_terms(
             version,
-            device_total_bytes=total,
-            gpu_memory_utilization=util,
-            weights_bytes=weights,
-            activation_bytes=activation,
-            non_torch_bytes=base + hccl(row),
-            graph_bytes=units.gib_to_bytes(_f(row, "logged_graph_gib") or 0),
-            cleared_bytes=cleared(row, total),
-            resident_bytes=resident(row, rows, own),
+            vs.ProfileRun(
+                device_total_bytes=total,
+                gpu_memory_utilization=util,
+                weights_bytes=weights,
+                activation_bytes=activation,
+                non_torch_bytes=base + hccl(row),
+                graph_bytes=units.gib_to_bytes(_f(row, "logged_graph_gib") or 0),
+                cleared_bytes=cleared(row, total),
+                resident_bytes=resident(row, rows, own),
+            ),
         ),
         f"{src}, base non-torch {base / GIB:.2f} GiB from {len(others)} other log(s)",
     )

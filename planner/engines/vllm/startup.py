@@ -46,7 +46,7 @@ from planner.engines.vllm.terms import (
     sampler_bytes,
 )
 from planner.engines.vllm.versions import VERSIONS, EngineVersion
-from planner.schema import BUILT_ON_FIRST_USE, HardwareProfile, ModelCard
+from planner.schema import BUILT_ON_FIRST_USE, Frozen, HardwareProfile, ModelCard
 
 
 class StartupTerms(StartupMemory):
@@ -61,39 +61,48 @@ class StartupTerms(StartupMemory):
     available_kv_bytes: int
 
 
-def startup_terms(
-    version: EngineVersion,
-    *,
-    device_total_bytes: int,
-    gpu_memory_utilization: float,
-    weights_bytes: int,
-    activation_bytes: int,
-    non_torch_bytes: int,
-    graph_bytes: int = 0,
-    cleared_bytes: int = 0,
-    resident_bytes: int = 0,
-) -> StartupTerms:
-    """The engine's available KV memory, term by term (formulas in the module docstring).
+class ProfileRun(Frozen):
+    """What the engine's start-up profile run sees on one rank (bytes; utilization a fraction in (0, 1]).
 
     graph_bytes counts only where the version subtracts it (CUDA); cleared_bytes only for v0.16-0.17 and 310P;
     resident_bytes (memory in use before the engine started) only where non-torch is counted absolutely
     (v0.11-v0.15).
     """
-    requested = int(device_total_bytes * gpu_memory_utilization)
+
+    model_config = BUILT_ON_FIRST_USE
+
+    device_total_bytes: int
+    gpu_memory_utilization: float
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    graph_bytes: int = 0
+    cleared_bytes: int = 0
+    resident_bytes: int = 0
+
+
+def startup_terms(version: EngineVersion, profile: ProfileRun) -> StartupTerms:
+    """The engine's available KV memory, term by term (formulas in the module docstring).
+
+    Formula: requested = int(total * util);  available = requested - weights - activation - non_torch
+             - [graph] - [cleared] - [resident], halved on 310P (the bracketed terms per version: ProfileRun)
+    """
+    requested = int(profile.device_total_bytes * profile.gpu_memory_utilization)
+    cleared_counts = version.formula in ("profile-cleared", "profile-310p")
     subtracted = {  # what the version takes from the requested memory before the pool
-        "weights_bytes": weights_bytes,
-        "activation_bytes": activation_bytes,
-        "non_torch_bytes": non_torch_bytes,
-        "graph_bytes": graph_bytes if version.formula == "cuda-graph" else 0,
-        "cleared_bytes": cleared_bytes if version.formula in ("profile-cleared", "profile-310p") else 0,
-        "resident_bytes": resident_bytes if version.non_torch_absolute else 0,
+        "weights_bytes": profile.weights_bytes,
+        "activation_bytes": profile.activation_bytes,
+        "non_torch_bytes": profile.non_torch_bytes,
+        "graph_bytes": profile.graph_bytes if version.formula == "cuda-graph" else 0,
+        "cleared_bytes": profile.cleared_bytes if cleared_counts else 0,
+        "resident_bytes": profile.resident_bytes if version.non_torch_absolute else 0,
     }
     left = requested - sum(subtracted.values())
     halved = version.formula == "profile-310p"
     return StartupTerms(
         version=version.key,
-        device_total_bytes=device_total_bytes,
-        gpu_memory_utilization=gpu_memory_utilization,
+        device_total_bytes=profile.device_total_bytes,
+        gpu_memory_utilization=profile.gpu_memory_utilization,
         requested_bytes=requested,
         **subtracted,
         halved=halved,
@@ -233,8 +242,7 @@ def plan_terms(
         else 0
     )
     non_torch = NON_TORCH_BASE_BYTES + hccl_buffer_bytes(comms) + (dp_buffer_bytes(dep.dp) if ascend else 0)
-    return startup_terms(
-        version,
+    profile = ProfileRun(
         device_total_bytes=device_total_bytes(dep.hardware),
         gpu_memory_utilization=gpu_memory_utilization,
         weights_bytes=weights_bytes
@@ -250,6 +258,7 @@ def plan_terms(
         non_torch_bytes=non_torch,
         cleared_bytes=P310_CLEARED_BYTES if version.formula == "profile-310p" else 0,
     )
+    return startup_terms(version, profile)
 
 
 def terms_pool(dep: Deployment, *, terms: StartupTerms) -> vm.VllmPool:
