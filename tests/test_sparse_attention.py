@@ -69,7 +69,7 @@ def test_vllm_ascend_page_holds_the_mla_page_and_the_index_page() -> None:
     settings = vm.PoolSettings(
         platform="ascend", kv_dtype=BF16, conv_dtype=BF16, tp=8, max_model_len_tokens=8192, num_spec=3
     )
-    pool = vm.vllm_pool(dsa_card(), settings, available_bytes=available)
+    pool = vm.vllm_pool(dsa_card(), settings=settings, available_bytes=available)
     assert (pool.block_size_tokens, pool.page_bytes, pool.layers_per_group) == (128, 128 * 1408, 62)
     assert pool.num_blocks == available // (128 * 1408) // 62
 

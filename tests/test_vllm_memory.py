@@ -45,7 +45,7 @@ def pool_for(case: dict[str, Any]) -> vm.VllmPool:
         num_spec=inputs.get("num_speculative_tokens", 0),
     )
     return vm.vllm_pool(
-        catalog.load_model(inputs["model"]), settings, available_bytes=inputs["available_kv_bytes"]
+        catalog.load_model(inputs["model"]), settings=settings, available_bytes=inputs["available_kv_bytes"]
     )
 
 

@@ -77,13 +77,13 @@ def test_310p_terms_reproduce_the_logged_kv_and_halve_it() -> None:
         cleared_bytes=_gib(1.49),
     )
     terms = vllm_startup.startup_terms(
-        vllm_versions.VERSIONS["vllm-ascend-310p"], vllm_startup.ProfileRun(**args)
+        vllm_versions.VERSIONS["vllm-ascend-310p"], profile=vllm_startup.ProfileRun(**args)
     )
     assert terms.requested_bytes == pytest.approx(_gib(34.59), abs=0.005 * GIB)
     assert terms.halved and terms.cleared_bytes == _gib(1.49)
     assert terms.available_kv_bytes == pytest.approx(_gib(5.77), abs=0.01 * GIB)
     main = vllm_startup.startup_terms(
-        vllm_versions.VERSIONS["vllm-ascend-main"], vllm_startup.ProfileRun(**args)
+        vllm_versions.VERSIONS["vllm-ascend-main"], profile=vllm_startup.ProfileRun(**args)
     )
     assert main.cleared_bytes == 0 and not main.halved  # main subtracts neither
     assert main.available_kv_bytes == pytest.approx(_gib(34.59 - 18.8 - 1.71 - 1.05), abs=0.01 * GIB)
@@ -100,9 +100,11 @@ def test_graph_memory_is_subtracted_on_cuda_only() -> None:
         graph_bytes=_gib(0.52),
     )
     ascend = vllm_startup.startup_terms(
-        vllm_versions.VERSIONS["vllm-ascend-main"], vllm_startup.ProfileRun(**args)
+        vllm_versions.VERSIONS["vllm-ascend-main"], profile=vllm_startup.ProfileRun(**args)
     )
-    cuda = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-cuda"], vllm_startup.ProfileRun(**args))
+    cuda = vllm_startup.startup_terms(
+        vllm_versions.VERSIONS["vllm-cuda"], profile=vllm_startup.ProfileRun(**args)
+    )
     assert ascend.graph_bytes == 0 and cuda.graph_bytes == _gib(0.52)
     assert ascend.available_kv_bytes - cuda.available_kv_bytes == _gib(0.52)
 
@@ -119,10 +121,10 @@ def test_memory_in_use_before_start_counts_only_where_non_torch_is_absolute() ->
         resident_bytes=vllm_startup.RESIDENT_AT_START_BYTES,
     )
     old = vllm_startup.startup_terms(
-        vllm_versions.VERSIONS["vllm-ascend-0.11"], vllm_startup.ProfileRun(**args)
+        vllm_versions.VERSIONS["vllm-ascend-0.11"], profile=vllm_startup.ProfileRun(**args)
     )
     main = vllm_startup.startup_terms(
-        vllm_versions.VERSIONS["vllm-ascend-main"], vllm_startup.ProfileRun(**args)
+        vllm_versions.VERSIONS["vllm-ascend-main"], profile=vllm_startup.ProfileRun(**args)
     )
     assert old.resident_bytes == 396 * 2**20 and main.resident_bytes == 0
     assert main.available_kv_bytes - old.available_kv_bytes == 396 * 2**20
@@ -139,7 +141,7 @@ def test_v0_log_terms_add_up() -> None:
         activation_bytes=_gib(17.06 - 14.9888),
         non_torch_bytes=_gib(0.35),
     )
-    terms = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-cuda-v0"], profile)
+    terms = vllm_startup.startup_terms(vllm_versions.VERSIONS["vllm-cuda-v0"], profile=profile)
     assert terms.available_kv_bytes == pytest.approx(_gib(3.81), abs=0.01 * GIB)
 
 
@@ -256,7 +258,7 @@ def test_v011_dense_pool_matches_the_log_exactly() -> None:
     settings = vm.PoolSettings(
         platform="ascend-v0.12", kv_dtype=BF16, conv_dtype=BF16, tp=8, max_model_len_tokens=32768
     )
-    pool = vm.vllm_pool(card, settings, available_bytes=11381826560)
+    pool = vm.vllm_pool(card, settings=settings, available_bytes=11381826560)
     version = vllm_versions.VERSIONS["vllm-ascend-0.11"]
     assert vllm_startup.logged_kv_tokens(version, pool) == 236416
     assert f"{pool.max_concurrency:.2f}" == "7.21"
@@ -269,11 +271,11 @@ def test_v012_hybrid_block_rule_matches_qwen3_next_log() -> None:
     v012 = vm.PoolSettings(
         platform="ascend-v0.12", kv_dtype=BF16, conv_dtype=BF16, tp=4, max_model_len_tokens=4096
     )
-    block, page = vm.block_and_page(card, v012)
+    block, page = vm.block_and_page(card, settings=v012)
     assert (block, page) == (384, 384 * 1024)
     main = v012.model_copy(update={"platform": "ascend"})
-    assert vm.block_and_page(card, main)[0] == 512
-    pool = vm.vllm_pool(card, v012, available_bytes=2941 * page * 12)
+    assert vm.block_and_page(card, settings=main)[0] == 512
+    pool = vm.vllm_pool(card, settings=v012, available_bytes=2941 * page * 12)
     assert (pool.num_blocks, pool.blocks_per_request, pool.layers_per_group) == (2941, 14, 12)
     assert vllm_startup.logged_kv_tokens(vllm_versions.VERSIONS["vllm-ascend-0.11"], pool) == 282240
     assert f"{pool.max_concurrency:.2f}" == "210.07"

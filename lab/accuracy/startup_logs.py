@@ -85,7 +85,7 @@ def pool_for(row: dict[str, str], available: int) -> tuple[vm.VllmPool, int] | N
         max_model_len_tokens=int(row["max_model_len"]),
         user_block_tokens=block,
     )
-    pool = vm.vllm_pool(card, settings, available_bytes=max(available, 0))
+    pool = vm.vllm_pool(card, settings=settings, available_bytes=max(available, 0))
     return pool, vs.logged_kv_tokens(version, pool)
 
 
@@ -239,7 +239,7 @@ def startup_prediction(row: dict[str, str], rows: list[dict[str, str]]) -> tuple
     return (
         vs.startup_terms(
             version,
-            vs.ProfileRun(
+            profile=vs.ProfileRun(
                 device_total_bytes=total,
                 gpu_memory_utilization=util,
                 weights_bytes=weights,
@@ -282,7 +282,7 @@ def before(row: dict[str, str]) -> str:
         tp=tp,
         max_model_len_tokens=int(row["max_model_len"]),
     )
-    pool = vm.vllm_pool(card, settings, available_bytes=max(budget, 0))
+    pool = vm.vllm_pool(card, settings=settings, available_bytes=max(budget, 0))
     conc = _f(row, "logged_max_concurrency")
     real = conc if conc is not None else None
     text = f"{budget / GIB:.2f} GiB, {pool.max_concurrency:.2f}x"

@@ -163,7 +163,7 @@ def hybrid_block_and_page(
     """(attention block size in tokens, unified page bytes) for a hybrid attention + GDN model.
 
     kv_tok, k_tok: K+V and K-only bytes per token and layer; conv, ssm: state bytes per layer and sequence;
-    a = max(16, --block-size) reads settings.user_block_tokens, the rule settings.platform.
+    settings.platform picks the rule below, settings.user_block_tokens is its --block-size.
 
     cuda (vllm/platforms/interface.py:765-937 _align_hybrid_block_size, mamba_cache_mode none/align):
         a = max(16, --block-size);  block = a * ceil((conv + ssm) / (a * kv_tok));  page = block * kv_tok
@@ -274,7 +274,7 @@ def log_lines(pool: VllmPool) -> list[str]:
     ]
 
 
-def block_and_page(card: ModelCard, settings: PoolSettings) -> tuple[int, int]:
+def block_and_page(card: ModelCard, *, settings: PoolSettings) -> tuple[int, int]:
     """(block tokens, page bytes per layer) for the card under the settings: hybrid rule or plain rule.
 
     Formula (attention only): page = block * kv_tok, kv_tok = attention_bytes_per_token (bytes per token
@@ -295,11 +295,11 @@ def block_and_page(card: ModelCard, settings: PoolSettings) -> tuple[int, int]:
     )
 
 
-def vllm_pool(card: ModelCard, settings: PoolSettings, *, available_bytes: int) -> VllmPool:
+def vllm_pool(card: ModelCard, *, settings: PoolSettings, available_bytes: int) -> VllmPool:
     """The pool vLLM builds from available_bytes (per rank), spec steps 2-6 in order.
 
     Formula:
-        (block, page) = block_and_page(card, settings)      tokens, bytes per layer
+        (block, page) = block_and_page(card, settings=settings)      tokens, bytes per layer
         g             = group_size([n_attn, n_state])       layers per KV-cache group
         num_blocks    = max(available, 0) // page // g      block ids
         per_request   = ceil(n_attn / g) * ceil(max_model_len / block) + ceil(n_state / g) * state_blocks
@@ -308,7 +308,7 @@ def vllm_pool(card: ModelCard, settings: PoolSettings, *, available_bytes: int) 
     Attention layers include the MTP drafter's (card.mtp_layers, qwen3_5_mtp.py:117-162) when num_spec > 0,
     or, with a separate draft model, its `draft_layers` (planner/drafts.py; the target's attention kind).
     """
-    block, page = block_and_page(card, settings)
+    block, page = block_and_page(card, settings=settings)
     num_spec, max_model_len = settings.num_spec, settings.max_model_len_tokens
     drafter = (card.mtp_layers if num_spec else 0) if settings.draft_layers is None else settings.draft_layers
     n_attn = card.full_attention_layers + drafter
@@ -379,7 +379,7 @@ def deployment_block_tokens(dep: Deployment) -> int:
     model's drafts do not widen the conv state here (num_spec 0 without MTP layers)."""
     num_spec = dep.mtp_tokens if dep.model.mtp_layers else 0
     block, _ = block_and_page(
-        dep.model, deployment_settings(dep, max_model_len=dep.ctx_tokens, num_spec=num_spec)
+        dep.model, settings=deployment_settings(dep, max_model_len=dep.ctx_tokens, num_spec=num_spec)
     )
     return block
 
@@ -396,4 +396,4 @@ def deployment_pool(
     settings = deployment_settings(
         dep, max_model_len=max_model_len, prefix_caching=prefix_caching, num_spec=num_spec
     )
-    return vllm_pool(dep.model, settings, available_bytes=available_bytes)
+    return vllm_pool(dep.model, settings=settings, available_bytes=available_bytes)

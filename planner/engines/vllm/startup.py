@@ -81,7 +81,7 @@ class ProfileRun(Frozen):
     resident_bytes: int = 0
 
 
-def startup_terms(version: EngineVersion, profile: ProfileRun) -> StartupTerms:
+def startup_terms(version: EngineVersion, *, profile: ProfileRun) -> StartupTerms:
     """The engine's available KV memory, term by term (formulas in the module docstring).
 
     Formula: requested = int(total * util);  available = requested - weights - activation - non_torch
@@ -258,7 +258,7 @@ def plan_terms(
         non_torch_bytes=non_torch,
         cleared_bytes=P310_CLEARED_BYTES if version.formula == "profile-310p" else 0,
     )
-    return startup_terms(version, profile)
+    return startup_terms(version, profile=profile)
 
 
 def terms_pool(dep: Deployment, *, terms: StartupTerms) -> vm.VllmPool:
