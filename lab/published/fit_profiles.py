@@ -78,7 +78,8 @@ BOUND_REASONS: dict[tuple[str, str], dict[str, str]] = {
         "prefill_pass_overhead_us": (
             "at the 100 ms per prefill pass that an eager pass's launches can cost at most (fitted_params.py); "
             "pulled there by the 16k / 32k-prompt Qwen3.5 weekly floors (their prefill runs slower than the "
-            "compute fraction the x/1.5 prior allows); it was 697 ms before the box ended at 100 ms, and "
+            "compute fraction the x/1.5 prior allows, even with prefill attention at a fitted fraction of its "
+            "own, 0.44 of a GEMM's rate); it was 697 ms before the box ended at 100 ms, and "
             "the per-request cost now carries what a request pays outside the forward pass"
         ),
     },
