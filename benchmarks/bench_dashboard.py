@@ -12,7 +12,9 @@ Streamlit's running indicator is gone (no fixed sleeps, no network-idle wait). T
 - warm cache: new tabs in one profile that has loaded the dashboard once (each tab is a new Streamlit
   session on the warm server: the way a user opens the dashboard a second time);
 - control change: in an open page, picking another weight dtype until the new KV budget is drawn and the
-  run has finished.
+  run has finished;
+- control change with the Speed tab open (an extra case, reported apart): the same change while the tab's
+  three plotly charts are drawn, so they are rebuilt and redrawn too.
 
 For each first page it also reads the browser's own timing (Navigation Timing: time to first byte,
 DOMContentLoaded = the script bundles parsed and run; the first websocket message from the server;
@@ -162,6 +164,15 @@ def control_change_s(page: Page, dtype: str) -> float:
     return time.perf_counter() - start
 
 
+def speed_tab_changes_s(page: Page, changes: int, *, done: int) -> list[float]:
+    """Open the Speed tab of an open page, wait for its charts, then time `changes` weight-dtype changes
+    (fp8 <-> bf16, after `done` changes from fp8) with the tab open; the charts' redraw is in the run."""
+    page.get_by_role("tab", name="Speed").click()
+    page.wait_for_selector(".js-plotly-plot", timeout=TIMEOUT_MS)
+    page.wait_for_function(IDLE_JS, timeout=TIMEOUT_MS)
+    return [control_change_s(page, ("bf16", "fp8")[(done + i) % 2]) for i in range(changes)]
+
+
 def median_of(rows: list[FirstPage], field: Callable[[FirstPage], float]) -> float:
     return statistics.median(field(r) for r in rows)
 
@@ -207,6 +218,8 @@ def first_pages(url: str, *, flags: list[str], sessions: int, changes: int) -> N
             drawn(page)
             times = [control_change_s(page, ("bf16", "fp8")[i % 2]) for i in range(changes)]  # from fp8
             load3 = os.getloadavg()[0]
+            speed_times = speed_tab_changes_s(page, changes, done=changes)
+            load4 = os.getloadavg()[0]
         browser.close()
     print(
         f"first page of the server's first session (cold cache, server imports): {server_first.drawn_s:.2f} s"
@@ -218,6 +231,12 @@ def first_pages(url: str, *, flags: list[str], sessions: int, changes: int) -> N
             f"control change (weight dtype fp8 <-> bf16): median {statistics.median(times):.2f} s "
             f"(min {min(times):.2f}, max {max(times):.2f}, {len(times)} changes; goal <= 0.5 s); "
             f"load average {load2:.1f} -> {load3:.1f}"
+        )
+        print(
+            f"control change with the Speed tab open (its three plotly charts redrawn): median "
+            f"{statistics.median(speed_times):.2f} s (min {min(speed_times):.2f}, "
+            f"max {max(speed_times):.2f}, {len(speed_times)} changes); "
+            f"load average {load3:.1f} -> {load4:.1f}"
         )
 
 

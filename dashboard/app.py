@@ -180,6 +180,15 @@ def guarded(section: Any, *args: Any, where: str) -> None:
         st.error(failures.failure_message(exc, where=where))
 
 
+@st.fragment
+def tab_fragment(name: str, settings: Settings, dep: Deployment, plan: Plan) -> None:
+    """One open tab as a Streamlit fragment: a control inside the tab (the Compare tab's variants, the Load
+    tab's lengths and rates) reruns this tab alone, with the (settings, dep, plan) of the last full run,
+    so the sidebar, the headline and their 60-odd elements are neither recomputed nor sent again. A sidebar
+    control still reruns the whole page, this tab with it."""
+    guarded(TAB_SECTIONS[name], settings, dep, plan, where=f"The {name} tab")
+
+
 def main() -> None:
     """The page, behind one boundary: an unexpected error is one st.error line, never a traceback with
     server paths (issue 14; .streamlit/config.toml also sets client.showErrorDetails = false)."""
@@ -213,7 +222,7 @@ def page() -> None:
     # Lazy tabs: only the open tab's section runs (and only its charts reach the browser), so a new
     # session draws the headline and one chart first; opening another tab reruns the page for it.
     tabs = st.tabs(list(TAB_SECTIONS), key="tab", on_change="rerun")
-    for tab, (name, section) in zip(tabs, TAB_SECTIONS.items(), strict=True):
+    for tab, name in zip(tabs, TAB_SECTIONS, strict=True):
         if tab.open:
             with tab:
-                guarded(section, settings, dep, plan, where=f"The {name} tab")
+                tab_fragment(name, settings, dep, plan)

@@ -38,20 +38,31 @@ def _line(x: Any, y: Any, name: str, *, color: str, **style: Any) -> go.Scatter:
 
 
 def band_traces(x: Any, low: Any, high: Any, name: str, *, color: str, **style: Any) -> list[go.Scatter]:
-    """A translucent band between low and high (the range of a speed line, planner/perf/ranges.py): an
-    invisible lower edge, then the upper edge filled down to it (plotly fill="tonexty")."""
+    """A translucent band between low and high (the range of a speed line, planner/perf/ranges.py): one
+    closed outline, the upper edge left to right and the lower edge back, filled (plotly fill="toself").
+
+    One trace per band rather than an invisible lower edge plus an upper edge filled to it ("tonexty"):
+    the browser redraws half the traces when a control changes. Points where the line stops (NaN, past
+    the memory limit) are left out of the outline, so the band ends where its line ends.
+    """
+    x, low, high = (np.asarray(v, dtype=float) for v in (x, low, high))
+    drawn = np.isfinite(low) & np.isfinite(high)
     red, green, blue = (int(color[i : i + 2], 16) for i in (1, 3, 5))
-    edge = {"mode": "lines", "line": {"width": 0, "color": color}, "hoverinfo": "skip", **style}
+    outline = {
+        "x": np.concatenate([x[drawn], x[drawn][::-1]]),
+        "y": np.concatenate([high[drawn], low[drawn][::-1]]),
+    }
     return [
-        go.Scatter(x=x, y=low, name=f"{name} low", showlegend=False, **edge),
         go.Scatter(
-            x=x,
-            y=high,
+            **outline,
             name=f"{name} range",
-            fill="tonexty",
+            mode="lines",
+            line={"width": 0, "color": color},
+            hoverinfo="skip",
+            fill="toself",
             fillcolor=f"rgba({red},{green},{blue},0.15)",
-            **edge,
-        ),
+            **style,
+        )
     ]
 
 

@@ -386,19 +386,22 @@ def test_a_fit_used_outside_its_range_is_warned_not_green(tmp_path: Path) -> Non
 
 
 def _band_brackets(fig: object, line_name: str) -> None:
-    """The figure has a translucent band for `line_name` (fill to the invisible low edge drawn just before
-    it), the line lies inside it at every point (on an edge at most: the uncalibrated Ascend pair's high
-    side is the estimate) and the band has a width."""
+    """The figure has a translucent band for `line_name` (one filled outline: the upper edge out, the lower
+    edge back), the line lies inside it at every point (on an edge at most: the uncalibrated Ascend pair's
+    high side is the estimate) and the band has a width."""
     traces = {t.name: t for t in fig.data}  # type: ignore[attr-defined]
-    line, low, high = (traces[f"{line_name}{end}"] for end in ("", " low", " range"))
-    assert high.fill == "tonexty" and "rgba(" in high.fillcolor and low.line.width == 0
-    names = [t.name for t in fig.data]  # type: ignore[attr-defined]
-    assert names.index(f"{line_name} range") == names.index(f"{line_name} low") + 1  # tonexty fills to it
-    y, y_low, y_high = (np.asarray(t.y, dtype=float) for t in (line, low, high))
+    line, band = traces[line_name], traces[f"{line_name} range"]
+    assert band.fill == "toself" and "rgba(" in band.fillcolor and band.line.width == 0
+    y = np.asarray(line.y, dtype=float)
     shown = np.isfinite(y)
     assert shown.any()
-    assert np.all(y_low[shown] <= y[shown]) and np.all(y[shown] <= y_high[shown])
-    assert np.all(y_low[shown] < y_high[shown])
+    outline_y = np.asarray(band.y, dtype=float)
+    count = int(shown.sum())  # the outline has the line's drawn points twice: out along high, back along low
+    assert len(outline_y) == 2 * count
+    y_high, y_low = outline_y[:count], outline_y[count:][::-1]
+    assert list(np.asarray(band.x, dtype=float)[:count]) == list(np.asarray(line.x, dtype=float)[shown])
+    assert np.all(y_low <= y[shown]) and np.all(y[shown] <= y_high)
+    assert np.all(y_low < y_high)
 
 
 @pytest.mark.parametrize("card", ["ascend-950pr", "ascend-910b3", "nvidia-h200"])

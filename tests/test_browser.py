@@ -224,3 +224,35 @@ def test_load_tab_draws_in_a_1280_px_window(page: object) -> None:
         ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).length"
     )
     assert overflow == 0
+
+
+def frames_of_one_run(tab: object, frames: list[int], change: object) -> int:
+    """Websocket messages the server sends for one rerun that `change()` starts (counted once the run is
+    over and no message has come for half a second)."""
+    before = len(frames)
+    change()
+    while len(frames) == before:
+        tab.wait_for_timeout(20)
+    wait_idle(tab)
+    settled = -1
+    while settled != len(frames):
+        settled = len(frames)
+        tab.wait_for_timeout(500)
+    return len(frames) - before
+
+
+def test_a_control_inside_a_tab_reruns_that_tab_alone(page: object) -> None:
+    """The open tab is a fragment (dashboard/app.py tab_fragment): a Compare-tab control reruns the tab,
+    not the sidebar and the headline, so the server sends a fraction of a full run's messages; a sidebar
+    control still reruns the page (the headline changes, the tab follows)."""
+    frames: list[int] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: frames.append(len(frame))))
+    page.reload()  # the listener sees only websockets opened after it
+    wait_loaded(page)
+    page.get_by_role("tab", name="Compare").click()
+    page.wait_for_selector('[data-testid="stPlotlyChart"] >> nth=2')
+    wait_idle(page)
+    full_run = frames_of_one_run(page, frames, lambda: choose(page, "dtype", "bf16"))
+    tab_run = frames_of_one_run(page, frames, lambda: choose(page, "cmp1_dtype", "w8a16"))
+    assert tab_run < full_run / 2, (tab_run, full_run)
+    assert_no_exception(page)

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_launch_command_carries_every_safe_setting() -> None:
     cmd = launch.command(port=8600)
-    assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
+    assert cmd[:4] == [sys.executable, "-m", "dashboard.serve", "run"]
     assert Path(cmd[4]).is_file() and Path(cmd[4]).name == "streamlit_app.py"
     flags = set(cmd[5:])
     assert {
@@ -35,7 +35,32 @@ def test_launch_command_runs_another_page_with_the_same_settings(tmp_path: Path)
     """bench_dashboard.py --floor runs its one-metric page through the same launcher settings."""
     page = tmp_path / "page.py"
     cmd = launch.command(port=8600, script=page)
+    assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]  # Streamlit alone: no planner imports
     assert cmd[4] == str(page) and cmd[5:] == launch.command(port=8600)[5:]
+
+
+def test_the_dashboard_server_imports_the_planner_before_it_listens() -> None:
+    """dashboard/serve.py is Streamlit's command line (its --help is Streamlit's) in a process that has
+    imported the planner modules the page's first run needs, and none of the dashboard's own modules
+    (they declare Streamlit caches, which want the running server)."""
+    import subprocess
+
+    probe = (
+        "import sys, dashboard.serve as s; "
+        "print(all(m in sys.modules for m in ('planner.plan.compose', 'planner.sim.run', 'plotly.graph_objects')), "
+        "any(m.startswith('dashboard.') and m != 'dashboard.serve' for m in sys.modules))"
+    )
+    env = launch.child_environment()
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "False"], out.stderr
+    helped = subprocess.run(
+        [sys.executable, "-m", launch.SERVER_MODULE, "run", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert helped.returncode == 0 and "Run a Python script" in helped.stdout
 
 
 def test_repository_config_matches_the_launcher() -> None:

@@ -217,6 +217,20 @@ CORRECTED_AFTER_FIT = {
 }
 
 
+# Settings a row's notes give from its source only since issue 23's search (e.g. GPUStack's NPU count from
+# its own MindIE placement rule), after the shipped fits: predicted, not fitted (as CORRECTED_AFTER_FIT).
+STATED_AFTER_FIT = "found after the shipped fits (issue 23)"
+# Where a row whose settings are still missing was searched: the notes' closing "searched (issue 23): ..."
+# clause, quoted in its skip reason so the reason says where the source was read.
+SEARCHED = re.compile(r"searched \(issue 23\): (.*)$")
+
+
+def searched(row: dict[str, str]) -> str:
+    """The notes' "searched (issue 23)" clause as "; <where the source was read>", or "" without one."""
+    match = SEARCHED.search(row["notes"])
+    return f"; {match.group(1)}" if match else ""
+
+
 def shares_prefix(row: dict[str, str]) -> bool:
     """True when the row's dataset shares a prefix between prompts (whether or not the engine cached it)."""
     named = PREFIX_DATASET.search(row["notes"])
@@ -234,13 +248,16 @@ PREFIX_CACHED_AFTER_FIT = (
 def not_fitted(index: int, row: dict[str, str]) -> str | None:
     """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT, a draft
     model's speculation: DRAFT_MODEL_NOT_FITTED, a shared-prefix dataset: PREFIX_CACHED_AFTER_FIT, DeepSeek
-    sparse attention: SPARSE_ATTENTION_AFTER_FIT), or None."""
+    sparse attention: SPARSE_ATTENTION_AFTER_FIT, settings found later: STATED_AFTER_FIT), or None."""
     method = draft_method(row)
     drafted = DRAFT_MODEL_NOT_FITTED.format(method=method) if method else None
     prefix = PREFIX_CACHED_AFTER_FIT if shares_prefix(row) else None
     sparse = SPARSE_ATTENTION_AFTER_FIT if row["model"].startswith(SPARSE_ATTENTION_MODEL) else None
     engine = {sglang_rows.ENGINE: SGLANG_AFTER_FIT, SEED_002_ENGINE: SEED_002_AFTER_FIT}.get(row["engine"])
-    return older_engine(row) or CORRECTED_AFTER_FIT.get(index) or engine or drafted or prefix or sparse
+    stated = STATED_AFTER_FIT if STATED_AFTER_FIT in row["notes"] else None
+    return (
+        older_engine(row) or CORRECTED_AFTER_FIT.get(index) or stated or engine or drafted or prefix or sparse
+    )
 
 
 def draft_method(row: dict[str, str]) -> str | None:
@@ -277,7 +294,8 @@ def _skip_reason(row: dict[str, str]) -> str | None:
         return NO_KV_CACHE
     dtype = WEIGHT_ALIASES.get(row["dtype"].lower(), row["dtype"].lower())
     if dtype not in WEIGHT_SCHEMES:
-        return f"dtype {row['dtype'] or '(not stated)'} not modelled" + (FP32_WHY if dtype == "fp32" else "")
+        why = FP32_WHY if dtype == "fp32" else searched(row)
+        return f"dtype {row['dtype'] or '(not stated)'} not modelled" + why
     open_rate = open_loop_rate(row)
     if (
         not (row["tp"] or sglang_rows.launch_of(row))
@@ -285,7 +303,7 @@ def _skip_reason(row: dict[str, str]) -> str | None:
         or not row["input_tokens"]
         or not output_tokens(row)
     ):
-        return "tp, concurrency or lengths not stated"
+        return "tp, concurrency or lengths not stated" + searched(row)
     if open_rate is not None and float(row["output_tokens_per_s"]) < STEADY_SHARE * open_rate * float(
         row["output_tokens"]
     ):

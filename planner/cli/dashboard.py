@@ -27,6 +27,7 @@ from planner.cli.options import FlagCommand
 from planner.errors import PlanInputError
 
 PAGE_SCRIPT_NAME = "streamlit_app.py"
+SERVER_MODULE = "dashboard.serve"  # `streamlit run` after the planner's imports
 LOOPBACK = "127.0.0.1"
 # Each of these is also in .streamlit/config.toml (for `streamlit run app.py` in the repository root).
 SETTINGS: dict[str, str] = {
@@ -53,8 +54,11 @@ def command(*, port: int, headless: bool = True, script: Path | None = None) -> 
     """The `python -m streamlit run` command line with every project setting, for the dashboard (or, for
     benchmarks/bench_dashboard.py's baseline, another page `script`)."""
     flags = [f"--{name}={value}" for name, value in SETTINGS.items()]
+    # the dashboard's server imports the planner before it listens (dashboard/serve.py); another page
+    # (the benchmark's one-metric floor) runs on Streamlit alone
+    server = "streamlit" if script else SERVER_MODULE
     return [
-        sys.executable, "-m", "streamlit", "run", str(script or page_script()), *flags,
+        sys.executable, "-m", server, "run", str(script or page_script()), *flags,
         f"--server.port={port}", f"--server.headless={str(headless).lower()}",
     ]  # fmt: skip
 
