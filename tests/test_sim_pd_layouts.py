@@ -137,8 +137,9 @@ def test_every_disaggregated_vllm_ascend_row_has_its_deployment_read() -> None:
         rows = [
             r for r in csv.DictReader(handle) if r["engine"] == "vllm-ascend" and predict.is_disaggregated(r)
         ]
-    # rows 61 and 67 (DeepSeek-V4-Pro) state no prompt length, row 109 no dtype: skipped before any layout
-    with_layout = [r for r in rows if r["dtype"] and r["input_tokens"]]
+    # rows 61 and 67 (DeepSeek-V4-Pro) state no prompt length, row 109 (dtype found 2026-12-06) no
+    # concurrency: skipped before any layout
+    with_layout = [r for r in rows if r["dtype"] and r["input_tokens"] and r["concurrency"]]
     assert len(with_layout) == 22  # + row 66, corrected 2026-12-05: its config routes P:D
     assert all(pd_deployments.deployment_of(r) is not None for r in with_layout)
 

@@ -35,19 +35,19 @@ from planner.units import PERCENT
 FloatArray = npt.NDArray[np.float64]
 
 # Each pair below: truth / estimate over every point named, rounded outward to 2 decimals and widened to
-# contain 1.  [measured: lab/accuracy/speed_band_sources.py, 2026-12-05; its docstring says why each
+# contain 1.  [measured: lab/accuracy/speed_band_sources.py, 2026-12-06; its docstring says why each
 # statistic]
-# Ascend, datasheet profiles, output tok/s: the 112 closed-loop rows of lab/published/ascend-serving.csv that
-# lab/published/predict.py predicts (910B3 49, 910C 42, 950PR 16, 300I Duo 3, 910B4 2; 56 CI floors,
-# which pass at >= 0.97 x baseline so there the truth is about the floor or above, 44 measured, 12 seed):
-# their central 90 %, P5 0.279 to P95 0.953 (median 0.519); outside it rows down to 0.057 (GPUStack's
-# burst of 1000 Qwen3-30B-A3B prompts at once on a 910B) and up to 1.089.
-# The 78 closed-loop rows predictable only since 2026-12-05 (draft models, cached prefixes, DeepSeek sparse
-# attention, P:D fleets) are not in it: their spread, P5 0.254 to P95 2.14 (median 0.625), is wider than
-# the band (docs/accuracy.md); the band is not a promise for plans that use those features.
+# Ascend, datasheet profiles, output tok/s: the 118 closed-loop rows of lab/published/ascend-serving.csv that
+# lab/published/predict.py predicts (910B3 55, 910C 42, 950PR 16, 300I Duo 3, 910B4 2; 56 CI floors,
+# which pass at >= 0.97 x baseline so there the truth is about the floor or above, 50 measured, 12 seed):
+# their central 90 %, P5 0.280 to P95 0.953 (median 0.533); outside it rows down to 0.107 (GPUStack's
+# burst of 1000 Qwen3-30B-A3B prompts at once on a 910B, row 207) and up to 1.089.
+# The 112 closed-loop rows of newer features (draft models, cached prefixes, DeepSeek sparse attention,
+# P:D fleets) are not in it: their spread, P5 0.259 to P95 1.90 (median 0.656), is wider than the band
+# (docs/accuracy.md); the band is not a promise for plans that use those features.
 ASCEND_DATASHEET_FACTORS = (0.27, 1.0)
 ASCEND_CENTRAL_FRACTION = 0.9
-ASCEND_PUBLISHED_ROWS = 112
+ASCEND_PUBLISHED_ROWS = 118
 # Ascend prefill: one modelled one-client row publishes a TTFT (seed 950PR, 256-token prompt, MindIE: 0.085 x
 # the datasheet TTFT rate), too few to stand alone: ASCEND_DATASHEET_FACTORS widened to contain it.
 ASCEND_DATASHEET_TTFT_FACTORS = (0.08, 1.0)
