@@ -126,6 +126,10 @@ class PerfCoefficients(DataModel):
     gemm_efficiency_table            prefill matmul efficiency vs M tokens and N*K (bf16/fp16 terms);
                                      None: compute_fraction
     prefill_attention_table          prefill attention rates vs prompt tokens; None: compute_fraction
+                                     x prefill_attention_fraction
+    prefill_attention_fraction       prefill attention's compute rate / a GEMM's of its dtype (1: as fast)
+    prefill_attention_prior_factor   one-sigma factor (x/) of that fraction's prior (centred at 1) in a
+                                     --from-bench fit; None: the fit holds it at the profile's value
     prefill_layer_table              prefill non-matmul time per layer vs tokens; None: norms / gdn.update
                                      terms as in decode (bytes, FLOP, kernel overheads)
     chunked_gdn_ns_per_head_token    device time of the chunked Gated DeltaNet prefill kernels (cumsum,
@@ -165,6 +169,8 @@ class PerfCoefficients(DataModel):
     chunked_gdn_ns_per_head_token: float | None = Field(default=None, ge=1e-6, le=1e6)
     compute_fraction_prior_factor: float | None = Field(default=None, ge=1.01, le=4)
     allreduce_latency_prior_factor: float | None = Field(default=None, ge=1.01, le=100)
+    prefill_attention_fraction: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
+    prefill_attention_prior_factor: float | None = Field(default=None, ge=1.01, le=100)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> Self:

@@ -119,3 +119,22 @@ def test_fit_profiles_reproduces_the_shipped_profile(path: Path) -> None:
     assert fit_profiles.reproduction_gaps(card, engine, result) == [], (
         f"refit with: PYTHONPATH=. python lab/published/fit_profiles.py --only {card}.{engine} --write"
     )
+
+
+@pytest.mark.lab
+def test_a_rewrite_of_fit_rows_keeps_the_committed_column_order(tmp_path: Path) -> None:
+    """`fit_profiles.py --write` keeps a fit-rows file's committed column order when the columns are the
+    same (a rewrite changes values only); a new column set is written in the fit's own order."""
+    from lab.published import fit_profiles
+
+    rows_path = tmp_path / "card.engine.csv"
+    rows_path.write_text("model,input_tokens,output_tokens,mtp\nm,1,2,\n", encoding="utf-8")
+    fresh = ["model", "input_tokens", "mtp", "output_tokens"]
+    assert fit_profiles.committed_columns(rows_path, fresh=fresh) == [
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "mtp",
+    ]
+    assert fit_profiles.committed_columns(rows_path, fresh=[*fresh, "dp"]) == [*fresh, "dp"]
+    assert fit_profiles.committed_columns(tmp_path / "absent.csv", fresh=fresh) == fresh

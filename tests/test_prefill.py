@@ -7,11 +7,11 @@ from typing import get_args
 import numpy as np
 import pytest
 
-from planner import catalog
+from planner import catalog, inputs
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.kinds import ENGINES
-from planner.perf import opcost, prefill, roofline
+from planner.perf import fitted_params, opcost, prefill, roofline
 from planner.schema import GemmEfficiency, HardwareProfile, PrefillAttentionRate, PrefillLayerCost
 
 GEMM = [
@@ -253,3 +253,49 @@ def test_chunked_gdn_rate_leaves_decode_and_models_without_linear_layers_alone()
         assert step == roofline.decode_step_s(dep_bare, batch=8, ctx_tokens=4096)
     dense = [h200_deployment("qwen3-32b", 4096, h, engine="vllm", calibrated=False) for h in (hw, bare)]
     assert roofline.ttft_s(dense[0], prompt_tokens=4096) == roofline.ttft_s(dense[1], prompt_tokens=4096)
+
+
+def _910c_at(prefill_attention_fraction: float) -> Deployment:
+    """Qwen3-32B bf16 TP8 on the 910C datasheet profile (bf16 compute_fraction 0.6, no fit, no tables)."""
+    request = inputs.PlanRequest(model="qwen3-32b", card="ascend-910c", dtype="bf16", ctx="8192", tp=8)
+    dep = inputs.to_deployment(request)
+    coeff = catalog.load_card("ascend-910c").default_coefficients.model_copy(
+        update={"prefill_attention_fraction": prefill_attention_fraction}
+    )
+    hw = dep.hardware.model_copy(update={"default_coefficients": coeff, "measured": None})
+    return dep.model_copy(update={"hardware": hw, "calibrated": False})
+
+
+def test_prefill_attention_runs_at_its_fraction_of_the_gemm_rate() -> None:
+    """Hand-worked: a 4096-token prompt, Qwen3-32B (64 layers, 64 q heads, head_dim 128) at TP8: 8 heads per
+    rank; causal attention FLOP = T * a * 4 * h * d * L = 4096 * 2048.5 * 4 * 8 * 128 * 64 = 2.19956e12
+    (a = (T + 1) / 2 keys per query token on average, 4 = QK^T and PV, 2 FLOP each; the two 2048-token chunks
+    sum to the same: 2048 * (1024.5 + 3072.5)). Rate = 376 TFLOP/s * 0.6 * f_attn: 9.7498 ms at f_attn 1,
+    19.4996 ms at 0.5. Matmuls and decode do not move."""
+    flop = 4096 * 2048.5 * 4 * 8 * 128 * 64
+    assert flop == pytest.approx(2.19956e12, rel=1e-5)
+    full, half = _910c_at(1.0), _910c_at(0.5)
+    ops = {f: {o.name: o for o in roofline.prefill_ledger(d, prompt_tokens=4096).ops} for f, d in
+           ((1.0, full), (0.5, half))}  # fmt: skip
+    assert ops[1.0]["attn.core"].flop == pytest.approx(flop, rel=1e-12)
+    assert ops[1.0]["attn.core"].compute_s == pytest.approx(flop / (376e12 * 0.6), rel=1e-9)  # 9.7498 ms
+    assert ops[0.5]["attn.core"].compute_s == pytest.approx(flop / (376e12 * 0.6 * 0.5), rel=1e-9)
+    assert ops[0.5]["attn.qkv_proj"].compute_s == pytest.approx(ops[1.0]["attn.qkv_proj"].compute_s)
+    decode = [roofline.decode_step_s(d, batch=8, ctx_tokens=4096) for d in (full, half)]
+    assert decode[0] == decode[1]
+
+
+def test_prefill_attention_fraction_is_fitted_only_where_the_profile_opts_in() -> None:
+    """prior(): centred at the profile's value (1 unless set); width log(prefill_attention_prior_factor) where
+    stated (the 910C: x/ 2), else held (x/ 1.001), so other profiles' fits do not move."""
+    base = catalog.load_card("ascend-910c").default_coefficients
+    index = fitted_params.PARAM_NAMES.index("prefill_attention_fraction")
+    centre, sigma = fitted_params.prior(base, measured=False)
+    assert base.prefill_attention_prior_factor == 2
+    assert (centre[index], sigma[index]) == pytest.approx((0.0, np.log(2.0)))
+    held = base.model_copy(update={"prefill_attention_prior_factor": None})
+    assert fitted_params.prior(held, measured=False)[1][index] == pytest.approx(
+        fitted_params.PRIOR_SIGMA_HELD
+    )
+    at_one = np.zeros(len(fitted_params.FIT_PARAMS))
+    assert fitted_params.on_bound(at_one)[index] == ""  # at 1: the model without the term, not a warning

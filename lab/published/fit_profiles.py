@@ -78,7 +78,8 @@ BOUND_REASONS: dict[tuple[str, str], dict[str, str]] = {
         "prefill_pass_overhead_us": (
             "at the 100 ms per prefill pass that an eager pass's launches can cost at most (fitted_params.py); "
             "pulled there by the 16k / 32k-prompt Qwen3.5 weekly floors (their prefill runs slower than the "
-            "compute fraction the x/1.5 prior allows); it was 697 ms before the box ended at 100 ms, and "
+            "compute fraction the x/1.5 prior allows, even with prefill attention at a fitted fraction of its "
+            "own, 0.44 of a GEMM's rate); it was 697 ms before the box ended at 100 ms, and "
             "the per-request cost now carries what a request pays outside the forward pass"
         ),
     },
@@ -222,12 +223,22 @@ def held_out_family(group: Group, card: str) -> list[tuple[dict[str, str], float
     return [] if errs is None else [(r, e) for (r, _), e in zip(test, errs, strict=True)]
 
 
+def committed_columns(rows_path: Path, *, fresh: list[str]) -> list[str]:
+    """The column order of the committed fit-rows file when it holds the same columns as `fresh` (so a
+    rewrite changes values only), else `fresh`."""
+    if not rows_path.is_file():
+        return fresh
+    with rows_path.open(encoding="utf-8", newline="") as handle:
+        header = next(csv.reader(handle), [])
+    return header if sorted(header) == sorted(fresh) else fresh
+
+
 def write_group(card: str, engine: str, group: Group) -> Path:
     """fit-rows/<card>.<engine>.csv, then the fitted profile through `kvplan calibrate --from-bench` (which
     records the group's leave-one-model-out range when its rows span enough models: holdout.py)."""
     rows_path = HERE / "fit-rows" / f"{card}.{engine}.csv"
     rows_path.parent.mkdir(exist_ok=True)
-    columns = list(group[0][1])
+    columns = committed_columns(rows_path, fresh=list(group[0][1]))
     with rows_path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
         writer.writeheader()

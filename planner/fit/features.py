@@ -40,6 +40,7 @@ class PassFeatures:
     resource: tuple[str, ...]  # per term: hbm, kv, state, experts, or "" (fixed transfer only)
     fixed_transfer_s: FloatArray  # table-timed attention reads, all-reduce transfers
     flop: FloatArray  # timed at the dtype's peak x compute_fraction
+    attention_flop: FloatArray  # prefill attention's: also x prefill_attention_fraction
     fixed_compute_s: FloatArray  # terms with a measured prefill rate (chunked GDN): their compute seconds
     compute_dtype: tuple[str, ...]
     fixed_overhead_s: FloatArray  # grouped-GEMM latencies, collectives between nodes
@@ -112,12 +113,14 @@ def features(
     tied = coeff.grouped_matmul_latency_us is None
     parts = [_term_parts(t, rate, step.tokens, rows, tied) for t in terms]
     stack = {k: np.stack([p[0][k] for p in parts], axis=1) for k in parts[0][0]}
+    stack["flop"], stack["attention_flop"] = _split_attention_flop(terms, stack["flop"], prefill=prefill)
     dtypes = tuple(dict.fromkeys(t.compute_dtype for t in terms))
     return PassFeatures(
         bytes=stack["bytes"],
         resource=tuple(p[1] for p in parts),
         fixed_transfer_s=stack["fixed_transfer_s"],
         flop=stack["flop"],
+        attention_flop=stack["attention_flop"],
         fixed_compute_s=stack["fixed_compute_s"],
         compute_dtype=tuple(t.compute_dtype for t in terms),
         fixed_overhead_s=stack["fixed_overhead_s"],
@@ -135,10 +138,20 @@ def features(
     )
 
 
+def _split_attention_flop(
+    terms: list[opcost.Term], flop: FloatArray, *, prefill: bool
+) -> tuple[FloatArray, FloatArray]:
+    """(flop, attention_flop): a prefill pass's attention terms' FLOP (prefill.prefill_attention_term) moved
+    to their own column; decode passes keep all their FLOP in `flop`."""
+    is_attention = np.asarray([prefill and t.attention is not None for t in terms], dtype=bool)
+    return np.where(is_attention, 0.0, flop), np.where(is_attention, flop, 0.0)
+
+
 ROW_FIELDS = (  # PassFeatures' per-row arrays (P x T or P), concatenated by `stack`
     "bytes",
     "fixed_transfer_s",
     "flop",
+    "attention_flop",
     "fixed_compute_s",
     "fixed_overhead_s",
     "node_collectives",
@@ -175,11 +188,13 @@ def _with_kernel_overhead(dep: Deployment) -> Deployment:
 def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
     """Seconds of every row under coefficients c (roofline.term_seconds' formulas on the fixed parts).
 
-    Formula per row: sum_t max(bytes_t / (BW * frac_t) + fixed_t, flop_t / (peak_t * cf_t) + fixed_compute_t)
+    Formula per row: sum_t max(bytes_t / (BW * frac_t) + fixed_t,
+                               flop_t / (peak_t cf_t) + aflop_t / (peak_t cf_t f_attn) + fixed_compute_t)
                      + fixed_overhead_t + small_kernels_t * kernel_overhead + matmuls_t * matmul_latency
                      + node_collectives_t * allreduce_latency
                      + passes * step_overhead + prefill_passes * prefill_pass_overhead
                      + sequences * sequence_overhead
+    aflop prefill attention's FLOP, f_attn prefill_attention_fraction.
     """
     fraction = np.array(  # in RESOURCES order: hbm, kv, state, experts, "" (fixed transfer only)
         [
@@ -194,7 +209,8 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
     rates = np.array([f.peak_flop_per_s[d] * c.compute_fraction[d] for d in f.dtypes])
     flop_rate = rates[f.dtype_index]
     transfer = f.bytes * inverse + f.fixed_transfer_s
-    terms = np.maximum(transfer, f.flop / flop_rate + f.fixed_compute_s) + f.fixed_overhead_s
+    compute = f.flop / flop_rate + f.attention_flop / (flop_rate * c.prefill_attention_fraction)
+    terms = np.maximum(transfer, compute + f.fixed_compute_s) + f.fixed_overhead_s
     terms = terms + f.small_kernels * us_to_s(c.kernel_overhead_us) + f.matmuls * us_to_s(c.matmul_latency_us)
     terms = terms + f.node_collectives * us_to_s(c.allreduce_latency_us)
     fixed = f.passes * us_to_s(c.step_overhead_us) + f.sequences * us_to_s(c.sequence_overhead_us)

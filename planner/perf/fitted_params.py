@@ -35,6 +35,7 @@ class FitParam:
     floor: float  # prior centre when the profile holds 0 or None
     meaning: str
     unknown_factor: float = 100.0  # prior one-sigma factor (x/) about the floor when the profile holds none
+    upper_is_physical_limit: bool = True  # False: the upper end is the model's neutral value, not a warning
 
 
 # Boxes: fractions of the datasheet between a few % and 100 %; fixed costs from far below a kernel launch to
@@ -57,6 +58,14 @@ FIT_PARAMS: tuple[FitParam, ...] = (
         10_000.0,
         "per request, outside the forward pass (us)",
         10.0,
+    ),
+    FitParam(
+        "prefill_attention_fraction",
+        0.1,
+        1.0,
+        1.0,
+        "prefill attention efficiency / a GEMM's",
+        upper_is_physical_limit=False,
     ),
 )
 # compute_scale's floor: no GEMM the H200 microbenchmark measured (115 shapes, 1k-32k tokens, weights of 2M to
@@ -88,6 +97,14 @@ FIT_PARAMS: tuple[FitParam, ...] = (
 # socket round trip) to 1 s, the profile schema's own limit (MAX_OVERHEAD_US): a fit that wanted more
 # would write a profile that fails to load.
 # [assumed: the engine's value, or 10 ms where rows of several engines mix]
+# prefill_attention_fraction: prefill attention's compute rate over a GEMM's of the same dtype
+# (prefill.prefill_attention_term). Box 0.1-1: a flash-attention kernel is no faster than a large GEMM on the
+# same cube units (its first matmul reduces over head_dim alone, softmax runs on the vector units between
+# the two, a causal mask idles part of each diagonal tile), and 0.1 is below any fused attention kernel we
+# know of; at 1 it is the model without the term, so sitting there is no warning. Prior centred at 1 (the
+# model before the term), fitted only where the card's profile states prefill_attention_prior_factor, its
+# width; elsewhere held at the profile's value (PRIOR_SIGMA_HELD) so the other fits stay as they were.
+# [assumed]
 PARAM_NAMES = tuple(p.name for p in FIT_PARAMS)
 LOWER = np.log([p.lower for p in FIT_PARAMS])
 UPPER = np.log([p.upper for p in FIT_PARAMS])
@@ -132,7 +149,8 @@ def prior(
     compute_scale: min(that, log(compute_fraction_prior_factor)) when the profile states the factor;
     allreduce_latency_us: log(allreduce_latency_prior_factor) when the profile states one and
     hold_collective_latency is off (the rows' engine expands its collectives on the host), else
-    PRIOR_SIGMA_HELD (held at the profile's value).
+    PRIOR_SIGMA_HELD (held at the profile's value); prefill_attention_fraction likewise with
+    prefill_attention_prior_factor.
     """
     known = PRIOR_SIGMA_MEASURED if measured else PRIOR_SIGMA_ASSUMED
     centre, sigma = [], []
@@ -145,6 +163,9 @@ def prior(
         if param.name == "allreduce_latency_us":
             factor = coefficients.allreduce_latency_prior_factor
             width = PRIOR_SIGMA_HELD if factor is None or hold_collective_latency else math.log(factor)
+        if param.name == "prefill_attention_fraction":
+            factor = coefficients.prefill_attention_prior_factor
+            width = PRIOR_SIGMA_HELD if factor is None else math.log(factor)
         sigma.append(width)
     return np.asarray(centre), np.asarray(sigma)
 
@@ -164,8 +185,10 @@ def coefficients_at(base: PerfCoefficients, log_values: FloatArray) -> PerfCoeff
 
 
 def on_bound(log_values: FloatArray, *, tolerance: float = 0.01) -> list[str]:
-    """'lower' / 'upper' / '' per parameter: within `tolerance` (log) of its box."""
+    """'lower' / 'upper' / '' per parameter: within `tolerance` (log) of its box (an upper end that is the
+    model's neutral value, FitParam.upper_is_physical_limit off, is not reported)."""
+    limits = [p.upper_is_physical_limit for p in FIT_PARAMS]
     return [
-        "lower" if u - lo < tolerance else "upper" if hi - u < tolerance else ""
-        for u, lo, hi in zip(log_values, LOWER, UPPER, strict=True)
+        "lower" if u - lo < tolerance else "upper" if hi - u < tolerance and limit else ""
+        for u, lo, hi, limit in zip(log_values, LOWER, UPPER, limits, strict=True)
     ]

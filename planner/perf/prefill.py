@@ -130,14 +130,16 @@ def measured_prefill_terms(
 ) -> list[Term]:
     """The prefill terms with measured rates (flop_per_s) where the card has the tables; others unchanged.
 
-    Formula per term: dense matmul (bf16/fp16, N*K = matmul elements / layers): flop_per_s = peak * f(tokens,
-    N*K); attention: prefill_attention_flop_per_s(q heads per rank, head_dim, tokens); norms / gdn.update
-    with a layer table: flop_per_s = flop / (L_kind * layer_rest_s), i.e. the term takes the measured time.
+    Formula per term: attention (attn.core, mtp.attention): compute_rate_fraction =
+    prefill_attention_fraction (prefill_attention_term); dense matmul (bf16/fp16, N*K = matmul elements /
+    layers): flop_per_s = peak * f(tokens, N*K); attention with a table: prefill_attention_flop_per_s(q heads
+    per rank, head_dim, tokens); norms / gdn.update with a layer table: flop_per_s = flop / (L_kind *
+    layer_rest_s), i.e. the term takes the measured time.
     With a layer table every measured term has no launch overhead (kernels = matmuls = 0). All three tables
     apply only to engines the layer table names (they timed that engine's kernels: torch matmul, SDPA).
     """
     coeff = dep.hardware.coefficients(calibrated=dep.calibrated)
-    terms = [chunked_gdn_term(dep, coeff, t, tokens=tokens) for t in terms]
+    terms = [chunked_gdn_term(dep, coeff, prefill_attention_term(coeff, t), tokens=tokens) for t in terms]
     if dep.engine not in {r.engine for r in coeff.prefill_layer_table or []}:
         return terms
     layer_table = layer_table_for(dep, coeff, geo)
@@ -189,6 +191,19 @@ def chunked_gdn_term(dep: Deployment, coeff: PerfCoefficients, term: Term, *, to
     if seconds is None or not np.all(seconds > 0) or not np.all(term.flop > 0):
         return term
     return records.replace(term, flop_per_s=np.asarray(term.flop / seconds, dtype=np.float64))
+
+
+def prefill_attention_term(coeff: PerfCoefficients, term: Term) -> Term:
+    """An attention term of a prefill pass at the profile's prefill_attention_fraction (others unchanged).
+
+    Formula: compute_s = flop / (peak * compute_fraction * f_attn), f_attn = prefill_attention_fraction:
+    a causal flash-attention kernel keeps its cube units busier than a GEMM of the same dtype at most
+    (QK^T reduces over head_dim only, softmax runs on the vector units between the two matmuls, the causal
+    mask idles part of each diagonal tile), so f_attn <= 1. A measured prefill_attention_table overrides.
+    """
+    if term.attention is None or coeff.prefill_attention_fraction == 1.0:
+        return term
+    return records.replace(term, compute_rate_fraction=coeff.prefill_attention_fraction)
 
 
 def remainder_flop_per_s(

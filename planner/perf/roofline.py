@@ -92,7 +92,8 @@ def term_seconds(
                      all-reduce: 2 (tp - 1) / tp * bytes / link   (ring: reduce-scatter + all-gather)
                      decode attention with a measured table: cache reads at min(table rate(rows, ctx),
                      datasheet), the new tokens' K/V writes at the HBM rate
-        compute_s  = flop / flop_per_s[compute_dtype]   (the term's measured prefill rate when it has one)
+        compute_s  = flop / (flop_per_s[compute_dtype] * compute_rate_fraction)   (the term's measured
+                     prefill rate when it has one)
         overhead_s = m * matmul_latency + (k - m - a) * kernel_overhead + collectives * allreduce_latency
                      matmul_latency = grouped_matmul_latency for routed experts (grouped GEMMs)
                      k kernels, m of them matmul calls, a attention kernels timed by the table (else 0)
@@ -110,7 +111,8 @@ def term_seconds(
         timed_by_table = term.attention.kernels
     else:
         transfer = term.bytes / resource_bytes_per_s(rate, resource=term.resource)
-    peak = rate.flop_per_s[term.compute_dtype] if term.flop_per_s is None else term.flop_per_s
+    dtype_rate = rate.flop_per_s[term.compute_dtype] * term.compute_rate_fraction
+    peak = dtype_rate if term.flop_per_s is None else term.flop_per_s
     compute = term.flop / peak
     other_kernels = term.kernels - term.matmuls - timed_by_table
     matmul_latency_s = rate.grouped_matmul_latency_s if term.resource == "experts" else rate.matmul_latency_s

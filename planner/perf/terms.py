@@ -63,7 +63,9 @@ class Term:
     """One op over `layers` layers: bytes over `resource`, FLOP in `compute_dtype`, launches, collectives.
 
     kernels counts every launch; matmuls of them are matmul calls (charged matmul latency, the rest kernel
-    overhead). attention is set on decode-attention terms, for the measured table.
+    overhead). attention is set on decode-attention terms, for the measured table. compute_rate_fraction: the
+    share of its dtype's rate (peak x compute_fraction) the term reaches; below 1 only on prefill attention
+    (PerfCoefficients.prefill_attention_fraction, planner/perf/prefill.py).
     """
 
     name: str
@@ -77,3 +79,4 @@ class Term:
     matmuls: int = 0
     attention: AttentionLookup | None = None
     flop_per_s: FloatArray | None = None  # measured prefill rate (planner/perf/prefill.py); None: dtype peak
+    compute_rate_fraction: float = 1.0
