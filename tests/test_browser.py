@@ -158,6 +158,34 @@ def test_changing_dtype_rerenders_numbers_and_charts(page: object, tmp_path: Pat
     assert screenshot.stat().st_size > 10_000
 
 
+def speed_chart_text(tab: object) -> str:
+    """The Speed tab's first chart as drawn (its legend names the plan's batch: "plan: batch N")."""
+    return str(tab.locator(".js-plotly-plot").first.inner_text())
+
+
+def test_speed_tab_charts_show_the_new_plan_after_a_change(page: object) -> None:
+    """With the Speed tab open, a control change redraws its charts with the new numbers, not the old ones
+    (Streamlit's frontend takes a new figure only when the chart's element id changes: a chart kept under
+    a fixed id would keep its old picture while the run still finishes on time; docs/dashboard.md, 2026-12-06)."""
+    page.get_by_role("tab", name="Speed").click()
+    page.wait_for_selector('[data-testid="stPlotlyChart"] >> nth=2')
+    wait_idle(page)
+    fp8_batch = metric(page, "max batch")
+    assert f"plan: batch {fp8_batch}" in speed_chart_text(page)
+    choose(page, "dtype", "bf16")
+    page.wait_for_function(
+        "(before) => [...document.querySelectorAll('[data-testid=\"stMetric\"]')]"
+        ".some(e => e.innerText.includes('max batch') && !e.innerText.includes(before))",
+        arg=fp8_batch,
+    )
+    wait_idle(page)
+    bf16_batch = metric(page, "max batch")
+    assert bf16_batch != fp8_batch
+    assert f"plan: batch {bf16_batch}" in speed_chart_text(page)
+    assert f"plan: batch {fp8_batch}" not in speed_chart_text(page)
+    assert_no_exception(page)
+
+
 @pytest.mark.parametrize("width", [1024, 1280, 1440])
 def test_headline_metrics_are_not_cut_off(page: object, width: int) -> None:
     page.set_viewport_size({"width": width, "height": 1000})
