@@ -166,7 +166,8 @@ def speed_chart_text(tab: object) -> str:
 def test_speed_tab_charts_show_the_new_plan_after_a_change(page: object) -> None:
     """With the Speed tab open, a control change redraws its charts with the new numbers, not the old ones
     (Streamlit's frontend takes a new figure only when the chart's element id changes: a chart kept under
-    a fixed id would keep its old picture while the run still finishes on time; docs/dashboard.md, 2026-12-06)."""
+    a fixed id would keep its old picture while the run still finishes on time; docs/dashboard.md,
+    2026-12-06)."""
     page.get_by_role("tab", name="Speed").click()
     page.wait_for_selector('[data-testid="stPlotlyChart"] >> nth=2')
     wait_idle(page)
