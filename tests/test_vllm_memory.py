@@ -18,10 +18,14 @@ import pytest
 from planner import catalog, memory
 from planner.dtypes import StorageDType, weight_scheme
 from planner.engines.vllm import pool as vm
+from planner.engines.vllm import startup
+from planner.engines.vllm.versions import VERSIONS
 
 GOLDEN = Path(__file__).parent / "golden" / "engines" / "vllm_cases.json"
 CASES: list[dict[str, Any]] = json.loads(GOLDEN.read_text())["cases"]
 PLATFORM = {"cuda": "cuda", "ascend": "ascend", "ascend-pr14543": "ascend-pr14543"}
+# The engine release whose start-up rule each golden platform's worked case follows.
+ENGINE_VERSION = {"cuda": "vllm-cuda", "ascend": "vllm-ascend-main"}
 INT_FIELDS = (
     "block_size_tokens",
     "page_bytes",
@@ -97,15 +101,22 @@ UTIL_CASES = [c for c in CASES if "util092" in c["id"]]
 
 @pytest.mark.parametrize("case", UTIL_CASES, ids=lambda c: c["id"])
 def test_vllm_default_budget_from_kvplan_terms(case: dict[str, Any]) -> None:
-    """available = ceil(0.92 x capacity) - weights - act(8192) - runtime, every term from kvplan's model."""
+    """available = requested(0.92 x capacity) - weights - act(8192) - runtime, every term from kvplan's model;
+    requested rounded as the engine rounds it (ceil on CUDA, floor on vllm-ascend), through the one
+    implementation the plans read (startup.startup_terms -> startup.requested_bytes)."""
     inputs = case["inputs"]
     cap, weights, act, runtime = kvplan_non_kv(
         inputs["model"], inputs["card"], inputs["weights_dtype"], inputs["tp"], 8192
     )
-    got = vm.vllm_available_bytes(
-        cap, utilization=vm.DEFAULT_GPU_MEMORY_UTILIZATION, weights=weights, activation=act, non_torch=runtime
+    profile = startup.ProfileRun(
+        device_total_bytes=cap,
+        gpu_memory_utilization=vm.DEFAULT_GPU_MEMORY_UTILIZATION,
+        weights_bytes=weights,
+        activation_bytes=act,
+        non_torch_bytes=runtime,
     )
-    assert got == inputs["available_kv_bytes"]
+    got = startup.startup_terms(VERSIONS[ENGINE_VERSION[case["engine"]]], profile=profile)
+    assert got.available_kv_bytes == inputs["available_kv_bytes"]
     want = case["expected"].get("min_gpu_memory_utilization_for_78_seqs")
     if want is not None:
         util = vm.min_gpu_memory_utilization(

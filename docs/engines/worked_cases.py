@@ -177,11 +177,22 @@ def dense_case(
     }
 
 
+# How each engine rounds total x gpu_memory_utilization (vllm_available_bytes).
+ROUNDING = {"cuda": "ceil", "ascend": "floor"}
+
+
 def vllm_available_bytes(
-    total_bytes: int, util: float, weights: int, activation: int, non_torch: int, graph: int = 0
+    engine: str, total_bytes: int, util: float, weights: int, activation: int, non_torch: int, graph: int = 0
 ) -> int:
-    """available = ceil(total x util) - weights - peak activation - non-torch - graph."""
-    return math.ceil(total_bytes * util) - weights - activation - non_torch - graph
+    """available = requested - weights - peak activation - non-torch - graph.
+
+    requested: vLLM (cuda) returns ceil(total x util) from request_memory (v1/worker/utils.py:414);
+    vllm-ascend keeps total x util a float ([VA] worker/worker.py:425) and returns
+    int(requested - non_kv) (worker.py:547, 577), i.e. floor(total x util) - non_kv.
+    """
+    product = total_bytes * util
+    requested = math.ceil(product) if engine == "cuda" else math.floor(product)
+    return requested - weights - activation - non_torch - graph
 
 
 def min_gpu_memory_utilization(
@@ -303,8 +314,8 @@ def qwen35_cases() -> list[dict[str, Any]]:
             }
         )
     # What vLLM itself would find with its defaults (util 0.92, 8192 batched tokens).
-    avail = vllm_available_bytes(CAP_950PR, 0.92, Q35_W, Q35_ACT_8K, RUNTIME)
     for engine in ("ascend", "cuda"):
+        avail = vllm_available_bytes(engine, CAP_950PR, 0.92, Q35_W, Q35_ACT_8K, RUNTIME)
         out = q35_tp2_case(engine, avail, prefix_caching=False, num_spec=0)
         out["min_gpu_memory_utilization_for_78_seqs"] = min_gpu_memory_utilization(
             CAP_950PR,
@@ -323,7 +334,7 @@ def qwen35_cases() -> list[dict[str, Any]]:
                     "prefix_caching": False,
                     "num_speculative_tokens": 0,
                     "available_kv_bytes": avail,
-                    "available_kv_source": "vllm-default: ceil(0.92 x 128 GiB) - weights"
+                    "available_kv_source": f"vllm-default: {ROUNDING[engine]}(0.92 x 128 GiB) - weights"
                     " - act(8192 tok) - 3 GiB (graph memory not subtracted)",
                 },
                 "expected": out,
@@ -361,7 +372,7 @@ def dense_and_mla_cases() -> list[dict[str, Any]]:
     ]
     cases: list[dict[str, Any]] = []
     for case_id, model, tp, weights_dtype, weights, act, layers, per_layer in specs:
-        avail = vllm_available_bytes(CAP_910B3, 0.92, weights, act, RUNTIME)
+        avail = vllm_available_bytes("ascend", CAP_910B3, 0.92, weights, act, RUNTIME)
         out = dense_case(
             n_layers=layers, bytes_per_token_layer=per_layer, block=128, max_len=32768, available_bytes=avail
         )
@@ -377,7 +388,7 @@ def dense_and_mla_cases() -> list[dict[str, Any]]:
                     "weights_dtype": weights_dtype,
                     "kv_dtype": "bf16",
                     "available_kv_bytes": avail,
-                    "available_kv_source": "ceil(0.92 x 64 GiB) - weights"
+                    "available_kv_source": "floor(0.92 x 64 GiB) - weights"
                     " - act(8192 tok, kvplan model) - 3 GiB",
                 },
                 "expected": out,

@@ -27,7 +27,7 @@ import re
 from pydantic import Field
 
 from planner import units
-from planner.engines.vllm.pool import StartupMemory
+from planner.engines.vllm.startup import StartupMemory
 from planner.errors import PlanInputError
 from planner.readers import (
     LOG_NUMBER,

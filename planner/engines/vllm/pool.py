@@ -1,11 +1,10 @@
 """vLLM / vllm-ascend KV-pool accounting (pure): how many full-length requests the engine's block pool holds.
 
 Spec with file:line citations: docs/engines/vllm-memory.md (vLLM 0.27.1, commit 6e448d0ea; vllm-ascend
-main 182b75ea, which pins vLLM v0.27.1). Core, not planner/engines/, because capacity.py sizes
-`--engine vllm` plans with it: one computation for `kvplan --engine vllm` and `kvplan vllm`.
-The memory available to the pool is an input: both pass kvplan's own KV budget
-(planner/memory.kv_budget_bytes), so every command sizes from one budget; what differs per engine is how
-that budget is cut into blocks (steps 2-7 of the spec), which is computed here exactly.
+main 182b75ea, which pins vLLM v0.27.1). The memory available to the pool is an input (bytes per rank):
+the plan's vLLM batch, `kvplan vllm` and the dashboard pass the engine's own start-up budget
+(startup.plan_budget -> StartupTerms.available_kv_bytes, the one implementation of spec step 1); what this
+module computes is how that memory is cut into blocks (spec steps 2-7).
 
 Platforms:
   "cuda"            vLLM 0.27.1 on CUDA (attention backends with MultipleOf(16) kernel blocks)
@@ -30,22 +29,6 @@ CUDA_DEFAULT_BLOCK_TOKENS = 16  # vllm/config/cache.py:47 DEFAULT_BLOCK_SIZE; fl
 ASCEND_BLOCK_TOKENS = 128  # [VA] utils.py:1162-1212 refresh_block_size; attention_v1.py:148 kernel [128]
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py:68 (vllm-ascend does not override it)
 GROUP_SIZE_SPREAD = 1.5  # kv_cache_utils.py:1244-1256: one group size when max < 1.5 x min layer count
-
-
-class StartupMemory(Frozen):
-    """The terms of the engine's KV budget on one rank (bytes) that vllm-ascend >= 0.18 logs (log.py) and
-    startup.py computes (StartupTerms): requested = device total x gpu_memory_utilization, less weights,
-    the activation peak, non-torch memory and graphs; what is left is this module's pool."""
-
-    model_config = BUILT_ON_FIRST_USE
-
-    device_total_bytes: int
-    gpu_memory_utilization: float
-    requested_bytes: int
-    weights_bytes: int
-    activation_bytes: int
-    non_torch_bytes: int
-    graph_bytes: int
 
 
 class VllmPool(Frozen):
@@ -338,16 +321,6 @@ def vllm_pool(card: ModelCard, *, settings: PoolSettings, available_bytes: int) 
         mamba_cache_mode="align" if settings.prefix_caching and n_state else "none",
         max_model_len_tokens=max_model_len,
     )
-
-
-def vllm_available_bytes(
-    capacity_bytes: int, *, utilization: float, weights: int, activation: int, non_torch: int, graph: int = 0
-) -> int:
-    """What vLLM's own profile leaves for KV (gpu_worker.py:500-548; [VA] worker.py:514-547).
-
-    Formula: ceil(capacity * util) - weights - activation peak - non-torch - graph (graph: CUDA only)
-    """
-    return math.ceil(capacity_bytes * utilization) - weights - activation - non_torch - graph
 
 
 def deployment_settings(

@@ -3,9 +3,10 @@
 Every term is bytes on one rank. Source lines ([VA] = vllm-project/vllm-ascend at the tag or commit named;
 vLLM = vllm-project/vllm 0.27.1 unless named):
 
-  requested   = device_total x gpu_memory_utilization
+  requested   = device_total x gpu_memory_utilization, rounded up on CUDA and down on vllm-ascend
+                (requested_bytes; versions.REQUESTED_ROUNDS_UP)
                 [VA] 182b75ea worker/worker.py:424-425; _310p/worker_310p.py:141-142;
-                vLLM gpu_worker.py:500-548
+                vLLM v1/worker/utils.py:414, gpu_worker.py:500-548
   available   = requested - weights - activation peak - non-torch [- graph] [- cleared], halved on 310P
       vllm-ascend v0.11.0rc0 .. v0.15.x  int(total x util - (torch peak + non-torch after empty_cache))
                                          ([VA] v0.12.0rc1 worker/worker_v1.py:240-273; logged in bytes as
@@ -37,7 +38,6 @@ from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.engines.vllm import pool as vm
 from planner.engines.vllm import scheduler
-from planner.engines.vllm.pool import StartupMemory
 from planner.engines.vllm.terms import (
     dp_buffer_bytes,
     hccl_buffer_bytes,
@@ -47,6 +47,22 @@ from planner.engines.vllm.terms import (
 )
 from planner.engines.vllm.versions import VERSIONS, EngineVersion
 from planner.schema import BUILT_ON_FIRST_USE, Frozen, HardwareProfile, ModelCard
+
+
+class StartupMemory(Frozen):
+    """The terms of the engine's KV budget on one rank (bytes) that vllm-ascend >= 0.18 logs (log.py) and
+    this module computes (StartupTerms): requested (requested_bytes), less weights, the activation peak,
+    non-torch memory and graphs; what is left is the pool's memory (pool.vllm_pool's available_bytes)."""
+
+    model_config = BUILT_ON_FIRST_USE
+
+    device_total_bytes: int
+    gpu_memory_utilization: float
+    requested_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    graph_bytes: int
 
 
 class StartupTerms(StartupMemory):
@@ -81,13 +97,30 @@ class ProfileRun(Frozen):
     resident_bytes: int = 0
 
 
+def requested_bytes(version: EngineVersion, *, device_total_bytes: int, gpu_memory_utilization: float) -> int:
+    """The memory the engine claims on one rank before profiling (bytes), spec step 1 (vllm-memory.md).
+
+    Formula: ceil(total * util) where the release rounds up (vLLM's request_memory, CUDA), else
+             floor(total * util) (vllm-ascend truncates total * util - non-KV: the same for integer non-KV)
+        total device_total_bytes (bytes); util gpu_memory_utilization (fraction); rule and source lines per
+        release: versions.REQUESTED_ROUNDS_UP
+    """
+    product = device_total_bytes * gpu_memory_utilization
+    return math.ceil(product) if version.requested_rounds_up else math.floor(product)
+
+
 def startup_terms(version: EngineVersion, *, profile: ProfileRun) -> StartupTerms:
     """The engine's available KV memory, term by term (formulas in the module docstring).
 
-    Formula: requested = int(total * util);  available = requested - weights - activation - non_torch
-             - [graph] - [cleared] - [resident], halved on 310P (the bracketed terms per version: ProfileRun)
+    Formula: requested = requested_bytes(total, util);  available = requested - weights - activation
+             - non_torch - [graph] - [cleared] - [resident], halved on 310P (the bracketed terms per
+             version: ProfileRun)
     """
-    requested = int(profile.device_total_bytes * profile.gpu_memory_utilization)
+    requested = requested_bytes(
+        version,
+        device_total_bytes=profile.device_total_bytes,
+        gpu_memory_utilization=profile.gpu_memory_utilization,
+    )
     cleared_counts = version.formula in ("profile-cleared", "profile-310p")
     subtracted = {  # what the version takes from the requested memory before the pool
         "weights_bytes": profile.weights_bytes,

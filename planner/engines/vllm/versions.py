@@ -31,6 +31,7 @@ class EngineVersion(Frozen):
     non_torch_absolute: bool = False  # non-torch = all device memory torch does not hold, not the increase
     moe_groups_need_ep: bool = False  # MoE dispatch communicators only with expert parallelism
     rope_cache_copies: int = 1  # rotary caches of max_position x rotary dim it holds (rope_cache_bytes)
+    requested_rounds_up: bool = False  # requested = ceil(total x util), not floor (startup.requested_bytes)
 
 
 # One row per release range: key, engine, releases, formula, hybrid platform, tokens rule, default
@@ -74,6 +75,15 @@ ROPE_CACHE_COPIES = {
     "vllm-ascend-main": 3,
     "vllm-ascend-310p": 3,
 }
+# Releases that round the requested memory up: vLLM's request_memory returns ceil(total x util) as an int
+# (vLLM 0.27.1 v1/worker/utils.py:414; the same in vllm-project/vllm 0027b02769 v1/worker/utils.py
+# request_memory), which gpu_worker.py determine_available_memory subtracts the non-KV bytes from. vllm-ascend
+# keeps total x util as a float ([VA] 182b75ea worker/worker.py:425, _310p/worker_310p.py:142; v0.16.0rc1
+# worker/worker.py:261) and truncates only the difference (int(...) at worker.py:577, v0.16.0rc1 :366;
+# v0.12.0rc1 worker_v1.py:266-269 int(total x util - ...)), which is floor(total x util) - non-KV for
+# integer non-KV bytes (310P: its // 2 of the float floors too). vLLM V0 (0.6.x) keeps the product a float
+# as well; kvplan floors it there.
+REQUESTED_ROUNDS_UP = frozenset({"vllm-cuda"})
 VERSION_COLUMNS = (
     "key", "engine", "releases", "formula", "hybrid_platform", "tokens_rule",
     "default_gpu_memory_utilization",
@@ -86,6 +96,7 @@ VERSIONS: dict[str, EngineVersion] = {
             "non_torch_absolute": str(row[0]) in NON_TORCH_ABSOLUTE,
             "moe_groups_need_ep": str(row[0]) in MOE_GROUPS_NEED_EP,
             "rope_cache_copies": ROPE_CACHE_COPIES.get(str(row[0]), 1),
+            "requested_rounds_up": str(row[0]) in REQUESTED_ROUNDS_UP,
         }
     )
     for row in VERSION_ROWS
