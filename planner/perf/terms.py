@@ -63,9 +63,10 @@ class Term:
     """One op over `layers` layers: bytes over `resource`, FLOP in `compute_dtype`, launches, collectives.
 
     kernels counts every launch; matmuls of them are matmul calls (charged matmul latency, the rest kernel
-    overhead). attention is set on decode-attention terms, for the measured table. compute_rate_fraction: the
-    share of its dtype's rate (peak x compute_fraction) the term reaches; below 1 only on prefill attention
-    (PerfCoefficients.prefill_attention_fraction, planner/perf/prefill.py).
+    overhead). attention is set on every cache-attention term, decode and prefill
+    (opcost.cache_attention_term), for the measured tables and prefill_attention_term. compute_rate_fraction:
+    the share of its dtype's rate (peak x compute_fraction) the term reaches; below 1 only on prefill
+    attention (PerfCoefficients.prefill_attention_fraction, planner/perf/prefill.py).
     """
 
     name: str
