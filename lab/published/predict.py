@@ -429,6 +429,10 @@ def bench_row(
     out["request_rate"] = "" if rate is None else f"{rate:g}"
     prompts = re.search(r"num_prompts=(\d+)", row["notes"])
     out["num_prompts"] = prompts.group(1) if prompts else ""
+    # the engine's memory share where the notes give the config's (vLLM --gpu-memory-utilization); other rows
+    # keep FIT_MEMORY_FRACTION (command())
+    share = re.search(r"gpu_memory_utilization=(\d*\.?\d+)", row["notes"])
+    out["memory_fraction"] = share.group(1) if share else ""
     seed = "000_" in row["source_path"]
     out["memory_gib"] = SEED_950PR_MEMORY_GIB if seed else ""
     out["arrivals"] = SEED_000_ARRIVALS if seed else ""
@@ -452,8 +456,8 @@ def command(bench: dict[str, str], *, card: str) -> str:
     """The command that predicts the row the way the fit does (planner/fit/serving_rows.py): closed-loop
     rows as `kvplan serve` with the whole deployment's concurrency, open-loop rows (a request rate) as
     `kvplan simulate --rate`; the row's --dp and --ep (one DP group's share, multiplied), and
-    --memory-fraction 0.8, the fraction the fit assumes for every row (the corpus does not record
-    gpu_memory_utilization; the engines' own default for vLLM is 0.92). tests/test_published_commands.py runs
+    --memory-fraction 0.8, the fraction the fit assumes for a row whose notes do not give the config's
+    gpu_memory_utilization (most do not; vLLM's own default is 0.92). tests/test_published_commands.py runs
     every recorded command through the CLI and requires exit 0."""
     rate = bench.get("request_rate", "")
     verb = "simulate" if rate else "serve"  # an open-loop row: Poisson arrivals at its rate
