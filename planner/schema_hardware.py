@@ -136,6 +136,8 @@ class PerfCoefficients(DataModel):
                                      kkt, solve_tril, wy, chunk_h, chunk_o) per prompt token per value head
                                      per linear layer at dk = dv = 128; None: gdn.update's FLOP at
                                      compute_fraction (or the prefill layer table)
+    prefill_linear_attention_fraction  chunked-GDN prefill's served rate / chunked_gdn_ns_per_head_token's
+    prefill_linear_attention_prior_factor  its prior's x/ (centred at 1; None: held), as for attention
     compute_fraction_prior_factor    one-sigma factor (x/) within which a prefill measurement (on this card
                                      or a sibling) supports compute_fraction; a --from-bench fit pulls its
                                      compute scale toward 1 at this width. It only narrows, so it lies in
@@ -171,6 +173,8 @@ class PerfCoefficients(DataModel):
     allreduce_latency_prior_factor: float | None = Field(default=None, ge=1.01, le=100)
     prefill_attention_fraction: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
     prefill_attention_prior_factor: float | None = Field(default=None, ge=1.01, le=100)
+    prefill_linear_attention_fraction: float = Field(default=1.0, ge=MIN_FRACTION, le=1)
+    prefill_linear_attention_prior_factor: float | None = Field(default=None, ge=1.01, le=100)
 
     @model_validator(mode="after")
     def _check_fractions(self) -> Self:

@@ -299,3 +299,47 @@ def test_prefill_attention_fraction_is_fitted_only_where_the_profile_opts_in() -
     )
     at_one = np.zeros(len(fitted_params.FIT_PARAMS))
     assert fitted_params.on_bound(at_one)[index] == ""  # at 1: the model without the term, not a warning
+
+
+def _910c_gdn_at(prefill_linear_attention_fraction: float) -> HardwareProfile:
+    """The 910C datasheet profile (chunked GDN measured at 24.5 ns per head and token) at a GDN fraction."""
+    hw = catalog.load_card("ascend-910c")
+    coeff = hw.default_coefficients.model_copy(
+        update={"prefill_linear_attention_fraction": prefill_linear_attention_fraction}
+    )
+    return hw.model_copy(update={"default_coefficients": coeff, "measured": None})
+
+
+def test_chunked_gdn_prefill_runs_at_its_fraction_of_the_measured_rate() -> None:
+    """Hand-worked: Qwen3.5-27B (48 Gated DeltaNet layers, 48 value heads, dk = dv = 128) at TP1, an
+    8192-token prompt: t = T * heads * L_lin * 24.5 ns / f_lin = 8192 * 48 * 48 * 24.5e-9 = 0.462422 s at
+    f_lin 1, 1.849688 s at 0.25. Other prefill terms and decode do not move."""
+    expected_s = 8192 * 48 * 48 * 24.5e-9
+    assert expected_s == pytest.approx(0.462422, rel=1e-6)
+    measured, quarter = _910c_gdn_at(1.0), _910c_gdn_at(0.25)
+    assert gdn_prefill_s(measured, 8192) == pytest.approx(expected_s, rel=1e-9)
+    assert gdn_prefill_s(quarter, 8192) == pytest.approx(expected_s / 0.25, rel=1e-9)  # 1.849688 s
+    deps = [
+        h200_deployment("qwen3.5-27b", 8192, h, engine="vllm", calibrated=False) for h in (measured, quarter)
+    ]
+    ops = [{o.name: o for o in roofline.prefill_ledger(d, prompt_tokens=8192).ops} for d in deps]
+    assert ops[0]["gdn.in_proj"].time_s == ops[1]["gdn.in_proj"].time_s
+    assert ops[0]["attn.core"].time_s == ops[1]["attn.core"].time_s
+    decode = [roofline.decode_step_s(d, batch=8, ctx_tokens=8192) for d in deps]
+    assert decode[0] == decode[1]
+
+
+def test_linear_attention_fraction_is_fitted_only_where_the_profile_opts_in() -> None:
+    """prior(): centred at 1; width log(prefill_linear_attention_prior_factor) where stated (the 910C: x/ 4),
+    else held (x/ 1.001): the other shipped fits do not move. At 1 (the measured rate) it is no warning."""
+    base = catalog.load_card("ascend-910c").default_coefficients
+    index = fitted_params.PARAM_NAMES.index("prefill_linear_attention_fraction")
+    centre, sigma = fitted_params.prior(base, measured=False)
+    assert base.prefill_linear_attention_prior_factor == 4
+    assert (centre[index], sigma[index]) == pytest.approx((0.0, np.log(4.0)))
+    for card in ("ascend-910b3", "ascend-950pr", "nvidia-h200"):
+        held = catalog.load_card(card).default_coefficients
+        assert fitted_params.prior(held, measured=False)[1][index] == pytest.approx(
+            fitted_params.PRIOR_SIGMA_HELD
+        )
+    assert fitted_params.on_bound(np.zeros(len(fitted_params.FIT_PARAMS)))[index] == ""

@@ -21,7 +21,7 @@ from planner.deployment import Deployment
 from planner.perf import links, opcost, roofline
 from planner.perf.attention import attention_bytes_per_s
 from planner.perf.opcost import Step
-from planner.perf.prefill import chunked_gdn_term, prefill_pass_step
+from planner.perf.prefill import CHUNKED_GDN_TERM, chunked_gdn_term, prefill_pass_step
 from planner.schema import PerfCoefficients
 from planner.serving.estimate import DeploymentTimer
 from planner.units import us_to_s
@@ -41,7 +41,8 @@ class PassFeatures:
     fixed_transfer_s: FloatArray  # table-timed attention reads, all-reduce transfers
     flop: FloatArray  # timed at the dtype's peak x compute_fraction
     attention_flop: FloatArray  # prefill attention's: also x prefill_attention_fraction
-    fixed_compute_s: FloatArray  # terms with a measured prefill rate (chunked GDN): their compute seconds
+    fixed_compute_s: FloatArray  # terms with a measured prefill rate: their compute seconds
+    linear_attention_s: FloatArray  # chunked GDN prefill seconds at its measured rate: / its fraction
     compute_dtype: tuple[str, ...]
     fixed_overhead_s: FloatArray  # grouped-GEMM latencies, collectives between nodes
     node_collectives: FloatArray  # collectives inside one node (each pays allreduce_latency)
@@ -108,12 +109,17 @@ def features(
         rate = roofline.rates(_with_kernel_overhead(dep))
     coeff = dep.hardware.coefficients(calibrated=dep.calibrated)
     terms = opcost.step_terms(roofline.geometry(dep), step)
-    if prefill:  # the roofline's prefill times gdn.update at the measured chunked rate too (prefill.py)
-        terms = [chunked_gdn_term(dep, coeff, t, tokens=step.tokens) for t in terms]
+    if prefill:  # the roofline's prefill times gdn.update at the measured chunked rate too (prefill.py),
+        # kept at fraction 1 here: pass_times divides by the fitted prefill_linear_attention_fraction
+        measured = coeff.model_copy(update={"prefill_linear_attention_fraction": 1.0})
+        terms = [chunked_gdn_term(dep, measured, t, tokens=step.tokens) for t in terms]
     tied = coeff.grouped_matmul_latency_us is None
     parts = [_term_parts(t, rate, step.tokens, rows, tied) for t in terms]
     stack = {k: np.stack([p[0][k] for p in parts], axis=1) for k in parts[0][0]}
     stack["flop"], stack["attention_flop"] = _split_attention_flop(terms, stack["flop"], prefill=prefill)
+    is_gdn = np.asarray([prefill and t.name == CHUNKED_GDN_TERM for t in terms], dtype=bool)
+    stack["linear_attention_s"] = np.where(is_gdn, stack["fixed_compute_s"], 0.0)
+    stack["fixed_compute_s"] = np.where(is_gdn, 0.0, stack["fixed_compute_s"])
     dtypes = tuple(dict.fromkeys(t.compute_dtype for t in terms))
     return PassFeatures(
         bytes=stack["bytes"],
@@ -122,6 +128,7 @@ def features(
         flop=stack["flop"],
         attention_flop=stack["attention_flop"],
         fixed_compute_s=stack["fixed_compute_s"],
+        linear_attention_s=stack["linear_attention_s"],
         compute_dtype=tuple(t.compute_dtype for t in terms),
         fixed_overhead_s=stack["fixed_overhead_s"],
         node_collectives=stack["node_collectives"],
@@ -153,6 +160,7 @@ ROW_FIELDS = (  # PassFeatures' per-row arrays (P x T or P), concatenated by `st
     "flop",
     "attention_flop",
     "fixed_compute_s",
+    "linear_attention_s",
     "fixed_overhead_s",
     "node_collectives",
     "matmuls",
@@ -189,12 +197,14 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
     """Seconds of every row under coefficients c (roofline.term_seconds' formulas on the fixed parts).
 
     Formula per row: sum_t max(bytes_t / (BW * frac_t) + fixed_t,
-                               flop_t / (peak_t cf_t) + aflop_t / (peak_t cf_t f_attn) + fixed_compute_t)
+                               flop_t / (peak_t cf_t) + aflop_t / (peak_t cf_t f_attn) + fixed_compute_t
+                               + gdn_t / f_lin)
                      + fixed_overhead_t + small_kernels_t * kernel_overhead + matmuls_t * matmul_latency
                      + node_collectives_t * allreduce_latency
                      + passes * step_overhead + prefill_passes * prefill_pass_overhead
                      + sequences * sequence_overhead
-    aflop prefill attention's FLOP, f_attn prefill_attention_fraction.
+    aflop prefill attention's FLOP, f_attn prefill_attention_fraction; gdn chunked-GDN prefill seconds at
+    the measured rate, f_lin prefill_linear_attention_fraction.
     """
     fraction = np.array(  # in RESOURCES order: hbm, kv, state, experts, "" (fixed transfer only)
         [
@@ -210,7 +220,8 @@ def pass_times(f: PassFeatures, c: PerfCoefficients) -> FloatArray:
     flop_rate = rates[f.dtype_index]
     transfer = f.bytes * inverse + f.fixed_transfer_s
     compute = f.flop / flop_rate + f.attention_flop / (flop_rate * c.prefill_attention_fraction)
-    terms = np.maximum(transfer, compute + f.fixed_compute_s) + f.fixed_overhead_s
+    compute = compute + f.fixed_compute_s + f.linear_attention_s / c.prefill_linear_attention_fraction
+    terms = np.maximum(transfer, compute) + f.fixed_overhead_s
     terms = terms + f.small_kernels * us_to_s(c.kernel_overhead_us) + f.matmuls * us_to_s(c.matmul_latency_us)
     terms = terms + f.node_collectives * us_to_s(c.allreduce_latency_us)
     fixed = f.passes * us_to_s(c.step_overhead_us) + f.sequences * us_to_s(c.sequence_overhead_us)

@@ -67,6 +67,14 @@ FIT_PARAMS: tuple[FitParam, ...] = (
         "prefill attention efficiency / a GEMM's",
         upper_is_physical_limit=False,
     ),
+    FitParam(
+        "prefill_linear_attention_fraction",
+        0.05,
+        1.0,
+        1.0,
+        "chunked-GDN prefill rate / its measured rate",
+        upper_is_physical_limit=False,
+    ),
 )
 # compute_scale's floor: no GEMM the H200 microbenchmark measured (115 shapes, 1k-32k tokens, weights of 2M to
 # 262M elements) ran below a quarter of the profile's compute_fraction (worst: 0.19 of peak against 0.77, a
@@ -105,6 +113,12 @@ FIT_PARAMS: tuple[FitParam, ...] = (
 # model before the term), fitted only where the card's profile states prefill_attention_prior_factor, its
 # width; elsewhere held at the profile's value (PRIOR_SIGMA_HELD) so the other fits stay as they were.
 # [assumed]
+# prefill_linear_attention_fraction: the chunked Gated DeltaNet prefill kernels' served rate over the rate
+# the profile measured (chunked_gdn_ns_per_head_token; prefill.chunked_gdn_s). Box 0.05-1: the measurement ran
+# 16 sequences x 16-48 value heads, enough blocks for every AI core, so a served pass (one prompt, 4-24 heads
+# per die) is no faster; its chunk recurrence runs in parallel over sequences x heads only, so it can be
+# several times slower; 0.05 is below any occupancy we know of. At 1 it is the measurement (no warning).
+# Fitted only where the profile states prefill_linear_attention_prior_factor, else held.  [assumed]
 PARAM_NAMES = tuple(p.name for p in FIT_PARAMS)
 LOWER = np.log([p.lower for p in FIT_PARAMS])
 UPPER = np.log([p.upper for p in FIT_PARAMS])
@@ -123,6 +137,11 @@ PRIOR_SIGMA_UNKNOWN = math.log(100.0)
 # narrow (x/ 1.001, 0.1 %), so the other cards' fits stay as they were; so it is where the rows' engine
 # launches its collectives from the device (registry.device_launched_collectives: MindIE's LCCL).  [assumed]
 PRIOR_SIGMA_HELD = math.log(1.001)
+# Terms a fit holds (PRIOR_SIGMA_HELD) unless the profile states their prior width (the field named here).
+HELD_UNLESS_STATED = {
+    "prefill_attention_fraction": "prefill_attention_prior_factor",
+    "prefill_linear_attention_fraction": "prefill_linear_attention_prior_factor",
+}
 
 
 def profile_values(coefficients: PerfCoefficients) -> list[float | None]:
@@ -149,8 +168,8 @@ def prior(
     compute_scale: min(that, log(compute_fraction_prior_factor)) when the profile states the factor;
     allreduce_latency_us: log(allreduce_latency_prior_factor) when the profile states one and
     hold_collective_latency is off (the rows' engine expands its collectives on the host), else
-    PRIOR_SIGMA_HELD (held at the profile's value); prefill_attention_fraction likewise with
-    prefill_attention_prior_factor.
+    PRIOR_SIGMA_HELD (held at the profile's value); the HELD_UNLESS_STATED fractions likewise with their
+    prior factors.
     """
     known = PRIOR_SIGMA_MEASURED if measured else PRIOR_SIGMA_ASSUMED
     centre, sigma = [], []
@@ -163,8 +182,8 @@ def prior(
         if param.name == "allreduce_latency_us":
             factor = coefficients.allreduce_latency_prior_factor
             width = PRIOR_SIGMA_HELD if factor is None or hold_collective_latency else math.log(factor)
-        if param.name == "prefill_attention_fraction":
-            factor = coefficients.prefill_attention_prior_factor
+        if param.name in HELD_UNLESS_STATED:
+            factor = getattr(coefficients, HELD_UNLESS_STATED[param.name])
             width = PRIOR_SIGMA_HELD if factor is None else math.log(factor)
         sigma.append(width)
     return np.asarray(centre), np.asarray(sigma)

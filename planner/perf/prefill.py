@@ -160,14 +160,18 @@ def measured_prefill_terms(
 # The head size the chunked-GDN time was measured at (every Qwen3.5 / Qwen3.6 / Qwen3-Next GDN layer:
 # linear_key_head_dim = linear_value_head_dim = 128); other sizes scale by dk * dv / REFERENCE_STATE_ELEMENTS.
 REFERENCE_STATE_ELEMENTS = 128 * 128
+CHUNKED_GDN_TERM = "gdn.update"  # the prefill term the chunked-GDN time replaces (opcost's linear layers)
 
 
 def chunked_gdn_s(dep: Deployment, coeff: PerfCoefficients, *, tokens: FloatArray) -> FloatArray | None:
     """Seconds of the chunked Gated DeltaNet kernels of every linear layer for a pass of `tokens` prompt
     tokens (None: the profile holds no measured rate, or the model has no linear layers).
 
-    Formula: t = T * ceil(nv / tp) * L_lin * ns_per_head_token * 1e-9 * dk * dv / 128^2
-        T prompt tokens of the pass, nv linear value heads, L_lin linear-attention layers
+    Formula: t = T * ceil(nv / tp) * L_lin * ns_per_head_token * 1e-9 * dk * dv / 128^2 / f_lin
+        T prompt tokens of the pass, nv linear value heads, L_lin linear-attention layers,
+        f_lin prefill_linear_attention_fraction: the served kernels' rate over the measured one (<= 1: the
+        measurement ran 16 sequences x 16-48 heads, a served pass often one prompt at 4-24 heads per die,
+        and the chunk recurrence runs in parallel over sequences x heads only)
     """
     card = dep.model
     per_head_ns = coeff.chunked_gdn_ns_per_head_token
@@ -176,6 +180,7 @@ def chunked_gdn_s(dep: Deployment, coeff: PerfCoefficients, *, tokens: FloatArra
     heads = split(card.linear_num_value_heads or 0, dep.tp)
     size = (card.linear_key_head_dim or 0) * (card.linear_value_head_dim or 0) / REFERENCE_STATE_ELEMENTS
     seconds = tokens * heads * card.linear_attention_layers * ns_to_s(per_head_ns) * size
+    seconds = seconds / coeff.prefill_linear_attention_fraction
     return np.asarray(seconds, dtype=np.float64)
 
 
@@ -185,7 +190,7 @@ def chunked_gdn_term(dep: Deployment, coeff: PerfCoefficients, term: Term, *, to
     Formula: flop_per_s = flop / chunked_gdn_s (the term then takes the measured time; its state bytes and
     launches are charged as before).
     """
-    if term.name != "gdn.update":
+    if term.name != CHUNKED_GDN_TERM:
         return term
     seconds = chunked_gdn_s(dep, coeff, tokens=tokens)
     if seconds is None or not np.all(seconds > 0) or not np.all(term.flop > 0):
