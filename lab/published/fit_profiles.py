@@ -68,22 +68,19 @@ BOUND_REASONS: dict[tuple[str, str], dict[str, str]] = {
         "weight_read_bandwidth_fraction": (
             "at the A3 die's datasheet bandwidth (1.0), not beyond it: high-concurrency CI floors without MTP "
             "(Qwen3-30B-A3B int8 TP1 at 45 clients, Qwen3-235B bf16 and Qwen3-32B int8 at 700 / 76, "
-            "MiniMax-M2.5) and Qwen3.5-122B / 27B 16k floors at 4-8 clients (lines 382, 395) ran faster than "
-            "any lower fraction allows with the per-kernel costs the other rows set; which term over-counts "
-            "is not identified (no per-phase vLLM row on A3)"
+            "MiniMax-M2.5) ran faster than any lower fraction allows with the per-kernel costs the other "
+            "rows set; which term over-counts at high batch is not identified (no per-phase vLLM row on A3)"
         ),
         "kv_read_bandwidth_fraction": (
             "at the datasheet bandwidth (1.0), pulled by the same high-concurrency floors as the weight "
             "fraction: their KV reads at 3.5k-5k tokens x 45-700 clients leave no room below it"
         ),
         "prefill_pass_overhead_us": (
-            "at the 100 ms per prefill pass that an eager pass's launches can cost at most (fitted_params.py), "
-            "and barely set by the rows (posterior x/3.8; held at 20 ms the in-sample median moves 5.5 -> "
-            "5.6 %): pulled by line 388 (Qwen3.5-122B W4A8 TP16, ~+100 % at any value, unexplained) and the "
-            "Qwen3.5-397B TP16 32k floors (407, 408: 4 Gated DeltaNet heads per die, whose chunk recurrence "
-            "one prefill_linear_attention_fraction for every TP degree under-charges), then lines 75 and 387 "
-            "(3.5k prompts at 700 / 80 clients); a per-head occupancy floor instead frees it (1.6 ms) but "
-            "held out is worse (LOMO 8.4 -> 17.4 %, lab/notebook.md)"
+            "at the 100 ms per prefill pass that an eager pass's launches can cost at most (fitted_params.py); "
+            "pulled there by the 16k / 32k-prompt Qwen3.5 weekly floors (their prefill runs slower than the "
+            "compute fraction the x/1.5 prior allows, even with prefill attention at a fitted fraction of its "
+            "own, 0.44 of a GEMM's rate); it was 697 ms before the box ended at 100 ms, and "
+            "the per-request cost now carries what a request pays outside the forward pass"
         ),
     },
     ("ascend-910b3", "vllm"): {
