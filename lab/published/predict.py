@@ -221,12 +221,12 @@ CORRECTED_AFTER_FIT = {
 # its own MindIE placement rule), after the shipped fits: predicted, not fitted (as CORRECTED_AFTER_FIT).
 STATED_AFTER_FIT = "found after the shipped fits (issue 23)"
 # Where a row whose settings are still missing was searched: the notes' closing "searched (issue 23): ..."
-# clause, quoted in its skip reason so the reason says where the source was read.
-SEARCHED = re.compile(r"searched \(issue 23\): (.*)$")
+# clause ("issue 27" for the fourth pass), quoted in its skip reason so the reason says where it was read.
+SEARCHED = re.compile(r"searched \(issue 2[37]\): (.*)$")
 
 
 def searched(row: dict[str, str]) -> str:
-    """The notes' "searched (issue 23)" clause as "; <where the source was read>", or "" without one."""
+    """The notes' "searched (issue 23 / 27)" clause as "; <where the source was read>", or "" without one."""
     match = SEARCHED.search(row["notes"])
     return f"; {match.group(1)}" if match else ""
 
