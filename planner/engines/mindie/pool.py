@@ -102,6 +102,17 @@ def check_kv_dtype(dep: Deployment) -> None:
         raise PlanInputError(refusal)
 
 
+def weight_dtype_refusal(dep: Deployment) -> str | None:
+    """Why MindIE cannot serve dep's weight dtype (fp32: its ATB models and KV cache take float16/bfloat16
+    checkpoints, KV_DTYPES), or None."""
+    if dep.weight_scheme_name != "fp32":
+        return None
+    return (
+        "--dtype: MindIE serves no fp32 weights (got fp32, expected bf16, fp16 or a quantized scheme: its "
+        "KV cache is bf16/fp16 or int8); use --engine transformers for an eager fp32 stack"
+    )
+
+
 def batch_cap(dep: Deployment) -> int:
     """maxBatchSize's upper bound ([DOC] [1, 5000]): max_batch_grid never exceeds it."""
     return MAX_BATCH_SIZE
