@@ -103,8 +103,8 @@ def check_kv_dtype(dep: Deployment) -> None:
 
 
 def weight_dtype_refusal(dep: Deployment) -> str | None:
-    """Why MindIE cannot serve dep's weight dtype (fp32: its ATB models and KV cache take float16/bfloat16
-    checkpoints, KV_DTYPES), or None."""
+    """Why MindIE cannot serve dep's weight dtype, or None. fp32: its KV cache is the 16-bit activation dtype
+    or int8 (KV_DTYPES), and no fp32 serving is documented for its ATB models.  [assumed: not run]"""
     if dep.weight_scheme_name != "fp32":
         return None
     return (
