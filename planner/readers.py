@@ -309,6 +309,15 @@ def log_count(text: str) -> int:
     return int(digits)
 
 
+def log_fraction(text: str, *, setting: str) -> float:
+    """A logged memory share ("0.9") of the engine setting named `setting`; PlanInputError outside (0, 1],
+    the range every engine accepts for it."""
+    value = float(text)
+    if not 0 < value <= 1:
+        raise PlanInputError(f"log {setting} out of range (got {text[:20]!r}, expected (0, 1])")
+    return value
+
+
 def log_gib_figures(pattern: re.Pattern[str], text: str) -> list[int]:
     """Bytes of the GiB figure (the first group) of every line `pattern` finds in `text`, in log order."""
     return [log_gib_bytes(found.group(1)) for found in pattern.finditer(text)]

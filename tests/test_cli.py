@@ -171,6 +171,21 @@ def test_malformed_profile_names_file_and_field(tmp_path: Path) -> None:
     assert f"{bad}: memory_bandwith_gb_per_s: Extra inputs are not permitted" in result.output
 
 
+def test_group_defaults_run_only_without_a_subcommand() -> None:
+    """planner/cli/options.py default_command: a group's own listing (bench, models) runs alone, and not
+    before one of its sub-commands; the root's plan (no --model: an error) not before `cards`."""
+    listing = run("bench")
+    assert listing.exit_code == 0 and "reads:" in listing.output, listing.output
+    for args, listing_words in (
+        (("bench", "import", "--help"), "reads:"),
+        (("models", "import", "--help"), "qwen3-32b"),
+    ):
+        result = run(*args)
+        assert result.exit_code == 0 and listing_words not in result.output, result.output
+    cards = run("cards", "--json")
+    assert cards.exit_code == 0 and "--model: required" not in cards.output, cards.output
+
+
 def test_listings() -> None:
     models = run("models", "--json")
     assert models.exit_code == 0, models.output

@@ -108,6 +108,13 @@ def test_npu_block_num_spellings(line: str, blocks: list[int]) -> None:
     assert mindie_log.parse_mindie_log(PREFIX + line).npu_block_nums == blocks
 
 
+@pytest.mark.parametrize("logged", ["1.5", "0", "0.0"])
+def test_memory_fraction_outside_what_mindie_accepts_is_refused(logged: str) -> None:
+    log = AUTO_RUN_LOG.replace("Requested memory: 0.8 (util)", f"Requested memory: {logged} (util)")
+    with pytest.raises(PlanInputError, match=rf"NPU_MEMORY_FRACTION out of range \(got '{logged}'"):
+        mindie_log.parse_mindie_log(log)
+
+
 def test_parse_failed_warmup() -> None:
     figures = mindie_log.parse_mindie_log(FAILED_WARMUP_LOG)
     assert (figures.warmup_required_blocks, figures.warmup_left_blocks) == (257, 100)

@@ -30,6 +30,7 @@ from planner.cli.options import (
     JsonOpt,
     OneLineErrors,
     VersionOpt,
+    default_command,
     fail,
     plan_request,
     print_json,
@@ -122,7 +123,7 @@ def config_flags(ctx: typer.Context, *, slo_batch: int | None) -> str:
     return " ".join(given)
 
 
-@app.callback(invoke_without_command=True)
+@default_command(app)
 def plan(
     ctx: typer.Context,
     model: MaybeModelOpt = None,  # required, with a usage hint when missing (below)
@@ -140,8 +141,6 @@ def plan(
     version: VersionOpt = False,
 ) -> None:
     """Plan memory and speed for one model on one card: `kvplan --model qwen3-27b --ctx 32k --dtype fp8`."""
-    if ctx.invoked_subcommand is not None:
-        return
     if model is None:
         typer.echo(
             "kvplan: error: --model: required (e.g. kvplan --model qwen3-27b --ctx 32k --dtype fp8; "
@@ -182,15 +181,9 @@ def plan(
         cli_render.print_explain(dep, result)
 
 
-@models_app.callback(invoke_without_command=True)
-def models_list(
-    ctx: typer.Context,
-    as_json: JsonOpt = False,
-    version: VersionOpt = False,
-) -> None:
+@default_command(models_app)
+def models_list(ctx: typer.Context, as_json: JsonOpt = False, version: VersionOpt = False) -> None:
     """List catalogued model cards (id, aliases, layers, attention, parameters)."""
-    if ctx.invoked_subcommand is not None:
-        return
     from planner.cli import listings
 
     try:

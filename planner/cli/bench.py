@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, NamedTuple
 import typer
 
 from planner.cli.flags import CardOpt, DpOpt, EpOpt, KvDtypeOpt, MtpOpt, TpOpt, flag_command
-from planner.cli.options import FlagGroup, VersionOpt, fail
+from planner.cli.options import FlagGroup, VersionOpt, default_command, fail
 from planner.errors import DataFileError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ FORMATS = (
 
 def register(app: typer.Typer) -> None:
     """Add the `bench` sub-app with its `import` command."""
-    bench_app.callback(invoke_without_command=True)(list_formats)
+    default_command(bench_app)(list_formats)
     # --speculative-config: the shared flag (planner/cli/flags.py), after --mtp-acceptance in the help
     bench_app.command("import", cls=flag_command(("mtp_acceptance", ("speculative_config",))))(import_results)
     app.add_typer(bench_app, name="bench")
@@ -57,8 +57,7 @@ def register(app: typer.Typer) -> None:
 
 def list_formats(ctx: typer.Context, version: VersionOpt = False) -> None:
     """List the result formats `kvplan bench import` reads."""
-    if ctx.invoked_subcommand is None:
-        typer.echo("kvplan bench import FILE... reads:\n" + "\n".join(f"  {line}" for line in FORMATS))
+    typer.echo("kvplan bench import FILE... reads:\n" + "\n".join(f"  {line}" for line in FORMATS))
 
 
 def setup_columns(

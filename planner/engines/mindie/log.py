@@ -26,7 +26,14 @@ from planner.deployment import Deployment
 from planner.engines.mindie.config import BlockPrediction
 from planner.engines.mindie.pool import RESERVED_BLOCKS
 from planner.errors import PlanInputError
-from planner.readers import LOG_NUMBER, log_count, log_counts, log_gib_figures, smallest_over_ranks
+from planner.readers import (
+    LOG_NUMBER,
+    log_count,
+    log_counts,
+    log_fraction,
+    log_gib_figures,
+    smallest_over_ranks,
+)
 from planner.results import Plan
 from planner.schema import Frozen, HardwareProfile
 
@@ -93,7 +100,7 @@ def parse_mindie_log(text: str) -> MindieLogFigures:
         block_size_tokens=log_count(block_sizes[-1]) if block_sizes else None,
         **{field: log_gib_figures(line, text) for field, line in GIB_FIGURE_LINES.items()},
         total_memory_bytes=total[-1] if total else None,
-        memory_fraction=float(fraction[-1]) if fraction else None,
+        memory_fraction=log_fraction(fraction[-1], setting="NPU_MEMORY_FRACTION") if fraction else None,
         warmup=_warmup(warmup[-1]) if warmup else None,
         warmup_required_blocks=log_count(failed[-1][0]) if failed else None,
         warmup_left_blocks=log_count(failed[-1][1]) if failed else None,

@@ -33,6 +33,7 @@ from planner.readers import (
     LOG_NUMBER,
     log_count,
     log_counts,
+    log_fraction,
     log_gib_bytes,
     log_gib_figures,
     smallest_over_ranks,
@@ -106,19 +107,14 @@ class VllmLogFigures(Frozen):
         return bool(self.available_kv_bytes or self.kv_tokens or self.concurrency or self.breakdown)
 
 
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise PlanInputError(f"log gpu_memory_utilization out of range (got {text[:20]!r}, expected (0, 1])")
-    return value
-
-
 def _breakdown(found: re.Match[str], current: str | None) -> StartupBreakdown:
     """One STARTUP_RE line's figures (GiB, the utilisation a fraction) and the KV memory it ends with."""
     gib = {name: text for name, text in found.groupdict().items() if name != "gpu_memory_utilization"}
     return StartupBreakdown(
         **{name: log_gib_bytes(text) for name, text in gib.items()},
-        gpu_memory_utilization=_fraction(found["gpu_memory_utilization"]),
+        gpu_memory_utilization=log_fraction(
+            found["gpu_memory_utilization"], setting="gpu_memory_utilization"
+        ),
         current_kv_bytes=log_gib_bytes(current) if current is not None else None,
     )
 
@@ -155,7 +151,7 @@ def parse_vllm_log(text: str) -> VllmLogFigures:
         total, peak, non_torch, kv, v0_util = v0[-1]
         totals.append(log_gib_bytes(total))
         available.append(log_gib_bytes(kv))
-        util = _fraction(v0_util)
+        util = log_fraction(v0_util, setting="gpu_memory_utilization")
         v0_non_torch = log_gib_bytes(non_torch)
         if weights:
             v0_activation = max(log_gib_bytes(peak) - weights[-1], 0)
