@@ -31,7 +31,7 @@ GEOMETRY = (
 # Corpus models kvplan has no card for (attention it does not model, or no config.json found): corpus README.
 NOT_CARDED = {
     "Qwen/Qwen3-Coder-480B-A35B-Instruct", "deepseek-ai/DeepSeek-V4-Flash",
-    "deepseek-ai/DeepSeek-V4-Pro", "zai-org/GLM-5.1", "zai-org/GLM-5.2", "MiniMaxAI/MiniMax-M3",
+    "deepseek-ai/DeepSeek-V4-Pro", "MiniMaxAI/MiniMax-M3",
 }  # fmt: skip
 
 
@@ -42,7 +42,14 @@ def _corpus_models() -> set[str]:
 
 def test_transcribed_configs_exist() -> None:
     names = {p.name.removesuffix(".config.json") for p in CONFIGS}
-    assert names >= {"qwen3.5-397b-a17b", "deepseek-v3.2", "minimax-m2.5", "kimi-k2.5", "qwen3.8-27b"}
+    assert names >= {
+        "qwen3.5-397b-a17b",
+        "deepseek-v3.2",
+        "minimax-m2.5",
+        "kimi-k2.5",
+        "qwen3.8-27b",
+        "glm-5.1",
+    }
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
@@ -260,3 +267,24 @@ def test_rows_missing_a_setting_say_where_their_source_was_searched() -> None:
     for line in (208, 214, 215, 216, 217, 218):
         assert rows[line]["tp"] == "2" and predict._skip_reason(rows[line]) is None
         assert predict.not_fitted(line, rows[line]) == predict.STATED_AFTER_FIT
+
+
+@pytest.mark.lab
+def test_glm5_rows_are_predicted_not_fitted_and_name_the_index_reuse_kvplan_does_not_model() -> None:
+    """GLM-5.1 / 5.2 (cards glm-5.1, glm-5.2, since 2026-12-06) are predicted, never fitted
+    (predict.GLM5_AFTER_FIT or an earlier not-fitted reason); the rows whose runs reused the indexer's top-k
+    across layers (IndexCache via --hf-overrides on lines 71-74, GLM-5.2's IndexShare on line 81) carry it in
+    the not_modelled column."""
+    from lab.published import predict  # a lab script, imported only under -m lab
+
+    with predict.CORPUS.open(encoding="utf-8") as handle:
+        rows = list(enumerate(csv.DictReader(handle), start=2))
+    glm = {i: row for i, row in rows if row["model"].startswith(predict.GLM5_MODEL)}
+    assert sorted(glm) == [71, 72, 73, 74, 79, 80, 81, 89]
+    assert all(predict.not_fitted(i, row) for i, row in glm.items())
+    assert all(predict._skip_reason(row) in (None, predict.DISAGGREGATED) for row in glm.values())
+    caveats = {i: predict.not_modelled(row) for i, row in glm.items() if predict.not_modelled(row)}
+    assert set(caveats) == {71, 72, 73, 74, 81}
+    assert all("IndexCache" in caveats[i] for i in (71, 72, 73, 74)) and "IndexShare" in caveats[81]
+    # the dash-named shared-prefix dataset (GSM8K-in131072-bs500-prefix90-glm51) is read as 90 % cached
+    assert predict.prefix_cached_fraction(glm[71]) == 0.9

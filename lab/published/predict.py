@@ -116,10 +116,25 @@ SPARSE_ATTENTION_AFTER_FIT = (
     "DeepSeek-V3.2 sparse attention (DSA) modelled on 2026-12-05, after the shipped fits: predicted, "
     "not fitted"
 )
+# GLM-5.1 / 5.2 (GlmMoeDsaForCausalLM: DeepSeek-V3.2's sparse attention; cards glm-5.1, glm-5.2) are carded
+# since 2026-12-06 (issue 23), after the shipped fits: their rows are predicted, never fitted (not_fitted).
+GLM5_MODEL = "zai-org/GLM-5"
+GLM5_AFTER_FIT = (
+    "GLM-5.x carded on 2026-12-06 (issue 23: cards glm-5.1 / glm-5.2, DeepSeek-V3.2's sparse attention), "
+    "after the shipped fits: predicted, not fitted"
+)
+# What a row ran that kvplan does not model, stated in its notes as "not modelled by kvplan: ..." (e.g. the
+# cross-layer top-k reuse of GLM-5.x's IndexCache / IndexShare): copied to the not_modelled column.
+NOT_MODELLED = re.compile(r"not modelled by kvplan: ([^;]*)")
+
+
+def not_modelled(row: dict[str, str]) -> str:
+    """The row's "not modelled by kvplan: ..." clauses (NOT_MODELLED), joined by "; ", or ""."""
+    return "; ".join(NOT_MODELLED.findall(row["notes"]))
+
+
 # Corpus models without a card because kvplan does not model their attention (HF name prefix -> why).
 UNMODELLED_ATTENTION = {
-    "zai-org/GLM-5": "GLM-5.x (GlmMoeDsaForCausalLM): no card, no config.json with provenance found (its DSA "
-    "is deepseek-v3.2's; GLM-5.2's cross-layer top-k reuse, IndexCache, is not modelled)",
     "MiniMaxAI/MiniMax-M3": "MiniMax-M3 (MiniMaxM3SparseForCausalLM) top-k sparse attention not modelled",
     "deepseek-ai/DeepSeek-V4": "DeepSeek-V4 compressed attention (CSA/HCA, compress_ratios) not modelled",
 }
@@ -147,7 +162,9 @@ SHARED_PREFIX_DATASETS = {
 # whose first 90 % is one shared prefix. The rows that ran them had prefix caching on (--enable-prefix-caching
 # in every such case of the weekly configs; vLLM caches prefixes by default), so that share of each prompt is
 # found in the cache: predicted with --prefix-cached-fraction.  [source: the dataset names in the rows' notes]
-PREFIX_DATASET = re.compile(r"_prefix(\d+)_")
+# Newer datasets write the share between dashes (vllm-ascend/GSM8K-in131072-bs500-prefix90-glm51, GLM-5.x's
+# configs, each with --enable-prefix-caching in its server_cmd).
+PREFIX_DATASET = re.compile(r"[_-]prefix(\d+)[_-]")
 # CI cases (the case name in the row's notes) that ran a shared-prefix dataset with prefix caching OFF: their
 # prompts are prefilled in full, whatever the dataset shares (predicted at --prefix-cached-fraction 0).
 PREFIX_CACHING_OFF = {
@@ -266,11 +283,13 @@ PREFIX_CACHED_AFTER_FIT = (
 def not_fitted(index: int, row: dict[str, str]) -> str | None:
     """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT, a draft
     model's speculation: DRAFT_MODEL_NOT_FITTED, a shared-prefix dataset: PREFIX_CACHED_AFTER_FIT, DeepSeek
-    sparse attention: SPARSE_ATTENTION_AFTER_FIT, settings found later: STATED_AFTER_FIT), or None."""
+    sparse attention: SPARSE_ATTENTION_AFTER_FIT or GLM5_AFTER_FIT, settings found later: STATED_AFTER_FIT),
+    or None."""
     method = draft_method(row)
     drafted = DRAFT_MODEL_NOT_FITTED.format(method=method) if method else None
     prefix = PREFIX_CACHED_AFTER_FIT if shares_prefix(row) else None
     sparse = SPARSE_ATTENTION_AFTER_FIT if row["model"].startswith(SPARSE_ATTENTION_MODEL) else None
+    sparse = GLM5_AFTER_FIT if row["model"].startswith(GLM5_MODEL) else sparse
     engine = {sglang_rows.ENGINE: SGLANG_AFTER_FIT, SEED_002_ENGINE: SEED_002_AFTER_FIT}.get(row["engine"])
     stated = STATED_AFTER_FIT if STATED_AFTER_FIT in row["notes"] else None
     return (
@@ -296,7 +315,7 @@ SEED_BATCH16 = "batch16 total throughput"
 OUT_COLUMNS = (
     "row", "model", "card", "engine", "kind", "dtype", "tp", "dp", "concurrency", "input_tokens",
     "output_tokens", "mtp", "published_tokens_per_s", "predicted_tokens_per_s", "error", "status", "command",
-    "source_url",
+    "source_url", "not_modelled",
 )  # fmt: skip
 
 
@@ -530,6 +549,7 @@ def predict_row(
     result = {key: row.get(key, "") for key in OUT_COLUMNS} | {"row": str(index)}
     result |= {"published_tokens_per_s": row["output_tokens_per_s"], "source_url": row["source_url"]}
     result["input_tokens"], result["output_tokens"] = input_tokens(row), output_tokens(row)
+    result["not_modelled"] = not_modelled(row)
     reason = _skip_reason(row)
     card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
     # the CLI resolves a card id to its fitted profile; without --fitted the datasheet profile's file
@@ -718,6 +738,11 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
         lines.append(f"| {card} | {engine} | {kind} | {len(errors)} | {abs_median:.1%} | {median:+.1%} |")
     skipped = sum(1 for row in rows if row["status"] != "predicted")
     lines.append(f"\n{len(rows) - skipped} rows predicted, {skipped} skipped (reasons in the CSV's status).")
+    caveats = [row for row in rows if row["status"] == "predicted" and row.get("not_modelled")]
+    lines += [
+        f"row {row['row']} ({row['model']}) ran what kvplan does not model: {row['not_modelled']}"
+        for row in caveats
+    ]
     return lines
 
 

@@ -274,6 +274,9 @@ FAMILIES: dict[str, Callable[[TextConfig], dict[str, Any]]] = {
     "qwen3_5_moe_text": _qwen3_5,
     "deepseek_v3": _deepseek_v3,
     "deepseek_v32": _deepseek_v32,
+    # GLM-5 / 5.1 / 5.2 (GlmMoeDsaForCausalLM): DeepSeek-V3.2's MLA + sparse-attention indexer + MoE, with
+    # wider heads (qk_nope 192, v 256) and 32 index heads; GLM-5.2's IndexShare keys are not carried.
+    "glm_moe_dsa": _deepseek_v32,
     # Kimi-K2 / K2-Thinking (top level) and Kimi-K2.5 / K2.6 (text_config): DeepseekV3ForCausalLM geometry.
     "kimi_k2": _deepseek_v3,
     "minimax_m2": _minimax_m2,

@@ -1,8 +1,9 @@
 """Hugging Face config.json -> ModelCard (offline).
 
-`card_from_config_dict` maps a config dict (Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Llama, DeepSeek-V3 / V3.2
-and Kimi-K2, MiniMax-M2) onto the card schema, names unchanged where the card has them (DeepSeek-V3.2's
-index_* keys included; MiniMax-M2's expert keys are renamed, see hffamilies._minimax_m2). The per-family
+`card_from_config_dict` maps a config dict (Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Llama, DeepSeek-V3 / V3.2,
+Kimi-K2, GLM-5 (glm_moe_dsa), MiniMax-M2) onto the card schema, names unchanged where the card has them
+(DeepSeek-V3.2's and GLM-5's index_* keys included; MiniMax-M2's expert keys are renamed, see
+hffamilies._minimax_m2). The per-family
 mappings live in planner/importers/hffamilies.py; checkpoint evidence (safetensors headers) in
 planner/importers/checkpoint.py.
 """
@@ -24,8 +25,9 @@ from planner.importers.hffamilies import FAMILIES, text_model_config
 from planner.schema import ATTENTION_KINDS, AttentionKind, ModelCard
 
 CARD_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")  # as ModelCard.id
-# model_type values whose attention is DeepSeek MLA (Kimi-K2 is the DeepSeek-V3 architecture).
-MLA_MODEL_TYPES = ("deepseek_v3", "deepseek_v32", "kimi_k2")
+# model_type values whose attention is DeepSeek MLA (Kimi-K2 is the DeepSeek-V3 architecture; GLM-5's
+# glm_moe_dsa is DeepSeek-V3.2's).
+MLA_MODEL_TYPES = ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa")
 
 
 def attention_kind(fields: Mapping[str, Any], *, model_type: str) -> AttentionKind:

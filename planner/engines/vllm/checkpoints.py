@@ -101,6 +101,16 @@ CHECKPOINTS: dict[tuple[str, str], Checkpoint] = {
         "ascend",
         f"{_VA}67b1ac5e7a2f0d98606c720d500cdb3f8d675054/tests/e2e/nightly/multi_node/internal_dp/config/Kimi-K2_5-W4A8-A2-dual-nodes.yaml",
     ),
+    ("glm-5.1", "int8"): Checkpoint(
+        "Eco-Tech/GLM-5.1-w8a8",
+        "ascend",
+        f"{_VA}67b1ac5e7a2f0d98606c720d500cdb3f8d675054/tests/e2e/nightly/multi_node/internal_dp/config/GLM5_1-W8A8-A3-dual-nodes.yaml",
+    ),
+    ("glm-5.2", "int8"): Checkpoint(
+        "Eco-Tech/GLM-5.2-w8a8",
+        "ascend",
+        f"{_VA}67b1ac5e7a2f0d98606c720d500cdb3f8d675054/tests/e2e/nightly/multi_node/internal_dp/config/GLM5_2-W8A8-A3-dual-nodes.yaml",
+    ),
 }
 
 # Cards whose Hugging Face repo does not hold 16-bit weights: the weight scheme it does hold, or None when
