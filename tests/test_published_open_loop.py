@@ -87,3 +87,21 @@ def test_run_length_needs_the_stated_max_seconds() -> None:
 
     assert open_loop_runs.run_requests(corpus()[224], rate_per_s=6.0) == 1800  # 6 req/s x 300 s
     assert open_loop_runs.run_requests({"notes": "no length"}, rate_per_s=6.0) is None
+
+
+def test_arrival_bound_ci_floors_are_their_finite_paced_runs() -> None:
+    """Lines 106 and 389 (issue 23): CI cases whose client paced its requests (request_rate x output tokens
+    about the throughput) are predicted by `kvplan simulate --rate R --num-requests N` with N the case's
+    num_prompts and the client's in-flight cap as --max-batch, never fitted."""
+    from lab.published import predict
+
+    rows, recorded = corpus(), predictions()
+    expected = {106: ("20", "1000", "40"), 389: ("0.02", "16", "4")}  # rate, num_prompts, in-flight cap
+    for index, (rate, prompts, cap) in expected.items():
+        assert predict._skip_reason(rows[index]) == predict.ARRIVAL_BOUND  # hence never fitted
+        assert recorded[index]["status"] == "predicted"
+        command = recorded[index]["command"]
+        assert command == predict.arrival_bound_command(rows[index], card=rows[index]["card"])
+        assert f" --rate {rate} " in command and f" --num-requests {prompts} " in command
+        assert f" --max-batch {cap} " in command
+    assert not any(r["status"].startswith("skipped: arrival-bound") for r in recorded.values())
