@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from planner import advice, drafts, layout, memory, params, support, units
 from planner.deployment import Deployment
+from planner.dtypes import StorageDType
 from planner.engines import registry
 from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.results import MemoryBreakdown, Recommendation
@@ -18,6 +19,21 @@ from planner.schema import BUILT_ON_FIRST_USE, Frozen
 
 # The seed article's rule of thumb: the KV cache should take 30-40 % of HBM.  [seed: Qwen3-27B on 950PR]
 KV_GUIDELINE_FRACTION = (0.30, 0.40)
+
+
+def check_matmul_peak(dep: Deployment) -> None:
+    """PlanInputError when the card's profile states no peak for the scheme's matmul dtype. Only fp32 can
+    miss one: 16-bit schemes run in the card's activation dtype, and a native dtype has a peak (schema).
+    kvplan never extrapolates a peak from another dtype."""
+    hw, scheme = dep.hardware, dep.weight_scheme
+    if scheme.compute_dtype in ("bf16", "fp16") or scheme.compute_dtype in hw.peak_tflop_per_s:
+        return
+    stated = ", ".join(sorted(hw.peak_tflop_per_s))
+    raise PlanInputError(
+        f"--dtype: {scheme.name} matmuls need the card's {scheme.compute_dtype} peak, which the {hw.id} "
+        f"profile does not state (got {scheme.name}, peaks stated for {stated}); add "
+        f"peak_tflop_per_s.{scheme.compute_dtype} with its source, or pick --dtype bf16"
+    )
 
 
 def check_supported(dep: Deployment) -> None:
@@ -32,7 +48,9 @@ def check_supported(dep: Deployment) -> None:
             f"--dtype: {scheme.name} needs native {scheme.requires_native} units, which {hw.id} lacks "
             f"(got {scheme.name}, card supports {native}); try --dtype {' or '.join(alternatives)}"
         )
-    if dep.kv_dtype.value not in hw.native_dtypes:
+    registry.check_weight_dtype(dep)
+    check_matmul_peak(dep)
+    if dep.kv_dtype is not StorageDType.fp32 and dep.kv_dtype.value not in hw.native_dtypes:
         raise PlanInputError(
             f"--kv-dtype: {hw.id} has no native {dep.kv_dtype.value} (got {dep.kv_dtype.value}, "
             f"expected one of {native})"

@@ -10,7 +10,7 @@ from pydantic_core import core_schema
 
 from planner.degrees import MAX_DEGREE as MAX_DEGREE  # re-exported (planner/cli/layouts.py)
 from planner.degrees import Degrees
-from planner.dtypes import WEIGHT_SCHEMES, StorageDType, WeightScheme
+from planner.dtypes import WEIGHT_SCHEMES, StorageDType, WeightScheme, activation_dtype_of
 from planner.kinds import DEFAULT_ENGINE, ENGINES, EngineName
 from planner.schema_card import ModelCard
 from planner.schema_hardware import HardwareProfile
@@ -110,10 +110,8 @@ class Deployment(Degrees):
 
     @property
     def activation_dtype(self) -> StorageDType:
-        """16-bit dtype of activations and unquantized weights on this card."""
-        if self.weight_scheme_name == "fp16":
-            return StorageDType.fp16
-        return StorageDType(self.hardware.activation_dtype)
+        """Dtype of activations and unquantized weights: the card's 16-bit one, or fp16/fp32 weights' own."""
+        return activation_dtype_of(self.weight_scheme_name, card_activation=self.hardware.activation_dtype)
 
     @property
     def is_tp_only(self) -> bool:

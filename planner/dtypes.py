@@ -78,10 +78,18 @@ class WeightScheme(BaseModel):
 #   shared-expert MLPs, lm_head) runs as W8A8 (int8), and a dense model's "w4a8" is its W8A8.
 #   [source for vllm-ascend; assumed: scale layout, and the same split under MindIE]
 # - w4a16: group size 128 with a bf16 scale and a bf16 offset per group (AWQ/GPTQ-style), 4 B/group.
+# - fp32: float32 weights, activations and KV cache (4 bytes each), as an eager torch stack serves a
+#   checkpoint loaded with torch_dtype=float32. Its matmuls run at the card's fp32 peak
+#   (peak_tflop_per_s.fp32, which a profile states only with a source; torch_npu leaves HF32 off for
+#   matmuls: torch.npu.matmul.allow_hf32 defaults to False). No native-dtype gate: every card stores fp32;
+#   a card without the peak is refused by planner/capacity.check_supported, an engine that cannot serve
+#   fp32 by its room (weight_dtype_refusal).
+_FP32_DESCRIPTION = "float32 weights and activations (eager stacks; the card's fp32 matmul peak)"
 _W4A8_DESCRIPTION = "INT4 weights (per channel), INT8 activations per token (msModelSlim W4A8 dynamic)"
 # One row per scheme, in WeightScheme's field order: name, weight_bits, compute_dtype, requires_native,
 # scale_bytes_per_channel, group_size, scale_bytes_per_group, description, other_linears.
 _SCHEME_ROWS: tuple[tuple[str, int, str, str | None, int, int, int, str, str | None], ...] = (
+    ("fp32", 32, "fp32", None, 0, 0, 0, _FP32_DESCRIPTION, None),  # needs peak_tflop_per_s.fp32 (above)
     ("bf16", 16, "bf16", "bf16", 0, 0, 0, "bfloat16 weights and activations", None),
     ("fp16", 16, "fp16", "fp16", 0, 0, 0, "float16 weights and activations", None),
     ("fp8", 8, "fp8", "fp8", 4, 0, 0, "W8A8 in FP8 (e4m3): needs FP8 matrix units", None),
@@ -96,6 +104,8 @@ WEIGHT_SCHEMES: dict[str, WeightScheme] = {
 }
 
 WEIGHT_ALIASES = {
+    "float32": "fp32",
+    "float": "fp32",
     "bfloat16": "bf16",
     "float16": "fp16",
     "half": "fp16",
@@ -108,6 +118,17 @@ WEIGHT_ALIASES = {
     "awq": "w4a16",
     "gptq": "w4a16",
 }
+
+
+# Weight schemes whose activations are not the card's 16-bit activation dtype (bf16, else fp16).
+_OWN_ACTIVATION = {"fp16": StorageDType.fp16, "fp32": StorageDType.fp32}
+
+
+def activation_dtype_of(scheme_name: str, *, card_activation: str) -> StorageDType:
+    """Dtype of activations, unquantized weights and the default (auto) KV cache under a weight scheme:
+    fp16 weights run in fp16, fp32 weights in fp32, every other scheme in the card's 16-bit activation dtype
+    (`card_activation`: bf16, else fp16), as vLLM's dtype=auto and MindIE without KV quantization."""
+    return _OWN_ACTIVATION.get(scheme_name, StorageDType(card_activation))
 
 
 def weight_scheme(name: str) -> WeightScheme:

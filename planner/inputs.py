@@ -14,7 +14,7 @@ from planner.deployment import (
     MAX_REDUNDANT_EXPERTS,
     Deployment,
 )
-from planner.dtypes import WEIGHT_SCHEMES, StorageDType, storage_dtype, weight_scheme
+from planner.dtypes import WEIGHT_SCHEMES, StorageDType, activation_dtype_of, storage_dtype, weight_scheme
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.kinds import DEFAULT_ENGINE, EngineName, parse_engine
@@ -110,9 +110,10 @@ def parse_kv_dtype(text: str | None, *, default: StorageDType) -> StorageDType:
         kv = storage_dtype(text)
     except ValueError:
         kv = None
-    if kv is None or kv is StorageDType.fp32:
+    if kv is None or (kv is StorageDType.fp32 and default is not StorageDType.fp32):
         raise PlanInputError(
-            f"--kv-dtype: unknown KV dtype (got {text!r}, expected auto, bf16, fp16, fp8 or int8)"
+            f"--kv-dtype: unknown KV dtype (got {text!r}, expected auto, bf16, fp16, fp8 or int8; "
+            f"fp32 only with --dtype fp32)"
         )
     return kv
 
@@ -249,7 +250,7 @@ def to_deployment(req: PlanRequest) -> Deployment:
         memory_gib=req.memory_gib,
         bandwidth_gbps=req.bandwidth_gbps,
     )
-    activation = StorageDType.fp16 if scheme == "fp16" else StorageDType(hw.activation_dtype)
+    activation = activation_dtype_of(scheme, card_activation=hw.activation_dtype)
     method, drafts, acceptance = speculation(
         mtp=req.mtp,
         mtp_acceptance=req.mtp_acceptance,

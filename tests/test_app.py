@@ -451,3 +451,18 @@ def test_compare_bars_carry_the_range() -> None:
         assert list(bar.error_y.array) == pytest.approx([r[f"{metric} high"] - r[metric] for r in rows])
         assert list(bar.error_y.arrayminus) == pytest.approx([r[metric] - r[f"{metric} low"] for r in rows])
         assert all(r[f"{metric} low"] <= r[metric] <= r[f"{metric} high"] for r in rows)
+
+
+def test_fp32_on_a_card_without_its_peak_names_the_widget(app: AppTest) -> None:
+    """fp32 is in the dtype select (every weight scheme is): MindIE (the default engine) refuses it, and with
+    transformers a card whose profile states no fp32 peak does; each one line under the widgets' names, the
+    page staying up."""
+    app.selectbox(key="card").set_value("ascend-910b2").run()
+    app.selectbox(key="dtype").set_value("fp32").run()
+    assert_clean(app)
+    assert app.error[0].value.startswith("Weight dtype: MindIE serves no fp32 weights")
+    assert "Engine = transformers" in app.error[0].value and "--" not in app.error[0].value
+    open_engine_settings(app).selectbox(key="engine").set_value("transformers").run()
+    assert_clean(app)
+    assert app.error[0].value.startswith("Weight dtype: fp32 matmuls need the card's fp32 peak")
+    assert "--" not in app.error[0].value

@@ -46,8 +46,11 @@ def test_every_run_past_capacity_is_predicted_or_named_a_failure() -> None:
     rows, recorded = past_capacity_rows(), predictions()
     predicted = [i for i in rows if recorded[i]["status"] == "predicted"]
     failures = [i for i in rows if recorded[i]["status"].startswith("skipped: engine failure")]
-    # 122 Alauda levels past capacity (lab/published/README.md): 105 simulated, 17 engine failures
-    assert (len(rows), len(predicted), len(failures)) == (122, 105, 17)
+    # 122 Alauda levels past capacity (lab/published/README.md): 105 simulated, 17 engine failures; two
+    # `vllm bench serve` runs (issue 27's fourth pass) stay skipped: line 420 states no run length the way
+    # guidellm's rows do, line 421 no tp
+    assert (len(rows), len(predicted), len(failures)) == (124, 105, 17)
+    assert set(rows) - set(predicted) - set(failures) == {420, 421}
     for index in predicted:
         rate = predict.open_loop_rate(rows[index]) or 0.0
         assert f" --rate {rate:g} " in recorded[index]["command"]
@@ -84,3 +87,21 @@ def test_run_length_needs_the_stated_max_seconds() -> None:
 
     assert open_loop_runs.run_requests(corpus()[224], rate_per_s=6.0) == 1800  # 6 req/s x 300 s
     assert open_loop_runs.run_requests({"notes": "no length"}, rate_per_s=6.0) is None
+
+
+def test_arrival_bound_ci_floors_are_their_finite_paced_runs() -> None:
+    """Lines 106 and 389 (issue 23): CI cases whose client paced its requests (request_rate x output tokens
+    about the throughput) are predicted by `kvplan simulate --rate R --num-requests N` with N the case's
+    num_prompts and the client's in-flight cap as --max-batch, never fitted."""
+    from lab.published import predict
+
+    rows, recorded = corpus(), predictions()
+    expected = {106: ("20", "1000", "40"), 389: ("0.02", "16", "4")}  # rate, num_prompts, in-flight cap
+    for index, (rate, prompts, cap) in expected.items():
+        assert predict._skip_reason(rows[index]) == predict.ARRIVAL_BOUND  # hence never fitted
+        assert recorded[index]["status"] == "predicted"
+        command = recorded[index]["command"]
+        assert command == predict.arrival_bound_command(rows[index], card=rows[index]["card"])
+        assert f" --rate {rate} " in command and f" --num-requests {prompts} " in command
+        assert f" --max-batch {cap} " in command
+    assert not any(r["status"].startswith("skipped: arrival-bound") for r in recorded.values())

@@ -63,15 +63,33 @@ NO_KV_CACHE = (
 # a 29-token prompt (a 0.8B prefill is launch-bound); 128 would imply 0.50 s. At one stream the prediction
 # is about 1 / TPOT whatever the length (64 -> 75.7 tok/s, 1024 -> 76.6).  [assumed: from the seed's numbers]
 SEED_002_OUTPUT_TOKENS = "64"
-# Seed 002's fp32 rows: kvplan has no fp32 weight scheme, and no card profile states an fp32 peak.
-FP32_WHY = " (kvplan plans 16-bit and quantized weights; no card profile states an fp32 peak)"
 SEED_002_MTP_PROMPT = "862"  # input tokens of the MTP comparison (its base and --mtp rows)
+# Seed 002's fp32 rows (lines 127-128, 136-137: '历史 fp32') are predicted with --dtype fp32 since
+# 2026-12-06 (issue 23): 4-byte weights, activations and KV, matmuls at the card's fp32 peak
+# (hwprofiles/ascend-910b3.yaml peak_tflop_per_s.fp32, D). Not fitted (SEED_002_AFTER_FIT).
+# Seed 002's section 4 table (bf16 vs '历史 fp32', lines 134-137) says only '短 prompt' (short prompt). The
+# article's HTTP runs otherwise use a 30-token prompt and 64 new tokens (section 3's table), and it quotes
+# this table's c1 figures as HTTP single-stream speeds in the text around them (section 1: 'HTTP 单流约16.2
+# tok/s', the fp32 c1; section 3: 'HTTP 约 22.4 tok/s' with cache, the bf16 c1): predicted at 30 in / 64 out.
+# At 1 and 8 streams of a 0.8B model decode sets the speed, so the prompt length moves these rows little.
+# [assumed: the article states no lengths for this table]
+SEED_002_SHORT_PROMPT = ("short prompt (lengths not stated)", "30", "64")
+
+
+def input_tokens(row: dict[str, str]) -> str:
+    """The row's input tokens, or SEED_002_SHORT_PROMPT's for seed 002's short-prompt table ("" otherwise)."""
+    marker, prompt, _output = SEED_002_SHORT_PROMPT
+    short = row["engine"] == SEED_002_ENGINE and marker in row["notes"]
+    return row["input_tokens"] or (prompt if short else "")
 
 
 def output_tokens(row: dict[str, str]) -> str:
-    """The row's output tokens, or SEED_002_OUTPUT_TOKENS for seed 002's MTP comparison ("" otherwise)."""
+    """The row's output tokens, or SEED_002_OUTPUT_TOKENS for seed 002's MTP comparison and
+    SEED_002_SHORT_PROMPT's for its short-prompt table ("" otherwise)."""
     assumed = row["engine"] == SEED_002_ENGINE and row["input_tokens"] == SEED_002_MTP_PROMPT
-    return row["output_tokens"] or (SEED_002_OUTPUT_TOKENS if assumed else "")
+    marker, _prompt, output = SEED_002_SHORT_PROMPT
+    short = row["engine"] == SEED_002_ENGINE and marker in row["notes"]
+    return row["output_tokens"] or (SEED_002_OUTPUT_TOKENS if assumed else output if short else "")
 
 
 # The SGLang engine (planner/engines/sglang/) is modelled since 2026-12-06 (issue 23), after the shipped fits:
@@ -238,12 +256,12 @@ CORRECTED_AFTER_FIT = {
 # its own MindIE placement rule), after the shipped fits: predicted, not fitted (as CORRECTED_AFTER_FIT).
 STATED_AFTER_FIT = "found after the shipped fits (issue 23)"
 # Where a row whose settings are still missing was searched: the notes' closing "searched (issue 23): ..."
-# clause, quoted in its skip reason so the reason says where the source was read.
-SEARCHED = re.compile(r"searched \(issue 23\): (.*)$")
+# clause ("issue 27" for the fourth pass), quoted in its skip reason so the reason says where it was read.
+SEARCHED = re.compile(r"searched \(issue 2[37]\): (.*)$")
 
 
 def searched(row: dict[str, str]) -> str:
-    """The notes' "searched (issue 23)" clause as "; <where the source was read>", or "" without one."""
+    """The notes' "searched (issue 23 / 27)" clause as "; <where the source was read>", or "" without one."""
     match = SEARCHED.search(row["notes"])
     return f"; {match.group(1)}" if match else ""
 
@@ -312,14 +330,15 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     if row["engine"] == SEED_002_ENGINE and "no KV cache" in row["notes"]:
         return NO_KV_CACHE
     dtype = WEIGHT_ALIASES.get(row["dtype"].lower(), row["dtype"].lower())
+    if not dtype:
+        return "dtype (not stated)" + searched(row)
     if dtype not in WEIGHT_SCHEMES:
-        why = FP32_WHY if dtype == "fp32" else searched(row)
-        return f"dtype {row['dtype'] or '(not stated)'} not modelled" + why
+        return f"dtype {row['dtype']} not modelled" + searched(row)
     open_rate = open_loop_rate(row)
     if (
         not (row["tp"] or sglang_rows.launch_of(row))
         or not (row["concurrency"] or open_rate)
-        or not row["input_tokens"]
+        or not input_tokens(row)
         or not output_tokens(row)
     ):
         return "tp, concurrency or lengths not stated" + searched(row)
@@ -331,7 +350,7 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     if SEED_BATCH16 in notes and "'FP8 basic'" in notes:
         return "seed table 4.1 'FP8 basic': before continuous batching, a stack kvplan does not model"
     if not is_disaggregated(row) and paced_rate(row) is not None:  # a P:D row is simulated at its rate
-        return f"arrival-bound (request_rate {paced_rate(row):g}/s x output tokens ~ throughput)"
+        return ARRIVAL_BOUND
     try:
         catalog.resolve_model(row["model"])
     except KvplanError:
@@ -343,6 +362,15 @@ def _skip_reason(row: dict[str, str]) -> str | None:
 # steady state: it is predicted by `kvplan simulate` of its finite run (open_loop_runs.py, predict_finite_run)
 # and never fitted, since fit_profiles.py fits only rows whose _skip_reason is None (2026-12-06, issue 23).
 PAST_CAPACITY = "open loop past the engine's capacity: predicted by simulating its finite run, not fitted"
+
+
+# A closed-loop CI row whose client paces its requests (request_rate R with R x output tokens within
+# ARRIVAL_MARGIN of its throughput: paced_rate) is set by its arrival rate, not by the engine's speed: it is
+# predicted by `kvplan simulate --rate R --num-requests N` of the finite run its config states (N the CI
+# case's num_prompts, arrival_bound_command), read as simulated output tokens / makespan, as the benchmark
+# reports it, and never fitted (fit_profiles.py fits only rows whose _skip_reason is None; 2026-12-06,
+# issue 23).
+ARRIVAL_BOUND = "arrival-bound: predicted by simulating its finite paced run, not fitted"
 
 
 def past_capacity_reason(row: dict[str, str], *, rate_per_s: float) -> str:
@@ -432,7 +460,8 @@ def bench_row(
     most (1 + headroom) x its figure (column floor_headroom_fraction: the fit's band is then two-ended), and
     with `margin` how far above the threshold the run is taken to be (column floor_margin_fraction)."""
     out = {key: row[key] for key in ("model", "card", "dtype", "kv_dtype", "tp", "concurrency")}
-    out |= {key: row[key] for key in ("input_tokens", "output_tokens_per_s", "mtp")}
+    out |= {key: row[key] for key in ("output_tokens_per_s", "mtp")}
+    out["input_tokens"] = input_tokens(row)
     out["output_tokens"] = output_tokens(row)
     out |= {key: row[key] for key in ("dp", "ep", "max_num_seqs", "max_num_batched_tokens")}
     out["mtp_acceptance"] = chained_acceptance(row)
@@ -523,7 +552,7 @@ def predict_row(
 
     result = {key: row.get(key, "") for key in OUT_COLUMNS} | {"row": str(index)}
     result |= {"published_tokens_per_s": row["output_tokens_per_s"], "source_url": row["source_url"]}
-    result["output_tokens"] = output_tokens(row)
+    result["input_tokens"], result["output_tokens"] = input_tokens(row), output_tokens(row)
     result["not_modelled"] = not_modelled(row)
     reason = _skip_reason(row)
     card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
@@ -533,6 +562,8 @@ def predict_row(
         return result | predict_pd_row(row, card=cli_card)
     if reason == PAST_CAPACITY:
         return result | predict_finite_run(row, card=cli_card)
+    if reason == ARRIVAL_BOUND:
+        return result | simulated_row(row, arrival_bound_command(row, card=cli_card))
     if reason is not None:
         return result | {"status": f"skipped: {reason}"}
     bench = bench_row(row)
@@ -640,6 +671,19 @@ def finite_run_command(row: dict[str, str], *, card: str) -> str:
     return command(bench, card=card)
 
 
+def arrival_bound_command(row: dict[str, str], *, card: str) -> str:
+    """The `kvplan simulate` command of an arrival-bound CI row (ARRIVAL_BOUND): the row's set-up (bench_row,
+    command) at its client's rate (paced_rate), --num-requests the case's num_prompts (bench_row reads it from
+    the notes), and --max-batch the client's in-flight cap (the row's concurrency: vllm bench
+    --max-concurrency, aisbench batch_size) where it is below the engine's own cap: requests beyond it wait
+    at the client, which for throughput is the same as waiting in the engine's queue.  [assumed]"""
+    bench = bench_row(row) | {"request_rate": f"{paced_rate(row):g}"}
+    engine_cap = int(bench["max_num_seqs"] or 0)
+    if not engine_cap or int(row["concurrency"]) < engine_cap:
+        bench["max_num_seqs"] = row["concurrency"]
+    return command(bench, card=card)
+
+
 def mindie_prompt_budget(row: dict[str, str], bench: dict[str, str]) -> dict[str, str]:
     """The bench row with MindIE's maxPrefillTokens raised to a prompt longer than its 8192 default: MindIE
     refuses such a prompt, and these runs completed requests, so the deployment raised it.  [assumed]"""
@@ -673,13 +717,16 @@ def simulated_row(row: dict[str, str], text: str) -> dict[str, str]:
     }
 
 
-def kind_suffix(text: str) -> str:
-    """The summary's kind suffix: ' (P:D)' for a pd_command, ' (past capacity)' for a finite_run_command (an
-    open-loop simulate that names its request count), else ''."""
+def kind_suffix(text: str, *, kind: str = "") -> str:
+    """The summary's kind suffix: ' (P:D)' for a pd_command; for an open-loop simulate that names its request
+    count, ' (arrival-bound)' on a CI floor (arrival_bound_command) and ' (past capacity)' otherwise
+    (finite_run_command); else ''."""
     if " --pd " in text:
         return " (P:D)"
     finite = text.startswith("kvplan simulate ") and " --rate " in text and " --num-requests " in text
-    return " (past capacity)" if finite else ""
+    if not finite:
+        return ""
+    return " (arrival-bound)" if kind == CI_FLOOR_KIND else " (past capacity)"
 
 
 def summary(rows: list[dict[str, str]]) -> list[str]:
@@ -687,7 +734,7 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for row in rows:
         if row["status"] == "predicted":
-            kind = row["kind"] + kind_suffix(row["command"])  # simulated rows apart
+            kind = row["kind"] + kind_suffix(row["command"], kind=row["kind"])  # simulated rows apart
             groups[(row["card"], row["engine"], kind)].append(float(row["error"]))
     lines = ["| card | engine | kind | rows | median abs error | median error |", "|---|---|---|---|---|---|"]
     for (card, engine, kind), errors in sorted(groups.items()):

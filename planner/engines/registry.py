@@ -54,6 +54,7 @@ class EngineRoom(Protocol):
     EXPERTS_OVER_WHOLE_GROUP: str | None
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
+    def weight_dtype_refusal(self, dep: Deployment) -> str | None: ...
     def default_memory_fraction_at(
         self,
         hardware: HardwareProfile,
@@ -122,6 +123,14 @@ def fitted_profile_engine(engine: EngineName) -> EngineName:
 def check_kv_dtype(dep: Deployment) -> None:
     """PlanInputError when the engine has no KV cache of dep's KV dtype."""
     room(dep.engine).check_kv_dtype(dep)
+
+
+def check_weight_dtype(dep: Deployment) -> None:
+    """PlanInputError when the engine cannot serve dep's weight dtype on its card (fp32 on Ascend's fused
+    serving engines)."""
+    refusal = room(dep.engine).weight_dtype_refusal(dep)
+    if refusal is not None:
+        raise PlanInputError(refusal)
 
 
 def check_draft_model(dep: Deployment) -> None:

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from planner import capacity, inputs, layout
 from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
-from planner.dtypes import StorageDType, storage_dtype
+from planner.dtypes import StorageDType, activation_dtype_of, storage_dtype
 from planner.errors import DataFileError, KvplanError
 from planner.importers.benchdeployment import row_deployment
 from planner.importers.benchpoints import BenchPoint, ServingPoint
@@ -39,11 +39,11 @@ class CachedTimer(Timer, Protocol):
 
 
 def kv_dtype_of(point: ServingPoint, hardware: HardwareProfile) -> StorageDType:
-    """The row's KV dtype; an empty cell means the 16-bit activation dtype (fp16 weights: fp16, else the
-    card's activation dtype), as vLLM's kv_cache_dtype=auto and MindIE without KV quantization."""
+    """The row's KV dtype; an empty cell means the activation dtype (fp16 or fp32 weights: theirs, else the
+    card's 16-bit activation dtype), as vLLM's kv_cache_dtype=auto and MindIE without KV quantization."""
     if point.kv_dtype:
         return storage_dtype(point.kv_dtype)
-    return StorageDType.fp16 if point.dtype == "fp16" else StorageDType(hardware.activation_dtype)
+    return activation_dtype_of(point.dtype, card_activation=hardware.activation_dtype)
 
 
 def serving_deployment(

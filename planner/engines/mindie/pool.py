@@ -102,6 +102,17 @@ def check_kv_dtype(dep: Deployment) -> None:
         raise PlanInputError(refusal)
 
 
+def weight_dtype_refusal(dep: Deployment) -> str | None:
+    """Why MindIE cannot serve dep's weight dtype, or None. fp32: its KV cache is the 16-bit activation dtype
+    or int8 (KV_DTYPES), and no fp32 serving is documented for its ATB models.  [assumed: not run]"""
+    if dep.weight_scheme_name != "fp32":
+        return None
+    return (
+        "--dtype: MindIE serves no fp32 weights (got fp32, expected bf16, fp16 or a quantized scheme: its "
+        "KV cache is bf16/fp16 or int8); use --engine transformers for an eager fp32 stack"
+    )
+
+
 def batch_cap(dep: Deployment) -> int:
     """maxBatchSize's upper bound ([DOC] [1, 5000]): max_batch_grid never exceeds it."""
     return MAX_BATCH_SIZE

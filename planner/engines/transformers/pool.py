@@ -43,6 +43,11 @@ def check_kv_dtype(dep: Deployment) -> None:
     """transformers' caches take every KV dtype the card has natively (checked by the core)."""
 
 
+def weight_dtype_refusal(dep: Deployment) -> None:
+    """None: transformers runs every weight dtype eagerly, fp32 included (torch_dtype=float32)."""
+    return None
+
+
 def batch_cap(dep: Deployment) -> None:
     """None: no batch limit beyond memory."""
     return None

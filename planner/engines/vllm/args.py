@@ -36,7 +36,11 @@ from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
 
-KV_CACHE_DTYPES = {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto"}
+KV_CACHE_DTYPES = {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto", "fp32": "auto"}
+# vLLM's --dtype for a plan whose weights are not the checkpoint's own dtype: fp32 upcasts a 16-bit checkpoint
+# (vLLM --dtype choices: auto, half, float16, bfloat16, float, float32). vllm-ascend refuses fp32 before this
+# is printed (planner/engines/vllm/batch.weight_dtype_refusal).
+MODEL_DTYPES = {"fp32": "float32"}
 
 
 class VllmArgs(Frozen):
@@ -115,6 +119,8 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
     args += [("--kv-cache-dtype", KV_CACHE_DTYPES[plan.kv_dtype]), ("--tensor-parallel-size", str(plan.tp))]
     if plan.layout is not None:
         args += layouts.vllm_layout_args(plan.layout)
+    if plan.dtype in MODEL_DTYPES:
+        args.append(("--dtype", MODEL_DTYPES[plan.dtype]))
     if options.model_name:
         args.append(("--served-model-name", options.model_name))
     if options.prefix_cache:

@@ -77,6 +77,19 @@ def check_kv_dtype(dep: Deployment) -> None:
         raise PlanInputError(refusal)
 
 
+# vllm-ascend cannot serve fp32: `--dtype float32` fails at its paged-KV cache write (ATB
+# ReshapeCacheOperation, ERR00100: bf16/fp16 only), as a user's 910B3 report quotes (found by text search,
+# repository not recorded).  [S: one user report; not run here]
+def weight_dtype_refusal(dep: Deployment) -> str | None:
+    """Why vLLM cannot serve dep's weight dtype on its card (fp32 on vllm-ascend), or None."""
+    if dep.weight_scheme_name != "fp32" or dep.hardware.vendor != "huawei":
+        return None
+    return (
+        f"--dtype: vllm-ascend cannot serve fp32 on {dep.hardware.id} (got fp32, expected bf16 or fp16: its "
+        f"paged-KV cache op takes 16-bit only); use --engine transformers for an eager fp32 stack"
+    )
+
+
 # [DOC] vLLM refuses speculative decoding with --pipeline-parallel-size > 1 (vllm-project/vllm PR #10975
 # "PP isn't compatible with speculative decoding yet"; MTP under PP still cannot start: issues #44697, #52069)
 SPECULATES_WITH_PIPELINE = False

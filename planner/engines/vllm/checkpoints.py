@@ -133,7 +133,8 @@ def checkpoint(card: ModelCard, *, scheme: str, alias: str | None = None) -> Che
     if listed is not None:
         return listed
     released = RELEASED_DTYPE.get(card.id, "bf16")
-    same = released == scheme or (released in SIXTEEN_BIT and scheme in SIXTEEN_BIT)
+    upcast = scheme == "fp32" and released in SIXTEEN_BIT  # vLLM --dtype float32 upcasts 16-bit weights
+    same = released == scheme or (released in SIXTEEN_BIT and scheme in SIXTEEN_BIT) or upcast
     if not same:
         return None
     return Checkpoint(
