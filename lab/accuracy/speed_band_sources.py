@@ -16,7 +16,9 @@ the `measured` block removed, unless the band says microbenchmarks):
                   lab/published/predict.py can predict (its own row filter), output tok/s. CI rows are
                   floors (a run passes at >= 0.97 x its baseline), so there truth >= about the floor.
   ascend_ttft     Ascend prefill, uncalibrated: the corpus rows kvplan models that publish a TTFT at one
-                  client (no queueing), too few to stand alone: ascend_decode widened to contain them.
+                  client (no queueing), too few to stand alone: ascend_decode widened to contain them. Rows of
+                  newer features (newer_feature: SGLang, seed 002's torch_npu server) are held out as for
+                  ascend_decode and printed on their own.
   gpu_decode      NVIDIA, uncalibrated: every held-out H200 end-to-end decode point (runs 1 and 5, tp = 2 of
                   run 4; lab/runs; run 5's variant_decode.csv only its flash rows), predicted as
                   lab/accuracy/accuracy_table.py predicts them.
@@ -65,13 +67,14 @@ def datasheet_only(card_id: str) -> HardwareProfile:
 
 def newer_feature(row: dict[str, str]) -> bool:
     """A row predictable only since 2026-12-05's features (a separate draft model, a cached shared prefix,
-    DeepSeek sparse attention, a P:D fleet) or 2026-12-06's SGLang engine and seed 002's torch_npu server (as
-    --engine transformers): held out of the band until their own spread is reviewed
+    DeepSeek sparse attention, a P:D fleet) or 2026-12-06's SGLang engine, seed 002's torch_npu server (as
+    --engine transformers) and GLM-5.x (DeepSeek sparse attention too): held out of the band until their own
+    spread is reviewed
     (ascend_decode_ratios(newer=True) prints it; docs/accuracy.md states it)."""
     return bool(
         predict.draft_method(row)
         or predict.shares_prefix(row)
-        or row["model"].startswith(predict.SPARSE_ATTENTION_MODEL)
+        or row["model"].startswith((predict.SPARSE_ATTENTION_MODEL, predict.GLM5_MODEL))
         or predict.is_disaggregated(row)
         or row["engine"] in ("sglang", predict.SEED_002_ENGINE)
     )
@@ -99,8 +102,9 @@ def ascend_decode_ratios(*, newer: bool = False) -> list[float]:
     return [1.0 / (1.0 + float(row["error"])) for row in closed if row["status"] == "predicted"]
 
 
-def ascend_ttft_ratios() -> list[float]:
-    """Published / predicted TTFT rate of the one-client corpus rows kvplan models (datasheet profiles)."""
+def ascend_ttft_ratios(*, newer: bool = False) -> list[float]:
+    """Published / predicted TTFT rate of the one-client corpus rows kvplan models (datasheet profiles),
+    without (newer=False) or only (newer=True) the rows of newer features, as ascend_decode_ratios."""
     from planner.fit import serving_rows
     from planner.importers.benchpoints import parse_serving_row
 
@@ -108,6 +112,8 @@ def ascend_ttft_ratios() -> list[float]:
     with predict.CORPUS.open(encoding="utf-8") as handle:
         for i, row in enumerate(csv.DictReader(handle), start=2):
             if row["concurrency"] != "1" or not row["ttft_s"] or predict._skip_reason(row) is not None:
+                continue
+            if newer_feature(row) != newer:
                 continue
             point = parse_serving_row(predict.bench_row(row), where=f"{predict.CORPUS.name}:{i}")
             dep = serving_rows.serving_deployment(point, hardware=datasheet_only(row["card"]))
@@ -191,6 +197,7 @@ def main() -> None:
         "ascend_decode": ascend_decode_ratios(),
         "ascend_decode of newer features (not in the band)": ascend_decode_ratios(newer=True),
         "ascend_ttft (one-client rows only)": ascend_ttft_ratios(),
+        "ascend_ttft of newer features (not in the band)": ascend_ttft_ratios(newer=True),
         "gpu_decode": gpu_decode_ratios(),
         "gpu_ttft": ttft_ratios(datasheet_only("nvidia-h200")),
         "microbench_decode": microbench_decode_ratios(),

@@ -37,19 +37,20 @@ FloatArray = npt.NDArray[np.float64]
 # Each pair below: truth / estimate over every point named, rounded outward to 2 decimals and widened to
 # contain 1.  [measured: lab/accuracy/speed_band_sources.py, 2026-12-06; its docstring says why each
 # statistic]
-# Ascend, datasheet profiles, output tok/s: the 118 closed-loop rows of lab/published/ascend-serving.csv that
-# lab/published/predict.py predicts (910B3 55, 910C 42, 950PR 16, 300I Duo 3, 910B4 2; 56 CI floors,
+# Ascend, datasheet profiles, output tok/s: the 119 closed-loop rows of lab/published/ascend-serving.csv that
+# lab/published/predict.py predicts (910B3 56, 910C 42, 950PR 16, 300I Duo 3, 910B4 2; 57 CI floors,
 # which pass at >= 0.97 x baseline so there the truth is about the floor or above, 50 measured, 12 seed):
-# their central 90 %, P5 0.280 to P95 0.953 (median 0.533); outside it rows down to 0.107 (GPUStack's
+# their central 90 %, P5 0.280 to P95 0.953 (median 0.541); outside it rows down to 0.107 (GPUStack's
 # burst of 1000 Qwen3-30B-A3B prompts at once on a 910B, row 207) and up to 1.089.
-# The 112 closed-loop rows of newer features (draft models, cached prefixes, DeepSeek sparse attention,
-# P:D fleets) are not in it: their spread, P5 0.259 to P95 1.90 (median 0.656), is wider than the band
-# (docs/accuracy.md); the band is not a promise for plans that use those features.
+# The 127 closed-loop rows of newer features (draft models, cached prefixes, DeepSeek sparse attention incl.
+# GLM-5.x, P:D fleets, SGLang, seed 002's torch_npu server) are not in it: their spread, P5 0.259 to P95
+# 2.07 (median 0.648), is wider than the band (docs/accuracy.md); the band is no promise for those features.
 ASCEND_DATASHEET_FACTORS = (0.27, 1.0)
 ASCEND_CENTRAL_FRACTION = 0.9
-ASCEND_PUBLISHED_ROWS = 118
+ASCEND_PUBLISHED_ROWS = 119
 # Ascend prefill: one modelled one-client row publishes a TTFT (seed 950PR, 256-token prompt, MindIE: 0.085 x
-# the datasheet TTFT rate), too few to stand alone: ASCEND_DATASHEET_FACTORS widened to contain it.
+# the datasheet TTFT rate), too few to stand alone: ASCEND_DATASHEET_FACTORS widened to contain it. The 5
+# one-client TTFT rows of newer features (SGLang 0.624-0.958, seed 002's fp32 server 0.062) are held out too.
 ASCEND_DATASHEET_TTFT_FACTORS = (0.08, 1.0)
 # NVIDIA, datasheet profile (nvidia-h200.yaml without `measured`), decode step: 190 held-out H200 end-to-end
 # points (runs 1 and 5, tp = 2 of run 4; transformers in CUDA graphs): min 0.824, median 1.248, max 1.728.
