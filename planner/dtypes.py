@@ -26,13 +26,12 @@ class StorageDType(str, Enum):
 
 _STORAGE_BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8}
 
+# Spellings of the floating-point dtypes (torch's and Hugging Face's), both as storage and as weights.
+_FLOAT_ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+
 # Spellings users and HF configs use for storage dtypes.
 STORAGE_ALIASES = {
-    "float32": "fp32",
-    "float": "fp32",
-    "bfloat16": "bf16",
-    "float16": "fp16",
-    "half": "fp16",
+    **_FLOAT_ALIASES,
     "fp8_e4m3": "fp8",
     "fp8_e5m2": "fp8",
     "float8": "fp8",
@@ -104,11 +103,7 @@ WEIGHT_SCHEMES: dict[str, WeightScheme] = {
 }
 
 WEIGHT_ALIASES = {
-    "float32": "fp32",
-    "float": "fp32",
-    "bfloat16": "bf16",
-    "float16": "fp16",
-    "half": "fp16",
+    **_FLOAT_ALIASES,
     "w8a8": "int8",
     "w8a8-int8": "int8",
     "w8a8-fp8": "fp8",

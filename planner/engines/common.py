@@ -200,3 +200,11 @@ def shell_command(head: str, args: Sequence[tuple[str, str | None]]) -> str:
     for flag, value in args:
         lines.append(f"  {flag}" + (f" {shlex.quote(value)}" if value is not None else ""))
     return " \\\n".join(lines)
+
+
+def ascend_fp32_refusal(dep: Deployment, *, refusal: str) -> str | None:
+    """`refusal` (the engine's one-line reason) when dep runs fp32 weights on an Ascend card, else None: the
+    engines whose NPU paged-KV ops take 16-bit only (vllm-ascend, SGLang) share this rule."""
+    if dep.weight_scheme_name != "fp32" or dep.hardware.vendor != "huawei":
+        return None
+    return refusal

@@ -153,11 +153,10 @@ def check_kv_dtype(dep: Deployment) -> None:
 def weight_dtype_refusal(dep: Deployment) -> str | None:
     """Why SGLang cannot serve dep's weight dtype on its card, or None: fp32 on Ascend is refused, its NPU
     attention backend taking the same 16-bit paged-KV ops as vllm-ascend.  [assumed: not checked]"""
-    if dep.weight_scheme_name != "fp32" or dep.hardware.vendor != "huawei":
-        return None
-    return (
-        f"--dtype: SGLang on {dep.hardware.id} serves no fp32 weights (got fp32, expected bf16 or fp16); "
-        f"use --engine transformers for an eager fp32 stack"
+    return common.ascend_fp32_refusal(
+        dep,
+        refusal=f"--dtype: SGLang on {dep.hardware.id} serves no fp32 weights (got fp32, expected bf16 or "
+        f"fp16); use --engine transformers for an eager fp32 stack",
     )
 
 

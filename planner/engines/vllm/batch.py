@@ -82,11 +82,10 @@ def check_kv_dtype(dep: Deployment) -> None:
 # repository not recorded).  [S: one user report; not run here]
 def weight_dtype_refusal(dep: Deployment) -> str | None:
     """Why vLLM cannot serve dep's weight dtype on its card (fp32 on vllm-ascend), or None."""
-    if dep.weight_scheme_name != "fp32" or dep.hardware.vendor != "huawei":
-        return None
-    return (
-        f"--dtype: vllm-ascend cannot serve fp32 on {dep.hardware.id} (got fp32, expected bf16 or fp16: its "
-        f"paged-KV cache op takes 16-bit only); use --engine transformers for an eager fp32 stack"
+    return common.ascend_fp32_refusal(
+        dep,
+        refusal=f"--dtype: vllm-ascend cannot serve fp32 on {dep.hardware.id} (got fp32, expected bf16 or "
+        f"fp16: its paged-KV cache op takes 16-bit only); use --engine transformers for an eager fp32 stack",
     )
 
 
