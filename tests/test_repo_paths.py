@@ -78,3 +78,15 @@ def test_wheel_packages_hold_no_lab_or_benchmark_script() -> None:
     assert [p for p in packages if p.split(".")[0] in ("lab", "benchmarks", "tests")] == []
     shipped = {Path(*p.split(".")) for p in packages}
     assert not [p for p in shipped if (ROOT / p).resolve().is_relative_to(ROOT / "lab")]
+
+
+ACCURACY_REPORT_MAX_LINES = 300  # issue 24: a present-tense report a user reads in five minutes
+
+
+def test_the_accuracy_report_stays_a_five_minute_read() -> None:
+    """docs/accuracy.md holds at most ACCURACY_REPORT_MAX_LINES lines; history goes to lab/notebook.md."""
+    lines = (ROOT / "docs" / "accuracy.md").read_text(encoding="utf-8").splitlines()
+    assert 0 < len(lines) <= ACCURACY_REPORT_MAX_LINES, (
+        f"docs/accuracy.md has {len(lines)} lines (limit {ACCURACY_REPORT_MAX_LINES}): move detail and history "
+        f"to lab/notebook.md"
+    )
