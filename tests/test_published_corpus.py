@@ -289,3 +289,26 @@ def test_glm5_rows_are_predicted_not_fitted_and_name_the_index_reuse_kvplan_does
     assert all("IndexCache" in caveats[i] for i in (71, 72, 73, 74)) and "IndexShare" in caveats[81]
     # the dash-named shared-prefix dataset (GSM8K-in131072-bs500-prefix90-glm51) is read as 90 % cached
     assert predict.prefix_cached_fraction(glm[71]) == 0.9
+
+
+def test_before_and_after_predictions_use_their_own_profiles() -> None:
+    """predictions-before.csv (datasheet profiles) and predictions-after.csv (--fitted) are two different runs:
+    on the rows of a card and engine with a shipped fit (hwprofiles/fitted/<card>.<engine>.yaml) the two
+    predictions differ, and where no fit ships (the 910B3 under MindIE) they agree. A merge once committed the
+    fitted run under both names."""
+    def predictions(name: str) -> dict[str, dict[str, str]]:
+        with (PUBLISHED / name).open(encoding="utf-8") as handle:
+            return {row["row"]: row for row in csv.DictReader(handle) if row["status"] == "predicted"}
+
+    before, after = predictions("predictions-before.csv"), predictions("predictions-after.csv")
+    assert before.keys() == after.keys()
+
+    def rows_of(card: str, engine: str) -> list[str]:
+        return [k for k, row in after.items() if (row["card"], row["engine"]) == (card, engine)]
+
+    fitted = rows_of("ascend-910c", "vllm-ascend")
+    differ = [k for k in fitted if before[k]["predicted_tokens_per_s"] != after[k]["predicted_tokens_per_s"]]
+    assert len(differ) > len(fitted) // 2, f"{len(differ)} of {len(fitted)} 910C vllm-ascend rows differ"
+    unfitted = rows_of("ascend-910b3", "mindie")
+    assert unfitted
+    assert all(before[k]["predicted_tokens_per_s"] == after[k]["predicted_tokens_per_s"] for k in unfitted)
