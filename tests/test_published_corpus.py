@@ -261,8 +261,9 @@ def test_rows_missing_a_setting_say_where_their_source_was_searched() -> None:
         for line, row in rows.items()
         if (predict._skip_reason(row) or "").startswith(("tp, concurrency or lengths", "dtype (not stated)"))
     }
-    assert len(unstated) == 12  # 13 of issue 23's search, less seed 002's short-prompt bf16 rows (134-135, which
-    # took assumed lengths), plus line 421 (issue 27: #1605's Qwen3-32B, no tp)
+    # 13 of issue 23's search, less seed 002's short-prompt bf16 rows (134-135, which took assumed lengths),
+    # plus line 421 (issue 27: #1605's Qwen3-32B, no tp)
+    assert len(unstated) == 12
     assert all(predict.searched(rows[line]) and reason.endswith(predict.searched(rows[line])[2:])
                for line, reason in unstated.items())  # fmt: skip
     for line in (208, 214, 215, 216, 217, 218):
@@ -292,10 +293,11 @@ def test_glm5_rows_are_predicted_not_fitted_and_name_the_index_reuse_kvplan_does
 
 
 def test_before_and_after_predictions_use_their_own_profiles() -> None:
-    """predictions-before.csv (datasheet profiles) and predictions-after.csv (--fitted) are two different runs:
-    on the rows of a card and engine with a shipped fit (hwprofiles/fitted/<card>.<engine>.yaml) the two
+    """predictions-before.csv (datasheet profiles) and predictions-after.csv (--fitted) are two different
+    runs: on the rows of a card and engine with a shipped fit (hwprofiles/fitted/<card>.<engine>.yaml) the two
     predictions differ, and where no fit ships (the 910B3 under MindIE) they agree. A merge once committed the
     fitted run under both names."""
+
     def predictions(name: str) -> dict[str, dict[str, str]]:
         with (PUBLISHED / name).open(encoding="utf-8") as handle:
             return {row["row"]: row for row in csv.DictReader(handle) if row["status"] == "predicted"}

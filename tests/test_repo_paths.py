@@ -87,6 +87,6 @@ def test_the_accuracy_report_stays_a_five_minute_read() -> None:
     """docs/accuracy.md holds at most ACCURACY_REPORT_MAX_LINES lines; history goes to lab/notebook.md."""
     lines = (ROOT / "docs" / "accuracy.md").read_text(encoding="utf-8").splitlines()
     assert 0 < len(lines) <= ACCURACY_REPORT_MAX_LINES, (
-        f"docs/accuracy.md has {len(lines)} lines (limit {ACCURACY_REPORT_MAX_LINES}): move detail and history "
-        f"to lab/notebook.md"
+        f"docs/accuracy.md has {len(lines)} lines (limit {ACCURACY_REPORT_MAX_LINES}): "
+        f"move detail and history to lab/notebook.md"
     )
