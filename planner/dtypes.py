@@ -83,7 +83,18 @@ class WeightScheme(BaseModel):
 #   matmuls: torch.npu.matmul.allow_hf32 defaults to False). No native-dtype gate: every card stores fp32;
 #   a card without the peak is refused by planner/capacity.check_supported, an engine that cannot serve
 #   fp32 by its room (weight_dtype_refusal).
+# - w4a4 (msModelSlim W4A4 flatquant dynamic, vllm-ascend W4A4_FLATQUANT_DYNAMIC, registered for "linear"
+#   layers: vllm_ascend/quantization/methods/w4a4_flatquant.py @1031b861): int4 weights packed 8 to an int32
+#   with an fp32 scale and an fp32 offset per output channel (8 B), activations quantized to int4 per token by
+#   npu_kronecker_quant through two small per-layer transform matrices (left and right, a x b = the input
+#   width; negligible bytes), int4 x int4 npu_quant_matmul. No card profile states an int4 peak, so its
+#   matmuls are timed at the card's int8 peak.  [source for the layout; assumed: the int8 rate (a lower bound
+#   on speed if the cube runs int4 faster), and the same split for routed experts and under MindIE / SGLang]
 _FP32_DESCRIPTION = "float32 weights and activations (eager stacks; the card's fp32 matmul peak)"
+_W4A4_DESCRIPTION = (
+    "INT4 weights (per channel) and INT4 activations per token (msModelSlim W4A4 flatquant); timed at the "
+    "int8 peak"
+)
 _W4A8_DESCRIPTION = "INT4 weights (per channel), INT8 activations per token (msModelSlim W4A8 dynamic)"
 # One row per scheme, in WeightScheme's field order: name, weight_bits, compute_dtype, requires_native,
 # scale_bytes_per_channel, group_size, scale_bytes_per_group, description, other_linears.
@@ -95,6 +106,7 @@ _SCHEME_ROWS: tuple[tuple[str, int, str, str | None, int, int, int, str, str | N
     ("int8", 8, "int8", "int8", 12, 0, 0, "W8A8 in INT8 (MindIE/msModelSlim W8A8)", None),
     ("w8a16", 8, "bf16", None, 4, 0, 0, "INT8 weights dequantized to 16-bit activations", None),
     ("w4a8", 4, "int8", "int8", 8, 0, 0, _W4A8_DESCRIPTION, "int8"),  # routed experts only (above)
+    ("w4a4", 4, "int8", "int8", 8, 0, 0, _W4A4_DESCRIPTION, None),  # every linear; int8 rate (above)
     ("w4a16", 4, "bf16", None, 0, 128, 4, "INT4 weights (group 128) dequantized to 16-bit activations", None),
 )
 WEIGHT_SCHEMES: dict[str, WeightScheme] = {

@@ -347,6 +347,8 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     ):
         return past_capacity_reason(row, rate_per_s=open_rate)
     notes = row["notes"]
+    if open_rate is not None and not (row["ttft_s"] and row["tpot_s"]) and NUM_PROMPTS.search(notes):
+        return OPEN_LOOP_FINITE
     if SEED_BATCH16 in notes and "'FP8 basic'" in notes:
         return "seed table 4.1 'FP8 basic': before continuous batching, a stack kvplan does not model"
     if not is_disaggregated(row) and paced_rate(row) is not None:  # a P:D row is simulated at its rate
@@ -362,6 +364,11 @@ def _skip_reason(row: dict[str, str]) -> str | None:
 # steady state: it is predicted by `kvplan simulate` of its finite run (open_loop_runs.py, predict_finite_run)
 # and never fitted, since fit_profiles.py fits only rows whose _skip_reason is None (2026-12-06, issue 23).
 PAST_CAPACITY = "open loop past the engine's capacity: predicted by simulating its finite run, not fitted"
+# An open-loop run that kept up with its arrivals but states no TTFT / TPOT (so Little's law cannot give its
+# running batch) and a stated prompt count (num_prompts=N in its notes): predicted by `kvplan simulate --rate R
+# --num-requests N` of that finite run (open_loop_finite_command), never fitted (2026-12-06, issue 23: row 176).
+OPEN_LOOP_FINITE = "open loop without TTFT / TPOT: predicted by simulating its finite run, not fitted"
+NUM_PROMPTS = re.compile(r"num_prompts=(\d+)")
 
 
 # A closed-loop CI row whose client paces its requests (request_rate R with R x output tokens within
@@ -564,6 +571,8 @@ def predict_row(
         return result | predict_finite_run(row, card=cli_card)
     if reason == ARRIVAL_BOUND:
         return result | simulated_row(row, arrival_bound_command(row, card=cli_card))
+    if reason == OPEN_LOOP_FINITE:
+        return result | simulated_row(row, open_loop_finite_command(row, card=cli_card))
     if reason is not None:
         return result | {"status": f"skipped: {reason}"}
     bench = bench_row(row)
@@ -669,6 +678,12 @@ def finite_run_command(row: dict[str, str], *, card: str) -> str:
     bench = mindie_prompt_budget(row, bench_row(row))
     bench["num_prompts"] = str(open_loop_runs.run_requests(row, rate_per_s=rate))
     return command(bench, card=card)
+
+
+def open_loop_finite_command(row: dict[str, str], *, card: str) -> str:
+    """The `kvplan simulate` command of an OPEN_LOOP_FINITE row: the row's set-up (bench_row, command) at its
+    open-loop rate, --num-requests its num_prompts (bench_row reads it from the notes)."""
+    return command(bench_row(row) | {"request_rate": f"{open_loop_rate(row) or 0.0:g}"}, card=card)
 
 
 def arrival_bound_command(row: dict[str, str], *, card: str) -> str:

@@ -105,9 +105,9 @@ def setup_columns(
 
 
 # Quantized checkpoints name their scheme at the end of the repo (vllm-ascend/Qwen3-32B-W8A8, msModelSlim's
-# W8A8 / W4A8 / W8A8C8 repos, -FP8, -AWQ, -GPTQ-Int4): the suffix, as a weight dtype kvplan knows.
+# W8A8 / W4A8 / W4A4 / W8A8C8 repos, -FP8, -AWQ, -GPTQ-Int4): the suffix, as a weight dtype kvplan knows.
 QUANT_SUFFIX = re.compile(
-    r"^(?P<base>.+?)-(?P<scheme>w8a8c8|w8a8|w4a8|w4a16|w8a16|fp8|int8|awq|gptq(-int4)?)$", re.I
+    r"^(?P<base>.+?)-(?P<scheme>w8a8c8|w8a8|w4a8|w4a4|w4a16|w8a16|fp8|int8|awq|gptq(-int4)?)$", re.I
 )
 QUANT_SCHEMES = {"w8a8c8": "int8", "gptq-int4": "w4a16"}  # C8: the KV-cache int8 part, not a weight scheme
 

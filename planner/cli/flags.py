@@ -71,7 +71,7 @@ PrefillTokensOpt = Annotated[
 def shared_flags(
     card: CardOpt = DEFAULT_CARD,
     dtype: Annotated[
-        str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a8, w4a16, fp32")
+        str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a8, w4a4, w4a16, fp32")
     ] = DEFAULT_DTYPE,
     kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,

@@ -1,10 +1,11 @@
 """The checkpoint `vllm serve` loads for a plan's weight dtype: never a repo whose weights differ from it.
 
-vllm-ascend runs quantized weights from msModelSlim checkpoints (W8A8 / W4A8, quant_model_description.json)
-loaded with `--quantization ascend`; its nightly CI configs and tutorials name the repos below (each entry
-cites the config or doc, with the commit). Hugging Face base repos hold the model's released weights, which
-are 16-bit for most cards and FP8 for a few (RELEASED_DTYPE). A (model, dtype) pair with no known checkpoint
-gets no repo id: the CLI asks for --weights-path instead (one line, exit 2).
+vllm-ascend runs quantized weights from msModelSlim checkpoints (W8A8 / W4A8 / W4A4,
+quant_model_description.json) loaded with `--quantization ascend`; its nightly CI configs and tutorials name
+the repos below (each entry cites the config or doc, with the commit). Hugging Face base repos hold the
+model's released weights, which are 16-bit for most cards and FP8 for a few (RELEASED_DTYPE). A (model,
+dtype) pair with no known checkpoint gets no repo id: the CLI asks for --weights-path instead (one line,
+exit 2).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 from planner.records import record
 from planner.schema import ModelCard
 
-# vllm-ascend's flag for msModelSlim (W8A8 / W4A8) checkpoints; every nightly config serving one passes it,
-# e.g. tests/e2e/nightly/single_node/models/configs/Qwen3-32B-Int8-A2.yaml @67b1ac5e (server_cmd).
+# vllm-ascend's flag for msModelSlim (W8A8 / W4A8 / W4A4) checkpoints; every nightly config serving one
+# passes it, e.g. tests/e2e/nightly/single_node/models/configs/Qwen3-32B-Int8-A2.yaml @67b1ac5e (server_cmd).
 ASCEND_QUANTIZATION = "ascend"
 # kvplan weight schemes that run from an msModelSlim checkpoint on Ascend (planner/dtypes.py names).
-MSMODELSLIM_SCHEMES = frozenset({"int8", "w4a8"})
+MSMODELSLIM_SCHEMES = frozenset({"int8", "w4a8", "w4a4"})
 _VA = "https://github.com/vllm-project/vllm-ascend/blob/"
 _NIGHTLY = "tests/e2e/nightly/single_node/models/configs/"
 
@@ -35,6 +36,11 @@ CHECKPOINTS: dict[tuple[str, str], Checkpoint] = {
         "vllm-ascend/Qwen3-32B-W8A8",
         "ascend",
         f"{_VA}67b1ac5e7a2f0d98606c720d500cdb3f8d675054/{_NIGHTLY}Qwen3-32B-Int8-A2.yaml",
+    ),
+    ("qwen3-32b", "w4a4"): Checkpoint(
+        "vllm-ascend/Qwen3-32B-W4A4",
+        "ascend",
+        f"{_VA}4840e3900bf2d4e5199c57894710e18ec278df83/docs/source/tutorials/single_npu_qwen3_w4a4.md",
     ),
     ("qwen3-30b-a3b", "int8"): Checkpoint(
         "vllm-ascend/Qwen3-30B-A3B-W8A8",
