@@ -130,6 +130,17 @@ def test_w4a8_packs_routed_experts_in_int4_and_the_rest_as_w8a8() -> None:
     assert (scheme.compute_dtype, scheme.requires_native) == ("int8", "int8")
 
 
+def test_w4a4_packs_every_linear_in_int4_with_a_per_channel_scale_and_offset() -> None:
+    """msModelSlim W4A4 flatquant (vllm-ascend W4A4_FLATQUANT_DYNAMIC, "linear" layers): every matmul int4
+    with an fp32 scale and an fp32 offset per output channel; timed on int8 units (no int4 peak stated)."""
+    scheme = weight_scheme("w4a4")
+    for part in ("moe_experts", "mlp", "attention", "lm_head"):
+        linear = Linear("x", part, in_features=100, out_features=10, count=1)
+        # 100 * 10 * 4 / 8 = 500 B of int4 + 10 channels * (4 B scale + 4 B offset)
+        assert memory.linear_weight_bytes(linear, scheme=scheme) == 500 + 10 * 8
+    assert (scheme.compute_dtype, scheme.requires_native) == ("int8", "int8")
+
+
 def test_int8_w8a8_scale_overhead() -> None:
     linear = Linear("x", "mlp", in_features=100, out_features=10, count=1)
     # 1000 B of int8 + 10 channels * (8 B deq_scale + 4 B quant_bias)
