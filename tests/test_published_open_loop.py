@@ -1,5 +1,6 @@
-"""Alauda's open-loop runs past the engine's capacity: predicted as the finite run each was, or skipped as an
-engine failure with the evidence (issue 23; lab/published/open_loop_runs.py).
+"""Alauda's open-loop runs past the engine's capacity: predicted as the finite run each was, or, where the
+engine failed the run, answered with kvplan's overload verdict for it and the evidence (issue 23;
+lab/published/open_loop_runs.py).
 
 guidellm sent R req/s for 300 s (`--max-seconds 300`, quoted in each row's notes), so a row at 6 req/s is
 `kvplan simulate --rate 6 --num-requests 1800`; none of these rows is fitted (predict._skip_reason is set).
@@ -45,8 +46,8 @@ def test_every_run_past_capacity_is_predicted_or_named_a_failure() -> None:
 
     rows, recorded = past_capacity_rows(), predictions()
     predicted = [i for i in rows if recorded[i]["status"] == "predicted"]
-    failures = [i for i in rows if recorded[i]["status"].startswith("skipped: engine failure")]
-    # 122 Alauda levels past capacity (lab/published/README.md): 105 simulated, 17 engine failures; two
+    failures = [i for i in rows if recorded[i]["status"].startswith(f"{predict.VERDICT}: ")]
+    # 122 Alauda levels past capacity (lab/published/README.md): 105 simulated, 17 failures (verdict); two
     # `vllm bench serve` runs (issue 27's fourth pass) stay skipped: line 420 states no run length the way
     # guidellm's rows do, line 421 no tp
     assert (len(rows), len(predicted), len(failures)) == (124, 105, 17)
@@ -73,6 +74,28 @@ def test_collapse_names_its_evidence() -> None:
     assert why is not None
     assert "5.5 tok/s is 0.9% of the 639.9 this set-up made at 2 req/s" in why
     assert "E2E p90 = p99 = 93526 ms" in why
+
+
+def test_a_run_the_engine_failed_gets_the_overload_verdict_of_its_own_finite_run() -> None:
+    """Line 340 (Qwen3-30B-A3B TP4 vllm-ascend, RAG 4104/512 at 6 req/s, 5.5 tok/s: the engine failed): its
+    prediction is `kvplan simulate --rate 6 --num-requests 1800` of that run, exactly as typed, and the
+    simulation's overload verdict, with the evidence of the failure; no error (no serving result to miss),
+    never fitted. Every recorded failure row is answered the same way."""
+    from lab.published import open_loop_runs, predict
+
+    rows, recorded = corpus(), predictions()
+    reason = predict._skip_reason(rows[340])
+    assert reason is not None and reason.startswith(open_loop_runs.ENGINE_FAILURE)
+    result = predict.predict_row(340, rows[340], profile_dir=None, fitted=True)
+    assert result["command"] == predict.finite_run_command(rows[340], card="ascend-910b3")
+    assert " --rate 6 " in result["command"] and " --num-requests 1800 " in result["command"]
+    answer = predict.simulate_json(result["command"])
+    expected = "overloaded" if answer["overloaded"] else "keeps up"
+    assert result["status"] == f"{predict.VERDICT}: {expected}; the engine failed this run ({reason})"
+    assert result["error"] == "" and float(result["predicted_tokens_per_s"]) > 0
+    assert result == {key: recorded[340][key] for key in result}  # the recorded row is this run's answer
+    verdicts = [row for row in recorded.values() if row["status"].startswith(f"{predict.VERDICT}: ")]
+    assert len(verdicts) == 17 and all(not row["error"] and row["command"] for row in verdicts)
 
 
 def test_a_saturated_run_that_still_served_is_no_failure() -> None:

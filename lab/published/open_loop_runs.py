@@ -17,7 +17,8 @@ guidellm stops at 300 s and drops those in flight.  [assumed: guidellm's max_sec
 
 Some runs are not serving results but failures: nearly every request errored and the run reports the few that
 completed (5.5 tok/s at 6 req/s of 1024-token replies, where the same set-up made 124 tok/s at 1 req/s).
-failure_evidence names them; predict.py keeps them skipped with that evidence.
+failure_evidence names them; predict.py answers each with kvplan's overload verdict for the same run
+(predict.failure_verdict), with that evidence, and never fits them.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ E2E_P90, E2E_P99 = 10, 12  # cells of the quoted row
 # sweeps' other saturated runs keep 0.27-1.0 of their workload's best), not a few per cent of it.
 # [assumed: the gap in the corpus between 0.153 (row 369) and 0.218 (row 267)]
 COLLAPSE_FRACTION = 0.2
+ENGINE_FAILURE = "engine failure, not a serving result"  # failure_evidence's opening words
 
 
 def run_requests(row: dict[str, str], *, rate_per_s: float) -> int | None:
@@ -101,7 +103,7 @@ def failure_evidence(row: dict[str, str]) -> str | None:
     if not found:
         return None
     return (
-        "engine failure, not a serving result: "
+        f"{ENGINE_FAILURE}: "
         + "; ".join(found)
         + " (guidellm --max-error-rate 0.5 ends a run once over half its requests error)"
     )

@@ -31,6 +31,7 @@ import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 try:
     from lab.published import open_loop_runs, sglang_rows
@@ -365,8 +366,9 @@ def _skip_reason(row: dict[str, str]) -> str | None:
 # and never fitted, since fit_profiles.py fits only rows whose _skip_reason is None (2026-12-06, issue 23).
 PAST_CAPACITY = "open loop past the engine's capacity: predicted by simulating its finite run, not fitted"
 # An open-loop run that kept up with its arrivals but states no TTFT / TPOT (so Little's law cannot give its
-# running batch) and a stated prompt count (num_prompts=N in its notes): predicted by `kvplan simulate --rate R
-# --num-requests N` of that finite run (open_loop_finite_command), never fitted (2026-12-06, issue 23: row 176).
+# running batch) and a stated prompt count (num_prompts=N in its notes): predicted by `kvplan simulate --rate
+# R --num-requests N` of that finite run (open_loop_finite_command), never fitted (2026-12-06, issue 23: row
+# 176).
 OPEN_LOOP_FINITE = "open loop without TTFT / TPOT: predicted by simulating its finite run, not fitted"
 NUM_PROMPTS = re.compile(r"num_prompts=(\d+)")
 
@@ -565,16 +567,8 @@ def predict_row(
     card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
     # the CLI resolves a card id to its fitted profile; without --fitted the datasheet profile's file
     cli_card = card if fitted or profile_dir else f"hwprofiles/{card}.yaml"
-    if reason == DISAGGREGATED:
-        return result | predict_pd_row(row, card=cli_card)
-    if reason == PAST_CAPACITY:
-        return result | predict_finite_run(row, card=cli_card)
-    if reason == ARRIVAL_BOUND:
-        return result | simulated_row(row, arrival_bound_command(row, card=cli_card))
-    if reason == OPEN_LOOP_FINITE:
-        return result | simulated_row(row, open_loop_finite_command(row, card=cli_card))
     if reason is not None:
-        return result | {"status": f"skipped: {reason}"}
+        return result | simulated_prediction(row, reason=reason, card=cli_card)
     bench = bench_row(row)
 
     def error_of(bench: dict[str, str]) -> tuple[float, ServingPoint]:
@@ -600,6 +594,23 @@ def predict_row(
         "status": "predicted",
         "command": command(bench, card=card),
     }
+
+
+def simulated_prediction(row: dict[str, str], *, reason: str, card: str) -> dict[str, str]:
+    """A row _skip_reason keeps out of the fit: predicted through `kvplan simulate` where its reason names a
+    simulated path (P:D fleet, finite run past capacity, arrival-bound CI floor, finite open loop, or the
+    verdict on a run the engine failed), else skipped with the reason."""
+    if reason == DISAGGREGATED:
+        return predict_pd_row(row, card=card)
+    if reason == PAST_CAPACITY:
+        return predict_finite_run(row, card=card)
+    if reason == ARRIVAL_BOUND:
+        return simulated_row(row, arrival_bound_command(row, card=card))
+    if reason == OPEN_LOOP_FINITE:
+        return simulated_row(row, open_loop_finite_command(row, card=card))
+    if reason.startswith(open_loop_runs.ENGINE_FAILURE):
+        return failure_verdict(row, card=card, evidence=reason)
+    return {"status": f"skipped: {reason}"}
 
 
 def pd_command(row: dict[str, str], *, card: str) -> str | None:
@@ -712,17 +723,59 @@ def predict_finite_run(row: dict[str, str], *, card: str) -> dict[str, str]:
     return simulated_row(row, finite_run_command(row, card=card))
 
 
-def simulated_row(row: dict[str, str], text: str) -> dict[str, str]:
-    """The prediction of a `kvplan simulate` command line run in-process, exactly as typed, with --json:
-    predicted = its simulated output tok/s (output tokens / makespan, the whole fleet's with --pd)."""
+class RefusedError(Exception):
+    """kvplan refused a command line (its one-line error is the message)."""
+
+
+def simulate_json(text: str) -> dict[str, Any]:
+    """A `kvplan ...` command line run in-process, exactly as typed, with --json: its parsed JSON answer
+    (RefusedError with the CLI's one-line error when it exits non-zero)."""
     from typer.testing import CliRunner
 
     from planner.cli import app
 
     result = CliRunner().invoke(app, [*shlex.split(text)[1:], "--json"])
     if result.exit_code != 0:
-        return {"status": f"skipped: {result.output.strip().splitlines()[-1]}", "command": text}
-    predicted = json.loads(result.stdout)["throughput"]["output_tokens_per_s"]
+        raise RefusedError(result.output.strip().splitlines()[-1])
+    answer: dict[str, Any] = json.loads(result.stdout)
+    return answer
+
+
+# A run the engine failed (open_loop_runs.failure_evidence: nearly every request errored) published no
+# serving result, but a user planning that load still gets kvplan's answer to it: `kvplan simulate` of the
+# same finite run (finite_run_command) and its overload verdict (the JSON's `overloaded`, sim/metrics.py
+# overload). That verdict is the row's prediction; the few completed requests' tok/s is no target, so the
+# row has no error and is never fitted (2026-12-06, issue 23).
+VERDICT = "verdict"
+
+
+def failure_verdict(row: dict[str, str], *, card: str, evidence: str) -> dict[str, str]:
+    """The prediction of a run the engine failed: "verdict: overloaded" when kvplan's simulation of the same
+    finite run says the load overloads the engine (as the engine's failure shows), else "verdict: keeps up"
+    (kvplan disagrees with the engine); the evidence of the failure follows. predicted = the simulated
+    output tok/s; error stays empty."""
+    text = finite_run_command(row, card=card)
+    try:
+        answer = simulate_json(text)
+    except RefusedError as refusal:
+        return {"status": f"skipped: {refusal}", "command": text}
+    verdict = "overloaded" if answer["overloaded"] else "keeps up"
+    return {
+        "predicted_tokens_per_s": f"{answer['throughput']['output_tokens_per_s']:.1f}",
+        "status": f"{VERDICT}: {verdict}; the engine failed this run ({evidence})",
+        "command": text,
+    }
+
+
+def simulated_row(row: dict[str, str], text: str) -> dict[str, str]:
+    """The prediction of a `kvplan simulate` command line run in-process, exactly as typed, with --json
+    (simulate_json): predicted = its simulated output tok/s (output tokens / makespan, the whole fleet's
+    with --pd)."""
+    try:
+        answer = simulate_json(text)
+    except RefusedError as refusal:
+        return {"status": f"skipped: {refusal}", "command": text}
+    predicted = answer["throughput"]["output_tokens_per_s"]
     error = predicted / float(row["output_tokens_per_s"]) - 1.0
     return {
         "predicted_tokens_per_s": f"{predicted:.1f}",
@@ -755,8 +808,13 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
     for (card, engine, kind), errors in sorted(groups.items()):
         abs_median, median = statistics.median(abs(e) for e in errors), statistics.median(errors)
         lines.append(f"| {card} | {engine} | {kind} | {len(errors)} | {abs_median:.1%} | {median:+.1%} |")
-    skipped = sum(1 for row in rows if row["status"] != "predicted")
-    lines.append(f"\n{len(rows) - skipped} rows predicted, {skipped} skipped (reasons in the CSV's status).")
+    verdicts = [row["status"] for row in rows if row["status"].startswith(VERDICT)]
+    overloaded = sum(status.startswith(f"{VERDICT}: overloaded") for status in verdicts)
+    skipped = sum(1 for row in rows if row["status"].startswith("skipped"))
+    lines.append(
+        f"\n{len(rows) - skipped - len(verdicts)} rows predicted, {len(verdicts)} runs the engine failed "
+        f"answered with a verdict ({overloaded} overloaded), {skipped} skipped (reasons in the CSV's status)."
+    )
     caveats = [row for row in rows if row["status"] == "predicted" and row.get("not_modelled")]
     lines += [
         f"row {row['row']} ({row['model']}) ran what kvplan does not model: {row['not_modelled']}"

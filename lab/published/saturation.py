@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import re
-import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -53,22 +51,6 @@ def workloads(corpus: list[dict[str, str]]) -> dict[tuple[str, ...], list[tuple[
     return groups
 
 
-class RefusedError(Exception):
-    """kvplan refused the command (its one-line error is the message)."""
-
-
-def simulate_json(command: str) -> dict:
-    """Run a `kvplan ...` command line in-process with --json; its parsed output, or RefusedError."""
-    from typer.testing import CliRunner
-
-    from planner.cli import app
-
-    result = CliRunner().invoke(app, [*shlex.split(command)[1:], "--json"])
-    if result.exit_code != 0:
-        raise RefusedError(result.output.strip().splitlines()[-1])
-    return json.loads(result.stdout)
-
-
 def compare(rows: list[tuple[int, dict[str, str]]]) -> dict[str, str]:
     """One workload's line: published and predicted capacity, and the verdict at each published rate."""
     first = rows[0][1]
@@ -93,8 +75,8 @@ def compare(rows: list[tuple[int, dict[str, str]]]) -> dict[str, str]:
     }
     out["published_past"] = " ".join(f"{r:g}" for r, p in zip(rates, past, strict=True) if p)
     try:
-        payload = simulate_json(command)
-    except RefusedError as refusal:
+        payload = predict.simulate_json(command)
+    except predict.RefusedError as refusal:
         return out | {"status": f"refused: {refusal}"}
     if not payload["overloaded"]:
         return out | {"status": f"not saturated at {bench['request_rate']} req/s: capacity above the probe"}
