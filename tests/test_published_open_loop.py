@@ -48,11 +48,11 @@ def test_every_run_past_capacity_is_predicted_or_named_a_failure() -> None:
     predicted = [i for i in rows if recorded[i]["status"] == "predicted"]
     failures = [i for i in rows if recorded[i]["status"].startswith(f"{predict.VERDICT}: ")]
     # 122 Alauda levels past capacity (lab/published/README.md): 105 simulated, 17 failures (verdict); two
-    # `vllm bench serve` runs (issue 27's fourth pass) stay skipped: line 420 states no run length the way
-    # guidellm's rows do, line 421 no tp
-    assert (len(rows), len(predicted), len(failures)) == (124, 105, 17)
-    assert set(rows) - set(predicted) - set(failures) == {420, 421}
-    for index in predicted:
+    # `vllm bench serve` runs (issue 27's fourth pass): line 420 is simulated as its 200 prompts
+    # (FINITE_PROMPTS, test below), line 421 states no tp and stays skipped
+    assert (len(rows), len(predicted), len(failures)) == (124, 106, 17)
+    assert set(rows) - set(predicted) - set(failures) == {421}
+    for index in set(predicted) - {420}:
         rate = predict.open_loop_rate(rows[index]) or 0.0
         assert f" --rate {rate:g} " in recorded[index]["command"]
         assert f" --num-requests {round(rate * 300)} " in recorded[index]["command"]  # R x 300 s
@@ -96,6 +96,24 @@ def test_a_run_the_engine_failed_gets_the_overload_verdict_of_its_own_finite_run
     assert result == {key: recorded[340][key] for key in result}  # the recorded row is this run's answer
     verdicts = [row for row in recorded.values() if row["status"].startswith(f"{predict.VERDICT}: ")]
     assert len(verdicts) == 17 and all(not row["error"] and row["command"] for row in verdicts)
+
+
+def test_a_short_open_loop_of_stated_prompts_is_simulated_as_that_many_requests() -> None:
+    """Line 420: vllm-ascend's benchmark guide, 200 Poisson prompts (`--num-prompts 200`) at 4 req/s with no
+    run length; below predict.STEADY_SHARE of its arrivals because ramp and drain fill most of its 72.55 s.
+    Predicted by `kvplan simulate --rate 4 --num-requests 200`, exactly as typed, never fitted."""
+    from lab.published import predict
+
+    row, recorded = corpus()[420], predictions()[420]
+    assert predict._skip_reason(row) == predict.FINITE_PROMPTS
+    assert recorded["status"] == "predicted"
+    assert recorded["command"] == predict.finite_prompts_command(row, card=row["card"])
+    assert " --rate 4 " in recorded["command"] and " --num-requests 200 " in recorded["command"]
+    answer = predict.simulate_json(recorded["command"])
+    assert answer["requests"] == 200
+    simulated_per_s = answer["throughput"]["output_tokens_per_s"]
+    published_per_s = float(row["output_tokens_per_s"])
+    assert float(recorded["error"]) == pytest.approx(simulated_per_s / published_per_s - 1, abs=5e-4)
 
 
 def test_a_saturated_run_that_still_served_is_no_failure() -> None:

@@ -382,14 +382,26 @@ NUM_PROMPTS = re.compile(r"num_prompts=(\d+)")
 ARRIVAL_BOUND = "arrival-bound: predicted by simulating its finite paced run, not fitted"
 
 
+# An open loop below STEADY_SHARE of its arrivals whose client sent a stated number of prompts (`vllm bench`'s
+# --num-prompts N in its notes) and no run length: a short run is mostly ramp and drain (line 420: 200 Poisson
+# arrivals at 4 req/s span about 50 s of its 72.55 s, TTFT flat at 116 ms), so it is predicted by `kvplan
+# simulate --rate R --num-requests N` of that finite run (finite_prompts_command), never fitted (2026-12-06,
+# issue 23).
+FINITE_PROMPTS = "open loop of a stated prompt count: predicted by simulating its finite run, not fitted"
+STATED_PROMPTS = re.compile(r"--num-prompts (\d+)")
+
+
 def past_capacity_reason(row: dict[str, str], *, rate_per_s: float) -> str:
     """PAST_CAPACITY for a run whose length its notes state, the evidence when the engine failed the run
-    (open_loop_runs.failure_evidence), else why it is not predicted (no run length)."""
+    (open_loop_runs.failure_evidence), FINITE_PROMPTS for a run of a stated prompt count, else why it is
+    not predicted (no run length)."""
     failure = open_loop_runs.failure_evidence(row)
     if failure is not None:
         return failure
     if open_loop_runs.run_requests(row, rate_per_s=rate_per_s) is not None:
         return PAST_CAPACITY
+    if STATED_PROMPTS.search(row["notes"]):
+        return FINITE_PROMPTS
     return (
         f"open loop past the engine's capacity (output {row['output_tokens_per_s']} tok/s < "
         f"{STEADY_SHARE} x {rate_per_s:g} req/s x {row['output_tokens']} tokens) and no run length stated"
@@ -608,6 +620,8 @@ def simulated_prediction(row: dict[str, str], *, reason: str, card: str) -> dict
         return simulated_row(row, arrival_bound_command(row, card=card))
     if reason == OPEN_LOOP_FINITE:
         return simulated_row(row, open_loop_finite_command(row, card=card))
+    if reason == FINITE_PROMPTS:
+        return simulated_row(row, finite_prompts_command(row, card=card))
     if reason.startswith(open_loop_runs.ENGINE_FAILURE):
         return failure_verdict(row, card=card, evidence=reason)
     return {"status": f"skipped: {reason}"}
@@ -695,6 +709,14 @@ def open_loop_finite_command(row: dict[str, str], *, card: str) -> str:
     """The `kvplan simulate` command of an OPEN_LOOP_FINITE row: the row's set-up (bench_row, command) at its
     open-loop rate, --num-requests its num_prompts (bench_row reads it from the notes)."""
     return command(bench_row(row) | {"request_rate": f"{open_loop_rate(row) or 0.0:g}"}, card=card)
+
+
+def finite_prompts_command(row: dict[str, str], *, card: str) -> str:
+    """The `kvplan simulate` command of a FINITE_PROMPTS row: the row's set-up (bench_row, command) at its
+    open-loop rate, --num-requests the client's --num-prompts (STATED_PROMPTS)."""
+    prompts = STATED_PROMPTS.search(row["notes"])
+    bench = bench_row(row) | {"request_rate": f"{open_loop_rate(row) or 0.0:g}"}
+    return command(bench | {"num_prompts": prompts.group(1) if prompts else ""}, card=card)
 
 
 def arrival_bound_command(row: dict[str, str], *, card: str) -> str:
