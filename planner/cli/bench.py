@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 
-from planner.cli.flags import CardOpt, DpOpt, EpOpt, KvDtypeOpt, MtpOpt, TpOpt, flag_command
+from planner.cli.flags import (
+    WEIGHT_DTYPES_HELP,
+    CardOpt,
+    DpOpt,
+    EpOpt,
+    KvDtypeOpt,
+    MtpOpt,
+    TpOpt,
+    flag_command,
+)
 from planner.cli.options import FlagGroup, VersionOpt, default_command, fail
 from planner.errors import DataFileError, KvplanError, PlanInputError
 
@@ -253,7 +262,8 @@ def import_results(
         ),
     ] = None,
     dtype: Annotated[
-        str | None, typer.Option(help="Weight dtype (default: the checkpoint's scheme, else bf16).")
+        str | None,
+        typer.Option(help=f"Weight dtype: {WEIGHT_DTYPES_HELP}; default: checkpoint's, else bf16."),
     ] = None,
     kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,

@@ -20,6 +20,7 @@ from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
 )
+from planner.dtypes import WEIGHT_SCHEMES
 from planner.inputs import DEFAULT_CARD, DEFAULT_CTX, DEFAULT_DTYPE
 from planner.kinds import DEFAULT_ENGINE
 
@@ -36,6 +37,10 @@ FRACTION_FLAGS = ("--memory-fraction", "--gpu-memory-utilization")
 PREFILL_FLAGS = ("--max-prefill-tokens", "--max-num-batched-tokens")  # MindIE maxPrefillTokens
 PROMPT_FLAGS = ("--input-tokens", "--prompt-tokens")  # prompt tokens per request
 REQUESTS_FLAGS = ("--requests", "--num-requests")  # requests in a benchmark or simulated run
+# --dtype names every weight scheme kvplan plans, read from the scheme table (planner/dtypes.py), so a new
+# scheme reaches every command's help; aliases (w8a8, awq, ...) are accepted too.
+WEIGHT_DTYPES_HELP = ", ".join(WEIGHT_SCHEMES) + " (int8 is W8A8)"
+DtypeOpt = Annotated[str, typer.Option(help=f"Weight dtype: {WEIGHT_DTYPES_HELP}.")]
 # The shared flags `kvplan bench import` takes too (with its own defaults).
 CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
 KvDtypeOpt = Annotated[
@@ -70,9 +75,7 @@ PrefillTokensOpt = Annotated[
 
 def shared_flags(
     card: CardOpt = DEFAULT_CARD,
-    dtype: Annotated[
-        str, typer.Option(help="Weight dtype: bf16, fp16, fp8, int8 (W8A8), w8a16, w4a8, w4a4, w4a16, fp32")
-    ] = DEFAULT_DTYPE,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
     kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,
     ctx_len: Annotated[

@@ -19,6 +19,7 @@ from planner.cli.flags import (
     PROMPT_FLAGS,
     REQUESTS_FLAGS,
     SLO_FLAGS,
+    DtypeOpt,
     EngineCtxOpt,
     ModelOpt,
     PrefillTokensOpt,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 def serve_command(
     context: typer.Context,
     model: ModelOpt,
-    dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
     input_tokens: Annotated[str, typer.Option(*PROMPT_FLAGS, help="Prompt tokens per request.")] = str(
         kinds.DEFAULT_INPUT_TOKENS
     ),

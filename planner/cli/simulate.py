@@ -23,6 +23,7 @@ from planner.cli.flags import (
     LOAD_FLAGS,
     PROMPT_FLAGS,
     REQUESTS_FLAGS,
+    DtypeOpt,
     EngineCtxOpt,
     ModelOpt,
     flag_command,
@@ -64,7 +65,7 @@ def prefill_degree(degree: str) -> Any:
 def simulate_command(
     context: typer.Context,
     model: ModelOpt,
-    dtype: Annotated[str, typer.Option(help="Weight dtype.")] = DEFAULT_DTYPE,
+    dtype: DtypeOpt = DEFAULT_DTYPE,
     rate: Annotated[float | None, typer.Option(help="Poisson arrivals per second.")] = None,
     concurrency: Annotated[
         int | None, typer.Option(help="Closed loop: users, each sends on completion.")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
-from planner.cli.flags import STEP_FLAGS, ModelOpt, flag_command
+from planner.cli.flags import STEP_FLAGS, WEIGHT_DTYPES_HELP, ModelOpt, flag_command
 from planner.cli.options import fail, plan_request
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import DEFAULT_DTYPE
@@ -217,7 +217,7 @@ def sweep_command(
     context: typer.Context,
     model: ModelOpt,
     dtype: Annotated[
-        str, typer.Option(help="Weight dtype(s), comma-separated: the dtype axis.")
+        str, typer.Option(help=f"Weight dtype(s), comma-separated: the dtype axis ({WEIGHT_DTYPES_HELP}).")
     ] = DEFAULT_DTYPE,
     batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
     ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,4k,8k,32k.")] = "256,1k,4k,8k,32k",
