@@ -261,9 +261,9 @@ def test_rows_missing_a_setting_say_where_their_source_was_searched() -> None:
         for line, row in rows.items()
         if (predict._skip_reason(row) or "").startswith(("tp, concurrency or lengths", "dtype (not stated)"))
     }
-    # 13 of issue 23's search, less seed 002's short-prompt bf16 rows (134-135, which took assumed lengths),
-    # plus line 421 (issue 27: #1605's Qwen3-32B, no tp)
-    assert len(unstated) == 12
+    # 13 of issue 23's search, less seed 002's short-prompt bf16 rows (134-135, which took assumed lengths)
+    # and line 170's single stream (an assumed prompt: test below), plus line 421 (#1605's Qwen3-32B, no tp)
+    assert len(unstated) == 11
     assert all(predict.searched(rows[line]) and reason.endswith(predict.searched(rows[line])[2:])
                for line, reason in unstated.items())  # fmt: skip
     for line in (208, 214, 215, 216, 217, 218):
@@ -314,3 +314,28 @@ def test_before_and_after_predictions_use_their_own_profiles() -> None:
     unfitted = rows_of("ascend-910b3", "mindie")
     assert unfitted
     assert all(before[k]["predicted_tokens_per_s"] == after[k]["predicted_tokens_per_s"] for k in unfitted)
+
+
+@pytest.mark.lab
+def test_the_single_stream_without_a_prompt_length_is_predicted_at_the_default_prompt() -> None:
+    """Line 170 (Qwen3.8-27B W8A8 on one 950PR, 2048 tokens, MTP 3, 64 tok/s) states no prompt length and no
+    acceptance: predicted, and fitted, at kvplan's default prompt with line 171's draft acceptance (same
+    checkpoint, engine version and depth), converted to kvplan's chained acceptance as line 171's is. One
+    stream of 2048 tokens is decode: the prompt moves the prediction under 5 % from 64 to 4096 tokens."""
+    from lab.published import predict
+    from planner.kinds import DEFAULT_INPUT_TOKENS
+
+    with predict.CORPUS.open(encoding="utf-8") as handle:
+        rows = {line: row for line, row in enumerate(csv.DictReader(handle), start=2)}
+    single = rows[170]
+    assert predict.is_unstated_single_stream(single) and not single["input_tokens"]
+    assert not any(predict.is_unstated_single_stream(row) for line, row in rows.items() if line != 170)
+    assert predict._skip_reason(single) is None and predict.not_fitted(170, single) is None
+    bench = predict.bench_row(single)
+    assert bench["input_tokens"] == str(DEFAULT_INPUT_TOKENS)
+    assert bench["mtp_acceptance"] == predict.chained_acceptance(rows[171]) != ""
+    speeds = []
+    for prompt in ("64", "4096"):
+        text = predict.command(bench | {"input_tokens": prompt}, card="ascend-950pr")
+        speeds.append(predict.simulate_json(text)["instance_output_tokens_per_s"])
+    assert abs(speeds[1] / speeds[0] - 1) < 0.05  # 3.5 % with the shipped 4-row fit

@@ -92,14 +92,11 @@ BOUND_REASONS: dict[tuple[str, str], dict[str, str]] = {
         ),
     },
     ("ascend-950pr", "vllm"): {
-        "kv_read_bandwidth_fraction": (
-            "at the datasheet bandwidth (1.0): three rows of one model (Qwen3.8-27B, 10 x 64K/3K with MTP 3) "
-            "cannot tell KV reads from the other step terms; the rows and the value are those of the one "
-            "published vllm-ascend set-up on a 950-series card"
-        ),
         "state_read_bandwidth_fraction": (
-            "at the datasheet bandwidth (1.0), with the KV fraction: the same three rows of one model, whose "
-            "prior is the unknown x/100 (no state measurement on a 950)"
+            "at the datasheet bandwidth (1.0): four rows of one model (Qwen3.8-27B with MTP 3: three 10 x "
+            "64K/3K runs and the single stream of line 170, whose prompt and acceptance are assumed) cannot "
+            "tell the Gated DeltaNet state reads from the other step terms; its prior is the unknown x/100 "
+            "(no state measurement on a 950)"
         ),
     },
 }

@@ -77,11 +77,32 @@ SEED_002_MTP_PROMPT = "862"  # input tokens of the MTP comparison (its base and 
 SEED_002_SHORT_PROMPT = ("short prompt (lengths not stated)", "30", "64")
 
 
+# Line 170 (Qwen3.8-27B W8A8 on one 950PR, vllm-ascend 0.23.0, MTP 3: 'Measured single-stream decode: 64 tok/s
+# (2048-token completion, one request, MTP on)') states neither its prompt length nor its MTP acceptance. One
+# stream generating 2048 tokens is decode: a prompt of 64 to 4096 tokens moves kvplan's prediction by 3.5 %
+# (52.9 -> 51.0 tok/s with the 4-row fit of 2026-12-06, this row in it), so it is predicted at kvplan's
+# default prompt (planner.kinds.DEFAULT_INPUT_TOKENS: what a user who knows only this types) and with the
+# draft acceptance vLLM measured for the same checkpoint, engine version and MTP depth (line 171: 64.2 %, PR
+# #847's table).
+# [assumed: the prompt length; a 64K-prompt run's acceptance for a long-form answer]
+SINGLE_STREAM_MARKER = "the prompt length of the single-stream run is stated nowhere"
+SINGLE_STREAM_ACCEPTANCE_LINE = 171
+
+
+def is_unstated_single_stream(row: dict[str, str]) -> bool:
+    """True for the single stream whose prompt length and acceptance are assumed (SINGLE_STREAM_MARKER)."""
+    return SINGLE_STREAM_MARKER in row["notes"] and row["concurrency"] == "1"
+
+
 def input_tokens(row: dict[str, str]) -> str:
-    """The row's input tokens, or SEED_002_SHORT_PROMPT's for seed 002's short-prompt table ("" otherwise)."""
+    """The row's input tokens, SEED_002_SHORT_PROMPT's for seed 002's short-prompt table, kvplan's default
+    prompt for the unstated single stream (is_unstated_single_stream), "" otherwise."""
+    from planner.kinds import DEFAULT_INPUT_TOKENS
+
     marker, prompt, _output = SEED_002_SHORT_PROMPT
     short = row["engine"] == SEED_002_ENGINE and marker in row["notes"]
-    return row["input_tokens"] or (prompt if short else "")
+    assumed = str(DEFAULT_INPUT_TOKENS) if is_unstated_single_stream(row) else ""
+    return row["input_tokens"] or (prompt if short else assumed)
 
 
 def output_tokens(row: dict[str, str]) -> str:
@@ -466,10 +487,20 @@ def chained_acceptance(row: dict[str, str]) -> str:
     """
     from planner.perf.mtp import chained_acceptance as chained
 
-    if not row["mtp_acceptance"] or row["engine"] != "vllm-ascend":
-        return row["mtp_acceptance"]
+    stated = row["mtp_acceptance"] or (
+        single_stream_acceptance() if is_unstated_single_stream(row) else ""
+    )
+    if not stated or row["engine"] != "vllm-ascend":
+        return stated
     drafts = int(row["mtp"] or 0)
-    return f"{chained(drafts, accepted_share=float(row['mtp_acceptance'])):.6f}"
+    return f"{chained(drafts, accepted_share=float(stated)):.6f}"
+
+
+def single_stream_acceptance() -> str:
+    """The draft acceptance the unstated single stream borrows: SINGLE_STREAM_ACCEPTANCE_LINE's."""
+    with CORPUS.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return rows[SINGLE_STREAM_ACCEPTANCE_LINE - 2]["mtp_acceptance"]
 
 
 def bench_row(

@@ -37,9 +37,9 @@ FloatArray = npt.NDArray[np.float64]
 # Each pair below: truth / estimate over every point named, rounded outward to 2 decimals and widened to
 # contain 1.  [measured: lab/accuracy/speed_band_sources.py, 2026-12-06; its docstring says why each
 # statistic]
-# Ascend, datasheet profiles, output tok/s: the 119 closed-loop rows of lab/published/ascend-serving.csv that
-# lab/published/predict.py predicts (910B3 56, 910C 42, 950PR 16, 300I Duo 3, 910B4 2; 57 CI floors,
-# which pass at >= 0.97 x baseline so there the truth is about the floor or above, 50 measured, 12 seed):
+# Ascend, datasheet profiles, output tok/s: the 120 closed-loop rows of lab/published/ascend-serving.csv that
+# lab/published/predict.py predicts (910B3 56, 910C 42, 950PR 17, 300I Duo 3, 910B4 2; 57 CI floors,
+# which pass at >= 0.97 x baseline so there the truth is about the floor or above, 51 measured, 12 seed):
 # their central 90 %, P5 0.280 to P95 0.953 (median 0.541); outside it rows down to 0.107 (GPUStack's
 # burst of 1000 Qwen3-30B-A3B prompts at once on a 910B, row 207) and up to 1.089.
 # The 127 closed-loop rows of newer features (draft models, cached prefixes, DeepSeek sparse attention incl.
@@ -47,7 +47,7 @@ FloatArray = npt.NDArray[np.float64]
 # 2.07 (median 0.648), is wider than the band (docs/accuracy.md); the band is no promise for those features.
 ASCEND_DATASHEET_FACTORS = (0.27, 1.0)
 ASCEND_CENTRAL_FRACTION = 0.9
-ASCEND_PUBLISHED_ROWS = 119
+ASCEND_PUBLISHED_ROWS = 120
 # Ascend prefill: one modelled one-client row publishes a TTFT (seed 950PR, 256-token prompt, MindIE: 0.085 x
 # the datasheet TTFT rate), too few to stand alone: ASCEND_DATASHEET_FACTORS widened to contain it. The 5
 # one-client TTFT rows of newer features (SGLang 0.624-0.958, seed 002's fp32 server 0.062) are held out too.
