@@ -193,11 +193,15 @@ def _model_by_id(name: str) -> tuple[ModelCard, str | None]:
     raise UnknownIdError("model card", name, [*model_ids(), *_alias_map()], "modelcards/")
 
 
-def resolve_card(name: str, *, engine: str | None = None) -> HardwareProfile:
+def resolve_card(
+    name: str, *, engine: str | None = None, profile_engine: str | None = None
+) -> HardwareProfile:
     """Hardware profile by id or by path to a profile YAML (e.g. one written by `kvplan calibrate`).
 
     With `engine`, a catalogued card without a measured block resolves to its profile fitted to published
-    serving results for that engine (hwprofiles/fitted/<card>.<engine>.yaml) when one is shipped.
+    serving results (hwprofiles/fitted/<card>.<engine>.yaml) when one is shipped: `profile_engine`'s fit
+    where the engine reads another's (the registry's fitted_profile_engine; default: its own), then with
+    the engine's own software costs (borrowed_fit).
     """
     path = Path(name)
     if path.suffix in (".yaml", ".yml") or _is_file(path) or ("/" in name and _path_is(path.exists)):
@@ -205,10 +209,12 @@ def resolve_card(name: str, *, engine: str | None = None) -> HardwareProfile:
             raise DataFileError(f"--card: profile {_not_found(path)} (got {name!r})")
         return load_item(path, HardwareProfile, check_stem=False)
     key = name.strip().lower()
+    fit_engine = profile_engine or engine
+    borrowed = f"-from-{fit_engine}" if fit_engine != engine else ""
     return catalog_cache.remembered(
-        f"card-{key}-{engine or 'any'}",
+        f"card-{key}-{engine or 'any'}{borrowed}",
         data_files=_profile_files,
-        look_up=lambda: _card_by_id(name, engine=engine),
+        look_up=lambda: _card_by_id(name, engine=engine, fit_engine=fit_engine),
     )
 
 
@@ -217,13 +223,42 @@ def _profile_files() -> list[Path]:
     return [*_files("hwprofiles").values(), *sorted((data_dir("hwprofiles") / "fitted").glob("*.yaml"))]
 
 
-def _card_by_id(name: str, *, engine: str | None) -> HardwareProfile:
+# The coefficients that are an engine's software costs rather than the chip's: a request's cost outside the
+# forward pass (API server, tokenization, admission) and an eager prefill pass's launch cost. A fit of one
+# engine's rows carries them for that engine only (borrowed_fit): vllm-ascend's 910C fit charges 108 ms per
+# request and 100 ms per prefill pass, which put SGLang's single 4k prompt on an A3 at 530 ms against 318 ms
+# measured while SGLang read them (issue 27; docs/accuracy.md).
+ENGINE_SOFTWARE_COSTS = ("request_overhead_us", "prefill_pass_overhead_us")
+
+
+def borrowed_fit(fitted: HardwareProfile, *, engine: str, fitted_for: str) -> HardwareProfile:
+    """A profile fitted to `fitted_for`'s serving rows, as `engine` runs on the card: the fit's chip terms
+    stay (bandwidth and compute fractions, kernel, step and collective costs); the costs the fitted engine's
+    own software pays (ENGINE_SOFTWARE_COSTS) go back to the card's datasheet values, what kvplan assumes for
+    an engine without a fit of its own. The calibration status says so. No measured block: returned as is."""
+    measured = fitted.measured
+    if measured is None:
+        return fitted
+    own = {term: getattr(fitted.default_coefficients, term) for term in ENGINE_SOFTWARE_COSTS}
+    status = (
+        f"{measured.device_name}; read by {engine} without {fitted_for}'s own per-request and "
+        f"per-prefill-pass costs (the datasheet's instead)"
+    )
+    borrowed = measured.model_dump() | {"coefficients": measured.coefficients.model_dump() | own}
+    return HardwareProfile.model_validate(
+        {**fitted.model_dump(), "measured": borrowed | {"device_name": status}}
+    )
+
+
+def _card_by_id(name: str, *, engine: str | None, fit_engine: str | None) -> HardwareProfile:
     """resolve_card for a name that is no path: a profile id or a variant id."""
     key = name.strip().lower()
     card_id = key if key in _files("hwprofiles") else variant_map().get(key)
     if card_id is not None:
         base = load_card(card_id)
-        fitted = None if engine is None or base.is_calibrated else fitted_profile(card_id, engine)
+        fitted = None if fit_engine is None or base.is_calibrated else fitted_profile(card_id, fit_engine)
+        if fitted is not None and engine is not None and fit_engine is not None and fit_engine != engine:
+            fitted = borrowed_fit(fitted, engine=engine, fitted_for=fit_engine)
         profile = fitted or base
         return profile if key == card_id else profile.with_variant(key)
     raise UnknownIdError("hardware profile", name, [*card_ids(), *variant_map()], "hwprofiles/")
@@ -254,7 +289,7 @@ def calibration_by_engine(card_id: str, *, profile_engine: Mapping[str, str] | N
     fitted_profile_engine; the catalog sits below it), each its own when not given."""
     borrowed = profile_engine or {}
     return {
-        engine: resolve_card(card_id, engine=borrowed.get(engine, engine)).calibration_status
+        engine: resolve_card(card_id, engine=engine, profile_engine=borrowed.get(engine)).calibration_status
         for engine in ENGINES
     }
 

@@ -246,7 +246,7 @@ def to_deployment(req: PlanRequest) -> Deployment:
     scheme = parse_weight_scheme(req.dtype)
     card, alias = catalog.resolve_model(req.model)
     hw = apply_overrides(
-        catalog.resolve_card(req.card, engine=registry.fitted_profile_engine(engine)),
+        catalog.resolve_card(req.card, engine=engine, profile_engine=registry.fitted_profile_engine(engine)),
         memory_gib=req.memory_gib,
         bandwidth_gbps=req.bandwidth_gbps,
     )

@@ -23,7 +23,8 @@ def test_cards_shows_the_status_every_plan_uses() -> None:
         assert set(by_engine) == set(ENGINES)
         for engine in ENGINES:
             fit_engine = registry.fitted_profile_engine(engine)
-            assert by_engine[engine] == catalog.resolve_card(card_id, engine=fit_engine).calibration_status
+            profile = catalog.resolve_card(card_id, engine=engine, profile_engine=fit_engine)
+            assert by_engine[engine] == profile.calibration_status
         assert listed[card_id]["calibrated"] == any(s.startswith("calibrated") for s in by_engine.values())
 
 
@@ -42,3 +43,21 @@ def test_statuses_name_their_source() -> None:
         "calibrated: measured by `kvplan calibrate` on NVIDIA H200"
     )
     assert catalog.calibration_by_engine("ascend-910b1")["mindie"].startswith("uncalibrated: datasheet")
+
+
+def test_an_engine_reading_another_engines_fit_keeps_its_own_software_costs() -> None:
+    """SGLang on the 910C reads vllm-ascend's fit (registry.fitted_profile_engine): the fit's chip terms, but
+    not what vllm-ascend's own software costs per request and per prefill pass (catalog.ENGINE_SOFTWARE_COSTS,
+    the datasheet's values instead); the status says so. vllm itself keeps every fitted term."""
+    fitted_for = registry.fitted_profile_engine("sglang")
+    assert fitted_for == "vllm"
+    own = catalog.resolve_card("ascend-910c", engine="vllm")
+    borrowed = catalog.resolve_card("ascend-910c", engine="sglang", profile_engine=fitted_for)
+    datasheet = catalog.load_card("ascend-910c").default_coefficients
+    fit, read = own.coefficients(), borrowed.coefficients()
+    for term in catalog.ENGINE_SOFTWARE_COSTS:
+        assert getattr(fit, term) > getattr(datasheet, term) == getattr(read, term)
+    chip = fit.model_dump(exclude=set(catalog.ENGINE_SOFTWARE_COSTS))
+    assert chip == read.model_dump(exclude=set(catalog.ENGINE_SOFTWARE_COSTS))
+    assert borrowed.calibration_status.startswith(own.calibration_status)
+    assert "read by sglang without vllm's own per-request" in borrowed.calibration_status

@@ -616,8 +616,12 @@ def predict_row(
 
     def error_of(bench: dict[str, str]) -> tuple[float, ServingPoint]:
         point = parse_serving_row(bench, where=f"{CORPUS.name}:{index}")
-        engine = registry.fitted_profile_engine(parse_engine(bench["engine"]))
-        hardware = catalog.resolve_card(card, engine=engine if fitted else None)
+        engine = parse_engine(bench["engine"])
+        hardware = catalog.resolve_card(
+            card,
+            engine=engine if fitted else None,
+            profile_engine=registry.fitted_profile_engine(engine) if fitted else None,
+        )
         return serving_rows.serving_errors([point], hardware=hardware)[0], point
 
     try:

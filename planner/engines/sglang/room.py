@@ -81,8 +81,9 @@ DRAFT_METHODS: tuple[str, ...] = ("eagle3",)
 EXPERTS_OVER_WHOLE_GROUP: str | None = "SGLang's --ep-size splits experts over its whole --tp-size group"
 # SGLang's Ascend backend runs the same CANN / torch_npu operator family as vllm-ascend (fused attention,
 # grouped matmul, NPU graphs); no SGLang row is fitted yet, so a card's SGLang speeds come from its
-# vllm-ascend fit where one is shipped [assumed: docs/engines/sglang.md; the held-out error of that choice is
-# in docs/accuracy.md].
+# vllm-ascend fit where one is shipped, without vllm-ascend's own per-request and per-prefill-pass costs
+# (catalog.borrowed_fit) [assumed: docs/engines/sglang.md; the held-out error of that choice is in
+# docs/accuracy.md].
 FITTED_PROFILE_ENGINE: EngineName = "vllm"
 
 
