@@ -107,7 +107,7 @@ def group_report(key: tuple[str, str], group: fit_profiles.Group, residuals: lis
         residuals.append({
             "corpus_row": bench["corpus_row"], "card": card, "engine": engine, "model": row["model"],
             "engine_version": row["engine_version"], "concurrency": row["concurrency"],
-            "request_rate": bench.get("request_rate", ""), "input_tokens": row["input_tokens"],
+            "request_rate": bench.get("request_rate", ""), "input_tokens": bench["input_tokens"],
             "output_tokens": row["output_tokens"], "mtp": row["mtp"], "mtp_acceptance": row["mtp_acceptance"],
             "ttft_s": row["ttft_s"], "tpot_s": row["tpot_s"], "output_tokens_per_s": bench["output_tokens_per_s"],
             **{f"{q}_error_in_sample": _fmt(a[q]) for q in QUANTITIES},
