@@ -146,3 +146,22 @@ def test_arrival_bound_ci_floors_are_their_finite_paced_runs() -> None:
         assert f" --rate {rate} " in command and f" --num-requests {prompts} " in command
         assert f" --max-batch {cap} " in command
     assert not any(r["status"].startswith("skipped: arrival-bound") for r in recorded.values())
+
+
+def test_the_summary_tells_finite_runs_that_kept_up_from_runs_past_capacity() -> None:
+    """predict.summary's kinds: line 176 (W4A4, kept up with 1 req/s) is a "(finite run)"; line 420 (below 0.9
+    of its arrivals) and line 224 (guidellm past capacity) are "(past capacity)"; line 106 (a paced CI floor)
+    is "(arrival-bound)"; a closed loop gets no suffix."""
+    from lab.published import predict
+
+    recorded = predictions()
+
+    def suffix(line: int) -> str:
+        row = recorded[line]
+        return predict.kind_suffix(row["command"], kind=row["kind"], kept_up=predict.kept_up(row))
+
+    past, finite = " (past capacity)", " (finite run)"
+    expected = {176: finite, 420: past, 224: past, 106: " (arrival-bound)"}
+    assert {line: suffix(line) for line in expected} == expected
+    closed = next(line for line, row in recorded.items() if row["command"].startswith("kvplan serve "))
+    assert suffix(closed) == "" and not predict.kept_up(recorded[closed])

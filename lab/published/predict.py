@@ -842,16 +842,29 @@ def simulated_row(row: dict[str, str], text: str) -> dict[str, str]:
     }
 
 
-def kind_suffix(text: str, *, kind: str = "") -> str:
+def kind_suffix(text: str, *, kind: str = "", kept_up: bool = False) -> str:
     """The summary's kind suffix: ' (P:D)' for a pd_command; for an open-loop simulate that names its request
-    count, ' (arrival-bound)' on a CI floor (arrival_bound_command) and ' (past capacity)' otherwise
-    (finite_run_command); else ''."""
+    count, ' (arrival-bound)' on a CI floor (arrival_bound_command), ' (finite run)' for a run that kept up
+    with its arrivals (open_loop_finite_command) and ' (past capacity)' otherwise (finite_run_command,
+    finite_prompts_command); else ''."""
     if " --pd " in text:
         return " (P:D)"
     finite = text.startswith("kvplan simulate ") and " --rate " in text and " --num-requests " in text
     if not finite:
         return ""
-    return " (arrival-bound)" if kind == CI_FLOOR_KIND else " (past capacity)"
+    if kind == CI_FLOOR_KIND:
+        return " (arrival-bound)"
+    return " (finite run)" if kept_up else " (past capacity)"
+
+
+def kept_up(row: dict[str, str]) -> bool:
+    """True when an output row's open loop (its command's --rate) delivered at least STEADY_SHARE of what its
+    arrivals asked for (rate x output tokens), as _skip_reason reads it; False without a rate."""
+    rate = re.search(r" --rate ([\d.]+)", row["command"])
+    if rate is None or not row["output_tokens"]:
+        return False
+    asked = float(rate.group(1)) * float(row["output_tokens"])
+    return float(row["published_tokens_per_s"]) >= STEADY_SHARE * asked
 
 
 def summary(rows: list[dict[str, str]]) -> list[str]:
@@ -859,7 +872,8 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
     groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for row in rows:
         if row["status"] == "predicted":
-            kind = row["kind"] + kind_suffix(row["command"], kind=row["kind"])  # simulated rows apart
+            suffix = kind_suffix(row["command"], kind=row["kind"], kept_up=kept_up(row))
+            kind = row["kind"] + suffix  # simulated rows apart
             groups[(row["card"], row["engine"], kind)].append(float(row["error"]))
     lines = ["| card | engine | kind | rows | median abs error | median error |", "|---|---|---|---|---|---|"]
     for (card, engine, kind), errors in sorted(groups.items()):
