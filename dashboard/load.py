@@ -242,3 +242,5 @@ def show_disaggregated(req: PlanRequest, engine: str, prompt: int, output: int) 
     two.plotly_chart(fig_kv(runs), width="stretch")
     rows = [table_row(name, d["summary"]) for name, d in runs.items()]
     st.dataframe(rows, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)
+    for note in runs[f"P:D {split}"]["summary"].notes:  # what its TTFT is, what P:D here is not
+        st.caption(note)

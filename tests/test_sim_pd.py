@@ -17,7 +17,7 @@ from planner.errors import PlanInputError
 from planner.perf import roofline
 from planner.sim import metrics, pd, pdspec, run, search
 from planner.sim import workload as wl
-from tests.helpers import deployment_950pr
+from tests.helpers import deployment_950pr, kvplan
 
 runner = CliRunner()
 
@@ -236,3 +236,22 @@ def test_pd_invariants(engine: str, counts: tuple[int, int], count: int, rate: f
     assert int(rec.output_tokens.sum()) == 64 * count
     assert result.summary.prefill_tokens >= int(rec.input_tokens.sum())
     assert result.summary.max_batch_reached <= result.summary.scheduler.max_batch
+
+
+@pytest.mark.parametrize(
+    ("engine", "ttft_words"),
+    [("vllm", "P:D TTFT = prefill + KV pull"), ("mindie", "P:D TTFT ends with the prefill")],
+)
+def test_every_pd_result_says_what_its_ttft_is_and_what_pd_is_not(engine: str, ttft_words: str) -> None:
+    """Issue 23: wherever P:D results are shown, the TTFT's parts for the engine (pdspec.decoder_emits_first)
+    and that the seed's prefill/decode separation inside one card is not modelled, in text and in --json."""
+    from planner.sim import pdloop
+
+    args = f"simulate -m qwen3-8b --card ascend-910b3 --engine {engine} --pd 1:1 --rate 2 --requests 40"
+    text = kvplan(args).output
+    notes = [line.removeprefix("note: ") for line in text.splitlines() if line.startswith("note: P:D")]
+    assert len(notes) == 2 and notes[0].startswith(ttft_words)
+    assert notes[1] == pdloop.SINGLE_CARD_SEPARATION
+    assert json.loads(kvplan(args + " --json").output)["notes"] == notes
+    aggregated = kvplan(args.replace(" --pd 1:1", "")).output
+    assert "P:D" not in aggregated

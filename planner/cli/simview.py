@@ -93,7 +93,7 @@ def summary_lines(result: SimResult, *, label: str, band: SpeedBand) -> list[str
     lines.append(verdict_line(s))
     if s.goodput_requests_per_s is not None:
         lines.append(f"  goodput {s.goodput_requests_per_s:.3g} requests/s meeting the SLOs")
-    return lines + [f"note: {note}" for note in band.notes]
+    return lines + [f"note: {note}" for note in (*s.notes, *band.notes)]
 
 
 def verdict_line(s: SimSummary) -> str:

@@ -210,3 +210,4 @@ class SimSummary(Frozen):
     backlog_at_last_arrival: int = 0
     overloaded: bool = False
     tpot_requests: int | None = None  # requests with more than one output token (tpot_s's sample)
+    notes: tuple[str, ...] = ()  # what a reader must know of the run (P:D: its TTFT, what is not modelled)
