@@ -244,10 +244,9 @@ def borrowed_fit(fitted: HardwareProfile, *, engine: str, fitted_for: str) -> Ha
         f"{measured.device_name}; read by {engine} without {fitted_for}'s own per-request and "
         f"per-prefill-pass costs (the datasheet's instead)"
     )
-    borrowed = measured.model_dump() | {"coefficients": measured.coefficients.model_dump() | own}
-    return HardwareProfile.model_validate(
-        {**fitted.model_dump(), "measured": borrowed | {"device_name": status}}
-    )
+    coefficients = measured.coefficients.model_dump() | own
+    borrowed = measured.model_dump() | {"coefficients": coefficients, "device_name": status}
+    return HardwareProfile.model_validate(fitted.model_dump() | {"measured": borrowed})
 
 
 def _card_by_id(name: str, *, engine: str | None, fit_engine: str | None) -> HardwareProfile:
@@ -256,9 +255,11 @@ def _card_by_id(name: str, *, engine: str | None, fit_engine: str | None) -> Har
     card_id = key if key in _files("hwprofiles") else variant_map().get(key)
     if card_id is not None:
         base = load_card(card_id)
-        fitted = None if fit_engine is None or base.is_calibrated else fitted_profile(card_id, fit_engine)
-        if fitted is not None and engine is not None and fit_engine is not None and fit_engine != engine:
-            fitted = borrowed_fit(fitted, engine=engine, fitted_for=fit_engine)
+        fitted = None
+        if fit_engine is not None and not base.is_calibrated:
+            fitted = fitted_profile(card_id, fit_engine)
+            if fitted is not None and engine is not None and engine != fit_engine:
+                fitted = borrowed_fit(fitted, engine=engine, fitted_for=fit_engine)
         profile = fitted or base
         return profile if key == card_id else profile.with_variant(key)
     raise UnknownIdError("hardware profile", name, [*card_ids(), *variant_map()], "hwprofiles/")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import re
 import shlex
@@ -496,6 +497,7 @@ def chained_acceptance(row: dict[str, str]) -> str:
     return f"{chained(drafts, accepted_share=float(stated)):.6f}"
 
 
+@functools.cache
 def single_stream_acceptance() -> str:
     """The draft acceptance the unstated single stream borrows: SINGLE_STREAM_ACCEPTANCE_LINE's."""
     with CORPUS.open(encoding="utf-8") as handle:
