@@ -225,8 +225,8 @@ def test_seed_002_rows_with_a_kv_cache_run_as_transformers_and_are_not_fitted() 
     """Seed 002's torch_npu eager server is predicted as `--engine transformers` where a row states its dtype
     (lines 138-139, output 64 assumed: predict.SEED_002_OUTPUT_TOKENS; the fp32 rows 127-128 and 136-137 with
     --dtype fp32 since 2026-12-06; the short-prompt table 134-137 at predict.SEED_002_SHORT_PROMPT's 30 in /
-    64 out), never fitted; the row without a KV cache and the table whose dtype is not stated (129-133) stay
-    skipped, each with its own reason."""
+    64 out; the batch table 129-133, whose dtype is not stated, as fp32: predict.SEED_002_BATCH_TABLE), never
+    fitted; the row without a KV cache stays skipped with its own reason."""
     from lab.published import predict  # a lab script, imported only under -m lab
 
     with predict.CORPUS.open(encoding="utf-8") as handle:
@@ -235,7 +235,7 @@ def test_seed_002_rows_with_a_kv_cache_run_as_transformers_and_are_not_fitted() 
     assert len(seed) == 14 and all(
         predict.not_fitted(i, row) == predict.SEED_002_AFTER_FIT for i, row in seed.items()
     )
-    lines = (127, 128, 134, 135, 136, 137, 138, 139)
+    lines = (127, 128, *range(129, 134), 134, 135, 136, 137, 138, 139)
     predicted = {i: predict.predict_row(i, seed[i], profile_dir=None) for i in lines}
     for result in predicted.values():
         assert result["status"] == "predicted"
@@ -244,7 +244,11 @@ def test_seed_002_rows_with_a_kv_cache_run_as_transformers_and_are_not_fitted() 
     assert all("--dtype fp32" in predicted[i]["command"] for i in (127, 128, 136, 137))
     assert all("--input-tokens 30 " in predicted[i]["command"] for i in (134, 135, 136, 137))
     assert predict._skip_reason(seed[126]) == predict.NO_KV_CACHE
-    assert all(predict._skip_reason(seed[i]).startswith("dtype (not stated); ") for i in range(129, 134))
+    for i in range(129, 134):  # the corpus leaves the dtype blank; the prediction says what it assumed
+        assert seed[i]["dtype"] == "" and "--dtype fp32 " in predicted[i]["command"]
+        assert predicted[i]["dtype"] == "fp32"
+        assert "unstated dtype (predicted as fp32" in predicted[i]["not_modelled"]
+    assert all(predicted[i]["not_modelled"] == "" for i in (127, 134, 138))
 
 
 @pytest.mark.lab
@@ -261,9 +265,10 @@ def test_rows_missing_a_setting_say_where_their_source_was_searched() -> None:
         for line, row in rows.items()
         if (predict._skip_reason(row) or "").startswith(("tp, concurrency or lengths", "dtype (not stated)"))
     }
-    # 13 of issue 23's search, less seed 002's short-prompt bf16 rows (134-135, which took assumed lengths)
-    # and line 170's single stream (an assumed prompt: test below), plus line 421 (#1605's Qwen3-32B, no tp)
-    assert len(unstated) == 11
+    # 13 of issue 23's search, less seed 002's short-prompt bf16 rows (134-135, which took assumed lengths),
+    # its batch table (129-133, an assumed dtype: test above) and line 170's single stream (an assumed prompt:
+    # test below), plus line 421 (#1605's Qwen3-32B, no tp)
+    assert len(unstated) == 6
     assert all(predict.searched(rows[line]) and reason.endswith(predict.searched(rows[line])[2:])
                for line, reason in unstated.items())  # fmt: skip
     for line in (208, 214, 215, 216, 217, 218):

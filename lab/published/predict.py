@@ -76,6 +76,28 @@ SEED_002_MTP_PROMPT = "862"  # input tokens of the MTP comparison (its base and 
 # At 1 and 8 streams of a 0.8B model decode sets the speed, so the prompt length moves these rows little.
 # [assumed: the article states no lengths for this table]
 SEED_002_SHORT_PROMPT = ("short prompt (lengths not stated)", "30", "64")
+# Seed 002's section 3 batch table (lines 129-133, 30 in / 64 out, c1-c32) states no dtype. Predicted as
+# fp32: the article stacks its steps in order (KV cache, batching, then '第三步：bf16 精度服务', "6.3x -> 12x ->
+# 5% -> 1.42x"), the bf16 step compares against '历史 fp32' (the historical default), and the table's c8
+# (150.2 tok/s) sits 4 % under that fp32 c8 (156.3) and 10 % under the bf16 one (166.2). The row keeps its
+# blank dtype column in the corpus; the output's dtype column and not_modelled say what was assumed. At 1-32
+# streams of a 0.8B model the choice moves kvplan's prediction by under 10 % (c1: fp32 69.9, bf16 76.6 tok/s).
+# [assumed: the article states no dtype for this table]
+SEED_002_BATCH_TABLE = ("dtype of this table not stated", "fp32")
+
+
+def dtype_of(row: dict[str, str]) -> str:
+    """The row's weight dtype as the corpus states it, or SEED_002_BATCH_TABLE's for that table."""
+    marker, assumed = SEED_002_BATCH_TABLE
+    unstated = not row["dtype"] and row["engine"] == SEED_002_ENGINE and marker in row["notes"]
+    return assumed if unstated else row["dtype"]
+
+
+def assumed_dtype_note(row: dict[str, str]) -> str:
+    """'an unstated dtype (predicted as fp32: ...)' where dtype_of assumed one, "" otherwise."""
+    if row["dtype"] or not dtype_of(row):
+        return ""
+    return f"an unstated dtype (predicted as {dtype_of(row)}: predict.SEED_002_BATCH_TABLE says why)"
 
 
 # Line 170 (Qwen3.8-27B W8A8 on one 950PR, vllm-ascend 0.23.0, MTP 3: 'Measured single-stream decode: 64 tok/s
@@ -352,7 +374,7 @@ def _skip_reason(row: dict[str, str]) -> str | None:
         return f"engine {row['engine']} not modelled"
     if row["engine"] == SEED_002_ENGINE and "no KV cache" in row["notes"]:
         return NO_KV_CACHE
-    dtype = WEIGHT_ALIASES.get(row["dtype"].lower(), row["dtype"].lower())
+    dtype = WEIGHT_ALIASES.get(dtype_of(row).lower(), dtype_of(row).lower())
     if not dtype:
         return "dtype (not stated)" + searched(row)
     if dtype not in WEIGHT_SCHEMES:
@@ -513,7 +535,8 @@ def bench_row(
     treats its output tok/s one-sided, planner/fit/censored.py), with `headroom` that the run reached at
     most (1 + headroom) x its figure (column floor_headroom_fraction: the fit's band is then two-ended), and
     with `margin` how far above the threshold the run is taken to be (column floor_margin_fraction)."""
-    out = {key: row[key] for key in ("model", "card", "dtype", "kv_dtype", "tp", "concurrency")}
+    out = {key: row[key] for key in ("model", "card", "kv_dtype", "tp", "concurrency")}
+    out["dtype"] = dtype_of(row)
     out |= {key: row[key] for key in ("output_tokens_per_s", "mtp")}
     out["input_tokens"] = input_tokens(row)
     out["output_tokens"] = output_tokens(row)
@@ -607,7 +630,8 @@ def predict_row(
     result = {key: row.get(key, "") for key in OUT_COLUMNS} | {"row": str(index)}
     result |= {"published_tokens_per_s": row["output_tokens_per_s"], "source_url": row["source_url"]}
     result["input_tokens"], result["output_tokens"] = input_tokens(row), output_tokens(row)
-    result["not_modelled"] = not_modelled(row)
+    result["not_modelled"] = "; ".join(part for part in (not_modelled(row), assumed_dtype_note(row)) if part)
+    result["dtype"] = dtype_of(row)
     reason = _skip_reason(row)
     card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
     # the CLI resolves a card id to its fitted profile; without --fitted the datasheet profile's file
