@@ -2,10 +2,11 @@
 
     PYTHONPATH=. python benchmarks/seed_slowdown.py
 
-Seed 000 (/work/shared/seeds/000_*.txt; corpus lines 122, 124, 125): Qwen3-27B (Qwen3.5-27B card) FP8 on a 64 GB
-Ascend 950PR under MindIE, 256-token prompts, 128 output tokens, a client loop without ignore_eos ("random"
-arrivals), 1 / 8 / 32 clients: TPOT 63 / 90.9 / 142.9 ms. The profile is the shipped fit of those rows
-(hwprofiles/fitted/ascend-950pr.mindie.yaml). The closed loop (planner/perf/closed_loop.py, "random") gives
+Seed 000 (/work/shared/seeds/000_*.txt; corpus lines 122, 124, 125): Qwen3-27B (Qwen3.5-27B card) FP8 on a
+64 GB Ascend 950PR under MindIE, 256-token prompts, 128 output tokens, a client loop without ignore_eos
+("random" arrivals), 1 / 8 / 32 clients: TPOT 63 / 90.9 / 142.9 ms. The profile is the shipped fit of those
+rows (hwprofiles/fitted/ascend-950pr.mindie.yaml). The closed loop (planner/perf/closed_loop.py, "random")
+gives
     TPOT(b) = t(b) / a + others' prefills (b - 1 prompts merged into passes) / (O - 1),
 and t(b), the decode step at batch b (ledger: planner/perf/roofline.py), splits into
     - the part every step pays whatever the batch: t(1) less its per-sequence cost;
@@ -28,8 +29,8 @@ def parts(batch: int) -> dict[str, float]:
     """Seconds per output token at `batch` clients: fixed step part, scheduling, read growth, others'
     prefills, and the closed loop's TPOT (their sum)."""
     from planner import catalog
-    from planner.importers.benchpoints import read_bench_rows
     from planner.fit import serving_rows as fit_serving
+    from planner.importers.benchpoints import read_bench_rows
     from planner.perf import roofline
     from planner.serving import closed_loop
 
@@ -48,7 +49,9 @@ def parts(batch: int) -> dict[str, float]:
     fixed = step_1 - rate.sequence_overhead_s
     steps = (point.output_tokens - 1) / est.tokens_per_step
     timer = closed_loop.RooflineTimer(dep)
-    others, _ = closed_loop.merged_prefill_s(timer, prompt_tokens=point.input_tokens, batch=batch - 1, steps=steps)
+    others, _ = closed_loop.merged_prefill_s(
+        timer, prompt_tokens=point.input_tokens, batch=batch - 1, steps=steps
+    )
     return {
         "fixed": fixed * per_token,
         "scheduling": scheduling * per_token,
@@ -68,7 +71,9 @@ def main() -> int:
     print("| measured TPOT | " + " | ".join(f"{MEASURED_TPOT_MS[b]:.1f}" for b in rows) + " |")
     for b in (8, 32):
         growth = rows[b]["model TPOT"] - rows[1]["model TPOT"]
-        shares = {n: (rows[b][n] - rows[1][n]) / growth for n in ("scheduling", "read growth", "others' prefills")}
+        shares = {
+            n: (rows[b][n] - rows[1][n]) / growth for n in ("scheduling", "read growth", "others' prefills")
+        }
         text = ", ".join(f"{n} {s:.0%}" for n, s in shares.items())
         print(f"\nTPOT growth 1 -> {b} clients: model {growth * 1e3:.1f} ms "
               f"(measured {MEASURED_TPOT_MS[b] - MEASURED_TPOT_MS[1]:.1f} ms): {text}")  # fmt: skip

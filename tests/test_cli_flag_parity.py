@@ -236,7 +236,21 @@ def test_sweep_takes_the_engine_layout_and_drafts() -> None:
     assert json.loads(eagle.stdout)["tokens_per_step"] > 1.0
     table = runner.invoke(
         app,
-        ["sweep", "-m", "qwen3-32b", "--batch", "1", "--ctx", "1k", "--dp", "2", "--pp", "2", "--engine", "vllm"],
+        [
+            "sweep",
+            "-m",
+            "qwen3-32b",
+            "--batch",
+            "1",
+            "--ctx",
+            "1k",
+            "--dp",
+            "2",
+            "--pp",
+            "2",
+            "--engine",
+            "vllm",
+        ],
     )  # vLLM: kvplan knows no MindIE pipeline-parallel setting (sweep refuses it as plan does)
     assert table.exit_code == 0, table.output
     assert "dp=2, pp=2, batch per DP group" in " ".join(table.stdout.split())
@@ -431,7 +445,18 @@ def test_simulate_takes_the_engines_context_length() -> None:
     run), refused below it, and a MindIE maxSeqLen of 128k holds fewer sequences at full length, so the
     running batch the simulator reaches cannot grow (hand check: qwen3-8b bf16 on a 64 GB 910B3 holds
     one or two 128k sequences)."""
-    base = ["simulate", "-m", "qwen3-8b", "--card", "ascend-910b3", "--rate", "2", "--requests", "50", "--json"]
+    base = [
+        "simulate",
+        "-m",
+        "qwen3-8b",
+        "--card",
+        "ascend-910b3",
+        "--rate",
+        "2",
+        "--requests",
+        "50",
+        "--json",
+    ]
     default, given, alias, long = (
         runner.invoke(app, [*base, *flags])
         for flags in ([], ["--ctx", "384"], ["--max-model-len", "384"], ["--ctx", "128k"])
@@ -440,4 +465,3 @@ def test_simulate_takes_the_engines_context_length() -> None:
     assert json.loads(default.stdout) == json.loads(given.stdout) == json.loads(alias.stdout)
     assert json.loads(long.stdout)["max_batch_reached"] < json.loads(default.stdout)["max_batch_reached"]
     fails_with([*base, "--ctx", "383"], "--ctx: shorter than the longest request (got 383, expected >= 384")
-

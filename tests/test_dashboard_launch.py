@@ -47,7 +47,8 @@ def test_the_dashboard_server_imports_the_planner_before_it_listens() -> None:
 
     probe = (
         "import sys, dashboard.serve as s; "
-        "print(all(m in sys.modules for m in ('planner.plan.compose', 'planner.sim.run', 'plotly.graph_objects')), "
+        "needed = ('planner.plan.compose', 'planner.sim.run', 'plotly.graph_objects'); "
+        "print(all(m in sys.modules for m in needed), "
         "any(m.startswith('dashboard.') and m != 'dashboard.serve' for m in sys.modules))"
     )
     env = launch.child_environment()

@@ -262,6 +262,8 @@ def test_dp_plan_prints_the_fields_its_config_command_writes(engine: str) -> Non
     assert code == 0 and int(written) == batch == plan["recommendation"]["max_batch_size"] // 2
     if engine == "mindie":
         single = json.loads(runner.invoke(app, [*flags, "--json"]).output)["engine_config"]["fields"]
-        npu_mem = payload["mindie"]["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]["npuMemSize"]
+        npu_mem = payload["mindie"]["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0][
+            "npuMemSize"
+        ]
         assert fields["npuMemSize"] == single["npuMemSize"] == f"{npu_mem} (GiB: explicit)"
         assert batch <= payload["mindie"]["prediction"]["concurrency"]

@@ -206,8 +206,8 @@ def test_a_stated_compute_fraction_width_narrows_only_the_compute_scale_prior() 
 
 
 def test_the_rows_engine_sets_the_per_request_prior() -> None:
-    """request_overhead_us's prior centre is the rows' engine's (registry.request_overhead_prior_us): step rows
-    say nothing about it, so the fit returns that centre; rows of two engines with different centres fall
+    """request_overhead_us's prior centre is the rows' engine's (registry.request_overhead_prior_us): step
+    rows say nothing about it, so the fit returns that centre; rows of two engines with different centres fall
     back to the generic floor, and a profile's own value wins over any floor."""
     import dataclasses
 

@@ -88,7 +88,9 @@ TOKEN_FLAG = re.compile(r"tokens|ctx|batch|concurrency|block-size|mtp$|tp$")
 # --- discovery from --help ------------------------------------------------------------------------------
 
 # "--ctx,--max-model-len  <str>": the first spelling of an option with aliases
-OPTION_LINE = re.compile(r"^│\s+(?:\*\s+)?(--[a-z0-9][a-z0-9-]*)(?:,--[a-z0-9-]+)*(?:\s+-[A-Za-z])?\s+<([^>]+)>")
+OPTION_LINE = re.compile(
+    r"^│\s+(?:\*\s+)?(--[a-z0-9][a-z0-9-]*)(?:,--[a-z0-9-]+)*(?:\s+-[A-Za-z])?\s+<([^>]+)>"
+)
 ARGUMENT_LINE = re.compile(r"^│\s+(?:\*\s+)?([a-z_]+)\s+<([^>]+)>")
 COMMAND_LINE = re.compile(r"^│\s+([a-z][a-z-]*)\s{2,}\S")
 
@@ -215,7 +217,8 @@ TEXT = [
     ",".join(str(i) for i in range(1, 4097)),  # a 4 096-point --ctx (or --batch) list: the sweep grid cap
     "sglang",
     "transformers",
-    # --speculative-config JSON (2026-12-05 surface): drafters an engine lacks, counts out of range, not objects
+    # --speculative-config JSON (2026-12-05 surface): drafters an engine lacks, counts out of range, not
+    # objects
     '{"method": "dflash", "num_speculative_tokens": 3}',
     '{"method": "eagle3", "num_speculative_tokens": 3, "model": "x"}',
     '{"method": "mtp", "num_speculative_tokens": 1e400}',

@@ -22,7 +22,16 @@ from planner.serving import closed_loop
 
 PREDICTIONS = Path(__file__).resolve().parents[1] / "lab" / "published" / "predictions-after.csv"
 SERVE = ["serve", "-m", "qwen3-32b", "--card", "ascend-910c", "--engine", "vllm", "--tp", "2"]
-LOAD = ["--input-tokens", "8192", "--output-tokens", "256", "--concurrency", "8", "--max-prefill-tokens", "16384"]
+LOAD = [
+    "--input-tokens",
+    "8192",
+    "--output-tokens",
+    "256",
+    "--concurrency",
+    "8",
+    "--max-prefill-tokens",
+    "16384",
+]
 
 
 def deployment(fraction: float, *, model: str = "qwen3-32b", tp: int = 2, ctx: str = "8448"):
@@ -48,7 +57,9 @@ def deployment(fraction: float, *, model: str = "qwen3-32b", tp: int = 2, ctx: s
         (1024, 0.0, 128, 0),
     ],
 )
-def test_hit_is_whole_blocks_and_never_the_last_token(prompt: int, fraction: float, block: int, expected: int):
+def test_hit_is_whole_blocks_and_never_the_last_token(
+    prompt: int, fraction: float, block: int, expected: int
+):
     assert prefix_hit_tokens(prompt, cached_fraction=fraction, block_tokens=block) == expected
 
 
@@ -85,7 +96,9 @@ def test_serve_with_a_cached_prefix_is_faster_and_zero_changes_nothing() -> None
     runner = CliRunner()
     base = json.loads(runner.invoke(app, [*SERVE, *LOAD, "--json"]).stdout)
     zero = json.loads(runner.invoke(app, [*SERVE, *LOAD, "--prefix-cached-fraction", "0", "--json"]).stdout)
-    cached = json.loads(runner.invoke(app, [*SERVE, *LOAD, "--prefix-cached-fraction", "0.9", "--json"]).stdout)
+    cached = json.loads(
+        runner.invoke(app, [*SERVE, *LOAD, "--prefix-cached-fraction", "0.9", "--json"]).stdout
+    )
     assert zero == base
     assert cached["instance_output_tokens_per_s"] > base["instance_output_tokens_per_s"]
 

@@ -1,4 +1,5 @@
-"""Every published row kvplan predicts has a `kvplan serve` (or, open loop, `kvplan simulate`) command that a user can run (issue 23).
+"""Every published row kvplan predicts has a `kvplan serve` (or, open loop, `kvplan simulate`) command that
+a user can run (issue 23).
 
 lab/published/predictions-after.csv records, for each predicted row, the command that gives the
 prediction. Each one runs here through the CLI in-process, exactly as typed (the `kvplan` word dropped),

@@ -108,7 +108,9 @@ def test_open_loop_batch_obeys_littles_law_and_grows_with_rate() -> None:
     base, _ = pair()
     timer = closed_loop.RooflineTimer(base)
     slow_rate, fast_rate = (
-        open_loop.open_loop_estimate_with(timer, workload=(512, 256), rate_per_s=r, max_batch=256, calibrated=False)
+        open_loop.open_loop_estimate_with(
+            timer, workload=(512, 256), rate_per_s=r, max_batch=256, calibrated=False
+        )
         for r in (1.0, 8.0)
     )
     for rate, est in ((1.0, slow_rate), (8.0, fast_rate)):
@@ -119,7 +121,9 @@ def test_open_loop_batch_obeys_littles_law_and_grows_with_rate() -> None:
 def test_open_loop_past_capacity_is_the_saturated_closed_loop() -> None:
     base, _ = pair()
     timer = closed_loop.RooflineTimer(base)
-    est = open_loop.open_loop_estimate_with(timer, workload=(512, 256), rate_per_s=1e4, max_batch=8, calibrated=False)
+    est = open_loop.open_loop_estimate_with(
+        timer, workload=(512, 256), rate_per_s=1e4, max_batch=8, calibrated=False
+    )
     assert est.running_batch == 8
     assert est.output_tokens_per_s < 1e4 * 256
 
@@ -158,12 +162,17 @@ def test_fit_finds_a_per_request_cost_from_ttft_rows() -> None:
     truth = base.hardware.coefficients(calibrated=False).model_copy(update={"request_overhead_us": 200_000.0})
     rows = []
     for i, (rate, prompt) in enumerate([(0.5, 256), (1.0, 512), (2.0, 1024), (4.0, 256), (1.0, 2048)]):
-        point = parse_serving_row(ROW | {"request_rate": str(rate), "input_tokens": str(prompt)}, where=f"r:{i}")
-        est = fit_serving.estimate(fit_serving.prepare([point], hardware=base.hardware, calibrated=False)[0], truth)
+        point = parse_serving_row(
+            ROW | {"request_rate": str(rate), "input_tokens": str(prompt)}, where=f"r:{i}"
+        )
+        est = fit_serving.estimate(
+            fit_serving.prepare([point], hardware=base.hardware, calibrated=False)[0], truth
+        )
         rows.append(
             parse_serving_row(
                 ROW | {"request_rate": str(rate), "input_tokens": str(prompt), "ttft_s": f"{est.ttft_s:.6g}",
-                       "tpot_s": f"{est.tpot_s:.6g}", "output_tokens_per_s": f"{est.output_tokens_per_s:.6g}"},
+                       "tpot_s": f"{est.tpot_s:.6g}",
+                       "output_tokens_per_s": f"{est.output_tokens_per_s:.6g}"},
                 where=f"r:{i}",
             )
         )  # fmt: skip
@@ -177,14 +186,18 @@ def test_a_parameter_on_its_bound_names_the_rows_pulling_it() -> None:
     upper bound and the warning names the TTFT observations that pull it there."""
     base = deployment_950pr("qwen3-8b", scheme="bf16", engine="vllm")
     rows = [
-        parse_serving_row(ROW | {"request_rate": "0.5", "ttft_s": "60", "input_tokens": str(p)}, where=f"r:{p}")
+        parse_serving_row(
+            ROW | {"request_rate": "0.5", "ttft_s": "60", "input_tokens": str(p)}, where=f"r:{p}"
+        )
         for p in (256, 512)
     ]
     result = fit.fit_coefficients([], hardware=base.hardware, serving=rows)
     index = fit_params.PARAM_NAMES.index("request_overhead_us")
     assert result.bounds[index] == "upper"
     assert "r:256 (TTFT)" in result.bound_pullers["request_overhead_us"]
-    assert any("request_overhead_us" in w and "pulled there by" in w and "(TTFT)" in w for w in result.warnings)
+    assert any(
+        "request_overhead_us" in w and "pulled there by" in w and "(TTFT)" in w for w in result.warnings
+    )
 
 
 def test_plan_ttft_names_what_a_client_sees_as_serve_does() -> None:

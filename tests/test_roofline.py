@@ -237,7 +237,9 @@ def test_ttft_monotone_in_prompt(dep: Deployment, prompt: int, more: int) -> Non
 def test_prefill_pass_grid_is_the_ledger_per_chunk(dep: Deployment) -> None:
     """One implementation of a prefill pass's seconds: the grid's passes sum to the itemised ledger (TTFT)."""
     dep = dep.model_copy(update={"max_prefill_tokens": 1024})
-    passes_s = roofline.prefill_pass_s_grid(dep, step=roofline.prefill_step(dep, prompt_tokens=2500, cached_tokens=0))
+    passes_s = roofline.prefill_pass_s_grid(
+        dep, step=roofline.prefill_step(dep, prompt_tokens=2500, cached_tokens=0)
+    )
     assert passes_s.shape == (3,)  # 1024 + 1024 + 452 tokens
     ledger = roofline.prefill_ledger(dep, prompt_tokens=2500)
     charged = {o.name: o.time_s for o in ledger.ops}

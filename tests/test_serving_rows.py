@@ -186,7 +186,8 @@ def test_fit_reproduces_rows_made_with_a_prefill_pass_cost_and_extrapolates_conc
     cost, inside the 100 ms box): fitted on concurrency 1, 8 and 32 with TTFT and TPOT, every observation
     comes back within 5 % (worst 3.5 %) and concurrency 128 (where several prompts share a pass) within
     10 %. Three rows no longer pin the per-pass cost itself: the per-request term (TTFT only) and the
-    state-read rate explain the same TTFT and TPOT (measured here: ~1 ms per pass + ~45 ms per request, -9 % at 128)."""
+    state-read rate explain the same TTFT and TPOT (measured here: ~1 ms per pass + ~45 ms per request, -9 %
+    at 128)."""
     import dataclasses
 
     from planner import catalog

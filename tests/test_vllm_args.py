@@ -303,5 +303,7 @@ def test_pipeline_stages_print_no_utilisation_they_cannot_compute() -> None:
     assert "--max-num-seqs 2048 \\" in out
     assert "needs --gpu-memory-utilization >=" not in out and "needs at least" not in out
     assert "not computed with --pp > 1 (the pool per pipeline stage is not modelled)" in out
-    single = runner.invoke(app, ["vllm", "--model", "qwen3-32b", "--card", "ascend-910b3", "--tp", "4"]).output
+    single = runner.invoke(
+        app, ["vllm", "--model", "qwen3-32b", "--card", "ascend-910b3", "--tp", "4"]
+    ).output
     assert "needs --gpu-memory-utilization >=" in single

@@ -59,15 +59,15 @@ NOT_WRITTEN = {
     ("ascend-910b4", "vllm"),
 }
 REFUSALS: list[str] = []  # messages of fits that refused (the last one explains a None)
-# A fitted term on its box ships only with a written reason here (issue 27); without one, --write refuses
-# the group's profile and names the observations that pull the term there (planner.fit.solver.FitResult.bound_pullers).
+# A fitted term on its box ships only with a written reason here (issue 27); without one, --write refuses the
+# group's profile and names the observations that pull the term there (solver.FitResult.bound_pullers).
 # Each reason says why the bound is physical (the chip's datasheet, or an assumed engine limit) and what the
 # rows pulling it there are; fit_profiles.py prints the pullers, and the profile's notes carry them.
 BOUND_REASONS: dict[tuple[str, str], dict[str, str]] = {
     ("ascend-910c", "vllm"): {
         "weight_read_bandwidth_fraction": (
-            "at the A3 die's datasheet bandwidth (1.0), not beyond it: high-concurrency CI floors without MTP "
-            "(Qwen3-30B-A3B int8 TP1 at 45 clients, Qwen3-235B bf16 and Qwen3-32B int8 at 700 / 76, "
+            "at the A3 die's datasheet bandwidth (1.0), not beyond it: high-concurrency CI floors without "
+            "MTP (Qwen3-30B-A3B int8 TP1 at 45 clients, Qwen3-235B bf16 and Qwen3-32B int8 at 700 / 76, "
             "MiniMax-M2.5) ran faster than any lower fraction allows with the per-kernel costs the other "
             "rows set; which term over-counts at high batch is not identified (no per-phase vLLM row on A3)"
         ),
@@ -76,11 +76,11 @@ BOUND_REASONS: dict[tuple[str, str], dict[str, str]] = {
             "fraction: their KV reads at 3.5k-5k tokens x 45-700 clients leave no room below it"
         ),
         "prefill_pass_overhead_us": (
-            "at the 100 ms per prefill pass that an eager pass's launches can cost at most (fitted_params.py); "
-            "pulled there by the 16k / 32k-prompt Qwen3.5 weekly floors (their prefill runs slower than the "
-            "compute fraction the x/1.5 prior allows, even with prefill attention at a fitted fraction of its "
-            "own, 0.44 of a GEMM's rate); it was 697 ms before the box ended at 100 ms, and "
-            "the per-request cost now carries what a request pays outside the forward pass"
+            "at the 100 ms per prefill pass that an eager pass's launches can cost at most "
+            "(fitted_params.py); pulled there by the 16k / 32k-prompt Qwen3.5 weekly floors (their prefill "
+            "runs slower than the compute fraction the x/1.5 prior allows, even with prefill attention at a "
+            "fitted fraction of its own, 0.44 of a GEMM's rate); it was 697 ms before the box ended at 100 "
+            "ms, and the per-request cost now carries what a request pays outside the forward pass"
         ),
     },
     ("ascend-910b3", "vllm"): {
@@ -387,7 +387,9 @@ def report(card: str, engine: str, group: Group, residuals: list[dict[str, str]]
     result = fitted(points, card)
     RESULTS[(card, engine)] = result
     lines = [f"\n### {card} / {engine}: {len(group)} rows, {len(models)} models\n"]
-    lines.append(f"- datasheet profile, assumed efficiencies (no fit): median |error| {median_abs(shipped):.1%}")
+    lines.append(
+        f"- datasheet profile, assumed efficiencies (no fit): median |error| {median_abs(shipped):.1%}"
+    )
     if result is None:
         return [*lines, f"- the fit refuses these rows: {REFUSALS[-1]}"]
     lines.append(
@@ -429,7 +431,8 @@ def report(card: str, engine: str, group: Group, residuals: list[dict[str, str]]
 def censored_lines(points: list[Any], errs: list[float], label: str) -> list[str]:
     """With floors read as lower bounds (the default): the floor rows' median shortfall below 0.97 x their
     floor (outside the ceiling too, with --floor-headroom), their median signed error (how far above its
-    floors the fit sits), and the measured rows' median |error|; nothing when floors are read as exact (no --floor-margin)."""
+    floors the fit sits), and the measured rows' median |error|; nothing when floors are read as exact (no
+    --floor-margin)."""
     import statistics
 
     from planner.fit import censored
@@ -501,8 +504,8 @@ def main(argv: list[str] | None = None) -> int:
         "--floor-margin",
         type=float,
         metavar="M",
-        help="read CI baseline floors as lower bounds, a run taken to be M above 0.97 x its floor (0: one-sided); "
-        "default: floors read as exact throughputs, as the shipped profiles are fitted",
+        help="read CI baseline floors as lower bounds, a run taken to be M above 0.97 x its floor "
+        "(0: one-sided); default: floors read as exact throughputs, as the shipped profiles are fitted",
     )
     parser.add_argument(
         "--floor-headroom",

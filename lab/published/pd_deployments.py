@@ -138,9 +138,9 @@ DEPLOYMENTS: dict[tuple[str, str], PdDeployment] = {
         decode_max_seqs=24,
         prefill_batched=16384,
         memory_fraction=0.8,
-        read="num_nodes 2 x 16; routing disaggregated_prefill, groups prefiller [0] decoder [1]; config: each node "
-        "dp_size 2 dp_size_local 2 tp_size 8; --enable-expert-parallel; both sides --max-num-seqs 24 "
-        "--max-num-batched-tokens 16384 --gpu-memory-utilization 0.8, eagle3 3 tokens "
+        read="num_nodes 2 x 16; routing disaggregated_prefill, groups prefiller [0] decoder [1]; config: "
+        "each node dp_size 2 dp_size_local 2 tp_size 8; --enable-expert-parallel; both sides --max-num-seqs "
+        "24 --max-num-batched-tokens 16384 --gpu-memory-utilization 0.8, eagle3 3 tokens "
         "(Eco-Tech/MiniMax-M2.7-eagle-model-short); prefill --enforce-eager, decode FULL_DECODE_ONLY; "
         "MooncakeConnectorV1 (read at 1196a5ef, the file's newest stored version)",
     ),

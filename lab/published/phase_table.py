@@ -1,4 +1,4 @@
-"""Per-phase table: TTFT, TPOT and throughput of every published Ascend row that has them, fitted and held out.
+"""Per-phase table: TTFT, TPOT and throughput of every published Ascend row with them, fitted and held out.
 
     PYTHONPATH=. python lab/published/phase_table.py          # print the markdown table
     PYTHONPATH=. python lab/published/phase_table.py --write  # also write phase-table.md, phase-residuals.csv
@@ -13,8 +13,8 @@ engine). A group is listed when any of its rows publishes a TTFT or a TPOT (per-
 
 Errors are predicted / published - 1 of mean TTFT, mean TPOT (per output token: with MTP the model divides
 its step by the tokens per step that the row's stated acceptance gives) and output tok/s; the table gives
-their median |error| and the number of observations. Closed-loop rows are timed by planner/perf/closed_loop.py,
-open-loop (request-rate) rows by planner/perf/open_loop.py.
+their median |error| and the number of observations. Closed-loop rows are timed by
+planner/perf/closed_loop.py, open-loop (request-rate) rows by planner/perf/open_loop.py.
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ def lomo_errors(group: fit_profiles.Group, card: str) -> list[dict[str, float | 
         result = fit_profiles.fitted(train, card)
         if result is None:
             continue
-        for i, errs in zip(test, row_errors([points[i] for i in test], card, result.coefficients), strict=True):
+        for i, errs in zip(
+            test, row_errors([points[i] for i in test], card, result.coefficients), strict=True
+        ):
             out[i] = errs
     return out
 
@@ -88,7 +90,9 @@ def cell(errors: list[dict[str, float | None] | None], quantity: str) -> str:
     return f"{median:.1%} ({count}){mark}"
 
 
-def group_report(key: tuple[str, str], group: fit_profiles.Group, residuals: list[dict[str, str]]) -> list[str]:
+def group_report(
+    key: tuple[str, str], group: fit_profiles.Group, residuals: list[dict[str, str]]
+) -> list[str]:
     """Markdown table rows for one group (in sample, LOMO); appends its per-row residuals."""
     card, engine = key
     points = [p for _, _, p in group]
@@ -100,16 +104,18 @@ def group_report(key: tuple[str, str], group: fit_profiles.Group, residuals: lis
     models = len({p.model for p in points})
     lines = [
         f"| {card} | {engine} | {len(group)} ({models} models) | in sample | "
-        + " | ".join(cell(inside, q) for q in QUANTITIES) + " |",
+        + " | ".join(cell(inside, q) for q in QUANTITIES)
+        + " |",
         "| | | | LOMO | " + " | ".join(cell(held, q) for q in QUANTITIES) + " |",
     ]
-    for (row, bench, point), a, b in zip(group, inside, held, strict=True):
+    for (row, bench, _point), a, b in zip(group, inside, held, strict=True):
         residuals.append({
             "corpus_row": bench["corpus_row"], "card": card, "engine": engine, "model": row["model"],
             "engine_version": row["engine_version"], "concurrency": row["concurrency"],
             "request_rate": bench.get("request_rate", ""), "input_tokens": bench["input_tokens"],
             "output_tokens": row["output_tokens"], "mtp": row["mtp"], "mtp_acceptance": row["mtp_acceptance"],
-            "ttft_s": row["ttft_s"], "tpot_s": row["tpot_s"], "output_tokens_per_s": bench["output_tokens_per_s"],
+            "ttft_s": row["ttft_s"], "tpot_s": row["tpot_s"],
+            "output_tokens_per_s": bench["output_tokens_per_s"],
             **{f"{q}_error_in_sample": _fmt(a[q]) for q in QUANTITIES},
             **{f"{q}_error_lomo": _fmt(None if b is None else b[q]) for q in QUANTITIES},
         })  # fmt: skip
@@ -128,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write phase-table.md and phase-residuals.csv")
     parser.add_argument(
-        "--only", metavar="CARD.ENGINE", help="one group only (e.g. ascend-910b3.mindie); --write then "
+        "--only",
+        metavar="CARD.ENGINE",
+        help="one group only (e.g. ascend-910b3.mindie); --write then "
         "replaces that group's lines of phase-table.md and rows of phase-residuals.csv",
     )
     args = parser.parse_args(argv)
@@ -178,6 +186,7 @@ def _blocks(lines: list[str]) -> dict[tuple[str, str], list[str]]:
             key = (cells[0], cells[1])
         out.setdefault(key, []).append(line)
     return out
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -77,8 +77,8 @@ SEED_002_MTP_PROMPT = "862"  # input tokens of the MTP comparison (its base and 
 # [assumed: the article states no lengths for this table]
 SEED_002_SHORT_PROMPT = ("short prompt (lengths not stated)", "30", "64")
 # Seed 002's section 3 batch table (lines 129-133, 30 in / 64 out, c1-c32) states no dtype. Predicted as
-# fp32: the article stacks its steps in order (KV cache, batching, then '第三步：bf16 精度服务', "6.3x -> 12x ->
-# 5% -> 1.42x"), the bf16 step compares against '历史 fp32' (the historical default), and the table's c8
+# fp32: the article stacks its steps in order (KV cache, batching, then step 3, bf16 serving: "6.3x -> 12x
+# -> 5% -> 1.42x"), the bf16 step compares against '历史 fp32' (the historical default), and the table's c8
 # (150.2 tok/s) sits 4 % under that fp32 c8 (156.3) and 10 % under the bf16 one (166.2). The row keeps its
 # blank dtype column in the corpus; the output's dtype column and not_modelled say what was assumed. At 1-32
 # streams of a 0.8B model the choice moves kvplan's prediction by under 10 % (c1: fp32 69.9, bf16 76.6 tok/s).
@@ -364,11 +364,9 @@ OUT_COLUMNS = (
 )  # fmt: skip
 
 
-def _skip_reason(row: dict[str, str]) -> str | None:
-    """Why a corpus row cannot be predicted, or None."""
-    from planner import catalog
+def _setting_reason(row: dict[str, str]) -> str | None:
+    """Why the row's engine, dtype or settings cannot be typed as a kvplan command, or None."""
     from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES
-    from planner.errors import KvplanError
 
     if row["engine"] not in ENGINES:
         return f"engine {row['engine']} not modelled"
@@ -379,14 +377,25 @@ def _skip_reason(row: dict[str, str]) -> str | None:
         return "dtype (not stated)" + searched(row)
     if dtype not in WEIGHT_SCHEMES:
         return f"dtype {row['dtype']} not modelled" + searched(row)
-    open_rate = open_loop_rate(row)
     if (
         not (row["tp"] or sglang_rows.launch_of(row))
-        or not (row["concurrency"] or open_rate)
+        or not (row["concurrency"] or open_loop_rate(row))
         or not input_tokens(row)
         or not output_tokens(row)
     ):
         return "tp, concurrency or lengths not stated" + searched(row)
+    return None
+
+
+def _skip_reason(row: dict[str, str]) -> str | None:
+    """Why a corpus row cannot be predicted as a steady closed loop, or None (_setting_reason first)."""
+    from planner import catalog
+    from planner.errors import KvplanError
+
+    setting = _setting_reason(row)
+    if setting is not None:
+        return setting
+    open_rate = open_loop_rate(row)
     if open_rate is not None and float(row["output_tokens_per_s"]) < STEADY_SHARE * open_rate * float(
         row["output_tokens"]
     ):
@@ -510,9 +519,7 @@ def chained_acceptance(row: dict[str, str]) -> str:
     """
     from planner.perf.mtp import chained_acceptance as chained
 
-    stated = row["mtp_acceptance"] or (
-        single_stream_acceptance() if is_unstated_single_stream(row) else ""
-    )
+    stated = row["mtp_acceptance"] or (single_stream_acceptance() if is_unstated_single_stream(row) else "")
     if not stated or row["engine"] != "vllm-ascend":
         return stated
     drafts = int(row["mtp"] or 0)
