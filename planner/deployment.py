@@ -115,9 +115,11 @@ class Deployment(Degrees):
 
     @property
     def is_tp_only(self) -> bool:
-        """True for a plain tensor-parallel plan (no DP, EP, PP, redundant experts or node settings)."""
+        """True for a plain tensor-parallel plan on one node (no DP, EP, PP, redundant experts or node
+        settings, and tp within the card's devices per node: a wider tp spans nodes, as the configs say)."""
         extras = (self.dp, self.ep, self.pp, self.redundant_experts + 1)
-        return extras == (1, 1, 1, 1) and self.nodes is None and self.devices_per_node is None
+        one_node = self.tp <= (self.hardware.interconnect.devices_per_node or self.tp)
+        return extras == (1, 1, 1, 1) and self.nodes is None and self.devices_per_node is None and one_node
 
     @property
     def include_mtp(self) -> bool:

@@ -97,7 +97,7 @@ IMPOSSIBLE = [
     (["--model", "qwen3-32b", "--tp", "6"], "--tp: 6 cannot shard qwen3-32b: 64 attention heads"),
     (
         ["--model", "qwen3-32b", "--tp", "2", "--dp", "2", "--engine", "transformers"],
-        "tensor parallelism only",
+        "tensor parallelism within one node only",
     ),
     (["--model", "qwen3-32b", "--dp", "0"], "--dp: out of range (got 0"),
 ]

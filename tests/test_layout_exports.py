@@ -68,6 +68,21 @@ def test_mindie_multi_node_fields() -> None:
     assert backend["ScheduleConfig"]["maxBatchSize"] == layout["batch_per_dp_group"]
 
 
+def test_mindie_tensor_parallelism_wider_than_a_node_writes_a_multi_node_config() -> None:
+    """--tp 16 on 8-device 910B3 nodes: MindIE's multi-node form (multiNodesInferEnabled, one node's 8 NPUs,
+    the world of 16 from the ranktable), not a one-node config listing 16 device ids; no dp / moe fields for a
+    dense plain-tp plan. The plan and the speed model already counted 2 nodes (perf/links.py)."""
+    payload = mindie_json("--model", "qwen3-32b", "--card", "ascend-910b3", "--tp", "16")
+    backend = payload["mindie"]["config"]["BackendConfig"]
+    model = backend["ModelDeployConfig"]["ModelConfig"][0]
+    assert backend["multiNodesInferEnabled"] is True
+    assert backend["npuDeviceIds"] == [list(range(8))] and model["worldSize"] == 8
+    assert not {"dp", "tp", "moe_tp", "moe_ep"} & set(model)
+    assert any("multi-node (2 nodes)" in note for note in payload["mindie"]["notes"])
+    one_node = mindie_json("--model", "qwen3-32b", "--card", "ascend-910b3", "--tp", "8")["mindie"]["config"]
+    assert one_node["BackendConfig"]["multiNodesInferEnabled"] is False
+
+
 def test_mindie_single_node_layout_keeps_multi_node_off() -> None:
     payload = mindie_json(*QWEN_A3, "--tp", "8", "--dp", "2", "--ep", "16")
     backend = payload["mindie"]["config"]["BackendConfig"]

@@ -174,3 +174,18 @@ def test_every_ttft_names_its_prompt_and_the_default_workload_agrees() -> None:
     assert served.exit_code == 0, served.output
     workload = json.loads(served.stdout)
     assert (workload["estimate"]["input_tokens"], workload["estimate"]["output_tokens"]) == (256, 128)
+
+
+def test_plan_says_when_its_batch_misses_the_tpot_target_at_full_context() -> None:
+    """The search meets TPOT on its own workload (256 in / 128 out); the speed line decodes every sequence at
+    the full --ctx. Where that TPOT is over the target the plan says so in a note (and in --json warnings),
+    naming both lengths; where it is within, no such note."""
+    base = ["-m", "qwen3-27b", "--dtype", "fp8", "--card", "ascend-950pr-64g", "--ttft-ms", "1000", "--json"]
+    long_ctx = json.loads(runner.invoke(app, [*base, "--ctx", "32k", "--tpot-ms", "85"]).stdout)
+    step_s = long_ctx["performance"]["decode_step_s"]
+    assert step_s > 0.085 >= long_ctx["slo"]["tpot_s"]  # the search's tail meets it; full ctx does not
+    note = [w for w in long_ctx["warnings"] if w.startswith("SLO: ")]
+    assert len(note) == 1 and "256 in / 128 out" in note[0] and "32768 tokens" in note[0]
+    roomy = json.loads(runner.invoke(app, [*base, "--ctx", "32k", "--tpot-ms", "400"]).stdout)
+    assert roomy["performance"]["decode_step_s"] <= 0.4
+    assert not [w for w in roomy["warnings"] if w.startswith("SLO: ")]

@@ -82,13 +82,14 @@ def vllm_layout_notes(report: LayoutReport) -> list[str]:
 def mindie_layout_values(report: LayoutReport, *, model_type: str) -> dict[tuple[str | int, ...], Any]:
     """MindIE config fields of a layout, by path (merged after the tensor-parallel fields)."""
     per_node = devices_on_one_node(report)
-    values: dict[tuple[str | int, ...], Any] = {
-        (*MODEL_CONFIG, "worldSize"): per_node,
-        (*MODEL_CONFIG, "dp"): report.dp,
-        (*MODEL_CONFIG, "tp"): report.tp,
-        (*MODEL_CONFIG, "moe_tp"): report.moe_tp,
-        (*MODEL_CONFIG, "moe_ep"): report.ep,
-    }
+    values: dict[tuple[str | int, ...], Any] = {(*MODEL_CONFIG, "worldSize"): per_node}
+    if (report.dp, report.ep) != (1, 1):  # a plain tp across nodes takes its tp from the ranktable's world
+        values |= {
+            (*MODEL_CONFIG, "dp"): report.dp,
+            (*MODEL_CONFIG, "tp"): report.tp,
+            (*MODEL_CONFIG, "moe_tp"): report.moe_tp,
+            (*MODEL_CONFIG, "moe_ep"): report.ep,
+        }
     if report.ep > 1 and model_type in MINDIE_EP_LEVEL_MODELS:
         values[(*MODEL_CONFIG, "models")] = {"deepseekv2": {"ep_level": MINDIE_EP_LEVEL}}
     if report.nodes > 1:
@@ -98,11 +99,13 @@ def mindie_layout_values(report: LayoutReport, *, model_type: str) -> dict[tuple
 
 def mindie_layout_notes(report: LayoutReport, *, model_type: str) -> list[str]:
     """What MindIE needs besides config.json for this layout, and what kvplan assumed."""
-    notes = [
-        f"layout: dp {report.dp} x tp {report.tp}, moe_ep {report.ep} x moe_tp {report.moe_tp} in "
-        f"ModelConfig; maxBatchSize is one DP group's {report.batch_per_dp_group} "
-        f"(assumed: MindIE schedules each DP group's batch on its own)"
-    ]
+    notes = []
+    if (report.dp, report.ep) != (1, 1):
+        notes.append(
+            f"layout: dp {report.dp} x tp {report.tp}, moe_ep {report.ep} x moe_tp {report.moe_tp} in "
+            f"ModelConfig; maxBatchSize is one DP group's {report.batch_per_dp_group} "
+            f"(assumed: MindIE schedules each DP group's batch on its own)"
+        )
     if report.ep > 1 and model_type not in MINDIE_EP_LEVEL_MODELS:
         notes.append(
             f"moe_ep: MindIE documents expert parallelism (ep_level) for DeepSeek only, not {model_type}"

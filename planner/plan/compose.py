@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from planner import capacity, kinds, layout
+from planner import capacity, kinds, layout, units
 from planner.degrees import carried
 from planner.deployment import Deployment
 from planner.errors import PlanInputError, SloNotMetError
@@ -83,7 +83,8 @@ def build_plan(
         recommendation=rec,
         performance=perf,
         warnings=capacity.plan_warnings(dep, mem, rec)
-        + [f"speed from a fitted profile: {line}" for line in fitted_speed_warnings(dep, rec, perf)],
+        + [f"speed from a fitted profile: {line}" for line in fitted_speed_warnings(dep, rec, perf)]
+        + slo_context_warnings(answer, perf),
         layout=report,
         slo=answer,
     )
@@ -98,6 +99,20 @@ def checked_prompt_tokens(dep: Deployment, prompt_tokens: int | None) -> int:
             f"expected 1..--ctx {dep.ctx_tokens})"
         )
     return prompt_tokens or kinds.default_request_tokens(dep.ctx_tokens)[0]
+
+
+def slo_context_warnings(answer: SloAnswer | None, perf: Performance | None) -> list[str]:
+    """One line when the recommended batch meets the TPOT target on the SLO search's workload but, decoding at
+    the plan's full context (the speed line's TPOT), misses it: the two answers are for different lengths."""
+    target_s = (answer.targets_s if answer is not None else {}).get("tpot_s")
+    if answer is None or perf is None or target_s is None or perf.decode_step_s <= target_s:
+        return []
+    return [
+        f"SLO: the {answer.users} users meet TPOT <= {units.fmt_ms(target_s)} at {answer.input_tokens} in / "
+        f"{answer.output_tokens} out (the search's workload); with every sequence at the full "
+        f"{perf.ctx_tokens} tokens, batch {perf.batch} decodes at TPOT {units.fmt_ms(perf.decode_step_s)}, "
+        f"over the target: plan --ctx for the lengths you serve, or check that load with `kvplan serve`"
+    ]
 
 
 def plan_layout_report(dep: Deployment, rec: Recommendation) -> LayoutReport | None:

@@ -54,10 +54,11 @@ def batch_cap(dep: Deployment) -> None:
 
 
 def check_layout(dep: Deployment) -> None:
-    """PlanInputError for anything beyond tensor parallelism."""
+    """PlanInputError for anything beyond tensor parallelism within one node."""
     if not dep.is_tp_only:
         raise PlanInputError(
-            f"--engine: transformers plans tensor parallelism only (got {layout.describe(dep)}); "
+            f"--engine: transformers plans tensor parallelism within one node only "
+            f"(got {layout.describe(dep)}, {layout.devices_per_node(dep)} devices per node); "
             f"use mindie or vllm"
         )
 
