@@ -317,8 +317,9 @@ class Admission(Frozen):
     running          sequences decoded together: min(K, engine cap, full-length memory batch)
     engine_cap       the engine's running-sequence limit (--max-batch, else the engine's default: vLLM
                      max_num_seqs, MindIE maxBatchSize; running_cap())
-    full_length_batch  sequences the KV pool holds with every one at input + output tokens (the plan's
-                     max_batch_size of one DP group)
+    full_length_batch  sequences the KV pool holds with every one at full length (the plan's
+                     max_batch_size of one DP group at --ctx, input + output tokens unless --ctx is longer)
+    full_length_tokens  that full length: the deployment's ctx_tokens
     """
 
     model_config = BUILT_ON_FIRST_USE
@@ -327,6 +328,7 @@ class Admission(Frozen):
     running: int
     engine_cap: int
     full_length_batch: int
+    full_length_tokens: int
 
     @property
     def queued(self) -> int:
@@ -356,12 +358,18 @@ def admission(dep: Deployment, *, clients: int, engine_cap: int | None) -> Admis
 
     Formula: running = max(1, min(K, cap, full_length_batch)), cap = running_cap(dep, max_batch=engine_cap)
     (None: the engine's default, e.g. vLLM's max_num_seqs 256 on Ascend, as the simulator runs it),
-    full_length_batch = the plan's max_batch_size at ctx = input + output, divided by dp (capacity.recommend
-    counts dp groups). Never a refusal: the engine queues what it does not run (closed-loop steady state;
-    the simulator shows the on-demand blocks and preemptions).
+    full_length_batch = the plan's max_batch_size at dep's ctx (input + output unless longer), divided by dp
+    (capacity.recommend counts dp groups). Never a refusal: the engine queues what it does not run
+    (closed-loop steady state; the simulator shows the on-demand blocks and preemptions).
     """
     _, recommendation = memory_plan(dep)
     full = recommendation.max_batch_size // dep.dp
     cap = running_cap(dep, max_batch=engine_cap)
     running = max(1, min(clients, cap, full))
-    return Admission(clients=clients, running=running, engine_cap=cap, full_length_batch=full)
+    return Admission(
+        clients=clients,
+        running=running,
+        engine_cap=cap,
+        full_length_batch=full,
+        full_length_tokens=dep.ctx_tokens,
+    )

@@ -336,7 +336,7 @@ def vllm_command(
     context: typer.Context,
     model: ModelOpt,
 ) -> None:
-    """Print the `vllm serve` arguments (vllm-ascend) equivalent to the MindIE config of the same plan."""
+    """Print the `vllm serve` arguments (vllm-ascend) for the same deployment, sized by vLLM's own pool."""
     from planner.engines.vllm import args as vllm_args
 
     # engine: vLLM's block accounting; re-sized with the request lengths by prepare(); the drafts reach

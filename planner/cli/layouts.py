@@ -85,9 +85,9 @@ def plan_builder(slo: ServiceLevels) -> PlanBuilder:
 
 # The layout table's columns; with SLOs, the simulated tails at the SLO search's batch follow them.
 LAYOUT_COLUMNS = (
-    "tp", "dp", "ep", "pp", "devices", "replicas", "batch", "TPOT", "TTFT", "tok/s", "tok/s/dev",
+    "tp", "dp", "ep", "pp", "devices", "replicas", "batch", "TPOT at ctx", "TTFT", "tok/s", "tok/s/dev",
 )  # fmt: skip
-SLO_COLUMNS = ("P99 TPOT (SLO)", "P99 TTFT (SLO)")
+SLO_COLUMNS = ("P99 TPOT (SLO load)", "P99 TTFT (SLO load)")
 
 
 def print_search(result: LayoutSearch) -> None:
@@ -110,9 +110,10 @@ def print_search(result: LayoutSearch) -> None:
     console.print(table)
     console.print(
         "batch = the instance's sequences (all DP groups); replicas = instances the budget holds; "
-        f"TPOT at the batch and full ctx, TTFT = one {result.prompt_tokens}-token prompt alone; with SLOs "
-        "the batch is `kvplan serve`'s SLO search and P99 (SLO) its simulated tails there (closed loop of "
-        "the default workload, waves)"
+        "TPOT at ctx = every sequence of the batch at the full --ctx, TTFT = one "
+        f"{result.prompt_tokens}-token prompt alone; with SLOs the batch is `kvplan serve`'s SLO search and "
+        "P99 (SLO load) its simulated tails there (closed loop of the default workload, 256 in / 128 out "
+        "from ctx 384 up, waves: the targets bind these, not TPOT at ctx)"
     )
 
 

@@ -67,7 +67,6 @@ def admission_lines(view: ServeView) -> list[str]:
     lines = []
     if admitted.clients > admitted.full_length_batch:
         rate = sim.preemptions / max(sim.requests, 1)
-        full_tokens = view.estimate.input_tokens + view.estimate.output_tokens
         from planner.engines import registry
         from planner.kinds import parse_engine
 
@@ -75,7 +74,8 @@ def admission_lines(view: ServeView) -> list[str]:
             parse_engine(view.engine), max_batch=sim.scheduler.max_batch, clients=admitted.clients
         )
         lines.append(
-            f"note: at full length ({full_tokens} tokens) the KV pool holds {admitted.full_length_batch} "
+            f"note: at full length ({admitted.full_length_tokens} tokens) the KV pool holds "
+            f"{admitted.full_length_batch} "
             f"sequences (memory fraction {view.memory_fraction:g}) and {admitted.clients} users were sent: "
             f"{what}; simulated: batch reached {sim.max_batch_reached}, {sim.preemptions} preemptions "
             f"({rate:.3g} per request), KV peak {units.fmt_fraction(sim.kv_peak_fraction)}"
