@@ -102,10 +102,24 @@ def fmt_ms(seconds: float) -> str:
     return f"{seconds / MS_S:.1f} ms"
 
 
+def _span_decimals(value: float) -> int:
+    """Decimals that show `value` to about 3 significant figures: 0 from 100 up (and for 0 or less)."""
+    if value >= 100 or value <= 0:
+        return 0
+    return max(0, 2 - math.floor(math.log10(value)))
+
+
 def fmt_span(low: float, high: float) -> str:
-    """A range of two values in one unit, to about 3 significant figures (a range is not known better):
-    '99-231', '26.5-33.7', '1,204-15,446'."""
-    return "-".join(f"{v:,.0f}" if v >= 100 else f"{v:.3g}" for v in (low, high))
+    """A range of two values in one unit, to about 3 significant figures (a range is not known better),
+    rounded outward (low down, high up) so that the printed range still holds every value the real one
+    holds: '99-231', '26.5-33.7', '1,204-15,446'."""
+    out = []
+    # the 1e-9 keeps a value already at the printed precision (15.3 x 10 = 153.00000000000003) where it is
+    for value, outward, slack in ((low, math.floor, 1e-9), (high, math.ceil, -1e-9)):
+        decimals = _span_decimals(value)
+        scale = 10.0**decimals
+        out.append(f"{outward(value * scale + slack) / scale:,.{decimals}f}")
+    return "-".join(out)
 
 
 def fmt_tokens_per_s(tokens_per_s: float) -> str:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import catalog, inputs
+from planner import catalog, inputs, units
 from planner.deployment import Deployment
 from planner.errors import KvplanError
 from planner.perf import ranges
@@ -214,8 +214,8 @@ def test_uncalibrated_plan_text_prints_ranges_and_where_they_come_from() -> None
         kvplan("--model qwen3-32b --ctx 8k --dtype int8 --card ascend-910b4 --tp 2 --json").output
     )
     band = payload["performance"]["speed_range"]
-    low, high = (round(band[k] * 1000) for k in ("decode_step_s_low", "decode_step_s_high"))
-    assert f"(range {low}-{high} ms, uncalibrated)" in " ".join(text.split())
+    span = units.fmt_span(band["decode_step_s_low"] * 1000, band["decode_step_s_high"] * 1000)
+    assert f"(range {span} ms, uncalibrated)" in " ".join(text.split())
     assert "datasheet prefill" in text
     assert ranges.DATASHEET["huawei"][2] in " ".join(text.split())
 

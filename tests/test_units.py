@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from planner import units
 
@@ -37,3 +39,24 @@ def test_formatting() -> None:
     assert units.fmt_tokens(32768) == "32k (32768)"
     assert units.fmt_tokens(1000) == "1000"
     assert units.fmt_fraction(0.375) == "37.5 %"
+
+
+@given(
+    st.floats(min_value=1e-4, max_value=1e7, allow_nan=False, allow_infinity=False),
+    st.floats(min_value=1.0, max_value=50.0),
+)
+def test_a_printed_span_holds_the_range_it_prints(low: float, ratio: float) -> None:
+    """fmt_span rounds outward: the printed low is at most the low, the printed high at least the high (to
+    float noise: 1.65 stands for 1.6500000000000001), so a point estimate inside the range never prints
+    outside it (28.8 ms in a range from 28.81 ms read "29-107")."""
+    high = low * ratio
+    printed = units.fmt_span(low, high).split("-")
+    printed_low, printed_high = (float(part.replace(",", "")) for part in printed)
+    assert printed_low <= low * (1 + 1e-12) and printed_high >= high * (1 - 1e-12)
+    assert printed_low >= low * 0.99 - 1 and printed_high <= high * 1.01 + 1  # still about 3 figures
+
+
+def test_span_examples() -> None:
+    assert units.fmt_span(28.81, 107.2) == "28.8-108"
+    assert units.fmt_span(1204.4, 15446.2) == "1,204-15,447"
+    assert units.fmt_span(15.3, 15.3) == "15.3-15.3"

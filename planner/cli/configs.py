@@ -49,7 +49,7 @@ CTX_HELP = "Tokens per request, 32k (MindIE maxSeqLen, vLLM --max-model-len, SGL
 PREFILL_HELP = (
     "Prompt tokens per prefill pass (maxPrefillTokens, --max-num-batched-tokens, --chunked-prefill-size)."
 )
-MTP_HELP = "MTP speculative tokens, 0: off (MindIE plugin_params: 1 or 2)."
+MTP_HELP = "MTP speculative tokens, 0: off (MindIE plugin_params: 1 or 2; vLLM num_speculative_tokens)."
 
 
 def config_flags(

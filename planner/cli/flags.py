@@ -44,7 +44,12 @@ DtypeOpt = Annotated[str, typer.Option(help=f"Weight dtype: {WEIGHT_DTYPES_HELP}
 # The shared flags `kvplan bench import` takes too (with its own defaults).
 CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]
 KvDtypeOpt = Annotated[
-    str | None, typer.Option(*KV_DTYPE_FLAGS, help="KV-cache dtype (default: 16-bit activation dtype).")
+    str | None,
+    typer.Option(
+        *KV_DTYPE_FLAGS,
+        help="KV-cache dtype: auto (the 16-bit activation dtype, the default), bf16, fp16, fp8 or int8, as "
+        "the engine and card take them (MindIE: int8 C8 where documented; vLLM: fp8).",
+    ),
 ]
 TpOpt = Annotated[int, typer.Option(*TP_FLAGS, help="Tensor-parallel degree (devices per instance).")]
 MtpOpt = Annotated[int, typer.Option(help="MTP speculative draft tokens per step (0: off).")]
@@ -159,13 +164,26 @@ def shared_flags(
         str | None, typer.Option(help="modelName served (default: --model as typed).")
     ] = None,
     prefix_cache: Annotated[
-        bool, typer.Option("--prefix-cache", help="Turn on MindIE's prefix cache plugin.")
+        bool,
+        typer.Option(
+            "--prefix-cache",
+            help="Turn on the engine's prefix cache (MindIE's prefix_cache plugin, vLLM "
+            "--enable-prefix-caching).",
+        ),
     ] = False,
     max_input_tokens: Annotated[
-        str | None, typer.Option(help="maxInputTokenLen (default: ctx - output).")
+        str | None,
+        typer.Option(
+            help="Longest prompt: MindIE maxInputTokenLen and the report's TTFT prompt "
+            "(default: ctx - output)."
+        ),
     ] = None,
     max_output_tokens: Annotated[
-        str | None, typer.Option(help="maxIterTimes = max output (default: ctx / 4).")
+        str | None,
+        typer.Option(
+            help="Longest output: MindIE maxIterTimes (default: ctx / 4); vLLM and SGLang take "
+            "max_tokens per request."
+        ),
     ] = None,
 ) -> None:
     """The table of shared flags (never run): a command takes these by name (`placements`); their values

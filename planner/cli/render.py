@@ -316,8 +316,8 @@ def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
 
 def _range_text(band: SpeedRange) -> str:
     """' (range 180-240 ms, fitted profile[, extrapolated])': the TPOT's range and the compact source."""
-    low, high = (f"{units.s_to_ms(s):.0f}" for s in (band.decode_step_s_low, band.decode_step_s_high))
-    return f" (range {low}-{high} ms, {band.label}{', extrapolated' if band.extrapolated else ''})"
+    span = units.fmt_span(units.s_to_ms(band.decode_step_s_low), units.s_to_ms(band.decode_step_s_high))
+    return f" (range {span} ms, {band.label}{', extrapolated' if band.extrapolated else ''})"
 
 
 def print_explain(dep: Deployment, result: Plan) -> None:

@@ -109,7 +109,8 @@ def simulated_lines(sim: SimSummary, band: SpeedBand) -> list[str]:
     lines = [
         f"  simulated ({sim.requests} requests, {sim.scheduler.scheduler} scheduler): output "
         f"{units.fmt_tokens_per_s(out)} (likely {units.fmt_tokens_per_s(band.low_factor * out)} to "
-        f"{units.fmt_tokens_per_s(band.high_factor * out)}), {units.fmt_tokens_per_s(per_user)} per user, "
+        f"{units.fmt_tokens_per_s(band.high_factor * out)}), {units.fmt_tokens_per_s(per_user)} per user "
+        "(1 / TPOT), "
         f"batch reached {sim.max_batch_reached}, {sim.preemptions} preemptions",
         *tail_lines(sim),
         range_line(sim, band),
@@ -157,8 +158,8 @@ def estimate_lines(estimate: ServingEstimate, sim: SimSummary) -> list[str]:
     return [
         f"  analytic steady state: output {units.fmt_tokens_per_s(estimate.output_tokens_per_s)} "
         f"(simulated {gap * units.PERCENT:+.1f} %), {units.fmt_tokens_per_s(estimate.per_user_tokens_per_s)} "
-        f"per user, TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_ms(estimate.tpot_s)} (means, "
-        f"prefills included), request latency {units.fmt_ms(estimate.request_latency_s)}",
+        f"per user (1 / TPOT), TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_ms(estimate.tpot_s)} "
+        f"(means, prefills included), request latency {units.fmt_ms(estimate.request_latency_s)}",
         f"  engine: {estimate.running_batch} running"
         + (f" ({queued} queued)" if queued else "")
         + f", decode step {units.fmt_ms(estimate.decode_step_s)}, prefill passes of "
