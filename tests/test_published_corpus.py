@@ -360,3 +360,23 @@ def test_sglang_phases_cover_the_single_instance_rows_and_the_a3_case() -> None:
     assert all(corpus[line]["engine"] == "sglang" and corpus[line]["ttft_s"] for line in ttft_lines)
     assert len(errors["ttft"]) == 20 and len(errors["tpot"]) == 19
     assert abs(dict(errors["ttft"])[157]) < 0.3
+
+
+@pytest.mark.lab
+def test_the_eager_ascend_band_holds_seed_002s_rows() -> None:
+    """ranges.ASCEND_EAGER_FACTORS (the range an eager engine's datasheet speed prints on Ascend) holds every
+    predicted seed 002 row's measured / predicted output tok/s, its low end the rows' lowest rounded down to
+    0.01, and ASCEND_EAGER_ROWS counts them (lab/published/predictions-before.csv: the datasheet profile)."""
+    import math
+
+    from lab.published import predict
+    from planner.perf import ranges
+
+    table = predict.CORPUS.parent / "predictions-before.csv"
+    with table.open(encoding="utf-8") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["engine"] == predict.SEED_002_ENGINE]
+    ratios = [1.0 / (1.0 + float(r["error"])) for r in rows if r["status"] == "predicted"]
+    low, high = ranges.ASCEND_EAGER_FACTORS
+    assert len(ratios) == ranges.ASCEND_EAGER_ROWS
+    assert low <= min(ratios) and max(ratios) <= high
+    assert low == math.floor(min(ratios) * 100) / 100

@@ -130,7 +130,8 @@ def _card_cells(row: Row) -> tuple[str, ...]:
     dtypes = row["native_dtypes"]
     visible = row["visible_memory_bytes"]
     several = isinstance(row["variants"], int) and row["variants"] > 1
-    default = " (default)" if row["default"] and row["id"] != row["profile"] and several else ""
+    # the variant a bare profile id names (--card ascend-950pr means ascend-950pr-112g)
+    default = f" (= {row['profile']})" if row["default"] and row["id"] != row["profile"] and several else ""
     return (
         f"{row['id']}{default}",
         f"{row['memory_capacity_gib']:g} GiB",
@@ -156,3 +157,10 @@ def print_cards(*, as_json: bool) -> None:
     _print_rows(
         card_rows(), as_json=as_json, title="Hardware profiles (hwprofiles/)", columns=(headers, _card_cells)
     )
+    if not as_json:
+        from planner.inputs import DEFAULT_CARD
+
+        console.print(
+            f"(= id): the variant that bare id names; kvplan's default --card is {DEFAULT_CARD}. An A3 "
+            "(910C) row is one die of the two in a package."
+        )

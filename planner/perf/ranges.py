@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.errors import DataFileError
 from planner.perf import fitted
 from planner.schema import Frozen, MeasuredBlock
@@ -52,6 +53,15 @@ ASCEND_PUBLISHED_ROWS = 120
 # the datasheet TTFT rate), too few to stand alone: ASCEND_DATASHEET_FACTORS widened to contain it. The 5
 # one-client TTFT rows of newer features (SGLang 0.624-0.958, seed 002's fp32 server 0.062) are held out too.
 ASCEND_DATASHEET_TTFT_FACTORS = (0.08, 1.0)
+# Ascend, an engine of eager, unfused kernels (--engine transformers: registry.fused_kernels False): the one
+# published such server, seed 002's hand-written torch_npu one (lab/published/ascend-serving.csv lines
+# 127-139, Qwen3.5-0.8B on a 910, 1-32 streams), ran at 0.119x-0.374x the datasheet estimate's output tok/s
+# (13 rows: eager host dispatch per op, which kvplan does not model) and its fp32 one-client TTFT at 0.062x.
+# One server of one model, so the band keeps 1.0 at the top (the estimate stays inside it) and takes the
+# rows' lowest at the bottom, rounded down.  [measured: lab/published/predictions-before.csv]
+ASCEND_EAGER_FACTORS = (0.11, 1.0)
+ASCEND_EAGER_TTFT_FACTORS = (0.06, 1.0)
+ASCEND_EAGER_ROWS = 13
 # NVIDIA, datasheet profile (nvidia-h200.yaml without `measured`), decode step: 190 held-out H200 end-to-end
 # points (runs 1 and 5, tp = 2 of run 4; transformers in CUDA graphs): min 0.824, median 1.248, max 1.728.
 GPU_DATASHEET_FACTORS = (0.82, 1.73)
@@ -111,8 +121,15 @@ def speed_band(dep: Deployment, *, batch: int, ctx_tokens: int) -> SpeedBand:
 
 
 def uncalibrated_band(dep: Deployment) -> SpeedBand:
-    """Datasheet peaks x assumed efficiencies: the vendor's measured error range (DATASHEET)."""
+    """Datasheet peaks x assumed efficiencies: the vendor's measured error range (DATASHEET); on Ascend, an
+    engine of eager, unfused kernels takes the range its one published server ran in (ASCEND_EAGER_*)."""
     (low, high), (ttft_low, ttft_high), points = DATASHEET[dep.hardware.vendor]
+    if dep.hardware.vendor == "huawei" and not registry.fused_kernels(dep.engine):
+        (low, high), (ttft_low, ttft_high) = ASCEND_EAGER_FACTORS, ASCEND_EAGER_TTFT_FACTORS
+        points = (
+            f"the {ASCEND_EAGER_ROWS} published rows of an eager torch_npu server (seed 002: host dispatch "
+            "per op, not modelled)"
+        )
     note = (
         f"{points} ran at {low:g}x-{high:g}x the datasheet estimate's speed (prefill "
         f"{ttft_low:g}x-{ttft_high:g}x; lab/accuracy/speed_band_sources.py)"
