@@ -275,6 +275,16 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
     return notes
 
 
+# Vision towers of the multimodal releases carded as text decoders: Qwen3.5's ~0.4-0.9 B parameters (the
+# cards' notes; a Qwen3.6-27B safetensors reading of 55.56 GB against kvplan's 53.79 GB of text weights and
+# its MTP layer leaves ~0.4 B), Kimi-K2.5's 27-layer MoonViT.  [assumed: not read from a checkpoint]
+VISION_TOWER_NOTE = (
+    "weights: {model}'s card is the text decoder; the released checkpoint's vision tower, which MindIE and "
+    "vLLM load with it, is not counted (about 0.4-0.9 B parameters, 0.8-1.8 GB at 16 bits): keep that much "
+    "headroom, or `kvplan models import` the checkpoint for its exact bytes"
+)
+
+
 def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
     """Advice that does not stop the plan: context beyond the model, KV share vs the 30-40 % guideline."""
     notes: list[str] = []
@@ -299,6 +309,8 @@ def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
             f"{dep.hardware.id} is uncalibrated: speeds use datasheet peaks and assumed efficiencies "
             f"(run `kvplan calibrate`)"
         )
+    if dep.model.vision_tower_uncounted:
+        notes.append(VISION_TOWER_NOTE.format(model=dep.model.id))
     return notes + engine_notes(dep, mem, rec)
 
 

@@ -98,6 +98,10 @@ class ModelCard(DataModel):
     num_nextn_predict_layers: int = Field(default=0, ge=0)  # DeepSeek name
     mtp_num_hidden_layers: int = Field(default=0, ge=0)  # Qwen3.5 name
 
+    # The released checkpoint also holds a vision tower that this card's text geometry leaves out (the engines
+    # load it with the text model): the plan says its weights are not counted.
+    vision_tower_uncounted: bool = False
+
     notes: str = ""
 
     @field_validator("*", mode="after")

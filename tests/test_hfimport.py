@@ -318,6 +318,28 @@ def test_qwen3_5_takes_text_config_and_keeps_its_fields() -> None:
     assert card.tie_word_embeddings is False and card.source.hf_repo == "local"
 
 
+def test_a_multimodal_config_marks_its_vision_tower_uncounted_and_the_plan_says_so() -> None:
+    """A config whose text model sits under text_config (or beside a vision_config) imports as the text
+    decoder with vision_tower_uncounted, written to the card's YAML; a text-only config does not. The plan of
+    such a card names the uncounted tower in a note; the plan of a text-only card does not."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    card = hfimport.card_from_config_dict(QWEN3_5_27B, card_id="qwen3.5-27b")
+    assert card.vision_tower_uncounted and "vision_tower_uncounted: true" in hfimport.card_yaml(card)
+    beside = hfimport.card_from_config_dict({**TINY_LLAMA, "vision_config": {"depth": 2}}, card_id="t")
+    assert beside.vision_tower_uncounted
+    plain = hfimport.card_from_config_dict(TINY_LLAMA, card_id="t")
+    assert not plain.vision_tower_uncounted and "vision_tower" not in hfimport.card_yaml(plain)
+    runner = CliRunner()
+    for model, expected in (("qwen3-27b", True), ("qwen3-32b", False)):
+        plan = json.loads(runner.invoke(app, ["-m", model, "--dtype", "fp8", "--json"]).stdout)
+        assert any("vision tower" in note for note in plan["warnings"]) is expected, model
+
+
 def test_qwen3_5_moe_without_intermediate_size_gets_a_documented_placeholder() -> None:
     text = {
         **QWEN3_5_TEXT,

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from planner import __version__, readers
 from planner.errors import DataFileError
-from planner.importers.hffamilies import FAMILIES, text_model_config
+from planner.importers.hffamilies import FAMILIES, TextConfig, text_model_config
 from planner.schema import ATTENTION_KINDS, AttentionKind, ModelCard
 
 CARD_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")  # as ModelCard.id
@@ -40,6 +40,23 @@ def attention_kind(fields: Mapping[str, Any], *, model_type: str) -> AttentionKi
     return "mha" if fields["num_attention_heads"] == fields["num_key_value_heads"] else "gqa"
 
 
+def import_sources(cfg: TextConfig, *, origin: str, date: str) -> list[dict[str, Any]]:
+    """The imported card's sources: the config file (P), and the values kvplan supplied (D) where any."""
+    sources: list[dict[str, Any]] = [
+        {"ref": f"{origin} (imported by kvplan {__version__} on {date})", "confidence": "P"}
+    ]
+    if cfg.derived:
+        sources.append(
+            {
+                "ref": "kvplan models import: values not in config.json",
+                "confidence": "D",
+                "fields": sorted(cfg.derived),
+                "note": "; ".join(cfg.derived.values()),
+            }
+        )
+    return sources
+
+
 def card_from_config_dict(
     config: Mapping[str, Any], *, card_id: str, origin: str = "config.json", imported_on: str | None = None
 ) -> ModelCard:
@@ -56,28 +73,18 @@ def card_from_config_dict(
             for k, v in fields.items()
             if not k.startswith("linear_") and k not in ("layer_types", "full_attention_interval")
         }
-    date = imported_on or datetime.date.today().isoformat()
     hf_repo = str(config.get("_name_or_path") or "local")
-    sources: list[dict[str, Any]] = [
-        {"ref": f"{origin} (imported by kvplan {__version__} on {date})", "confidence": "P"}
-    ]
-    if cfg.derived:
-        sources.append(
-            {
-                "ref": "kvplan models import: values not in config.json",
-                "confidence": "D",
-                "fields": sorted(cfg.derived),
-                "note": "; ".join(cfg.derived.values()),
-            }
-        )
     raw_card = {
         "id": card_id,
         "name": hf_repo.rstrip("/").split("/")[-1] if hf_repo != "local" else card_id,
         "source": {"hf_repo": hf_repo},
-        "sources": sources,
+        "sources": import_sources(cfg, origin=origin, date=imported_on or datetime.date.today().isoformat()),
         "model_type": cfg.model_type,
         "attention": attention,
         **{k: v for k, v in fields.items() if v is not None},
+        # a multimodal config (its text model under text_config, or a vision_config beside it): the card is
+        # the text decoder, and the plan says the vision tower is not counted
+        "vision_tower_uncounted": bool(cfg.prefix) or isinstance(config.get("vision_config"), Mapping),
     }
     try:
         return ModelCard.model_validate(raw_card)
