@@ -83,6 +83,17 @@ def test_mindie_tensor_parallelism_wider_than_a_node_writes_a_multi_node_config(
     assert one_node["BackendConfig"]["multiNodesInferEnabled"] is False
 
 
+def test_mindie_with_data_parallelism_keeps_one_more_block_back() -> None:
+    """MindIE's router takes one block more from npuBlockNum when the model runs with DP (router_impl.py
+    initialize(): `if mapping.has_dp(): num_npu_blocks -= 1`, then npuBlockNum = num_npu_blocks - 1): the
+    DP plan predicts allocated - 2, the same plan without DP allocated - 1."""
+    flags = ("--model", "deepseek-v3", "--card", "ascend-910c", "--dtype", "int8", "--ctx", "4k")
+    with_dp = mindie_json(*flags, "--tp", "8", "--dp", "2", "--ep", "16")["mindie"]["prediction"]
+    assert with_dp["npu_block_num"] == with_dp["allocated_blocks"] - 2
+    tp_only = mindie_json(*flags, "--tp", "16")["mindie"]["prediction"]
+    assert tp_only["npu_block_num"] == tp_only["allocated_blocks"] - 1
+
+
 def test_mindie_single_node_layout_keeps_multi_node_off() -> None:
     payload = mindie_json(*QWEN_A3, "--tp", "8", "--dp", "2", "--ep", "16")
     backend = payload["mindie"]["config"]["BackendConfig"]

@@ -63,7 +63,7 @@ def print_mindie(
         f"Predicted npuBlockNum per card: [bold]{p.npu_block_num}[/bold] "
         f"({p.allocated_blocks} blocks of {plan.block_size_tokens} tokens x "
         f"{units.fmt_bytes(p.block_bytes)} in "
-        f"{units.fmt_gib(p.kv_budget_bytes)}, one kept by MindIE)"
+        f"{units.fmt_gib(p.kv_budget_bytes)}, {p.allocated_blocks - p.npu_block_num} kept by MindIE)"
     )
     console.print(
         f"Concurrency at {lengths.max_input_tokens} in + {lengths.max_output_tokens} out: "

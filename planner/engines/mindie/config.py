@@ -56,7 +56,7 @@ class BlockPrediction(Frozen):
     block_bytes: int = Field(description="[KV] cache_block_bytes: block x KV bytes per token per rank")
     kv_budget_bytes: int = Field(description="npuMemSize GiB in bytes, or the plan's estimate of MindIE's -1")
     allocated_blocks: int = Field(description="[KV] floor(budget / block_bytes)")
-    npu_block_num: int = Field(description="[ROUTER] what MindIE logs: allocated - 1")
+    npu_block_num: int = Field(description="[ROUTER] what MindIE logs: allocated - 1 (- 2 with dp > 1)")
     blocks_per_request: int = Field(description="[DOC] ceil(in / block) + ceil(out / block)")
     concurrency: int = Field(description="floor(npu_block_num / blocks_per_request)")
     warmup_blocks: int = Field(description="[GEN] ceil(min(maxSeqLen, in + out) / block), <= allocated")
@@ -79,14 +79,15 @@ def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int) -> BlockPr
         block_bytes = B * sum over cached layers (+1 with MTP) of (K + V) bytes per rank
                     = B * plan.memory.kv_bytes_per_token          (B = cacheBlockSize)
         allocated   = floor(budget / block_bytes), budget = npuMemSize GiB in bytes or the plan's KV budget
-        npuBlockNum = allocated - 1 (logged); per request = ceil(in / B) + ceil(out / B)
+        npuBlockNum = allocated - 1, - 2 with dp > 1 (logged); per request = ceil(in / B) + ceil(out / B)
     """
     block = plan.block_size_tokens
     block_bytes = block * plan.memory.kv_bytes_per_token
     budget = npu_mem_gib * units.GIB_BYTES if npu_mem_gib > 0 else max(plan.memory.kv_budget_bytes, 0)
     allocated = budget // block_bytes
     per_request = math.ceil(lengths.max_input_tokens / block) + math.ceil(lengths.max_output_tokens / block)
-    usable = max(pool.usable_blocks(budget, block_bytes=block_bytes, model_id=plan.model), 0)
+    dp = plan.layout.dp if plan.layout is not None else 1
+    usable = max(pool.usable_blocks(budget, block_bytes=block_bytes, model_id=plan.model, dp=dp), 0)
     warmup_tokens = min(lengths.max_seq_len_tokens, lengths.max_input_tokens + lengths.max_output_tokens)
     return BlockPrediction(
         block_bytes=block_bytes,

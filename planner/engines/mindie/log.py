@@ -24,7 +24,7 @@ from pydantic import Field
 from planner import units
 from planner.deployment import Deployment
 from planner.engines.mindie.config import BlockPrediction
-from planner.engines.mindie.pool import RESERVED_BLOCKS
+from planner.engines.mindie.pool import reserved_blocks
 from planner.errors import PlanInputError
 from planner.readers import (
     LOG_NUMBER,
@@ -124,18 +124,19 @@ class LogComparison(Frozen):
     notes: list[str]
 
 
-def real_kv_budget(figures: MindieLogFigures, *, block_bytes: int) -> tuple[int, str]:
+def real_kv_budget(figures: MindieLogFigures, *, block_bytes: int, dp: int) -> tuple[int, str]:
     """The KV budget MindIE actually had per card, from the most direct figure in the log.
 
     Order: "Allocated X (GiB)" (exact), "Left block number" of a failed warm-up x block bytes,
-    (npuBlockNum + 1 reserved) x block bytes (a lower bound within one block).
+    (npuBlockNum + the router's reserved blocks, 2 with dp > 1) x block bytes (a lower bound within one
+    block).
     """
     if figures.kv_cache_bytes:
         return min(figures.kv_cache_bytes), "Allocated ... NPU memory for KVcache"
     if figures.warmup_left_blocks is not None:
         return figures.warmup_left_blocks * block_bytes, "Left block number (failed warm-up)"
     if figures.npu_block_num is not None:
-        return (figures.npu_block_num + RESERVED_BLOCKS) * block_bytes, "npuBlockNum"
+        return (figures.npu_block_num + reserved_blocks(dp=dp)) * block_bytes, "npuBlockNum"
     raise PlanInputError(
         "--from-log: no KV figures in the log (got no npuBlockNum, 'Allocated ... for "
         "KVcache' or 'Left block number' line, expected at least one); start MindIE with "
@@ -188,14 +189,15 @@ def _consistency_notes(plan: Plan, figures: MindieLogFigures, *, max_seq_len: in
 
 def compare_with_log(plan: Plan, *, figures: MindieLogFigures, prediction: BlockPrediction) -> LogComparison:
     """Predicted (npuMemSize -1) vs real npuBlockNum and KV budget, and the corrected reserve (>= 0)."""
-    real_budget, source = real_kv_budget(figures, block_bytes=prediction.block_bytes)
+    dp = plan.layout.dp if plan.layout is not None else 1
+    real_budget, source = real_kv_budget(figures, block_bytes=prediction.block_bytes, dp=dp)
     delta, capacity = reserve_delta_bytes(plan, figures, real_budget=real_budget)
     corrected = max(plan.memory.runtime_bytes + delta, 0)
     notes = _consistency_notes(plan, figures, max_seq_len=plan.ctx_tokens)
     if corrected == 0:
         notes.append("MindIE had more memory than kvplan's runtime reserve can give back: reserve set to 0")
     planned_budget = max(plan.memory.kv_budget_bytes, 0)  # the -1 estimate, whatever npuMemSize is now
-    predicted_blocks = max(planned_budget // prediction.block_bytes - RESERVED_BLOCKS, 0)
+    predicted_blocks = max(planned_budget // prediction.block_bytes - reserved_blocks(dp=dp), 0)
     return LogComparison(
         predicted_npu_block_num=predicted_blocks,
         real_npu_block_num=figures.npu_block_num,

@@ -34,8 +34,18 @@ from planner.results import MemoryBreakdown, Plan, Recommendation
 # (ScheduleConfigManager::CheckParam, src/config_manager/schedule_config.cpp @ecfc8d2c: CheckMaxMinValue(
 # maxBatchSize, 819200, 1)). kvplan keeps to the documented range in the configs it writes and checks.
 MAX_BATCH_SIZE = 5000
-# The router reports npuBlockNum = num_npu_blocks - 1: the last block is kept for dummy batches ([ROUTER]).
+# The router reports npuBlockNum = num_npu_blocks - 1: the last block is kept for dummy batches ([ROUTER]);
+# with data parallelism it takes one more first (mindie_llm/connector/request_router/router_impl.py
+# initialize(): `if ...mapping.has_dp(): num_npu_blocks = num_npu_blocks - 1`, MindIE-LLM @419d8029).
 RESERVED_BLOCKS = 1
+DP_RESERVED_BLOCKS = 1
+
+
+def reserved_blocks(*, dp: int) -> int:
+    """Blocks MindIE's router keeps back from npuBlockNum: 1, and 1 more with data parallelism (dp > 1)."""
+    return RESERVED_BLOCKS + (DP_RESERVED_BLOCKS if dp > 1 else 0)
+
+
 # Checkpoints MindIE treats as multimodal: npuMemSize must be explicit whole GiB ([DOC]: -1 not for
 # multimodal). [assumed: the facts file lists Qwen3.5 checkpoints as multimodal]
 EXPLICIT_NPU_MEM = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
@@ -142,16 +152,18 @@ def check_layout(dep: Deployment) -> None:
         )
 
 
-def usable_blocks(paged_bytes: common.IntOrArray, *, block_bytes: int, model_id: str) -> common.IntOrArray:
+def usable_blocks(
+    paged_bytes: common.IntOrArray, *, block_bytes: int, model_id: str, dp: int
+) -> common.IntOrArray:
     """npuBlockNum: the KV blocks MindIE's router offers (int or int64 array) for `paged_bytes` of KV pool.
 
-    Formula ([KV] L127-150, [ROUTER]): floor(paged / block_bytes) - RESERVED_BLOCKS, block_bytes = block *
+    Formula ([KV] L127-150, [ROUTER]): floor(paged / block_bytes) - reserved_blocks(dp), block_bytes = block *
     KV bytes per token per rank; paged floored to whole GiB first for EXPLICIT_NPU_MEM checkpoints
     (npuMemSize is then written in whole GiB).
     """
     if model_id in EXPLICIT_NPU_MEM:
         paged_bytes = paged_bytes // units.GIB_BYTES * units.GIB_BYTES
-    return paged_bytes // block_bytes - RESERVED_BLOCKS
+    return paged_bytes // block_bytes - reserved_blocks(dp=dp)
 
 
 def batch_holds(
@@ -165,7 +177,7 @@ def batch_holds(
     paged = mem.kv_budget_bytes - batch * mem.state_bytes_per_sequence
     block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
     blocks_per_sequence = -(-ctx_tokens // dep.block_size_tokens)  # ceil(ctx / block)
-    usable = usable_blocks(paged, block_bytes=block_bytes, model_id=dep.model.id)
+    usable = usable_blocks(paged, block_bytes=block_bytes, model_id=dep.model.id, dp=dep.dp)
     return np.asarray(usable >= batch * blocks_per_sequence)
 
 
@@ -192,9 +204,9 @@ def check_holds_one(dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) ->
     """DoesNotFitError when MindIE's usable blocks hold not one sequence of ctx."""
     if max_batch < 1:
         raise DoesNotFitError(
-            f"--ctx: MindIE's usable KV blocks (one kept by its router) hold no {dep.ctx_tokens}-token "
-            f"sequence on {dep.hardware.id} at {layout.describe(dep)} (got 0, expected at least 1); "
-            f"try --tp {dep.tp * 2}"
+            f"--ctx: MindIE's usable KV blocks ({reserved_blocks(dp=dep.dp)} kept by its router) hold no "
+            f"{dep.ctx_tokens}-token sequence on {dep.hardware.id} at {layout.describe(dep)} (got 0, "
+            f"expected at least 1); try --tp {dep.tp * 2}"
         )
 
 
@@ -203,7 +215,9 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
     sequence (ceil(state / block_bytes)); max_model_len does not change MindIE's blocks."""
     block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
     return common.BlockPool(
-        total_blocks=int(usable_blocks(mem.kv_budget_bytes, block_bytes=block_bytes, model_id=dep.model.id)),
+        total_blocks=int(
+            usable_blocks(mem.kv_budget_bytes, block_bytes=block_bytes, model_id=dep.model.id, dp=dep.dp)
+        ),
         state_blocks=-(-mem.state_bytes_per_sequence // block_bytes),
         block_tokens=dep.block_size_tokens,
     )
