@@ -130,6 +130,21 @@ def test_mission_prediction_follows_mindie_formula() -> None:
     assert result.npu_mem_mode == "explicit" and result.env == {}
 
 
+def test_tls_switched_on_in_the_base_gets_one_note() -> None:
+    """The shipped template keeps MindIE's TLS switches on (kvplan copies them unchanged): one note names
+    them and what a local test without certificates needs; a base with them off gets no such note."""
+    import copy
+
+    request, options = CASES["qwen3-27b_950pr_fp8_tp2_32k"]
+    base = mindie_rules.load_base(options.mindie_version)
+    notes = [n for n in build(request, options, base).notes if n.startswith("TLS: ")]
+    assert len(notes) == 1 and "ServerConfig.httpsEnabled" in notes[0] and "set them false" in notes[0]
+    off = copy.deepcopy(base)
+    for path in mindie.TLS_FIELDS:
+        off[path[0]][path[1]] = False
+    assert not [n for n in build(request, options, off).notes if n.startswith("TLS: ")]
+
+
 def test_fields_taken_from_the_plan() -> None:
     plan, _ = plan_for(*CASES["qwen3-32b_910b3_bf16_tp4_8k"])
     cfg = build(*CASES["qwen3-32b_910b3_bf16_tp4_8k"]).config

@@ -345,10 +345,30 @@ def mindie_config(
     cfg = apply_layout(merge_config(base, values), plan)
     mindie_rules.validate_config(cfg)
     env = {"NPU_MEMORY_FRACTION": f"{plan.memory_fraction:g}"} if mode == "auto" else {}
-    notes += mindie_notes(held, options=options, prediction=prediction, mode=mode)
+    notes += mindie_notes(held, options=options, prediction=prediction, mode=mode) + tls_notes(cfg)
     if plan.layout is not None:
         notes += layouts.mindie_layout_notes(plan.layout, model_type=plan.layout.model_type)
     return MindieResult(config=cfg, prediction=prediction, npu_mem_mode=mode, env=env, notes=notes)
+
+
+# TLS switches of MindIE's config (ServerConfig): the template ships them on, with certificate paths.
+TLS_FIELDS = (
+    ("ServerConfig", "httpsEnabled"),
+    ("ServerConfig", "interCommTLSEnabled"),
+    ("BackendConfig", "interNodeTLSEnabled"),
+)
+
+
+def tls_notes(cfg: dict[str, Any]) -> list[str]:
+    """One note when the config (kvplan copies these from the base unchanged) has TLS switched on: MindIE
+    then needs the certificates at the paths the base names before it starts."""
+    on = [".".join(path) for path in TLS_FIELDS if lookup(cfg, path) is True]
+    if not on:
+        return []
+    return [
+        f"TLS: {', '.join(on)} true (copied from the base config, as kvplan leaves them): MindIE needs the "
+        "certificates at the paths the config names; for a local test without certificates set them false"
+    ]
 
 
 def held_plan(plan: Plan, *, prediction: BlockPrediction, lengths: Lengths) -> tuple[Plan, list[str]]:
