@@ -182,3 +182,31 @@ def test_the_knee_is_set_against_one_groups_share_of_the_batch() -> None:
     )
     alone = load_knee_line(knee, dep=dep.model_copy(update={"dp": 1}), max_batch=128)
     assert "memory holds" in alone  # dp 1: 128 sequences for the one group, past the knee
+
+
+def test_simulated_knee_is_refined_between_its_coarse_neighbours() -> None:
+    """`simulate --search knee` sweeps a coarse geometric grid and then its best point's neighbourhood, so
+    the answer sits among close loads (no 21 -> 34 jump around it) and near the plan's analytic knee for
+    the README's staggered workload (26 users analytic; within 20 %)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    runner = CliRunner()
+    flags = ["-m", "qwen3-27b", "--dtype", "fp8", "--input-tokens", "256"]
+    result = runner.invoke(
+        app,
+        ["simulate", *flags, "--concurrency", "256", "--search", "knee", "--output-tokens", "uniform:64:192",
+         "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    xs = [p["x"] for p in found["points"]]
+    at = xs.index(found["best"])
+    assert 0 < at < len(xs) - 1 and xs[at + 1] - xs[at - 1] <= max(4, 0.25 * found["best"])
+    plan = json.loads(
+        runner.invoke(app, ["-m", "qwen3-27b", "--dtype", "fp8", "--ctx", "32k", "--json"]).stdout
+    )
+    assert abs(found["best"] / plan["load_knee"]["users"] - 1) <= 0.2

@@ -115,12 +115,25 @@ def largest_meeting(
 def knee(
     run_at: Callable[[float], SimSummary], *, quantile: Quantile, bracket: tuple[float, float], integer: bool
 ) -> tuple[float, list[SearchPoint]]:
-    """The load of largest power = output tok/s / end-to-end latency quantile over a geometric sweep."""
-    grid = np.geomspace(bracket[0], bracket[1], KNEE_POINTS)
-    xs = sorted({float(round(x)) for x in grid} if integer else {float(x) for x in grid})
-    points = [point_of(x, run_at(x), slo=(None, None), quantile=quantile) for x in xs]
-    power = [p.output_tokens_per_s / p.e2e_s for p in points]
-    return points[int(np.argmax(power))].x, points
+    """The load of largest power = output tok/s / end-to-end latency quantile over a geometric sweep, then
+    a second sweep of KNEE_POINTS between the best point's neighbours (every integer there when fewer), so
+    the answer is not a coarse grid's point (12 -> 21 -> 34 users)."""
+
+    def sweep(low: float, high: float) -> list[float]:
+        grid = np.geomspace(low, high, KNEE_POINTS)
+        return sorted({float(round(x)) for x in grid} if integer else {float(x) for x in grid})
+
+    points = {x: point_of(x, run_at(x), slo=(None, None), quantile=quantile) for x in sweep(*bracket)}
+
+    def best() -> float:
+        return max(points, key=lambda x: points[x].output_tokens_per_s / points[x].e2e_s)
+
+    xs = sorted(points)
+    at = xs.index(best())
+    for x in sweep(xs[max(at - 1, 0)], xs[min(at + 1, len(xs) - 1)]):
+        if x not in points:
+            points[x] = point_of(x, run_at(x), slo=(None, None), quantile=quantile)
+    return best(), [points[x] for x in sorted(points)]
 
 
 def search(
