@@ -206,15 +206,25 @@ def test_roofline_times_set_select_batch() -> None:
     assert schedule["supportSelectBatch"] is False
     assert any("clamped" in note for note in result.notes)
     assert any("supportSelectBatch false" in note for note in result.notes)
-    calibrated = timed.model_copy(update={"performance": perf.model_copy(update={"calibrated": True})})
-    result = mindie.mindie_config(
-        calibrated,
-        base=mindie_rules.load_base("2.x"),
-        lengths=lengths,
-        options=CASES["qwen3-32b_910b3_bf16_tp4_8k"][1],
-    )
-    assert result.config["BackendConfig"]["ScheduleConfig"]["supportSelectBatch"] is True
-    assert not any("supportSelectBatch false" in note for note in result.notes)
+    options = CASES["qwen3-32b_910b3_bf16_tp4_8k"][1]
+
+    def written(ttft_s: float) -> tuple[bool, list[str]]:
+        calibrated = perf.model_copy(update={"calibrated": True, "ttft_s": ttft_s})
+        result = mindie.mindie_config(
+            timed.model_copy(update={"performance": calibrated}),
+            base=mindie_rules.load_base("2.x"),
+            lengths=lengths,
+            options=options,
+        )
+        return result.config["BackendConfig"]["ScheduleConfig"]["supportSelectBatch"], result.notes
+
+    # calibrated but clamped (2.5 s > 1000 ms): the written time misstates the weight, so still false
+    chosen, notes = written(2.5)
+    assert chosen is False and any("supportSelectBatch stays false" in note for note in notes)
+    # calibrated and within 1000 ms: true, and a note on reproducing it in serve / simulate
+    chosen, notes = written(0.5)
+    assert chosen is True and not any("supportSelectBatch false" in note for note in notes)
+    assert any("--select-batch --prefill-time-ms-per-req 500 --decode-time-ms-per-req 42" in n for n in notes)
 
 
 # --- lengths --------------------------------------------------------------------------------------------

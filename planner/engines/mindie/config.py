@@ -26,6 +26,7 @@ from planner.engines.mindie import pool, scheduler
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.fields import MODEL, OWNED_FIELDS
 from planner.engines.mindie.pool import npu_mem_mode, npu_mem_size_gib
+from planner.engines.mindie.schedule_times import schedule_times_ms, select_batch, step_time_notes
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
@@ -33,7 +34,6 @@ from planner.schema import Frozen
 DEFAULT_MINDIE_VERSION = mindie_rules.DEFAULT_MINDIE_VERSION
 # ScheduleConfig defaults: planner/engines/mindie/scheduler.py; the reserved block and the multimodal
 # checkpoints: planner/engines/mindie/pool.py.
-MAX_MS = scheduler.MAX_TIME_PER_REQ_MS
 MTP_DOCUMENTED = re.compile(r"^deepseek-(v3|r1)")  # [mtp.md] DeepSeek-R1/V3 W8A8 or KV-int8 only
 PREFIX_CACHE_DOCUMENTED = re.compile(r"^(qwen2|qwen2\.5|qwen3|deepseek-(v3|r1))(-|$)")  # [prefix_cache.md]
 KVPLAN_PLUGINS = ("mtp", "prefix_cache")
@@ -124,25 +124,6 @@ def plugin_params(base_value: object, *, options: MindieOptions) -> str | None:
         return None
     extra = {"num_speculative_tokens": options.mtp} if options.mtp else {}
     return json.dumps({"plugin_type": ",".join(wanted), **extra, **params}, separators=(",", ":"))
-
-
-def schedule_times_ms(plan: Plan) -> tuple[int, int] | None:
-    """(prefillTimeMsPerReq, decodeTimeMsPerReq) from the roofline, clamped to MindIE's [0, 1000] ms.
-
-    prefill: TTFT of one prompt of maxInputTokenLen (the plan's prompt_tokens); decode: one decode step at
-    maxBatchSize (MindIE charges decodeTimeMsPerReq per idle batch slot per step). None without a roofline.
-    """
-    perf = plan.performance
-    if perf is None:
-        return None
-    prefill_ms = min(round(units.s_to_ms(perf.ttft_s)), MAX_MS)
-    return prefill_ms, min(round(units.s_to_ms(perf.decode_step_s)), MAX_MS)
-
-
-def select_batch(plan: Plan) -> bool:
-    """supportSelectBatch: true only with calibrated roofline times. MindIE weighs prefills against decodes
-    with prefill/decodeTimeMsPerReq; an uncalibrated (often clamped 1000 ms) prefill time starves prefills."""
-    return plan.performance is not None and plan.performance.calibrated
 
 
 def owned_values(
@@ -308,26 +289,6 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
             f"blocks, so npuBlockNum counts full-attention layers only and npuMemSize leaves the states "
             f"out; maxBatchSize {plan.batch_per_dp_group} depends on this"
         )
-    return notes
-
-
-def step_time_notes(plan: Plan) -> list[str]:
-    """Advice on the config's prefill/decode times (MindIE's defaults, supportSelectBatch, clamping)."""
-    notes = []
-    if plan.performance is None:
-        notes.append(
-            "prefill/decode times: no roofline available, MindIE defaults 150/50 ms kept and "
-            "supportSelectBatch left false"
-        )
-    else:
-        if not plan.performance.calibrated:
-            notes.append(
-                "supportSelectBatch false: prefill/decode times are uncalibrated roofline estimates, and "
-                "MindIE's batch selection weighs them (a wrong prefill time starves prefills); "
-                "run `kvplan calibrate` to enable it"
-            )
-        if units.s_to_ms(max(plan.performance.ttft_s, plan.performance.decode_step_s)) > MAX_MS:
-            notes.append("roofline prefill or decode time above 1000 ms: clamped to MindIE's maximum")
     return notes
 
 

@@ -98,7 +98,7 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
     OwnedField((*SCHEDULE, "maxPreemptCount"), "0: every planned sequence fits", "[DOC] [0, maxBatchSize]"),
     OwnedField(
         (*SCHEDULE, "supportSelectBatch"),
-        "true only with calibrated roofline times (they are used only then)",
+        "true only with calibrated roofline times within 1000 ms (used only then)",
         "[DOC] bool, default false",
     ),
     OwnedField((*SCHEDULE, "maxQueueDelayMicroseconds"), "5000 (MindIE default)", "[DOC] [500, 1000000] us"),
