@@ -189,3 +189,28 @@ def test_plan_says_when_its_batch_misses_the_tpot_target_at_full_context() -> No
     roomy = json.loads(runner.invoke(app, [*base, "--ctx", "32k", "--tpot-ms", "400"]).stdout)
     assert roomy["performance"]["decode_step_s"] <= 0.4
     assert not [w for w in roomy["warnings"] if w.startswith("SLO: ")]
+
+
+def test_a_tpot_only_target_stops_at_what_the_engine_runs_and_matches_the_plan() -> None:
+    """Users past the engine's running cap only queue, so a TPOT-only target would count them for ever:
+    serve's search stops at the cap (the plan's batch at the same ctx), says so, and agrees with the plan."""
+    deploy = ["--model", "qwen3-8b", "--ctx", "4k", "--tpot-ms", "300"]
+    served = runner.invoke(app, ["serve", *deploy, "--json"])
+    assert served.exit_code == 0, served.output
+    users = json.loads(served.stdout)["slo"]["best"]
+    plan = json.loads(runner.invoke(app, [*deploy, "--json"]).stdout)
+    assert users == plan["slo"]["users"] == plan["recommendation"]["max_batch_size"]
+    text = " ".join(runner.invoke(app, ["serve", *deploy]).output.split())
+    assert f"{users:.0f} users meet" in text and "more would only queue" in text
+
+
+def test_a_closed_loop_runs_every_user_it_is_given_and_is_never_overloaded() -> None:
+    """--concurrency K with fewer --requests than K still sends one request per user (K in all), and a
+    closed loop's bounded queue never reads as 'OVERLOADED ... lower --rate'."""
+    result = runner.invoke(
+        app, ["simulate", "--model", "qwen3-8b", "--concurrency", "3000", "--requests", "1000", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    found = summary.get("summary", summary)
+    assert found["requests"] == 3000 and found["overloaded"] is False

@@ -55,9 +55,15 @@ def slo_lines(found: SearchResult | None, estimate: ServingEstimate) -> list[str
             f"SLO search ({where}): no number of users meets {sim_search.slo_text(found)}; at 1 user "
             f"{found.quantile} TTFT {units.fmt_ms(first.ttft_s)}, TPOT {units.fmt_ms(first.tpot_s)}"
         ]
+    # no simulated load missed: the answer is the search's top, what the engine runs at once
+    capped = (
+        "; more would only queue: the engine runs this many at once"
+        if all(p.meets_slo for p in found.points)
+        else ""
+    )
     return [
         f"SLO search ({where}): {found.best:.0f} users meet {sim_search.slo_text(found)} "
-        f"({len(found.points)} simulations; the run below is at {found.best:.0f})"
+        f"({len(found.points)} simulations; the run below is at {found.best:.0f}{capped})"
     ]
 
 

@@ -106,7 +106,10 @@ def run_search(
     top = flags.rate if by_rate else flags.concurrency
     if top is None or flags.trace is not None:
         need = "--rate" if by_rate else "--concurrency"
-        raise PlanInputError(f"--search {kind}: needs {need} (the top of the range to search) and no --trace")
+        raise PlanInputError(
+            f"--search {kind}: needs {need} (the first guess of the range's top; the search doubles past it "
+            "while the targets hold) and no --trace"
+        )
     search_name = "--search, which runs ~20 simulations"
     check_requests(flags.requests, most=MAX_SEARCH_REQUESTS, search=search_name, per="point")
     slo = flags.slo_s()

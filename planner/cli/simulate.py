@@ -232,7 +232,8 @@ def build_workload(
         raise PlanInputError(
             f"--concurrency: out of range (got {concurrency}, expected 1..{MAX_CONCURRENCY})"
         )
-    closed = wl.synthetic(lengths=dists, count=requests, rate_per_s=None, seed=seed)
+    # a closed loop of K users sends at least K requests (each user one), else fewer users than asked run
+    closed = wl.synthetic(lengths=dists, count=max(requests, concurrency), rate_per_s=None, seed=seed)
     return wl.Workload(closed.input_tokens, closed.output_tokens, arrival_s=None, concurrency=concurrency)
 
 

@@ -235,5 +235,6 @@ def simulate_dp(
         prefill_tokens=sum(eng.prefill_tokens for _, eng in runs),
     )
     cfg = runs[0][1].cfg
-    summary = instance.summary_of(records, stats, cfg=cfg, calibrated=roofline.is_calibrated(dep), slo=slo)
+    calibrated, closed = roofline.is_calibrated(dep), work.arrival_s is None
+    summary = instance.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo, closed_loop=closed)
     return instance.SimResult(summary=summary, records=records, timeline=timelines[0])

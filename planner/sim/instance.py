@@ -178,10 +178,12 @@ def summary_of(
     cfg: SchedulerConfig,
     calibrated: bool,
     slo: tuple[float | None, float | None],
+    closed_loop: bool = False,
 ) -> SimSummary:
-    """Summary statistics of finished records; slo = (ttft_s, tpot_s), either may be None."""
+    """Summary statistics of finished records; slo = (ttft_s, tpot_s), either may be None; closed_loop: the
+    records are K users' (never overloaded: metrics.overload)."""
     with_slo = any(limit is not None for limit in slo)
-    backlog, overloaded = metrics.overload(records)
+    backlog, overloaded = metrics.overload(records, closed_loop=closed_loop)
     return SimSummary(
         requests=records.finish_s.size,
         duration_s=metrics.duration_s(records),

@@ -245,7 +245,8 @@ def simulate_fleet(
         prefill_tokens=sum(eng.prefill_tokens for eng in fleet.prefill),
     )
     calibrated = roofline.is_calibrated(spec.decode)
-    summary = instance.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo)
+    closed = work.arrival_s is None
+    summary = instance.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo, closed_loop=closed)
     notes = (ttft_note(spec), SINGLE_CARD_SEPARATION)
     return instance.SimResult(
         summary=summary.model_copy(update={"notes": notes}), records=records, timeline=timelines[0]

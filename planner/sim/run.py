@@ -173,12 +173,13 @@ def build_table(dep: Deployment, cfg: SchedulerConfig, workload: Workload) -> St
 
 
 def summarize(
-    eng: Engine, *, dep: Deployment, slo: tuple[float | None, float | None]
+    eng: Engine, *, dep: Deployment, slo: tuple[float | None, float | None], closed_loop: bool = False
 ) -> tuple[SimSummary, Records, Timeline]:
-    """Summary, records and timeline of a finished engine."""
+    """Summary, records and timeline of a finished engine (closed_loop: its workload's users)."""
     records, timeline = records_of(eng), timeline_of(eng)
     stats = stats_of(eng, timeline)
-    summary = summary_of(records, stats, cfg=eng.cfg, calibrated=roofline.is_calibrated(dep), slo=slo)
+    calibrated = roofline.is_calibrated(dep)
+    summary = summary_of(records, stats, cfg=eng.cfg, calibrated=calibrated, slo=slo, closed_loop=closed_loop)
     return summary, records, timeline
 
 
@@ -193,5 +194,8 @@ def simulate(
     cfg = cfg or default_config(dep, workload=workload)
     table = build_table(dep, cfg, workload)
     check_config(cfg, workload=workload)
-    summary, records, timeline = summarize(run_engine(cfg, table, workload), dep=dep, slo=slo)
+    closed = workload.arrival_s is None
+    summary, records, timeline = summarize(
+        run_engine(cfg, table, workload), dep=dep, slo=slo, closed_loop=closed
+    )
     return SimResult(summary=summary, records=records, timeline=timeline)
