@@ -65,35 +65,43 @@ def _fsync_directory(directory: Path) -> None:
             os.close(fd)
 
 
+def file_kind(mode: int) -> str:
+    """'regular file', 'directory', 'FIFO' or 'device or socket' for an st_mode."""
+    if stat.S_ISREG(mode):
+        return "regular file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return "FIFO" if stat.S_ISFIFO(mode) else "device or socket"
+
+
 def check_replaceable(path: Path) -> bool:
     """Whether `path` names an existing file; PlanInputError when it names anything but a regular file.
 
     The one writer rule: kvplan replaces only a regular file, or creates a new one, whatever the flags. A
-    device (/dev/null), a FIFO, a socket, a directory or a dangling or looping symlink is never replaced,
-    even with --force. A symlink to a regular file counts as that file (the link itself is replaced).
+    device (/dev/null), a FIFO, a socket, a directory or a symlink (to anything: replacing it would turn
+    the user's link into a file) is never replaced, even with --force.
     """
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        if os.path.islink(path):
+    if os.path.islink(path):
+        if not os.path.exists(path):
             raise PlanInputError(
                 f"{path}: a symlink to a missing file (got a dangling link, expected a regular file or a "
                 f"new path); remove the link or choose another path"
-            ) from None
+            )
+        kind = file_kind(os.stat(path).st_mode)
+        raise PlanInputError(
+            f"{path}: not a regular file (got a symlink to a {kind}, {os.readlink(path)[:200]}, expected a "
+            "regular file or a new path); kvplan never replaces it, --force or not: name the target instead"
+        )
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
         return False
     except OSError as exc:
         raise PlanInputError(f"{str(path)[:200]}: cannot write ({exc.strerror})") from exc
     if not stat.S_ISREG(info.st_mode):
-        kind = (
-            "directory"
-            if stat.S_ISDIR(info.st_mode)
-            else "FIFO"
-            if stat.S_ISFIFO(info.st_mode)
-            else ("device or socket")
-        )
         raise PlanInputError(
-            f"{path}: not a regular file (got a {kind}, expected a regular file or a new path); kvplan "
-            f"never replaces it, --force or not"
+            f"{path}: not a regular file (got a {file_kind(info.st_mode)}, expected a regular file or a new "
+            f"path); kvplan never replaces it, --force or not"
         )
     return True
 

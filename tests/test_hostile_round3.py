@@ -96,7 +96,7 @@ WRITERS = {
 @pytest.mark.parametrize("writer", sorted(WRITERS))
 def test_s1_no_writer_replaces_a_fifo_or_directory_even_with_force(work: Path, writer: str) -> None:
     cases = [[*WRITERS[writer], target, "--force"] for target in ("fifo", "dirlink")]
-    for run, kind in zip(runs(cases, work), ("FIFO", "directory"), strict=True):
+    for run, kind in zip(runs(cases, work), ("FIFO", "symlink to a directory"), strict=True):
         check(run, 2, "not a regular file", f"got a {kind}")
     assert stat.S_ISFIFO(os.lstat(work / "fifo").st_mode), "the FIFO was replaced"
     assert (work / "dirlink").is_symlink() and (work / "adir").is_dir()
@@ -112,7 +112,12 @@ def test_s1_write_atomic_refuses_special_files_in_process(work: Path) -> None:
         atomic.write_atomic(work / "dangling", "x", force=True)
     (work / "real.txt").write_text("old")
     (work / "reallink").symlink_to("real.txt")
-    assert atomic.write_atomic(work / "reallink", "new", force=True) is not None  # a regular file: replaced
+    linked = r"reallink: not a regular file \(got a symlink to a regular file"
+    with pytest.raises(PlanInputError, match=linked):
+        atomic.write_atomic(work / "reallink", "new", force=True)  # a link is never replaced, even to a file
+    assert (work / "reallink").is_symlink() and (work / "real.txt").read_text() == "old"
+    assert not list(work.glob("reallink.bak*"))
+    assert atomic.write_atomic(work / "real.txt", "new", force=True) is not None  # the file itself: replaced
     assert (work / "reallink").read_text() == "new"
 
 
