@@ -29,6 +29,13 @@ NEW_FILE_MODE = 0o640  # [assumed: MindIE checks config.json permissions; 640 is
 MAX_BACKUPS = 1000
 
 
+def new_file_mode() -> int:
+    """NEW_FILE_MODE less the process umask (a user's umask 077 gives 0600, never more than 0640)."""
+    current = os.umask(0)
+    os.umask(current)
+    return NEW_FILE_MODE & ~current
+
+
 def backup_path(path: Path) -> Path:
     """First free backup name for `path`: `<name>.bak`, else `<name>.bak.1`, `<name>.bak.2`, ..."""
     candidate = path.with_name(path.name + ".bak")
@@ -193,7 +200,7 @@ def _write_atomic(path: Path, data: str | bytes, *, force: bool) -> Path | None:
     check_directory(path)
     if exists and not force:
         raise _exists_error(path)
-    mode = (path.stat().st_mode & 0o777) if exists else NEW_FILE_MODE
+    mode = (path.stat().st_mode & 0o777) if exists else new_file_mode()
     try:
         temp = _write_temp(directory, path.name, payload, mode=mode)
     except OSError as exc:

@@ -17,10 +17,24 @@ def leftovers(directory: Path) -> list[str]:
 
 def test_new_file_is_written_with_0640(tmp_path: Path) -> None:
     target = tmp_path / "config.json"
-    assert atomic.write_atomic(target, "{}\n") is None
+    previous = os.umask(0o022)
+    try:
+        assert atomic.write_atomic(target, "{}\n") is None
+    finally:
+        os.umask(previous)
     assert target.read_text() == "{}\n"
-    assert (target.stat().st_mode & 0o777) == atomic.NEW_FILE_MODE
+    assert (target.stat().st_mode & 0o777) == atomic.NEW_FILE_MODE == 0o640
     assert leftovers(tmp_path) == []
+
+
+def test_a_new_file_keeps_to_the_users_umask(tmp_path: Path) -> None:
+    """Under umask 077 a new file is 0600 (0640 less the umask), never group-readable."""
+    previous = os.umask(0o077)
+    try:
+        atomic.write_atomic(tmp_path / "private.json", "{}\n")
+    finally:
+        os.umask(previous)
+    assert ((tmp_path / "private.json").stat().st_mode & 0o777) == 0o600
 
 
 def test_existing_file_is_refused_and_untouched(tmp_path: Path) -> None:

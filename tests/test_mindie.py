@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from planner import inputs, units
+from planner import atomic, inputs, units
 from planner.cli import app
 from planner.engines import common
 from planner.engines.mindie import config as mindie
@@ -597,7 +597,7 @@ def test_cli_mission_writes_a_valid_config(tmp_path: Path) -> None:
     deploy = cfg["BackendConfig"]["ModelDeployConfig"]
     assert (deploy["maxSeqLen"], deploy["ModelConfig"][0]["worldSize"]) == (32768, 2)
     assert deploy["ModelConfig"][0]["modelWeightPath"] == "/data/models/qwen3-27b"
-    assert (out.stat().st_mode & 0o777) == 0o640
+    assert (out.stat().st_mode & 0o777) == atomic.new_file_mode()  # 0640 less the umask
 
 
 def test_cli_json_output() -> None:
