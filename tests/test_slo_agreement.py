@@ -214,3 +214,22 @@ def test_a_closed_loop_runs_every_user_it_is_given_and_is_never_overloaded() -> 
     summary = json.loads(result.stdout)
     found = summary.get("summary", summary)
     assert found["requests"] == 3000 and found["overloaded"] is False
+
+
+@pytest.mark.parametrize(
+    "deploy",
+    [
+        ["--model", "qwen3.5-27b", "--dtype", "fp8", "--ctx", "32k"],
+        ["--model", "llama-3.1-70b", "--card", "ascend-910b3", "--tp", "8", "--ctx", "32k"],
+        ["--model", "deepseek-v3", "--card", "ascend-910c", "--dtype", "int8", "--tp", "16", "--ctx", "16k"],
+    ],
+)
+def test_simulate_caps_its_batch_where_the_plan_does(deploy: list[str]) -> None:
+    """simulate's default running cap is the plan's max_batch_size at the same --ctx: its deployment takes
+    the plan's prefill budget (MindIE's max(8192, ctx - ctx/4)), so the memory plan and the cap agree."""
+    plan = json.loads(runner.invoke(app, [*deploy, "--json"]).stdout)
+    load = ["--concurrency", "60", "--requests", "120", "--json"]
+    simulated = runner.invoke(app, ["simulate", *deploy, *load])
+    assert simulated.exit_code == 0, simulated.output
+    scheduler = json.loads(simulated.stdout)["scheduler"]
+    assert scheduler["max_batch"] == plan["recommendation"]["max_batch_size"]

@@ -270,7 +270,8 @@ def speed_band_of(flags: SimulateRequest, *, batch: int | None) -> SpeedBand:
 
 def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[str, Any]]:
     """The deployment at ctx = --ctx (default: the longest request; never shorter) and the scheduler knobs."""
-    from planner import deployment, inputs
+    from planner import inputs
+    from planner.engines import registry
 
     longest = int((work.input_tokens + work.output_tokens).max())
     if longest > units.MAX_TOKENS:
@@ -284,9 +285,19 @@ def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[s
             f"--ctx: shorter than the longest request (got {ctx_tokens}, expected >= {longest}, its input + "
             "output tokens)"
         )
-    prefill = flags.knobs.max_prefill_tokens or max(longest, deployment.DEFAULT_MAX_PREFILL_TOKENS)
-    request = records.replace(flags.request, ctx=str(ctx_tokens), max_prefill_tokens=prefill)
-    return inputs.to_deployment(request), scheduler_knobs(flags.knobs)
+    # the plan's prefill budget at this ctx unless given (MindIE's --max-prefill-tokens; a chunking engine's
+    # --max-batched-tokens, vLLM's max_num_batched_tokens), so the memory plan and its batch cap are the
+    # plan's; an engine that prefills a prompt in one pass (MindIE: no engine default) takes at least the
+    # longest prompt
+    request = records.replace(flags.request, ctx=str(ctx_tokens))
+    dep = inputs.to_deployment(request)
+    one_pass = registry.default_prefill_tokens(dep.engine, dep.hardware) is None
+    given = flags.knobs.max_prefill_tokens or (None if one_pass else flags.knobs.max_batched_tokens)
+    if given is None and one_pass and dep.max_prefill_tokens < longest:
+        given = longest
+    if given is not None:
+        dep = inputs.to_deployment(records.replace(request, max_prefill_tokens=given))
+    return dep, scheduler_knobs(flags.knobs)
 
 
 def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
