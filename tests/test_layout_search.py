@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from planner.cli import app
@@ -29,6 +30,19 @@ def test_candidates_respect_budget_and_slo_and_are_ranked() -> None:
         assert c.slo_tpot_p99_s is not None and c.slo_tpot_p99_s <= 0.06  # the target, on the simulated tails
         assert (c.tp * c.dp) % c.ep == 0 and c.pp == 1  # MindIE: no pipeline stages
         assert c.tokens_per_s_per_device == c.tokens_per_s / c.devices
+
+
+@pytest.mark.slow
+def test_the_pruned_slo_search_keeps_the_exhaustive_top() -> None:
+    """With SLOs the search simulates layouts best bound first and stops once `keep` score above every
+    bound left (a layout's score without SLOs bounds it): its best `keep` are the exhaustive search's."""
+    dep = to_deployment(PlanRequest(model="deepseek-v3", card="ascend-910c", dtype="int8", ctx="4k"))
+    with_slo = functools.partial(build_plan, slo_search=bench.slo_answer)
+    slo = ServiceLevels(tpot_s=0.06)
+    every = layout_search.search_layouts(dep, budget=32, slo=slo, plan_of=with_slo).candidates
+    pruned = layout_search.search_layouts(dep, budget=32, slo=slo, plan_of=with_slo, keep=3).candidates
+    assert len(every) > len(pruned) >= 3
+    assert pruned[:3] == every[:3]
 
 
 def test_best_layout_is_never_worse_than_tensor_parallel_alone() -> None:

@@ -43,7 +43,9 @@ def layout_command(
             raise PlanInputError(f"{flag}: out of range (got {value}, expected 1..{MAX_DEGREE})")
         dep = inputs.to_deployment(request)
         slo = options.service_levels(context)
-        result = layout_search.search_layouts(dep, budget=budget_devices, slo=slo, plan_of=plan_builder(slo))
+        result = layout_search.search_layouts(
+            dep, budget=budget_devices, slo=slo, plan_of=plan_builder(slo), keep=top
+        )
         if not result.candidates:
             raise DoesNotFitError(
                 f"--budget-devices: no layout of {dep.model.id} on up to {budget_devices} {dep.hardware.id} "

@@ -115,23 +115,49 @@ def search_layouts(
     slo: ServiceLevels,
     plan_of: PlanBuilder,
     prompt_tokens: int | None = None,
+    keep: int | None = None,
 ) -> LayoutSearch:
-    """Every candidate layout of the deployment within `budget` devices, each planned by `plan_of`
-    (compose.build_plan), ranked best first.
+    """Candidate layouts of the deployment within `budget` devices, each planned by `plan_of`
+    (compose.build_plan), ranked best first: every one that fits, or with SLOs and `keep` the best `keep`
+    (and any others searched on the way).
 
     Formula: score = instance tokens/s / (tp x dp x pp); ties go to the smaller instance.
+    With SLOs each layout is first planned without them: the SLO search can only lower its batch, so that
+    score bounds it from above. The SLO searches (a dozen simulations each) then run best bound first and
+    stop once `keep` layouts score above every bound still unsearched.
     """
     prompt = prompt_tokens or kinds.default_request_tokens(dep.ctx_tokens)[0]
-    found: list[LayoutCandidate] = []
     refusals: list[KvplanError] = []
     degrees = candidate_degrees(dep, budget=budget)
+    bounds: list[tuple[LayoutCandidate, Deployment]] = []
     for degree in degrees:
         trial = dep.model_copy(update={**carried(degree, DEGREES), "nodes": None})
+        try:
+            free = candidate(trial, budget=budget, slo=ServiceLevels(), prompt=prompt, plan_of=plan_of)
+        except KvplanError as exc:
+            refusals.append(exc)
+            continue
+        bounds.append((free, trial))
+    bounds.sort(key=lambda pair: rank(pair[0]))
+    found = [free for free, _ in bounds] if not slo.any else []
+    for free, trial in bounds if slo.any else []:
+        best = sorted(found, key=rank)
+        if (
+            keep is not None
+            and len(best) >= keep
+            and best[keep - 1].tokens_per_s_per_device > free.tokens_per_s_per_device
+        ):
+            break  # no layout left can enter the best `keep`
         try:
             found.append(candidate(trial, budget=budget, slo=slo, prompt=prompt, plan_of=plan_of))
         except KvplanError as exc:
             refusals.append(exc)
     if not found and refusals and all(type(exc) is PlanInputError for exc in refusals):
         raise refusals[0]  # an input every layout refuses (a KV dtype, a drafter, a block size): say which
-    found.sort(key=lambda c: (-c.tokens_per_s_per_device, c.devices))
+    found.sort(key=rank)
     return LayoutSearch(budget_devices=budget, tried=len(degrees), prompt_tokens=prompt, candidates=found)
+
+
+def rank(c: LayoutCandidate) -> tuple[float, int]:
+    """Sort key, best first: tokens/s per device, then the smaller instance."""
+    return (-c.tokens_per_s_per_device, c.devices)
