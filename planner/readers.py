@@ -141,6 +141,21 @@ def _json_constant(where: str) -> Any:
     return parse
 
 
+def _json_unique_keys(where: str) -> Any:
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise DataFileError(
+                    f"{where}: key {key[:80]!r} given twice in one object (expected each key once: which one "
+                    f"counts would be a guess)"
+                )
+            out[key] = value
+        return out
+
+    return build
+
+
 def check_depth(data: Any, *, where: str, limit: int = MAX_DEPTH) -> None:
     """DataFileError when lists/dicts in `data` nest deeper than `limit` (iterative: no recursion)."""
     stack: list[tuple[Any, int]] = [(data, 1)]
@@ -167,6 +182,7 @@ def parse_json(text: str | bytes, *, where: str) -> Any:
             parse_int=_json_int(where),
             parse_float=_json_float(where),
             parse_constant=_json_constant(where),
+            object_pairs_hook=_json_unique_keys(where),
         )
     except RecursionError as exc:
         raise DataFileError(f"{where}: nested too deeply (expected at most {MAX_DEPTH} levels)") from exc
@@ -215,8 +231,24 @@ def _check_yaml_nodes(root: yaml.Node, *, where: str) -> None:
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((child, depth + 1) for child in node.value)
         elif isinstance(node, yaml.MappingNode):
+            _check_unique_keys(node, where=where)
             for key, value in node.value:
                 stack.extend(((key, depth + 1), (value, depth + 1)))
+
+
+def _check_unique_keys(node: yaml.MappingNode, *, where: str) -> None:
+    """Refuse a key given twice in one mapping (YAML's loader would keep the last one silently)."""
+    keys: set[str] = set()
+    for key, _ in node.value:
+        name = key.value if isinstance(key, yaml.ScalarNode) else None
+        if name is None:
+            continue
+        if name in keys:
+            raise DataFileError(
+                f"{where}: line {key.start_mark.line + 1}: key {str(name)[:80]!r} given twice in one mapping "
+                f"(expected each key once: which one counts would be a guess)"
+            )
+        keys.add(name)
 
 
 def parse_yaml(text: str, *, where: str) -> Any:

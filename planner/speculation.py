@@ -61,8 +61,17 @@ def config_object(text: str) -> dict[str, object]:
     """The --speculative-config JSON object with only SPECULATIVE_CONFIG_KEYS, or PlanInputError."""
     import json  # here: a plan without --speculative-config (the mission command) never loads json
 
+    def once(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        keys = [key for key, _ in pairs]
+        twice = next((key for key in keys if keys.count(key) > 1), None)
+        if twice is not None:
+            raise PlanInputError(
+                f"{CONFIG_FLAG}: key {twice!r} given twice (got {text!r}, expected each key once)"
+            )
+        return dict(pairs)
+
     try:
-        config = json.loads(text)
+        config = json.loads(text, object_pairs_hook=once)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise PlanInputError(f"{CONFIG_FLAG}: not JSON (got {text!r}, expected e.g. {EXAMPLE})") from exc
     if not isinstance(config, dict):
