@@ -147,7 +147,7 @@ def check_new(
         if (first := seen.setdefault(path.resolve(), flag)) != flag:
             raise PlanInputError(f"{flag}: same file as {first} (got {path}, expected another path)")
         if check_replaceable(path) and not force:
-            raise _exists_error(path)
+            raise OutputExistsError(f"{flag}: {_exists_error(path)}")  # the flag that named it
         check_directory(path)
 
 

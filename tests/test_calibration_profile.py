@@ -259,3 +259,24 @@ def test_a_run_where_nothing_measured_is_plausible_writes_nothing() -> None:
 @pytest.mark.parametrize(("kind", "words"), [("cpu", "download.pytorch.org/whl/cpu"), ("npu", "CANN line")])
 def test_missing_torch_hint_fits_the_device(kind: str, words: str) -> None:
     assert words in torch_install_hint(kind)
+
+
+def test_existing_outputs_are_refused_by_their_own_flag_before_any_work(tmp_path: Path) -> None:
+    """--raw naming an existing file is refused as --raw (not --out), and --from-bench with an existing
+    --out stops before the fit reads or prints anything: one line on stderr, nothing on stdout."""
+    runner = CliRunner()
+    (tmp_path / "existing.json").write_text("{}")
+    raw = runner.invoke(
+        app,
+        ["calibrate", "--card", "ascend-910b3", "--device", "cpu", "--dry-run", "--budget-s", "1",
+         "--out", str(tmp_path / "new.yaml"), "--raw", str(tmp_path / "existing.json")],
+    )  # fmt: skip
+    assert raw.exit_code == 2 and raw.stderr.startswith("kvplan: error: --raw: ")
+    (tmp_path / "rows.csv").write_text("not read: the output check comes first\n")
+    (tmp_path / "existing.yaml").write_text("x")
+    fit = runner.invoke(
+        app,
+        ["calibrate", "--card", "ascend-910b3", "--from-bench", str(tmp_path / "rows.csv"),
+         "--out", str(tmp_path / "existing.yaml")],
+    )  # fmt: skip
+    assert fit.exit_code == 2 and fit.stdout == "" and fit.stderr.startswith("kvplan: error: --out: ")

@@ -705,3 +705,13 @@ def test_plan_refuses_a_block_size_mindie_refuses(block: str) -> None:
         assert result.exit_code == 2 and "--block-size: MindIE's cacheBlockSize" in result.output
     assert runner.invoke(app, [*flags, "--engine", "vllm"]).exit_code == 0
     assert runner.invoke(app, [*flags[:-1], "48"]).exit_code == 0
+
+
+def test_an_input_or_output_length_past_ctx_names_its_own_flag() -> None:
+    """--max-input-tokens 5k in a 4k --ctx is refused as that flag, with no negative remainder in the line."""
+    args = ["mindie", "--model", "qwen3-8b", "--weights-path", "/w", "--max-input-tokens", "5k"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    line = result.stderr.strip()
+    assert line.startswith("kvplan: error: --max-input-tokens: 5120 leaves no room in --ctx 4096")
+    assert "-1024" not in line and len(line.splitlines()) == 1

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from planner import units
+from planner import atomic, units
 from planner.cli.calibrate_bench import (
     card_of_bench,
     print_points,
@@ -305,6 +305,7 @@ def calibrate(
             _check(card, device=device or _default_device(card))
             return
         target = out or _default_out(card)
+        atomic.check_new({"--out": target, "--raw": raw}, force=force)  # before minutes of work, not after
         if from_log is not None:
             calibrate_from_log(card, log_path=from_log, out=target, force=force, util=gpu_memory_utilization)
             return

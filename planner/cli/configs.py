@@ -232,7 +232,13 @@ def mindie_command(
     base: Annotated[Path | None, typer.Option(help="Merge into this existing config.json.")] = None,
     mindie_version: Annotated[str, typer.Option(help="Base layout: 2.x (master) or 1.0.RC3.")] = "2.x",
     from_log: Annotated[Path | None, typer.Option(help="MindIE log: compare, fix the reserve.")] = None,
-    npu_mem_size: Annotated[str | None, typer.Option(help="auto (-1) or explicit (GiB).")] = None,
+    npu_mem_size: Annotated[
+        str | None,
+        typer.Option(
+            help="auto (writes npuMemSize -1: MindIE sizes the KV after warm-up) or explicit (writes the "
+            "plan's whole GiB); the words, not numbers."
+        ),
+    ] = None,
 ) -> None:
     """Write a MindIE Server config.json from the plan and print the plan behind it."""
     from planner.engines.mindie import config as mindie

@@ -71,6 +71,12 @@ def resolve_lengths(
     given (validate_config refuses it if too small).
     """
     out_tokens, in_tokens = options.max_output_tokens, options.max_input_tokens
+    for flag, given in (("--max-input-tokens", in_tokens), ("--max-output-tokens", out_tokens)):
+        if given is not None and given >= ctx_tokens:
+            raise PlanInputError(
+                f"{flag}: {given} leaves no room in --ctx {ctx_tokens} for the other part (expected < "
+                f"{ctx_tokens}); raise --ctx or lower {flag}"
+            )
     if out_tokens is None and in_tokens is None:
         out_tokens = deployment.default_output_tokens(ctx_tokens, block_size_tokens=block_size_tokens)
     in_tokens = in_tokens if in_tokens is not None else ctx_tokens - (out_tokens or 0)
