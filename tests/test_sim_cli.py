@@ -68,6 +68,17 @@ def test_trace_file(tmp_path: Path) -> None:
     assert json.loads(result.output)["requests"] == 3
 
 
+def test_a_trace_of_absolute_times_runs_from_its_first_arrival(tmp_path: Path) -> None:
+    """Arrivals at 1 000 000 s and 1 000 001 s: the run lasts seconds, not a million (throughput > 0), the
+    same as the trace shifted to start at 0."""
+    late, early = tmp_path / "late.csv", tmp_path / "early.csv"
+    late.write_text("arrival_s,input_tokens,output_tokens\n1000000,100,50\n1000001,100,50\n")
+    early.write_text("arrival_s,input_tokens,output_tokens\n0,100,50\n1,100,50\n")
+    shifted, plain = (json.loads(run(*BASE, "--trace", str(p), "--json").output) for p in (late, early))
+    assert shifted["duration_s"] == plain["duration_s"] < 100
+    assert shifted["throughput"] == plain["throughput"]
+
+
 @pytest.mark.parametrize(
     ("args", "code", "needle"),
     [

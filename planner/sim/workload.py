@@ -157,7 +157,9 @@ def synthetic(
 
 
 def read_trace(path: Path, *, flag: str = "--trace") -> Workload:
-    """A trace CSV with header arrival_s,input_tokens,output_tokens; rows sorted by arrival on return."""
+    """A trace CSV with header arrival_s,input_tokens,output_tokens; rows sorted by arrival on return, the
+    arrivals counted from the first (a trace of absolute times, e.g. seconds since some epoch, would
+    otherwise add its offset to the run's duration and divide the throughput by it)."""
     text = readers.read_text_capped(path, flag=flag, limit_bytes=MAX_TRACE_BYTES)
     rows = readers.csv_reader(io.StringIO(text), where=f"{flag} {path}")
     header = [cell.strip() for cell in next(rows, [])]
@@ -177,7 +179,7 @@ def read_trace(path: Path, *, flag: str = "--trace") -> Workload:
     return Workload(
         input_tokens=table[order, 1].astype(np.int64),
         output_tokens=table[order, 2].astype(np.int64),
-        arrival_s=table[order, 0].astype(np.float64),
+        arrival_s=table[order, 0].astype(np.float64) - float(table[order[0], 0]),
         concurrency=None,
     )
 
