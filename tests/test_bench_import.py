@@ -67,6 +67,22 @@ def test_aisbench_json_and_csv_pair(path: Path) -> None:
     assert result.duration_s == pytest.approx(_unit_value(raw["Benchmark Duration"]["total"]) / 1000)
 
 
+def test_a_concurrency_flag_never_overrides_the_files_own(tmp_path: Path) -> None:
+    """--concurrency fills a file's missing cap (genai-perf) but never replaces the cap a vllm bench JSON
+    records; a fractional max_concurrency is refused, not truncated."""
+    raw = json.loads(VLLM.read_text())
+    assert (
+        servingfiles.read_serving_result(VLLM, concurrency=raw["max_concurrency"]).concurrency
+        == raw["max_concurrency"]
+    )
+    with pytest.raises(DataFileError, match=r"at most \d+ requests at once, not --concurrency 999"):
+        servingfiles.read_serving_result(VLLM, concurrency=999)
+    path = tmp_path / "half.json"
+    path.write_text(json.dumps({**raw, "max_concurrency": 32.5}))
+    with pytest.raises(DataFileError, match=r"max_concurrency: not a whole count >= 1 \(got 32.5\)"):
+        servingfiles.read_serving_result(path)
+
+
 def test_aisbench_csv_without_its_json_is_one_clear_error(tmp_path: Path) -> None:
     lone = tmp_path / "x.csv"
     lone.write_text(AIS_CSV.read_text())

@@ -13,7 +13,8 @@ from planner.importers.servingresult import ServingResult, checked, parse_json
 def read_serving_result(path: Path, *, concurrency: int | None = None) -> ServingResult:
     """The run in a result file of vllm bench serve (JSON), AISBench (JSON or CSV) or genai-perf/AIPerf (CSV).
 
-    `concurrency` overrides (or supplies, for genai-perf, whose CSV does not record it) the cap on requests.
+    `concurrency` supplies the cap on requests where the file does not record it (genai-perf's CSV); where
+    the file records another, DataFileError names both (a mismatched --model is refused the same way).
     """
     text = readers.read_text_capped(path)
     head = text.lstrip("\ufeff \t\r\n")[:200]
@@ -31,6 +32,11 @@ def read_serving_result(path: Path, *, concurrency: int | None = None) -> Servin
         raise DataFileError(
             f"{path}: unknown result format (got {head[:40]!r}, expected vllm bench serve --save-result "
             f"JSON, an AISBench performances/*.json or *.csv, or genai-perf's profile_export_genai_perf.csv)"
+        )
+    if concurrency is not None and result.concurrency not in (None, concurrency):
+        raise DataFileError(
+            f"{path}: its run sent at most {result.concurrency} requests at once, not --concurrency "
+            f"{concurrency} (expected the file's figure, or no --concurrency)"
         )
     if concurrency is not None:
         result = ServingResult(**{**result.__dict__, "concurrency": concurrency})

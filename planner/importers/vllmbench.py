@@ -27,7 +27,10 @@ def _optional_ms(data: Mapping[str, Any], key: str, *, where: str) -> float | No
 def _concurrency(data: Mapping[str, Any], *, where: str) -> int | None:
     """max_concurrency when set; with none and every request sent at once (request_rate inf), num_prompts."""
     if data.get("max_concurrency") is not None:
-        return int(number(data["max_concurrency"], where=where, field="max_concurrency"))
+        cap = number(data["max_concurrency"], where=where, field="max_concurrency")
+        if cap != int(cap) or cap < 1:
+            raise DataFileError(f"{where}: max_concurrency: not a whole count >= 1 (got {cap:g})")
+        return int(cap)
     if str(data.get("request_rate", "")) == "inf" and data.get("num_prompts") is not None:
         return int(number(data["num_prompts"], where=where, field="num_prompts"))
     return None
