@@ -715,3 +715,12 @@ def test_an_input_or_output_length_past_ctx_names_its_own_flag() -> None:
     line = result.stderr.strip()
     assert line.startswith("kvplan: error: --max-input-tokens: 5120 leaves no room in --ctx 4096")
     assert "-1024" not in line and len(line.splitlines()) == 1
+
+
+def test_the_plan_refuses_a_ctx_whose_prompt_mindie_refuses() -> None:
+    """A --ctx whose input part passes MindIE's maxInputTokenLen limit (4 194 304) is refused by the plan
+    itself (exit 2), not recommended and then refused by `kvplan mindie`; vLLM takes it."""
+    flags = ["--model", "qwen3-0.6b", "--ctx", "1024m", "--memory-gib", "1048576"]
+    refused = runner.invoke(app, flags)
+    assert refused.exit_code == 2 and "--ctx: MindIE takes prompts (maxInputTokenLen)" in refused.stderr
+    assert runner.invoke(app, [*flags, "--engine", "vllm"]).exit_code == 0

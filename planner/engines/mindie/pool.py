@@ -150,6 +150,12 @@ def check_layout(dep: Deployment) -> None:
             f"{rules.MAX_BLOCK_TOKENS} (got {block}, expected 16, 32, ..., 128); MindIE advises 128, "
             f"or use --engine vllm"
         )
+    prompt = dep.ctx_tokens - deployment.default_output_tokens(dep.ctx_tokens, block_size_tokens=block)
+    if prompt > rules.MAX_TOKENS:  # the config's maxInputTokenLen (the input part of --ctx)
+        raise PlanInputError(
+            f"--ctx: MindIE takes prompts (maxInputTokenLen) of at most {rules.MAX_TOKENS} tokens (got "
+            f"{dep.ctx_tokens}, whose input part is {prompt}); lower --ctx or use --engine vllm"
+        )
 
 
 def usable_blocks(
