@@ -26,7 +26,7 @@ TOKENS_PER_M = 1024 * 1024
 
 MAX_TOKENS = 1024 * TOKENS_PER_M  # bound on any typed token count: beyond every model's context window
 
-_TOKEN_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
+_TOKEN_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmM]?)\s*$")  # ASCII digits only
 
 
 def parse_tokens(text: str) -> int:

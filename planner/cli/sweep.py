@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -45,11 +46,17 @@ def check_grid(*, dtypes: int, batches: int, contexts: int) -> None:
         )
 
 
+BATCH_ITEM = re.compile(r"[0-9]+(?:-[0-9]+)?")
+
+
 def parse_batches(text: str) -> list[int]:
-    """`1,2,4,8`, `1-64` (inclusive) or a mix -> sorted distinct batch sizes >= 1."""
+    """`1,2,4,8`, `1-64` (inclusive) or a mix -> sorted distinct batch sizes >= 1; every item plain ASCII
+    digits (no empty item, no open range such as `1-`, no `1_0`)."""
     values: set[int] = set()
     try:
-        for item in (part.strip() for part in text.split(",") if part.strip()):
+        for item in (part.strip() for part in text.split(",")):
+            if not BATCH_ITEM.fullmatch(item):
+                raise ValueError(item)
             low, _, high = item.partition("-")
             first, last = int(low), int(high or low)
             if first > last:
