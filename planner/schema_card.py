@@ -46,7 +46,10 @@ class ModelCard(DataModel):
     sources: list[Source] = Field(min_length=1)
     model_type: str
     attention: AttentionKind
-    torch_dtype: str = "bfloat16"
+    # the checkpoint's stored dtype as Hugging Face names it (informational: --dtype sets what is planned)
+    torch_dtype: Literal[
+        "bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2", "int8", "uint8", "auto"
+    ] = "bfloat16"
 
     hidden_size: int = Field(gt=0)
     num_hidden_layers: int = Field(gt=0)

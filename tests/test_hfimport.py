@@ -682,3 +682,12 @@ def test_cli_reports_mtp_and_vision_of_a_qwen3_5_checkpoint(tmp_path: Path) -> N
     assert "MTP: checkpoint 512, geometry" in result.stderr
     assert "vision tower (not in the card): 384 params" in result.stderr
     assert "differs by" in result.stderr  # only the embedding is present: far from the geometry
+
+
+def test_an_unknown_torch_dtype_or_a_text_config_that_is_no_object_is_refused() -> None:
+    """torch_dtype is one of the dtypes Hugging Face writes (not 'banana'); a text_config that is not an
+    object is refused by name instead of the outer config being read as the text model."""
+    with pytest.raises(DataFileError, match=r"torch_dtype: Input should be 'bfloat16'"):
+        hfimport.card_from_config_dict({**TINY_LLAMA, "torch_dtype": "banana"}, card_id="t")
+    with pytest.raises(DataFileError, match=r"text_config: not an object \(got list"):
+        hfimport.card_from_config_dict({**QWEN3_5_27B, "text_config": [1, 2]}, card_id="t")

@@ -290,6 +290,11 @@ def text_model_config(config: Mapping[str, Any], where: str) -> TextConfig:
     DataFileError naming `where` for a model_type no family reads."""
     outer_type = config.get("model_type")
     text = config.get("text_config")
+    if text is not None and not isinstance(text, Mapping):
+        raise DataFileError(
+            f"{where}: text_config: not an object (got {type(text).__name__}, expected the text model's "
+            "config as a JSON object)"
+        )
     if isinstance(text, Mapping):
         inner_type = str(text.get("model_type") or f"{outer_type}_text")
         cfg = TextConfig(text, config, where, "text_config.", inner_type)
