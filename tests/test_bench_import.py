@@ -249,3 +249,17 @@ def test_import_refuses_a_model_that_contradicts_the_files_model_id(tmp_path: Pa
         app, ["bench", "import", str(local), "--card", "ascend-910b3", "--model", "qwen3-32b"]
     )
     assert kept.exit_code == 0 and next(csv.DictReader(kept.stdout.splitlines()))["model"] == "qwen3-32b"
+
+
+def test_a_run_that_lost_requests_is_imported_with_a_note(tmp_path: Path) -> None:
+    """vllm bench's `failed` count reaches the import's notes (stderr), naming the file and the counts; a
+    clean run gets no such note."""
+    raw = json.loads(VLLM.read_text())
+    lost = tmp_path / "lost.json"
+    lost.write_text(json.dumps({**raw, "failed": 64, "completed": 64}))
+    args = ["bench", "import", "--card", "ascend-910b3", "-m", raw.get("model_id") or "qwen3-8b"]
+    result = CliRunner().invoke(app, [*args, str(lost)])
+    assert result.exit_code == 0, result.output
+    assert f"note: {lost}: 64 requests failed (of 128)" in result.stderr
+    clean = CliRunner().invoke(app, [*args, str(VLLM)])
+    assert clean.exit_code == 0 and "requests failed" not in clean.stderr

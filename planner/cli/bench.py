@@ -300,6 +300,13 @@ def import_results(
             )
             cells, note = speculation_cells(result, drafts=drafts)
             notes.append(f"note: {note}")
+            if result.failed_requests:
+                notes.append(
+                    f"note: {path}: {result.failed_requests} requests failed (of "
+                    f"{result.failed_requests + (result.requests or 0)}); its rates count the completed "
+                    "ones, so the row describes a run that lost requests: check the server log before "
+                    "fitting on it"
+                )
             rows.append(servingresult.bench_row(result, setup={**setup, **cells}))
         text = rows_csv(rows)
         if out is None:

@@ -48,6 +48,8 @@ class ServingResult:
     # tokens per verify step, and accepted / drafted tokens (vLLM's "draft acceptance rate", as a fraction)
     speculative_tokens: int | None = None
     accepted_draft_fraction: float | None = None
+    # requests the run lost (vllm bench: failed): its rates count the completed ones only
+    failed_requests: int = 0
 
 
 def parse_json(text: str, *, where: str) -> dict[str, Any]:

@@ -95,4 +95,5 @@ def from_dict(data: Mapping[str, Any], *, where: str) -> ServingResult:
         model_id=str(data["model_id"]).strip() or None if data.get("model_id") is not None else None,
         speculative_tokens=speculative_tokens,
         accepted_draft_fraction=accepted_fraction,
+        failed_requests=int(number(data.get("failed") or 0, where=where, field="failed")),
     )
