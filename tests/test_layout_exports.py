@@ -123,3 +123,14 @@ def test_mindie_devices_must_cover_the_layout() -> None:
     )
     assert result.exit_code == 2
     assert result.stderr.strip().count("\n") == 0 and "expected 16 distinct ids" in result.stderr
+
+
+def test_a_tp_across_nodes_still_lowers_maxbatchsize_to_what_the_blocks_hold() -> None:
+    """A plain --tp wider than a node is one DP group: with an explicit npuMemSize whose whole GiB hold one
+    request fewer than the plan, maxBatchSize is lowered to the blocks' count, as on one node."""
+    payload = mindie_json(
+        "--model", "qwen3-235b-a22b", "--card", "ascend-910b3", "--tp", "16", "--ctx", "8k",
+        "--npu-mem-size", "explicit",
+    )  # fmt: skip
+    batch = payload["mindie"]["config"]["BackendConfig"]["ScheduleConfig"]["maxBatchSize"]
+    assert batch <= payload["mindie"]["prediction"]["concurrency"]

@@ -718,9 +718,11 @@ def test_an_input_or_output_length_past_ctx_names_its_own_flag() -> None:
 
 
 def test_the_plan_refuses_a_ctx_whose_prompt_mindie_refuses() -> None:
-    """A --ctx whose input part passes MindIE's maxInputTokenLen limit (4 194 304) is refused by the plan
-    itself (exit 2), not recommended and then refused by `kvplan mindie`; vLLM takes it."""
+    """A --ctx whose prompt budget (maxPrefillTokens, by default the input part of --ctx) passes MindIE's
+    limit (4 194 304) is refused by the plan itself (exit 2), not recommended and then refused by `kvplan
+    mindie`; an explicit budget within the limit passes, and vLLM takes the long context."""
     flags = ["--model", "qwen3-0.6b", "--ctx", "1024m", "--memory-gib", "1048576"]
     refused = runner.invoke(app, flags)
-    assert refused.exit_code == 2 and "--ctx: MindIE takes prompts (maxInputTokenLen)" in refused.stderr
+    assert refused.exit_code == 2 and "--ctx: MindIE takes prompts (maxInputTokenLen" in refused.stderr
     assert runner.invoke(app, [*flags, "--engine", "vllm"]).exit_code == 0
+    assert runner.invoke(app, [*flags, "--max-prefill-tokens", "1048576"]).exit_code == 0

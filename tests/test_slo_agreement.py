@@ -233,3 +233,22 @@ def test_simulate_caps_its_batch_where_the_plan_does(deploy: list[str]) -> None:
     assert simulated.exit_code == 0, simulated.output
     scheduler = json.loads(simulated.stdout)["scheduler"]
     assert scheduler["max_batch"] == plan["recommendation"]["max_batch_size"]
+
+
+def test_vllms_search_runs_up_to_its_own_running_cap_and_simulate_stops_there_too() -> None:
+    """vLLM allocates blocks as tokens arrive, so more short requests run at once than the full-length
+    batch: serve's search stops at max_num_seqs (256 here), not at the 32k memory batch; simulate's
+    max-concurrency search stops at the same running limit instead of counting queued users."""
+    vllm = ["-m", "qwen3-8b", "--engine", "vllm", "--ctx", "32k"]
+    served = runner.invoke(app, ["serve", *vllm, "--tpot-ms", "300", "--json"])
+    assert served.exit_code == 0, served.output
+    plan = json.loads(runner.invoke(app, [*vllm, "--json"]).stdout)
+    assert json.loads(served.stdout)["slo"]["best"] == 256 > plan["recommendation"]["max_batch_size"]
+    searched = runner.invoke(
+        app,
+        ["simulate", "-m", "qwen3-8b", "--search", "max-concurrency", "--concurrency", "64", "--input-tokens",
+         "256", "--output-tokens", "128", "--tpot-ms", "300", "--json"],
+    )  # fmt: skip
+    assert searched.exit_code == 0, searched.output
+    served_cap = json.loads(runner.invoke(app, ["serve", "-m", "qwen3-8b", "--json"]).stdout)["admission"]
+    assert json.loads(searched.stdout)["best"] <= served_cap["engine_cap"]

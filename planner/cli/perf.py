@@ -169,22 +169,22 @@ def serve_users(
     run: BenchRun,
 ) -> tuple[SearchResult | None, int]:
     """(the SLO search or None, the users to report): --concurrency when given; else with an SLO the most
-    users meeting it, searched up to what the engine runs at once (1 when none does: the search says so and
-    the command exits 3); else that: the engine's cap (what memory holds at full length for MindIE,
-    max_num_seqs for vLLM), at most MAX_SERVE_CONCURRENCY. Users beyond it only queue: a TPOT-only target
-    would count them for ever (342 742 users of qwen3-8b at TPOT <= 300 ms), and the plan's search stops
-    at the same batch."""
+    users meeting it, searched up to the engine's running cap (1 when none does: the search says so and
+    the command exits 3); else the smaller of that cap and what memory holds at full length, at most
+    MAX_SERVE_CONCURRENCY. Users beyond the cap only queue: a TPOT-only target would count them for ever
+    (342 742 users of qwen3-8b at TPOT <= 300 ms)."""
     from planner import capacity
     from planner.sim import bench
 
     if concurrency is not None:
         return None, concurrency
     full = capacity.memory_plan(dep)[1].max_batch_size  # the instance's: dp x one group's
-    cap = bench.engine_cap(dep, max_batch=run.max_batch)
-    running = max(1, min(full, cap * dep.dp, MAX_SERVE_CONCURRENCY))
+    cap = max(1, min(bench.engine_cap(dep, max_batch=run.max_batch) * dep.dp, MAX_SERVE_CONCURRENCY))
     if all(limit is None for limit in slo):
-        return None, running
-    found = bench.search_users(dep, tokens=tokens, slo=slo, bench=run, ceiling=running)
+        return None, min(full, cap)
+    # the engine's own running limit (MindIE maxBatchSize = the plan's batch at ctx; vLLM's max_num_seqs,
+    # whose blocks come as tokens arrive, so more than the full-length batch run at once)
+    found = bench.search_users(dep, tokens=tokens, slo=slo, bench=run, ceiling=cap)
     return found, int(found.best) if found.best is not None else 1
 
 

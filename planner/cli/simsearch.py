@@ -89,9 +89,11 @@ def run_search(
     summary_at: SummaryAt,
     tpot_floor_s: TpotFloor,
     limits: tuple[tuple[float, float], float],
+    running_cap: Callable[[], int] | None = None,
 ) -> SearchResult | PdSearchResult:
     """--search: the largest --rate / --concurrency meeting the SLOs at --quantile, or the knee; the flag's
-    own value is the first guess of the top of the range."""
+    own value is the first guess of the top of the range. max-concurrency stops at running_cap() (the
+    engine's running limit, as `kvplan serve`'s search: more users only queue)."""
     from planner.sim import search
 
     kind, quantile = flags.search, flags.quantile
@@ -121,6 +123,8 @@ def run_search(
     # the search stays inside the loads the flag accepts (limits: the --rate range, the most --concurrency),
     # so an error never names a value the user did not type
     floor, ceiling = limits[0] if by_rate else (1.0, limits[1])
+    if kind == "max-concurrency" and running_cap is not None:
+        ceiling = min(ceiling, float(running_cap()))
     low = max(top / search.RATE_RANGE_FRACTION, floor) if by_rate else 1.0
     load: Load = "rate" if by_rate else "concurrency"
     checked = (cast("SearchKind", kind), cast("Quantile", quantile))  # both checked above

@@ -178,6 +178,7 @@ def search_and_report(flags: SimulateRequest, *, head: dict[str, Any], as_json: 
             summary_at=summary_at,
             tpot_floor_s=tpot_floor_s,
             limits=(RATE_RANGE_PER_S, float(MAX_CONCURRENCY)),
+            running_cap=lambda: running_cap_of(flags),
         )
         band = speed_band_of(flags, batch=None)
     except KvplanError as exc:
@@ -293,8 +294,9 @@ def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[s
     dep = inputs.to_deployment(request)
     one_pass = registry.default_prefill_tokens(dep.engine, dep.hardware) is None
     given = flags.knobs.max_prefill_tokens or (None if one_pass else flags.knobs.max_batched_tokens)
-    if given is None and one_pass and dep.max_prefill_tokens < longest:
-        given = longest
+    longest_prompt = int(work.input_tokens.max())
+    if given is None and one_pass and dep.max_prefill_tokens < longest_prompt:
+        given = longest_prompt
     if given is not None:
         dep = inputs.to_deployment(records.replace(request, max_prefill_tokens=given))
     return dep, scheduler_knobs(flags.knobs)
@@ -325,6 +327,15 @@ def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> floa
     from planner import inputs
 
     return inputs.bounded(value, flag, limits)
+
+
+def running_cap_of(flags: SimulateRequest) -> int:
+    """The instance's running limit for the flags' deployment: --max-batch, else the engine's default per
+    DP group (bench.engine_cap), times dp."""
+    from planner.sim import bench
+
+    dep, _ = prepared(flags, workload_of(flags, rate=None, concurrency=1, trace=None))
+    return bench.engine_cap(dep, max_batch=flags.knobs.max_batch) * dep.dp
 
 
 def summary_at(flags: SimulateRequest, load: dict[str, Any]) -> SimSummary:

@@ -336,7 +336,7 @@ def held_plan(plan: Plan, *, prediction: BlockPrediction, lengths: Lengths) -> t
     """The plan with maxBatchSize lowered to what MindIE's predicted blocks hold, when fewer (explicit
     lengths, whole-GiB npuMemSize); layout plans (per DP group) kept, mindie_notes warns."""
     batch = plan.recommendation.max_batch_size
-    if plan.layout is not None or prediction.concurrency >= batch:
+    if (plan.layout is not None and plan.layout.dp > 1) or prediction.concurrency >= batch:
         return plan, []
     if prediction.concurrency < 1:
         raise DoesNotFitError(
@@ -345,9 +345,12 @@ def held_plan(plan: Plan, *, prediction: BlockPrediction, lengths: Lengths) -> t
             f"expected >= 1 of {prediction.blocks_per_request} blocks); lower --ctx or raise --tp"
         )
     recommendation = plan.recommendation.model_copy(update={"max_batch_size": prediction.concurrency})
+    update: dict[str, Any] = {"recommendation": recommendation}
+    if plan.layout is not None:  # one DP group (a tp across nodes): its batch is the instance's
+        update["layout"] = plan.layout.model_copy(update={"batch_per_dp_group": prediction.concurrency})
     note = (
         f"maxBatchSize {prediction.concurrency}, not the plan's {batch}: MindIE's predicted blocks hold "
         f"{prediction.concurrency} requests of {lengths.max_input_tokens} in + "
         f"{lengths.max_output_tokens} out"
     )
-    return plan.model_copy(update={"recommendation": recommendation}), [note]
+    return plan.model_copy(update=update), [note]

@@ -150,11 +150,11 @@ def check_layout(dep: Deployment) -> None:
             f"{rules.MAX_BLOCK_TOKENS} (got {block}, expected 16, 32, ..., 128); MindIE advises 128, "
             f"or use --engine vllm"
         )
-    prompt = dep.ctx_tokens - deployment.default_output_tokens(dep.ctx_tokens, block_size_tokens=block)
-    if prompt > rules.MAX_TOKENS:  # the config's maxInputTokenLen (the input part of --ctx)
+    if dep.max_prefill_tokens > rules.MAX_TOKENS:  # maxPrefillTokens >= maxInputTokenLen (rules.py)
         raise PlanInputError(
-            f"--ctx: MindIE takes prompts (maxInputTokenLen) of at most {rules.MAX_TOKENS} tokens (got "
-            f"{dep.ctx_tokens}, whose input part is {prompt}); lower --ctx or use --engine vllm"
+            f"--ctx: MindIE takes prompts (maxInputTokenLen, maxPrefillTokens) of at most {rules.MAX_TOKENS} "
+            f"tokens (got a prefill budget of {dep.max_prefill_tokens} for --ctx {dep.ctx_tokens}); lower "
+            "--ctx, set --max-prefill-tokens and --max-input-tokens, or use --engine vllm"
         )
 
 

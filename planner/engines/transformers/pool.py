@@ -57,9 +57,9 @@ def check_layout(dep: Deployment) -> None:
     """PlanInputError for anything beyond tensor parallelism within one node."""
     if not dep.is_tp_only:
         raise PlanInputError(
-            f"--engine: transformers plans tensor parallelism within one node only "
-            f"(got {layout.describe(dep)}, {layout.devices_per_node(dep)} devices per node); "
-            f"use mindie or vllm"
+            f"--engine: transformers plans plain tensor parallelism within one node only, without --dp, "
+            f"--ep, --pp, --nodes or --devices-per-node (got {layout.describe(dep)}, "
+            f"{layout.devices_per_node(dep)} devices per node); use mindie or vllm"
         )
 
 
