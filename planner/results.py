@@ -159,6 +159,9 @@ class Plan(Frozen):
     ctx_tokens: int
     batch: int | None
     block_size_tokens: int
+    # the KV block the engine itself uses: block_size_tokens, except where it sets its own (vLLM aligns a
+    # hybrid model's block to its state page: 1536 tokens for Qwen3.5-27B); registry.prefix_cache_block_tokens
+    engine_block_size_tokens: int | None = None
     memory_fraction: float
     memory: MemoryBreakdown
     recommendation: Recommendation

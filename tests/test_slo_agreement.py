@@ -252,3 +252,12 @@ def test_vllms_search_runs_up_to_its_own_running_cap_and_simulate_stops_there_to
     assert searched.exit_code == 0, searched.output
     served_cap = json.loads(runner.invoke(app, ["serve", "-m", "qwen3-8b", "--json"]).stdout)["admission"]
     assert json.loads(searched.stdout)["best"] <= served_cap["engine_cap"]
+
+
+def test_the_plans_block_size_is_the_engines_in_text_and_json() -> None:
+    """vLLM sets a hybrid model's block to hold one state page (1536 tokens for Qwen3.5-27B): the text's
+    'block size' and the JSON's engine_block_size_tokens both say so; MindIE keeps --block-size."""
+    for engine, block in (("vllm", 1536), ("mindie", 128)):
+        flags = ["-m", "qwen3.5-27b", "--dtype", "fp8", "--ctx", "32k", "--engine", engine]
+        assert json.loads(runner.invoke(app, [*flags, "--json"]).stdout)["engine_block_size_tokens"] == block
+        assert f"block size {block})" in " ".join(runner.invoke(app, flags).output.split())

@@ -147,13 +147,11 @@ def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = 
             else ""
         )
     )
-    from planner.engines import registry
-
     bound = "set by --batch" if rec.binding_constraint == "batch" else f"bound by {rec.binding_constraint}"
-    # the engine's own KV block (vLLM aligns a hybrid model's block to its state page: 1536 for Qwen3.5-27B)
+    block = result.engine_block_size_tokens or result.block_size_tokens  # the engine's own (Plan)
     console.print(
         f"[bold green]Recommended:[/bold green] max_batch_size = {rec.max_batch_size}, "
-        f"max_seq_len = {rec.max_seq_len} ({bound}; block size {registry.prefix_cache_block_tokens(dep)})"
+        f"max_seq_len = {rec.max_seq_len} ({bound}; block size {block})"
     )
     if result.slo is not None:
         console.print(escape(slo_line(result.slo)))

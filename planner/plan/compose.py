@@ -11,6 +11,7 @@ from typing import Protocol
 from planner import capacity, kinds, layout, units
 from planner.degrees import carried
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.errors import PlanInputError, SloNotMetError
 from planner.inputs import ServiceLevels
 from planner.perf import fitted, ranges
@@ -77,6 +78,7 @@ def build_plan(
         model=dep.model.id,
         card=dep.hardware.id,
         card_variant=dep.hardware.variant_id,
+        engine_block_size_tokens=registry.prefix_cache_block_tokens(dep),
         dtype=dep.weight_scheme.name,
         kv_dtype=dep.kv_dtype.value,
         memory=mem,
