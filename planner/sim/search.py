@@ -116,8 +116,8 @@ def knee(
     run_at: Callable[[float], SimSummary], *, quantile: Quantile, bracket: tuple[float, float], integer: bool
 ) -> tuple[float, list[SearchPoint]]:
     """The load of largest power = output tok/s / end-to-end latency quantile over a geometric sweep, then
-    a second sweep of KNEE_POINTS between the best point's neighbours (every integer there when fewer), so
-    the answer is not a coarse grid's point (12 -> 21 -> 34 users)."""
+    a second geometric sweep of KNEE_POINTS between the best point's neighbours (rounded to integers for
+    users), so the answer is not a coarse grid's point (12 -> 21 -> 34 users)."""
 
     def sweep(low: float, high: float) -> list[float]:
         grid = np.geomspace(low, high, KNEE_POINTS)
