@@ -115,7 +115,8 @@ def show_metrics(plan: Plan) -> None:
             (
                 "TTFT (ms)",
                 f"{units.s_to_ms(perf.ttft_s):,.0f}",
-                "Idle-engine TTFT: prefill of one prompt of the context length.",
+                "Idle-engine TTFT: prefill of one prompt of 'Prompt tokens for TTFT' (default: the default "
+                "workload's 256 tokens, shorter where the context is).",
             ),
         ]
     )

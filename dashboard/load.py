@@ -202,7 +202,14 @@ def show_load(settings: Any, plan: Plan) -> None:
     req: PlanRequest = settings.req
     factors = bands.time_factors(plan.performance)
     left, middle, right = st.columns(3)
-    engine = left.selectbox("Engine scheduler", ["mindie", "vllm", "sglang"], key="load_engine")
+    schedulers = ["mindie", "vllm", "sglang"]  # transformers serves through vLLM's scheduler in the simulator
+    chosen = req.engine if req.engine in schedulers else "vllm"
+    engine = left.selectbox(
+        f"Engine scheduler (sidebar: {req.engine})",
+        schedulers,
+        index=schedulers.index(chosen),
+        key="load_engine",
+    )
     prompt = int(middle.number_input("Prompt tokens", 1, 131072, 256, key="load_prompt"))
     output = int(right.number_input("Output tokens", 1, 32768, 128, key="load_output"))
     users = st.multiselect(

@@ -146,7 +146,7 @@ def engine_widgets(*, card: str, tp: int) -> None:
     st.selectbox("KV block size (tokens)", [16, 32, 64, 128], index=3, key="block_size")
     st.number_input("MTP draft tokens", min_value=0, max_value=8, value=0, key="mtp")
     st.slider("MTP acceptance", 0.0, 1.0, 0.7, 0.01, key="mtp_acceptance")
-    st.text_input("Prompt tokens for TTFT", value="", key="prompt", placeholder="= context")
+    st.text_input("Prompt tokens for TTFT", value="", key="prompt", placeholder="256 (the default workload)")
     st.toggle("Ignore measured coefficients", value=False, key="uncalibrated")
 
 

@@ -3,6 +3,7 @@ tabs (dashboard/compare.py, dashboard/bands.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -162,3 +163,40 @@ def test_prompt_longer_than_the_context_is_one_line_in_the_dashboards_words() ->
         dashboard.plan_for(PlanRequest(model="qwen3-8b", ctx="32k"), prompt_tokens=1024 * 2**20)
     line = failures.failure_message(refused.value, where="The plan")
     assert line.startswith("Prompt tokens for TTFT: longer than the context (got 1073741824")
+
+
+@pytest.mark.slow
+def test_terminating_kvplan_dashboard_stops_its_server() -> None:
+    """SIGTERM to `kvplan dashboard` reaches the Streamlit server it started: the port closes (before, the
+    server was re-parented to init and kept listening)."""
+    import signal
+    import socket
+    import subprocess
+    import time
+
+    if importlib.util.find_spec("streamlit") is None:
+        pytest.skip("streamlit not installed")
+    port = launch.free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planner.cli", "dashboard", "--port", str(port)],
+        env=launch.child_environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def listening() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex((launch.LOOPBACK, port)) == 0
+
+    try:
+        deadline = time.monotonic() + 60
+        while not listening() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert listening(), "the dashboard never listened"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while listening() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not listening(), "the server outlived kvplan dashboard"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -136,5 +136,24 @@ def dashboard(
     except PlanInputError as exc:
         fail(exc)
     print(f"kvplan dashboard on http://localhost:{port} (loopback only; Ctrl+C stops it)", file=sys.stderr)
-    with contextlib.suppress(KeyboardInterrupt):
-        raise typer.Exit(subprocess.call(cmd, env=child_environment()))
+    raise typer.Exit(run_server(cmd))
+
+
+def run_server(cmd: list[str]) -> int:
+    """Run the server until it exits; a SIGTERM or SIGHUP sent to kvplan is passed on to it (else the server
+    would outlive its launcher, still listening), Ctrl+C reaches both through the process group."""
+    import signal
+
+    proc = subprocess.Popen(cmd, env=child_environment())
+
+    def forward(signum: int, _frame: object) -> None:
+        proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while True:
+            with contextlib.suppress(KeyboardInterrupt):
+                return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
