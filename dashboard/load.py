@@ -215,6 +215,12 @@ def show_load(settings: Any, plan: Plan) -> None:
     users = st.multiselect(
         "Concurrency (closed loop)", CONCURRENCY_CHOICES, [1, 8, 32, 64, 128], key="load_users"
     )
+    if prompt + output > plan.ctx_tokens:
+        st.warning(
+            f"Prompt + output tokens ({prompt + output}) are longer than the plan's context "
+            f"({plan.ctx_tokens}): this tab plans its own deployment at that length, which the sidebar's "
+            "config would refuse."
+        )
     points = {u: closed_loop(req, engine, prompt, output, u) for u in sorted(users)}
     if points:
         one, two = st.columns(2)

@@ -466,3 +466,19 @@ def test_fp32_on_a_card_without_its_peak_names_the_widget(app: AppTest) -> None:
     assert_clean(app)
     assert app.error[0].value.startswith("Weight dtype: fp32 matmuls need the card's fp32 peak")
     assert "--" not in app.error[0].value
+
+
+@pytest.mark.slow
+def test_the_load_tab_starts_on_the_sidebars_engine_and_warns_past_the_context() -> None:
+    """The Load tab's scheduler starts on the sidebar's engine (vLLM here, not MindIE's MTP refusal) and a
+    prompt + output longer than the plan's context gets a warning instead of a silent simulation."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.session_state["engine_settings"] = True
+    at.session_state["engine"] = "vllm"
+    at.session_state["load_users"] = [1]
+    at.run()
+    open_tab(at, "Load")
+    assert at.selectbox(key="load_engine").value == "vllm" and not at.error
+    at.session_state["load_prompt"] = 40000
+    at.run()
+    assert any("longer than the plan's context" in w.value for w in at.warning)
