@@ -24,6 +24,7 @@ from dashboard.sections import (
     Settings,
     cached_mindie,
     cached_plan,
+    cached_vllm,
     show_compare,
     show_formulas,
     show_memory,
@@ -124,7 +125,7 @@ def show_metrics(plan: Plan) -> None:
 
 
 def show_downloads(settings: Settings, plan: Plan) -> None:
-    """Sidebar download buttons: the JSON plan and the MindIE config.json."""
+    """Sidebar download buttons: the JSON plan, the MindIE config.json and the vllm-ascend command."""
     st.sidebar.divider()
     st.sidebar.subheader("Export")
     st.sidebar.download_button(
@@ -139,25 +140,42 @@ def show_downloads(settings: Settings, plan: Plan) -> None:
         st.session_state["weights_path"] = f"/data/models/{plan.model}"
         st.session_state["weights_path_model"] = plan.model
     weights_path = st.sidebar.text_input(
-        "Checkpoint path on the server", key="weights_path", help="MindIE modelWeightPath"
+        "Checkpoint path on the server",
+        key="weights_path",
+        help="MindIE modelWeightPath; the model argument of `vllm serve`",
     )
+    show_export("MindIE config.json", cached_mindie, settings, weights_path, file_name="config.json")
+    show_export("vllm-ascend command", cached_vllm, settings, weights_path, file_name="vllm-serve.sh")
+
+
+def show_export(
+    label: str,
+    make: Callable[[Any, str], tuple[str, list[str]]],
+    settings: Settings,
+    weights_path: str,
+    *,
+    file_name: str,
+) -> None:
+    """One engine's file as a download button and its notes; a sidebar warning when the plan cannot be
+    written in that engine's terms (the plan itself stands: it may be another engine's)."""
     try:
-        exported = cached_mindie(settings.req, weights_path)
+        text, notes = make(settings.req, weights_path)
     except KvplanError as exc:
-        # the plan itself stands (it may be another engine's): only the MindIE file cannot be written
-        st.sidebar.warning(f"No MindIE config.json for this plan: {dashboard.dashboard_message(exc)}")
+        st.sidebar.warning(f"No {label} for this plan: {dashboard.dashboard_message(exc)}")
         return
-    text, notes = exported
     st.sidebar.download_button(
-        "MindIE config.json",
+        label,
         text,
-        file_name="config.json",
-        mime="application/json",
-        key="download_mindie",
+        file_name=file_name,
+        mime="application/json" if file_name.endswith(".json") else "text/x-shellscript",
+        key=f"download_{file_name}",
         icon=":material/download:",
     )
-    for note in notes:
-        st.sidebar.caption(note)
+    with st.sidebar.expander(f"{label}: notes"):
+        if not file_name.endswith(".json"):
+            st.code(text, language="bash")
+        for note in notes:
+            st.caption(note)
 
 
 Section = Callable[[Settings, Deployment, Plan], None]

@@ -124,6 +124,13 @@ def cached_mindie(req: PlanRequest, weights_path: str) -> tuple[str, list[str]]:
     return dashboard.mindie_config_text(dep, weights_path=weights_path)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_vllm(req: PlanRequest, weights_path: str) -> tuple[str, list[str]]:
+    """The `vllm serve` command and its start-up checks for the request."""
+    dep, _ = cached_plan(req, None)
+    return dashboard.vllm_command_text(dep, weights_path=weights_path)
+
+
 # ---------------------------------------------------------------- page sections
 
 

@@ -344,3 +344,22 @@ def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list
         plan, base=mindie_rules.load_base(options.mindie_version), lengths=lengths, options=options
     )
     return mindie_rules.render_config(result.config), list(result.notes)
+
+
+def vllm_command_text(dep: Deployment, *, weights_path: str) -> tuple[str, list[str]]:
+    """The `vllm serve` command (vllm-ascend on an Ascend card) and its start-up checks for the deployment,
+    as `kvplan vllm` builds them: re-sized with vLLM's lengths and pool, at the page's memory share, whatever
+    engine the page shows; the checkpoint is the path typed on the page."""
+    from planner.engines import common
+    from planner.engines.vllm import args as vllm_args
+
+    as_vllm = dep.model_copy(update={"engine": "vllm"})
+    registry.check_draft_model(as_vllm)
+    options = common.with_drafts(
+        common.ServingOptions(weights_path=weights_path, model_name=dep.model_alias or dep.model.id), as_vllm
+    )
+    engine_prefill = registry.default_prefill_tokens(as_vllm.engine, as_vllm.hardware)
+    sized, lengths = common.sized_deployment(as_vllm, options=options, engine_prefill_tokens=engine_prefill)
+    plan = perf_plan.build_plan(sized, prompt_tokens=lengths.max_input_tokens)
+    result = vllm_args.vllm_args(plan, sized, lengths=lengths, options=options)
+    return vllm_args.render_command(result), [*vllm_args.summary_lines(result), *result.notes]

@@ -6,6 +6,7 @@ AppTest cannot drive st.file_uploader, so uploads are tested through the helpers
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -114,6 +115,7 @@ def test_download_buttons_are_offered(app: AppTest) -> None:
     labels = [b.proto.label for b in app.sidebar.get("download_button")]
     assert "Plan (JSON)" in labels
     assert "MindIE config.json" in labels
+    assert "vllm-ascend command" in labels
 
 
 def test_weight_dtype_changes_the_numbers(app: AppTest) -> None:
@@ -368,6 +370,15 @@ def test_mindie_config_text_is_json_with_the_plans_batch(plan_27b: tuple) -> Non
     config = json.loads(exported[0])
     schedule = config["BackendConfig"]["ScheduleConfig"]
     assert schedule["maxBatchSize"] >= 1
+
+
+def test_vllm_command_text_names_the_path_and_a_running_cap(plan_27b: tuple) -> None:
+    dep, _ = plan_27b
+    command, notes = dashboard.vllm_command_text(dep, weights_path="/data/models/qwen3.5-27b")
+    assert command.startswith("vllm serve /data/models/qwen3.5-27b")
+    seqs = int(re.search(r"--max-num-seqs (\d+)", command).group(1))
+    assert seqs >= 1
+    assert any("vLLM will log at start-up" in note for note in notes)
 
 
 def test_uploaded_config_that_is_not_json_raises_a_data_error() -> None:
