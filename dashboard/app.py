@@ -108,14 +108,14 @@ def show_metrics(plan: Plan) -> None:
         [
             (
                 "TPOT (ms)",
-                f"{units.s_to_ms(dashboard.tpot_s(perf)):,.1f}",
+                units.fmt_figures(units.s_to_ms(dashboard.tpot_s(perf))),
                 "Time per output token of one user at this batch.",
             ),
-            ("total (tok/s)", f"{perf.tokens_per_s:,.0f}", None),
-            ("per user (tok/s)", f"{perf.per_user_tokens_per_s:,.1f}", None),
+            ("total (tok/s)", units.fmt_figures(perf.tokens_per_s), None),
+            ("per user (tok/s)", units.fmt_figures(perf.per_user_tokens_per_s), None),
             (
                 "TTFT (ms)",
-                f"{units.s_to_ms(perf.ttft_s):,.0f}",
+                units.fmt_figures(units.s_to_ms(perf.ttft_s)),
                 "Idle-engine TTFT: prefill of one prompt of 'Prompt tokens for TTFT' (default: the default "
                 "workload's 256 tokens, shorter where the context is).",
             ),

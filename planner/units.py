@@ -122,6 +122,12 @@ def fmt_span(low: float, high: float) -> str:
     return "-".join(out)
 
 
+def fmt_figures(value: float) -> str:
+    """A value to about 3 significant figures, thousands separated: '1,204', '26.5', '0.0123' (a slow card's
+    0.04 tok/s is not shown as 0)."""
+    return f"{value:,.{_span_decimals(value)}f}"
+
+
 def fmt_tokens_per_s(tokens_per_s: float) -> str:
     """Display a throughput in tokens/s."""
     return f"{tokens_per_s:,.1f} tok/s"

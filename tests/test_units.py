@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner import units
@@ -60,3 +60,19 @@ def test_span_examples() -> None:
     assert units.fmt_span(28.81, 107.2) == "28.8-108"
     assert units.fmt_span(1204.4, 15446.2) == "1,204-15,447"
     assert units.fmt_span(15.3, 15.3) == "15.3-15.3"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=1e-6, max_value=1e9, allow_nan=False, allow_infinity=False))
+def test_figures_keep_about_three_significant_figures(value: float) -> None:
+    """fmt_figures never shows a positive value as 0 and stays within half a unit of its last printed
+    figure (0.04 tok/s of a 1 GB/s card printed "0" before)."""
+    printed = float(units.fmt_figures(value).replace(",", ""))
+    assert printed > 0
+    assert abs(printed - value) <= max(value * 0.006, 0.5 if value >= 100 else 0)
+
+
+def test_figures_examples() -> None:
+    assert units.fmt_figures(0.04321) == "0.0432"
+    assert units.fmt_figures(26.54) == "26.5"
+    assert units.fmt_figures(1204.4) == "1,204"
