@@ -227,7 +227,7 @@ def compare_request(index: int, base: PlanRequest, card_ids: list[str]) -> PlanR
     dtypes = [same, *WEIGHT_SCHEMES]
     tps = [same, *TP_CHOICES]
     dtype_default = compare.alternative_dtype(base.dtype, native_dtypes=native) if index == 1 else same
-    tp_default = compare.alternative_tp(base.tp) if index == 2 else same
+    tp_default = compare.alternative_tp(base.tp, plans=lambda tp: plans(base, tp)) if index == 2 else same
     card = st.selectbox("card", [same, *card_ids], key=f"cmp{index}_card")
     dtype = st.selectbox("weight dtype", dtypes, index=dtypes.index(dtype_default), key=f"cmp{index}_dtype")
     kv_dtype = st.selectbox("KV dtype", [same, *KV_DTYPE_CHOICES], key=f"cmp{index}_kv")
@@ -242,6 +242,15 @@ def compare_request(index: int, base: PlanRequest, card_ids: list[str]) -> PlanR
     if tp != same:
         changes["tp"] = int(tp)
     return records.replace(base, **changes)
+
+
+def plans(base: PlanRequest, tp: int) -> bool:
+    """True when the sidebar's request at tensor-parallel size `tp` plans (the engine and the card run it)."""
+    try:
+        cached_plan(records.replace(base, tp=tp), None)
+    except KvplanError:
+        return False
+    return True
 
 
 def compare_row(name: str, plan: Plan) -> dict[str, Any]:

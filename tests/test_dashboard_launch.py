@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dashboard import bands, compare
+from dashboard import bands, compare, view
+from planner import records
 from planner.cli import app
 from planner.cli import dashboard as launch
+from planner.errors import KvplanError
+from planner.inputs import PlanRequest
 from planner.results import Performance, SpeedRange
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,6 +110,24 @@ def test_compare_b_starts_on_another_dtype_the_card_runs(dtype: str, native: tup
 @pytest.mark.parametrize(("tp", "expected"), [(1, 2), (4, 8), (16, 8)])
 def test_compare_c_starts_on_the_next_tp(tp: int, expected: int) -> None:
     assert compare.alternative_tp(tp) == expected
+
+
+def test_compare_c_skips_a_tp_the_engine_refuses() -> None:
+    """transformers plans tensor parallelism within one node only: from tp 8 on an 8-NPU node, C starts on
+    tp 4, not on the tp 16 that the column would show as an error."""
+    base = PlanRequest(model="qwen3-8b", card="ascend-910b3", tp=8, engine="transformers", dtype="bf16")
+
+    def plans(tp: int) -> bool:
+        try:
+            view.plan_for(records.replace(base, tp=tp))
+        except KvplanError:
+            return False
+        return True
+
+    assert not plans(16) and plans(4)
+    assert compare.alternative_tp(8, plans=plans) == 4
+    assert compare.alternative_tp(4, plans=lambda tp: tp != 8) == 16
+    assert compare.alternative_tp(4, plans=lambda _: False) == 8  # none plans: the column shows why
 
 
 def test_time_factors_turn_a_rate_range_into_a_time_range() -> None:
