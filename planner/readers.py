@@ -141,19 +141,35 @@ def _json_constant(where: str) -> Any:
     return parse
 
 
-def _json_unique_keys(where: str) -> Any:
+def _json_unique_keys(where: str, text: str | bytes) -> Any:
     def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in pairs:
             if key in out:
                 raise DataFileError(
-                    f"{where}: key {key[:80]!r} given twice in one object (expected each key once: which one "
-                    f"counts would be a guess)"
+                    f"{where}: key {key[:80]!r} given twice in one object{key_lines(text, key)} (expected "
+                    f"each key once: which one counts would be a guess)"
                 )
             out[key] = value
         return out
 
     return build
+
+
+def key_lines(text: str | bytes, key: str, *, most: int = 5) -> str:
+    """' (the key is on lines 3, 9)': the lines of `text` where `key` is written as an object key, to find
+    the repeat by (json's pairs hook knows no positions; another object may hold the key too). Empty when
+    the key is written with escapes or not found."""
+    import json
+    import re
+
+    source = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    pattern = re.compile(re.escape(json.dumps(key)) + r"\s*:")
+    lines = [source.count("\n", 0, match.start()) + 1 for match in pattern.finditer(source)]
+    if not lines:
+        return ""
+    shown = ", ".join(map(str, lines[:most])) + (", ..." if len(lines) > most else "")
+    return f" (the key is on line{'s' if len(lines) > 1 else ''} {shown})"
 
 
 def check_depth(data: Any, *, where: str, limit: int = MAX_DEPTH) -> None:
@@ -182,7 +198,7 @@ def parse_json(text: str | bytes, *, where: str) -> Any:
             parse_int=_json_int(where),
             parse_float=_json_float(where),
             parse_constant=_json_constant(where),
-            object_pairs_hook=_json_unique_keys(where),
+            object_pairs_hook=_json_unique_keys(where, text),
         )
     except RecursionError as exc:
         raise DataFileError(f"{where}: nested too deeply (expected at most {MAX_DEPTH} levels)") from exc

@@ -23,6 +23,9 @@ def test_yaml_and_json_refuse_a_key_given_twice() -> None:
         readers.parse_yaml("b: {c: 2, c: 3}\n", where="f.yaml")
     with pytest.raises(DataFileError, match=r"^f.json: key 'x' given twice in one object"):
         readers.parse_json('{"x": 1, "y": {"x": 2}, "x": 3}', where="f.json")
+    text = '{\n  "x": 1,\n  "y": {"x": 2},\n  "x": 3\n}'
+    with pytest.raises(DataFileError, match=r"given twice in one object \(the key is on lines 2, 3, 4\)"):
+        readers.parse_json(text, where="f.json")  # lines 2 and 4 hold the repeat; line 3 another object's
     nested = readers.parse_json('{"x": {"y": 1}, "z": {"y": 2}}', where="f.json")
     assert nested == {"x": {"y": 1}, "z": {"y": 2}}  # the same key in two objects is fine
 
