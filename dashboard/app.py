@@ -67,7 +67,7 @@ def show_header(dep: Deployment, plan: Plan) -> None:
         + ("" if calibrated else "; run `kvplan calibrate` on the card, or fit it with --from-bench"),
     )
     if warnings:
-        st.warning("The calibrated profile's fit: " + "; ".join(warnings))
+        st.warning("The calibrated profile's fit: " + dashboard.dashboard_words("; ".join(warnings)))
 
 
 # st.metric truncates values wider than its column ("128…"): short numbers with the unit in the label,
@@ -237,7 +237,7 @@ def page() -> None:
     guarded(show_header, dep, plan, where="The title")
     guarded(show_metrics, plan, where="The headline")
     if plan.warnings:
-        st.info("\n\n".join(f"Note: {w}" for w in plan.warnings))
+        st.info("\n\n".join(f"Note: {dashboard.dashboard_words(w)}" for w in plan.warnings))
     guarded(show_downloads, settings, plan, where="The downloads")
     # Lazy tabs: only the open tab's section runs (and only its charts reach the browser), so a new
     # session draws the headline and one chart first; opening another tab reruns the page for it.

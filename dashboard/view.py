@@ -192,7 +192,10 @@ WIDGET_LABELS = {
     "weights-path": "Checkpoint path",
     "npu-mem-size": "npuMemSize",
 }
-_FLAG = re.compile(r"--([a-z][a-z0-9-]*[a-z0-9])( (?=[\w.]))?")
+# A flag's value follows it ("--tp 4", "--engine vllm", "--model tiny-llama"); a plain word does not ("no
+# larger --tp or smaller --dtype fits"): a value holds a digit, '.', '/' or '-', or is an engine or a switch.
+_VALUE = r"(?=[\w./-]*[\d./-]|(?:mindie|vllm|sglang|transformers|auto|true|false)\b)"
+_FLAG = re.compile(rf"--([a-z][a-z0-9-]*[a-z0-9])( {_VALUE})?")
 _TEMP_DIRS = re.compile(r"\S*?kvplan-(?:dashboard|uploads)-[^/\s]*/(?:[0-9a-f]{16}/)?")
 
 
@@ -206,8 +209,12 @@ def _widget_words(match: re.Match[str]) -> str:
 def dashboard_message(exc: Exception) -> str:
     """A planner error in the dashboard's words: CLI flags become the widget names ("--tp 4" ->
     "Tensor parallel (tp) = 4"), and the server's scratch folders are cut from uploaded file paths."""
-    text = _FLAG.sub(_widget_words, str(exc))
-    text = _TEMP_DIRS.sub("", text)
+    return dashboard_words(str(exc))
+
+
+def dashboard_words(text: str) -> str:
+    """dashboard_message for any planner text (a plan's notes and warnings name CLI flags too)."""
+    text = _TEMP_DIRS.sub("", _FLAG.sub(_widget_words, text))
     return text.replace(tempfile.gettempdir().rstrip("/") + "/", "")
 
 

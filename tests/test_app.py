@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard import membar, uploads
 from dashboard import view as dashboard
 from planner import catalog
-from planner.errors import DataFileError
+from planner.errors import DataFileError, PlanInputError
 from planner.inputs import PlanRequest
 from planner.schema import HardwareProfile
 from tests.helpers import h200_points_of, kvplan
@@ -251,6 +251,9 @@ def test_errors_use_the_dashboards_words_and_no_server_paths() -> None:
     assert dashboard.dashboard_message(error) == (
         "config.json: not JSON; try Tensor parallel (tp) = 4 or Weight dtype = int8"
     )
+    error = PlanInputError("no larger --tp or smaller --dtype fits; --engine vllm")
+    words = dashboard.dashboard_message(error)
+    assert words == "no larger Tensor parallel (tp) or smaller Weight dtype fits; Engine = vllm"
 
 
 @pytest.fixture(scope="module")
