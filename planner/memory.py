@@ -133,13 +133,15 @@ def kv_cache_bytes_per_token(
 ) -> int:
     """KV-cache bytes one token occupies on one rank (only layers that keep a cache).
 
-    Formula (GQA/MHA):  2 * L_kv * H_kv_rank * d * b / 8
+    Formula (GQA/MHA):  2 * L_kv * H_kv_rank * d * b / 8 + L_idx * x
     Formula (MLA):      L_kv * ((kv_lora_rank + qk_rope_head_dim) * b / 8 + x)   (replicated on each rank)
         L_kv       kv_cached_layers: ceil(L / pp) full-attention layers, +1 with MTP on
         H_kv_rank  params.kv_heads_per_rank (replicate when tp > H_kv, then ceil)
         d          card.head_dim;  b  kv_dtype.bits
-        x          indexer_key_bytes_per_layer: the DeepSeek sparse-attention index key beside the latent
-                   (0 for dense MLA)
+        x          indexer_key_bytes_per_layer: the sparse-attention index key beside the latent or K/V
+                   (0 for dense attention), replicated on each rank
+        L_idx      MiniMax sparse attention: ceil(card.sparse_attention_layers / pp), +1 with MTP on (the
+                   dense layers keep no index keys); 0 for dense GQA
     Linear-attention (GDN) layers keep no KV cache: see linear_state_bytes_per_sequence.
     """
     layers = kv_cached_layers(card, mtp=mtp, pp=pp)
@@ -148,7 +150,11 @@ def kv_cache_bytes_per_token(
         per_layer = latent_width * kv_dtype.bits // BITS_PER_BYTE
         return layers * (per_layer + indexer_key_bytes_per_layer(card, kv_dtype=kv_dtype))
     head_dim = card.head_dim or 0
-    return 2 * layers * kv_heads_per_rank(card, tp=tp) * head_dim * kv_dtype.bits // BITS_PER_BYTE
+    kv = 2 * layers * kv_heads_per_rank(card, tp=tp) * head_dim * kv_dtype.bits // BITS_PER_BYTE
+    if not card.is_sparse_attention:
+        return kv
+    index_layers = stage_layers(card.sparse_attention_layers, pp) + (1 if mtp else 0)
+    return kv + index_layers * indexer_key_bytes_per_layer(card, kv_dtype=kv_dtype)
 
 
 def linear_state_bytes_per_sequence(

@@ -22,6 +22,10 @@ from planner.units import BITS_PER_BYTE
 # vllm_ascend/attention/sfa_v1.py:542-549]
 INDEXER_QUANTIZED_BITS = 8
 INDEXER_SCALE_BYTES = 2
+# MiniMax sparse attention keeps its index keys in bf16 whatever the KV-cache dtype.  [source: vllm-ascend
+# 182b75ea vllm_ascend/models/minimax_m3/msa_m3.py:161-185 (AscendMiniMaxM3IndexerCache: dtype bfloat16,
+# AscendSFAIndexerCacheSpec num_kv_heads 1, head_size sparse_index_dim)]
+MSA_INDEX_KEY_BYTES = 2
 
 Part = Literal[
     "embedding", "attention", "linear_attention", "mlp", "moe_experts", "moe_shared", "norm", "lm_head",
@@ -106,7 +110,8 @@ def indexer_key_bytes_per_layer(card: ModelCard, *, kv_dtype: StorageDType) -> i
 
     Formula: d_idx * b / 8 + s
         d_idx  card.index_head_dim (one key per token: the indexer's keys are shared by its heads)
-        b      kv_dtype.bits: vllm-ascend stores the index key in the KV-cache dtype
+        b      kv_dtype.bits: vllm-ascend stores the index key in the KV-cache dtype (DeepSeek); 16 on a GQA
+               card (MiniMax: MSA_INDEX_KEY_BYTES, bf16 whatever the KV dtype)
         s      INDEXER_SCALE_BYTES (one fp16 dequant scale per token) when b = 8, else 0
     Replicated on every TP rank like the latent (the indexer is not split over heads).
     [source: vllm-ascend 182b75ea worker/model_runner_v1.py:4736-4746 (AscendSFAIndexerCacheSpec: head_size
@@ -117,6 +122,8 @@ def indexer_key_bytes_per_layer(card: ModelCard, *, kv_dtype: StorageDType) -> i
     """
     if card.index_head_dim is None:
         return 0
+    if not card.attention_traits.latent_kv:  # MiniMax sparse attention: bf16 keys, no scale
+        return card.index_head_dim * MSA_INDEX_KEY_BYTES
     scale = INDEXER_SCALE_BYTES if kv_dtype.bits == INDEXER_QUANTIZED_BITS else 0
     return card.index_head_dim * kv_dtype.bits // BITS_PER_BYTE + scale
 
@@ -191,6 +198,24 @@ def indexer_tensors(card: ModelCard, *, layers: int) -> list[Linear | Plain]:
     ]
 
 
+def msa_indexer_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain]:
+    """MiniMax sparse attention's indexer of `layers` sparse layers on one rank (none for other cards).
+
+    index_q_proj: H -> H_idx_rank * d_idx (index heads = KV heads, split like them); index_k_proj: H -> d_idx
+    (one key per token, replicated); index_q_norm and index_k_norm: d_idx each.  [source: vllm-ascend 182b75ea
+    vllm_ascend/models/minimax_m3/minimax_m3.py:181-240 (num_idx_heads = num_kv_heads per rank; fused
+    qkv+index projection); checkpoint shapes index_q_proj [512, 6144], index_k_proj [128, 6144] (MiniMax-M3)]
+    """
+    if not card.is_sparse_attention or card.attention_traits.latent_kv:
+        return []
+    dim = card.index_head_dim or 0
+    return [
+        Linear("index_q_proj", "attention", card.hidden_size, kv_heads_per_rank(card, tp=tp) * dim, layers),
+        Linear("index_k_proj", "attention", card.hidden_size, dim, layers),
+        Plain("index_qk_norm", "norm", 2 * dim, layers),
+    ]
+
+
 def linear_attention_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain]:
     """Gated DeltaNet (Qwen3-Next / Qwen3.5) weights of `layers` layers on one rank.
 
@@ -256,6 +281,7 @@ def decoder_tensors(card: ModelCard, *, tp: int, shards: Shards | None = None) -
     pp = shards.pp if shards else 1
     attention = mla_tensors if card.attention_traits.latent_kv else attention_tensors
     tensors = attention(card, tp=tp, layers=stage_layers(card.full_attention_layers, pp))
+    tensors += msa_indexer_tensors(card, tp=tp, layers=stage_layers(card.sparse_attention_layers, pp))
     if card.linear_attention_layers:
         linear_layers = stage_layers(card.linear_attention_layers, pp)
         tensors += linear_attention_tensors(card, tp=tp, layers=linear_layers)

@@ -91,11 +91,17 @@ class ModelCard(DataModel):
     qk_nope_head_dim: int | None = Field(default=None, gt=0)
     v_head_dim: int | None = Field(default=None, gt=0)
 
-    # DeepSeek sparse attention (DeepSeek-V3.2's lightning indexer): with these three an MLA card keeps a
-    # second per-token cache of index keys and each query attends only its index_topk best-scored tokens.
+    # Top-k sparse attention with an indexer: with these three a card keeps a second per-token cache of index
+    # keys (one key of index_head_dim per token and sparse layer) and each query attends at most index_topk
+    # tokens (tokens). On an MLA card, DeepSeek sparse attention (V3.2's lightning indexer, fed by q_lora); on
+    # a GQA card, MiniMax sparse attention (MiniMax-M3: index_n_heads = num_key_value_heads index queries from
+    # the hidden state, whole blocks picked, index_topk = sparse_topk_blocks x sparse_block_size).
     index_n_heads: int | None = Field(default=None, gt=0)
     index_head_dim: int | None = Field(default=None, gt=0)
     index_topk: int | None = Field(default=None, gt=0)
+    # MiniMax-M3's sparse_attention_config.sparse_attention_freq: 1 where a layer is sparse (keeps index keys,
+    # attends top-k), 0 where it attends densely without an indexer; absent, every full-attention layer is.
+    sparse_attention_freq: list[Literal[0, 1]] | None = None
 
     # Multi-token-prediction layers shipped with the checkpoint.
     num_nextn_predict_layers: int = Field(default=0, ge=0)  # DeepSeek name
@@ -175,6 +181,12 @@ class ModelCard(DataModel):
 
     def _check_sparse_attention(self) -> None:
         indexer_fields = (self.index_n_heads, self.index_head_dim, self.index_topk)
+        freq = self.sparse_attention_freq
+        if freq is not None and (len(freq) != self.num_hidden_layers or self.index_topk is None):
+            raise ValueError(
+                f"sparse_attention_freq needs the index_* fields and num_hidden_layers entries "
+                f"(got {len(freq)} entries, index_topk {self.index_topk})"
+            )
         if all(f is None for f in indexer_fields):
             return
         if any(f is None for f in indexer_fields):
@@ -182,10 +194,16 @@ class ModelCard(DataModel):
                 "DeepSeek sparse attention needs index_n_heads, index_head_dim and index_topk together "
                 f"(got {', '.join('set' if f is not None else 'missing' for f in indexer_fields)})"
             )
-        if not self.attention_traits.latent_kv or not self.q_lora_rank:
+        if self.attention_traits.latent_kv and not self.q_lora_rank:
             raise ValueError(
-                f"index_* fields are only valid with attention 'mla' and a q_lora_rank (got attention "
-                f"{self.attention!r}, q_lora_rank {self.q_lora_rank}); the indexer reads the q_lora latent"
+                "index_* fields on an 'mla' card need a q_lora_rank (the indexer reads the q_lora latent)"
+            )
+        if self.attention_traits.linear_layers:
+            raise ValueError("index_* fields are not valid with attention 'hybrid'")
+        if not self.attention_traits.latent_kv and self.index_n_heads != self.num_key_value_heads:
+            raise ValueError(
+                f"index_n_heads must equal num_key_value_heads on a GQA card (got {self.index_n_heads} and "
+                f"{self.num_key_value_heads}): MiniMax sparse attention picks blocks once per KV head"
             )
 
     def _check_moe(self) -> None:
@@ -218,8 +236,18 @@ class ModelCard(DataModel):
 
     @property
     def is_sparse_attention(self) -> bool:
-        """True when a lightning indexer picks each query's index_topk keys (DeepSeek sparse attention)."""
+        """True when an indexer picks each query's index_topk keys (DeepSeek or MiniMax sparse attention)."""
         return self.index_topk is not None
+
+    @property
+    def sparse_attention_layers(self) -> int:
+        """Layers that keep index keys and attend top-k (sparse_attention_freq, else every full-attention
+        layer of a sparse card; 0 for dense attention)."""
+        if not self.is_sparse_attention:
+            return 0
+        if self.sparse_attention_freq is None:
+            return self.full_attention_layers
+        return sum(self.sparse_attention_freq)
 
     @property
     def mtp_layers(self) -> int:

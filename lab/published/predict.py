@@ -180,7 +180,6 @@ def not_modelled(row: dict[str, str]) -> str:
 
 # Corpus models without a card because kvplan does not model their attention (HF name prefix -> why).
 UNMODELLED_ATTENTION = {
-    "MiniMaxAI/MiniMax-M3": "MiniMax-M3 (MiniMaxM3SparseForCausalLM) top-k sparse attention not modelled",
     "deepseek-ai/DeepSeek-V4": "DeepSeek-V4 compressed attention (CSA/HCA, compress_ratios) not modelled",
 }
 # Speculative methods whose drafts come from a separate draft model: predicted with vLLM's own words,
@@ -325,16 +324,27 @@ PREFIX_CACHED_AFTER_FIT = (
 )
 
 
+# MiniMax-M3 (MiniMax sparse attention on a GQA card, modelcards/minimax-m3.yaml) is carded since 2026-12-06,
+# after the shipped fits: its rows are predicted, never fitted (not_fitted).
+MINIMAX_M3_MODEL = "MiniMaxAI/MiniMax-M3"
+MINIMAX_M3_AFTER_FIT = (
+    "MiniMax-M3 carded on 2026-12-06 (card minimax-m3, MiniMax sparse attention), after the shipped fits: "
+    "predicted, not fitted"
+)
+
+
 def not_fitted(index: int, row: dict[str, str]) -> str | None:
     """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT, a draft
     model's speculation: DRAFT_MODEL_NOT_FITTED, a shared-prefix dataset: PREFIX_CACHED_AFTER_FIT, DeepSeek
-    sparse attention: SPARSE_ATTENTION_AFTER_FIT or GLM5_AFTER_FIT, settings found later: STATED_AFTER_FIT),
+    sparse attention: SPARSE_ATTENTION_AFTER_FIT, GLM5_AFTER_FIT or MINIMAX_M3_AFTER_FIT, settings found
+    later: STATED_AFTER_FIT),
     or None."""
     method = draft_method(row)
     drafted = DRAFT_MODEL_NOT_FITTED.format(method=method) if method else None
     prefix = PREFIX_CACHED_AFTER_FIT if shares_prefix(row) else None
     sparse = SPARSE_ATTENTION_AFTER_FIT if row["model"].startswith(SPARSE_ATTENTION_MODEL) else None
     sparse = GLM5_AFTER_FIT if row["model"].startswith(GLM5_MODEL) else sparse
+    sparse = MINIMAX_M3_AFTER_FIT if row["model"].startswith(MINIMAX_M3_MODEL) else sparse
     engine = {sglang_rows.ENGINE: SGLANG_AFTER_FIT, SEED_002_ENGINE: SEED_002_AFTER_FIT}.get(row["engine"])
     stated = STATED_AFTER_FIT if STATED_AFTER_FIT in row["notes"] else None
     return (

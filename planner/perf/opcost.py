@@ -142,10 +142,11 @@ def attention_term(geo: Geometry, step: Step) -> Term:
         bytes = s * c * kv + n * kv        s sequences, c paged cached tokens each, kv cache bytes per token
                                            (all layers); the second term writes the new tokens' K/V
         flop  = n * a * F                  a attended keys per query token, F attention_flop_per_key
-    DeepSeek sparse attention: c and a are capped at index_topk (sparse.selected_step) and kv is the MLA
-    latent alone; the index keys are the attn.indexer term's (indexer_term).
+    Sparse attention: c and a are capped at index_topk in the sparse layers (sparse.selected_step; MiniMax's
+    dense layers uncapped) and kv is the MLA latent or K/V alone; the index keys are attn.indexer's.
     """
-    kept = sparse.selected_step(step, topk_tokens=geo.index_topk_tokens)
+    dense_share = geo.index_dense_layers / max(geo.layers["full"], 1)
+    kept = sparse.selected_step(step, topk_tokens=geo.index_topk_tokens, dense_share=dense_share)
     kv = geo.kv_bytes_per_token - geo.index_bytes_per_token
     read = kept.sequences * kept.cached_tokens * kv
     hbm = read + step.tokens * kv

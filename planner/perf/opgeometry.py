@@ -11,7 +11,7 @@ from planner.deployment import Deployment
 from planner.drafts import draft_kv_bytes_per_token, draft_layers
 from planner.kinds import EngineName
 from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
-from planner.params import indexer_key_bytes_per_layer, split
+from planner.params import indexer_key_bytes_per_layer, kv_heads_per_rank, split
 from planner.perf.kernels import EngineKernels
 from planner.perf.opweights import OpWeights, op_weights
 from planner.records import record
@@ -29,6 +29,9 @@ GDN_FLOP_PER_STATE_ELEMENT = 7
 # FLOP per index head per scored key beside the dot product: ReLU (1), then the head's weight, multiply-add
 # into the token's score (2) (the lightning indexer: score = sum over heads of w_h * relu(q_h . k)).
 INDEXER_FLOP_PER_HEAD_BESIDE_DOT = 3
+# MiniMax sparse attention scores a block by the max over its keys of q . k (sparse_score_type "max"): one
+# compare per head and scored key beside the dot product.
+MSA_FLOP_PER_HEAD_BESIDE_DOT = 1
 
 
 @record
@@ -67,6 +70,7 @@ class Geometry:
     mtp_index_bytes_per_token: int = 0  # the same for the MTP layer(s) (inside mtp_kv_bytes_per_token)
     indexer_flop_per_key: int = 0  # FLOP one query spends scoring one cached key, all layers
     mtp_indexer_flop_per_key: int = 0
+    index_dense_layers: int = 0  # full-attention layers of a sparse card that attend densely (MiniMax-M3)
 
 
 def attention_flop_per_key(dep: Deployment, *, layers: int) -> int:
@@ -92,30 +96,40 @@ def indexer_flop_per_key(dep: Deployment, *, layers: int) -> int:
     """FLOP one query token spends scoring one cached key in the lightning indexers of `layers` layers on a
     rank (0 for dense attention). The indexer is replicated, not split over tensor-parallel ranks.
 
-    Formula: H_idx * (2 * d_idx + 3) * layers
-        H_idx  card.index_n_heads;  d_idx  card.index_head_dim
-        2 * d_idx  the q_h . k dot product;  3  INDEXER_FLOP_PER_HEAD_BESIDE_DOT (ReLU, weighted sum)
+    Formula: H_idx * (2 * d_idx + e) * layers
+        H_idx  card.index_n_heads (DeepSeek, replicated); on a GQA card (MiniMax) the rank's index heads,
+               params.kv_heads_per_rank (they are split like the KV heads)
+        d_idx  card.index_head_dim;  2 * d_idx  the q_h . k dot product
+        e      INDEXER_FLOP_PER_HEAD_BESIDE_DOT 3 (ReLU, weighted sum);
+               MSA_FLOP_PER_HEAD_BESIDE_DOT 1 (MiniMax: the block max)
     """
     card = dep.model
     if not card.is_sparse_attention:
         return 0
-    heads, dim = card.index_n_heads or 0, card.index_head_dim or 0
+    dim = card.index_head_dim or 0
+    if not card.attention_traits.latent_kv:
+        heads = kv_heads_per_rank(card, tp=dep.tp)
+        return heads * (2 * dim + MSA_FLOP_PER_HEAD_BESIDE_DOT) * layers
+    heads = card.index_n_heads or 0
     return heads * (2 * dim + INDEXER_FLOP_PER_HEAD_BESIDE_DOT) * layers
 
 
 def sparse_fields(dep: Deployment, *, mtp_layers: int) -> dict[str, int]:
-    """Geometry's DeepSeek sparse-attention fields (all 0 for dense attention)."""
+    """Geometry's sparse-attention fields (all 0 for dense attention); only the sparse layers keep index keys
+    (card.sparse_attention_layers: every full-attention layer for DeepSeek, 57 of 60 for MiniMax-M3)."""
     card = dep.model
     if not card.is_sparse_attention:
         return {}
     index_bytes = indexer_key_bytes_per_layer(card, kv_dtype=dep.kv_dtype)
     mtp_layers = 0 if dep.draft_method else mtp_layers  # a separate draft model attends densely
+    sparse_layers = card.sparse_attention_layers
     return {
         "index_topk_tokens": card.index_topk or 0,
-        "index_bytes_per_token": index_bytes * card.full_attention_layers,
+        "index_bytes_per_token": index_bytes * sparse_layers,
         "mtp_index_bytes_per_token": index_bytes * mtp_layers,
-        "indexer_flop_per_key": indexer_flop_per_key(dep, layers=card.full_attention_layers),
+        "indexer_flop_per_key": indexer_flop_per_key(dep, layers=sparse_layers),
         "mtp_indexer_flop_per_key": indexer_flop_per_key(dep, layers=mtp_layers),
+        "index_dense_layers": card.full_attention_layers - sparse_layers,
     }
 
 

@@ -1,6 +1,7 @@
-"""DeepSeek sparse attention (DSA) in the step model: which cached keys the attention kernel reads, and what
-the lightning indexer that picks them costs. planner/perf/opcost.py builds the attn.core / attn.indexer terms
-(and their MTP twins) from these formulas; a dense card passes through unchanged.
+"""Top-k sparse attention in the step model (DeepSeek's DSA; MiniMax-M3's MSA through the same formulas):
+which cached keys the attention kernel reads, and what the indexer that picks them costs.
+planner/perf/opcost.py builds the attn.core / attn.indexer terms (and their MTP twins) from these formulas;
+a dense card passes through unchanged.
 
 How vllm-ascend runs it (vllm-project/vllm-ascend 182b75ea): per layer, the lightning indexer scores every
 cached token of the sequence for every query token (index_n_heads heads of index_head_dim over the index-key
@@ -8,6 +9,10 @@ cache) and returns the 2048 best (device/device_op.py:495-520 npu_lightning_inde
 sparse_mode=3 causal); the MLA attention then gathers only those tokens' latents
 (device_op.py:566-584 npu_sparse_flash_attention, sparse_block_size=1, attention_mode=2; called from
 attention/sfa_v1.py:1666-1692). Short sequences (fewer cached tokens than index_topk) attend everything.
+MiniMax-M3 (vllm_ascend/models/minimax_m3/msa_m3.py:315-476, minimax_m3.py:138-436): in each sparse layer
+the indexer scores every cached 128-token block per KV head (max over the block of q . k, one bf16 index
+key per token) and keeps the 16 best (local block included); the GQA attention then reads those blocks:
+at most index_topk = 16 x 128 = 2048 tokens per KV head. Its first three layers attend densely.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ def capped_mean_attended(step: Step, *, topk_tokens: int) -> FloatArray:
     return np.asarray(total / np.maximum(per_sequence, 1.0), dtype=np.float64)
 
 
-def selected_step(step: Step, *, topk_tokens: int) -> Step:
+def selected_step(step: Step, *, topk_tokens: int, dense_share: float = 0.0) -> Step:
     """The pass as the sparse attention kernel sees it: each sequence reads at most index_topk cached tokens
     and each query attends at most index_topk keys; the step itself for a dense card (topk_tokens 0).
 
@@ -43,13 +48,20 @@ def selected_step(step: Step, *, topk_tokens: int) -> Step:
     step (1 + draft tokens) and the queries of one prefill chunk select largely the same tokens, which the
     kernel's gathers then find on chip.  [assumed: the overlap of neighbouring queries' top-k sets is not
     published; per query token the read would be up to (1 + draft) x larger in a speculative decode step]
+    dense_share u: the share of the attention layers that attend densely (MiniMax-M3's first 3 of 60, with
+    the same K/V bytes per token as its sparse layers): cached and attended become layer-weighted means,
+        cached'' = u * cached + (1 - u) * cached',   attended'' likewise      (tokens)
+    so the bytes and FLOP, linear in them, are the sums over the dense and the sparse layers.
     """
     if not topk_tokens:
         return step
+    u = dense_share
+    capped = np.minimum(step.cached_tokens, float(topk_tokens))
+    attended = capped_mean_attended(step, topk_tokens=topk_tokens)
     return replace(
         step,
-        cached_tokens=np.minimum(step.cached_tokens, float(topk_tokens)),
-        attended_tokens=capped_mean_attended(step, topk_tokens=topk_tokens),
+        cached_tokens=u * step.cached_tokens + (1.0 - u) * capped,
+        attended_tokens=u * step.attended_tokens + (1.0 - u) * attended,
     )
 
 

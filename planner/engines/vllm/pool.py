@@ -278,6 +278,22 @@ def block_and_page(card: ModelCard, *, settings: PoolSettings) -> tuple[int, int
     )
 
 
+def index_page_bytes(card: ModelCard, *, settings: PoolSettings, block_tokens: int) -> int:
+    """Bytes one block id reserves in the index-key caches of a GQA sparse-attention card, 0 for other cards
+    (an MLA card's index page is inside attention_bytes_per_token).
+
+    Formula: block * L_idx * x   (bytes; L_idx card.sparse_attention_layers, x indexer_key_bytes_per_layer)
+    MiniMax-M3 on vllm-ascend: each sparse layer's AscendMiniMaxM3IndexerCache is its own
+    AscendSFAIndexerCacheSpec (1 head of sparse_index_dim, bf16, [VA] models/minimax_m3/msa_m3.py:161-185), a
+    full-attention spec with the K/V layers' block size: one uniform-type group whose block ids reserve a
+    page in all of them, so the pool divides the memory by the sum of the pages.
+    """
+    if card.attention_traits.latent_kv or not card.is_sparse_attention:
+        return 0
+    x = indexer_key_bytes_per_layer(card, kv_dtype=settings.kv_dtype)
+    return block_tokens * card.sparse_attention_layers * x
+
+
 def vllm_pool(card: ModelCard, *, settings: PoolSettings, available_bytes: int) -> VllmPool:
     """The pool vLLM builds from available_bytes (per rank), spec steps 2-6 in order.
 
@@ -305,7 +321,11 @@ def vllm_pool(card: ModelCard, *, settings: PoolSettings, available_bytes: int) 
         block_tokens=block,
         state_blocks=state_blocks_per_sequence(prefix_caching=settings.prefix_caching, num_spec=num_spec),
     )
-    n_blocks = blocks_in_pool(available_bytes, page_bytes=page, layers_per_group=g)
+    extra = index_page_bytes(card, settings=settings, block_tokens=block)
+    if extra:  # one block id also reserves a page in every index-key cache (MiniMax sparse attention)
+        n_blocks = blocks_in_pool(available_bytes, page_bytes=page * g + extra, layers_per_group=1)
+    else:
+        n_blocks = blocks_in_pool(available_bytes, page_bytes=page, layers_per_group=g)
     concurrency = max_concurrency(n_blocks, per_request_blocks=per_request)
     return VllmPool(
         platform=settings.platform,
