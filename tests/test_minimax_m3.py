@@ -118,3 +118,21 @@ def test_schema_checks_the_gqa_indexer() -> None:
         ModelCard.model_validate(dense)
     plain = ModelCard.model_validate({**dense, "sparse_attention_freq": None})
     assert (plain.is_sparse_attention, plain.sparse_attention_layers) == (False, 0)
+
+
+def test_import_of_the_transcribed_config_is_the_card() -> None:
+    # `kvplan models import` of lab/published/hf_configs/minimax-m3.config.json (minimax_m3_vl, text_config
+    # without a model_type): sparse_attention_config becomes the index_* fields and sparse_attention_freq.
+    from pathlib import Path
+
+    from planner.importers import hfimport
+
+    path = Path(__file__).resolve().parents[1] / "lab" / "published" / "hf_configs" / "minimax-m3.config.json"
+    imported = hfimport.card_from_config_dict(
+        hfimport.read_config(path), card_id="minimax-m3", origin=path.name
+    )
+    committed = card()
+    for name in ("model_type", "intermediate_size", "first_k_dense_replace", "partial_rotary_factor",
+                 "index_topk", "sparse_attention_freq", "vision_tower_uncounted", "qk_norm"):  # fmt: skip
+        assert getattr(imported, name) == getattr(committed, name), name
+    assert imported.sparse_attention_layers == SPARSE

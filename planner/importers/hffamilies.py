@@ -11,7 +11,10 @@ from typing import Any
 from planner.errors import DataFileError
 
 # Outer model_type of multimodal configs whose text model sits under "text_config".
-NESTED_TEXT_TYPES = ("qwen3_5", "qwen3_5_moe", "kimi_k25")
+NESTED_TEXT_TYPES = ("qwen3_5", "qwen3_5_moe", "kimi_k25", "minimax_m3_vl")
+# The text model_type of a nested config whose text_config names none (else "<outer>_text"): MiniMax-M3's
+# Hub config leaves it out; transformers' MiniMaxM3VLConfig builds its text config as minimax_m3.
+NESTED_TEXT_TYPE_OF = {"minimax_m3_vl": "minimax_m3"}
 MINIMAX_FULL_ATTENTION = 1  # MiniMax attn_type_list: 1 = softmax attention; 0 = MiniMax-01's lightning
 
 
@@ -262,6 +265,45 @@ def _minimax_m2(cfg: TextConfig) -> dict[str, Any]:
     return fields
 
 
+def _minimax_m3(cfg: TextConfig) -> dict[str, Any]:
+    """MiniMax-M3: GQA with per-head q/k norms and MiniMax sparse attention (sparse_attention_config: one
+    index key of sparse_index_dim per token, sparse_topk_blocks blocks of sparse_block_size tokens attended,
+    sparse_attention_freq the sparse layers); dense MLPs (dense_intermediate_size) where moe_layer_freq is 0,
+    then MoE experts of intermediate_size with shared experts. MTP modules are not carried (none ship)."""
+    sparse, moe_freq = cfg.required("sparse_attention_config"), list(cfg.required("moe_layer_freq"))
+    dense_first = next((i for i, f in enumerate(moe_freq) if f), len(moe_freq))
+    if any(not f for f in moe_freq[dense_first:]):
+        raise DataFileError(
+            f"{cfg.where}: {cfg.prefix}moe_layer_freq: only leading dense layers are supported"
+        )
+    width, shared = cfg.required("intermediate_size"), cfg.optional("shared_intermediate_size", 0)
+    n_shared = cfg.optional("n_shared_experts", 0)
+    if shared != n_shared * width:
+        raise DataFileError(
+            f"{cfg.where}: {cfg.prefix}shared_intermediate_size: must be n_shared_experts x width"
+        )
+    topk_tokens = sparse["sparse_topk_blocks"] * sparse["sparse_block_size"]
+    cfg.derived["index_topk"] = f"index_topk = sparse_topk_blocks x sparse_block_size = {topk_tokens} tokens"
+    cfg.derived["num_experts"] = "num_experts = num_local_experts; moe_intermediate_size = intermediate_size"
+    cfg.derived["intermediate_size"] = "intermediate_size = dense_intermediate_size (the dense layers' MLP)"
+    return {
+        **_base_fields(cfg),
+        "head_dim": cfg.required("head_dim"),
+        "qk_norm": bool(cfg.optional("use_qk_norm", False)),
+        "partial_rotary_factor": cfg.optional("partial_rotary_factor", 1.0),
+        "intermediate_size": cfg.required("dense_intermediate_size"),
+        "num_experts": cfg.required("num_local_experts"),
+        "num_experts_per_tok": cfg.required("num_experts_per_tok"),
+        "moe_intermediate_size": width,
+        "n_shared_experts": n_shared or None,
+        "first_k_dense_replace": dense_first,
+        "index_n_heads": sparse["sparse_num_index_heads"],
+        "index_head_dim": sparse["sparse_index_dim"],
+        "index_topk": topk_tokens,
+        "sparse_attention_freq": [1 if f else 0 for f in sparse["sparse_attention_freq"]],
+    }
+
+
 # Qwen3-Next always gates attention output; it is not a config key there (Qwen3.5 spells it out).
 FAMILIES: dict[str, Callable[[TextConfig], dict[str, Any]]] = {
     "llama": _llama,
@@ -280,6 +322,8 @@ FAMILIES: dict[str, Callable[[TextConfig], dict[str, Any]]] = {
     # Kimi-K2 / K2-Thinking (top level) and Kimi-K2.5 / K2.6 (text_config): DeepseekV3ForCausalLM geometry.
     "kimi_k2": _deepseek_v3,
     "minimax_m2": _minimax_m2,
+    # MiniMax-M3 (MiniMaxM3SparseForCausalLM), top level or as the text_config of minimax_m3_vl
+    "minimax_m3": _minimax_m3,
 }
 # model_type values `kvplan models import` understands (outer names of nested configs included).
 SUPPORTED_MODEL_TYPES = sorted([*FAMILIES, *NESTED_TEXT_TYPES])
@@ -296,7 +340,8 @@ def text_model_config(config: Mapping[str, Any], where: str) -> TextConfig:
             "config as a JSON object)"
         )
     if isinstance(text, Mapping):
-        inner_type = str(text.get("model_type") or f"{outer_type}_text")
+        fallback = NESTED_TEXT_TYPE_OF.get(str(outer_type), f"{outer_type}_text")
+        inner_type = str(text.get("model_type") or fallback)
         cfg = TextConfig(text, config, where, "text_config.", inner_type)
     else:
         cfg = TextConfig(config, config, where, "", str(outer_type))
