@@ -10,7 +10,9 @@ row's `kvplan simulate --pd` command (predict.pd_command) is the prediction itse
 tok/s must equal the CSV's to one decimal. They run at the benchmark's own prompt counts (at most 2880
 requests, about 1 s of CPU each), so no smaller count stands in. So is an open-loop run past the engine's
 capacity (predict.finite_run_command: `kvplan simulate --rate R --num-requests N`, N the run's own count, up
-to 2700): its simulated output tok/s is the prediction, to one decimal.
+to 2700): its simulated output tok/s is the prediction, to one decimal. A CloudMatrix-Infer decode figure's
+command is kvplan's decode speed (predict.decode_speed_command: `kvplan -m ... --batch B --ctx C`): its decode
+tok/s per 910C package (predict.per_package) is the prediction, to one decimal.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ def is_simulated_prediction(command: str) -> bool:
 @pytest.mark.lab
 def test_every_predicted_row_has_a_command() -> None:
     assert len(ROWS) >= 100
-    assert all(row["command"].startswith(("kvplan serve ", "kvplan simulate ")) for row in ROWS)
+    assert all(row["command"].startswith(("kvplan serve ", "kvplan simulate ", "kvplan -m ")) for row in ROWS)
+    decode_speed = [row["row"] for row in ROWS if row["command"].startswith("kvplan -m ")]
+    assert decode_speed == ["111", "112"]  # the CloudMatrix384 paper's decode figures only
     assert not any("#" in row["command"] for row in ROWS)
 
 
@@ -63,6 +67,12 @@ def test_recorded_command_runs_and_gives_the_prediction(row: dict[str, str]) -> 
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, (row["row"], result.output[-400:])
     payload = json.loads(result.stdout)
+    if row["command"].startswith("kvplan -m "):  # a decode instance's speed, per 910C package
+        from lab.published import predict
+
+        got = predict.per_package(payload)
+        assert abs(got - float(row["predicted_tokens_per_s"])) <= ROUNDING_TOKENS_PER_S, (row["row"], got)
+        return
     if is_simulated_prediction(row["command"]):  # the same seeded simulation as predict.py ran
         got = payload["throughput"]["output_tokens_per_s"]
         assert abs(got - float(row["predicted_tokens_per_s"])) <= ROUNDING_TOKENS_PER_S, (row["row"], got)

@@ -277,6 +277,28 @@ def test_rows_missing_a_setting_say_where_their_source_was_searched() -> None:
 
 
 @pytest.mark.lab
+def test_cloudmatrix_rows_are_a_vllm_decode_instance_per_package_not_fitted() -> None:
+    """Issue 23: the CloudMatrix384 paper's two decode figures (lines 111-112, per 910C package, a PD decode
+    instance of 160 packages at batch 96 / 8 per package) are predicted by kvplan's decode speed with vLLM's
+    kernels (predict.CLOUDMATRIX_DECODE), never fitted; their not_modelled column says what was assumed."""
+    from lab.published import predict
+
+    with predict.CORPUS.open(encoding="utf-8") as handle:
+        rows = {line: row for line, row in enumerate(csv.DictReader(handle), start=2)}
+    with (PUBLISHED / "predictions-after.csv").open(encoding="utf-8") as handle:
+        after = {row["row"]: row for row in csv.DictReader(handle)}
+    for line, batch in ((111, "15360"), (112, "1280")):
+        row = rows[line]
+        assert row["engine"] == predict.CLOUDMATRIX_ENGINE and row["concurrency"] == batch
+        assert predict._skip_reason(row) == predict.CLOUDMATRIX_DECODE  # out of every fit
+        predicted = after[str(line)]
+        assert predicted["status"] == "predicted", predicted["status"]
+        assert predicted["command"] == predict.decode_speed_command(row, card=row["card"])
+        assert "--engine vllm" in predicted["command"] and f"--batch {batch}" in predicted["command"]
+        assert predict.CLOUDMATRIX_NOTE in predicted["not_modelled"]
+
+
+@pytest.mark.lab
 def test_glm5_rows_are_predicted_not_fitted_and_name_the_index_reuse_kvplan_does_not_model() -> None:
     """GLM-5.1 / 5.2 (cards glm-5.1, glm-5.2, since 2026-12-06) are predicted, never fitted
     (predict.GLM5_AFTER_FIT or an earlier not-fitted reason); the rows whose runs reused the indexer's top-k

@@ -43,14 +43,49 @@ except ImportError:  # run as a script from this directory (fit_profiles.py impo
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "ascend-serving.csv"
 # Corpus engine -> kvplan engine. cloudmatrix-infer (the paper's own stack) has no kernel structure in kvplan:
-# not predicted. SGLang rows run with the launch settings their source gives (sglang_rows.py,
-# sglang-launch.csv). Seed 002's server.py (torch-npu-custom) runs the Hugging Face modules eagerly on
-# torch_npu with their KV cache, one request at a time in the rows predicted: kvplan's transformers engine
-# (eager, unfused kernels, no serving scheduler of its own). It differs in what kvplan does not see: a
-# hand-patched Gated DeltaNet cache, fused RoPE / RMSNorm ops, an HTTP front end, and its own batched
-# scheduler (15 ms window, left-padded prefill), which the rows at concurrency > 1 ran.
+# predicted as vLLM's decode instance (CLOUDMATRIX_ENGINE below). SGLang rows run with the launch settings
+# their source gives (sglang_rows.py, sglang-launch.csv). Seed 002's server.py (torch-npu-custom) runs the
+# Hugging Face modules eagerly on torch_npu with their KV cache, one request at a time in the rows predicted:
+# kvplan's transformers engine (eager, unfused kernels, no serving scheduler of its own). It differs in what
+# kvplan does not see: a hand-patched Gated DeltaNet cache, fused RoPE / RMSNorm ops, an HTTP front end, and
+# its own batched scheduler (15 ms window, left-padded prefill), which the rows at concurrency > 1 ran.
 ENGINES = {"vllm-ascend": "vllm", "mindie": "mindie", "sglang": "sglang", "torch-npu-custom": "transformers"}
 SEED_002_ENGINE = "torch-npu-custom"
+# CloudMatrix-Infer (the CloudMatrix384 paper's own stack, arXiv 2506.12708; lines 111-112) has no kernel
+# structure in kvplan. Its two figures are one PD-disaggregated decode instance's output tok/s per NPU (per
+# 910C package) at a stated batch and KV length, with no prefill in them. Since 2026-12-06 (issue 23) they are
+# predicted by kvplan's decode-speed command (`kvplan -m ... --batch B --ctx C`, "Speed at batch B, ctx C":
+# the decode ledger of that batch), with the closest modelled engine, vLLM (DeepSeek's MLA with DP attention
+# and wide EP on the 910C, as the vllm-ascend DeepSeek-R1 rows run), and never fitted. `kvplan serve` would
+# add the 4k prompts' prefill, which the paper's prefill pool does: two thirds of a colocated instance's time.
+CLOUDMATRIX_ENGINE = "cloudmatrix-infer"
+CLOUDMATRIX_AS = "vllm"
+CLOUDMATRIX_DECODE = (
+    "a PD decode instance's tok/s per NPU: predicted by kvplan's decode speed at its batch, not fitted"
+)
+DIES_PER_PACKAGE = 2  # the paper's NPU is one 910C package: two ascend-910c dies
+# The paper's EP320 puts one expert on each die: 32 shared-expert replicas, 256 routed and 32 redundant
+# routed experts. kvplan puts routed experts and their redundant copies on the EP ranks and runs the shared
+# expert on every rank, so the 320 ranks hold 256 routed + 64 copies (the 32 shared-expert dies as 32 more
+# copies): one expert per die either way.  [assumed]
+CLOUDMATRIX_REDUNDANT_EXPERTS = 64
+# A CloudMatrix384's 384 packages (768 dies) share one non-blocking UB plane (the paper's abstract); the 910C
+# profile's node is an Atlas 800I A3's 16 dies with RoCE between nodes, over which the EP320 dispatch alone
+# takes 100 ms of a 197 ms step at line 111's batch.
+CLOUDMATRIX_UB_DIES = 768
+CLOUDMATRIX_NOTE = (
+    "CloudMatrix-Infer predicted as --engine vllm (its fused MLA / MoE operators, AIV-direct dispatch and "
+    "microbatch pipelining are not modelled); the decode instance alone, at the prompt as KV length (--ctx); "
+    "the 32 shared-expert dies counted as redundant routed copies (--redundant-experts 64); the UB supernode "
+    "as one node (--devices-per-node 768); per NPU = kvplan's instance tok/s x 2 / its dies"
+)
+
+
+def cloudmatrix_note(row: dict[str, str]) -> str:
+    """CLOUDMATRIX_NOTE for a cloudmatrix-infer row (what its prediction assumes), "" otherwise."""
+    return CLOUDMATRIX_NOTE if row["engine"] == CLOUDMATRIX_ENGINE else ""
+
+
 SEED_002_AFTER_FIT = (
     "seed 002's torch_npu eager server, predicted as --engine transformers since 2026-12-06 (issue 23), "
     "after the shipped fits: not fitted"
@@ -402,6 +437,8 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     from planner import catalog
     from planner.errors import KvplanError
 
+    if row["engine"] == CLOUDMATRIX_ENGINE:
+        return CLOUDMATRIX_DECODE
     setting = _setting_reason(row)
     if setting is not None:
         return setting
@@ -647,7 +684,8 @@ def predict_row(
     result = {key: row.get(key, "") for key in OUT_COLUMNS} | {"row": str(index)}
     result |= {"published_tokens_per_s": row["output_tokens_per_s"], "source_url": row["source_url"]}
     result["input_tokens"], result["output_tokens"] = input_tokens(row), output_tokens(row)
-    result["not_modelled"] = "; ".join(part for part in (not_modelled(row), assumed_dtype_note(row)) if part)
+    notes = (not_modelled(row), assumed_dtype_note(row), cloudmatrix_note(row))
+    result["not_modelled"] = "; ".join(part for part in notes if part)
     result["dtype"] = dtype_of(row)
     reason = _skip_reason(row)
     card = str(profile_dir / f"{row['card']}.yaml") if profile_dir else row["card"]
@@ -689,9 +727,12 @@ def predict_row(
 def simulated_prediction(row: dict[str, str], *, reason: str, card: str) -> dict[str, str]:
     """A row _skip_reason keeps out of the fit: predicted through `kvplan simulate` where its reason names a
     simulated path (P:D fleet, finite run past capacity, arrival-bound CI floor, finite open loop, or the
-    verdict on a run the engine failed), else skipped with the reason."""
+    verdict on a run the engine failed), through kvplan's decode speed for a CloudMatrix-Infer decode figure
+    (CLOUDMATRIX_DECODE), else skipped with the reason."""
     if reason == DISAGGREGATED:
         return predict_pd_row(row, card=card)
+    if reason == CLOUDMATRIX_DECODE:
+        return predict_decode_instance(row, card=card)
     if reason == PAST_CAPACITY:
         return predict_finite_run(row, card=card)
     if reason == ARRIVAL_BOUND:
@@ -703,6 +744,44 @@ def simulated_prediction(row: dict[str, str], *, reason: str, card: str) -> dict
     if reason.startswith(open_loop_runs.ENGINE_FAILURE):
         return failure_verdict(row, card=card, evidence=reason)
     return {"status": f"skipped: {reason}"}
+
+
+def decode_speed_command(row: dict[str, str], *, card: str) -> str:
+    """kvplan's decode-speed command of a CloudMatrix-Infer row (CLOUDMATRIX_DECODE): the paper's decode
+    instance (tp, dp, ep; --batch the sequences running on it, the row's concurrency) with vLLM's kernels, the
+    prompt as its KV length, the paper's MTP, and CLOUDMATRIX_REDUNDANT_EXPERTS / CLOUDMATRIX_UB_DIES."""
+    args = ["kvplan", "-m", row["model"], "--card", card, "--dtype", row["dtype"], "--engine", CLOUDMATRIX_AS]
+    args += ["--tp", row["tp"], "--dp", row["dp"], "--ep", row["ep"]]
+    args += ["--redundant-experts", str(CLOUDMATRIX_REDUNDANT_EXPERTS)]
+    args += ["--devices-per-node", str(CLOUDMATRIX_UB_DIES), "--batch", row["concurrency"]]
+    args += ["--ctx", row["input_tokens"], "--input-tokens", row["input_tokens"]]
+    args += ["--mtp", row["mtp"], "--mtp-acceptance", chained_acceptance(row)]
+    return shlex.join(args)
+
+
+def per_package(answer: dict[str, Any]) -> float:
+    """Output tok/s per 910C package (the paper's NPU) of a decode-speed answer (`kvplan -m ... --json`): the
+    instance's decode tok/s x DIES_PER_PACKAGE / its dies."""
+    dies = answer["layout"]["world_size"]
+    return float(answer["performance"]["tokens_per_s"]) * DIES_PER_PACKAGE / dies
+
+
+def predict_decode_instance(row: dict[str, str], *, card: str) -> dict[str, str]:
+    """A CloudMatrix-Infer decode figure's prediction: its decode_speed_command run through the CLI
+    in-process, exactly as typed (simulate_json); predicted = per_package of its answer."""
+    text = decode_speed_command(row, card=card)
+    try:
+        answer = simulate_json(text)
+    except RefusedError as refusal:
+        return {"status": f"skipped: {refusal}", "command": text}
+    predicted = per_package(answer)
+    error = predicted / float(row["output_tokens_per_s"]) - 1.0
+    return {
+        "predicted_tokens_per_s": f"{predicted:.1f}",
+        "error": f"{error:+.3f}",
+        "status": "predicted",
+        "command": text,
+    }
 
 
 def pd_command(row: dict[str, str], *, card: str) -> str | None:
@@ -889,9 +968,12 @@ def kind_suffix(text: str, *, kind: str = "", kept_up: bool = False) -> str:
     """The summary's kind suffix: ' (P:D)' for a pd_command; for an open-loop simulate that names its request
     count, ' (arrival-bound)' on a CI floor (arrival_bound_command), ' (finite run)' for a run that kept up
     with its arrivals (open_loop_finite_command) and ' (past capacity)' otherwise (finite_run_command,
-    finite_prompts_command); else ''."""
+    finite_prompts_command); ' (decode instance)' for kvplan's decode speed (decode_speed_command); else
+    ''."""
     if " --pd " in text:
         return " (P:D)"
+    if text.startswith("kvplan -m "):
+        return " (decode instance)"
     finite = text.startswith("kvplan simulate ") and " --rate " in text and " --num-requests " in text
     if not finite:
         return ""
