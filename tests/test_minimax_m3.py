@@ -120,6 +120,7 @@ def test_schema_checks_the_gqa_indexer() -> None:
     assert (plain.is_sparse_attention, plain.sparse_attention_layers) == (False, 0)
 
 
+@pytest.mark.lab  # reads the lab's transcribed config (tests/conftest.py: lab implies slow)
 def test_import_of_the_transcribed_config_is_the_card() -> None:
     # `kvplan models import` of lab/published/hf_configs/minimax-m3.config.json (minimax_m3_vl, text_config
     # without a model_type): sparse_attention_config becomes the index_* fields and sparse_attention_freq.
@@ -136,3 +137,56 @@ def test_import_of_the_transcribed_config_is_the_card() -> None:
                  "index_topk", "sparse_attention_freq", "vision_tower_uncounted", "qk_norm"):  # fmt: skip
         assert getattr(imported, name) == getattr(committed, name), name
     assert imported.sparse_attention_layers == SPARSE
+
+
+def minimax_m3_config(**sparse: object) -> dict:
+    """A minimal minimax_m3 config.json (60 layers, the first 3 dense), sparse_attention_config updated."""
+    flags = [0, 0, 0] + [1] * 57
+    sparse_config = {
+        "use_sparse_attention": True, "sparse_index_dim": 128, "sparse_num_index_heads": 4,
+        "sparse_topk_blocks": 16, "sparse_block_size": 128, "sparse_attention_freq": flags,
+    }  # fmt: skip
+    sparse_config.update(sparse)
+    return {
+        "model_type": "minimax_m3", "hidden_size": 6144, "num_hidden_layers": 60, "num_attention_heads": 64,
+        "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 200064, "max_position_embeddings": 1048576,
+        "tie_word_embeddings": False, "dense_intermediate_size": 12288, "intermediate_size": 3072,
+        "num_local_experts": 128, "num_experts_per_tok": 4, "n_shared_experts": 1,
+        "shared_intermediate_size": 3072, "moe_layer_freq": flags, "sparse_attention_config": sparse_config,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"sparse_topk_blocks": "16"}, r"sparse_topk_blocks: expected an integer >= 1 \(got '16'\)"),
+        ({"sparse_topk_blocks": 0}, r"sparse_topk_blocks: expected an integer >= 1 \(got 0\)"),
+        ({"sparse_attention_freq": [0.5] * 60}, r"sparse_attention_freq: expected a list of 0 / 1"),
+        ({"sparse_attention_freq": "all"}, r"sparse_attention_freq: expected a list of 0 / 1 \(got 'all'\)"),
+        ({"sparse_index_dim": None}, r"sparse_attention_config\.sparse_index_dim: required field missing"),
+    ],
+)  # fmt: skip
+def test_import_refuses_a_malformed_sparse_config_in_one_line(change: dict, message: str) -> None:
+    from planner.errors import DataFileError
+    from planner.importers import hfimport
+
+    with pytest.raises(DataFileError, match=message) as refused:
+        hfimport.card_from_config_dict(minimax_m3_config(**change), card_id="m", origin="c.json")
+    assert str(refused.value).startswith("c.json: sparse_attention_config.")  # the file and the nested field
+    assert "\n" not in str(refused.value)
+
+
+def test_import_reads_moe_layer_freq_as_flags_and_sparse_off_as_dense() -> None:
+    from planner.errors import DataFileError
+    from planner.importers import hfimport
+
+    config = minimax_m3_config()
+    config["moe_layer_freq"] = 5
+    with pytest.raises(DataFileError, match=r"moe_layer_freq: expected a list of 0 / 1 \(got 5\)"):
+        hfimport.card_from_config_dict(config, card_id="m", origin="c.json")
+    dense = hfimport.card_from_config_dict(
+        minimax_m3_config(use_sparse_attention=False), card_id="m", origin="c.json"
+    )
+    assert not dense.is_sparse_attention and dense.index_topk is None
+    sparse = hfimport.card_from_config_dict(minimax_m3_config(), card_id="m", origin="c.json")
+    assert sparse.index_topk == 16 * 128 and sparse.sparse_attention_layers == 57

@@ -52,6 +52,33 @@ class TextConfig:
         self.derived[key] = f"{key} = {default} ({why})"
         return default
 
+    def integer(self, key: str) -> int:
+        """required(key) as a positive integer (an int, not a bool or a string); DataFileError otherwise."""
+        value = self.required(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DataFileError(
+                f"{self.where}: {self.prefix}{key}: expected an integer >= 1 (got {value!r:.80})"
+            )
+        return value
+
+    def flags(self, key: str) -> list[int]:
+        """required(key) as a list of 0 / 1 per layer (MiniMax's *_freq lists); DataFileError otherwise."""
+        value = self.required(key)
+        if not isinstance(value, list) or any(isinstance(f, bool) or f not in (0, 1) for f in value):
+            raise DataFileError(
+                f"{self.where}: {self.prefix}{key}: expected a list of 0 / 1 (got {value!r:.80})"
+            )
+        return [int(f) for f in value]
+
+    def section(self, key: str) -> TextConfig:
+        """The JSON object under `key`, read as its own TextConfig (errors name `prefix.key.field`)."""
+        value = self.required(key)
+        if not isinstance(value, Mapping):
+            raise DataFileError(f"{self.where}: {self.prefix}{key}: expected an object (got {value!r:.80})")
+        return TextConfig(
+            value, self.outer, self.where, f"{self.prefix}{key}.", self.model_type, self.derived
+        )
+
     def must_equal(self, key: str, expected: Any) -> None:
         """Reject a config feature the card schema cannot express."""
         value = self.raw.get(key)
@@ -270,20 +297,17 @@ def _minimax_m3(cfg: TextConfig) -> dict[str, Any]:
     index key of sparse_index_dim per token, sparse_topk_blocks blocks of sparse_block_size tokens attended,
     sparse_attention_freq the sparse layers); dense MLPs (dense_intermediate_size) where moe_layer_freq is 0,
     then MoE experts of intermediate_size with shared experts. MTP modules are not carried (none ship)."""
-    sparse, moe_freq = cfg.required("sparse_attention_config"), list(cfg.required("moe_layer_freq"))
+    moe_freq = cfg.flags("moe_layer_freq")
     dense_first = next((i for i, f in enumerate(moe_freq) if f), len(moe_freq))
     if any(not f for f in moe_freq[dense_first:]):
         raise DataFileError(
             f"{cfg.where}: {cfg.prefix}moe_layer_freq: only leading dense layers are supported"
         )
-    width, shared = cfg.required("intermediate_size"), cfg.optional("shared_intermediate_size", 0)
-    n_shared = cfg.optional("n_shared_experts", 0)
-    if shared != n_shared * width:
+    width, n_shared = cfg.integer("intermediate_size"), cfg.optional("n_shared_experts", 0)
+    if cfg.optional("shared_intermediate_size", 0) != n_shared * width:
         raise DataFileError(
             f"{cfg.where}: {cfg.prefix}shared_intermediate_size: must be n_shared_experts x width"
         )
-    topk_tokens = sparse["sparse_topk_blocks"] * sparse["sparse_block_size"]
-    cfg.derived["index_topk"] = f"index_topk = sparse_topk_blocks x sparse_block_size = {topk_tokens} tokens"
     cfg.derived["num_experts"] = "num_experts = num_local_experts; moe_intermediate_size = intermediate_size"
     cfg.derived["intermediate_size"] = "intermediate_size = dense_intermediate_size (the dense layers' MLP)"
     return {
@@ -297,10 +321,24 @@ def _minimax_m3(cfg: TextConfig) -> dict[str, Any]:
         "moe_intermediate_size": width,
         "n_shared_experts": n_shared or None,
         "first_k_dense_replace": dense_first,
-        "index_n_heads": sparse["sparse_num_index_heads"],
-        "index_head_dim": sparse["sparse_index_dim"],
+        **_minimax_sparse_fields(cfg.section("sparse_attention_config")),
+    }
+
+
+def _minimax_sparse_fields(sparse: TextConfig) -> dict[str, Any]:
+    """The index_* fields of MiniMax sparse attention; none when use_sparse_attention is false (every layer
+    then attends densely)."""
+    if sparse.optional("use_sparse_attention", True) is False:
+        return {}
+    topk_tokens = sparse.integer("sparse_topk_blocks") * sparse.integer("sparse_block_size")
+    sparse.derived["index_topk"] = (
+        f"index_topk = sparse_topk_blocks x sparse_block_size = {topk_tokens} tokens"
+    )
+    return {
+        "index_n_heads": sparse.integer("sparse_num_index_heads"),
+        "index_head_dim": sparse.integer("sparse_index_dim"),
         "index_topk": topk_tokens,
-        "sparse_attention_freq": [1 if f else 0 for f in sparse["sparse_attention_freq"]],
+        "sparse_attention_freq": sparse.flags("sparse_attention_freq"),
     }
 
 

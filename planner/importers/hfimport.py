@@ -92,8 +92,10 @@ def card_from_config_dict(
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         where = f"{cfg.prefix}{loc}: " if loc.split(".")[0] in fields else f"{loc}: " if loc else ""
-        got = "" if isinstance(first.get("input"), dict) else f" (got {first.get('input')!r})"
-        raise DataFileError(f"{origin}: {where}{first['msg'].removeprefix('Value error, ')}{got}") from exc
+        message = first["msg"].removeprefix("Value error, ")
+        stated = isinstance(first.get("input"), dict) or "(got " in message  # the message quotes it already
+        got = "" if stated else f" (got {first.get('input')!r:.80})"
+        raise DataFileError(f"{origin}: {where}{message}{got}") from exc
 
 
 def card_yaml(card: ModelCard) -> str:
