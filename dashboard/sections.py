@@ -269,10 +269,10 @@ def compare_row(name: str, plan: Plan) -> dict[str, Any]:
     if perf is not None:
         row.update(
             {
-                "TPOT ms": round(units.s_to_ms(dashboard.tpot_s(perf)), 1),
-                "aggregate tok/s": round(perf.tokens_per_s, 1),
-                "per-user tok/s": round(perf.per_user_tokens_per_s, 1),
-                "TTFT ms": round(units.s_to_ms(perf.ttft_s)),
+                "TPOT ms": units.round_figures(units.s_to_ms(dashboard.tpot_s(perf))),
+                "aggregate tok/s": units.round_figures(perf.tokens_per_s),
+                "per-user tok/s": units.round_figures(perf.per_user_tokens_per_s),
+                "TTFT ms": units.round_figures(units.s_to_ms(perf.ttft_s)),
             }
         )
     band = perf.speed_range if perf is not None else None
@@ -280,10 +280,10 @@ def compare_row(name: str, plan: Plan) -> dict[str, Any]:
         row.update(
             {
                 "speed source": band.label,
-                "TPOT ms low": round(units.s_to_ms(1.0 / band.per_user_tokens_per_s_high), 1),
-                "TPOT ms high": round(units.s_to_ms(1.0 / band.per_user_tokens_per_s_low), 1),
-                "aggregate tok/s low": round(band.tokens_per_s_low, 1),
-                "aggregate tok/s high": round(band.tokens_per_s_high, 1),
+                "TPOT ms low": units.round_figures(units.s_to_ms(1.0 / band.per_user_tokens_per_s_high)),
+                "TPOT ms high": units.round_figures(units.s_to_ms(1.0 / band.per_user_tokens_per_s_low)),
+                "aggregate tok/s low": units.round_figures(band.tokens_per_s_low),
+                "aggregate tok/s high": units.round_figures(band.tokens_per_s_high),
             }
         )
     return row

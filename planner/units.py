@@ -122,6 +122,12 @@ def fmt_span(low: float, high: float) -> str:
     return "-".join(out)
 
 
+def round_figures(value: float) -> float:
+    """`value` rounded to about 3 significant figures (the number fmt_figures prints), for tables and charts
+    that show a small rate (0.0432 tok/s) without rounding it to 0."""
+    return round(value, _span_decimals(value))
+
+
 def fmt_figures(value: float) -> str:
     """A value to about 3 significant figures, thousands separated: '1,204', '26.5', '0.0123' (a slow card's
     0.04 tok/s is not shown as 0)."""

@@ -72,7 +72,20 @@ def test_figures_keep_about_three_significant_figures(value: float) -> None:
     assert abs(printed - value) <= max(value * 0.006, 0.5 if value >= 100 else 0)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(min_value=1e-6, max_value=1e9, allow_nan=False, allow_infinity=False),
+    st.floats(min_value=1.0, max_value=10.0),
+)
+def test_rounded_figures_keep_order_and_stay_positive(value: float, ratio: float) -> None:
+    """round_figures keeps a range's order (low <= value <= high stays so after rounding) and a positive
+    value positive, so a bar never leaves its error bar and a slow card's rate is not 0."""
+    rounded = units.round_figures(value)
+    assert rounded > 0 and units.round_figures(value * ratio) >= rounded
+
+
 def test_figures_examples() -> None:
     assert units.fmt_figures(0.04321) == "0.0432"
     assert units.fmt_figures(26.54) == "26.5"
     assert units.fmt_figures(1204.4) == "1,204"
+    assert units.round_figures(0.04321) == 0.0432 and units.round_figures(1204.4) == 1204
