@@ -329,9 +329,9 @@ class Admission(Frozen):
     running          sequences decoded together: min(K, engine cap, full-length memory batch)
     engine_cap       the engine's running-sequence limit (--max-batch, else the engine's default: vLLM
                      max_num_seqs, MindIE maxBatchSize; running_cap())
-    full_length_batch  sequences the KV pool holds with every one at full length (the plan's
-                     max_batch_size of one DP group at --ctx, input + output tokens unless --ctx is longer)
-    full_length_tokens  that full length: the deployment's ctx_tokens
+    full_length_batch  sequences the KV pool holds with every one at full length (one DP group's share
+                     at full_length_tokens)
+    full_length_tokens  that full length: a request's input + output tokens, at most --ctx
     """
 
     model_config = BUILT_ON_FIRST_USE
@@ -365,17 +365,25 @@ def running_cap(dep: Deployment, *, max_batch: int | None) -> int:
     return registry.running_cap(dep, max_batch=None, planned_batch=max(1, planned))
 
 
-def admission(dep: Deployment, *, clients: int, engine_cap: int | None) -> Admission:
+def admission(
+    dep: Deployment, *, clients: int, engine_cap: int | None, request_tokens: int | None = None
+) -> Admission:
     """The running batch of one replica: the one rule `kvplan serve` and the serving fit share.
 
     Formula: running = max(1, min(K, cap, full_length_batch)), cap = running_cap(dep, max_batch=engine_cap)
     (None: the engine's default, e.g. vLLM's max_num_seqs 256 on Ascend, as the simulator runs it),
-    full_length_batch = the plan's max_batch_size at dep's ctx (input + output unless longer), divided by dp
-    (capacity.recommend counts dp groups). Never a refusal: the engine queues what it does not run
-    (closed-loop steady state; the simulator shows the on-demand blocks and preemptions).
+    full_length_batch = what one DP group's pool holds at the full length L = min(ctx, request_tokens):
+    the plan's max_batch_size / dp at ctx, else max_batch_grid at L (the engines allocate blocks as a
+    request grows, so a request of input + output tokens never holds --ctx's worth). Never a refusal: the
+    engine queues what it does not run (closed-loop steady state; the simulator shows the on-demand blocks
+    and preemptions).
     """
-    _, recommendation = memory_plan(dep)
-    full = recommendation.max_batch_size // dep.dp
+    mem, recommendation = memory_plan(dep)
+    length = dep.ctx_tokens if request_tokens is None else min(dep.ctx_tokens, request_tokens)
+    if length == dep.ctx_tokens:
+        full = recommendation.max_batch_size // dep.dp
+    else:
+        full = int(max_batch_grid(per_dp_rank(dep), mem, ctx_tokens=np.array([length], dtype=np.int64))[0])
     cap = running_cap(dep, max_batch=engine_cap)
     running = max(1, min(clients, cap, full))
     return Admission(
@@ -383,5 +391,5 @@ def admission(dep: Deployment, *, clients: int, engine_cap: int | None) -> Admis
         running=running,
         engine_cap=cap,
         full_length_batch=full,
-        full_length_tokens=dep.ctx_tokens,
+        full_length_tokens=length,
     )

@@ -178,16 +178,20 @@ def test_each_engine_words_what_it_does_beyond_its_pool() -> None:
     assert "MindIE" not in serve_view and "vLLM" not in serve_view
 
 
-def test_serves_note_names_the_length_its_pool_count_is_for() -> None:
-    """With --ctx 32k, serve's running cap is the plan's batch at 32768 tokens (MindIE's maxBatchSize for
-    that maxSeqLen), not at the workload's 384: the note names 32768 with that count; without --ctx the
-    full length is the workload's own input + output."""
+def test_serve_runs_the_engine_cap_at_ctx_and_the_pool_at_the_request_length() -> None:
+    """With --ctx 32k, MindIE's running cap is the plan's batch at 32768 tokens (the maxBatchSize `kvplan
+    mindie` writes for that maxSeqLen) while its pool, filled as requests grow, holds far more of the
+    workload's 384-token requests: serve runs the cap and its headline equals its simulation. Past the pool
+    (no --ctx, 200 users), the note names the length its count is for: the request's input + output."""
     serve = ["serve", "-m", "qwen3-27b", "--dtype", "fp8", "--card", "ascend-950pr-64g"]
-    long_ctx = runner.invoke(app, [*serve, "--ctx", "32k", "--concurrency", "32"])
+    long_ctx = runner.invoke(app, [*serve, "--ctx", "32k", "--concurrency", "32", "--json"])
     assert long_ctx.exit_code == 0, long_ctx.output
     plan = json.loads(runner.invoke(app, [*serve[1:], "--ctx", "32k", "--json"]).output)
     held = plan["recommendation"]["max_batch_size"]
-    words = " ".join(long_ctx.output.split())
-    assert f"at full length (32768 tokens) the KV pool holds {held} sequences" in words
+    answer = json.loads(long_ctx.output)
+    assert answer["estimate"]["running_batch"] == held
+    assert (
+        answer["admission"]["full_length_tokens"] == 384 and answer["admission"]["full_length_batch"] > held
+    )
     short = runner.invoke(app, [*serve, "--concurrency", "200"])
     assert "at full length (384 tokens)" in " ".join(short.output.split())

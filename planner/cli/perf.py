@@ -193,7 +193,8 @@ def serve_estimate(
 ) -> tuple[ServingEstimate, Admission]:
     """The analytic closed loop of one DP group's ceil(users / dp) users with the running batch the serving
     fit uses (closed_loop.admission: min(K, the engine's cap, what the group's pool holds at full length); the
-    rest queue). The cap is the simulation's (capacity.running_cap: --max-batch, else the engine's default,
+    rest queue; full length = one request's input + output, as the engines' on-demand blocks hold it).
+    The cap is the simulation's (capacity.running_cap: --max-batch, else the engine's default,
     e.g. vLLM max_num_seqs 256), so the headline and the simulated run below it agree. The instance serves dp
     times its throughput (planner/fit/serving_rows.py)."""
     from planner import layout
@@ -201,7 +202,9 @@ def serve_estimate(
     from planner.sim import bench
 
     group = layout.per_dp_rank_batch(users, dp=dep.dp)
-    admitted = closed_loop.admission(dep, clients=group, engine_cap=run.max_batch)
+    admitted = closed_loop.admission(
+        dep, clients=group, engine_cap=run.max_batch, request_tokens=tokens[0] + tokens[1]
+    )
     capped = bench.group_run(run, dp=dep.dp).model_copy(update={"max_batch": admitted.running})
     estimate = closed_loop.serving_estimate(
         dep, input_tokens=tokens[0], output_tokens=tokens[1], concurrency=group, run=capped
