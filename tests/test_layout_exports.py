@@ -39,10 +39,37 @@ def test_vllm_multi_node_flags_and_notes() -> None:
     payload = vllm_json(*R1_TWO_NODES, "--redundant-experts", "32")
     args = flags(payload)
     assert args["--data-parallel-size"] == "4" and args["--data-parallel-size-local"] == "2"  # 2 nodes of 16
-    assert json.loads(args["--eplb-config"] or "") == {"num_redundant_experts": 32}
-    assert "--enable-eplb" in args
+    # vllm-ascend's default model runner refuses upstream --enable-eplb (platform.py _validate_eplb_config):
+    # its own dynamic EPLB, through --additional-config and the DYNAMIC_EPLB guard
+    assert "--enable-eplb" not in args and "--eplb-config" not in args
+    eplb = json.loads(args["--additional-config"] or "")["eplb_config"]
+    assert eplb == {"dynamic_eplb": True, "num_redundant_experts": 32}
+    assert ["DYNAMIC_EPLB", "true"] in payload["vllm"]["env"]
     notes = " ".join(payload["vllm"]["notes"])
     assert "--headless --data-parallel-start-rank i x 2" in notes
+
+
+def test_vllm_on_cuda_spells_redundant_experts_as_upstream_vllm() -> None:
+    h200 = ["--model", "qwen3-235b-a22b", "--card", "nvidia-h200", "--dtype", "fp8", "--ctx", "5k"]
+    payload = vllm_json(*h200, "--tp", "8", "--ep", "8", "--redundant-experts", "8", "--weights-path", "/w")
+    args = flags(payload)
+    assert json.loads(args["--eplb-config"] or "") == {"num_redundant_experts": 8} and "--enable-eplb" in args
+    assert "--additional-config" not in args and payload["vllm"]["env"] == []
+
+
+def test_vllm_beyond_the_trained_length_sets_the_override_and_says_why() -> None:
+    result = runner.invoke(app, ["vllm", "--model", "qwen3-8b", "--card", "ascend-910c", "--ctx", "64k"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve ")
+    assert "beyond qwen3-8b's max_position_embeddings 40960" in " ".join(result.output.split())
+    inside = runner.invoke(app, ["vllm", "--model", "qwen3-8b", "--card", "ascend-910c", "--ctx", "32k"])
+    assert inside.stdout.startswith("vllm serve ")
+
+
+def test_mindie_says_its_config_does_not_turn_eplb_on() -> None:
+    payload = mindie_json(*R1_TWO_NODES, "--redundant-experts", "32")
+    notes = " ".join(payload["mindie"]["notes"])
+    assert "does not turn MindIE's EPLB on" in notes and "models.deepseekv2.eplb" in notes
 
 
 def test_vllm_tp_only_has_no_layout_flags() -> None:

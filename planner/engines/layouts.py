@@ -7,7 +7,12 @@ vLLM (docs.vllm.ai: data_parallel_deployment, expert_parallel_deployment; vllm.c
   --data-parallel-size-local      DP groups on this node (multi-node: with --data-parallel-address,
                                   --data-parallel-rpc-port, and --headless --data-parallel-start-rank on
                                   the other nodes)
-  --enable-eplb, --eplb-config    EPLBConfig.num_redundant_experts (redundant experts)
+  --enable-eplb, --eplb-config    EPLBConfig.num_redundant_experts (redundant experts; upstream vLLM)
+vllm-ascend (Model Runner V1, the default: upstream EPLB raises "Upstream EPLB is only supported by Model
+Runner V2 on Ascend", vllm_ascend/platform.py _validate_eplb_config @182b75ea):
+  --additional-config '{"eplb_config": {"dynamic_eplb": true, "num_redundant_experts": N}}' with
+  DYNAMIC_EPLB=true in the environment (the guard the dynamic mode asserts; docs user_guide/feature_guide/
+  expert_parallelism_load_balancer, eplb_config keys since the rename of init_redundancy_expert)
 MindIE (ModelConfig; the MindIE-LLM runner takes dp, tp, moe_tp, moe_ep; "Expert Parallel" doc:
 models.deepseekv2.ep_level 2 = AllToAll + MC2; multi-node: BackendConfig.multiNodesInferEnabled, the
 world taken from the ranktable, worldSize ignored):
@@ -35,8 +40,9 @@ def devices_on_one_node(report: LayoutReport) -> int:
     return report.world_size if report.nodes == 1 else report.devices_per_node
 
 
-def vllm_layout_args(report: LayoutReport) -> list[tuple[str, str | None]]:
-    """The vllm serve flags of a layout beyond --tensor-parallel-size (head node's command)."""
+def vllm_layout_args(report: LayoutReport, *, ascend: bool) -> list[tuple[str, str | None]]:
+    """The vllm serve flags of a layout beyond --tensor-parallel-size (head node's command); redundant
+    experts in vllm-ascend's spelling on an Ascend card (ascend), else upstream vLLM's."""
     args: list[tuple[str, str | None]] = []
     if report.pp > 1:
         args.append(("--pipeline-parallel-size", str(report.pp)))
@@ -46,10 +52,18 @@ def vllm_layout_args(report: LayoutReport) -> list[tuple[str, str | None]]:
             args.append(("--data-parallel-size-local", str(report.dp // report.nodes)))
     if report.ep > 1:
         args.append(("--enable-expert-parallel", None))
-    if report.redundant_experts:
+    if report.redundant_experts and ascend:
+        eplb = {"eplb_config": {"dynamic_eplb": True, "num_redundant_experts": report.redundant_experts}}
+        args.append(("--additional-config", json.dumps(eplb, separators=(",", ":"))))
+    elif report.redundant_experts:
         spec = json.dumps({"num_redundant_experts": report.redundant_experts}, separators=(",", ":"))
         args += [("--enable-eplb", None), ("--eplb-config", spec)]
     return args
+
+
+def vllm_layout_env(report: LayoutReport, *, ascend: bool) -> list[tuple[str, str]]:
+    """Environment the layout's command needs: vllm-ascend's DYNAMIC_EPLB=true guard (redundant experts)."""
+    return [("DYNAMIC_EPLB", "true")] if report.redundant_experts and ascend else []
 
 
 def vllm_layout_notes(report: LayoutReport) -> list[str]:
@@ -73,8 +87,9 @@ def vllm_layout_notes(report: LayoutReport) -> list[str]:
         )
     if report.redundant_experts:
         notes.append(
-            "--eplb-config is vLLM's spelling; vllm-ascend versions may configure EPLB through "
-            "--additional-config instead (check the installed version)"
+            f"{report.redundant_experts} redundant experts: vllm-ascend places them by dynamic EPLB "
+            "(--additional-config eplb_config, DYNAMIC_EPLB=true); upstream vLLM (CUDA) by --enable-eplb "
+            "--eplb-config, which vllm-ascend's default model runner refuses"
         )
     return notes
 
@@ -109,6 +124,13 @@ def mindie_layout_notes(report: LayoutReport, *, model_type: str) -> list[str]:
     if report.ep > 1 and model_type not in MINDIE_EP_LEVEL_MODELS:
         notes.append(
             f"moe_ep: MindIE documents expert parallelism (ep_level) for DeepSeek only, not {model_type}"
+        )
+    if report.redundant_experts:
+        notes.append(
+            f"--redundant-experts {report.redundant_experts}: the plan counts the copies' memory (a smaller "
+            "maxBatchSize), but this config.json does not turn MindIE's EPLB on: set ModelConfig "
+            "models.deepseekv2.eplb (level, num_redundant_experts, expert_map_file; MindIE-LLM DeepSeek-V2 "
+            "flash_causal init_dynamic_eplb_config) yourself"
         )
     if report.nodes > 1:
         notes.append(

@@ -48,6 +48,7 @@ class VllmArgs(Frozen):
 
     model: str
     args: list[tuple[str, str | None]]
+    env: list[tuple[str, str]]  # VAR=value the command needs, prefixed to it
     max_num_seqs: int
     min_gpu_memory_utilization: float | None  # None with pp > 1: the pool per pipeline stage is not modelled
     pool: vm.VllmPool
@@ -117,8 +118,11 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
     if pool.state_groups == 0:
         args.append(("--block-size", str(pool.block_size_tokens)))
     args += [("--kv-cache-dtype", KV_CACHE_DTYPES[plan.kv_dtype]), ("--tensor-parallel-size", str(plan.tp))]
+    ascend = pool.platform == "ascend"
+    env = long_context_env(dep, lengths=lengths)
     if plan.layout is not None:
-        args += layouts.vllm_layout_args(plan.layout)
+        args += layouts.vllm_layout_args(plan.layout, ascend=ascend)
+        env += layouts.vllm_layout_env(plan.layout, ascend=ascend)
     if plan.dtype in MODEL_DTYPES:
         args.append(("--dtype", MODEL_DTYPES[plan.dtype]))
     if options.model_name:
@@ -136,6 +140,7 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
     return VllmArgs(
         model=model,
         args=args,
+        env=env,
         max_num_seqs=seqs,
         min_gpu_memory_utilization=util,
         pool=pool,
@@ -143,6 +148,18 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
         startup_lines=vllm_startup.plan_lines(dep, terms=terms),
         notes=vllm_notes(plan, dep, pool=pool, options=options, util=util, lengths=lengths),
     )
+
+
+def long_context_env(dep: Deployment, *, lengths: Lengths) -> list[tuple[str, str]]:
+    """VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 when --max-model-len exceeds the model's max_position_embeddings:
+    vLLM refuses such a length otherwise ("User-specified max_model_len ... is greater than the derived
+    max_model_len", vllm/config/model.py _get_and_verify_max_len, env var in vllm/envs.py)."""
+    return [("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")] if beyond_trained_length(dep, lengths=lengths) else []
+
+
+def beyond_trained_length(dep: Deployment, *, lengths: Lengths) -> bool:
+    """True when the served length is longer than the model's max_position_embeddings."""
+    return lengths.max_seq_len_tokens > dep.model.max_position_embeddings
 
 
 def speculative_config(dep: Deployment, *, draft_model: str | None) -> str | None:
@@ -223,6 +240,13 @@ def vllm_notes(
             f"prefill on (got {plan.block_size_tokens})"
         )
     notes += dtype_and_cache_notes(plan, dep, options)
+    if beyond_trained_length(dep, lengths=lengths):
+        notes.append(
+            f"--max-model-len {lengths.max_seq_len_tokens} is beyond {dep.model.id}'s "
+            f"max_position_embeddings {dep.model.max_position_embeddings}: vLLM refuses it without "
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (set on the command); past the trained length quality needs "
+            "the model's rope scaling (e.g. YaRN through --hf-overrides)"
+        )
     if plan.layout is not None:
         notes += layouts.vllm_layout_notes(plan.layout)
     return notes
@@ -261,8 +285,9 @@ def dtype_and_cache_notes(plan: Plan, dep: Deployment, options: ServingOptions) 
 
 
 def render_command(result: VllmArgs) -> str:
-    """A copy-pasteable shell command, one argument per line."""
-    return common.shell_command(f"vllm serve {shlex.quote(result.model)}", result.args)
+    """A copy-pasteable shell command, one argument per line, its environment (VAR=value) before it."""
+    env = "".join(f"{name}={shlex.quote(value)} " for name, value in result.env)
+    return common.shell_command(f"{env}vllm serve {shlex.quote(result.model)}", result.args)
 
 
 def summary_lines(result: VllmArgs) -> list[str]:
