@@ -343,7 +343,10 @@ def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list
     from planner.engines.mindie import rules as mindie_rules
 
     options = mindie.MindieOptions(
-        weights_path=weights_path, model_name=dep.model_alias or dep.model.id, mtp=dep.mtp_tokens
+        weights_path=weights_path,
+        model_name=dep.model_alias or dep.model.id,
+        mtp=dep.mtp_tokens,
+        trust_remote_code=dep.model.trust_remote_code,
     )
     sized, lengths = common.sized_deployment(dep.model_copy(update={"engine": "mindie"}), options=options)
     plan = perf_plan.build_plan(sized, prompt_tokens=lengths.max_input_tokens)

@@ -110,6 +110,9 @@ class ModelCard(DataModel):
     # The released checkpoint also holds a vision tower that this card's text geometry leaves out (the engines
     # load it with the text model): the plan says its weights are not counted.
     vision_tower_uncounted: bool = False
+    # The checkpoint's own Python code (config, tokenizer: config.json auto_map) must run to load it: engines
+    # need trust_remote_code (vLLM --trust-remote-code, MindIE trustRemoteCode).
+    trust_remote_code: bool = False
 
     notes: str = ""
 

@@ -161,3 +161,32 @@ def test_a_tp_across_nodes_still_lowers_maxbatchsize_to_what_the_blocks_hold() -
     )  # fmt: skip
     batch = payload["mindie"]["config"]["BackendConfig"]["ScheduleConfig"]["maxBatchSize"]
     assert batch <= payload["mindie"]["prediction"]["concurrency"]
+
+
+def test_a_checkpoint_with_its_own_code_gets_trust_remote_code_in_both_engines() -> None:
+    """kimi-k2.5's card says its checkpoint needs its own code (vllm-ascend's tutorial passes
+    --trust-remote-code to every `vllm serve`): the vLLM command and MindIE's trustRemoteCode say so; a
+    plain Qwen3 card gets neither."""
+    kimi = ["--model", "kimi-k2.5", "--card", "ascend-910c", "--dtype", "w4a8", "--tp", "16"]
+    assert "--trust-remote-code" in flags(vllm_json(*kimi))
+    model = mindie_json(*kimi)["mindie"]["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
+    assert model["trustRemoteCode"] is True
+    qwen = ["--model", "qwen3-8b", "--card", "ascend-910b3"]
+    assert "--trust-remote-code" not in flags(vllm_json(*qwen))
+    model = mindie_json(*qwen)["mindie"]["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
+    assert model["trustRemoteCode"] is False  # the 2.x base's own value
+
+
+def test_models_import_reads_auto_map_as_trust_remote_code() -> None:
+    from planner.importers import hfimport
+
+    config = {
+        "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
+        "max_position_embeddings": 4096, "tie_word_embeddings": False,
+    }  # fmt: skip
+    plain = hfimport.card_from_config_dict(config, card_id="t", origin="c.json")
+    custom = hfimport.card_from_config_dict(
+        {**config, "auto_map": {"AutoConfig": "configuration_x.XConfig"}}, card_id="t", origin="c.json"
+    )
+    assert (plain.trust_remote_code, custom.trust_remote_code) == (False, True)

@@ -211,7 +211,7 @@ def serving_values(context: typer.Context) -> dict[str, object]:
     from planner.engines.common import ServingOptions
     from planner.speculation import draft_model
 
-    flags = set(ServingOptions.model_fields) - {"draft_model"}
+    flags = set(ServingOptions.model_fields) - {"draft_model", "trust_remote_code"}  # not flags: derived
     values: dict[str, object] = {name: context.params[name] for name in flags}
     values["draft_model"] = draft_model(context.params["speculative_config"])
     for name in ("weights_path", "model_name"):

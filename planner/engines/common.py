@@ -32,6 +32,7 @@ class ServingOptions(Frozen):
     mtp: int = Field(default=0, ge=0)  # MTP drafts (--mtp, or --speculative-config's method mtp): with_drafts
     prefix_cache: bool = False
     draft_model: str | None = None  # --speculative-config's "model": the draft checkpoint (eagle3, dflash)
+    trust_remote_code: bool = False  # the model card's: the checkpoint needs its own code (with_drafts)
 
 
 Options = TypeVar("Options", bound=ServingOptions)  # ServingOptions or an engine's own (MindieOptions)
@@ -40,8 +41,9 @@ Options = TypeVar("Options", bound=ServingOptions)  # ServingOptions or an engin
 def with_drafts(options: Options, dep: Deployment) -> Options:
     """`options` with the deployment's speculative decoding: mtp = its MTP drafts (from --mtp or from
     --speculative-config's method mtp; 0 when a separate draft model drafts, or none), so an engine's
-    config writes the drafts the plan was sized with."""
-    return options.model_copy(update={"mtp": dep.mtp_tokens if dep.include_mtp else 0})
+    config writes the drafts the plan was sized with; and the card's trust_remote_code."""
+    mtp = dep.mtp_tokens if dep.include_mtp else 0
+    return options.model_copy(update={"mtp": mtp, "trust_remote_code": dep.model.trust_remote_code})
 
 
 class Lengths(Frozen):

@@ -85,6 +85,8 @@ def card_from_config_dict(
         # a multimodal config (its text model under text_config, or a vision_config beside it): the card is
         # the text decoder, and the plan says the vision tower is not counted
         "vision_tower_uncounted": bool(cfg.prefix) or isinstance(config.get("vision_config"), Mapping),
+        # auto_map names the checkpoint's own classes: loading it runs their code
+        "trust_remote_code": isinstance(config.get("auto_map"), Mapping),
     }
     try:
         return ModelCard.model_validate(raw_card)

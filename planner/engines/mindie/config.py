@@ -148,6 +148,7 @@ def owned_values(
         "cpuMemSize": 0,
         "npuMemSize": npu_mem_gib,
         "backendType": "atb",
+        "trustRemoteCode": trust_remote_code(base, options=options),
         "plugin_params": plugin_params(lookup(base, (*MODEL, "plugin_params")), options=options),
         "cacheBlockSize": plan.block_size_tokens,
         "maxPrefillBatchSize": min(batch, scheduler.DEFAULT_MAX_PREFILL_BATCH),
@@ -163,6 +164,14 @@ def owned_values(
 
 
 MISSING = object()
+
+
+def trust_remote_code(base: dict[str, Any], *, options: MindieOptions) -> bool | None:
+    """trustRemoteCode: true when the checkpoint needs its own code, else false; None (left out) where the
+    base layout has no such field (1.0.RC3) and none is needed."""
+    if options.trust_remote_code:
+        return True
+    return None if lookup(base, (*MODEL, "trustRemoteCode")) is MISSING else False
 
 
 def lookup(cfg: object, path: tuple[str | int, ...]) -> Any:

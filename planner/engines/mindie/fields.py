@@ -70,6 +70,11 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
     ),
     OwnedField((*MODEL, "backendType"), "atb", "[DOC] atb | ms"),
     OwnedField(
+        (*MODEL, "trustRemoteCode"),
+        "true when the card's checkpoint needs its own code (trust_remote_code), else the base's",
+        "[DOC] bool, default false",
+    ),
+    OwnedField(
         (*MODEL, "plugin_params"),
         "--mtp N (or --speculative-config method mtp) / --prefix-cache, other plugins kept",
         "[DOC] JSON string; mtp.md, prefix_cache.md",

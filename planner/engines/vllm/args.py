@@ -127,6 +127,8 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
         args.append(("--dtype", MODEL_DTYPES[plan.dtype]))
     if options.model_name:
         args.append(("--served-model-name", options.model_name))
+    if dep.model.trust_remote_code:  # the checkpoint's own code loads its config / tokenizer
+        args.append(("--trust-remote-code", None))
     if options.prefix_cache:
         args.append(("--enable-prefix-caching", None))
     spec = speculative_config(dep, draft_model=options.draft_model)
