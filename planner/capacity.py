@@ -118,7 +118,7 @@ def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
         card, kv_dtype=dep.kv_dtype, tp=dep.tp, mtp=dep.include_mtp, pp=dep.pp
     ) + drafts.draft_kv_bytes_per_token(card, method=dep.draft_method, kv_dtype=dep.kv_dtype, tp=dep.tp)
     state = memory.linear_state_bytes_per_sequence(
-        card, conv_dtype=dep.activation_dtype, tp=dep.tp, pp=dep.pp
+        card, conv_dtype=dep.activation_dtype, tp=dep.tp, pp=dep.pp, mtp=dep.include_mtp
     )
     runtime = runtime_bytes(dep)
     budget = memory.kv_budget_bytes(

@@ -12,6 +12,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from planner import csa
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, WeightScheme, storage_dtype
 from planner.params import (
     Linear,
@@ -143,7 +144,11 @@ def kv_cache_bytes_per_token(
         L_idx      MiniMax sparse attention: ceil(card.sparse_attention_layers / pp), +1 with MTP on (the
                    dense layers keep no index keys); 0 for dense GQA
     Linear-attention (GDN) layers keep no KV cache: see linear_state_bytes_per_sequence.
+    DeepSeek-V4 (attention 'csa'): csa.cache_bytes_per_token, the compressed records and index keys of the
+    ratio-4 and ratio-128 layers (its sliding window and compressor state are per sequence).
     """
+    if card.attention_traits.compressed_kv:
+        return csa.cache_bytes_per_token(card, kv_dtype=kv_dtype, mtp=mtp, pp=pp)
     layers = kv_cached_layers(card, mtp=mtp, pp=pp)
     if card.attention_traits.latent_kv:
         latent_width = (card.kv_lora_rank or 0) + (card.qk_rope_head_dim or 0)
@@ -158,9 +163,11 @@ def kv_cache_bytes_per_token(
 
 
 def linear_state_bytes_per_sequence(
-    card: ModelCard, *, conv_dtype: StorageDType, tp: int, pp: int = 1
+    card: ModelCard, *, conv_dtype: StorageDType, tp: int, pp: int = 1, mtp: bool = False
 ) -> int:
-    """Fixed Gated DeltaNet state one sequence holds on one rank, whatever its length.
+    """Fixed state one sequence holds on one rank, whatever its length: Gated DeltaNet's conv + recurrent
+    state, or DeepSeek-V4's sliding windows and compressor states (csa.state_bytes_per_sequence; `mtp` adds
+    the MTP layer's window).
 
     Formula:
         per layer = (K - 1) * ceil(C / tp) * b_conv / 8  +  ceil(nv / tp) * dk * dv * b_ssm / 8
@@ -169,6 +176,8 @@ def linear_state_bytes_per_sequence(
         b_ssm   bits of mamba_ssm_dtype (float32 in Qwen3.5 configs), else of the activation dtype
         total   = per layer * linear-attention layers (of the fullest pipeline stage: ceil(L_lin / pp))
     """
+    if card.attention_traits.compressed_kv:
+        return csa.state_bytes_per_sequence(card, mtp=mtp, pp=pp)
     if card.linear_attention_layers == 0:
         return 0
     nk, nv = card.linear_num_key_heads or 0, card.linear_num_value_heads or 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from planner import csa
 from planner.dtypes import StorageDType
 from planner.records import record
 from planner.schema_card import ModelCard
@@ -198,6 +199,15 @@ def indexer_tensors(card: ModelCard, *, layers: int) -> list[Linear | Plain]:
     ]
 
 
+def csa_tensors(card: ModelCard, *, tp: int, counts: dict[int, int]) -> list[Linear | Plain]:
+    """DeepSeek-V4's attention weights of the layers in `counts` (layers per compress ratio) on one rank:
+    csa.csa_shapes as Linear (a matmul, out_features > 0) and Plain tensors."""
+    return [
+        Linear(name, part, fan_in, fan_out, count) if fan_out else Plain(name, part, fan_in, count)
+        for name, part, fan_in, fan_out, count in csa.csa_shapes(card, tp=tp, counts=counts)
+    ]
+
+
 def msa_indexer_tensors(card: ModelCard, *, tp: int, layers: int) -> list[Linear | Plain]:
     """MiniMax sparse attention's indexer of `layers` sparse layers on one rank (none for other cards).
 
@@ -280,8 +290,11 @@ def decoder_tensors(card: ModelCard, *, tp: int, shards: Shards | None = None) -
     """Every weight of the decoder stack (no embedding, head or MTP) on one rank (of the fullest stage)."""
     pp = shards.pp if shards else 1
     attention = mla_tensors if card.attention_traits.latent_kv else attention_tensors
-    tensors = attention(card, tp=tp, layers=stage_layers(card.full_attention_layers, pp))
-    tensors += msa_indexer_tensors(card, tp=tp, layers=stage_layers(card.sparse_attention_layers, pp))
+    if card.attention_traits.compressed_kv:  # DeepSeek-V4: per-ratio compressors and indexers
+        tensors = csa_tensors(card, tp=tp, counts=csa.ratio_layers(card, pp=pp))
+    else:
+        tensors = attention(card, tp=tp, layers=stage_layers(card.full_attention_layers, pp))
+        tensors += msa_indexer_tensors(card, tp=tp, layers=stage_layers(card.sparse_attention_layers, pp))
     if card.linear_attention_layers:
         linear_layers = stage_layers(card.linear_attention_layers, pp)
         tensors += linear_attention_tensors(card, tp=tp, layers=linear_layers)
@@ -307,8 +320,12 @@ def mtp_tensors(card: ModelCard, *, tp: int, shards: Shards | None = None) -> li
     tensors: list[Linear | Plain] = [
         Plain("mtp_norms", "mtp", 4 * card.hidden_size, n),
         Linear("mtp_fc", "mtp", 2 * card.hidden_size, card.hidden_size, n),
-        *attention(card, tp=tp, layers=n),
     ]
+    if card.attention_traits.compressed_kv:  # the MTP layers' own compress ratios (0: the window only)
+        main, with_mtp = csa.ratio_layers(card), csa.ratio_layers(card, mtp=True)
+        tensors += csa_tensors(card, tp=tp, counts={r: c - main.get(r, 0) for r, c in with_mtp.items()})
+    else:
+        tensors += attention(card, tp=tp, layers=n)
     if card.is_moe:
         tensors += moe_tensors(card, tp=tp, layers=n, shards=shards)
     else:

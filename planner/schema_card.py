@@ -10,7 +10,7 @@ from planner.records import record
 from planner.schema_base import DataModel, HfSource, Source
 
 LayerType = Literal["full_attention", "linear_attention"]
-AttentionKind = Literal["mha", "gqa", "mla", "hybrid"]
+AttentionKind = Literal["mha", "gqa", "mla", "hybrid", "csa"]
 
 
 @record
@@ -19,6 +19,9 @@ class AttentionTraits:
 
     latent_kv: bool  # KV holds one compressed latent per token and layer, replicated on every rank (MLA)
     linear_layers: bool  # some layers are linear attention (Gated DeltaNet): a fixed state, no KV cache
+    # DeepSeek-V4 compressed sparse attention: one shared K=V record per compress_ratios[i] tokens per layer
+    # plus a sliding window and a compressor state per sequence (planner/csa.py)
+    compressed_kv: bool = False
 
 
 ATTENTION_KINDS: dict[AttentionKind, AttentionTraits] = {
@@ -26,6 +29,7 @@ ATTENTION_KINDS: dict[AttentionKind, AttentionTraits] = {
     "gqa": AttentionTraits(latent_kv=False, linear_layers=False),
     "mla": AttentionTraits(latent_kv=True, linear_layers=False),
     "hybrid": AttentionTraits(latent_kv=False, linear_layers=True),
+    "csa": AttentionTraits(latent_kv=False, linear_layers=False, compressed_kv=True),
 }
 
 
@@ -33,6 +37,11 @@ ATTENTION_KINDS: dict[AttentionKind, AttentionTraits] = {
 SSM_DTYPES = ("float32", "bfloat16", "float16", "fp32", "bf16", "fp16")
 MAX_LAYERS = 10**4
 MAX_CARD_INT = 10**8
+# DeepSeek-V4: the compress ratio whose layers pick their records with a lightning indexer (CSA); other ratios
+# (HCA, 128) attend every compressed record (planner/csa.py keeps the same constant).  [source: vllm-ascend
+# 182b75ea vllm_ascend/models/deepseek_v4/model.py:566-588 (Compressor for ratio > 1, DeepseekV4Indexer for
+# ratio 4)]
+CSA_INDEXED_RATIO = 4
 
 
 class ModelCard(DataModel):
@@ -103,6 +112,21 @@ class ModelCard(DataModel):
     # attends top-k), 0 where it attends densely without an indexer; absent, every full-attention layer is.
     sparse_attention_freq: list[Literal[0, 1]] | None = None
 
+    # DeepSeek-V4 compressed sparse attention (attention 'csa'; planner/csa.py): compress_ratios[i] is layer
+    # i's compression (0: the sliding window only; 4: CSA, one record per 4 tokens, top-index_topk picked by
+    # the indexer; 128: HCA, one record per 128 tokens, all attended); entries past num_hidden_layers are the
+    # MTP layers'. Every layer also attends its last sliding_window tokens (tokens). q: hidden -> q_lora_rank
+    # -> heads x head_dim; one shared K=V head of head_dim (qk_rope_head_dim of it rotated); the output
+    # projection is grouped: o_groups groups of heads x head_dim / o_groups -> o_lora_rank each, then
+    # o_groups x o_lora_rank -> hidden. hc_mult residual streams (mHC); the first num_hash_layers route
+    # their experts by token id (a hash table, no learned gate).
+    compress_ratios: list[int] | None = None
+    sliding_window: int | None = Field(default=None, gt=0)
+    o_lora_rank: int | None = Field(default=None, gt=0)
+    o_groups: int | None = Field(default=None, gt=0)
+    hc_mult: int = Field(default=1, gt=0)
+    num_hash_layers: int = Field(default=0, ge=0)
+
     # Multi-token-prediction layers shipped with the checkpoint.
     num_nextn_predict_layers: int = Field(default=0, ge=0)  # DeepSeek name
     mtp_num_hidden_layers: int = Field(default=0, ge=0)  # Qwen3.5 name
@@ -147,6 +171,7 @@ class ModelCard(DataModel):
         self._check_hybrid()
         self._check_mla()
         self._check_sparse_attention()
+        self._check_compressed()
         self._check_moe()
         return self
 
@@ -203,11 +228,37 @@ class ModelCard(DataModel):
             )
         if self.attention_traits.linear_layers:
             raise ValueError("index_* fields are not valid with attention 'hybrid'")
+        if self.attention_traits.compressed_kv:
+            return
         if not self.attention_traits.latent_kv and self.index_n_heads != self.num_key_value_heads:
             raise ValueError(
                 f"index_n_heads must equal num_key_value_heads on a GQA card (got {self.index_n_heads} and "
                 f"{self.num_key_value_heads}): MiniMax sparse attention picks blocks once per KV head"
             )
+
+    def _check_compressed(self) -> None:
+        ratios = self.compress_ratios
+        if not self.attention_traits.compressed_kv:
+            if ratios is not None:
+                raise ValueError(
+                    f"compress_ratios is only valid with attention 'csa' (got {self.attention!r})"
+                )
+            return
+        needed = (ratios, self.sliding_window, self.q_lora_rank, self.qk_rope_head_dim, self.o_lora_rank,
+                  self.o_groups)  # fmt: skip
+        if any(f is None for f in needed) or ratios is None:
+            raise ValueError(
+                "attention 'csa' needs compress_ratios, sliding_window, q_lora_rank, qk_rope_head_dim, "
+                "o_lora_rank and o_groups"
+            )
+        if len(ratios) < self.num_hidden_layers or any(r == 1 or r < 0 for r in ratios):
+            raise ValueError(
+                f"compress_ratios needs num_hidden_layers entries of 0 or > 1 (got {len(ratios)} entries)"
+            )
+        if self.num_key_value_heads != 1 or self.num_attention_heads % (self.o_groups or 1):
+            raise ValueError("attention 'csa' has one shared K=V head and heads divisible by o_groups")
+        if any(r == CSA_INDEXED_RATIO for r in ratios) and not self.is_sparse_attention:
+            raise ValueError("compress ratio 4 layers need the index_* fields (their lightning indexer)")
 
     def _check_moe(self) -> None:
         if self.first_k_dense_replace > self.num_hidden_layers:
@@ -244,10 +295,12 @@ class ModelCard(DataModel):
 
     @property
     def sparse_attention_layers(self) -> int:
-        """Layers that keep index keys and attend top-k (sparse_attention_freq, else every full-attention
-        layer of a sparse card; 0 for dense attention)."""
+        """Layers that keep index keys and attend top-k (sparse_attention_freq; DeepSeek-V4: the ratio-4
+        layers; else every full-attention layer of a sparse card; 0 for dense attention)."""
         if not self.is_sparse_attention:
             return 0
+        if self.compress_ratios is not None:
+            return self.compress_ratios[: self.num_hidden_layers].count(CSA_INDEXED_RATIO)
         if self.sparse_attention_freq is None:
             return self.full_attention_layers
         return sum(self.sparse_attention_freq)

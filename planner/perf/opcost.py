@@ -13,21 +13,15 @@ from typing import TypedDict
 import numpy as np
 
 from planner import records
-from planner.perf import sparse
+from planner.perf import compressed, sparse
 from planner.perf.kernels import OpKernels, OpName, op_kernels
 from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, matmul_dtype
-from planner.perf.terms import AttentionLookup, FloatArray, Resource, Step, Term
+from planner.perf.terms import AttentionLookup, FloatArray, Resource, Step, Term, expected_experts_touched
 
 __all__ = [  # re-exported
-    "GDN_FLOP_PER_STATE_ELEMENT",
-    "AttentionLookup",
-    "FloatArray",
-    "Geometry",
-    "Resource",
-    "Step",
-    "Term",
-    "matmul_dtype",
-]
+    "GDN_FLOP_PER_STATE_ELEMENT", "AttentionLookup", "FloatArray", "Geometry", "Resource", "Step", "Term",
+    "expected_experts_touched", "matmul_dtype",
+]  # fmt: skip
 
 # Hidden-vector passes per layer outside the matmuls: two RMSNorms (read + write = 2 each) and two
 # residual adds (2 reads + 1 write each): 2*2 + 2*3 = 10. Each touched element costs about one FLOP.
@@ -84,14 +78,6 @@ def attention_launches(geo: Geometry, op: OpName, *, layers: int) -> Launches:
     return {"kernels": kernels * layers, "matmuls": 0}
 
 
-def expected_experts_touched(experts: int, *, top_k: int, tokens: FloatArray) -> FloatArray:
-    """Expected distinct routed experts that `tokens` tokens touch with uniform top-k routing.
-
-    Formula: E * (1 - (1 - k / E) ** n);  E experts, k experts per token, n routed tokens.
-    """
-    return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
-
-
 def linear_term(geo: Geometry, step: Step, *, op: OpName, layers: int) -> Term:
     """A matmul op: stream its weights once, read and write the activations of every token.
 
@@ -144,21 +130,26 @@ def attention_term(geo: Geometry, step: Step) -> Term:
         flop  = n * a * F                  a attended keys per query token, F attention_flop_per_key
     Sparse attention: c and a are capped at index_topk in the sparse layers (sparse.selected_step; MiniMax's
     dense layers uncapped) and kv is the MLA latent or K/V alone; the index keys are attn.indexer's.
+    DeepSeek-V4: each layer's window and compressed records instead (compressed.attention_cost).
     """
     dense_share = geo.index_dense_layers / max(geo.layers["full"], 1)
     kept = sparse.selected_step(step, topk_tokens=geo.index_topk_tokens, dense_share=dense_share)
     kv = geo.kv_bytes_per_token - geo.index_bytes_per_token
     read = kept.sequences * kept.cached_tokens * kv
-    hbm = read + step.tokens * kv
-    flop = step.tokens * kept.attended_tokens * geo.attention_flop_per_key
-    return cache_attention_term(geo, kept, "attn.core", layers=geo.layers["full"], cost=(hbm, flop, read))
+    cost = (read + step.tokens * kv, step.tokens * kept.attended_tokens * geo.attention_flop_per_key, read)
+    if geo.compressed is not None:
+        per_entry = geo.attention_flop_per_key / geo.layers["full"]
+        kept, cost = compressed.attention_cost(step, geo.compressed, step.tokens, flop_per_entry=per_entry)
+    return cache_attention_term(geo, kept, "attn.core", layers=geo.layers["full"], cost=cost)
 
 
 def indexer_term(geo: Geometry, step: Step) -> Term:
     """DeepSeek sparse attention's lightning indexers of every full-attention layer: sparse.indexer_cost
-    (bytes = s * c * x + n * x, flop = n * a * F_idx) over the index-key cache, at the cache read rate."""
+    (bytes = s * c * x + n * x, flop = n * a * F_idx) over the index-key cache, at the cache read rate;
+    DeepSeek-V4's over one key per 4 tokens (compressed.indexed_step)."""
+    seen = compressed.indexed_step(step, ratio=geo.index_ratio)
     hbm, flop = sparse.indexer_cost(
-        step, index_bytes=geo.index_bytes_per_token, flop_per_key=geo.indexer_flop_per_key
+        seen, index_bytes=geo.index_bytes_per_token, flop_per_key=geo.indexer_flop_per_key
     )
     return term(
         geo, "attn.indexer", layers=geo.layers["full"], hbm=hbm, flop=flop, dtype=geo.activation_dtype,
@@ -331,6 +322,12 @@ def mtp_attention_term(geo: Geometry, step: Step) -> Term:
     flop = runs * step.draft_tokens * kept.attended_tokens * geo.mtp_attention_flop_per_key
     layers = runs * geo.layers["mtp"]
     read = runs * kept.sequences * kept.cached_tokens * kv
+    if geo.mtp_compressed is not None:  # DeepSeek-V4's MTP layer: its window (compress ratio 0)
+        per_entry = geo.mtp_attention_flop_per_key / max(geo.layers["mtp"], 1)
+        kept, cost = compressed.attention_cost(
+            step, geo.mtp_compressed, step.draft_tokens, flop_per_entry=per_entry
+        )
+        hbm, flop, read = (runs * part for part in cost)
     return cache_attention_term(geo, kept, "mtp.attention", layers=layers, cost=(hbm, flop, read))
 
 

@@ -6,15 +6,19 @@ planner/perf/roofline.geometry builds it with the engine's kernel facts.
 
 from __future__ import annotations
 
-from planner import layout
+from typing import Any
+
+from planner import csa, layout
 from planner.deployment import Deployment
 from planner.drafts import draft_kv_bytes_per_token, draft_layers
 from planner.kinds import EngineName
 from planner.memory import kv_cache_bytes_per_token, linear_state_bytes_per_sequence
 from planner.params import indexer_key_bytes_per_layer, kv_heads_per_rank, split
+from planner.perf.compressed import CompressedLayers
 from planner.perf.kernels import EngineKernels
 from planner.perf.opweights import OpWeights, op_weights
 from planner.records import record
+from planner.schema_card import CSA_INDEXED_RATIO
 from planner.units import BITS_PER_BYTE
 
 # Rows the busiest expert-parallel rank receives over the mean when the profile has no measured factor.
@@ -71,6 +75,10 @@ class Geometry:
     indexer_flop_per_key: int = 0  # FLOP one query spends scoring one cached key, all layers
     mtp_indexer_flop_per_key: int = 0
     index_dense_layers: int = 0  # full-attention layers of a sparse card that attend densely (MiniMax-M3)
+    # DeepSeek-V4 compressed attention (planner/perf/compressed.py); None for other cards
+    compressed: CompressedLayers | None = None
+    mtp_compressed: CompressedLayers | None = None
+    index_ratio: int = 1  # tokens per index key (4 for DeepSeek-V4's indexers over compressed records)
 
 
 def attention_flop_per_key(dep: Deployment, *, layers: int) -> int:
@@ -112,6 +120,45 @@ def indexer_flop_per_key(dep: Deployment, *, layers: int) -> int:
         return heads * (2 * dim + MSA_FLOP_PER_HEAD_BESIDE_DOT) * layers
     heads = card.index_n_heads or 0
     return heads * (2 * dim + INDEXER_FLOP_PER_HEAD_BESIDE_DOT) * layers
+
+
+def attention_fields(dep: Deployment, *, mtp_layers: int) -> dict[str, Any]:
+    """Geometry's attention-kind fields: csa_fields for DeepSeek-V4, else sparse_fields (none when dense)."""
+    if dep.model.attention_traits.compressed_kv:
+        return csa_fields(dep)
+    return sparse_fields(dep, mtp_layers=mtp_layers)
+
+
+def csa_fields(dep: Deployment) -> dict[str, Any]:
+    """Geometry's DeepSeek-V4 fields: the model's and the MTP layers' CompressedLayers, and the indexers of
+    the ratio-4 layers over their compressed records.
+
+    index_bytes_per_token  n_4 * (d_idx + 2)            bytes per index record (int8 key + fp16 scale)
+    indexer_flop_per_key   n_4 * H_idx * (2 * d_idx + 3)   FLOP per scored record (the DSA indexer's)
+    """
+    card = dep.model
+    main = csa.ratio_layers(card)
+    mtp = csa.ratio_layers(card, mtp=True) if dep.include_mtp and not dep.draft_method else main
+    indexed = main.get(CSA_INDEXED_RATIO, 0)
+    heads, dim = card.index_n_heads or 0, card.index_head_dim or 0
+
+    def layers(counts: dict[int, int]) -> CompressedLayers:
+        return CompressedLayers(
+            counts=counts,
+            window=card.sliding_window or 0,
+            topk=card.index_topk or 0,
+            window_bytes=csa.window_record_bytes(card),
+            record_bytes=csa.record_bytes(card, kv_dtype=dep.kv_dtype),
+        )
+
+    return {
+        "compressed": layers(main),
+        "mtp_compressed": layers({r: n - main.get(r, 0) for r, n in mtp.items() if n > main.get(r, 0)}),
+        "index_topk_tokens": card.index_topk or 0,
+        "index_bytes_per_token": indexed * csa.index_record_bytes(card),
+        "indexer_flop_per_key": indexed * heads * (2 * dim + INDEXER_FLOP_PER_HEAD_BESIDE_DOT),
+        "index_ratio": CSA_INDEXED_RATIO,
+    }
 
 
 def sparse_fields(dep: Deployment, *, mtp_layers: int) -> dict[str, int]:
@@ -196,7 +243,7 @@ def geometry(dep: Deployment, *, kernels: EngineKernels) -> Geometry:
         expert_row_fraction=layout.moe_tp(dep) / dep.tp,
         expert_imbalance=expert_imbalance(dep),
         draft_model=dep.draft_method is not None,
-        **sparse_fields(dep, mtp_layers=mtp_layers),
+        **attention_fields(dep, mtp_layers=mtp_layers),
     )
 
 

@@ -28,6 +28,7 @@ OPS: tuple[str, ...] = (*(op for op in OP_NAMES if op not in WEIGHTLESS_OPS), "m
 PLAIN_MATMULS = frozenset({
     "router", "lm_head", "shared_expert_gate", "mtp.router", "mtp.shared_expert_gate", "mtp.lm_head",
     "indexer.wk_weights_proj", "mtp.indexer.wk_weights_proj",
+    "indexer.weights_proj", "mtp.indexer.weights_proj",
 })  # fmt: skip
 _BY_PART = {"embedding": "embedding", "lm_head": "lm_head", "norm": "norms", "moe_shared": "moe.shared"}
 

@@ -81,3 +81,11 @@ class Term:
     attention: AttentionLookup | None = None
     flop_per_s: FloatArray | None = None  # measured prefill rate (planner/perf/prefill.py); None: dtype peak
     compute_rate_fraction: float = 1.0
+
+
+def expected_experts_touched(experts: int, *, top_k: int, tokens: FloatArray) -> FloatArray:
+    """Expected distinct routed experts that `tokens` tokens touch with uniform top-k routing.
+
+    Formula: E * (1 - (1 - k / E) ** n);  E experts, k experts per token, n routed tokens.
+    """
+    return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
