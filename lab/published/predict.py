@@ -214,9 +214,7 @@ def not_modelled(row: dict[str, str]) -> str:
 
 
 # Corpus models without a card because kvplan does not model their attention (HF name prefix -> why).
-UNMODELLED_ATTENTION = {
-    "deepseek-ai/DeepSeek-V4": "DeepSeek-V4 compressed attention (CSA/HCA, compress_ratios) not modelled",
-}
+UNMODELLED_ATTENTION: dict[str, str] = {}
 # Speculative methods whose drafts come from a separate draft model: predicted with vLLM's own words,
 # `--speculative-config '{"method": ..., "num_speculative_tokens": k}'` (planner/drafts.py sizes the draft,
 # planner/perf/roofline.draft_passes times it). The corpus states no acceptance rate for them: the default
@@ -368,11 +366,21 @@ MINIMAX_M3_AFTER_FIT = (
 )
 
 
+# DeepSeek-V4 (compressed sparse attention, attention 'csa': modelcards/deepseek-v4-flash.yaml and
+# deepseek-v4-pro.yaml, planner/csa.py) is carded since 2026-12-07, after the shipped fits: its rows are
+# predicted, never fitted (not_fitted).
+DEEPSEEK_V4_MODEL = "deepseek-ai/DeepSeek-V4"
+DEEPSEEK_V4_AFTER_FIT = (
+    "DeepSeek-V4 carded on 2026-12-07 (cards deepseek-v4-flash / deepseek-v4-pro, compressed sparse "
+    "attention), after the shipped fits: predicted, not fitted"
+)
+
+
 def not_fitted(index: int, row: dict[str, str]) -> str | None:
     """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT, a draft
     model's speculation: DRAFT_MODEL_NOT_FITTED, a shared-prefix dataset: PREFIX_CACHED_AFTER_FIT, DeepSeek
-    sparse attention: SPARSE_ATTENTION_AFTER_FIT, GLM5_AFTER_FIT or MINIMAX_M3_AFTER_FIT, settings found
-    later: STATED_AFTER_FIT),
+    sparse attention: SPARSE_ATTENTION_AFTER_FIT, GLM5_AFTER_FIT, MINIMAX_M3_AFTER_FIT or
+    DEEPSEEK_V4_AFTER_FIT, settings found later: STATED_AFTER_FIT),
     or None."""
     method = draft_method(row)
     drafted = DRAFT_MODEL_NOT_FITTED.format(method=method) if method else None
@@ -380,6 +388,7 @@ def not_fitted(index: int, row: dict[str, str]) -> str | None:
     sparse = SPARSE_ATTENTION_AFTER_FIT if row["model"].startswith(SPARSE_ATTENTION_MODEL) else None
     sparse = GLM5_AFTER_FIT if row["model"].startswith(GLM5_MODEL) else sparse
     sparse = MINIMAX_M3_AFTER_FIT if row["model"].startswith(MINIMAX_M3_MODEL) else sparse
+    sparse = DEEPSEEK_V4_AFTER_FIT if row["model"].startswith(DEEPSEEK_V4_MODEL) else sparse
     engine = {sglang_rows.ENGINE: SGLANG_AFTER_FIT, SEED_002_ENGINE: SEED_002_AFTER_FIT}.get(row["engine"])
     stated = STATED_AFTER_FIT if STATED_AFTER_FIT in row["notes"] else None
     return (

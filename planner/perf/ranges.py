@@ -43,10 +43,10 @@ FloatArray = npt.NDArray[np.float64]
 # which pass at >= 0.97 x baseline so there the truth is about the floor or above, 51 measured, 12 seed):
 # their central 90 %, P5 0.280 to P95 0.953 (median 0.541); outside it rows down to 0.107 (GPUStack's
 # burst of 1000 Qwen3-30B-A3B prompts at once on a 910B, row 207) and up to 1.089.
-# The 136 closed-loop rows of newer features (draft models, cached prefixes, DeepSeek sparse attention incl.
-# GLM-5.x, MiniMax-M3, P:D fleets, SGLang, seed 002's torch_npu server, CloudMatrix384) are not in it: their
-# spread, P5 0.252 to P95 1.96 (median 0.627), is wider than the band (docs/accuracy.md); the band is no
-# promise for those features.
+# The 137 closed-loop rows of newer features (draft models, cached prefixes, DeepSeek sparse attention incl.
+# GLM-5.x, MiniMax-M3, DeepSeek-V4, P:D fleets, SGLang, seed 002's torch_npu server, CloudMatrix384) are not
+# in it: their spread, P5 0.231 to P95 1.95 (median 0.626), is wider than the band (docs/accuracy.md); the
+# band is no promise for those features.
 ASCEND_DATASHEET_FACTORS = (0.27, 1.0)
 ASCEND_CENTRAL_FRACTION = 0.9
 ASCEND_PUBLISHED_ROWS = 120
