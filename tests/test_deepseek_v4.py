@@ -115,3 +115,31 @@ def test_csa_card_checks() -> None:
         flash.model_validate(flash.model_dump() | {"compress_ratios": [0, 4]})
     with pytest.raises(ValueError, match="only valid with attention 'csa'"):
         card("deepseek-v3.2").model_validate(card("deepseek-v3.2").model_dump() | {"compress_ratios": [0]})
+
+
+def test_vllm_pool_sizes_the_compressed_cache_by_its_bytes() -> None:
+    """engines/vllm/pool.compressed_pool: a 128-token block holds every layer's records (6,219 B a token in
+    bf16 for V4-Flash) and a sequence's 17.0 MiB of windows and compressor state takes whole blocks; the
+    plan's batch and `kvplan vllm`'s --max-num-seqs read the same pool."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+    from planner.engines.vllm import pool as vm
+
+    card, _ = catalog.resolve_model("deepseek-v4-flash")
+    settings = vm.PoolSettings(
+        platform="ascend", kv_dtype=BF16, conv_dtype=BF16, tp=4, max_model_len_tokens=32768
+    )
+    page = 128 * csa.cache_bytes_per_token(card, kv_dtype=BF16)
+    pool = vm.vllm_pool(card, settings=settings, available_bytes=1000 * page)
+    state_blocks = -(-csa.state_bytes_per_sequence(card) // page)
+    assert (pool.page_bytes, pool.num_blocks) == (page, 1000)
+    assert pool.blocks_per_request == 32768 // 128 + state_blocks
+    flags = ["-m", "deepseek-v4-flash", "--card", "ascend-910c", "--dtype", "int8", "--tp", "8"]
+    flags += ["--ctx", "32k"]
+    runner = CliRunner()
+    plan = json.loads(runner.invoke(app, [*flags, "--engine", "vllm", "--json"]).stdout)
+    command = json.loads(runner.invoke(app, ["vllm", *flags, "--weights-path", "/w", "--json"]).stdout)
+    assert plan["recommendation"]["max_batch_size"] == command["vllm"]["max_num_seqs"] > 1

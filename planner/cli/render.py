@@ -131,6 +131,14 @@ def cached_layers_text(dep: Deployment) -> str:
     return f"{layers} cached layers{stage}, incl. 1 MTP layer"
 
 
+def state_words(dep: Deployment, state_bytes: int) -> str:
+    """A sequence's fixed state in words: Gated DeltaNet's, or DeepSeek-V4's windows and compressor states."""
+    size = units.fmt_bytes(state_bytes)
+    if dep.model.attention_traits.compressed_kv:
+        return f"sliding-window and compressor state per sequence: {size}"
+    return f"linear-attention state per sequence: {size} ({dep.model.linear_attention_layers} GDN layers)"
+
+
 def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = None) -> None:
     """Print the plan: header, memory table, cache sizes, recommendation (then `next_lines`: the engine's
     words for it and the next command), speed, warnings."""
@@ -140,12 +148,7 @@ def print_plan(result: Plan, dep: Deployment, *, next_lines: list[str] | None = 
     console.print(
         f"KV cache per token: {units.fmt_bytes(mem.kv_bytes_per_token)} ({cached_layers_text(dep)}"
         + (f" + {dep.draft_layers} of the {dep.draft_method} draft model)" if dep.draft_method else ")")
-        + (
-            f"; linear-attention state per sequence: {units.fmt_bytes(mem.state_bytes_per_sequence)} "
-            f"({dep.model.linear_attention_layers} GDN layers)"
-            if mem.state_bytes_per_sequence
-            else ""
-        )
+        + (f"; {state_words(dep, mem.state_bytes_per_sequence)}" if mem.state_bytes_per_sequence else "")
     )
     bound = "set by --batch" if rec.binding_constraint == "batch" else f"bound by {rec.binding_constraint}"
     block = result.engine_block_size_tokens or result.block_size_tokens  # the engine's own (Plan)

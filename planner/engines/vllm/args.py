@@ -242,6 +242,12 @@ def vllm_notes(
             f"prefill on (got {plan.block_size_tokens})"
         )
     notes += dtype_and_cache_notes(plan, dep, options)
+    if dep.model.attention_traits.compressed_kv:
+        notes.append(
+            "KV pool of a compressed-attention model (DeepSeek-V4) sized by its cache's bytes "
+            "(engines/vllm/pool.compressed_pool): vllm-ascend's own page layout is not modelled, so the "
+            "logged figures may differ"
+        )
     if beyond_trained_length(dep, lengths=lengths):
         notes.append(
             f"--max-model-len {lengths.max_seq_len_tokens} is beyond {dep.model.id}'s "

@@ -18,6 +18,7 @@ Platforms:
 import math
 from typing import Literal
 
+from planner import csa
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType, storage_dtype
 from planner.engines.vllm.versions import Platform
@@ -294,6 +295,40 @@ def index_page_bytes(card: ModelCard, *, settings: PoolSettings, block_tokens: i
     return block_tokens * card.sparse_attention_layers * x
 
 
+def compressed_pool(card: ModelCard, *, settings: PoolSettings, available_bytes: int) -> VllmPool:
+    """The pool of a compressed-attention card (DeepSeek-V4, attention 'csa'), sized by its cache's bytes:
+    vllm-ascend's own layout (shared pages of 16,640 and 131,072 B, patch_kv_cache_utils.py:167-213 @182b75ea)
+    is not modelled, so one block holds every layer's records of `block` tokens and a sequence's windows and
+    compressor states take whole blocks beside them.
+
+    Formula: page = block * c;  per_request = ceil(max_model_len / block) + ceil(S / page);
+             num_blocks = available // page
+        c  csa.cache_bytes_per_token (all layers; + the MTP layer with num_spec > 0), bytes per token
+        S  csa.state_bytes_per_sequence, bytes per sequence
+    """
+    mtp = settings.num_spec > 0
+    block = plain_block_tokens(settings.platform, user_block_tokens=settings.user_block_tokens)
+    page = block * csa.cache_bytes_per_token(card, kv_dtype=settings.kv_dtype, mtp=mtp)
+    state_blocks = math.ceil(csa.state_bytes_per_sequence(card, mtp=mtp) / page)
+    per_request = math.ceil(settings.max_model_len_tokens / block) + state_blocks
+    n_blocks = blocks_in_pool(available_bytes, page_bytes=page, layers_per_group=1)
+    concurrency = max_concurrency(n_blocks, per_request_blocks=per_request)
+    return VllmPool(
+        platform=settings.platform,
+        block_size_tokens=block,
+        page_bytes=page,
+        layers_per_group=1,
+        attention_groups=1,
+        state_groups=1,
+        num_blocks=n_blocks,
+        blocks_per_request=per_request,
+        max_concurrency=concurrency,
+        kv_cache_size_tokens=kv_cache_size_tokens(concurrency, max_model_len=settings.max_model_len_tokens),
+        mamba_cache_mode="none",
+        max_model_len_tokens=settings.max_model_len_tokens,
+    )
+
+
 def vllm_pool(card: ModelCard, *, settings: PoolSettings, available_bytes: int) -> VllmPool:
     """The pool vLLM builds from available_bytes (per rank), spec steps 2-6 in order.
 
@@ -307,6 +342,8 @@ def vllm_pool(card: ModelCard, *, settings: PoolSettings, available_bytes: int) 
     Attention layers include the MTP drafter's (card.mtp_layers, qwen3_5_mtp.py:117-162) when num_spec > 0,
     or, with a separate draft model, its `draft_layers` (planner/drafts.py; the target's attention kind).
     """
+    if card.attention_traits.compressed_kv:
+        return compressed_pool(card, settings=settings, available_bytes=available_bytes)
     block, page = block_and_page(card, settings=settings)
     num_spec, max_model_len = settings.num_spec, settings.max_model_len_tokens
     drafter = (card.mtp_layers if num_spec else 0) if settings.draft_layers is None else settings.draft_layers
