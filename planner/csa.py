@@ -23,10 +23,12 @@ spare sliding-window block), the A5 (950) layouts (fp8 records of head_dim + 128
 from __future__ import annotations
 
 import math
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from planner.dtypes import StorageDType
 from planner.units import BITS_PER_BYTE
+
+if TYPE_CHECKING:  # annotations only: csa stays a leaf under params and the vLLM pool
+    from planner.dtypes import StorageDType
 
 # The ratio whose layers pick their records with a lightning indexer (schema_card.CSA_INDEXED_RATIO).
 CSA_INDEXED_RATIO = 4

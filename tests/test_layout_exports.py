@@ -190,3 +190,15 @@ def test_models_import_reads_auto_map_as_trust_remote_code() -> None:
         {**config, "auto_map": {"AutoConfig": "configuration_x.XConfig"}}, card_id="t", origin="c.json"
     )
     assert (plain.trust_remote_code, custom.trust_remote_code) == (False, True)
+
+
+def test_plan_says_when_vllm_runs_another_block_size_than_asked() -> None:
+    asked = runner.invoke(app, ["--model", "qwen3-8b", "--engine", "vllm", "--block-size", "100", "--json"])
+    assert asked.exit_code == 0, asked.output
+    plan = json.loads(asked.stdout)
+    assert plan["engine_block_size_tokens"] == 128
+    assert any(
+        w.startswith("--block-size 100: vLLM runs this deployment at 128-token") for w in plan["warnings"]
+    )
+    default = json.loads(runner.invoke(app, ["--model", "qwen3-8b", "--engine", "vllm", "--json"]).stdout)
+    assert not any(w.startswith("--block-size") for w in default["warnings"])

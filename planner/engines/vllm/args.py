@@ -123,17 +123,7 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
     if plan.layout is not None:
         args += layouts.vllm_layout_args(plan.layout, ascend=ascend)
         env += layouts.vllm_layout_env(plan.layout, ascend=ascend)
-    if plan.dtype in MODEL_DTYPES:
-        args.append(("--dtype", MODEL_DTYPES[plan.dtype]))
-    if options.model_name:
-        args.append(("--served-model-name", options.model_name))
-    if dep.model.trust_remote_code:  # the checkpoint's own code loads its config / tokenizer
-        args.append(("--trust-remote-code", None))
-    if options.prefix_cache:
-        args.append(("--enable-prefix-caching", None))
-    spec = speculative_config(dep, draft_model=options.draft_model)
-    if spec is not None:
-        args.append(("--speculative-config", spec))
+    args += model_args(plan, dep, options=options)
     model, quantization = served_checkpoint(plan, dep, options)
     if quantization is not None:
         args.append(("--quantization", quantization))
@@ -150,6 +140,24 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
         startup_lines=vllm_startup.plan_lines(dep, terms=terms),
         notes=vllm_notes(plan, dep, pool=pool, options=options, util=util, lengths=lengths),
     )
+
+
+def model_args(plan: Plan, dep: Deployment, *, options: ServingOptions) -> list[tuple[str, str | None]]:
+    """The flags about the model and its serving: --dtype (fp32), --served-model-name, --trust-remote-code
+    (the checkpoint's own code loads its config or tokenizer), prefix caching, speculative decoding."""
+    args: list[tuple[str, str | None]] = []
+    if plan.dtype in MODEL_DTYPES:
+        args.append(("--dtype", MODEL_DTYPES[plan.dtype]))
+    if options.model_name:
+        args.append(("--served-model-name", options.model_name))
+    if dep.model.trust_remote_code:
+        args.append(("--trust-remote-code", None))
+    if options.prefix_cache:
+        args.append(("--enable-prefix-caching", None))
+    spec = speculative_config(dep, draft_model=options.draft_model)
+    if spec is not None:
+        args.append(("--speculative-config", spec))
+    return args
 
 
 def long_context_env(dep: Deployment, *, lengths: Lengths) -> list[tuple[str, str]]:
@@ -241,7 +249,15 @@ def vllm_notes(
             f"--block-size: vllm-ascend forces {pool.block_size_tokens} with prefix caching or chunked "
             f"prefill on (got {plan.block_size_tokens})"
         )
-    notes += dtype_and_cache_notes(plan, dep, options)
+    notes += dtype_and_cache_notes(plan, dep, options) + model_notes(dep, lengths=lengths)
+    if plan.layout is not None:
+        notes += layouts.vllm_layout_notes(plan.layout)
+    return notes
+
+
+def model_notes(dep: Deployment, *, lengths: Lengths) -> list[str]:
+    """A compressed-attention pool kvplan sizes by bytes; a --max-model-len beyond the trained length."""
+    notes = []
     if dep.model.attention_traits.compressed_kv:
         notes.append(
             "KV pool of a compressed-attention model (DeepSeek-V4) sized by its cache's bytes "
@@ -255,8 +271,6 @@ def vllm_notes(
             "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (set on the command); past the trained length quality needs "
             "the model's rope scaling (e.g. YaRN through --hf-overrides)"
         )
-    if plan.layout is not None:
-        notes += layouts.vllm_layout_notes(plan.layout)
     return notes
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner import layout
-from planner.deployment import Deployment
+from planner.deployment import DEFAULT_BLOCK_SIZE_TOKENS, Deployment
 from planner.engines import common
 from planner.engines.vllm import checkpoints, flags, pool, scheduler, startup
 from planner.engines.vllm.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
@@ -192,8 +192,24 @@ def prefix_cache_block_tokens(dep: Deployment) -> int:
 
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
-    """Nothing to add: the pool is vLLM's own accounting."""
-    return []
+    """A --block-size vLLM does not run (vllm-ascend forces 128-token blocks; hybrids compute theirs): the
+    plan is sized at the engine's block, and says so."""
+    block = pool.deployment_block_tokens(dep)
+    if dep.block_size_tokens in (block, DEFAULT_BLOCK_SIZE_TOKENS):
+        return []
+    return [
+        f"--block-size {dep.block_size_tokens}: vLLM runs this deployment at {block}-token blocks "
+        f"({block_rule_words(dep)}); the plan is sized at {block}"
+    ]
+
+
+def block_rule_words(dep: Deployment) -> str:
+    """Why vLLM picks its block size for the deployment, in a few words (deployment_block_tokens' rule)."""
+    if dep.model.linear_attention_layers:
+        return "the hybrid rule: one attention page holds one linear-attention state"
+    if pool.platform_for(dep.hardware.vendor) == "cuda":
+        return "--block-size as given"
+    return "vllm-ascend forces 128 with prefix caching or chunked prefill, both on by default"
 
 
 def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudget:

@@ -20,9 +20,14 @@ from typing import Literal
 
 from planner import csa
 from planner.deployment import Deployment
-from planner.dtypes import StorageDType, storage_dtype
+from planner.dtypes import StorageDType
+from planner.engines.vllm.pages import conv_state_bytes as conv_state_bytes
+from planner.engines.vllm.pages import kv_cache_size_tokens as kv_cache_size_tokens
+from planner.engines.vllm.pages import kv_cache_size_tokens_by_blocks as kv_cache_size_tokens_by_blocks
+from planner.engines.vllm.pages import max_concurrency as max_concurrency
+from planner.engines.vllm.pages import ssm_state_bytes as ssm_state_bytes
 from planner.engines.vllm.versions import Platform
-from planner.params import indexer_key_bytes_per_layer, kv_heads_per_rank, split
+from planner.params import indexer_key_bytes_per_layer, kv_heads_per_rank
 from planner.schema import BUILT_ON_FIRST_USE, Frozen, ModelCard
 from planner.units import BITS_PER_BYTE, PERCENT
 
@@ -118,29 +123,6 @@ def key_bytes_per_token(card: ModelCard, *, kv_dtype: StorageDType, tp: int) -> 
     return attention_bytes_per_token(card, kv_dtype=kv_dtype, tp=tp) // 2
 
 
-def conv_state_bytes(card: ModelCard, *, conv_dtype: StorageDType, tp: int, num_spec: int) -> int:
-    """Gated DeltaNet conv state of one layer on one rank (mamba_utils.py:247-268; qwen3_5.py:381-400).
-
-    Formula: (K - 1 + n_spec) * ceil(C / tp) * b / 8,  C = 2 * nk * dk + nv * dv, b the activation dtype
-    """
-    nk, nv = card.linear_num_key_heads or 0, card.linear_num_value_heads or 0
-    conv_dim = 2 * nk * (card.linear_key_head_dim or 0) + nv * (card.linear_value_head_dim or 0)
-    rows = (card.linear_conv_kernel_dim or 1) - 1 + num_spec
-    return rows * split(conv_dim, tp) * conv_dtype.bits // BITS_PER_BYTE
-
-
-def ssm_state_bytes(card: ModelCard, *, conv_dtype: StorageDType, tp: int) -> int:
-    """Gated DeltaNet recurrent (temporal) state of one layer on one rank (mamba_utils.py:247-268).
-
-    Formula: ceil(nv / tp) * dv * dk * b_ssm / 8, b_ssm = mamba_ssm_dtype (float32 for Qwen3.5,
-    models/config.py:799-823), else the activation dtype
-    """
-    ssm_dtype = storage_dtype(card.mamba_ssm_dtype) if card.mamba_ssm_dtype else conv_dtype
-    nv = card.linear_num_value_heads or 0
-    dims = (card.linear_value_head_dim or 0) * (card.linear_key_head_dim or 0)
-    return split(nv, tp) * dims * ssm_dtype.bits // BITS_PER_BYTE
-
-
 def hybrid_block_and_page(
     settings: PoolSettings, *, kv_tok: int, k_tok: int, conv: int, ssm: int
 ) -> tuple[int, int]:
@@ -215,26 +197,6 @@ def state_blocks_per_sequence(*, prefix_caching: bool, num_spec: int) -> int:
     Formula: 1 + n_spec (mamba_cache_mode none); 2 + n_spec (align, i.e. --enable-prefix-caching)
     """
     return (2 if prefix_caching else 1) + num_spec
-
-
-def max_concurrency(num_blocks: int, *, per_request_blocks: int) -> float:
-    """ "Maximum concurrency" vLLM logs (kv_cache_utils.py:937-959): num_blocks / blocks_per_request."""
-    return num_blocks / per_request_blocks
-
-
-def kv_cache_size_tokens(concurrency: float, *, max_model_len: int) -> int:
-    """ "GPU KV cache size: N tokens" (kv_cache_utils.py:1877-1887): int(concurrency * max_model_len)."""
-    return int(concurrency * max_model_len)
-
-
-def kv_cache_size_tokens_by_blocks(num_blocks: int, *, groups: int, block_tokens: int) -> int:
-    """ "GPU KV cache size: N tokens" as older vLLM logs it: num_blocks // groups * block_size.
-
-    vLLM before the concurrency-based line (still in 0.19.0, vllm-project/vllm issue #40691, which
-    quotes kv_cache_utils.py:1319); reproduces vllm-ascend v0.12.0rc1's Qwen3-Next log exactly
-    (vllm-ascend issue #5020: 2941 // 4 * 384 = 282,240 tokens).
-    """
-    return num_blocks // groups * block_tokens
 
 
 def min_gpu_memory_utilization(
