@@ -253,7 +253,7 @@ def test_sweep_takes_the_engine_layout_and_drafts() -> None:
         ],
     )  # vLLM: kvplan knows no MindIE pipeline-parallel setting (sweep refuses it as plan does)
     assert table.exit_code == 0, table.output
-    assert "dp=2, pp=2, batch per DP group" in " ".join(table.stdout.split())
+    assert "dp=2, pp=2, batch per DP group, aggregate per DP group" in " ".join(table.stdout.split())
 
 
 @pytest.mark.parametrize(

@@ -142,6 +142,7 @@ def sweep_json(result: SweepResult) -> str:
         "card": result.card,
         "kv_dtype": result.kv_dtype,
         "tp": result.tp,
+        "dp": result.dp,  # batch and tokens_per_s are one DP group's
         "calibrated": result.calibrated,
         "tokens_per_step": result.tokens_per_step,
         "weight_dtypes": list(result.weight_dtypes),

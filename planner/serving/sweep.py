@@ -40,6 +40,7 @@ class SweepResult(BaseModel):
     decode_step_s_low: npt.NDArray[np.float64]  # the range of decode_step_s (ranges.factor_grid)
     decode_step_s_high: npt.NDArray[np.float64]
     speed_band: ranges.SpeedBand  # source and notes, at the grid's largest batch and context
+    dp: int = 1  # DP groups: batch and aggregate tok/s are one group's; the instance serves dp times them
     setup: str = ""  # what else the table's title names: ", engine vllm, dp=2 (batch per DP group)", ...
 
 
@@ -105,6 +106,7 @@ def sweep(
         decode_step_s_low=step_s / high[None],
         decode_step_s_high=step_s / low[None],
         speed_band=ranges.speed_band(dep, batch=int(batch_arr.max()), ctx_tokens=int(ctx_arr.max())),
+        dp=dep.dp,
         setup=setup_words(dep),
     )
 
@@ -115,7 +117,7 @@ def setup_words(dep: Deployment) -> str:
     words = [f"engine {dep.engine}"] if dep.engine != DEFAULT_ENGINE else []
     words += [f"{name}={getattr(dep, name)}" for name in ("dp", "ep", "pp") if getattr(dep, name) > 1]
     if dep.dp > 1:
-        words.append("batch per DP group")
+        words.append(f"batch per DP group, aggregate per DP group (the instance serves {dep.dp}x)")
     if dep.speculative_tokens:
         words.append(f"{dep.draft_method or 'mtp'} x{dep.speculative_tokens}")
     return "".join(f", {word}" for word in words)
