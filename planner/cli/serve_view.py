@@ -180,14 +180,20 @@ def serve_lines(view: ServeView) -> list[str]:
     return [
         *slo_lines(view.found, estimate),
         f"Workload: {estimate.input_tokens} in / {estimate.output_tokens} out, "
-        f"concurrency {estimate.concurrency} (closed loop, {estimate.run.arrivals}; TTFT of a "
-        f"{estimate.input_tokens}-token prompt{cached_words(view.cached_prompt_tokens)}; {band.source})",
+        f"concurrency {estimate.concurrency}{group_words(view.dp)} (closed loop, {estimate.run.arrivals}; "
+        f"TTFT of a {estimate.input_tokens}-token prompt{cached_words(view.cached_prompt_tokens)}; "
+        f"{band.source})",
         *simulated_lines(view.sim, band),
         *estimate_lines(estimate, view.sim),
         *admission_lines(view),
         *dp_lines(view),
         *(f"note: {n}" for n in band.notes),
     ]
+
+
+def group_words(dp: int) -> str:
+    """' per DP group (of N)' when the figures below are one of dp groups', else nothing."""
+    return f" per DP group (of {dp})" if dp > 1 else ""
 
 
 def cached_words(cached_tokens: int) -> str:
