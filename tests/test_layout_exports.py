@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from typer.testing import CliRunner
 
@@ -202,3 +203,14 @@ def test_plan_says_when_vllm_runs_another_block_size_than_asked() -> None:
     )
     default = json.loads(runner.invoke(app, ["--model", "qwen3-8b", "--engine", "vllm", "--json"]).stdout)
     assert not any(w.startswith("--block-size") for w in default["warnings"])
+
+
+def test_vllm_says_the_mc2_window_needs_a_larger_hccl_buffsize() -> None:
+    """DeepSeek with EP 16 on an A3: MC2's dispatch window (~947 MB a rank) is past HCCL's 200 MB default;
+    the note names the HCCL_BUFFSIZE to export. A tensor-parallel Qwen3-8B has no MoE dispatch."""
+    payload = vllm_json(*R1_TWO_NODES)
+    notes = " ".join(payload["vllm"]["notes"])
+    window = int(re.search(r"export HCCL_BUFFSIZE=(\d+)", notes).group(1))
+    assert 200 < window < 2048
+    plain = " ".join(vllm_json("--model", "qwen3-8b", "--card", "ascend-910c")["vllm"]["notes"])
+    assert "HCCL_BUFFSIZE=" not in plain

@@ -25,6 +25,7 @@ import json
 import math
 import shlex
 
+from planner import layout, units
 from planner.deployment import Deployment
 from planner.engines import common, layouts
 from planner.engines.common import Lengths, ServingOptions
@@ -32,6 +33,7 @@ from planner.engines.vllm import checkpoints as ckpt
 from planner.engines.vllm import pool as vm
 from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.engines.vllm import startup as vllm_startup
+from planner.engines.vllm.terms import HCCL_BUFFSIZE_DEFAULT_MIB
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
@@ -255,9 +257,26 @@ def vllm_notes(
     return notes
 
 
+def mc2_window_note(dep: Deployment) -> list[str]:
+    """With expert parallelism on Ascend: the MoE dispatch (MC2) window a rank needs against HCCL's default
+    HCCL_BUFFSIZE (200 MB, what the plan's non-torch memory counts per communicator buffer)."""
+    if not (dep.model.is_moe and dep.ep > 1 and dep.hardware.vendor == "huawei"):
+        return []
+    window_mib = math.ceil(layout.mc2_window_bytes(dep) / units.MIB_BYTES)
+    if window_mib <= HCCL_BUFFSIZE_DEFAULT_MIB:
+        return []
+    return [
+        f"MoE dispatch (MC2) needs a {window_mib} MB window per rank (CANN aclnnMoeDistributeDispatch; "
+        f"planner/layout.mc2_window_bytes): export HCCL_BUFFSIZE={window_mib} or more, as vllm-ascend's EP "
+        f"recipes do (200-1024); every HCCL communicator then holds 2 x HCCL_BUFFSIZE, more than the "
+        f"plan's non-torch memory counts at the default {HCCL_BUFFSIZE_DEFAULT_MIB}: keep that headroom"
+    ]
+
+
 def model_notes(dep: Deployment, *, lengths: Lengths) -> list[str]:
-    """A compressed-attention pool kvplan sizes by bytes; a --max-model-len beyond the trained length."""
-    notes = []
+    """A compressed-attention pool kvplan sizes by bytes; a --max-model-len beyond the trained length; the
+    MC2 window's HCCL_BUFFSIZE."""
+    notes = mc2_window_note(dep)
     if dep.model.attention_traits.compressed_kv:
         notes.append(
             "KV pool of a compressed-attention model (DeepSeek-V4) sized by its cache's bytes "
