@@ -274,19 +274,34 @@ def compressed_pool(card: ModelCard, *, settings: PoolSettings, available_bytes:
     state_blocks = math.ceil(csa.state_bytes_per_sequence(card, mtp=mtp) / page)
     per_request = math.ceil(settings.max_model_len_tokens / block) + state_blocks
     n_blocks = blocks_in_pool(available_bytes, page_bytes=page, layers_per_group=1)
-    concurrency = max_concurrency(n_blocks, per_request_blocks=per_request)
+    return pool_of(settings, block=block, page=page, groups=(1, 1, 1), blocks=(n_blocks, per_request))
+
+
+def pool_of(
+    settings: PoolSettings,
+    *,
+    block: int,
+    page: int,
+    groups: tuple[int, int, int],
+    blocks: tuple[int, int],
+    mamba_cache_mode: Literal["none", "align"] = "none",
+) -> VllmPool:
+    """The VllmPool of a cut pool: groups = (layers per group, attention groups, state groups), blocks =
+    (block ids, blocks per full-length request); concurrency and the logged KV size follow from them."""
+    (layers_per_group, attention_groups, state_groups), (num_blocks, per_request) = groups, blocks
+    concurrency = max_concurrency(num_blocks, per_request_blocks=per_request)
     return VllmPool(
         platform=settings.platform,
         block_size_tokens=block,
         page_bytes=page,
-        layers_per_group=1,
-        attention_groups=1,
-        state_groups=1,
-        num_blocks=n_blocks,
+        layers_per_group=layers_per_group,
+        attention_groups=attention_groups,
+        state_groups=state_groups,
+        num_blocks=num_blocks,
         blocks_per_request=per_request,
         max_concurrency=concurrency,
         kv_cache_size_tokens=kv_cache_size_tokens(concurrency, max_model_len=settings.max_model_len_tokens),
-        mamba_cache_mode="none",
+        mamba_cache_mode=mamba_cache_mode,
         max_model_len_tokens=settings.max_model_len_tokens,
     )
 
@@ -325,21 +340,9 @@ def vllm_pool(card: ModelCard, *, settings: PoolSettings, available_bytes: int) 
         n_blocks = blocks_in_pool(available_bytes, page_bytes=page * g + extra, layers_per_group=1)
     else:
         n_blocks = blocks_in_pool(available_bytes, page_bytes=page, layers_per_group=g)
-    concurrency = max_concurrency(n_blocks, per_request_blocks=per_request)
-    return VllmPool(
-        platform=settings.platform,
-        block_size_tokens=block,
-        page_bytes=page,
-        layers_per_group=g,
-        attention_groups=attn_groups,
-        state_groups=state_groups,
-        num_blocks=n_blocks,
-        blocks_per_request=per_request,
-        max_concurrency=concurrency,
-        kv_cache_size_tokens=kv_cache_size_tokens(concurrency, max_model_len=max_model_len),
-        mamba_cache_mode="align" if settings.prefix_caching and n_state else "none",
-        max_model_len_tokens=max_model_len,
-    )
+    mamba: Literal["none", "align"] = "align" if settings.prefix_caching and n_state else "none"
+    groups, blocks = (g, attn_groups, state_groups), (n_blocks, per_request)
+    return pool_of(settings, block=block, page=page, groups=groups, blocks=blocks, mamba_cache_mode=mamba)
 
 
 def deployment_settings(
