@@ -30,10 +30,11 @@ from dashboard.sections import (
     show_memory,
     show_speed,
 )
-from dashboard.sidebar import sidebar
-from planner import units
+from dashboard.sidebar import engine_fraction, fraction_key, sidebar
+from planner import records, units
 from planner.deployment import Deployment
 from planner.errors import KvplanError
+from planner.inputs import PlanRequest
 from planner.results import Plan
 
 
@@ -144,14 +145,22 @@ def show_downloads(settings: Settings, plan: Plan) -> None:
         key="weights_path",
         help="MindIE modelWeightPath; the model argument of `vllm serve`",
     )
-    show_export("MindIE config.json", cached_mindie, settings, weights_path, file_name="config.json")
-    show_export("vllm-ascend command", cached_vllm, settings, weights_path, file_name="vllm-serve.sh")
+    mindie, vllm = (engine_request(settings.req, engine) for engine in ("mindie", "vllm"))
+    show_export("MindIE config.json", cached_mindie, mindie, weights_path, file_name="config.json")
+    show_export("vllm-ascend command", cached_vllm, vllm, weights_path, file_name="vllm-serve.sh")
+
+
+def engine_request(req: PlanRequest, engine: str) -> PlanRequest:
+    """The page's request for another engine's export, at that engine's memory setting: the value set on
+    its slider, else its own default (MindIE 0.8, vLLM 0.92), not the page engine's."""
+    fraction = st.session_state.get(fraction_key(engine), engine_fraction(engine, card=req.card, tp=req.tp))
+    return records.replace(req, engine=engine, memory_fraction=float(fraction))
 
 
 def show_export(
     label: str,
     make: Callable[[Any, str], tuple[str, list[str]]],
-    settings: Settings,
+    req: PlanRequest,
     weights_path: str,
     *,
     file_name: str,
@@ -159,7 +168,7 @@ def show_export(
     """One engine's file as a download button and its notes; a sidebar warning when the plan cannot be
     written in that engine's terms (the plan itself stands: it may be another engine's)."""
     try:
-        text, notes = make(settings.req, weights_path)
+        text, notes = make(req, weights_path)
     except KvplanError as exc:
         st.sidebar.warning(f"No {label} for this plan: {dashboard.dashboard_message(exc)}")
         return

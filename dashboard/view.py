@@ -12,7 +12,7 @@ import tempfile
 
 import numpy as np
 
-from planner import capacity, inputs, memory, params, units
+from planner import capacity, csa, inputs, memory, params, units
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.plan import compose as perf_plan
@@ -269,16 +269,23 @@ class LedgerLine(Frozen):
 
 
 def kv_per_token_line(dep: Deployment, mem: MemoryBreakdown) -> LedgerLine:
-    """The KV bytes-per-token formula of this card (GQA/MHA or MLA latent) with its numbers."""
+    """The KV bytes-per-token formula of this card (GQA/MHA, MLA latent, with a sparse-attention index key
+    where the card keeps one, or DeepSeek-V4's compressed records) with its numbers."""
     card, bits = dep.model, dep.kv_dtype.bits
     layers = card.full_attention_layers + (1 if dep.include_mtp else 0)
-    if card.attention_traits.latent_kv:
-        formula = "L_kv x (kv_lora_rank + qk_rope_head_dim) x b / 8"
-        substituted = f"{layers} x ({card.kv_lora_rank} + {card.qk_rope_head_dim}) x {bits} / 8"
+    index = params.indexer_key_bytes_per_layer(card, kv_dtype=dep.kv_dtype)
+    if card.attention_traits.compressed_kv:
+        formula, substituted = compressed_kv_words(dep)
+    elif card.attention_traits.latent_kv:
+        formula = "L_kv x ((kv_lora_rank + qk_rope_head_dim) x b / 8" + (" + x_index)" if index else ")")
+        substituted = f"{layers} x (({card.kv_lora_rank} + {card.qk_rope_head_dim}) x {bits} / 8" + (
+            f" + {index})" if index else ")"
+        )
     else:
-        formula = "2 x L_kv x H_kv per rank x head_dim x b / 8"
-        substituted = (
-            f"2 x {layers} x {params.kv_heads_per_rank(card, tp=dep.tp)} x {card.head_dim} x {bits} / 8"
+        heads = params.kv_heads_per_rank(card, tp=dep.tp)
+        formula = "2 x L_kv x H_kv per rank x head_dim x b / 8" + (" + L_sparse x x_index" if index else "")
+        substituted = f"2 x {layers} x {heads} x {card.head_dim} x {bits} / 8" + (
+            f" + {card.sparse_attention_layers} x {index}" if index else ""
         )
     return LedgerLine(
         quantity="KV per token",
@@ -286,6 +293,19 @@ def kv_per_token_line(dep: Deployment, mem: MemoryBreakdown) -> LedgerLine:
         substituted=substituted,
         result=units.fmt_bytes(mem.kv_bytes_per_token),
     )
+
+
+def compressed_kv_words(dep: Deployment) -> tuple[str, str]:
+    """DeepSeek-V4's bytes per token (csa.cache_bytes_per_token): per compression ratio r > 1, n_r layers
+    add one record R every r tokens, and the indexed ratio's layers an index record X too."""
+    card = dep.model
+    record, index = csa.record_bytes(card, kv_dtype=dep.kv_dtype), csa.index_record_bytes(card)
+    parts = [
+        f"{n} x ({record}{f' + {index}' if r == csa.CSA_INDEXED_RATIO else ''}) / {r}"
+        for r, n in sorted(csa.ratio_layers(card, mtp=dep.include_mtp).items())
+        if r > 1
+    ]
+    return "sum over ratios r > 1 of n_r x (R [+ X at r = 4]) / r", " + ".join(parts)
 
 
 def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:

@@ -103,8 +103,9 @@ def fmt_ms(seconds: float) -> str:
 
 
 def _span_decimals(value: float) -> int:
-    """Decimals that show `value` to about 3 significant figures: 0 from 100 up (and for 0 or less)."""
-    if value >= 100 or value <= 0:
+    """Decimals that show `value` to about 3 significant figures: 0 from 100 up (and for 0 or less, NaN and
+    infinities, which print as themselves)."""
+    if not math.isfinite(value) or value >= 100 or value <= 0:
         return 0
     return max(0, 2 - math.floor(math.log10(value)))
 

@@ -6,6 +6,7 @@ AppTest cannot drive st.file_uploader, so uploads are tested through the helpers
 from __future__ import annotations
 
 import json
+import math
 import re
 import tempfile
 from pathlib import Path
@@ -116,6 +117,9 @@ def test_download_buttons_are_offered(app: AppTest) -> None:
     assert "Plan (JSON)" in labels
     assert "MindIE config.json" in labels
     assert "vllm-ascend command" in labels
+    # the MindIE page (memory fraction 0.8) exports the vLLM command at vLLM's own default, as `kvplan vllm`
+    commands = [c.value for c in app.sidebar.code if c.value.startswith("vllm serve")]
+    assert commands and "--gpu-memory-utilization 0.92" in commands[0]
 
 
 def test_weight_dtype_changes_the_numbers(app: AppTest) -> None:
@@ -496,3 +500,21 @@ def test_the_load_tab_starts_on_the_sidebars_engine_and_warns_past_the_context()
     at.session_state["load_prompt"] = 40000
     at.run()
     assert any("longer than the plan's context" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize(
+    "request_kwargs",
+    [
+        {"model": "qwen3-8b"},
+        {"model": "deepseek-v3.2", "card": "ascend-910c", "tp": 16, "dtype": "int8"},
+        {"model": "minimax-m3", "card": "ascend-910c", "tp": 32, "dtype": "int8"},
+        {"model": "deepseek-v4-flash", "card": "ascend-910c", "tp": 8, "dtype": "int8"},
+    ],
+)
+def test_kv_per_token_line_adds_up_to_its_result(request_kwargs: dict) -> None:
+    """The Formulas tab's KV-per-token numbers, evaluated, give the planner's figure (sparse index keys and
+    DeepSeek-V4's compressed records included; ceil for V4's fractional sum)."""
+    dep, plan = dashboard.plan_for(PlanRequest(**request_kwargs))
+    line = dashboard.kv_per_token_line(dep, plan.memory)
+    value = eval(line.substituted.replace(" x ", " * "), {"__builtins__": {}})  # digits and + * / ( ) only
+    assert math.ceil(value) == plan.memory.kv_bytes_per_token

@@ -214,3 +214,12 @@ def test_vllm_says_the_mc2_window_needs_a_larger_hccl_buffsize() -> None:
     assert 200 < window < 2048
     plain = " ".join(vllm_json("--model", "qwen3-8b", "--card", "ascend-910c")["vllm"]["notes"])
     assert "HCCL_BUFFSIZE=" not in plain
+
+
+def test_sglang_passes_trust_remote_code_as_the_card_says() -> None:
+    minimax = ["--model", "minimax-m3", "--card", "ascend-910c", "--tp", "16", "--dtype", "int8"]
+    result = runner.invoke(app, ["sglang", *minimax, "--weights-path", "/w"])
+    assert result.exit_code == 0, result.output
+    assert "--trust-remote-code" in result.stdout
+    plain = runner.invoke(app, ["sglang", "--model", "qwen3-8b", "--card", "ascend-910c"])
+    assert "--trust-remote-code" not in plain.stdout

@@ -144,16 +144,17 @@ def attention_term(geo: Geometry, step: Step) -> Term:
 
 
 def indexer_term(geo: Geometry, step: Step) -> Term:
-    """DeepSeek sparse attention's lightning indexers of every full-attention layer: sparse.indexer_cost
-    (bytes = s * c * x + n * x, flop = n * a * F_idx) over the index-key cache, at the cache read rate;
-    DeepSeek-V4's over one key per 4 tokens (compressed.indexed_step)."""
+    """The indexers of the sparse layers (every full-attention layer of DeepSeek-V3.2 / GLM-5; MiniMax-M3's 57
+    of 60; DeepSeek-V4's ratio-4 layers): sparse.indexer_cost (bytes = s * c * x + n * x, flop = n * a *
+    F_idx) over the index-key cache, at the cache read rate; DeepSeek-V4's over one key per 4 tokens
+    (compressed.indexed_step)."""
     seen = compressed.indexed_step(step, ratio=geo.index_ratio)
     hbm, flop = sparse.indexer_cost(
         seen, index_bytes=geo.index_bytes_per_token, flop_per_key=geo.indexer_flop_per_key
     )
     return term(
-        geo, "attn.indexer", layers=geo.layers["full"], hbm=hbm, flop=flop, dtype=geo.activation_dtype,
-        resource="kv",
+        geo, "attn.indexer", layers=geo.layers["full"] - geo.index_dense_layers, hbm=hbm, flop=flop,
+        dtype=geo.activation_dtype, resource="kv",
     )  # fmt: skip
 
 

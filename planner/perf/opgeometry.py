@@ -158,6 +158,7 @@ def csa_fields(dep: Deployment) -> dict[str, Any]:
         "index_bytes_per_token": indexed * csa.index_record_bytes(card),
         "indexer_flop_per_key": indexed * heads * (2 * dim + INDEXER_FLOP_PER_HEAD_BESIDE_DOT),
         "index_ratio": CSA_INDEXED_RATIO,
+        "index_dense_layers": card.full_attention_layers - indexed,  # layers without an indexer
     }
 
 

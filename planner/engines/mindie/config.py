@@ -166,12 +166,13 @@ def owned_values(
 MISSING = object()
 
 
-def trust_remote_code(base: dict[str, Any], *, options: MindieOptions) -> bool | None:
-    """trustRemoteCode: true when the checkpoint needs its own code, else false; None (left out) where the
-    base layout has no such field (1.0.RC3) and none is needed."""
+def trust_remote_code(base: dict[str, Any], *, options: MindieOptions) -> object:
+    """trustRemoteCode: true when the checkpoint needs its own code, else the base's own value; None (left
+    out) where the base layout has no such field (1.0.RC3) and none is needed."""
     if options.trust_remote_code:
         return True
-    return None if lookup(base, (*MODEL, "trustRemoteCode")) is MISSING else False
+    kept = lookup(base, (*MODEL, "trustRemoteCode"))
+    return None if kept is MISSING else kept
 
 
 def lookup(cfg: object, path: tuple[str | int, ...]) -> Any:
@@ -293,7 +294,7 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
         notes.append(f"--prefix-cache: MindIE documents it for Qwen2/2.5/3, DeepSeek-R1/V3, not {plan.model}")
     if plan.memory.state_bytes_per_sequence:
         notes.append(
-            f"assumed (as the plan's note): linear-attention states "
+            f"assumed (as the plan's note): per-sequence states (linear-attention, or V4's windows) "
             f"({units.fmt_bytes(plan.memory.state_bytes_per_sequence)} per sequence) outside the KV "
             f"blocks, so npuBlockNum counts full-attention layers only and npuMemSize leaves the states "
             f"out; maxBatchSize {plan.batch_per_dp_group} depends on this"

@@ -247,9 +247,16 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
         return []
     return [
         f"assumed: MindIE-LLM's public sources have no {dep.model.id} model; max_batch_size "
-        f"{rec.max_batch_size} assumes MindIE keeps each sequence's linear-attention state "
+        f"{rec.max_batch_size} assumes MindIE keeps each sequence's {state_name(dep)} "
         f"({units.fmt_bytes(mem.state_bytes_per_sequence)}) outside its KV blocks (undocumented)"
     ]
+
+
+def state_name(dep: Deployment) -> str:
+    """What a sequence's fixed state is: Gated DeltaNet's, or DeepSeek-V4's windows and compressor states."""
+    if dep.model.attention_traits.compressed_kv:
+        return "sliding-window and compressor state"
+    return "linear-attention state"
 
 
 def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

@@ -68,6 +68,7 @@ def launch_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Servi
         dep, drafts=options.mtp or dep.speculative_tokens, draft_model=options.draft_model
     )
     args += [("--served-model-name", options.model_name)] if options.model_name else []
+    args += [("--trust-remote-code", None)] if dep.model.trust_remote_code else []
     # the radix cache stays on (SGLang's default) where the plan counts prefix-cache hits
     radix_cache = options.prefix_cache or dep.prefix_cached_fraction > 0
     args += [] if radix_cache else [("--disable-radix-cache", None)]

@@ -33,7 +33,7 @@ from planner.engines.vllm import checkpoints as ckpt
 from planner.engines.vllm import pool as vm
 from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.engines.vllm import startup as vllm_startup
-from planner.engines.vllm.terms import HCCL_BUFFSIZE_DEFAULT_MIB
+from planner.engines.vllm.terms import HCCL_BUFFSIZE_DEFAULT_MIB, hccl_buffer_bytes, hccl_communicators
 from planner.errors import DoesNotFitError, PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
@@ -252,31 +252,47 @@ def vllm_notes(
             f"prefill on (got {plan.block_size_tokens})"
         )
     notes += dtype_and_cache_notes(plan, dep, options) + model_notes(dep, lengths=lengths)
+    notes += mc2_window_note(plan, dep, pool=pool)
     if plan.layout is not None:
         notes += layouts.vllm_layout_notes(plan.layout)
     return notes
 
 
-def mc2_window_note(dep: Deployment) -> list[str]:
+def mc2_window_note(plan: Plan, dep: Deployment, *, pool: vm.VllmPool) -> list[str]:
     """With expert parallelism on Ascend: the MoE dispatch (MC2) window a rank needs against HCCL's default
-    HCCL_BUFFSIZE (200 MB, what the plan's non-torch memory counts per communicator buffer)."""
+    HCCL_BUFFSIZE (200 MB, what the plan's non-torch memory counts per communicator buffer), and the full-
+    length requests the pool holds once every communicator's 2 buffers grow to it.
+
+    Formula: requests = ((kv_budget - C * 2 * (W - 200 MiB)) // (page * g)) // per_request
+        C  terms.hccl_communicators of the deployment;  W the window, MiB (layout.mc2_window_bytes)
+    """
     if not (dep.model.is_moe and dep.ep > 1 and dep.hardware.vendor == "huawei"):
         return []
     window_mib = math.ceil(layout.mc2_window_bytes(dep) / units.MIB_BYTES)
     if window_mib <= HCCL_BUFFSIZE_DEFAULT_MIB:
         return []
+    version = vllm_scheduler.version_for_card(dep.hardware)
+    comms = hccl_communicators(
+        tp=dep.tp, dp=dep.dp, moe=True, ep=True, moe_groups_need_ep=version.moe_groups_need_ep
+    )
+    extra = hccl_buffer_bytes(comms, buffsize_mib=window_mib) - hccl_buffer_bytes(comms)
+    left = vm.blocks_in_pool(
+        plan.memory.kv_budget_bytes - extra,
+        page_bytes=pool.page_bytes,
+        layers_per_group=pool.layers_per_group,
+    )
     return [
         f"MoE dispatch (MC2) needs a {window_mib} MB window per rank (CANN aclnnMoeDistributeDispatch; "
         f"planner/layout.mc2_window_bytes): export HCCL_BUFFSIZE={window_mib} or more, as vllm-ascend's EP "
-        f"recipes do (200-1024); every HCCL communicator then holds 2 x HCCL_BUFFSIZE, more than the "
-        f"plan's non-torch memory counts at the default {HCCL_BUFFSIZE_DEFAULT_MIB}: keep that headroom"
+        f"recipes do (200-1024). The figures above count HCCL's default {HCCL_BUFFSIZE_DEFAULT_MIB}: at "
+        f"{window_mib} its {comms} communicators hold {units.fmt_gib(extra)} more, and the pool "
+        f"{left // pool.blocks_per_request} full-length requests (lower --max-num-seqs to match)"
     ]
 
 
 def model_notes(dep: Deployment, *, lengths: Lengths) -> list[str]:
-    """A compressed-attention pool kvplan sizes by bytes; a --max-model-len beyond the trained length; the
-    MC2 window's HCCL_BUFFSIZE."""
-    notes = mc2_window_note(dep)
+    """A compressed-attention pool kvplan sizes by bytes; a --max-model-len beyond the trained length."""
+    notes = []
     if dep.model.attention_traits.compressed_kv:
         notes.append(
             "KV pool of a compressed-attention model (DeepSeek-V4) sized by its cache's bytes "

@@ -274,7 +274,8 @@ def compressed_pool(card: ModelCard, *, settings: PoolSettings, available_bytes:
     state_blocks = math.ceil(csa.state_bytes_per_sequence(card, mtp=mtp) / page)
     per_request = math.ceil(settings.max_model_len_tokens / block) + state_blocks
     n_blocks = blocks_in_pool(available_bytes, page_bytes=page, layers_per_group=1)
-    return pool_of(settings, block=block, page=page, groups=(1, 1, 1), blocks=(n_blocks, per_request))
+    # state_groups 0: no linear-attention group (the windows and compressor states sit in whole blocks)
+    return pool_of(settings, block=block, page=page, groups=(1, 1, 0), blocks=(n_blocks, per_request))
 
 
 def pool_of(
