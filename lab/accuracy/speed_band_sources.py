@@ -69,7 +69,7 @@ def newer_feature(row: dict[str, str]) -> bool:
     """A row predictable only since 2026-12-05's features (a separate draft model, a cached shared prefix,
     DeepSeek sparse attention, a P:D fleet) or 2026-12-06's SGLang engine, seed 002's torch_npu server (as
     --engine transformers), GLM-5.x (DeepSeek sparse attention too), MiniMax-M3 (MiniMax sparse attention),
-    2026-12-07's DeepSeek-V4 (compressed sparse attention) and the CloudMatrix384 paper's decode instance
+    2026-12-06's DeepSeek-V4 (compressed sparse attention) and the CloudMatrix384 paper's decode instance
     (predict.CLOUDMATRIX_DECODE): held out of the band until
     their own spread is reviewed (ascend_decode_ratios(newer=True) prints it; docs/accuracy.md states it)."""
     return bool(

@@ -367,11 +367,11 @@ MINIMAX_M3_AFTER_FIT = (
 
 
 # DeepSeek-V4 (compressed sparse attention, attention 'csa': modelcards/deepseek-v4-flash.yaml and
-# deepseek-v4-pro.yaml, planner/csa.py) is carded since 2026-12-07, after the shipped fits: its rows are
+# deepseek-v4-pro.yaml, planner/csa.py) is carded since 2026-12-06, after the shipped fits: its rows are
 # predicted, never fitted (not_fitted).
 DEEPSEEK_V4_MODEL = "deepseek-ai/DeepSeek-V4"
 DEEPSEEK_V4_AFTER_FIT = (
-    "DeepSeek-V4 carded on 2026-12-07 (cards deepseek-v4-flash / deepseek-v4-pro, compressed sparse "
+    "DeepSeek-V4 carded on 2026-12-06 (cards deepseek-v4-flash / deepseek-v4-pro, compressed sparse "
     "attention), after the shipped fits: predicted, not fitted"
 )
 
