@@ -31,6 +31,7 @@ import shlex
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -778,19 +779,7 @@ def per_package(answer: dict[str, Any]) -> float:
 def predict_decode_instance(row: dict[str, str], *, card: str) -> dict[str, str]:
     """A CloudMatrix-Infer decode figure's prediction: its decode_speed_command run through the CLI
     in-process, exactly as typed (simulate_json); predicted = per_package of its answer."""
-    text = decode_speed_command(row, card=card)
-    try:
-        answer = simulate_json(text)
-    except RefusedError as refusal:
-        return {"status": f"skipped: {refusal}", "command": text}
-    predicted = per_package(answer)
-    error = predicted / float(row["output_tokens_per_s"]) - 1.0
-    return {
-        "predicted_tokens_per_s": f"{predicted:.1f}",
-        "error": f"{error:+.3f}",
-        "status": "predicted",
-        "command": text,
-    }
+    return answered_row(row, decode_speed_command(row, card=card), predicted_of=per_package)
 
 
 def pd_command(row: dict[str, str], *, card: str) -> str | None:
@@ -959,11 +948,19 @@ def simulated_row(row: dict[str, str], text: str) -> dict[str, str]:
     """The prediction of a `kvplan simulate` command line run in-process, exactly as typed, with --json
     (simulate_json): predicted = its simulated output tok/s (output tokens / makespan, the whole fleet's
     with --pd)."""
+    return answered_row(row, text, predicted_of=lambda answer: answer["throughput"]["output_tokens_per_s"])
+
+
+def answered_row(
+    row: dict[str, str], text: str, *, predicted_of: Callable[[dict[str, Any]], float]
+) -> dict[str, str]:
+    """The row of a kvplan command line run in-process with --json (simulate_json): predicted_of(its
+    answer) against the published output tok/s, or skipped with the CLI's refusal."""
     try:
         answer = simulate_json(text)
     except RefusedError as refusal:
         return {"status": f"skipped: {refusal}", "command": text}
-    predicted = answer["throughput"]["output_tokens_per_s"]
+    predicted = float(predicted_of(answer))
     error = predicted / float(row["output_tokens_per_s"]) - 1.0
     return {
         "predicted_tokens_per_s": f"{predicted:.1f}",
