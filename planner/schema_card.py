@@ -4,7 +4,7 @@ each attention kind means for the formulas (ATTENTION_KINDS). Re-exported by pla
 
 from typing import Literal, Self
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from planner.records import record
 from planner.schema_base import DataModel, HfSource, Source
@@ -60,15 +60,15 @@ class ModelCard(DataModel):
         "bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2", "int8", "uint8", "auto"
     ] = "bfloat16"
 
-    hidden_size: int = Field(gt=0)
-    num_hidden_layers: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_key_value_heads: int = Field(gt=0)
-    head_dim: int | None = Field(default=None, gt=0)
-    intermediate_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
+    hidden_size: PositiveInt
+    num_hidden_layers: PositiveInt
+    num_attention_heads: PositiveInt
+    num_key_value_heads: PositiveInt
+    head_dim: PositiveInt | None = None
+    intermediate_size: PositiveInt
+    vocab_size: PositiveInt
     tie_word_embeddings: bool
-    max_position_embeddings: int = Field(gt=0)
+    max_position_embeddings: PositiveInt
     attention_bias: bool = False
     qk_norm: bool = False  # Qwen3-style per-head RMSNorm on q and k (head_dim weights each)
     attn_output_gate: bool = False  # Qwen3-Next/3.5: q_proj also emits a sigmoid output gate
@@ -76,38 +76,38 @@ class ModelCard(DataModel):
 
     # Hybrid models (Qwen3-Next / Qwen3.5): which layers are full attention.
     layer_types: list[LayerType] | None = None
-    full_attention_interval: int | None = Field(default=None, gt=0)
-    linear_conv_kernel_dim: int | None = Field(default=None, gt=0)
-    linear_key_head_dim: int | None = Field(default=None, gt=0)
-    linear_value_head_dim: int | None = Field(default=None, gt=0)
-    linear_num_key_heads: int | None = Field(default=None, gt=0)
-    linear_num_value_heads: int | None = Field(default=None, gt=0)
+    full_attention_interval: PositiveInt | None = None
+    linear_conv_kernel_dim: PositiveInt | None = None
+    linear_key_head_dim: PositiveInt | None = None
+    linear_value_head_dim: PositiveInt | None = None
+    linear_num_key_heads: PositiveInt | None = None
+    linear_num_value_heads: PositiveInt | None = None
     mamba_ssm_dtype: str | None = None  # dtype of the recurrent state (Qwen3.5 configs: float32)
 
     # MoE (Qwen names first, DeepSeek names where they differ).
-    num_experts: int | None = Field(default=None, gt=0)
-    n_routed_experts: int | None = Field(default=None, gt=0)
-    num_experts_per_tok: int | None = Field(default=None, gt=0)
-    moe_intermediate_size: int | None = Field(default=None, gt=0)
-    shared_expert_intermediate_size: int | None = Field(default=None, gt=0)
-    n_shared_experts: int | None = Field(default=None, gt=0)
-    first_k_dense_replace: int = Field(default=0, ge=0)
+    num_experts: PositiveInt | None = None
+    n_routed_experts: PositiveInt | None = None
+    num_experts_per_tok: PositiveInt | None = None
+    moe_intermediate_size: PositiveInt | None = None
+    shared_expert_intermediate_size: PositiveInt | None = None
+    n_shared_experts: PositiveInt | None = None
+    first_k_dense_replace: NonNegativeInt = 0
 
     # MLA (DeepSeek).
-    q_lora_rank: int | None = Field(default=None, gt=0)
-    kv_lora_rank: int | None = Field(default=None, gt=0)
-    qk_rope_head_dim: int | None = Field(default=None, gt=0)
-    qk_nope_head_dim: int | None = Field(default=None, gt=0)
-    v_head_dim: int | None = Field(default=None, gt=0)
+    q_lora_rank: PositiveInt | None = None
+    kv_lora_rank: PositiveInt | None = None
+    qk_rope_head_dim: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
 
     # Top-k sparse attention with an indexer: with these three a card keeps a second per-token cache of index
     # keys (one key of index_head_dim per token and sparse layer) and each query attends at most index_topk
     # tokens (tokens). On an MLA card, DeepSeek sparse attention (V3.2's lightning indexer, fed by q_lora); on
     # a GQA card, MiniMax sparse attention (MiniMax-M3: index_n_heads = num_key_value_heads index queries from
     # the hidden state, whole blocks picked, index_topk = sparse_topk_blocks x sparse_block_size).
-    index_n_heads: int | None = Field(default=None, gt=0)
-    index_head_dim: int | None = Field(default=None, gt=0)
-    index_topk: int | None = Field(default=None, gt=0)
+    index_n_heads: PositiveInt | None = None
+    index_head_dim: PositiveInt | None = None
+    index_topk: PositiveInt | None = None
     # MiniMax-M3's sparse_attention_config.sparse_attention_freq: 1 where a layer is sparse (keeps index keys,
     # attends top-k), 0 where it attends densely without an indexer; absent, every full-attention layer is.
     sparse_attention_freq: list[Literal[0, 1]] | None = None
@@ -121,15 +121,15 @@ class ModelCard(DataModel):
     # o_groups x o_lora_rank -> hidden. hc_mult residual streams (mHC); the first num_hash_layers route
     # their experts by token id (a hash table, no learned gate).
     compress_ratios: list[int] | None = None
-    sliding_window: int | None = Field(default=None, gt=0)
-    o_lora_rank: int | None = Field(default=None, gt=0)
-    o_groups: int | None = Field(default=None, gt=0)
+    sliding_window: PositiveInt | None = None
+    o_lora_rank: PositiveInt | None = None
+    o_groups: PositiveInt | None = None
     hc_mult: int = Field(default=1, gt=0)
-    num_hash_layers: int = Field(default=0, ge=0)
+    num_hash_layers: NonNegativeInt = 0
 
     # Multi-token-prediction layers shipped with the checkpoint.
-    num_nextn_predict_layers: int = Field(default=0, ge=0)  # DeepSeek name
-    mtp_num_hidden_layers: int = Field(default=0, ge=0)  # Qwen3.5 name
+    num_nextn_predict_layers: NonNegativeInt = 0  # DeepSeek name
+    mtp_num_hidden_layers: NonNegativeInt = 0  # Qwen3.5 name
 
     # The released checkpoint also holds a vision tower that this card's text geometry leaves out (the engines
     # load it with the text model): the plan says its weights are not counted.
