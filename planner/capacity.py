@@ -7,9 +7,10 @@ serving fit share (moved here from planner/serving/closed_loop.py, which re-expo
 """
 
 import numpy as np
-import numpy.typing as npt
+from pydantic import computed_field
 
 from planner import advice, drafts, layout, memory, params, support, units
+from planner.arrays import IntArray
 from planner.deployment import Deployment
 from planner.dtypes import StorageDType
 from planner.engines import registry
@@ -201,9 +202,7 @@ def max_batch_size(dep: Deployment, mem: MemoryBreakdown) -> int:
     return registry.max_batch_size(dep, mem)
 
 
-def max_batch_grid(
-    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
+def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
     """Most sequences of each ctx one DP group holds on the memory plan: registry.max_batch_grid (the
     engine's own accounting: MindIE's blocks, vLLM's pool, the engine-neutral bound otherwise)."""
     return registry.max_batch_grid(dep, mem, ctx_tokens=ctx_tokens)
@@ -342,11 +341,13 @@ class Admission(Frozen):
     full_length_batch: int
     full_length_tokens: int
 
+    @computed_field  # type: ignore[prop-decorator]  # in model_dump: the --json admission object
     @property
     def queued(self) -> int:
         """Clients waiting for a slot: K - running."""
         return self.clients - self.running
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def beyond_full_length(self) -> bool:
         """True when more sequences were sent than the pool holds at full length (the engines still run

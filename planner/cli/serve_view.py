@@ -224,11 +224,7 @@ def serve_payload(view: ServeView) -> dict[str, Any]:
     return {
         "slo": view.found.model_dump(mode="json") if view.found else None,
         "estimate": estimate.model_dump(mode="json"),
-        "admission": {
-            **view.admitted.model_dump(mode="json"),
-            "queued": view.admitted.queued,
-            "beyond_full_length": view.admitted.beyond_full_length,
-        },
+        "admission": view.admitted.model_dump(mode="json"),  # queued, beyond_full_length computed
         "memory_fraction": view.memory_fraction,
         "dp": view.dp,
         "instance_output_tokens_per_s": view.busy_groups * view.estimate.output_tokens_per_s,
