@@ -12,8 +12,8 @@ from collections.abc import Collection
 from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from planner.arrays import IntArray
 from planner.deployment import Deployment
 from planner.engines import common
 from planner.engines.common import BlockPool, EngineBudget
@@ -66,9 +66,7 @@ class EngineRoom(Protocol):
     def startup_budget(self, dep: Deployment, *, weights_bytes: int) -> EngineBudget | None: ...
     def default_prefill_tokens(self, hardware: HardwareProfile) -> int | None: ...
     def check_layout(self, dep: Deployment) -> None: ...
-    def max_batch_grid(
-        self, dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.int64]: ...
+    def max_batch_grid(self, dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray: ...
     def check_holds_one(self, dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) -> None: ...
     def block_pool(self, dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> BlockPool: ...
     def prefix_cache_block_tokens(self, dep: Deployment) -> int: ...
@@ -180,9 +178,7 @@ def check_layout(dep: Deployment) -> None:
         common.check_experts_over_whole_group(dep, splits=engine_room.EXPERTS_OVER_WHOLE_GROUP)
 
 
-def max_batch_grid(
-    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
+def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
     """The one "how many sequences fit" implementation: the engine's largest batch at each ctx (per DP
     group, on the memory plan `mem`), its batch cap applied. capacity.max_batch_size reads one cell."""
     return room(dep.engine).max_batch_grid(dep, mem, ctx_tokens=np.asarray(ctx_tokens, dtype=np.int64))

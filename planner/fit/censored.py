@@ -17,9 +17,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
+from planner.arrays import FloatArray
 
 
 class Floored(Protocol):

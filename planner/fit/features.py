@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.perf import links, opcost, roofline
 from planner.perf.attention import attention_bytes_per_s
@@ -26,7 +27,6 @@ from planner.schema import PerfCoefficients
 from planner.serving.estimate import DeploymentTimer
 from planner.units import us_to_s
 
-FloatArray = npt.NDArray[np.float64]
 BANDWIDTH_RESOURCES = ("hbm", "kv", "state", "experts")  # scaled by a fitted fraction; others fixed
 RESOURCES = (*BANDWIDTH_RESOURCES, "")  # PassFeatures.resource_index counts in this order
 IntArray = npt.NDArray[np.intp]

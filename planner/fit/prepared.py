@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from planner import capacity, inputs, layout
+from planner.arrays import FloatArray
 from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
 from planner.dtypes import StorageDType, activation_dtype_of, storage_dtype
 from planner.errors import DataFileError, KvplanError
@@ -28,8 +28,6 @@ from planner.importers.benchpoints import BenchPoint, ServingPoint
 from planner.schema import HardwareProfile, PerfCoefficients
 from planner.serving.estimate import BenchRun, ServingEstimate, Timer, estimate_with
 from planner.serving.open_loop import open_loop_estimate_with
-
-FloatArray = npt.NDArray[np.float64]
 
 
 class CachedTimer(Timer, Protocol):

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from planner.arrays import FloatArray
 from planner.fit.features import FeatureTimer
 from planner.fit.prepared import TTFT_WEIGHT as TTFT_WEIGHT
-from planner.fit.prepared import FloatArray, cached_residuals, replica_share, residuals_of, timed_estimate
 from planner.fit.prepared import PreparedRow as PreparedRow
+from planner.fit.prepared import cached_residuals, replica_share, residuals_of, timed_estimate
 from planner.fit.prepared import kv_dtype_of as kv_dtype_of
 from planner.fit.prepared import prepare as prepare
 from planner.fit.prepared import serving_deployment as serving_deployment

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
+from planner.arrays import FloatArray
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.fit import censored, features, prepared, step_rows
@@ -28,9 +29,6 @@ from planner.importers.benchdeployment import deployment_for
 from planner.importers.benchpoints import BenchPoint, ServingPoint
 from planner.perf import fitted, fitted_params, roofline
 from planner.schema import HardwareProfile, PerfCoefficients
-
-FloatArray = npt.NDArray[np.float64]
-
 
 MAX_ITERATIONS = 40
 FD_STEP = 1e-4  # forward-difference step in log space

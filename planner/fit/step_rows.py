@@ -10,13 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.importers.benchdeployment import deployment_for
 from planner.importers.benchpoints import BenchPoint
 from planner.perf import roofline
 from planner.schema import HardwareProfile, PerfCoefficients
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def with_coefficients(hardware: HardwareProfile, coefficients: PerfCoefficients) -> HardwareProfile:

@@ -25,11 +25,10 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from planner.arrays import FloatArray
 from planner.records import record
 from planner.schema import AttentionRate, PerfCoefficients
 from planner.units import gb_per_s_to_bytes_per_s
-
-FloatArray = npt.NDArray[np.float64]
 
 
 @record

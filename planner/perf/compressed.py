@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.perf.terms import FloatArray, Step
+from planner.arrays import FloatArray
+from planner.perf.terms import Step
 from planner.records import record, replace
 
 INDEXED_RATIO = 4  # planner.schema_card.CSA_INDEXED_RATIO: the layers whose indexer picks top-k records

@@ -13,12 +13,10 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-import numpy.typing as npt
 
+from planner.arrays import FloatArray
 from planner.records import record
 from planner.schema import MAX_OVERHEAD_US, PerfCoefficients
-
-FloatArray = npt.NDArray[np.float64]
 
 
 @record

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from planner import layout
+from planner.arrays import FloatArray
 from planner.deployment import Deployment
-from planner.perf.terms import FloatArray, Term
+from planner.perf.terms import Term
 from planner.records import record
 from planner.schema import PerfCoefficients
 from planner.units import gb_per_s_to_bytes_per_s, us_to_s

@@ -13,10 +13,11 @@ from typing import TypedDict
 import numpy as np
 
 from planner import records
+from planner.arrays import FloatArray
 from planner.perf import compressed, sparse
 from planner.perf.kernels import OpKernels, OpName, op_kernels
 from planner.perf.opgeometry import GDN_FLOP_PER_STATE_ELEMENT, Geometry, matmul_dtype
-from planner.perf.terms import AttentionLookup, FloatArray, Resource, Step, Term, expected_experts_touched
+from planner.perf.terms import AttentionLookup, Resource, Step, Term, expected_experts_touched
 
 __all__ = [  # re-exported
     "GDN_FLOP_PER_STATE_ELEMENT", "AttentionLookup", "FloatArray", "Geometry", "Resource", "Step", "Term",

@@ -22,10 +22,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from planner import records
+from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.params import split
 from planner.perf.opgeometry import Geometry
-from planner.perf.terms import FloatArray, Step, Term
+from planner.perf.terms import Step, Term
 from planner.schema import GemmEfficiency, PerfCoefficients, PrefillAttentionRate, PrefillLayerCost
 from planner.units import ns_to_s, tflop_per_s_to_flop_per_s, us_to_s
 

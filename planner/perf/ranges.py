@@ -24,16 +24,14 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import numpy.typing as npt
 
+from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import DataFileError
 from planner.perf import fitted
 from planner.schema import Frozen, MeasuredBlock
 from planner.units import PERCENT
-
-FloatArray = npt.NDArray[np.float64]
 
 # Each pair below: truth / estimate over every point named, rounded outward to 2 decimals and widened to
 # contain 1.  [measured: lab/accuracy/speed_band_sources.py, 2026-12-06; its docstring says why each

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.errors import PlanInputError
 from planner.perf import links, opgeometry
 from planner.perf.attention import AttentionGrid, attention_grid, attention_table_for
-from planner.perf.terms import FloatArray
 from planner.records import record
 from planner.schema import HardwareProfile, PerfCoefficients
 from planner.units import us_to_s

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner import layout
+from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.perf import links, opcost, opgeometry, prefill
@@ -30,7 +31,7 @@ from planner.perf.rates import kernel_overhead_table as kernel_overhead_table  #
 from planner.perf.rates import rates as rates  # re-exported (callers)
 from planner.perf.rates import resource_bytes_per_s
 from planner.perf.rates import small_kernel_s as small_kernel_s  # re-exported (callers)
-from planner.perf.terms import FloatArray, Step, Term
+from planner.perf.terms import Step, Term
 from planner.schema import Frozen
 
 Bound = Literal["memory", "compute", "overhead", "interconnect"]

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.perf.terms import FloatArray, Step
+from planner.arrays import FloatArray
+from planner.perf.terms import Step
 from planner.records import replace
 
 

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-import numpy as np
-import numpy.typing as npt
-
+from planner.arrays import FloatArray
 from planner.records import record
 
-FloatArray = npt.NDArray[np.float64]
 Resource = Literal["hbm", "kv", "state", "link", "experts", "none", "a2a", "stage"]
 
 

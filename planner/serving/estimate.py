@@ -12,11 +12,11 @@ from typing import Protocol
 import numpy as np
 from pydantic import Field
 
+from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.kinds import Arrivals
 from planner.perf.coefficients import request_overhead_s
 from planner.perf.mtp import tokens_per_step
-from planner.perf.terms import FloatArray
 from planner.schema import Frozen
 
 

@@ -29,11 +29,11 @@ from __future__ import annotations
 import numpy as np
 
 from planner import capacity, kinds
+from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.perf import roofline
 from planner.perf.mtp import tokens_per_step
-from planner.perf.opcost import FloatArray
 from planner.records import record
 from planner.results import LoadKnee, MemoryBreakdown
 from planner.serving.estimate import merged_prefill_s_grid, pass_prompt_cap

@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from planner.arrays import IntArray
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import PlanInputError
@@ -34,7 +35,7 @@ from planner.perf import roofline
 from planner.sim import instance, metrics, run, schedulers
 from planner.sim.engine import MAX_SPAN_STEPS, Engine
 from planner.sim.metrics import Records
-from planner.sim.workload import IntArray, Workload
+from planner.sim.workload import Workload
 
 
 def group_ids(work: Workload, *, dp: int) -> list[tuple[IntArray, int | None]]:

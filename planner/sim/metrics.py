@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.arrays import FloatArray, IntArray
 from planner.schema import Frozen
 from planner.sim.config import SchedulerConfig
-from planner.sim.workload import FloatArray, IntArray
 
 QUANTILES = (50, 90, 95, 99)
 MAX_TIMELINE_POINTS = 2000  # points of the over-time series returned (downsampled)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner.arrays import FloatArray, IntArray
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import PlanInputError
@@ -31,7 +32,7 @@ from planner.sim.config import SchedulerConfig
 from planner.sim.engine import Engine
 from planner.sim.metrics import Records
 from planner.sim.pdspec import PdSpec, decoder_emits_first, kv_transfer_s
-from planner.sim.workload import FloatArray, IntArray, Workload
+from planner.sim.workload import Workload
 
 
 def subset(work: Workload, index: IntArray, *, arrival_s: FloatArray, output: IntArray) -> Workload:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner import capacity, memory, units
+from planner.arrays import FloatArray, IntArray
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import PlanInputError
-from planner.sim.workload import FloatArray, IntArray
 
 MAX_INSTANCES = 64  # per side: a larger fleet is a typo (and each instance is simulated on its own)
 

@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from planner import capacity, layout
+from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import DoesNotFitError
 from planner.perf import roofline
 from planner.perf.mtp import tokens_per_step
-from planner.perf.terms import FloatArray, Step
+from planner.perf.terms import Step
 from planner.results import MemoryBreakdown
 from planner.sim import config
 from planner.sim.config import SchedulerConfig, SchedulerName

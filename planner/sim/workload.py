@@ -15,13 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
 from planner import readers, units
+from planner.arrays import FloatArray, IntArray
 from planner.errors import DataFileError, PlanInputError
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 MAX_REQUESTS = 200_000  # 100 000 take ~3-5 s of CPU; more is a typo (and would stall a script)
 MAX_TRACE_BYTES = 64 * units.MIB_BYTES  # ~1e6 rows of three numbers

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner import deployment, layout, units
+from planner.arrays import IntArray
 from planner.deployment import Deployment
 from planner.engines import common
 from planner.engines.mindie import rules
@@ -187,9 +188,7 @@ def batch_holds(
     return np.asarray(usable >= batch * blocks_per_sequence)
 
 
-def max_batch_grid(
-    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
+def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
     """Largest batch MindIE's usable blocks hold at each ctx, capped at MAX_BATCH_SIZE.
 
     Binary search on batch_holds (monotone in batch), all contexts at once; upper bound floor(kv_budget /

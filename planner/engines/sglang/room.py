@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import numpy.typing as npt
-
 from planner import layout, memory
+from planner.arrays import IntArray
 from planner.deployment import DEFAULT_BLOCK_SIZE_TOKENS, Deployment
 from planner.engines import common
 from planner.engines.sglang import defaults, flags
@@ -173,9 +171,7 @@ def check_layout(dep: Deployment) -> None:
         )
 
 
-def max_batch_grid(
-    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
+def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
     """Sequences of each ctx the pool holds at full length: floor(N * cell / per-sequence bytes), whole
     pages of ctx plus the sequence's state (memory.sequence_bytes at the SGLang page size)."""
     per_sequence = memory.sequence_bytes(
@@ -184,7 +180,7 @@ def max_batch_grid(
         state_bytes=mem.state_bytes_per_sequence,
         block_size_tokens=page_tokens(dep.hardware),
     )
-    held: npt.NDArray[np.int64] = (pool_tokens(dep, mem) * mem.kv_bytes_per_token) // per_sequence
+    held: IntArray = (pool_tokens(dep, mem) * mem.kv_bytes_per_token) // per_sequence
     return held
 
 

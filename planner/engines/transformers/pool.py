@@ -6,10 +6,8 @@ asks this module.
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
-
 from planner import deployment, layout
+from planner.arrays import IntArray
 from planner.deployment import Deployment
 from planner.engines import common
 from planner.engines.vllm import scheduler as vllm_scheduler
@@ -63,9 +61,7 @@ def check_layout(dep: Deployment) -> None:
         )
 
 
-def max_batch_grid(
-    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
+def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
     """The engine-neutral bound floor(kv_budget / per-sequence bytes) (common.kv_bound_grid)."""
     return common.kv_bound_grid(dep, mem, ctx_tokens=ctx_tokens)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import numpy.typing as npt
 
 from planner import layout
+from planner.arrays import IntArray
 from planner.deployment import DEFAULT_BLOCK_SIZE_TOKENS, Deployment
 from planner.engines import common
 from planner.engines.vllm import checkpoints, flags, pool, scheduler, startup
@@ -130,9 +130,7 @@ def batch_cap(dep: Deployment) -> int:
     return seqs_cap(dep)
 
 
-def max_batch_grid(
-    dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
+def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
     """min(floor(vLLM's maximum concurrency), --max-num-batched-tokens) at each ctx; with pp > 1 (the pool
     per stage is not modelled) min(the engine-neutral bound floor(kv_budget / per-sequence bytes)
     (common.kv_bound_grid), --max-num-batched-tokens).
