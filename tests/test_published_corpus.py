@@ -267,13 +267,42 @@ def test_rows_missing_a_setting_say_where_their_source_was_searched() -> None:
     }
     # 13 of issue 23's search, less seed 002's short-prompt bf16 rows (134-135, which took assumed lengths),
     # its batch table (129-133, an assumed dtype: test above) and line 170's single stream (an assumed prompt:
-    # test below), plus line 421 (#1605's Qwen3-32B, no tp)
+    # test below), plus line 421 (#1605's Qwen3-32B, no tp); four of the six (61, 67, 175, 421) are predicted
+    # with an assumed setting (test below), the corpus still leaving it blank
     assert len(unstated) == 6
     assert all(predict.searched(rows[line]) and reason.endswith(predict.searched(rows[line])[2:])
                for line, reason in unstated.items())  # fmt: skip
     for line in (208, 214, 215, 216, 217, 218):
         assert rows[line]["tp"] == "2" and predict._skip_reason(rows[line]) is None
         assert predict.not_fitted(line, rows[line]) == predict.STATED_AFTER_FIT
+
+
+@pytest.mark.lab
+def test_rows_with_an_assumed_setting_are_predicted_with_a_sensitivity_and_not_fitted() -> None:
+    """Issue 23: lines 61, 67 (prompt length from a dataset name), 175 (DeepSeek-V4-Flash's layout on 950PR)
+    and 421 (#1605's Qwen3-32B tp) are predicted with the setting assumed_settings.py assumes, say so and give
+    the other reading's prediction in not_modelled, and stay out of every fit (their corpus row keeps the
+    setting blank: _skip_reason names it; not_fitted says ASSUMED_NOT_FITTED)."""
+    from lab.published import assumed_settings, predict
+
+    with predict.CORPUS.open(encoding="utf-8") as handle:
+        rows = {line: row for line, row in enumerate(csv.DictReader(handle), start=2)}
+    with (PUBLISHED / "predictions-after.csv").open(encoding="utf-8") as handle:
+        after = {row["row"]: row for row in csv.DictReader(handle)}
+    assumed = {line for line, row in rows.items() if assumed_settings.assumption_of(row)}
+    assert assumed == {61, 67, 175, 421}
+    flags = {61: "--input-tokens 1047552 ", 67: "--input-tokens 131072 ", 175: "--tp 1 ", 421: "--tp 4 "}
+    for line, flag in flags.items():
+        row = rows[line]
+        assert (predict._skip_reason(row) or "").startswith("tp, concurrency or lengths not stated")
+        assert predict.not_fitted(line, row) == assumed_settings.ASSUMED_NOT_FITTED
+        result = after[str(line)]
+        assert result["status"] == "predicted" and flag in result["command"], result["status"]
+        assert "assumed " in result["not_modelled"] and "sensitivity, at " in result["not_modelled"]
+        other = result["not_modelled"].split("sensitivity, at ")[1]
+        assert " tok/s (" in other  # the other reading is predicted too
+    assert " --pd 1:1 " in after["61"]["command"] and " --mtp 3 " in after["67"]["command"]
+    assert "--dp 4 --ep 4 " in after["175"]["command"]
 
 
 @pytest.mark.lab

@@ -171,6 +171,38 @@ DEPLOYMENTS: dict[tuple[str, str], PdDeployment] = {
         read="as GLM-5.1's file at the same commit: prefill dp 4 x tp 8 on nodes 0-1, decode dp 8 x tp 4 on "
         "nodes 2-3 (config dp_size / tp_size per node_index)",
     ),
+    (EXTERNAL + "DeepSeek-V4-Pro-w4a8-1M-PD.yaml", "2cd683a396e5b8771b49b6e2ff941352458aabd7"): PdDeployment(
+        prefill=(1, 16, 2),
+        decode=(1, 16, 2),
+        decode_max_seqs=60,
+        prefill_batched=2048,
+        memory_fraction=0.95,
+        read="num_nodes 4 x 16; routing disaggregated_prefill, groups prefiller [0, 1] decoder [2, 3]; "
+        "config: every node dp_size 2 dp_size_local 1 tp_size 16 (dp_address node 0 for nodes 0-1, node 2 "
+        "for 2-3); "
+        "--enable-expert-parallel; --max-model-len 1048576 both; prefill --max-num-batched-tokens 2048 "
+        "--max-num-seqs 16 --gpu-memory-utilization 0.94 --enforce-eager; decode --max-num-batched-tokens 60 "
+        "--max-num-seqs 60 --gpu-memory-utilization 0.95 FULL_DECODE_ONLY --no-enable-prefix-caching; mtp 1 "
+        "token both; MooncakeHybridConnector, kv_connector_extra_config prefill dp 2 tp 16, decode dp 2 "
+        "tp 16",
+    ),
+    (
+        EXTERNAL + "DeepSeek-V4-Pro-w4a8-prefix-cache-PD.yaml",
+        "5ef662e6bdebe35be5b3aafccfb99e1426da5536",
+    ): PdDeployment(
+        prefill=(1, 8, 4),
+        decode=(1, 2, 16),
+        decode_max_seqs=30,
+        prefill_batched=4096,
+        memory_fraction=0.95,
+        read="num_nodes 4 x 16; routing groups prefiller [0, 1] decoder [2, 3]; config: nodes 0-1 dp_size 4 "
+        "dp_size_local 2 tp_size 8, nodes 2-3 dp_size 16 dp_size_local 8 tp_size 2 (one dp_address per "
+        "role); --enable-expert-parallel; --max-model-len 204800 both; prefill --max-num-batched-tokens 4096 "
+        "--max-num-seqs 16 --gpu-memory-utilization 0.94 --enforce-eager, mtp 1 token; decode "
+        "--max-num-batched-tokens 120 --max-num-seqs 30 --gpu-memory-utilization 0.95 FULL_DECODE_ONLY "
+        "--no-enable-prefix-caching, mtp 3 tokens; kv_connector_extra_config prefill dp 4 tp 8, decode dp 16 "
+        "tp 2",
+    ),
     ("docs/source/tutorials/Qwen3-235B-A22B.md", "eab306b09c1fc6e5cb038c2d78192d9870cbbf58"): PdDeployment(
         prefill=(1, 8, 2),
         decode=(1, 4, 8),

@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from lab.published import open_loop_runs, sglang_rows
+    from lab.published import assumed_settings, open_loop_runs, sglang_rows
 except ImportError:  # run as a script from this directory (fit_profiles.py imports `predict`)
+    import assumed_settings  # type: ignore[no-redef]
     import open_loop_runs  # type: ignore[no-redef]
     import sglang_rows  # type: ignore[no-redef]
 
@@ -381,8 +382,8 @@ def not_fitted(index: int, row: dict[str, str]) -> str | None:
     """Why corpus line `index` is predicted but never fitted (older_engine, CORRECTED_AFTER_FIT, a draft
     model's speculation: DRAFT_MODEL_NOT_FITTED, a shared-prefix dataset: PREFIX_CACHED_AFTER_FIT, DeepSeek
     sparse attention: SPARSE_ATTENTION_AFTER_FIT, GLM5_AFTER_FIT, MINIMAX_M3_AFTER_FIT or
-    DEEPSEEK_V4_AFTER_FIT, settings found later: STATED_AFTER_FIT),
-    or None."""
+    DEEPSEEK_V4_AFTER_FIT, settings found later: STATED_AFTER_FIT, settings assumed:
+    assumed_settings.ASSUMED_NOT_FITTED), or None."""
     method = draft_method(row)
     drafted = DRAFT_MODEL_NOT_FITTED.format(method=method) if method else None
     prefix = PREFIX_CACHED_AFTER_FIT if shares_prefix(row) else None
@@ -392,8 +393,16 @@ def not_fitted(index: int, row: dict[str, str]) -> str | None:
     sparse = DEEPSEEK_V4_AFTER_FIT if row["model"].startswith(DEEPSEEK_V4_MODEL) else sparse
     engine = {sglang_rows.ENGINE: SGLANG_AFTER_FIT, SEED_002_ENGINE: SEED_002_AFTER_FIT}.get(row["engine"])
     stated = STATED_AFTER_FIT if STATED_AFTER_FIT in row["notes"] else None
+    assumed = assumed_settings.ASSUMED_NOT_FITTED if assumed_settings.assumption_of(row) else None
     return (
-        older_engine(row) or CORRECTED_AFTER_FIT.get(index) or stated or engine or drafted or prefix or sparse
+        assumed
+        or older_engine(row)
+        or CORRECTED_AFTER_FIT.get(index)
+        or stated
+        or engine
+        or drafted
+        or prefix
+        or sparse
     )
 
 
@@ -410,8 +419,23 @@ SEED_000_ARRIVALS = "random"
 # be output tokens: 548 / 16 = 34 tok/s per stream, twice the same stack's single stream (16.3) without
 # speculative decoding, which the article has not done. It counts prompt + output tokens (256 + 128 = 3 x
 # 128): x 128 / 384 is the output tok/s (162 / 171 / 183, between section 4.2's 90 at 8 and 220 at 32).
-# The "FP8 basic" row (206) is the stack before continuous batching: not predicted.  [assumed: ACCURACY.md]
+# The "FP8 basic" row (206) is the stack before continuous batching: not predicted (FP8_BASIC says why).
 SEED_BATCH16 = "batch16 total throughput"
+# What the seed says of 'FP8 basic' (read again 2026-12-07, issue 23): section 2.4 runs the FP8 weights
+# 'without any tuning' at one stream (15.8 tok/s, the table's single-stream figure); section 3.1 makes
+# continuous batching the next stage, 'dynamic batching' switched on in MindIE through max_batch_size,
+# max_seq_len and the scheduling policy, and gives none of those values for either stage. MindIE's scheduler
+# batches continuously by default, so what the basic stack did with 16 clients (its batch cap, or static
+# batches) is the missing setting; its 206 tok/s (68.7 output tok/s as SEED_BATCH16 reads it) is 4.3 x its own
+# single stream, neither one sequence at a time (at most 15.8) nor the continuous batch of the next row (162
+# at 14.9 tok/s per stream). A cap fitted to make 68.7 come out would be circular: skipped.
+FP8_BASIC = (
+    "seed table 4.1 'FP8 basic': the stack before the article switched on MindIE's dynamic batching (section "
+    "3.1: max_batch_size / max_seq_len / scheduling, values not given for either stage; section 2.4: FP8 "
+    "weights 'without any tuning'); its batch cap at 16 clients is stated nowhere, and its 68.7 output tok/s "
+    "(206 x 128 / 384) is 4.3 x its single stream: neither one sequence at a time nor a continuous batch "
+    "of 16"
+)
 OUT_COLUMNS = (
     "row", "model", "card", "engine", "kind", "dtype", "tp", "dp", "concurrency", "input_tokens",
     "output_tokens", "mtp", "published_tokens_per_s", "predicted_tokens_per_s", "error", "status", "command",
@@ -461,7 +485,7 @@ def _skip_reason(row: dict[str, str]) -> str | None:
     if open_rate is not None and not (row["ttft_s"] and row["tpot_s"]) and NUM_PROMPTS.search(notes):
         return OPEN_LOOP_FINITE
     if SEED_BATCH16 in notes and "'FP8 basic'" in notes:
-        return "seed table 4.1 'FP8 basic': before continuous batching, a stack kvplan does not model"
+        return FP8_BASIC
     if not is_disaggregated(row) and paced_rate(row) is not None:  # a P:D row is simulated at its rate
         return ARRIVAL_BOUND
     try:
@@ -683,7 +707,23 @@ def command(bench: dict[str, str], *, card: str) -> str:
 def predict_row(
     index: int, row: dict[str, str], *, profile_dir: Path | None, fitted: bool = False
 ) -> dict[str, str]:
-    """One output row: the prediction, or the reason there is none."""
+    """One output row: the prediction, or the reason there is none (settled_row). A row whose source leaves
+    a setting unstated and that assumed_settings.py assumes is predicted with the assumed settings and again
+    with the alternative reading; its not_modelled column says both (assumed_settings.note)."""
+    assumed = assumed_settings.assumption_of(row)
+    result = settled_row(index, assumed_settings.settled(row), profile_dir=profile_dir, fitted=fitted)
+    if assumed is None:
+        return result
+    other_row = assumed_settings.settled(row, alternative=True)
+    other = settled_row(index, other_row, profile_dir=profile_dir, fitted=fitted)
+    text = assumed_settings.note(assumed, alternative=other)
+    return result | {"not_modelled": "; ".join(part for part in (result["not_modelled"], text) if part)}
+
+
+def settled_row(
+    index: int, row: dict[str, str], *, profile_dir: Path | None, fitted: bool = False
+) -> dict[str, str]:
+    """One output row of a row whose settings are all given: the prediction, or the reason there is none."""
     from planner import catalog
     from planner.engines import registry
     from planner.errors import KvplanError
