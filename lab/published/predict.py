@@ -1058,8 +1058,11 @@ def summary(rows: list[dict[str, str]]) -> list[str]:
         f"answered with a verdict ({overloaded} overloaded), {skipped} skipped (reasons in the CSV's status)."
     )
     caveats = [row for row in rows if row["status"] == "predicted" and row.get("not_modelled")]
+    unmodelled = "ran what kvplan does not model: "
     lines += [
-        f"row {row['row']} ({row['model']}) ran what kvplan does not model: {row['not_modelled']}"
+        f"row {row['row']} ({row['model']}) "
+        + ("predicted at " if row["not_modelled"].startswith("assumed ") else unmodelled)
+        + row["not_modelled"]
         for row in caveats
     ]
     return lines
