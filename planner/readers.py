@@ -5,8 +5,9 @@ most a size cap), then a capped read. A FIFO, a device such as /dev/zero or a di
 anything is read, so no file makes kvplan hang or exhaust memory.
 Parsers: JSON and YAML are refused past MAX_DEPTH levels of nesting and past MAX_INT_DIGITS digits in one
 integer; YAML aliases (`*name`) are refused before validation, since a few KB of aliases validate as
-gigabytes; JSON's non-standard NaN / Infinity constants are refused; a CSV field over the csv module's
-limit is one line. Every failure is one DataFileError line naming the file (and the flag when given).
+gigabytes; JSON's non-standard NaN / Infinity constants are refused. A UTF-8 byte-order mark at the start
+of a text file (Excel's "CSV UTF-8", Windows editors) is dropped. Every failure is one DataFileError line
+naming the file (and the flag when given). CSV: planner/csvfiles.py.
 """
 
 from __future__ import annotations
@@ -15,20 +16,17 @@ import contextlib
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from planner import units
 from planner.errors import DataFileError, PlanInputError
 
-# json and csv are imported where they are used: the mission command reads neither (~0.007e9 instructions
-# of its start-up; benchmarks/bench_startup.py).
-if TYPE_CHECKING:
-    import csv
-
+# json is imported where it is used: the mission command reads none (~0.007e9 instructions of its start-up;
+# benchmarks/bench_startup.py). CSV files: planner/csvfiles.py, over read_text_capped.
 DEFAULT_LIMIT_BYTES = (
     16 * units.MIB_BYTES
 )  # larger than any card, profile, config.json, log or bench kvplan reads
@@ -101,10 +99,11 @@ def open_regular(path: Path | str, *, where: str | None = None) -> Iterator[Any]
 def read_text_capped(
     path: Path | str, *, flag: str | None = None, limit_bytes: int = DEFAULT_LIMIT_BYTES
 ) -> str:
-    """The UTF-8 text of a regular file of at most `limit_bytes`; DataFileError naming the file otherwise."""
+    """The UTF-8 text of a regular file of at most `limit_bytes`, a leading byte-order mark dropped
+    (utf-8-sig); DataFileError naming the file otherwise."""
     data = read_bytes_capped(path, flag=flag, limit_bytes=limit_bytes)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataFileError(f"{_label(path, flag)}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
 
@@ -192,6 +191,8 @@ def parse_json(text: str | bytes, *, where: str) -> Any:
     NaN / Infinity / overflowing floats; DataFileError naming `where` otherwise."""
     import json
 
+    if isinstance(text, str):
+        text = text.removeprefix("\ufeff")  # a byte-order mark (json.loads drops it only from bytes)
     try:
         data = json.loads(
             text,
@@ -285,52 +286,6 @@ def parse_yaml(text: str, *, where: str) -> Any:
         raise DataFileError(f"{where}: not valid YAML ({exc})") from exc
     finally:
         loader.dispose()
-
-
-# --- CSV ------------------------------------------------------------------------------------------------
-
-
-class _GuardedRows:
-    """A csv.reader whose csv.Error (a field over the module's size limit, a NUL byte) is one DataFileError
-    line naming the file and line; keeps `line_num`, so csv.DictReader can use it."""
-
-    def __init__(self, rows: Any, *, where: str) -> None:
-        self._rows = rows
-        self._where = where
-
-    @property
-    def line_num(self) -> int:
-        return int(self._rows.line_num)
-
-    def __iter__(self) -> _GuardedRows:
-        return self
-
-    def __next__(self) -> list[str]:
-        import csv
-
-        try:
-            return list(next(self._rows))
-        except csv.Error as exc:
-            raise DataFileError(
-                f"{self._where}:{self._rows.line_num}: not readable as CSV ({exc}; expected fields of at "
-                f"most {csv.field_size_limit()} characters, no NUL bytes)"
-            ) from exc
-
-
-def csv_reader(lines: Iterable[str], *, where: str) -> Iterator[list[str]]:
-    """csv.reader over `lines` whose errors are one DataFileError line naming `where`."""
-    import csv
-
-    return _GuardedRows(csv.reader(lines), where=where)
-
-
-def csv_dict_reader(lines: Iterable[str], *, where: str) -> csv.DictReader[str]:
-    """csv.DictReader over `lines` whose errors (header included) are one DataFileError line."""
-    import csv
-
-    reader = csv.DictReader(lines)
-    reader.reader = _GuardedRows(reader.reader, where=where)  # type: ignore[assignment]
-    return reader
 
 
 # Figures read from an engine's start-up log (planner/engines/<engine>/log.py): bounded like the integers

@@ -261,11 +261,15 @@ class ModelCard(DataModel):
             raise ValueError("compress ratio 4 layers need the index_* fields (their lightning indexer)")
 
     def _check_moe(self) -> None:
-        if self.first_k_dense_replace > self.num_hidden_layers:
-            raise ValueError(
-                f"first_k_dense_replace must be <= num_hidden_layers "
-                f"(got {self.first_k_dense_replace}, expected <= {self.num_hidden_layers})"
-            )
+        # counts of layers that are some of the model's layers (dense-first, hash-routed), or as many again
+        # at most (the MTP layers past the last one: checkpoints ship 1 to 3)
+        for name in ("first_k_dense_replace", "num_hash_layers", "num_nextn_predict_layers",
+                     "mtp_num_hidden_layers"):  # fmt: skip
+            if getattr(self, name) > self.num_hidden_layers:
+                raise ValueError(
+                    f"{name} must be <= num_hidden_layers "
+                    f"(got {getattr(self, name)}, expected <= {self.num_hidden_layers})"
+                )
         if self.routed_expert_count and not (self.num_experts_per_tok and self.moe_intermediate_size):
             raise ValueError("MoE cards need num_experts_per_tok and moe_intermediate_size")
         if (

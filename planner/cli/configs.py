@@ -102,7 +102,7 @@ def read_text(path: Path, *, flag: str) -> str:
     from planner.engines.mindie.rules import MAX_CONFIG_BYTES
 
     limit = MAX_CONFIG_BYTES if flag == "--base" else readers.DEFAULT_LIMIT_BYTES
-    return readers.read_bytes_capped(path, flag=flag, limit_bytes=limit).decode("utf-8", errors="replace")
+    return readers.read_bytes_capped(path, flag=flag, limit_bytes=limit).decode("utf-8-sig", errors="replace")
 
 
 def build_plan(dep: Deployment, *, prompt_tokens: int) -> Plan:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from planner import readers, units
+from planner import csvfiles, readers, units
 from planner.errors import DataFileError
 from planner.importers.servingresult import ServingResult, mean_tokens, number, parse_json
 
@@ -42,7 +42,7 @@ def _metric(data: Mapping[str, Any], name: str, *, where: str, unit: str = "") -
 
 def csv_averages(text: str, *, where: str) -> dict[str, str]:
     """{metric: Average cell} from an AISBench performance CSV (the "total" or "stable" stage)."""
-    rows = list(readers.csv_dict_reader(text.splitlines(), where=where))
+    rows = list(csvfiles.csv_dict_reader(text.splitlines(), where=where))
     if not rows or "Average" not in rows[0] or "Performance Parameters" not in rows[0]:
         raise DataFileError(
             f"{where}:1: header: expected 'Performance Parameters,Stage,Average,...' (AISBench CSV)"

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from planner import readers, units
+from planner import csvfiles, readers, units
 from planner.deployment import SPECULATIVE_METHODS
 from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
 from planner.errors import DataFileError, KvplanError
@@ -352,7 +352,7 @@ def _check_header(path: Path, header: list[str]) -> None:
 def read_bench_rows(path: Path) -> tuple[list[BenchPoint], list[ServingPoint]]:
     """(step rows, serving rows) of a bench CSV; DataFileError on a missing column, a bad value, no rows."""
     text = readers.read_text_capped(path)
-    reader = readers.csv_dict_reader(text.splitlines(), where=str(path))
+    reader = csvfiles.csv_dict_reader(text.splitlines(), where=str(path))
     _check_header(path, [h.strip() for h in reader.fieldnames or []])
     steps: list[BenchPoint] = []
     serving: list[ServingPoint] = []

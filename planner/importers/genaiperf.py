@@ -11,7 +11,7 @@ case-insensitively, units ignored. The concurrency is a command-line setting the
 
 from __future__ import annotations
 
-from planner import readers, units
+from planner import csvfiles, units
 from planner.errors import DataFileError
 from planner.importers.servingresult import ServingResult, number
 
@@ -33,7 +33,7 @@ def tables(text: str, *, where: str) -> tuple[dict[str, str], dict[str, str]]:
     averages: dict[str, str] = {}
     values: dict[str, str] = {}
     table: tuple[dict[str, str], int] | None = None  # the table being read and its value column
-    for line in readers.csv_reader(text.splitlines(), where=where):
+    for line in csvfiles.csv_reader(text.splitlines(), where=where):
         if not any(cell.strip() for cell in line):
             table = None
         elif line[0].strip().lower() == "metric":

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from planner import readers, units
+from planner import csvfiles, readers, units
 from planner.arrays import FloatArray, IntArray
 from planner.errors import DataFileError, PlanInputError
 
@@ -158,7 +158,7 @@ def read_trace(path: Path, *, flag: str = "--trace") -> Workload:
     arrivals counted from the first (a trace of absolute times, e.g. seconds since some epoch, would
     otherwise add its offset to the run's duration and divide the throughput by it)."""
     text = readers.read_text_capped(path, flag=flag, limit_bytes=MAX_TRACE_BYTES)
-    rows = readers.csv_reader(io.StringIO(text), where=f"{flag} {path}")
+    rows = csvfiles.csv_reader(io.StringIO(text), where=f"{flag} {path}", header=True)
     header = [cell.strip() for cell in next(rows, [])]
     if tuple(header[:3]) != TRACE_COLUMNS:
         raise DataFileError(
