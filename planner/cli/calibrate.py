@@ -15,13 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import atomic, units
-from planner.cli.calibrate_bench import (
-    card_of_bench,
-    print_points,
-    print_serving,
-    unique_rows,
-    with_engine,
-)
+from planner.cli.calibrate_bench import card_of_bench, print_points, print_serving, read_rows
 from planner.cli.calibrate_log import calibrate_from_log
 from planner.cli.flags import FRACTION_FLAGS
 from planner.cli.options import FlagCommand, fail
@@ -36,7 +30,8 @@ if TYPE_CHECKING:
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
 ENGINE_HELP = (
-    "Engine that ran the points (mindie, vllm, transformers, sglang); overrides the CSV's engine column."
+    "Engine that ran the points (mindie, vllm, transformers, sglang): fills empty engine cells; a row naming "
+    "another engine refuses the file (exit 2)."
 )
 
 
@@ -103,12 +98,10 @@ def fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engin
     from calibration.profile_writer import write_profile
     from planner import catalog
     from planner.fit import solver
-    from planner.importers.benchpoints import read_bench_rows
     from planner.schema import MeasuredBlock
 
     hw = catalog.resolve_card(card)
-    steps, serving = read_bench_rows(points_csv)
-    points, rows = unique_rows(with_engine(steps, engine), with_engine(serving, engine))
+    points, rows = read_rows(points_csv, hardware=hw, engine=engine, fit=True)
     result = solver.fit_coefficients(points, hardware=hw, serving=rows, source=f"--from-bench {points_csv}")
     if points:
         print_points(points, result.residual_fractions[: len(points)], hw_id=hw.id)
@@ -243,7 +236,12 @@ def held_out_errors(
 
 def calibrate(
     card: Annotated[
-        str | None, typer.Option("--card", help=CARD_HELP + " With --from-bench: default the CSV's card.")
+        str | None,
+        typer.Option(
+            "--card",
+            help=CARD_HELP + " With --from-bench: default the CSV's card; a row naming another card, or "
+            "another engine than the first row's, refuses the file (exit 2).",
+        ),
     ] = None,
     device: Annotated[
         str | None, typer.Option("--device", help="npu:N, cuda:N or cpu (default: by vendor).")
@@ -364,7 +362,8 @@ def _check(card: str, *, device: str) -> None:
 def validate(
     points_csv: Annotated[Path, typer.Argument(help="CSV of measured decode-step and/or serving rows.")],
     card: Annotated[
-        str | None, typer.Option("--card", help=CARD_HELP + " Overrides the CSV's card column.")
+        str | None,
+        typer.Option("--card", help=CARD_HELP + " A row naming another card refuses the file (exit 2)."),
     ] = None,
     uncalibrated: Annotated[
         bool, typer.Option("--uncalibrated", help="Use datasheet defaults, not measured.")
@@ -375,12 +374,10 @@ def validate(
     and the worst error of each kind."""
     from planner import catalog
     from planner.fit import serving_rows, solver
-    from planner.importers.benchpoints import read_bench_rows
 
     try:
         hw = catalog.resolve_card(card) if card is not None else None
-        steps, serving = read_bench_rows(points_csv)
-        points, rows = unique_rows(with_engine(steps, engine), with_engine(serving, engine))
+        points, rows = read_rows(points_csv, hardware=hw, engine=engine, fit=False)
         step_errors = solver.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
         serving_errors = serving_rows.serving_errors(rows, hardware=hw, calibrated=not uncalibrated)
         suffix = " uncalibrated" if uncalibrated else ""

@@ -14,18 +14,20 @@ from planner.errors import PlanInputError
 
 if TYPE_CHECKING:
     from planner.importers.benchpoints import BenchPoint, ServingPoint
+    from planner.schema import HardwareProfile
 
 
-def with_engine(points: list, engine: str | None) -> list:  # type: ignore[type-arg]
-    """The points with every engine replaced by --engine (validated), or unchanged when it is None."""
-    import dataclasses
+def read_rows(
+    points_csv: Path, *, hardware: HardwareProfile | None, engine: str | None, fit: bool
+) -> tuple[list[BenchPoint], list[ServingPoint]]:
+    """The CSV's rows a command reads for --card `hardware` and --engine (planner/importers/benchsetup.py:
+    a row of another card, or of another engine, refuses the file; a fit's rows share one engine), exact
+    repeats counted once."""
+    from planner.importers.benchpoints import read_bench_rows
+    from planner.importers.benchsetup import rows_for
 
-    from planner.kinds import parse_engine
-
-    if engine is None:
-        return points
-    name = parse_engine(engine)
-    return [dataclasses.replace(p, engine=name) for p in points]
+    steps, serving = read_bench_rows(points_csv)
+    return unique_rows(*rows_for(steps, serving, hardware=hardware, engine=engine, one_engine=fit))
 
 
 def _print_errors(

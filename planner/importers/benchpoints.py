@@ -66,6 +66,7 @@ class BenchPoint(RowSetup):
     decode_step_s: float
     where: str  # "file:line", for messages
     engine: EngineName = DEFAULT_ENGINE
+    engine_given: bool = True  # False: the engine cell was empty (DEFAULT_ENGINE; --engine may set it)
 
 
 # [measured: 2 000 distinct decode-step rows took 7.1 s of CPU in `validate` and 8.4 s in `calibrate
@@ -106,8 +107,7 @@ def _step_s(row: dict[str, str], *, where: str, batch: int) -> float:
         return batch / _positive(row["tokens_per_s"], kind=float, where=where, column="tokens_per_s")
     if (row.get("per_user_tokens_per_s") or "").strip():
         column = "per_user_tokens_per_s"
-        per_user = _positive(row[column], kind=float, where=where, column=column)
-        return 1.0 / per_user
+        return 1.0 / _positive(row[column], kind=float, where=where, column=column)
     raise DataFileError(
         f"{where}: decode_step_s, tokens_per_s and per_user_tokens_per_s are all empty (expected one of them)"
     )
@@ -153,6 +153,7 @@ def parse_row(row: dict[str, str], *, where: str) -> BenchPoint:
         decode_step_s=_step_s(row, where=where, batch=batch),
         where=where,
         engine=_engine(row.get("engine") or DEFAULT_ENGINE, where=where),
+        engine_given=bool((row.get("engine") or "").strip()),
     )
 
 
