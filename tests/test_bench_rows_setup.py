@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from planner import catalog
+from planner.cli import app
 from planner.errors import DataFileError
 from planner.importers import benchpoints, benchsetup
 from tests.helpers import kvplan, write_csv
@@ -103,3 +105,25 @@ def test_the_one_check_is_the_library_function_both_commands_call(tmp_path: Path
         benchsetup.rows_for(points, serving, hardware=hw, engine=None, one_engine=False)
     kept, _ = benchsetup.rows_for(points, serving, hardware=None, engine=None, one_engine=True)
     assert [p.card for p in kept] == ["ascend-950pr", "ascend-910c"]
+
+
+def test_validate_json_is_one_object_with_every_row_and_the_mape(tmp_path: Path) -> None:
+    """h4 item 14: validate printed tables only; --json gives each row measured vs predicted and the MAPE,
+    stdout the JSON alone (the repeated-row note goes to stderr)."""
+    import json
+
+    path = steps(tmp_path / "points.csv", *["ascend-950pr"] * 3)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(STEP_ROWS[0].format(card="ascend-950pr") + "\n")  # a repeat
+    result = CliRunner().invoke(app, ["validate", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert [row["batch"] for row in payload["decode_steps"]] == [1, 8, 32]
+    first = payload["decode_steps"][0]
+    assert first["predicted_decode_step_s"] == pytest.approx(
+        first["measured_decode_step_s"] * (1 + first["error_fraction"])
+    )
+    errors = [abs(row["error_fraction"]) for row in payload["decode_steps"]]
+    assert payload["decode_step_mape_fraction"] == pytest.approx(sum(errors) / 3)
+    assert payload["serving"] == [] and payload["serving_mape_fraction"] is None
+    assert "repeated row" in result.stderr

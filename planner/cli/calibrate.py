@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import atomic, units
-from planner.cli.calibrate_bench import card_of_bench, print_points, print_serving, read_rows
+from planner.cli.calibrate_bench import card_of_bench, print_points, print_serving, read_rows, validation_json
 from planner.cli.calibrate_log import calibrate_from_log
 from planner.cli.flags import FRACTION_FLAGS
-from planner.cli.options import FlagCommand, fail
+from planner.cli.options import FlagCommand, JsonOpt, fail, print_json
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -33,10 +33,6 @@ ENGINE_HELP = (
     "Engine that ran the points (mindie, vllm, transformers, sglang): fills empty engine cells; a row naming "
     "another engine refuses the file (exit 2)."
 )
-
-
-def _default_out(card: str) -> Path:
-    return Path(f"{Path(card).stem}-calibrated.yaml")
 
 
 def _default_device(card: str) -> str:
@@ -302,7 +298,7 @@ def calibrate(
         if check:
             _check(card, device=device or _default_device(card))
             return
-        target = out or _default_out(card)
+        target = out or Path(f"{Path(card).stem}-calibrated.yaml")
         atomic.check_new({"--out": target, "--raw": raw}, force=force)  # before minutes of work, not after
         if from_log is not None:
             calibrate_from_log(card, log_path=from_log, out=target, force=force, util=gpu_memory_utilization)
@@ -369,6 +365,7 @@ def validate(
         bool, typer.Option("--uncalibrated", help="Use datasheet defaults, not measured.")
     ] = False,
     engine: Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Predicted vs measured per row (decode-step rows: step time; serving rows: output tok/s), with MAPE
     and the worst error of each kind."""
@@ -377,9 +374,11 @@ def validate(
 
     try:
         hw = catalog.resolve_card(card) if card is not None else None
-        points, rows = read_rows(points_csv, hardware=hw, engine=engine, fit=False)
+        points, rows = read_rows(points_csv, hardware=hw, engine=engine, fit=False, as_json=as_json)
         step_errors = solver.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
         serving_errors = serving_rows.serving_errors(rows, hardware=hw, calibrated=not uncalibrated)
+        if as_json:
+            return print_json(validation_json(points, step_errors, rows, serving_errors, hardware=hw))
         suffix = " uncalibrated" if uncalibrated else ""
         if points:
             hw_id = hw.id if hw else ", ".join(sorted({p.card for p in points}))

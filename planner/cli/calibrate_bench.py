@@ -18,7 +18,12 @@ if TYPE_CHECKING:
 
 
 def read_rows(
-    points_csv: Path, *, hardware: HardwareProfile | None, engine: str | None, fit: bool
+    points_csv: Path,
+    *,
+    hardware: HardwareProfile | None,
+    engine: str | None,
+    fit: bool,
+    as_json: bool = False,
 ) -> tuple[list[BenchPoint], list[ServingPoint]]:
     """The CSV's rows a command reads for --card `hardware` and --engine (planner/importers/benchsetup.py:
     a row of another card, or of another engine, refuses the file; a fit's rows share one engine), exact
@@ -27,7 +32,8 @@ def read_rows(
     from planner.importers.benchsetup import rows_for
 
     steps, serving = read_bench_rows(points_csv)
-    return unique_rows(*rows_for(steps, serving, hardware=hardware, engine=engine, one_engine=fit))
+    kept = rows_for(steps, serving, hardware=hardware, engine=engine, one_engine=fit)
+    return unique_rows(*kept, to_stderr=as_json)
 
 
 def _print_errors(
@@ -114,15 +120,51 @@ def card_of_bench(points_csv: Path) -> str:
 
 
 def unique_rows(
-    points: list[BenchPoint], rows: list[ServingPoint]
+    points: list[BenchPoint], rows: list[ServingPoint], *, to_stderr: bool = False
 ) -> tuple[list[BenchPoint], list[ServingPoint]]:
-    """The rows with exact repeats dropped (each costs a fit or a prediction), said in one line."""
+    """The rows with exact repeats dropped (each costs a fit or a prediction), said in one line (on stderr
+    with `to_stderr`: --json's stdout holds the result alone; else on stdout, where an error line stays
+    stderr's only line)."""
     from planner.importers.benchpoints import without_repeats
 
     (points, dropped_points), (rows, dropped_rows) = without_repeats(points), without_repeats(rows)
     if dropped_points or dropped_rows:
         typer.echo(
             f"note: {dropped_points + dropped_rows} repeated row(s) (every column equal to an earlier row) "
-            f"counted once"
+            f"counted once",
+            err=to_stderr,
         )
     return points, rows
+
+
+def validation_json(
+    points: list[BenchPoint],
+    step_errors: list[float],
+    rows: list[ServingPoint],
+    serving_errors: list[float],
+    *,
+    hardware: HardwareProfile | None,
+) -> dict[str, object]:
+    """`validate --json`: every row measured vs predicted (decode step in s; serving output tok/s), its
+    relative error (predicted / measured - 1), the mean absolute error of each kind (None without rows)."""
+    steps = [
+        {"where": p.where, "model": p.model, "card": p.card, "engine": p.engine, "tp": p.tp, "batch": p.batch,
+         "ctx_tokens": p.ctx_tokens, "measured_decode_step_s": p.decode_step_s,
+         "predicted_decode_step_s": p.decode_step_s * (1 + e), "error_fraction": e}
+        for p, e in zip(points, step_errors, strict=True)
+    ]  # fmt: skip
+    serving = [
+        {"where": r.where, "model": r.model, "card": r.card, "engine": r.engine, "tp": r.tp, "dp": r.dp,
+         "ep": r.ep, "concurrency": r.concurrency, "input_tokens": r.input_tokens,
+         "output_tokens": r.output_tokens, "mtp": r.mtp,
+         "measured_output_tokens_per_s": r.output_tokens_per_s,
+         "predicted_output_tokens_per_s": r.output_tokens_per_s * (1 + e), "error_fraction": e}
+        for r, e in zip(rows, serving_errors, strict=True)
+    ]  # fmt: skip
+    return {
+        "card": None if hardware is None else hardware.id,
+        "decode_steps": steps,
+        "decode_step_mape_fraction": _error_summary(step_errors)[0] if step_errors else None,
+        "serving": serving,
+        "serving_mape_fraction": _error_summary(serving_errors)[0] if serving_errors else None,
+    }
