@@ -17,18 +17,17 @@ def speed_range_text(perf: Performance) -> str:
     band = perf.speed_range
     if band is None:
         return ""
-    # TPOT as the metric shows it: one user's time per token (MTP included), the inverse of the per-user rate
-    tpot = (
-        units.s_to_ms(1.0 / band.per_user_tokens_per_s_high),
-        units.s_to_ms(1.0 / band.per_user_tokens_per_s_low),
-    )
-    ttft = (units.s_to_ms(band.ttft_s_low), units.s_to_ms(band.ttft_s_high))
+    # TPOT as the metric shows it: one user's time per output token (MTP included), Performance.tpot_s;
+    # each range holds its metric as the metric box prints it (fmt_figures: point_decimals None)
+    tpot = (units.s_to_ms(band.tpot_s_low), units.s_to_ms(band.tpot_s_high), units.s_to_ms(perf.tpot_s))
+    ttft = (units.s_to_ms(band.ttft_s_low), units.s_to_ms(band.ttft_s_high), units.s_to_ms(perf.ttft_s))
+    total = (band.tokens_per_s_low, band.tokens_per_s_high, perf.tokens_per_s)
+    per_user = (band.per_user_tokens_per_s_low, band.per_user_tokens_per_s_high, perf.per_user_tokens_per_s)
+    spans = [units.fmt_span(low, high, point=point) for low, high, point in (tpot, total, per_user, ttft)]
     extrapolated = ", extrapolated" if band.extrapolated else ""
     return (
-        f"Range ({band.label}{extrapolated}): TPOT {units.fmt_span(*tpot)} ms, total "
-        f"{units.fmt_span(band.tokens_per_s_low, band.tokens_per_s_high)} tok/s, per user "
-        f"{units.fmt_span(band.per_user_tokens_per_s_low, band.per_user_tokens_per_s_high)} tok/s, TTFT "
-        f"{units.fmt_span(*ttft)} ms ({band.ttft_source}). Source: {band.source}."
+        f"Range ({band.label}{extrapolated}): TPOT {spans[0]} ms, total {spans[1]} tok/s, per user "
+        f"{spans[2]} tok/s, TTFT {spans[3]} ms ({band.ttft_source}). Source: {band.source}."
         + "".join(f" {note}." for note in band.notes)
     )
 

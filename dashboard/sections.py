@@ -280,8 +280,8 @@ def compare_row(name: str, plan: Plan) -> dict[str, Any]:
         row.update(
             {
                 "speed source": band.label,
-                "TPOT ms low": units.round_figures(units.s_to_ms(1.0 / band.per_user_tokens_per_s_high)),
-                "TPOT ms high": units.round_figures(units.s_to_ms(1.0 / band.per_user_tokens_per_s_low)),
+                "TPOT ms low": units.round_figures(units.s_to_ms(band.tpot_s_low)),
+                "TPOT ms high": units.round_figures(units.s_to_ms(band.tpot_s_high)),
                 "aggregate tok/s low": units.round_figures(band.tokens_per_s_low),
                 "aggregate tok/s high": units.round_figures(band.tokens_per_s_high),
             }

@@ -126,8 +126,8 @@ def short_tokens(tokens: int) -> str:
 
 
 def tpot_s(perf: Performance) -> float:
-    """Time per output token of one user: the inverse of the per-user decode rate (MTP included)."""
-    return 1.0 / perf.per_user_tokens_per_s
+    """Time per output token of one user (MTP included): the plan's own Performance.tpot_s (mtp.tpot_s)."""
+    return perf.tpot_s
 
 
 def per_user_tokens_per_s_at(tpot_s: float) -> float:
@@ -137,11 +137,11 @@ def per_user_tokens_per_s_at(tpot_s: float) -> float:
 
 def speed_curve(dep: Deployment, *, batch: np.ndarray, ctx_tokens: int) -> SpeedCurve:
     """Per-user and aggregate tokens/s over a batch axis at ctx_tokens (one vectorised roofline call)."""
+    from planner.perf import mtp
     from planner.perf import ranges as speed_ranges
-    from planner.serving import performance
 
     step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=np.array([ctx_tokens]))[:, 0]
-    per_user = performance.tokens_per_step(dep) / step_s
+    per_user = 1.0 / mtp.tpot_s(step_s, tokens_per_step=mtp.tokens_per_step(dep))
     factors = speed_ranges.factor_grid(dep, batch=batch.tolist(), ctx_tokens=[ctx_tokens])
     low, high = (f[:, 0] for f in factors)
     rates = {"per_user_tokens_per_s": per_user, "tokens_per_s": per_user * batch}
@@ -152,15 +152,17 @@ def speed_curve(dep: Deployment, *, batch: np.ndarray, ctx_tokens: int) -> Speed
 
 
 def feasibility_grid(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarray) -> FeasibilityGrid:
-    """Which (batch, ctx) pairs fit the KV budget, and their TPOT (step / tokens per step; NaN where not)."""
+    """Which (batch, ctx) pairs fit the KV budget, and their TPOT
+    (mtp.tpot_s: step / tokens per step; NaN where not)."""
+    from planner.perf import mtp
     from planner.perf import ranges as speed_ranges
-    from planner.serving import performance, sweep
+    from planner.serving import sweep
 
     fits = sweep.fits_memory_grid(
         dep, batch=batch.astype(np.int64)[:, None], ctx_tokens=ctx_tokens.astype(np.int64)[None, :]
     )
     step_s = decode_step_grid_s(dep, batch=batch, ctx_tokens=ctx_tokens)
-    tpot_s = np.where(fits, step_s / performance.tokens_per_step(dep), np.nan)
+    tpot_s = np.where(fits, mtp.tpot_s(step_s, tokens_per_step=mtp.tokens_per_step(dep)), np.nan)
     low, high = speed_ranges.factor_grid(dep, batch=batch.tolist(), ctx_tokens=ctx_tokens.tolist())
     return FeasibilityGrid(
         batch=batch,

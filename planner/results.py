@@ -52,6 +52,8 @@ class SpeedRange(Frozen):
     label: str
     decode_step_s_low: float
     decode_step_s_high: float
+    tpot_s_low: float
+    tpot_s_high: float
     tokens_per_s_low: float
     tokens_per_s_high: float
     per_user_tokens_per_s_low: float
@@ -65,11 +67,17 @@ class SpeedRange(Frozen):
 
 class Performance(Frozen):
     """Roofline estimate at one batch size, with its source and range (speed_range; None only where a
-    caller built a bare estimate, and then left out of the JSON)."""
+    caller built a bare estimate, and then left out of the JSON).
+
+    decode_step_s: one decode step of the whole batch (s); tpot_s: time per output token of one sequence,
+    decode_step_s / tokens_per_step (mtp.tpot_s; the step itself without drafts, shorter with MTP);
+    per_user_tokens_per_s = 1 / tpot_s."""
 
     batch: int
     ctx_tokens: int
     decode_step_s: float
+    tokens_per_step: float
+    tpot_s: float
     tokens_per_s: float
     per_user_tokens_per_s: float
     ttft_s: float

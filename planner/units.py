@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 BITS_PER_BYTE = 8
 KIB_BYTES = 2**10
@@ -102,6 +103,12 @@ def fmt_ms(seconds: float) -> str:
     return f"{seconds / MS_S:.1f} ms"
 
 
+def fmt_tpot(seconds: float | None) -> str:
+    """A TPOT as fmt_ms does, or 'undefined (one-token outputs)' for None: with one output token there is
+    no time between tokens."""
+    return "undefined (one-token outputs)" if seconds is None else fmt_ms(seconds)
+
+
 def _span_decimals(value: float) -> int:
     """Decimals that show `value` to about 3 significant figures: 0 from 100 up (and for 0 or less, NaN and
     infinities, which print as themselves)."""
@@ -110,17 +117,37 @@ def _span_decimals(value: float) -> int:
     return max(0, 2 - math.floor(math.log10(value)))
 
 
-def fmt_span(low: float, high: float) -> str:
+def fmt_span(
+    low: float, high: float, *, point: float | None = None, point_decimals: int | None = None
+) -> str:
     """A range of two values in one unit, to about 3 significant figures (a range is not known better),
     rounded outward (low down, high up) so that the printed range still holds every value the real one
-    holds: '99-231', '26.5-33.7', '1,204-15,446'."""
-    out = []
-    # the 1e-9 keeps a value already at the printed precision (15.3 x 10 = 153.00000000000003) where it is
-    for value, outward, slack in ((low, math.floor, 1e-9), (high, math.ceil, -1e-9)):
-        decimals = _span_decimals(value)
-        scale = 10.0**decimals
-        out.append(f"{outward(value * scale + slack) / scale:,.{decimals}f}")
-    return "-".join(out)
+    holds: '99-231', '26.5-33.7', '1,204-15,446'.
+
+    point: the figure the range is of, printed by the caller with point_decimals decimals (None: as
+    fmt_figures prints it). The printed range then holds the printed point: an end that is the point (a
+    range factor of 1) prints as the point does, and an end the rounded point falls outside moves to it
+    ('47.8 ms (range 47.8-177)', not '47.7-177'; '0.0 (0.0-0.05)', not '0.0117-0.05')."""
+    ends = [_outward(low, math.floor, 1e-9), _outward(high, math.ceil, -1e-9)]
+    if point is not None:
+        decimals = _span_decimals(point) if point_decimals is None else point_decimals
+        shown = round(point, decimals)
+        for at, (value, printed) in enumerate(zip((low, high), ends, strict=True)):
+            is_point = math.isclose(value, point, rel_tol=1e-9)
+            outside = shown < printed[0] if at == 0 else shown > printed[0]
+            if is_point or outside:
+                ends[at] = (shown, f"{shown:,.{decimals}f}")
+    return "-".join(text for _, text in ends)
+
+
+def _outward(value: float, outward: Callable[[float], int], slack: float) -> tuple[float, str]:
+    """(value rounded outward to about 3 significant figures, its text): floor for a range's low end, ceil
+    for its high end; the slack keeps a value already at the printed precision (15.3 x 10 =
+    153.00000000000003) where it is."""
+    decimals = _span_decimals(value)
+    scale = 10.0**decimals
+    rounded = outward(value * scale + slack) / scale
+    return rounded, f"{rounded:,.{decimals}f}"
 
 
 def round_figures(value: float) -> float:

@@ -187,6 +187,8 @@ def test_roofline_times_set_select_batch() -> None:
         batch=1,
         ctx_tokens=8192,
         decode_step_s=0.0421,
+        tokens_per_step=1.0,
+        tpot_s=0.0421,
         tokens_per_s=1.0,
         per_user_tokens_per_s=1.0,
         ttft_s=2.5,

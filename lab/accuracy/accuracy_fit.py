@@ -118,7 +118,7 @@ def seed_serving() -> list[str]:
     for row in prepared:
         est = serving_rows.estimate(row, result.coefficients)
         point = row.point
-        tpot = est.tpot_s / point.tpot_s - 1 if point.tpot_s else float("nan")
+        tpot = est.tpot_s / point.tpot_s - 1 if point.tpot_s and est.tpot_s else float("nan")
         out = point.dp * est.output_tokens_per_s / point.output_tokens_per_s - 1
         cells.append(
             f"c{point.concurrency}: output {out * 100:+.1f} %, per-user {1 / (1 + tpot) * 100 - 100:+.1f} %"

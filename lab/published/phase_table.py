@@ -50,7 +50,7 @@ def row_errors(points: list[Any], card: str, coefficients: Any) -> list[dict[str
         point = row.point
         out.append({
             "ttft": None if point.ttft_s is None else est.ttft_s / point.ttft_s - 1.0,
-            "tpot": None if point.tpot_s is None else est.tpot_s / point.tpot_s - 1.0,
+            "tpot": None if point.tpot_s is None or est.tpot_s is None else est.tpot_s / point.tpot_s - 1.0,
             "throughput": point.dp * est.output_tokens_per_s / point.output_tokens_per_s - 1.0,
         })  # fmt: skip
     return out

@@ -35,6 +35,7 @@ from planner.cli.options import (
     plan_request,
     print_json,
     service_levels,
+    typed_spelling,
 )
 from planner.errors import KvplanError
 
@@ -154,7 +155,8 @@ def plan(
     request = plan_request(ctx)
     try:
         dep = inputs.to_deployment(request)
-        prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag="--prompt-tokens")
+        prompt_flag = typed_spelling(ctx, PROMPT_FLAGS)
+        prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag=prompt_flag)
         slo = service_levels(ctx)
         search = None
         if slo.any:  # the simulator only when there are targets (the mission command's start-up)

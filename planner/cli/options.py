@@ -224,11 +224,27 @@ class TypelessFlags:
             self.callback = own_values_only(self.callback, own)
         without_flag_types(self.params)
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """click's parse_args, keeping the arguments as typed in ctx.meta (typed_spelling reads them)."""
+        ctx.meta.setdefault(TYPED_ARGS, list(args))
+        return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
+
     def get_help_option(self, ctx: Any) -> Any:
         """click's --help option, without a type."""
         option = super().get_help_option(ctx)  # type: ignore[misc]
         without_flag_types([] if option is None else [option])
         return option
+
+
+TYPED_ARGS = "kvplan.typed_args"  # ctx.meta key: the command line's arguments, as typed
+
+
+def typed_spelling(ctx: typer.Context, spellings: tuple[str, ...]) -> str:
+    """Which of a flag's spellings (PROMPT_FLAGS: --input-tokens, --prompt-tokens) the user typed, the last
+    one given ('--prompt-tokens 0' or '--prompt-tokens=0'); the first spelling when none was typed."""
+    typed = [a.split("=", 1)[0] for a in ctx.meta.get(TYPED_ARGS, []) if a.startswith("--")]
+    given = [a for a in typed if a in spellings]
+    return given[-1] if given else spellings[0]
 
 
 def own_values_only(callback: Any, own: set[str | None]) -> Any:

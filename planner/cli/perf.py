@@ -110,6 +110,10 @@ def serve_command(
     if found is not None:
         from planner.sim import slo as sim_slo
 
+        levels = service_levels(context)
+        found = sim_slo.naming_user_rate(
+            found, tpot_s=levels.tpot_s, min_user_tokens_per_s=levels.min_user_tokens_per_s
+        )
         try:
             sim_slo.require_met(found, what="number of users")
         except KvplanError as exc:

@@ -226,28 +226,46 @@ def plain_note(note: str) -> str:
 
 
 def speed_line(perf: Performance) -> str:
-    """TPOT, per-user and aggregate tok/s and TTFT, each with its range, then where they come from."""
+    """TPOT (per output token), per-user and aggregate tok/s and TTFT, each with its range, then where they
+    come from; with MTP, the decode step and its tokens per step after the TPOT's range."""
     band = perf.speed_range
     if band is None:
         tag = "calibrated" if perf.calibrated else "uncalibrated, datasheet peaks x assumed efficiencies"
         return (
             f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: TPOT "
-            f"{units.fmt_ms(perf.decode_step_s)}, {units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} per "
+            f"{units.fmt_ms(perf.tpot_s)}{f' ({step})' if (step := step_text(perf)) else ''}, "
+            f"{units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} per "
             f"user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, TTFT {units.fmt_ms(perf.ttft_s)}"
             f"{ttft_of(perf)} "
             f"({tag}){client_ttft(perf)}"
         )
     ttft_ms = (units.s_to_ms(band.ttft_s_low), units.s_to_ms(band.ttft_s_high))
+    per_user = _span(
+        band.per_user_tokens_per_s_low, band.per_user_tokens_per_s_high, perf.per_user_tokens_per_s
+    )
     return (
         f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: "
-        f"TPOT {units.fmt_ms(perf.decode_step_s)}{_range_text(band)}, "
+        f"TPOT {units.fmt_ms(perf.tpot_s)}{_range_text(perf, band)}, "
         f"{units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} per user "
-        f"({units.fmt_span(band.per_user_tokens_per_s_low, band.per_user_tokens_per_s_high)}), "
+        f"({per_user}), "
         f"{units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate "
-        f"({units.fmt_span(band.tokens_per_s_low, band.tokens_per_s_high)}), "
-        f"TTFT {units.fmt_ms(perf.ttft_s)}{ttft_of(perf)} (range {units.fmt_span(*ttft_ms)} ms, "
-        f"{band.ttft_source}){client_ttft(perf)}"
+        f"({_span(band.tokens_per_s_low, band.tokens_per_s_high, perf.tokens_per_s)}), "
+        f"TTFT {units.fmt_ms(perf.ttft_s)}{ttft_of(perf)} (range "
+        f"{_span(*ttft_ms, units.s_to_ms(perf.ttft_s))} ms, {band.ttft_source}){client_ttft(perf)}"
     )
+
+
+def _span(low: float, high: float, point: float) -> str:
+    """units.fmt_span of a range whose point prints with one decimal (fmt_ms, fmt_tokens_per_s)."""
+    return units.fmt_span(low, high, point=point, point_decimals=1)
+
+
+def step_text(perf: Performance) -> str:
+    """'decode step 196.7 ms at 1.7 tokens per step' with MTP (TPOT = step / tokens per step); '' without
+    drafts, where TPOT is the decode step."""
+    if perf.tokens_per_step == 1.0:
+        return ""
+    return f"decode step {units.fmt_ms(perf.decode_step_s)} at {perf.tokens_per_step:.2g} tokens per step"
 
 
 def client_ttft(perf: Performance) -> str:
@@ -315,10 +333,16 @@ def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
     )
 
 
-def _range_text(band: SpeedRange) -> str:
-    """' (range 180-240 ms, fitted profile[, extrapolated])': the TPOT's range and the compact source."""
-    span = units.fmt_span(units.s_to_ms(band.decode_step_s_low), units.s_to_ms(band.decode_step_s_high))
-    return f" (range {span} ms, {band.label}{', extrapolated' if band.extrapolated else ''})"
+def _range_text(perf: Performance, band: SpeedRange) -> str:
+    """' (range 180-240 ms, fitted profile[, extrapolated][; decode step ..])': the TPOT's range, the compact
+    source and, with MTP, the decode step behind the TPOT."""
+    tpot_ms = (units.s_to_ms(band.tpot_s_low), units.s_to_ms(band.tpot_s_high))
+    span = _span(*tpot_ms, units.s_to_ms(perf.tpot_s))
+    step = step_text(perf)
+    return (
+        f" (range {span} ms, {band.label}{', extrapolated' if band.extrapolated else ''}"
+        f"{f'; {step}' if step else ''})"
+    )
 
 
 def print_explain(dep: Deployment, result: Plan) -> None:

@@ -53,7 +53,7 @@ def slo_lines(found: SearchResult | None, estimate: ServingEstimate) -> list[str
         first = found.points[0]
         return [
             f"SLO search ({where}): no number of users meets {sim_search.slo_text(found)}; at 1 user "
-            f"{found.quantile} TTFT {units.fmt_ms(first.ttft_s)}, TPOT {units.fmt_ms(first.tpot_s)}"
+            f"{found.quantile} TTFT {units.fmt_ms(first.ttft_s)}, TPOT {units.fmt_tpot(first.tpot_s)}"
         ]
     # no simulated load missed: the answer is the search's top, what the engine runs at once
     capped = (
@@ -104,19 +104,18 @@ def tail_lines(sim: SimSummary) -> list[str]:
         for name, p in (("TTFT", sim.ttft_s), ("TPOT", sim.tpot_s), ("E2E", sim.e2e_s))
     ]
     if sim.tpot_requests == 0:
-        lines[1] = "  TPOT none: every request generated one token (TPOT needs a second one)"
+        lines[1] = "  TPOT undefined: every request generated one token (TPOT needs a second one)"
     return lines
 
 
 def simulated_lines(sim: SimSummary, band: SpeedBand) -> list[str]:
     """The simulated run: throughput with its likely range, per-user speed, tails, goodput."""
     out = sim.throughput.output_tokens_per_s
-    per_user = 1.0 / sim.tpot_s.mean if sim.tpot_s.mean > 0 else 0.0
     lines = [
         f"  simulated ({sim.requests} requests, {sim.scheduler.scheduler} scheduler): output "
         f"{units.fmt_tokens_per_s(out)} (likely {units.fmt_tokens_per_s(band.low_factor * out)} to "
-        f"{units.fmt_tokens_per_s(band.high_factor * out)}), {units.fmt_tokens_per_s(per_user)} per user "
-        "(1 / TPOT), "
+        f"{units.fmt_tokens_per_s(band.high_factor * out)}), "
+        f"{per_user_text(None if sim.tpot_requests == 0 else sim.tpot_s.mean)}, "
         f"batch reached {sim.max_batch_reached}, {sim.preemptions} preemptions",
         *tail_lines(sim),
         range_line(sim, band),
@@ -127,6 +126,13 @@ def simulated_lines(sim: SimSummary, band: SpeedBand) -> list[str]:
             f"(of {sim.throughput.requests_per_s:.3g})"
         )
     return lines
+
+
+def per_user_text(tpot_s: float | None) -> str:
+    """'8.6 tok/s per user (1 / TPOT)', or that it is undefined with TPOT (one-token outputs)."""
+    if tpot_s is None or tpot_s <= 0:
+        return "per-user tok/s undefined (1 / TPOT; one-token outputs)"
+    return f"{units.fmt_tokens_per_s(1.0 / tpot_s)} per user (1 / TPOT)"
 
 
 def range_line(sim: SimSummary, band: SpeedBand) -> str:
@@ -163,8 +169,8 @@ def estimate_lines(estimate: ServingEstimate, sim: SimSummary) -> list[str]:
     gap = sim.throughput.output_tokens_per_s / estimate.output_tokens_per_s - 1.0
     return [
         f"  analytic steady state: output {units.fmt_tokens_per_s(estimate.output_tokens_per_s)} "
-        f"(simulated {gap * units.PERCENT:+.1f} %), {units.fmt_tokens_per_s(estimate.per_user_tokens_per_s)} "
-        f"per user (1 / TPOT), TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_ms(estimate.tpot_s)} "
+        f"(simulated {gap * units.PERCENT:+.1f} %), {per_user_text(estimate.tpot_s)}, "
+        f"TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_tpot(estimate.tpot_s)} "
         f"(means, prefills included), request latency {units.fmt_ms(estimate.request_latency_s)}",
         f"  engine: {estimate.running_batch} running"
         + (f" ({queued} queued)" if queued else "")
@@ -239,8 +245,9 @@ def serve_payload(view: ServeView) -> dict[str, Any]:
             "label": band.label,
             "ttft_s_low": estimate.ttft_s / band.ttft_high_factor,
             "ttft_s_high": estimate.ttft_s / band.ttft_low_factor,
-            "tpot_s_low": estimate.tpot_s / band.high_factor,
-            "tpot_s_high": estimate.tpot_s / band.low_factor,
+            # null with one-token outputs (TPOT undefined)
+            "tpot_s_low": None if estimate.tpot_s is None else estimate.tpot_s / band.high_factor,
+            "tpot_s_high": None if estimate.tpot_s is None else estimate.tpot_s / band.low_factor,
             "ttft_source": band.ttft_source,
             "extrapolated": band.extrapolated,
             "notes": band.notes,

@@ -243,16 +243,15 @@ def tpot_floor_s(flags: SimulateRequest) -> tuple[float, int]:
     no load or P:D split gives a lower TPOT, since more instances share requests without making a step
     faster.
 
-    Formula: floor = decode_step_s(batch 1, ctx = shortest prompt + 1) / tokens_per_step (MTP: > 1 token)
+    Formula: floor = mtp.tpot_s(decode_step_s(batch 1, ctx = shortest prompt + 1)) (MTP: > 1 token a step)
     """
-    from planner.perf import roofline
-    from planner.serving import performance
+    from planner.perf import mtp, roofline
 
     work = workload_of(flags)
     dep, _ = prepared(flags, work)
     ctx_tokens = int(work.input_tokens.min()) + 1
     step_s = roofline.decode_step_s(dep, batch=1, ctx_tokens=ctx_tokens)
-    return step_s / performance.tokens_per_step(dep), ctx_tokens
+    return mtp.tpot_s(step_s, tokens_per_step=mtp.tokens_per_step(dep)), ctx_tokens
 
 
 def speed_band_of(flags: SimulateRequest, *, batch: int | None) -> SpeedBand:

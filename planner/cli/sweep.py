@@ -104,6 +104,9 @@ CSV_COLUMNS = (
     "fits_memory",
     "decode_step_s_low",
     "decode_step_s_high",
+    "tpot_s",
+    "tpot_s_low",
+    "tpot_s_high",
 )
 
 
@@ -126,11 +129,14 @@ def sweep_csv(result: SweepResult) -> str:
         result.fits_memory.ravel(),
         result.decode_step_s_low.ravel(),
         result.decode_step_s_high.ravel(),
+        result.tpot_s.ravel(),
+        result.tpot_s_low.ravel(),
+        result.tpot_s_high.ravel(),
         strict=True,
     )
     writer.writerows(
-        (s, int(b), int(c), f"{t:.6g}", f"{a:.6g}", f"{u:.6g}", bool(f), f"{lo:.6g}", f"{hi:.6g}")
-        for s, b, c, t, a, u, f, lo, hi in rows
+        (s, int(b), int(c), *(f"{x:.6g}" for x in (t, a, u)), bool(f), *(f"{x:.6g}" for x in times))
+        for s, b, c, t, a, u, f, *times in rows
     )
     return buffer.getvalue()
 
@@ -149,6 +155,7 @@ def sweep_json(result: SweepResult) -> str:
         "batch": result.batch.tolist(),
         "ctx_tokens": result.ctx_tokens.tolist(),
         "decode_step_s": result.decode_step_s.tolist(),
+        "tpot_s": result.tpot_s.tolist(),  # decode_step_s / tokens_per_step: per output token
         "tokens_per_s": result.tokens_per_s.tolist(),
         "per_user_tokens_per_s": result.per_user_tokens_per_s.tolist(),
         "fits_memory": result.fits_memory.tolist(),
@@ -157,6 +164,8 @@ def sweep_json(result: SweepResult) -> str:
             "label": result.speed_band.label,
             "decode_step_s_low": result.decode_step_s_low.tolist(),
             "decode_step_s_high": result.decode_step_s_high.tolist(),
+            "tpot_s_low": result.tpot_s_low.tolist(),
+            "tpot_s_high": result.tpot_s_high.tolist(),
             "notes": result.speed_band.notes,
         },
     }
@@ -185,6 +194,17 @@ def table_points(result: SweepResult) -> list[tuple[int, int, int]]:
     return [(int(i), int(j), int(k)) for i, j, k in frontier]
 
 
+def step_caption(result: SweepResult) -> list[str]:
+    """With MTP, what the TPOT column is: ['TPOT: per output token, the decode step / 1.7 tokens per step
+    (decode_step_s in --format csv/json)']; [] without drafts (TPOT is the decode step)."""
+    if result.tokens_per_step == 1.0:
+        return []
+    return [
+        f"TPOT: per output token, the decode step / {result.tokens_per_step:.2g} tokens per step "
+        "(decode_step_s in --format csv/json)"
+    ]
+
+
 def sweep_table(result: SweepResult) -> Table:
     """The grid as a rich table (human units: ms, tok/s); past MAX_TABLE_ROWS points, its frontier
     (table_points) and how many points were left out."""
@@ -202,18 +222,26 @@ def sweep_table(result: SweepResult) -> Table:
     table = Table(
         title=f"{result.model} on {result.card}, KV {result.kv_dtype}, tp={result.tp}{result.setup} "
         f"({band.label})",
-        caption="\n".join([*left_out, f"source: {band.source}", *(f"range: {note}" for note in band.notes)]),
+        caption="\n".join(
+            [
+                *left_out,
+                *step_caption(result),
+                f"source: {band.source}",
+                *(f"range: {note}" for note in band.notes),
+            ]
+        ),
     )
     for name in ("dtype", "batch", "ctx", "TPOT", "range ms", "per user", "aggregate", "fits"):
         table.add_column(name, justify="left" if name == "dtype" else "right")
     for i, j, k in shown:
-        low, high = (units.s_to_ms(s[i, j, k]) for s in (result.decode_step_s_low, result.decode_step_s_high))
+        tpot_s = float(result.tpot_s[i, j, k])
+        low, high = (units.s_to_ms(s[i, j, k]) for s in (result.tpot_s_low, result.tpot_s_high))
         table.add_row(
             result.weight_dtypes[i],
             str(int(result.batch[j])),
             str(int(result.ctx_tokens[k])),
-            units.fmt_ms(float(result.decode_step_s[i, j, k])),
-            units.fmt_span(low, high),
+            units.fmt_ms(tpot_s),
+            units.fmt_span(low, high, point=units.s_to_ms(tpot_s), point_decimals=1),
             units.fmt_tokens_per_s(float(result.per_user_tokens_per_s[i, j, k])),
             units.fmt_tokens_per_s(float(result.tokens_per_s[i, j, k])),
             "yes" if result.fits_memory[i, j, k] else "no",

@@ -156,8 +156,8 @@ def residuals_of(rows: Sequence[PreparedRow], estimates: Sequence[ServingEstimat
         out.append(replica_share(point) * est.output_tokens_per_s / point.output_tokens_per_s - 1.0)
         if point.ttft_s is not None:
             out.append(est.ttft_s / point.ttft_s - 1.0)
-        if point.tpot_s is not None:
-            out.append(est.tpot_s / point.tpot_s - 1.0)
+        if point.tpot_s is not None:  # a one-token workload has no TPOT to compare: no residual
+            out.append(0.0 if est.tpot_s is None else est.tpot_s / point.tpot_s - 1.0)
     return np.asarray(out, dtype=np.float64)
 
 

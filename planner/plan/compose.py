@@ -107,12 +107,12 @@ def slo_context_warnings(answer: SloAnswer | None, perf: Performance | None) -> 
     """One line when the recommended batch meets the TPOT target on the SLO search's workload but, decoding at
     the plan's full context (the speed line's TPOT), misses it: the two answers are for different lengths."""
     target_s = (answer.targets_s if answer is not None else {}).get("tpot_s")
-    if answer is None or perf is None or target_s is None or perf.decode_step_s <= target_s:
+    if answer is None or perf is None or target_s is None or perf.tpot_s <= target_s:
         return []
     return [
         f"SLO: the {answer.users} users meet TPOT <= {units.fmt_ms(target_s)} at {answer.input_tokens} in / "
         f"{answer.output_tokens} out (the search's workload); with every sequence at the full "
-        f"{perf.ctx_tokens} tokens, batch {perf.batch} decodes at TPOT {units.fmt_ms(perf.decode_step_s)}, "
+        f"{perf.ctx_tokens} tokens, batch {perf.batch} decodes at TPOT {units.fmt_ms(perf.tpot_s)}, "
         f"over the target: plan --ctx for the lengths you serve, or check that load with `kvplan serve`"
     ]
 
@@ -154,7 +154,7 @@ def instance_performance(group_dep: Deployment, *, batch: int, dp: int, prompt_t
 def speed_range(group_dep: Deployment, perf: Performance, *, batch: int) -> SpeedRange:
     """The source of the plan's speed and its range (ranges.speed_band at the group's batch and ctx).
 
-    Formula: a throughput x [low, high]; a time (decode step, TTFT) / [high, low]; TTFT takes the band's
+    Formula: a throughput x [low, high]; a time (decode step, TPOT, TTFT) / [high, low]; TTFT takes the band's
     prefill pair.
     """
     band = ranges.speed_band(group_dep, batch=batch, ctx_tokens=group_dep.ctx_tokens)
@@ -163,6 +163,8 @@ def speed_range(group_dep: Deployment, perf: Performance, *, batch: int) -> Spee
         label=band.label,
         decode_step_s_low=perf.decode_step_s / band.high_factor,
         decode_step_s_high=perf.decode_step_s / band.low_factor,
+        tpot_s_low=perf.tpot_s / band.high_factor,
+        tpot_s_high=perf.tpot_s / band.low_factor,
         tokens_per_s_low=perf.tokens_per_s * band.low_factor,
         tokens_per_s_high=perf.tokens_per_s * band.high_factor,
         per_user_tokens_per_s_low=perf.per_user_tokens_per_s * band.low_factor,

@@ -38,7 +38,10 @@ class LayoutCandidate(Degrees):
     devices: int = Field(description="devices of one instance: tp x dp x pp")
     replicas: int = Field(description="instances the budget holds: floor(budget / devices)")
     max_batch_size: int
-    tpot_s: float = Field(description="decode step at the batch and the full ctx (the plan's speed)")
+    decode_step_s: float = Field(
+        description="one decode step at the batch and the full ctx (the plan's speed)"
+    )
+    tpot_s: float = Field(description="time per output token there: decode_step_s / MTP tokens per step")
     ttft_s: float = Field(description="one prompt of LayoutSearch.prompt_tokens alone")
     tokens_per_s: float = Field(description="one instance's aggregate decode tokens/s")
     tokens_per_s_per_device: float
@@ -98,7 +101,8 @@ def candidate(
         devices=devices,
         replicas=budget // devices,
         max_batch_size=result.recommendation.max_batch_size,
-        tpot_s=perf.decode_step_s,
+        decode_step_s=perf.decode_step_s,
+        tpot_s=perf.tpot_s,
         ttft_s=perf.ttft_s,
         tokens_per_s=perf.tokens_per_s,
         tokens_per_s_per_device=perf.tokens_per_s / devices,

@@ -44,9 +44,11 @@ class ServingEstimate(Frozen):
     decode_step_s    one step at running_batch, ctx = input + output / 2 (the mean context)
     prefill_s        one prompt alone on an idle engine;  prefill_pass_s  one pass of prefill_batch prompts
     cycle_s          prefills + decode steps in which every running request completes once
-    ttft_s, tpot_s   means over requests (tpot = (latency - ttft) / (output - 1)), queueing included
+    ttft_s, tpot_s   means over requests (tpot = (latency - ttft) / (output - 1)), queueing included;
+                     tpot_s None for one-token outputs (no token after the first: TPOT is undefined)
     request_latency_s  send to last token (Little's law: concurrency / requests_per_s)
-    per_user_tokens_per_s  1 / tpot_s;  prefill_time_fraction  share of engine time in prefill
+    per_user_tokens_per_s  1 / tpot_s (None with tpot_s);  prefill_time_fraction  share of engine time in
+                     prefill
     """
 
     input_tokens: int
@@ -61,11 +63,11 @@ class ServingEstimate(Frozen):
     prefill_pass_s: float
     cycle_s: float
     ttft_s: float
-    tpot_s: float
+    tpot_s: float | None
     request_latency_s: float
     requests_per_s: float
     output_tokens_per_s: float
-    per_user_tokens_per_s: float
+    per_user_tokens_per_s: float | None
     prefill_time_fraction: float
     calibrated: bool
 
@@ -304,7 +306,7 @@ def estimate_with(
         when the clients do not saturate the engine);
         latency = K / X (Little's law; K - b requests queue); ttft = latency - T + e
         (e: first token within the cycle; r is inside latency);
-        tpot = window / (O - 1) (step / a when O = 1); prefill fraction = prefill / T
+        tpot = window / (O - 1) (None when O = 1: undefined); prefill fraction = prefill / T
     """
     input_tokens, output_tokens, concurrency = workload
     batch = min(concurrency, run.max_batch or concurrency)
@@ -324,7 +326,7 @@ def estimate_with(
         client_bound = concurrency / (cycle_s + request_s) < batch / cycle_s
         output_per_s = run.num_requests * output_tokens / (makespan_s + (request_s if client_bound else 0.0))
     per_step = timer.tokens_per_step
-    tpot_s = one.window_s / (output_tokens - 1) if output_tokens > 1 else one.step_s / per_step
+    tpot_s = one.window_s / (output_tokens - 1) if output_tokens > 1 else None
     return ServingEstimate(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
@@ -342,7 +344,7 @@ def estimate_with(
         request_latency_s=latency_s,
         requests_per_s=requests_per_s,
         output_tokens_per_s=output_per_s,
-        per_user_tokens_per_s=1.0 / tpot_s,
+        per_user_tokens_per_s=None if tpot_s is None else 1.0 / tpot_s,
         prefill_time_fraction=one.prefill_s / cycle_s,
         calibrated=calibrated,
     )

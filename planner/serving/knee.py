@@ -32,7 +32,7 @@ from planner import capacity, kinds
 from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.engines import registry
-from planner.perf import roofline
+from planner.perf import mtp, roofline
 from planner.perf.mtp import tokens_per_step
 from planner.records import record
 from planner.results import LoadKnee, MemoryBreakdown
@@ -117,7 +117,7 @@ def load_knee(
     power = cyc.users * output / cycle_s**2
     k = int(np.argmax(power))
     per_step = tokens_per_step(dep)
-    alone_tpot_s = float(cyc.step_s[0]) / per_step
+    alone_tpot_s = mtp.tpot_s(float(cyc.step_s[0]), tokens_per_step=per_step)
     window_s = cyc.decode_s[k] + cyc.others_prefill_s[k]
     waited_step_s = cyc.step_s[k] if k > 0 else 0.0  # alone, a prompt never waits for a decode step
     return LoadKnee(

@@ -13,6 +13,7 @@ from planner.deployment import Deployment
 from planner.perf import roofline
 from planner.perf.mtp import speculative_tokens_per_step as speculative_tokens_per_step
 from planner.perf.mtp import tokens_per_step as tokens_per_step
+from planner.perf.mtp import tpot_s
 from planner.results import Performance
 
 Binding = Literal["memory", "tpot", "ttft", "min-user-tps"]
@@ -24,17 +25,22 @@ KNEE_DOUBLING_GAIN = 1.25
 
 
 def performance(dep: Deployment, *, batch: int, ctx_tokens: int, prompt_tokens: int) -> Performance:
-    """The Performance block at one batch: decode step, per-user and aggregate tokens/s, TTFT.
+    """The Performance block at one batch: decode step, TPOT, per-user and aggregate tokens/s, TTFT.
 
-    Formula: per_user = t / step_s (t = tokens_per_step); aggregate = batch * per_user;
+    Formula: tpot_s = step_s / t (t = tokens_per_step, mtp.tpot_s); per_user = 1 / tpot_s;
+    aggregate = batch * per_user;
     ttft = roofline.ttft_s(prompt_tokens) on an idle engine; request_overhead_s, what a client's TTFT adds.
     """
     step_s = roofline.decode_step_s(dep, batch=batch, ctx_tokens=ctx_tokens)
-    per_user = tokens_per_step(dep) / step_s
+    per_step = tokens_per_step(dep)
+    tpot = tpot_s(step_s, tokens_per_step=per_step)
+    per_user = 1.0 / tpot
     return Performance(
         batch=batch,
         ctx_tokens=ctx_tokens,
         decode_step_s=step_s,
+        tokens_per_step=per_step,
+        tpot_s=tpot,
         tokens_per_s=batch * per_user,
         per_user_tokens_per_s=per_user,
         ttft_s=roofline.ttft_s(dep, prompt_tokens=prompt_tokens),

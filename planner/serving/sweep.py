@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from planner import capacity
 from planner.deployment import Deployment
 from planner.kinds import DEFAULT_ENGINE
-from planner.perf import ranges, roofline
+from planner.perf import mtp, ranges, roofline
 from planner.serving import performance
 
 
@@ -39,6 +39,10 @@ class SweepResult(BaseModel):
     fits_memory: npt.NDArray[np.bool_]
     decode_step_s_low: npt.NDArray[np.float64]  # the range of decode_step_s (ranges.factor_grid)
     decode_step_s_high: npt.NDArray[np.float64]
+    # time per output token (mtp.tpot_s: decode_step_s / tokens_per_step) and its range
+    tpot_s: npt.NDArray[np.float64]
+    tpot_s_low: npt.NDArray[np.float64]
+    tpot_s_high: npt.NDArray[np.float64]
     speed_band: ranges.SpeedBand  # source and notes, at the grid's largest batch and context
     dp: int = 1  # DP groups: batch and aggregate tok/s are one group's; the instance serves dp times them
     setup: str = ""  # what else the table's title names: ", engine vllm, dp=2 (batch per DP group)", ...
@@ -71,8 +75,9 @@ def sweep(
 ) -> SweepResult:
     """Evaluate decode step time, aggregate and per-user tok/s and memory fit on the full grid.
 
-    Formula per point: step = decode_step_s_grid; per_user = tokens_per_step / step;
-    aggregate = batch * per_user; step range = step / [high, low] (ranges.factor_grid).
+    Formula per point: step = decode_step_s_grid; tpot = step / tokens_per_step (mtp.tpot_s);
+    per_user = 1 / tpot; aggregate = batch * per_user; a time's range = time / [high, low]
+    (ranges.factor_grid).
     """
     schemes = tuple(weight_dtypes) if weight_dtypes else (dep.weight_scheme_name,)
     batch_arr = np.asarray(batch, dtype=np.int64)
@@ -87,7 +92,8 @@ def sweep(
         )
         fits.append(fits_memory_grid(scheme_dep, batch=batch_arr[:, None], ctx_tokens=ctx_arr[None, :]))
     step_s = np.stack(steps)
-    per_user = per_step / step_s
+    tpot_s = mtp.tpot_s(step_s, tokens_per_step=per_step)
+    per_user = 1.0 / tpot_s
     low, high = ranges.factor_grid(dep, batch=batch_arr.tolist(), ctx_tokens=ctx_arr.tolist())
     return SweepResult(
         model=dep.model.id,
@@ -105,6 +111,9 @@ def sweep(
         fits_memory=np.stack(fits),
         decode_step_s_low=step_s / high[None],
         decode_step_s_high=step_s / low[None],
+        tpot_s=tpot_s,
+        tpot_s_low=tpot_s / high[None],
+        tpot_s_high=tpot_s / low[None],
         speed_band=ranges.speed_band(dep, batch=int(batch_arr.max()), ctx_tokens=int(ctx_arr.max())),
         dp=dep.dp,
         setup=setup_words(dep),

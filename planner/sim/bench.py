@@ -165,6 +165,9 @@ def slo_answer(dep: Deployment, *, memory_batch: int, slo: ServiceLevels) -> Slo
     tpot_s = sim_slo.tpot_ceiling_s(slo.tpot_s, slo.min_user_tokens_per_s)
     bench = BenchRun(arrivals=kinds.DEFAULT_ARRIVALS)
     found = search_users(dep, tokens=tokens, slo=(slo.ttft_s, tpot_s), bench=bench, ceiling=memory_batch)
+    found = sim_slo.naming_user_rate(
+        found, tpot_s=slo.tpot_s, min_user_tokens_per_s=slo.min_user_tokens_per_s
+    )
     sim_slo.require_met(found, what=f"number of users of {tokens[0]} in / {tokens[1]} out")
     users = int(found.best or 1)
     at_best = next(p for p in found.points if p.x == found.best)

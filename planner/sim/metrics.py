@@ -112,12 +112,13 @@ def throughput(records: Records) -> Throughput:
 
 
 def goodput_requests_per_s(records: Records, *, ttft_s: float | None, tpot_s: float | None) -> float:
-    """Requests meeting every given SLO per second: count(ttft <= X and tpot <= Y) / duration."""
+    """Requests meeting every given SLO per second: count(ttft <= X and tpot <= Y) / duration; a one-token
+    request has no TPOT (undefined) and never meets a TPOT target."""
     ok = np.ones(records.finish_s.size, dtype=bool)
     if ttft_s is not None:
         ok &= records.ttft_s <= ttft_s
     if tpot_s is not None:
-        ok &= records.tpot_s <= tpot_s
+        ok &= (records.output_tokens > 1) & (records.tpot_s <= tpot_s)
     return float(np.count_nonzero(ok)) / duration_s(records)
 
 

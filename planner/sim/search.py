@@ -37,7 +37,7 @@ class SearchPoint(Frozen):
 
     x: float
     ttft_s: float
-    tpot_s: float
+    tpot_s: float | None  # None: every request generated one token (TPOT is undefined, never meets a target)
     e2e_s: float
     output_tokens_per_s: float
     meets_slo: bool
@@ -52,14 +52,23 @@ class SearchResult(Frozen):
     slo: dict[str, float] | None
     best: float | None
     points: list[SearchPoint]
+    # the --min-user-tps the TPOT target stands for (its 1 / rate was the tighter limit), for the messages
+    min_user_tokens_per_s: float | None = None
 
 
 def meets(summary: SimSummary, *, slo: tuple[float | None, float | None], quantile: Quantile) -> bool:
-    """Formula: ttft_q <= ttft_slo and tpot_q <= tpot_slo (an absent SLO always holds)."""
+    """Formula: ttft_q <= ttft_slo and tpot_q <= tpot_slo (an absent SLO always holds; an undefined TPOT,
+    every request one token long, never meets a TPOT target)."""
     ttft, tpot = slo
     ok_ttft = ttft is None or getattr(summary.ttft_s, quantile) <= ttft
-    ok_tpot = tpot is None or getattr(summary.tpot_s, quantile) <= tpot
+    tpot_q = quantile_tpot_s(summary, quantile=quantile)
+    ok_tpot = tpot is None or (tpot_q is not None and tpot_q <= tpot)
     return bool(ok_ttft and ok_tpot)
+
+
+def quantile_tpot_s(summary: SimSummary, *, quantile: Quantile) -> float | None:
+    """The run's TPOT at `quantile`, None when no request generated a second token (TPOT undefined)."""
+    return None if summary.tpot_requests == 0 else float(getattr(summary.tpot_s, quantile))
 
 
 def point_of(
@@ -69,7 +78,7 @@ def point_of(
     return SearchPoint(
         x=x,
         ttft_s=getattr(summary.ttft_s, quantile),
-        tpot_s=getattr(summary.tpot_s, quantile),
+        tpot_s=quantile_tpot_s(summary, quantile=quantile),
         e2e_s=getattr(summary.e2e_s, quantile),
         output_tokens_per_s=summary.throughput.output_tokens_per_s,
         meets_slo=meets(summary, slo=slo, quantile=quantile),
@@ -233,8 +242,12 @@ def search_pd(
 
 
 def slo_text(found: SearchResult) -> str:
-    """'p99 TTFT <= 1000 ms, p99 TPOT <= 150 ms'."""
+    """'p99 TTFT <= 1000 ms, p99 TPOT <= 150 ms'; a TPOT from --min-user-tps says so: 'p99 TPOT <= 50 ms
+    (--min-user-tps 20: 1 / that per-user rate)'."""
     names = {"ttft_s": "TTFT", "tpot_s": "TPOT"}
+    rate = found.min_user_tokens_per_s
+    origin = {"tpot_s": f" (--min-user-tps {rate:g}: 1 / that per-user rate)" if rate is not None else ""}
     return ", ".join(
-        f"{found.quantile} {names[k]} <= {units.s_to_ms(v):.4g} ms" for k, v in (found.slo or {}).items()
+        f"{found.quantile} {names[k]} <= {units.s_to_ms(v):.4g} ms{origin.get(k, '')}"
+        for k, v in (found.slo or {}).items()
     )

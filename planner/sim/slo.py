@@ -29,6 +29,18 @@ def tpot_ceiling_s(tpot_s: float | None, min_user_tokens_per_s: float | None) ->
     return min(given) if given else None
 
 
+def naming_user_rate(
+    found: SearchResult, *, tpot_s: float | None, min_user_tokens_per_s: float | None
+) -> SearchResult:
+    """The search, marked as holding a TPOT target that --min-user-tps set (when 1 / it is at most --tpot-ms:
+    tpot_ceiling_s took it), so that its messages name the flag the user typed."""
+    if min_user_tokens_per_s is None:
+        return found
+    if tpot_s is not None and tpot_s < 1.0 / min_user_tokens_per_s:
+        return found
+    return found.model_copy(update={"min_user_tokens_per_s": min_user_tokens_per_s})
+
+
 def max_users(
     run_at: Callable[[int], SimSummary],
     *,
@@ -62,8 +74,16 @@ def binding_target(found: SearchResult) -> str:
         return ""
     first = min(above, key=lambda p: p.x)
     tails = (("ttft", "ttft_s", first.ttft_s), ("tpot", "tpot_s", first.tpot_s))
-    missed = [name for name, key, value in tails if key in found.slo and value > found.slo[key]]
+    # an undefined TPOT (one-token outputs) misses a TPOT target
+    missed = [
+        name for name, key, value in tails if key in found.slo and (value is None or value > found.slo[key])
+    ]
     return "+".join(missed)
+
+
+def tpot_text(tpot_s: float | None) -> str:
+    """'83.1 ms' (4 significant figures), or 'undefined (one-token outputs)' (units.fmt_tpot)."""
+    return units.fmt_tpot(None) if tpot_s is None else f"{units.s_to_ms(tpot_s):.4g} ms"
 
 
 def require_met(found: SearchResult, *, what: str) -> None:
@@ -73,6 +93,6 @@ def require_met(found: SearchResult, *, what: str) -> None:
     first = found.points[0]
     raise SloNotMetError(
         f"SLO: no {what} meets {slo_text(found)} (got at the lowest load, {first.x:g}: {found.quantile} "
-        f"TTFT {units.s_to_ms(first.ttft_s):.4g} ms, TPOT {units.s_to_ms(first.tpot_s):.4g} ms; expected "
+        f"TTFT {units.s_to_ms(first.ttft_s):.4g} ms, TPOT {tpot_text(first.tpot_s)}; expected "
         "within the targets); relax them or add devices"
     )

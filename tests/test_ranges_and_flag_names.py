@@ -1,0 +1,78 @@
+"""A printed range holds its printed point (units.fmt_span's point), and errors name the flag the user typed:
+--min-user-tps, --input-tokens / --prompt-tokens, --search and --quantile apart (review items 15, 10, 11)."""
+
+import re
+
+import pytest
+
+from planner import units
+from tests.helpers import kvplan
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "point", "decimals", "expected"),
+    [
+        (47.78, 177.0, 47.78, 1, "47.8-177"),  # the fast end is the point: printed as the point is
+        (5.65, 20.94, 20.94, 1, "5.65-20.9"),
+        (226.0, 837.66, 837.66, 1, "226-837.7"),
+        (0.0117, 0.0432, 0.0432, 1, "0.0-0.0"),  # a point printed 0.0 is inside its range
+        (28.81, 107.2, 50.0, 1, "28.8-108"),  # an inner point leaves the outward rounding alone
+        (99.96, 120.0, 99.96, None, "100.0-120"),  # as fmt_figures prints the point
+    ],
+)
+def test_span_holds_its_point(
+    low: float, high: float, point: float, decimals: int | None, expected: str
+) -> None:
+    text = units.fmt_span(low, high, point=point, point_decimals=decimals)
+    assert text == expected
+    ends = [float(x.replace(",", "")) for x in text.split("-")]
+    shown = round(point, units._span_decimals(point) if decimals is None else decimals)
+    assert ends[0] <= shown <= ends[1]
+
+
+FIGURE_AND_RANGE = re.compile(
+    r"([\d,.]+) (?:ms|tok/s)(?: per user| aggregate)? \((?:range )?([\d,.]+)-([\d,.]+)"
+)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        "-m deepseek-v3 --card ascend-910c --dtype int8 --tp 8 --dp 2 --ep 16 --ctx 4k",
+        "-m qwen3-27b --dtype fp8 --ctx 32k --mtp 1",
+    ],
+)
+def test_plan_speed_ranges_hold_their_figures(args: str) -> None:
+    speed = " ".join(kvplan(args).stdout.split()).split("Speed at")[1].split("Load knee")[0]
+    found = FIGURE_AND_RANGE.findall(speed)
+    assert len(found) >= 3, speed
+    for point, low, high in found:
+        value, lo, hi = (float(x.replace(",", "")) for x in (point, low, high))
+        assert lo <= value <= hi, speed
+    assert "TPOT 47.8 ms (range 47.8-177" in speed or "deepseek" not in args
+
+
+def test_min_user_tps_is_named_in_the_slo_error() -> None:
+    run = kvplan("-m qwen3-27b --dtype fp8 --min-user-tps 1e308", code=3)
+    assert "--min-user-tps 1e+308" in run.output
+    run = kvplan("serve -m qwen3-27b --dtype fp8 --min-user-tps 1000", code=3)
+    assert "--min-user-tps 1000" in run.output
+    tighter_tpot = kvplan("serve -m qwen3-27b --dtype fp8 --min-user-tps 1000 --tpot-ms 0.5", code=3)
+    assert "--min-user-tps" not in tighter_tpot.output and "TPOT <= 0.5 ms" in tighter_tpot.output
+
+
+@pytest.mark.parametrize("flag", ["--input-tokens", "--prompt-tokens"])
+def test_plan_names_the_prompt_flag_typed(flag: str) -> None:
+    run = kvplan(f"-m qwen3-27b --dtype fp8 {flag} 0", code=2)
+    assert f"{flag}: not a token count" in run.output
+    other = {"--input-tokens": "--prompt-tokens", "--prompt-tokens": "--input-tokens"}[flag]
+    assert other not in run.output
+    assert f"{flag}: not a token count" in kvplan(f"-m qwen3-27b --dtype fp8 {flag}=0", code=2).output
+
+
+def test_search_and_quantile_checked_apart() -> None:
+    base = "simulate -m qwen3-27b --dtype fp8 --rate 1"
+    quantile = kvplan(f"{base} --quantile p50 --search knee", code=2).output
+    assert "--quantile: unknown (got 'p50'" in quantile and "'knee'" not in quantile
+    search = kvplan(f"{base} --quantile p99 --search kne", code=2).output
+    assert "--search: unknown (got 'kne'" in search and "--quantile" not in search
