@@ -132,9 +132,9 @@ def test_compare_c_skips_a_tp_the_engine_refuses() -> None:
 
 def test_time_factors_turn_a_rate_range_into_a_time_range() -> None:
     band = SpeedRange(
-        source="s", label="l", decode_step_s_low=0.08, decode_step_s_high=0.2, tpot_s_low=0.08, tpot_s_high=0.2,
-        tokens_per_s_low=50.0,
-        tokens_per_s_high=125.0, per_user_tokens_per_s_low=5.0, per_user_tokens_per_s_high=12.5,
+        source="s", label="l", decode_step_s_low=0.08, decode_step_s_high=0.2, tpot_s_low=0.08,
+        tpot_s_high=0.2, tokens_per_s_low=50.0, tokens_per_s_high=125.0, per_user_tokens_per_s_low=5.0,
+        per_user_tokens_per_s_high=12.5,
         ttft_s_low=0.5, ttft_s_high=2.0, ttft_source="t", extrapolated=False, notes=[],
     )  # fmt: skip
     perf = Performance(

@@ -297,4 +297,4 @@ def test_tpot_statistics_leave_out_one_token_requests() -> None:
     assert single.tpot_requests == 0
     from planner.cli.serve_view import tail_lines
 
-    assert "TPOT none" in tail_lines(single)[1]
+    assert "TPOT undefined" in tail_lines(single)[1]

@@ -108,16 +108,22 @@ def serve_command(
         for line in serve_view.serve_lines(view):
             typer.echo(line)
     if found is not None:
-        from planner.sim import slo as sim_slo
+        require_users_met(context, found)
 
-        levels = service_levels(context)
-        found = sim_slo.naming_user_rate(
-            found, tpot_s=levels.tpot_s, min_user_tokens_per_s=levels.min_user_tokens_per_s
-        )
-        try:
-            sim_slo.require_met(found, what="number of users")
-        except KvplanError as exc:
-            fail(exc)
+
+def require_users_met(context: typer.Context, found: SearchResult) -> None:
+    """Exit 3 (sim.slo.require_met) when no number of users meets the targets, naming --min-user-tps when
+    its 1 / rate is the TPOT target."""
+    from planner.sim import slo as sim_slo
+
+    levels = service_levels(context)
+    found = sim_slo.naming_user_rate(
+        found, tpot_s=levels.tpot_s, min_user_tokens_per_s=levels.min_user_tokens_per_s
+    )
+    try:
+        sim_slo.require_met(found, what="number of users")
+    except KvplanError as exc:
+        fail(exc)
 
 
 MAX_SERVE_CONCURRENCY = 100_000  # as `kvplan simulate --concurrency`
