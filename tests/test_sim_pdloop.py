@@ -161,3 +161,23 @@ def test_vllm_pd_ttft_is_prefill_pull_admission_and_one_decode_step(simulate: st
     mindie, prefill_mindie_s, _, _ = results["mindie"]
     assert mindie.ttft_s[0] == pytest.approx(prefill_mindie_s, rel=2e-3)
     assert records.ttft_s[0] > mindie.ttft_s[0] + pull_s
+
+
+@pytest.mark.parametrize("engine", ["mindie", "vllm"])
+def test_decode_kv_is_the_whole_prompt_with_or_without_prefix_hits(engine: str) -> None:
+    """A decode instance receives every prompt token's KV (the transfer is the whole prompt's,
+    pdspec.kv_transfer_s): 8 closed-loop users with 3000-token prompts and 64-token outputs hold, by hand,
+    8 x ceil((3000 + 64) / 128) = 8 x 24 = 192 blocks once all 8 decode (3064 tokens fit 24 blocks: no
+    growth), whatever share of each prompt a prefix cache held on the prefill side. Before the fix the
+    trace missed KV admitted and freed in one decode span: 0 blocks at F = 0.9."""
+    lengths = (wl.LengthDist("fixed", 3000, 3000), wl.LengthDist("fixed", 64, 64))
+    work = closed(wl.synthetic(lengths=lengths, count=40, rate_per_s=None, seed=0), 8)
+    peaks = []
+    for fraction in (0.0, 0.9):
+        dep = deployment(engine, ctx=3100).model_copy(update={"prefix_cached_fraction": fraction})
+        spec = pdspec.spec_for(dep, counts=(1, 1))
+        summary = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}).summary
+        assert (summary.scheduler.block_tokens, summary.scheduler.state_blocks) == (128, 0)
+        assert summary.max_batch_reached == 8
+        peaks.append(round(summary.kv_peak_fraction * summary.scheduler.total_blocks))
+    assert peaks == [192, 192]

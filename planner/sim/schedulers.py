@@ -246,13 +246,20 @@ def raise_stuck(eng: Engine) -> None:
 
 def decode_only_step(eng: Engine) -> None:
     """A P:D decode instance: requests arrive prefilled (KV transferred, first token out); each is admitted in
-    arrival order when a batch slot and its blocks are free, then the batch decodes to the next event."""
+    arrival order when a batch slot and its blocks are free, then the batch decodes to the next event.
+    Admission and the span are one step, so the trace records the batch and blocks just admitted (each
+    request's whole prompt + first token, Engine.admission_blocks, prefix-cache hits or not) before the
+    span: a span that ends every request would otherwise leave its KV out of the trace (kv_peak_fraction)."""
+    admitted = False
     while eng.waiting and len(eng.running) < eng.cfg.max_batch:
         request = eng.waiting[0]
         if not eng.try_admit(request):
             break
         eng.waiting.popleft()
         eng.join_decode(request)
+        admitted = True
+    if admitted:
+        eng.record()
     if not eng.running:
         if eng.waiting:
             raise_stuck(eng)
