@@ -44,6 +44,12 @@ def default_output_tokens(ctx_tokens: int, *, block_size_tokens: int) -> int:
     return quarter // block_size_tokens * block_size_tokens or max(quarter, 1)
 
 
+def default_input_tokens(ctx_tokens: int, *, block_size_tokens: int) -> int:
+    """Input tokens of a request when the user gives no split: ctx - default_output_tokens (maxInputTokenLen
+    as `kvplan mindie` writes it)."""
+    return ctx_tokens - default_output_tokens(ctx_tokens, block_size_tokens=block_size_tokens)
+
+
 def default_max_prefill_tokens(ctx_tokens: int, *, block_size_tokens: int) -> int:
     """The prefill batch every command sizes activations for when --max-prefill-tokens is not given.
 
@@ -51,8 +57,9 @@ def default_max_prefill_tokens(ctx_tokens: int, *, block_size_tokens: int) -> in
     maxInputTokenLen, and `kvplan mindie` / `kvplan vllm` write exactly this (maxPrefillTokens,
     --max-num-batched-tokens), so the plan's activation peak is the one the engine will see.
     """
-    output = default_output_tokens(ctx_tokens, block_size_tokens=block_size_tokens)
-    return max(DEFAULT_MAX_PREFILL_TOKENS, ctx_tokens - output)
+    return max(
+        DEFAULT_MAX_PREFILL_TOKENS, default_input_tokens(ctx_tokens, block_size_tokens=block_size_tokens)
+    )
 
 
 class AsLoaded:

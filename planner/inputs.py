@@ -238,6 +238,24 @@ def memory_fraction(
     )
 
 
+def prefill_tokens(
+    req: PlanRequest, *, engine: EngineName, hardware: HardwareProfile, ctx_tokens: int
+) -> int:
+    """The prefill budget the plan sizes activations for: --max-prefill-tokens, else the engine's default,
+    else deployment.default_max_prefill_tokens; raised to the default input part of --ctx where the engine
+    requires it (registry.prefill_at_least_input: MindIE's maxPrefillTokens >= maxInputTokenLen), as
+    `kvplan mindie` writes it (common.resolve_lengths)."""
+    block = req.block_size
+    tokens = (
+        req.max_prefill_tokens
+        or registry.default_prefill_tokens(engine, hardware)
+        or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=block)
+    )
+    if registry.prefill_at_least_input(engine):
+        tokens = max(tokens, deployment.default_input_tokens(ctx_tokens, block_size_tokens=block))
+    return tokens
+
+
 def to_deployment(req: PlanRequest) -> Deployment:
     """Resolve ids and parse values; raises KvplanError subclasses naming the offending flag."""
     _check_ranges(req)
@@ -269,9 +287,7 @@ def to_deployment(req: PlanRequest) -> Deployment:
         ctx_tokens=ctx_tokens,
         block_size_tokens=req.block_size,
         memory_fraction=memory_fraction(req, engine=engine, hardware=hw, drafting=drafts > 0),
-        max_prefill_tokens=req.max_prefill_tokens
-        or registry.default_prefill_tokens(engine, hw)
-        or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=req.block_size),
+        max_prefill_tokens=prefill_tokens(req, engine=engine, hardware=hw, ctx_tokens=ctx_tokens),
         mtp_tokens=drafts,
         mtp_acceptance_fraction=acceptance,
         speculative_method=method,

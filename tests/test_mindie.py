@@ -657,12 +657,6 @@ def test_cli_base_in_place_needs_force(tmp_path: Path) -> None:
     ("extra", "code", "message"),
     [
         (
-            ["--max-prefill-tokens", "8192"],
-            2,
-            "kvplan: error: BackendConfig.ScheduleConfig.maxPrefillTokens: must be >= "
-            "BackendConfig.ModelDeployConfig.maxInputTokenLen (got 8192, expected >= 24576)",
-        ),
-        (
             ["--devices", "0,1,2"],
             2,
             "kvplan: error: --devices: worldSize must equal the number of distinct NPU ids",
@@ -722,9 +716,11 @@ def test_an_input_or_output_length_past_ctx_names_its_own_flag() -> None:
 def test_the_plan_refuses_a_ctx_whose_prompt_mindie_refuses() -> None:
     """A --ctx whose prompt budget (maxPrefillTokens, by default the input part of --ctx) passes MindIE's
     limit (4 194 304) is refused by the plan itself (exit 2), not recommended and then refused by `kvplan
-    mindie`; an explicit budget within the limit passes, and vLLM takes the long context."""
+    mindie`; an explicit budget within the limit is raised to maxInputTokenLen and so refused too (MindIE's
+    maxPrefillTokens >= maxInputTokenLen), and vLLM takes the long context."""
     flags = ["--model", "qwen3-0.6b", "--ctx", "1024m", "--memory-gib", "1048576"]
     refused = runner.invoke(app, flags)
     assert refused.exit_code == 2 and "--ctx: MindIE takes prompts (maxInputTokenLen" in refused.stderr
     assert runner.invoke(app, [*flags, "--engine", "vllm"]).exit_code == 0
-    assert runner.invoke(app, [*flags, "--max-prefill-tokens", "1048576"]).exit_code == 0
+    raised = runner.invoke(app, [*flags, "--max-prefill-tokens", "1048576"])
+    assert raised.exit_code == 2 and "--ctx: MindIE takes prompts (maxInputTokenLen" in raised.stderr

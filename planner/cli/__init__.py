@@ -10,7 +10,7 @@ from planner.cli import startup  # first of all imports: pauses the garbage coll
 # isort: on
 import functools
 import shlex
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.main
@@ -38,6 +38,11 @@ from planner.cli.options import (
     typed_spelling,
 )
 from planner.errors import KvplanError
+
+if TYPE_CHECKING:
+    from planner.deployment import Deployment
+    from planner.inputs import PlanRequest
+    from planner.results import Plan
 
 # Every sub-command, imported and built into click commands only when the arguments name one (KvplanGroup
 # below), so the mission command skips importing the sub-commands' modules (urllib for the dashboard, the
@@ -164,7 +169,7 @@ def plan(
 
             search = sim_bench.slo_answer
         plan = perf_plan.build_plan(dep, prompt_tokens=prompt, slo=slo, slo_search=search)
-        result = perf_plan.with_load_knee(plan, dep)
+        result = with_raised_prefill_note(perf_plan.with_load_knee(plan, dep), request, dep)
     except KvplanError as exc:
         fail(exc)
     rec = result.recommendation
@@ -181,6 +186,15 @@ def plan(
     cli_render.print_plan(result, dep, next_lines=cli_render.engine_lines(result, dep, flags=flags))
     if explain:
         cli_render.print_explain(dep, result)
+
+
+def with_raised_prefill_note(result: "Plan", request: "PlanRequest", dep: "Deployment") -> "Plan":
+    """The plan with a note when the engine raised the request's --max-prefill-tokens to dep's
+    (common.raised_prefill_notes: MindIE's maxPrefillTokens >= maxInputTokenLen, inputs.prefill_tokens)."""
+    from planner.engines.common import raised_prefill_notes
+
+    notes = raised_prefill_notes(request.max_prefill_tokens, used=dep.max_prefill_tokens)
+    return result.model_copy(update={"warnings": [*result.warnings, *notes]}) if notes else result
 
 
 @default_command(models_app)

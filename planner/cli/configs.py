@@ -36,7 +36,7 @@ from planner.inputs import DEFAULT_CTX, PlanRequest
 if TYPE_CHECKING:
     from planner.deployment import Deployment
     from planner.engines.common import Lengths, Options, ServingOptions
-    from planner.engines.mindie.config import MindieOptions
+    from planner.engines.mindie.config import MindieOptions, MindieResult
     from planner.engines.mindie.log import LogComparison
     from planner.engines.mindie.rules import MindieConfig
     from planner.kinds import EngineName
@@ -120,7 +120,10 @@ def prepare(request: PlanRequest, options: ServingOptions) -> tuple[Deployment, 
     dep = inputs.to_deployment(request)
     registry.check_draft_model(dep)  # before sizing: one line naming --speculative-config
     engine_prefill = registry.default_prefill_tokens(dep.engine, dep.hardware)
-    return common.sized_deployment(dep, options=options, engine_prefill_tokens=engine_prefill)
+    at_least_input = registry.prefill_at_least_input(dep.engine)
+    return common.sized_deployment(
+        dep, options=options, engine_prefill_tokens=engine_prefill, at_least_input=at_least_input
+    )
 
 
 def prepared(request: PlanRequest, options: Options) -> tuple[Deployment, Lengths, Options]:
@@ -288,7 +291,7 @@ def run_mindie(
     else:
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
     result = mindie.mindie_config(plan, base=base, lengths=lengths, options=options)
-    result = result.model_copy(update={"notes": [*result.notes, *prefix_cache_notes(request, options)]})
+    result = with_request_notes(result, request, options, lengths)
     backup = None
     if out is not None:
         backup = atomic.write_atomic(out, mindie_rules.render_config(result.config), force=force)
@@ -314,6 +317,17 @@ def run_mindie(
         sys.stdout.write(mindie_rules.render_config(result.config))
     else:
         typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""), err=True)
+
+
+def with_request_notes(
+    result: MindieResult, request: PlanRequest, options: MindieOptions, lengths: Lengths
+) -> MindieResult:
+    """The config's notes plus the request's: prefix_cache_notes, common.raised_prefill_notes (MindIE)."""
+    from planner.engines.common import raised_prefill_notes
+
+    raised = raised_prefill_notes(options.max_prefill_tokens, used=lengths.max_prefill_tokens)
+    notes = [*result.notes, *prefix_cache_notes(request, options), *raised]
+    return result.model_copy(update={"notes": notes})
 
 
 def prefix_cache_notes(request: PlanRequest, options: MindieOptions) -> list[str]:

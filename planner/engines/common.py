@@ -63,6 +63,7 @@ def resolve_lengths(
     block_size_tokens: int,
     options: ServingOptions,
     engine_prefill_tokens: int | None = None,
+    at_least_input: bool = False,
 ) -> Lengths:
     """Split --ctx into input and output: output defaults to ctx/4 (whole blocks), input to the rest.
 
@@ -70,7 +71,8 @@ def resolve_lengths(
     holds (with the default split this is deployment.default_max_prefill_tokens, what the plan sizes); an
     engine that chunks prompts passes its own default as engine_prefill_tokens (vLLM's
     --max-num-batched-tokens: registry.default_prefill_tokens); an explicit --max-prefill-tokens is kept as
-    given (validate_config refuses it if too small).
+    given, raised to the input where `at_least_input` (MindIE: registry.prefill_at_least_input;
+    raised_prefill_notes says so).
     """
     out_tokens, in_tokens = options.max_output_tokens, options.max_input_tokens
     for flag, given in (("--max-input-tokens", in_tokens), ("--max-output-tokens", out_tokens)):
@@ -91,6 +93,8 @@ def resolve_lengths(
     prefill = (
         options.max_prefill_tokens or engine_prefill_tokens or max(DEFAULT_MAX_PREFILL_TOKENS, in_tokens)
     )
+    if at_least_input:
+        prefill = max(prefill, in_tokens)
     return Lengths(
         max_seq_len_tokens=ctx_tokens,
         max_input_tokens=in_tokens,
@@ -100,17 +104,33 @@ def resolve_lengths(
 
 
 def sized_deployment(
-    dep: Deployment, *, options: ServingOptions, engine_prefill_tokens: int | None = None
+    dep: Deployment,
+    *,
+    options: ServingOptions,
+    engine_prefill_tokens: int | None = None,
+    at_least_input: bool = False,
 ) -> tuple[Deployment, Lengths]:
     """(dep re-sized with the engine's lengths, the lengths): maxPrefillTokens drives the activation peak;
-    engine_prefill_tokens as in resolve_lengths."""
+    engine_prefill_tokens and at_least_input as in resolve_lengths."""
     lengths = resolve_lengths(
         dep.ctx_tokens,
         block_size_tokens=dep.block_size_tokens,
         options=options,
         engine_prefill_tokens=engine_prefill_tokens,
+        at_least_input=at_least_input,
     )
     return dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens}), lengths
+
+
+def raised_prefill_notes(given: int | None, *, used: int) -> list[str]:
+    """The note when --max-prefill-tokens `given` was raised to `used` tokens, the input part of --ctx
+    (resolve_lengths' at_least_input; the plan's inputs.to_deployment): empty when it was not."""
+    if given is None or used <= given:
+        return []
+    return [
+        f"--max-prefill-tokens {given} raised to {used} (maxInputTokenLen): MindIE requires maxPrefillTokens "
+        f">= maxInputTokenLen; the config writes {used} and the activation peak is sized for it"
+    ]
 
 
 IntOrArray = int | npt.NDArray[np.int64]

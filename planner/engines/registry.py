@@ -39,6 +39,7 @@ class EngineRoom(Protocol):
     ADMITS_BEYOND_POOL: bool  # admits more sequences than the pool holds at full length, preempting later
     MAX_PROMPTS_PER_PASS: int | None  # prompts one prefill pass takes at most (None: only the token budget)
     PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
+    PREFILL_AT_LEAST_INPUT: bool  # its prefill budget is raised to the longest prompt (MindIE's rule)
     DP_PHASE_VOTE: bool  # DP ranks run the phase (prefill or decode) most of them want
     DP_LOCKSTEP_DENSE: bool  # DP ranks of a dense model step together too (MoE ranks always do)
     REQUEST_OVERHEAD_PRIOR_US: float  # the fit's prior centre for a request's cost outside the forward pass
@@ -160,6 +161,13 @@ def default_prefill_tokens(engine: EngineName, hardware: HardwareProfile) -> int
     """The engine's default tokens per prefill step when the user gives none (vLLM's
     --max-num-batched-tokens on the card); None: the plan's max(8192, ctx - output)."""
     return room(engine).default_prefill_tokens(hardware)
+
+
+def prefill_at_least_input(engine: EngineName) -> bool:
+    """True when the engine's prefill budget must hold the longest prompt (MindIE: maxPrefillTokens >=
+    maxInputTokenLen, facts 1.2): a smaller --max-prefill-tokens is raised to the input part of --ctx
+    (common.resolve_lengths), and the plan sizes the activation peak at the raised value."""
+    return room(engine).PREFILL_AT_LEAST_INPUT
 
 
 def batch_cap(dep: Deployment) -> int | None:

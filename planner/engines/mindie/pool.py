@@ -55,6 +55,8 @@ EXPLICIT_NPU_MEM = frozenset({"qwen3.5-27b", "qwen3.5-0.8b"})
 KV_DTYPES = ("bf16", "fp16", "int8")
 # [assumed] MindIE's P:D TTFT ends at its prefill (its source not checked)
 PD_DECODER_STREAMS_FIRST_TOKEN = False
+# [DOC] maxPrefillTokens >= maxInputTokenLen (facts 1.2): a smaller --max-prefill-tokens is raised to it
+PREFILL_AT_LEAST_INPUT = True
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
 MEMORY_FRACTION_NAME = "NPU_MEMORY_FRACTION"  # an environment variable (mindie_llm/utils/env.py)
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
@@ -155,7 +157,8 @@ def check_layout(dep: Deployment) -> None:
         raise PlanInputError(
             f"--ctx: MindIE takes prompts (maxInputTokenLen, maxPrefillTokens) of at most {rules.MAX_TOKENS} "
             f"tokens (got a prefill budget of {dep.max_prefill_tokens} for --ctx {dep.ctx_tokens}); lower "
-            "--ctx, set --max-prefill-tokens and --max-input-tokens, or use --engine vllm"
+            "--ctx, set `kvplan mindie --max-input-tokens` within it (maxPrefillTokens is raised to the "
+            "input), or use --engine vllm"
         )
 
 

@@ -55,6 +55,7 @@ def beyond_pool_words(*, max_batch: int, clients: int) -> str:
 # The PD router (sglang_router / mini_lb) returns the decode server's stream: the first token the user sees
 # comes from the decode instance after the KV transfer.
 PD_DECODER_STREAMS_FIRST_TOKEN = True
+PREFILL_AT_LEAST_INPUT = False  # prompts longer than --chunked-prefill-size are chunked
 # DP attention (layers/dp_attention.py): every attention-DP rank joins each MLP / MoE forward (an idle rank
 # runs an idle batch), so ranks step together, dense models too; no shared prefill/decode vote.
 DP_PHASE_VOTE = False

@@ -30,6 +30,7 @@ from planner.schema import HardwareProfile
 # vllm-ascend's P:D proxy keeps only the prefill's kv_transfer_params and streams from the decoder
 # (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py @93dbfa65)
 PD_DECODER_STREAMS_FIRST_TOKEN = True
+PREFILL_AT_LEAST_INPUT = False  # prompts longer than --max-num-batched-tokens are chunked
 DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
 MEMORY_FRACTION_NAME = (
     "--gpu-memory-utilization"  # CacheConfig.gpu_memory_utilization (vllm/config/cache.py:68)

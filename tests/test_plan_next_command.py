@@ -1,0 +1,61 @@
+"""The plan's engine words and its Next: command agree with what `kvplan mindie` writes: a
+--max-prefill-tokens below maxInputTokenLen is raised to it everywhere (MindIE's rule maxPrefillTokens >=
+maxInputTokenLen, docs/mindie.md Lengths), and a plan counting prefix-cache hits hands --prefix-cache on."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from planner.cli import app
+
+runner = CliRunner()
+PLAN = ["--model", "qwen3-27b", "--dtype", "fp8", "--ctx", "32k"]
+
+
+def plan_json(extra: list[str]) -> dict[str, object]:
+    result = runner.invoke(app, [*PLAN, *extra, "--json"])
+    assert result.exit_code == 0, result.output
+    payload: dict[str, object] = json.loads(result.stdout)
+    return payload
+
+
+def run_next(payload: dict[str, object], out: Path) -> dict[str, object]:
+    """Run the plan's Next: command (its placeholders filled) and return the config it wrote."""
+    config = payload["engine_config"]
+    assert isinstance(config, dict)
+    words = shlex.split(config["next_command"].replace("<checkpoint dir>", "/data/w"))
+    assert words[:2] == ["kvplan", "mindie"]
+    words[words.index("-o") + 1] = str(out)
+    result = runner.invoke(app, words[1:])
+    assert result.exit_code == 0, result.output
+    written: dict[str, object] = json.loads(out.read_text())
+    return written
+
+
+def test_small_max_prefill_tokens_is_raised_to_max_input_token_len(tmp_path: Path) -> None:
+    """ctx 32k: maxInputTokenLen = 32768 - 8192 (a quarter, whole blocks) = 24576. --max-prefill-tokens 1000
+    is raised to 24576 in the plan's words, its activation peak (the default's: max(8192, 24576)) and the
+    config its Next: command writes; both print the note. Before: the plan wrote 1000 and sized 1000
+    tokens of activations, and its Next: command exited 2."""
+    default, given = plan_json([]), plan_json(["--max-prefill-tokens", "1000"])
+    assert given["engine_config"]["fields"]["maxPrefillTokens"] == "24576"  # type: ignore[index]
+    memory = given["memory"], default["memory"]
+    assert memory[0]["activation_bytes"] == memory[1]["activation_bytes"]  # type: ignore[index]
+    note = "--max-prefill-tokens 1000 raised to 24576 (maxInputTokenLen)"
+    assert any(note in warning for warning in given["warnings"])  # type: ignore[attr-defined]
+    written = run_next(given, tmp_path / "config.json")
+    backend = written["BackendConfig"]
+    assert backend["ScheduleConfig"]["maxPrefillTokens"] == 24576  # type: ignore[index]
+    assert backend["ModelDeployConfig"]["maxInputTokenLen"] == 24576  # type: ignore[index]
+    stderr = runner.invoke(app, ["mindie", *PLAN, "--max-prefill-tokens", "1000", "--weights-path", "/w"])
+    assert stderr.exit_code == 0 and note in stderr.output
+
+
+def test_a_max_prefill_tokens_above_the_input_is_kept() -> None:
+    payload = plan_json(["--max-prefill-tokens", "30000"])
+    assert payload["engine_config"]["fields"]["maxPrefillTokens"] == "30000"  # type: ignore[index]
+    assert not any("raised" in warning for warning in payload["warnings"])  # type: ignore[attr-defined]
