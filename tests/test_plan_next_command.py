@@ -8,6 +8,7 @@ import json
 import shlex
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from planner.cli import app
@@ -59,3 +60,19 @@ def test_a_max_prefill_tokens_above_the_input_is_kept() -> None:
     payload = plan_json(["--max-prefill-tokens", "30000"])
     assert payload["engine_config"]["fields"]["maxPrefillTokens"] == "30000"  # type: ignore[index]
     assert not any("raised" in warning for warning in payload["warnings"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("engine", ["mindie", "vllm", "sglang"])
+def test_next_command_keeps_the_prefix_cache_the_plan_counts(engine: str) -> None:
+    """--prefix-cached-fraction 0.9: the plan's TTFT counts hits, so Next: carries --prefix-cache (MindIE
+    writes its prefix_cache plugin, vLLM --enable-prefix-caching); without hits it does not."""
+    cached = plan_json(["--engine", engine, "--prefix-cached-fraction", "0.9"])["engine_config"]
+    plain = plan_json(["--engine", engine])["engine_config"]
+    assert "--prefix-cache" in shlex.split(cached["next_command"])  # type: ignore[index]
+    assert "--prefix-cache" not in shlex.split(plain["next_command"])  # type: ignore[index]
+
+
+def test_next_command_with_prefix_hits_writes_the_plugin(tmp_path: Path) -> None:
+    written = run_next(plan_json(["--prefix-cached-fraction", "0.9"]), tmp_path / "config.json")
+    model = written["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]  # type: ignore[index]
+    assert "prefix_cache" in json.dumps(model["plugin_params"])

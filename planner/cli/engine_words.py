@@ -22,12 +22,15 @@ class EngineConfig(TypedDict):
 def engine_config(result: Plan, dep: Deployment, *, flags: str) -> EngineConfig | None:
     """The recommendation in the engine's own words and the command that writes its config with the same
     `flags`: {"title", "fields": {engine field or flag: value as the text prints it}, "next_command"};
-    None for an engine kvplan writes no config for (planner.engines.registry.config_words)."""
+    None for an engine kvplan writes no config for (planner.engines.registry.config_words). A plan that
+    counts prefix-cache hits (--prefix-cached-fraction > 0) adds --prefix-cache, so the config turns the
+    cache on as the plan's TTFT assumed (MindIE's prefix_cache plugin, vLLM --enable-prefix-caching)."""
     from planner.engines import registry
 
     words = registry.config_words(result, dep)
     if words is None:
         return None
     title, fields, needs = words
-    command = " ".join(part for part in (f"kvplan {dep.engine}", flags, needs) if part)
+    cache = "--prefix-cache" if dep.prefix_cached_fraction > 0 else ""
+    command = " ".join(part for part in (f"kvplan {dep.engine}", flags, cache, needs) if part)
     return EngineConfig(title=title, fields=dict(fields), next_command=command)
