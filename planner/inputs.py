@@ -122,6 +122,10 @@ MEMORY_GIB_RANGE = (1 / 1024, 2.0**20)  # 1 MiB .. 1 PiB of device memory
 BANDWIDTH_GBPS_RANGE = (1e-3, 1e7)  # 1 MB/s .. 10 PB/s
 MAX_BATCH = 10**6
 MAX_PREFILL_TOKENS = units.MAX_TOKENS
+# --memory-fraction's floor: the runtime reserve alone takes 0.94-3.3 % of every catalogued card (0.6 GiB of a
+# 64 GiB 910B .. 1.6 GiB of a 48 GiB Atlas 300I Duo, hwprofiles/*.yaml runtime_overhead_gib), so below 1 % no
+# card leaves anything for weights and KV: a typo (1e-300, 0.0008 for 0.8), refused like 0
+MIN_MEMORY_FRACTION = 0.01
 
 
 def bounded(value: float, flag: str, limits: tuple[float, float]) -> float:
@@ -181,8 +185,8 @@ def _check_ranges(req: PlanRequest) -> None:
         (
             "--memory-fraction",
             req.memory_fraction,
-            req.memory_fraction is None or 0 < req.memory_fraction <= 1,
-            "in (0, 1]",
+            req.memory_fraction is None or MIN_MEMORY_FRACTION <= req.memory_fraction <= 1,
+            f"in [{MIN_MEMORY_FRACTION:g}, 1]: below 1 % the runtime reserve alone fills the card",
         ),
         (
             "--max-prefill-tokens",

@@ -13,7 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 import planner
+from planner import inputs, records
 from planner.cli import app
+from planner.errors import PlanInputError
 from tests.test_cli_flags import every_command
 
 runner = CliRunner()
@@ -265,7 +267,7 @@ def test_sweep_takes_the_engine_layout_and_drafts() -> None:
         (["--engine", "foo"], "--engine: unknown engine (got 'foo'"),
         (
             ["--gpu-memory-utilization", "1.5"],
-            "--memory-fraction: out of range (got 1.5, expected in (0, 1])",
+            "--memory-fraction: out of range (got 1.5, expected in [0.01, 1]",
         ),
         (["--speculative-config", "{"], "--speculative-config: not JSON (got '{'"),
         (
@@ -465,3 +467,35 @@ def test_simulate_takes_the_engines_context_length() -> None:
     assert json.loads(default.stdout) == json.loads(given.stdout) == json.loads(alias.stdout)
     assert json.loads(long.stdout)["max_batch_reached"] < json.loads(default.stdout)["max_batch_reached"]
     fails_with([*base, "--ctx", "383"], "--ctx: shorter than the longest request (got 383, expected >= 384")
+
+
+FRACTION_REFUSED = "--memory-fraction: out of range (got 1e-300, expected in [0.01, 1]: below 1 % the runtime"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-m", "qwen3-27b", "--dtype", "fp8"],
+        ["mindie", "-m", "qwen3-27b", "--dtype", "fp8", "--weights-path", "/w"],
+        ["vllm", "-m", "qwen3-27b", "--dtype", "fp8"],
+        ["sglang", "-m", "qwen3-27b", "--dtype", "fp8"],
+        ["serve", "-m", "qwen3-27b", "--dtype", "fp8"],
+        ["simulate", "-m", "qwen3-27b", "--dtype", "fp8", "--concurrency", "2", "--requests", "4"],
+        ["layout", "-m", "qwen3-27b", "--dtype", "fp8", "--budget-devices", "8"],
+        ["sweep", "-m", "qwen3-27b", "--dtype", "fp8", "--batch", "1", "--ctx", "1k"],
+    ],
+)
+def test_a_memory_fraction_that_leaves_nothing_usable_is_a_range_error(command: list[str]) -> None:
+    """1e-300 of a card is no memory at all: exit 2 naming the flag, the value and the 1 % floor
+    (inputs.MIN_MEMORY_FRACTION: the runtime reserve alone is 0.94-3.3 % of every catalogued card), as 0
+    is; before, the plan ran and exited 3 with "0.00 GiB usable"."""
+    fails_with([*command, "--memory-fraction", "1e-300"], FRACTION_REFUSED)
+
+
+def test_the_dashboard_request_meets_the_same_floor() -> None:
+    """The dashboard's memory-fraction widget reaches the plan through inputs.to_deployment (app.py's
+    records.replace), so its floor is the flag's; the slider itself starts at 0.5, above it."""
+    request = inputs.PlanRequest(model="qwen3-27b", memory_fraction=1e-300)
+    with pytest.raises(PlanInputError, match=r"--memory-fraction: out of range \(got 1e-300"):
+        inputs.to_deployment(request)
+    assert inputs.to_deployment(records.replace(request, memory_fraction=0.5)).memory_fraction == 0.5
