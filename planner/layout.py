@@ -228,9 +228,11 @@ def layout_notes(dep: Deployment, *, batch_per_group: int) -> list[str]:
         )
     if dep.model.is_moe:
         total = dep.model.routed_expert_count + dep.redundant_experts
+        each = f"split {moe_tp(dep)} ways" if moe_tp(dep) > 1 else "whole (moe_tp=1)"
+        rest = f"split tp={dep.tp} ways" if dep.tp > 1 else "whole on every rank (tp=1)"
         notes.append(
-            f"routed experts: {experts_per_rank(dep)} of {total} per rank (ep={dep.ep}), each split "
-            f"{moe_tp(dep)} ways; shared experts, dense layers, embedding and lm_head split tp={dep.tp} ways"
+            f"routed experts: {experts_per_rank(dep)} of {total} per rank (ep={dep.ep}), each {each}; "
+            f"shared experts, dense layers, embedding and lm_head {rest}"
         )
     if comm_buffer_bytes(dep):
         notes.append(

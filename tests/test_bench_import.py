@@ -119,7 +119,7 @@ def test_cli_writes_one_row_per_file_with_the_setup_columns(tmp_path: Path) -> N
         )  # fmt: skip
         assert row["concurrency"] == "32" and float(row["output_tokens_per_s"]) > 0
     again = runner.invoke(app, [*args, "--out", str(out)])
-    assert again.exit_code != 0 and "--out: file exists" in again.output
+    assert again.exit_code == 2 and f"--out: {out}: already exists (got an existing file" in again.output
     assert (rows[0]["dp"], rows[0]["ep"]) == ("1", "1")  # default layout
 
 

@@ -619,7 +619,11 @@ def test_cli_writes_out_atomically_and_refuses_to_clobber(tmp_path: Path) -> Non
     out.write_text("mine\n")
     again = runner.invoke(app, ["models", "import", str(root), "--out", str(out)])
     assert again.exit_code == 2
-    assert f"--out: file exists (got '{out}', expected a new file); pass --force" in again.stderr
+    # worded as every other writer's (planner.atomic): the flag, the path, --force and the backup's name
+    assert again.stderr == (
+        f"kvplan: error: --out: {out}: already exists (got an existing file, expected a new path); pass "
+        "--force to replace it (the old file is then kept as tiny-llama.yaml.bak)\n"
+    )
     assert out.read_text() == "mine\n"
 
     forced = runner.invoke(app, ["models", "import", str(root), "--out", str(out), "--force"])

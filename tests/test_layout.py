@@ -177,3 +177,22 @@ def test_nodes_follow_the_card_profile_node_size() -> None:
     assert layout.node_count(dep) == 4 and layout.devices_per_node(dep) == 8
     with pytest.raises(PlanInputError, match=r"^--nodes: 3 nodes x 8 devices"):
         capacity.check_supported(dep.model_copy(update={"nodes": 3}))
+
+
+@pytest.mark.parametrize(
+    ("degrees", "experts", "rest"),
+    [
+        ({"tp": 8, "dp": 2, "ep": 16}, "each whole (moe_tp=1)", "split tp=8 ways"),
+        ({"tp": 8, "dp": 2, "ep": 8}, "each split 2 ways", "split tp=8 ways"),
+        ({"tp": 1, "dp": 16, "ep": 16}, "each whole (moe_tp=1)", "whole on every rank (tp=1)"),
+    ],
+)
+def test_why_line_never_splits_one_way(degrees: dict[str, int], experts: str, rest: str) -> None:
+    """moe_tp = tp x dp / ep: 16 / 16 = 1 is no split at all ("each split 1 ways" before), 16 / 8 = 2 is."""
+    dep = to_deployment(
+        PlanRequest(model="deepseek-v3", card="ascend-910c", dtype="int8", ctx="4k", **degrees)
+    )
+    (line,) = [note for note in layout.layout_notes(dep, batch_per_group=1) if note.startswith("routed")]
+    assert f"(ep={degrees['ep']}), {experts};" in line
+    assert line.endswith(f"embedding and lm_head {rest}")
+    assert " 1 ways" not in line

@@ -619,8 +619,8 @@ def test_cli_refuses_to_clobber_then_keeps_backups(tmp_path: Path) -> None:
     refused = runner.invoke(app, [*MISSION, "-o", str(out)])
     assert refused.exit_code == 2
     assert (
-        f"kvplan: error: {out}: already exists (got an existing file, expected a new path); pass --force"
-        in (refused.output)
+        f"kvplan: error: -o/--out: {out}: already exists (got an existing file, expected a new path); "
+        "pass --force" in (refused.output)
     )
     assert out.read_text() == '{"mine": true}\n'
     forced = runner.invoke(app, [*MISSION, "-o", str(out), "--force"])

@@ -36,7 +36,7 @@ from planner.inputs import DEFAULT_CTX, PlanRequest
 if TYPE_CHECKING:
     from planner.deployment import Deployment
     from planner.engines.common import Lengths, Options, ServingOptions
-    from planner.engines.mindie.config import MindieOptions, MindieResult
+    from planner.engines.mindie.config import MindieOptions
     from planner.engines.mindie.log import LogComparison
     from planner.engines.mindie.rules import MindieConfig
     from planner.kinds import EngineName
@@ -244,10 +244,12 @@ def mindie_command(
     ] = None,
 ) -> None:
     """Write a MindIE Server config.json from the plan and print the plan behind it."""
+    from planner import atomic
     from planner.engines.mindie import config as mindie
 
     request = plan_request(context, engine="mindie")  # re-sized with the request lengths by prepare()
     try:
+        atomic.check_new({"-o/--out": out}, force=force)  # before the plan: the error names the flag
         if npu_mem_size not in (None, "auto", "explicit"):
             raise PlanInputError(
                 f"--npu-mem-size: unknown mode (got {npu_mem_size!r}, expected auto or explicit)"
@@ -291,7 +293,7 @@ def run_mindie(
     else:
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
     result = mindie.mindie_config(plan, base=base, lengths=lengths, options=options)
-    result = with_request_notes(result, request, options, lengths)
+    result = result.model_copy(update={"notes": [*result.notes, *request_notes(request, options, lengths)]})
     backup = None
     if out is not None:
         backup = atomic.write_atomic(out, mindie_rules.render_config(result.config), force=force)
@@ -319,24 +321,18 @@ def run_mindie(
         typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""), err=True)
 
 
-def with_request_notes(
-    result: MindieResult, request: PlanRequest, options: MindieOptions, lengths: Lengths
-) -> MindieResult:
-    """The config's notes plus the request's: prefix_cache_notes, common.raised_prefill_notes (MindIE)."""
+def request_notes(request: PlanRequest, options: MindieOptions, lengths: Lengths) -> list[str]:
+    """Notes on the request: a --max-prefill-tokens raised to maxInputTokenLen (common.raised_prefill_notes);
+    --prefix-cached-fraction counting prefix-cache hits that the MindIE config turns off."""
     from planner.engines.common import raised_prefill_notes
 
-    raised = raised_prefill_notes(options.max_prefill_tokens, used=lengths.max_prefill_tokens)
-    notes = [*result.notes, *prefix_cache_notes(request, options), *raised]
-    return result.model_copy(update={"notes": notes})
-
-
-def prefix_cache_notes(request: PlanRequest, options: MindieOptions) -> list[str]:
-    """A note when --prefix-cached-fraction counts prefix-cache hits that the MindIE config turns off."""
+    notes = raised_prefill_notes(options.max_prefill_tokens, used=lengths.max_prefill_tokens)
     if not request.prefix_cached_fraction or options.prefix_cache:
-        return []
+        return notes
     return [
         f"--prefix-cached-fraction {request.prefix_cached_fraction:g}: the plan's TTFT counts prefix-cache "
-        "hits, which MindIE makes only with its prefix_cache plugin: add --prefix-cache"
+        "hits, which MindIE makes only with its prefix_cache plugin: add --prefix-cache",
+        *notes,
     ]
 
 

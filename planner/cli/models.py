@@ -14,7 +14,7 @@ import typer
 
 from planner import units
 from planner.cli.options import FlagCommand, fail
-from planner.errors import KvplanError, OutputExistsError, PlanInputError
+from planner.errors import KvplanError, PlanInputError
 
 # planner.importers.hfimport is imported when the command runs, so `kvplan --help` stays light
 if TYPE_CHECKING:
@@ -108,13 +108,9 @@ def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
 
     if len(path.name) > MAX_NAME_CHARS:
         raise PlanInputError(f"--out: file name too long (got {len(path.name)} characters, expected <= 255)")
-    if atomic.check_replaceable(path) and not force:
-        raise OutputExistsError(
-            f"--out: file exists (got '{path}', expected a new file); "
-            f"pass --force to overwrite (the old file is kept as a .bak)"
-        )
     if not path.parent.is_dir():
         raise PlanInputError(f"--out: directory does not exist (got '{path.parent}')")
+    atomic.check_new({"--out": path}, force=force)  # worded as every writer's (planner.atomic)
     atomic.write_atomic(path, text, force=force)
 
 
