@@ -245,13 +245,32 @@ def memory_fraction(
 def prefill_tokens(
     req: PlanRequest, *, engine: EngineName, hardware: HardwareProfile, ctx_tokens: int
 ) -> int:
-    """The prefill budget the plan sizes activations for: --max-prefill-tokens, else the engine's default,
-    else deployment.default_max_prefill_tokens; raised to the default input part of --ctx where the engine
-    requires it (registry.prefill_at_least_input: MindIE's maxPrefillTokens >= maxInputTokenLen), as
-    `kvplan mindie` writes it (common.resolve_lengths)."""
-    block = req.block_size
+    """The prefill budget the plan sizes activations for: prefill_budget of --max-prefill-tokens."""
+    return prefill_budget(
+        req.max_prefill_tokens,
+        engine=engine,
+        hardware=hardware,
+        ctx_tokens=ctx_tokens,
+        block_size_tokens=req.block_size,
+    )
+
+
+def prefill_budget(
+    given: int | None,
+    *,
+    engine: EngineName,
+    hardware: HardwareProfile,
+    ctx_tokens: int,
+    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS,
+) -> int:
+    """Prompt tokens one prefill pass takes: `given`, else the engine's default, else
+    deployment.default_max_prefill_tokens; raised to the default input part of --ctx where the engine
+    requires it (registry.prefill_at_least_input: MindIE's maxPrefillTokens >= maxInputTokenLen), as `kvplan
+    mindie` writes it (common.resolve_lengths). The plan, serve and the fit's serving rows
+    (fit/prepared.py) all take it from here."""
+    block = block_size_tokens
     tokens = (
-        req.max_prefill_tokens
+        given
         or registry.default_prefill_tokens(engine, hardware)
         or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=block)
     )

@@ -214,3 +214,21 @@ def test_fit_reproduces_rows_made_with_a_prefill_pass_cost_and_extrapolates_conc
     assert np.max(np.abs(observed)) < 0.05
     (error,) = serving_rows.serving_errors(rows[3:], hardware=hw, coefficients=result.coefficients)
     assert abs(error) < 0.10
+
+
+@pytest.mark.parametrize("engine", ["mindie", "vllm"])
+def test_a_rows_prefill_budget_is_the_one_serve_plans_with(tmp_path: Path, engine: str) -> None:
+    """MindIE raises maxPrefillTokens to maxInputTokenLen (inputs.prefill_budget): a serving row's deployment
+    and `kvplan serve` of the same row (predict.py's command, --max-prefill-tokens 8192) agree; vLLM keeps
+    the budget as given."""
+    from planner.inputs import PlanRequest, to_deployment
+
+    row = f"qwen3-8b,ascend-910b3,bf16,bf16,1,{engine},4,32000,100,40,,,,,,"
+    _, (point,) = read_bench_rows(_csv(tmp_path, row))
+    fit_dep = serving_rows.serving_deployment(point)
+    served = to_deployment(
+        PlanRequest(model="qwen3-8b", card="ascend-910b3", dtype="bf16", engine=engine, ctx="32100",
+                    max_prefill_tokens=8192)
+    )  # fmt: skip
+    assert fit_dep.max_prefill_tokens == served.max_prefill_tokens
+    assert (fit_dep.max_prefill_tokens > 8192) == (engine == "mindie")

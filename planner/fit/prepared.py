@@ -20,7 +20,7 @@ import numpy as np
 
 from planner import capacity, inputs, layout
 from planner.arrays import FloatArray
-from planner.deployment import DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
+from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, DEFAULT_MTP_ACCEPTANCE_FRACTION, Deployment
 from planner.dtypes import StorageDType, activation_dtype_of, storage_dtype
 from planner.errors import DataFileError, KvplanError
 from planner.importers.benchdeployment import row_deployment
@@ -74,8 +74,14 @@ def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, obj
     fields["mtp_acceptance_fraction"] = DEFAULT_MTP_ACCEPTANCE_FRACTION if acceptance is None else acceptance
     fields["prefix_cached_fraction"] = point.prefix_cached_fraction
     fields["speculative_method"] = point.speculative_method
-    if point.prefill_tokens is not None:
-        fields["max_prefill_tokens"] = point.prefill_tokens
+    # the row's prefill budget, else Deployment's default (8192), raised as the CLI raises it (MindIE:
+    # maxPrefillTokens >= maxInputTokenLen, inputs.prefill_budget), so `kvplan serve` gives the fit's figure
+    fields["max_prefill_tokens"] = inputs.prefill_budget(
+        point.prefill_tokens or DEFAULT_MAX_PREFILL_TOKENS,
+        engine=point.engine,
+        hardware=hw,
+        ctx_tokens=point.input_tokens + point.output_tokens,
+    )
     if point.memory_fraction is not None:
         fields["memory_fraction"] = point.memory_fraction
     return fields
