@@ -76,3 +76,18 @@ def test_next_command_with_prefix_hits_writes_the_plugin(tmp_path: Path) -> None
     written = run_next(plan_json(["--prefix-cached-fraction", "0.9"]), tmp_path / "config.json")
     model = written["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]  # type: ignore[index]
     assert "prefix_cache" in json.dumps(model["plugin_params"])
+
+
+def test_simulate_raises_max_prefill_tokens_as_the_plan_does() -> None:
+    """simulate's MindIE scheduler batches prefill up to the raised budget (the plan's), not the value given:
+    3000-token prompts are served, not refused, and the note says so."""
+    load = ["--input-tokens", "3000", "--concurrency", "4"]
+    flags = ["simulate", *PLAN, "--max-prefill-tokens", "1000", *load]
+    result = runner.invoke(app, [*flags, "--json"])
+    assert result.exit_code == 0, result.output
+    scheduler = json.loads(result.stdout)["scheduler"]
+    planned = plan_json(["--max-prefill-tokens", "1000"])["engine_config"]
+    assert isinstance(planned, dict)
+    assert scheduler["max_prefill_tokens"] == int(planned["fields"]["maxPrefillTokens"]) == 24576
+    text = runner.invoke(app, flags)
+    assert "--max-prefill-tokens 1000 raised to 24576" in text.stdout

@@ -298,7 +298,10 @@ def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[s
         given = longest_prompt
     if given is not None:
         dep = inputs.to_deployment(records.replace(request, max_prefill_tokens=given))
-    return dep, scheduler_knobs(flags.knobs)
+    knobs = scheduler_knobs(flags.knobs)
+    if knobs["max_prefill_tokens"] is not None:  # as raised for the plan (MindIE: >= maxInputTokenLen)
+        knobs["max_prefill_tokens"] = dep.max_prefill_tokens
+    return dep, knobs
 
 
 def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
@@ -316,9 +319,9 @@ def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
             spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None}
         )
     if dep.dp > 1:
-        return dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs)
+        return simview.with_notes(dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs), flags, dep)
     cfg = run.default_config(dep, workload=work, **knobs)
-    return run.simulate(dep, work, cfg=cfg, slo=slo)
+    return simview.with_notes(run.simulate(dep, work, cfg=cfg, slo=slo), flags, dep)
 
 
 def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> float:

@@ -6,6 +6,7 @@ runs it and calls these.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING
 from planner import atomic, units
 
 if TYPE_CHECKING:
+    from planner.cli.simrequest import SimulateRequest
+    from planner.deployment import Deployment
     from planner.perf.ranges import SpeedBand
     from planner.sim.instance import SimResult
     from planner.sim.metrics import SimSummary
@@ -129,3 +132,15 @@ def simulation_label(
     if pd and own != (tp, dp, ep):
         label += f" (prefill {layout.describe(Degrees(tp=own[0], dp=own[1], ep=own[2], pp=pp))})"
     return label
+
+
+def with_notes(result: SimResult, flags: SimulateRequest, dep: Deployment) -> SimResult:
+    """The result with the note the plan prints when the engine raised --max-prefill-tokens
+    (common.raised_prefill_notes: MindIE's maxPrefillTokens >= maxInputTokenLen)."""
+    from planner.engines.common import raised_prefill_notes
+
+    notes = raised_prefill_notes(flags.knobs.max_prefill_tokens, used=dep.max_prefill_tokens)
+    if not notes:
+        return result
+    summary = result.summary.model_copy(update={"notes": (*result.summary.notes, *notes)})
+    return dataclasses.replace(result, summary=summary)
