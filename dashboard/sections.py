@@ -215,7 +215,7 @@ def show_slo_summary(slo: Any, *, knee: int, settings: Settings, memory_batch: i
         f"{memory} SLO limit: the largest batch meeting {slos} is **{slo.batch}** ({slo.users} users of "
         f"{slo.input_tokens} in / {slo.output_tokens} out, closed loop, {slo.arrivals}, simulated as "
         f"`kvplan serve`; bound by {slo.binding}): there p99 TTFT {units.fmt_ms(slo.ttft_s)}, TPOT "
-        f"{units.fmt_ms(slo.tpot_s)}. Knee of the throughput curve: batch {knee}."
+        f"{units.fmt_tpot(slo.tpot_s)}. Knee of the throughput curve: batch {knee}."
     )
 
 

@@ -262,12 +262,14 @@ def prefill_budget(
     hardware: HardwareProfile,
     ctx_tokens: int,
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS,
+    prompt_tokens: int = 0,
 ) -> int:
     """Prompt tokens one prefill pass takes: `given`, else the engine's default, else
-    deployment.default_max_prefill_tokens; raised to the default input part of --ctx where the engine
-    requires it (registry.prefill_at_least_input: MindIE's maxPrefillTokens >= maxInputTokenLen), as `kvplan
-    mindie` writes it (common.resolve_lengths). The plan, serve and the fit's serving rows
-    (fit/prepared.py) all take it from here."""
+    deployment.default_max_prefill_tokens; raised where the engine requires it
+    (registry.prefill_at_least_input: MindIE's maxPrefillTokens >= maxInputTokenLen) to maxInputTokenLen:
+    the default input part of --ctx, as `kvplan mindie` writes it (common.resolve_lengths), or the workload's
+    `prompt_tokens` when longer (a config serving them must accept them). The plan, serve and the fit's
+    serving rows (fit/prepared.py) all take it from here."""
     block = block_size_tokens
     tokens = (
         given
@@ -275,8 +277,23 @@ def prefill_budget(
         or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=block)
     )
     if registry.prefill_at_least_input(engine):
-        tokens = max(tokens, deployment.default_input_tokens(ctx_tokens, block_size_tokens=block))
+        default_input = deployment.default_input_tokens(ctx_tokens, block_size_tokens=block)
+        tokens = max(tokens, default_input, prompt_tokens)
     return tokens
+
+
+def prompt_budget(dep: Deployment, *, prompt_tokens: int) -> Deployment:
+    """dep with its prefill budget raised for prompts of `prompt_tokens` (prefill_budget): serve and simulate,
+    whose workloads state their prompts."""
+    tokens = prefill_budget(
+        dep.max_prefill_tokens,
+        engine=dep.engine,
+        hardware=dep.hardware,
+        ctx_tokens=dep.ctx_tokens,
+        block_size_tokens=dep.block_size_tokens,
+        prompt_tokens=prompt_tokens,
+    )
+    return dep if tokens == dep.max_prefill_tokens else dep.model_copy(update={"max_prefill_tokens": tokens})
 
 
 def to_deployment(req: PlanRequest) -> Deployment:

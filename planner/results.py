@@ -151,7 +151,7 @@ class SloAnswer(Frozen):
     batch: int
     binding: str  # "memory" when the memory cap is at or below `users`, else the target the next user misses
     ttft_s: float
-    tpot_s: float
+    tpot_s: float | None  # None: one-token outputs have no time between tokens
 
 
 class Plan(Frozen):

@@ -76,3 +76,18 @@ def test_search_and_quantile_checked_apart() -> None:
     assert "--quantile: unknown (got 'p50'" in quantile and "'knee'" not in quantile
     search = kvplan(f"{base} --quantile p99 --search kne", code=2).output
     assert "--search: unknown (got 'kne'" in search and "--quantile" not in search
+
+
+@pytest.mark.parametrize(
+    ("words", "typed"),
+    [
+        ("vllm -m qwen3-27b --gpu-memory-utilization 0.005", "--gpu-memory-utilization"),
+        ("vllm -m qwen3-27b --memory-fraction 0.005", "--memory-fraction"),
+        ("vllm -m qwen3-27b --max-num-batched-tokens 0", "--max-num-batched-tokens"),
+        ("-m qwen3-27b --max-model-len 0", "--max-model-len"),
+        ("-m qwen3-27b --ctx 0", "--ctx"),
+    ],
+)
+def test_a_range_error_names_the_spelling_typed(words: str, typed: str) -> None:
+    result = kvplan(words, code=2)
+    assert result.output.startswith(f"kvplan: error: {typed}:"), result.output

@@ -94,3 +94,20 @@ def test_undefined_tpot_never_meets_a_tpot_target() -> None:
 
 def test_estimate_has_no_tpot_for_one_token() -> None:
     assert ServingEstimate.model_fields["tpot_s"].annotation == (float | None)
+
+
+def test_slo_answers_at_a_context_with_one_token_outputs_are_printed() -> None:
+    """--ctx 3 gives the default workload one output token: the plan's and layout's SLO search answer with
+    TPOT undefined (was: a validation traceback), and JSON carries null."""
+    plan = kvplan("-m qwen3-27b --ctx 3 --ttft-ms 5000")
+    assert "TPOT undefined (one-token outputs)" in " ".join(plan.stdout.split())
+    payload = json.loads(kvplan("-m qwen3-27b --ctx 3 --ttft-ms 5000 --json").stdout)
+    assert payload["slo"]["tpot_s"] is None and payload["slo"]["ttft_s"] > 0
+    layout = kvplan("layout -m qwen3-27b --ctx 3 --ttft-ms 5000 --budget-devices 2")
+    assert "undefined" in layout.stdout and "(one-token" in layout.stdout  # a table cell, wrapped
+
+
+def test_pd_search_never_prints_a_zero_tpot() -> None:
+    run = kvplan(f"simulate {ONE_TOKEN} --rate 2 --requests 40 --search pd --tpot-ms 500", code=3)
+    assert "TPOT 0.0 ms" not in run.output
+    assert "TPOT undefined (one-token outputs) (misses the SLOs)" in " ".join(run.output.split())

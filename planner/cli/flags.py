@@ -37,6 +37,9 @@ FRACTION_FLAGS = ("--memory-fraction", "--gpu-memory-utilization")
 PREFILL_FLAGS = ("--max-prefill-tokens", "--max-num-batched-tokens")  # MindIE maxPrefillTokens
 PROMPT_FLAGS = ("--input-tokens", "--prompt-tokens")  # prompt tokens per request
 REQUESTS_FLAGS = ("--requests", "--num-requests")  # requests in a benchmark or simulated run
+# one flag's spellings: an error names the one typed (options.as_typed)
+ALIAS_GROUPS = (KV_DTYPE_FLAGS, TP_FLAGS, CTX_FLAGS, BATCH_FLAGS, FRACTION_FLAGS, PREFILL_FLAGS, PROMPT_FLAGS,
+                REQUESTS_FLAGS)  # fmt: skip
 # --dtype names every weight scheme kvplan plans, read from the scheme table (planner/dtypes.py), so a new
 # scheme reaches every command's help; aliases (w8a8, awq, ...) are accepted too.
 WEIGHT_DTYPES_HELP = ", ".join(WEIGHT_SCHEMES) + " (int8 is W8A8)"

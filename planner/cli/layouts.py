@@ -98,7 +98,7 @@ def print_search(result: LayoutSearch) -> None:
 
     from planner.cli.render import console
 
-    with_slo = any(c.slo_tpot_p99_s is not None for c in result.candidates)
+    with_slo = any(c.slo_ttft_p99_s is not None for c in result.candidates)
     table = Table(
         title=f"Layouts within {result.budget_devices} devices, best tokens/s per device first "
         f"({len(result.candidates)} shown of those that fit; {result.tried} tried)",
@@ -127,7 +127,7 @@ def layout_cells(c: LayoutCandidate, *, with_slo: bool) -> tuple[str, ...]:
         units.fmt_ms(c.ttft_s),
         units.fmt_tokens_per_s(c.tokens_per_s),
         units.fmt_tokens_per_s(c.tokens_per_s_per_device),
-        *((units.fmt_ms(c.slo_tpot_p99_s or 0.0), units.fmt_ms(c.slo_ttft_p99_s or 0.0)) if with_slo else ()),
+        *((units.fmt_tpot(c.slo_tpot_p99_s), units.fmt_ms(c.slo_ttft_p99_s or 0.0)) if with_slo else ()),
         c.binding_constraint,
     )
 

@@ -59,8 +59,26 @@ def print_version(given: bool) -> None:
 
 def fail(exc: KvplanError) -> NoReturn:
     """Print an expected error as one line on stderr and exit with its code."""
-    typer.echo(f"kvplan: error: {printable(str(exc))}", err=True)
+    typer.echo(f"kvplan: error: {printable(as_typed(str(exc)))}", err=True)
     raise typer.Exit(code=exc.exit_code)
+
+
+LEADING_FLAG = re.compile(r"--[a-z0-9-]+(?=[:/ ])")
+
+
+def as_typed(message: str) -> str:
+    """`message` with its leading flag spelled as the user typed it (flags.ALIAS_GROUPS: an error about
+    --memory-fraction names --gpu-memory-utilization when that is what the command line says)."""
+    from planner.cli.flags import ALIAS_GROUPS
+
+    found = LEADING_FLAG.match(message)
+    if found is None:
+        return message
+    group = next((g for g in ALIAS_GROUPS if found.group() in g), ())
+    typed = [a.split("=", 1)[0] for a in LAST_TYPED_ARGS if a.split("=", 1)[0] in group]
+    if not typed or found.group() in typed:
+        return message
+    return typed[-1] + message[found.end() :]
 
 
 def printable(text: str) -> str:
@@ -227,6 +245,7 @@ class TypelessFlags:
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """click's parse_args, keeping the arguments as typed in ctx.meta (typed_spelling reads them)."""
         ctx.meta.setdefault(TYPED_ARGS, list(args))
+        LAST_TYPED_ARGS[:] = args  # for an error reported after the command's context has closed (as_typed)
         return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
 
     def get_help_option(self, ctx: Any) -> Any:
@@ -237,6 +256,7 @@ class TypelessFlags:
 
 
 TYPED_ARGS = "kvplan.typed_args"  # ctx.meta key: the command line's arguments, as typed
+LAST_TYPED_ARGS: list[str] = []  # the arguments the last parsed command was given, as typed
 
 
 def typed_spelling(ctx: typer.Context, spellings: tuple[str, ...]) -> str:

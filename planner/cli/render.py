@@ -298,7 +298,7 @@ def slo_line(answer: SloAnswer) -> str:
     return (
         f"  SLO search (simulated closed loop, {answer.input_tokens} in / {answer.output_tokens} out, "
         f"{answer.arrivals}; as `kvplan serve`): {answer.users} users meet {targets} (there: "
-        f"{answer.quantile} TTFT {units.fmt_ms(answer.ttft_s)}, TPOT {units.fmt_ms(answer.tpot_s)}){cap}"
+        f"{answer.quantile} TTFT {units.fmt_ms(answer.ttft_s)}, TPOT {units.fmt_tpot(answer.tpot_s)}){cap}"
     )
 
 

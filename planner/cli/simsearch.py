@@ -155,7 +155,7 @@ def print_pd_search(found: PdSearchResult) -> None:
     for p in found.points:
         typer.echo(
             f"  P:D {p.pd:5} ({p.devices} cards): TTFT {found.quantile} {units.fmt_ms(p.ttft_s)}, "
-            f"TPOT {units.fmt_ms(p.tpot_s)} ({'meets' if p.meets_slo else 'misses'} the SLOs)"
+            f"TPOT {units.fmt_tpot(p.tpot_s)} ({'meets' if p.meets_slo else 'misses'} the SLOs)"
         )
     answer = "none up to 8 instances" if found.best is None else f"{found.best} on {found.devices} cards"
     typer.echo(f"pd ({found.quantile}): {answer}")

@@ -298,6 +298,7 @@ def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[s
         given = longest_prompt
     if given is not None:
         dep = inputs.to_deployment(records.replace(request, max_prefill_tokens=given))
+    dep = inputs.prompt_budget(dep, prompt_tokens=longest_prompt)
     knobs = scheduler_knobs(flags.knobs)
     if knobs["max_prefill_tokens"] is not None:  # as raised for the plan (MindIE: >= maxInputTokenLen)
         knobs["max_prefill_tokens"] = dep.max_prefill_tokens

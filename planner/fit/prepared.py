@@ -81,6 +81,7 @@ def _serving_fields(point: ServingPoint, card: HardwareProfile) -> dict[str, obj
         engine=point.engine,
         hardware=hw,
         ctx_tokens=point.input_tokens + point.output_tokens,
+        prompt_tokens=point.input_tokens,
     )
     if point.memory_fraction is not None:
         fields["memory_fraction"] = point.memory_fraction

@@ -182,7 +182,7 @@ class PdPoint(Frozen):
     pd: str
     devices: int
     ttft_s: float
-    tpot_s: float
+    tpot_s: float | None  # None: no request generated a second token
     goodput_requests_per_s: float
     meets_slo: bool
 
@@ -223,7 +223,7 @@ def search_pd(
                 pd=f"{p}:{d}",
                 devices=devices_of(p, d),
                 ttft_s=getattr(summary.ttft_s, quantile),
-                tpot_s=getattr(summary.tpot_s, quantile),
+                tpot_s=quantile_tpot_s(summary, quantile=quantile),
                 goodput_requests_per_s=summary.goodput_requests_per_s or 0.0,
                 meets_slo=meets(summary, slo=slo, quantile=quantile),
             )
