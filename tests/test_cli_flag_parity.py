@@ -267,7 +267,7 @@ def test_sweep_takes_the_engine_layout_and_drafts() -> None:
         (["--engine", "foo"], "--engine: unknown engine (got 'foo'"),
         (
             ["--gpu-memory-utilization", "1.5"],
-            "--memory-fraction: out of range (got 1.5, expected in [0.01, 1]",
+            "--gpu-memory-utilization: out of range (got 1.5, expected in [0.01, 1]",  # named as typed
         ),
         (["--speculative-config", "{"], "--speculative-config: not JSON (got '{'"),
         (

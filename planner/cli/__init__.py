@@ -15,16 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 import typer.main
 
-from planner.cli.flags import (
-    DRAFT_FLAGS,
-    LAYOUT_FLAGS,
-    MEMORY_FLAGS,
-    PROMPT_FLAGS,
-    SLO_FLAGS,
-    MaybeModelOpt,
-    shared_flags,
-)
+from planner.cli.flags import DRAFT_FLAGS, LAYOUT_FLAGS, MEMORY_FLAGS, SLO_FLAGS, MaybeModelOpt, shared_flags
 from planner.cli.options import (
+    PROMPT_FLAGS,
     FlagCommand,
     FlagGroup,
     JsonOpt,

@@ -17,8 +17,7 @@ import typer
 from planner import atomic, units
 from planner.cli.calibrate_bench import card_of_bench, print_points, print_serving, read_rows, validation_json
 from planner.cli.calibrate_log import calibrate_from_log
-from planner.cli.flags import FRACTION_FLAGS
-from planner.cli.options import FlagCommand, JsonOpt, fail, print_json
+from planner.cli.options import FRACTION_FLAGS, FlagCommand, JsonOpt, fail, print_json
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:

@@ -19,17 +19,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import ValidationError
 
-from planner.cli.flags import (
+from planner.cli.flags import DRAFT_FLAGS, LAYOUT_FLAGS, MEMORY_FLAGS, ModelOpt, flag_command
+from planner.cli.options import (
     CTX_FLAGS,
-    DRAFT_FLAGS,
-    LAYOUT_FLAGS,
-    MEMORY_FLAGS,
     PREFILL_FLAGS,
     TP_FLAGS,
-    ModelOpt,
-    flag_command,
+    Launch,
+    emit_launch,
+    fail,
+    plan_request,
+    print_json,
+    wants_json,
 )
-from planner.cli.options import Launch, emit_launch, fail, plan_request, print_json, wants_json
 from planner.errors import DataFileError, KvplanError, PlanInputError
 from planner.inputs import DEFAULT_CTX, PlanRequest
 

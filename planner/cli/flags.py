@@ -15,7 +15,18 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.options import FlagCommand, FlagTable, JsonOpt, Placement
+from planner.cli.options import (  # the flags' spellings live with the error printer (options.as_typed)
+    BATCH_FLAGS,
+    CTX_FLAGS,
+    FRACTION_FLAGS,
+    KV_DTYPE_FLAGS,
+    PREFILL_FLAGS,
+    TP_FLAGS,
+    FlagCommand,
+    FlagTable,
+    JsonOpt,
+    Placement,
+)
 from planner.deployment import (
     DEFAULT_BLOCK_SIZE_TOKENS,
     DEFAULT_MTP_ACCEPTANCE_FRACTION,
@@ -29,17 +40,6 @@ MaybeModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="Model id, alias or card YAML path.")
 ]
 # Aliases: the spelling vLLM users already type (vllm serve --help) names the same thing here.
-KV_DTYPE_FLAGS = ("--kv-dtype", "--kv-cache-dtype")
-TP_FLAGS = ("--tp", "--tensor-parallel-size")
-CTX_FLAGS = ("--ctx", "--max-model-len")
-BATCH_FLAGS = ("--batch", "--max-batch", "--max-num-seqs")  # MindIE maxBatchSize, vLLM max_num_seqs
-FRACTION_FLAGS = ("--memory-fraction", "--gpu-memory-utilization")
-PREFILL_FLAGS = ("--max-prefill-tokens", "--max-num-batched-tokens")  # MindIE maxPrefillTokens
-PROMPT_FLAGS = ("--input-tokens", "--prompt-tokens")  # prompt tokens per request
-REQUESTS_FLAGS = ("--requests", "--num-requests")  # requests in a benchmark or simulated run
-# one flag's spellings: an error names the one typed (options.as_typed)
-ALIAS_GROUPS = (KV_DTYPE_FLAGS, TP_FLAGS, CTX_FLAGS, BATCH_FLAGS, FRACTION_FLAGS, PREFILL_FLAGS, PROMPT_FLAGS,
-                REQUESTS_FLAGS)  # fmt: skip
 # --dtype names every weight scheme kvplan plans, read from the scheme table (planner/dtypes.py), so a new
 # scheme reaches every command's help; aliases (w8a8, awq, ...) are accepted too.
 WEIGHT_DTYPES_HELP = ", ".join(WEIGHT_SCHEMES) + " (int8 is W8A8)"

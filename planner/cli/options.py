@@ -63,14 +63,24 @@ def fail(exc: KvplanError) -> NoReturn:
     raise typer.Exit(code=exc.exit_code)
 
 
+KV_DTYPE_FLAGS = ("--kv-dtype", "--kv-cache-dtype")
+TP_FLAGS = ("--tp", "--tensor-parallel-size")
+CTX_FLAGS = ("--ctx", "--max-model-len")
+BATCH_FLAGS = ("--batch", "--max-batch", "--max-num-seqs")  # MindIE maxBatchSize, vLLM max_num_seqs
+FRACTION_FLAGS = ("--memory-fraction", "--gpu-memory-utilization")
+PREFILL_FLAGS = ("--max-prefill-tokens", "--max-num-batched-tokens")  # MindIE maxPrefillTokens
+PROMPT_FLAGS = ("--input-tokens", "--prompt-tokens")  # prompt tokens per request
+REQUESTS_FLAGS = ("--requests", "--num-requests")  # requests in a benchmark or simulated run
+# one flag's spellings: an error names the one typed (options.as_typed)
+ALIAS_GROUPS = (KV_DTYPE_FLAGS, TP_FLAGS, CTX_FLAGS, BATCH_FLAGS, FRACTION_FLAGS, PREFILL_FLAGS, PROMPT_FLAGS,
+                REQUESTS_FLAGS)  # fmt: skip
+
 LEADING_FLAG = re.compile(r"--[a-z0-9-]+(?=[:/ ])")
 
 
 def as_typed(message: str) -> str:
     """`message` with its leading flag spelled as the user typed it (flags.ALIAS_GROUPS: an error about
     --memory-fraction names --gpu-memory-utilization when that is what the command line says)."""
-    from planner.cli.flags import ALIAS_GROUPS
-
     found = LEADING_FLAG.match(message)
     if found is None:
         return message

@@ -14,10 +14,7 @@ import typer
 
 from planner import kinds
 from planner.cli.flags import (
-    BATCH_FLAGS,
     LOAD_FLAGS,
-    PROMPT_FLAGS,
-    REQUESTS_FLAGS,
     SLO_FLAGS,
     DtypeOpt,
     EngineCtxOpt,
@@ -25,7 +22,16 @@ from planner.cli.flags import (
     PrefillTokensOpt,
     flag_command,
 )
-from planner.cli.options import fail, plan_request, print_json, service_levels, wants_json
+from planner.cli.options import (
+    BATCH_FLAGS,
+    PROMPT_FLAGS,
+    REQUESTS_FLAGS,
+    fail,
+    plan_request,
+    print_json,
+    service_levels,
+    wants_json,
+)
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import DEFAULT_DTYPE
 

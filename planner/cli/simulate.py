@@ -18,16 +18,8 @@ import typer
 
 from planner import atomic, kinds, records, units
 from planner.cli import options, simrequest, simview
-from planner.cli.flags import (
-    BATCH_FLAGS,
-    LOAD_FLAGS,
-    PROMPT_FLAGS,
-    REQUESTS_FLAGS,
-    DtypeOpt,
-    EngineCtxOpt,
-    ModelOpt,
-    flag_command,
-)  # fmt: skip
+from planner.cli.flags import LOAD_FLAGS, DtypeOpt, EngineCtxOpt, ModelOpt, flag_command
+from planner.cli.options import BATCH_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS
 from planner.cli.simrequest import SchedulerFlags, SimulateRequest, check_flag_combinations, input_files
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import DEFAULT_CTX, DEFAULT_DTYPE
