@@ -91,3 +91,16 @@ def test_simulate_raises_max_prefill_tokens_as_the_plan_does() -> None:
     assert scheduler["max_prefill_tokens"] == int(planned["fields"]["maxPrefillTokens"]) == 24576
     text = runner.invoke(app, flags)
     assert "--max-prefill-tokens 1000 raised to 24576" in text.stdout
+
+
+def test_serve_says_when_it_raised_max_prefill_tokens() -> None:
+    """serve plans MindIE with the budget raised to its 3000-token prompts and says so (text and JSON)."""
+    flags = ["serve", "-m", "qwen3-27b", "--dtype", "fp8", "--max-prefill-tokens", "1000"]
+    load = ["--input-tokens", "3000", "--concurrency", "4"]
+    text = runner.invoke(app, [*flags, *load])
+    assert text.exit_code == 0, text.output
+    assert "note: --max-prefill-tokens 1000 raised to 3000" in text.stdout
+    payload = json.loads(runner.invoke(app, [*flags, *load, "--json"]).stdout)
+    assert any("raised to 3000" in note for note in payload["notes"])
+    kept = json.loads(runner.invoke(app, [*flags[:-1], "4096", *load, "--json"]).stdout)
+    assert kept["notes"] == []

@@ -84,6 +84,7 @@ def serve_command(
     it (planner/sim/slo.py; none: exit 3)."""
     from planner import inputs, layout
     from planner.cli import serve_view
+    from planner.engines.common import raised_prefill_notes
     from planner.perf import ranges, roofline
     from planner.serving.closed_loop import BenchRun
     from planner.sim import bench as sim_bench
@@ -109,6 +110,7 @@ def serve_command(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
         memory_fraction=dep.memory_fraction, dp=dep.dp, busy_groups=layout.busy_dp_groups(users, dp=dep.dp),
         cached_prompt_tokens=roofline.cached_prompt_tokens(dep, prompt_tokens=prompt),
+        notes=tuple(raised_prefill_notes(max_prefill_tokens, used=dep.max_prefill_tokens)),
     )  # fmt: skip
     if wants_json(context):
         print_json(serve_view.serve_payload(view))

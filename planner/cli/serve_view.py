@@ -36,6 +36,7 @@ class ServeView:
     dp: int = 1
     busy_groups: float = 1.0  # DP groups' worth of throughput the users drive (layout.busy_dp_groups)
     cached_prompt_tokens: int = 0  # of each prompt, found in the prefix cache (--prefix-cached-fraction)
+    notes: tuple[str, ...] = ()  # what the engine changed of the flags (a raised --max-prefill-tokens)
 
 
 def slo_lines(found: SearchResult | None, estimate: ServingEstimate) -> list[str]:
@@ -193,7 +194,7 @@ def serve_lines(view: ServeView) -> list[str]:
         *estimate_lines(estimate, view.sim),
         *admission_lines(view),
         *dp_lines(view),
-        *(f"note: {n}" for n in band.notes),
+        *(f"note: {n}" for n in (*view.notes, *band.notes)),
     ]
 
 
@@ -253,4 +254,5 @@ def serve_payload(view: ServeView) -> dict[str, Any]:
             "notes": band.notes,
         },
         "simulated": view.sim.model_dump(mode="json"),
+        "notes": list(view.notes),
     }
