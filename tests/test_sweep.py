@@ -101,3 +101,11 @@ def test_backwards_batch_range_is_named_as_such() -> None:
     ):
         parse_batches("5-1")
     assert parse_batches("1-3,5") == [1, 2, 3, 5]
+
+
+def test_json_flag_is_format_json() -> None:
+    """`--json` as elsewhere: the object `--format json` prints; with `--format csv`, one error line."""
+    words = "sweep -m qwen3-27b --batch 1,2 --ctx 1k"
+    assert kvplan(f"{words} --json").stdout == kvplan(f"{words} --format json").stdout
+    both = kvplan(f"{words} --json --format csv", code=2)
+    assert both.output.startswith("kvplan: error: --json: conflicts with --format csv")

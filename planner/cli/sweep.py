@@ -258,6 +258,7 @@ def sweep_command(
     batch: Annotated[str, typer.Option(help="Batch sizes: 1,2,4,8 or 1-64.")] = "1,2,4,8,16,32,64,128",
     ctx: Annotated[str, typer.Option(help="Context lengths: 256,1k,4k,8k,32k.")] = "256,1k,4k,8k,32k",
     output_format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
 ) -> None:
     """Decode speed over a batch x context (x weight dtype) grid.
 
@@ -271,6 +272,9 @@ def sweep_command(
             raise PlanInputError(
                 f"--format: unknown format (got {output_format!r}, expected table, csv or json)"
             )
+        if as_json and output_format == "csv":
+            raise PlanInputError("--json: conflicts with --format csv (got both, expected one output format)")
+        output_format = "json" if as_json else output_format
         dtypes = [inputs.parse_weight_scheme(d.strip()) for d in dtype.split(",") if d.strip()]
         batches, contexts = parse_batches(batch), parse_contexts(ctx)
         if not dtypes:
