@@ -127,7 +127,7 @@ class LoadKnee(Frozen):
     max_users: int  # the range searched: sequences of I + O tokens that memory holds (capped)
     output_tokens_per_s: float
     ttft_p99_s: float
-    tpot_p99_s: float
+    tpot_p99_s: float | None  # None: one-token outputs have no time between tokens
     e2e_p99_s: float
     single_user_tpot_s: float  # TPOT of one user alone, for scale
     calibrated: bool

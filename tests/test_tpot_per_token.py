@@ -84,10 +84,9 @@ def test_serve_says_tpot_is_undefined_for_one_token_outputs() -> None:
 
 
 def test_undefined_tpot_never_meets_a_tpot_target() -> None:
-    run = kvplan(f"simulate {ONE_TOKEN} --search max-rate --rate 4 --tpot-ms 50", code=3)
-    assert "TPOT 0.0 ms" not in run.output
-    assert "(meets the SLOs)" not in run.output
-    assert "TPOT undefined (one-token outputs)" in " ".join(run.output.split())
+    run = kvplan(f"simulate {ONE_TOKEN} --search max-rate --rate 4 --tpot-ms 50", code=2)  # up front
+    assert run.output.startswith("kvplan: error: --tpot-ms / --min-user-tps: a TPOT target needs requests")
+    assert run.output.count("\n") == 1  # one line, no search run
     fixed = json.loads(kvplan(f"simulate {ONE_TOKEN} --rate 4 --requests 50 --tpot-ms 50 --json").stdout)
     assert fixed["goodput_requests_per_s"] == 0.0
 
@@ -108,6 +107,34 @@ def test_slo_answers_at_a_context_with_one_token_outputs_are_printed() -> None:
 
 
 def test_pd_search_never_prints_a_zero_tpot() -> None:
-    run = kvplan(f"simulate {ONE_TOKEN} --rate 2 --requests 40 --search pd --tpot-ms 500", code=3)
+    run = kvplan(f"simulate {ONE_TOKEN} --rate 2 --requests 40 --search pd --ttft-ms 100")
     assert "TPOT 0.0 ms" not in run.output
     assert "TPOT undefined (one-token outputs) (misses the SLOs)" in " ".join(run.output.split())
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        "-m qwen3-27b --dtype fp8 --ctx 4 --tpot-ms 100",
+        "-m qwen3-27b --dtype fp8 --ctx 4 --min-user-tps 5",
+        f"serve {ONE_TOKEN} --tpot-ms 100",
+        f"simulate {ONE_TOKEN} --search max-concurrency --concurrency 8 --tpot-ms 100",
+        f"simulate {ONE_TOKEN} --search pd --rate 2 --tpot-ms 100",
+        "layout -m qwen3-27b --ctx 4 --tpot-ms 100 --budget-devices 2",
+    ],
+)
+def test_a_tpot_target_over_one_token_outputs_is_an_input_error(words: str) -> None:
+    """No load (and no device count) can meet a TPOT target when TPOT is undefined: exit 2 up front, one line
+    naming the flags, not exit 3's "relax them or add devices"."""
+    run = kvplan(words, code=2)
+    assert run.output.startswith("kvplan: error: --tpot-ms / --min-user-tps: a TPOT target needs"), run.output
+
+
+def test_load_knee_of_one_token_outputs_has_no_tpot() -> None:
+    """--ctx 4 leaves the default workload one output token: the knee's TPOT is null, its E2E no shorter
+    than its TTFT, and the text says undefined without a per-user figure beside it."""
+    knee = json.loads(kvplan("-m qwen3-27b --dtype fp8 --ctx 4 --json").stdout)["load_knee"]
+    assert knee["output_tokens"] == 1 and knee["tpot_p99_s"] is None
+    assert knee["e2e_p99_s"] >= knee["ttft_p99_s"]
+    text = " ".join(kvplan("-m qwen3-27b --dtype fp8 --ctx 4").stdout.split())
+    assert "P99 TPOT undefined (one-token outputs), P99 TTFT" in text

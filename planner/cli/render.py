@@ -324,12 +324,13 @@ def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
         if knee.users > group_batch
         else f"; memory holds {knee.max_users}{'+' if knee.max_users >= MAX_KNEE_USERS else ''} such requests"
     )
+    alone = "" if knee.tpot_p99_s is None else f" ({units.fmt_ms(knee.single_user_tpot_s)} alone)"
     return (
         f"[bold]Load knee[/bold]: {knee.users} users{group} at {knee.input_tokens} in / {knee.output_tokens} "
         f"out (the default workload, the seed's benchmark; closed loop, {knee.arrivals} arrivals: requests "
         f"drifting apart; past it latency grows faster than throughput): "
-        f"{units.fmt_tokens_per_s(knee.output_tokens_per_s)}, P99 TPOT {units.fmt_ms(knee.tpot_p99_s)} "
-        f"({units.fmt_ms(knee.single_user_tpot_s)} alone), P99 TTFT {units.fmt_ms(knee.ttft_p99_s)}{cap}"
+        f"{units.fmt_tokens_per_s(knee.output_tokens_per_s)}, P99 TPOT {units.fmt_tpot(knee.tpot_p99_s)}"
+        f"{alone}, P99 TTFT {units.fmt_ms(knee.ttft_p99_s)}{cap}"
     )
 
 

@@ -83,6 +83,17 @@ def run_pd_search(
     )
 
 
+def check_tpot_defined(flags: SimulateRequest) -> None:
+    """sim.slo.check_tpot_defined for --output-tokens: --tpot-ms over one-token outputs is an input error."""
+    from planner.sim import slo as sim_slo
+    from planner.sim import workload as wl
+
+    dist = wl.parse_length(flags.lengths[1], flag="--output-tokens")
+    longest = max(dist.values) if dist.values else dist.high
+    workload = f"--output-tokens {flags.lengths[1]}"
+    sim_slo.check_tpot_defined(flags.slo_s()[1], longest_output_tokens=int(longest), workload=workload)
+
+
 def run_search(
     flags: SimulateRequest,
     *,
@@ -101,6 +112,7 @@ def run_search(
         raise PlanInputError(f"--search: unknown (got {kind!r}, expected one of {', '.join(SEARCHES)})")
     if quantile not in ("p95", "p99"):
         raise PlanInputError(f"--quantile: unknown (got {quantile!r}, expected p95 or p99)")
+    check_tpot_defined(flags)
     if kind == "pd":
         return run_pd_search(flags, summary_at=summary_at, tpot_floor_s=tpot_floor_s)
     by_rate = kind == "max-rate" or (kind == "knee" and flags.rate is not None)

@@ -120,15 +120,16 @@ def load_knee(
     alone_tpot_s = mtp.tpot_s(float(cyc.step_s[0]), tokens_per_step=per_step)
     window_s = cyc.decode_s[k] + cyc.others_prefill_s[k]
     waited_step_s = cyc.step_s[k] if k > 0 else 0.0  # alone, a prompt never waits for a decode step
+    ttft_s = float(request_s + cyc.pass_s[k] + waited_step_s)
     return LoadKnee(
         users=k + 1,
         input_tokens=prompt,
         output_tokens=output,
         max_users=max_users,
         output_tokens_per_s=float(cyc.users[k] * output / cycle_s[k]),
-        ttft_p99_s=float(request_s + cyc.pass_s[k] + waited_step_s),
-        tpot_p99_s=float(window_s / (output - 1)) if output > 1 else alone_tpot_s,
-        e2e_p99_s=float(cycle_s[k]),
+        ttft_p99_s=ttft_s,
+        tpot_p99_s=float(window_s / (output - 1)) if output > 1 else None,  # one token: no TPOT
+        e2e_p99_s=max(float(cycle_s[k]), ttft_s),  # a request ends no sooner than its first token
         single_user_tpot_s=alone_tpot_s,
         calibrated=roofline.is_calibrated(dep),
     )

@@ -145,6 +145,7 @@ def search_users(
     starts its doubling at what memory holds at dep's ctx (the instance's plan batch) and stops at `ceiling`
     (the plan, layout and dashboard pass their memory batch: a batch above it is not theirs to take, and a
     TPOT-only target met by queueing users forever would otherwise double the search 8 times)."""
+    sim_slo.check_tpot_defined(slo[1], longest_output_tokens=tokens[1], workload=f"{tokens[0]} in / 1 out")
     full = capacity.memory_plan(dep)[1].max_batch_size
     return sim_slo.max_users(
         lambda k: simulate_users(dep, tokens=tokens, users=k, bench=bench, slo=slo),

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 
 from planner import units
-from planner.errors import SloNotMetError
+from planner.errors import PlanInputError, SloNotMetError
 from planner.sim.metrics import SimSummary
 from planner.sim.search import Quantile, SearchResult, search, slo_text
 
@@ -79,6 +79,16 @@ def binding_target(found: SearchResult) -> str:
         name for name, key, value in tails if key in found.slo and (value is None or value > found.slo[key])
     ]
     return "+".join(missed)
+
+
+def check_tpot_defined(tpot_s: float | None, *, longest_output_tokens: int, workload: str) -> None:
+    """PlanInputError (exit 2) for a TPOT target over requests of one output token: TPOT (the time between
+    output tokens) is undefined for them, so no load, and no number of devices, could meet it."""
+    if tpot_s is not None and longest_output_tokens <= 1:
+        raise PlanInputError(
+            f"--tpot-ms / --min-user-tps: a TPOT target needs requests of 2 or more output tokens (got "
+            f"{workload}: TPOT is undefined, so no load meets it; lengthen the outputs or drop the target)"
+        )
 
 
 def tpot_text(tpot_s: float | None) -> str:
