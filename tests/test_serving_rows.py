@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from planner import catalog
 from planner.errors import DataFileError
 from planner.fit import serving_rows
 from planner.importers.benchpoints import read_bench_rows
@@ -97,7 +99,8 @@ def test_validate_reports_both_kinds(tmp_path: Path) -> None:
     )
     steps, rows = read_bench_rows(path)
     assert (len(steps), len(rows)) == (1, 1)
-    (error,) = serving_rows.serving_errors(rows)
+    fitted = catalog.resolve_card("ascend-910b3", engine="vllm")  # as the plan resolves it: the shipped fit
+    (error,) = serving_rows.serving_errors(rows, hardware=fitted)
     result = kvplan("validate", path)
     assert f"serving MAPE {abs(error) * 100:.1f} %" in result.output
     assert "decode step, predicted vs measured" in result.output
@@ -232,3 +235,17 @@ def test_a_rows_prefill_budget_is_the_one_serve_plans_with(tmp_path: Path, engin
     assert fit_dep.max_prefill_tokens == served.max_prefill_tokens
     # MindIE: maxPrefillTokens >= maxInputTokenLen >= the 32000-token prompt; vLLM chunks at 8192
     assert fit_dep.max_prefill_tokens == (32000 if engine == "mindie" else 8192)
+
+
+def test_validate_predicts_what_the_plan_prints() -> None:
+    """The seed's decode steps (MindIE on a 950PR): validate, with or without --card, predicts batch 1 with
+    the profile the plan resolves for the engine (its shipped fit), so both print the same step;
+    --uncalibrated keeps the datasheet."""
+    seed = SEED.parent / "seed-950pr-qwen3-27b.csv"
+    plan = json.loads(kvplan("-m qwen3-27b --dtype fp8 --batch 1 --ctx 384 --json").stdout)
+    step_ms = plan["performance"]["decode_step_s"] * 1000
+    for extra in ((), ("--card", "ascend-950pr")):
+        rows = json.loads(kvplan("validate", seed, *extra, "--json").stdout)["decode_steps"]
+        assert rows[0]["predicted_decode_step_s"] * 1000 == pytest.approx(step_ms, rel=1e-9)
+    datasheet = json.loads(kvplan("validate", seed, "--uncalibrated", "--json").stdout)["decode_steps"]
+    assert datasheet[0]["predicted_decode_step_s"] * 1000 < 0.6 * step_ms

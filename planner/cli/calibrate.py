@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import atomic, units
+from planner.cli import calibrate_bench as bench_rows
 from planner.cli.calibrate_bench import card_of_bench, print_points, print_serving, read_rows, validation_json
 from planner.cli.calibrate_log import calibrate_from_log
 from planner.cli.options import FRACTION_FLAGS, FlagCommand, JsonOpt, fail, print_json
@@ -374,6 +375,8 @@ def validate(
     try:
         hw = catalog.resolve_card(card) if card is not None else None
         points, rows = read_rows(points_csv, hardware=hw, engine=engine, fit=False, as_json=as_json)
+        if not uncalibrated:  # the card as the plan resolves it for the rows' engine (its shipped fit)
+            hw = bench_rows.prediction_card(card, points=points, rows=rows) or hw
         step_errors = solver.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
         serving_errors = serving_rows.serving_errors(rows, hardware=hw, calibrated=not uncalibrated)
         if as_json:

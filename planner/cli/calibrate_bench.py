@@ -4,6 +4,7 @@ each row predicted vs measured (rich tables), and write the fitted profile (pars
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -168,3 +169,25 @@ def validation_json(
         "serving": serving,
         "serving_mape_fraction": _error_summary(serving_errors)[0] if serving_errors else None,
     }
+
+
+def prediction_card(
+    card: str | None,
+    *,
+    points: Sequence[BenchPoint],
+    rows: Sequence[ServingPoint],
+) -> HardwareProfile | None:
+    """The profile `kvplan validate` predicts with: --card, else the rows' one card, resolved as the plan
+    resolves it for the rows' one engine (its shipped fit: catalog.resolve_card), so validate predicts what
+    the plan prints; None where the rows name several cards or engines (each row's own card then)."""
+    from planner import catalog
+    from planner.engines import registry
+
+    cards = {card} if card is not None else {p.card for p in (*points, *rows)}
+    engines = {p.engine for p in points} | {r.engine for r in rows}
+    if len(cards) != 1 or len(engines) != 1:
+        return None
+    engine = engines.pop()
+    return catalog.resolve_card(
+        cards.pop(), engine=engine, profile_engine=registry.fitted_profile_engine(engine)
+    )
