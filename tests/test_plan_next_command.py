@@ -104,3 +104,11 @@ def test_serve_says_when_it_raised_max_prefill_tokens() -> None:
     assert any("raised to 3000" in note for note in payload["notes"])
     kept = json.loads(runner.invoke(app, [*flags[:-1], "4096", *load, "--json"]).stdout)
     assert kept["notes"] == []
+
+
+def test_pd_simulate_says_when_it_raised_max_prefill_tokens() -> None:
+    flags = ["simulate", "-m", "qwen3-27b", "--dtype", "fp8", "--rate", "1", "--pd", "1:1"]
+    result = runner.invoke(app, [*flags, "--max-prefill-tokens", "100", "--json"])
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    assert any(note.startswith("--max-prefill-tokens 100 raised to 288") for note in notes)

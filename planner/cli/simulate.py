@@ -308,9 +308,10 @@ def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
         layout = pdspec.PrefillLayout(tp=flags.prefill_tp, dp=flags.prefill_dp, ep=flags.prefill_ep)
         counts = pdspec.parse_pd(flags.pd)
         spec = pdspec.spec_for(dep, counts=counts, prefill=layout, link_gbps=flags.kv_link_gbps)
-        return pdloop.simulate_fleet(
+        fleet = pdloop.simulate_fleet(
             spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None}
         )
+        return simview.with_notes(fleet, flags, dep)
     if dep.dp > 1:
         return simview.with_notes(dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs), flags, dep)
     cfg = run.default_config(dep, workload=work, **knobs)
