@@ -146,9 +146,13 @@ def check_new(
     for flag, path in given.items():
         if (first := seen.setdefault(path.resolve(), flag)) != flag:
             raise PlanInputError(f"{flag}: same file as {first} (got {path}, expected another path)")
-        if check_replaceable(path) and not force:
-            raise OutputExistsError(f"{flag}: {_exists_error(path)}")  # the flag that named it
-        check_directory(path)
+        try:
+            if check_replaceable(path) and not force:
+                raise OutputExistsError(f"{flag}: {_exists_error(path)}")  # the flag that named it
+            check_directory(path)
+        except PlanInputError as exc:  # every refusal names the flag that gave the path
+            message = str(exc)
+            raise type(exc)(message if message.startswith(f"{flag}: ") else f"{flag}: {message}") from None
 
 
 def _link_new(temp: Path, path: Path) -> None:

@@ -112,3 +112,11 @@ def test_pd_simulate_says_when_it_raised_max_prefill_tokens() -> None:
     assert result.exit_code == 0, result.output
     notes = json.loads(result.stdout)["notes"]
     assert any(note.startswith("--max-prefill-tokens 100 raised to 288") for note in notes)
+
+
+@pytest.mark.parametrize("target", ["missing-dir/m.json", "."])
+def test_every_output_refusal_names_the_flag(tmp_path: Path, target: str) -> None:
+    """A missing folder or a directory as -o: one line that starts with the flag, before any planning."""
+    result = runner.invoke(app, ["mindie", *PLAN, "-o", str(tmp_path / target)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("kvplan: error: -o/--out: "), result.stderr
