@@ -21,6 +21,7 @@ from tests.test_hfimport import DEEPSEEK_V3, QWEN3_0_6B
 HEADER = "model,card,dtype,kv_dtype,tp,batch,ctx,per_user_tokens_per_s"
 ROWS = ("qwen3-27b,ascend-950pr,fp8,bf16,1,1,384,15.8", "qwen3-27b,ascend-950pr,fp8,bf16,1,8,384,11")
 BOM = "\ufeff"
+BENCH_RESULTS = Path(__file__).resolve().parent / "fixtures" / "bench_results"
 
 
 def test_a_header_naming_a_column_twice_is_refused_with_the_column_and_line(tmp_path: Path) -> None:
@@ -113,3 +114,31 @@ def test_a_card_yaml_with_a_layer_count_past_its_layers_is_refused(card_id: str,
     card = catalog.resolve_model(card_id)[0]
     with pytest.raises(ValueError, match=f"{field} must be <= num_hidden_layers"):
         type(card).model_validate({**card.model_dump(), field: card.num_hidden_layers + 1})
+
+
+def test_genai_perf_export_refuses_a_repeated_metric_or_column() -> None:
+    """genai-perf's tables: a metric given twice in one table, or a header naming a column twice, is one
+    line naming it (the first or the last would win silently)."""
+    from planner.importers import genaiperf
+
+    text = (BENCH_RESULTS / "genai_perf_profile_export_genai_perf.csv").read_text()
+    assert genaiperf.tables(text, where="gp.csv")[0]["time to first token"] == "245.10"
+    lines = text.splitlines()
+    twice = "\n".join([*lines[:2], lines[1].replace("245.10", "999.00"), *lines[2:]])
+    with pytest.raises(DataFileError, match=r"gp\.csv:3: Time To First Token \(ms\): given twice"):
+        genaiperf.tables(twice, where="gp.csv")
+    header = "\n".join(["Metric,avg,avg", *lines[1:]])
+    with pytest.raises(DataFileError, match="column avg given twice"):
+        genaiperf.tables(header, where="gp.csv")
+
+
+def test_aisbench_csv_refuses_a_metric_given_twice_in_one_stage() -> None:
+    from planner.importers import aisbench
+
+    text = (BENCH_RESULTS / "aisbench" / "gsm8kdataset.csv").read_text()
+    assert aisbench.csv_averages(text, where="a.csv")["TTFT"] == "1461.383 ms"
+    lines = text.splitlines()
+    ttft = next(i for i, line in enumerate(lines) if line.startswith("TTFT,total"))
+    twice = "\n".join([*lines[: ttft + 1], lines[ttft].replace("1461.383", "9.0"), *lines[ttft + 1 :]])
+    with pytest.raises(DataFileError, match=rf"a\.csv:{ttft + 2}: TTFT \(total\): given twice"):
+        aisbench.csv_averages(twice, where="a.csv")

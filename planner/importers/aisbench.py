@@ -47,11 +47,17 @@ def csv_averages(text: str, *, where: str) -> dict[str, str]:
         raise DataFileError(
             f"{where}:1: header: expected 'Performance Parameters,Stage,Average,...' (AISBench CSV)"
         )
-    return {
-        (row.get("Performance Parameters") or "").strip(): (row.get("Average") or "").strip()
-        for row in rows
-        if (row.get("Stage") or "total").strip() in STAGES
-    }
+    averages: dict[str, str] = {}
+    seen: set[tuple[str, str]] = set()
+    for line_no, row in enumerate(rows, start=2):
+        metric = (row.get("Performance Parameters") or "").strip()
+        stage = (row.get("Stage") or "total").strip()
+        if (metric, stage) in seen:  # which row counts would be a guess
+            raise DataFileError(f"{where}:{line_no}: {metric[:80]} ({stage}): given twice")
+        seen.add((metric, stage))
+        if stage in STAGES:
+            averages[metric] = (row.get("Average") or "").strip()
+    return averages
 
 
 def _sibling(path: Path, suffix: str) -> str | None:

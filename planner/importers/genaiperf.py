@@ -29,18 +29,23 @@ def _name(cell: str) -> str:
 
 
 def tables(text: str, *, where: str) -> tuple[dict[str, str], dict[str, str]]:
-    """({metric: avg} from the per-request table, {metric: value} from the Metric,Value table)."""
+    """({metric: avg} from the per-request table, {metric: value} from the Metric,Value table); a header
+    naming a column twice, or a metric given twice in one table, is one line naming it (which would count
+    is a guess)."""
     averages: dict[str, str] = {}
     values: dict[str, str] = {}
     table: tuple[dict[str, str], int] | None = None  # the table being read and its value column
-    for line in csvfiles.csv_reader(text.splitlines(), where=where):
+    for line_no, line in enumerate(csvfiles.csv_reader(text.splitlines(), where=where), start=1):
         if not any(cell.strip() for cell in line):
             table = None
         elif line[0].strip().lower() == "metric":
+            csvfiles.check_header(line, where=f"{where}:{line_no}")
             header = [cell.strip().lower() for cell in line]
             table = (averages, header.index("avg")) if "avg" in header else None
             table = (values, header.index("value")) if "value" in header else table
         elif table is not None and len(line) > table[1]:
+            if _name(line[0]) in table[0]:
+                raise DataFileError(f"{where}:{line_no}: {line[0].strip()[:80]}: given twice in one table")
             table[0][_name(line[0])] = line[table[1]].strip()
     if THROUGHPUT not in values:
         raise DataFileError(
