@@ -86,6 +86,8 @@ def test_search_and_quantile_checked_apart() -> None:
         ("vllm -m qwen3-27b --max-num-batched-tokens 0", "--max-num-batched-tokens"),
         ("-m qwen3-27b --max-model-len 0", "--max-model-len"),
         ("-m qwen3-27b --ctx 0", "--ctx"),
+        ("-m qwen3-27b --ctx 4k --prompt-tokens 8k", "--prompt-tokens"),
+        ("-m qwen3-27b --ctx 4k --input-tokens 8k", "--input-tokens"),
     ],
 )
 def test_a_range_error_names_the_spelling_typed(words: str, typed: str) -> None:

@@ -28,7 +28,6 @@ from planner.cli.options import (
     plan_request,
     print_json,
     service_levels,
-    typed_spelling,
 )
 from planner.errors import KvplanError
 
@@ -153,8 +152,8 @@ def plan(
     request = plan_request(ctx)
     try:
         dep = inputs.to_deployment(request)
-        prompt_flag = typed_spelling(ctx, PROMPT_FLAGS)
-        prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag=prompt_flag)
+        # the error names --input-tokens; fail() respells it as typed (options.as_typed)
+        prompt = None if prompt_tokens is None else inputs.parse_ctx(prompt_tokens, flag=PROMPT_FLAGS[0])
         slo = service_levels(ctx)
         search = None
         if slo.any:  # the simulator only when there are targets (the mission command's start-up)
@@ -183,7 +182,7 @@ def plan(
 
 def with_raised_prefill_note(result: "Plan", request: "PlanRequest", dep: "Deployment") -> "Plan":
     """The plan with a note when the engine raised the request's --max-prefill-tokens to dep's
-    (common.raised_prefill_notes: MindIE's maxPrefillTokens >= maxInputTokenLen, inputs.prefill_tokens)."""
+    (common.raised_prefill_notes: MindIE's maxPrefillTokens >= maxInputTokenLen, inputs.prefill_budget)."""
     from planner.engines.common import raised_prefill_notes
 
     notes = raised_prefill_notes(request.max_prefill_tokens, used=dep.max_prefill_tokens)

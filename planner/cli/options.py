@@ -253,9 +253,9 @@ class TypelessFlags:
         without_flag_types(self.params)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        """click's parse_args, keeping the arguments as typed in ctx.meta (typed_spelling reads them)."""
-        ctx.meta.setdefault(TYPED_ARGS, list(args))
-        LAST_TYPED_ARGS[:] = args  # for an error reported after the command's context has closed (as_typed)
+        """click's parse_args, keeping the arguments as typed (as_typed names a flag as the user spelled it,
+        also for an error reported after the command's context has closed)."""
+        LAST_TYPED_ARGS[:] = args
         return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
 
     def get_help_option(self, ctx: Any) -> Any:
@@ -265,16 +265,7 @@ class TypelessFlags:
         return option
 
 
-TYPED_ARGS = "kvplan.typed_args"  # ctx.meta key: the command line's arguments, as typed
 LAST_TYPED_ARGS: list[str] = []  # the arguments the last parsed command was given, as typed
-
-
-def typed_spelling(ctx: typer.Context, spellings: tuple[str, ...]) -> str:
-    """Which of a flag's spellings (PROMPT_FLAGS: --input-tokens, --prompt-tokens) the user typed, the last
-    one given ('--prompt-tokens 0' or '--prompt-tokens=0'); the first spelling when none was typed."""
-    typed = [a.split("=", 1)[0] for a in ctx.meta.get(TYPED_ARGS, []) if a.startswith("--")]
-    given = [a for a in typed if a in spellings]
-    return given[-1] if given else spellings[0]
 
 
 def own_values_only(callback: Any, own: set[str | None]) -> Any:
