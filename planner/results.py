@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from planner.degrees import Degrees
 from planner.schema_base import BUILT_ON_FIRST_USE, Frozen
@@ -71,15 +71,13 @@ class Performance(Frozen):
 
     decode_step_s: one decode step of the whole batch (s); tpot_s: time per output token of one sequence,
     decode_step_s / tokens_per_step (mtp.tpot_s; the step itself without drafts, shorter with MTP);
-    per_user_tokens_per_s = 1 / tpot_s."""
+    per_user_tokens_per_s = 1 / tpot_s; tokens_per_s = batch * per_user_tokens_per_s (both computed)."""
 
     batch: int
     ctx_tokens: int
     decode_step_s: float
     tokens_per_step: float
     tpot_s: float
-    tokens_per_s: float
-    per_user_tokens_per_s: float
     ttft_s: float
     calibrated: bool
     speed_range: SpeedRange | None = None
@@ -89,6 +87,18 @@ class Performance(Frozen):
     # what each request costs outside the forward pass (API server, tokenization: the fitted
     # request_overhead_us, roofline.request_overhead_s): a client's TTFT is ttft_s + this; 0 where none
     request_overhead_s: float = 0.0
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; the JSON keeps the key
+    @property
+    def per_user_tokens_per_s(self) -> float:
+        """Tokens/s one sequence sees: 1 / tpot_s."""
+        return 1.0 / self.tpot_s
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def tokens_per_s(self) -> float:
+        """Aggregate decode tokens/s of the batch: batch / tpot_s."""
+        return self.batch * self.per_user_tokens_per_s
 
 
 class LayoutReport(Degrees):

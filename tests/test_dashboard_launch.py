@@ -138,8 +138,7 @@ def test_time_factors_turn_a_rate_range_into_a_time_range() -> None:
         ttft_s_low=0.5, ttft_s_high=2.0, ttft_source="t", extrapolated=False, notes=[],
     )  # fmt: skip
     perf = Performance(
-        batch=10, ctx_tokens=1024, decode_step_s=0.1, tokens_per_step=1.0, tpot_s=0.1, tokens_per_s=100.0,
-        per_user_tokens_per_s=10.0,
+        batch=10, ctx_tokens=1024, decode_step_s=0.1, tokens_per_step=1.0, tpot_s=0.1,
         ttft_s=1.0, calibrated=True, speed_range=band,
     )  # fmt: skip
     factors = bands.time_factors(perf)

@@ -189,8 +189,6 @@ def test_roofline_times_set_select_batch() -> None:
         decode_step_s=0.0421,
         tokens_per_step=1.0,
         tpot_s=0.0421,
-        tokens_per_s=1.0,
-        per_user_tokens_per_s=1.0,
         ttft_s=2.5,
         calibrated=False,
     )

@@ -10,7 +10,7 @@ import math
 from typing import Protocol
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from planner.arrays import FloatArray
 from planner.deployment import Deployment
@@ -67,9 +67,14 @@ class ServingEstimate(Frozen):
     request_latency_s: float
     requests_per_s: float
     output_tokens_per_s: float
-    per_user_tokens_per_s: float | None
     prefill_time_fraction: float
     calibrated: bool
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; the JSON keeps the key
+    @property
+    def per_user_tokens_per_s(self) -> float | None:
+        """Tokens/s one request sees while decoding: 1 / tpot_s (None with tpot_s)."""
+        return None if self.tpot_s is None else 1.0 / self.tpot_s
 
 
 class Timer(Protocol):
@@ -344,7 +349,6 @@ def estimate_with(
         request_latency_s=latency_s,
         requests_per_s=requests_per_s,
         output_tokens_per_s=output_per_s,
-        per_user_tokens_per_s=None if tpot_s is None else 1.0 / tpot_s,
         prefill_time_fraction=one.prefill_s / cycle_s,
         calibrated=calibrated,
     )

@@ -165,7 +165,6 @@ def _steady(
         request_latency_s=latency_s,
         requests_per_s=rate_per_s,
         output_tokens_per_s=rate_per_s * output_tokens,
-        per_user_tokens_per_s=1.0 / tpot_s,
         prefill_time_fraction=busy,
         calibrated=calibrated,
     )

@@ -33,16 +33,12 @@ def performance(dep: Deployment, *, batch: int, ctx_tokens: int, prompt_tokens: 
     """
     step_s = roofline.decode_step_s(dep, batch=batch, ctx_tokens=ctx_tokens)
     per_step = tokens_per_step(dep)
-    tpot = tpot_s(step_s, tokens_per_step=per_step)
-    per_user = 1.0 / tpot
     return Performance(
         batch=batch,
         ctx_tokens=ctx_tokens,
         decode_step_s=step_s,
         tokens_per_step=per_step,
-        tpot_s=tpot,
-        tokens_per_s=batch * per_user,
-        per_user_tokens_per_s=per_user,
+        tpot_s=tpot_s(step_s, tokens_per_step=per_step),
         ttft_s=roofline.ttft_s(dep, prompt_tokens=prompt_tokens),
         calibrated=roofline.is_calibrated(dep),
         ttft_prompt_tokens=prompt_tokens,
