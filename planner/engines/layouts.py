@@ -128,9 +128,10 @@ def mindie_layout_notes(report: LayoutReport, *, model_type: str) -> list[str]:
     if report.redundant_experts:
         notes.append(
             f"--redundant-experts {report.redundant_experts}: the plan counts the copies' memory (a smaller "
-            "maxBatchSize), but this config.json does not turn MindIE's EPLB on: set ModelConfig "
-            "models.deepseekv2.eplb (level, num_redundant_experts, expert_map_file; MindIE-LLM DeepSeek-V2 "
-            "flash_causal init_dynamic_eplb_config) yourself"
+            "maxBatchSize), but this config.json does not turn MindIE's EPLB on: static redundancy needs "
+            "models.deepseekv2.eplb level 1 with an expert_map_file that msit elb builds from the experts' "
+            "hot-spot dump of your own traffic (MINDIE_ENABLE_EXPERT_HOTPOT_GATHER), and ep_level 2; "
+            "MindIE-LLM docs/zh/user_guide/feature/expert_parallelism_load_balancer.md"
         )
     if report.nodes > 1:
         notes.append(
