@@ -81,6 +81,9 @@ def file_kind(mode: int) -> str:
     return "FIFO" if stat.S_ISFIFO(mode) else "device or socket"
 
 
+STDOUT_DASH = "-"  # what many tools read as stdout; refused as an output path
+
+
 def check_replaceable(path: Path) -> bool:
     """Whether `path` names an existing file; PlanInputError when it names anything but a regular file.
 
@@ -88,6 +91,11 @@ def check_replaceable(path: Path) -> bool:
     device (/dev/null), a FIFO, a socket, a directory or a symlink (to anything: replacing it would turn
     the user's link into a file) is never replaced, even with --force.
     """
+    if str(path) == STDOUT_DASH:  # the shell's stdout convention: writing would create a file named '-'
+        raise PlanInputError(
+            "'-' is not a file name kvplan writes (got '-', expected a path; a command that prints to stdout "
+            "does so when its output flag is left out)"
+        )
     if os.path.islink(path):
         if not os.path.exists(path):
             raise PlanInputError(

@@ -113,3 +113,55 @@ def test_relative_path_in_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.chdir(tmp_path)
     atomic.write_atomic(Path("out.json"), "x")
     assert (tmp_path / "out.json").read_text() == "x"
+
+
+def test_a_dash_is_refused_as_an_output_path_by_every_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'-' reads as stdout in most tools; kvplan refuses it in one line naming the flag, and writes no file
+    named '-' (mindie -o, simulate --out / --timeline-out, models import --out, calibrate --from-log)."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+    from tests.test_vllm_startup import LOG_10517
+
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "startup.log"
+    log.write_text(LOG_10517, encoding="utf-8")
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text(
+        '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024, '
+        '"num_hidden_layers": 2, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, '
+        '"intermediate_size": 3072, "vocab_size": 151936, "max_position_embeddings": 40960, '
+        '"torch_dtype": "bfloat16", "tie_word_embeddings": true}',
+        encoding="utf-8",
+    )
+    runs = {
+        "-o/--out": ["mindie", "-m", "qwen3-8b", "--weights-path", "/w", "-o", "-"],
+        "--out": ["simulate", "-m", "qwen3-8b", "--rate", "1", "--num-requests", "5", "--out", "-"],
+        "--timeline-out": [
+            "simulate",
+            "-m",
+            "qwen3-8b",
+            "--rate",
+            "1",
+            "--num-requests",
+            "5",
+            "--timeline-out",
+            "-",
+        ],
+    }
+    for flag, args in runs.items():
+        result = CliRunner().invoke(app, args)
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert (
+            result.exit_code == 2 and len(lines) == 1 and lines[0].startswith(f"kvplan: error: {flag}: '-'")
+        )
+    for args in (
+        ["models", "import", str(hf), "--out", "-"],
+        ["calibrate", "--from-log", str(log), "--card", "nvidia-l40s", "--out", "-"],
+    ):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2 and "'-' is not a file name" in result.output, (args, result.output)
+    assert not (tmp_path / "-").exists()
