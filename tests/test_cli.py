@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from planner.cli import app
+from tests.helpers import kvplan
 
 runner = CliRunner()
 MISSION = ["--model", "qwen3-27b", "--ctx", "32k", "--dtype", "fp8"]
@@ -198,3 +199,26 @@ def test_listings() -> None:
     assert {"ascend-950pr", "nvidia-h200"} <= {row["profile"] for row in rows}
     table = run("cards")
     assert "ascend-910b1" in table.output
+
+
+@pytest.mark.parametrize("command", ["", "serve ", "layout --budget-devices 8 "])
+def test_mtp_acceptance_without_drafts_is_refused(command: str) -> None:
+    """--mtp-acceptance typed with no --mtp / --speculative-config has nothing to apply to: one line, exit 2
+    (as --acceptance-rate alone); with --mtp it is taken."""
+    result = kvplan(f"{command}-m qwen3-27b --dtype fp8 --mtp-acceptance 0.5", code=2)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines == [
+        "kvplan: error: --mtp-acceptance: no speculative decoding to apply it to (got 0.5, expected with "
+        "--mtp N or --speculative-config)"
+    ]
+    kvplan("-m qwen3-27b --dtype fp8 --mtp 1 --mtp-acceptance 0.5")
+
+
+def test_json_with_explain_carries_the_decode_ledger() -> None:
+    """--json --explain: the ledger --explain prints, as data; its total is the plan's decode step."""
+    data = json.loads(kvplan("-m qwen3-27b --dtype fp8 --json --explain").stdout)
+    ledger = data["decode_ledger"]
+    assert ledger["batch"] == data["performance"]["batch"]
+    assert ledger["time_s"] == pytest.approx(data["performance"]["decode_step_s"], rel=1e-9)
+    assert sum(op["time_s"] for op in ledger["ops"]) == pytest.approx(ledger["time_s"], rel=1e-6)
+    assert "decode_ledger" not in json.loads(kvplan("-m qwen3-27b --dtype fp8 --json").stdout)

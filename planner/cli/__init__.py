@@ -171,7 +171,12 @@ def plan(
     if as_json:  # the engine's words and the next command too, as the text prints them
         from planner.cli.engine_words import engine_config
 
-        print_json({**result.json_payload(), "engine_config": engine_config(result, dep, flags=flags)})
+        payload = {**result.json_payload(), "engine_config": engine_config(result, dep, flags=flags)}
+        if explain:  # the ledger --explain prints, as data
+            from planner.cli.render import plan_ledger
+
+            payload["decode_ledger"] = plan_ledger(dep, result).model_dump(mode="json")
+        print_json(payload)
         return
     from planner.cli import render as cli_render
 

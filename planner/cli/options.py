@@ -20,7 +20,7 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from planner import records
-from planner.errors import KvplanError
+from planner.errors import KvplanError, PlanInputError
 from planner.inputs import PlanRequest, ServiceLevels, ms_to_s, positive
 
 if TYPE_CHECKING:
@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 # root command's `ctx` is its typer.Context); --uncalibrated is read as calibrated=False.
 REQUEST_FIELDS = frozenset(records.field_names(PlanRequest))
 REQUEST_NAMES = {"ctx_len": "ctx"}
+
+
+def _acceptance_without_drafts(flags: dict[str, Any]) -> bool:
+    """--mtp-acceptance typed in [0, 1] (out of range: inputs' range check speaks first) with no drafts."""
+    value = flags.get("mtp_acceptance")
+    drafts = flags.get("mtp") or flags.get("speculative_config")
+    return isinstance(value, float) and 0.0 <= value <= 1.0 and not drafts
 
 
 def plan_request(context: typer.Context, /, **fixed: Any) -> PlanRequest:
@@ -44,6 +51,12 @@ def plan_request(context: typer.Context, /, **fixed: Any) -> PlanRequest:
     source = context.get_parameter_source("mtp_acceptance")
     if "mtp_acceptance" in flags and (source is None or source.name != "COMMANDLINE"):
         flags["mtp_acceptance"] = None  # not typed: the default, and --acceptance-rate may replace it
+    elif _acceptance_without_drafts(flags):
+        # typed with nothing to accept (the dashboard's slider always sends one: the check is the CLI's)
+        raise PlanInputError(
+            f"--mtp-acceptance: no speculative decoding to apply it to (got {flags['mtp_acceptance']:g}, "
+            "expected with --mtp N or --speculative-config)"
+        )
     values = {name: value for name, value in flags.items() if name in REQUEST_FIELDS} | fixed
     return PlanRequest(**values)
 

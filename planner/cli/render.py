@@ -4,6 +4,7 @@ catalogue listings (`kvplan models`, `kvplan cards`) are planner/cli/listings.py
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,6 +15,9 @@ from planner.deployment import Deployment
 from planner.engines import registry
 from planner.results import LoadKnee, Performance, Plan, SloAnswer, SpeedRange
 from planner.schema import HardwareProfile
+
+if TYPE_CHECKING:
+    from planner.perf.roofline import Ledger
 
 # Wide enough for the tables when output is piped (rich would otherwise wrap at 80 columns). No emoji codes
 # (":name:" in a model id or a note stays as typed; rich's emoji table is not loaded).
@@ -346,17 +350,22 @@ def _range_text(perf: Performance, band: SpeedRange) -> str:
     )
 
 
-def print_explain(dep: Deployment, result: Plan) -> None:
-    """Print the decode ledger (every op's bytes, FLOPs and time) at the plan's batch."""
-    from planner.cli import explain
+def plan_ledger(dep: Deployment, result: Plan) -> Ledger:
+    """The decode ledger (every op's bytes, FLOPs and time) at the plan's batch (one DP group's share)."""
     from planner.perf import roofline
 
     perf = result.performance
     batch = perf.batch if perf else result.recommendation.max_batch_size
     if result.layout is not None:  # the ledger of one DP group's ranks at its share of the batch
         batch = result.layout.batch_per_dp_group
-    ledger = roofline.decode_ledger(dep, batch=batch, ctx_tokens=dep.ctx_tokens)
-    console.print(explain.render_explain(ledger))
+    return roofline.decode_ledger(dep, batch=batch, ctx_tokens=dep.ctx_tokens)
+
+
+def print_explain(dep: Deployment, result: Plan) -> None:
+    """Print the decode ledger at the plan's batch, then the fit's details."""
+    from planner.cli import explain
+
+    console.print(explain.render_explain(plan_ledger(dep, result)))
     for note in result.warnings:
         if plain_note(note) != note:
             console.print(f"fit detail: {escape(note)}")
