@@ -135,10 +135,24 @@ def test_invariants_under_memory_pressure(
     if eng.preemptions == 0:
         assert eng.prefill_tokens == int(records.input_tokens.sum())
     assert int(records.preemptions.sum()) == eng.preemptions
-    # blocks never over-allocated, all returned at the end; the batch never exceeds its cap
+    # blocks never over-allocated, all returned at the end; the batch (its trace's peak) never exceeds its cap
     assert timeline.used_blocks.max() <= cfg.total_blocks
     assert timeline.used_blocks.min() >= 0 and eng.used_blocks == 0
-    assert eng.max_batch_reached <= cfg.max_batch
+    assert result[0].max_batch_reached == int(timeline.batch.max()) <= cfg.max_batch
+
+
+@pytest.mark.parametrize(("scheduler", "per_pass"), [("mindie", 8), ("vllm", 4), ("sglang", 8)])
+def test_one_token_outputs_are_in_the_batch_and_kv_peaks(scheduler: str, per_pass: int) -> None:
+    """A one-token request ends with its prefill, yet it held its blocks and its place in that step. 8
+    closed-loop users, 512-token prompts, one-token outputs, by hand: MindIE and SGLang prefill all 8 in
+    one pass (maxPrefillTokens / chunked_prefill_size 8192 >= 8 x 512), vLLM 4 (max_num_batched_tokens
+    2048 / 512); each request holds ceil((512 + 1) / 128) = 5 blocks. Before the fix: batch 0, KV peak 0."""
+    work = closed(fixed(512, 1, count=80, rate=None), 8)
+    result = run.simulate(deployment(scheduler, ctx=1024), work)
+    s = result.summary
+    assert (s.scheduler.block_tokens, s.scheduler.state_blocks) == (128, 0)
+    assert s.max_batch_reached == int(result.timeline.batch.max()) == per_pass
+    assert round(s.kv_peak_fraction * s.scheduler.total_blocks) == 5 * per_pass
 
 
 def test_memory_pressure_preempts() -> None:

@@ -151,3 +151,20 @@ def test_a_mindie_prefill_budget_below_the_prompt_is_raised_not_refused() -> Non
     result = runner.invoke(app, ["simulate", "-m", "qwen3-8b", *flags, "--requests", "20", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["scheduler"]["max_prefill_tokens"] >= 9 * 1024
+
+
+def test_one_token_outputs_report_the_batch_and_kv_they_held() -> None:
+    """One-token outputs end at their prefill but held blocks during it: simulate's text and --json and
+    serve's simulated line report the batch and KV they reached, not 0 (8 users, 512-token prompts on
+    MindIE: one prefill batch of 8, 5 blocks each: tests/test_sim.py)."""
+    flags = ["-m", "qwen3-8b", "--input-tokens", "512", "--output-tokens", "1"]
+    text = runner.invoke(app, ["simulate", *flags, "--rate", "2", "--requests", "200"])
+    assert text.exit_code == 0, text.output
+    assert "batch reached 0 " not in text.output and "KV peak 0.0 %" not in text.output
+    as_json = runner.invoke(app, ["simulate", *flags, "--concurrency", "8", "--requests", "80", "--json"])
+    out = json.loads(as_json.stdout)
+    assert out["max_batch_reached"] == 8
+    assert round(out["kv_peak_fraction"] * out["scheduler"]["total_blocks"]) == 40
+    serve = runner.invoke(app, ["serve", *flags, "--concurrency", "8"])
+    assert serve.exit_code == 0, serve.output
+    assert "batch reached 8," in serve.output

@@ -22,8 +22,9 @@ def engine(prompts: list[int], outputs: list[int], arrivals: list[float], **knob
 
 
 def steps_before(eng: Engine, *, start_s: float, end_s: float) -> np.ndarray:
-    """The engine's loop times in [start_s, end_s) (one per scheduler step)."""
-    times = np.asarray(eng.trace[0])
+    """The engine's loop times in [start_s, end_s) (one per scheduler step: a step that admits records its
+    start twice, Engine.record)."""
+    times = np.unique(np.asarray(eng.trace[0]))
     return times[(times >= start_s) & (times < end_s)]
 
 

@@ -99,7 +99,7 @@ def test_fleet_invariants(
     engine: str, counts: tuple[int, int], count: int, load: float, max_batch: int, seed: int
 ) -> None:
     """Open (rate) or closed (users) loops, tight decode caps: every request prefilled and decoded once, in
-    order of time; every held and decode block returned at the end."""
+    order of time; every held and decode block returned at the end; no step (trace) over the batch cap."""
     users = load if isinstance(load, int) else None
     work = poisson((1, 800), 64, count=count, rate=None if users else float(load), seed=seed)
     work = closed(work, users) if users else work
@@ -111,7 +111,7 @@ def test_fleet_invariants(
     assert fleet.finished == count
     assert np.all(first >= arrival) and np.all(finish >= first + transfer - 1e-12)
     for eng in fleet.engines:
-        assert eng.used_blocks == 0 and eng.holding == 0 and eng.max_batch_reached <= max_batch
+        assert eng.used_blocks == 0 and eng.holding == 0 and max(eng.trace[2], default=0) <= max_batch
 
 
 BASE = ["simulate", "--model", "qwen3-8b", "--card", "ascend-950pr", "--dtype", "fp8", "--requests", "120",
@@ -181,3 +181,19 @@ def test_decode_kv_is_the_whole_prompt_with_or_without_prefix_hits(engine: str) 
         assert summary.max_batch_reached == 8
         peaks.append(round(summary.kv_peak_fraction * summary.scheduler.total_blocks))
     assert peaks == [192, 192]
+
+
+@pytest.mark.parametrize(("engine", "per_pass"), [("mindie", 8), ("vllm", 4)])
+def test_one_token_outputs_are_in_the_decode_batch_and_kv_peaks(engine: str, per_pass: int) -> None:
+    """A one-token request's KV still reaches a decode instance (admitted, blocks allocated) and ends there
+    at once (MindIE: the prefill instance's token was its only one) or after one step (vLLM: the decoder's
+    token). 8 closed-loop users, 512-token prompts, by hand: the prefill instance hands over 8 at a time
+    (MindIE: one batch of 8 x 512 <= 8192 tokens) or 4 (vLLM: 2048 / 512), each holding ceil(513 / 128) =
+    5 blocks on the decode instance. Before the fix MindIE's decode trace missed them: batch 0, KV peak 0."""
+    lengths = (wl.LengthDist("fixed", 512, 512), wl.LengthDist("fixed", 1, 1))
+    work = closed(wl.synthetic(lengths=lengths, count=40, rate_per_s=None, seed=0), 8)
+    spec = pdspec.spec_for(deployment(engine, ctx=1024), counts=(1, 1))
+    summary = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}).summary
+    assert (summary.scheduler.block_tokens, summary.scheduler.state_blocks) == (128, 0)
+    assert summary.max_batch_reached == per_pass
+    assert round(summary.kv_peak_fraction * summary.scheduler.total_blocks) == 5 * per_pass

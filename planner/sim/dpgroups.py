@@ -225,14 +225,12 @@ def simulate_dp(
         preemptions=columns["preemptions"].astype(np.int64),
     )
     timelines = [instance.timeline_of(eng) for _, eng in runs]
+    batch, kv_peak = instance.peaks_of([eng for _, eng in runs], timelines)
     stats = instance.EngineStats(
         mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
-        max_batch_reached=max(eng.max_batch_reached for _, eng in runs),
+        max_batch_reached=batch,
         preemptions=int(records.preemptions.sum()),
-        kv_peak_fraction=max(
-            float(np.max(t.used_blocks)) / eng.cfg.total_blocks
-            for t, (_, eng) in zip(timelines, runs, strict=True)
-        ),
+        kv_peak_fraction=kv_peak,
         prefill_tokens=sum(eng.prefill_tokens for _, eng in runs),
     )
     cfg = runs[0][1].cfg

@@ -75,14 +75,14 @@ class Engine:
         self.issued = count
         self.finished = 0
         self.preemptions = 0
-        self.max_batch_reached = 0
         self.prefill_tokens = 0  # prompt tokens computed, recomputation included
         self.decode_waste_s = 0.0  # MindIE supportSelectBatch: accumulatedDecodeWasteTime
 
     def _init_trace(self) -> None:
         """The event trace record() appends to, and its bound append methods."""
-        # (time, in system, batch, used blocks, waiting) after each event. Typed arrays: they append as fast
-        # as lists, and timeline_of copies each buffer once instead of converting element by element
+        # (time, in system, batch, used blocks, waiting) after each event and after each step's admissions
+        # (record). Typed arrays: they append as fast as lists, and timeline_of copies each buffer once
+        # instead of converting element by element
         self.trace: tuple[array[float], array[int], array[int], array[int], array[int]] = (
             array("d"),
             array("q"),
@@ -125,12 +125,17 @@ class Engine:
             self.waiting.append(self.arrived)
             self.arrived += 1
 
-    def record(self) -> None:
-        """Append (time, in system, batch, used blocks, waiting) to the trace."""
+    def record(self, admitting: int = 0) -> None:
+        """Append (time, in system, batch, used blocks, waiting) to the trace; batch = sequences in the
+        engine's step: decoding + prefilling (vLLM, SGLang: prompts part-way) + `admitting` (admitted to this
+        step, blocks allocated, not yet joined: a MindIE prefill batch, a P:D decode instance's arrivals).
+        The schedulers record once a step's admissions are made, before it runs: a request admitted and
+        finished in one step or span (a one-token output ends at its prefill) is then in the batch and KV
+        peaks (instance.peaks_of)."""
         times, in_system, batch, blocks, waiting = self.trace_appends
         times(self.t)
         in_system(self.arrived - self.finished)
-        batch(len(self.running))
+        batch(len(self.running) + len(self.prefilling) + admitting)
         blocks(self.used_blocks)
         waiting(len(self.waiting))
 
@@ -183,7 +188,6 @@ class Engine:
         self.base[request] = self.prompt[request] + g0 - self.step * a
         self.base_sum += self.base[request]
         self.running[request] = None
-        self.max_batch_reached = max(self.max_batch_reached, len(self.running))
         steps = math.ceil((self.output[request] - g0) / a - EPSILON)
         heapq.heappush(self.finish_heap, (self.step + steps, request, self.epoch[request]))
         self.push_block_event(request)

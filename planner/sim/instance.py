@@ -156,17 +156,26 @@ class EngineStats:
     prefill_tokens: int
 
 
+def peaks_of(engines: list[Engine], timelines: list[Timeline]) -> tuple[int, float]:
+    """(max_batch_reached, kv_peak_fraction) over the engines, each from its own trace: the most sequences
+    in one step (decoding + prefilling, Engine.record) and the most blocks held / the engine's pool."""
+    pairs = zip(engines, timelines, strict=True)
+    batch = max(int(np.max(t.batch)) for t in timelines)
+    return batch, max(float(np.max(t.used_blocks)) / eng.cfg.total_blocks for eng, t in pairs)
+
+
 def stats_of(eng: Engine, timeline: Timeline) -> EngineStats:
-    """EngineStats of one finished engine (mean in system from its own event trace)."""
+    """EngineStats of one finished engine (mean in system and the peaks from its own event trace)."""
+    batch, kv_peak = peaks_of([eng], [timeline])
     return EngineStats(
         mean_in_system=metrics.mean_in_system(
             timeline,
             arrival_s=np.asarray(eng.arrival, dtype=np.float64),
             reach_delay_s=eng.table.request_overhead_s,
         ),
-        max_batch_reached=eng.max_batch_reached,
+        max_batch_reached=batch,
         preemptions=eng.preemptions,
-        kv_peak_fraction=float(np.max(timeline.used_blocks)) / eng.cfg.total_blocks,
+        kv_peak_fraction=kv_peak,
         prefill_tokens=eng.prefill_tokens,
     )
 

@@ -100,11 +100,12 @@ def simulate_pd(
     )
     engines = [eng for _, eng in decode]
     timelines = [instance.timeline_of(eng) for eng in engines]
+    batch, kv_peak = instance.peaks_of(engines, timelines)
     stats = instance.EngineStats(
         mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
-        max_batch_reached=max(eng.max_batch_reached for eng in engines),
+        max_batch_reached=batch,
         preemptions=int(records.preemptions.sum()),
-        kv_peak_fraction=max(float(np.max(t.used_blocks)) / cfg.total_blocks for t in timelines),
+        kv_peak_fraction=kv_peak,
         prefill_tokens=sum(eng.prefill_tokens for _, eng in prefill),
     )
     calibrated = roofline.is_calibrated(spec.decode)

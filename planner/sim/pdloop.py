@@ -237,11 +237,12 @@ def simulate_fleet(
         eng.record()
     timelines = [instance.timeline_of(eng) for eng in fleet.decode]
     cfg = fleet.decode[0].cfg
+    batch, kv_peak = instance.peaks_of(fleet.decode, timelines)
     stats = instance.EngineStats(
         mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
-        max_batch_reached=max(eng.max_batch_reached for eng in fleet.decode),
+        max_batch_reached=batch,
         preemptions=int(preempted.sum()),
-        kv_peak_fraction=max(float(np.max(t.used_blocks)) / cfg.total_blocks for t in timelines),
+        kv_peak_fraction=kv_peak,
         prefill_tokens=sum(eng.prefill_tokens for eng in fleet.prefill),
     )
     calibrated = roofline.is_calibrated(spec.decode)

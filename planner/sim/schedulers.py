@@ -55,9 +55,11 @@ def vllm_chunks(eng: Engine) -> list[tuple[int, int, int]]:
 
 def prefill_chunks(eng: Engine, *, budget: int) -> list[tuple[int, int, int]]:
     """Prefill chunks (request, tokens, prefix) of at most `budget` tokens: prompts part-way first, then
-    waiting requests in arrival order while the batch cap and free blocks allow; the last may be cut."""
+    waiting requests in arrival order while the batch cap and free blocks allow; the last may be cut. The
+    trace records the step once it admitted any (Engine.record)."""
     cfg = eng.cfg
     chunks: list[tuple[int, int, int]] = []
+    admitted = len(eng.prefilling)
     for request in eng.prefilling:
         if budget <= 0:
             break
@@ -76,6 +78,8 @@ def prefill_chunks(eng: Engine, *, budget: int) -> list[tuple[int, int, int]]:
         take = min(eng.prefill_tokens_of(request) - cached, budget)
         chunks.append((request, take, cached))
         budget -= take
+    if len(eng.prefilling) > admitted:
+        eng.record()
     return chunks
 
 
@@ -202,6 +206,7 @@ def mindie_prefill(eng: Engine) -> bool:
     batch = mindie_batch(eng)
     if not batch:
         return False
+    eng.record(admitting=len(batch))  # the batch's blocks are allocated: the step's state (Engine.record)
     chunks = [(r, eng.prefill_tokens_of(r) - eng.cached_tokens_of(r), eng.cached_tokens_of(r)) for r in batch]
     tokens, attended = prefill_shape(chunks)
     eng.prefill_tokens += int(tokens)
@@ -246,22 +251,25 @@ def raise_stuck(eng: Engine) -> None:
 
 def decode_only_step(eng: Engine) -> None:
     """A P:D decode instance: requests arrive prefilled (KV transferred, first token out); each is admitted in
-    arrival order when a batch slot and its blocks are free, then the batch decodes to the next event.
-    Admission and the span are one step, so the trace records the batch and blocks just admitted (each
-    request's whole prompt + first token, Engine.admission_blocks, prefix-cache hits or not) before the
-    span: a span that ends every request would otherwise leave its KV out of the trace (kv_peak_fraction)."""
-    admitted = False
-    while eng.waiting and len(eng.running) < eng.cfg.max_batch:
+    arrival order while the step's sequences (decoding + admitted) are under the batch cap and its blocks are
+    free, then the batch decodes to the next event. The trace records the step once admitted (Engine.record:
+    each request's whole prompt + first token, Engine.admission_blocks, prefix-cache hits or not), before
+    the joins and the span: a request that ends on joining (its one token out) or within the span would
+    otherwise leave its KV and its place in the batch out of the trace. Admitted requests that all ended
+    leave the rest of the queue to the next step, at the same time."""
+    admitted: list[int] = []
+    while eng.waiting and len(eng.running) + len(admitted) < eng.cfg.max_batch:
         request = eng.waiting[0]
         if not eng.try_admit(request):
             break
         eng.waiting.popleft()
-        eng.join_decode(request)
-        admitted = True
+        admitted.append(request)
     if admitted:
-        eng.record()
+        eng.record(admitting=len(admitted))
+    for request in admitted:
+        eng.join_decode(request)
     if not eng.running:
-        if eng.waiting:
+        if eng.waiting and not admitted:
             raise_stuck(eng)
         return
     eng.decode_span()
