@@ -4,6 +4,7 @@ Every failure is a PlanInputError (or UnknownIdError / DataFileError) whose mess
 """
 
 import math
+from typing import NamedTuple
 
 from pydantic import Field
 
@@ -18,8 +19,8 @@ from planner.dtypes import WEIGHT_SCHEMES, StorageDType, activation_dtype_of, st
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.kinds import DEFAULT_ENGINE, EngineName, parse_engine
-from planner.records import record
-from planner.schema import Frozen, HardwareProfile
+from planner.records import record, replace
+from planner.schema import Frozen, HardwareProfile, ModelCard
 from planner.speculation import speculation
 
 DEFAULT_CARD = "ascend-950pr"
@@ -242,19 +243,6 @@ def memory_fraction(
     )
 
 
-def prefill_tokens(
-    req: PlanRequest, *, engine: EngineName, hardware: HardwareProfile, ctx_tokens: int
-) -> int:
-    """The prefill budget the plan sizes activations for: prefill_budget of --max-prefill-tokens."""
-    return prefill_budget(
-        req.max_prefill_tokens,
-        engine=engine,
-        hardware=hardware,
-        ctx_tokens=ctx_tokens,
-        block_size_tokens=req.block_size,
-    )
-
-
 def prefill_budget(
     given: int | None,
     *,
@@ -282,22 +270,22 @@ def prefill_budget(
     return tokens
 
 
-def prompt_budget(dep: Deployment, *, prompt_tokens: int) -> Deployment:
-    """dep with its prefill budget raised for prompts of `prompt_tokens` (prefill_budget): serve and simulate,
-    whose workloads state their prompts."""
-    tokens = prefill_budget(
-        dep.max_prefill_tokens,
-        engine=dep.engine,
-        hardware=dep.hardware,
-        ctx_tokens=dep.ctx_tokens,
-        block_size_tokens=dep.block_size_tokens,
-        prompt_tokens=prompt_tokens,
-    )
-    return dep if tokens == dep.max_prefill_tokens else dep.model_copy(update={"max_prefill_tokens": tokens})
+class Resolved(NamedTuple):
+    """What a request resolves to before its Deployment is built (resolve_request): parsed values, the model
+    card and alias, the card profile with its overrides, (method, drafts, acceptance) of speculation."""
+
+    engine: EngineName
+    ctx_tokens: int
+    scheme: str
+    card: ModelCard
+    alias: str | None
+    hardware: HardwareProfile
+    speculation: tuple[str, int, float]
 
 
-def to_deployment(req: PlanRequest) -> Deployment:
-    """Resolve ids and parse values; raises KvplanError subclasses naming the offending flag."""
+def resolve_request(req: PlanRequest) -> Resolved:
+    """Check ranges, resolve ids and parse values, in this order; raises KvplanError subclasses naming the
+    offending flag. Nothing here reads --max-prefill-tokens but its range check."""
     _check_ranges(req)
     engine = parse_engine(req.engine)
     ctx_tokens = parse_ctx(req.ctx)
@@ -308,7 +296,6 @@ def to_deployment(req: PlanRequest) -> Deployment:
         memory_gib=req.memory_gib,
         bandwidth_gbps=req.bandwidth_gbps,
     )
-    activation = activation_dtype_of(scheme, card_activation=hw.activation_dtype)
     method, drafts, acceptance = speculation(
         mtp=req.mtp,
         mtp_acceptance=req.mtp_acceptance,
@@ -318,6 +305,50 @@ def to_deployment(req: PlanRequest) -> Deployment:
     if method == "mtp" and drafts and card.mtp_layers == 0:
         flag = "--speculative-config" if req.speculative_config else "--mtp"
         raise PlanInputError(f"{flag}: {card.id} ships no MTP layers (got {drafts} MTP drafts, expected 0)")
+    return Resolved(engine, ctx_tokens, scheme, card, alias, hw, (method, drafts, acceptance))
+
+
+def to_deployment(req: PlanRequest, *, prompt_tokens: int = 0) -> Deployment:
+    """Resolve ids and parse values (resolve_request), then build the Deployment; raises KvplanError
+    subclasses naming the offending flag. prompt_tokens: the workload's longest prompt (serve), which the
+    prefill budget must hold where the engine requires it (prefill_budget)."""
+    return build_deployment(req, resolve_request(req), prompt_tokens=prompt_tokens)
+
+
+def workload_deployment(req: PlanRequest, *, prompt_tokens: int, batched_tokens: int | None) -> Deployment:
+    """The Deployment of `kvplan simulate` for a workload whose longest prompt has `prompt_tokens`, built
+    once. Its prefill budget: --max-prefill-tokens; else a chunking engine's --max-batched-tokens (vLLM's
+    max_num_batched_tokens), so the memory plan and its batch cap are the engine's; else, for an engine
+    that prefills a prompt in one pass (no engine default: MindIE, transformers), at least that prompt;
+    then raised where the engine requires it (prefill_budget: MindIE's maxInputTokenLen)."""
+    resolved = resolve_request(req)
+    engine, hw = resolved.engine, resolved.hardware
+    given = req.max_prefill_tokens
+    one_pass = registry.default_prefill_tokens(engine, hw) is None
+    if given is None and not one_pass:
+        given = batched_tokens
+    elif given is None:
+        default = prefill_budget(
+            None, engine=engine, hardware=hw, ctx_tokens=resolved.ctx_tokens, block_size_tokens=req.block_size
+        )
+        given = prompt_tokens if default < prompt_tokens else None
+    sized = replace(req, max_prefill_tokens=given)
+    return build_deployment(sized, resolved, prompt_tokens=prompt_tokens)
+
+
+def build_deployment(req: PlanRequest, resolved: Resolved, *, prompt_tokens: int) -> Deployment:
+    """The Deployment of a request resolved by resolve_request (of this request, or of one that differs in
+    max_prefill_tokens only): prefill budget from prefill_budget at `prompt_tokens`."""
+    engine, ctx_tokens, scheme, card, alias, hw, (method, drafts, acceptance) = resolved
+    activation = activation_dtype_of(scheme, card_activation=hw.activation_dtype)
+    budget = prefill_budget(
+        req.max_prefill_tokens,
+        engine=engine,
+        hardware=hw,
+        ctx_tokens=ctx_tokens,
+        block_size_tokens=req.block_size,
+        prompt_tokens=prompt_tokens,
+    )
     return Deployment(
         **carried(req, REQUEST_ECHOES),
         model=card,
@@ -327,7 +358,7 @@ def to_deployment(req: PlanRequest) -> Deployment:
         ctx_tokens=ctx_tokens,
         block_size_tokens=req.block_size,
         memory_fraction=memory_fraction(req, engine=engine, hardware=hw, drafting=drafts > 0),
-        max_prefill_tokens=prefill_tokens(req, engine=engine, hardware=hw, ctx_tokens=ctx_tokens),
+        max_prefill_tokens=budget,
         mtp_tokens=drafts,
         mtp_acceptance_fraction=acceptance,
         speculative_method=method,

@@ -224,14 +224,14 @@ def test_a_rows_prefill_budget_is_the_one_serve_plans_with(tmp_path: Path, engin
     """MindIE raises maxPrefillTokens to maxInputTokenLen (inputs.prefill_budget): a serving row's deployment
     and `kvplan serve` of the same row (predict.py's command, --max-prefill-tokens 8192) agree; vLLM keeps
     the budget as given."""
-    from planner.inputs import PlanRequest, prompt_budget, to_deployment
+    from planner.inputs import PlanRequest, to_deployment
 
     row = f"qwen3-8b,ascend-910b3,bf16,bf16,1,{engine},4,32000,100,40,,,,,,"
     _, (point,) = read_bench_rows(_csv(tmp_path, row))
     fit_dep = serving_rows.serving_deployment(point)
     deployment = {"model": "qwen3-8b", "card": "ascend-910b3", "dtype": "bf16", "engine": engine}
     request = PlanRequest(**deployment, ctx="32100", max_prefill_tokens=8192)
-    served = prompt_budget(to_deployment(request), prompt_tokens=32000)  # as `kvplan serve` builds it
+    served = to_deployment(request, prompt_tokens=32000)  # as `kvplan serve` builds it
     assert fit_dep.max_prefill_tokens == served.max_prefill_tokens
     # MindIE: maxPrefillTokens >= maxInputTokenLen >= the 32000-token prompt; vLLM chunks at 8192
     assert fit_dep.max_prefill_tokens == (32000 if engine == "mindie" else 8192)

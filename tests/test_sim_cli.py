@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from planner import inputs
 from planner.cli import app
 
 runner = CliRunner()
@@ -168,3 +169,28 @@ def test_one_token_outputs_report_the_batch_and_kv_they_held() -> None:
     serve = runner.invoke(app, ["serve", *flags, "--concurrency", "8"])
     assert serve.exit_code == 0, serve.output
     assert "batch reached 8," in serve.output
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--engine", "vllm", "--max-batched-tokens", "4096"],  # the chunking engine's budget sizes the plan
+        ["--engine", "mindie", "--input-tokens", "9k"],  # one-pass prefill raised to the longest prompt
+        ["--engine", "mindie", "--max-prefill-tokens", "8192", "--pd", "1:1"],
+    ],
+)
+def test_simulate_builds_its_deployment_once(monkeypatch: pytest.MonkeyPatch, flags: list[str]) -> None:
+    """One run, one Deployment: the workload's prefill budget is decided before the build
+    (inputs.workload_deployment), and the speed band reads the run's deployment. Before: 4 builds (two per
+    prepared(), once for the run and once for the band) plus a copy raising the budget."""
+    built: list[object] = []
+    real = inputs.Deployment
+
+    def counted(**fields: object) -> object:
+        built.append(fields["engine"])
+        return real(**fields)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inputs, "Deployment", counted)
+    result = run("simulate", "-m", "qwen3-8b", "--rate", "2", "--requests", "50", *flags, "--json")
+    assert result.exit_code == 0, result.output
+    assert len(built) == 1

@@ -92,9 +92,7 @@ def serve_command(
     try:
         prompt, output, ctx_tokens = serve_tokens(input_tokens, output_tokens, ctx_len)
         check_serve_load(arrivals=arrivals, concurrency=concurrency)
-        dep = inputs.prompt_budget(
-            inputs.to_deployment(plan_request(context, ctx=str(ctx_tokens))), prompt_tokens=prompt
-        )
+        dep = inputs.to_deployment(plan_request(context, ctx=str(ctx_tokens)), prompt_tokens=prompt)
         run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
         levels = service_levels(context)  # the shared --tpot-ms, --ttft-ms, --min-user-tps
         slo = (levels.ttft_s, tpot_ceiling(levels.tpot_s, levels.min_user_tokens_per_s))

@@ -137,9 +137,9 @@ def simulate_command(
         search_and_report(flags, head=head, as_json=as_json)
         return
     try:
-        result = run_simulation(flags)
+        result, dep = run_simulation(flags)
         simview.write_outputs(result, records=out, timeline=timeline_out, force=force)
-        band = speed_band_of(flags, batch=result.summary.max_batch_reached)
+        band = speed_band_of(flags, dep, batch=result.summary.max_batch_reached)
     except KvplanError as exc:
         options.fail(exc)
     if as_json:
@@ -172,7 +172,7 @@ def search_and_report(flags: SimulateRequest, *, head: dict[str, Any], as_json: 
             limits=(RATE_RANGE_PER_S, float(MAX_CONCURRENCY)),
             running_cap=lambda: running_cap_of(flags),
         )
-        band = speed_band_of(flags, batch=None)
+        band = speed_band_of(flags, prepared(flags, workload_of(flags))[0], batch=None)
     except KvplanError as exc:
         options.fail(exc)
     if as_json:
@@ -246,14 +246,13 @@ def tpot_floor_s(flags: SimulateRequest) -> tuple[float, int]:
     return mtp.tpot_s(step_s, tokens_per_step=mtp.tokens_per_step(dep)), ctx_tokens
 
 
-def speed_band_of(flags: SimulateRequest, *, batch: int | None) -> SpeedBand:
-    """Source and range of the simulated figures (ranges.speed_band) at `batch` and the longest request;
-    batch None (a search): the largest batch it can run, the memory limit capped by --max-batch and by
-    --concurrency."""
+def speed_band_of(flags: SimulateRequest, dep: Deployment, *, batch: int | None) -> SpeedBand:
+    """Source and range of the simulated figures (ranges.speed_band) on the flags' deployment `dep` at
+    `batch` and the longest request; batch None (a search): the largest batch it can run, the memory limit
+    capped by --max-batch and by --concurrency."""
     from planner import capacity
     from planner.perf import ranges
 
-    dep, _ = prepared(flags, workload_of(flags))
     if batch is None:
         caps = [capacity.memory_plan(dep)[1].max_batch_size, flags.knobs.max_batch, flags.concurrency]
         batch = min(cap for cap in caps if cap is not None)
@@ -261,9 +260,9 @@ def speed_band_of(flags: SimulateRequest, *, batch: int | None) -> SpeedBand:
 
 
 def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[str, Any]]:
-    """The deployment at ctx = --ctx (default: the longest request; never shorter) and the scheduler knobs."""
+    """The deployment at ctx = --ctx (default: the longest request; never shorter), built once with its
+    prefill budget for the workload's longest prompt (inputs.workload_deployment), and the scheduler knobs."""
     from planner import inputs
-    from planner.engines import registry
 
     longest = int((work.input_tokens + work.output_tokens).max())
     if longest > units.MAX_TOKENS:
@@ -277,28 +276,20 @@ def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[s
             f"--ctx: shorter than the longest request (got {ctx_tokens}, expected >= {longest}, its input + "
             "output tokens)"
         )
-    # the plan's prefill budget at this ctx unless given (MindIE's --max-prefill-tokens; a chunking engine's
-    # --max-batched-tokens, vLLM's max_num_batched_tokens), so the memory plan and its batch cap are the
-    # plan's; an engine that prefills a prompt in one pass (MindIE: no engine default) takes at least the
-    # longest prompt
-    request = records.replace(flags.request, ctx=str(ctx_tokens))
-    dep = inputs.to_deployment(request)
-    one_pass = registry.default_prefill_tokens(dep.engine, dep.hardware) is None
-    given = flags.knobs.max_prefill_tokens or (None if one_pass else flags.knobs.max_batched_tokens)
-    longest_prompt = int(work.input_tokens.max())
-    if given is None and one_pass and dep.max_prefill_tokens < longest_prompt:
-        given = longest_prompt
-    if given is not None:
-        dep = inputs.to_deployment(records.replace(request, max_prefill_tokens=given))
-    dep = inputs.prompt_budget(dep, prompt_tokens=longest_prompt)
+    given = flags.knobs.max_prefill_tokens
+    request = records.replace(flags.request, ctx=str(ctx_tokens), max_prefill_tokens=given)
+    dep = inputs.workload_deployment(
+        request, prompt_tokens=int(work.input_tokens.max()), batched_tokens=flags.knobs.max_batched_tokens
+    )
     knobs = scheduler_knobs(flags.knobs)
     if knobs["max_prefill_tokens"] is not None:  # as raised for the plan (MindIE: >= maxInputTokenLen)
         knobs["max_prefill_tokens"] = dep.max_prefill_tokens
     return dep, knobs
 
 
-def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
-    """One simulation of `work`: aggregated, or disaggregated with --pd."""
+def simulate_workload(flags: SimulateRequest, work: Workload) -> tuple[SimResult, Deployment]:
+    """One simulation of `work` (aggregated, or disaggregated with --pd) and the deployment prepared for it,
+    built once (a search: once per load)."""
     from planner.sim import dpgroups, pdloop, pdspec, run
 
     dep, knobs = prepared(flags, work)
@@ -311,11 +302,11 @@ def simulate_workload(flags: SimulateRequest, work: Workload) -> SimResult:
         fleet = pdloop.simulate_fleet(
             spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None}
         )
-        return simview.with_notes(fleet, flags, dep)
+        return simview.with_notes(fleet, flags, dep), dep
     if dep.dp > 1:
-        return simview.with_notes(dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs), flags, dep)
+        return simview.with_notes(dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs), flags, dep), dep
     cfg = run.default_config(dep, workload=work, **knobs)
-    return simview.with_notes(run.simulate(dep, work, cfg=cfg, slo=slo), flags, dep)
+    return simview.with_notes(run.simulate(dep, work, cfg=cfg, slo=slo), flags, dep), dep
 
 
 def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> float:
@@ -336,11 +327,11 @@ def running_cap_of(flags: SimulateRequest) -> int:
 
 def summary_at(flags: SimulateRequest, load: dict[str, Any]) -> SimSummary:
     """The summary of one simulation of the flags with `load` (rate= / concurrency=) replacing theirs."""
-    return simulate_workload(flags, workload_of(flags, **load)).summary
+    return simulate_workload(flags, workload_of(flags, **load))[0].summary
 
 
-def run_simulation(flags: SimulateRequest) -> SimResult:
-    """Workload from the flags -> the simulation."""
+def run_simulation(flags: SimulateRequest) -> tuple[SimResult, Deployment]:
+    """Workload from the flags -> the simulation and its deployment (each built once)."""
     return simulate_workload(flags, workload_of(flags))
 
 
