@@ -168,21 +168,27 @@ def plan(
     not_slo = ("memory", "engine limit", "batch")
     slo_batch = rec.max_batch_size if rec.binding_constraint not in not_slo else None
     flags = config_flags(ctx, slo_batch=slo_batch)
-    if as_json:  # the engine's words and the next command too, as the text prints them
-        from planner.cli.engine_words import engine_config
-
-        payload = {**result.json_payload(), "engine_config": engine_config(result, dep, flags=flags)}
-        if explain:  # the ledger --explain prints, as data
-            from planner.cli.render import plan_ledger
-
-            payload["decode_ledger"] = plan_ledger(dep, result).model_dump(mode="json")
-        print_json(payload)
+    if as_json:
+        print_plan_json(result, dep, flags=flags, explain=explain)
         return
     from planner.cli import render as cli_render
 
     cli_render.print_plan(result, dep, next_lines=cli_render.engine_lines(result, dep, flags=flags))
     if explain:
         cli_render.print_explain(dep, result)
+
+
+def print_plan_json(result: "Plan", dep: "Deployment", *, flags: str, explain: bool) -> None:
+    """The plan as JSON, with the engine's words and the next command as the text prints them, and with
+    --explain the decode ledger as data."""
+    from planner.cli.engine_words import engine_config
+
+    payload = {**result.json_payload(), "engine_config": engine_config(result, dep, flags=flags)}
+    if explain:
+        from planner.cli.render import plan_ledger
+
+        payload["decode_ledger"] = plan_ledger(dep, result).model_dump(mode="json")
+    print_json(payload)
 
 
 def with_raised_prefill_note(result: "Plan", request: "PlanRequest", dep: "Deployment") -> "Plan":
