@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -167,6 +168,31 @@ def test_calibrate_profile_plan_on_cpu(tmp_path: Path) -> None:
     dry = catalog.resolve_card(str(out))
     assert not dry.is_calibrated and dry.coefficients() == dry.default_coefficients
     assert "dry run" in dry.calibration_status
+
+
+@pytest.mark.slow  # torch (~4 s of CPU to import; tests/conftest.py)
+def test_calibrate_json_is_the_profile_it_wrote(tmp_path: Path) -> None:
+    """--json after the microbenchmarks: stdout the object alone (no progress bar, no notes), its
+    coefficients, status and notes those of the profile written."""
+    pytest.importorskip("torch")
+    out = tmp_path / "cpu.yaml"
+    args = ["--card", "ascend-910b3", "--device", "cpu", "--dry-run", "--budget-s", "1", "--out", str(out)]
+    result = kvplan("calibrate --json", *args)
+    payload = json.loads(result.stdout)
+    measured = MeasuredBlock.model_validate(yaml.safe_load(out.read_text())["measured"])
+    assert (payload["card"], payload["device"], payload["dry_run"]) == ("ascend-910b3", "cpu", True)
+    assert (payload["status"], payload["notes"], payload["written"]) == (
+        measured.status,
+        measured.notes,
+        str(out),
+    )
+    assert f"took {payload['elapsed_s']:.1f} s" in measured.notes and payload["raw_written"] is None
+    written = measured.coefficients.model_dump()
+    for name, value in payload["coefficients"].items():
+        if isinstance(value, float):
+            assert written[name] == pytest.approx(value, rel=1e-4), name
+    assert payload["memory_bandwidth_gb_per_s"] == pytest.approx(measured.memory_bandwidth_gb_per_s, rel=1e-4)
+    assert result.stderr == ""
 
 
 @pytest.mark.slow  # a MAP fit over 14 rows, ~2 s of CPU

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import time
 
@@ -47,6 +48,15 @@ def test_check_through_the_cli_exits_2_when_something_is_missing(fake_npu: pytes
     result = CliRunner().invoke(app, ["calibrate", "--card", "ascend-910b4", "--device", "npu:0", "--check"])
     assert result.exit_code == 2
     assert "missing" in result.output and "does not match torch_npu 2.5.1" in result.output
+    as_json = CliRunner().invoke(
+        app, ["calibrate", "--card", "ascend-910b4", "--device", "npu:0", "--check", "--json"]
+    )
+    assert as_json.exit_code == 2  # the same exit code; the report one object on stdout
+    report = json.loads(as_json.stdout)
+    assert (report["card"], report["device"], report["ready"]) == ("ascend-910b4", "npu:0", False)
+    assert report["lines"] == result.output.splitlines()
+    assert any("does not match torch_npu 2.5.1" in line for line in report["missing"])
+    assert all(f"  - {line}" in report["lines"] for line in report["missing"])
 
 
 def test_hccl_allreduce_over_the_fake_and_fail_fast_worker_import(fake_npu: pytest.MonkeyPatch) -> None:

@@ -1,21 +1,25 @@
 """`kvplan calibrate` and `kvplan validate`: parse -> call -> format. torch is imported only inside calibrate.
 
-kvplan calibrate --card CARD [--device npu:0|cuda:0|cpu] [--model MODEL] [--out FILE] [--force]
-kvplan calibrate --from-bench POINTS.csv [--card CARD] [--engine E] [--out FILE] [--force]
-kvplan calibrate --from-log VLLM.log --card CARD [--gpu-memory-utilization U] [--out FILE] [--force]
-kvplan validate POINTS.csv [--card CARD] [--engine E] [--uncalibrated]
+kvplan calibrate --card CARD [--device npu:0|cuda:0|cpu] [--model MODEL] [--out FILE] [--force] [--json]
+  (the microbenchmarks and --check: calibrate_device.py)
+kvplan calibrate --from-bench POINTS.csv [--card CARD] [--engine E] [--out FILE] [--force] [--json]
+  (the fit's report and profile block: calibrate_fit.py; the fit itself and its held-out refits are called
+  here, so the import chain cli -> command -> fit stays within tests/test_layering.py's bound)
+kvplan calibrate --from-log VLLM.log --card CARD [--gpu-memory-utilization U] [--out FILE] [--force] [--json]
+kvplan validate POINTS.csv [--card CARD] [--engine E] [--uncalibrated] [--json]
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from planner import atomic, units
+from planner import atomic
 from planner.cli import calibrate_bench as bench_rows
+from planner.cli import calibrate_device as on_device
+from planner.cli import calibrate_fit as fit_report
 from planner.cli.calibrate_bench import card_of_bench, print_points, print_serving, read_rows, validation_json
 from planner.cli.calibrate_log import calibrate_from_log
 from planner.cli.options import FRACTION_FLAGS, FlagCommand, JsonOpt, fail, print_json
@@ -24,8 +28,7 @@ from planner.errors import KvplanError, PlanInputError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from planner.fit.solver import FitResult
-    from planner.importers.benchpoints import BenchPoint, ServingPoint
+    from planner.importers.benchpoints import ServingPoint
     from planner.schema import HardwareProfile
 
 CARD_HELP = "Hardware profile id (hwprofiles/) or path to a profile YAML."
@@ -35,185 +38,43 @@ ENGINE_HELP = (
 )
 
 
-def _default_device(card: str) -> str:
-    from planner import catalog
-
-    return "npu:0" if catalog.resolve_card(card).vendor == "huawei" else "cuda:0"
-
-
-def _run_microbench(
-    card: str, *, device: str, model: str | None, out: Path, force: bool, raw: Path | None, budget_s: float
+def fit_from_bench(
+    card: str, *, points_csv: Path, out: Path, force: bool, engine: str | None, as_json: bool = False
 ) -> None:
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from calibration.calibrate import run_calibration
-    from calibration.profile_writer import write_atomic, write_profile
-    from calibration.raw import write_raw
-
-    for target in (out, raw):  # refuse before minutes of benchmarking, not after
-        if target is not None and target.exists() and not force:
-            write_atomic(target, "", force=False)  # raises OutputExistsError
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True
-    ) as bar:
-        task = bar.add_task("opening device", total=None)
-        result = run_calibration(
-            card,
-            device=device,
-            model=model,
-            budget_s=budget_s,
-            progress=lambda label: bar.update(task, description=label),
-        )
-    write_profile(result.source, result.measured, out=out, force=force)
-    if raw is not None:
-        write_raw(result, raw, force=force)
-    _print_coefficients(
-        result.measured.coefficients.model_dump(), title=f"measured on {result.measured.device_name}"
-    )
-    typer.echo(f"took {result.measurements.elapsed_s:.1f} s; wrote {out}")
-    if result.measured.is_dry_run:
-        typer.echo(f"{out}: {result.measured.status}; plans on it use the datasheet coefficients", err=True)
-    for note in result.measured.notes.split("; "):
-        if note.startswith("not written"):
-            typer.echo(f"warning: {note}", err=True)
-    typer.echo(f"notes: {result.measured.notes}")
-
-
-def _print_coefficients(values: dict[str, object], *, title: str) -> None:
-    typer.echo(f"coefficients ({title}):")
-    for key, value in values.items():
-        shown = (
-            {k: round(v, 4) if isinstance(v, float) else f"{len(v)} points" for k, v in value.items()}
-            if isinstance(value, dict) and key != "attention_kernels"
-            else (round(value, 4) if isinstance(value, float) else value)
-        )
-        typer.echo(f"  {key:32s} {shown}")
-
-
-def fit_from_bench(card: str, *, points_csv: Path, out: Path, force: bool, engine: str | None) -> None:
+    """`--from-bench`: fit (planner/fit/solver.py), test on held-out models, write the profile; print the fit
+    as text (the row tables, the terms, the held-out line) or, with --json, as calibrate_fit.fit_json."""
     from calibration.profile_writer import write_profile
     from planner import catalog
     from planner.fit import solver
-    from planner.schema import MeasuredBlock
 
     hw = catalog.resolve_card(card)
-    points, rows = read_rows(points_csv, hardware=hw, engine=engine, fit=True)
+    points, rows = read_rows(points_csv, hardware=hw, engine=engine, fit=True, as_json=as_json)
     result = solver.fit_coefficients(points, hardware=hw, serving=rows, source=f"--from-bench {points_csv}")
-    if points:
-        print_points(points, result.residual_fractions[: len(points)], hw_id=hw.id)
-    if rows:
-        print_serving(rows, result.residual_fractions[len(points) :], hw_id=hw.id)
-    print_fit(result)
-    held_out = _held_out(rows, hw)
-    measured = MeasuredBlock(
-        tool="kvplan calibrate --from-bench",
-        tool_version="0.1.0",
-        date=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        device_name=f"fit to {points_csv.name} ({len(points)} points"
-        + (f", {len(rows)} serving rows" if rows else "")
-        + f"; engine {', '.join(sorted({p.engine for p in points} | {r.engine for r in rows}))})",
-        backend="bench-fit",
-        coefficients=result.coefficients,
-        memory_bandwidth_gb_per_s=hw.measured.memory_bandwidth_gb_per_s if hw.measured else None,
-        usable_memory_gib=hw.measured.usable_memory_gib if hw.measured else None,
-        samples=fit_samples(result, points=points, rows=rows, held_out=held_out),
-        notes=fit_notes(result, held_out=held_out),
-    )
+    step_errors = result.residual_fractions[: len(points)]
+    serving_errors = result.residual_fractions[len(points) :]
+    if not as_json:
+        if points:
+            print_points(points, step_errors, hw_id=hw.id)
+        if rows:
+            print_serving(rows, serving_errors, hw_id=hw.id)
+        fit_report.print_fit(result)
+    held = fit_report.held_out(rows, hw, say=not as_json, errors=held_out_errors)
+    measured = fit_report.fit_block(result, points=points, rows=rows, held=held, points_csv=points_csv, hw=hw)
     source = (
         Path(card)
         if Path(card).suffix in (".yaml", ".yml")
         else catalog.data_dir("hwprofiles") / f"{hw.id}.yaml"
     )
     write_profile(source, measured, out=out, force=force)
-    typer.echo(f"wrote {out}")
-
-
-def fit_samples(
-    result: FitResult,
-    *,
-    points: Sequence[BenchPoint],
-    rows: Sequence[ServingPoint],
-    held_out: tuple[list[float], str] | None,
-) -> dict[str, list[float]]:
-    """The measured block's samples of a --from-bench fit: residuals, the measured values, the fitted terms
-    (log value, sigma), the fitted range, and the held-out factors when there are any."""
-    return (
-        {
-            "fit_residual_fraction": result.residual_fractions,
-            "measured_decode_step_s": [p.decode_step_s for p in points],
-            "fit_log_value": result.log_values,
-            "fit_sigma_log": result.sigma_log,
-            "fit_range": result.fit_range,
+    if as_json:
+        head = {
+            "card": hw.id,
+            "engine": ", ".join(fit_report.engines(points, rows)),
+            "source": str(points_csv),
         }
-        | ({"measured_output_tokens_per_s": [r.output_tokens_per_s for r in rows]} if rows else {})
-        | ({"held_out_factors": held_out[0]} if held_out else {})
-    )
-
-
-def fit_notes(result: FitResult, *, held_out: tuple[list[float], str] | None) -> str:
-    """The measured block's notes of a --from-bench fit: which terms the rows set, iterations, MAPE and worst
-    error, the held-out sentence, the fit's warnings."""
-    from planner.perf.fitted_params import FIT_PARAMS
-
-    decided = [p.name for p, d in zip(FIT_PARAMS, result.decided_by_data, strict=True) if d] or ["none"]
-    return (
-        "MAP fit toward the profile's values (fitted_params.py); set by the rows: "
-        f"{', '.join(decided)}; "
-        f"{result.iterations} iterations, MAPE {units.fmt_fraction(result.mape_fraction)}, worst "
-        f"{units.fmt_fraction(result.worst_fraction)}"
-        + (f"; {held_out[1]}" if held_out else "")
-        + "".join(f"; warning: {w}" for w in result.warnings)
-    )
-
-
-def print_fit(result: FitResult) -> None:
-    """Every fitted term: value, uncertainty factor, whether the rows or the prior set it; then warnings."""
-    import math
-
-    from planner.perf.fitted_params import FIT_PARAMS
-
-    typer.echo(
-        "fitted terms (value, x/ one-sigma factor; 'rows' = set by the rows, 'prior' = held by the profile):"
-    )
-    for param, u, sigma, decided, side in zip(
-        FIT_PARAMS, result.log_values, result.sigma_log, result.decided_by_data, result.bounds, strict=True
-    ):
-        mark = f", ON {side.upper()} BOUND" if side else ""
-        typer.echo(
-            f"  {param.name:32s} {math.exp(u):10.4g}  x/ {math.exp(sigma):.2f}  "
-            f"({'rows' if decided else 'prior'}{mark}; {param.meaning})"
-        )
-    low_b, high_b, low_c, high_c = result.fit_range
-    typer.echo(f"fitted range: batch {low_b:g}-{high_b:g}, ctx {low_c:g}-{high_c:g} tokens")
-    for line in result.warnings:
-        typer.echo(f"warning: {line}")
-
-
-def _held_out(rows: list[ServingPoint], hw: HardwareProfile) -> tuple[list[float], str] | None:
-    """Leave-one-model-out over the serving rows (planner/fit/holdout.py) when they span enough models:
-    (held_out_factors, the sentence printed and kept in the profile's notes); None otherwise."""
-    from planner.fit import holdout
-
-    models, needed = len({row.model for row in rows}), holdout.MIN_MODELS
-    if models < needed:
-        if rows:
-            typer.echo(
-                f"held out: not tested ({models} model(s); leave-one-model-out needs {needed}): plans print "
-                "the assumed fit range"
-            )
-        return None
-    typer.echo(f"leave-one-model-out: refitting {models} times, each without one model's rows ...")
-    held = holdout.summary(rows, hardware=hw, errors=held_out_errors)
-    if held is None:
-        return None
-    low, high, count = held.factors
-    line = (
-        f"held out: {int(count)} rows of {held.models} models, each predicted by a fit without its model: "
-        f"median |error| {units.fmt_fraction(held.median_abs_error)}; central 90 % ran at {low:g}x-{high:g}x "
-        "the estimate"
-    )
-    typer.echo(line)
-    return held.factors, line
+        rows_part = bench_rows.rows_json(points, step_errors, rows, serving_errors)
+        return print_json(head | rows_part | fit_report.fit_json(result, held=held, written=out))
+    typer.echo(f"wrote {out}")
 
 
 def held_out_errors(
@@ -287,6 +148,7 @@ def calibrate(
             help="With --from-log, when the log does not say it.",
         ),
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Measure the card (microbenchmarks) or fit it to your benchmark; write a profile with `measured:`."""
     try:
@@ -296,25 +158,30 @@ def calibrate(
             raise PlanInputError("--card: required (got nothing, expected a card id, e.g. ascend-950pr)")
         check_model_flag(model, reader="--from-bench" if from_bench else "--from-log" if from_log else None)
         if check:
-            _check(card, device=device or _default_device(card))
+            on_device.run_check(card, device=device or on_device.default_device(card), as_json=as_json)
             return
         target = out or Path(f"{Path(card).stem}-calibrated.yaml")
         atomic.check_new({"--out": target, "--raw": raw}, force=force)  # before minutes of work, not after
         if from_log is not None:
-            calibrate_from_log(card, log_path=from_log, out=target, force=force, util=gpu_memory_utilization)
+            calibrate_from_log(
+                card, log_path=from_log, out=target, force=force, util=gpu_memory_utilization, as_json=as_json
+            )
             return
         if from_bench is not None:
-            fit_from_bench(card, points_csv=from_bench, out=target, force=force, engine=engine)
+            fit_from_bench(
+                card, points_csv=from_bench, out=target, force=force, engine=engine, as_json=as_json
+            )
             return
-        _check_device(card, device=device or _default_device(card), dry_run=dry_run)
-        _run_microbench(
+        on_device.check_device(card, device=device or on_device.default_device(card), dry_run=dry_run)
+        on_device.run_microbench(
             card,
-            device=device or _default_device(card),
+            device=device or on_device.default_device(card),
             model=model,
             out=target,
             force=force,
             raw=raw,
             budget_s=budget_s,
+            as_json=as_json,
         )
     except KvplanError as exc:
         fail(exc)
@@ -333,26 +200,6 @@ def check_model_flag(model: str | None, *, reader: str | None) -> None:
     from planner import catalog
 
     catalog.resolve_model(model)
-
-
-def _check_device(card: str, *, device: str, dry_run: bool) -> None:
-    """Refuse, before any benchmark, a device that cannot measure the card (calibration/device.py)."""
-    from calibration.device import check_measures_card, parse_device
-    from planner import catalog
-
-    hw = catalog.resolve_card(card)
-    check_measures_card(parse_device(device), card_id=hw.id, vendor=hw.vendor, dry_run=dry_run)
-
-
-def _check(card: str, *, device: str) -> None:
-    """`--check` (calibration/npu_check.py): exit 2 when something is missing."""
-    from calibration.npu_check import check
-    from planner import catalog
-
-    report = check(device, card_id=catalog.resolve_card(card).id)
-    typer.echo("\n".join(report.lines))
-    if report.missing:
-        raise typer.Exit(code=2)
 
 
 def validate(

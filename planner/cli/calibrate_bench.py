@@ -146,8 +146,22 @@ def validation_json(
     *,
     hardware: HardwareProfile | None,
 ) -> dict[str, object]:
-    """`validate --json`: every row measured vs predicted (decode step in s; serving output tok/s), its
-    relative error (predicted / measured - 1), the mean absolute error of each kind (None without rows)."""
+    """`validate --json`: the card predicted with (None: each row's own) and rows_json's rows and MAPEs."""
+    return {
+        "card": None if hardware is None else hardware.id,
+        **rows_json(points, step_errors, rows, serving_errors),
+    }
+
+
+def rows_json(
+    points: Sequence[BenchPoint],
+    step_errors: Sequence[float],
+    rows: Sequence[ServingPoint],
+    serving_errors: Sequence[float],
+) -> dict[str, object]:
+    """Every row measured vs predicted (decode step in s; serving output tok/s), its relative error
+    (predicted / measured - 1), the mean absolute error of each kind (None without rows): `validate --json`
+    and `calibrate --from-bench --json` (there the error is the fit's residual)."""
     steps = [
         {"where": p.where, "model": p.model, "card": p.card, "engine": p.engine, "tp": p.tp, "batch": p.batch,
          "ctx_tokens": p.ctx_tokens, "measured_decode_step_s": p.decode_step_s,
@@ -163,11 +177,10 @@ def validation_json(
         for r, e in zip(rows, serving_errors, strict=True)
     ]  # fmt: skip
     return {
-        "card": None if hardware is None else hardware.id,
         "decode_steps": steps,
-        "decode_step_mape_fraction": _error_summary(step_errors)[0] if step_errors else None,
+        "decode_step_mape_fraction": _error_summary(list(step_errors))[0] if step_errors else None,
         "serving": serving,
-        "serving_mape_fraction": _error_summary(serving_errors)[0] if serving_errors else None,
+        "serving_mape_fraction": _error_summary(list(serving_errors))[0] if serving_errors else None,
     }
 
 

@@ -16,7 +16,7 @@ Levenberg-Marquardt, forward-difference Jacobian; the posterior covariance gives
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +25,7 @@ from planner.arrays import FloatArray
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.fit import censored, features, prepared, step_rows
+from planner.fit.result import FitResult
 from planner.importers.benchdeployment import deployment_for
 from planner.importers.benchpoints import BenchPoint, ServingPoint
 from planner.perf import fitted, fitted_params, roofline
@@ -37,46 +38,6 @@ TOLERANCE = 1e-10  # relative decrease of the objective that ends the search
 # of the H200 end-to-end grid is ~1 %, the microbenchmark-only model error ~5 % (ACCURACY.md)]
 NOISE_FRACTION = 0.05
 START_SPREAD = (10.0, 300.0)  # extra starts: terms without a prior value at 10x and 300x their floor
-DATA_DECIDES = 0.5  # posterior sigma below this share of the prior's: the rows determined the value
-
-
-@dataclass(frozen=True)
-class FitResult:
-    """Fitted coefficients, the relative residual of every row, each term's uncertainty, and warnings.
-
-    residual_fractions: pred / measured - 1 of each step row, then each serving row's output tok/s.
-    log_values, sigma_log: fitted value and posterior one-sigma of every FIT_PARAM in log space (the value is
-    uncertain by a factor exp(sigma_log)); prior_sigma_log: the prior's; bounds: 'lower'/'upper'/'' each.
-    fit_range: [batch min, batch max, ctx min, ctx max] the rows cover.
-    """
-
-    coefficients: PerfCoefficients
-    residual_fractions: list[float]
-    iterations: int
-    converged: bool
-    log_values: list[float] = field(default_factory=list)
-    sigma_log: list[float] = field(default_factory=list)
-    prior_sigma_log: list[float] = field(default_factory=list)
-    bounds: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    fit_range: list[float] = field(default_factory=list)
-    # parameter on a bound -> the observations that pull it there ('row (quantity)'), strongest first
-    bound_pullers: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def decided_by_data(self) -> list[bool]:
-        """Per FIT_PARAM: True when the rows, not the prior, set the value."""
-        return [s < DATA_DECIDES * p for s, p in zip(self.sigma_log, self.prior_sigma_log, strict=True)]
-
-    @property
-    def mape_fraction(self) -> float:
-        """Mean absolute relative error."""
-        return float(np.mean(np.abs(self.residual_fractions)))
-
-    @property
-    def worst_fraction(self) -> float:
-        """Largest absolute relative error."""
-        return float(np.max(np.abs(self.residual_fractions)))
 
 
 def group_features(group: step_rows.StepGroup, base: PerfCoefficients) -> features.PassFeatures:
