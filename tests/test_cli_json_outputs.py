@@ -1,9 +1,11 @@
-"""`kvplan calibrate --json`: one JSON object on stdout, the same numbers as the text and the profile
-written, errors still one line on stderr with the same exit code (the microbenchmarks' object:
-tests/test_calibration_profile.py; --check's: tests/test_npu_check_allreduce.py)."""
+"""Every command that prints a result takes --json (the dashboard launcher prints none): one JSON object on
+stdout, the same numbers as the text, errors still one line on stderr with the same exit code. Here the
+commands that took it last (`calibrate` in each mode, `bench import`, `bench`, `models import`), each checked
+against its text output or the file it wrote."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -16,10 +18,16 @@ from typer.testing import CliRunner
 from planner import units
 from planner.cli import app
 from planner.fit import holdout
+from planner.importers.servingresult import ROW_COLUMNS
+from tests.test_cli_flags import every_command
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ROOT / "docs" / "examples" / "seed-950pr-qwen3-27b.csv"  # 4 decode-step rows, one model
 SERVING = ROOT / "docs" / "examples" / "seed-950pr-serving.csv"  # 4 serving rows, one model
+RESULTS = ROOT / "tests" / "fixtures" / "bench_results"
+BENCH_FILES = [RESULTS / "vllm_bench_serve.json", RESULTS / "genai_perf_profile_export_genai_perf.csv"]
+BENCH_SETUP = ["--model", "Qwen/Qwen3-8B", "--card", "ascend-910b3", "--dtype", "int8", "--concurrency", "32"]
+SERVERS = {"dashboard"}  # starts a server; prints no result
 
 
 def run(*args: str | Path, code: int = 0) -> Result:
@@ -33,6 +41,15 @@ def one_error_line(result: Result, code: int, starts: str) -> None:
     assert result.exit_code == code, result.output
     assert result.stdout == ""
     assert result.stderr.startswith(f"kvplan: error: {starts}") and result.stderr.count("\n") == 1
+
+
+def test_every_command_that_prints_a_result_takes_json() -> None:
+    lacking = [
+        path or "(plan)"
+        for path, command in every_command().items()
+        if path not in SERVERS and not any("--json" in param.opts for param in command.params)
+    ]
+    assert lacking == []
 
 
 def table_rows(text: str) -> list[list[str]]:
@@ -142,3 +159,59 @@ def test_calibrate_from_log_json_is_the_written_profile(tmp_path: Path) -> None:
     ) in text.stdout
     assert f"--memory-fraction {learned['gpu_memory_utilization']:g})" in text.stdout
     assert learned["written"] == str(out)
+
+
+def test_bench_import_json_rows_are_the_csv_cells_as_numbers(tmp_path: Path) -> None:
+    text = run("bench", "import", *BENCH_FILES, *BENCH_SETUP)
+    out = tmp_path / "rows.csv"
+    imported = json.loads(run("bench", "import", *BENCH_FILES, *BENCH_SETUP, "--out", out, "--json").stdout)
+    assert out.read_text() == text.stdout  # --out holds the CSV the text prints
+    cells = list(csv.DictReader(text.stdout.splitlines()))
+    assert [list(row) for row in imported["rows"]] == [list(ROW_COLUMNS)] * 2
+    for row, printed in zip(imported["rows"], cells, strict=True):
+        for column, value in row.items():
+            if value is None:
+                assert printed[column] == "", column
+            elif isinstance(value, str):
+                assert printed[column] == value, column
+            else:
+                assert value == (int if isinstance(value, int) else float)(printed[column]), column
+    assert [(f["path"], f["format"]) for f in imported["files"]] == [
+        (str(BENCH_FILES[0]), "vllm-bench-serve"), (str(BENCH_FILES[1]), "genai-perf"),
+    ]  # fmt: skip
+    assert imported["files"][0]["completed_requests"] == imported["rows"][0]["num_prompts"]
+    assert imported["written"] == str(out)
+    assert [f"note: {note}" for note in imported["notes"]] == text.stderr.splitlines()
+    missing = CliRunner().invoke(app, ["bench", "import", str(BENCH_FILES[1]), *BENCH_SETUP[:-2], "--json"])
+    one_error_line(missing, 2, f"{BENCH_FILES[1]}: concurrency: not recorded")
+
+
+def test_bench_lists_its_formats_as_json() -> None:
+    listed = json.loads(run("bench", "--json").stdout)["formats"]
+    text = run("bench").stdout
+    for entry in listed:
+        needs = f"; needs {entry['needs']}" if entry["needs"] else ""
+        assert f"  {entry['files']} ({entry['format']}{needs})" in text
+    assert [entry["format"] for entry in listed] == ["vllm-bench-serve", "aisbench", "genai-perf"]
+
+
+def test_models_import_json_holds_the_card_yaml_and_the_checkpoint_check(tmp_path: Path) -> None:
+    from tests.test_hfimport import TINY_LLAMA_PARAMETERS, tiny_llama_checkpoint
+
+    root = tiny_llama_checkpoint(tmp_path / "Tiny-Llama")
+    text = run("models", "import", root)
+    imported = json.loads(run("models", "import", root, "--json").stdout)
+    card = yaml.safe_load(text.stdout)
+    assert imported["card"] == card and card["id"] == "tiny-llama"
+    check = imported["checkpoint"]
+    assert check["checkpoint_parameters"] == check["geometry_parameters"] == TINY_LLAMA_PARAMETERS
+    assert check["difference_parameters"] == 0 and check["missing_shards"] == []
+    bf16 = check["by_dtype"]["BF16"]
+    assert f"  {'BF16':<8} {bf16['tensors']:>6} tensors {bf16['parameters']:>18,} params" in text.stderr
+    out = tmp_path / "other-name.yaml"
+    written = json.loads(run("models", "import", root, "--id", "tiny-llama", "--out", out, "--json").stdout)
+    assert written["written"] == str(out) and yaml.safe_load(out.read_text()) == written["card"]
+    assert written["notes"] == [
+        "id 'tiny-llama' differs from the file stem 'other-name'; modelcards/ needs them equal"
+    ]
+    one_error_line(CliRunner().invoke(app, ["models", "import", str(tmp_path / "nowhere"), "--json"]), 2, "")

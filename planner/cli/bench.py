@@ -27,7 +27,7 @@ from planner.cli.flags import (
     TpOpt,
     flag_command,
 )
-from planner.cli.options import FlagGroup, VersionOpt, default_command, fail
+from planner.cli.options import FlagGroup, JsonOpt, VersionOpt, default_command, fail, print_json
 from planner.errors import DataFileError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:
@@ -49,10 +49,16 @@ AcceptanceOpt = Annotated[
 ]
 
 
+# (format, the files it reads, the flag its rows need): the format is the rows' `tool` column
+# (servingresult.ServingResult.tool)
 FORMATS = (
-    "vllm bench serve --save-result JSON (vllm-bench-serve)",
-    "AISBench performances/<dataset>.json and .csv (aisbench)",
-    "genai-perf profile_export_genai_perf.csv or AIPerf profile_export_aiperf.csv (needs --concurrency)",
+    ("vllm-bench-serve", "vllm bench serve --save-result JSON", ""),
+    ("aisbench", "AISBench performances/<dataset>.json and .csv", ""),
+    (
+        "genai-perf",
+        "genai-perf profile_export_genai_perf.csv or AIPerf profile_export_aiperf.csv",
+        "--concurrency",
+    ),
 )
 
 
@@ -64,9 +70,13 @@ def register(app: typer.Typer) -> None:
     app.add_typer(bench_app, name="bench")
 
 
-def list_formats(ctx: typer.Context, version: VersionOpt = False) -> None:
+def list_formats(ctx: typer.Context, as_json: JsonOpt = False, version: VersionOpt = False) -> None:
     """List the result formats `kvplan bench import` reads."""
-    typer.echo("kvplan bench import FILE... reads:\n" + "\n".join(f"  {line}" for line in FORMATS))
+    if as_json:
+        formats = [{"format": tool, "files": files, "needs": needs or None} for tool, files, needs in FORMATS]
+        return print_json({"formats": formats})
+    lines = [f"  {files} ({tool}{f'; needs {needs}' if needs else ''})" for tool, files, needs in FORMATS]
+    typer.echo("kvplan bench import FILE... reads:\n" + "\n".join(lines))
 
 
 def setup_columns(
@@ -275,45 +285,106 @@ def import_results(
     concurrency: ConcurrencyOpt = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the rows here (default: stdout).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Read load-tool result files; print one serving bench row each: `kvplan bench import r.json ...`."""
     from planner.cli.models import write_text_atomic
-    from planner.importers import servingfiles, servingresult
 
     drafts = Drafts(mtp=mtp, acceptance=mtp_acceptance, config=context.params["speculative_config"])
+    flags = FileSetup(
+        card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, layout=(dp, ep), engine=engine, mtp=mtp
+    )
     try:
         if mtp_acceptance is not None and not 0 <= mtp_acceptance <= 1:
             raise PlanInputError(f"--mtp-acceptance: must be in [0, 1] (got {mtp_acceptance})")
-        rows, notes = [], []  # the notes go out after the rows: an error is the one line on stderr
-        for path in files:
-            result = servingfiles.read_serving_result(path, concurrency=concurrency)
-            name, scheme = checkpoint_model(run_model(model, result, path=path), dtype=dtype)
-            setup = setup_columns(
-                model=name,
-                card=card,
-                dtype=scheme or "bf16",
-                kv_dtype=kv_dtype,
-                tp=tp,
-                engine=engine,
-                mtp=mtp,
-                layout=(dp, ep),
-            )
-            cells, note = speculation_cells(result, drafts=drafts)
-            notes.append(f"note: {note}")
-            if result.failed_requests:
-                notes.append(
-                    f"note: {path}: {result.failed_requests} requests failed (of "
-                    f"{result.failed_requests + (result.requests or 0)}); its rates count the completed "
-                    "ones, so the row describes a run that lost requests: check the server log before "
-                    "fitting on it"
-                )
-            rows.append(servingresult.bench_row(result, setup={**setup, **cells}))
-        text = rows_csv(rows)
+        imported, notes = import_rows(files, model=model, flags=flags, drafts=drafts, concurrency=concurrency)
+        text = rows_csv([row for row, _ in imported])
+        if out is not None:
+            write_text_atomic(out, text, force=force)
+        if as_json:  # the notes inside the object: stdout holds it alone, stderr only an error
+            return print_json(imported_json(imported, notes=notes, written=out))
         if out is None:
             sys.stdout.write(text)
-        else:
-            write_text_atomic(out, text, force=force)
-            notes.append(f"wrote {out} ({len(rows)} serving rows)")
     except KvplanError as exc:
         fail(exc)
-    typer.echo("\n".join(notes), err=True)
+    wrote = [] if out is None else [f"wrote {out} ({len(imported)} serving rows)"]
+    typer.echo("\n".join([*(f"note: {note}" for note in notes), *wrote]), err=True)
+
+
+class FileSetup(NamedTuple):
+    """What the flags say of the runs' set-up (the files do not record it); layout = (dp, ep)."""
+
+    card: str
+    dtype: str | None
+    kv_dtype: str | None
+    tp: int
+    layout: tuple[int, int]
+    engine: str
+    mtp: int
+
+
+def import_rows(
+    files: list[Path], *, model: str | None, flags: FileSetup, drafts: Drafts, concurrency: int | None
+) -> tuple[list[tuple[dict[str, str], ServingResult]], list[str]]:
+    """One serving bench row per file (servingresult.bench_row: the CSV's cells) with the run it came from,
+    and the notes to print after the rows (where the speculative decoding came from, lost requests)."""
+    from planner.importers import servingfiles, servingresult
+
+    imported, notes = [], []  # the notes go out after the rows: an error is the one line on stderr
+    for path in files:
+        result = servingfiles.read_serving_result(path, concurrency=concurrency)
+        name, scheme = checkpoint_model(run_model(model, result, path=path), dtype=flags.dtype)
+        setup = setup_columns(
+            model=name,
+            card=flags.card,
+            dtype=scheme or "bf16",
+            kv_dtype=flags.kv_dtype,
+            tp=flags.tp,
+            engine=flags.engine,
+            mtp=flags.mtp,
+            layout=flags.layout,
+        )
+        cells, note = speculation_cells(result, drafts=drafts)
+        notes.append(note)
+        if result.failed_requests:
+            notes.append(
+                f"{path}: {result.failed_requests} requests failed (of "
+                f"{result.failed_requests + (result.requests or 0)}); its rates count the completed "
+                "ones, so the row describes a run that lost requests: check the server log before "
+                "fitting on it"
+            )
+        imported.append((servingresult.bench_row(result, setup={**setup, **cells}), result))
+    return imported, notes
+
+
+# The row columns that hold counts and measured values: --json gives them as numbers (the CSV's own cells).
+INT_COLUMNS = ("tp", "dp", "ep", "concurrency", "input_tokens", "output_tokens", "mtp", "num_prompts")
+FLOAT_COLUMNS = ("output_tokens_per_s", "ttft_s", "tpot_s", "mtp_acceptance", "duration_s")
+
+
+def imported_json(
+    imported: list[tuple[dict[str, str], ServingResult]], *, notes: list[str], written: Path | None
+) -> dict[str, object]:
+    """`bench import --json`: each row (the CSV's columns, counts and measured values as the numbers its
+    cells print, an empty cell null), each file's format (servingresult.ServingResult.tool) with its
+    completed and failed requests, the notes, and the CSV written (null: none)."""
+
+    def typed(column: str, cell: str) -> object:
+        if cell == "" and column in (*INT_COLUMNS, *FLOAT_COLUMNS):
+            return None
+        return int(cell) if column in INT_COLUMNS else float(cell) if column in FLOAT_COLUMNS else cell
+
+    return {
+        "rows": [{column: typed(column, cell) for column, cell in row.items()} for row, _ in imported],
+        "files": [
+            {
+                "path": result.where,
+                "format": result.tool,
+                "completed_requests": result.requests,
+                "failed_requests": result.failed_requests,
+            }
+            for _, result in imported
+        ],
+        "notes": notes,
+        "written": None if written is None else str(written),
+    }

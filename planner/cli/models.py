@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from planner import units
-from planner.cli.options import FlagCommand, fail
+from planner.cli.options import FlagCommand, JsonOpt, fail, print_json
 from planner.errors import KvplanError, PlanInputError
 
 # planner.importers.hfimport is imported when the command runs, so `kvplan --help` stays light
@@ -32,6 +32,7 @@ def import_card(
     card_id: Annotated[str | None, typer.Option("--id", help="Card id (default: the --out stem).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the card here (default: stdout).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Turn a local config.json into a model card, checked against safetensors headers when present."""
     from planner.importers import hfimport
@@ -39,14 +40,53 @@ def import_card(
     try:
         card, summary, check = build_card(source, card_id=resolve_id(card_id, out=out))
         text = hfimport.card_yaml(card)
+        if out is not None:
+            write_text_atomic(out, text, force=force)
+        if as_json:
+            return print_json(card_json(text, summary, check, out=out))
         if out is None:
             sys.stdout.write(text)
-        else:
-            write_text_atomic(out, text, force=force)
         for line in report_lines(card, summary, check, out=out):
             typer.echo(line, err=out is None)
     except KvplanError as exc:
         fail(exc)
+
+
+def card_json(
+    text: str,
+    summary: checkpoint.CheckpointSummary | None,
+    check: checkpoint.ParameterCheck | None,
+    *,
+    out: Path | None,
+) -> dict[str, object]:
+    """`models import --json`: the card (the YAML's own fields and values), the safetensors evidence (null
+    without it: per dtype and per group tensors, parameters and weight bytes; the text decoder's parameter
+    count from the card's geometry and in the checkpoint, difference = checkpoint - geometry; MTP alike;
+    shards the index lists but the directory lacks), and the card written (null: none)."""
+    import yaml
+
+    card = yaml.safe_load(text)
+    evidence = None
+    if summary is not None and check is not None:
+        evidence = {
+            **summary.model_dump(mode="json"),
+            **check.model_dump(mode="json"),
+            "difference_parameters": check.difference_parameters,
+        }
+    notes = id_notes(card["id"], out=out)
+    return {
+        "card": card,
+        "checkpoint": evidence,
+        "notes": notes,
+        "written": None if out is None else str(out),
+    }
+
+
+def id_notes(card_id: str, *, out: Path | None) -> list[str]:
+    """A card written under another file stem than its id (modelcards/ reads a card by its file name)."""
+    if out is None or out.stem == card_id:
+        return []
+    return [f"id {card_id!r} differs from the file stem {out.stem!r}; modelcards/ needs them equal"]
 
 
 def resolve_id(card_id: str | None, *, out: Path | None) -> str | None:
@@ -127,10 +167,7 @@ def report_lines(
         if out
         else f"# card {card.id}: {card.model_type}, attention {card.attention}"
     ]
-    if out is not None and out.stem != card.id:
-        lines.append(
-            f"note: id {card.id!r} differs from the file stem {out.stem!r}; modelcards/ needs them equal"
-        )
+    lines += [f"note: {note}" for note in id_notes(card.id, out=out)]
     if summary is None or check is None:
         return [*lines, "no *.safetensors beside config.json: card not checked against weights"]
     lines.append(f"safetensors: {len(summary.files)} file(s), headers only")
