@@ -32,7 +32,7 @@ from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import roofline
-from planner.sim import instance, metrics, run, schedulers
+from planner.sim import instance, run, schedulers
 from planner.sim.engine import MAX_SPAN_STEPS, Engine
 from planner.sim.metrics import Records
 from planner.sim.workload import Workload
@@ -224,16 +224,11 @@ def simulate_dp(
         finish_s=columns["finish_s"],
         preemptions=columns["preemptions"].astype(np.int64),
     )
-    timelines = [instance.timeline_of(eng) for _, eng in runs]
-    batch, kv_peak = instance.peaks_of([eng for _, eng in runs], timelines)
-    stats = instance.EngineStats(
-        mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
-        max_batch_reached=batch,
-        preemptions=int(records.preemptions.sum()),
-        kv_peak_fraction=kv_peak,
-        prefill_tokens=sum(eng.prefill_tokens for _, eng in runs),
+    engines = [eng for _, eng in runs]
+    stats, timeline = instance.fleet_stats(
+        records, engines, prefill_tokens=sum(eng.prefill_tokens for eng in engines)
     )
     cfg = runs[0][1].cfg
     calibrated, closed = roofline.is_calibrated(dep), work.arrival_s is None
     summary = instance.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo, closed_loop=closed)
-    return instance.SimResult(summary=summary, records=records, timeline=timelines[0])
+    return instance.SimResult(summary=summary, records=records, timeline=timeline)

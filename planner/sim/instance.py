@@ -164,6 +164,27 @@ def peaks_of(engines: list[Engine], timelines: list[Timeline]) -> tuple[int, flo
     return batch, max(float(np.max(t.used_blocks)) / eng.cfg.total_blocks for eng, t in pairs)
 
 
+def fleet_stats(
+    records: Records, engines: list[Engine], *, prefill_tokens: int
+) -> tuple[EngineStats, Timeline]:
+    """EngineStats of engines that served one set of records together (DP groups, a P:D fleet's decode side),
+    and the first engine's timeline (the one a result carries).
+
+    Formula: mean in system = sum(e2e_s) / duration (Little's law over the records); batch and KV peak =
+    peaks_of the engines' own traces; preemptions = sum over the records.
+    """
+    timelines = [timeline_of(eng) for eng in engines]
+    batch, kv_peak = peaks_of(engines, timelines)
+    stats = EngineStats(
+        mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
+        max_batch_reached=batch,
+        preemptions=int(records.preemptions.sum()),
+        kv_peak_fraction=kv_peak,
+        prefill_tokens=prefill_tokens,
+    )
+    return stats, timelines[0]
+
+
 def stats_of(eng: Engine, timeline: Timeline) -> EngineStats:
     """EngineStats of one finished engine (mean in system and the peaks from its own event trace)."""
     batch, kv_peak = peaks_of([eng], [timeline])

@@ -27,7 +27,7 @@ from planner.deployment import Deployment
 from planner.engines import registry
 from planner.errors import PlanInputError
 from planner.perf import roofline
-from planner.sim import instance, metrics, run
+from planner.sim import instance, run
 from planner.sim.config import SchedulerConfig
 from planner.sim.engine import Engine
 from planner.sim.metrics import Records
@@ -98,16 +98,9 @@ def simulate_pd(
             np.int64
         ),
     )
-    engines = [eng for _, eng in decode]
-    timelines = [instance.timeline_of(eng) for eng in engines]
-    batch, kv_peak = instance.peaks_of(engines, timelines)
-    stats = instance.EngineStats(
-        mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
-        max_batch_reached=batch,
-        preemptions=int(records.preemptions.sum()),
-        kv_peak_fraction=kv_peak,
-        prefill_tokens=sum(eng.prefill_tokens for _, eng in prefill),
+    stats, timeline = instance.fleet_stats(
+        records, [eng for _, eng in decode], prefill_tokens=sum(eng.prefill_tokens for _, eng in prefill)
     )
     calibrated = roofline.is_calibrated(spec.decode)
     summary = instance.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo)
-    return instance.SimResult(summary=summary, records=records, timeline=timelines[0])
+    return instance.SimResult(summary=summary, records=records, timeline=timeline)

@@ -27,7 +27,7 @@ import numpy as np
 
 from planner.errors import PlanInputError
 from planner.perf import roofline
-from planner.sim import instance, metrics, run, schedulers
+from planner.sim import instance, run, schedulers
 from planner.sim.engine import Engine
 from planner.sim.metrics import Records
 from planner.sim.pdspec import PdSpec, decoder_emits_first, kv_transfer_s
@@ -235,22 +235,16 @@ def simulate_fleet(
     )
     for eng in fleet.decode:
         eng.record()
-    timelines = [instance.timeline_of(eng) for eng in fleet.decode]
     cfg = fleet.decode[0].cfg
-    batch, kv_peak = instance.peaks_of(fleet.decode, timelines)
-    stats = instance.EngineStats(
-        mean_in_system=float(np.sum(records.e2e_s)) / metrics.duration_s(records),
-        max_batch_reached=batch,
-        preemptions=int(preempted.sum()),
-        kv_peak_fraction=kv_peak,
-        prefill_tokens=sum(eng.prefill_tokens for eng in fleet.prefill),
+    stats, timeline = instance.fleet_stats(
+        records, fleet.decode, prefill_tokens=sum(eng.prefill_tokens for eng in fleet.prefill)
     )
     calibrated = roofline.is_calibrated(spec.decode)
     closed = work.arrival_s is None
     summary = instance.summary_of(records, stats, cfg=cfg, calibrated=calibrated, slo=slo, closed_loop=closed)
     notes = (ttft_note(spec), SINGLE_CARD_SEPARATION)
     return instance.SimResult(
-        summary=summary.model_copy(update={"notes": notes}), records=records, timeline=timelines[0]
+        summary=summary.model_copy(update={"notes": notes}), records=records, timeline=timeline
     )
 
 
