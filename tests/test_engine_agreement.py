@@ -61,11 +61,14 @@ def config_batch(engine: str, common: list[str]) -> tuple[int, int | None, dict]
     return 0, int(schedule["maxBatchSize"]), payload
 
 
-def serve_batch(engine: str, model: str, card: str, tp: str, dtype: str = "bf16") -> tuple[int, int | None]:
+def serve_batch(
+    engine: str, model: str, card: str, tp: str, dtype: str = "bf16", ctx: str = CTX
+) -> tuple[int, int | None]:
     """`kvplan serve` with the default input/output split of --ctx: its memory-bound concurrency."""
-    output = deployment.default_output_tokens(CTX_TOKENS, block_size_tokens=128)
+    ctx_tokens = CTX_TOKENS if ctx == CTX else int(ctx)
+    output = deployment.default_output_tokens(ctx_tokens, block_size_tokens=128)
     flags = ["--model", model, "--card", card, "--tp", tp, "--engine", engine, "--dtype", dtype]
-    lengths = ["--input-tokens", str(CTX_TOKENS - output), "--output-tokens", str(output)]
+    lengths = ["--input-tokens", str(ctx_tokens - output), "--output-tokens", str(output)]
     result = runner.invoke(app, ["serve", *flags, *lengths, "--json"])
     if result.exit_code:
         return result.exit_code, None
@@ -73,11 +76,11 @@ def serve_batch(engine: str, model: str, card: str, tp: str, dtype: str = "bf16"
 
 
 def dashboard_batch(
-    engine: str, model: str, card: str, tp: str, dtype: str = "bf16"
+    engine: str, model: str, card: str, tp: str, dtype: str = "bf16", ctx: str = CTX
 ) -> tuple[int, int | None, int | None]:
     """(exit code, the dashboard's max batch, the running cap its engine's download writes or None:
     MindIE's maxBatchSize, or --max-num-seqs of the vllm-ascend command)."""
-    request = PlanRequest(model=model, card=card, ctx=CTX, tp=int(tp), engine=engine, dtype=dtype)
+    request = PlanRequest(model=model, card=card, ctx=ctx, tp=int(tp), engine=engine, dtype=dtype)
     try:
         dep, plan = view.plan_for(request)
     except KvplanError as exc:
@@ -93,17 +96,17 @@ def dashboard_batch(
 
 
 def answers_for(
-    model: str, card: str, engine: str, tp: str, dtype: str = "bf16"
+    model: str, card: str, engine: str, tp: str, dtype: str = "bf16", ctx: str = CTX
 ) -> dict[str, tuple[int, int | None]]:
-    """Every command's (exit code, max batch) for one deployment at --ctx 32k; also checks that MindIE's
-    written maxBatchSize is what its blocks hold and what the dashboard's download writes."""
-    common = ["--model", model, "--card", card, "--ctx", CTX, "--tp", tp, "--dtype", dtype]
+    """Every command's (exit code, max batch) for one deployment at --ctx (32k unless given); also checks
+    that MindIE's written maxBatchSize is what its blocks hold and what the dashboard's download writes."""
+    common = ["--model", model, "--card", card, "--ctx", ctx, "--tp", tp, "--dtype", dtype]
     planned = runner.invoke(app, [*common, "--engine", engine, "--json"])
     plan_batch = None if planned.exit_code else json.loads(planned.output)["recommendation"]["max_batch_size"]
-    dash_code, dash_batch, download = dashboard_batch(engine, model, card, tp, dtype)
+    dash_code, dash_batch, download = dashboard_batch(engine, model, card, tp, dtype, ctx)
     answers = {
         "plan": (planned.exit_code, plan_batch),
-        "serve": serve_batch(engine, model, card, tp, dtype),
+        "serve": serve_batch(engine, model, card, tp, dtype, ctx),
         "dashboard": (dash_code, dash_batch),
     }
     if engine not in NO_CONFIG_COMMAND:
@@ -212,6 +215,36 @@ def test_the_mission_case_agrees() -> None:
     assert plan["memory"] == payload["plan"]["memory"]
 
 
+@pytest.mark.parametrize("ctx", ["128", "200", "256", "384", "1000"])
+@pytest.mark.parametrize(
+    ("model", "card", "dtype"), [("qwen3-27b", "ascend-950pr", "fp8"), ("qwen3-32b", "ascend-910b3", "int8")]
+)
+def test_mindie_commands_agree_at_contexts_off_the_block_grid(
+    ctx: str, model: str, card: str, dtype: str
+) -> None:
+    """Contexts whose default split (out = ctx/4, under a block below 4 x 128) straddles blocks: the plan,
+    `kvplan mindie`, serve and the dashboard size MindIE's one block rule (pool.blocks_per_sequence:
+    ceil((in + out) / block), the block manager's), not the docs' ceil(in / block) + ceil(out / block),
+    which `kvplan mindie` gives in a note. The defect: 343 planned, 287 written for qwen3-27b at 384."""
+    answers = answers_for(model, card, "mindie", "1", dtype, ctx)
+    assert len(set(answers.values())) == 1, (model, ctx, answers)
+    code, batch = answers["plan"]
+    assert code == 0 and batch is not None and batch >= 1, answers
+
+
+def test_mindie_notes_the_documented_batch_rule() -> None:
+    """qwen3-27b fp8 at 384 (288 in + 96 out): 3 blocks a request held, 4 by the docs' rule; the config
+    keeps the plan's 343 and a note gives the docs' 287 and the block manager's source."""
+    flags = ["--model", "qwen3-27b", "--dtype", "fp8", "--ctx", "384", "--weights-path", "/w", "--json"]
+    payload = json.loads(runner.invoke(app, ["mindie", *flags]).output)
+    prediction = payload["mindie"]["prediction"]
+    written = payload["mindie"]["config"]["BackendConfig"]["ScheduleConfig"]["maxBatchSize"]
+    assert (prediction["blocks_per_request"], written) == (3, 343)
+    assert prediction["documented_concurrency"] == prediction["npu_block_num"] // 4 == 287
+    note = next(n for n in payload["mindie"]["notes"] if "MindIE's docs size it" in n)
+    assert "= 287" in note and "self_attn_block_manager.cpp" in note
+
+
 def test_default_prefill_is_what_the_configs_write() -> None:
     """The plan's activation peak is sized with max(8192, ctx - ctx/4): unchanged at short contexts."""
     assert deployment.default_max_prefill_tokens(4096, block_size_tokens=128) == 8192
@@ -229,8 +262,9 @@ def test_mindie_refuses_fp8_kv_cache() -> None:
 
 
 def test_mindie_batch_never_exceeds_its_blocks_with_explicit_lengths() -> None:
-    """Lengths that straddle blocks (1025 + 975 > ceil(2000 / 128) blocks) and whole-GiB npuMemSize hold
-    fewer requests than the ctx-sized plan: the written maxBatchSize is lowered to what the blocks hold."""
+    """An explicit npuMemSize in whole GiB holds fewer requests than the ctx-sized plan: the written
+    maxBatchSize is lowered to what the blocks hold. (Lengths that straddle blocks, 1025 + 975, no longer
+    count a block more: the block manager holds ceil(2000 / 128) = 16, as the plan.)"""
     flags = ["--model", "qwen3-8b", "--ctx", "2000", "--weights-path", "/w", "--npu-mem-size", "explicit"]
     lengths = ["--max-input-tokens", "1025", "--max-output-tokens", "975"]
     result = runner.invoke(app, ["mindie", *flags, *lengths, "--json"])

@@ -57,8 +57,13 @@ class BlockPrediction(Frozen):
     kv_budget_bytes: int = Field(description="npuMemSize GiB in bytes, or the plan's estimate of MindIE's -1")
     allocated_blocks: int = Field(description="[KV] floor(budget / block_bytes)")
     npu_block_num: int = Field(description="[ROUTER] what MindIE logs: allocated - 1 (- 2 with dp > 1)")
-    blocks_per_request: int = Field(description="[DOC] ceil(in / block) + ceil(out / block)")
+    blocks_per_request: int = Field(
+        description="pool.blocks_per_sequence: ceil(min(maxSeqLen, in + out) / block)"
+    )
     concurrency: int = Field(description="floor(npu_block_num / blocks_per_request)")
+    documented_concurrency: int = Field(
+        description="[DOC] maxBatchSize rule: floor(npu_block_num / (ceil(in / block) + ceil(out / block)))"
+    )
     warmup_blocks: int = Field(description="[GEN] ceil(min(maxSeqLen, in + out) / block), <= allocated")
 
 
@@ -79,24 +84,29 @@ def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int) -> BlockPr
         block_bytes = B * sum over cached layers (+1 with MTP) of (K + V) bytes per rank
                     = B * plan.memory.kv_bytes_per_token          (B = cacheBlockSize)
         allocated   = floor(budget / block_bytes), budget = npuMemSize GiB in bytes or the plan's KV budget
-        npuBlockNum = allocated - 1, - 2 with dp > 1 (logged); per request = ceil(in / B) + ceil(out / B)
+        npuBlockNum = allocated - 1, - 2 with dp > 1 (logged)
+        per request = ceil(min(maxSeqLen, in + out) / B)   (pool.blocks_per_sequence: the block manager's)
+        documented  = floor(npuBlockNum / (ceil(in / B) + ceil(out / B)))   ([DOC]'s maxBatchSize rule)
     """
     block = plan.block_size_tokens
     block_bytes = block * plan.memory.kv_bytes_per_token
     budget = npu_mem_gib * units.GIB_BYTES if npu_mem_gib > 0 else max(plan.memory.kv_budget_bytes, 0)
-    allocated = budget // block_bytes
-    per_request = math.ceil(lengths.max_input_tokens / block) + math.ceil(lengths.max_output_tokens / block)
+    seq_tokens = min(lengths.max_seq_len_tokens, lengths.max_input_tokens + lengths.max_output_tokens)
+    per_request = int(pool.blocks_per_sequence(seq_tokens, block_tokens=block))
+    documented = pool.documented_blocks_per_request(
+        lengths.max_input_tokens, lengths.max_output_tokens, block_tokens=block
+    )
     dp = plan.layout.dp if plan.layout is not None else 1
     usable = max(pool.usable_blocks(budget, block_bytes=block_bytes, model_id=plan.model, dp=dp), 0)
-    warmup_tokens = min(lengths.max_seq_len_tokens, lengths.max_input_tokens + lengths.max_output_tokens)
     return BlockPrediction(
         block_bytes=block_bytes,
         kv_budget_bytes=budget,
-        allocated_blocks=allocated,
+        allocated_blocks=budget // block_bytes,
         npu_block_num=usable,
         blocks_per_request=per_request,
         concurrency=usable // per_request,
-        warmup_blocks=math.ceil(warmup_tokens / block),
+        documented_concurrency=usable // documented,
+        warmup_blocks=math.ceil(seq_tokens / block),
     )
 
 
@@ -288,6 +298,7 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
             f"MindIE's blocks hold {prediction.concurrency} full-length requests, fewer than "
             f"maxBatchSize {batch}: extra requests wait for blocks"
         )
+    notes += documented_rule_notes(batch, prediction)
     if options.mtp and not MTP_DOCUMENTED.match(plan.model):
         notes.append(f"--mtp: MindIE documents MTP for DeepSeek-R1/V3 (W8A8 or KV-int8), not {plan.model}")
     if options.prefix_cache and not PREFIX_CACHE_DOCUMENTED.match(plan.model):
@@ -300,6 +311,21 @@ def mindie_notes(plan: Plan, *, options: MindieOptions, prediction: BlockPredict
             f"out; maxBatchSize {plan.batch_per_dp_group} depends on this"
         )
     return notes
+
+
+def documented_rule_notes(batch: int, prediction: BlockPrediction) -> list[str]:
+    """A note when MindIE's documented maxBatchSize rule gives fewer requests than kvplan writes: the docs
+    charge ceil(in / B) + ceil(out / B) blocks a request, the block manager ceil((in + out) / B)."""
+    documented = prediction.documented_concurrency
+    if documented >= min(batch, prediction.concurrency):
+        return []
+    return [
+        f"maxBatchSize {batch}: MindIE's docs size it as npuBlockNum / (ceil(in / block) + "
+        f"ceil(out / block)) = {documented}, a margin of up to one block a request: its block manager "
+        f"holds a request of in + out tokens in ceil((in + out) / block) = "
+        f"{prediction.blocks_per_request} blocks ({pool.BLOCK_RULE_SOURCE}); "
+        f"set maxBatchSize {documented} to keep the docs' margin"
+    ]
 
 
 def mindie_config(

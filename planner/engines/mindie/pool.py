@@ -162,6 +162,34 @@ def check_layout(dep: Deployment) -> None:
         )
 
 
+# How MindIE's block manager holds a sequence (MindIE-LLM src/block_manager/, master 8b4871ad31f5): admission
+# takes ceil(prompt / B) blocks (self_attn_block_manager.cpp GetNumRequiredBlocks, CanAllocate), and each
+# decode step's tokens first fill the empty slots of the sequence's last block, a new block only when it is
+# full (block_table.cpp AppendTokenIds -> EnsureEnoughSlots, GetNumRelatedBlocks). The docs' maxBatchSize
+# rule (service_parameter_configuration.md, maxBatchSize row; facts row 10) charges ceil(in / B) +
+# ceil(out / B): up to one block more per request, a margin rather than the allocation.
+BLOCK_RULE_SOURCE = (
+    "MindIE-LLM src/block_manager/self_attn_block_manager.cpp GetNumRequiredBlocks and block_table.cpp "
+    "EnsureEnoughSlots @8b4871ad"
+)
+
+
+def blocks_per_sequence(seq_tokens: common.IntOrArray, *, block_tokens: int) -> common.IntOrArray:
+    """KV blocks MindIE's block manager holds for one sequence of seq_tokens (prompt + output) tokens.
+
+    Formula (BLOCK_RULE_SOURCE): ceil(seq_tokens / B), B = cacheBlockSize: output tokens fill the prompt's
+    last block before a new one is taken. The rule the plan, `kvplan mindie`, serve and simulate share.
+    [assumed: no sequence-parallel ranks (their +1 block) and no speculationGamma lookahead slots]
+    """
+    return -(-seq_tokens // block_tokens)
+
+
+def documented_blocks_per_request(in_tokens: int, out_tokens: int, *, block_tokens: int) -> int:
+    """The docs' blocks per request for maxBatchSize ([DOC] maxBatchSize row): ceil(in / B) + ceil(out / B),
+    >= blocks_per_sequence(in + out); `kvplan mindie` prints the batch it gives in a note."""
+    return -(-in_tokens // block_tokens) + -(-out_tokens // block_tokens)
+
+
 def usable_blocks(
     paged_bytes: common.IntOrArray, *, block_bytes: int, model_id: str, dp: int
 ) -> common.IntOrArray:
@@ -181,14 +209,15 @@ def batch_holds(
 ) -> npt.NDArray[np.bool_]:
     """Whether MindIE's usable blocks hold `batch` sequences of ctx (ints or int64 arrays that broadcast).
 
-    Formula (docs/engines/mindie-memory.md): usable_blocks(kv_budget - batch * state) >= batch * ceil(ctx /
-    block): each sequence's linear-attention state is kept outside the blocks (assumed, engine_notes).
+    Formula (docs/engines/mindie-memory.md): usable_blocks(kv_budget - batch * state) >= batch *
+    blocks_per_sequence(ctx) = batch * ceil(ctx / block): each sequence's linear-attention state is kept
+    outside the blocks (assumed, engine_notes).
     """
     paged = mem.kv_budget_bytes - batch * mem.state_bytes_per_sequence
     block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
-    blocks_per_sequence = -(-ctx_tokens // dep.block_size_tokens)  # ceil(ctx / block)
+    per_sequence = blocks_per_sequence(ctx_tokens, block_tokens=dep.block_size_tokens)
     usable = usable_blocks(paged, block_bytes=block_bytes, model_id=dep.model.id, dp=dep.dp)
-    return np.asarray(usable >= batch * blocks_per_sequence)
+    return np.asarray(usable >= batch * per_sequence)
 
 
 def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
