@@ -93,3 +93,14 @@ def test_search_and_quantile_checked_apart() -> None:
 def test_a_range_error_names_the_spelling_typed(words: str, typed: str) -> None:
     result = kvplan(words, code=2)
     assert result.output.startswith(f"kvplan: error: {typed}:"), result.output
+
+
+@pytest.mark.parametrize("flag", ["--max-prefill-tokens", "--max-num-batched-tokens"])
+def test_mindie_prefill_limit_names_the_prefill_flag(flag: str) -> None:
+    """A prefill budget past MindIE's 4194304 from the flag (not from --ctx) names the flag as typed, its
+    value and the limit, on the plan and `kvplan mindie`."""
+    for words in ("-m qwen3-27b --dtype fp8", "mindie -m qwen3-27b --dtype fp8 --weights-path /w"):
+        run = kvplan(f"{words} {flag} 100000000", code=2)
+        text = " ".join(run.output.split())
+        assert f"{flag}: MindIE's maxPrefillTokens is at most 4194304 tokens (got 100000000" in text
+        assert "--ctx" not in text

@@ -153,13 +153,27 @@ def check_layout(dep: Deployment) -> None:
             f"{rules.MAX_BLOCK_TOKENS} (got {block}, expected 16, 32, ..., 128); MindIE advises 128, "
             f"or use --engine vllm"
         )
-    if dep.max_prefill_tokens > rules.MAX_TOKENS:  # maxPrefillTokens >= maxInputTokenLen (rules.py)
+    check_prefill_tokens(dep)
+
+
+def check_prefill_tokens(dep: Deployment) -> None:
+    """PlanInputError when the prefill budget passes MindIE's [1, 4194304] (rules.MAX_TOKENS), naming the flag
+    it came from: --ctx when the default for the context (max(8192, ctx - out)) is already over it, else
+    --max-prefill-tokens (a larger flag value is the only way past it; options.as_typed respells it)."""
+    if dep.max_prefill_tokens <= rules.MAX_TOKENS:
+        return
+    at_ctx = deployment.default_max_prefill_tokens(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens)
+    if at_ctx <= rules.MAX_TOKENS:
         raise PlanInputError(
-            f"--ctx: MindIE takes prompts (maxInputTokenLen, maxPrefillTokens) of at most {rules.MAX_TOKENS} "
-            f"tokens (got a prefill budget of {dep.max_prefill_tokens} for --ctx {dep.ctx_tokens}); lower "
-            "--ctx, set `kvplan mindie --max-input-tokens` within it (maxPrefillTokens is raised to the "
-            "input), or use --engine vllm"
+            f"--max-prefill-tokens: MindIE's maxPrefillTokens is at most {rules.MAX_TOKENS} tokens (got "
+            f"{dep.max_prefill_tokens}, expected <= {rules.MAX_TOKENS}); lower it or use --engine vllm"
         )
+    raise PlanInputError(
+        f"--ctx: MindIE takes prompts (maxInputTokenLen, maxPrefillTokens) of at most {rules.MAX_TOKENS} "
+        f"tokens (got a prefill budget of {dep.max_prefill_tokens} for --ctx {dep.ctx_tokens}); lower "
+        "--ctx, set `kvplan mindie --max-input-tokens` within it (maxPrefillTokens is raised to the "
+        "input), or use --engine vllm"
+    )
 
 
 # How MindIE's block manager holds a sequence (MindIE-LLM src/block_manager/, master 8b4871ad31f5): admission
