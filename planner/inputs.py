@@ -18,7 +18,7 @@ from planner.deployment import (
 from planner.dtypes import WEIGHT_SCHEMES, StorageDType, activation_dtype_of, storage_dtype, weight_scheme
 from planner.engines import registry
 from planner.errors import PlanInputError
-from planner.kinds import DEFAULT_ENGINE, EngineName, parse_engine
+from planner.kinds import DEFAULT_ENGINE, MIN_CTX_TOKENS, EngineName, parse_engine
 from planner.records import record, replace
 from planner.schema import Frozen, HardwareProfile, ModelCard
 from planner.speculation import speculation
@@ -91,6 +91,18 @@ def parse_ctx(text: str, *, flag: str = "--ctx") -> int:
         return units.parse_tokens(str(text))
     except ValueError as exc:
         raise PlanInputError(f"{flag}: not a token count (got {text!r}, {exc})") from exc
+
+
+def parse_context(text: str, *, flag: str = "--ctx") -> int:
+    """A context length (--ctx) from a flag value: parse_ctx, and at least kinds.MIN_CTX_TOKENS (one input and
+    one output token), or PlanInputError naming the flag, the value and the limit."""
+    tokens = parse_ctx(text, flag=flag)
+    if tokens < MIN_CTX_TOKENS:
+        raise PlanInputError(
+            f"{flag}: a context holds at least 1 input and 1 output token (got {tokens}, expected >= "
+            f"{MIN_CTX_TOKENS})"
+        )
+    return tokens
 
 
 def parse_weight_scheme(text: str) -> str:
@@ -288,7 +300,7 @@ def resolve_request(req: PlanRequest) -> Resolved:
     offending flag. Nothing here reads --max-prefill-tokens but its range check."""
     _check_ranges(req)
     engine = parse_engine(req.engine)
-    ctx_tokens = parse_ctx(req.ctx)
+    ctx_tokens = parse_context(req.ctx)
     scheme = parse_weight_scheme(req.dtype)
     card, alias = catalog.resolve_model(req.model)
     hw = apply_overrides(

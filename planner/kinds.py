@@ -28,6 +28,9 @@ ARRIVALS: tuple[Arrivals, ...] = get_args(Arrivals)
 # The plan (its TTFT and SLO search), the load knee, `kvplan serve` and `kvplan simulate` all default to it.
 DEFAULT_INPUT_TOKENS = 256
 DEFAULT_OUTPUT_TOKENS = 128
+# Every command's smallest --ctx: a request holds at least 1 input and 1 output token (MindIE maxInputTokenLen
+# >= 1 and maxIterTimes >= 1; inputs.parse_context refuses less).
+MIN_CTX_TOKENS = 2
 # Closed-loop arrivals of serve, simulate and the plan's SLO search: all users start together with fixed
 # lengths ("waves", as `vllm bench serve --ignore-eos`); the load knee is the drifting loop ("random") whose
 # analytic form it evaluates at every load at once (planner/serving/knee.py says why).
@@ -37,10 +40,12 @@ DEFAULT_ARRIVALS: Arrivals = "waves"
 def default_request_tokens(ctx_tokens: int) -> tuple[int, int]:
     """(prompt, output) of the default workload that fits a context of ctx_tokens.
 
-    Formula: I = min(DEFAULT_INPUT_TOKENS, ctx - min(DEFAULT_OUTPUT_TOKENS, ctx // 4)), at least 1;
-    O = min(DEFAULT_OUTPUT_TOKENS, ctx - I), at least 1 (ctx 1: one token each way, as short as it goes).
+    Formula: I = min(DEFAULT_INPUT_TOKENS, ctx - max(1, min(DEFAULT_OUTPUT_TOKENS, ctx // 4))), at least 1;
+    O = min(DEFAULT_OUTPUT_TOKENS, ctx - I), at least 1; so I + O <= ctx for every ctx >= MIN_CTX_TOKENS
+    (ctx 2: one token each way, as short as it goes).
     """
-    prompt = max(1, min(DEFAULT_INPUT_TOKENS, ctx_tokens - min(DEFAULT_OUTPUT_TOKENS, ctx_tokens // 4)))
+    reserved = max(1, min(DEFAULT_OUTPUT_TOKENS, ctx_tokens // 4))
+    prompt = max(1, min(DEFAULT_INPUT_TOKENS, ctx_tokens - reserved))
     return prompt, max(1, min(DEFAULT_OUTPUT_TOKENS, ctx_tokens - prompt))
 
 

@@ -387,7 +387,7 @@ def test_t9_w5_simulate_edge_values(work: Path) -> None:
 
 
 def test_t10_sweep_grid_is_capped_by_work(work: Path) -> None:
-    contexts = ",".join(str(i) for i in range(1, 4097))
+    contexts = ",".join(str(i) for i in range(2, 4098))  # --ctx is at least 2 (kinds.MIN_CTX_TOKENS)
     cases = [
         ["sweep", *QWEN, "--batch", "9" * 30, "--ctx", "1k"],
         [
@@ -400,7 +400,7 @@ def test_t10_sweep_grid_is_capped_by_work(work: Path) -> None:
             "--dtype",
             "bf16,fp8,int8,w8a16,w4a16,fp16,w8a8",
         ],
-        ["sweep", *QWEN, "--batch", "1-4096", "--ctx", ",".join(str(i) for i in range(1, 257))],
+        ["sweep", *QWEN, "--batch", "1-4096", "--ctx", ",".join(str(i) for i in range(2, 258))],
     ]
     digits, cube, table = runs(cases, work)
     check(digits, 2, "--batch: batch size out of range")

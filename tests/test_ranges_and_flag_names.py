@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from planner import units
+from planner import kinds, units
 from tests.helpers import kvplan
 
 
@@ -93,6 +93,45 @@ def test_search_and_quantile_checked_apart() -> None:
 def test_a_range_error_names_the_spelling_typed(words: str, typed: str) -> None:
     result = kvplan(words, code=2)
     assert result.output.startswith(f"kvplan: error: {typed}:"), result.output
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        "-m qwen3-27b --dtype fp8",
+        "mindie -m qwen3-27b --dtype fp8 --weights-path /w",
+        "vllm -m qwen3-27b --dtype fp8",
+        "sglang -m qwen3-27b --dtype fp8",
+        "serve -m qwen3-27b --dtype fp8 --input-tokens 1 --output-tokens 1",
+        "sweep -m qwen3-27b --dtype fp8",
+    ],
+)
+def test_every_command_refuses_a_context_under_two_tokens(words: str) -> None:
+    """A context holds at least one input and one output token (kinds.MIN_CTX_TOKENS = 2) on every command:
+    --ctx 1 is refused in one line naming --ctx, its value and the limit (the plan used to accept it and
+    print a Next: command that failed on flags the user never typed)."""
+    run = kvplan(f"{words} --ctx 1", code=2)
+    assert "--ctx: a context holds at least 1 input and 1 output token (got 1, expected >= 2)" in run.output
+    assert "--max-input-tokens" not in run.output
+    if not words.startswith("sweep"):  # the sweep's --ctx is a list and has no vLLM spelling
+        assert kvplan(f"{words} --max-model-len 1", code=2).output.count("--max-model-len: a context") == 1
+
+
+@pytest.mark.parametrize("ctx", [2, 3, 4, 7, 200, 384, 1000, 32768])
+def test_default_workload_fits_the_context(ctx: int) -> None:
+    """The load knee's and TTFT's default workload never exceeds --ctx (at ctx 2 and 3 it was 2+1, 3+1)."""
+    prompt, output = kinds.default_request_tokens(ctx)
+    assert prompt >= 1 and output >= 1 and prompt + output <= ctx
+    if ctx >= 384:
+        assert (prompt, output) == (kinds.DEFAULT_INPUT_TOKENS, kinds.DEFAULT_OUTPUT_TOKENS)
+
+
+def test_the_shortest_context_plans_and_writes_configs() -> None:
+    """--ctx 2 (the smallest) plans with a knee of 1 in / 1 out, and its Next: command runs."""
+    text = " ".join(kvplan("-m qwen3-27b --dtype fp8 --ctx 2").stdout.split())
+    assert "at 1 in / 1 out" in text
+    kvplan("mindie -m qwen3-27b --dtype fp8 --ctx 2 --weights-path /w")
+    kvplan("vllm -m qwen3-27b --dtype fp8 --ctx 2 --weights-path /w")
 
 
 @pytest.mark.parametrize("flag", ["--max-prefill-tokens", "--max-num-batched-tokens"])

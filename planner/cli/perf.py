@@ -147,7 +147,7 @@ def serve_tokens(input_tokens: str, output_tokens: str, ctx_len: str | None) -> 
     inputs.parse_ctx(str(prompt + output), flag="--input-tokens + --output-tokens")
     if ctx_len is None:
         return prompt, output, prompt + output
-    ctx_tokens = inputs.parse_ctx(ctx_len, flag="--ctx")
+    ctx_tokens = inputs.parse_context(ctx_len, flag="--ctx")
     if ctx_tokens < prompt + output:
         raise PlanInputError(
             f"--ctx: shorter than one request (got {ctx_tokens}, expected >= --input-tokens + "

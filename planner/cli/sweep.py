@@ -87,7 +87,7 @@ def parse_contexts(text: str) -> list[int]:
     from planner import inputs
 
     contexts = sorted(
-        {inputs.parse_ctx(item.strip(), flag="--ctx") for item in text.split(",") if item.strip()}
+        {inputs.parse_context(item.strip(), flag="--ctx") for item in text.split(",") if item.strip()}
     )
     if not contexts or len(contexts) > MAX_GRID_BATCHES:
         raise PlanInputError(f"--ctx: expected 1..{MAX_GRID_BATCHES} context lengths (got {text[:80]!r})")
