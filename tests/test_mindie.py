@@ -722,3 +722,20 @@ def test_the_plan_refuses_a_ctx_whose_prompt_mindie_refuses() -> None:
     assert runner.invoke(app, [*flags, "--engine", "vllm"]).exit_code == 0
     raised = runner.invoke(app, [*flags, "--max-prefill-tokens", "1048576"])
     assert raised.exit_code == 2 and "--ctx: MindIE takes prompts (maxInputTokenLen" in raised.stderr
+
+
+@pytest.mark.parametrize("given", ["1", "20000"])
+def test_the_fields_table_never_misstates_the_prefill_flag(given: str) -> None:
+    """The fields table's "from" for maxPrefillTokens names the flag without a value it may not have (it
+    read "max(--max-prefill-tokens 8192, ...)" whatever was passed); the value is max(flag, input)."""
+    args = ["mindie", "--model", "qwen3-27b", "--dtype", "fp8", "--weights-path", "/w"]
+    result = runner.invoke(app, [*args, "--max-prefill-tokens", given, "--json"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output[-300:]
+    payload = json.loads(result.stdout)
+    config = payload["mindie"]["config"]
+    written = config["BackendConfig"]["ScheduleConfig"]["maxPrefillTokens"]
+    assert written == max(int(given), config["BackendConfig"]["ModelDeployConfig"]["maxInputTokenLen"])
+    table = runner.invoke(app, [*args, "--max-prefill-tokens", given], env={"COLUMNS": "300"}).stderr
+    row = next(line for line in table.splitlines() if "ScheduleConfig.maxPrefillTokens" in line)
+    assert f"│ {written} " in row and "--max-prefill-tokens 8192" not in row
+    assert "max(--max-prefill-tokens (default 8192), maxInputTokenLen)" in row

@@ -85,7 +85,7 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
     ),
     OwnedField(
         (*SCHEDULE, "maxPrefillTokens"),
-        "max(--max-prefill-tokens 8192, maxInputTokenLen)",
+        "max(--max-prefill-tokens (default 8192), maxInputTokenLen)",
         "[DOC] [1, 4194304] and >= maxInputTokenLen",
     ),
     OwnedField(
