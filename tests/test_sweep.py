@@ -97,10 +97,29 @@ def test_cli_serve_answers_the_slo_with_the_simulated_tail() -> None:
 def test_backwards_batch_range_is_named_as_such() -> None:
     """`--batch 5-1` said "batch sizes must be >= 1" (every size is >= 1); it is a range written backwards."""
     with pytest.raises(
-        PlanInputError, match=r"range runs backwards \(got '5-1', expected low-high such as 1-5\)"
+        PlanInputError,
+        match=r"range runs backwards \(got '5-1', expected low-high with 1 <= low <= high, such as 1-5\)",
     ):
         parse_batches("5-1")
     assert parse_batches("1-3,5") == [1, 2, 3, 5]
+
+
+def test_backwards_range_suggests_a_valid_range() -> None:
+    """`--batch 1-0` suggested "such as 0-1", itself refused (sizes start at 1); `--batch 99999999-1`
+    suggested a range past the largest batch."""
+    with pytest.raises(PlanInputError, match=r"got '1-0', expected .*such as 1-1\)$") as caught:
+        parse_batches("1-0")
+    assert parse_batches(str(caught.value).rsplit(" ", 1)[-1].rstrip(")")) == [1]
+    with pytest.raises(PlanInputError, match=r"batch size out of range \(got '99999999-1'"):
+        parse_batches("99999999-1")
+
+
+def test_repeated_dtype_is_swept_once() -> None:
+    """`--dtype fp8,fp8` printed two identical rows (--batch and --ctx were de-duplicated, --dtype was not);
+    an alias of a listed scheme (w8a8-fp8 is fp8) is the same scheme."""
+    out = kvplan("sweep -m qwen3-8b --dtype fp8,fp8,w8a8-fp8,bf16 --batch 1,1 --ctx 4k,4k --format csv")
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert [row["weight_dtype"] for row in rows] == ["fp8", "bf16"]
 
 
 def test_json_flag_is_format_json() -> None:

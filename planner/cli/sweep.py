@@ -59,14 +59,14 @@ def parse_batches(text: str) -> list[int]:
                 raise ValueError(item)
             low, _, high = item.partition("-")
             first, last = int(low), int(high or low)
-            if first > last:
-                raise PlanInputError(
-                    f"--batch: range runs backwards (got {item[:40]!r}, "
-                    f"expected low-high such as {last}-{first})"
-                )
             if max(first, last) > MAX_BATCH:
                 raise PlanInputError(
                     f"--batch: batch size out of range (got {item[:40]!r}, expected 1..{MAX_BATCH})"
+                )
+            if first > last:  # the suggestion reversed, starting at 1 at least: '1-0' suggests 1-1
+                raise PlanInputError(
+                    f"--batch: range runs backwards (got {item[:40]!r}, "
+                    f"expected low-high with 1 <= low <= high, such as {max(last, 1)}-{first})"
                 )
             if last - first >= MAX_GRID_BATCHES or len(values) >= MAX_GRID_BATCHES:
                 raise PlanInputError(
@@ -275,7 +275,10 @@ def sweep_command(
         if as_json and output_format == "csv":
             raise PlanInputError("--json: conflicts with --format csv (got both, expected one output format)")
         output_format = "json" if as_json else output_format
-        dtypes = [inputs.parse_weight_scheme(d.strip()) for d in dtype.split(",") if d.strip()]
+        # distinct schemes in the order given: 'fp8,fp8' (or fp8,w8a8-fp8) sweeps fp8 once
+        dtypes = list(
+            dict.fromkeys(inputs.parse_weight_scheme(d.strip()) for d in dtype.split(",") if d.strip())
+        )
         batches, contexts = parse_batches(batch), parse_contexts(ctx)
         if not dtypes:
             raise PlanInputError(
