@@ -152,6 +152,10 @@ def check_new(
             with contextlib.suppress(OSError, ValueError):
                 seen.setdefault(path.resolve(), flag)
     for flag, path in given.items():
+        if path == Path("."):  # '' reaches here as '.' (pathlib): a folder, never a file kvplan writes
+            raise PlanInputError(
+                f"{flag}: no file name (got an empty path or '.', expected a file such as out.yaml)"
+            )
         if (first := seen.setdefault(path.resolve(), flag)) != flag:
             raise PlanInputError(f"{flag}: same file as {first} (got {path}, expected another path)")
         try:

@@ -9,6 +9,7 @@ import pytest
 
 from planner import atomic
 from planner.errors import OutputExistsError, PlanInputError
+from tests.helpers import kvplan
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -165,3 +166,14 @@ def test_a_dash_is_refused_as_an_output_path_by_every_writer(
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2 and "'-' is not a file name" in result.output, (args, result.output)
     assert not (tmp_path / "-").exists()
+
+
+def test_empty_out_path_is_named_as_empty() -> None:
+    """`calibrate --out ""` said "--out: .: not a regular file (got a directory ...)": '' reaches the check as
+    '.', and the message now says the path is empty, whichever command gave it."""
+    with pytest.raises(
+        PlanInputError, match=r"^--out: no file name \(got an empty path or '\.', expected a file"
+    ):
+        atomic.check_new({"--out": Path("")}, force=True)
+    out = kvplan("calibrate --card ascend-950pr --out", "", code=2)
+    assert "--out: no file name (got an empty path" in out.output
