@@ -4,8 +4,9 @@ the text planner/readers.py reads (bounded, a leading byte-order mark dropped).
 A table with a header (csv_dict_reader, csv_reader(header=True)) is refused when the header names a column
 twice (which cell counts would be a guess; JSON and YAML keys are refused the same way) or when a row has
 more non-empty fields than the header has columns (a shifted row: every cell would land in the wrong
-column). Empty fields past the header (a spreadsheet's trailing commas) are dropped. A field over the csv
-module's size limit, or a NUL byte, is one line. Every failure is one DataFileError line naming the file
+column) or fewer fields than the header names (a cut-off line: the missing cells would read as empty).
+Empty fields past the header (a spreadsheet's trailing commas) are dropped. A field over the csv module's
+size limit, or a NUL byte, is one line. Every failure is one DataFileError line naming the file
 and the line.
 """
 
@@ -30,6 +31,7 @@ class _GuardedRows:
         self._rows = rows
         self._where = where
         self.width: int | None = None
+        self.named: int | None = None  # the header's columns up to its last non-empty name
 
     @property
     def line_num(self) -> int:
@@ -48,15 +50,33 @@ class _GuardedRows:
                 f"{self._where}:{self._rows.line_num}: not readable as CSV ({exc}; expected fields of at "
                 f"most {csv.field_size_limit()} characters, no NUL bytes)"
             ) from exc
+        if any("\0" in cell for cell in row):  # Python >= 3.11's csv reads NULs as text
+            raise DataFileError(
+                f"{self._where}: NUL byte at line {self.line_num} (expected CSV text; a file padded with NUL "
+                "bytes, or not text?)"
+            )
         width = self.width
-        if width is None or len(row) <= width:
+        if width is None or len(row) == width:
             return row
+        if len(row) < width:
+            return self._short(row, width=width)
         if any(cell.strip() for cell in row[width:]):
             raise DataFileError(
                 f"{self._where}:{self.line_num}: row too long (got {len(row)} fields, expected {width}, "
                 "the header's columns)"
             )
         return row[:width]
+
+    def _short(self, row: list[str], *, width: int) -> list[str]:
+        """A row shorter than the header's named columns is refused (a cut-off line: every missing cell
+        would read as empty); a blank row, or one short only of unnamed trailing columns, passes."""
+        named = self.named if self.named is not None else width
+        if len(row) < named and any(cell.strip() for cell in row):
+            raise DataFileError(
+                f"{self._where}:{self.line_num}: row has {len(row)} of {named} fields (expected {named}, one "
+                "per header column; a cut-off line?)"
+            )
+        return row
 
 
 def check_header(header: list[str], *, where: str) -> None:
@@ -73,6 +93,11 @@ def check_header(header: list[str], *, where: str) -> None:
             seen.add(name)
 
 
+def named_columns(header: list[str]) -> int:
+    """Columns up to the header's last non-empty name (trailing commas name no column)."""
+    return max((i + 1 for i, cell in enumerate(header) if cell.strip()), default=0)
+
+
 def csv_reader(lines: Iterable[str], *, where: str, header: bool = False) -> Iterator[list[str]]:
     """csv.reader over `lines` whose errors are one DataFileError line naming `where`; with `header`, the
     first row is checked (check_header) and bounds the width of every later row."""
@@ -85,7 +110,7 @@ def csv_reader(lines: Iterable[str], *, where: str, header: bool = False) -> Ite
     if first is None:
         return iter(())
     check_header(first, where=f"{where}:{rows.line_num}")
-    rows.width = len(first)
+    rows.width, rows.named = len(first), named_columns(first)
     return _with_first(first, rows)
 
 
@@ -105,5 +130,5 @@ def csv_dict_reader(lines: Iterable[str], *, where: str) -> csv.DictReader[str]:
     names = reader.fieldnames
     if names is not None:
         check_header(list(names), where=f"{where}:{guarded.line_num}")
-        guarded.width = len(names)
+        guarded.width, guarded.named = len(names), named_columns(list(names))
     return reader
