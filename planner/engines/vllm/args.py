@@ -330,8 +330,9 @@ def dtype_and_cache_notes(plan: Plan, dep: Deployment, options: ServingOptions) 
     notes: list[str] = []
     if plan.kv_dtype == "int8":
         notes.append(
-            "--kv-cache-dtype: vLLM has no int8 choice; vllm-ascend's INT8 KV cache (C8) comes with "
-            "an msModelSlim-quantized checkpoint, so auto is printed"
+            "--kv-cache-dtype: vLLM has no int8 choice, so auto is printed; vllm-ascend's INT8 KV cache (C8) "
+            "is switched on by the msModelSlim checkpoint's quant_model_description.json (kv_cache_type C8): "
+            "one quantized without C8 gets 16-bit KV and fewer sequences than planned"
         )
     if not options.prefix_cache and dep.model.linear_attention_layers == 0:
         notes.append(

@@ -54,6 +54,16 @@ EXPERTS_OVER_WHOLE_GROUP: str | None = "vLLM's --enable-expert-parallel splits e
 # vllm-ascend has no FP8 KV path for GQA / GDN attention (vllm_ascend/attention/attention_v1.py:1975-2007
 # @182b75ea); FP8 KV only on MLA layers of a 950 (attention/mla_v1.py:744-747). int8 KV (C8) comes with an
 # msModelSlim checkpoint (quantization/methods/kv_c8.py:108-140), printed as --kv-cache-dtype auto.
+# C8 is switched on by the checkpoint's quant_model_description.json alone (kv_cache_type "C8" with
+# k_proj.kv_cache_scale entries, or MLA's fa_quant_type: quantization/modelslim_config.py:1034-1052
+# @182b75ea), which only msModelSlim writes; vLLM's --kv-cache-dtype has no int8 value, and an HF FP8,
+# AWQ or GPTQ checkpoint (or a bf16 one) carries no C8 scales, so vllm-ascend allocates 16-bit KV for it.
+# The C8 checkpoints vllm-ascend runs are W8A8, W4A8 and W4A4 ones (w8a8c8, w4a8c8, w4a4c8 in its tests
+# and tutorials, e.g. tests/e2e/nightly/multi_node/external_dp/config/GLM-5.1-W8A8C8-128k-1k-90-50-PD.yaml):
+# kvplan's int8, w4a8 and w4a4.  [source for the rule; assumed: no C8 beside msModelSlim w8a16 / w4a16
+# weights, and none beside its MXFP8 ones (DeepSeek-V3.1-w8a8c8-mxfp8 exists: MLA, K cache fp8 on a 950)]
+C8_WEIGHT_SCHEMES = ("int8", "w4a8", "w4a4")
+C8_SOURCE = "vllm-ascend quantization/modelslim_config.py:1034-1052 @182b75ea"
 ASCEND_FP8_KV_SOURCE = "vllm-ascend attention_v1.py:1975-2007, mla_v1.py:744-747 @182b75ea"
 ASCEND_FP8_KV_CARDS = frozenset({"ascend-950pr", "ascend-950dt"})
 
@@ -71,11 +81,33 @@ def fp8_kv_refusal(dep: Deployment) -> str | None:
     )
 
 
+def int8_kv_refusal(dep: Deployment) -> str | None:
+    """Why vLLM would not run dep's int8 KV cache: only vllm-ascend has one (C8), and only from an
+    msModelSlim checkpoint of a C8_WEIGHT_SCHEMES scheme (None when it would, or when the KV is not int8)."""
+    if dep.kv_dtype.value != "int8":
+        return None
+    scheme = dep.weight_scheme.name
+    if dep.hardware.vendor != "huawei":
+        return (
+            f"--kv-dtype: vLLM's --kv-cache-dtype has no int8 on {dep.hardware.variant_id} (got int8, "
+            "expected auto or fp8; INT8 KV (C8) is vllm-ascend's)"
+        )
+    if scheme in C8_WEIGHT_SCHEMES:
+        return None
+    return (
+        f"--kv-dtype: vllm-ascend has INT8 KV (C8) only with an msModelSlim int8 / w4a8 / w4a4 checkpoint "
+        f"quantized with C8 (got int8 with --dtype {scheme}, expected --kv-dtype auto, or --dtype int8, w4a8 "
+        f"or w4a4 with a C8 checkpoint); {scheme} weights come with no C8 scales and get 16-bit KV "
+        f"({C8_SOURCE})"
+    )
+
+
 def check_kv_dtype(dep: Deployment) -> None:
-    """vLLM runs the KV dtypes the card has natively (checked by the core), except FP8 on vllm-ascend."""
-    refusal = fp8_kv_refusal(dep)
-    if refusal is not None:
-        raise PlanInputError(refusal)
+    """vLLM runs the KV dtypes the card has natively (checked by the core), except FP8 on vllm-ascend
+    outside MLA on a 950, and int8 outside vllm-ascend's C8 checkpoints."""
+    for refusal in (fp8_kv_refusal(dep), int8_kv_refusal(dep)):
+        if refusal is not None:
+            raise PlanInputError(refusal)
 
 
 # vllm-ascend cannot serve fp32: `--dtype float32` fails at its paged-KV cache write (ATB
