@@ -6,6 +6,7 @@ from typing import Literal, Self
 
 from pydantic import Field, NonNegativeInt, PositiveInt, ValidationInfo, field_validator, model_validator
 
+from planner.dtypes import WEIGHT_SCHEMES
 from planner.records import record
 from planner.schema_base import DataModel, HfSource, Source
 
@@ -59,6 +60,10 @@ class ModelCard(DataModel):
     torch_dtype: Literal[
         "bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2", "int8", "uint8", "auto"
     ] = "bfloat16"
+    # the kvplan weight dtype (--dtype, planner/dtypes.py) the released checkpoint is quantized to, as
+    # `kvplan models import` reads config.json's quantization_config (or msModelSlim's description); None:
+    # not quantized, or not stated. Informational like torch_dtype: the plan notes a --dtype that differs.
+    checkpoint_dtype: str | None = None
 
     hidden_size: PositiveInt
     num_hidden_layers: PositiveInt
@@ -147,6 +152,15 @@ class ModelCard(DataModel):
         limit = MAX_LAYERS if info.field_name == "num_hidden_layers" else MAX_CARD_INT
         if isinstance(value, int) and not isinstance(value, bool) and value > limit:
             raise ValueError(f"must be <= {limit} (got a {len(str(value))}-digit number)")
+        return value
+
+    @field_validator("checkpoint_dtype")
+    @classmethod
+    def _known_dtype(cls, value: str | None) -> str | None:
+        if value is not None and value not in WEIGHT_SCHEMES:
+            raise ValueError(
+                f"unknown weight dtype (got {value!r}, expected one of {', '.join(WEIGHT_SCHEMES)})"
+            )
         return value
 
     @model_validator(mode="after")

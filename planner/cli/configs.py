@@ -358,9 +358,10 @@ def vllm_command(
 
     # engine: vLLM's block accounting; re-sized with the request lengths by prepare(); the drafts reach
     # the options (--speculative-config's MTP drafts become vLLM's num_speculative_tokens)
-    plan, result = launch_plan(context, "vllm", vllm_args.vllm_args, drafts_in_options=True)
+    plan, result, notes = launch_plan(context, "vllm", vllm_args.vllm_args, drafts_in_options=True)
     command = vllm_args.render_command(result)
-    emit_launch(context, plan, result, key="vllm", command=command, comments=vllm_args.summary_lines(result))
+    comments = vllm_args.summary_lines(result)
+    emit_launch(context, plan, result, key="vllm", command=command, comments=comments, notes=notes)
 
 
 def sglang_command(
@@ -370,17 +371,19 @@ def sglang_command(
     """Print the `python -m sglang.launch_server` command (SGLang, its Ascend backend on NPUs) of the plan."""
     from planner.engines.sglang import launch
 
-    plan, result = launch_plan(context, "sglang", launch.launch_args, drafts_in_options=False)
-    emit_launch(context, plan, result, key="sglang", command=launch.render_command(result))
+    plan, result, notes = launch_plan(context, "sglang", launch.launch_args, drafts_in_options=False)
+    emit_launch(context, plan, result, key="sglang", command=launch.render_command(result), notes=notes)
 
 
 def launch_plan(
     context: typer.Context, engine: EngineName, make: Callable[..., Launch], *, drafts_in_options: bool
-) -> tuple[Plan, Launch]:
-    """(plan, the engine's launch arguments) for `kvplan vllm` / `kvplan sglang`: the request sized with its
-    lengths, the plan at its longest prompt, make(plan, dep, lengths=, options=); one error line on bad
-    input. drafts_in_options: the options carry the deployment's drafts (prepared) rather than as given."""
+) -> tuple[Plan, Launch, list[str]]:
+    """(plan, the engine's launch arguments, notes on the card) for `kvplan vllm` / `kvplan sglang`: the
+    request sized with its lengths, the plan at its longest prompt, make(plan, dep, lengths=, options=); one
+    error line on bad input. drafts_in_options: the options carry the deployment's drafts (prepared) rather
+    than as given. The notes: a --dtype other than the card's checkpoint_dtype (compose)."""
     from planner.engines.common import ServingOptions
+    from planner.plan import compose
 
     request = plan_request(context, engine=engine)
     try:
@@ -390,7 +393,7 @@ def launch_plan(
         else:
             dep, lengths = prepare(request, options)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-        return plan, make(plan, dep, lengths=lengths, options=options)
+        return plan, make(plan, dep, lengths=lengths, options=options), compose.checkpoint_dtype_warnings(dep)
     except ValidationError as exc:
         fail(option_error(exc))
     except KvplanError as exc:

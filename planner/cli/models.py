@@ -15,10 +15,11 @@ import typer
 from planner import units
 from planner.cli.options import FlagCommand, JsonOpt, fail, print_json
 from planner.errors import KvplanError, PlanInputError
+from planner.records import record
 
 # planner.importers.hfimport is imported when the command runs, so `kvplan --help` stays light
 if TYPE_CHECKING:
-    from planner.importers import checkpoint
+    from planner.importers import checkpoint, quantization
     from planner.schema import ModelCard
 
 
@@ -29,7 +30,14 @@ def register(models_app: typer.Typer) -> None:
 
 def import_card(
     source: Annotated[Path, typer.Argument(help="Checkpoint directory holding config.json, or the file.")],
-    card_id: Annotated[str | None, typer.Option("--id", help="Card id (default: the --out stem).")] = None,
+    card_id: Annotated[
+        str | None,
+        typer.Option(
+            "--id",
+            help="Card id (default: the --out file's stem when it is a valid id, else the last part of "
+            "config.json's _name_or_path, else the source directory's name, in kebab-case).",
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the card here (default: stdout).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
     as_json: JsonOpt = False,
@@ -38,55 +46,18 @@ def import_card(
     from planner.importers import hfimport
 
     try:
-        card, summary, check = build_card(source, card_id=resolve_id(card_id, out=out))
-        text = hfimport.card_yaml(card)
+        imported = build_card(source, card_id=resolve_id(card_id, out=out))
+        text = hfimport.card_yaml(imported.card)
         if out is not None:
             write_text_atomic(out, text, force=force)
         if as_json:
-            return print_json(card_json(text, summary, check, out=out))
+            return print_json(card_json(text, imported, out=out))
         if out is None:
             sys.stdout.write(text)
-        for line in report_lines(card, summary, check, out=out):
+        for line in report_lines(imported, out=out):
             typer.echo(line, err=out is None)
     except KvplanError as exc:
         fail(exc)
-
-
-def card_json(
-    text: str,
-    summary: checkpoint.CheckpointSummary | None,
-    check: checkpoint.ParameterCheck | None,
-    *,
-    out: Path | None,
-) -> dict[str, object]:
-    """`models import --json`: the card (the YAML's own fields and values), the safetensors evidence (null
-    without it: per dtype and per group tensors, parameters and weight bytes; the text decoder's parameter
-    count from the card's geometry and in the checkpoint, difference = checkpoint - geometry; MTP alike;
-    shards the index lists but the directory lacks), and the card written (null: none)."""
-    import yaml
-
-    card = yaml.safe_load(text)
-    evidence = None
-    if summary is not None and check is not None:
-        evidence = {
-            **summary.model_dump(mode="json"),
-            **check.model_dump(mode="json"),
-            "difference_parameters": check.difference_parameters,
-        }
-    notes = id_notes(card["id"], out=out)
-    return {
-        "card": card,
-        "checkpoint": evidence,
-        "notes": notes,
-        "written": None if out is None else str(out),
-    }
-
-
-def id_notes(card_id: str, *, out: Path | None) -> list[str]:
-    """A card written under another file stem than its id (modelcards/ reads a card by its file name)."""
-    if out is None or out.stem == card_id:
-        return []
-    return [f"id {card_id!r} differs from the file stem {out.stem!r}; modelcards/ needs them equal"]
 
 
 def resolve_id(card_id: str | None, *, out: Path | None) -> str | None:
@@ -105,21 +76,85 @@ def resolve_id(card_id: str | None, *, out: Path | None) -> str | None:
     return None
 
 
-def build_card(
-    source: Path, *, card_id: str | None
-) -> tuple[ModelCard, checkpoint.CheckpointSummary | None, checkpoint.ParameterCheck | None]:
-    """Card from `source` (directory or config.json), plus the safetensors evidence beside it."""
-    from planner.importers import checkpoint, hfimport
+@record
+class ImportedCard:
+    """A card built from config.json, with the evidence beside it for the report.
+
+    summary, check    the safetensors headers' totals and their comparison (None: no *.safetensors)
+    listed_missing    shards model.safetensors.index.json names that are absent (with no *.safetensors)
+    quantization      what the config (or msModelSlim's description) says of quantized weights
+    origin            the config.json path, as messages name it
+    """
+
+    card: ModelCard
+    summary: checkpoint.CheckpointSummary | None
+    check: checkpoint.ParameterCheck | None
+    listed_missing: list[str]
+    quantization: quantization.CheckpointQuantization | None
+    origin: str
+
+
+def card_json(text: str, imported: ImportedCard, *, out: Path | None) -> dict[str, object]:
+    """`models import --json`: the card (the YAML's own fields and values), the safetensors evidence (null
+    without it: per dtype and per group tensors, parameters and weight bytes; the text decoder's parameter
+    count from the card's geometry and in the checkpoint, difference = checkpoint - geometry; MTP alike;
+    shards the index lists but the directory lacks), the report's notes, and the card written (null: none)."""
+    import yaml
+
+    card = yaml.safe_load(text)
+    summary, check = imported.summary, imported.check
+    evidence = None
+    if summary is not None and check is not None:
+        evidence = {
+            **summary.model_dump(mode="json"),
+            **check.model_dump(mode="json"),
+            "difference_parameters": check.difference_parameters,
+        }
+    return {
+        "card": card,
+        "checkpoint": evidence,
+        "notes": import_notes(imported, out=out),
+        "listed_missing_shards": imported.listed_missing,  # the index names them; no *.safetensors at all
+        "written": None if out is None else str(out),
+    }
+
+
+def import_notes(imported: ImportedCard, *, out: Path | None) -> list[str]:
+    """The report's notes, without their 'note:' prefix: a card written under another file stem than its
+    id (modelcards/ reads a card by its file name), and the checkpoint's quantization."""
+    from planner.importers import quantization
+
+    notes = []
+    if out is not None and out.stem != imported.card.id:
+        notes.append(
+            f"id {imported.card.id!r} differs from the file stem {out.stem!r}; modelcards/ needs them equal"
+        )
+    if imported.quantization is not None:
+        notes.append(
+            quantization.import_note(imported.quantization, origin=imported.origin).removeprefix("note: ")
+        )
+    return notes
+
+
+def build_card(source: Path, *, card_id: str | None) -> ImportedCard:
+    """Card from `source` (directory or config.json), plus the safetensors evidence beside it and the
+    checkpoint's quantization (its kvplan dtype recorded as the card's checkpoint_dtype)."""
+    from planner.importers import checkpoint, hfimport, quantization
 
     config_path = hfimport.config_path_of(source)
     config = hfimport.read_config(config_path)
     card_id = card_id or hfimport.default_card_id(config, fallback=config_path.parent.resolve().name)
     card = hfimport.card_from_config_dict(config, card_id=card_id, origin=str(config_path))
+    quant = quantization.checkpoint_quantization(config, directory=config_path.parent)
+    if quant is not None and quant.dtype is not None:
+        card = card.model_copy(update={"checkpoint_dtype": quant.dtype})
     summary = checkpoint.checkpoint_summary(config_path.parent, num_hidden_layers=card.num_hidden_layers)
     if summary is None:
-        return card, None, None
+        listed = checkpoint.missing_shards(config_path.parent, present=set())
+        return ImportedCard(card, None, None, listed, quant, str(config_path))
     check = checkpoint.parameter_check(card, summary)
-    return card.model_copy(update={"notes": checkpoint_note(summary, check)}), summary, check
+    card = card.model_copy(update={"notes": checkpoint_note(summary, check)})
+    return ImportedCard(card, summary, check, [], quant, str(config_path))
 
 
 def checkpoint_note(summary: checkpoint.CheckpointSummary, check: checkpoint.ParameterCheck) -> str:
@@ -154,22 +189,25 @@ def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
     atomic.write_atomic(path, text, force=force)
 
 
-def report_lines(
-    card: ModelCard,
-    summary: checkpoint.CheckpointSummary | None,
-    check: checkpoint.ParameterCheck | None,
-    *,
-    out: Path | None,
-) -> list[str]:
-    """Human-readable summary: where the card went and how it compares with the checkpoint."""
+def report_lines(imported: ImportedCard, *, out: Path | None) -> list[str]:
+    """Human-readable summary: where the card went, the checkpoint's quantization and how the card compares
+    with the checkpoint's weights."""
+    card, summary, check = imported.card, imported.summary, imported.check
     lines = [
         f"wrote {out} (id {card.id}, {card.model_type}, attention {card.attention})"
         if out
         else f"# card {card.id}: {card.model_type}, attention {card.attention}"
     ]
-    lines += [f"note: {note}" for note in id_notes(card.id, out=out)]
+    lines += [f"note: {note}" for note in import_notes(imported, out=out)]
+    if imported.listed_missing:
+        shards = imported.listed_missing
+        return [
+            *lines,
+            f"warning: model.safetensors.index.json names {len(shards)} shard(s) not beside config.json: "
+            f"{', '.join(shards[:5])}{', ...' * (len(shards) > 5)}; card not checked against weights",
+        ]
     if summary is None or check is None:
-        return [*lines, "no *.safetensors beside config.json: card not checked against weights"]
+        return [*lines, "note: no *.safetensors beside config.json: card not checked against weights"]
     lines.append(f"safetensors: {len(summary.files)} file(s), headers only")
     for dtype, totals in sorted(summary.by_dtype.items()):
         lines.append(

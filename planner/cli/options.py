@@ -385,13 +385,14 @@ def emit_launch(
     key: str,
     command: str,
     comments: Sequence[str] = (),
+    notes: Sequence[str] = (),
 ) -> None:
-    """The launch command alone on stdout (then `comments` as # lines) and its notes on stderr, or with --json
-    {plan, <key>: the arguments, command}."""
+    """The launch command alone on stdout (then `comments` as # lines) and `notes`, then its own, on
+    stderr, or with --json {plan, <key>: the arguments, command}."""
     if wants_json(context):
         print_json({"plan": plan.json_payload(), key: result.model_dump(mode="json"), "command": command})
         return
     sys.stdout.write(command + "\n")
     sys.stdout.write("".join(f"# {line}\n" for line in comments))
-    for note in result.notes:
+    for note in [*notes, *result.notes]:
         typer.echo(f"note: {note}", err=True)

@@ -160,11 +160,12 @@ def checkpoint_summary(directory: Path, *, num_hidden_layers: int) -> Checkpoint
         files=[p.name for p in files],
         by_dtype=by_dtype,
         by_group=by_group,
-        missing_shards=_missing_shards(directory, present={p.name for p in files}),
+        missing_shards=missing_shards(directory, present={p.name for p in files}),
     )
 
 
-def _missing_shards(directory: Path, *, present: set[str]) -> list[str]:
+def missing_shards(directory: Path, *, present: set[str]) -> list[str]:
+    """Shards model.safetensors.index.json (if any) names that are not among `present` file names."""
     index = directory / "model.safetensors.index.json"
     if not os.path.lexists(index):
         return []

@@ -84,12 +84,25 @@ def build_plan(
         memory=mem,
         recommendation=rec,
         performance=perf,
-        warnings=capacity.plan_warnings(dep, mem, rec)
+        warnings=checkpoint_dtype_warnings(dep)
+        + capacity.plan_warnings(dep, mem, rec)
         + [f"speed from a fitted profile: {line}" for line in fitted_speed_warnings(dep, rec, perf)]
         + slo_context_warnings(answer, perf),
         layout=report,
         slo=answer,
     )
+
+
+def checkpoint_dtype_warnings(dep: Deployment) -> list[str]:
+    """One line when the card records its checkpoint's quantized dtype (checkpoint_dtype, from `kvplan models
+    import`) and the plan sizes another: --dtype defaults to bf16 whatever the checkpoint holds."""
+    stored = dep.model.checkpoint_dtype
+    if stored is None or stored == dep.weight_scheme.name:
+        return []
+    return [
+        f"{dep.model.id}'s checkpoint is quantized to {stored} (the card's checkpoint_dtype), but this plan "
+        f"sizes {dep.weight_scheme.name} weights: pass --dtype {stored} to plan that checkpoint"
+    ]
 
 
 def checked_prompt_tokens(dep: Deployment, prompt_tokens: int | None) -> int:
