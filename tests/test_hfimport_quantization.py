@@ -49,9 +49,7 @@ def test_quantized_configs_record_the_dtype_and_say_which_to_plan(
     assert "checkpoint_dtype" not in kvplan("-m", tmp_path / f"{name}.yaml", "--dtype", dtype).output
 
 
-def config_with(
-    tmp_path: Path, quant: dict[str, Any] | None, description: dict[str, Any] | None = None
-) -> Path:
+def config_with(tmp_path: Path, quant: object, description: dict[str, Any] | None = None) -> Path:
     root = tmp_path / "ckpt"
     root.mkdir()
     config = {**QWEN3_0_6B, **({"quantization_config": quant} if quant is not None else {})}
@@ -170,3 +168,9 @@ def test_import_messages_name_the_default_id_the_note_and_the_missing_shard(tmp_
         "missing-00001.safetensors; card not checked against weights"
     ) in report
     assert "no *.safetensors" not in report
+
+
+def test_a_quantization_config_naming_no_method_is_a_note(tmp_path: Path) -> None:
+    card, report = imported(config_with(tmp_path, "fp8"), tmp_path)
+    assert card.checkpoint_dtype is None
+    assert "quantization unnamed (quantization_config 'fp8' names no quant_method) is not a format" in report

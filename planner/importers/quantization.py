@@ -79,6 +79,9 @@ def checkpoint_quantization(config: Mapping[str, Any], *, directory: Path) -> Ch
         return CheckpointQuantization(
             "msModelSlim", f"quant_method ascend, no {MODELSLIM_FILE} beside it", None
         )
+    if found is None and stated is not None:  # a string, a list, or an object naming no quant_method
+        detail = f"quantization_config {str(stated)[:60]!r} names no quant_method"
+        return CheckpointQuantization("unnamed", detail, None)
     return found
 
 
@@ -153,7 +156,7 @@ def _modelslim_quantization(path: Path) -> CheckpointQuantization | None:
 def import_note(quant: CheckpointQuantization, *, origin: str) -> str:
     """The `models import` report line: the --dtype (and --kv-dtype) to plan the checkpoint with, or that
     kvplan has no dtype for its format."""
-    stated = f"{quant.method}" + (f" ({quant.detail})" if quant.detail else "")
+    stated = quant.method[:40] + (f" ({quant.detail[:120]})" if quant.detail else "")  # a config's words
     if quant.dtype is None:
         return (
             f"note: {origin}: quantization {stated} is not a format kvplan maps to a --dtype; the card is "
