@@ -174,3 +174,13 @@ def test_a_quantization_config_naming_no_method_is_a_note(tmp_path: Path) -> Non
     card, report = imported(config_with(tmp_path, "fp8"), tmp_path)
     assert card.checkpoint_dtype is None
     assert "quantization unnamed (quantization_config 'fp8' names no quant_method) is not a format" in report
+
+
+def test_json_import_carries_the_quantization_note_and_the_recorded_dtype(tmp_path: Path) -> None:
+    """`models import --json`: the card's checkpoint_dtype and the report's quantization note (no prefix)."""
+    data = json.loads(kvplan("models import --json", HF / "fp8quant").stdout)
+    assert data["card"]["checkpoint_dtype"] == "fp8" and data["written"] is None
+    assert any("plan this checkpoint with --dtype fp8" in note for note in data["notes"])
+    assert not any(note.startswith("note:") for note in data["notes"])
+    missing = json.loads(kvplan("models import --json", HF / "st_index").stdout)["listed_missing_shards"]
+    assert missing and all(name.endswith(".safetensors") for name in missing)
