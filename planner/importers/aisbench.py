@@ -18,9 +18,11 @@ from typing import Any
 
 from planner import csvfiles, readers, units
 from planner.errors import DataFileError
-from planner.importers.servingresult import ServingResult, mean_tokens, number, parse_json
+from planner.importers.servingresult import ServingResult, check_rate, mean_tokens, number, parse_json
 
 THROUGHPUT = "Output Token Throughput"
+GENERATED = "Total generated tokens"
+DURATION = "Benchmark Duration"
 STAGES = ("total", "stable")
 
 
@@ -29,15 +31,45 @@ def is_aisbench(data: Mapping[str, Any]) -> bool:
     return isinstance(data.get(THROUGHPUT), Mapping)
 
 
-def _metric(data: Mapping[str, Any], name: str, *, where: str, unit: str = "") -> float | None:
-    """The value of `name` at stage total (else stable), or None when absent."""
-    stages = data.get(name)
-    if not isinstance(stages, Mapping):
-        return None
-    for stage in STAGES:
-        if stages.get(stage) is not None:
-            return number(stages[stage], where=where, field=f"{name}.{stage}", unit=unit)
+def _stages(data: Mapping[str, Any], name: str) -> tuple[str, Mapping[str, Any]] | None:
+    """(the key as the file spells it, its {stage: value}) for metric `name`, matched case-insensitively
+    (AISBench's calculator writes "Total Generated Tokens", older dumps "Total generated tokens")."""
+    for key, stages in data.items():
+        if str(key).lower() == name.lower() and isinstance(stages, Mapping):
+            return str(key), stages
     return None
+
+
+def _metric(
+    data: Mapping[str, Any], name: str, *, where: str, unit: str = "", stages: tuple[str, ...] = STAGES
+) -> float | None:
+    """The value of `name` at stage total (else stable; or the first of `stages`), or None when absent."""
+    found = _stages(data, name)
+    if found is None:
+        return None
+    key, values = found
+    for stage in stages:
+        if values.get(stage) is not None:
+            return number(values[stage], where=where, field=f"{key}.{stage}", unit=unit)
+    return None
+
+
+def check_throughput(data: Mapping[str, Any], *, where: str) -> None:
+    """Output Token Throughput against Total Generated Tokens / Benchmark Duration of one stage (AISBench
+    computes it so: servingresult.RATE_TOLERANCE_FRACTION); a file stating them apart is refused."""
+    for stage in STAGES:
+        rate = _metric(data, THROUGHPUT, where=where, unit="token/s", stages=(stage,))
+        tokens = _metric(data, GENERATED, where=where, stages=(stage,))
+        duration_ms = _metric(data, DURATION, where=where, unit="ms", stages=(stage,))
+        if rate is not None and tokens is not None and duration_ms:
+            check_rate(
+                rate,
+                tokens / (duration_ms * units.MS_S),
+                where=where,
+                field=f"{THROUGHPUT}.{stage}",
+                derivation=f"{GENERATED} / {DURATION} = {tokens:.6g} / {duration_ms:.6g} ms",
+            )
+            return
 
 
 def csv_averages(text: str, *, where: str) -> dict[str, str]:
@@ -106,13 +138,14 @@ def from_files(path: Path, data: Mapping[str, Any] | None, *, where: str) -> Ser
         raise DataFileError(
             f"{where}: {THROUGHPUT}: required field missing (expected {{'total': 'N token/s'}})"
         )
+    check_throughput(data, where=where)
     cap = _metric(data, "Max Concurrency", where=where)
-    duration_ms = _metric(data, "Benchmark Duration", where=where, unit="ms")
+    duration_ms = _metric(data, DURATION, where=where, unit="ms")
     requests = _metric(data, "Success Requests", where=where)
     return ServingResult(
         concurrency=None if cap is None else int(cap),
         input_tokens=_tokens(data, averages, ("Total Input Tokens", "InputTokens"), where=where),
-        output_tokens=_tokens(data, averages, ("Total generated tokens", "OutputTokens"), where=where),
+        output_tokens=_tokens(data, averages, (GENERATED, "OutputTokens"), where=where),
         output_tokens_per_s=throughput,
         ttft_s=_csv_ms(averages, "TTFT", where=where),
         tpot_s=_csv_ms(averages, "TPOT", where=where),

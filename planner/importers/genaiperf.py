@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from planner import csvfiles, units
 from planner.errors import DataFileError
-from planner.importers.servingresult import ServingResult, number
+from planner.importers.servingresult import (
+    RATE_TOLERANCE_FRACTION,
+    ServingResult,
+    check_rate,
+    number,
+    rounding_fraction,
+)
 
 TTFT = "time to first token"
 ITL = "inter token latency"
@@ -21,6 +27,8 @@ OUTPUT_LENGTH = "output sequence length"
 INPUT_LENGTH = "input sequence length"
 THROUGHPUT = "output token throughput"
 REQUESTS = "request count"
+REQUEST_RATE = "request throughput"
+NAMES = (THROUGHPUT, OUTPUT_LENGTH, REQUEST_RATE)
 
 
 def _name(cell: str) -> str:
@@ -68,9 +76,34 @@ def _required(table: dict[str, str], name: str, *, where: str, least: float = 0.
     return value
 
 
+def check_throughput(averages: dict[str, str], values: dict[str, str], *, where: str) -> None:
+    """Output Token Throughput against mean Output Sequence Length x Request Throughput: genai-perf divides
+    the summed lengths and the request count by one benchmark duration (llm_profile_data_parser.py), so the
+    two rates are in the ratio of the mean length; a file stating them apart is refused.
+
+    Formula: output tok/s = mean output tokens per request x requests/s, checked by servingresult.check_rate
+    within RATE_TOLERANCE_FRACTION plus what the cells' printed digits allow ('1.65' req/s: 0.3 %).
+    """
+    cells = [values.get(THROUGHPUT), averages.get(OUTPUT_LENGTH), values.get(REQUEST_RATE)]
+    if not all(cells):
+        return
+    rate, length, requests_per_s = (
+        number(cell, where=where, field=name) for cell, name in zip(cells, NAMES, strict=True)
+    )
+    check_rate(
+        rate,
+        length * requests_per_s,
+        where=where,
+        field="Output Token Throughput",
+        derivation=f"mean Output Sequence Length x Request Throughput = {length:g} x {requests_per_s:g} /s",
+        tolerance_fraction=RATE_TOLERANCE_FRACTION + sum(rounding_fraction(str(cell)) for cell in cells),
+    )
+
+
 def from_csv(text: str, *, where: str) -> ServingResult:
     """The run in a genai-perf / AIPerf CSV export (concurrency None: the caller supplies it)."""
     averages, values = tables(text, where=where)
+    check_throughput(averages, values, where=where)
     ttft = averages.get(TTFT)
     itl = averages.get(ITL)
     requests = values.get(REQUESTS)

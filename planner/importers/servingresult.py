@@ -106,6 +106,53 @@ def checked(result: ServingResult) -> ServingResult:
     return result
 
 
+# A stated output rate may differ from tokens / duration by this much before the file is refused: vLLM's bench
+# (vllm/benchmarks/serve.py, calculate_metrics: output_throughput = sum(actual_output_lens) / dur_s, written
+# beside total_output_tokens and duration), AISBench (calculators/base_perf_metric_calculator.py: Output Token
+# Throughput = Total Generated Tokens / the stage's time, 4 decimals) and genai-perf (llm_profile_data_parser:
+# output and request throughput over the same benchmark_duration) compute it from the very figures they
+# write, so only rounding parts them: three figures copied to 3 significant digits move the ratio <= 1.5 %.
+# A larger gap is another quantity (total-token rate, one request's rate) or a corrupted digit.  [assumed]
+RATE_TOLERANCE_FRACTION = 0.02
+
+
+def check_rate(
+    stated_per_s: float,
+    expected_per_s: float,
+    *,
+    where: str,
+    field: str,
+    derivation: str,
+    tolerance_fraction: float = RATE_TOLERANCE_FRACTION,
+) -> None:
+    """DataFileError naming the file and both figures when a stated output rate (`field`) contradicts the
+    rate the file's own figures give (`derivation` says how: 'total_output_tokens / duration = 131072 /
+    152.4 s'): which of them is right cannot be told, so the file is refused, not imported.
+
+    Formula: |stated_per_s / expected_per_s - 1| <= tolerance_fraction
+    Skipped where either rate is out of the range `checked` enforces (it names that one).
+    """
+    if not all(MIN_MEASURED <= rate <= MAX_VALUE for rate in (stated_per_s, expected_per_s)):
+        return
+    if abs(stated_per_s / expected_per_s - 1.0) <= tolerance_fraction:
+        return
+    raise DataFileError(
+        f"{where}: {field}: contradicts {derivation} (got {stated_per_s:.6g} tok/s, expected "
+        f"{expected_per_s:.6g} tok/s within {tolerance_fraction * units.PERCENT:.3g} %); which figure is "
+        "wrong cannot be told: re-export the result"
+    )
+
+
+def rounding_fraction(cell: str) -> float:
+    """The relative error a decimal cell carries from its printed digits: half a unit of its last digit over
+    its value ('1.65' -> 0.005 / 1.65); 0 for a cell that is not a plain positive decimal."""
+    match = _NUMBER_RE.match(cell)
+    if match is None or float(match.group(1)) <= 0 or "e" in match.group(1).lower():
+        return 0.0
+    digits = match.group(1).partition(".")[2]
+    return 0.5 * 10.0 ** -len(digits) / float(match.group(1))
+
+
 def _cell(value: float | int | None) -> str:
     if value is None:
         return ""

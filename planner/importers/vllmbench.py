@@ -4,6 +4,8 @@ Field names as vLLM writes them (vllm/benchmarks/serve.py: `result_json` = the r
 `max_concurrency`, `request_rate`, `num_prompts`, merged with the metrics `duration`, `completed`,
 `total_input_tokens`, `total_output_tokens`, `output_throughput`, `mean_ttft_ms`, `mean_tpot_ms`, ...).
 The same keys come from the older benchmarks/benchmark_serving.py and from SGLang's bench_serving JSON.
+vLLM computes output_throughput as total_output_tokens / duration (calculate_metrics): a file stating them
+apart is refused (servingresult.check_rate).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from planner import units
 from planner.errors import DataFileError
-from planner.importers.servingresult import ServingResult, mean_tokens, number
+from planner.importers.servingresult import ServingResult, check_rate, mean_tokens, number
 
 REQUIRED = ("completed", "total_input_tokens", "total_output_tokens", "output_throughput")
 
@@ -79,9 +81,11 @@ def from_dict(data: Mapping[str, Any], *, where: str) -> ServingResult:
     completed = number(data["completed"], where=where, field="completed")
     total_in = number(data["total_input_tokens"], where=where, field="total_input_tokens")
     total_out = number(data["total_output_tokens"], where=where, field="total_output_tokens")
-    duration = data.get("duration")
+    duration = (
+        None if data.get("duration") is None else number(data["duration"], where=where, field="duration")
+    )
     speculative_tokens, accepted_fraction = _speculation(data, where=where)
-    return ServingResult(
+    result = ServingResult(
         concurrency=_concurrency(data, where=where),
         input_tokens=mean_tokens(total_in, completed, where=where, field="total_input_tokens"),
         output_tokens=mean_tokens(total_out, completed, where=where, field="total_output_tokens"),
@@ -89,7 +93,7 @@ def from_dict(data: Mapping[str, Any], *, where: str) -> ServingResult:
         ttft_s=_optional_ms(data, "mean_ttft_ms", where=where),
         tpot_s=_optional_ms(data, "mean_tpot_ms", where=where),
         requests=int(completed),
-        duration_s=None if duration is None else number(duration, where=where, field="duration"),
+        duration_s=duration,
         tool="vllm-bench-serve",
         where=where,
         model_id=str(data["model_id"]).strip() or None if data.get("model_id") is not None else None,
@@ -97,3 +101,14 @@ def from_dict(data: Mapping[str, Any], *, where: str) -> ServingResult:
         accepted_draft_fraction=accepted_fraction,
         failed_requests=int(number(data.get("failed") or 0, where=where, field="failed")),
     )
+    if (
+        duration is not None and duration > 0
+    ):  # vLLM writes output_throughput = total_output_tokens / duration
+        check_rate(
+            result.output_tokens_per_s,
+            total_out / duration,
+            where=where,
+            field="output_throughput",
+            derivation=f"total_output_tokens / duration = {total_out:.6g} / {duration:.6g} s",
+        )
+    return result
