@@ -58,3 +58,10 @@ class MissingDependencyError(KvplanError):
 class SloNotMetError(DoesNotFitError):
     """No configuration (batch, users, rate, layout) meets the latency targets: exit 3, the same code as a
     model that does not fit, from every command that searches (plan, serve, simulate --search, layout)."""
+
+
+class PoorFitError(KvplanError):
+    """A --from-bench fit that misses its own rows by more than planner/perf/fitted.py's POOR_FIT_FRACTION:
+    exit 4, nothing written (its profile would predict nothing right); --accept-poor-fit writes it anyway."""
+
+    exit_code = 4

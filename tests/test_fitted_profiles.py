@@ -104,8 +104,9 @@ def _corpus_groups() -> dict:
 @pytest.mark.parametrize("path", FITTED, ids=lambda p: p.name)
 def test_fit_profiles_reproduces_the_shipped_profile(path: Path) -> None:
     """`lab/published/fit_profiles.py --write` made this profile: today's corpus and fit give the same rows
-    (fit-rows/, columns the fit leaves empty aside) and the same coefficients within REPRODUCE_REL_TOL. A
-    fit input that moved (a prior, a row, a conversion) fails here until the profile is refitted."""
+    (fit-rows/, columns the fit leaves empty aside) and the same coefficients within REPRODUCE_REL_TOL, in a
+    fit `kvplan calibrate` still writes (no "do not trust" warning). A fit input that moved (a prior, a row,
+    a conversion) fails here until the profile is refitted."""
     from lab.published import fit_profiles
 
     card, engine = _pair(path)
@@ -116,6 +117,8 @@ def test_fit_profiles_reproduces_the_shipped_profile(path: Path) -> None:
     assert written == [{k: v for k, v in bench.items() if v} for _, bench, _ in group]
     result = fit_profiles.fitted([point for _, _, point in group], card)
     assert result is not None, fit_profiles.REFUSALS[-1]
+    # a "do not trust" fit is one `kvplan calibrate --from-bench` (fit_profiles --write's writer) refuses
+    assert not result.poor_fit, f"MAPE {result.mape_fraction:.1%}: calibrate would exit 4 (--accept-poor-fit)"
     assert fit_profiles.reproduction_gaps(card, engine, result) == [], (
         f"refit with: PYTHONPATH=. python lab/published/fit_profiles.py --only {card}.{engine} --write"
     )

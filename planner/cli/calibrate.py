@@ -2,7 +2,8 @@
 
 kvplan calibrate --card CARD [--device npu:0|cuda:0|cpu] [--model MODEL] [--out FILE] [--force] [--json]
   (the microbenchmarks and --check: calibrate_device.py)
-kvplan calibrate --from-bench POINTS.csv [--card CARD] [--engine E] [--out FILE] [--force] [--json]
+kvplan calibrate --from-bench POINTS.csv [--card CARD] [--engine E] [--out FILE] [--force] [--accept-poor-fit]
+  [--json]
   (the fit's report and profile block: calibrate_fit.py; the fit itself and its held-out refits are called
   here, so the import chain cli -> command -> fit stays within tests/test_layering.py's bound)
 kvplan calibrate --from-log VLLM.log --card CARD [--gpu-memory-utilization U] [--out FILE] [--force] [--json]
@@ -26,7 +27,7 @@ from planner.cli.options import FRACTION_FLAGS, FlagCommand, JsonOpt, fail, prin
 from planner.errors import KvplanError, PlanInputError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from planner.importers.benchpoints import ServingPoint
     from planner.schema import HardwareProfile
@@ -39,10 +40,19 @@ ENGINE_HELP = (
 
 
 def fit_from_bench(
-    card: str, *, points_csv: Path, out: Path, force: bool, engine: str | None, as_json: bool = False
+    card: str,
+    *,
+    points_csv: Path,
+    out: Path,
+    force: bool,
+    engine: str | None,
+    as_json: bool = False,
+    accept_poor_fit: bool = False,
 ) -> None:
     """`--from-bench`: fit (planner/fit/solver.py), test on held-out models, write the profile; print the fit
-    as text (the row tables, the terms, the held-out line) or, with --json, as calibrate_fit.fit_json."""
+    as text (the row tables, the terms, the held-out line) or, with --json, as calibrate_fit.fit_json. A fit
+    whose quality warning says not to trust it is refused (PoorFitError, exit 4, nothing written) unless
+    `accept_poor_fit`."""
     from calibration.profile_writer import write_profile
     from planner import catalog
     from planner.fit import solver
@@ -58,6 +68,8 @@ def fit_from_bench(
         if rows:
             print_serving(rows, serving_errors, hw_id=hw.id)
         fit_report.print_fit(result)
+    if result.poor_fit and not accept_poor_fit:
+        raise fit_report.poor_fit_error(result, points=points, rows=rows, points_csv=points_csv)
     held = fit_report.held_out(rows, hw, say=not as_json, errors=held_out_errors)
     measured = fit_report.fit_block(result, points=points, rows=rows, held=held, points_csv=points_csv, hw=hw)
     source = (
@@ -148,6 +160,14 @@ def calibrate(
             help="With --from-log, when the log does not say it.",
         ),
     ] = None,
+    accept_poor_fit: Annotated[
+        bool,
+        typer.Option(
+            "--accept-poor-fit",
+            help="With --from-bench: write the profile even when the fit misses its own rows by more than "
+            "15 % on average (refused otherwise: exit 4, nothing written).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Measure the card (microbenchmarks) or fit it to your benchmark; write a profile with `measured:`."""
@@ -156,7 +176,8 @@ def calibrate(
             card = card_of_bench(from_bench)
         if card is None:
             raise PlanInputError("--card: required (got nothing, expected a card id, e.g. ascend-950pr)")
-        check_model_flag(model, reader="--from-bench" if from_bench else "--from-log" if from_log else None)
+        flags = {"--device": device, "--raw": raw, "--dry-run": dry_run, "--check": check}
+        check_mode_flags(from_bench, from_log, model=model, microbench=flags, accept_poor_fit=accept_poor_fit)
         if check:
             on_device.run_check(card, device=device or on_device.default_device(card), as_json=as_json)
             return
@@ -166,25 +187,57 @@ def calibrate(
             calibrate_from_log(
                 card, log_path=from_log, out=target, force=force, util=gpu_memory_utilization, as_json=as_json
             )
-            return
-        if from_bench is not None:
+        elif from_bench is not None:
             fit_from_bench(
-                card, points_csv=from_bench, out=target, force=force, engine=engine, as_json=as_json
+                card,
+                points_csv=from_bench,
+                out=target,
+                force=force,
+                engine=engine,
+                as_json=as_json,
+                accept_poor_fit=accept_poor_fit,
             )
-            return
-        on_device.check_device(card, device=device or on_device.default_device(card), dry_run=dry_run)
-        on_device.run_microbench(
-            card,
-            device=device or on_device.default_device(card),
-            model=model,
-            out=target,
-            force=force,
-            raw=raw,
-            budget_s=budget_s,
-            as_json=as_json,
-        )
+        else:
+            on_device.check_device(card, device=device or on_device.default_device(card), dry_run=dry_run)
+            on_device.run_microbench(
+                card,
+                device=device or on_device.default_device(card),
+                model=model,
+                out=target,
+                force=force,
+                raw=raw,
+                budget_s=budget_s,
+                as_json=as_json,
+            )
     except KvplanError as exc:
         fail(exc)
+
+
+def check_mode_flags(
+    from_bench: Path | None,
+    from_log: Path | None,
+    *,
+    model: str | None,
+    microbench: Mapping[str, object],
+    accept_poor_fit: bool,
+) -> None:
+    """Flags that belong to another mode refused, each named, rather than ignored: the microbenchmarks' own
+    (`microbench`: --device, --raw, --dry-run, --check, given when not None or False) with a file the fit or
+    the log reader reads; --accept-poor-fit without --from-bench; then check_model_flag."""
+    reader = "--from-bench" if from_bench else "--from-log" if from_log else None
+    typed = [flag for flag, value in microbench.items() if value not in (None, False)]
+    if reader is not None and typed:
+        value = "" if isinstance(microbench[typed[0]], bool) else f" {microbench[typed[0]]}"
+        raise PlanInputError(
+            f"{typed[0]}: only the microbenchmarks take it (got {typed[0]}{value} with {reader}, expected "
+            f"one or the other; {reader} reads measurements already made)"
+        )
+    if accept_poor_fit and reader != "--from-bench":
+        raise PlanInputError(
+            "--accept-poor-fit: only a --from-bench fit can be poor "
+            f"(got it with {reader or 'the microbenchmarks'}, expected --from-bench)"
+        )
+    check_model_flag(model, reader=reader)
 
 
 def check_model_flag(model: str | None, *, reader: str | None) -> None:
@@ -214,8 +267,9 @@ def validate(
     engine: Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Predicted vs measured per row (decode-step rows: step time; serving rows: output tok/s), with MAPE
-    and the worst error of each kind."""
+    """Predicted vs measured per row (decode-step rows: step time; serving rows: output tok/s, and TTFT and
+    TPOT where the rows state them), with MAPE and the worst error of each kind; a row whose tpot_s its own
+    throughput rules out is named."""
     from planner import catalog
     from planner.fit import serving_rows, solver
 
@@ -225,9 +279,13 @@ def validate(
         if not uncalibrated:  # the card as the plan resolves it for the rows' engine (its shipped fit)
             hw = bench_rows.prediction_card(card, points=points, rows=rows) or hw
         step_errors = solver.prediction_errors(points, hardware=hw, calibrated=not uncalibrated)
-        serving_errors = serving_rows.serving_errors(rows, hardware=hw, calibrated=not uncalibrated)
+        errors = serving_rows.serving_row_errors(rows, hardware=hw, calibrated=not uncalibrated)
+        serving_errors, latency_errors = [e[0] for e in errors], [(e[1], e[2]) for e in errors]
         if as_json:
-            return print_json(validation_json(points, step_errors, rows, serving_errors, hardware=hw))
+            found = validation_json(
+                points, step_errors, rows, serving_errors, hardware=hw, latency_errors=latency_errors
+            )
+            return print_json(found)
         suffix = " uncalibrated" if uncalibrated else ""
         if points:
             hw_id = hw.id if hw else ", ".join(sorted({p.card for p in points}))
@@ -235,6 +293,7 @@ def validate(
         if rows:
             hw_id = hw.id if hw else ", ".join(sorted({r.card for r in rows}))
             print_serving(rows, serving_errors, hw_id=hw_id + suffix)
+            bench_rows.print_latencies(rows, latency_errors, hw_id=hw_id + suffix)
     except KvplanError as exc:
         fail(exc)
 

@@ -28,13 +28,23 @@ def read_rows(
 ) -> tuple[list[BenchPoint], list[ServingPoint]]:
     """The CSV's rows a command reads for --card `hardware` and --engine (planner/importers/benchsetup.py:
     a row of another card, or of another engine, refuses the file; a fit's rows share one engine), exact
-    repeats counted once."""
+    repeats counted once; as text, a warning line per row whose tpot_s its own throughput rules out."""
     from planner.importers.benchpoints import read_bench_rows
     from planner.importers.benchsetup import rows_for
 
     steps, serving = read_bench_rows(points_csv)
     kept = rows_for(steps, serving, hardware=hardware, engine=engine, one_engine=fit)
-    return unique_rows(*kept, to_stderr=as_json)
+    points, rows = unique_rows(*kept, to_stderr=as_json)
+    for line in [] if as_json else tpot_warnings(rows):  # --json: each row's tpot_warning (rows_json)
+        typer.echo(f"warning: {line}")
+    return points, rows
+
+
+def tpot_warnings(rows: Sequence[ServingPoint]) -> list[str]:
+    """The rows whose tpot_s their own throughput and concurrency rule out (importers/rowchecks.py)."""
+    from planner.importers.rowchecks import tpot_warning
+
+    return [line for line in map(tpot_warning, rows) if line is not None]
 
 
 def _print_errors(
@@ -145,12 +155,18 @@ def validation_json(
     serving_errors: list[float],
     *,
     hardware: HardwareProfile | None,
+    latency_errors: Sequence[LatencyErrors] | None = None,
 ) -> dict[str, object]:
     """`validate --json`: the card predicted with (None: each row's own) and rows_json's rows and MAPEs."""
     return {
         "card": None if hardware is None else hardware.id,
-        **rows_json(points, step_errors, rows, serving_errors),
+        **rows_json(points, step_errors, rows, serving_errors, latency_errors=latency_errors),
     }
+
+
+LatencyErrors = tuple[
+    float | None, float | None
+]  # predicted / measured - 1 of (TTFT, TPOT); None: not stated
 
 
 def rows_json(
@@ -158,10 +174,17 @@ def rows_json(
     step_errors: Sequence[float],
     rows: Sequence[ServingPoint],
     serving_errors: Sequence[float],
+    *,
+    latency_errors: Sequence[LatencyErrors] | None = None,
 ) -> dict[str, object]:
     """Every row measured vs predicted (decode step in s; serving output tok/s), its relative error
     (predicted / measured - 1), the mean absolute error of each kind (None without rows): `validate --json`
-    and `calibrate --from-bench --json` (there the error is the fit's residual)."""
+    and `calibrate --from-bench --json` (there the error is the fit's residual). A serving row also carries
+    its tpot_warning (importers/rowchecks.py; None: consistent or no TPOT) and, with `latency_errors`
+    (validate), its TTFT and TPOT measured, predicted and error (None where the row states none), with
+    their MAPEs over the rows that state them."""
+    from planner.importers.rowchecks import tpot_warning
+
     steps = [
         {"where": p.where, "model": p.model, "card": p.card, "engine": p.engine, "tp": p.tp, "batch": p.batch,
          "ctx_tokens": p.ctx_tokens, "measured_decode_step_s": p.decode_step_s,
@@ -173,15 +196,82 @@ def rows_json(
          "ep": r.ep, "concurrency": r.concurrency, "input_tokens": r.input_tokens,
          "output_tokens": r.output_tokens, "mtp": r.mtp,
          "measured_output_tokens_per_s": r.output_tokens_per_s,
-         "predicted_output_tokens_per_s": r.output_tokens_per_s * (1 + e), "error_fraction": e}
+         "predicted_output_tokens_per_s": r.output_tokens_per_s * (1 + e), "error_fraction": e,
+         "tpot_warning": tpot_warning(r)}
         for r, e in zip(rows, serving_errors, strict=True)
     ]  # fmt: skip
+    latency: dict[str, object] = {}
+    if latency_errors is not None:
+        for row, (r, errors) in zip(serving, zip(rows, latency_errors, strict=True), strict=True):
+            row.update(_latency_json(r, errors))
+        latency = {
+            f"{name}_mape_fraction": _mape([e[i] for e in latency_errors]) for i, name in enumerate(LATENCIES)
+        }
     return {
         "decode_steps": steps,
         "decode_step_mape_fraction": _error_summary(list(step_errors))[0] if step_errors else None,
         "serving": serving,
         "serving_mape_fraction": _error_summary(list(serving_errors))[0] if serving_errors else None,
+        **latency,
     }
+
+
+LATENCIES = ("ttft", "tpot")
+
+
+def _latency_json(row: ServingPoint, errors: LatencyErrors) -> dict[str, float | None]:
+    """measured_<x>_s, predicted_<x>_s = measured x (1 + error), <x>_error_fraction for TTFT and TPOT."""
+    out: dict[str, float | None] = {}
+    for name, measured, error in zip(LATENCIES, (row.ttft_s, row.tpot_s), errors, strict=True):
+        out[f"measured_{name}_s"] = measured
+        out[f"predicted_{name}_s"] = None if measured is None or error is None else measured * (1 + error)
+        out[f"{name}_error_fraction"] = error
+    return out
+
+
+def _mape(errors: Sequence[float | None]) -> float | None:
+    """Mean |error| over the rows that have one; None when none has."""
+    stated = [e for e in errors if e is not None]
+    return _error_summary(stated)[0] if stated else None
+
+
+def print_latencies(rows: Sequence[ServingPoint], errors: Sequence[LatencyErrors], *, hw_id: str) -> None:
+    """validate's TTFT / TPOT table (the rows stating either: measured, predicted, error; '-' where a row
+    states one and not the other), then each quantity's MAPE and worst row."""
+    from rich.console import Console
+    from rich.table import Table
+
+    stated = [
+        (r, e) for r, e in zip(rows, errors, strict=True) if r.ttft_s is not None or r.tpot_s is not None
+    ]
+    if not stated:
+        return
+    table = Table(title=f"serving TTFT and TPOT, predicted vs measured ({hw_id})")
+    for column in ("point", "conc", "in/out", *(f"{x} {y}" for x in ("TTFT", "TPOT") for y in TRIPLE)):
+        table.add_column(column, justify="left" if column == "point" else "right")
+    for row, row_errors in stated:
+        cells = [_triple(m, e) for m, e in zip((row.ttft_s, row.tpot_s), row_errors, strict=True)]
+        table.add_row(row.where.rsplit("/", 1)[-1], str(row.concurrency),
+                      f"{row.input_tokens}/{row.output_tokens}", *cells[0], *cells[1])  # fmt: skip
+    Console(width=140).print(table)
+    for i, name in enumerate(("TTFT", "TPOT")):
+        found = [(r.where, error) for r, e in stated if (error := e[i]) is not None]
+        if found:
+            mape, worst = _error_summary([error for _, error in found])
+            typer.echo(
+                f"{name} MAPE {units.fmt_fraction(mape)} over {len(found)} row(s); worst "
+                f"{found[worst][1] * units.PERCENT:+.1f} % at {found[worst][0]}"
+            )
+
+
+TRIPLE = ("measured", "predicted", "error")
+
+
+def _triple(measured: float | None, error: float | None) -> tuple[str, str, str]:
+    """(measured, predicted, error) cells of one latency; '-' where the row or the prediction has none."""
+    if measured is None or error is None:
+        return (units.fmt_ms(measured) if measured is not None else "-", "-", "-")
+    return units.fmt_ms(measured), units.fmt_ms(measured * (1 + error)), f"{error * units.PERCENT:+.1f} %"
 
 
 def prediction_card(

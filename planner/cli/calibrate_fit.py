@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from planner import units
+from planner.errors import PoorFitError
 
 if TYPE_CHECKING:
     from planner.fit.holdout import HeldOut, HeldOutErrors
@@ -226,3 +227,25 @@ def held_out(
     if say and (report.found is not None or not report.tested):
         typer.echo(report.line())
     return report
+
+
+WORST_ROWS_NAMED = 3  # rows a refused fit names, largest |residual| first
+
+
+def poor_fit_error(
+    result: FitResult, *, points: Sequence[BenchPoint], rows: Sequence[ServingPoint], points_csv: Path
+) -> PoorFitError:
+    """The refusal of a fit whose quality warning says not to trust it: its MAPE, the rows it misses most
+    (their residuals), and the flag that writes it anyway."""
+    from planner.perf.fitted import POOR_FIT_FRACTION
+
+    wheres = [*(p.where for p in points), *(r.where for r in rows)]
+    errors = result.residual_fractions
+    order = sorted(range(len(errors)), key=lambda i: -abs(errors[i]))[:WORST_ROWS_NAMED]
+    worst = ", ".join(f"{wheres[i]} {errors[i] * units.PERCENT:+.0f} %" for i in order)
+    mape, limit = units.fmt_fraction(result.mape_fraction), units.fmt_fraction(POOR_FIT_FRACTION)
+    return PoorFitError(
+        f"--from-bench {points_csv}: the fit misses its own rows by {mape} on average, worst {worst} "
+        f"(expected <= {limit}); nothing written: its profile would predict nothing right. Check those rows "
+        "(ttft_s / tpot_s in seconds, one set-up per row) or pass --accept-poor-fit to write it anyway"
+    )

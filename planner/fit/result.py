@@ -36,6 +36,8 @@ class FitResult:
     fit_range: list[float] = field(default_factory=list)
     # parameter on a bound -> the observations that pull it there ('row (quantity)'), strongest first
     bound_pullers: dict[str, list[str]] = field(default_factory=dict)
+    # the fit misses its own rows by more than fitted.POOR_FIT_FRACTION (its quality warning says so)
+    poor_fit: bool = False
 
     @property
     def decided_by_data(self) -> list[bool]:

@@ -84,3 +84,22 @@ def serving_errors(
 ) -> list[float]:
     """predicted / measured - 1 of every row's output tok/s (dp replicas times one replica's estimate)."""
     return serving_residuals(prepare(points, hardware=hardware, calibrated=calibrated), coefficients)
+
+
+RowErrors = tuple[float, float | None, float | None]  # predicted / measured - 1: output tok/s, TTFT, TPOT
+
+
+def serving_row_errors(
+    points: Sequence[ServingPoint], *, hardware: HardwareProfile | None = None, calibrated: bool = True
+) -> list[RowErrors]:
+    """Per row, predicted / measured - 1 of output tok/s (as serving_errors), and of mean TTFT and TPOT where
+    the row states them (None where it does not, or where the prediction has no TPOT: one-token outputs):
+    one estimate per row, the replica's TTFT and TPOT being every request's (`kvplan validate`)."""
+    out: list[RowErrors] = []
+    for row in prepare(points, hardware=hardware, calibrated=calibrated):
+        est, point = estimate(row), row.point
+        throughput = replica_share(point) * est.output_tokens_per_s / point.output_tokens_per_s - 1.0
+        ttft = None if point.ttft_s is None else est.ttft_s / point.ttft_s - 1.0
+        tpot = None if point.tpot_s is None or est.tpot_s is None else est.tpot_s / point.tpot_s - 1.0
+        out.append((throughput, ttft, tpot))
+    return out

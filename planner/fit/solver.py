@@ -246,7 +246,8 @@ def _result(
     mape = float(np.mean(np.abs(per_row)))
     pullers = bound_pullers(problem, u, r, bounds, labels=prepared.observation_labels(points, serving))
     warnings = fitted.bound_warnings(values.tolist(), bounds, pullers=pullers)
-    warnings += fitted.quality_warnings(mape, f"{per_row[worst]:+.0%} at {where}")
+    quality = fitted.quality_warnings(mape, f"{per_row[worst]:+.0%} at {where}")
+    warnings += quality
     return FitResult(
         coefficients=fitted_params.coefficients_at(problem.base, u),
         residual_fractions=reported.tolist(),
@@ -259,6 +260,7 @@ def _result(
         warnings=warnings,
         fit_range=fitted.fitted_range(points, serving),
         bound_pullers=pullers,
+        poor_fit=bool(quality),
     )
 
 

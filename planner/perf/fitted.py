@@ -2,8 +2,9 @@
 
 Refused with one line (PlanInputError / DataFileError, exit 2): fewer than MIN_ROWS rows; two rows of the
 same set-up whose measurements differ by more than CONTRADICTION_RATIO; a fit that ends non-finite.
-Warned: a parameter on its bound, a fit whose MAPE exceeds POOR_FIT_FRACTION, and (at prediction time) a
-batch or context outside the range the fit saw (`range_warnings`).
+Warned: a parameter on its bound, a fit whose MAPE exceeds POOR_FIT_FRACTION (`kvplan calibrate` then writes
+no profile: exit 4 unless --accept-poor-fit), and (at prediction time) a batch or context outside the range
+the fit saw (`range_warnings`).
 """
 
 from __future__ import annotations
