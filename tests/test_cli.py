@@ -173,7 +173,7 @@ def test_malformed_profile_names_file_and_field(tmp_path: Path) -> None:
 
 
 def test_group_defaults_run_only_without_a_subcommand() -> None:
-    """planner/cli/options.py default_command: a group's own listing (bench, models) runs alone, and not
+    """planner/cli/groups.py default_command: a group's own listing (bench, models) runs alone, and not
     before one of its sub-commands; the root's plan (no --model: an error) not before `cards`."""
     listing = run("bench")
     assert listing.exit_code == 0 and "reads:" in listing.output, listing.output

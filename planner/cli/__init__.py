@@ -16,6 +16,7 @@ import typer
 import typer.main
 
 from planner.cli.flags import DRAFT_FLAGS, LAYOUT_FLAGS, MEMORY_FLAGS, SLO_FLAGS, MaybeModelOpt, shared_flags
+from planner.cli.groups import default_command
 from planner.cli.options import (
     PROMPT_FLAGS,
     FlagCommand,
@@ -23,7 +24,6 @@ from planner.cli.options import (
     JsonOpt,
     OneLineErrors,
     VersionOpt,
-    default_command,
     fail,
     plan_request,
     print_json,

@@ -27,7 +27,8 @@ from planner.cli.flags import (
     TpOpt,
     flag_command,
 )
-from planner.cli.options import FlagGroup, JsonOpt, VersionOpt, default_command, fail, print_json
+from planner.cli.groups import default_command
+from planner.cli.options import FlagGroup, JsonOpt, VersionOpt, fail, print_json
 from planner.errors import DataFileError, KvplanError, PlanInputError
 
 if TYPE_CHECKING:

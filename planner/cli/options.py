@@ -223,26 +223,6 @@ def every_command_flags(version: VersionOpt = False) -> None:
     import, models import, calibrate) imports no flag table."""
 
 
-GroupCallback = TypeVar("GroupCallback", bound=Callable[..., None])
-
-
-def default_command(group: typer.Typer) -> Callable[[GroupCallback], GroupCallback]:
-    """Register the decorated function as `group`'s default command: what runs when the arguments name no
-    sub-command of the group, and only then (click calls a group's callback before any sub-command's too,
-    with ctx.invoked_subcommand set). The function takes `ctx: typer.Context` first."""
-
-    def register(command: GroupCallback) -> GroupCallback:
-        @functools.wraps(command)
-        def when_no_subcommand(ctx: typer.Context, **values: Any) -> None:
-            if ctx.invoked_subcommand is None:
-                command(ctx, **values)
-
-        group.callback(invoke_without_command=True)(when_no_subcommand)
-        return command
-
-    return register
-
-
 class TypelessFlags:
     """What FlagCommand and FlagGroup add to typer's command classes: the shared flags the command takes
     (`placements`, planner/cli/flags.py) among its own, --version on every command, and flags shown
