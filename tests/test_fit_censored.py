@@ -110,9 +110,8 @@ def test_floor_above_the_prediction_is_ignored_and_one_below_pulls() -> None:
     )
     with_low = solver.fit_coefficients([], serving=[*measured, low])
     assert _values(with_low.coefficients) == pytest.approx(_values(alone.coefficients), rel=1e-9)
-    assert with_low.residual_fractions[-1] == pytest.approx(
-        math.log(2 * predicted), rel=1e-6
-    )  # raw log ratio
+    # reported against the published figure: pred / (0.5 x target) - 1
+    assert with_low.residual_fractions[-1] == pytest.approx(2 * predicted - 1, rel=1e-6)
     high = dataclasses.replace(low, output_tokens_per_s=2.0 * target.output_tokens_per_s)
     with_high = solver.fit_coefficients([], serving=[*measured, high])
     pulled = serving_rows.serving_errors([target], coefficients=with_high.coefficients, calibrated=False)[0]

@@ -249,3 +249,23 @@ def test_validate_predicts_what_the_plan_prints() -> None:
         assert rows[0]["predicted_decode_step_s"] * 1000 == pytest.approx(step_ms, rel=1e-9)
     datasheet = json.loads(kvplan("validate", seed, "--uncalibrated", "--json").stdout)["decode_steps"]
     assert datasheet[0]["predicted_decode_step_s"] * 1000 < 0.6 * step_ms
+
+
+def test_fit_residuals_are_the_fitted_profiles_own_errors(tmp_path: Path) -> None:
+    """FitResult.residual_fractions is pred / measured - 1 under the fitted coefficients (what the table's
+    'predicted' column multiplies out), never the solver's log ratio: a fit far off its rows (a TPOT typed
+    in ms) printed -27.9 tok/s predicted (-116 %) where the profile predicts a positive rate."""
+    from planner.fit import solver
+
+    header = HEADER.rstrip("\n") + ",memory_gib\n"
+    seed = "Qwen/Qwen3.5-27B,ascend-950pr,fp8,,1,mindie"
+    rows = [f"{seed},16,256,128,170.7,,,,,1,,64", f"{seed},1,256,128,15.8,,,0.41,63,1,,64"]
+    rows += [f"{seed},8,256,128,90,,,,0.0909,1,,64", f"{seed},32,256,128,220,,,,0.1429,1,,64"]
+    _, points = read_bench_rows(_csv(tmp_path, *rows, header=header))
+    hw = catalog.resolve_card("ascend-950pr")
+    result = solver.fit_coefficients([], hardware=hw, serving=points)
+    direct = serving_rows.serving_errors(
+        points, hardware=hw, coefficients=result.coefficients, calibrated=False
+    )
+    assert result.residual_fractions == pytest.approx(direct, rel=1e-6, abs=1e-9)
+    assert min(result.residual_fractions) > -1.0 and max(abs(e) for e in direct) > 0.3  # far off, still > 0

@@ -238,7 +238,10 @@ def _result(
     uncertainties, bound and quality warnings (on the residuals the fit minimised)."""
     iterations, converged, points, serving = extra
     raw = r if problem.floors is None else data_residuals(replace(problem, floors=None), u)
-    reported, per_row = _per_row(problem, raw, steps=len(points)), _per_row(problem, r, steps=len(points))
+    # the residuals are log(pred / measured) (weight 1 for step rows and output tok/s): as fractions,
+    # pred / measured - 1 = expm1 of them (a 2x-too-slow row is -50 %, never below -100 %)
+    reported = np.expm1(_per_row(problem, raw, steps=len(points)))
+    per_row = np.expm1(_per_row(problem, r, steps=len(points)))
     values = np.exp(u)
     bounds = fitted_params.on_bound(u)
     worst = int(np.argmax(np.abs(per_row)))
