@@ -151,16 +151,15 @@ def instance_performance(group_dep: Deployment, *, batch: int, dp: int, prompt_t
     aggregate tokens/s.
 
     Formula: b = layout.per_dp_rank_batch(B, dp) = ceil(B / dp) sequences on the fullest group;
-    instance tokens/s = layout.busy_dp_groups(B, dp) * group tokens/s(b) (= B * per-user tokens/s at b);
-    with B < dp only B groups have a sequence (the rule of `kvplan serve` and the fit's replica_share).
+    instance tokens/s = B * per-user tokens/s at b (every one of the B sequences steps at the fullest group's
+    pace; Performance.tokens_per_s computes it from the instance's batch).
     """
     group_batch = layout.per_dp_rank_batch(batch, dp=dp)
     group = performance.performance(
         group_dep, batch=group_batch, ctx_tokens=group_dep.ctx_tokens, prompt_tokens=prompt_tokens
     )
-    if dp > 1:
-        busy_groups = layout.busy_dp_groups(batch, dp=dp)
-        group = group.model_copy(update={"batch": batch, "tokens_per_s": group.tokens_per_s * busy_groups})
+    if dp > 1:  # the instance's batch; tokens_per_s (computed) = B / TPOT of the fullest group's step
+        group = group.model_copy(update={"batch": batch})
     return group.model_copy(update={"speed_range": speed_range(group_dep, group, batch=group_batch)})
 
 
