@@ -245,6 +245,19 @@ def test_mindie_notes_the_documented_batch_rule() -> None:
     assert "= 287" in note and "self_attn_block_manager.cpp" in note
 
 
+@pytest.mark.parametrize(("ctx", "blocks"), [("384", 4), ("383", 3)])
+def test_mindie_mtp_keeps_its_lookahead_slots_in_the_block_rule(ctx: str, blocks: int) -> None:
+    """With --mtp 1 MindIE keeps gamma = max(n, 2n - 2) = 1 free slot ahead of a decoding sequence
+    (pool.lookahead_slots): 384 tokens take ceil(385 / 128) = 4 blocks, 383 take 3. The plan and
+    `kvplan mindie` size the same batch on it, within the blocks (was 3 blocks)."""
+    flags = ["--model", "qwen3-27b", "--dtype", "fp8", "--ctx", ctx, "--mtp", "1"]
+    plan = json.loads(runner.invoke(app, [*flags, "--json"]).output)
+    code, batch, payload = config_batch("mindie", flags)
+    prediction = payload["mindie"]["prediction"]
+    assert code == 0 and prediction["blocks_per_request"] == blocks
+    assert batch == plan["recommendation"]["max_batch_size"] <= prediction["npu_block_num"] // blocks
+
+
 def test_default_prefill_is_what_the_configs_write() -> None:
     """The plan's activation peak is sized with max(8192, ctx - ctx/4): unchanged at short contexts."""
     assert deployment.default_max_prefill_tokens(4096, block_size_tokens=128) == 8192

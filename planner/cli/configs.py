@@ -142,7 +142,8 @@ def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, 
     from planner.engines.mindie import log as mindie_log
 
     plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-    prediction = mindie.predict_blocks(plan, lengths=lengths, npu_mem_gib=-1)
+    drafts = dep.mtp_tokens if dep.include_mtp else 0
+    prediction = mindie.predict_blocks(plan, lengths=lengths, npu_mem_gib=-1, mtp_drafts=drafts)
     try:
         figures = mindie_log.parse_mindie_log(read_text(log_path, flag="--from-log"))
     except PlanInputError as exc:

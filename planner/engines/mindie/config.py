@@ -58,7 +58,7 @@ class BlockPrediction(Frozen):
     allocated_blocks: int = Field(description="[KV] floor(budget / block_bytes)")
     npu_block_num: int = Field(description="[ROUTER] what MindIE logs: allocated - 1 (- 2 with dp > 1)")
     blocks_per_request: int = Field(
-        description="pool.blocks_per_sequence: ceil(min(maxSeqLen, in + out) / block)"
+        description="pool.blocks_per_sequence: ceil((min(maxSeqLen, in + out) + MTP lookahead) / block)"
     )
     concurrency: int = Field(description="floor(npu_block_num / blocks_per_request)")
     documented_concurrency: int = Field(
@@ -77,7 +77,7 @@ class MindieResult(Frozen):
     notes: list[str]
 
 
-def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int) -> BlockPrediction:
+def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int, mtp_drafts: int = 0) -> BlockPrediction:
     """npuBlockNum the way MindIE computes it ([KV] L127-150, [ROUTER]).
 
     Formula:
@@ -85,14 +85,15 @@ def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int) -> BlockPr
                     = B * plan.memory.kv_bytes_per_token          (B = cacheBlockSize)
         allocated   = floor(budget / block_bytes), budget = npuMemSize GiB in bytes or the plan's KV budget
         npuBlockNum = allocated - 1, - 2 with dp > 1 (logged)
-        per request = ceil(min(maxSeqLen, in + out) / B)   (pool.blocks_per_sequence: the block manager's)
+        per request = ceil((min(maxSeqLen, in + out) + gamma) / B)   (pool.blocks_per_sequence: the block
+                      manager's; gamma = pool.lookahead_slots(mtp_drafts), 0 without MTP)
         documented  = floor(npuBlockNum / (ceil(in / B) + ceil(out / B)))   ([DOC]'s maxBatchSize rule)
     """
     block = plan.block_size_tokens
     block_bytes = block * plan.memory.kv_bytes_per_token
     budget = npu_mem_gib * units.GIB_BYTES if npu_mem_gib > 0 else max(plan.memory.kv_budget_bytes, 0)
     seq_tokens = min(lengths.max_seq_len_tokens, lengths.max_input_tokens + lengths.max_output_tokens)
-    per_request = int(pool.blocks_per_sequence(seq_tokens, block_tokens=block))
+    per_request = int(pool.blocks_per_sequence(seq_tokens, block_tokens=block, mtp_drafts=mtp_drafts))
     documented = pool.documented_blocks_per_request(
         lengths.max_input_tokens, lengths.max_output_tokens, block_tokens=block
     )
@@ -335,7 +336,7 @@ def mindie_config(
     check_options(plan, options=options)
     mode = npu_mem_mode(plan.model, requested=options.npu_mem_size)
     gib = npu_mem_size_gib(plan, mode=mode)
-    prediction = predict_blocks(plan, lengths=lengths, npu_mem_gib=gib)
+    prediction = predict_blocks(plan, lengths=lengths, npu_mem_gib=gib, mtp_drafts=options.mtp)
     check_warmup(plan, prediction)
     held, notes = held_plan(plan, prediction=prediction, lengths=lengths)
     values = owned_values(held, lengths=lengths, options=options, base=base, npu_mem_gib=gib)

@@ -188,14 +188,27 @@ BLOCK_RULE_SOURCE = (
 )
 
 
-def blocks_per_sequence(seq_tokens: common.IntOrArray, *, block_tokens: int) -> common.IntOrArray:
+def lookahead_slots(mtp_drafts: int) -> int:
+    """Empty slots MindIE keeps ahead of a decoding sequence for its MTP drafts (speculationGamma).
+
+    Formula: gamma = 0 without MTP, else max(n, 2n - 2) for n = num_speculative_tokens (MindIE-LLM @8b4871a
+    model_deploy_config.cpp:122-149 GammaUpdate; scheduler.cpp:50 hands it to the block manager as
+    speculativeSlots, which block_table.cpp:253-262 keeps free every decode step).
+    """
+    return 0 if mtp_drafts <= 0 else max(mtp_drafts, 2 * mtp_drafts - 2)
+
+
+def blocks_per_sequence(
+    seq_tokens: common.IntOrArray, *, block_tokens: int, mtp_drafts: int = 0
+) -> common.IntOrArray:
     """KV blocks MindIE's block manager holds for one sequence of seq_tokens (prompt + output) tokens.
 
-    Formula (BLOCK_RULE_SOURCE): ceil(seq_tokens / B), B = cacheBlockSize: output tokens fill the prompt's
-    last block before a new one is taken. The rule the plan, `kvplan mindie`, serve and simulate share.
-    [assumed: no sequence-parallel ranks (their +1 block) and no speculationGamma lookahead slots]
+    Formula (BLOCK_RULE_SOURCE): ceil((seq_tokens + gamma) / B), B = cacheBlockSize, gamma =
+    lookahead_slots(MTP drafts): output tokens fill the prompt's last block before a new one is taken, and
+    with MTP the last step keeps gamma slots free past the sequence. The rule the plan, `kvplan mindie`,
+    serve and simulate share. [assumed: no sequence-parallel ranks (their +1 block)]
     """
-    return -(-seq_tokens // block_tokens)
+    return -(-(seq_tokens + lookahead_slots(mtp_drafts)) // block_tokens)
 
 
 def documented_blocks_per_request(in_tokens: int, out_tokens: int, *, block_tokens: int) -> int:
@@ -224,12 +237,13 @@ def batch_holds(
     """Whether MindIE's usable blocks hold `batch` sequences of ctx (ints or int64 arrays that broadcast).
 
     Formula (docs/engines/mindie-memory.md): usable_blocks(kv_budget - batch * state) >= batch *
-    blocks_per_sequence(ctx) = batch * ceil(ctx / block): each sequence's linear-attention state is kept
-    outside the blocks (assumed, engine_notes).
+    blocks_per_sequence(ctx, MTP drafts) = batch * ceil((ctx + gamma) / block): each sequence's
+    linear-attention state is kept outside the blocks (assumed, engine_notes).
     """
     paged = mem.kv_budget_bytes - batch * mem.state_bytes_per_sequence
     block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
-    per_sequence = blocks_per_sequence(ctx_tokens, block_tokens=dep.block_size_tokens)
+    drafts = dep.mtp_tokens if dep.include_mtp else 0  # MindIE's MTP plugin (common.with_drafts)
+    per_sequence = blocks_per_sequence(ctx_tokens, block_tokens=dep.block_size_tokens, mtp_drafts=drafts)
     usable = usable_blocks(paged, block_bytes=block_bytes, model_id=dep.model.id, dp=dep.dp)
     return np.asarray(usable >= batch * per_sequence)
 
