@@ -205,8 +205,10 @@ def blocks_per_sequence(
 
     Formula (BLOCK_RULE_SOURCE): ceil((seq_tokens + gamma) / B), B = cacheBlockSize, gamma =
     lookahead_slots(MTP drafts): output tokens fill the prompt's last block before a new one is taken, and
-    with MTP the last step keeps gamma slots free past the sequence. The rule the plan, `kvplan mindie`,
-    serve and simulate share. [assumed: no sequence-parallel ranks (their +1 block)]
+    with MTP the last step keeps gamma slots free past the sequence. The rule the plan, `kvplan mindie` and
+    serve share; the simulator grows a sequence block by block at ceil(tokens / B) (planner/sim/config.py
+    blocks_for) without the lookahead, at most one block a sequence fewer, and is capped at the plan's batch.
+    [assumed: no sequence-parallel ranks (their +1 block)]
     """
     return -(-(seq_tokens + lookahead_slots(mtp_drafts)) // block_tokens)
 
