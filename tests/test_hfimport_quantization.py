@@ -91,6 +91,21 @@ CT_GROUP = {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "
             "w4a16",
             None,
         ),
+        (  # int8 KV scales in compressed-tensors: no engine kvplan models reads them (named, not mapped)
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {
+                    "g": {
+                        "weights": {"num_bits": 8, "type": "int"},
+                        "input_activations": {"num_bits": 8, "type": "int"},
+                    }
+                },
+                "kv_cache_scheme": {"num_bits": 8, "type": "int"},
+            },
+            None,
+            "int8",
+            None,
+        ),
         (
             None,
             {"model_quant_type": "W8A8", "kv_cache_type": "C8", "model.layers.0.k_proj.kv_cache_scale": "C8"},

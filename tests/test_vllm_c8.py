@@ -1,7 +1,9 @@
-"""vLLM's int8 KV cache: vllm-ascend's C8 comes with an msModelSlim W8A8 / W4A8 / W4A4 checkpoint quantized
-with C8 (its quant_model_description.json), never with an FP8, AWQ, GPTQ or 16-bit one. A defect report (h53)
-found `kvplan vllm --dtype fp8 --kv-dtype int8` sizing --max-num-seqs 56 on int8 KV while vllm-ascend
-would allocate 16-bit KV (31 fit): the plan, `kvplan vllm` and `kvplan serve` now refuse it in one line."""
+"""vLLM's int8 KV cache: vllm-ascend's C8 comes with an msModelSlim checkpoint quantized with C8 (its
+quant_model_description.json says kv_cache_type C8, whatever the weight type), never with a 16-bit one. A
+defect report (h53) found `kvplan vllm --dtype fp8 --kv-dtype int8` sizing 56 sequences on int8 KV with no
+word that an HF FP8 checkpoint gets 16-bit KV (31 fit); a review (h58) found a refusal of every fp8 / w8a16 /
+w4a16 pair too strict (msModelSlim writes C8 beside those): quantized weights are taken with the note, 16-bit
+ones refused in one line by the plan, `kvplan vllm` and `kvplan serve` alike."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ FP8_INT8 = "-m qwen3-27b --dtype fp8 --ctx 32k --kv-dtype int8"
 
 @pytest.mark.parametrize(
     ("dtype", "ok"),
-    [("int8", True), ("w4a8", True), ("w4a4", True), ("fp8", False), ("bf16", False), ("w4a16", False)],
+    [("int8", True), ("w4a8", True), ("w4a4", True), ("fp8", True), ("w4a16", True), ("bf16", False)],
 )
 def test_vllm_ascend_int8_kv_only_with_a_c8_weight_scheme(dtype: str, ok: bool) -> None:
     request = inputs.PlanRequest(model="qwen3-8b", dtype=dtype, kv_dtype="int8", ctx="4k", engine="vllm")
@@ -27,22 +29,27 @@ def test_vllm_ascend_int8_kv_only_with_a_c8_weight_scheme(dtype: str, ok: bool) 
         return
     with pytest.raises(
         PlanInputError,
-        match=rf"^--kv-dtype: vllm-ascend has INT8 KV \(C8\) only with an msModelSlim int8 / w4a8 / w4a4 "
-        rf"checkpoint quantized with C8 \(got int8 with --dtype {dtype}, expected --kv-dtype auto, or",
+        match=rf"^--kv-dtype: vllm-ascend has INT8 KV \(C8\) only from an msModelSlim-quantized checkpoint "
+        rf"whose quant_model_description.json says kv_cache_type C8 \(got int8 with --dtype {dtype},",
     ):
         capacity.check_supported(dep)
 
 
-def test_plan_vllm_and_serve_agree_on_the_refusal() -> None:
+def test_plan_vllm_and_serve_agree_on_the_refusal_and_the_note() -> None:
+    bf16 = FP8_INT8.replace("fp8", "bf16")
     for words in (
-        f"vllm {FP8_INT8} --weights-path /x",
-        f"{FP8_INT8} --engine vllm",
-        f"serve {FP8_INT8} --engine vllm --input-tokens 1k --output-tokens 1k",
+        f"vllm {bf16} --weights-path /x",
+        f"{bf16} --engine vllm",
+        f"serve {bf16} --engine vllm --input-tokens 1k --output-tokens 1k",
     ):
         out = kvplan(words, code=2).output
-        assert "--kv-dtype: vllm-ascend has INT8 KV (C8) only with" in out, words
-        assert "got int8 with --dtype fp8" in out and len(out.strip().splitlines()) == 1, words
-    # 16-bit KV on the same FP8 checkpoint: the batch vllm-ascend would really run
+        assert "--kv-dtype: vllm-ascend has INT8 KV (C8) only from an msModelSlim-quantized checkpoint" in out
+        assert "got int8 with --dtype bf16" in out and len(out.strip().splitlines()) == 1, words
+    # fp8 weights: sized on C8 with the note naming what a checkpoint without C8 gets
+    taken = kvplan(f"vllm {FP8_INT8} --weights-path /x")
+    assert "--max-num-seqs 56 " in taken.stdout and "kv_cache_type C8" in taken.output
+    assert "gets 16-bit KV and fewer sequences than planned" in taken.output
+    # 16-bit KV on the same FP8 checkpoint: the batch vllm-ascend runs without C8
     assert "--max-num-seqs 31 " in kvplan("vllm -m qwen3-27b --dtype fp8 --ctx 32k --weights-path /x").stdout
 
 

@@ -51,8 +51,8 @@ KvDtypeOpt = Annotated[
     typer.Option(
         *KV_DTYPE_FLAGS,
         help="KV-cache dtype: auto (the 16-bit activation dtype, the default), bf16, fp16, fp8 or int8, as "
-        "the engine and card take them (MindIE: int8 C8 where documented; vLLM: fp8, and int8 C8 with "
-        "--dtype int8, w4a8 or w4a4).",
+        "the engine and card take them (MindIE: int8 C8 where documented; vLLM: fp8, and int8 C8 with a "
+        "quantized --dtype from an msModelSlim C8 checkpoint).",
     ),
 ]
 TpOpt = Annotated[int, typer.Option(*TP_FLAGS, help="Tensor-parallel degree (devices per instance).")]

@@ -7,7 +7,8 @@ vllm_ascend/quantization/modelslim_config.py @182b75ea). What each format states
 - awq, gptq: `bits` 4 -> w4a16, 8 -> w8a16 (16-bit activations), `group_size`
 - compressed-tensors (llm-compressor): per `config_groups` entry `weights` and `input_activations`
   {num_bits, type int|float}: float 8/8 -> fp8, int 8/8 -> int8, int 4/8 -> w4a8, int 4/4 -> w4a4, int 8 or 4
-  with no activation quantization -> w8a16 / w4a16; `kv_cache_scheme` {num_bits 8, type} -> fp8 or int8 KV
+  with no activation quantization -> w8a16 / w4a16; `kv_cache_scheme` {num_bits 8, type float} -> fp8 KV
+  (an int 8 one is named, not mapped: no engine kvplan models reads int8 KV scales from compressed-tensors)
 - msModelSlim: `model_quant_type` W8A8, W8A8_DYNAMIC, W8A8_MIX, W8A8S, W8A8SC -> int8; W4A8, W4A8_DYNAMIC ->
   w4a8; W4A4_DYNAMIC, W4A4_FLATQUANT_DYNAMIC -> w4a4; W8A16, W4A16; W8A8FP8_DYNAMIC, W8A8_MXFP8 -> fp8 (as
   lab/published writes MXFP8); FLOAT: not quantized. `kv_cache_type` "C8" -> int8 KV.
@@ -122,7 +123,10 @@ def _compressed_tensors(stated: Mapping[str, Any]) -> CheckpointQuantization:
     words = [f"W {w[0]}{w[1]}" + (f" A {w[2]}{w[3]}" if w[2] else "") for w in dict.fromkeys(found)]
     dtypes = {_TENSOR_SCHEMES.get(key) for key in found}
     kv_type, kv_bits = _scheme_of(stated.get("kv_cache_scheme"))
-    kv_dtype = {"float": "fp8", "int": "int8"}.get(kv_type or "") if kv_bits == 8 else None
+    # fp8 KV scales: vLLM reads them (--kv-cache-dtype fp8); int8 ones no engine here reads: vLLM has no int8
+    # KV and vllm-ascend's compressed-tensors path quantizes linear and MoE layers only
+    # (compressed_tensors_config.py get_quant_method @182b75ea), so that checkpoint's KV stays 16-bit
+    kv_dtype = "fp8" if (kv_type, kv_bits) == ("float", 8) else None
     dtype = dtypes.pop() if len(dtypes) == 1 else None  # mixed groups: no single --dtype
     detail = ", ".join(words) + (f", KV cache {kv_type}{kv_bits}" if kv_type else "")
     return CheckpointQuantization(

@@ -58,11 +58,13 @@ EXPERTS_OVER_WHOLE_GROUP: str | None = "vLLM's --enable-expert-parallel splits e
 # k_proj.kv_cache_scale entries, or MLA's fa_quant_type: quantization/modelslim_config.py:1034-1052
 # @182b75ea), which only msModelSlim writes; vLLM's --kv-cache-dtype has no int8 value, and an HF FP8,
 # AWQ or GPTQ checkpoint (or a bf16 one) carries no C8 scales, so vllm-ascend allocates 16-bit KV for it.
-# The C8 checkpoints vllm-ascend runs are W8A8, W4A8 and W4A4 ones (w8a8c8, w4a8c8, w4a4c8 in its tests
-# and tutorials, e.g. tests/e2e/nightly/multi_node/external_dp/config/GLM-5.1-W8A8C8-128k-1k-90-50-PD.yaml):
-# kvplan's int8, w4a8 and w4a4.  [source for the rule; assumed: no C8 beside msModelSlim w8a16 / w4a16
-# weights, and none beside its MXFP8 ones (DeepSeek-V3.1-w8a8c8-mxfp8 exists: MLA, K cache fp8 on a 950)]
-C8_WEIGHT_SCHEMES = ("int8", "w4a8", "w4a4")
+# The C8 checkpoints vllm-ascend's tests and tutorials run are W8A8, W4A8 and W4A4 ones (w8a8c8, w4a8c8,
+# w4a4c8, e.g. tests/e2e/nightly/multi_node/external_dp/config/GLM-5.1-W8A8C8-128k-1k-90-50-PD.yaml), but the
+# switch reads kv_cache_type alone, whatever the weights: any scheme msModelSlim writes may carry it (its
+# W8A16 / W4A16, W8A8_MXFP8: DeepSeek-V3.1-w8a8c8-mxfp8). An unquantized (bf16 / fp16 / fp32) checkpoint has
+# no description file, so no C8.  [assumed: no msModelSlim KV-only quantization of 16-bit weights]; the
+# plan's note (args.dtype_and_cache_notes) says a checkpoint quantized without C8 gets 16-bit KV.
+C8_WEIGHT_SCHEMES = ("int8", "w4a8", "w4a4", "w8a16", "w4a16", "fp8")
 C8_SOURCE = "vllm-ascend quantization/modelslim_config.py:1034-1052 @182b75ea"
 ASCEND_FP8_KV_SOURCE = "vllm-ascend attention_v1.py:1975-2007, mla_v1.py:744-747 @182b75ea"
 ASCEND_FP8_KV_CARDS = frozenset({"ascend-950pr", "ascend-950dt"})
@@ -83,7 +85,8 @@ def fp8_kv_refusal(dep: Deployment) -> str | None:
 
 def int8_kv_refusal(dep: Deployment) -> str | None:
     """Why vLLM would not run dep's int8 KV cache: only vllm-ascend has one (C8), and only from an
-    msModelSlim checkpoint of a C8_WEIGHT_SCHEMES scheme (None when it would, or when the KV is not int8)."""
+    msModelSlim checkpoint, whose weights are one of C8_WEIGHT_SCHEMES (None when it would, or when the KV
+    is not int8)."""
     if dep.kv_dtype.value != "int8":
         return None
     scheme = dep.weight_scheme.name
@@ -95,10 +98,10 @@ def int8_kv_refusal(dep: Deployment) -> str | None:
     if scheme in C8_WEIGHT_SCHEMES:
         return None
     return (
-        f"--kv-dtype: vllm-ascend has INT8 KV (C8) only with an msModelSlim int8 / w4a8 / w4a4 checkpoint "
-        f"quantized with C8 (got int8 with --dtype {scheme}, expected --kv-dtype auto, or --dtype int8, w4a8 "
-        f"or w4a4 with a C8 checkpoint); {scheme} weights come with no C8 scales and get 16-bit KV "
-        f"({C8_SOURCE})"
+        f"--kv-dtype: vllm-ascend has INT8 KV (C8) only from an msModelSlim-quantized checkpoint whose "
+        f"quant_model_description.json says kv_cache_type C8 (got int8 with --dtype {scheme}, expected "
+        f"--kv-dtype auto, or a quantized --dtype: {', '.join(C8_WEIGHT_SCHEMES)}); {scheme} weights come "
+        f"with no C8 scales and get 16-bit KV ({C8_SOURCE})"
     )
 
 
