@@ -4,7 +4,8 @@ the text planner/readers.py reads (bounded, a leading byte-order mark dropped).
 A table with a header (csv_dict_reader, csv_reader(header=True)) is refused when the header names a column
 twice (which cell counts would be a guess; JSON and YAML keys are refused the same way) or when a row has
 more non-empty fields than the header has columns (a shifted row: every cell would land in the wrong
-column) or fewer fields than the header names (a cut-off line: the missing cells would read as empty).
+column) or fewer than half the fields the header names (a cut-off line); a row short of some trailing
+columns reads them as empty (optional trailing cells left off).
 Empty fields past the header (a spreadsheet's trailing commas) are dropped. A field over the csv module's
 size limit, or a NUL byte, is one line. Every failure is one DataFileError line naming the file
 and the line.
@@ -68,10 +69,11 @@ class _GuardedRows:
         return row[:width]
 
     def _short(self, row: list[str], *, width: int) -> list[str]:
-        """A row shorter than the header's named columns is refused (a cut-off line: every missing cell
-        would read as empty); a blank row, or one short only of unnamed trailing columns, passes."""
+        """A row with fewer than half the header's named columns is refused (a cut-off line: its missing
+        cells would read as empty); a shorter row that keeps at least half reads its missing trailing cells
+        as empty (optional trailing columns, such as notes, left off without commas); a blank row passes."""
         named = self.named if self.named is not None else width
-        if len(row) < named and any(cell.strip() for cell in row):
+        if 2 * len(row) < named and any(cell.strip() for cell in row):
             raise DataFileError(
                 f"{self._where}:{self.line_num}: row has {len(row)} of {named} fields (expected {named}, one "
                 "per header column; a cut-off line?)"
