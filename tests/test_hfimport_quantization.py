@@ -47,6 +47,8 @@ def test_quantized_configs_record_the_dtype_and_say_which_to_plan(
     vllm = kvplan("vllm -m", tmp_path / f"{name}.yaml", "--weights-path", "/w").output
     assert f"pass --dtype {dtype} to plan that checkpoint" in vllm
     assert "checkpoint_dtype" not in kvplan("-m", tmp_path / f"{name}.yaml", "--dtype", dtype).output
+    served = kvplan("serve -m", tmp_path / f"{name}.yaml", "--concurrency", "2", "--num-requests", "8")
+    assert f"pass --dtype {dtype} to plan that checkpoint" in served.output  # serve says it too
 
 
 def config_with(tmp_path: Path, quant: object, description: dict[str, Any] | None = None) -> Path:

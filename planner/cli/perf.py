@@ -84,7 +84,6 @@ def serve_command(
     it (planner/sim/slo.py; none: exit 3)."""
     from planner import inputs, layout
     from planner.cli import serve_view
-    from planner.engines.common import raised_prefill_notes
     from planner.perf import ranges, roofline
     from planner.serving.closed_loop import BenchRun
     from planner.sim import bench as sim_bench
@@ -108,7 +107,7 @@ def serve_command(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
         memory_fraction=dep.memory_fraction, dp=dep.dp, busy_groups=layout.busy_dp_groups(users, dp=dep.dp),
         cached_prompt_tokens=roofline.cached_prompt_tokens(dep, prompt_tokens=prompt),
-        notes=tuple(raised_prefill_notes(max_prefill_tokens, used=dep.max_prefill_tokens)),
+        notes=tuple(serve_notes(dep, given_prefill_tokens=max_prefill_tokens)),
     )  # fmt: skip
     if wants_json(context):
         print_json(serve_view.serve_payload(view))
@@ -117,6 +116,16 @@ def serve_command(
             typer.echo(line)
     if found is not None:
         require_users_met(context, found)
+
+
+def serve_notes(dep: Deployment, *, given_prefill_tokens: int | None) -> list[str]:
+    """serve's notes on its deployment: a raised prefill budget, a --dtype other than the card's
+    checkpoint_dtype (the plan's and the config commands' lines)."""
+    from planner.engines.common import raised_prefill_notes
+    from planner.plan.compose import checkpoint_dtype_warnings
+
+    raised = raised_prefill_notes(given_prefill_tokens, used=dep.max_prefill_tokens)
+    return [*raised, *checkpoint_dtype_warnings(dep)]
 
 
 def require_users_met(context: typer.Context, found: SearchResult) -> None:

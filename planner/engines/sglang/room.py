@@ -146,7 +146,8 @@ def check_kv_dtype(dep: Deployment) -> None:
     if dep.kv_dtype.value in KV_DTYPES_REFUSED:
         raise PlanInputError(
             f"--kv-dtype: SGLang's --kv-cache-dtype has no {dep.kv_dtype.value} KV cache (got "
-            f"{dep.kv_dtype.value}, expected the model's 16-bit dtype or fp8); use --engine vllm or mindie"
+            f"{dep.kv_dtype.value}, expected the model's 16-bit dtype or fp8); use --kv-dtype auto, or "
+            "--engine vllm / mindie with a checkpoint quantized with C8 (msModelSlim)"
         )
 
 
