@@ -97,10 +97,18 @@ def draft_model(text: str | None) -> str | None:
     return found
 
 
+# vLLM's SpeculativeConfig turns a model's own MTP method name (deepseek_mtp, qwen3_next_mtp, mimo_mtp,
+# glm4_moe_mtp, ernie_mtp, ...: its MTP_MODEL_TYPES) into "mtp" (vllm/config/speculative.py), so kvplan
+# reads every "<model>_mtp" as the card's MTP layers.
+MTP_METHOD_SUFFIX = "_mtp"
+
+
 def parsed_speculative_config(text: str) -> tuple[str, int]:
     """(method, num_speculative_tokens) of a vLLM --speculative-config JSON object, or PlanInputError."""
     config = config_object(text)
     method, tokens = config.get("method"), config.get("num_speculative_tokens")
+    if isinstance(method, str) and method.endswith(MTP_METHOD_SUFFIX):
+        method = "mtp"  # deepseek_mtp, qwen3_next_mtp, glm4_moe_mtp...: vLLM takes them as "mtp"
     if method not in SPECULATIVE_METHODS:
         raise PlanInputError(
             f"{CONFIG_FLAG}: method not modelled (got {method!r}, expected one of "

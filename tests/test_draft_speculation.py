@@ -178,3 +178,14 @@ def test_engines_without_draft_models_refuse_one() -> None:
     assert result.exit_code == 2
     expected = "kvplan: error: --speculative-config: mindie runs no separate draft model"
     assert result.stderr.startswith(expected)
+
+
+def test_a_models_own_mtp_method_name_is_mtp() -> None:
+    """vLLM takes deepseek_mtp, qwen3_next_mtp, ... as "mtp" (its MTP_MODEL_TYPES); kvplan did not (review
+    h58: `method not modelled`). The config the vllm command prints says "mtp"."""
+    from planner.speculation import parsed_speculative_config
+
+    for name in ("deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp"):
+        assert parsed_speculative_config(f'{{"method": "{name}", "num_speculative_tokens": 2}}') == ("mtp", 2)
+    with pytest.raises(PlanInputError, match="method not modelled"):
+        parsed_speculative_config('{"method": "medusa", "num_speculative_tokens": 2}')
