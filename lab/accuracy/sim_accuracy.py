@@ -116,7 +116,7 @@ def knee_lines() -> None:
 
 def pd_lines() -> None:
     dep = inputs.to_deployment(seed_request(ctx=4096 + int(SEED_OUTPUT.high)))
-    spec = pdspec.spec_for(dep, counts=(1, 1), prefill_tp=None, link_gbps=None)
+    spec = pdspec.spec_for(dep, counts=(1, 1), link_gbps=None)
     prompts = (
         ("fixed 256", wl.LengthDist("fixed", 256, 256)),
         ("lognormal 256 x e^(0.9 N), <= 4k", wl.LengthDist("lognormal", 256, 0.9)),
