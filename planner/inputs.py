@@ -151,6 +151,13 @@ def bounded(value: float, flag: str, limits: tuple[float, float]) -> float:
     return value
 
 
+def check_batch(value: int | None, flag: str) -> None:
+    """A batch flag (the plan's --batch, serve's and simulate's --max-batch: max_num_seqs, maxBatchSize)
+    within 1..MAX_BATCH sequences: the one range every command checks, naming the flag as given."""
+    if value is not None and not 1 <= value <= MAX_BATCH:
+        raise PlanInputError(f"{flag}: out of range (got {value}, expected 1..{MAX_BATCH})")
+
+
 def positive(value: float | None, flag: str) -> float | None:
     """`value` when None or > 0, else PlanInputError naming the flag."""
     if value is not None and not value > 0:
@@ -323,23 +330,26 @@ def resolve_request(req: PlanRequest) -> Resolved:
 def to_deployment(req: PlanRequest, *, prompt_tokens: int = 0) -> Deployment:
     """Resolve ids and parse values (resolve_request), then build the Deployment; raises KvplanError
     subclasses naming the offending flag. prompt_tokens: the workload's longest prompt (serve), which the
-    prefill budget must hold where the engine requires it (prefill_budget)."""
-    return build_deployment(req, resolve_request(req), prompt_tokens=prompt_tokens)
+    prefill budget must hold where the engine requires it (prefill_budget). --batch above what the engine's
+    config takes beside that budget is refused (registry.check_batch_cap: vLLM's max_num_seqs <=
+    max_num_batched_tokens), per DP group: ceil(batch / dp)."""
+    dep = build_deployment(req, resolve_request(req), prompt_tokens=prompt_tokens)
+    group = None if req.batch is None else -(-req.batch // dep.dp)
+    registry.check_batch_cap(dep, batch=group, flag="--batch")
+    return dep
 
 
-def workload_deployment(req: PlanRequest, *, prompt_tokens: int, batched_tokens: int | None) -> Deployment:
+def workload_deployment(req: PlanRequest, *, prompt_tokens: int) -> Deployment:
     """The Deployment of `kvplan simulate` for a workload whose longest prompt has `prompt_tokens`, built
-    once. Its prefill budget: --max-prefill-tokens; else a chunking engine's --max-batched-tokens (vLLM's
-    max_num_batched_tokens), so the memory plan and its batch cap are the engine's; else, for an engine
+    once. Its prefill budget: --max-prefill-tokens (the engine's: MindIE maxPrefillTokens, a chunking
+    engine's max_num_batched_tokens / chunked_prefill_size); else the engine's default; else, for an engine
     that prefills a prompt in one pass (no engine default: MindIE, transformers), at least that prompt;
     then raised where the engine requires it (prefill_budget: MindIE's maxInputTokenLen)."""
     resolved = resolve_request(req)
     engine, hw = resolved.engine, resolved.hardware
     given = req.max_prefill_tokens
     one_pass = registry.default_prefill_tokens(engine, hw) is None
-    if given is None and not one_pass:
-        given = batched_tokens
-    elif given is None:
+    if given is None and one_pass:
         default = prefill_budget(
             None, engine=engine, hardware=hw, ctx_tokens=resolved.ctx_tokens, block_size_tokens=req.block_size
         )

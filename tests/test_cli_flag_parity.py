@@ -44,9 +44,9 @@ ALIASES = {
     "--batch": "--max-num-seqs",
     "--max-prefill-tokens": "--max-num-batched-tokens",
 }
-# sweep's --batch and --ctx are grid axes (lists); simulate keeps MindIE's maxPrefillTokens and vLLM's
-# max_num_batched_tokens as two scheduler knobs (its --max-batched-tokens carries vLLM's spelling).
-NOT_THE_ENGINE_SETTING = {("sweep", "--batch"), ("sweep", "--ctx"), ("simulate", "--max-prefill-tokens")}
+# sweep's --batch and --ctx are grid axes (lists). simulate's --max-prefill-tokens is the engine's prefill
+# budget as everywhere (MindIE maxPrefillTokens, vLLM max_num_batched_tokens; --max-batched-tokens too).
+NOT_THE_ENGINE_SETTING = {("sweep", "--batch"), ("sweep", "--ctx")}
 
 
 def options_of(path: str) -> set[str]:

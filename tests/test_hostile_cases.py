@@ -455,8 +455,9 @@ SIM = ["simulate", "-m", "qwen3-8b", "--requests", "50"]
         ("traces/trace-zero-tokens.csv", {2}, ("trace-zero-tokens.csv",)),
         ("traces/trace-fraction-tokens.csv", {2}, ("trace-fraction-tokens.csv", "10.5")),
         ("traces/trace-400-digits.csv", {2}, ("trace-400-digits.csv",)),
-        # cause: the longest request fed --max-prefill-tokens' range check, which named a flag not given
-        ("traces/trace-tokens-over-limit.csv", {2}, ("--input-tokens + --output-tokens", "1073741824")),
+        # cause: the longest request fed --max-prefill-tokens' range check, which named a flag not given;
+        # then --input-tokens + --output-tokens, also not given: now the trace's line
+        ("traces/trace-tokens-over-limit.csv", {2}, ("trace-tokens-over-limit.csv:2", "1073741824")),
         ("traces/trace-time-1e300.csv", {0, 2, 3}, ("trace-time-1e300.csv",)),
         ("traces/trace-unsorted.csv", {0}, ()),
         ("traces/trace-short-row.csv", {2}, ("trace-short-row.csv",)),

@@ -13,13 +13,14 @@ import inspect
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NoReturn, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NoReturn, Protocol, TypeVar
 
 import typer
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from planner import records
+from planner.cli.usage import LAST_TYPED_ARGS, UsageError, one_line, printable, usage_line
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import PlanRequest, ServiceLevels, ms_to_s, positive
 
@@ -81,12 +82,15 @@ TP_FLAGS = ("--tp", "--tensor-parallel-size")
 CTX_FLAGS = ("--ctx", "--max-model-len")
 BATCH_FLAGS = ("--batch", "--max-batch", "--max-num-seqs")  # MindIE maxBatchSize, vLLM max_num_seqs
 FRACTION_FLAGS = ("--memory-fraction", "--gpu-memory-utilization")
-PREFILL_FLAGS = ("--max-prefill-tokens", "--max-num-batched-tokens")  # MindIE maxPrefillTokens
+# the engine's prefill budget: MindIE maxPrefillTokens, vLLM max_num_batched_tokens, SGLang
+# --chunked-prefill-size; `simulate` also takes its older spelling --max-batched-tokens (SIM_PREFILL_FLAGS)
+PREFILL_FLAGS = ("--max-prefill-tokens", "--max-num-batched-tokens")
+SIM_PREFILL_FLAGS = (*PREFILL_FLAGS, "--max-batched-tokens")
 PROMPT_FLAGS = ("--input-tokens", "--prompt-tokens")  # prompt tokens per request
 REQUESTS_FLAGS = ("--requests", "--num-requests")  # requests in a benchmark or simulated run
 # one flag's spellings: an error names the one typed (options.as_typed)
-ALIAS_GROUPS = (KV_DTYPE_FLAGS, TP_FLAGS, CTX_FLAGS, BATCH_FLAGS, FRACTION_FLAGS, PREFILL_FLAGS, PROMPT_FLAGS,
-                REQUESTS_FLAGS)  # fmt: skip
+ALIAS_GROUPS = (KV_DTYPE_FLAGS, TP_FLAGS, CTX_FLAGS, BATCH_FLAGS, FRACTION_FLAGS, SIM_PREFILL_FLAGS,
+                PROMPT_FLAGS, REQUESTS_FLAGS)  # fmt: skip
 
 LEADING_FLAG = re.compile(r"--[a-z0-9-]+(?=[:/ ])")
 
@@ -102,45 +106,6 @@ def as_typed(message: str) -> str:
     if not typed or found.group() in typed:
         return message
     return typed[-1] + message[found.end() :]
-
-
-def printable(text: str) -> str:
-    """`text` on one line: line breaks become spaces, other control characters their escapes (\\x1d)."""
-    chars = (
-        " " if c in "\n\r" else c if c.isprintable() else c.encode("unicode_escape").decode() for c in text
-    )
-    return "".join(chars)
-
-
-def one_line(text: str) -> str:
-    """`text` with its whitespace runs (newlines included) collapsed to single spaces, control escaped."""
-    return printable(re.sub(r"[ \t]*[\r\n]+[ \t]*", " ", text)).strip()
-
-
-def usage_line(exc: UsageError) -> str:
-    """A click usage error as one line, with the rejected value when click's message lacks it."""
-    text = one_line(exc.format_message())
-    cause = getattr(exc, "__cause__", None)
-    errors = getattr(cause, "errors", None)
-    if callable(errors):
-        found = [e.get("input") for e in errors() if isinstance(e, dict)]
-        if found and f"{found[0]!r}" not in text:
-            text += f" (got {found[0]!r})"
-    name = getattr(getattr(exc, "param", None), "name", None)
-    if isinstance(name, str) and not text.count("-"):
-        text = text.replace(name, name.upper())  # an argument: its usage spelling, POINTS_CSV
-    return text
-
-
-@runtime_checkable
-class UsageError(Protocol):
-    """A usage error of the CLI library (bad type, unknown option, missing value): what the one-line
-    handler reads of it, so kvplan imports none of the library's private modules."""
-
-    exit_code: int
-
-    def format_message(self) -> str:
-        """The library's message."""
 
 
 # (the flag the group follows in the command's help, None: after all of the command's own; the group)
@@ -256,9 +221,6 @@ class TypelessFlags:
         option = super().get_help_option(ctx)  # type: ignore[misc]
         without_flag_types([] if option is None else [option])
         return option
-
-
-LAST_TYPED_ARGS: list[str] = []  # the arguments the last parsed command was given, as typed
 
 
 def own_values_only(callback: Any, own: set[str | None]) -> Any:

@@ -59,7 +59,7 @@ def serve_command(
     max_batch: Annotated[
         int | None,
         typer.Option(
-            *BATCH_FLAGS, min=1, help="Engine's running-sequence limit (max_num_seqs); the rest queue."
+            *BATCH_FLAGS, help="Engine's running-sequence limit per DP group (max_num_seqs); the rest queue."
         ),
     ] = None,
     num_requests: Annotated[
@@ -92,6 +92,7 @@ def serve_command(
         prompt, output, ctx_tokens = serve_tokens(input_tokens, output_tokens, ctx_len)
         check_serve_load(arrivals=arrivals, concurrency=concurrency)
         dep = inputs.to_deployment(plan_request(context, ctx=str(ctx_tokens)), prompt_tokens=prompt)
+        check_running_cap(dep, max_batch=max_batch)
         run = BenchRun(max_batch=max_batch, num_requests=num_requests, arrivals=arrivals)
         levels = service_levels(context)  # the shared --tpot-ms, --ttft-ms, --min-user-tps
         slo = (levels.ttft_s, tpot_ceiling(levels.tpot_s, levels.min_user_tokens_per_s))
@@ -107,7 +108,7 @@ def serve_command(
         found=found, estimate=estimate, admitted=admitted, sim=sim, band=band, engine=dep.engine,
         memory_fraction=dep.memory_fraction, dp=dep.dp, busy_groups=layout.busy_dp_groups(users, dp=dep.dp),
         cached_prompt_tokens=roofline.cached_prompt_tokens(dep, prompt_tokens=prompt),
-        notes=tuple(serve_notes(dep, given_prefill_tokens=max_prefill_tokens)),
+        notes=serve_notes(dep, given=(max_prefill_tokens, max_batch), users=concurrency),
     )  # fmt: skip
     if wants_json(context):
         print_json(serve_view.serve_payload(view))
@@ -116,16 +117,6 @@ def serve_command(
             typer.echo(line)
     if found is not None:
         require_users_met(context, found)
-
-
-def serve_notes(dep: Deployment, *, given_prefill_tokens: int | None) -> list[str]:
-    """serve's notes on its deployment: a raised prefill budget, a --dtype other than the card's
-    checkpoint_dtype (the plan's and the config commands' lines)."""
-    from planner.engines.common import raised_prefill_notes
-    from planner.plan.compose import checkpoint_dtype_warnings
-
-    raised = raised_prefill_notes(given_prefill_tokens, used=dep.max_prefill_tokens)
-    return [*raised, *checkpoint_dtype_warnings(dep)]
 
 
 def require_users_met(context: typer.Context, found: SearchResult) -> None:
@@ -141,6 +132,37 @@ def require_users_met(context: typer.Context, found: SearchResult) -> None:
         sim_slo.require_met(found, what="number of users")
     except KvplanError as exc:
         fail(exc)
+
+
+def check_running_cap(dep: Deployment, *, max_batch: int | None) -> None:
+    """--max-batch in the plan's --batch range (inputs.check_batch) and within what the engine's config takes
+    beside its prefill budget (registry.check_batch_cap: vLLM's max_num_seqs <= max_num_batched_tokens)."""
+    from planner import inputs
+    from planner.engines import registry
+
+    inputs.check_batch(max_batch, "--max-batch")
+    registry.check_batch_cap(dep, batch=max_batch, flag="--max-batch")
+
+
+def serve_notes(
+    dep: Deployment, *, given: tuple[int | None, int | None], users: int | None
+) -> tuple[str, ...]:
+    """The notes under the figures: --max-prefill-tokens raised by the engine (common.raised_prefill_notes),
+    and, --max-batch (given[1]) not given, the prefill budget holding the engine's default running limit, or
+    the --concurrency users of one DP group, down (registry.batch_cap_notes: vLLM's max_num_seqs); a --dtype
+    other than the card's checkpoint_dtype (the plan's and the config commands' line)."""
+    from planner.engines import registry
+    from planner.engines.common import raised_prefill_notes
+    from planner.plan.compose import checkpoint_dtype_warnings
+
+    notes = raised_prefill_notes(given[0], used=dep.max_prefill_tokens) + checkpoint_dtype_warnings(dep)
+    if given[1] is None:
+        wanted = registry.default_max_batch(dep, planned_batch=1)
+        if users is not None:
+            wanted = min(wanted, -(-users // dep.dp))
+        what = "the engine's default is" if users is None or wanted < users else "--concurrency runs"
+        notes += registry.batch_cap_notes(dep, wanted=wanted, what=what)
+    return tuple(notes)
 
 
 MAX_SERVE_CONCURRENCY = 100_000  # as `kvplan simulate --concurrency`

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 import typer
 
 from planner import units
+from planner.cli import simrequest
 from planner.errors import DoesNotFitError, PlanInputError
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ SummaryAt = Callable[["SimulateRequest", dict[str, Any]], "SimSummary"]
 TpotFloor = Callable[["SimulateRequest"], tuple[float, int]]
 
 
-SEARCHES = ("max-rate", "max-concurrency", "knee", "pd")
+SEARCHES = simrequest.SEARCHES
 
 
 def check_requests(requests: int, *, most: int, search: str, per: str) -> None:

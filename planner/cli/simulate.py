@@ -19,9 +19,15 @@ import typer
 from planner import atomic, kinds, records, units
 from planner.cli import options, simrequest, simview
 from planner.cli.flags import LOAD_FLAGS, DtypeOpt, EngineCtxOpt, ModelOpt, flag_command
-from planner.cli.options import BATCH_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS
-from planner.cli.simrequest import SchedulerFlags, SimulateRequest, check_flag_combinations, input_files
-from planner.errors import KvplanError, PlanInputError
+from planner.cli.options import BATCH_FLAGS, PROMPT_FLAGS, REQUESTS_FLAGS, SIM_PREFILL_FLAGS
+from planner.cli.simrequest import (
+    SEARCHES,
+    SchedulerFlags,
+    SimulateRequest,
+    check_flag_combinations,
+    input_files,
+)
+from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.inputs import DEFAULT_CTX, DEFAULT_DTYPE
 
 if TYPE_CHECKING:
@@ -34,18 +40,30 @@ if TYPE_CHECKING:
 DEFAULT_REQUESTS = 1000
 RATE_RANGE_PER_S = (1e-6, 1e6)  # requests/s: one a fortnight .. far beyond any single instance
 MAX_CONCURRENCY = 100_000
-MAX_BATCH = 5000  # MindIE maxBatchSize range [1, 5000] (facts 1.2); also bounds the step grid
-MAX_PASS_TOKENS = 4_194_304  # MindIE maxPrefillTokens range [1, 4194304] (facts 1.2)
 
 LengthOpt = Annotated[
     str, typer.Option(help="Tokens: 1k | uniform:LO:HI | lognormal:MEDIAN:SIGMA | empirical:FILE.")
 ]
-
-
-def knob(help_text: str, most: int, *names: str) -> Any:
-    """The typer option of an integer scheduler knob: 1..most (the engine's documented range); `names`: its
-    flag and aliases (default: from the parameter name)."""
-    return typer.Option(*names, min=1, max=most, help=help_text)
+# The scheduler knobs: integers and milliseconds checked in simrequest.check_knobs and scheduler_knobs
+BatchKnob = Annotated[
+    int | None,
+    typer.Option(
+        *BATCH_FLAGS,
+        help="Running sequences per DP group: MindIE maxBatchSize, vLLM max_num_seqs (default: the engine's, "
+        "at most --max-num-batched-tokens on vLLM).",
+    ),
+]
+PrefillKnob = Annotated[
+    int | None,
+    typer.Option(
+        *SIM_PREFILL_FLAGS,
+        help="The engine's prefill budget, as the plan's: MindIE maxPrefillTokens (>= the longest prompt), "
+        "vLLM --max-num-batched-tokens and SGLang --chunked-prefill-size (longer prompts are chunked); "
+        "default: the engine's.",
+    ),
+]
+SEARCH_HELP = f"Search: {', '.join(SEARCHES[:-1])} or {SEARCHES[-1]} (the P:D split, with SLOs)."
+MsKnob = Annotated[float | None, typer.Option(help="MindIE's, with --select-batch: 0..1000 ms.")]
 
 
 def prefill_degree(degree: str) -> Any:
@@ -71,26 +89,15 @@ def simulate_command(
     ] = str(kinds.DEFAULT_INPUT_TOKENS),
     output_tokens: LengthOpt = str(kinds.DEFAULT_OUTPUT_TOKENS),
     requests: Annotated[int, typer.Option(*REQUESTS_FLAGS, help="Requests to simulate.")] = DEFAULT_REQUESTS,
-    seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Random seed (arrivals, lengths).")] = 0,
-    max_batch: Annotated[
-        int | None, knob("maxBatchSize / max_num_seqs (default: plan).", MAX_BATCH, *BATCH_FLAGS)
-    ] = None,
-    max_batched_tokens: Annotated[
-        int | None,
-        knob(
-            "vLLM max_num_batched_tokens.",
-            MAX_PASS_TOKENS,
-            "--max-batched-tokens",
-            "--max-num-batched-tokens",
-        ),
-    ] = None,
-    max_prefill_batch: Annotated[int | None, knob("MindIE maxPrefillBatchSize.", MAX_BATCH)] = None,
-    max_prefill_tokens: Annotated[int | None, knob("MindIE maxPrefillTokens.", MAX_PASS_TOKENS)] = None,
+    seed: Annotated[int, typer.Option(help="Random seed (arrivals, lengths).")] = 0,
+    max_batch: BatchKnob = None,
+    max_prefill_tokens: PrefillKnob = None,
+    max_prefill_batch: Annotated[int | None, typer.Option(help="MindIE maxPrefillBatchSize.")] = None,
     select_batch: Annotated[bool, typer.Option("--select-batch", help="MindIE supportSelectBatch.")] = False,
-    prefill_time_ms_per_req: Annotated[float | None, typer.Option(min=0, max=1000)] = None,
-    decode_time_ms_per_req: Annotated[float | None, typer.Option(min=0, max=1000)] = None,
+    prefill_time_ms_per_req: MsKnob = None,
+    decode_time_ms_per_req: MsKnob = None,
     queue_delay_us: Annotated[
-        float | None, typer.Option(min=0, max=1_000_000, help="maxQueueDelayMicroseconds.")
+        float | None, typer.Option(help="MindIE maxQueueDelayMicroseconds: 0..1000000.")
     ] = None,
     pd: Annotated[str | None, typer.Option(help="P:D prefill and decode instances (disaggregated).")] = None,
     prefill_tp: Annotated[int | None, prefill_degree("tp")] = None,
@@ -99,7 +106,7 @@ def simulate_command(
     kv_link_gbps: Annotated[
         float | None, typer.Option(help="--pd: KV link GB/s per device (default: card).")
     ] = None,
-    search: Annotated[str | None, typer.Option(help="max-rate, max-concurrency or knee.")] = None,
+    search: Annotated[str | None, typer.Option(help=SEARCH_HELP)] = None,
     quantile: Annotated[str, typer.Option(help="Tail the SLOs apply to in --search: p99 or p95.")] = "p99",
     out: Annotated[Path | None, typer.Option(help="Write per-request records (CSV) here.")] = None,
     timeline_out: Annotated[
@@ -116,13 +123,13 @@ def simulate_command(
         rate=rate, concurrency=concurrency, trace=trace, lengths=(input_tokens, output_tokens),
         requests=requests, seed=seed, ttft_ms=context.params["ttft_ms"], tpot_ms=context.params["tpot_ms"],
         knobs=SchedulerFlags(
-            max_batch=max_batch, max_batched_tokens=max_batched_tokens, max_prefill_batch=max_prefill_batch,
-            max_prefill_tokens=max_prefill_tokens, select_batch=select_batch,
+            max_batch=max_batch, max_prefill_batch=max_prefill_batch, max_prefill_tokens=max_prefill_tokens,
+            select_batch=select_batch,
             prefill_time_ms_per_req=prefill_time_ms_per_req, decode_time_ms_per_req=decode_time_ms_per_req,
             queue_delay_us=queue_delay_us,
         ),
         pd=pd, prefill_tp=prefill_tp, prefill_dp=prefill_dp, prefill_ep=prefill_ep, kv_link_gbps=kv_link_gbps,
-        search=search, quantile=quantile,
+        search=search, quantile=quantile, typed=typed_params(context),
     )  # fmt: skip
     try:
         check_flag_combinations(flags, out=out, timeline_out=timeline_out)
@@ -149,6 +156,12 @@ def simulate_command(
         return
     for line in simview.summary_lines(result, label=run_label(flags, model=model), band=band):
         typer.echo(line)
+
+
+def typed_params(context: typer.Context) -> frozenset[str]:
+    """The parameters given on the command line (not defaults): simrequest.check_trace_flags reads them."""
+    sources = ((name, context.get_parameter_source(name)) for name in context.params)
+    return frozenset(name for name, source in sources if source is not None and source.name == "COMMANDLINE")
 
 
 def run_label(flags: SimulateRequest, *, model: str) -> str:
@@ -263,12 +276,13 @@ def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[s
     """The deployment at ctx = --ctx (default: the longest request; never shorter), built once with its
     prefill budget for the workload's longest prompt (inputs.workload_deployment), and the scheduler knobs."""
     from planner import inputs
+    from planner.engines import registry
+    from planner.sim import config
 
-    longest = int((work.input_tokens + work.output_tokens).max())
+    longest, source = longest_request(flags, work)
     if longest > units.MAX_TOKENS:
         raise PlanInputError(
-            f"--input-tokens + --output-tokens: longest request too long (got {longest}, "
-            f"expected <= {units.MAX_TOKENS})"
+            f"{source}: longest request too long (got {longest}, expected <= {units.MAX_TOKENS})"
         )
     ctx_tokens = longest if flags.ctx is None else inputs.parse_ctx(flags.ctx, flag="--ctx")
     if ctx_tokens < longest:
@@ -278,42 +292,55 @@ def prepared(flags: SimulateRequest, work: Workload) -> tuple[Deployment, dict[s
         )
     given = flags.knobs.max_prefill_tokens
     request = records.replace(flags.request, ctx=str(ctx_tokens), max_prefill_tokens=given)
-    dep = inputs.workload_deployment(
-        request, prompt_tokens=int(work.input_tokens.max()), batched_tokens=flags.knobs.max_batched_tokens
-    )
-    knobs = scheduler_knobs(flags.knobs)
-    if knobs["max_prefill_tokens"] is not None:  # as raised for the plan (MindIE: >= maxInputTokenLen)
-        knobs["max_prefill_tokens"] = dep.max_prefill_tokens
-    return dep, knobs
+    dep = inputs.workload_deployment(request, prompt_tokens=int(work.input_tokens.max()))
+    registry.check_batch_cap(dep, batch=flags.knobs.max_batch, flag="--max-batch")
+    chunks = config.chunks_prompts(registry.scheduler_for(dep))
+    return dep, simrequest.scheduler_knobs(flags.knobs, budget=dep.max_prefill_tokens, chunks=chunks)
+
+
+def longest_request(flags: SimulateRequest, work: Workload) -> tuple[int, str]:
+    """(input + output tokens of the workload's longest request, what gave it: `--trace FILE:LINE`, its
+    first such row, else `--input-tokens + --output-tokens`)."""
+    total = work.input_tokens + work.output_tokens
+    at = int(total.argmax())
+    if work.lines is None:
+        return int(total[at]), "--input-tokens + --output-tokens"
+    return int(total[at]), f"--trace {flags.trace}:{int(work.lines[at])}"
 
 
 def simulate_workload(flags: SimulateRequest, work: Workload) -> tuple[SimResult, Deployment]:
     """One simulation of `work` (aggregated, or disaggregated with --pd) and the deployment prepared for it,
-    built once (a search: once per load)."""
+    built once (a search: once per load), with the notes of what the run changed (simview.with_notes). A
+    trace that does not fit names the file line of its longest request, which sizes the deployment."""
+    try:
+        dep, knobs = prepared(flags, work)
+        result = simulate_prepared(flags, work, dep=dep, knobs=knobs)
+    except DoesNotFitError as exc:
+        if work.lines is None:
+            raise
+        longest, source = longest_request(flags, work)
+        raise DoesNotFitError(f"{source}: its {longest}-token request sizes the deployment: {exc}") from None
+    return simview.with_notes(result, flags, dep, read=work.notes), dep
+
+
+def simulate_prepared(
+    flags: SimulateRequest, work: Workload, *, dep: Deployment, knobs: dict[str, Any]
+) -> SimResult:
+    """The simulation of `work` on the prepared deployment: a P:D fleet (--pd), DP groups, or one engine."""
     from planner.sim import dpgroups, pdloop, pdspec, run
 
-    dep, knobs = prepared(flags, work)
     slo = flags.slo_s()
     if flags.pd is not None:  # each instance's DP groups are engines of the fleet (pdloop.engines_for)
         simrequest.check_pd_flags(flags)
         layout = pdspec.PrefillLayout(tp=flags.prefill_tp, dp=flags.prefill_dp, ep=flags.prefill_ep)
         counts = pdspec.parse_pd(flags.pd)
         spec = pdspec.spec_for(dep, counts=counts, prefill=layout, link_gbps=flags.kv_link_gbps)
-        fleet = pdloop.simulate_fleet(
+        return pdloop.simulate_fleet(
             spec, work, slo=slo, knobs={k: v for k, v in knobs.items() if v is not None}
         )
-        return simview.with_notes(fleet, flags, dep), dep
     if dep.dp > 1:
-        return simview.with_notes(dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs), flags, dep), dep
-    cfg = run.default_config(dep, workload=work, **knobs)
-    return simview.with_notes(run.simulate(dep, work, cfg=cfg, slo=slo), flags, dep), dep
-
-
-def inputs_bounded(value: float, flag: str, limits: tuple[float, float]) -> float:
-    """planner.inputs.bounded (deferred import)."""
-    from planner import inputs
-
-    return inputs.bounded(value, flag, limits)
+        return dpgroups.simulate_dp(dep, work, slo=slo, knobs=knobs)
+    return run.simulate(dep, work, cfg=run.default_config(dep, workload=work, **knobs), slo=slo)
 
 
 def running_cap_of(flags: SimulateRequest) -> int:
@@ -345,33 +372,6 @@ def workload_of(flags: SimulateRequest, **load: Any) -> Workload:
         lengths=flags.lengths,
         shape=(flags.requests, flags.seed),
     )
-
-
-TIME_KNOBS = {
-    "prefill_time_ms_per_req": (0, 1000),
-    "decode_time_ms_per_req": (0, 1000),
-    "queue_delay_us": (0, 1e6),
-}
-
-
-def scheduler_knobs(knobs: SchedulerFlags) -> dict[str, Any]:
-    """SchedulerConfig keywords from the flags (None: the engine default); time knobs within MindIE's ranges
-    (facts 1.2), NaN refused."""
-    for key, limits in TIME_KNOBS.items():
-        value = getattr(knobs, key)
-        if value is not None:
-            inputs_bounded(value, "--" + key.replace("_", "-"), limits)
-    prefill_ms, decode_ms = knobs.prefill_time_ms_per_req, knobs.decode_time_ms_per_req
-    return {
-        "max_batch": knobs.max_batch,
-        "max_batched_tokens": knobs.max_batched_tokens,
-        "max_prefill_batch": knobs.max_prefill_batch,
-        "max_prefill_tokens": knobs.max_prefill_tokens,
-        "select_batch": knobs.select_batch,
-        "prefill_time_per_req_s": None if prefill_ms is None else prefill_ms * units.MS_S,
-        "decode_time_per_req_s": None if decode_ms is None else decode_ms * units.MS_S,
-        "queue_delay_s": None if knobs.queue_delay_us is None else knobs.queue_delay_us * units.US_S,
-    }
 
 
 def register(app: typer.Typer) -> None:

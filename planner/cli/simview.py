@@ -134,12 +134,21 @@ def simulation_label(
     return label
 
 
-def with_notes(result: SimResult, flags: SimulateRequest, dep: Deployment) -> SimResult:
-    """The result with the note the plan prints when the engine raised --max-prefill-tokens
-    (common.raised_prefill_notes: MindIE's maxPrefillTokens >= maxInputTokenLen)."""
+def with_notes(
+    result: SimResult, flags: SimulateRequest, dep: Deployment, *, read: tuple[str, ...] = ()
+) -> SimResult:
+    """The result with the notes of what reading the workload changed (`read`: a trace's rows sorted by
+    arrival), the note the plan prints when the engine raised --max-prefill-tokens
+    (common.raised_prefill_notes: MindIE's maxPrefillTokens >= maxInputTokenLen) and, --max-batch not
+    given, the one when the prefill budget held the engine's default running limit down
+    (registry.batch_cap_notes: vLLM's max_num_seqs <= max_num_batched_tokens)."""
+    from planner.engines import registry
     from planner.engines.common import raised_prefill_notes
 
-    notes = raised_prefill_notes(flags.knobs.max_prefill_tokens, used=dep.max_prefill_tokens)
+    notes = [*read, *raised_prefill_notes(flags.knobs.max_prefill_tokens, used=dep.max_prefill_tokens)]
+    if flags.knobs.max_batch is None:
+        default = registry.default_max_batch(dep, planned_batch=result.summary.scheduler.max_batch)
+        notes += registry.batch_cap_notes(dep, wanted=default, what="the engine's default is")
     if not notes:
         return result
     summary = result.summary.model_copy(update={"notes": (*result.summary.notes, *notes)})

@@ -21,6 +21,7 @@ from planner.engines.mindie import pool as mindie_pool
 from planner.engines.sglang import room as sglang_room
 from planner.engines.transformers import pool as transformers_pool
 from planner.engines.vllm import batch as vllm_batch
+from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.errors import PlanInputError
 from planner.kinds import ENGINES, EngineName, SchedulerKind
 from planner.results import MemoryBreakdown, Plan, Recommendation
@@ -222,11 +223,37 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
 def running_cap(dep: Deployment, *, max_batch: int | None, planned_batch: int) -> int:
     """The engine's running-sequence cap for one DP group: --max-batch when given, else the engine's default
     (default_max_batch: vLLM max_num_seqs, SGLang max_running_requests, MindIE maxBatchSize as `kvplan
-    mindie` writes it, planned_batch). The one cap `kvplan serve`'s simulation and its analytic estimate
-    both run under, and the serving fit (planner/capacity.py running_cap)."""
+    mindie` writes it, planned_batch) within its config's limit (batch_cap: vLLM's --max-num-batched-tokens).
+    The one cap `kvplan simulate`, `kvplan serve`'s simulation and its analytic estimate run under, and the
+    serving fit (planner/capacity.py running_cap)."""
     if max_batch is not None:
         return max_batch
-    return default_max_batch(dep, planned_batch=planned_batch)
+    default, cap = default_max_batch(dep, planned_batch=planned_batch), batch_cap(dep)
+    return default if cap is None else min(default, cap)
+
+
+def check_batch_cap(dep: Deployment, *, batch: int | None, flag: str) -> None:
+    """PlanInputError when `batch` sequences of one DP group (--batch, --max-batch: max_num_seqs) are more
+    than vLLM's config takes beside its prefill budget (max_num_batched_tokens >= max_num_seqs; batch_cap),
+    naming the flag, the value and the limit: the plan, `kvplan vllm`, `kvplan serve` and `kvplan simulate`
+    refuse it alike, as vLLM would. Other engines: their limits are checked where they are sized."""
+    cap = batch_cap(dep)
+    if dep.engine != "vllm" or batch is None or cap is None or batch <= cap:
+        return
+    got = f"got {batch}{' per DP group' if dep.dp > 1 else ''}, expected <= {cap}"
+    raise PlanInputError(
+        f"{flag}: above --max-num-batched-tokens ({got}: {vllm_scheduler.SEQS_RULE}); raise "
+        "--max-prefill-tokens (--max-num-batched-tokens) or lower it"
+    )
+
+
+def batch_cap_notes(dep: Deployment, *, wanted: int, what: str) -> list[str]:
+    """The note when the engine's config limit (vLLM: --max-num-batched-tokens caps max_num_seqs) holds the
+    running batch below `wanted` sequences (`what` says whose number: the engine's default, the users');
+    empty when it does not bind. The plan's own note: the room's engine_notes."""
+    if dep.engine != "vllm":
+        return []
+    return vllm_batch.seqs_cap_notes(dep, wanted=wanted, what=what)
 
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:

@@ -53,8 +53,8 @@ def check_config(cfg: SchedulerConfig, *, workload: Workload) -> None:
         )
     if cfg.scheduler == "vllm" and cfg.max_batched_tokens < cfg.max_batch:
         raise PlanInputError(
-            f"--max-batched-tokens: below max_num_seqs (got {cfg.max_batched_tokens}, "
-            f"expected >= max_num_seqs {cfg.max_batch})"
+            f"--max-prefill-tokens: below max_num_seqs (got max_num_batched_tokens {cfg.max_batched_tokens}, "
+            f"expected >= max_num_seqs {cfg.max_batch}: vLLM refuses max_num_batched_tokens < max_num_seqs)"
         )
 
 

@@ -63,8 +63,9 @@ def group_knobs(dep: Deployment, knobs: dict[str, object]) -> dict[str, object]:
 
 
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
-    """The engine's default batch cap in the simulator (registry.default_max_batch)."""
-    return registry.default_max_batch(dep, planned_batch=planned_batch)
+    """The engine's default batch cap in the simulator within its config's limit (registry.running_cap:
+    vLLM's max_num_seqs default, 256 on Ascend, at most --max-num-batched-tokens)."""
+    return registry.running_cap(dep, max_batch=None, planned_batch=planned_batch)
 
 
 def default_batched_tokens(dep: Deployment) -> int:

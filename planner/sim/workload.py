@@ -41,12 +41,16 @@ class LengthDist:
 
 @dataclass(frozen=True)
 class Workload:
-    """The requests of one run. arrival_s is None for a closed loop of `concurrency` users."""
+    """The requests of one run. arrival_s is None for a closed loop of `concurrency` users. A trace's
+    requests keep their file lines (`lines`, in the workload's order) and what reading it changed (`notes`:
+    rows sorted by arrival)."""
 
     input_tokens: IntArray
     output_tokens: IntArray
     arrival_s: FloatArray | None
     concurrency: int | None
+    lines: IntArray | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def requests(self) -> int:
@@ -56,10 +60,14 @@ class Workload:
 
 def parse_length(text: str, *, flag: str) -> LengthDist:
     """`1k` | `fixed:1k` | `uniform:LO:HI` | `lognormal:MEDIAN:SIGMA` | `empirical:FILE`."""
-    kind, _, rest = str(text).partition(":")
-    if not rest:
+    kind, colon, rest = str(text).partition(":")
+    if not colon:
         return _fixed(kind, flag)
     kind = kind.strip().lower()
+    if kind == "empirical" and not rest.strip():
+        raise PlanInputError(
+            f"{flag}: empirical names no file (got {text!r}, expected empirical:FILE, one token count a line)"
+        )
     if kind == "fixed":
         return _fixed(rest, flag)
     if kind == "empirical":
@@ -107,19 +115,21 @@ def _sigma(text: str, flag: str) -> float:
 
 
 def read_lengths(path: Path, *, flag: str) -> tuple[int, ...]:
-    """Token counts, one per line (blank lines and # comments skipped), from a capped read."""
+    """Token counts, one per line as every token flag takes them (512, 1k, 32K: units.parse_tokens; blank
+    lines and # comments skipped), from a capped read."""
     text = readers.read_text_capped(path, flag=flag, limit_bytes=MAX_TRACE_BYTES)
     values: list[int] = []
     for number, line in enumerate(text.splitlines(), 1):
         item = line.split("#")[0].strip()
         if not item:
             continue
-        if not (item.isascii() and item.isdigit()) or int(item) < 1 or int(item) > units.MAX_TOKENS:
+        try:
+            values.append(units.parse_tokens(item))  # ASCII digits only
+        except ValueError:
             raise DataFileError(
-                f"{flag} {path}:{number}: not a token count "
-                f"(got {item[:40]!r}, expected 1..{units.MAX_TOKENS})"
-            )
-        values.append(int(item))
+                f"{flag} {path}:{number}: not a token count (got {item[:40]!r}, expected "
+                f"1..{units.MAX_TOKENS} as a token flag takes it: 512, 1k, 32K)"
+            ) from None
     if not values:
         raise DataFileError(f"{flag} {path}: no token counts (got an empty file, expected one per line)")
     return tuple(values)
@@ -154,9 +164,10 @@ def synthetic(
 
 
 def read_trace(path: Path, *, flag: str = "--trace") -> Workload:
-    """A trace CSV with header arrival_s,input_tokens,output_tokens; rows sorted by arrival on return, the
-    arrivals counted from the first (a trace of absolute times, e.g. seconds since some epoch, would
-    otherwise add its offset to the run's duration and divide the throughput by it)."""
+    """A trace CSV with header arrival_s,input_tokens,output_tokens; rows sorted by arrival on return (a
+    note names the first row out of order), each request's file line kept, the arrivals counted from the
+    first (a trace of absolute times, e.g. seconds since some epoch, would otherwise add its offset to the
+    run's duration and divide the throughput by it)."""
     text = readers.read_text_capped(path, flag=flag, limit_bytes=MAX_TRACE_BYTES)
     rows = csvfiles.csv_reader(io.StringIO(text), where=f"{flag} {path}", header=True)
     header = [cell.strip() for cell in next(rows, [])]
@@ -178,6 +189,21 @@ def read_trace(path: Path, *, flag: str = "--trace") -> Workload:
         output_tokens=table[order, 2].astype(np.int64),
         arrival_s=table[order, 0].astype(np.float64) - float(table[order[0], 0]),
         concurrency=None,
+        lines=order + 2,  # the header is line 1
+        notes=sorted_note(table[:, 0], where=f"{flag} {path}"),
+    )
+
+
+def sorted_note(arrival_s: FloatArray, *, where: str) -> tuple[str, ...]:
+    """The note when the trace's rows are not in arrival order (read_trace sorts them): the first row that
+    arrives before the one above it, by file line; empty for a sorted trace."""
+    early = np.flatnonzero(np.diff(arrival_s) < 0)
+    if not early.size:
+        return ()
+    line = int(early[0]) + 3  # the later row of the first pair out of order (header: line 1)
+    return (
+        f"{where}: rows sorted by arrival_s (line {line} arrives at {arrival_s[line - 2]:g} s, before line "
+        f"{line - 1}'s {arrival_s[line - 3]:g} s); the records follow arrival order",
     )
 
 

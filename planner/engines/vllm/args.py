@@ -232,12 +232,9 @@ def vllm_notes(
         f"KV pool ({pool.platform}): {pool.num_blocks} blocks of {pool.block_size_tokens} tokens, "
         f"{pool.blocks_per_request} per request, from the engine's start-up arithmetic below",
     ]
-    if seqs_of(pool) > lengths.max_prefill_tokens:
-        notes.append(
-            f"--max-num-seqs is capped at --max-num-batched-tokens {lengths.max_prefill_tokens} (vLLM "
-            f"refuses max_num_batched_tokens < max_num_seqs, vllm/config/scheduler.py:250-261); the pool "
-            f"holds {seqs_of(pool)}: raise --max-prefill-tokens to use them"
-        )
+    notes += vllm_scheduler.seqs_cap_notes(
+        lengths.max_prefill_tokens, wanted=seqs_of(pool), what="the pool holds"
+    )
     if options.max_prefill_tokens is None:
         notes.append(
             f"--max-num-batched-tokens {lengths.max_prefill_tokens} is the engine's own default "

@@ -155,10 +155,20 @@ def concurrency(
 
 
 def seqs_cap(dep: Deployment) -> int:
-    """vLLM refuses max_num_batched_tokens < max_num_seqs (vllm/config/scheduler.py _verify_args,
-    scheduler.py:250-261 @f0de1a604c): the batch is capped at --max-num-batched-tokens (dep's prefill
-    tokens, the engine's default 2048 on vllm-ascend unless --max-prefill-tokens raises it)."""
+    """vLLM refuses max_num_batched_tokens < max_num_seqs (scheduler.SEQS_RULE): the batch is capped at
+    --max-num-batched-tokens (dep's prefill tokens, the engine's default 2048 on vllm-ascend unless
+    --max-prefill-tokens sets it)."""
     return dep.max_prefill_tokens
+
+
+def seqs_cap_words(dep: Deployment) -> str:
+    """The cap and its rule in words (scheduler.seqs_cap_words), for a note or a refusal."""
+    return scheduler.seqs_cap_words(seqs_cap(dep))
+
+
+def seqs_cap_notes(dep: Deployment, *, wanted: int, what: str) -> list[str]:
+    """scheduler.seqs_cap_notes at dep's cap."""
+    return scheduler.seqs_cap_notes(seqs_cap(dep), wanted=wanted, what=what)
 
 
 def batch_cap(dep: Deployment) -> int:
@@ -226,15 +236,26 @@ def prefix_cache_block_tokens(dep: Deployment) -> int:
 
 
 def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
-    """A --block-size vLLM does not run (vllm-ascend forces 128-token blocks; hybrids compute theirs): the
-    plan is sized at the engine's block, and says so."""
+    """Where --max-num-batched-tokens caps the batch below what the pool holds (seqs_cap_notes; --batch
+    given: never, check_batch_cap refused it); a --block-size vLLM does not run (vllm-ascend forces 128-token
+    blocks; hybrids compute theirs): the plan is sized at the engine's block, and says so."""
+    notes = [] if dep.batch is not None else seqs_cap_notes(dep, wanted=held(dep, mem), what="the pool holds")
     block = pool.deployment_block_tokens(dep)
     if dep.block_size_tokens in (block, DEFAULT_BLOCK_SIZE_TOKENS):
-        return []
+        return notes
     return [
+        *notes,
         f"--block-size {dep.block_size_tokens}: vLLM runs this deployment at {block}-token blocks "
-        f"({block_rule_words(dep)}); the plan is sized at {block}"
+        f"({block_rule_words(dep)}); the plan is sized at {block}",
     ]
+
+
+def held(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """Sequences of ctx one DP group's pool holds, before the --max-num-batched-tokens cap: floor(vLLM's
+    maximum concurrency); with pp > 1 the engine-neutral bound (common.kv_bound_grid)."""
+    if dep.pp > 1:
+        return int(common.kv_bound_grid(dep, mem, ctx_tokens=np.asarray([dep.ctx_tokens]))[0])
+    return max(math.floor(concurrency(dep, mem, ctx_tokens=dep.ctx_tokens)), 0)
 
 
 def block_rule_words(dep: Deployment) -> str:

@@ -83,6 +83,26 @@ def dep_limits(dep: Deployment) -> tuple[int, int]:
     )
 
 
+# vLLM's SchedulerConfig check (vllm/config/scheduler.py _verify_args, scheduler.py:250-261 @f0de1a604c)
+SEQS_RULE = "vLLM refuses max_num_batched_tokens < max_num_seqs, vllm/config/scheduler.py:250-261"
+
+
+def seqs_cap_words(cap: int) -> str:
+    """max_num_seqs' cap at --max-num-batched-tokens `cap` and its rule, in words."""
+    return f"--max-num-batched-tokens {cap} ({SEQS_RULE})"
+
+
+def seqs_cap_notes(cap: int, *, wanted: int, what: str) -> list[str]:
+    """The note when --max-num-batched-tokens `cap` holds max_num_seqs below `wanted` sequences (`what`
+    says whose number that is: the pool's, the engine's default, the users'); empty when it does not bind."""
+    if wanted <= cap:
+        return []
+    return [
+        f"--max-num-seqs is capped at {seqs_cap_words(cap)}; {what} {wanted}: raise --max-prefill-tokens "
+        "(--max-num-batched-tokens) to run more at once"
+    ]
+
+
 def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
     """max_num_seqs' default (default_limits: 256 on Ascend, 1024 or 256 on CUDA by device memory)."""
     return dep_limits(dep)[1]
