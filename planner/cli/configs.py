@@ -128,8 +128,7 @@ def prepare(request: PlanRequest, options: ServingOptions) -> tuple[Deployment, 
 
 
 def prepared(request: PlanRequest, options: Options) -> tuple[Deployment, Lengths, Options]:
-    """prepare()'s deployment and lengths, and the options with the deployment's drafts: --mtp's or
-    --speculative-config's MTP drafts reach the engine's config (common.with_drafts)."""
+    """prepare()'s deployment and lengths, and the options with its MTP drafts (common.with_drafts)."""
     from planner.engines.common import with_drafts
 
     dep, lengths = prepare(request, options)
@@ -140,10 +139,10 @@ def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, 
     """(corrected plan, corrected deployment, comparison) from a MindIE start-up log."""
     from planner.engines.mindie import config as mindie
     from planner.engines.mindie import log as mindie_log
+    from planner.engines.mindie.pool import mtp_drafts
 
     plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-    drafts = dep.mtp_tokens if dep.include_mtp else 0
-    prediction = mindie.predict_blocks(plan, lengths=lengths, npu_mem_gib=-1, mtp_drafts=drafts)
+    prediction = mindie.predict_blocks(plan, lengths=lengths, npu_mem_gib=-1, mtp_drafts=mtp_drafts(dep))
     try:
         figures = mindie_log.parse_mindie_log(read_text(log_path, flag="--from-log"))
     except PlanInputError as exc:
