@@ -283,6 +283,12 @@ def prefill_budget(
         or registry.default_prefill_tokens(engine, hardware)
         or deployment.default_max_prefill_tokens(ctx_tokens, block_size_tokens=block)
     )
+    limit = registry.prompt_token_limit(engine)
+    if limit is not None and prompt_tokens > limit:  # the workload's prompt, not a budget flag, is over it
+        raise PlanInputError(
+            f"--input-tokens: {engine} takes prompts of at most {limit} tokens (maxInputTokenLen; got "
+            f"{prompt_tokens}, expected <= {limit}); shorten the prompts or use --engine vllm"
+        )
     if registry.prefill_at_least_input(engine):
         default_input = deployment.default_input_tokens(ctx_tokens, block_size_tokens=block)
         tokens = max(tokens, default_input, prompt_tokens)

@@ -143,3 +143,32 @@ def test_mindie_prefill_limit_names_the_prefill_flag(flag: str) -> None:
         text = " ".join(run.output.split())
         assert f"{flag}: MindIE's maxPrefillTokens is at most 4194304 tokens (got 100000000" in text
         assert "--ctx" not in text
+
+
+@pytest.mark.parametrize(
+    ("words", "flag", "got"),
+    [
+        (
+            "serve -m qwen3-8b --engine mindie --input-tokens 5000000 --output-tokens 10",
+            "--input-tokens",
+            5000000,
+        ),
+        (
+            "simulate -m qwen3-8b --engine mindie --input-tokens 5000000 --output-tokens 10 --rate 1",
+            "--input-tokens",
+            5000000,
+        ),
+        (
+            "mindie -m qwen3-8b --ctx 5000000 --max-input-tokens 4500000 --weights-path /w",
+            "--max-input-tokens",
+            4500000,
+        ),
+    ],
+)
+def test_a_prompt_past_mindies_limit_names_the_prompt_flag(words: str, flag: str, got: int) -> None:
+    """A budget MindIE raised to fit the prompt is the prompt's fault: the error names --input-tokens (serve,
+    simulate) or --max-input-tokens (kvplan mindie), not --max-prefill-tokens nobody typed (review h58)."""
+    result = kvplan(words, code=2)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(f"kvplan: error: {flag}: ") and f"got {got}, expected <= 4194304" in lines[0]

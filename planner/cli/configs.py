@@ -116,15 +116,11 @@ def build_plan(dep: Deployment, *, prompt_tokens: int) -> Plan:
 def prepare(request: PlanRequest, options: ServingOptions) -> tuple[Deployment, Lengths]:
     """(Deployment sized with the request lengths, Lengths): maxPrefillTokens drives the activation peak."""
     from planner import inputs
-    from planner.engines import common, registry
+    from planner.engines import registry
 
     dep = inputs.to_deployment(request)
     registry.check_draft_model(dep)  # before sizing: one line naming --speculative-config
-    engine_prefill = registry.default_prefill_tokens(dep.engine, dep.hardware)
-    at_least_input = registry.prefill_at_least_input(dep.engine)
-    return common.sized_deployment(
-        dep, options=options, engine_prefill_tokens=engine_prefill, at_least_input=at_least_input
-    )
+    return registry.sized_deployment(dep, options=options)
 
 
 def prepared(request: PlanRequest, options: Options) -> tuple[Deployment, Lengths, Options]:

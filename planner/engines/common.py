@@ -64,6 +64,7 @@ def resolve_lengths(
     options: ServingOptions,
     engine_prefill_tokens: int | None = None,
     at_least_input: bool = False,
+    input_limit: int | None = None,
 ) -> Lengths:
     """Split --ctx into input and output: output defaults to ctx/4 (whole blocks), input to the rest.
 
@@ -72,9 +73,15 @@ def resolve_lengths(
     engine that chunks prompts passes its own default as engine_prefill_tokens (vLLM's
     --max-num-batched-tokens: registry.default_prefill_tokens); an explicit --max-prefill-tokens is kept as
     given, raised to the input where `at_least_input` (MindIE: registry.prefill_at_least_input;
-    raised_prefill_notes says so).
+    raised_prefill_notes says so). input_limit: the longest prompt the engine's config takes
+    (registry.prompt_token_limit), checked against a given --max-input-tokens.
     """
     out_tokens, in_tokens = options.max_output_tokens, options.max_input_tokens
+    if input_limit is not None and in_tokens is not None and in_tokens > input_limit:
+        raise PlanInputError(
+            f"--max-input-tokens: the engine's maxInputTokenLen is at most {input_limit} tokens (got "
+            f"{in_tokens}, expected <= {input_limit})"
+        )
     for flag, given in (("--max-input-tokens", in_tokens), ("--max-output-tokens", out_tokens)):
         if given is not None and given >= ctx_tokens:
             raise PlanInputError(
@@ -109,6 +116,7 @@ def sized_deployment(
     options: ServingOptions,
     engine_prefill_tokens: int | None = None,
     at_least_input: bool = False,
+    input_limit: int | None = None,
 ) -> tuple[Deployment, Lengths]:
     """(dep re-sized with the engine's lengths, the lengths): maxPrefillTokens drives the activation peak;
     engine_prefill_tokens and at_least_input as in resolve_lengths."""
@@ -118,6 +126,7 @@ def sized_deployment(
         options=options,
         engine_prefill_tokens=engine_prefill_tokens,
         at_least_input=at_least_input,
+        input_limit=input_limit,
     )
     return dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens}), lengths
 

@@ -41,6 +41,7 @@ class EngineRoom(Protocol):
     MAX_PROMPTS_PER_PASS: int | None  # prompts one prefill pass takes at most (None: only the token budget)
     PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
     PREFILL_AT_LEAST_INPUT: bool  # its prefill budget is raised to the longest prompt (MindIE's rule)
+    MAX_PROMPT_TOKENS: int | None  # the longest prompt its config takes (MindIE's maxInputTokenLen range)
     DP_PHASE_VOTE: bool  # DP ranks run the phase (prefill or decode) most of them want
     DP_LOCKSTEP_DENSE: bool  # DP ranks of a dense model step together too (MoE ranks always do)
     REQUEST_OVERHEAD_PRIOR_US: float  # the fit's prior centre for a request's cost outside the forward pass
@@ -169,6 +170,24 @@ def prefill_at_least_input(engine: EngineName) -> bool:
     maxInputTokenLen, facts 1.2): a smaller --max-prefill-tokens is raised to the input part of --ctx
     (common.resolve_lengths), and the plan sizes the activation peak at the raised value."""
     return room(engine).PREFILL_AT_LEAST_INPUT
+
+
+def sized_deployment(dep: Deployment, *, options: common.ServingOptions) -> tuple[Deployment, common.Lengths]:
+    """dep re-sized with the lengths the engine's config writes (common.sized_deployment with the engine's
+    default prefill budget, its maxPrefillTokens >= maxInputTokenLen rule and its longest prompt)."""
+    return common.sized_deployment(
+        dep,
+        options=options,
+        engine_prefill_tokens=default_prefill_tokens(dep.engine, dep.hardware),
+        at_least_input=prefill_at_least_input(dep.engine),
+        input_limit=prompt_token_limit(dep.engine),
+    )
+
+
+def prompt_token_limit(engine: EngineName) -> int | None:
+    """The longest prompt the engine's own config accepts (MindIE: maxInputTokenLen and maxPrefillTokens
+    at most rules.MAX_TOKENS); None where prompts are bounded only by the context."""
+    return room(engine).MAX_PROMPT_TOKENS
 
 
 def batch_cap(dep: Deployment) -> int | None:

@@ -57,6 +57,7 @@ KV_DTYPES = ("bf16", "fp16", "int8")
 PD_DECODER_STREAMS_FIRST_TOKEN = False
 # [DOC] maxPrefillTokens >= maxInputTokenLen (facts 1.2): a smaller --max-prefill-tokens is raised to it
 PREFILL_AT_LEAST_INPUT = True
+MAX_PROMPT_TOKENS: int | None = rules.MAX_TOKENS  # [DOC] maxInputTokenLen / maxPrefillTokens in [1, 4194304]
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
 MEMORY_FRACTION_NAME = "NPU_MEMORY_FRACTION"  # an environment variable (mindie_llm/utils/env.py)
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]

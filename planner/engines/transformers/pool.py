@@ -22,6 +22,7 @@ ADMITS_BEYOND_POOL = vllm_scheduler.ADMITS_BEYOND_POOL  # simulated with vLLM's 
 beyond_pool_words = vllm_scheduler.beyond_pool_words  # simulated with vLLM's scheduler: its words
 PD_DECODER_STREAMS_FIRST_TOKEN = False  # no P:D serving of its own
 PREFILL_AT_LEAST_INPUT = False  # no config of its own to check
+MAX_PROMPT_TOKENS: int | None = None
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # no engine setting of its own: the plan default
 MEMORY_FRACTION_NAME = "--memory-fraction"  # no engine setting of its own: kvplan's flag names it
 STATE_PASSES = 4

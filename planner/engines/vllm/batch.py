@@ -31,6 +31,7 @@ from planner.schema import HardwareProfile
 # (examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py @93dbfa65)
 PD_DECODER_STREAMS_FIRST_TOKEN = True
 PREFILL_AT_LEAST_INPUT = False  # prompts longer than --max-num-batched-tokens are chunked
+MAX_PROMPT_TOKENS: int | None = None  # bounded by --max-model-len only
 DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
 MEMORY_FRACTION_NAME = (
     "--gpu-memory-utilization"  # CacheConfig.gpu_memory_utilization (vllm/config/cache.py:68)
