@@ -145,6 +145,12 @@ class Deployment(Degrees):
         return DRAFT_MODEL_LAYERS.get(self.draft_method or "", 0)
 
     @property
+    def mtp_drafts(self) -> int:
+        """Draft tokens of the card's own MTP layers (an engine's MTP plugin); 0 when off or when a separate
+        draft model drafts."""
+        return self.mtp_tokens if self.include_mtp else 0
+
+    @property
     def speculative_tokens(self) -> int:
         """Draft tokens k each sequence verifies per decode step (MTP head or draft model); 0 when off."""
         return self.mtp_tokens if self.include_mtp or self.draft_method else 0

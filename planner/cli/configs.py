@@ -135,10 +135,9 @@ def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, 
     """(corrected plan, corrected deployment, comparison) from a MindIE start-up log."""
     from planner.engines.mindie import config as mindie
     from planner.engines.mindie import log as mindie_log
-    from planner.engines.mindie.pool import mtp_drafts
 
     plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-    prediction = mindie.predict_blocks(plan, lengths=lengths, npu_mem_gib=-1, mtp_drafts=mtp_drafts(dep))
+    prediction = mindie.predict_blocks(plan, lengths=lengths, npu_mem_gib=-1, mtp_drafts=dep.mtp_drafts)
     try:
         figures = mindie_log.parse_mindie_log(read_text(log_path, flag="--from-log"))
     except PlanInputError as exc:

@@ -42,8 +42,9 @@ def with_drafts(options: Options, dep: Deployment) -> Options:
     """`options` with the deployment's speculative decoding: mtp = its MTP drafts (from --mtp or from
     --speculative-config's method mtp; 0 when a separate draft model drafts, or none), so an engine's
     config writes the drafts the plan was sized with; and the card's trust_remote_code."""
-    mtp = dep.mtp_tokens if dep.include_mtp else 0
-    return options.model_copy(update={"mtp": mtp, "trust_remote_code": dep.model.trust_remote_code})
+    return options.model_copy(
+        update={"mtp": dep.mtp_drafts, "trust_remote_code": dep.model.trust_remote_code}
+    )
 
 
 class Lengths(Frozen):

@@ -199,11 +199,6 @@ def lookahead_slots(mtp_drafts: int) -> int:
     return 0 if mtp_drafts <= 0 else max(mtp_drafts, 2 * mtp_drafts - 2)
 
 
-def mtp_drafts(dep: Deployment) -> int:
-    """The MTP drafts MindIE's plugin runs for dep (common.with_drafts): 0 without the card's MTP."""
-    return dep.mtp_tokens if dep.include_mtp else 0
-
-
 def blocks_per_sequence(
     seq_tokens: common.IntOrArray, *, block_tokens: int, mtp_drafts: int = 0
 ) -> common.IntOrArray:
@@ -250,8 +245,9 @@ def batch_holds(
     """
     paged = mem.kv_budget_bytes - batch * mem.state_bytes_per_sequence
     block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
-    drafts = mtp_drafts(dep)
-    per_sequence = blocks_per_sequence(ctx_tokens, block_tokens=dep.block_size_tokens, mtp_drafts=drafts)
+    per_sequence = blocks_per_sequence(
+        ctx_tokens, block_tokens=dep.block_size_tokens, mtp_drafts=dep.mtp_drafts
+    )
     usable = usable_blocks(paged, block_bytes=block_bytes, model_id=dep.model.id, dp=dep.dp)
     return np.asarray(usable >= batch * per_sequence)
 
