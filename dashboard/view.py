@@ -390,8 +390,7 @@ def vllm_command_text(dep: Deployment, *, weights_path: str) -> tuple[str, list[
     options = common.with_drafts(
         common.ServingOptions(weights_path=weights_path, model_name=dep.model_alias or dep.model.id), as_vllm
     )
-    engine_prefill = registry.default_prefill_tokens(as_vllm.engine, as_vllm.hardware)
-    sized, lengths = common.sized_deployment(as_vllm, options=options, engine_prefill_tokens=engine_prefill)
+    sized, lengths = registry.sized_deployment(as_vllm, options=options)
     plan = perf_plan.build_plan(sized, prompt_tokens=lengths.max_input_tokens)
     result = vllm_args.vllm_args(plan, sized, lengths=lengths, options=options)
     return vllm_args.render_command(result), [*vllm_args.summary_lines(result), *result.notes]

@@ -58,25 +58,35 @@ class Lengths(Frozen):
     max_prefill_tokens: int
 
 
+class LengthRules(Frozen):
+    """An engine's own rules for the request lengths (resolve_lengths); the defaults: none.
+
+    engine_prefill_tokens: the engine's default prefill budget in tokens where it chunks prompts (vLLM's
+    --max-num-batched-tokens: registry.default_prefill_tokens); at_least_input: a smaller prefill budget is
+    raised to the input tokens (MindIE: registry.prefill_at_least_input); input_limit: the longest prompt
+    in tokens the engine's config takes (registry.prompt_token_limit).
+    """
+
+    model_config = BUILT_ON_FIRST_USE
+
+    engine_prefill_tokens: int | None = None
+    at_least_input: bool = False
+    input_limit: int | None = None
+
+
 def resolve_lengths(
-    ctx_tokens: int,
-    *,
-    block_size_tokens: int,
-    options: ServingOptions,
-    engine_prefill_tokens: int | None = None,
-    at_least_input: bool = False,
-    input_limit: int | None = None,
+    ctx_tokens: int, *, block_size_tokens: int, options: ServingOptions, rules: LengthRules | None = None
 ) -> Lengths:
     """Split --ctx into input and output: output defaults to ctx/4 (whole blocks), input to the rest.
 
     maxPrefillTokens defaults to max(8192, input) so MindIE's rule maxPrefillTokens >= maxInputTokenLen
     holds (with the default split this is deployment.default_max_prefill_tokens, what the plan sizes); an
-    engine that chunks prompts passes its own default as engine_prefill_tokens (vLLM's
-    --max-num-batched-tokens: registry.default_prefill_tokens); an explicit --max-prefill-tokens is kept as
-    given, raised to the input where `at_least_input` (MindIE: registry.prefill_at_least_input;
-    raised_prefill_notes says so). input_limit: the longest prompt the engine's config takes
-    (registry.prompt_token_limit), checked against a given --max-input-tokens.
+    engine that chunks prompts passes its own default as rules.engine_prefill_tokens; an explicit
+    --max-prefill-tokens is kept as given, raised to the input where rules.at_least_input
+    (raised_prefill_notes says so). rules.input_limit is checked against a given --max-input-tokens.
     """
+    rules = rules or LengthRules()
+    input_limit = rules.input_limit
     out_tokens, in_tokens = options.max_output_tokens, options.max_input_tokens
     if input_limit is not None and in_tokens is not None and in_tokens > input_limit:
         raise PlanInputError(
@@ -99,9 +109,11 @@ def resolve_lengths(
             f"(got {in_tokens} + {out_tokens}, expected a sum <= {ctx_tokens})"
         )
     prefill = (
-        options.max_prefill_tokens or engine_prefill_tokens or max(DEFAULT_MAX_PREFILL_TOKENS, in_tokens)
+        options.max_prefill_tokens
+        or rules.engine_prefill_tokens
+        or max(DEFAULT_MAX_PREFILL_TOKENS, in_tokens)
     )
-    if at_least_input:
+    if rules.at_least_input:
         prefill = max(prefill, in_tokens)
     return Lengths(
         max_seq_len_tokens=ctx_tokens,
@@ -112,29 +124,19 @@ def resolve_lengths(
 
 
 def sized_deployment(
-    dep: Deployment,
-    *,
-    options: ServingOptions,
-    engine_prefill_tokens: int | None = None,
-    at_least_input: bool = False,
-    input_limit: int | None = None,
+    dep: Deployment, *, options: ServingOptions, rules: LengthRules | None = None
 ) -> tuple[Deployment, Lengths]:
     """(dep re-sized with the engine's lengths, the lengths): maxPrefillTokens drives the activation peak;
-    engine_prefill_tokens and at_least_input as in resolve_lengths."""
+    rules as in resolve_lengths."""
     lengths = resolve_lengths(
-        dep.ctx_tokens,
-        block_size_tokens=dep.block_size_tokens,
-        options=options,
-        engine_prefill_tokens=engine_prefill_tokens,
-        at_least_input=at_least_input,
-        input_limit=input_limit,
+        dep.ctx_tokens, block_size_tokens=dep.block_size_tokens, options=options, rules=rules
     )
     return dep.model_copy(update={"max_prefill_tokens": lengths.max_prefill_tokens}), lengths
 
 
 def raised_prefill_notes(given: int | None, *, used: int) -> list[str]:
     """The note when --max-prefill-tokens `given` was raised to `used` tokens, the input part of --ctx
-    (resolve_lengths' at_least_input; the plan's inputs.to_deployment): empty when it was not."""
+    (resolve_lengths' rules.at_least_input; the plan's inputs.to_deployment): empty when it was not."""
     if given is None or used <= given:
         return []
     return [

@@ -175,13 +175,12 @@ def prefill_at_least_input(engine: EngineName) -> bool:
 def sized_deployment(dep: Deployment, *, options: common.ServingOptions) -> tuple[Deployment, common.Lengths]:
     """dep re-sized with the lengths the engine's config writes (common.sized_deployment with the engine's
     default prefill budget, its maxPrefillTokens >= maxInputTokenLen rule and its longest prompt)."""
-    return common.sized_deployment(
-        dep,
-        options=options,
+    rules = common.LengthRules(
         engine_prefill_tokens=default_prefill_tokens(dep.engine, dep.hardware),
         at_least_input=prefill_at_least_input(dep.engine),
         input_limit=prompt_token_limit(dep.engine),
     )
+    return common.sized_deployment(dep, options=options, rules=rules)
 
 
 def prompt_token_limit(engine: EngineName) -> int | None:
