@@ -80,22 +80,14 @@ def list_formats(ctx: typer.Context, as_json: JsonOpt = False, version: VersionO
     typer.echo("kvplan bench import FILE... reads:\n" + "\n".join(lines))
 
 
-def setup_columns(
-    *,
-    model: str,
-    card: str,
-    dtype: str,
-    kv_dtype: str | None,
-    tp: int,
-    engine: str,
-    mtp: int,
-    layout: tuple[int, int] = (1, 1),
-) -> dict[str, str]:
-    """The row cells the flags give, each validated (one clear error naming the flag); layout = (dp, ep)."""
+def setup_columns(flags: FileSetup, *, model: str, dtype: str) -> dict[str, str]:
+    """The row cells the flags give (`model` and `dtype` as resolved for one file), each validated (one clear
+    error naming the flag)."""
     from planner import catalog
     from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
     from planner.kinds import parse_engine
 
+    card, _flag_dtype, kv_dtype, tp, layout, engine, mtp = flags  # dtype: the file's, resolved by the caller
     catalog.resolve_model(model)
     catalog.resolve_card(card)
     scheme = WEIGHT_ALIASES.get(dtype.strip().lower(), dtype.strip().lower())
@@ -335,16 +327,7 @@ def import_rows(
     for path in files:
         result = servingfiles.read_serving_result(path, concurrency=concurrency)
         name, scheme = checkpoint_model(run_model(model, result, path=path), dtype=flags.dtype)
-        setup = setup_columns(
-            model=name,
-            card=flags.card,
-            dtype=scheme or "bf16",
-            kv_dtype=flags.kv_dtype,
-            tp=flags.tp,
-            engine=flags.engine,
-            mtp=flags.mtp,
-            layout=flags.layout,
-        )
+        setup = setup_columns(flags, model=name, dtype=scheme or "bf16")
         cells, note = speculation_cells(result, drafts=drafts)
         notes.append(note)
         if result.failed_requests:
