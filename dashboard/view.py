@@ -360,7 +360,6 @@ def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list
     As the CLI does, the plan is re-sized with MindIE's lengths (maxPrefillTokens drives the activation peak),
     with MindIE's block accounting whatever engine the page shows.
     """
-    from planner.engines import common
     from planner.engines.mindie import config as mindie
     from planner.engines.mindie import rules as mindie_rules
 
@@ -370,7 +369,7 @@ def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list
         mtp=dep.mtp_tokens,
         trust_remote_code=dep.model.trust_remote_code,
     )
-    sized, lengths = common.sized_deployment(dep.model_copy(update={"engine": "mindie"}), options=options)
+    sized, lengths = registry.sized_deployment(dep.model_copy(update={"engine": "mindie"}), options=options)
     plan = perf_plan.build_plan(sized, prompt_tokens=lengths.max_input_tokens)
     result = mindie.mindie_config(
         plan, base=mindie_rules.load_base(options.mindie_version), lengths=lengths, options=options
