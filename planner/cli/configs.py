@@ -27,6 +27,7 @@ from planner.cli.options import (
     Launch,
     emit_launch,
     fail,
+    parse_devices,
     plan_request,
     print_json,
     wants_json,
@@ -71,24 +72,6 @@ CONFIG_FLAGS = (
     "prefix_cache", "prefix_cached_fraction", "max_input_tokens", "max_output_tokens", "bandwidth_gbps",
     "uncalibrated", *LAYOUT_FLAGS,
 )  # fmt: skip
-
-
-def parse_devices(text: str | None) -> list[int] | None:
-    """ "0,1" -> [0, 1]; PlanInputError naming --devices otherwise."""
-    if text is None:
-        return None
-    try:
-        ids = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise PlanInputError(
-            f"--devices: not a comma-separated list of NPU ids (got {text!r}, expected e.g. 0,1)"
-        ) from None
-    if any(not 0 <= i <= MAX_NPU_ID for i in ids):
-        raise PlanInputError(f"--devices: NPU id out of range (got {text[:60]!r}, expected 0..{MAX_NPU_ID})")
-    return ids
-
-
-MAX_NPU_ID = 4095  # [assumed: far above the 16 NPUs of one Atlas node; a 20-digit id is a typo]
 
 
 def _tokens(text: str | None, flag: str) -> int | None:
@@ -164,16 +147,25 @@ def load_base(base_path: Path | None, version: str) -> MindieConfig:
         raise DataFileError(f"--base {base_path}: {exc}") from exc
 
 
-def resolve_identity(options: MindieOptions, *, model_typed: str, has_base: bool) -> MindieOptions:
-    """modelName defaults to --model as typed; modelWeightPath is required unless --base has one."""
-    if has_base:
+def resolve_identity(options: MindieOptions, *, has_base: bool) -> MindieOptions:
+    """modelWeightPath is required unless --base has one; modelName: named() once the model is found."""
+    if has_base or options.weights_path is not None:
         return options
-    if options.weights_path is None:
-        raise PlanInputError(
-            "--weights-path: required to write a MindIE config (got nothing, expected the "
-            "checkpoint directory, e.g. /data/models/qwen3-27b); or pass --base config.json"
-        )
-    return options.model_copy(update={"model_name": options.model_name or model_typed})
+    raise PlanInputError(
+        "--weights-path: required to write a MindIE config (got nothing, expected the "
+        "checkpoint directory, e.g. /data/models/qwen3-27b); or pass --base config.json"
+    )
+
+
+def named(options: Options, typed: str) -> Options:
+    """The options with the served name every config command uses by default (registry.served_model_name)."""
+    from planner.engines import registry
+
+    return (
+        options
+        if options.model_name
+        else options.model_copy(update={"model_name": registry.served_model_name(typed)})
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -258,7 +250,7 @@ def mindie_command(
                 "mindie_version": mindie_version,
             }
         )
-        options = resolve_identity(options, model_typed=model, has_base=base is not None)
+        options = resolve_identity(options, has_base=base is not None)
         run_mindie(request, options, paths=(base, out, from_log), force=force, as_json=wants_json(context))
     except ValidationError as exc:
         fail(option_error(exc))
@@ -281,6 +273,7 @@ def run_mindie(
 
     base_path, out, log_path = paths
     dep, lengths, options = prepared(request, options)
+    options = options if base_path is not None else named(options, request.model)
     check_mindie_drafts(request, options)
     base = load_base(base_path, options.mindie_version)
     comparison = None
@@ -320,9 +313,11 @@ def run_mindie(
 def request_notes(request: PlanRequest, options: MindieOptions, lengths: Lengths) -> list[str]:
     """Notes on the request: a --max-prefill-tokens raised to maxInputTokenLen (common.raised_prefill_notes);
     --prefix-cached-fraction counting prefix-cache hits that the MindIE config turns off."""
+    from planner.engines import registry
     from planner.engines.common import raised_prefill_notes
 
     notes = raised_prefill_notes(options.max_prefill_tokens, used=lengths.max_prefill_tokens)
+    notes += registry.served_name_notes(request.model, name=options.model_name)
     if not request.prefix_cached_fraction or options.prefix_cache:
         return notes
     return [
@@ -377,6 +372,7 @@ def launch_plan(
     request sized with its lengths, the plan at its longest prompt, make(plan, dep, lengths=, options=); one
     error line on bad input. drafts_in_options: the options carry the deployment's drafts (prepared) rather
     than as given. The notes: a --dtype other than the card's checkpoint_dtype (compose)."""
+    from planner.engines import registry
     from planner.engines.common import ServingOptions
     from planner.plan import compose
 
@@ -387,8 +383,14 @@ def launch_plan(
             dep, lengths, options = prepared(request, options)
         else:
             dep, lengths = prepare(request, options)
+        options = named(options, request.model)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-        return plan, make(plan, dep, lengths=lengths, options=options), compose.checkpoint_dtype_warnings(dep)
+        notes = registry.served_name_notes(request.model, name=options.model_name)
+        return (
+            plan,
+            make(plan, dep, lengths=lengths, options=options),
+            compose.checkpoint_dtype_warnings(dep) + notes,
+        )
     except ValidationError as exc:
         fail(option_error(exc))
     except KvplanError as exc:

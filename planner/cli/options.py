@@ -338,3 +338,21 @@ def emit_launch(
     sys.stdout.write("".join(f"# {line}\n" for line in comments))
     for note in [*notes, *result.notes]:
         typer.echo(f"note: {note}", err=True)
+
+
+def parse_devices(text: str | None) -> list[int] | None:
+    """ "0,1" -> [0, 1]; PlanInputError naming --devices otherwise."""
+    if text is None:
+        return None
+    try:
+        ids = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise PlanInputError(
+            f"--devices: not a comma-separated list of NPU ids (got {text!r}, expected e.g. 0,1)"
+        ) from None
+    if any(not 0 <= i <= MAX_NPU_ID for i in ids):
+        raise PlanInputError(f"--devices: NPU id out of range (got {text[:60]!r}, expected 0..{MAX_NPU_ID})")
+    return ids
+
+
+MAX_NPU_ID = 4095  # [assumed: far above the 16 NPUs of one Atlas node; a 20-digit id is a typo]

@@ -8,6 +8,7 @@ engine names itself (tests/test_layering.py greps for it).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Protocol
 
@@ -42,6 +43,8 @@ class EngineRoom(Protocol):
     PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
     PREFILL_AT_LEAST_INPUT: bool  # its prefill budget is raised to the longest prompt (MindIE's rule)
     MAX_PROMPT_TOKENS: int | None  # the longest prompt its config takes (MindIE's maxInputTokenLen range)
+    MODEL_NAME_PATTERN: str | None  # the served names its config takes (a regex; None: any)
+    MODEL_NAME_RULE: str | None  # that pattern in words
     DP_PHASE_VOTE: bool  # DP ranks run the phase (prefill or decode) most of them want
     DP_LOCKSTEP_DENSE: bool  # DP ranks of a dense model step together too (MoE ranks always do)
     REQUEST_OVERHEAD_PRIOR_US: float  # the fit's prior centre for a request's cost outside the forward pass
@@ -187,6 +190,37 @@ def prompt_token_limit(engine: EngineName) -> int | None:
     """The longest prompt the engine's own config accepts (MindIE: maxInputTokenLen and maxPrefillTokens
     at most rules.MAX_TOKENS); None where prompts are bounded only by the context."""
     return room(engine).MAX_PROMPT_TOKENS
+
+
+def served_model_name(typed: str) -> str:
+    """The name every config command serves the model under by default, the same for every engine: --model as
+    typed where every engine's config takes it (MindIE's modelName rule is the strictest), else its last path
+    part without a card's .yaml / .yml ending (`Qwen/Qwen3-32B` -> `Qwen3-32B`, `cards/x.yaml` -> `x`); a
+    PlanInputError naming --model-name when neither is a name every engine takes."""
+    last = typed.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    stem = last.removesuffix(".yaml").removesuffix(".yml")
+    for name in (typed, stem):
+        if all(re.fullmatch(r.MODEL_NAME_PATTERN, name) for r in ROOMS.values() if r.MODEL_NAME_PATTERN):
+            return name
+    raise PlanInputError(
+        f"--model-name: required: --model {typed!r} is not a name every engine serves a model under (got "
+        f"{typed!r}, expected {name_rules()})"
+    )
+
+
+def name_rules() -> str:
+    """The served-name rules of the engines that have one, in words."""
+    return "; ".join(r.MODEL_NAME_RULE for r in ROOMS.values() if r.MODEL_NAME_RULE)
+
+
+def served_name_notes(typed: str, *, name: str | None) -> list[str]:
+    """The note when the configs serve the model under a name other than --model as typed."""
+    if name is None or name == typed or name != served_model_name(typed):
+        return []
+    return [
+        f"served as {name!r}: --model {typed!r} is not a name every engine's config takes "
+        f"({name_rules()}); --model-name to choose another"
+    ]
 
 
 def batch_cap(dep: Deployment) -> int | None:

@@ -54,7 +54,9 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
         "[DOC] bool, default false",
     ),
     OwnedField(
-        (*MODEL, "modelName"), "--model-name, default the --model as typed", "[DOC] served model name"
+        (*MODEL, "modelName"),
+        "--model-name, default --model as typed (its last part if MindIE refuses that)",
+        "[DOC] served model name",
     ),
     OwnedField((*MODEL, "modelWeightPath"), "--weights-path", "[DOC] checkpoint directory"),
     OwnedField((*MODEL, "worldSize"), "--tp", "[DOC] must equal the number of NPUs of the instance"),

@@ -9,6 +9,7 @@ Messages: `<field path>: <what is wrong> (got <value>, expected <constraint>)[; 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,13 @@ BLOCK_MULTIPLE = 16  # [DOC] cacheBlockSize other than 128 should be a multiple 
 MAX_BLOCK_TOKENS = 128  # [DOC] cacheBlockSize range [1, 128]
 BACKEND_TYPES = ("atb", "ms")
 MTP_TOKENS = (1, 2)  # [mtp.md] num_speculative_tokens: the table says 1, the prose 1 or 2
+# modelName: 1-256 of letters, digits, '_', '.', '-', first and last a letter or digit, else the server does
+# not start (src/config_manager/model_deploy_config.cpp:423-443 CheckModelNameLength @8b4871a; the docs'
+# service_parameter_configuration.md:124)
+MODEL_NAME_PATTERN = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,254}[A-Za-z0-9])?"
+MODEL_NAME_RULE = (
+    "MindIE's modelName: 1-256 letters, digits, '_', '.' or '-', first and last a letter or digit"
+)
 
 
 @record
@@ -205,9 +213,18 @@ def check_plugins(cfg: dict[str, Any]) -> None:
         )
 
 
+def check_model_name(cfg: dict[str, Any]) -> None:
+    """modelName is a name MindIE's server accepts (MODEL_NAME_PATTERN)."""
+    path = (*MODEL, "modelName")
+    name = _value(cfg, path, MODEL_NAME_RULE)
+    if not isinstance(name, str) or re.fullmatch(MODEL_NAME_PATTERN, name) is None:
+        raise _fail(path, "not a name MindIE's server starts with", name, MODEL_NAME_RULE, "set --model-name")
+
+
 def validate_config(cfg: dict[str, Any]) -> None:
     """Raise PlanInputError on the first field that breaks MindIE's documented ranges or rules."""
     check_ranges(cfg)
+    check_model_name(cfg)
     check_relations(cfg)
     check_model_config(cfg)
     check_devices(cfg)

@@ -57,6 +57,8 @@ def beyond_pool_words(*, max_batch: int, clients: int) -> str:
 PD_DECODER_STREAMS_FIRST_TOKEN = True
 PREFILL_AT_LEAST_INPUT = False  # prompts longer than --chunked-prefill-size are chunked
 MAX_PROMPT_TOKENS: int | None = None  # bounded by the context (--context-length) only
+MODEL_NAME_PATTERN: str | None = None  # --served-model-name: any string
+MODEL_NAME_RULE: str | None = None
 # DP attention (layers/dp_attention.py): every attention-DP rank joins each MLP / MoE forward (an idle rank
 # runs an idle batch), so ranks step together, dense models too; no shared prefill/decode vote.
 DP_PHASE_VOTE = False
