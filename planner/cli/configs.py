@@ -106,12 +106,15 @@ def prepare(request: PlanRequest, options: ServingOptions) -> tuple[Deployment, 
     return registry.sized_deployment(dep, options=options)
 
 
-def prepared(request: PlanRequest, options: Options) -> tuple[Deployment, Lengths, Options]:
-    """prepare()'s deployment and lengths, and the options with its MTP drafts (common.with_drafts)."""
+def prepared(
+    request: PlanRequest, options: Options, *, name: bool = True
+) -> tuple[Deployment, Lengths, Options]:
+    """prepare()'s deployment and lengths, and the options with its MTP drafts (common.with_drafts) and, where
+    `name`, the default served name (named)."""
     from planner.engines.common import with_drafts
 
     dep, lengths = prepare(request, options)
-    return dep, lengths, with_drafts(options, dep)
+    return dep, lengths, with_drafts(named(options, request.model) if name else options, dep)
 
 
 def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, Deployment, LogComparison]:
@@ -272,8 +275,7 @@ def run_mindie(
     from planner.engines.mindie import rules as mindie_rules
 
     base_path, out, log_path = paths
-    dep, lengths, options = prepared(request, options)
-    options = options if base_path is not None else named(options, request.model)
+    dep, lengths, options = prepared(request, options, name=base_path is None)  # a base's modelName stays
     check_mindie_drafts(request, options)
     base = load_base(base_path, options.mindie_version)
     comparison = None

@@ -91,6 +91,7 @@ ROOMS: dict[EngineName, EngineRoom] = {
     "sglang": sglang_room,
 }
 assert tuple(ROOMS) == ENGINES, "every engine in planner/kinds.py needs a room"
+NAME_RULES = "; ".join(r.MODEL_NAME_RULE for r in ROOMS.values() if r.MODEL_NAME_RULE)  # served names
 
 
 def room(engine: EngineName) -> EngineRoom:
@@ -193,10 +194,8 @@ def prompt_token_limit(engine: EngineName) -> int | None:
 
 
 def served_model_name(typed: str) -> str:
-    """The name every config command serves the model under by default, the same for every engine: --model as
-    typed where every engine's config takes it (MindIE's modelName rule is the strictest), else its last path
-    part without a card's .yaml / .yml ending (`Qwen/Qwen3-32B` -> `Qwen3-32B`, `cards/x.yaml` -> `x`); a
-    PlanInputError naming --model-name when neither is a name every engine takes."""
+    """The served name of every config command by default: --model as typed where every engine takes it, else
+    its last path part less .yaml / .yml (`Qwen/Qwen3-32B` -> `Qwen3-32B`); PlanInputError: neither."""
     last = typed.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
     stem = last.removesuffix(".yaml").removesuffix(".yml")
     for name in (typed, stem):
@@ -204,13 +203,8 @@ def served_model_name(typed: str) -> str:
             return name
     raise PlanInputError(
         f"--model-name: required: --model {typed!r} is not a name every engine serves a model under (got "
-        f"{typed!r}, expected {name_rules()})"
+        f"{typed!r}, expected {NAME_RULES})"
     )
-
-
-def name_rules() -> str:
-    """The served-name rules of the engines that have one, in words."""
-    return "; ".join(r.MODEL_NAME_RULE for r in ROOMS.values() if r.MODEL_NAME_RULE)
 
 
 def served_name_notes(typed: str, *, name: str | None) -> list[str]:
@@ -219,7 +213,7 @@ def served_name_notes(typed: str, *, name: str | None) -> list[str]:
         return []
     return [
         f"served as {name!r}: --model {typed!r} is not a name every engine's config takes "
-        f"({name_rules()}); --model-name to choose another"
+        f"({NAME_RULES}); --model-name to choose another"
     ]
 
 
