@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from planner import catalog, memory, params
@@ -195,7 +197,7 @@ def test_moe_activation_per_rank_never_grows_with_expert_parallelism(model_id: s
         )
         for ep in (1, 2, 4, 8)
     ]
-    assert all(wider <= narrower for narrower, wider in zip(peaks, peaks[1:], strict=False)), peaks
+    assert all(wider <= narrower for narrower, wider in itertools.pairwise(peaks)), peaks
 
 
 def test_moe_rows_per_token_are_a_mean_not_rounded() -> None:
