@@ -273,8 +273,8 @@ class HardwareProfile(DataModel):
     native_dtypes: list[str] = Field(min_length=1)
     interconnect: Interconnect
     visible_memory_bytes: int | None = Field(default=None, gt=0, le=2**50)
-    # held inside the device total: idle use, context, buffers
-    runtime_overhead_gib: float = Field(ge=0, le=2.0**20)
+    runtime_overhead_gib: float = Field(ge=0, le=2.0**20)  # inside the device total: idle use, buffers
+    mindie_max_batch_size: int | None = Field(default=None, ge=1, le=2**32 - 1)  # card's documented range
     variant: str | None = None
     variants: list[CardVariant] = Field(default_factory=list)
     default_coefficients: PerfCoefficients

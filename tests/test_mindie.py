@@ -329,9 +329,9 @@ VIOLATIONS = [
     ),
     (
         (*S, "maxBatchSize"),
-        5001,
+        819_201,
         "BackendConfig.ScheduleConfig.maxBatchSize: out of MindIE's "
-        "range (got 5001, expected [1, 5000]); set --batch",
+        "range (got 819201, expected [1, 819200]); set --batch",
     ),
     (
         (*S, "maxQueueDelayMicroseconds"),
@@ -378,7 +378,7 @@ VIOLATIONS = [
     (
         (*S, "maxBatchSize"),
         64.0,
-        "BackendConfig.ScheduleConfig.maxBatchSize: must be an integer (got 64.0, expected [1, 5000])",
+        "BackendConfig.ScheduleConfig.maxBatchSize: must be an integer (got 64.0, expected [1, 819200])",
     ),
     (
         (*D, "maxSeqLen"),

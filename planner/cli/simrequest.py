@@ -58,8 +58,8 @@ class SimulateRequest:
 
 SEARCHES = ("max-rate", "max-concurrency", "knee", "pd")  # --search (planner/cli/simsearch.py)
 # --max-batch, --max-prefill-batch: the simulator's step table (planner/sim/run.py step_table) holds one row
-# per running-batch size (x ~50-80 contexts), so it steps at most this many; MindIE's maxBatchSize and
-# maxPrefillBatchSize ranges end there too (facts 1.2). The plan's --batch range is inputs.MAX_BATCH.
+# per running-batch size (x ~50-80 contexts), so it steps at most this many: the simulator's own limit, below
+# MindIE's (planner/engines/mindie/limits.py). The plan's --batch range is inputs.MAX_BATCH.
 SIM_MAX_BATCH = 5000
 MAX_SEED = 2**63 - 1  # numpy's default_rng takes any non-negative int; a signed 64-bit one is ample
 
@@ -74,14 +74,13 @@ def check_knobs(flags: SimulateRequest) -> None:
     if knobs.max_batch is not None and knobs.max_batch > SIM_MAX_BATCH:
         raise PlanInputError(
             f"--max-batch: more than the simulator steps (got {knobs.max_batch}, expected <= "
-            f"{SIM_MAX_BATCH}: its step table holds one row per running-batch size; MindIE's maxBatchSize "
-            "range ends there too)"
+            f"{SIM_MAX_BATCH}: its step table holds one row per running-batch size)"
         )
     prefill_batch = knobs.max_prefill_batch
     if prefill_batch is not None and not 1 <= prefill_batch <= SIM_MAX_BATCH:
         raise PlanInputError(
-            f"--max-prefill-batch: out of range (got {prefill_batch}, expected 1..{SIM_MAX_BATCH}, MindIE's "
-            "maxPrefillBatchSize)"
+            f"--max-prefill-batch: out of range (got {prefill_batch}, expected 1..{SIM_MAX_BATCH}, the "
+            "simulator's limit)"
         )
     if not 0 <= flags.seed <= MAX_SEED:
         raise PlanInputError(f"--seed: out of range (got {flags.seed}, expected 0..{MAX_SEED})")

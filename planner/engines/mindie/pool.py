@@ -19,7 +19,7 @@ from planner import deployment, layout, units
 from planner.arrays import IntArray
 from planner.deployment import Deployment
 from planner.engines import common
-from planner.engines.mindie import rules
+from planner.engines.mindie import limits, rules
 from planner.engines.mindie.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
 from planner.engines.mindie.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
 from planner.engines.mindie.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
@@ -31,10 +31,6 @@ from planner.errors import DoesNotFitError, KvplanError, PlanInputError
 from planner.kinds import EngineName
 from planner.results import MemoryBreakdown, Plan, Recommendation
 
-# ScheduleConfig.maxBatchSize range is [1, 5000] ([DOC]); the C++ config check allows up to 819200
-# (ScheduleConfigManager::CheckParam, src/config_manager/schedule_config.cpp @ecfc8d2c: CheckMaxMinValue(
-# maxBatchSize, 819200, 1)). kvplan keeps to the documented range in the configs it writes and checks.
-MAX_BATCH_SIZE = 5000
 # The router reports npuBlockNum = num_npu_blocks - 1: the last block is kept for dummy batches ([ROUTER]);
 # with data parallelism it takes one more first (mindie_llm/connector/request_router/router_impl.py
 # initialize(): `if ...mapping.has_dp(): num_npu_blocks = num_npu_blocks - 1`, MindIE-LLM @419d8029).
@@ -130,8 +126,9 @@ def weight_dtype_refusal(dep: Deployment) -> str | None:
 
 
 def batch_cap(dep: Deployment) -> int:
-    """maxBatchSize's upper bound ([DOC] [1, 5000]): max_batch_grid never exceeds it."""
-    return MAX_BATCH_SIZE
+    """maxBatchSize's upper bound (limits.py): the default layout's engine limit, or the card's documented
+    range when smaller (Atlas 300I Duo: 2000); max_batch_grid never exceeds it."""
+    return limits.max_batch_size(layout=limits.DEFAULT_LAYOUT, card_cap=dep.hardware.mindie_max_batch_size)
 
 
 def check_layout(dep: Deployment) -> None:
@@ -255,7 +252,7 @@ def batch_holds(
 
 
 def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
-    """Largest batch MindIE's usable blocks hold at each ctx, capped at MAX_BATCH_SIZE.
+    """Largest batch MindIE's usable blocks hold at each ctx, capped at batch_cap.
 
     Binary search on batch_holds (monotone in batch), all contexts at once; upper bound floor(kv_budget /
     per-sequence bytes) (common.kv_bound_grid).
@@ -268,7 +265,7 @@ def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArra
         open_ = low < high
         low = np.where(open_ & holds, middle, low)
         high = np.where(open_ & ~holds, middle - 1, high)
-    return np.minimum(low, MAX_BATCH_SIZE)
+    return np.minimum(low, batch_cap(dep))
 
 
 def check_holds_one(dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) -> None:

@@ -1,0 +1,88 @@
+"""MindIE's maxBatchSize ceiling (planner/engines/mindie/limits.py) and the --base plugin_params forms
+(planner/engines/mindie/plugins.py): h61's findings 2-4.
+
+- The ceiling is the engine's own: 819200 for the 2.x layout (schedule_config.cpp:274 and
+  service_parameter_configuration.md:150 @8b4871a), 5000 for the 1.0.RC3 layout (the same check before
+  MindIE-LLM 2407474); kvplan used to cap every plan at 5000 and call it MindIE's documented range.
+- The Atlas 300I Duo's documented range is [1, 2000]: a card fact (hwprofiles/atlas-300i-duo.yaml) that the
+  plan, `kvplan mindie`, serve and the dashboard all apply.
+- A --base plugin_params written as a JSON object (MindIE dumps it to its string form,
+  model_deploy_config.cpp:200-203) was dropped silently; any other non-string type is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planner.engines.mindie import limits
+from planner.engines.mindie import rules as mindie_rules
+from tests.helpers import kvplan
+from tests.test_engine_agreement import answers_for
+
+TINY_950 = "--model qwen3-0.6b --card ascend-950pr --ctx 128 --tp 8"
+DUO = "--model qwen3-0.6b --card atlas-300i-duo --dtype fp16 --ctx 128"
+SCHEDULE = ("BackendConfig", "ScheduleConfig")
+MTP_MODEL = "--model qwen3.5-27b --card ascend-950pr --ctx 32k --dtype fp8 --tp 2"  # ships an MTP layer
+
+
+def written(words: str, *args: str | Path) -> dict[str, Any]:
+    """The JSON payload of `kvplan mindie <words> --weights-path /w --json`."""
+    return json.loads(kvplan(f"mindie {words} --weights-path /w --json", *args).output)
+
+
+def schedule(payload: dict[str, Any]) -> dict[str, Any]:
+    return payload["mindie"]["config"]["BackendConfig"]["ScheduleConfig"]
+
+
+def test_the_layouts_take_the_engines_own_limits() -> None:
+    """One limit per committed base layout, the larger the one the range rule checks."""
+    assert set(limits.MAX_BATCH_SIZE_BY_LAYOUT) == set(mindie_rules.MINDIE_BASE_FILES)
+    assert limits.MAX_BATCH_SIZE_BY_LAYOUT == {"2.x": 819_200, "1.0.RC3": 5000}
+    rule = next(r for r in mindie_rules.RANGE_RULES if r.path == (*SCHEDULE, "maxBatchSize"))
+    assert (rule.lo, rule.hi) == (1, 819_200)
+    assert limits.max_batch_size(layout="2.x", card_cap=2000) == 2000
+    assert limits.max_batch_size(layout="1.0.RC3", card_cap=None) == 5000
+
+
+def test_a_tiny_model_is_bound_by_memory_not_by_a_5000_cap() -> None:
+    """h61 finding 3: the plan said `max_batch_size = 5000 (bound by engine limit)`; MindIE takes 819200."""
+    plan = json.loads(kvplan(f"{TINY_950} --json").output)["recommendation"]
+    assert plan["max_batch_size"] > 5000
+    assert plan["binding_constraint"] == "memory"
+    assert schedule(written(TINY_950))["maxBatchSize"] == plan["max_batch_size"]
+
+
+def test_the_rc3_layout_is_held_at_its_5000_with_a_note() -> None:
+    payload = written(TINY_950, "--mindie-version", "1.0.RC3")
+    assert schedule(payload)["maxBatchSize"] == 5000
+    assert schedule(payload)["maxPrefillBatchSize"] <= 5000
+    assert any("maxBatchSize 5000, not the plan's" in note for note in payload["mindie"]["notes"])
+
+
+def test_the_range_rule_takes_more_than_5000() -> None:
+    cfg = mindie_rules.load_base("2.x")
+    cfg["BackendConfig"]["ScheduleConfig"].update(maxBatchSize=6000, maxPrefillBatchSize=6000)
+    cfg["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]["modelWeightPath"] = "/w"
+    mindie_rules.check_ranges(cfg)
+    cfg["BackendConfig"]["ScheduleConfig"]["maxBatchSize"] = 819_201
+    with pytest.raises(Exception, match=r"got 819201, expected \[1, 819200\]"):
+        mindie_rules.check_ranges(cfg)
+
+
+@pytest.mark.parametrize("extra", ["", " --dtype int8 --tp 2"])
+def test_the_300i_duo_is_held_at_its_documented_2000(extra: str) -> None:
+    """h61 finding 2: 2284 (fp16) and 4692 (int8, tp 2) were written on the Duo, above its [1, 2000]."""
+    words = DUO.replace(" --dtype fp16", "") + extra if extra else DUO
+    plan = json.loads(kvplan(f"{words} --json").output)["recommendation"]
+    assert (plan["max_batch_size"], plan["binding_constraint"]) == (2000, "engine limit")
+    assert schedule(written(words))["maxBatchSize"] == 2000
+
+
+def test_every_command_holds_the_duo_at_2000() -> None:
+    """Plan, `kvplan mindie`, serve and the dashboard (and its download) agree on the card's cap."""
+    answers = answers_for("qwen3-0.6b", "atlas-300i-duo", "mindie", "1", dtype="fp16", ctx="128")
+    assert set(answers.values()) == {(0, 2000)}, answers
