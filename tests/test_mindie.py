@@ -21,6 +21,7 @@ from planner import atomic, inputs, units
 from planner.cli import app
 from planner.engines import common
 from planner.engines.mindie import config as mindie
+from planner.engines.mindie import plugins as mindie_plugins
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.config import MindieOptions
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
@@ -550,16 +551,17 @@ def test_merge_refuses_mtp_with_lookahead() -> None:
         r"\(got plugin_type la in the base, expected none of memory_decoding, "
         r"la\)$",
     ):
-        mindie.plugin_params(
+        mindie_plugins.plugin_params(
             user_base()["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]["plugin_params"],
-            options=MindieOptions(mtp=1),
+            mtp=1,
+            prefix_cache=False,
         )
 
 
 def test_merge_drops_kvplan_plugins_when_not_asked() -> None:
     assert (
-        mindie.plugin_params(
-            '{"plugin_type":"mtp,prefix_cache","num_speculative_tokens":1}', options=MindieOptions()
+        mindie_plugins.plugin_params(
+            '{"plugin_type":"mtp,prefix_cache","num_speculative_tokens":1}', mtp=0, prefix_cache=False
         )
         is None
     )

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from planner.engines.mindie import limits
+from planner.engines.mindie import limits, plugins
 from planner.engines.mindie import rules as mindie_rules
+from planner.errors import DataFileError
 from tests.helpers import kvplan
 from tests.test_engine_agreement import answers_for
 
@@ -86,3 +87,41 @@ def test_every_command_holds_the_duo_at_2000() -> None:
     """Plan, `kvplan mindie`, serve and the dashboard (and its download) agree on the card's cap."""
     answers = answers_for("qwen3-0.6b", "atlas-300i-duo", "mindie", "1", dtype="fp16", ctx="128")
     assert set(answers.values()) == {(0, 2000)}, answers
+
+
+def base_with(tmp_path: Path, value: object) -> Path:
+    """kvplan's 2.x base with ModelConfig[0].plugin_params set to value, written to tmp_path."""
+    cfg = mindie_rules.load_base("2.x")
+    cfg["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]["plugin_params"] = value
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_an_object_plugin_params_is_kept(tmp_path: Path) -> None:
+    """h61 finding 4: the base's SplitFuse plugin vanished from the written config."""
+    base = base_with(tmp_path, {"plugin_type": "splitfuse", "x": 1})
+    payload = written(TINY_950, "--base", base)
+    model = payload["mindie"]["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
+    assert json.loads(model["plugin_params"]) == {"plugin_type": "splitfuse", "x": 1}
+    both = plugins.plugin_params({"plugin_type": "splitfuse"}, mtp=0, prefix_cache=True)
+    assert both == '{"plugin_type":"splitfuse,prefix_cache"}'
+
+
+def test_mtp_sees_an_object_bases_plugins(tmp_path: Path) -> None:
+    base = base_with(tmp_path, {"plugin_type": "la"})
+    result = kvplan(f"mindie {MTP_MODEL} --mtp 1 --base", base, code=2)
+    refusal = "--mtp: MindIE's MTP cannot be combined with parallel decoding (got plugin_type la"
+    assert refusal in result.output
+
+
+@pytest.mark.parametrize("value", [["splitfuse"], 5, True, None])
+def test_other_plugin_params_types_are_refused_in_one_line(tmp_path: Path, value: object) -> None:
+    base = base_with(tmp_path, value)
+    result = kvplan(f"mindie {TINY_950} --base", base, code=DataFileError.exit_code)
+    line = (
+        f"kvplan: error: --base {base}: BackendConfig.ModelDeployConfig.ModelConfig[0].plugin_params: not a "
+        f"JSON object (got {json.dumps(value)}, expected an object or its string form"
+    )
+    assert line in result.output, result.output
+    assert "Traceback" not in result.output

@@ -12,17 +12,16 @@ in the base is kept as is.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import re
 from typing import Any, Literal
 
 from pydantic import Field
 
-from planner import readers, units
+from planner import units
 from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
-from planner.engines.mindie import limits, pool, scheduler
+from planner.engines.mindie import limits, plugins, pool, scheduler
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.fields import MODEL, OWNED_FIELDS
 from planner.engines.mindie.pool import npu_mem_mode, npu_mem_size_gib
@@ -36,8 +35,6 @@ DEFAULT_MINDIE_VERSION = mindie_rules.DEFAULT_MINDIE_VERSION
 # checkpoints: planner/engines/mindie/pool.py.
 MTP_DOCUMENTED = re.compile(r"^deepseek-(v3|r1)")  # [mtp.md] DeepSeek-R1/V3 W8A8 or KV-int8 only
 PREFIX_CACHE_DOCUMENTED = re.compile(r"^(qwen2|qwen2\.5|qwen3|deepseek-(v3|r1))(-|$)")  # [prefix_cache.md]
-KVPLAN_PLUGINS = ("mtp", "prefix_cache")
-MTP_EXCLUSIVE_PLUGINS = ("memory_decoding", "la")  # [mtp.md] MTP cannot combine with parallel decoding
 
 KEEP = "<keep the base's value>"  # owned value meaning: leave the base's field as it is
 
@@ -111,32 +108,6 @@ def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int, mtp_drafts
     )
 
 
-def plugin_params(base_value: object, *, options: MindieOptions) -> str | None:
-    """plugin_params JSON string: the base's plugins minus mtp/prefix_cache, plus what was asked."""
-    existing: dict[str, Any] = {}
-    if isinstance(base_value, str) and base_value.strip():
-        try:
-            existing = readers.parse_json(base_value, where=mindie_rules.dotted((*MODEL, "plugin_params")))
-        except DataFileError as exc:
-            raise DataFileError(f'{exc}; expected e.g. \'{{"plugin_type":"mtp"}}\'') from exc
-        if not isinstance(existing, dict):
-            where = mindie_rules.dotted((*MODEL, "plugin_params"))
-            raise DataFileError(f"{where}: not a JSON object string (got {base_value!r})")
-    kept = [p for p in str(existing.get("plugin_type", "")).split(",") if p and p not in KVPLAN_PLUGINS]
-    params = {k: v for k, v in existing.items() if k not in ("plugin_type", "num_speculative_tokens")}
-    if options.mtp and set(kept) & set(MTP_EXCLUSIVE_PLUGINS):
-        raise PlanInputError(
-            f"--mtp: MindIE's MTP cannot be combined with parallel decoding "
-            f"(got plugin_type {','.join(kept)} in the base, "
-            f"expected none of {', '.join(MTP_EXCLUSIVE_PLUGINS)})"
-        )
-    wanted = [*kept, *(["mtp"] if options.mtp else []), *(["prefix_cache"] if options.prefix_cache else [])]
-    if not wanted:
-        return None
-    extra = {"num_speculative_tokens": options.mtp} if options.mtp else {}
-    return json.dumps({"plugin_type": ",".join(wanted), **extra, **params}, separators=(",", ":"))
-
-
 def owned_values(
     plan: Plan, *, lengths: Lengths, options: MindieOptions, base: dict[str, Any], npu_mem_gib: int
 ) -> dict[str, Any]:
@@ -160,7 +131,9 @@ def owned_values(
         "npuMemSize": npu_mem_gib,
         "backendType": "atb",
         "trustRemoteCode": trust_remote_code(base, options=options),
-        "plugin_params": plugin_params(lookup(base, (*MODEL, "plugin_params")), options=options),
+        "plugin_params": plugins.plugin_params(
+            lookup(base, (*MODEL, "plugin_params")), mtp=options.mtp, prefix_cache=options.prefix_cache
+        ),
         "cacheBlockSize": plan.block_size_tokens,
         "maxPrefillBatchSize": min(batch, scheduler.DEFAULT_MAX_PREFILL_BATCH),
         "maxPrefillTokens": lengths.max_prefill_tokens,
@@ -174,7 +147,7 @@ def owned_values(
     }
 
 
-MISSING = object()
+MISSING = plugins.MISSING  # lookup's answer for an absent field
 
 
 def trust_remote_code(base: dict[str, Any], *, options: MindieOptions) -> object:
