@@ -1,9 +1,9 @@
 """MindIE's maxBatchSize ceiling (planner/engines/mindie/limits.py) and the --base plugin_params forms
 (planner/engines/mindie/plugins.py): h61's findings 2-4.
 
-- The ceiling is the engine's own: 819200 for the 2.x layout (schedule_config.cpp:274 and
-  service_parameter_configuration.md:150 @8b4871a), 5000 for the 1.0.RC3 layout (the same check before
-  MindIE-LLM 2407474); kvplan used to cap every plan at 5000 and call it MindIE's documented range.
+- The ceiling is the engine's own: 5000, MindIE-LLM's check in every release branch before 3.0.0 (3.0.0
+  takes 819200 since 2407474, which a --base may hold); kvplan cited it as the docs of a snapshot that says
+  819200.
 - The Atlas 300I Duo's documented range is [1, 2000]: a card fact (hwprofiles/atlas-300i-duo.yaml) that the
   plan, `kvplan mindie`, serve and the dashboard all apply.
 - A --base plugin_params written as a JSON object (MindIE dumps it to its string form,
@@ -39,29 +39,22 @@ def schedule(payload: dict[str, Any]) -> dict[str, Any]:
     return payload["mindie"]["config"]["BackendConfig"]["ScheduleConfig"]
 
 
-def test_the_layouts_take_the_engines_own_limits() -> None:
-    """One limit per committed base layout, the larger the one the range rule checks."""
-    assert set(limits.MAX_BATCH_SIZE_BY_LAYOUT) == set(mindie_rules.MINDIE_BASE_FILES)
-    assert limits.MAX_BATCH_SIZE_BY_LAYOUT == {"2.x": 819_200, "1.0.RC3": 5000}
+def test_kvplan_writes_what_every_release_takes_and_reads_what_the_newest_takes() -> None:
+    """5000 written (every release before 3.0.0 stops above it); a --base may hold up to 3.0.0's 819200."""
+    assert limits.MAX_BATCH_SIZE == 5000
     rule = next(r for r in mindie_rules.RANGE_RULES if r.path == (*SCHEDULE, "maxBatchSize"))
-    assert (rule.lo, rule.hi) == (1, 819_200)
-    assert limits.max_batch_size(layout="2.x", card_cap=2000) == 2000
-    assert limits.max_batch_size(layout="1.0.RC3", card_cap=None) == 5000
+    assert (rule.lo, rule.hi) == (1, limits.ENGINE_MAX_BATCH_SIZE) == (1, 819_200)
+    assert limits.max_batch_size(card_cap=2000) == 2000
+    assert limits.max_batch_size(card_cap=None) == 5000
 
 
-def test_a_tiny_model_is_bound_by_memory_not_by_a_5000_cap() -> None:
-    """h61 finding 3: the plan said `max_batch_size = 5000 (bound by engine limit)`; MindIE takes 819200."""
+@pytest.mark.parametrize("version", ["2.x", "1.0.RC3"])
+def test_a_tiny_model_is_held_at_5000_and_says_the_engine_binds(version: str) -> None:
     plan = json.loads(kvplan(f"{TINY_950} --json").output)["recommendation"]
-    assert plan["max_batch_size"] > 5000
-    assert plan["binding_constraint"] == "memory"
-    assert schedule(written(TINY_950))["maxBatchSize"] == plan["max_batch_size"]
-
-
-def test_the_rc3_layout_is_held_at_its_5000_with_a_note() -> None:
-    payload = written(TINY_950, "--mindie-version", "1.0.RC3")
+    assert (plan["max_batch_size"], plan["binding_constraint"]) == (5000, "engine limit")
+    payload = written(TINY_950, "--mindie-version", version)
     assert schedule(payload)["maxBatchSize"] == 5000
     assert schedule(payload)["maxPrefillBatchSize"] <= 5000
-    assert any("maxBatchSize 5000, not the plan's" in note for note in payload["mindie"]["notes"])
 
 
 def test_the_range_rule_takes_more_than_5000() -> None:

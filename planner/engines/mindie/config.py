@@ -21,7 +21,7 @@ from pydantic import Field
 from planner import units
 from planner.engines import layouts
 from planner.engines.common import Lengths, ServingOptions
-from planner.engines.mindie import limits, plugins, pool, scheduler
+from planner.engines.mindie import plugins, pool, scheduler
 from planner.engines.mindie import rules as mindie_rules
 from planner.engines.mindie.fields import MODEL, OWNED_FIELDS
 from planner.engines.mindie.pool import npu_mem_mode, npu_mem_size_gib
@@ -312,8 +312,6 @@ def mindie_config(
     prediction = predict_blocks(plan, lengths=lengths, npu_mem_gib=gib, mtp_drafts=options.mtp)
     check_warmup(plan, prediction)
     held, notes = held_plan(plan, prediction=prediction, lengths=lengths)
-    held, layout_notes = limits.layout_held(held, layout=options.mindie_version)
-    notes += layout_notes
     values = owned_values(held, lengths=lengths, options=options, base=base, npu_mem_gib=gib)
     cfg = apply_layout(merge_config(base, values), plan)
     mindie_rules.validate_config(cfg)

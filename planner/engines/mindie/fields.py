@@ -102,8 +102,8 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
     ),
     OwnedField(
         (*SCHEDULE, "maxBatchSize"),
-        "plan max_batch_size (at most the layout/card cap)",
-        "[DOC] [1, 819200] (2.x; 5000 in 1.0.RC3; [1, 2000] on Atlas 300I Duo) and >= maxPreemptCount",
+        "plan max_batch_size (at most the card cap)",
+        "[DOC] [1, 5000] before 3.0.0 (819200 since; [1, 2000] on Atlas 300I Duo) and >= maxPreemptCount",
     ),
     OwnedField((*SCHEDULE, "maxIterTimes"), "--max-output-tokens, default ctx / 4", "[DOC] [1, maxSeqLen]"),
     OwnedField((*SCHEDULE, "maxPreemptCount"), "0: every planned sequence fits", "[DOC] [0, maxBatchSize]"),

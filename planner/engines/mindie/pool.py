@@ -126,9 +126,9 @@ def weight_dtype_refusal(dep: Deployment) -> str | None:
 
 
 def batch_cap(dep: Deployment) -> int:
-    """maxBatchSize's upper bound (limits.py): the default layout's engine limit, or the card's documented
-    range when smaller (Atlas 300I Duo: 2000); max_batch_grid never exceeds it."""
-    return limits.max_batch_size(layout=limits.DEFAULT_LAYOUT, card_cap=dep.hardware.mindie_max_batch_size)
+    """maxBatchSize's upper bound (limits.py): the 5000 every MindIE release before 3.0.0 checks, or the
+    card's documented range when smaller (Atlas 300I Duo: 2000); max_batch_grid never exceeds it."""
+    return limits.max_batch_size(card_cap=dep.hardware.mindie_max_batch_size)
 
 
 def check_layout(dep: Deployment) -> None:

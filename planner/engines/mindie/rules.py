@@ -61,13 +61,13 @@ RANGE_RULES: tuple[RangeRule, ...] = (
     RangeRule((*MODEL, "worldSize"), 1, UINT32_MAX, "set --tp"),
     RangeRule((*MODEL, "cpuMemSize"), 0, UINT32_MAX),
     RangeRule((*SCHEDULE, "cacheBlockSize"), 1, MAX_BLOCK_TOKENS, "set --block-size 128"),
-    RangeRule((*SCHEDULE, "maxPrefillBatchSize"), 0, limits.MAX_BATCH_SIZE),  # <= maxBatchSize: below
+    RangeRule((*SCHEDULE, "maxPrefillBatchSize"), 0, limits.ENGINE_MAX_BATCH_SIZE),  # <= maxBatchSize: below
     RangeRule((*SCHEDULE, "maxPrefillTokens"), 1, MAX_TOKENS, "set --max-prefill-tokens"),
     RangeRule((*SCHEDULE, "prefillTimeMsPerReq"), 0, 1000),
     RangeRule((*SCHEDULE, "decodeTimeMsPerReq"), 0, 1000),
-    RangeRule((*SCHEDULE, "maxBatchSize"), 1, limits.MAX_BATCH_SIZE, "set --batch"),
+    RangeRule((*SCHEDULE, "maxBatchSize"), 1, limits.ENGINE_MAX_BATCH_SIZE, "set --batch"),
     RangeRule((*SCHEDULE, "maxIterTimes"), 1, UINT32_MAX, "set --max-output-tokens"),
-    RangeRule((*SCHEDULE, "maxPreemptCount"), 0, limits.MAX_BATCH_SIZE),  # <= maxBatchSize: below
+    RangeRule((*SCHEDULE, "maxPreemptCount"), 0, limits.ENGINE_MAX_BATCH_SIZE),  # <= maxBatchSize: below
     RangeRule((*SCHEDULE, "maxQueueDelayMicroseconds"), 500, 1_000_000),
 )
 
