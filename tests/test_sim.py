@@ -8,6 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.deployment import Deployment
+from planner.engines.mindie import pool as mindie_pool
+from planner.errors import DoesNotFitError
 from planner.perf import roofline
 from planner.serving import closed_loop, performance
 from planner.sim import instance, run, steptable
@@ -312,3 +314,48 @@ def test_tpot_statistics_leave_out_one_token_requests() -> None:
     from planner.cli.serve_view import tail_lines
 
     assert "TPOT undefined" in tail_lines(single)[1]
+
+
+@pytest.mark.parametrize(("engine", "drafts"), [("mindie", 1), ("mindie", 2), ("vllm", 3)])
+def test_drafting_sequences_keep_their_lookahead_slots(engine: str, drafts: int) -> None:
+    """An MTP model's decoding sequence keeps the engine's lookahead slots free past its last token
+    (MindIE's gamma = max(n, 2n - 2): planner/engines/mindie/pool.py blocks_per_sequence; vLLM's
+    num_lookahead_tokens = n): the simulator takes each next block that many tokens earlier and refuses a
+    pool that holds the request's tokens but not its lookahead, as the plan's block rule does. Before: no
+    lookahead in the simulator."""
+    expected = {"mindie": max(drafts, 2 * drafts - 2), "vllm": drafts}[engine]
+    refused = {}
+    for n in (0, drafts):
+        dep = deployment_950pr("qwen3.5-27b", engine=engine, ctx_tokens=65536, mtp_tokens=n)
+        probe = run.default_config(dep, workload=fixed(128, 128, count=1, rate=1.0))
+        assert probe.lookahead_tokens == (expected if n else 0)
+        block, state = probe.block_tokens, probe.state_blocks
+        if engine == "mindie":
+            assert mindie_pool.blocks_per_sequence(5 * block, block_tokens=block, mtp_drafts=n) == 5 + (n > 0)
+        work = fixed(5 * block - 128, 128, count=1, rate=1.0)  # exactly 5 blocks of tokens
+        try:
+            run.default_config(dep, workload=work, total_blocks=5 + state)
+            refused[n] = False
+        except DoesNotFitError:
+            refused[n] = True
+    assert refused == {0: False, drafts: True}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    engine=st.sampled_from(SCHEDULERS),
+    drafts=st.integers(1, 2),
+    blocks=st.integers(12, 60),
+    seed=st.integers(0, 99),
+)
+def test_drafting_runs_keep_the_block_invariants(engine: str, drafts: int, blocks: int, seed: int) -> None:
+    lengths = (wl.LengthDist("uniform", 1, 300), wl.LengthDist("uniform", 1, 300))
+    work = wl.synthetic(lengths=lengths, count=20, rate_per_s=50.0, seed=seed)
+    dep = deployment_950pr("qwen3.5-27b", engine=engine, ctx_tokens=1024, mtp_tokens=drafts)
+    probe = run.default_config(dep, workload=work)
+    cfg = run.default_config(dep, workload=work, total_blocks=max(blocks, 5 * (1 + probe.state_blocks)))
+    eng = instance.run_engine(cfg, run.build_table(dep, cfg, work), work)
+    _, records, timeline = run.summarize(eng, dep=dep, slo=(None, None))
+    assert eng.finished == 20 and eng.used_blocks == 0
+    assert timeline.used_blocks.max() <= cfg.total_blocks and timeline.used_blocks.min() >= 0
+    assert np.all(np.asarray(eng.delivered) >= records.output_tokens)

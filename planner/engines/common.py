@@ -162,14 +162,16 @@ class EngineBudget(Frozen):
 
 
 class BlockPool(Frozen):
-    """A KV block pool as the simulator counts it: blocks of block_tokens, and the extra blocks one sequence
-    holds for its fixed recurrent state while admitted."""
+    """A KV block pool as the simulator counts it: blocks of block_tokens, the extra blocks one sequence
+    holds for its fixed recurrent state while admitted, and the slots a decoding sequence keeps free past its
+    last token for its speculative drafts (lookahead_tokens; 0 without drafts)."""
 
     model_config = BUILT_ON_FIRST_USE
 
     total_blocks: int
     state_blocks: int
     block_tokens: int
+    lookahead_tokens: int = 0
 
 
 def kv_bound_grid(

@@ -31,7 +31,9 @@ class SchedulerConfig(Frozen):
             maxPrefillTokens, select_batch = supportSelectBatch with prefill/decode_time_per_req_s =
             prefillTimeMsPerReq / decodeTimeMsPerReq, queue_delay_s = maxQueueDelayMicroseconds.
     total_blocks  KV blocks of block_tokens each; state_blocks  extra blocks a sequence holds for its
-    fixed recurrent state (linear-attention models), charged while it is admitted.
+    fixed recurrent state (linear-attention models), charged while it is admitted; lookahead_tokens  slots a
+    decoding sequence keeps free past its last token for speculative drafts (MindIE's gamma, vLLM's
+    num_lookahead_tokens): it holds ceil((tokens + lookahead) / block) blocks.
     prefix_cached_fraction  share of each prompt a prefix cache holds (Deployment's): prefill starts after
     its whole blocks (Engine.cached_tokens_of); the shared blocks are still charged to every sequence.
     """
@@ -52,6 +54,7 @@ class SchedulerConfig(Frozen):
     total_blocks: int = Field(ge=1)
     block_tokens: int = Field(ge=1)
     state_blocks: int = Field(default=0, ge=0)
+    lookahead_tokens: int = Field(default=0, ge=0)
     prefix_cached_fraction: float = Field(default=0.0, ge=0, le=1)
 
     @model_serializer(mode="wrap")
@@ -59,8 +62,9 @@ class SchedulerConfig(Frozen):
         """The fields, prefix_cached_fraction only when set: outputs of runs without a prefix cache (every
         recorded transcript) keep the fields they always had."""
         fields: dict[str, Any] = handler(self)
-        if not self.prefix_cached_fraction:
-            fields.pop("prefix_cached_fraction", None)
+        for name in ("prefix_cached_fraction", "lookahead_tokens"):
+            if not getattr(self, name):
+                fields.pop(name, None)
         return fields
 
 

@@ -194,7 +194,7 @@ class Engine:
 
     def push_block_event(self, request: int) -> None:
         """Schedule the decode step at which the request's context outgrows its blocks (if it will)."""
-        cap = (self.held[request] - self.cfg.state_blocks) * self.cfg.block_tokens
+        cap = (self.held[request] - self.cfg.state_blocks) * self.cfg.block_tokens - self.cfg.lookahead_tokens
         if cap >= self.prompt[request] + self.output[request]:
             return
         a = self.table.tokens_per_step

@@ -156,7 +156,7 @@ def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> Sche
     values.update({k: v for k, v in knobs.items() if v is not None})
     cfg = SchedulerConfig(**values)
     longest = int(np.max(workload.input_tokens + workload.output_tokens))
-    need = config.blocks_for(longest, block_tokens=cfg.block_tokens) + cfg.state_blocks
+    need = config.blocks_for(longest + cfg.lookahead_tokens, block_tokens=cfg.block_tokens) + cfg.state_blocks
     if need > cfg.total_blocks:
         raise DoesNotFitError(
             f"{dep.model.id} on {dep.hardware.id} at tp={dep.tp}: a {longest}-token request needs {need} KV "

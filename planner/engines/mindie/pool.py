@@ -206,8 +206,8 @@ def blocks_per_sequence(
     Formula (BLOCK_RULE_SOURCE): ceil((seq_tokens + gamma) / B), B = cacheBlockSize, gamma =
     lookahead_slots(MTP drafts): output tokens fill the prompt's last block before a new one is taken, and
     with MTP the last step keeps gamma slots free past the sequence. The rule the plan, `kvplan mindie` and
-    serve share; the simulator grows a sequence block by block at ceil(tokens / B) (planner/sim/config.py
-    blocks_for) without the lookahead, at most one block a sequence fewer, and is capped at the plan's batch.
+    serve share; the simulator grows a decoding sequence block by block to the same ceil((tokens + gamma) /
+    B) (block_pool's lookahead_tokens; planner/sim/engine.py push_block_event).
     [assumed: no sequence-parallel ranks (their +1 block)]
     """
     return -(-(seq_tokens + lookahead_slots(mtp_drafts)) // block_tokens)
@@ -288,6 +288,7 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
         ),
         state_blocks=-(-mem.state_bytes_per_sequence // block_bytes),
         block_tokens=dep.block_size_tokens,
+        lookahead_tokens=lookahead_slots(dep.mtp_drafts),
     )
 
 

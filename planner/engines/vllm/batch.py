@@ -217,16 +217,19 @@ def check_holds_one(dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) ->
 
 
 def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> common.BlockPool:
-    """vLLM's pool as the simulator counts it: its blocks, and per sequence the blocks beyond those of the
-    max_model_len tokens of KV (state pages)."""
-    built = pool.deployment_pool(
-        dep, available_bytes=mem.kv_budget_bytes, max_model_len=max_model_len, num_spec=dep.mtp_tokens
-    )
+    """vLLM's pool as the simulator counts it: its blocks, per sequence the blocks beyond those of the
+    max_model_len tokens of KV (state pages), and the draft tokens' slots a decoding sequence allocates
+    ahead (vLLM v1/core/sched/scheduler.py: num_lookahead_tokens = num_speculative_tokens where an EAGLE /
+    MTP head or a draft model drafts, passed to allocate_slots for running requests; none for a fresh
+    prefill)."""
+    settings = pool.deployment_settings(dep, max_model_len=max_model_len, num_spec=dep.mtp_tokens)
+    built = pool.vllm_pool(dep.model, settings=settings, available_bytes=mem.kv_budget_bytes)
     kv_blocks = -(-max_model_len // built.block_size_tokens)
     return common.BlockPool(
         total_blocks=built.num_blocks,
         state_blocks=max(built.blocks_per_request - kv_blocks, 0),
         block_tokens=built.block_size_tokens,
+        lookahead_tokens=settings.num_spec,
     )
 
 
