@@ -365,7 +365,7 @@ def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list
 
     options = mindie.MindieOptions(
         weights_path=weights_path,
-        model_name=registry.served_model_name(dep.model_alias or dep.model.id),
+        model_name=registry.served_model_name(dep.model_alias or dep.model.id, card_id=dep.model.id),
         mtp=dep.mtp_tokens,
         trust_remote_code=dep.model.trust_remote_code,
     )
@@ -388,7 +388,8 @@ def vllm_command_text(dep: Deployment, *, weights_path: str) -> tuple[str, list[
     registry.check_draft_model(as_vllm)
     options = common.with_drafts(
         common.ServingOptions(
-            weights_path=weights_path, model_name=registry.served_model_name(dep.model_alias or dep.model.id)
+            weights_path=weights_path,
+            model_name=registry.served_model_name(dep.model_alias or dep.model.id, card_id=dep.model.id),
         ),
         as_vllm,
     )

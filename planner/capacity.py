@@ -244,6 +244,7 @@ def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
     the length the configs write (maxSeqLen, --max-model-len); plan_warnings says how long sequences could
     be at --batch."""
     max_batch = max_batch_size(dep, mem)
+    registry.check_batch_cap(dep, batch=dep.batch, flag="--batch")
     if dep.batch is None:
         cap = registry.batch_cap(dep)
         binding = "engine limit" if cap is not None and max_batch >= cap else "memory"

@@ -190,19 +190,17 @@ def linear_state_bytes_per_sequence(
     return layers * (conv_bits + recurrent_bits) // BITS_PER_BYTE
 
 
-def widest_activation_per_token(card: ModelCard, *, tp: int, moe_tp: int | None = None) -> float:
+def widest_activation_per_token(card: ModelCard, *, tp: int, moe_tp: int | None = None) -> int:
     """Elements per token of the widest intermediate output of any layer on one rank.
 
     Formula: max(3 * I_rank (gate_up output + activated half), q + 2 * kv widths, GDN in_proj width,
     rows * (H + 3 * I_moe_rank) for MoE token permutation), I_moe_rank = ceil(I_moe / moe_tp) and
-    rows = top_k * moe_tp / tp routed rows per prefill token of the DP group: moe_tp defaults to tp
+    rows = ceil(top_k * moe_tp / tp) routed rows per prefill token of the DP group: moe_tp defaults to tp
     (every rank permutes all top_k rows); under EP a DP group's tokens are split over its tp ranks before
     dispatch and each of the ep ranks receives its balanced share (vllm-ascend's MC2 and
-    all-to-all paths; load imbalance left to the speed model). rows is a mean over the prefill's tokens,
-    not rounded per token: top_k 4 over 8 EP ranks puts half a row per token on each rank, and a wider
-    EP never holds more rows (the ceiling per token made EP 8 hold more than EP 4).
+    all-to-all paths; load imbalance left to the speed model).
     """
-    widths: list[float] = [3 * split(card.intermediate_size, tp)]
+    widths = [3 * split(card.intermediate_size, tp)]
     if card.head_dim:
         q_width = split(card.num_attention_heads * card.head_dim * (2 if card.attn_output_gate else 1), tp)
         widths.append(q_width + 2 * kv_heads_per_rank(card, tp=tp) * card.head_dim)
@@ -219,7 +217,7 @@ def widest_activation_per_token(card: ModelCard, *, tp: int, moe_tp: int | None 
     if card.is_moe:
         expert_tp = moe_tp or tp
         moe_width = split(card.moe_intermediate_size or 0, expert_tp)
-        rows = (card.num_experts_per_tok or 0) * expert_tp / tp
+        rows = math.ceil((card.num_experts_per_tok or 0) * expert_tp / tp)
         widths.append(rows * (card.hidden_size + 3 * moe_width))
     return max(widths)
 
@@ -241,7 +239,7 @@ def activation_bytes_per_device(
     """
     widest = widest_activation_per_token(card, tp=tp, moe_tp=moe_tp)
     per_token = RESIDUAL_BUFFERS_PER_TOKEN * card.hidden_size + widest
-    return math.ceil(max_prefill_tokens * per_token * activation_dtype.bits / BITS_PER_BYTE)
+    return max_prefill_tokens * per_token * activation_dtype.bits // BITS_PER_BYTE
 
 
 def usable_bytes(capacity_bytes: int, *, memory_fraction: float) -> int:

@@ -145,7 +145,8 @@ def test_card_accepts_a_path(tmp_path: Path) -> None:
             3,
             r"llama-3.1-70b \(bf16\) does not fit on ascend-910b4 at tp=1: .*try --tp 8$",
         ),
-        (["--model", "qwen3-8b", "--ctx", "4k", "--batch", "100000"], 3, r"--batch: 100000 sequences"),
+        (["--model", "qwen3-8b", "--ctx", "4k", "--batch", "4000"], 3, r"--batch: 4000 sequences"),
+        (["--model", "qwen3-8b", "--ctx", "4k", "--batch", "100000"], 2, r"--batch: above the engine's"),
         ([], 2, r"--model: required"),
     ],
 )

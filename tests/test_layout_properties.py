@@ -61,7 +61,11 @@ def test_memory_per_rank_never_rises_when_one_degree_grows(model, card, dtype, d
     # vLLM's terms are the engine's start-up profile (engines/vllm/startup.py): its dummy sampler runs
     # --max-num-seqs rows, which grow with the batch a larger tp makes room for, and a tp of 2 opens a
     # communicator with its HCCL buffers; MindIE's reserve has neither.
-    if not (moe and grow == "dp") and engine == "mindie":
+    # A MoE rank's routed rows under EP are modelled as ceil(top_k x moe_tp / tp) a token, so a wider EP with
+    # fewer rows than one a token can hold more (its experts are whole); what the engines allocate (MC2's
+    # dispatch buffers are sized for the worst case, Ascend op-plugin npu_moe_distribute_dispatch) is not
+    # pinned by any start-up log with EP > top_k: not asserted there.
+    if not (moe and grow in ("dp", "ep")) and engine == "mindie":
         assert after[1] <= before[1]  # activation peak
     if not (moe and grow in ("dp", "ep")) and grow != "pp" and engine == "mindie":
         assert after[2] <= before[2]  # runtime and comm buffers

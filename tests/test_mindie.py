@@ -330,9 +330,9 @@ VIOLATIONS = [
     ),
     (
         (*S, "maxBatchSize"),
-        819_201,
+        5001,
         "BackendConfig.ScheduleConfig.maxBatchSize: out of MindIE's "
-        "range (got 819201, expected [1, 819200]); set --batch",
+        "range (got 5001, expected [1, 5000]); set --batch",
     ),
     (
         (*S, "maxQueueDelayMicroseconds"),
@@ -379,7 +379,7 @@ VIOLATIONS = [
     (
         (*S, "maxBatchSize"),
         64.0,
-        "BackendConfig.ScheduleConfig.maxBatchSize: must be an integer (got 64.0, expected [1, 819200])",
+        "BackendConfig.ScheduleConfig.maxBatchSize: must be an integer (got 64.0, expected [1, 5000])",
     ),
     (
         (*D, "maxSeqLen"),

@@ -1,9 +1,8 @@
 """MindIE's maxBatchSize ceiling (planner/engines/mindie/limits.py) and the --base plugin_params forms
 (planner/engines/mindie/plugins.py): h61's findings 2-4.
 
-- The ceiling is the engine's own: 5000, MindIE-LLM's check in every release branch before 3.0.0 (3.0.0
-  takes 819200 since 2407474, which a --base may hold); kvplan cited it as the docs of a snapshot that says
-  819200.
+- The ceiling is the engine's own: 5000, MindIE-LLM's check in every release branch before 3.0.0.beta.3
+  (which takes 819200 since 2407474); kvplan cited it as the docs of a snapshot that says 819200.
 - The Atlas 300I Duo's documented range is [1, 2000]: a card fact (hwprofiles/atlas-300i-duo.yaml) that the
   plan, `kvplan mindie`, serve and the dashboard all apply.
 - A --base plugin_params written as a JSON object (MindIE dumps it to its string form,
@@ -39,11 +38,12 @@ def schedule(payload: dict[str, Any]) -> dict[str, Any]:
     return payload["mindie"]["config"]["BackendConfig"]["ScheduleConfig"]
 
 
-def test_kvplan_writes_what_every_release_takes_and_reads_what_the_newest_takes() -> None:
-    """5000 written (every release before 3.0.0 stops above it); a --base may hold up to 3.0.0's 819200."""
+def test_kvplan_writes_and_accepts_what_every_release_takes() -> None:
+    """5000 written and accepted (every release before 3.0.0.beta.3 stops above it), less on a card whose
+    docs say so."""
     assert limits.MAX_BATCH_SIZE == 5000
     rule = next(r for r in mindie_rules.RANGE_RULES if r.path == (*SCHEDULE, "maxBatchSize"))
-    assert (rule.lo, rule.hi) == (1, limits.ENGINE_MAX_BATCH_SIZE) == (1, 819_200)
+    assert (rule.lo, rule.hi) == (1, 5000)
     assert limits.max_batch_size(card_cap=2000) == 2000
     assert limits.max_batch_size(card_cap=None) == 5000
 
@@ -57,14 +57,25 @@ def test_a_tiny_model_is_held_at_5000_and_says_the_engine_binds(version: str) ->
     assert schedule(payload)["maxPrefillBatchSize"] <= 5000
 
 
-def test_the_range_rule_takes_more_than_5000() -> None:
-    cfg = mindie_rules.load_base("2.x")
-    cfg["BackendConfig"]["ScheduleConfig"].update(maxBatchSize=6000, maxPrefillBatchSize=6000)
-    cfg["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]["modelWeightPath"] = "/w"
-    mindie_rules.check_ranges(cfg)
-    cfg["BackendConfig"]["ScheduleConfig"]["maxBatchSize"] = 819_201
-    with pytest.raises(Exception, match=r"got 819201, expected \[1, 819200\]"):
-        mindie_rules.check_ranges(cfg)
+@pytest.mark.parametrize(
+    ("words", "flag"),
+    [
+        (f"{TINY_950} --batch 6000", "--batch"),
+        (f"{DUO} --tp 2 --batch 3000", "--batch"),
+        (
+            f"serve {DUO} --tp 2 --max-batch 3000 --concurrency 10 --input-tokens 64 --output-tokens 64",
+            "--max-batch",
+        ),
+        (
+            f"simulate {DUO} --tp 2 --max-batch 3000 --rate 10 --input-tokens 64 --output-tokens 64",
+            "--max-batch",
+        ),
+    ],
+)
+def test_a_batch_above_maxbatchsize_is_refused_as_an_input_on_every_command(words: str, flag: str) -> None:
+    """h63: the plan called it memory not fitting (exit 3); serve and simulate ran it."""
+    line = kvplan(f"{words} --engine mindie", code=2).output.strip().splitlines()[-1]
+    assert line.startswith(f"kvplan: error: {flag}: above the engine's range") and "maxBatchSize" in line
 
 
 @pytest.mark.parametrize("extra", ["", " --dtype int8 --tp 2"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from planner.engines.mindie import rules as mindie_rules
 from planner.errors import PlanInputError
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = ["--card", "ascend-910b3", "--dtype", "int8", "--tp", "4", "--weights-path", "/x", "--json"]
 
 
@@ -49,25 +51,43 @@ def test_an_explicit_model_name_is_kept_by_both() -> None:
     assert name == served == "q32"
 
 
-@pytest.mark.parametrize("bad", ["my model", "-x-", "a/b", "x" * 257, "_lead"])
+@pytest.mark.parametrize("bad", ["my model", "a/b", "x" * 257, "_lead"])
 def test_mindie_refuses_a_model_name_its_server_would_not_start_with(bad: str) -> None:
     result = runner.invoke(app, ["mindie", "-m", "qwen3-32b", *LAYOUT, "--model-name", bad])
     assert result.exit_code == 2
     line = result.output.strip().splitlines()[-1]
     assert "modelName" in line and "--model-name" in line and "Traceback" not in result.output
+    assert len(line) < 400  # a 257-character name is shown cut
 
 
-def test_a_model_with_no_acceptable_name_asks_for_model_name() -> None:
-    with pytest.raises(PlanInputError, match=r"^--model-name: required"):
-        registry.served_model_name("cards/my model.yaml")
+@pytest.mark.parametrize("command", ["mindie", "vllm", "sglang"])
+@pytest.mark.parametrize("bad", ["-x", "a\nb", "tab\there"])
+def test_no_engine_takes_a_name_read_as_a_flag_or_split_over_lines(command: str, bad: str) -> None:
+    name = bad.encode().decode("unicode_escape")
+    result = runner.invoke(app, [command, "-m", "qwen3-32b", *LAYOUT, "--model-name", name])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1].startswith("kvplan: error: --model-name: ")
+
+
+def test_a_model_path_no_engine_names_falls_back_to_the_card_id(tmp_path: Path) -> None:
+    """h63 finding 1: an explicit --model-name was refused when --model had no servable name."""
+    card = tmp_path / "my cards" / "qwen3 tiny.yaml"
+    card.parent.mkdir()
+    card.write_text((ROOT / "modelcards" / "qwen3-0.6b.yaml").read_text())
+    for extra, expected in (([], "qwen3-0.6b"), (["--model-name", "ok"], "ok")):
+        name, served, notes = served_names(str(card), *extra)
+        assert name == served == expected
+        assert any(n.startswith("served as") for n in notes) == (not extra)
+    assert registry.served_name_notes("cards/my model.yaml", name="ok", card_id="x") == []
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(min_size=1, max_size=80))
-def test_the_default_name_is_always_one_mindie_accepts_or_refused(typed: str) -> None:
-    try:
-        name = registry.served_model_name(typed)
-    except PlanInputError as exc:
-        assert str(exc).startswith("--model-name: ")
-        return
+def test_the_default_name_is_always_one_mindie_accepts(typed: str) -> None:
+    name = registry.served_model_name(typed, card_id="qwen3-0.6b")
     assert re.fullmatch(mindie_rules.MODEL_NAME_PATTERN, name)
+
+
+def test_a_card_id_no_engine_takes_asks_for_model_name() -> None:
+    with pytest.raises(PlanInputError, match=r"^--model-name: required"):
+        registry.served_model_name("cards/my model.yaml", card_id="my card")

@@ -24,12 +24,14 @@ The script finds the least-squares fit (relative errors) under those bounds, exa
 bounded least-squares problem is the unconstrained solution on some set of free terms with the others at
 their bounds, so every such set is solved and the best feasible one kept. It prints the terms and each row's
 error. Finding (2026-12-07): no admissible cost set matches these rows, even in sample. On all 12
-rows the best one streams at the card's peak bandwidth (w on its bound), charges nothing per all-reduce
-and 20.8 ms per step, and misses by -27 % (the 14B at TP2, as slow as at TP1) to +25 % (the 30B-A3B at
-TP2), median 16 %; on the four 1 req/s rows alone it needs no fixed cost (S on its bound), w again on its
-bound and 2.1 ms per running sequence per step (-11 .. +12 %). So the cost model lacks what these rows
-need (a TP2 that gives the 14B no speed-up, while the 30B-A3B gains nothing from TP4), and the 910B3
-MindIE group's leave-one-model-out TPOT (phase-table.md: 125.8 %) is not a fitting problem.
+rows the best one streams at the card's peak bandwidth (w on its bound), charges nothing per all-reduce,
+21 ms per step and 0.16 ms per sequence, and misses by -27 % (the 14B at TP2, as slow as at TP1) to +24 %
+(the 30B-A3B at TP2), median 16 %; on the four 1 req/s rows alone it needs no fixed cost (S on its bound),
+w again on its bound and 2.1 ms per running sequence per step (-11 .. +12 %). Without the stall correction
+(r x TTFT overstates a 520-token prefill) the errors are -26 .. +19 %, w still on its bound. So the cost
+model lacks what these rows need (a TP2 that gives the 14B no speed-up, while the 30B-A3B gains nothing
+from TP4), and the 910B3 MindIE group's leave-one-model-out TPOT (phase-table.md: 125.8 %) is not a
+fitting problem.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def features(row: dict[str, str]) -> tuple[list[float], float, float]:
         kv_dtype="bf16", tp=int(row["tp"]), ctx_tokens=int(row["input_tokens"]) + int(row["output_tokens"]),
         batch=max(1, round(running)), engine="mindie", calibrated=False,
     )  # fmt: skip
-    ledger = decode_ledger(dep, batch=max(1, round(running)), ctx_tokens=dep.ctx_tokens // 2 + 1)
+    mean_ctx = int(row["input_tokens"]) + int(row["output_tokens"]) // 2  # a decode step's mean context
+    ledger = decode_ledger(dep, batch=max(1, round(running)), ctx_tokens=mean_ctx)
     collectives = sum(op.layers for op in ledger.ops if op.name == "tp.allreduce")
     streamed_gb = ledger.hbm_bytes / 1e9
     return [1.0, streamed_gb, float(collectives), running], tpot_s * (1 - rate * ttft_s), rate

@@ -114,7 +114,11 @@ def prepared(
     from planner.engines.common import with_drafts
 
     dep, lengths = prepare(request, options)
-    return dep, lengths, with_drafts(named(options, request.model) if name else options, dep)
+    return (
+        dep,
+        lengths,
+        with_drafts(named(options, request.model, card_id=dep.model.id) if name else options, dep),
+    )
 
 
 def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, Deployment, LogComparison]:
@@ -160,15 +164,13 @@ def resolve_identity(options: MindieOptions, *, has_base: bool) -> MindieOptions
     )
 
 
-def named(options: Options, typed: str) -> Options:
+def named(options: Options, typed: str, *, card_id: str) -> Options:
     """The options with the served name every config command uses by default (registry.served_model_name)."""
     from planner.engines import registry
 
-    return (
-        options
-        if options.model_name
-        else options.model_copy(update={"model_name": registry.served_model_name(typed)})
-    )
+    if options.model_name:
+        return options
+    return options.model_copy(update={"model_name": registry.served_model_name(typed, card_id=card_id)})
 
 
 def register(app: typer.Typer) -> None:
@@ -185,7 +187,7 @@ def option_error(exc: ValidationError) -> PlanInputError:
     """A pydantic error of an options object as one line naming the flag(s) and the value(s)."""
     parts = [
         f"--{str(e['loc'][0]).replace('_', '-') if e['loc'] else 'option'}: "
-        f"{e['msg']} (got {e.get('input')!r})"
+        f"{e['msg']} (got {repr(e.get('input'))[:80]})"
         for e in exc.errors()[:3]
     ]
     return PlanInputError("; ".join(parts))
@@ -284,10 +286,9 @@ def run_mindie(
     else:
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
     result = mindie.mindie_config(plan, base=base, lengths=lengths, options=options)
-    result = result.model_copy(update={"notes": [*result.notes, *request_notes(request, options, lengths)]})
-    backup = None
-    if out is not None:
-        backup = atomic.write_atomic(out, mindie_rules.render_config(result.config), force=force)
+    notes = [*result.notes, *request_notes(request, options, lengths, dep.model.id)]
+    result = result.model_copy(update={"notes": notes})
+    backup = out and atomic.write_atomic(out, mindie_rules.render_config(result.config), force=force)
     if as_json:
         payload = {
             "plan": plan.json_payload(),
@@ -312,14 +313,14 @@ def run_mindie(
         typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""), err=True)
 
 
-def request_notes(request: PlanRequest, options: MindieOptions, lengths: Lengths) -> list[str]:
+def request_notes(request: PlanRequest, options: MindieOptions, lengths: Lengths, card_id: str) -> list[str]:
     """Notes on the request: a --max-prefill-tokens raised to maxInputTokenLen (common.raised_prefill_notes);
     --prefix-cached-fraction counting prefix-cache hits that the MindIE config turns off."""
     from planner.engines import registry
     from planner.engines.common import raised_prefill_notes
 
     notes = raised_prefill_notes(options.max_prefill_tokens, used=lengths.max_prefill_tokens)
-    notes += registry.served_name_notes(request.model, name=options.model_name)
+    notes += registry.served_name_notes(request.model, name=options.model_name, card_id=card_id)
     if not request.prefix_cached_fraction or options.prefix_cache:
         return notes
     return [
@@ -373,7 +374,7 @@ def launch_plan(
     """(plan, the engine's launch arguments, notes on the card) for `kvplan vllm` / `kvplan sglang`: the
     request sized with its lengths, the plan at its longest prompt, make(plan, dep, lengths=, options=); one
     error line on bad input. drafts_in_options: the options carry the deployment's drafts (prepared) rather
-    than as given. The notes: a --dtype other than the card's checkpoint_dtype (compose)."""
+    than as given. The notes: a --dtype other than the card's checkpoint_dtype (compose), the served name."""
     from planner.engines import registry
     from planner.engines.common import ServingOptions
     from planner.plan import compose
@@ -385,14 +386,11 @@ def launch_plan(
             dep, lengths, options = prepared(request, options)
         else:
             dep, lengths = prepare(request, options)
-        options = named(options, request.model)
+        options = named(options, request.model, card_id=dep.model.id)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-        notes = registry.served_name_notes(request.model, name=options.model_name)
-        return (
-            plan,
-            make(plan, dep, lengths=lengths, options=options),
-            compose.checkpoint_dtype_warnings(dep) + notes,
-        )
+        notes = compose.checkpoint_dtype_warnings(dep)
+        notes += registry.served_name_notes(request.model, name=options.model_name, card_id=dep.model.id)
+        return plan, make(plan, dep, lengths=lengths, options=options), notes
     except ValidationError as exc:
         fail(option_error(exc))
     except KvplanError as exc:

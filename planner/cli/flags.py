@@ -165,7 +165,11 @@ def shared_flags(
         str | None, typer.Option(help="modelWeightPath: the checkpoint directory.")
     ] = None,
     model_name: Annotated[
-        str | None, typer.Option(help="modelName served (default: --model as typed).")
+        str | None,
+        typer.Option(
+            help="Served model name: MindIE modelName, vLLM --served-model-name (default: --model as "
+            "typed, else its last path part or the card id, the first MindIE takes)."
+        ),
     ] = None,
     prefix_cache: Annotated[
         bool,

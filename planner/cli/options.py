@@ -330,9 +330,10 @@ def emit_launch(
     notes: Sequence[str] = (),
 ) -> None:
     """The launch command alone on stdout (then `comments` as # lines) and `notes`, then its own, on
-    stderr, or with --json {plan, <key>: the arguments, command}."""
+    stderr, or with --json {plan, <key>: the arguments (its own notes inside), command, notes}."""
     if wants_json(context):
-        print_json({"plan": plan.json_payload(), key: result.model_dump(mode="json"), "command": command})
+        payload = {"plan": plan.json_payload(), key: result.model_dump(mode="json"), "command": command}
+        print_json({**payload, "notes": list(notes)})
         return
     sys.stdout.write(command + "\n")
     sys.stdout.write("".join(f"# {line}\n" for line in comments))

@@ -58,8 +58,9 @@ class SimulateRequest:
 
 SEARCHES = ("max-rate", "max-concurrency", "knee", "pd")  # --search (planner/cli/simsearch.py)
 # --max-batch, --max-prefill-batch: the simulator's step table (planner/sim/run.py step_table) holds one row
-# per running-batch size (x ~50-80 contexts), so it steps at most this many: the simulator's own limit, below
-# MindIE's (planner/engines/mindie/limits.py). The plan's --batch range is inputs.MAX_BATCH.
+# per running-batch size (x ~50-80 contexts), so it steps at most this many: the simulator's own limit (equal
+# to the maxBatchSize kvplan writes for MindIE: planner/engines/mindie/limits.py; registry.check_batch_cap
+# refuses a --max-batch above an engine's own). The plan's --batch range is inputs.MAX_BATCH.
 SIM_MAX_BATCH = 5000
 MAX_SEED = 2**63 - 1  # numpy's default_rng takes any non-negative int; a signed 64-bit one is ample
 

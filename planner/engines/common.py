@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from planner import deployment, memory
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
@@ -33,6 +33,15 @@ class ServingOptions(Frozen):
     prefix_cache: bool = False
     draft_model: str | None = None  # --speculative-config's "model": the draft checkpoint (eagle3, dflash)
     trust_remote_code: bool = False  # the model card's: the checkpoint needs its own code (with_drafts)
+
+    @field_validator("model_name")
+    @classmethod
+    def _servable_name(cls, name: str | None) -> str | None:
+        """A served name prints as one shell word that no engine reads as a flag (vLLM's argparse takes a
+        leading '-' for an option); MindIE's stricter rule is checked with its config (rules.py)."""
+        if name is not None and (name.startswith("-") or not name.isprintable()):
+            raise ValueError("a served name is printable and does not start with '-'")
+        return name
 
 
 Options = TypeVar("Options", bound=ServingOptions)  # ServingOptions or an engine's own (MindieOptions)
@@ -159,6 +168,16 @@ class EngineBudget(Frozen):
     activation_bytes: int
     runtime_bytes: int
     kv_budget_bytes: int
+
+
+def name_candidates(typed: str, *, card_id: str) -> tuple[str, ...]:
+    """Served names to try for --model as typed, in order: the text (unless it names a card file), its last
+    path part less a card file's .yaml / .yml ending, the card's id."""
+    text = typed.strip()
+    last = text.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    if last.lower().endswith((".yaml", ".yml")):
+        return last.rsplit(".", 1)[0], card_id
+    return text, last, card_id
 
 
 class BlockPool(Frozen):

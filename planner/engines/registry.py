@@ -45,6 +45,7 @@ class EngineRoom(Protocol):
     MAX_PROMPT_TOKENS: int | None  # the longest prompt its config takes (MindIE's maxInputTokenLen range)
     MODEL_NAME_PATTERN: str | None  # the served names its config takes (a regex; None: any)
     MODEL_NAME_RULE: str | None  # that pattern in words
+    BATCH_CAP_RULE: str  # batch_cap's rule in words (empty where it has none)
     DP_PHASE_VOTE: bool  # DP ranks run the phase (prefill or decode) most of them want
     DP_LOCKSTEP_DENSE: bool  # DP ranks of a dense model step together too (MoE ranks always do)
     REQUEST_OVERHEAD_PRIOR_US: float  # the fit's prior centre for a request's cost outside the forward pass
@@ -120,8 +121,7 @@ def device_launched_collectives(engines: Collection[EngineName]) -> bool:
 
 def fitted_profile_engine(engine: EngineName) -> EngineName:
     """The engine whose fitted card profile (hwprofiles/fitted/<card>.<engine>.yaml) a plan for `engine`
-    reads: its own, except where an engine borrows another's fit (SGLang on Ascend: vllm-ascend's, until
-    SGLang rows are fitted)."""
+    reads: its own, or one it borrows (SGLang on Ascend: vllm-ascend's, until SGLang rows are fitted)."""
     return room(engine).FITTED_PROFILE_ENGINE
 
 
@@ -150,10 +150,9 @@ def check_draft_model(dep: Deployment) -> None:
         )
     if dep.draft_method and not methods:
         raise PlanInputError(
-            f"--speculative-config: {dep.engine} runs no separate draft model "
-            f"(got method {dep.draft_method}, "
-            "expected mtp, drafts from the model's own MTP layers); vLLM runs eagle3 and dflash drafters "
-            "(--engine vllm, `kvplan vllm`)"
+            f"--speculative-config: {dep.engine} runs no separate draft model (got method "
+            f"{dep.draft_method}, expected mtp, drafts from the model's own MTP layers); vLLM runs eagle3 "
+            "and dflash drafters (--engine vllm, `kvplan vllm`)"
         )
 
 
@@ -193,26 +192,28 @@ def prompt_token_limit(engine: EngineName) -> int | None:
     return room(engine).MAX_PROMPT_TOKENS
 
 
-def served_model_name(typed: str) -> str:
-    """The served name of every config command by default: --model as typed where every engine takes it, else
-    its last path part less .yaml / .yml (`Qwen/Qwen3-32B` -> `Qwen3-32B`); PlanInputError: neither."""
-    last = typed.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
-    stem = last.removesuffix(".yaml").removesuffix(".yml")
-    for name in (typed, stem):
+def served_model_name(typed: str, *, card_id: str) -> str:
+    """The served name of every config command by default: the first of common.name_candidates that every
+    engine takes (`Qwen/Qwen3-32B` -> `Qwen3-32B`); PlanInputError naming --model-name when none is."""
+    for name in common.name_candidates(typed, card_id=card_id):
         if all(re.fullmatch(r.MODEL_NAME_PATTERN, name) for r in ROOMS.values() if r.MODEL_NAME_PATTERN):
             return name
     raise PlanInputError(
-        f"--model-name: required: --model {typed!r} is not a name every engine serves a model under (got "
-        f"{typed!r}, expected {NAME_RULES})"
+        f"--model-name: required: neither --model nor its card's id is a name every engine serves a model "
+        f"under (got {typed[:60]!r} and {card_id[:60]!r}, expected {NAME_RULES})"
     )
 
 
-def served_name_notes(typed: str, *, name: str | None) -> list[str]:
-    """The note when the configs serve the model under a name other than --model as typed."""
-    if name is None or name == typed or name != served_model_name(typed):
+def served_name_notes(typed: str, *, name: str | None, card_id: str) -> list[str]:
+    """The note when the configs serve the model under its default name, not --model as typed."""
+    try:
+        derived = served_model_name(typed, card_id=card_id)
+    except PlanInputError:
+        return []
+    if name != derived or name == typed:
         return []
     return [
-        f"served as {name!r}: --model {typed!r} is not a name every engine's config takes "
+        f"served as {name!r}: --model {typed[:60]!r} is not a name every engine's config takes "
         f"({NAME_RULES}); --model-name to choose another"
     ]
 
@@ -279,14 +280,15 @@ def running_cap(dep: Deployment, *, max_batch: int | None, planned_batch: int) -
 
 
 def check_batch_cap(dep: Deployment, *, batch: int | None, flag: str) -> None:
-    """PlanInputError when `batch` sequences of one DP group (--batch, --max-batch: max_num_seqs) are more
-    than vLLM's config takes beside its prefill budget (max_num_batched_tokens >= max_num_seqs; batch_cap),
-    naming the flag, the value and the limit: the plan, `kvplan vllm`, `kvplan serve` and `kvplan simulate`
-    refuse it alike, as vLLM would. Other engines: their limits are checked where they are sized."""
+    """PlanInputError naming the flag when `batch` sequences of one DP group pass batch_cap (vLLM:
+    max_num_seqs <= max_num_batched_tokens; MindIE: maxBatchSize's range): every command refuses alike."""
     cap = batch_cap(dep)
-    if dep.engine != "vllm" or batch is None or cap is None or batch <= cap:
+    if batch is None or cap is None or batch <= cap:
         return
     got = f"got {batch}{' per DP group' if dep.dp > 1 else ''}, expected <= {cap}"
+    if dep.engine != "vllm":
+        rule = room(dep.engine).BATCH_CAP_RULE
+        raise PlanInputError(f"{flag}: above the engine's range on {dep.hardware.id} ({got}: {rule})")
     raise PlanInputError(
         f"{flag}: above --max-num-batched-tokens ({got}: {vllm_scheduler.SEQS_RULE}); raise "
         "--max-prefill-tokens (--max-num-batched-tokens) or lower it"

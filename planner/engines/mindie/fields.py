@@ -103,7 +103,7 @@ OWNED_FIELDS: tuple[OwnedField, ...] = (
     OwnedField(
         (*SCHEDULE, "maxBatchSize"),
         "plan max_batch_size (at most the card cap)",
-        "[DOC] [1, 5000] before 3.0.0 (819200 since; [1, 2000] on Atlas 300I Duo) and >= maxPreemptCount",
+        "[DOC] [1, 5000] before 3.0.0.beta.3 (819200 since; [1, 2000] on 300I Duo), >= maxPreemptCount",
     ),
     OwnedField((*SCHEDULE, "maxIterTimes"), "--max-output-tokens, default ctx / 4", "[DOC] [1, maxSeqLen]"),
     OwnedField((*SCHEDULE, "maxPreemptCount"), "0: every planned sequence fits", "[DOC] [0, maxBatchSize]"),

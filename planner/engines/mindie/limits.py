@@ -10,15 +10,14 @@ DOC = its docs/zh/user_guide/user_manual/service_parameter_configuration.md.
 from __future__ import annotations
 
 # MindIE-LLM's own check, CPP CheckMaxMinValue(maxBatchSize, N, 1U): 5000U in every branch up to
-# v3.0.0.beta.2 (@f50aff8, 2026-04-08, CPP:239; tag 3.0.0.beta.1 @5e89619 and the mirror's oldest
-# snapshot @40fb063, DOC:141 "[1, 5000]"), 819200U from 2407474 (2026-03-05, "BeamSearch规格优化放开校验")
-# on master and v3.0.0 (@8b4871a, CPP:274, DOC:150). A maxBatchSize above 5000 stops every release
-# before 3.0.0 at start-up, so kvplan writes at most 5000 whatever the layout (the 1.0.RC3 - 2.1
-# releases predate the mirror and are assumed to check the same 5000): the config starts on any
-# release, at the cost of concurrency beyond 5000 sequences, which only tiny models at short
-# contexts reach.
+# v3.0.0.beta.2 (CPP:259 @f50aff8, 2026-04-08; CPP:239 in tag 3.0.0.beta.1 @5e89619 and in the
+# mirror's oldest snapshot @40fb063, whose DOC:141 says "[1, 5000]"), 819200U from 2407474
+# (2026-03-05, "BeamSearch规格优化放开校验") on master, v3.0.0.beta.3 and v3.0.0 (@8b4871a, CPP:274,
+# DOC:150). A maxBatchSize above 5000 stops every release before 3.0.0.beta.3 at start-up, so kvplan
+# writes and accepts at most 5000 whatever the layout (the 1.0.RC3 - 2.1 releases predate the mirror
+# and are assumed to check the same 5000): the config starts on any release, at the cost of
+# concurrency beyond 5000 sequences, which only tiny models at short contexts reach.
 MAX_BATCH_SIZE = 5000
-ENGINE_MAX_BATCH_SIZE = 819_200  # the most any MindIE takes (3.0.0): the range a --base may hold (rules.py)
 
 
 def max_batch_size(*, card_cap: int | None) -> int:

@@ -38,6 +38,12 @@ def base_plugins(base_value: object) -> dict[str, Any]:
             f"{where}: not a JSON object (got {got}, expected an object or its string form, "
             f'e.g. {{"plugin_type":"splitfuse"}})'
         )
+    kinds = existing.get("plugin_type", "")
+    if not isinstance(kinds, str):
+        raise DataFileError(
+            f"{where}: plugin_type is not a string (got {json.dumps(kinds)[:60]}, expected comma-separated "
+            f'plugin names, e.g. "splitfuse,prefix_cache")'
+        )
     return existing
 
 

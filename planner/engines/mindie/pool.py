@@ -56,6 +56,7 @@ PREFILL_AT_LEAST_INPUT = True
 MAX_PROMPT_TOKENS: int | None = rules.MAX_TOKENS  # [DOC] maxInputTokenLen / maxPrefillTokens in [1, 4194304]
 MODEL_NAME_PATTERN: str | None = rules.MODEL_NAME_PATTERN  # modelName
 MODEL_NAME_RULE: str | None = rules.MODEL_NAME_RULE
+BATCH_CAP_RULE = "maxBatchSize: at most 5000 before MindIE-LLM 3.0.0.beta.3, less where a card's docs say"
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
 MEMORY_FRACTION_NAME = "NPU_MEMORY_FRACTION"  # an environment variable (mindie_llm/utils/env.py)
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
@@ -126,7 +127,7 @@ def weight_dtype_refusal(dep: Deployment) -> str | None:
 
 
 def batch_cap(dep: Deployment) -> int:
-    """maxBatchSize's upper bound (limits.py): the 5000 every MindIE release before 3.0.0 checks, or the
+    """maxBatchSize's upper bound (limits.py): the 5000 MindIE releases before 3.0.0.beta.3 check, or the
     card's documented range when smaller (Atlas 300I Duo: 2000); max_batch_grid never exceeds it."""
     return limits.max_batch_size(card_cap=dep.hardware.mindie_max_batch_size)
 

@@ -61,13 +61,13 @@ RANGE_RULES: tuple[RangeRule, ...] = (
     RangeRule((*MODEL, "worldSize"), 1, UINT32_MAX, "set --tp"),
     RangeRule((*MODEL, "cpuMemSize"), 0, UINT32_MAX),
     RangeRule((*SCHEDULE, "cacheBlockSize"), 1, MAX_BLOCK_TOKENS, "set --block-size 128"),
-    RangeRule((*SCHEDULE, "maxPrefillBatchSize"), 0, limits.ENGINE_MAX_BATCH_SIZE),  # <= maxBatchSize: below
+    RangeRule((*SCHEDULE, "maxPrefillBatchSize"), 0, limits.MAX_BATCH_SIZE),  # <= maxBatchSize: below
     RangeRule((*SCHEDULE, "maxPrefillTokens"), 1, MAX_TOKENS, "set --max-prefill-tokens"),
     RangeRule((*SCHEDULE, "prefillTimeMsPerReq"), 0, 1000),
     RangeRule((*SCHEDULE, "decodeTimeMsPerReq"), 0, 1000),
-    RangeRule((*SCHEDULE, "maxBatchSize"), 1, limits.ENGINE_MAX_BATCH_SIZE, "set --batch"),
+    RangeRule((*SCHEDULE, "maxBatchSize"), 1, limits.MAX_BATCH_SIZE, "set --batch"),
     RangeRule((*SCHEDULE, "maxIterTimes"), 1, UINT32_MAX, "set --max-output-tokens"),
-    RangeRule((*SCHEDULE, "maxPreemptCount"), 0, limits.ENGINE_MAX_BATCH_SIZE),  # <= maxBatchSize: below
+    RangeRule((*SCHEDULE, "maxPreemptCount"), 0, limits.MAX_BATCH_SIZE),  # <= maxBatchSize: below
     RangeRule((*SCHEDULE, "maxQueueDelayMicroseconds"), 500, 1_000_000),
 )
 
@@ -219,7 +219,10 @@ def check_model_name(cfg: dict[str, Any]) -> None:
     path = (*MODEL, "modelName")
     name = _value(cfg, path, MODEL_NAME_RULE)
     if not isinstance(name, str) or re.fullmatch(MODEL_NAME_PATTERN, name) is None:
-        raise _fail(path, "not a name MindIE's server starts with", name, MODEL_NAME_RULE, "set --model-name")
+        shown = name[:60] if isinstance(name, str) else name
+        raise _fail(
+            path, "not a name MindIE's server starts with", shown, MODEL_NAME_RULE, "set --model-name"
+        )
 
 
 def validate_config(cfg: dict[str, Any]) -> None:

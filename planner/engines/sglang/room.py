@@ -59,6 +59,7 @@ PREFILL_AT_LEAST_INPUT = False  # prompts longer than --chunked-prefill-size are
 MAX_PROMPT_TOKENS: int | None = None  # bounded by the context (--context-length) only
 MODEL_NAME_PATTERN: str | None = None  # --served-model-name: any string
 MODEL_NAME_RULE: str | None = None
+BATCH_CAP_RULE = ""  # no batch limit of its own (batch_cap None)
 # DP attention (layers/dp_attention.py): every attention-DP rank joins each MLP / MoE forward (an idle rank
 # runs an idle batch), so ranks step together, dense models too; no shared prefill/decode vote.
 DP_PHASE_VOTE = False

@@ -25,6 +25,7 @@ PREFILL_AT_LEAST_INPUT = False  # no config of its own to check
 MAX_PROMPT_TOKENS: int | None = None
 MODEL_NAME_PATTERN: str | None = None  # names its own server: any
 MODEL_NAME_RULE: str | None = None
+BATCH_CAP_RULE = ""  # no batch limit of its own (batch_cap None)
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # no engine setting of its own: the plan default
 MEMORY_FRACTION_NAME = "--memory-fraction"  # no engine setting of its own: kvplan's flag names it
 STATE_PASSES = 4

@@ -34,6 +34,7 @@ PREFILL_AT_LEAST_INPUT = False  # prompts longer than --max-num-batched-tokens a
 MAX_PROMPT_TOKENS: int | None = None  # bounded by --max-model-len only
 MODEL_NAME_PATTERN: str | None = None  # --served-model-name: any string
 MODEL_NAME_RULE: str | None = None
+BATCH_CAP_RULE = "--max-num-seqs <= --max-num-batched-tokens"
 DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
 MEMORY_FRACTION_NAME = (
     "--gpu-memory-utilization"  # CacheConfig.gpu_memory_utilization (vllm/config/cache.py:68)
