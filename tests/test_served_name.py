@@ -91,3 +91,12 @@ def test_the_default_name_is_always_one_mindie_accepts(typed: str) -> None:
 def test_a_card_id_no_engine_takes_asks_for_model_name() -> None:
     with pytest.raises(PlanInputError, match=r"^--model-name: required"):
         registry.served_model_name("cards/my model.yaml", card_id="my card")
+
+
+@pytest.mark.parametrize("command", ["mindie", "vllm"])
+def test_a_checkpoint_path_read_as_a_flag_is_refused(command: str) -> None:
+    """h64: `--weights-path -h` printed `vllm serve -h`, which vLLM reads as its help flag."""
+    words = [w for w in LAYOUT if w not in ("--weights-path", "/x")]
+    result = runner.invoke(app, [command, "-m", "qwen3-32b", *words, "--weights-path=-h"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1].startswith("kvplan: error: --weights-path: printable")

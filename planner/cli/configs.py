@@ -187,7 +187,7 @@ def option_error(exc: ValidationError) -> PlanInputError:
     """A pydantic error of an options object as one line naming the flag(s) and the value(s)."""
     parts = [
         f"--{str(e['loc'][0]).replace('_', '-') if e['loc'] else 'option'}: "
-        f"{e['msg']} (got {repr(e.get('input'))[:80]})"
+        f"{e['msg'].removeprefix('Value error, ')} (got {repr(e.get('input'))[:80]})"
         for e in exc.errors()[:3]
     ]
     return PlanInputError("; ".join(parts))

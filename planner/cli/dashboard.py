@@ -1,8 +1,9 @@
 """`kvplan dashboard`: start the Streamlit app with the project's settings, from any directory.
 
 `streamlit run app.py` reads .streamlit/config.toml only from the directory it is started in; started
-elsewhere (or from an installed wheel, which has no such folder) it would listen on every address, show
-full tracebacks, accept 200 MB uploads and send usage statistics. The launcher passes each setting on the
+elsewhere (or from an installed wheel, which has no such folder) it takes Streamlit's defaults: full
+tracebacks, 200 MB uploads, usage statistics sent, and the listening address Streamlit's version picks
+(1.67 binds localhost, older ones every address). The launcher passes each setting on the
 command line instead, so the page runs the same wherever it is started. Standard library only: the CLI
 imports this module, and streamlit is imported by the child process alone.
 """

@@ -34,14 +34,15 @@ class ServingOptions(Frozen):
     draft_model: str | None = None  # --speculative-config's "model": the draft checkpoint (eagle3, dflash)
     trust_remote_code: bool = False  # the model card's: the checkpoint needs its own code (with_drafts)
 
-    @field_validator("model_name")
+    @field_validator("model_name", "weights_path")
     @classmethod
-    def _servable_name(cls, name: str | None) -> str | None:
-        """A served name prints as one shell word that no engine reads as a flag (vLLM's argparse takes a
-        leading '-' for an option); MindIE's stricter rule is checked with its config (rules.py)."""
-        if name is not None and (name.startswith("-") or not name.isprintable()):
-            raise ValueError("a served name is printable and does not start with '-'")
-        return name
+    def _one_word(cls, text: str | None) -> str | None:
+        """A served name or checkpoint path prints as one shell word that no engine reads as a flag (vLLM's
+        argparse takes a leading '-' for an option: `vllm serve -h`); MindIE's stricter modelName rule is
+        checked with its config (rules.py)."""
+        if text is not None and (text.startswith("-") or not text.isprintable()):
+            raise ValueError("printable, not starting with '-' (a command would read it as a flag)")
+        return text
 
 
 Options = TypeVar("Options", bound=ServingOptions)  # ServingOptions or an engine's own (MindieOptions)
