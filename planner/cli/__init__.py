@@ -181,9 +181,9 @@ def plan(
 def print_plan_json(result: "Plan", dep: "Deployment", *, flags: str, explain: bool) -> None:
     """The plan as JSON, with the engine's words and the next command as the text prints them, and with
     --explain the decode ledger as data."""
-    from planner.cli.engine_words import engine_config
+    from planner.plan.payload import plan_payload
 
-    payload = {**result.json_payload(), "engine_config": engine_config(result, dep, flags=flags)}
+    payload = plan_payload(result, dep, flags=flags)
     if explain:
         from planner.cli.render import plan_ledger
 

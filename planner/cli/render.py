@@ -113,9 +113,9 @@ def _header(result: Plan, dep: Deployment) -> str:
 
 
 def engine_lines(result: Plan, dep: Deployment, *, flags: str) -> list[str]:
-    """engine_words.engine_config as the plan's text prints it: `title: name value, ...` and
+    """planner.plan.payload.engine_config as the plan's text prints it: `title: name value, ...` and
     `Next: command`."""
-    from planner.cli.engine_words import engine_config
+    from planner.plan.payload import engine_config
 
     config = engine_config(result, dep, flags=flags)
     if config is None:

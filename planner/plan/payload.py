@@ -1,13 +1,15 @@
-"""The plan in the engine's own words and the next command, for the plan's text and its --json alike.
+"""The plan in the engine's own words and the next command, for the plan's text and its --json alike, and
+the --json document itself: `kvplan --json` and the dashboard's "Plan (JSON)" download both build it here.
 
 No rich here: `kvplan --json` imports this module and not the text renderer (planner/cli/render.py).
 """
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from planner.deployment import Deployment
+from planner.engines import registry
 from planner.results import Plan
 
 
@@ -25,8 +27,6 @@ def engine_config(result: Plan, dep: Deployment, *, flags: str) -> EngineConfig 
     None for an engine kvplan writes no config for (planner.engines.registry.config_words). A plan that
     counts prefix-cache hits (--prefix-cached-fraction > 0) adds --prefix-cache, so the config turns the
     cache on as the plan's TTFT assumed (MindIE's prefix_cache plugin, vLLM --enable-prefix-caching)."""
-    from planner.engines import registry
-
     words = registry.config_words(result, dep)
     if words is None:
         return None
@@ -34,3 +34,9 @@ def engine_config(result: Plan, dep: Deployment, *, flags: str) -> EngineConfig 
     cache = "--prefix-cache" if dep.prefix_cached_fraction > 0 else ""
     command = " ".join(part for part in (f"kvplan {dep.engine}", flags, cache, needs) if part)
     return EngineConfig(title=title, fields=dict(fields), next_command=command)
+
+
+def plan_payload(result: Plan, dep: Deployment, *, flags: str) -> dict[str, Any]:
+    """`kvplan --json`'s document: the plan's JSON values (Plan.json_payload) and its engine_config with
+    the next command repeating `flags` (the plan's options as the command line spells them)."""
+    return {**result.json_payload(), "engine_config": engine_config(result, dep, flags=flags)}
