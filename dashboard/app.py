@@ -5,9 +5,9 @@ from planner.plan.compose, sweeps from dashboard.view over planner.perf.roofline
 planner.sim.bench.slo_answer, the CLI's); planner errors are shown with
 st.error(dashboard_message(exc)) (widget names, no server paths), never as a traceback.
 
-This module holds the header, the metrics, the exports and main(); the sidebar's controls are in
-dashboard/sidebar.py, the tabs and the cached planner calls in dashboard/sections.py, the plotly fig_*()
-builders in dashboard/figures.py.
+This module holds the header, the metrics and main(); the sidebar's controls are in dashboard/sidebar.py,
+its downloads in dashboard/exports.py, the tabs and the cached planner calls in dashboard/sections.py,
+the plotly fig_*() builders in dashboard/figures.py.
 """
 
 from __future__ import annotations
@@ -19,22 +19,19 @@ import streamlit as st
 
 from dashboard import bands, failures
 from dashboard import view as dashboard
+from dashboard.exports import show_downloads
 from dashboard.load import show_load
 from dashboard.sections import (
     Settings,
-    cached_mindie,
     cached_plan,
-    cached_vllm,
     show_compare,
     show_formulas,
     show_memory,
     show_speed,
 )
-from dashboard.sidebar import engine_fraction, fraction_key, sidebar
-from planner import records, units
+from dashboard.sidebar import sidebar
+from planner import units
 from planner.deployment import Deployment
-from planner.errors import KvplanError
-from planner.inputs import PlanRequest
 from planner.results import Plan
 
 
@@ -123,68 +120,6 @@ def show_metrics(plan: Plan) -> None:
         ]
     )
     st.caption(bands.speed_range_text(perf))  # metric boxes are too narrow for a range
-
-
-def show_downloads(settings: Settings, plan: Plan) -> None:
-    """Sidebar download buttons: the JSON plan, the MindIE config.json and the vllm-ascend command."""
-    st.sidebar.divider()
-    st.sidebar.subheader("Export")
-    st.sidebar.download_button(
-        "Plan (JSON)",
-        plan.model_dump_json(indent=2),
-        file_name=f"kvplan-{plan.model}.json",
-        mime="application/json",
-        key="download_plan",
-        icon=":material/download:",
-    )
-    if st.session_state.get("weights_path_model") != plan.model:  # a new model: its own default path
-        st.session_state["weights_path"] = f"/data/models/{plan.model}"
-        st.session_state["weights_path_model"] = plan.model
-    weights_path = st.sidebar.text_input(
-        "Checkpoint path on the server",
-        key="weights_path",
-        help="MindIE modelWeightPath; the model argument of `vllm serve`",
-    )
-    mindie, vllm = (engine_request(settings.req, engine) for engine in ("mindie", "vllm"))
-    show_export("MindIE config.json", cached_mindie, mindie, weights_path, file_name="config.json")
-    show_export("vllm-ascend command", cached_vllm, vllm, weights_path, file_name="vllm-serve.sh")
-
-
-def engine_request(req: PlanRequest, engine: str) -> PlanRequest:
-    """The page's request for another engine's export, at that engine's memory setting: the value set on
-    its slider, else its own default (MindIE 0.8, vLLM 0.92), not the page engine's."""
-    fraction = st.session_state.get(fraction_key(engine), engine_fraction(engine, card=req.card, tp=req.tp))
-    return records.replace(req, engine=engine, memory_fraction=float(fraction))
-
-
-def show_export(
-    label: str,
-    make: Callable[[Any, str], tuple[str, list[str]]],
-    req: PlanRequest,
-    weights_path: str,
-    *,
-    file_name: str,
-) -> None:
-    """One engine's file as a download button and its notes; a sidebar warning when the plan cannot be
-    written in that engine's terms (the plan itself stands: it may be another engine's)."""
-    try:
-        text, notes = make(req, weights_path)
-    except KvplanError as exc:
-        st.sidebar.warning(f"No {label} for this plan: {dashboard.dashboard_message(exc)}")
-        return
-    st.sidebar.download_button(
-        label,
-        text,
-        file_name=file_name,
-        mime="application/json" if file_name.endswith(".json") else "text/x-shellscript",
-        key=f"download_{file_name}",
-        icon=":material/download:",
-    )
-    with st.sidebar.expander(f"{label}: notes"):
-        if not file_name.endswith(".json"):
-            st.code(text, language="bash")
-        for note in notes:
-            st.caption(note)
 
 
 Section = Callable[[Settings, Deployment, Plan], None]

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import bands
+from dashboard.words import dashboard_message
 from planner import inputs, records, units
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
 from planner.errors import KvplanError
@@ -248,7 +249,7 @@ def show_disaggregated(req: PlanRequest, engine: str, prompt: int, output: int) 
             f"P:D {split}": open_loop(req, engine, shape, split),
         }
     except KvplanError as exc:
-        st.error(str(exc))
+        st.error(dashboard_message(exc))
         return
     one, two = st.columns(2)
     one.plotly_chart(fig_cdf(runs, "ttft", "TTFT CDF"), width="stretch")

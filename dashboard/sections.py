@@ -63,7 +63,7 @@ def prompt_tokens_of(prompt: str | None) -> int | None:
     """The sidebar's "Prompt tokens for TTFT" as tokens, or None when left empty (= the context length)."""
     from planner import inputs
 
-    return inputs.parse_ctx(prompt, flag="prompt tokens") if prompt else None
+    return inputs.parse_ctx(prompt, flag="Prompt tokens for TTFT") if prompt else None
 
 
 @st.cache_data(show_spinner=False, max_entries=256)

@@ -39,34 +39,40 @@ def upload_dir() -> Path:
     return Path(st.session_state["upload_tempdir"].name)
 
 
-def uploaded_model_path() -> str | None:
-    """The uploaded HF config.json as a model-card path, or None (errors shown in the sidebar)."""
+class NoModelError(KvplanError):
+    """Model source "upload config.json" without a card imported from it: the page plans nothing (not the
+    catalogue's model the user did not choose) and says why in the main area."""
+
+
+def uploaded_model_path() -> str | NoModelError:
+    """The uploaded HF config.json as a model-card path, or why there is none (also shown in the sidebar)."""
     upload = st.sidebar.file_uploader("Hugging Face config.json", type=["json"], key="model_upload")
     if upload is None:
         st.sidebar.caption("Upload a config.json to plan a model that is not in the catalogue.")
-        return None
+        return NoModelError(
+            "Hugging Face config.json: none uploaded; upload one in the sidebar to plan it, or set Model "
+            "source to catalogue"
+        )
     try:
         card = uploads.model_card_from_config(upload.getvalue(), name=upload.name, directory=upload_dir())
     except KvplanError as exc:
         st.sidebar.error(dashboard.dashboard_message(exc))
-        return None
+        return NoModelError(f"Hugging Face config.json not imported, nothing planned: {exc}")
     st.sidebar.success(f"Imported {card.id}")
     return uploads.model_card_path(card, directory=upload_dir())
 
 
-def sidebar_model(model_ids: list[str]) -> str:
-    """Model id from the catalogue or a path to the card imported from an uploaded config.json."""
+def sidebar_model(model_ids: list[str]) -> str | NoModelError:
+    """Model id from the catalogue, a path to the card imported from an uploaded config.json, or why the
+    upload gave none (the catalogue's selection is kept for when the source is switched back)."""
     source = st.sidebar.radio(
         "Model source", ["catalogue", "upload config.json"], horizontal=True, key="model_source"
     )
     if source == "upload config.json":
-        path = uploaded_model_path()
-        if path is not None:
-            return path
+        keep_unshown(["model"])
+        return uploaded_model_path()
     index = model_ids.index(DEFAULT_MODEL) if DEFAULT_MODEL in model_ids else 0
-    return str(
-        st.sidebar.selectbox("Model", model_ids, index=index, key="model", disabled=source != "catalogue")
-    )
+    return str(st.sidebar.selectbox("Model", model_ids, index=index, key="model"))
 
 
 def override_input(label: str, *, step: float, key: str) -> float | None:
@@ -98,9 +104,19 @@ ENGINE_DEFAULTS: dict[str, Any] = {
 }
 
 
-def fraction_key(engine: str) -> str:
-    """Widget key of the memory-fraction slider: one per engine, so switching engine shows its default."""
-    return f"memory_fraction_{engine}"
+DRAFTING_KEY = "_drafting"  # the slider's key suffix where drafting changes the engine's default
+
+
+def fraction_key(engine: str, *, card: str = "", tp: int = 1, drafting: bool = False) -> str:
+    """Widget key of the memory-fraction slider: one per engine, so switching engine shows its default, and
+    one more for an engine whose default changes with MTP drafting (SGLang's mem_fraction_static), so
+    turning MTP on or off starts the slider at that engine's own value again."""
+    key = f"memory_fraction_{engine}"
+    if drafting and engine_fraction(engine, card=card, tp=tp, drafting=True) != engine_fraction(
+        engine, card=card, tp=tp
+    ):
+        key += DRAFTING_KEY
+    return key
 
 
 def keep_unshown(keys: list[str]) -> None:
@@ -111,22 +127,24 @@ def keep_unshown(keys: list[str]) -> None:
             st.session_state[key] = st.session_state[key]
 
 
-def engine_fraction(engine: str, *, card: str, tp: int) -> float:
-    """The engine's own memory setting on the card at tp, the slider's default: a constant (MindIE, vLLM) or
-    SGLang's mem_fraction_static formula (registry.deployment_memory_fraction); the constant where the
-    card cannot be read."""
+def engine_fraction(engine: str, *, card: str, tp: int, drafting: bool = False) -> float:
+    """The engine's own memory setting on the card at tp, with or without MTP drafting, the slider's
+    default: a constant (MindIE, vLLM) or SGLang's mem_fraction_static formula
+    (registry.deployment_memory_fraction, as the CLI's plan asks it); the constant where the card cannot be
+    read."""
     name = parse_engine(engine)
     try:
         hardware = catalog.resolve_card(card)
     except KvplanError:
         return registry.default_memory_fraction(name)
     return registry.deployment_memory_fraction(
-        name, hardware, ranks=(tp, 1, 1), prefill_tokens=None, drafting=False
+        name, hardware, ranks=(tp, 1, 1), prefill_tokens=None, drafting=drafting
     )
 
 
 def engine_widgets(*, card: str, tp: int) -> None:
     """The Engine settings' widgets (drawn only while their expander is open; values in session state)."""
+    drafting = int(st.session_state.get("mtp", 0)) > 0
     engine = st.selectbox(
         "Engine",
         list(ENGINES),
@@ -139,9 +157,9 @@ def engine_widgets(*, card: str, tp: int) -> None:
         "--mem-fraction-static)",
         0.5,
         1.0,
-        engine_fraction(str(engine), card=card, tp=tp),  # the engine's own default
+        engine_fraction(str(engine), card=card, tp=tp, drafting=drafting),  # the engine's own default
         0.01,
-        key=fraction_key(str(engine)),
+        key=fraction_key(str(engine), card=card, tp=tp, drafting=drafting),
     )
     st.selectbox("KV block size (tokens)", [16, 32, 64, 128], index=3, key="block_size")
     st.number_input("MTP draft tokens", min_value=0, max_value=8, value=0, key="mtp")
@@ -159,7 +177,7 @@ def sidebar_advanced(*, card: str, tp: int) -> dict[str, Any]:
     """
     state = st.session_state
     engine = str(state.get("engine", DEFAULT_ENGINE))
-    keys = [*ENGINE_DEFAULTS, *(fraction_key(e) for e in ENGINES)]
+    keys = [*ENGINE_DEFAULTS, *(fraction_key(e) + tail for e in ENGINES for tail in ("", DRAFTING_KEY))]
     expander = st.sidebar.expander("Engine settings", key="engine_settings", on_change="rerun")
     if expander.open:
         with expander:
@@ -168,7 +186,11 @@ def sidebar_advanced(*, card: str, tp: int) -> dict[str, Any]:
     else:
         keep_unshown(keys)
     values = {key: state.get(key, default) for key, default in ENGINE_DEFAULTS.items()}
-    fraction = state.get(fraction_key(engine), engine_fraction(engine, card=card, tp=tp))
+    drafting = int(values["mtp"]) > 0
+    fraction = state.get(
+        fraction_key(engine, card=card, tp=tp, drafting=drafting),
+        engine_fraction(engine, card=card, tp=tp, drafting=drafting),
+    )
     return {
         "engine": engine,
         "memory_fraction": float(fraction),
@@ -189,6 +211,8 @@ def sidebar() -> Settings:
     shape = sidebar_shape()
     tpot, ttft = sidebar_slos()
     extra = sidebar_advanced(card=card, tp=int(shape["tp"]))
+    if isinstance(model, NoModelError):
+        raise model  # the whole sidebar is drawn; the main area says why nothing is planned
     prompt = extra.pop("prompt")
     req = PlanRequest(
         model=model, card=card, memory_gib=memory_gib, bandwidth_gbps=bandwidth, **shape, **extra

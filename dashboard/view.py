@@ -7,11 +7,11 @@ only calls them over arrays and arranges the results into what a chart draws.
 from __future__ import annotations
 
 import dataclasses
-import re
-import tempfile
 
 import numpy as np
 
+from dashboard.words import dashboard_message as dashboard_message
+from dashboard.words import dashboard_words as dashboard_words
 from planner import capacity, csa, inputs, memory, params, units
 from planner.deployment import Deployment
 from planner.engines import registry
@@ -174,52 +174,6 @@ def feasibility_grid(dep: Deployment, *, batch: np.ndarray, ctx_tokens: np.ndarr
     )
 
 
-# CLI flags in planner messages -> the dashboard widget that sets the same value.
-WIDGET_LABELS = {
-    "model": "Model",
-    "card": "Card",
-    "dtype": "Weight dtype",
-    "kv-dtype": "KV-cache dtype",
-    "tp": "Tensor parallel (tp)",
-    "ctx": "Context length",
-    "batch": "Batch",
-    "block-size": "KV block size",
-    "memory-fraction": "Memory fraction",
-    "memory-gib": "Memory capacity (GiB)",
-    "bandwidth-gbps": "Memory bandwidth (GB/s)",
-    "mtp": "MTP draft tokens",
-    "mtp-acceptance": "MTP acceptance",
-    "engine": "Engine",
-    "prompt-tokens": "Prompt tokens for TTFT",
-    "weights-path": "Checkpoint path",
-    "npu-mem-size": "npuMemSize",
-}
-# A flag's value follows it ("--tp 4", "--engine vllm", "--model tiny-llama"); a plain word does not ("no
-# larger --tp or smaller --dtype fits"): a value holds a digit, '.', '/' or '-', or is an engine or a switch.
-_VALUE = r"(?=[\w./-]*[\d./-]|(?:mindie|vllm|sglang|transformers|auto|true|false)\b)"
-_FLAG = re.compile(rf"--([a-z][a-z0-9-]*[a-z0-9])( {_VALUE})?")
-_TEMP_DIRS = re.compile(r"\S*?kvplan-(?:dashboard|uploads)-[^/\s]*/(?:[0-9a-f]{16}/)?")
-
-
-def _widget_words(match: re.Match[str]) -> str:
-    label = WIDGET_LABELS.get(match.group(1))
-    if label is None:
-        return match.group(0)
-    return label + (" = " if match.group(2) else "")
-
-
-def dashboard_message(exc: Exception) -> str:
-    """A planner error in the dashboard's words: CLI flags become the widget names ("--tp 4" ->
-    "Tensor parallel (tp) = 4"), and the server's scratch folders are cut from uploaded file paths."""
-    return dashboard_words(str(exc))
-
-
-def dashboard_words(text: str) -> str:
-    """dashboard_message for any planner text (a plan's notes and warnings name CLI flags too)."""
-    text = _TEMP_DIRS.sub("", _FLAG.sub(_widget_words, text))
-    return text.replace(tempfile.gettempdir().rstrip("/") + "/", "")
-
-
 def fit_warnings(dep: Deployment, plan: Plan) -> list[str]:
     """What a --from-bench profile warns about at this plan (fitted.profile_warnings at its batch)."""
     from planner.perf import fitted
@@ -234,9 +188,9 @@ def max_batch_at(dep: Deployment, mem: MemoryBreakdown) -> int:
 
 
 def plan_for(req: inputs.PlanRequest, *, prompt_tokens: int | None = None) -> tuple[Deployment, Plan]:
-    """Deployment and plan (with speed) for one request."""
+    """Deployment and plan (with speed and the load knee, as `kvplan` plans it) for one request."""
     dep = inputs.to_deployment(req)
-    plan = perf_plan.build_plan(dep, prompt_tokens=prompt_tokens)
+    plan = perf_plan.with_load_knee(perf_plan.build_plan(dep, prompt_tokens=prompt_tokens), dep)
     return dep, plan
 
 
