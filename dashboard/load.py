@@ -16,13 +16,16 @@ from dashboard import bands
 from dashboard.words import dashboard_message
 from planner import inputs, records, units
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
-from planner.errors import KvplanError
+from planner.errors import KvplanError, PlanInputError
 from planner.inputs import PlanRequest
 from planner.results import Plan
 from planner.sim import instance, metrics, pdloop, pdspec, run
 from planner.sim import workload as wl
 
 CONCURRENCY_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# P:D fleet steps the Load tab simulates per change, at most (~50 us each: a few seconds); the CLI's budget
+# is instance.MAX_ENGINE_LOOPS per engine. 131072 + 32768-token requests at 1:3 took 524 000 steps (24 s).
+PAGE_PD_LOOPS = 100_000
 REQUESTS_PER_USER = 12  # closed-loop requests per user: enough for P99 without slowing the page
 MIN_REQUESTS = 120
 
@@ -69,7 +72,15 @@ def open_loop(
     if split is None:
         return reduced(run.simulate(dep, work))
     spec = pdspec.spec_for(dep, counts=pdspec.parse_pd(split))
-    return reduced(pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}))  # back-pressure, as the CLI
+    try:  # back-pressure, as the CLI; within the page's step budget
+        fleet = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}, max_loops=PAGE_PD_LOOPS)
+    except pdloop.StepBudgetError:
+        raise PlanInputError(
+            f"P:D instances {split}: {count} requests of {prompt} + {output} tokens at {rate:g} req/s need "
+            f"more than {PAGE_PD_LOOPS} simulator steps, too many for the page; simulate them with `kvplan "
+            "simulate` and its --pd option, or shorten the requests"
+        ) from None
+    return reduced(fleet)
 
 
 def reduced(result: instance.SimResult) -> dict[str, Any]:

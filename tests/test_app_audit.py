@@ -142,3 +142,21 @@ def test_page_messages_name_the_widgets_not_cli_flags(
     errors = [e.value for e in at.error]
     assert errors and said in errors[0]
     assert not [e for e in errors if "--" in e or "kvplan " in e or e.startswith("prompt tokens")]
+
+
+def test_the_load_tabs_pd_run_stops_at_the_pages_step_budget() -> None:
+    """h64 finding 3: 131072 + 32768-token requests at P:D 1:3 took 34-80 s a change (524 000 fleet steps),
+    with no way to cancel; the page now stops at PAGE_PD_LOOPS steps and says what to run instead. A usual
+    shape still draws."""
+    from dashboard import load
+    from dashboard.words import dashboard_message
+    from planner.errors import PlanInputError
+    from planner.inputs import PlanRequest
+
+    req = PlanRequest(model="qwen3.5-27b", dtype="fp8", ctx="192k")
+    with pytest.raises(PlanInputError) as refused:
+        load.open_loop(req, "mindie", (131072, 32768, 1000.0, 400), "1:3")
+    shown = dashboard_message(refused.value)
+    assert f"more than {load.PAGE_PD_LOOPS} simulator steps" in shown and "`kvplan simulate`" in shown
+    drawn = load.open_loop(req, "mindie", (1024, 256, 2.0, 400), "1:3")
+    assert drawn["summary"].requests == 400

@@ -82,6 +82,10 @@ def is_held_up(eng: Engine) -> bool:
     return eng.cfg.total_blocks - eng.used_blocks < eng.admission_blocks(eng.waiting[0])
 
 
+class StepBudgetError(PlanInputError):
+    """The fleet needs more steps than its budget (Fleet.run's max_loops)."""
+
+
 class Fleet:
     """The coordinator: engines, pending hand-overs (a heap per engine) and the run's records."""
 
@@ -197,9 +201,11 @@ class Fleet:
                 self.arrive(self.issued, self.finish[request])
         eng.done.clear()
 
-    def run(self) -> None:
-        """Step the instance furthest behind until every request has finished."""
+    def run(self, *, max_loops: int | None = None) -> None:
+        """Step the instance furthest behind until every request has finished; PlanInputError past
+        max_loops steps (default MAX_ENGINE_LOOPS per engine: bounded time)."""
         loops, count = 0, len(self.arrival)
+        limit = instance.MAX_ENGINE_LOOPS * len(self.engines) if max_loops is None else max_loops
         while self.finished < count:
             self.assign_ready()
             times = [self.action_s(i) for i in range(len(self.engines))]
@@ -210,8 +216,8 @@ class Fleet:
                     f"held on every prefill instance, expected a decode instance free to take them)"
                 )
             loops += 1
-            if loops > instance.MAX_ENGINE_LOOPS * len(self.engines):
-                raise PlanInputError(
+            if loops > limit:
+                raise StepBudgetError(
                     f"--requests: the P:D simulation needs more than {loops - 1} steps (got {count} "
                     "requests; expected fewer, shorter ones or more instances)"
                 )
@@ -219,11 +225,17 @@ class Fleet:
 
 
 def simulate_fleet(
-    spec: PdSpec, work: Workload, *, slo: tuple[float | None, float | None], knobs: dict[str, object]
+    spec: PdSpec,
+    work: Workload,
+    *,
+    slo: tuple[float | None, float | None],
+    knobs: dict[str, object],
+    max_loops: int | None = None,
 ) -> instance.SimResult:
-    """Open- or closed-loop workload through the P:D fleet with back-pressure -> one instance's summary."""
+    """Open- or closed-loop workload through the P:D fleet with back-pressure -> one instance's summary
+    (max_loops: Fleet.run's step budget)."""
     fleet = Fleet(spec, work, knobs=knobs)
-    fleet.run()
+    fleet.run(max_loops=max_loops)
     preempted = np.sum([np.asarray(e.preempted, dtype=np.int64) for e in fleet.engines], axis=0)
     records = Records(
         arrival_s=np.asarray(fleet.arrival, dtype=np.float64),
