@@ -1,9 +1,8 @@
 """Deployment -> memory plan: checks the inputs against the card, sizes memory, recommends lengths.
 
 The formulas live in memory.py; this module composes them per deployment (the one KV budget, the one batch
-cap) and words the outcome. planner/plan/compose.py adds the speed and the SLO search on top. `admission`
-(the running batch of one replica for K clients, from that batch cap) is the rule `kvplan serve` and the
-serving fit share (moved here from planner/serving/closed_loop.py, which re-exports it).
+cap) and words the outcome; planner/plan/compose.py adds the speed. `admission` (one replica's running batch
+for K clients) is the rule `kvplan serve` and the serving fit share (closed_loop.py re-exports it).
 """
 
 import numpy as np
@@ -330,8 +329,9 @@ class Admission(Frozen):
     engine_cap       the engine's running-sequence limit (--max-batch, else the engine's default: vLLM
                      max_num_seqs, MindIE maxBatchSize; running_cap())
     full_length_batch  sequences the KV pool holds with every one at full length (one DP group's share
-                     at full_length_tokens)
+                     at full_length_tokens), at most the engine's own batch limit (registry.batch_cap)
     full_length_tokens  that full length: a request's input + output tokens, at most --ctx
+    full_length_bound  what sets full_length_batch: "memory", or "engine limit" where batch_cap does
     """
 
     model_config = BUILT_ON_FIRST_USE
@@ -341,6 +341,7 @@ class Admission(Frozen):
     engine_cap: int
     full_length_batch: int
     full_length_tokens: int
+    full_length_bound: str = "memory"
 
     @computed_field  # type: ignore[prop-decorator]  # in model_dump: the --json admission object
     @property
@@ -388,10 +389,12 @@ def admission(
         full = int(max_batch_grid(per_dp_rank(dep), mem, ctx_tokens=np.array([length], dtype=np.int64))[0])
     cap = running_cap(dep, max_batch=engine_cap)
     running = max(1, min(clients, cap, full))
+    bound = "engine limit" if (limit := registry.batch_cap(dep)) is not None and full >= limit else "memory"
     return Admission(
         clients=clients,
         running=running,
         engine_cap=cap,
         full_length_batch=full,
         full_length_tokens=length,
+        full_length_bound=bound,
     )

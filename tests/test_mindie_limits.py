@@ -129,3 +129,13 @@ def test_other_plugin_params_types_are_refused_in_one_line(tmp_path: Path, value
     )
     assert line in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_serve_says_the_engine_limit_not_the_pool_binds() -> None:
+    """h63: serve said "the KV pool holds 2000 sequences" where MindIE's maxBatchSize, not memory, binds."""
+    words = f"serve {DUO} --tp 2 --input-tokens 64 --output-tokens 64 --concurrency 3000 --engine mindie"
+    out = kvplan(words).output
+    assert "the engine's own batch limit allows 2000 sequences" in out
+    assert "the KV pool holds" not in out
+    payload = json.loads(kvplan(f"{words} --json").output)
+    assert payload["admission"]["full_length_bound"] == "engine limit"

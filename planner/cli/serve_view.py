@@ -80,10 +80,14 @@ def admission_lines(view: ServeView) -> list[str]:
         what = registry.beyond_pool_words(
             parse_engine(view.engine), max_batch=sim.scheduler.max_batch, clients=admitted.clients
         )
+        holds = (
+            "the engine's own batch limit allows"
+            if admitted.full_length_bound == "engine limit"
+            else f"the KV pool holds (memory fraction {view.memory_fraction:g})"
+        )
         lines.append(
-            f"note: at full length ({admitted.full_length_tokens} tokens) the KV pool holds "
-            f"{admitted.full_length_batch} "
-            f"sequences (memory fraction {view.memory_fraction:g}) and {admitted.clients} users were sent: "
+            f"note: at full length ({admitted.full_length_tokens} tokens) {holds} "
+            f"{admitted.full_length_batch} sequences and {admitted.clients} users were sent: "
             f"{what}; simulated: batch reached {sim.max_batch_reached}, {sim.preemptions} preemptions "
             f"({rate:.3g} per request), KV peak {units.fmt_fraction(sim.kv_peak_fraction)}"
         )
