@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+from pydantic import ValidationError
 
 from dashboard import view as dashboard
 from dashboard.sections import Settings, cached_mindie, cached_plan, cached_vllm
 from dashboard.sidebar import engine_fraction, fraction_key
 from planner import records
-from planner.errors import KvplanError
+from planner.errors import KvplanError, PlanInputError
 from planner.inputs import DEFAULT_BLOCK_SIZE_TOKENS, PlanRequest
 from planner.plan.payload import plan_payload
 from planner.results import Plan
@@ -55,7 +56,7 @@ def page_flags(req: PlanRequest, *, default_fraction: float) -> str:
     for field, flag in REQUEST_FLAGS:
         if field in ALWAYS_SHOWN or given[field]:
             value = getattr(req, field)
-            value = Path(value).name if field == "model" and "/" in value else value  # an uploaded card
+            value = Path(value).name if field in ("model", "card") and "/" in value else value  # uploads
             text = f"{value:g}" if isinstance(value, float) else str(value)
             words.append(flag if isinstance(value, bool) else f"{flag} {shlex.quote(text)}")
     return " ".join(words)
@@ -65,7 +66,7 @@ def plan_json_text(settings: Settings) -> str:
     """`kvplan --json`'s document for the page's settings (strict JSON, as the CLI prints it)."""
     req = settings.req
     dep, plan = cached_plan(req, settings.prompt)
-    default = engine_fraction(req.engine, card=req.card, tp=req.tp, drafting=req.mtp > 0)
+    default = engine_fraction(req.engine, **deployment_where(req))
     payload = plan_payload(plan, dep, flags=page_flags(req, default_fraction=default))
     return json.dumps(payload, indent=2, allow_nan=False) + "\n"
 
@@ -102,10 +103,15 @@ def show_downloads(settings: Settings, plan: Plan) -> None:
     show_export("vllm-ascend command", cached_vllm, vllm, weights_path, file_name="vllm-serve.sh")
 
 
+def deployment_where(req: PlanRequest) -> dict[str, Any]:
+    """What an engine's own memory setting depends on (sidebar.engine_fraction's keywords)."""
+    return {"card": req.card, "tp": req.tp, "drafting": req.mtp > 0, "memory_gib": req.memory_gib}
+
+
 def engine_request(req: PlanRequest, engine: str) -> PlanRequest:
     """The page's request for another engine's export, at that engine's memory setting: the value set on
     its slider, else its own default (MindIE 0.8, vLLM 0.92), not the page engine's."""
-    where = {"card": req.card, "tp": req.tp, "drafting": req.mtp > 0}
+    where = deployment_where(req)
     fraction = st.session_state.get(fraction_key(engine, **where), engine_fraction(engine, **where))
     return records.replace(req, engine=engine, memory_fraction=float(fraction))
 
@@ -122,6 +128,10 @@ def show_export(
     written in that engine's terms (the plan itself stands: it may be another engine's)."""
     try:
         text, notes = make(req, weights_path)
+    except ValidationError as exc:  # the serving options' own checks (a checkpoint path read as a flag)
+        flags = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors()[:2])
+        st.sidebar.warning(f"No {label}: {dashboard.dashboard_message(PlanInputError(flags))}")
+        return
     except KvplanError as exc:
         st.sidebar.warning(f"No {label} for this plan: {dashboard.dashboard_message(exc)}")
         return

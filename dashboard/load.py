@@ -16,8 +16,10 @@ from dashboard import bands
 from dashboard.words import dashboard_message
 from planner import inputs, records, units
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS
+from planner.engines import registry
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import PlanRequest
+from planner.kinds import ENGINES, parse_engine
 from planner.results import Plan
 from planner.sim import instance, metrics, pdloop, pdspec, run
 from planner.sim import workload as wl
@@ -214,8 +216,9 @@ def show_load(settings: Any, plan: Plan) -> None:
     req: PlanRequest = settings.req
     factors = bands.time_factors(plan.performance)
     left, middle, right = st.columns(3)
-    schedulers = ["mindie", "vllm", "sglang"]  # transformers serves through vLLM's scheduler in the simulator
-    chosen = req.engine if req.engine in schedulers else "vllm"
+    # the simulator's schedulers, one per engine room (transformers serves through vLLM's)
+    schedulers = list(dict.fromkeys(registry.room(name).SCHEDULER for name in ENGINES))
+    chosen = registry.room(parse_engine(req.engine)).SCHEDULER
     engine = left.selectbox(
         f"Engine scheduler (sidebar: {req.engine})",
         schedulers,

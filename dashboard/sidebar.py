@@ -14,7 +14,7 @@ import streamlit as st
 from dashboard import uploads
 from dashboard import view as dashboard
 from dashboard.sections import KV_DTYPE_CHOICES, TP_CHOICES, Settings, catalogue
-from planner import catalog
+from planner import catalog, inputs
 from planner.dtypes import WEIGHT_SCHEMES
 from planner.engines import registry
 from planner.errors import KvplanError
@@ -107,16 +107,19 @@ ENGINE_DEFAULTS: dict[str, Any] = {
 DRAFTING_KEY = "_drafting"  # the slider's key suffix where drafting changes the engine's default
 
 
-def fraction_key(engine: str, *, card: str = "", tp: int = 1, drafting: bool = False) -> str:
-    """Widget key of the memory-fraction slider: one per engine, so switching engine shows its default, and
-    one more for an engine whose default changes with MTP drafting (SGLang's mem_fraction_static), so
-    turning MTP on or off starts the slider at that engine's own value again."""
+def fraction_key(
+    engine: str, *, card: str = "", tp: int = 1, drafting: bool = False, memory_gib: float | None = None
+) -> str:
+    """Widget key of the memory-fraction slider: one per engine whose own setting is a constant (MindIE,
+    vLLM), so switching engine shows its default and a value set stays; one per deployment for an engine
+    whose default is computed from it (SGLang's mem_fraction_static: card, tp, memory capacity, MTP
+    drafting), so the slider starts at the value the CLI computes for the same flags (a keyed slider keeps
+    its value when only its default changes) and a value set there applies to that deployment only."""
     key = f"memory_fraction_{engine}"
-    if drafting and engine_fraction(engine, card=card, tp=tp, drafting=True) != engine_fraction(
-        engine, card=card, tp=tp
-    ):
-        key += DRAFTING_KEY
-    return key
+    own = engine_fraction(engine, card=card, tp=tp, drafting=drafting, memory_gib=memory_gib)
+    if own == registry.default_memory_fraction(parse_engine(engine)):
+        return key
+    return f"{key}{DRAFTING_KEY if drafting else ''}_{card}_{tp}_{memory_gib}"
 
 
 def keep_unshown(keys: list[str]) -> None:
@@ -127,14 +130,18 @@ def keep_unshown(keys: list[str]) -> None:
             st.session_state[key] = st.session_state[key]
 
 
-def engine_fraction(engine: str, *, card: str, tp: int, drafting: bool = False) -> float:
-    """The engine's own memory setting on the card at tp, with or without MTP drafting, the slider's
-    default: a constant (MindIE, vLLM) or SGLang's mem_fraction_static formula
-    (registry.deployment_memory_fraction, as the CLI's plan asks it); the constant where the card cannot be
-    read."""
+def engine_fraction(
+    engine: str, *, card: str, tp: int, drafting: bool = False, memory_gib: float | None = None
+) -> float:
+    """The engine's own memory setting on the card (with the page's capacity override, as --memory-gib) at
+    tp, with or without MTP drafting, the slider's default: a constant (MindIE, vLLM) or SGLang's
+    mem_fraction_static formula (registry.deployment_memory_fraction, as the CLI's plan asks it); the
+    constant where the card cannot be read."""
     name = parse_engine(engine)
     try:
-        hardware = catalog.resolve_card(card)
+        hardware = inputs.apply_overrides(
+            catalog.resolve_card(card), memory_gib=memory_gib, bandwidth_gbps=None
+        )
     except KvplanError:
         return registry.default_memory_fraction(name)
     return registry.deployment_memory_fraction(
@@ -142,9 +149,10 @@ def engine_fraction(engine: str, *, card: str, tp: int, drafting: bool = False) 
     )
 
 
-def engine_widgets(*, card: str, tp: int) -> None:
+def engine_widgets(*, card: str, tp: int, memory_gib: float | None) -> None:
     """The Engine settings' widgets (drawn only while their expander is open; values in session state)."""
     drafting = int(st.session_state.get("mtp", 0)) > 0
+    where = {"card": card, "tp": tp, "drafting": drafting, "memory_gib": memory_gib}
     engine = st.selectbox(
         "Engine",
         list(ENGINES),
@@ -157,9 +165,9 @@ def engine_widgets(*, card: str, tp: int) -> None:
         "--mem-fraction-static)",
         0.5,
         1.0,
-        engine_fraction(str(engine), card=card, tp=tp, drafting=drafting),  # the engine's own default
+        engine_fraction(str(engine), **where),  # the engine's own default
         0.01,
-        key=fraction_key(str(engine), card=card, tp=tp, drafting=drafting),
+        key=fraction_key(str(engine), **where),
     )
     st.selectbox("KV block size (tokens)", [16, 32, 64, 128], index=3, key="block_size")
     st.number_input("MTP draft tokens", min_value=0, max_value=8, value=0, key="mtp")
@@ -168,7 +176,7 @@ def engine_widgets(*, card: str, tp: int) -> None:
     st.toggle("Ignore measured coefficients", value=False, key="uncalibrated")
 
 
-def sidebar_advanced(*, card: str, tp: int) -> dict[str, Any]:
+def sidebar_advanced(*, card: str, tp: int, memory_gib: float | None) -> dict[str, Any]:
     """Engine knobs that rarely change (engine, memory fraction, block size, MTP, calibration, prompt).
 
     A lazy expander (on_change="rerun"): its seven widgets are drawn only while it is open, so the first
@@ -177,20 +185,18 @@ def sidebar_advanced(*, card: str, tp: int) -> dict[str, Any]:
     """
     state = st.session_state
     engine = str(state.get("engine", DEFAULT_ENGINE))
-    keys = [*ENGINE_DEFAULTS, *(fraction_key(e) + tail for e in ENGINES for tail in ("", DRAFTING_KEY))]
+    where = {"card": card, "tp": tp, "drafting": int(state.get("mtp", 0)) > 0, "memory_gib": memory_gib}
+    keys = [*ENGINE_DEFAULTS, *(fraction_key(e, **where) for e in ENGINES)]
     expander = st.sidebar.expander("Engine settings", key="engine_settings", on_change="rerun")
     if expander.open:
         with expander:
-            engine_widgets(card=card, tp=tp)
+            engine_widgets(card=card, tp=tp, memory_gib=memory_gib)
         engine = str(state["engine"])
     else:
         keep_unshown(keys)
     values = {key: state.get(key, default) for key, default in ENGINE_DEFAULTS.items()}
-    drafting = int(values["mtp"]) > 0
-    fraction = state.get(
-        fraction_key(engine, card=card, tp=tp, drafting=drafting),
-        engine_fraction(engine, card=card, tp=tp, drafting=drafting),
-    )
+    where["drafting"] = int(values["mtp"]) > 0
+    fraction = state.get(fraction_key(engine, **where), engine_fraction(engine, **where))
     return {
         "engine": engine,
         "memory_fraction": float(fraction),
@@ -210,7 +216,7 @@ def sidebar() -> Settings:
     card, memory_gib, bandwidth = sidebar_card(card_ids)
     shape = sidebar_shape()
     tpot, ttft = sidebar_slos()
-    extra = sidebar_advanced(card=card, tp=int(shape["tp"]))
+    extra = sidebar_advanced(card=card, tp=int(shape["tp"]), memory_gib=memory_gib)
     if isinstance(model, NoModelError):
         raise model  # the whole sidebar is drawn; the main area says why nothing is planned
     prompt = extra.pop("prompt")

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import membar, uploads
+from dashboard import membar, sidebar, uploads
 from dashboard import view as dashboard
 from planner import catalog
 from planner.errors import DataFileError, PlanInputError
-from planner.inputs import PlanRequest
+from planner.inputs import DEFAULT_CARD, PlanRequest
 from planner.schema import HardwareProfile
 from tests.helpers import h200_points_of, kvplan
 
@@ -242,8 +242,30 @@ def test_sglang_slider_starts_at_its_mem_fraction_static(app: AppTest) -> None:
     assert_clean(app)
     request = PlanRequest(model="qwen3.5-27b", ctx="32k", dtype="fp8", engine="sglang")
     dep, plan = dashboard.plan_for(request)
-    assert app.slider(key="memory_fraction_sglang").value == dep.memory_fraction
+    key = sidebar.fraction_key("sglang", card=DEFAULT_CARD, tp=1)
+    assert app.slider(key=key).value == dep.memory_fraction
     assert metrics(app)["max batch"] == str(plan.recommendation.max_batch_size)
+
+
+@pytest.mark.parametrize("change", ["card", "memory"])
+def test_sglang_slider_follows_the_deployment_it_is_computed_from(app: AppTest, change: str) -> None:
+    """h66: with Engine settings open, SGLang's slider kept the first card's mem_fraction_static after the
+    card changed (a keyed slider keeps its value when only its default changes), and ignored the page's
+    memory capacity override; the page then planned at a fraction the CLI never computes."""
+    open_engine_settings(app).selectbox(key="engine").set_value("sglang").run()
+    if change == "card":
+        app.selectbox(key="card").set_value("nvidia-h200").run()
+        request = PlanRequest(
+            model="qwen3.5-27b", ctx="32k", dtype="fp8", engine="sglang", card="nvidia-h200"
+        )
+    else:
+        app.number_input(key="memory_gib").set_value(64.0).run()
+        request = PlanRequest(model="qwen3.5-27b", ctx="32k", dtype="fp8", engine="sglang", memory_gib=64.0)
+    assert_clean(app)
+    dep, plan = dashboard.plan_for(request)
+    assert metrics(app)["max batch"] == str(plan.recommendation.max_batch_size)
+    sliders = [s for s in app.slider if s.key and s.key.startswith("memory_fraction_sglang")]
+    assert [s.value for s in sliders] == [dep.memory_fraction]
 
 
 # ---------------------------------------------------------------- helpers behind the page
