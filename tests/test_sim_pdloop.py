@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from planner import catalog
 from planner.cli import app
 from planner.deployment import Deployment
 from planner.perf import roofline
@@ -197,3 +198,24 @@ def test_one_token_outputs_are_in_the_decode_batch_and_kv_peaks(engine: str, per
     assert (summary.scheduler.block_tokens, summary.scheduler.state_blocks) == (128, 0)
     assert summary.max_batch_reached == per_pass
     assert round(summary.kv_peak_fraction * summary.scheduler.total_blocks) == 5 * per_pass
+
+
+def test_the_fleet_charges_the_per_request_cost_as_every_other_path_does() -> None:
+    """h67: a request reached a P:D fleet's prefill instance the moment it was sent, while the aggregated
+    engine and the open-loop reference (pd.simulate_pd) see it the per-request cost outside the forward pass
+    later (332.6 ms on the 950PR's MindIE fit): one user's TTFT was 80 ms with --pd 1:1 against 408 ms."""
+    fitted = catalog.fitted_profile("ascend-950pr", "mindie")
+    assert fitted is not None
+    dep = deployment_950pr("qwen3.5-27b", engine="mindie", ctx_tokens=1024, calibrated=True).model_copy(
+        update={"hardware": fitted}
+    )
+    overhead = roofline.request_overhead_s(dep)
+    assert overhead > 0.1
+    work = poisson((256, 256), 128, count=20, rate=0.5, seed=3)
+    spec = pdspec.spec_for(dep, counts=(1, 1))
+    fleet = pdloop.simulate_fleet(spec, work, slo=(None, None), knobs={}).records
+    reference = pd.simulate_pd(spec, work, slo=(None, None), knobs={}).records
+    assert fleet.first_token_s == pytest.approx(reference.first_token_s, rel=1e-9)
+    assert np.all(fleet.ttft_s >= overhead)
+    aggregated = run.simulate(dep, work).records
+    assert fleet.ttft_s[0] == pytest.approx(aggregated.ttft_s[0], rel=1e-6)  # alone: the same prefill

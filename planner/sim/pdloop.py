@@ -110,10 +110,12 @@ class Fleet:
                 self.arrive(request, at)
 
     def arrive(self, request: int, at: float) -> None:
-        """A request is sent at `at`: to the next prefill instance in turn."""
+        """A request is sent at `at`: to the next prefill instance in turn, which sees it the per-request cost
+        outside the forward pass later (StepTable.request_overhead_s: API server, tokenization), as an
+        aggregated engine does (Engine.next_arrival_s)."""
         self.arrival[request] = at
-        self.owner[request] = self.issued % len(self.prefill)
-        heapq.heappush(self.pending[self.owner[request]], (at, request))
+        owner = self.owner[request] = self.issued % len(self.prefill)
+        heapq.heappush(self.pending[owner], (at + self.prefill[owner].table.request_overhead_s, request))
         self.issued += 1
 
     def action_s(self, index: int) -> float:
