@@ -170,10 +170,11 @@ def test_each_engine_words_what_it_does_beyond_its_pool() -> None:
     from planner.engines import registry
 
     mindie = registry.beyond_pool_words("mindie", max_batch=26, clients=400)
-    assert mindie == "MindIE runs at most maxBatchSize 26 and queues the rest (374 here)"
+    # how many run or queue is the admission's, printed beside it (h67: "(100 here)" beside "157 queued")
+    assert mindie == "MindIE runs at most maxBatchSize 26 and queues the rest"
     for engine in ("vllm", "transformers"):
         words = registry.beyond_pool_words(engine, max_batch=256, clients=40)
-        assert words.startswith("vLLM admits up to max_num_seqs 256 (40 here)")
+        assert words.startswith("vLLM admits up to max_num_seqs 256, allocates")
     serve_view = (ROOT / "planner" / "cli" / "serve_view.py").read_text()
     assert "MindIE" not in serve_view and "vLLM" not in serve_view
 

@@ -110,7 +110,7 @@ def test_registry_dispatches_sglang() -> None:
     assert registry.default_prefill_tokens(engine, dep.hardware) == 8192
     assert registry.prefix_cache_block_tokens(dep) == 128
     assert registry.beyond_pool_words(engine, max_batch=48, clients=60).startswith(
-        "SGLang admits up to max_running_requests 48 (48 here)"
+        "SGLang admits up to max_running_requests 48, allocates"
     )
     mem, _ = capacity.memory_plan(dep)
     pool = registry.block_pool(dep, mem, max_model_len=5000)

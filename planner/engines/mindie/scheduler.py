@@ -27,8 +27,8 @@ MAX_PROMPTS_PER_PASS: int | None = DEFAULT_MAX_PREFILL_BATCH
 def beyond_pool_words(*, max_batch: int, clients: int) -> str:
     """What MindIE does with `clients` sequences when its blocks hold fewer at full length
     (ADMITS_BEYOND_POOL), max_batch its maxBatchSize."""
-    queued = max(0, clients - max_batch)
-    return f"MindIE runs at most maxBatchSize {max_batch} and queues the rest ({queued} here)"
+    del clients  # how many queue is the admission's (serve's queue note), not clients - maxBatchSize
+    return f"MindIE runs at most maxBatchSize {max_batch} and queues the rest"
 
 
 # Data parallel (planner/sim/dpgroups.py). Every DP rank shares its priority (prefill or decode) and the

@@ -45,8 +45,9 @@ MAX_PROMPTS_PER_PASS: int | None = None
 def beyond_pool_words(*, max_batch: int, clients: int) -> str:
     """What SGLang does with `clients` sequences when its pool holds fewer at full length
     (ADMITS_BEYOND_POOL), max_batch its max_running_requests."""
+    del clients  # how many run is the admission's (serve's engine and queue lines)
     return (
-        f"SGLang admits up to max_running_requests {max_batch} ({min(clients, max_batch)} here), "
+        f"SGLang admits up to max_running_requests {max_batch}, "
         "allocates KV pages as tokens arrive and retracts decoding requests (recompute) when the pool "
         "runs out"
     )

@@ -34,9 +34,10 @@ MAX_PROMPTS_PER_PASS: int | None = None
 def beyond_pool_words(*, max_batch: int, clients: int) -> str:
     """What vLLM does with `clients` sequences when its pool holds fewer at full length (ADMITS_BEYOND_POOL),
     max_batch its max_num_seqs."""
+    del clients  # how many run is the admission's (serve's engine and queue lines)
     return (
-        f"vLLM admits up to max_num_seqs {max_batch} ({min(clients, max_batch)} here), allocates KV "
-        "blocks as tokens arrive and preempts (recompute) when the pool runs out"
+        f"vLLM admits up to max_num_seqs {max_batch}, "
+        "allocates KV blocks as tokens arrive and preempts (recompute) when the pool runs out"
     )
 
 
