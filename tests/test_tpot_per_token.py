@@ -107,7 +107,8 @@ def test_slo_answers_at_a_context_with_one_token_outputs_are_printed() -> None:
 
 
 def test_pd_search_never_prints_a_zero_tpot() -> None:
-    run = kvplan(f"simulate {ONE_TOKEN} --rate 2 --requests 40 --search pd --ttft-ms 100")
+    # no split meets 100 ms: every P:D request pays the 332.6 ms per-request cost too (exit 3, none meets)
+    run = kvplan(f"simulate {ONE_TOKEN} --rate 2 --requests 40 --search pd --ttft-ms 100", code=3)
     assert "TPOT 0.0 ms" not in run.output
     assert "TPOT undefined (one-token outputs) (misses the SLOs)" in " ".join(run.output.split())
 
