@@ -226,16 +226,15 @@ def per_dp_rank(dep: Deployment) -> Deployment:
 
 
 def longest_at_batch(dep: Deployment, mem: MemoryBreakdown) -> int:
-    """Longest sequence (tokens, whole blocks, capped at the model's max_position_embeddings) that fits
-    when dep.batch sequences share the KV budget (memory.max_seq_len_at_batch)."""
-    longest = memory.max_seq_len_at_batch(
-        mem.kv_budget_bytes,
-        batch=dep.batch or 1,
-        kv_bytes_per_token=mem.kv_bytes_per_token,
-        state_bytes=mem.state_bytes_per_sequence,
-        block_size_tokens=dep.block_size_tokens,
+    """Longest sequence (tokens, whole blocks, at most the model's max_position_embeddings) of which one DP
+    group holds dep.batch by the engine's own accounting (max_batch_grid at every whole-block length:
+    MindIE's kept blocks and MTP lookahead, vLLM's pages, a sequence's state); 0 when none."""
+    block = dep.block_size_tokens
+    lengths = np.arange(block, dep.model.max_position_embeddings + 1, block, dtype=np.int64)
+    fits = (
+        lengths[max_batch_grid(dep, mem, ctx_tokens=lengths) >= (dep.batch or 1)] if lengths.size else lengths
     )
-    return min(longest, dep.model.max_position_embeddings)
+    return int(fits.max()) if fits.size else 0
 
 
 def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
@@ -251,12 +250,12 @@ def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
             max_batch_size=max_batch, max_seq_len=dep.ctx_tokens, binding_constraint=binding
         )
     if dep.batch > max_batch:
+        longest = longest_at_batch(dep, mem)
+        room = f"at --batch {dep.batch} the longest sequence is {longest} tokens" if longest else ""
         raise DoesNotFitError(
             f"--batch: {dep.batch} sequences of {dep.ctx_tokens} tokens do not fit on {dep.hardware.id} "
             f"at {layout.describe(dep)} (got {dep.batch}, expected <= {max_batch} at this --ctx"
-            f"{' per DP group' if dep.dp > 1 else ''}); "
-            f"at --batch {dep.batch} the longest sequence is "
-            f"{longest_at_batch(dep, mem)} tokens"
+            f"{' per DP group' if dep.dp > 1 else ''}); {room or 'no sequence length leaves room for them'}"
         )
     return Recommendation(max_batch_size=dep.batch, max_seq_len=dep.ctx_tokens, binding_constraint="batch")
 
