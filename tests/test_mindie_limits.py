@@ -139,3 +139,20 @@ def test_serve_says_the_engine_limit_not_the_pool_binds() -> None:
     assert "the KV pool holds" not in out
     payload = json.loads(kvplan(f"{words} --json").output)
     assert payload["admission"]["full_length_bound"] == "engine limit"
+
+
+@pytest.mark.parametrize(
+    ("value", "flag"),
+    [
+        ({"plugin_type": "prefix_cache"}, "--prefix-cache"),
+        ('{"plugin_type":"mtp","num_speculative_tokens":1}', "--mtp N"),
+    ],
+)
+def test_a_bases_plugin_the_flags_leave_off_is_removed_with_a_note(
+    tmp_path: Path, value: object, flag: str
+) -> None:
+    """h67: a --base's prefix_cache or mtp plugin vanished from the written config without a word."""
+    payload = written(TINY_950, "--base", base_with(tmp_path, value))
+    model = payload["mindie"]["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
+    assert "plugin_params" not in model or "prefix_cache" not in model["plugin_params"]
+    assert any("plugin removed" in note and flag in note for note in payload["mindie"]["notes"])

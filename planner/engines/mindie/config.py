@@ -317,6 +317,8 @@ def mindie_config(
     mindie_rules.validate_config(cfg)
     env = {"NPU_MEMORY_FRACTION": f"{plan.memory_fraction:g}"} if mode == "auto" else {}
     notes += mindie_notes(held, options=options, prediction=prediction, mode=mode) + tls_notes(cfg)
+    base_plugins = lookup(base, (*MODEL, "plugin_params"))
+    notes += plugins.removed_notes(base_plugins, mtp=options.mtp, prefix_cache=options.prefix_cache)
     if plan.layout is not None:
         notes += layouts.mindie_layout_notes(plan.layout, model_type=plan.layout.model_type)
     return MindieResult(config=cfg, prediction=prediction, npu_mem_mode=mode, env=env, notes=notes)

@@ -64,3 +64,16 @@ def plugin_params(base_value: object, *, mtp: int, prefix_cache: bool) -> str | 
         return None
     extra = {"num_speculative_tokens": mtp} if mtp else {}
     return json.dumps({"plugin_type": ",".join(wanted), **extra, **params}, separators=(",", ":"))
+
+
+def removed_notes(base_value: object, *, mtp: int, prefix_cache: bool) -> list[str]:
+    """One note per plugin kvplan owns (KVPLAN_PLUGINS) that the base turns on and the flags leave off: the
+    config kvplan writes drops it (plugin_params), which a merge into a user's config should say."""
+    kinds = str(base_plugins(base_value).get("plugin_type", "")).split(",")
+    wanted = {"mtp": mtp > 0, "prefix_cache": prefix_cache}
+    flags = {"mtp": "--mtp N", "prefix_cache": "--prefix-cache"}
+    return [
+        f"--base's {kind} plugin removed: kvplan writes it only when asked ({flags[kind]} keeps it)"
+        for kind in KVPLAN_PLUGINS
+        if kind in kinds and not wanted[kind]
+    ]
