@@ -359,3 +359,24 @@ def test_drafting_runs_keep_the_block_invariants(engine: str, drafts: int, block
     assert eng.finished == 20 and eng.used_blocks == 0
     assert timeline.used_blocks.max() <= cfg.total_blocks and timeline.used_blocks.min() >= 0
     assert np.all(np.asarray(eng.delivered) >= records.output_tokens)
+
+
+def test_vllms_plan_says_how_many_drafting_sequences_run_without_preemption() -> None:
+    """h67: at the plan's batch (vLLM's start-up count, which ignores lookahead slots) a drafting run
+    preempted 109 times in 1014 requests with no word; the plan now names the batch that runs at full
+    length, and the simulator at that batch does not preempt."""
+    import json
+    import re
+
+    from tests.helpers import kvplan
+
+    spec = '{"method":"eagle3","num_speculative_tokens":3,"model":"/d"}'
+    flags = "-m qwen3-8b --dtype fp8 --engine vllm --memory-gib 12 --ctx 256"
+    out = " ".join(kvplan(flags, "--speculative-config", spec).output.split())
+    found = re.search(r"the pool runs (\d+) without preemption, not the (\d+)", out)
+    assert found is not None
+    runs, counted = int(found.group(1)), int(found.group(2))
+    assert runs < counted
+    words = f"serve {flags} --input-tokens 192 --output-tokens 64 --max-batch {runs} --concurrency {runs + 9}"
+    sim = json.loads(kvplan(f"{words} --json", "--speculative-config", spec).output)
+    assert sim["simulated"]["preemptions"] == 0

@@ -247,6 +247,7 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
     given: never, check_batch_cap refused it); a --block-size vLLM does not run (vllm-ascend forces 128-token
     blocks; hybrids compute theirs): the plan is sized at the engine's block, and says so."""
     notes = [] if dep.batch is not None else seqs_cap_notes(dep, wanted=held(dep, mem), what="the pool holds")
+    notes += lookahead_notes(dep, mem)
     block = pool.deployment_block_tokens(dep)
     if dep.block_size_tokens in (block, DEFAULT_BLOCK_SIZE_TOKENS):
         return notes
@@ -254,6 +255,23 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
         *notes,
         f"--block-size {dep.block_size_tokens}: vLLM runs this deployment at {block}-token blocks "
         f"({block_rule_words(dep)}); the plan is sized at {block}",
+    ]
+
+
+def lookahead_notes(dep: Deployment, mem: MemoryBreakdown) -> list[str]:
+    """Where draft tokens' lookahead slots (block_pool's lookahead_tokens) make a full-length sequence take
+    one more block than vLLM's start-up count (its "Maximum concurrency" ignores them): how many run at full
+    length without preemption. Formula: floor(blocks / (ceil((ctx + n) / B) + state blocks))."""
+    pool_view = block_pool(dep, mem, max_model_len=dep.ctx_tokens)
+    n, size = pool_view.lookahead_tokens, pool_view.block_tokens
+    runs = pool_view.total_blocks // (-(-(dep.ctx_tokens + n) // size) + pool_view.state_blocks)
+    counted = held(dep, mem)
+    if not n or runs >= counted:
+        return []
+    return [
+        f"with {n} draft tokens each running sequence also allocates their slots (vLLM's "
+        f"num_lookahead_tokens): at full length ({dep.ctx_tokens} tokens) the pool runs {runs} without "
+        f"preemption, not the {counted} vLLM's start-up log counts; --max-num-seqs {runs} avoids recompute"
     ]
 
 
