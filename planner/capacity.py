@@ -227,14 +227,15 @@ def per_dp_rank(dep: Deployment) -> Deployment:
 
 def longest_at_batch(dep: Deployment, mem: MemoryBreakdown) -> int:
     """Longest sequence (tokens, whole blocks, at most the model's max_position_embeddings) of which one DP
-    group holds dep.batch by the engine's own accounting (max_batch_grid at every whole-block length:
-    MindIE's kept blocks and MTP lookahead, vLLM's pages, a sequence's state); 0 when none."""
-    block = dep.block_size_tokens
-    lengths = np.arange(block, dep.model.max_position_embeddings + 1, block, dtype=np.int64)
-    fits = (
-        lengths[max_batch_grid(dep, mem, ctx_tokens=lengths) >= (dep.batch or 1)] if lengths.size else lengths
-    )
-    return int(fits.max()) if fits.size else 0
+    group holds dep.batch by the engine's own accounting (max_batch_grid); 0 when none. Bisection over whole
+    blocks (the count held never grows with the length): ~log2(max_position / block) cells, not one a block."""
+    block, batch = dep.block_size_tokens, dep.batch or 1
+    low, high = 0, dep.model.max_position_embeddings // block  # `low` blocks hold the batch (0 trivially)
+    while low < high:
+        mid = (low + high + 1) // 2
+        held = max_batch_grid(dep, mem, ctx_tokens=np.array([mid * block], dtype=np.int64))[0]
+        low, high = (mid, high) if held >= batch else (low, mid - 1)
+    return low * block
 
 
 def recommend_per_rank(dep: Deployment, mem: MemoryBreakdown) -> Recommendation:
