@@ -228,7 +228,7 @@ def per_dp_rank(dep: Deployment) -> Deployment:
 def longest_at_batch(dep: Deployment, mem: MemoryBreakdown) -> int:
     """Longest sequence (tokens, whole blocks, at most the model's max_position_embeddings) of which one DP
     group holds dep.batch by the engine's own accounting (max_batch_grid); 0 when none. Bisection over whole
-    blocks (the count held never grows with the length): ~log2(max_position / block) cells, not one a block."""
+    blocks (held never grows with length): log2(max_position / block) cells, not one per block."""
     block, batch = dep.block_size_tokens, dep.batch or 1
     low, high = 0, dep.model.max_position_embeddings // block  # `low` blocks hold the batch (0 trivially)
     while low < high:
