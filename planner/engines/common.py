@@ -193,6 +193,10 @@ class BlockPool(Frozen):
     block_tokens: int
     lookahead_tokens: int = 0
 
+    def sequence_blocks(self, tokens: int) -> int:
+        """Blocks a decoding sequence of `tokens` tokens holds: ceil((tokens + lookahead) / block) + state."""
+        return -(-(tokens + self.lookahead_tokens) // self.block_tokens) + self.state_blocks
+
 
 def kv_bound_grid(
     dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: npt.NDArray[np.int64]

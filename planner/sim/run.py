@@ -22,6 +22,7 @@ from planner import capacity, layout
 from planner.arrays import FloatArray
 from planner.deployment import Deployment
 from planner.engines import registry
+from planner.engines.common import BlockPool
 from planner.errors import DoesNotFitError
 from planner.perf import roofline
 from planner.perf.mtp import tokens_per_step
@@ -156,7 +157,8 @@ def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> Sche
     values.update({k: v for k, v in knobs.items() if v is not None})
     cfg = SchedulerConfig(**values)
     longest = int(np.max(workload.input_tokens + workload.output_tokens))
-    need = config.blocks_for(longest + cfg.lookahead_tokens, block_tokens=cfg.block_tokens) + cfg.state_blocks
+    fields = ("total_blocks", "state_blocks", "block_tokens", "lookahead_tokens")
+    need = BlockPool(**{name: getattr(cfg, name) for name in fields}).sequence_blocks(longest)
     if need > cfg.total_blocks:
         raise DoesNotFitError(
             f"{dep.model.id} on {dep.hardware.id} at tp={dep.tp}: a {longest}-token request needs {need} KV "

@@ -56,7 +56,10 @@ PREFILL_AT_LEAST_INPUT = True
 MAX_PROMPT_TOKENS: int | None = rules.MAX_TOKENS  # [DOC] maxInputTokenLen / maxPrefillTokens in [1, 4194304]
 MODEL_NAME_PATTERN: str | None = rules.MODEL_NAME_PATTERN  # modelName
 MODEL_NAME_RULE: str | None = rules.MODEL_NAME_RULE
-BATCH_CAP_RULE = "MindIE's maxBatchSize: 5000 before 3.0.0.beta.3, or the card's documented range if smaller"
+BATCH_CAP_RULE = (
+    f"MindIE's maxBatchSize: {limits.MAX_BATCH_SIZE} before 3.0.0.beta.3, "
+    "or the card's documented range if smaller"
+)
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
 MEMORY_FRACTION_NAME = "NPU_MEMORY_FRACTION"  # an environment variable (mindie_llm/utils/env.py)
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]

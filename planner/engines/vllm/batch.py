@@ -263,8 +263,8 @@ def lookahead_notes(dep: Deployment, mem: MemoryBreakdown) -> list[str]:
     one more block than vLLM's start-up count (its "Maximum concurrency" ignores them): how many run at full
     length without preemption. Formula: floor(blocks / (ceil((ctx + n) / B) + state blocks))."""
     pool_view = block_pool(dep, mem, max_model_len=dep.ctx_tokens)
-    n, size = pool_view.lookahead_tokens, pool_view.block_tokens
-    runs = pool_view.total_blocks // (-(-(dep.ctx_tokens + n) // size) + pool_view.state_blocks)
+    n = pool_view.lookahead_tokens
+    runs = pool_view.total_blocks // pool_view.sequence_blocks(dep.ctx_tokens)
     counted = held(dep, mem)
     if not n or runs >= counted:
         return []
