@@ -551,7 +551,7 @@ def test_merge_refuses_mtp_with_lookahead() -> None:
         r"\(got plugin_type la in the base, expected none of memory_decoding, "
         r"la\)$",
     ):
-        mindie_plugins.plugin_params(
+        mindie_plugins.merge_plugins(
             user_base()["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]["plugin_params"],
             mtp=1,
             prefix_cache=False,
@@ -559,12 +559,11 @@ def test_merge_refuses_mtp_with_lookahead() -> None:
 
 
 def test_merge_drops_kvplan_plugins_when_not_asked() -> None:
-    assert (
-        mindie_plugins.plugin_params(
-            '{"plugin_type":"mtp,prefix_cache","num_speculative_tokens":1}', mtp=0, prefix_cache=False
-        )
-        is None
+    merged = mindie_plugins.merge_plugins(
+        '{"plugin_type":"mtp,prefix_cache","num_speculative_tokens":1}', mtp=0, prefix_cache=False
     )
+    assert merged.params is None
+    assert [note.split(" plugin")[0] for note in merged.notes] == ["--base's mtp", "--base's prefix_cache"]
 
 
 def test_merge_needs_the_mindie_layout() -> None:

@@ -108,8 +108,8 @@ def test_an_object_plugin_params_is_kept(tmp_path: Path) -> None:
     payload = written(TINY_950, "--base", base)
     model = payload["mindie"]["config"]["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]
     assert json.loads(model["plugin_params"]) == {"plugin_type": "splitfuse", "x": 1}
-    both = plugins.plugin_params({"plugin_type": "splitfuse"}, mtp=0, prefix_cache=True)
-    assert both == '{"plugin_type":"splitfuse,prefix_cache"}'
+    both = plugins.merge_plugins({"plugin_type": "splitfuse"}, mtp=0, prefix_cache=True)
+    assert both == ('{"plugin_type":"splitfuse,prefix_cache"}', [])
 
 
 def test_mtp_sees_an_object_bases_plugins(tmp_path: Path) -> None:

@@ -74,11 +74,22 @@ def test_a_model_path_no_engine_names_falls_back_to_the_card_id(tmp_path: Path) 
     card = tmp_path / "my cards" / "qwen3 tiny.yaml"
     card.parent.mkdir()
     card.write_text((ROOT / "modelcards" / "qwen3-0.6b.yaml").read_text())
-    for extra, expected in (([], "qwen3-0.6b"), (["--model-name", "ok"], "ok")):
+    # the note speaks only of a name kvplan chose: a --model-name equal to that name is the user's own
+    for extra, expected in (
+        ([], "qwen3-0.6b"),
+        (["--model-name", "ok"], "ok"),
+        (["--model-name", "qwen3-0.6b"], "qwen3-0.6b"),
+    ):
         name, served, notes = served_names(str(card), *extra)
         assert name == served == expected
         assert any(n.startswith("served as") for n in notes) == (not extra)
-    assert registry.served_name_notes("cards/my model.yaml", name="ok", card_id="x") == []
+
+
+def test_the_default_name_has_a_note_only_when_it_is_not_as_typed() -> None:
+    assert registry.default_served_name("qwen3-0.6b", card_id="qwen3-0.6b") == ("qwen3-0.6b", [])
+    name, notes = registry.default_served_name("Qwen/Qwen3-32B", card_id="qwen3-32b")
+    assert name == "Qwen3-32B"
+    assert len(notes) == 1 and notes[0].startswith("served as 'Qwen3-32B': --model 'Qwen/Qwen3-32B'")
 
 
 @settings(max_examples=200, deadline=None)

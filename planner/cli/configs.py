@@ -106,19 +106,12 @@ def prepare(request: PlanRequest, options: ServingOptions) -> tuple[Deployment, 
     return registry.sized_deployment(dep, options=options)
 
 
-def prepared(
-    request: PlanRequest, options: Options, *, name: bool = True
-) -> tuple[Deployment, Lengths, Options]:
-    """prepare()'s deployment and lengths, and the options with its MTP drafts (common.with_drafts) and, where
-    `name`, the default served name (named)."""
+def prepared(request: PlanRequest, options: Options) -> tuple[Deployment, Lengths, Options]:
+    """prepare()'s deployment and lengths, and the options with its MTP drafts (common.with_drafts)."""
     from planner.engines.common import with_drafts
 
     dep, lengths = prepare(request, options)
-    return (
-        dep,
-        lengths,
-        with_drafts(named(options, request.model, card_id=dep.model.id) if name else options, dep),
-    )
+    return dep, lengths, with_drafts(options, dep)
 
 
 def apply_log(dep: Deployment, lengths: Lengths, log_path: Path) -> tuple[Plan, Deployment, LogComparison]:
@@ -164,13 +157,15 @@ def resolve_identity(options: MindieOptions, *, has_base: bool) -> MindieOptions
     )
 
 
-def named(options: Options, typed: str, *, card_id: str) -> Options:
-    """The options with the served name every config command uses by default (registry.served_model_name)."""
+def named(options: Options, typed: str, *, card_id: str) -> tuple[Options, list[str]]:
+    """(the options with the served name every config command uses by default, its note): --model-name as
+    given, else registry.default_served_name."""
     from planner.engines import registry
 
     if options.model_name:
-        return options
-    return options.model_copy(update={"model_name": registry.served_model_name(typed, card_id=card_id)})
+        return options, []
+    name, notes = registry.default_served_name(typed, card_id=card_id)
+    return options.model_copy(update={"model_name": name}), notes
 
 
 def register(app: typer.Typer) -> None:
@@ -277,7 +272,10 @@ def run_mindie(
     from planner.engines.mindie import rules as mindie_rules
 
     base_path, out, log_path = paths
-    dep, lengths, options = prepared(request, options, name=base_path is None)  # a base's modelName stays
+    dep, lengths, options = prepared(request, options)
+    name_notes: list[str] = []
+    if base_path is None:  # a base's modelName stays
+        options, name_notes = named(options, request.model, card_id=dep.model.id)
     check_mindie_drafts(request, options)
     base = load_base(base_path, options.mindie_version)
     comparison = None
@@ -286,7 +284,7 @@ def run_mindie(
     else:
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
     result = mindie.mindie_config(plan, base=base, lengths=lengths, options=options)
-    notes = [*result.notes, *request_notes(request, options, lengths, dep.model.id)]
+    notes = [*result.notes, *request_notes(request, options, lengths), *name_notes]
     result = result.model_copy(update={"notes": notes})
     backup = out and atomic.write_atomic(out, mindie_rules.render_config(result.config), force=force)
     if as_json:
@@ -313,14 +311,12 @@ def run_mindie(
         typer.echo(f"wrote {out}" + (f" (previous file kept as {backup})" if backup else ""), err=True)
 
 
-def request_notes(request: PlanRequest, options: MindieOptions, lengths: Lengths, card_id: str) -> list[str]:
+def request_notes(request: PlanRequest, options: MindieOptions, lengths: Lengths) -> list[str]:
     """Notes on the request: a --max-prefill-tokens raised to maxInputTokenLen (common.raised_prefill_notes);
     --prefix-cached-fraction counting prefix-cache hits that the MindIE config turns off."""
-    from planner.engines import registry
     from planner.engines.common import raised_prefill_notes
 
     notes = raised_prefill_notes(options.max_prefill_tokens, used=lengths.max_prefill_tokens)
-    notes += registry.served_name_notes(request.model, name=options.model_name, card_id=card_id)
     if not request.prefix_cached_fraction or options.prefix_cache:
         return notes
     return [
@@ -375,7 +371,6 @@ def launch_plan(
     request sized with its lengths, the plan at its longest prompt, make(plan, dep, lengths=, options=); one
     error line on bad input. drafts_in_options: the options carry the deployment's drafts (prepared) rather
     than as given. The notes: a --dtype other than the card's checkpoint_dtype (compose), the served name."""
-    from planner.engines import registry
     from planner.engines.common import ServingOptions
     from planner.plan import compose
 
@@ -386,10 +381,9 @@ def launch_plan(
             dep, lengths, options = prepared(request, options)
         else:
             dep, lengths = prepare(request, options)
-        options = named(options, request.model, card_id=dep.model.id)
+        options, name_notes = named(options, request.model, card_id=dep.model.id)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-        notes = compose.checkpoint_dtype_warnings(dep)
-        notes += registry.served_name_notes(request.model, name=options.model_name, card_id=dep.model.id)
+        notes = compose.checkpoint_dtype_warnings(dep) + name_notes
         return plan, make(plan, dep, lengths=lengths, options=options), notes
     except ValidationError as exc:
         fail(option_error(exc))

@@ -204,15 +204,12 @@ def served_model_name(typed: str, *, card_id: str) -> str:
     )
 
 
-def served_name_notes(typed: str, *, name: str | None, card_id: str) -> list[str]:
-    """The note when the configs serve the model under its default name, not --model as typed."""
-    try:
-        derived = served_model_name(typed, card_id=card_id)
-    except PlanInputError:
-        return []
-    if name != derived or name == typed:
-        return []
-    return [
+def default_served_name(typed: str, *, card_id: str) -> tuple[str, list[str]]:
+    """(served_model_name, its note): the note says so when the name is not --model as typed."""
+    name = served_model_name(typed, card_id=card_id)
+    if name == typed:
+        return name, []
+    return name, [
         f"served as {name!r}: --model {typed[:60]!r} is not a name every engine's config takes "
         f"({NAME_RULES}); --model-name to choose another"
     ]

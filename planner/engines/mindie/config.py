@@ -109,7 +109,13 @@ def predict_blocks(plan: Plan, *, lengths: Lengths, npu_mem_gib: int, mtp_drafts
 
 
 def owned_values(
-    plan: Plan, *, lengths: Lengths, options: MindieOptions, base: dict[str, Any], npu_mem_gib: int
+    plan: Plan,
+    *,
+    lengths: Lengths,
+    options: MindieOptions,
+    base: dict[str, Any],
+    npu_mem_gib: int,
+    plugin_params: str | None,
 ) -> dict[str, Any]:
     """Value of every OWNED_FIELDS entry (KEEP: leave the base's; None: remove the field)."""
     times = schedule_times_ms(plan)
@@ -131,9 +137,7 @@ def owned_values(
         "npuMemSize": npu_mem_gib,
         "backendType": "atb",
         "trustRemoteCode": trust_remote_code(base, options=options),
-        "plugin_params": plugins.plugin_params(
-            lookup(base, (*MODEL, "plugin_params")), mtp=options.mtp, prefix_cache=options.prefix_cache
-        ),
+        "plugin_params": plugin_params,
         "cacheBlockSize": plan.block_size_tokens,
         "maxPrefillBatchSize": min(batch, scheduler.DEFAULT_MAX_PREFILL_BATCH),
         "maxPrefillTokens": lengths.max_prefill_tokens,
@@ -312,13 +316,16 @@ def mindie_config(
     prediction = predict_blocks(plan, lengths=lengths, npu_mem_gib=gib, mtp_drafts=options.mtp)
     check_warmup(plan, prediction)
     held, notes = held_plan(plan, prediction=prediction, lengths=lengths)
-    values = owned_values(held, lengths=lengths, options=options, base=base, npu_mem_gib=gib)
+    base_plugins = lookup(base, (*MODEL, "plugin_params"))
+    merged = plugins.merge_plugins(base_plugins, mtp=options.mtp, prefix_cache=options.prefix_cache)
+    values = owned_values(
+        held, lengths=lengths, options=options, base=base, npu_mem_gib=gib, plugin_params=merged.params
+    )
     cfg = apply_layout(merge_config(base, values), plan)
     mindie_rules.validate_config(cfg)
     env = {"NPU_MEMORY_FRACTION": f"{plan.memory_fraction:g}"} if mode == "auto" else {}
     notes += mindie_notes(held, options=options, prediction=prediction, mode=mode) + tls_notes(cfg)
-    base_plugins = lookup(base, (*MODEL, "plugin_params"))
-    notes += plugins.removed_notes(base_plugins, mtp=options.mtp, prefix_cache=options.prefix_cache)
+    notes += merged.notes
     if plan.layout is not None:
         notes += layouts.mindie_layout_notes(plan.layout, model_type=plan.layout.model_type)
     return MindieResult(config=cfg, prediction=prediction, npu_mem_mode=mode, env=env, notes=notes)

@@ -7,7 +7,7 @@ docs/zh/user_guide/feature/mtp.md (MTP excludes parallel decoding); docs/mindie.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from planner import readers
 from planner.engines.mindie import rules as mindie_rules
@@ -47,33 +47,37 @@ def base_plugins(base_value: object) -> dict[str, Any]:
     return existing
 
 
-def plugin_params(base_value: object, *, mtp: int, prefix_cache: bool) -> str | None:
-    """plugin_params JSON string: the base's plugins (base_plugins) minus mtp/prefix_cache, plus what was
-    asked."""
+class PluginMerge(NamedTuple):
+    """What the config writes for plugin_params (None: remove the field) and the notes the merge owes."""
+
+    params: str | None
+    notes: list[str]
+
+
+def merge_plugins(base_value: object, *, mtp: int, prefix_cache: bool) -> PluginMerge:
+    """The base's plugins (base_plugins) minus the ones kvplan owns (KVPLAN_PLUGINS), plus what the flags
+    ask, as MindIE's JSON string; one note per owned plugin the base turns on and the flags leave off (a
+    merge into a user's config should say what it dropped)."""
     existing = base_plugins(base_value)
-    kept = [p for p in str(existing.get("plugin_type", "")).split(",") if p and p not in KVPLAN_PLUGINS]
-    params = {k: v for k, v in existing.items() if k not in ("plugin_type", "num_speculative_tokens")}
+    kinds = [p for p in str(existing.get("plugin_type", "")).split(",") if p]
+    kept = [p for p in kinds if p not in KVPLAN_PLUGINS]
     if mtp and set(kept) & set(MTP_EXCLUSIVE_PLUGINS):
         raise PlanInputError(
             f"--mtp: MindIE's MTP cannot be combined with parallel decoding "
             f"(got plugin_type {','.join(kept)} in the base, "
             f"expected none of {', '.join(MTP_EXCLUSIVE_PLUGINS)})"
         )
-    wanted = [*kept, *(["mtp"] if mtp else []), *(["prefix_cache"] if prefix_cache else [])]
-    if not wanted:
-        return None
-    extra = {"num_speculative_tokens": mtp} if mtp else {}
-    return json.dumps({"plugin_type": ",".join(wanted), **extra, **params}, separators=(",", ":"))
-
-
-def removed_notes(base_value: object, *, mtp: int, prefix_cache: bool) -> list[str]:
-    """One note per plugin kvplan owns (KVPLAN_PLUGINS) that the base turns on and the flags leave off: the
-    config kvplan writes drops it (plugin_params), which a merge into a user's config should say."""
-    kinds = str(base_plugins(base_value).get("plugin_type", "")).split(",")
-    wanted = {"mtp": mtp > 0, "prefix_cache": prefix_cache}
+    asked = {"mtp": mtp > 0, "prefix_cache": prefix_cache}
     flags = {"mtp": "--mtp N", "prefix_cache": "--prefix-cache"}
-    return [
+    notes = [
         f"--base's {kind} plugin removed: kvplan writes it only when asked ({flags[kind]} keeps it)"
         for kind in KVPLAN_PLUGINS
-        if kind in kinds and not wanted[kind]
+        if kind in kinds and not asked[kind]
     ]
+    wanted = [*kept, *(kind for kind in KVPLAN_PLUGINS if asked[kind])]
+    if not wanted:
+        return PluginMerge(None, notes)
+    params = {k: v for k, v in existing.items() if k not in ("plugin_type", "num_speculative_tokens")}
+    drafts = {"num_speculative_tokens": mtp} if mtp else {}
+    text = json.dumps({"plugin_type": ",".join(wanted), **drafts, **params}, separators=(",", ":"))
+    return PluginMerge(text, notes)
