@@ -258,6 +258,15 @@ def mindie_command(
         fail(base_error(exc, base))
 
 
+def planned_for_mindie(
+    dep: Deployment, lengths: Lengths, log_path: Path | None
+) -> tuple[Plan, Deployment, LogComparison | None]:
+    """The plan behind the config: corrected from a start-up log when one is given."""
+    if log_path is not None:
+        return apply_log(dep, lengths, log_path)
+    return build_plan(dep, prompt_tokens=lengths.max_input_tokens), dep, None
+
+
 def run_mindie(
     request: PlanRequest,
     options: MindieOptions,
@@ -278,11 +287,7 @@ def run_mindie(
         options, name_notes = named(options, request.model, card_id=dep.model.id)
     check_mindie_drafts(request, options)
     base = load_base(base_path, options.mindie_version)
-    comparison = None
-    if log_path is not None:
-        plan, dep, comparison = apply_log(dep, lengths, log_path)
-    else:
-        plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
+    plan, dep, comparison = planned_for_mindie(dep, lengths, log_path)
     result = mindie.mindie_config(plan, base=base, lengths=lengths, options=options)
     notes = [*result.notes, *request_notes(request, options, lengths), *name_notes]
     result = result.model_copy(update={"notes": notes})
