@@ -26,7 +26,7 @@ WIDGET_LABELS = {
     "mtp-acceptance": "MTP acceptance",
     "engine": "Engine",
     "prompt-tokens": "Prompt tokens for TTFT",
-    "weights-path": "Checkpoint path",
+    "weights-path": "Checkpoint path on the server",
     "npu-mem-size": "npuMemSize",
     "input-tokens": "Prompt tokens for TTFT",
     "tpot-ms": "TPOT SLO (ms)",
@@ -43,6 +43,8 @@ PAGE_ADVICE = (
 # larger --tp or smaller --dtype fits"): a value holds a digit, '.', '/' or '-', or is an engine or a switch.
 _VALUE = r"(?=[\w./-]*[\d./-]|(?:mindie|vllm|sglang|transformers|auto|true|false)\b)"
 _FLAG = re.compile(rf"--([a-z][a-z0-9-]*[a-z0-9])( {_VALUE})?")
+# A value the user typed, echoed back ("got '--batch 5'"), is shown as typed: flags inside it stay flags.
+_ECHOED = re.compile(r"""(got (?:'[^'\n]*'|"[^"\n]*"))""")
 _TEMP_DIRS = re.compile(r"\S*?kvplan-(?:dashboard|uploads)-[^/\s]*/(?:[0-9a-f]{16}/)?")
 
 
@@ -51,6 +53,10 @@ def _widget_words(match: re.Match[str]) -> str:
     if label is None:
         return match.group(0)
     return label + (" = " if match.group(2) else "")
+
+
+def _alternate(parts: list[str]) -> list[tuple[bool, str]]:
+    return [(index % 2 == 1, part) for index, part in enumerate(parts)]
 
 
 def dashboard_message(exc: Exception) -> str:
@@ -63,5 +69,7 @@ def dashboard_words(text: str) -> str:
     """dashboard_message for any planner text (a plan's notes and warnings name CLI flags too)."""
     for advice, words in PAGE_ADVICE:
         text = advice.sub(words, text)
-    text = _TEMP_DIRS.sub("", _FLAG.sub(_widget_words, text))
+    parts = _ECHOED.split(text)  # odd items are echoed values
+    text = "".join(part if odd else _FLAG.sub(_widget_words, part) for odd, part in _alternate(parts))
+    text = _TEMP_DIRS.sub("", text)
     return text.replace(tempfile.gettempdir().rstrip("/") + "/", "")

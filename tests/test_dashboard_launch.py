@@ -187,6 +187,28 @@ def test_prompt_longer_than_the_context_is_one_line_in_the_dashboards_words() ->
     assert line.startswith("Prompt tokens for TTFT: longer than the context (got 1073741824")
 
 
+@pytest.mark.parametrize("typed", ["--batch 5", '"--tp 4"', "--weights-path /x"])
+def test_a_value_the_user_typed_is_echoed_as_typed(typed: str) -> None:
+    """The flag names outside the echoed value become widget names; the value the user typed is shown
+    as typed (before, a context of '--batch 5' was echoed as 'Batch = 5')."""
+    from dashboard import failures
+    from dashboard import view as dashboard
+    from planner.errors import PlanInputError
+    from planner.inputs import PlanRequest
+
+    with pytest.raises(PlanInputError) as refused:
+        dashboard.plan_for(PlanRequest(model="qwen3-8b", ctx=typed))
+    line = failures.failure_message(refused.value, where="The plan")
+    assert line.startswith(f"Context length: not a token count (got {typed!r}")
+
+
+def test_the_checkpoint_flag_is_named_by_its_widget() -> None:
+    from dashboard.words import dashboard_words
+
+    said = dashboard_words("--weights-path: empty (got ''), expected the checkpoint folder")
+    assert said.startswith("Checkpoint path on the server: empty (got '')")
+
+
 @pytest.mark.slow
 def test_terminating_kvplan_dashboard_stops_its_server() -> None:
     """SIGTERM to `kvplan dashboard` reaches the Streamlit server it started: the port closes (before, the
