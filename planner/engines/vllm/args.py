@@ -77,7 +77,7 @@ def min_memory_utilization(
     """Smallest --gpu-memory-utilization (2 decimals, up) whose pool holds n_seqs full-length requests, by
     the engine's start-up terms.
 
-    Formula: (weights + activation + non-torch + graph + cleared + k * n * blocks_per_request * page * g)
+    Formula: (weights + activation + non-torch + graph + cleared + k * n * blocks_per_request * block_bytes)
              / device total; k = 2 where the engine halves what is left (310P), else 1
     """
     return vm.min_gpu_memory_utilization(
@@ -260,7 +260,7 @@ def mc2_window_note(plan: Plan, dep: Deployment, *, pool: vm.VllmPool) -> list[s
     HCCL_BUFFSIZE (200 MB, what the plan's non-torch memory counts per communicator buffer), and the full-
     length requests the pool holds once every communicator's 2 buffers grow to it.
 
-    Formula: requests = ((kv_budget - C * 2 * (W - 200 MiB)) // (page * g)) // per_request
+    Formula: requests = ((kv_budget - C * 2 * (W - 200 MiB)) // block_bytes) // per_request
         C  terms.hccl_communicators of the deployment;  W the window, MiB (layout.mc2_window_bytes)
     """
     if not (dep.model.is_moe and dep.ep > 1 and dep.hardware.vendor == "huawei"):
@@ -274,9 +274,7 @@ def mc2_window_note(plan: Plan, dep: Deployment, *, pool: vm.VllmPool) -> list[s
     )
     extra = hccl_buffer_bytes(comms, buffsize_mib=window_mib) - hccl_buffer_bytes(comms)
     left = vm.blocks_in_pool(
-        plan.memory.kv_budget_bytes - extra,
-        page_bytes=pool.page_bytes,
-        layers_per_group=pool.layers_per_group,
+        plan.memory.kv_budget_bytes - extra, page_bytes=pool.block_bytes, layers_per_group=1
     )
     return [
         f"MoE dispatch (MC2) needs a {window_mib} MB window per rank (CANN aclnnMoeDistributeDispatch; "

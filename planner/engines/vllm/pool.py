@@ -46,6 +46,7 @@ class VllmPool(Frozen):
     block_size_tokens: int
     page_bytes: int
     layers_per_group: int
+    block_bytes: int  # one block id over the pool: page x layers_per_group (+ index pages), bytes
     attention_groups: int
     state_groups: int
     num_blocks: int
@@ -204,10 +205,10 @@ def min_gpu_memory_utilization(
 ) -> float:
     """Smallest --gpu-memory-utilization holding n_seqs full-length requests (spec step 7), 2 decimals up.
 
-    Formula: ceil(100 * (non_kv + k * n * blocks_per_request * page * g) / capacity) / 100; k = 2 where the
-    engine halves what is left for KV (vllm-ascend's 310P worker), else 1
+    Formula: ceil(100 * (non_kv + k * n * blocks_per_request * block_bytes) / capacity) / 100; k = 2 where
+    the engine halves what is left for KV (vllm-ascend's 310P worker), else 1
     """
-    need = n_seqs * pool.blocks_per_request * pool.page_bytes * pool.layers_per_group
+    need = n_seqs * pool.blocks_per_request * pool.block_bytes
     return math.ceil((non_kv_bytes + kv_factor * need) / capacity_bytes * PERCENT - 1e-9) / PERCENT
 
 
@@ -275,7 +276,8 @@ def compressed_pool(card: ModelCard, *, settings: PoolSettings, available_bytes:
     per_request = math.ceil(settings.max_model_len_tokens / block) + state_blocks
     n_blocks = blocks_in_pool(available_bytes, page_bytes=page, layers_per_group=1)
     # state_groups 0: no linear-attention group (the windows and compressor states sit in whole blocks)
-    return pool_of(settings, block=block, page=page, groups=(1, 1, 0), blocks=(n_blocks, per_request))
+    groups, blocks = (1, 1, 0), (n_blocks, per_request)
+    return pool_of(settings, block=block, page=page, groups=groups, blocks=blocks, block_bytes=page)
 
 
 def pool_of(
@@ -285,24 +287,28 @@ def pool_of(
     page: int,
     groups: tuple[int, int, int],
     blocks: tuple[int, int],
-    mamba_cache_mode: Literal["none", "align"] = "none",
+    block_bytes: int,
 ) -> VllmPool:
     """The VllmPool of a cut pool: groups = (layers per group, attention groups, state groups), blocks =
-    (block ids, blocks per full-length request); concurrency and the logged KV size follow from them."""
+    (block ids, blocks per full-length request); concurrency and the logged KV size follow from them.
+    block_bytes: what one block id reserves over the pool (page * layers per group + index pages);
+    mamba_cache_mode align with prefix caching on a model with state groups, else none."""
     (layers_per_group, attention_groups, state_groups), (num_blocks, per_request) = groups, blocks
+    mamba: Literal["none", "align"] = "align" if settings.prefix_caching and state_groups else "none"
     concurrency = max_concurrency(num_blocks, per_request_blocks=per_request)
     return VllmPool(
         platform=settings.platform,
         block_size_tokens=block,
         page_bytes=page,
         layers_per_group=layers_per_group,
+        block_bytes=block_bytes,
         attention_groups=attention_groups,
         state_groups=state_groups,
         num_blocks=num_blocks,
         blocks_per_request=per_request,
         max_concurrency=concurrency,
         kv_cache_size_tokens=kv_cache_size_tokens(concurrency, max_model_len=settings.max_model_len_tokens),
-        mamba_cache_mode=mamba_cache_mode,
+        mamba_cache_mode=mamba,
         max_model_len_tokens=settings.max_model_len_tokens,
     )
 
@@ -337,13 +343,12 @@ def vllm_pool(card: ModelCard, *, settings: PoolSettings, available_bytes: int) 
         state_blocks=state_blocks_per_sequence(prefix_caching=settings.prefix_caching, num_spec=num_spec),
     )
     extra = index_page_bytes(card, settings=settings, block_tokens=block)
-    if extra:  # one block id also reserves a page in every index-key cache (MiniMax sparse attention)
-        n_blocks = blocks_in_pool(available_bytes, page_bytes=page * g + extra, layers_per_group=1)
-    else:
-        n_blocks = blocks_in_pool(available_bytes, page_bytes=page, layers_per_group=g)
-    mamba: Literal["none", "align"] = "align" if settings.prefix_caching and n_state else "none"
+    # one block id reserves a page in each of the g layers (and in every index-key cache of MiniMax sparse
+    # attention, extra): available // page // g = available // (page * g) without index pages
+    block_bytes = page * g + extra
+    n_blocks = blocks_in_pool(available_bytes, page_bytes=block_bytes, layers_per_group=1)
     groups, blocks = (g, attn_groups, state_groups), (n_blocks, per_request)
-    return pool_of(settings, block=block, page=page, groups=groups, blocks=blocks, mamba_cache_mode=mamba)
+    return pool_of(settings, block=block, page=page, groups=groups, blocks=blocks, block_bytes=block_bytes)
 
 
 def deployment_settings(
