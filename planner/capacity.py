@@ -294,7 +294,7 @@ def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
         )
     low, high = KV_GUIDELINE_FRACTION
     rank_batch = layout.per_dp_rank_batch(rec.max_batch_size, dp=dep.dp)
-    used_fraction = rank_batch * mem.kv_bytes_per_sequence / mem.device_capacity_bytes
+    used_fraction = registry.kv_bytes_at_batch(dep, mem, batch=rank_batch) / mem.device_capacity_bytes
     if not low <= used_fraction <= high:
         notes.append(
             f"KV cache at the recommended batch takes {units.fmt_fraction(used_fraction)} of device memory; "

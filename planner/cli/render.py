@@ -50,7 +50,7 @@ def _layout_rows(result: Plan) -> list[tuple[str, int, str]]:
 def _memory_table(result: Plan, dep: Deployment) -> Table:
     mem = result.memory
     group_batch = result.batch_per_dp_group
-    kv_at_batch = group_batch * mem.kv_bytes_per_sequence
+    kv_at_batch = registry.kv_bytes_at_batch(dep, mem, batch=group_batch)  # the engine's pool (pages, state)
     parallel = _layout_text(result)
     table = Table(title="Memory per device", show_header=True, header_style="bold")
     table.add_column("item")
@@ -76,8 +76,9 @@ def _memory_table(result: Plan, dep: Deployment) -> Table:
         (
             "KV at recommended batch",
             kv_at_batch,
-            f"{group_batch} x {units.fmt_bytes(mem.kv_bytes_per_sequence)} per sequence"
-            + (f" (one of {result.layout.dp} DP groups)" if result.layout and result.layout.dp > 1 else ""),
+            f"{group_batch} x {units.fmt_bytes(registry.kv_bytes_at_batch(dep, mem, batch=1))} per sequence"
+            + (f" (one of {result.layout.dp} DP groups)" if result.layout and result.layout.dp > 1 else "")
+            + ("; over the budget at full length" if kv_at_batch > mem.kv_budget_bytes else ""),
         ),
         ("held back", mem.reserved_bytes, "1 - memory fraction"),
     ]

@@ -76,6 +76,7 @@ class EngineRoom(Protocol):
     def max_batch_grid(self, dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray: ...
     def check_holds_one(self, dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) -> None: ...
     def block_pool(self, dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> BlockPool: ...
+    def sequence_bytes(self, dep: Deployment, mem: MemoryBreakdown) -> int: ...
     def prefix_cache_block_tokens(self, dep: Deployment) -> int: ...
     def default_max_batch(self, dep: Deployment, *, planned_batch: int) -> int: ...
     def batch_cap(self, dep: Deployment) -> int | None: ...
@@ -139,8 +140,7 @@ def check_weight_dtype(dep: Deployment) -> None:
 
 
 def check_draft_model(dep: Deployment) -> None:
-    """PlanInputError when a separate draft model is asked of an engine that runs none, or runs other
-    drafters only (SGLang: eagle3, no dflash)."""
+    """PlanInputError for a separate draft model the engine does not run (none, or SGLang's eagle3 only)."""
     methods = room(dep.engine).DRAFT_METHODS
     if dep.draft_method and methods and dep.draft_method not in methods:
         raise PlanInputError(
@@ -157,8 +157,7 @@ def check_draft_model(dep: Deployment) -> None:
 
 
 def startup_budget(dep: Deployment, *, weights_bytes: int) -> EngineBudget | None:
-    """The engine's own start-up arithmetic for the KV budget (None: kvplan's budget, capacity.py's
-    formula): where it is given, the memory plan, hence every batch, reads it."""
+    """The engine's own start-up KV budget (None: capacity.py's formula), which every batch reads."""
     return room(dep.engine).startup_budget(dep, weights_bytes=weights_bytes)
 
 
@@ -249,6 +248,12 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
     return room(dep.engine).block_pool(dep, mem, max_model_len=max_model_len)
 
 
+def kv_bytes_at_batch(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> int:
+    """Bytes of KV and state `batch` sequences of ctx hold in the engine's pool on one device (the plan's "KV
+    at recommended batch" row, its 30-40 % note): batch * the room's sequence_bytes (bytes per sequence)."""
+    return batch * room(dep.engine).sequence_bytes(dep, mem)
+
+
 def prefix_cache_block_tokens(dep: Deployment) -> int:
     """Tokens per prefix-cache block of the engine (a cache hit is a whole number of them)."""
     return room(dep.engine).prefix_cache_block_tokens(dep)
@@ -265,11 +270,9 @@ def default_max_batch(dep: Deployment, *, planned_batch: int) -> int:
 
 
 def running_cap(dep: Deployment, *, max_batch: int | None, planned_batch: int) -> int:
-    """The engine's running-sequence cap for one DP group: --max-batch when given, else the engine's default
-    (default_max_batch: vLLM max_num_seqs, SGLang max_running_requests, MindIE maxBatchSize as `kvplan
-    mindie` writes it, planned_batch) within its config's limit (batch_cap: vLLM's --max-num-batched-tokens).
-    The one cap `kvplan simulate`, `kvplan serve`'s simulation and its analytic estimate run under, and the
-    serving fit (planner/capacity.py running_cap)."""
+    """The engine's running-sequence cap for one DP group: --max-batch, else default_max_batch (vLLM
+    max_num_seqs, SGLang max_running_requests, MindIE maxBatchSize = planned_batch) within batch_cap. The one
+    cap the simulator, `kvplan serve` and the serving fit run under (planner/capacity.py running_cap)."""
     if max_batch is not None:
         return max_batch
     default, cap = default_max_batch(dep, planned_batch=planned_batch), batch_cap(dep)

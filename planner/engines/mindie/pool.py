@@ -73,9 +73,8 @@ GATHERS_MOE_OUTPUTS = False  # MoE outputs all-reduced, not all-gathered (planne
 # MindIE rows holds that latency at the profile's value.
 DEVICE_LAUNCHED_COLLECTIVES = True
 FITTED_PROFILE_ENGINE: EngineName = "mindie"  # its own fit (hwprofiles/fitted/<card>.mindie.yaml)
-DRAFT_METHODS: tuple[
-    str, ...
-] = ()  # [mtp.md] MindIE's speculative plugin drafts with the model's own MTP layers only
+# [mtp.md] MindIE's speculative plugin drafts with the model's own MTP layers only
+DRAFT_METHODS: tuple[str, ...] = ()
 EXPERTS_OVER_WHOLE_GROUP: str | None = None  # MindIE's ep divides the MoE group: every candidate degree runs
 
 
@@ -247,12 +246,23 @@ def batch_holds(
     linear-attention state is kept outside the blocks (assumed, engine_notes).
     """
     paged = mem.kv_budget_bytes - batch * mem.state_bytes_per_sequence
-    block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
     per_sequence = blocks_per_sequence(
         ctx_tokens, block_tokens=dep.block_size_tokens, mtp_drafts=dep.mtp_drafts
     )
-    usable = usable_blocks(paged, block_bytes=block_bytes, model_id=dep.model.id, dp=dep.dp)
+    usable = usable_blocks(paged, block_bytes=block_bytes(dep, mem), model_id=dep.model.id, dp=dep.dp)
     return np.asarray(usable >= batch * per_sequence)
+
+
+def block_bytes(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """Bytes of one KV block per rank: cacheBlockSize * KV bytes per token (tokens * bytes per token)."""
+    return dep.block_size_tokens * mem.kv_bytes_per_token
+
+
+def sequence_bytes(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """Bytes one sequence of ctx holds (batch_holds' terms): blocks_per_sequence(ctx, MTP drafts) *
+    block_bytes + its state, kept outside the blocks (assumed, engine_notes)."""
+    n = blocks_per_sequence(dep.ctx_tokens, block_tokens=dep.block_size_tokens, mtp_drafts=dep.mtp_drafts)
+    return int(n) * block_bytes(dep, mem) + mem.state_bytes_per_sequence
 
 
 def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
@@ -285,12 +295,10 @@ def check_holds_one(dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) ->
 def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> common.BlockPool:
     """The simulator's view of the pool: usable blocks of the whole budget, state as whole blocks per
     sequence (ceil(state / block_bytes)); max_model_len does not change MindIE's blocks."""
-    block_bytes = dep.block_size_tokens * mem.kv_bytes_per_token
+    b = block_bytes(dep, mem)
     return common.BlockPool(
-        total_blocks=int(
-            usable_blocks(mem.kv_budget_bytes, block_bytes=block_bytes, model_id=dep.model.id, dp=dep.dp)
-        ),
-        state_blocks=-(-mem.state_bytes_per_sequence // block_bytes),
+        total_blocks=int(usable_blocks(mem.kv_budget_bytes, block_bytes=b, model_id=dep.model.id, dp=dep.dp)),
+        state_blocks=-(-mem.state_bytes_per_sequence // b),
         block_tokens=dep.block_size_tokens,
         lookahead_tokens=lookahead_slots(dep.mtp_drafts),
     )

@@ -178,15 +178,26 @@ def check_layout(dep: Deployment) -> None:
         )
 
 
-def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
-    """Sequences of each ctx the pool holds at full length: floor(N * cell / per-sequence bytes), whole
-    pages of ctx plus the sequence's state (memory.sequence_bytes at the SGLang page size)."""
-    per_sequence = memory.sequence_bytes(
+def sequence_bytes_at(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: memory.Tokens) -> memory.Tokens:
+    """Bytes one sequence of each ctx holds: whole pages of ctx plus its state (memory.sequence_bytes at
+    the SGLang page size)."""
+    return memory.sequence_bytes(
         ctx_tokens,
         kv_bytes_per_token=mem.kv_bytes_per_token,
         state_bytes=mem.state_bytes_per_sequence,
         block_size_tokens=page_tokens(dep.hardware),
     )
+
+
+def sequence_bytes(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """sequence_bytes_at dep's ctx."""
+    return sequence_bytes_at(dep, mem, ctx_tokens=dep.ctx_tokens)
+
+
+def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArray) -> IntArray:
+    """Sequences of each ctx the pool holds at full length: floor(N * cell / per-sequence bytes)
+    (sequence_bytes_at)."""
+    per_sequence = sequence_bytes_at(dep, mem, ctx_tokens=ctx_tokens)
     held: IntArray = (pool_tokens(dep, mem) * mem.kv_bytes_per_token) // per_sequence
     return held
 

@@ -71,6 +71,11 @@ def max_batch_grid(dep: Deployment, mem: MemoryBreakdown, *, ctx_tokens: IntArra
     return common.kv_bound_grid(dep, mem, ctx_tokens=ctx_tokens)
 
 
+def sequence_bytes(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """Bytes one sequence of ctx holds: the plan's per-sequence bytes (kv_bound_grid's divisor)."""
+    return mem.kv_bytes_per_sequence
+
+
 def check_holds_one(dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) -> None:
     """Nothing beyond the core's check that one sequence fits the budget."""
 

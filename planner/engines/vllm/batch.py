@@ -217,21 +217,42 @@ def check_holds_one(dep: Deployment, mem: MemoryBreakdown, *, max_batch: int) ->
     )
 
 
-def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> common.BlockPool:
-    """vLLM's pool as the simulator counts it: its blocks, per sequence the blocks beyond those of the
-    max_model_len tokens of KV (state pages), and the draft tokens' slots a decoding sequence allocates
-    ahead (vLLM v1/core/sched/scheduler.py: num_lookahead_tokens = num_speculative_tokens where an EAGLE /
-    MTP head or a draft model drafts, passed to allocate_slots for running requests; none for a fresh
-    prefill)."""
+def cut_pool(
+    dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int
+) -> tuple[pool.VllmPool, common.BlockPool]:
+    """vLLM's pool on the plan's budget (pool.vllm_pool) and the simulator's view of it: its blocks, per
+    sequence the blocks beyond those of the max_model_len tokens of KV (state pages), and the draft tokens'
+    slots a decoding sequence allocates ahead (vLLM v1/core/sched/scheduler.py: num_lookahead_tokens =
+    num_speculative_tokens where an EAGLE / MTP head or a draft model drafts, passed to allocate_slots for
+    running requests; none for a fresh prefill)."""
     settings = pool.deployment_settings(dep, max_model_len=max_model_len, num_spec=dep.mtp_tokens)
     built = pool.vllm_pool(dep.model, settings=settings, available_bytes=mem.kv_budget_bytes)
     kv_blocks = -(-max_model_len // built.block_size_tokens)
-    return common.BlockPool(
+    return built, common.BlockPool(
         total_blocks=built.num_blocks,
         state_blocks=max(built.blocks_per_request - kv_blocks, 0),
         block_tokens=built.block_size_tokens,
         lookahead_tokens=settings.num_spec,
     )
+
+
+def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> common.BlockPool:
+    """vLLM's pool as the simulator counts it (cut_pool's view)."""
+    return cut_pool(dep, mem, max_model_len=max_model_len)[1]
+
+
+def sequence_bytes(dep: Deployment, mem: MemoryBreakdown) -> int:
+    """Bytes one sequence of ctx takes in vLLM's pool at full length, its state pages and drafts' lookahead
+    slots included; with pp > 1 (the pool per stage is not modelled) mem.kv_bytes_per_sequence.
+
+    Formula: BlockPool.sequence_blocks(ctx) * block_bytes = (ceil((ctx + n) / B) + state blocks) * block_bytes
+        n  draft tokens (0 without drafts); B block tokens; block_bytes VllmPool.block_bytes (bytes per
+           block id: page * layers per group)
+    """
+    if dep.pp > 1:
+        return mem.kv_bytes_per_sequence
+    built, view = cut_pool(dep, mem, max_model_len=dep.ctx_tokens)
+    return view.sequence_blocks(dep.ctx_tokens) * built.block_bytes
 
 
 def prefix_cache_block_tokens(dep: Deployment) -> int:
