@@ -5,7 +5,7 @@ Drawing only: every number comes from planner/ (through dashboard/view.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -13,7 +13,9 @@ import plotly.graph_objects as go
 from dashboard import view as dashboard
 from dashboard.membar import SEGMENT_COLORS
 from planner import units
-from planner.results import Plan
+
+if TYPE_CHECKING:
+    from dashboard.view import MemorySegment
 
 COMPARE_COLORS = ["#4C6EF5", "#F08C00", "#2F9E44"]
 
@@ -252,13 +254,9 @@ def fig_compare(rows: list[dict[str, Any]], metric: str, title: str) -> go.Figur
     return fig
 
 
-def fig_compare_memory(plans: list[tuple[str, Plan]]) -> go.Figure:
-    """Stacked memory bars side by side, one per configuration."""
+def fig_compare_memory(stacks: list[tuple[str, list[MemorySegment]]]) -> go.Figure:
+    """Stacked memory bars side by side, one per configuration: (name, view.plan_memory_segments)."""
     fig = go.Figure()
-    stacks = [
-        (name, dashboard.memory_segments(p.memory, batch=p.recommendation.max_batch_size))
-        for name, p in plans
-    ]
     for index, seg in enumerate(stacks[0][1]):
         fig.add_trace(
             go.Bar(

@@ -136,8 +136,8 @@ def cached_vllm(req: PlanRequest, weights_path: str) -> tuple[str, list[str]]:
 
 def show_memory(dep: Deployment, plan: Plan) -> None:
     """Stacked memory bar, KV share against the guideline, and the budget arithmetic."""
-    mem, batch = plan.memory, plan.recommendation.max_batch_size
-    segments = dashboard.memory_segments(mem, batch=batch)
+    mem, batch = plan.memory, plan.batch_per_dp_group
+    segments = dashboard.plan_memory_segments(dep, plan)
     guideline = dashboard.kv_guideline_fraction()
     st.html(  # HTML, not plotly: the first page of a new session loads no plotly.js (dashboard/membar.py)
         memory_bar_html(
@@ -147,19 +147,21 @@ def show_memory(dep: Deployment, plan: Plan) -> None:
             guideline=guideline,
         )
     )
-    share = dashboard.kv_fraction_of_capacity(mem, batch=batch)
+    share = dashboard.kv_fraction_of_capacity(dep, plan)
     low, high = guideline
     verdict = "inside" if low <= share <= high else ("below" if share < low else "above")
-    kv_gib = units.fmt_gib(dashboard.kv_bytes_at(mem, batch=batch))
+    kv_gib = units.fmt_gib(dashboard.kv_bytes_at(dep, mem, batch=batch))
+    group = f" (one of {plan.layout.dp} DP groups)" if plan.layout and plan.layout.dp > 1 else ""
     text, table = st.columns([2, 3])
     text.markdown(
-        f"At batch **{batch}** the KV cache and states take **{kv_gib} = {units.fmt_fraction(share)}** "
+        f"At batch **{batch}**{group} the KV cache and states take "
+        f"**{kv_gib} = {units.fmt_fraction(share)}** "
         f"of the card, {verdict} the seed article's "
         f"{units.fmt_fraction(low)}-{units.fmt_fraction(high)} rule of thumb. The KV budget is "
         f"**{units.fmt_gib(mem.kv_budget_bytes)}** "
         f"({units.fmt_fraction(mem.kv_budget_fraction_of_capacity)} of "
         f"capacity); one sequence of {units.fmt_tokens(plan.ctx_tokens)} tokens holds "
-        f"{units.fmt_bytes(mem.kv_bytes_per_sequence)}."
+        f"{units.fmt_bytes(dashboard.kv_bytes_at(dep, mem, batch=1))} in {dep.engine}'s pool."
     )
     table.html(memory_table_html(segments))  # HTML too: st.dataframe / st.table load Arrow's scripts
 
@@ -294,22 +296,25 @@ def show_compare(settings: Settings) -> None:
     _, card_ids = catalogue()
     count = st.radio("Configurations", [2, 3], index=1, horizontal=True, key="cmp_count")
     columns = st.columns(int(count))
-    named: list[tuple[str, Plan]] = []
+    named: list[tuple[str, Deployment, Plan]] = []
     for index, column in enumerate(columns):
         with column:
             name = "ABC"[index]
             st.markdown(f"**{name}**" + (" · sidebar settings" if index == 0 else ""))
             req = settings.req if index == 0 else compare_request(index, settings.req, card_ids)
             try:
-                named.append((name, cached_plan(req, settings.prompt)[1]))
+                named.append((name, *cached_plan(req, settings.prompt)))
             except KvplanError as exc:
                 st.error(dashboard.dashboard_message(exc))
     if not named:
         return
-    rows = [compare_row(name, plan) for name, plan in named]
+    rows = [compare_row(name, plan) for name, _, plan in named]
     st.dataframe(rows, hide_index=True, width="stretch")
     charts = st.columns(3)
-    charts[0].plotly_chart(fig_compare_memory(named), key="fig_cmp_memory")
+    charts[0].plotly_chart(
+        fig_compare_memory([(name, dashboard.plan_memory_segments(dep, plan)) for name, dep, plan in named]),
+        key="fig_cmp_memory",
+    )
     if all("aggregate tok/s" in r for r in rows):
         charts[1].plotly_chart(
             fig_compare(rows, "aggregate tok/s", "Aggregate tokens/s at max batch"), key="fig_cmp_tps"

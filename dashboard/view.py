@@ -59,14 +59,23 @@ class FeasibilityGrid:
     tpot_s_high: np.ndarray
 
 
-def memory_segments(mem: MemoryBreakdown, *, batch: int) -> list[MemorySegment]:
-    """The device memory split at `batch` sequences of ctx tokens; the segments sum to the capacity."""
+def memory_segments(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> list[MemorySegment]:
+    """One device's memory split at `batch` sequences of ctx tokens (one DP group's batch: the plan's
+    batch_per_dp_group); the segments sum to the capacity.
+
+    Formula: held = kv_bytes_at (the engine's pool: pages or blocks, state, drafts' lookahead);
+    state = batch * state per sequence; KV = min(held, KV budget) - state; free = KV budget - min(held,
+    KV budget). A batch over the budget at full length (drafts' lookahead) fills it: the KV note says so.
+    """
+    held_bytes = kv_bytes_at(dep, mem, batch=batch)
     state_bytes = batch * mem.state_bytes_per_sequence
-    kv_bytes = batch * (mem.kv_bytes_per_sequence - mem.state_bytes_per_sequence)
-    free_bytes = mem.kv_budget_bytes - kv_bytes - state_bytes
+    shown_bytes = min(held_bytes, mem.kv_budget_bytes)
+    over = "; over the budget at full length" if held_bytes > mem.kv_budget_bytes else ""
     return [
         MemorySegment(label="weights", size_bytes=mem.weights_bytes, note="model weights on this device"),
-        MemorySegment(label="KV cache", size_bytes=kv_bytes, note=f"{batch} sequences, paged"),
+        MemorySegment(
+            label="KV cache", size_bytes=shown_bytes - state_bytes, note=f"{batch} sequences, paged{over}"
+        ),
         MemorySegment(
             label="linear-attention state", size_bytes=state_bytes, note=f"{batch} sequences, fixed size"
         ),
@@ -74,19 +83,31 @@ def memory_segments(mem: MemoryBreakdown, *, batch: int) -> list[MemorySegment]:
             label="activation headroom", size_bytes=mem.activation_bytes, note="largest prefill batch"
         ),
         MemorySegment(label="runtime", size_bytes=mem.runtime_bytes, note="runtime context, comm buffers"),
-        MemorySegment(label="free (KV budget left)", size_bytes=free_bytes, note="room for more sequences"),
+        MemorySegment(
+            label="free (KV budget left)",
+            size_bytes=mem.kv_budget_bytes - shown_bytes,
+            note="room for more sequences",
+        ),
         MemorySegment(label="reserve", size_bytes=mem.reserved_bytes, note="1 - memory fraction, held back"),
     ]
 
 
-def kv_bytes_at(mem: MemoryBreakdown, *, batch: int) -> int:
-    """KV cache and states of `batch` sequences of ctx tokens."""
-    return batch * mem.kv_bytes_per_sequence
+def plan_memory_segments(dep: Deployment, plan: Plan) -> list[MemorySegment]:
+    """memory_segments at the plan's recommended batch, one DP group's share of it."""
+    return memory_segments(dep, plan.memory, batch=plan.batch_per_dp_group)
 
 
-def kv_fraction_of_capacity(mem: MemoryBreakdown, *, batch: int) -> float:
-    """Share of the device memory the KV cache and states take at `batch` sequences of ctx tokens."""
-    return kv_bytes_at(mem, batch=batch) / mem.device_capacity_bytes
+def kv_bytes_at(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> int:
+    """KV cache and states of `batch` sequences of ctx tokens in the engine's pool on one device, in bytes
+    (registry.kv_bytes_at_batch: what the plan's "KV at recommended batch" row prints)."""
+    return registry.kv_bytes_at_batch(dep, mem, batch=batch)
+
+
+def kv_fraction_of_capacity(dep: Deployment, plan: Plan) -> float:
+    """Share of one device's memory the KV cache and states take at the plan's recommended batch (one DP
+    group's): kv_bytes_at / capacity, the plan's 30-40 % note's figure."""
+    held_bytes = kv_bytes_at(dep, plan.memory, batch=plan.batch_per_dp_group)
+    return held_bytes / plan.memory.device_capacity_bytes
 
 
 def kv_guideline_fraction() -> tuple[float, float]:
@@ -266,7 +287,7 @@ def compressed_kv_words(dep: Deployment) -> tuple[str, str]:
 
 def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
     """The memory plan written out: each quantity's formula, the numbers put in, and the planner's result."""
-    mem, gib, batch = plan.memory, units.fmt_gib, plan.recommendation.max_batch_size
+    mem, gib, batch = plan.memory, units.fmt_gib, plan.batch_per_dp_group
     block = dep.block_size_tokens
     paged = memory.paged_tokens(dep.ctx_tokens, block_size_tokens=block)
     lines = [
@@ -299,10 +320,10 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
         ),
         LedgerLine(
             quantity="KV share",
-            formula="batch x per sequence / capacity",
-            substituted=f"{batch} x {units.fmt_bytes(mem.kv_bytes_per_sequence)} / "
+            formula=f"batch x one sequence in {dep.engine}'s pool (pages, state, drafts) / capacity",
+            substituted=f"{batch} x {units.fmt_bytes(kv_bytes_at(dep, mem, batch=1))} / "
             f"{gib(mem.device_capacity_bytes)}",
-            result=units.fmt_fraction(kv_fraction_of_capacity(mem, batch=batch)),
+            result=units.fmt_fraction(kv_fraction_of_capacity(dep, plan)),
         ),
     ]
     return lines

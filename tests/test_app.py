@@ -17,7 +17,8 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import membar, sidebar, uploads
 from dashboard import view as dashboard
-from planner import catalog
+from planner import catalog, units
+from planner.engines import registry
 from planner.errors import DataFileError, PlanInputError
 from planner.inputs import DEFAULT_CARD, PlanRequest
 from planner.schema import HardwareProfile
@@ -288,11 +289,38 @@ def plan_27b() -> tuple[object, object]:
 
 
 def test_memory_segments_sum_to_capacity(plan_27b: tuple) -> None:
-    _, plan = plan_27b
+    dep, plan = plan_27b
     for batch in (1, plan.recommendation.max_batch_size):
-        segments = dashboard.memory_segments(plan.memory, batch=batch)
+        segments = dashboard.memory_segments(dep, plan.memory, batch=batch)
         assert sum(s.size_bytes for s in segments) == plan.memory.device_capacity_bytes
         assert all(s.size_bytes >= 0 for s in segments)
+
+
+@pytest.mark.parametrize(
+    "req",
+    [
+        PlanRequest(model="qwen3-27b", dtype="fp8", engine="vllm", ctx="384"),
+        PlanRequest(model="qwen3-27b", dtype="fp8", engine="vllm", ctx="1536", mtp=3),
+        PlanRequest(model="qwen3-8b", ctx="8k", engine="mindie"),
+    ],
+)
+def test_the_memory_tab_shows_the_plans_kv_row(req: PlanRequest) -> None:
+    """The bar's KV + state, the headline's share and the ledger's KV share are the plan's "KV at
+    recommended batch" (registry.kv_bytes_at_batch: a hybrid vLLM request holds whole pages, state pages and
+    the drafts' lookahead), capped at the KV budget in the bar; the segments still sum to the capacity."""
+    dep, plan = dashboard.plan_for(req)
+    mem, batch = plan.memory, plan.batch_per_dp_group
+    held = registry.kv_bytes_at_batch(dep, mem, batch=batch)
+    segments = {s.label: s for s in dashboard.plan_memory_segments(dep, plan)}
+    shown = segments["KV cache"].size_bytes + segments["linear-attention state"].size_bytes
+    assert shown == min(held, mem.kv_budget_bytes)
+    assert sum(s.size_bytes for s in segments.values()) == mem.device_capacity_bytes
+    assert all(s.size_bytes >= 0 for s in segments.values())
+    assert ("over the budget" in segments["KV cache"].note) == (held > mem.kv_budget_bytes)
+    share = dashboard.kv_fraction_of_capacity(dep, plan)
+    assert share == held / mem.device_capacity_bytes
+    ledger = {line.quantity: line for line in dashboard.memory_ledger(dep, plan)}
+    assert ledger["KV share"].result == units.fmt_fraction(share)
 
 
 def test_memory_bar_html_widths_are_the_segments_shares(plan_27b: tuple) -> None:
@@ -300,9 +328,9 @@ def test_memory_bar_html_widths_are_the_segments_shares(plan_27b: tuple) -> None
     widths add up to the whole bar), the guideline band where KV should end, labels escaped."""
     import re
 
-    _, plan = plan_27b
-    mem, batch = plan.memory, plan.recommendation.max_batch_size
-    segments = dashboard.memory_segments(mem, batch=batch)
+    dep, plan = plan_27b
+    mem = plan.memory
+    segments = dashboard.plan_memory_segments(dep, plan)
     text = membar.memory_bar_html(
         segments,
         capacity_bytes=mem.device_capacity_bytes,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from planner import layout, memory, units
 from planner.deployment import Deployment
@@ -52,10 +52,9 @@ def _memory_table(result: Plan, dep: Deployment) -> Table:
     group_batch = result.batch_per_dp_group
     kv_at_batch = registry.kv_bytes_at_batch(dep, mem, batch=group_batch)  # the engine's pool (pages, state)
     parallel = _layout_text(result)
-    table = Table(title="Memory per device", show_header=True, header_style="bold")
-    table.add_column("item")
-    table.add_column("size", justify="right")
-    table.add_column("note")
+    table = Table(
+        "item", Column("size", justify="right"), "note", title="Memory per device", header_style="bold"
+    )
     fraction_name = registry.memory_fraction_name(dep.engine)
     capacity_note = f"x {result.memory_fraction} {fraction_name} = {units.fmt_gib(mem.usable_bytes)} usable"
     rows = [
@@ -67,7 +66,11 @@ def _memory_table(result: Plan, dep: Deployment) -> Table:
             mem.activation_bytes,
             f"prefill of {dep.max_prefill_tokens} tokens (--max-prefill-tokens)",
         ),
-        ("runtime", mem.runtime_bytes, "runtime context, comm buffers (card profile)"),
+        (
+            "runtime",
+            mem.runtime_bytes,
+            f"runtime context, comm buffers ({registry.room(dep.engine).RUNTIME_SOURCE})",
+        ),
         (
             "KV budget",
             mem.kv_budget_bytes,

@@ -1,9 +1,8 @@
 """The engine registry: the only place that dispatches on an engine name.
 
-Each engine's facts live in its own room (planner/engines/mindie/pool.py, planner/engines/vllm/batch.py,
-planner/engines/transformers/pool.py, planner/engines/sglang/room.py), each answering the questions of
-EngineRoom; everything else asks these functions with a Deployment (or an engine name) and never compares
-engine names itself (tests/test_layering.py greps for it).
+Each engine's facts live in its room (engines/mindie/pool.py, engines/vllm/batch.py, engines/sglang/room.py,
+engines/transformers/pool.py), each answering EngineRoom; everything else asks these functions with a
+Deployment (or an engine name), never comparing engine names itself (tests/test_layering.py greps for it).
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ class EngineRoom(Protocol):
 
     SCHEDULER: SchedulerKind
     DEFAULT_MEMORY_FRACTION: float  # the engine's own memory setting when the user gives none
-    MEMORY_FRACTION_NAME: str  # that setting's name in the engine's own words (env var or flag)
+    MEMORY_FRACTION_NAME: str  # that setting's name in the engine's words (env var or flag)
     ADMITS_BEYOND_POOL: bool  # admits more sequences than the pool holds at full length, preempting later
     MAX_PROMPTS_PER_PASS: int | None  # prompts one prefill pass takes at most (None: only the token budget)
     PD_DECODER_STREAMS_FIRST_TOKEN: bool  # under P:D the decode instance streams the user's first token
@@ -59,6 +58,7 @@ class EngineRoom(Protocol):
     # the engine's words for an expert parallelism that splits the experts over every rank of the tp x dp
     # group (ep is 1 or the group); None: any ep of the candidates runs (or check_layout refuses ep > 1)
     EXPERTS_OVER_WHOLE_GROUP: str | None
+    RUNTIME_SOURCE: str  # where the plan's runtime memory comes from, in a few words (the plan's table)
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
     def weight_dtype_refusal(self, dep: Deployment) -> str | None: ...

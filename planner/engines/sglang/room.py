@@ -68,6 +68,7 @@ DP_LOCKSTEP_DENSE = True
 # The fallback when the device memory is unknown ([SA] `else 0.88`); the plan's default is the formula
 # at the deployment (default_memory_fraction_at).
 DEFAULT_MEMORY_FRACTION = 0.88
+RUNTIME_SOURCE = "card profile x the fraction"  # c * f in startup_budget
 MEMORY_FRACTION_NAME = "--mem-fraction-static"  # ServerArgs.mem_fraction_static ([SA] server_args.py)
 REQUEST_OVERHEAD_PRIOR_US = 10_000.0  # [assumed: the generic prior; no SGLang-on-Ascend per-request figure]
 STATE_PASSES = 2  # fused recurrent kernel reads and writes the state once each [assumed: as vLLM's]

@@ -36,6 +36,7 @@ MODEL_NAME_PATTERN: str | None = None  # --served-model-name: any string
 MODEL_NAME_RULE: str | None = None
 BATCH_CAP_RULE = "--max-num-seqs <= --max-num-batched-tokens"
 DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
+RUNTIME_SOURCE = "vLLM's start-up: non-torch, rotary caches"  # startup_budget: requested - the rest
 MEMORY_FRACTION_NAME = (
     "--gpu-memory-utilization"  # CacheConfig.gpu_memory_utilization (vllm/config/cache.py:68)
 )
@@ -315,12 +316,17 @@ def block_rule_words(dep: Deployment) -> str:
 
 def startup_budget(dep: Deployment, *, weights_bytes: int) -> common.EngineBudget:
     """The plan's KV budget is the engine's own start-up arithmetic (startup.plan_budget): the activation
-    peak vLLM profiles at --max-num-batched-tokens, and everything else it holds back as runtime."""
+    peak vLLM profiles at --max-num-batched-tokens, and everything else it holds back as runtime.
+
+    Formula: runtime = requested - weights - activation - KV budget (bytes), weights the checkpoint's: what
+    the engine loads beside them (rotary caches: terms.weights_bytes - weights) is runtime too, so weights,
+    activation, runtime and KV budget sum to the requested memory.
+    """
     terms = startup.plan_budget(dep, weights_bytes=weights_bytes)
     return common.EngineBudget(
         activation_bytes=terms.activation_bytes,
         runtime_bytes=terms.requested_bytes
-        - terms.weights_bytes
+        - weights_bytes
         - terms.activation_bytes
         - terms.available_kv_bytes,
         kv_budget_bytes=terms.available_kv_bytes,
