@@ -75,6 +75,20 @@ GEOMETRY_KEYS = (
 MINDIE_32B_TP4_ARGS = ("mindie", "--model", "qwen3-32b", "--card", "ascend-910b3", "--tp", "4", "--ctx", "8k")
 
 
+def replacing(base: list[str], extra: list[str]) -> list[str]:
+    """`base` then `extra`, without base's flags that `extra` gives again (each with the value after it):
+    kvplan refuses one option given twice with different values (planner/cli/repeats.py)."""
+    again = {word for word in extra if word.startswith("-")}
+    kept: list[str] = []
+    words = iter(base)
+    for word in words:
+        if word in again:
+            next(words, None)  # its value
+        else:
+            kept.append(word)
+    return [*kept, *extra]
+
+
 def kvplan(words: str, *args: str | Path, code: int = 0) -> Result:
     """Run `kvplan <words> <args>` in-process (`words` split on white space, each of `args` passed whole,
     e.g. a path) and assert it exits with `code`, showing its output when it does not."""

@@ -17,6 +17,7 @@ from planner.cli import app
 from planner.errors import DataFileError
 from planner.importers import servingfiles, servingresult
 from planner.importers.benchpoints import read_bench_rows
+from tests.helpers import replacing
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bench_results"
 VLLM = FIXTURES / "vllm_bench_serve.json"
@@ -149,7 +150,7 @@ def test_cli_layout_flags_fill_the_dp_and_ep_columns(tmp_path: Path) -> None:
     ],
 )
 def test_cli_bad_setup_is_one_line(extra: list[str], message: str) -> None:
-    result = runner.invoke(app, ["bench", "import", str(VLLM), *SETUP, *extra])
+    result = runner.invoke(app, ["bench", "import", str(VLLM), *replacing(SETUP, extra)])
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kvplan: error:") and message in lines[0]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import replacing
 from tests.hostile import corpus
 from tests.hostile.promise import (
     BASE,
@@ -342,7 +343,7 @@ def test_rc5_calibrate_never_writes_non_finite(tmp_path: Path, csv_name: str) ->
 
 
 def test_rc6_empty_weights_path_never_writes_the_pinned_test_path(tmp_path: Path) -> None:
-    run = run_kvplan([*MINDIE, "--weights-path", "", "--out", "config.json"], cwd=tmp_path)
+    run = run_kvplan(replacing(MINDIE, ["--weights-path", "", "--out", "config.json"]), cwd=tmp_path)
     check(run, names=("--weights-path",))
     written = (tmp_path / "config.json").read_text() if (tmp_path / "config.json").exists() else ""
     assert "/data/atb_testdata" not in written + run.stdout, f"pinned test path substituted\n{run.describe()}"
@@ -350,7 +351,7 @@ def test_rc6_empty_weights_path_never_writes_the_pinned_test_path(tmp_path: Path
 
 def test_rc6_empty_token_flags_are_errors(tmp_path: Path) -> None:
     for flag in ("--prompt-tokens", "--ctx"):
-        check(run_kvplan([*BASE, flag, ""], cwd=tmp_path), codes={2}, names=(flag,))
+        check(run_kvplan(replacing(BASE, [flag, ""]), cwd=tmp_path), codes={2}, names=(flag,))
 
 
 def test_rc6_concurrency_beyond_what_can_be_simulated_is_refused(tmp_path: Path) -> None:
@@ -439,7 +440,8 @@ def test_dashboard_config_is_what_streamlit_reads() -> None:
 
 # --- new surface (2026-12-01 afternoon): simulate, traces, layouts, serve -------------------------------
 
-SIM = ["simulate", "-m", "qwen3-8b", "--requests", "50"]
+SIM_LOAD = ["simulate", "-m", "qwen3-8b"]  # a case that sets its own --requests
+SIM = [*SIM_LOAD, "--requests", "50"]
 
 
 @pytest.mark.parametrize(
@@ -502,19 +504,19 @@ def test_sim_trace_over_request_limit_is_refused_quickly(tmp_path: Path, large: 
     [
         # cause: no bound on simulated work; 2.6e10 tokens ran for minutes
         (
-            [*SIM, "--concurrency", "100000", "--requests", "200000", "--output-tokens", "128k"],
+            [*SIM_LOAD, "--concurrency", "100000", "--requests", "200000", "--output-tokens", "128k"],
             {2},
             ("tokens",),
         ),
         (
-            [*SIM, "--rate", "2", "--requests", "200000", "--input-tokens", "128k", "--max-batch", "1"],
+            [*SIM_LOAD, "--rate", "2", "--requests", "200000", "--input-tokens", "128k", "--max-batch", "1"],
             {2},
             (),
         ),
         # cause: one prefill pass per token (vLLM budget 1): 1.2e6 passes, minutes; now refused before running
         (
             [
-                *SIM,
+                *SIM_LOAD,
                 "--rate",
                 "2",
                 "--requests",
@@ -534,7 +536,7 @@ def test_sim_trace_over_request_limit_is_refused_quickly(tmp_path: Path, large: 
         ([*SIM, "--rate", "1e300"], {2}, ("--rate",)),
         ([*SIM, "--rate", "nan"], {2}, ("--rate", "nan")),
         ([*SIM, "--rate", "0"], {2}, ("--rate",)),
-        ([*SIM, "--requests", "999999999999", "--rate", "2"], {2}, ("--requests",)),
+        ([*SIM_LOAD, "--requests", "999999999999", "--rate", "2"], {2}, ("--requests", "999999999999")),
         ([*SIM, "--rate", "2", "--pd", "0:0"], {2}, ("--pd", "0:0")),
         ([*SIM, "--rate", "2", "--pd", "1000:1000"], {2}, ("--pd", "1000:1000")),
         ([*SIM, "--rate", "2", "--input-tokens", "1024m", "--json"], {2}, ("--input-tokens",)),
@@ -544,7 +546,9 @@ def test_sim_trace_over_request_limit_is_refused_quickly(tmp_path: Path, large: 
             ("--input-tokens", "--output-tokens"),
         ),
         (
-            [*BASE, "--ep", "1000", "--model", "deepseek-v3", "--card", "ascend-910c", "--tp", "16"],
+            replacing(
+                BASE, ["--ep", "1000", "--model", "deepseek-v3", "--card", "ascend-910c", "--tp", "16"]
+            ),
             {2},
             ("--ep",),
         ),

@@ -14,6 +14,7 @@ from planner.inputs import PlanRequest, ServiceLevels, to_deployment
 from planner.plan import layout_search
 from planner.plan.compose import build_plan
 from planner.sim import bench
+from tests.helpers import replacing
 
 runner = CliRunner()
 
@@ -66,7 +67,7 @@ def test_cli_json_and_errors() -> None:
     assert ok.exit_code == 0, ok.output
     payload = json.loads(ok.stdout)
     assert len(payload["candidates"]) == 3 and payload["budget_devices"] == 8
-    none = runner.invoke(app, [*base, "--model", "deepseek-v3", "--budget-devices", "2"])
+    none = runner.invoke(app, replacing(base, ["--model", "deepseek-v3", "--budget-devices", "2"]))
     assert none.exit_code == 3 and none.stderr.startswith("kvplan: error: --budget-devices: no layout")
     bad = runner.invoke(app, [*base, "--budget-devices", "0"])
     assert bad.exit_code == 2 and "--budget-devices: out of range (got 0" in bad.stderr

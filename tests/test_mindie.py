@@ -27,7 +27,7 @@ from planner.engines.mindie.config import MindieOptions
 from planner.errors import DataFileError, DoesNotFitError, PlanInputError
 from planner.plan import compose as perf_plan
 from planner.results import Performance
-from tests.helpers import MINDIE_32B_TP4_ARGS
+from tests.helpers import MINDIE_32B_TP4_ARGS, replacing
 
 GOLDEN = Path(__file__).parent / "golden" / "mindie"
 runner = CliRunner()
@@ -672,7 +672,7 @@ def test_cli_base_in_place_needs_force(tmp_path: Path) -> None:
     ],
 )
 def test_cli_errors(extra: list[str], code: int, message: str) -> None:
-    result = runner.invoke(app, [*MISSION, *extra])
+    result = runner.invoke(app, replacing(MISSION, extra))
     assert result.exit_code == code, result.output
     assert message in result.output
     assert "Traceback" not in result.output

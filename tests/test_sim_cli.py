@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from planner import inputs
 from planner.cli import app
+from tests.helpers import replacing
 
 runner = CliRunner()
 BASE = ["simulate", "--model", "qwen3-8b", "--card", "ascend-950pr", "--dtype", "fp8"]
@@ -99,7 +100,7 @@ def test_a_trace_of_absolute_times_runs_from_its_first_arrival(tmp_path: Path) -
     ],
 )  # fmt: skip
 def test_bad_input_one_line(args: list[str], code: int, needle: str) -> None:
-    result = run(*BASE, "--requests", "20", *args)
+    result = run(*replacing([*BASE, "--requests", "20"], args))
     assert result.exit_code == code, result.output
     assert result.output.startswith("kvplan: error: ")
     assert result.output.count("\n") == 1

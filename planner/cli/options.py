@@ -20,6 +20,7 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from planner import records
+from planner.cli.repeats import conflict
 from planner.cli.usage import LAST_TYPED_ARGS, UsageError, one_line, printable, usage_line
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import PlanRequest, ServiceLevels, ms_to_s, positive
@@ -212,9 +213,17 @@ class TypelessFlags:
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """click's parse_args, keeping the arguments as typed (as_typed names a flag as the user spelled it,
-        also for an error reported after the command's context has closed)."""
+        also for an error reported after the command's context has closed), then refusing an option given
+        twice with different values (repeats.conflict: the library would keep the last), exit 2."""
         LAST_TYPED_ARGS[:] = args
-        return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
+        typed = list(args)
+        rest: list[str] = super().parse_args(ctx, args)  # type: ignore[misc]
+        if not ctx.resilient_parsing:
+            params = self.get_params(ctx)  # type: ignore[attr-defined]
+            found = conflict(params, typed, interspersed=ctx.allow_interspersed_args)
+            if found is not None:
+                fail(PlanInputError(found))
+        return rest
 
     def get_help_option(self, ctx: Any) -> Any:
         """click's --help option, without a type."""
