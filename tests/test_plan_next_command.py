@@ -103,7 +103,7 @@ def test_serve_says_when_it_raised_max_prefill_tokens() -> None:
     payload = json.loads(runner.invoke(app, [*flags, *load, "--json"]).stdout)
     assert any("raised to 3000" in note for note in payload["notes"])
     kept = json.loads(runner.invoke(app, [*flags[:-1], "4096", *load, "--json"]).stdout)
-    assert kept["notes"] == []
+    assert not any("raised" in note for note in kept["notes"])
 
 
 def test_pd_simulate_says_when_it_raised_max_prefill_tokens() -> None:

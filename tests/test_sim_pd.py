@@ -252,6 +252,6 @@ def test_every_pd_result_says_what_its_ttft_is_and_what_pd_is_not(engine: str, t
     notes = [line.removeprefix("note: ") for line in text.splitlines() if line.startswith("note: P:D")]
     assert len(notes) == 2 and notes[0].startswith(ttft_words)
     assert notes[1] == pdloop.SINGLE_CARD_SEPARATION
-    assert json.loads(kvplan(args + " --json").output)["notes"] == notes
+    assert json.loads(kvplan(args + " --json").output)["notes"][:2] == notes  # then the speed band's
     aggregated = kvplan(args.replace(" --pd 1:1", "")).output
     assert "P:D" not in aggregated

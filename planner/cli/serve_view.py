@@ -68,7 +68,7 @@ def slo_lines(found: SearchResult | None, estimate: ServingEstimate) -> list[str
     ]
 
 
-def admission_lines(view: ServeView) -> list[str]:
+def admission_notes(view: ServeView) -> list[str]:
     """Notes on what the engine does with more users than the pool holds at full length, and the queue."""
     admitted, sim = view.admitted, view.sim
     lines = []
@@ -86,14 +86,14 @@ def admission_lines(view: ServeView) -> list[str]:
             else f"the KV pool holds (memory fraction {view.memory_fraction:g})"
         )
         lines.append(
-            f"note: at full length ({admitted.full_length_tokens} tokens) {holds} "
+            f"at full length ({admitted.full_length_tokens} tokens) {holds} "
             f"{admitted.full_length_batch} sequences and {admitted.clients} users were sent: "
             f"{what}; simulated: batch reached {sim.max_batch_reached}, {sim.preemptions} preemptions "
             f"({rate:.3g} per request), KV peak {units.fmt_fraction(sim.kv_peak_fraction)}"
         )
     if admitted.queued:
         lines.append(
-            f"note: queue: {admitted.queued} of {admitted.clients} users wait for a running slot in the "
+            f"queue: {admitted.queued} of {admitted.clients} users wait for a running slot in the "
             f"analytic steady state (running {admitted.running}); simulated mean in system "
             f"{sim.mean_in_system:.3g}"
         )
@@ -196,10 +196,15 @@ def serve_lines(view: ServeView) -> list[str]:
         f"{band.source})",
         *simulated_lines(view.sim, band),
         *estimate_lines(estimate, view.sim),
-        *admission_lines(view),
-        *dp_lines(view),
-        *(f"note: {n}" for n in (*view.notes, *band.notes)),
+        *(f"note: {note}" for note in printed_notes(view)),
     ]
+
+
+def printed_notes(view: ServeView) -> list[str]:
+    """The notes under the figures, the text's `note:` lines and the --json `notes`, in this order: what the
+    engine does with the users (admission_notes), one DP group's figures (dp_notes), what the engine changed
+    of the flags (view.notes) and the speed band's own."""
+    return [*admission_notes(view), *dp_notes(view), *view.notes, *view.band.notes]
 
 
 def group_words(dp: int) -> str:
@@ -212,7 +217,7 @@ def cached_words(cached_tokens: int) -> str:
     return f", {cached_tokens} of its tokens prefix-cached" if cached_tokens else ""
 
 
-def dp_lines(view: ServeView) -> list[str]:
+def dp_notes(view: ServeView) -> list[str]:
     """With dp > 1: the figures above are one DP group's (its share of the users); the instance's."""
     if view.dp == 1:
         return []
@@ -221,7 +226,7 @@ def dp_lines(view: ServeView) -> list[str]:
     idle_groups = view.dp - round(groups) if est.concurrency == 1 else 0
     idle = f"; {idle_groups} of the {view.dp} groups without a client" if idle_groups > 0 else ""
     return [
-        f"note: dp={view.dp}: the figures above are one DP group's {est.concurrency} users (identical "
+        f"dp={view.dp}: the figures above are one DP group's {est.concurrency} users (identical "
         f"closed loops step together{idle}); instance output {simulated} "
         f"simulated, {units.fmt_tokens_per_s(groups * est.output_tokens_per_s)} analytic"
     ]
@@ -258,5 +263,5 @@ def serve_payload(view: ServeView) -> dict[str, Any]:
             "notes": band.notes,
         },
         "simulated": view.sim.model_dump(mode="json"),
-        "notes": list(view.notes),
+        "notes": printed_notes(view),  # the text's `note:` lines, without the word
     }

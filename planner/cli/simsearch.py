@@ -204,5 +204,11 @@ def band_line(band: SpeedBand) -> str:
     extrapolated = ", extrapolated" if band.extrapolated else ""
     return (
         f"speed range ({band.label}{extrapolated}): each figure above may be off by {factor_text(band)}; "
-        f"the SLO answer moves with them. Source: {band.source}" + "".join(f"\nnote: {n}" for n in band.notes)
+        f"the SLO answer moves with them. Source: {band.source}"
+        + "".join(f"\nnote: {n}" for n in search_notes(band))
     )
+
+
+def search_notes(band: SpeedBand) -> list[str]:
+    """The notes under a search's table, the text's `note:` lines and the --json `notes`: the speed band's."""
+    return list(band.notes)

@@ -150,9 +150,9 @@ def simulate_command(
     except KvplanError as exc:
         options.fail(exc)
     if as_json:
-        options.print_json(
-            {**head, **result.summary.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
-        )
+        summary = result.summary.model_dump(mode="json")
+        notes = simview.printed_notes(result.summary, band)  # the text's note: lines
+        options.print_json({**head, **summary, "speed_range": band.model_dump(mode="json"), "notes": notes})
         return
     for line in simview.summary_lines(result, label=run_label(flags, model=model), band=band):
         typer.echo(line)
@@ -189,8 +189,14 @@ def search_and_report(flags: SimulateRequest, *, head: dict[str, Any], as_json: 
     except KvplanError as exc:
         options.fail(exc)
     if as_json:
+        notes = simsearch.search_notes(band)  # the text's note: lines
         options.print_json(
-            {**head, **found.model_dump(mode="json"), "speed_range": band.model_dump(mode="json")}
+            {
+                **head,
+                **found.model_dump(mode="json"),
+                "speed_range": band.model_dump(mode="json"),
+                "notes": notes,
+            }
         )
     else:
         simsearch.print_search(found, band)

@@ -96,7 +96,13 @@ def summary_lines(result: SimResult, *, label: str, band: SpeedBand) -> list[str
     lines.append(verdict_line(s))
     if s.goodput_requests_per_s is not None:
         lines.append(f"  goodput {s.goodput_requests_per_s:.3g} requests/s meeting the SLOs")
-    return lines + [f"note: {note}" for note in (*s.notes, *band.notes)]
+    return lines + [f"note: {note}" for note in printed_notes(s, band)]
+
+
+def printed_notes(summary: SimSummary, band: SpeedBand) -> list[str]:
+    """The notes under a run's figures, the text's `note:` lines and the --json `notes`: the run's own (what
+    reading the workload or the engine changed, P:D's), then the speed band's."""
+    return [*summary.notes, *band.notes]
 
 
 def verdict_line(s: SimSummary) -> str:
