@@ -73,13 +73,29 @@ def replace_measured(source_text: str, block_text: str) -> str:
 def profile_with_measured(source: Path, measured: MeasuredBlock) -> tuple[str, HardwareProfile]:
     """(new YAML text, validated profile) for the profile at `source` with `measured` set."""
     text = replace_measured(source.read_text(encoding="utf-8"), measured_yaml(measured))
+    return text, validated_profile(text, where=str(source), what="the new measured block")
+
+
+def validated_profile(text: str, *, where: str, what: str) -> HardwareProfile:
+    """`text` as a HardwareProfile; one DataFileError line naming `where` and `what` was added when it is no
+    longer YAML (a profile written as one flow mapping, `{...}`, takes no block appended to it) or fails
+    validation (its first error)."""
     try:
-        profile = HardwareProfile.model_validate(yaml.safe_load(text))
-    except ValidationError as exc:
+        return HardwareProfile.model_validate(yaml.safe_load(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
         raise DataFileError(
-            f"{source}: profile with the new measured block fails validation ({exc})"
-        ) from exc
-    return text, profile
+            f"{where}: cannot take {what} (the result is not YAML{at}; expected a block-style profile, one "
+            "`key: value` per line as hwprofiles/*.yaml, not a flow mapping {...})"
+        ) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "profile"
+        raise DataFileError(
+            f"{where}: the profile with {what} fails validation "
+            f"({field}: {first['msg'].removeprefix('Value error, ')})"
+        ) from None
 
 
 def profile_with_coefficients(

@@ -295,11 +295,16 @@ MAX_LOG_COUNT = 1_000_000_000_000  # a logged token or block count above this is
 LOG_NUMBER = r"\d+(?:\.\d+)?"  # a logged decimal figure ("12.57", "816"), for the engines' line patterns
 
 
+def _cut(text: str) -> str:
+    """A logged figure quoted for a message: its first 20 characters, and its length when longer."""
+    return repr(text) if len(text) <= 20 else f"{text[:20]!r}... ({len(text)} characters)"
+
+
 def log_gib_bytes(text: str) -> int:
     """A logged GiB figure ("12.57") in bytes; PlanInputError beyond MAX_LOG_GIB."""
     value = float(text)
     if not 0 <= value <= MAX_LOG_GIB:
-        raise PlanInputError(f"log figure out of range (got {text[:20]!r} GiB, expected <= {MAX_LOG_GIB:g})")
+        raise PlanInputError(f"log figure out of range (got {_cut(text)} GiB, expected <= {MAX_LOG_GIB:g})")
     return units.gib_to_bytes(value)
 
 
@@ -308,7 +313,7 @@ def log_count(text: str) -> int:
     MAX_LOG_COUNT."""
     digits = text.replace(",", "")
     if len(digits) > len(str(MAX_LOG_COUNT)) or int(digits) > MAX_LOG_COUNT:
-        raise PlanInputError(f"log figure out of range (got {text[:20]!r}, expected <= {MAX_LOG_COUNT})")
+        raise PlanInputError(f"log figure out of range (got {_cut(text)}, expected <= {MAX_LOG_COUNT})")
     return int(digits)
 
 

@@ -4,6 +4,7 @@ into the card's profile (parse -> call -> format; the log's arithmetic is planne
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,49 +41,74 @@ def calibrate_from_log(
     write_atomic(out, learned_profile_text(hw, machine, source=source, log_name=log_path.name), force=force)
     if as_json:
         return print_json(from_log_json(hw, machine, log_path=log_path, written=out))
+    after = learned_figures(hw, machine)
     typer.echo(
-        f"memory_capacity_gib {hw.memory_capacity_gib:g} -> "
-        f"{units.bytes_to_gib(machine.device_total_bytes):.4f}, "
-        f"runtime_overhead_gib {hw.runtime_overhead_gib:g} -> {units.bytes_to_gib(machine.runtime_bytes):.4f}"
-    )
+        f"device total {units.bytes_to_gib(hw.device_total_bytes):.4f} -> "
+        f"{units.bytes_to_gib(machine.device_total_bytes):.4f} GiB (visible_memory_bytes), "
+        f"runtime_overhead_gib {hw.runtime_overhead_gib:g} -> {after['runtime_overhead_gib']:.4f}"
+        + (f", memory_capacity_gib {hw.memory_capacity_gib:g} -> {after['memory_capacity_gib']:.4f}"
+           if "memory_capacity_gib" in after else "")
+        + (f"; variant {hw.variant} dropped (a logged total, not the listed SKU's)" if hw.variant else "")
+    )  # fmt: skip
     typer.echo(
         f"wrote {out} (plan with --card {out} and --memory-fraction {machine.gpu_memory_utilization:g})"
     )
 
 
 def learned_machine(hw: HardwareProfile, *, log_path: Path, util: float | None) -> LearnedMachine:
-    """What the start-up log says of the machine (PlanInputError when it holds no vLLM start-up line)."""
+    """What the start-up log says of the machine; PlanInputError naming `--from-log FILE` when it holds no
+    vLLM start-up line, or its figures are refused (planner/engines/vllm/log.py learn_machine)."""
     from planner import readers
     from planner.engines.vllm import log as vllm_log
 
-    figures = vllm_log.parse_vllm_log(readers.read_text_capped(log_path, flag="--from-log"))
-    if not figures.found_anything:
-        raise PlanInputError(
-            f"--from-log {log_path}: no vLLM start-up line in it (got none of 'Available KV cache memory', "
-            "'GPU KV cache size', 'Maximum concurrency', expected the engine's start-up log; "
-            "MindIE logs go to "
-            "`kvplan mindie --from-log`)"
+    text = readers.read_text_capped(log_path, flag="--from-log")
+    try:
+        figures = vllm_log.parse_vllm_log(text)
+        if not figures.found_anything:
+            raise PlanInputError(
+                "--from-log: no vLLM start-up line in it (got none of 'Available KV cache memory', "
+                "'GPU KV cache size', 'Maximum concurrency', expected the engine's start-up log; MindIE logs "
+                "go to `kvplan mindie --from-log`)"
+            )
+        return vllm_log.learn_machine(
+            figures, card_capacity_bytes=hw.memory_capacity_bytes, gpu_memory_utilization=util
         )
-    return vllm_log.learn_machine(
-        figures, card_capacity_bytes=hw.memory_capacity_bytes, gpu_memory_utilization=util
-    )
+    except PlanInputError as exc:  # the log's own refusals name the file; another flag's keep their flag
+        message = str(exc).removeprefix("--from-log: ")
+        named = message if message.startswith("--") else f"--from-log {log_path}: {message}"
+        raise PlanInputError(named) from None
+
+
+def learned_figures(hw: HardwareProfile, machine: LearnedMachine) -> dict[str, float | int | None]:
+    """The profile's top-level figures the log sets (the rule of MindIE's log correction,
+    planner/engines/mindie/log.py corrected_deployment): visible_memory_bytes := the device total the runtime
+    reported (bytes); memory_capacity_gib := that total in GiB rounded up to 1e-6 where it exceeds the
+    nominal (else the nominal stays: left out here); runtime_overhead_gib := runtime_bytes / 2^30; variant
+    := null (a listed SKU's figures no longer hold)."""
+    total_gib = math.ceil(units.bytes_to_gib(machine.device_total_bytes) * 1e6) / 1e6
+    figures: dict[str, float | int | None] = {
+        "visible_memory_bytes": machine.device_total_bytes,
+        "runtime_overhead_gib": round(units.bytes_to_gib(machine.runtime_bytes), 6),
+        "variant": None,
+    }
+    if total_gib > hw.memory_capacity_gib:
+        figures["memory_capacity_gib"] = total_gib
+    return figures
 
 
 def learned_profile_text(hw: HardwareProfile, machine: LearnedMachine, *, source: Path, log_name: str) -> str:
-    """The profile YAML with the log's figures, validated before anything is written.
-
-    memory_capacity_gib := the total the runtime reported; runtime_overhead_gib := non-torch memory (+ memory
-    held by other processes on a 310P); the terms go to `measured.samples` (vllm_* in bytes).
-    """
+    """The profile YAML with the log's figures (learned_figures), validated before anything is written;
+    the terms also go to `measured.samples` (vllm_* in bytes)."""
     from calibration.profile_writer import measured_yaml, replace_measured
+    from planner import readers
 
     measured = learned_block(hw, machine, log_name=log_name)
-    text = _with_memory(
-        replace_measured(source.read_text(encoding="utf-8"), measured_yaml(measured)),
-        capacity_gib=units.bytes_to_gib(machine.device_total_bytes),
-        runtime_gib=units.bytes_to_gib(machine.runtime_bytes),
-    )
-    _validate_profile_text(text, source)
+    source_text = readers.read_text_capped(source, flag="--card").replace("\r\n", "\n")  # as read_text
+    text = replace_measured(source_text, measured_yaml(measured))
+    figures = learned_figures(hw, machine)
+    for key, value in figures.items():
+        text = _with_figure(text, key, value)
+    _validate_profile_text(text, source, figures)
     return text
 
 
@@ -90,7 +116,13 @@ def from_log_json(
     hw: HardwareProfile, machine: LearnedMachine, *, log_path: Path, written: Path
 ) -> dict[str, object]:
     """`calibrate --from-log --json`: the log's terms (bytes per rank), the profile's memory figures before
-    and after (GiB as the profile holds them: after = bytes / 2^30, written to 6 decimals), and the file."""
+    and after (as the profile holds them: learned_figures, GiB written to 6 decimals), and the file."""
+    before = {
+        "memory_capacity_gib": hw.memory_capacity_gib,
+        "visible_memory_bytes": hw.visible_memory_bytes,
+        "runtime_overhead_gib": hw.runtime_overhead_gib,
+        "variant": hw.variant,
+    }
     return {
         "card": hw.id,
         "log": str(log_path),
@@ -104,14 +136,8 @@ def from_log_json(
         "available_kv_bytes": machine.available_kv_bytes,
         "available_kv_halved": machine.halved,
         "runtime_bytes": machine.runtime_bytes,
-        "before": {
-            "memory_capacity_gib": hw.memory_capacity_gib,
-            "runtime_overhead_gib": hw.runtime_overhead_gib,
-        },
-        "after": {
-            "memory_capacity_gib": units.bytes_to_gib(machine.device_total_bytes),
-            "runtime_overhead_gib": units.bytes_to_gib(machine.runtime_bytes),
-        },
+        "before": before,
+        "after": before | learned_figures(hw, machine),
         "written": str(written),
     }
 
@@ -145,32 +171,33 @@ def learned_block(hw: HardwareProfile, machine: LearnedMachine, *, log_name: str
     )
 
 
-def _with_memory(text: str, *, capacity_gib: float, runtime_gib: float) -> str:
-    """Profile text with its top-level memory_capacity_gib and runtime_overhead_gib values replaced."""
+def _with_figure(text: str, key: str, value: float | int | None) -> str:
+    """Profile text with its top-level `key:` line set to `value` (YAML null for None), or, absent, the line
+    added after memory_capacity_gib's (the key's place in the catalogued profiles)."""
     import re
 
-    for key, value in (("memory_capacity_gib", capacity_gib), ("runtime_overhead_gib", runtime_gib)):
-        text = re.sub(
-            rf"^{key}:[^\n]*$",
-            f"{key}: {value:.6f}    # from `kvplan calibrate --from-log`",
-            text,
-            count=1,
-            flags=re.MULTILINE,
-        )
-    return text
+    written = "null" if value is None else f"{value:.6f}" if isinstance(value, float) else str(value)
+    line = f"{key}: {written}    # from `kvplan calibrate --from-log`"
+    found = re.search(rf"^{key}:[^\r\n]*", text, flags=re.MULTILINE)
+    if found is not None:
+        return text[: found.start()] + line + text[found.end() :]
+    anchor = re.search(r"^memory_capacity_gib:[^\r\n]*(\r?\n)", text, flags=re.MULTILINE)
+    if anchor is None:
+        return text
+    return text[: anchor.end()] + line + anchor.group(1) + text[anchor.end() :]
 
 
-def _validate_profile_text(text: str, source: Path) -> None:
-    """Validate the new profile text before anything is written (DataFileError naming the source)."""
-    import yaml
-    from pydantic import ValidationError
-
+def _validate_profile_text(text: str, source: Path, figures: dict[str, float | int | None]) -> None:
+    """Validate the new profile text before anything is written: a HardwareProfile holding `figures` at
+    the top level (DataFileError naming --card's file otherwise: a profile whose keys are not on lines
+    of their own, as a flow mapping's, cannot take them)."""
+    from calibration.profile_writer import validated_profile
     from planner.errors import DataFileError
-    from planner.schema import HardwareProfile
 
-    try:
-        HardwareProfile.model_validate(yaml.safe_load(text))
-    except ValidationError as exc:
+    profile = validated_profile(text, where=f"--card {source}", what="the log's figures")
+    missed = [key for key, value in figures.items() if getattr(profile, key) != value]
+    if missed:
         raise DataFileError(
-            f"{source}: profile with the log's memory figures fails validation ({exc})"
-        ) from exc
+            f"--card {source}: cannot set {', '.join(missed)} from the log (got no top-level "
+            f"`{missed[0]}:` line kvplan can rewrite, expected one per key, as hwprofiles/*.yaml have)"
+        )

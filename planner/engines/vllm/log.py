@@ -62,11 +62,27 @@ STARTUP_RE = re.compile(  # the groups are StartupBreakdown's fields
     rf"memory, {_field('graph_bytes')} GiB for NPU graph memory"
 )
 CURRENT_KV_RE = re.compile(rf"Current KV cache memory:\s*{_N}\s*GiB")
-V0_PROFILE_RE = re.compile(
-    rf"total_gpu_memory={_N}GiB.*?peak_torch_memory={_N}GiB.*?non_torch_memory={_N}GiB\s+"
-    rf"kv_cache_size={_N}GiB\s+gpu_memory_utilization={_N}"
-)
-BLOCKS_RE = re.compile(r"#?\s*(?:GPU|NPU) blocks:\s*(\d+)")
+# One key=value of the V0 line, from a word's start (each word is read once: linear in the line).
+V0_FIELD_RE = re.compile(rf"(?<!\w)(\w+)=({LOG_NUMBER})(GiB)?(?![\w.])")
+V0_FIELDS = ("total_gpu_memory", "peak_torch_memory", "non_torch_memory", "kv_cache_size")  # GiB
+# no leading `\s*`: from every blank of a long run it rescanned the run (100 KB of blanks: 41 s)
+BLOCKS_RE = re.compile(r"(?:GPU|NPU) blocks:\s*(\d+)")
+
+
+def v0_profiles(text: str) -> list[tuple[str, ...]]:
+    """Each V0 "Memory profiling results" line's (total, peak torch, non-torch, KV cache) GiB figures and
+    gpu_memory_utilization, as logged. Its key=value pairs are read in one pass; a pattern spanning the
+    line (`total_gpu_memory=...GiB.*?peak_torch_memory=...`) backtracked cubically on a line of repeated
+    keys (900 KB kept `calibrate --from-log` busy past 30 s)."""
+    found = []
+    for line in text.splitlines():
+        if "total_gpu_memory=" not in line:
+            continue
+        pairs = {key: (value, unit) for key, value, unit in V0_FIELD_RE.findall(line)}
+        wanted = [(pairs.get(key), "GiB") for key in V0_FIELDS] + [(pairs.get("gpu_memory_utilization"), "")]
+        if all(pair is not None and pair[1] == unit for pair, unit in wanted):
+            found.append(tuple(pair[0] for pair, _unit in wanted if pair is not None))
+    return found
 
 
 class StartupBreakdown(StartupMemory):
@@ -144,7 +160,7 @@ def parse_vllm_log(text: str) -> VllmLogFigures:
         if item.current_kv_bytes is not None and not available:
             available.append(item.current_kv_bytes)
     util = breakdown[0].gpu_memory_utilization if breakdown else None
-    v0 = V0_PROFILE_RE.findall(text)
+    v0 = v0_profiles(text)
     v0_activation = v0_non_torch = None
     weights = log_gib_figures(WEIGHTS_RE, text)
     if v0:
@@ -170,6 +186,11 @@ def parse_vllm_log(text: str) -> VllmLogFigures:
         v0_activation_bytes=v0_activation,
         v0_non_torch_bytes=v0_non_torch,
     )
+
+
+MIN_DEVICE_TOTAL_BYTES = units.MIB_BYTES  # the smallest memory_capacity_gib a profile takes (schema_hardware)
+# three logged GiB figures (weights, KV, total), each rounded to 0.01 GiB (within 5 MiB), and a byte's slack
+LOG_ROUNDING_BYTES = 3 * 5 * units.MIB_BYTES + units.MIB_BYTES
 
 
 class LearnedMachine(Frozen):
@@ -201,12 +222,21 @@ def learn_machine(
     """The machine's device total, activation and non-torch overheads from the log's own lines.
 
     Refused (PlanInputError, one line) when the log holds no KV figure or no device total, or implies
-    more KV memory, or a larger device, than the card holds (a log of another card).
+    more KV memory, or a larger device, than the card holds (a log of another card); when its figures
+    contradict each other (a total under 1 MiB or below the KV; without an Actual usage or V0 line,
+    weights + KV x (2 on a 310P) > total x utilisation beyond LOG_ROUNDING_BYTES); and when
+    --gpu-memory-utilization differs from the log's own.
     Order of evidence: vllm-ascend's "Actual usage" line (each term logged), vLLM V0's "Memory profiling
     results" line, else available KV + "Model loading took" + --gpu-memory-utilization (activation and
     non-torch then come as one figure, non_torch_bytes).
     """
     available, total = checked_kv_and_total(figures, card_capacity_bytes=card_capacity_bytes)
+    logged, given = figures.gpu_memory_utilization, gpu_memory_utilization
+    if logged is not None and given is not None and given != logged:
+        raise PlanInputError(
+            f"--gpu-memory-utilization: the log states the engine's own {logged:g} (got {given:g}, expected "
+            f"{logged:g} or no flag; the flag is only for a log that does not say it)"
+        )
     if figures.breakdown:
         return from_actual_usage(figures, available_kv_bytes=available)
     util = figures.gpu_memory_utilization or gpu_memory_utilization
@@ -248,6 +278,12 @@ def checked_kv_and_total(figures: VllmLogFigures, *, card_capacity_bytes: int) -
             "--from-log: no device total in the log (got no 'total memory', 'Free memory on device' or "
             "'total_gpu_memory' figure, expected one)"
         )
+    if total < MIN_DEVICE_TOTAL_BYTES or available > total:
+        raise PlanInputError(
+            f"--from-log: the log's device total cannot hold its own KV cache (got a total of "
+            f"{units.fmt_bytes(total)} and {units.fmt_bytes(available)} of KV, expected a total of at least "
+            f"{units.fmt_bytes(MIN_DEVICE_TOTAL_BYTES)} and the KV): figures that contradict each other"
+        )
     if total > card_capacity_bytes * 1.05:
         raise PlanInputError(
             f"--from-log: the log's device has {units.fmt_gib(total)}, more than the card's "
@@ -288,6 +324,14 @@ def from_kv_and_weights(
         )
     factor = 2 if figures.halved_for_workspace else 1
     weights = figures.weights_bytes[-1]
+    budget = int(device_total_bytes * util)
+    if weights + available_kv_bytes * factor > budget + LOG_ROUNDING_BYTES:
+        raise PlanInputError(
+            f"--from-log: the log's weights {units.fmt_gib(weights)} and KV cache "
+            f"{units.fmt_gib(available_kv_bytes * factor)} are more than its device total x utilisation "
+            f"({units.fmt_gib(device_total_bytes)} x {util:g} = {units.fmt_gib(budget)}; expected at most "
+            "that, within the log's rounding): check --gpu-memory-utilization against the engine's value"
+        )
     return LearnedMachine(
         device_total_bytes=device_total_bytes,
         gpu_memory_utilization=util,
