@@ -293,7 +293,7 @@ def import_results(
         imported, notes = import_rows(files, model=model, flags=flags, drafts=drafts, concurrency=concurrency)
         text = rows_csv([row for row, _ in imported])
         if out is not None:
-            write_text_atomic(out, text, force=force)
+            write_text_atomic(out, text, force=force, inputs={f"result file {p}": p for p in files})
         if as_json:  # the notes inside the object: stdout holds it alone, stderr only an error
             return print_json(imported_json(imported, notes=notes, written=out))
         if out is None:

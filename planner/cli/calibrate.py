@@ -182,21 +182,15 @@ def calibrate(
             on_device.run_check(card, device=device or on_device.default_device(card), as_json=as_json)
             return
         target = out or Path(f"{Path(card).stem}-calibrated.yaml")
-        atomic.check_new({"--out": target, "--raw": raw}, force=force)  # before minutes of work, not after
+        read = {"--from-log": from_log, "--from-bench": from_bench}  # never written over, --force or not
+        atomic.check_new({"--out": target, "--raw": raw}, force=force, inputs=read)  # before minutes of work
         if from_log is not None:
             calibrate_from_log(
                 card, log_path=from_log, out=target, force=force, util=gpu_memory_utilization, as_json=as_json
             )
         elif from_bench is not None:
-            fit_from_bench(
-                card,
-                points_csv=from_bench,
-                out=target,
-                force=force,
-                engine=engine,
-                as_json=as_json,
-                accept_poor_fit=accept_poor_fit,
-            )
+            fit_from_bench(card, points_csv=from_bench, out=target, force=force, engine=engine,
+                           as_json=as_json, accept_poor_fit=accept_poor_fit)  # fmt: skip
         else:
             on_device.check_device(card, device=device or on_device.default_device(card), dry_run=dry_run)
             on_device.run_microbench(
@@ -223,7 +217,13 @@ def check_mode_flags(
 ) -> None:
     """Flags that belong to another mode refused, each named, rather than ignored: the microbenchmarks' own
     (`microbench`: --device, --raw, --dry-run, --check, given when not None or False) with a file the fit or
-    the log reader reads; --accept-poor-fit without --from-bench; then check_model_flag."""
+    the log reader reads; --from-bench with --from-log; --accept-poor-fit without --from-bench; then
+    check_model_flag."""
+    if from_bench is not None and from_log is not None:
+        raise PlanInputError(
+            f"--from-log: one file to learn from (got --from-bench {from_bench} and --from-log {from_log}, "
+            "expected one of them: a bench fits speeds, a start-up log sets memory: one run each)"
+        )
     reader = "--from-bench" if from_bench else "--from-log" if from_log else None
     typed = [flag for flag, value in microbench.items() if value not in (None, False)]
     if reader is not None and typed:

@@ -48,8 +48,8 @@ def import_card(
     try:
         imported = build_card(source, card_id=resolve_id(card_id, out=out))
         text = hfimport.card_yaml(imported.card)
-        if out is not None:
-            write_text_atomic(out, text, force=force)
+        if out is not None:  # never over the config.json it read, --force or not
+            write_text_atomic(out, text, force=force, inputs={"the source config": Path(imported.origin)})
         if as_json:
             return print_json(card_json(text, imported, out=out))
         if out is None:
@@ -174,8 +174,11 @@ def checkpoint_note(summary: checkpoint.CheckpointSummary, check: checkpoint.Par
 MAX_NAME_CHARS = 255  # the usual file-name limit (NAME_MAX)
 
 
-def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
-    """Write `text` to `path` atomically via planner.atomic (no clobber without --force; a backup with it).
+def write_text_atomic(
+    path: Path, text: str, *, force: bool, inputs: dict[str, Path | None] | None = None
+) -> None:
+    """Write `text` to `path` atomically via planner.atomic (no clobber without --force; a backup with it;
+    never over one of `inputs`, the files the run read, label -> path).
 
     The flag-level checks come first so the messages name `--out`.
     """
@@ -185,7 +188,7 @@ def write_text_atomic(path: Path, text: str, *, force: bool) -> None:
         raise PlanInputError(f"--out: file name too long (got {len(path.name)} characters, expected <= 255)")
     if not path.parent.is_dir():
         raise PlanInputError(f"--out: directory does not exist (got '{path.parent}')")
-    atomic.check_new({"--out": path}, force=force)  # worded as every writer's (planner.atomic)
+    atomic.check_new({"--out": path}, force=force, inputs=inputs)  # worded as every writer's (planner.atomic)
     atomic.write_atomic(path, text, force=force)
 
 

@@ -213,10 +213,12 @@ class TypelessFlags:
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """click's parse_args, keeping the arguments as typed (as_typed names a flag as the user spelled it,
-        also for an error reported after the command's context has closed), then refusing an option given
-        twice with different values (repeats.conflict: the library would keep the last), exit 2."""
+        also for an error reported after the command's context has closed); an output flag typed as a folder
+        is refused before the library drops its slash, and an option given twice with different values after
+        (repeats.conflict: the library would keep the last), exit 2."""
         LAST_TYPED_ARGS[:] = args
         typed = list(args)
+        refuse_folder_outputs(args, self.params)
         rest: list[str] = super().parse_args(ctx, args)  # type: ignore[misc]
         if not ctx.resilient_parsing:
             params = self.get_params(ctx)  # type: ignore[attr-defined]
@@ -230,6 +232,23 @@ class TypelessFlags:
         option = super().get_help_option(ctx)  # type: ignore[misc]
         without_flag_types([] if option is None else [option])
         return option
+
+
+WRITTEN_PARAMS = frozenset({"out", "raw", "timeline_out"})  # the parameters naming a file a command writes
+
+
+def refuse_folder_outputs(args: Sequence[str], params: Sequence[Any]) -> None:
+    """PlanInputError for an output flag typed with a folder's name (`--out dir/`, `--out=dir/.`): the path
+    the command receives has lost the slash, and would be written as a file named like the folder."""
+    opts = {opt for p in params if p.name in WRITTEN_PARAMS for opt in p.opts}
+    for index, arg in enumerate(args):
+        flag, _, attached = arg.partition("=")
+        value = attached if attached else args[index + 1] if arg in opts and index + 1 < len(args) else ""
+        if flag in opts and value.endswith(("/", "/.")):
+            raise PlanInputError(
+                f"{flag}: a folder, not a file name (got {value!r}, expected a file to write, e.g. "
+                f"{value.removesuffix('.')}NAME)"
+            )
 
 
 def own_values_only(callback: Any, own: set[str | None]) -> Any:
