@@ -80,7 +80,7 @@ MAX_POSITIVE = 1e11
 
 def _positive(text: str, *, kind: type, where: str, column: str) -> float:
     try:
-        value = kind(text)
+        value = kind(text) if text.isascii() and "_" not in text else None  # not "1_6", nor Arabic digits
     except ValueError:
         value = None
     if value is None or value <= 0:

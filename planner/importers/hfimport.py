@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ def card_from_config_dict(
             for k, v in fields.items()
             if not k.startswith("linear_") and k not in ("layer_types", "full_attention_interval")
         }
+    refuse_text_numbers(fields, origin=origin, prefix=cfg.prefix)
     hf_repo = str(config.get("_name_or_path") or "local")
     raw_card = {
         "id": card_id,
@@ -100,6 +102,23 @@ def card_from_config_dict(
         raise DataFileError(f"{origin}: {where}{message}{got}") from exc
 
 
+def _numeric(annotation: Any) -> bool:
+    """Whether a card field's type holds numbers (int / float, bare, optional, constrained or in a list)."""
+    return annotation in (int, float) or any(_numeric(arg) for arg in typing.get_args(annotation))
+
+
+def refuse_text_numbers(fields: Mapping[str, Any], *, origin: str, prefix: str) -> None:
+    """DataFileError for a config.json number written as a JSON string ("32"): transformers keeps it a
+    string, so no engine would load the checkpoint; the card schema alone would read it as 32."""
+    for key, value in fields.items():
+        info = ModelCard.model_fields.get(key)
+        if isinstance(value, str) and info is not None and _numeric(info.annotation):
+            raise DataFileError(
+                f"{origin}: {prefix}{key}: a number written as text (got {value!r:.80}, expected a JSON "
+                "number, as transformers writes it)"
+            )
+
+
 def card_yaml(card: ModelCard) -> str:
     """The card as YAML in schema field order, without defaulted fields (schema_version kept)."""
     dumped = card.model_dump(mode="json", exclude_defaults=True)
@@ -113,10 +132,11 @@ def card_yaml(card: ModelCard) -> str:
 
 
 def config_path_of(path: Path) -> Path:
-    """`path` itself when it is a file, else `path`/config.json; DataFileError when neither exists."""
+    """`path` itself when it is not a directory, else `path`/config.json; DataFileError when that does not
+    exist (one that is no regular file, a FIFO or a device, is refused by read_config's reader)."""
     try:
         candidate = path / "config.json" if path.is_dir() else path
-        found = candidate.is_file()
+        found = candidate.exists()
     except OSError as exc:  # a name too long for the file system (ENAMETOOLONG), a loop
         raise DataFileError(f"{str(path)[:200]}...: cannot read ({exc.strerror})") from exc
     if not found:
