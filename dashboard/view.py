@@ -63,9 +63,10 @@ def memory_segments(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> lis
     """One device's memory split at `batch` sequences of ctx tokens (one DP group's batch: the plan's
     batch_per_dp_group); the segments sum to the capacity.
 
-    Formula: held = kv_bytes_at (the engine's pool: pages or blocks, state, drafts' lookahead);
+    Formula: held = kv_bytes_at (the engine's pool: pages or blocks, state, MindIE's MTP lookahead);
     state = batch * state per sequence; KV = min(held, KV budget) - state; free = KV budget - min(held,
-    KV budget). A batch over the budget at full length (drafts' lookahead) fills it: the KV note says so.
+    KV budget). The min is a guard: each engine's batch fits its budget at full length (else the note says
+    so).
     """
     held_bytes = kv_bytes_at(dep, mem, batch=batch)
     state_bytes = batch * mem.state_bytes_per_sequence

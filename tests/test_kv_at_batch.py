@@ -1,6 +1,7 @@
 """The plan's "KV at recommended batch" row and its 30-40 % note read what a sequence takes in the engine's
-pool (registry.kv_bytes_at_batch): vLLM's pages with the state pages and the drafts' lookahead, times the
-bytes one block id reserves; MindIE's blocks with its MTP lookahead plus the state."""
+pool (registry.kv_bytes_at_batch): vLLM's pages with the state pages (the drafts' lookahead stops at
+max_model_len), times the bytes one block id reserves; MindIE's blocks with its MTP lookahead, plus the
+state."""
 
 from __future__ import annotations
 
@@ -49,8 +50,9 @@ HYBRID = {"model": "qwen3-27b", "dtype": "fp8", "engine": "vllm", "card": "ascen
     [
         # 1 attention page (384 <= 1536 tokens) + 3 GDN groups x 1 state page; 791 pages in the pool
         ({"ctx": "384"}, 4, 791),
-        # 2 attention pages (1536 + 3 lookahead slots) + 3 GDN groups x (1 + 3 speculative) state pages
-        ({"ctx": "1536", "mtp": 3}, 14, 733),
+        # 1 attention page (1536 + 3 lookahead slots, capped at max_model_len 1536: vLLM's allocate_slots)
+        # + 3 GDN groups x (1 + 3 speculative) state pages
+        ({"ctx": "1536", "mtp": 3}, 13, 733),
     ],
 )
 def test_hybrid_vllm_row_is_pages_times_page_bytes_times_batch(
@@ -104,3 +106,25 @@ def test_mindie_mtp_row_counts_the_lookahead_block() -> None:
     assert blocks == dep.ctx_tokens // dep.block_size_tokens + 1
     want = blocks * mindie_pool.block_bytes(dep, mem) + mem.state_bytes_per_sequence
     assert registry.kv_bytes_at_batch(dep, mem, batch=1) == want > mem.kv_bytes_per_sequence
+
+
+@pytest.mark.parametrize(
+    "request_fields",
+    [
+        {**HYBRID, "ctx": "1536", "mtp": 3},
+        {"model": "deepseek-v3", "card": "ascend-910c", "dtype": "int8", "tp": 8, "dp": 2, "ep": 16,
+         "ctx": "8k", "engine": "vllm", "mtp": 1},
+        {"model": "deepseek-v3", "card": "ascend-910c", "dtype": "int8", "tp": 16, "ctx": "16k", "mtp": 1},
+    ],
+)  # fmt: skip
+def test_drafting_batch_fits_its_budget_at_full_length(request_fields: dict[str, object]) -> None:
+    """The planned batch (one DP group's) at full length, drafts' slots included, is within the KV budget:
+    vLLM allocates no slot past max_model_len, MindIE counts its lookahead block in the batch. Before: the
+    vLLM rows printed 12.73 GiB > 12.58 GiB (dp 2) 'over the budget at full length'."""
+    dep, mem, rec = planned(**request_fields)
+    group = -(-rec.max_batch_size // dep.dp)
+    held = registry.kv_bytes_at_batch(dep, mem, batch=group)
+    assert 0 < held <= mem.kv_budget_bytes
+    assert (
+        registry.kv_bytes_at_batch(dep, mem, batch=group + 1) > mem.kv_budget_bytes or dep.engine == "mindie"
+    )

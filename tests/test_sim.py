@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.deployment import Deployment
+from planner.engines.common import BlockPool
 from planner.engines.mindie import pool as mindie_pool
 from planner.errors import DoesNotFitError
 from planner.perf import roofline
@@ -361,22 +362,57 @@ def test_drafting_runs_keep_the_block_invariants(engine: str, drafts: int, block
     assert np.all(np.asarray(eng.delivered) >= records.output_tokens)
 
 
-def test_vllms_plan_says_how_many_drafting_sequences_run_without_preemption() -> None:
-    """h67: at the plan's batch (vLLM's start-up count, which ignores lookahead slots) a drafting run
-    preempted 109 times in 1014 requests with no word; the plan now names the batch that runs at full
-    length, and the simulator at that batch does not preempt."""
+def test_vllms_drafting_sequences_at_full_length_run_at_the_plans_batch() -> None:
+    """vLLM allocates a drafting sequence's lookahead slots only up to max_model_len (v1/core/
+    kv_cache_manager.py allocate_slots: min(tokens + num_lookahead_tokens, max_model_len)), so full-length
+    requests run at its start-up count without preemption, and the plan prints no lower batch. Before: the
+    simulator took a block past max_model_len (h67's 109 preemptions were that) and the plan said so."""
     import json
-    import re
 
     from tests.helpers import kvplan
 
     spec = '{"method":"eagle3","num_speculative_tokens":3,"model":"/d"}'
     flags = "-m qwen3-8b --dtype fp8 --engine vllm --memory-gib 12 --ctx 256"
-    out = " ".join(kvplan(flags, "--speculative-config", spec).output.split())
-    found = re.search(r"the pool runs (\d+) without preemption, not the (\d+)", out)
-    assert found is not None
-    runs, counted = int(found.group(1)), int(found.group(2))
-    assert runs < counted
-    words = f"serve {flags} --input-tokens 192 --output-tokens 64 --max-batch {runs} --concurrency {runs + 9}"
+    plan = json.loads(kvplan(f"{flags} --json", "--speculative-config", spec).output)
+    batch = plan["recommendation"]["max_batch_size"]
+    assert not any("without preemption" in note for note in plan["warnings"])
+    words = (
+        f"serve {flags} --input-tokens 192 --output-tokens 64 --max-batch {batch} --concurrency {batch + 9}"
+    )
     sim = json.loads(kvplan(f"{words} --json", "--speculative-config", spec).output)
+    assert sim["simulated"]["max_batch_reached"] == batch
     assert sim["simulated"]["preemptions"] == 0
+
+
+@pytest.mark.parametrize(
+    ("tokens", "capped", "uncapped"), [(256, 2, 3), (254, 2, 3), (127, 2, 2), (125, 1, 1)]
+)
+def test_lookahead_slots_stop_at_the_slot_cap(tokens: int, capped: int, uncapped: int) -> None:
+    """128-token blocks, 3 drafts: ceil(min(tokens + 3, 256) / 128) blocks under vLLM's max_model_len 256,
+    ceil((tokens + 3) / 128) without a cap (MindIE's lookahead: planner/engines/mindie/pool.py)."""
+    pool = BlockPool(total_blocks=10, state_blocks=1, block_tokens=128, lookahead_tokens=3)
+    assert pool.sequence_blocks(tokens) == uncapped + 1
+    assert pool.model_copy(update={"slot_cap_tokens": 256}).sequence_blocks(tokens) == capped + 1
+
+
+def test_vllm_full_length_drafting_run_takes_no_block_past_max_model_len() -> None:
+    """Requests of exactly max_model_len tokens with 3 drafts, a pool of their blocks at max_model_len: vLLM's
+    cap (cut_pool's slot_cap_tokens) runs them all without preemption; without it the last draft slots
+    would take one more block each and preempt."""
+    probe = run.default_config(
+        deployment_950pr("qwen3.5-27b", engine="vllm", ctx_tokens=4096, mtp_tokens=3),
+        workload=fixed(128, 128, count=1, rate=1.0),
+    )
+    block = probe.block_tokens
+    dep = deployment_950pr("qwen3.5-27b", engine="vllm", ctx_tokens=2 * block, mtp_tokens=3)
+    work = fixed(2 * block - 64, 64, count=8, rate=1000.0)
+    cfg = run.default_config(dep, workload=work)
+    assert (cfg.slot_cap_tokens, cfg.lookahead_tokens) == (2 * block, 3)
+    cfg = cfg.model_copy(update={"total_blocks": 8 * (2 + cfg.state_blocks)})
+    preempted = {}
+    for cap in (cfg.slot_cap_tokens, None):
+        run_cfg = cfg.model_copy(update={"slot_cap_tokens": cap})
+        eng = instance.run_engine(run_cfg, run.build_table(dep, run_cfg, work), work)
+        assert eng.finished == 8
+        preempted[cap] = eng.preemptions
+    assert preempted[2 * block] == 0 < preempted[None]

@@ -184,7 +184,8 @@ def name_candidates(typed: str, *, card_id: str) -> tuple[str, ...]:
 class BlockPool(Frozen):
     """A KV block pool as the simulator counts it: blocks of block_tokens, the extra blocks one sequence
     holds for its fixed recurrent state while admitted, and the slots a decoding sequence keeps free past its
-    last token for its speculative drafts (lookahead_tokens; 0 without drafts)."""
+    last token for its speculative drafts (lookahead_tokens; 0 without drafts), up to slot_cap_tokens where
+    the engine allocates no slot past a length (vLLM: max_model_len; None: no cap)."""
 
     model_config = BUILT_ON_FIRST_USE
 
@@ -192,10 +193,15 @@ class BlockPool(Frozen):
     state_blocks: int
     block_tokens: int
     lookahead_tokens: int = 0
+    slot_cap_tokens: int | None = None
 
     def sequence_blocks(self, tokens: int) -> int:
-        """Blocks a decoding sequence of `tokens` tokens holds: ceil((tokens + lookahead) / block) + state."""
-        return -(-(tokens + self.lookahead_tokens) // self.block_tokens) + self.state_blocks
+        """Blocks a decoding sequence of `tokens` tokens holds: ceil(min(tokens + lookahead, cap) / block) +
+        state (cap = slot_cap_tokens, none when None)."""
+        slots = tokens + self.lookahead_tokens
+        if self.slot_cap_tokens is not None:
+            slots = min(slots, max(self.slot_cap_tokens, tokens))
+        return -(-slots // self.block_tokens) + self.state_blocks
 
 
 def kv_bound_grid(

@@ -33,7 +33,8 @@ class SchedulerConfig(Frozen):
     total_blocks  KV blocks of block_tokens each; state_blocks  extra blocks a sequence holds for its
     fixed recurrent state (linear-attention models), charged while it is admitted; lookahead_tokens  slots a
     decoding sequence keeps free past its last token for speculative drafts (MindIE's gamma, vLLM's
-    num_lookahead_tokens): it holds ceil((tokens + lookahead) / block) blocks.
+    num_lookahead_tokens): it holds ceil(min(tokens + lookahead, slot_cap_tokens) / block) blocks;
+    slot_cap_tokens  the length past which the engine allocates no slot (vLLM's max_model_len; None: none).
     prefix_cached_fraction  share of each prompt a prefix cache holds (Deployment's): prefill starts after
     its whole blocks (Engine.cached_tokens_of); the shared blocks are still charged to every sequence.
     """
@@ -55,16 +56,20 @@ class SchedulerConfig(Frozen):
     block_tokens: int = Field(ge=1)
     state_blocks: int = Field(default=0, ge=0)
     lookahead_tokens: int = Field(default=0, ge=0)
+    slot_cap_tokens: int | None = Field(default=None, ge=1)
     prefix_cached_fraction: float = Field(default=0.0, ge=0, le=1)
 
     @model_serializer(mode="wrap")
     def _without_unset_prefix(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """The fields, prefix_cached_fraction only when set: outputs of runs without a prefix cache (every
-        recorded transcript) keep the fields they always had."""
+        """The fields, prefix_cached_fraction and lookahead_tokens only when set, slot_cap_tokens only with a
+        lookahead (the one thing it caps): outputs of runs without them (every recorded transcript) keep the
+        fields they always had."""
         fields: dict[str, Any] = handler(self)
         for name in ("prefix_cached_fraction", "lookahead_tokens"):
             if not getattr(self, name):
                 fields.pop(name, None)
+        if not self.lookahead_tokens:
+            fields.pop("slot_cap_tokens", None)
         return fields
 
 

@@ -193,9 +193,12 @@ class Engine:
         self.push_block_event(request)
 
     def push_block_event(self, request: int) -> None:
-        """Schedule the decode step at which the request's context outgrows its blocks (if it will)."""
-        cap = (self.held[request] - self.cfg.state_blocks) * self.cfg.block_tokens - self.cfg.lookahead_tokens
-        if cap >= self.prompt[request] + self.output[request]:
+        """Schedule the decode step at which the request's context outgrows its blocks (if it will): its
+        tokens + lookahead pass the slots it holds, unless those reach the slot cap (vLLM's max_model_len)."""
+        slots = (self.held[request] - self.cfg.state_blocks) * self.cfg.block_tokens
+        cap = slots - self.cfg.lookahead_tokens
+        at_cap = self.cfg.slot_cap_tokens is not None and slots >= self.cfg.slot_cap_tokens
+        if at_cap or cap >= self.prompt[request] + self.output[request]:
             return
         a = self.table.tokens_per_step
         room = cap - self.prompt[request] - self.g0[request]

@@ -45,8 +45,9 @@ from planner.sim.steptable import StepTable
 from planner.sim.workload import Workload
 
 
-def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> dict[str, int]:
-    """SchedulerConfig keywords total_blocks, state_blocks, block_tokens: the engine's pool (registry)."""
+def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> dict[str, int | None]:
+    """SchedulerConfig keywords total_blocks, state_blocks, block_tokens, lookahead_tokens, slot_cap_tokens:
+    the engine's pool (registry)."""
     pool = registry.block_pool(dep, mem, max_model_len=max_model_len)
     return {**pool.model_dump(), "total_blocks": max(pool.total_blocks, 1)}
 
@@ -157,7 +158,7 @@ def default_config(dep: Deployment, *, workload: Workload, **knobs: Any) -> Sche
     values.update({k: v for k, v in knobs.items() if v is not None})
     cfg = SchedulerConfig(**values)
     longest = int(np.max(workload.input_tokens + workload.output_tokens))
-    fields = ("total_blocks", "state_blocks", "block_tokens", "lookahead_tokens")
+    fields = ("total_blocks", "state_blocks", "block_tokens", "lookahead_tokens", "slot_cap_tokens")
     need = BlockPool(**{name: getattr(cfg, name) for name in fields}).sequence_blocks(longest)
     if need > cfg.total_blocks:
         raise DoesNotFitError(

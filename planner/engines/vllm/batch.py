@@ -225,7 +225,8 @@ def cut_pool(
     sequence the blocks beyond those of the max_model_len tokens of KV (state pages), and the draft tokens'
     slots a decoding sequence allocates ahead (vLLM v1/core/sched/scheduler.py: num_lookahead_tokens =
     num_speculative_tokens where an EAGLE / MTP head or a draft model drafts, passed to allocate_slots for
-    running requests; none for a fresh prefill)."""
+    running requests; none for a fresh prefill), never past max_model_len (v1/core/kv_cache_manager.py
+    allocate_slots: num_tokens_need_slot = min(tokens + num_lookahead_tokens, max_model_len))."""
     settings = pool.deployment_settings(dep, max_model_len=max_model_len, num_spec=dep.mtp_tokens)
     built = pool.vllm_pool(dep.model, settings=settings, available_bytes=mem.kv_budget_bytes)
     kv_blocks = -(-max_model_len // built.block_size_tokens)
@@ -234,6 +235,7 @@ def cut_pool(
         state_blocks=max(built.blocks_per_request - kv_blocks, 0),
         block_tokens=built.block_size_tokens,
         lookahead_tokens=settings.num_spec,
+        slot_cap_tokens=max_model_len,
     )
 
 
@@ -243,10 +245,12 @@ def block_pool(dep: Deployment, mem: MemoryBreakdown, *, max_model_len: int) -> 
 
 
 def sequence_bytes(dep: Deployment, mem: MemoryBreakdown) -> int:
-    """Bytes one sequence of ctx takes in vLLM's pool at full length, its state pages and drafts' lookahead
-    slots included; with pp > 1 (the pool per stage is not modelled) mem.kv_bytes_per_sequence.
+    """Bytes one sequence of ctx takes in vLLM's pool at full length, its state pages included; the drafts'
+    lookahead slots stop at max_model_len = ctx (cut_pool), so a full-length sequence holds vLLM's
+    blocks_per_request; with pp > 1 (the pool per stage is not modelled) mem.kv_bytes_per_sequence.
 
-    Formula: BlockPool.sequence_blocks(ctx) * block_bytes = (ceil((ctx + n) / B) + state blocks) * block_bytes
+    Formula: BlockPool.sequence_blocks(ctx) * block_bytes = (ceil(min(ctx + n, ctx) / B) + state blocks)
+             * block_bytes = blocks_per_request * block_bytes
         n  draft tokens (0 without drafts); B block tokens; block_bytes VllmPool.block_bytes (bytes per
            block id: page * layers per group)
     """
@@ -269,7 +273,6 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
     given: never, check_batch_cap refused it); a --block-size vLLM does not run (vllm-ascend forces 128-token
     blocks; hybrids compute theirs): the plan is sized at the engine's block, and says so."""
     notes = [] if dep.batch is not None else seqs_cap_notes(dep, wanted=held(dep, mem), what="the pool holds")
-    notes += lookahead_notes(dep, mem)
     block = pool.deployment_block_tokens(dep)
     if dep.block_size_tokens in (block, DEFAULT_BLOCK_SIZE_TOKENS):
         return notes
@@ -277,23 +280,6 @@ def engine_notes(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> 
         *notes,
         f"--block-size {dep.block_size_tokens}: vLLM runs this deployment at {block}-token blocks "
         f"({block_rule_words(dep)}); the plan is sized at {block}",
-    ]
-
-
-def lookahead_notes(dep: Deployment, mem: MemoryBreakdown) -> list[str]:
-    """Where draft tokens' lookahead slots (block_pool's lookahead_tokens) make a full-length sequence take
-    one more block than vLLM's start-up count (its "Maximum concurrency" ignores them): how many run at full
-    length without preemption. Formula: floor(blocks / (ceil((ctx + n) / B) + state blocks))."""
-    pool_view = block_pool(dep, mem, max_model_len=dep.ctx_tokens)
-    n = pool_view.lookahead_tokens
-    runs = pool_view.total_blocks // pool_view.sequence_blocks(dep.ctx_tokens)
-    counted = held(dep, mem)
-    if not n or runs >= counted:
-        return []
-    return [
-        f"with {n} draft tokens each running sequence also allocates their slots (vLLM's "
-        f"num_lookahead_tokens): at full length ({dep.ctx_tokens} tokens) the pool runs {runs} without "
-        f"preemption, not the {counted} vLLM's start-up log counts; --max-num-seqs {runs} avoids recompute"
     ]
 
 
