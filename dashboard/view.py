@@ -291,6 +291,7 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
     mem, gib, batch = plan.memory, units.fmt_gib, plan.batch_per_dp_group
     block = dep.block_size_tokens
     paged = memory.paged_tokens(dep.ctx_tokens, block_size_tokens=block)
+    pooled = kv_bytes_at(dep, mem, batch=1)  # what the engine's pool gives one sequence (the plan's KV row)
     lines = [
         LedgerLine(
             quantity="usable",
@@ -315,15 +316,14 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
         ),
         LedgerLine(
             quantity="max batch",
-            formula=f"{dep.engine}'s block accounting, at most floor(KV budget / per sequence)",
-            substituted=f"floor({gib(mem.kv_budget_bytes)} / {units.fmt_bytes(mem.kv_bytes_per_sequence)})",
+            formula=f"{dep.engine}'s block accounting, at most floor(KV budget / one sequence in its pool)",
+            substituted=f"floor({gib(mem.kv_budget_bytes)} / {units.fmt_bytes(pooled)})",
             result=str(max_batch_at(dep, mem)),
         ),
         LedgerLine(
             quantity="KV share",
-            formula=f"batch x one sequence in {dep.engine}'s pool (pages, state, drafts) / capacity",
-            substituted=f"{batch} x {units.fmt_bytes(kv_bytes_at(dep, mem, batch=1))} / "
-            f"{gib(mem.device_capacity_bytes)}",
+            formula=f"batch x one sequence in {dep.engine}'s pool (whole blocks, state) / capacity",
+            substituted=f"{batch} x {units.fmt_bytes(pooled)} / {gib(mem.device_capacity_bytes)}",
             result=units.fmt_fraction(kv_fraction_of_capacity(dep, plan)),
         ),
     ]
