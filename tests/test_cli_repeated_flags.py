@@ -86,3 +86,38 @@ def test_the_walk_reads_values_as_the_parser_does() -> None:
     assert [(u.spelling, u.value) for u in uses["tp"]] == [("--tp", "4")]
     assert [(u.spelling, u.value) for u in uses["card"]] == [("--card", "--tp")]
     assert conflict(params, ["--tp", "2", "--", "--tp", "4"], interspersed=True) is None
+
+
+def test_a_flag_repeated_is_accepted() -> None:
+    """On/off flags typed twice the same way (--json --json, --uncalibrated twice) are one value."""
+    twice = runner.invoke(app, ["-m", "qwen3-8b", "--json", "--uncalibrated", "--json", "--uncalibrated"])
+    once = runner.invoke(app, ["-m", "qwen3-8b", "--json", "--uncalibrated"])
+    assert twice.exit_code == 0, twice.output
+    assert twice.stdout == once.stdout
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        "-m qwen3-8b --max-model-len 8k --tensor-parallel-size 2 --max-num-seqs 8 --prefix-cached-fraction .5"
+        " --uncalibrated",
+        "-m qwen3-8b --engine vllm --kv-cache-dtype auto --gpu-memory-utilization 0.9 --ctx 4k --ctx 4k",
+        "-m deepseek-v3 --card ascend-910c --dtype int8 --tp 16 --ctx 16k --mtp 1 --batch 2",
+    ],
+)
+def test_the_printed_next_command_is_not_refused(typed: str) -> None:
+    """kvplan's own `Next:` command (the typed flags in their first spelling, plus what the config command
+    needs) passes the repeats walk of the command it names, placeholders filled."""
+    import json
+    import shlex
+
+    from tests.test_cli_flags import every_command
+
+    result = runner.invoke(app, [*shlex.split(typed), "--json"])
+    assert result.exit_code == 0, result.output
+    words = shlex.split(
+        json.loads(result.stdout)["engine_config"]["next_command"].replace("<", "").replace(">", "")
+    )
+    command = every_command()[words[1]]
+    assert conflict(command.params, words[2:], interspersed=True) is None, words
+    assert len([w for w in words if w.startswith("--")]) == len({w for w in words if w.startswith("--")})
