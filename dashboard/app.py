@@ -79,10 +79,10 @@ def metric_row(cells: list[tuple[str, str, str | None]]) -> None:
         column.metric(label, value, border=True, help=help_text)
 
 
-def show_metrics(dep: Deployment, plan: Plan) -> None:
+def show_metrics(plan: Plan) -> None:
     """The headline numbers in two rows: memory (batch, lengths, KV) and speed (TPOT, tokens/s, TTFT)."""
     rec, mem, perf = plan.recommendation, plan.memory, plan.performance
-    share = dashboard.kv_fraction_of_capacity(dep, plan)
+    share = dashboard.kv_fraction_of_capacity(plan)
     batch_help = (
         "Memory limit: the largest batch of full-length sequences the engine's KV blocks hold (MindIE "
         "maxBatchSize, vLLM --max-num-seqs). The SLO limit is on the Speed tab."
@@ -179,7 +179,7 @@ def page() -> None:
         st.error(failures.failure_message(exc, where="The plan"))
         return
     guarded(show_header, dep, plan, where="The title")
-    guarded(show_metrics, dep, plan, where="The headline")
+    guarded(show_metrics, plan, where="The headline")
     if plan.warnings:
         st.info("\n\n".join(f"Note: {dashboard.dashboard_words(w)}" for w in plan.warnings))
     guarded(show_downloads, settings, plan, where="The downloads")

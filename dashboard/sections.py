@@ -147,7 +147,7 @@ def show_memory(dep: Deployment, plan: Plan) -> None:
             guideline=guideline,
         )
     )
-    share = dashboard.kv_fraction_of_capacity(dep, plan)
+    share = dashboard.kv_fraction_of_capacity(plan)
     low, high = guideline
     verdict = "inside" if low <= share <= high else ("below" if share < low else "above")
     kv_gib = units.fmt_gib(dashboard.kv_bytes_at(dep, mem, batch=batch))

@@ -104,11 +104,10 @@ def kv_bytes_at(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> int:
     return registry.kv_bytes_at_batch(dep, mem, batch=batch)
 
 
-def kv_fraction_of_capacity(dep: Deployment, plan: Plan) -> float:
+def kv_fraction_of_capacity(plan: Plan) -> float:
     """Share of one device's memory the KV cache and states take at the plan's recommended batch (one DP
     group's): kv_bytes_at / capacity, the plan's 30-40 % note's figure."""
-    held_bytes = kv_bytes_at(dep, plan.memory, batch=plan.batch_per_dp_group)
-    return held_bytes / plan.memory.device_capacity_bytes
+    return plan.kv_bytes_at_batch / plan.memory.device_capacity_bytes
 
 
 def kv_guideline_fraction() -> tuple[float, float]:
@@ -324,7 +323,7 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
             quantity="KV share",
             formula=f"batch x one sequence in {dep.engine}'s pool (whole blocks, state) / capacity",
             substituted=f"{batch} x {units.fmt_bytes(pooled)} / {gib(mem.device_capacity_bytes)}",
-            result=units.fmt_fraction(kv_fraction_of_capacity(dep, plan)),
+            result=units.fmt_fraction(kv_fraction_of_capacity(plan)),
         ),
     ]
     return lines

@@ -188,6 +188,9 @@ class Plan(Frozen):
     layout: LayoutReport | None = None  # None for a tensor-parallel-only plan (and left out of its JSON)
     load_knee: LoadKnee | None = None  # the main command's (left out of the JSON when None)
     slo: SloAnswer | None = None  # the SLO search's answer when targets were given (left out when None)
+    # bytes one sequence of ctx holds in the engine's pool on one device: its pages or blocks with their
+    # state and the drafts' lookahead (registry.kv_bytes_at_batch at batch 1)
+    pool_sequence_bytes: int
 
     @property
     def batch_per_dp_group(self) -> int:
@@ -195,6 +198,13 @@ class Plan(Frozen):
         (MindIE maxBatchSize, vLLM --max-num-seqs) and each device's memory see; the instance's
         max_batch_size without a layout (dp = 1)."""
         return self.layout.batch_per_dp_group if self.layout else self.recommendation.max_batch_size
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def kv_bytes_at_batch(self) -> int:
+        """KV and state one device holds at the recommended batch (one DP group's), bytes: the plan's "KV at
+        recommended batch" row. Formula: batch_per_dp_group * pool_sequence_bytes."""
+        return self.batch_per_dp_group * self.pool_sequence_bytes
 
     def json_payload(self) -> dict[str, Any]:
         """The plan as JSON values; `layout` is left out of tensor-parallel-only plans, `load_knee` when

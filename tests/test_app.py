@@ -317,7 +317,7 @@ def test_the_memory_tab_shows_the_plans_kv_row(req: PlanRequest) -> None:
     assert sum(s.size_bytes for s in segments.values()) == mem.device_capacity_bytes
     assert all(s.size_bytes >= 0 for s in segments.values())
     assert held <= mem.kv_budget_bytes and "over the budget" not in segments["KV cache"].note
-    share = dashboard.kv_fraction_of_capacity(dep, plan)
+    share = dashboard.kv_fraction_of_capacity(plan)
     assert share == held / mem.device_capacity_bytes
     ledger = {line.quantity: line for line in dashboard.memory_ledger(dep, plan)}
     assert ledger["KV share"].result == units.fmt_fraction(share)

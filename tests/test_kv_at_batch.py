@@ -128,3 +128,20 @@ def test_drafting_batch_fits_its_budget_at_full_length(request_fields: dict[str,
     assert (
         registry.kv_bytes_at_batch(dep, mem, batch=group + 1) > mem.kv_budget_bytes or dep.engine == "mindie"
     )
+
+
+def test_plan_json_states_the_kv_row() -> None:
+    """`kvplan --json` carries the row: pool_sequence_bytes (one sequence in the engine's pool) and
+    kv_bytes_at_batch = batch x that, the figures the text table prints (before, a JSON reader multiplying
+    memory.kv_bytes_per_sequence got 32.86 GiB where the table said 74.60 GiB)."""
+    args = "--model qwen3-27b --dtype fp8 --engine vllm --card ascend-950pr --ctx 384"
+    payload = json.loads(kvplan(f"{args} --json").stdout)
+    dep, mem, _ = planned(**HYBRID, ctx="384")
+    pages, page_bytes, _ = vllm_pages(dep, mem)
+    batch = payload["recommendation"]["max_batch_size"]
+    assert payload["pool_sequence_bytes"] == pages * page_bytes
+    assert payload["kv_bytes_at_batch"] == batch * pages * page_bytes
+    size, row_batch, per_sequence, _ = row_and_note(args)
+    assert row_batch == batch
+    assert size == units.fmt_gib(payload["kv_bytes_at_batch"]).split()[0]
+    assert per_sequence == units.fmt_bytes(payload["pool_sequence_bytes"])

@@ -50,7 +50,7 @@ def _layout_rows(result: Plan) -> list[tuple[str, int, str]]:
 def _memory_table(result: Plan, dep: Deployment) -> Table:
     mem = result.memory
     group_batch = result.batch_per_dp_group
-    kv_at_batch = registry.kv_bytes_at_batch(dep, mem, batch=group_batch)  # the engine's pool (pages, state)
+    kv_at_batch = result.kv_bytes_at_batch  # the engine's pool (pages, state, drafts' lookahead)
     parallel = _layout_text(result)
     table = Table(
         "item", Column("size", justify="right"), "note", title="Memory per device", header_style="bold"
@@ -79,7 +79,7 @@ def _memory_table(result: Plan, dep: Deployment) -> Table:
         (
             "KV at recommended batch",
             kv_at_batch,
-            f"{group_batch} x {units.fmt_bytes(registry.kv_bytes_at_batch(dep, mem, batch=1))} per sequence"
+            f"{group_batch} x {units.fmt_bytes(result.pool_sequence_bytes)} per sequence"
             + (f" (one of {result.layout.dp} DP groups)" if result.layout and result.layout.dp > 1 else "")
             + ("; over the budget at full length" if kv_at_batch > mem.kv_budget_bytes else ""),
         ),

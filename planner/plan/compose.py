@@ -79,6 +79,7 @@ def build_plan(
         card=dep.hardware.id,
         card_variant=dep.hardware.variant_id,
         engine_block_size_tokens=registry.prefix_cache_block_tokens(dep),
+        pool_sequence_bytes=registry.kv_bytes_at_batch(dep, mem, batch=1),
         dtype=dep.weight_scheme.name,
         kv_dtype=dep.kv_dtype.value,
         memory=mem,
