@@ -287,11 +287,9 @@ def compressed_kv_words(dep: Deployment) -> tuple[str, str]:
 
 def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
     """The memory plan written out: each quantity's formula, the numbers put in, and the planner's result."""
-    mem, gib, batch = plan.memory, units.fmt_gib, plan.batch_per_dp_group
-    block = dep.block_size_tokens
-    paged = memory.paged_tokens(dep.ctx_tokens, block_size_tokens=block)
-    pooled = kv_bytes_at(dep, mem, batch=1)  # what the engine's pool gives one sequence (the plan's KV row)
-    lines = [
+    mem, gib = plan.memory, units.fmt_gib
+    paged = memory.paged_tokens(dep.ctx_tokens, block_size_tokens=dep.block_size_tokens)
+    return [
         LedgerLine(
             quantity="usable",
             formula=f"capacity x {registry.memory_fraction_name(dep.engine)}",
@@ -313,20 +311,36 @@ def memory_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
             f"{units.fmt_bytes(mem.state_bytes_per_sequence)}",
             result=units.fmt_bytes(mem.kv_bytes_per_sequence),
         ),
+        *pool_ledger(dep, plan),
+    ]
+
+
+def pool_ledger(dep: Deployment, plan: Plan) -> list[LedgerLine]:
+    """The ledger's lines from the engine's pool: one sequence in it (the plan's KV row), the batch it holds
+    and the KV share of the card at the recommended batch (one DP group's)."""
+    mem, gib, batch = plan.memory, units.fmt_gib, plan.batch_per_dp_group
+    pooled = units.fmt_bytes(plan.pool_sequence_bytes)
+    engine_block = plan.engine_block_size_tokens or dep.block_size_tokens
+    return [
+        LedgerLine(
+            quantity="in the engine's pool",
+            formula=f"{dep.engine}'s whole blocks for one sequence (its state, the drafts' lookahead)",
+            substituted=f"{units.fmt_bytes(mem.kv_bytes_per_sequence)} in blocks of {engine_block} tokens",
+            result=pooled,
+        ),
         LedgerLine(
             quantity="max batch",
             formula=f"{dep.engine}'s block accounting, at most floor(KV budget / one sequence in its pool)",
-            substituted=f"floor({gib(mem.kv_budget_bytes)} / {units.fmt_bytes(pooled)})",
+            substituted=f"floor({gib(mem.kv_budget_bytes)} / {pooled})",
             result=str(max_batch_at(dep, mem)),
         ),
         LedgerLine(
             quantity="KV share",
             formula=f"batch x one sequence in {dep.engine}'s pool (whole blocks, state) / capacity",
-            substituted=f"{batch} x {units.fmt_bytes(pooled)} / {gib(mem.device_capacity_bytes)}",
+            substituted=f"{batch} x {pooled} / {gib(mem.device_capacity_bytes)}",
             result=units.fmt_fraction(kv_fraction_of_capacity(plan)),
         ),
     ]
-    return lines
 
 
 def mindie_config_text(dep: Deployment, *, weights_path: str) -> tuple[str, list[str]]:

@@ -321,6 +321,8 @@ def test_the_memory_tab_shows_the_plans_kv_row(req: PlanRequest) -> None:
     assert share == held / mem.device_capacity_bytes
     ledger = {line.quantity: line for line in dashboard.memory_ledger(dep, plan)}
     assert ledger["KV share"].result == units.fmt_fraction(share)
+    assert ledger["in the engine's pool"].result == units.fmt_bytes(plan.pool_sequence_bytes)
+    assert ledger["max batch"].substituted.endswith(f"/ {units.fmt_bytes(plan.pool_sequence_bytes)})")
     # the ledger's max batch divides by the same pooled sequence (it read 74.91 GiB / 170.81 MiB = 449 -> 197)
     pooled = registry.kv_bytes_at_batch(dep, mem, batch=1)
     assert ledger["max batch"].substituted.endswith(f" / {units.fmt_bytes(pooled)})")
