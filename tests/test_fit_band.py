@@ -239,7 +239,7 @@ def test_sweep_outputs_carry_the_range() -> None:
     assert band["label"] == "microbenchmarks"
     assert np.all(np.asarray(band["decode_step_s_low"]) < step) and np.all(step < band["decode_step_s_high"])
     table = kvplan("sweep -m qwen3-8b --card ascend-910b4 --batch 1 --ctx 4k").output
-    assert "range ms" in table and "uncalibrated" in table
+    assert "TPOT ms" in table and "range" in table and "uncalibrated" in table
 
 
 def test_simulate_search_and_layout_print_the_range() -> None:

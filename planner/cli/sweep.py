@@ -231,7 +231,8 @@ def sweep_table(result: SweepResult) -> Table:
             ]
         ),
     )
-    for name in ("dtype", "batch", "ctx", "TPOT", "range ms", "per user", "aggregate", "fits"):
+    # units in the headers, numbers in the cells: the rows stay one line each in an 80-column terminal
+    for name in ("dtype", "batch", "ctx", "TPOT ms", "range", "user tok/s", "tok/s", "fits"):
         table.add_column(name, justify="left" if name == "dtype" else "right")
     for i, j, k in shown:
         tpot_s = float(result.tpot_s[i, j, k])
@@ -240,10 +241,10 @@ def sweep_table(result: SweepResult) -> Table:
             result.weight_dtypes[i],
             str(int(result.batch[j])),
             str(int(result.ctx_tokens[k])),
-            units.fmt_ms(tpot_s),
+            f"{units.s_to_ms(tpot_s):.1f}",
             units.fmt_span(low, high, point=units.s_to_ms(tpot_s), point_decimals=1),
-            units.fmt_tokens_per_s(float(result.per_user_tokens_per_s[i, j, k])),
-            units.fmt_tokens_per_s(float(result.tokens_per_s[i, j, k])),
+            f"{float(result.per_user_tokens_per_s[i, j, k]):,.1f}",
+            f"{float(result.tokens_per_s[i, j, k]):,.1f}",
             "yes" if result.fits_memory[i, j, k] else "no",
         )
     return table
