@@ -136,17 +136,17 @@ def engine_fraction(
     """The engine's own memory setting on the card (with the page's capacity override, as --memory-gib) at
     tp, with or without MTP drafting, the slider's default: a constant (MindIE, vLLM) or SGLang's
     mem_fraction_static formula (registry.deployment_memory_fraction, as the CLI's plan asks it); the
-    constant where the card cannot be read."""
+    constant where the card cannot be read or SGLang's formula leaves nothing (its refusal is the plan's)."""
     name = parse_engine(engine)
     try:
         hardware = inputs.apply_overrides(
             catalog.resolve_card(card), memory_gib=memory_gib, bandwidth_gbps=None
         )
+        return registry.deployment_memory_fraction(
+            name, hardware, ranks=(tp, 1, 1), prefill_tokens=None, drafting=drafting
+        )
     except KvplanError:
         return registry.default_memory_fraction(name)
-    return registry.deployment_memory_fraction(
-        name, hardware, ranks=(tp, 1, 1), prefill_tokens=None, drafting=drafting
-    )
 
 
 def engine_widgets(*, card: str, tp: int, memory_gib: float | None) -> None:

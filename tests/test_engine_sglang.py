@@ -140,6 +140,34 @@ def test_cli_plan_serve_simulate_layout_take_engine_sglang() -> None:
     assert laid.exit_code == 0, laid.output[-400:]
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["-m", "qwen3-32b", "--card", "ascend-910b3", "--tp", "8", "--max-prefill-tokens", "65536"],
+        ["-m", "qwen3-8b", "--memory-gib", "4"],  # SGLang's reserve alone (6 816 MiB) is more than the card
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["--engine", "sglang"],
+        ["serve", "--engine", "sglang", "--concurrency", "1"],
+        ["sglang", "--weights-path", "/w"],
+    ],
+)
+def test_a_default_fraction_below_zero_is_refused_in_one_line(command: list[str], flags: list[str]) -> None:
+    """SGLang's mem_fraction_static formula goes negative when its reserve (1.5 MiB per chunked-prefill
+    token: 65 536 tokens -> 96 GiB; or a 4 GiB card) exceeds the device: the plan ended in a pydantic
+    traceback (exit 1), `kvplan sglang` blamed a --memory-fraction nobody gave. A given fraction plans."""
+    result = runner.invoke(app, [*command, *flags])
+    assert result.exit_code == 2, result.output[-400:]
+    assert "SGLang's default --mem-fraction-static" in result.output
+    assert "give --memory-fraction" in result.output
+    assert "Traceback" not in result.output and "validation error" not in result.output
+    given = runner.invoke(app, [*command, *flags, "--memory-fraction", "0.72"])
+    assert "SGLang's default" not in given.output
+
+
 @pytest.mark.parametrize("ep", ["2"])
 def test_ep_must_span_the_group(ep: str) -> None:
     result = runner.invoke(

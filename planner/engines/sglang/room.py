@@ -70,6 +70,9 @@ DP_LOCKSTEP_DENSE = True
 DEFAULT_MEMORY_FRACTION = 0.88
 RUNTIME_SOURCE = "card profile x the fraction"  # c * f in startup_budget
 MEMORY_FRACTION_NAME = "--mem-fraction-static"  # ServerArgs.mem_fraction_static ([SA] server_args.py)
+# Below this the formula's reserve (activations of a chunked-prefill pass, graphs) fills the card: a negative
+# default crashed the plan (pydantic traceback); refused in one line (inputs.MIN_MEMORY_FRACTION's floor).
+MIN_DEFAULT_FRACTION = 0.01
 REQUEST_OVERHEAD_PRIOR_US = 10_000.0  # [assumed: the generic prior; no SGLang-on-Ascend per-request figure]
 STATE_PASSES = 2  # fused recurrent kernel reads and writes the state once each [assumed: as vLLM's]
 FUSED_KERNELS = True  # ascend attention backend, torch_npu fused ops, NPU graphs for decode
@@ -110,7 +113,15 @@ def default_memory_fraction_at(
     reserved = defaults.reserved_mib(
         mib, chunk_tokens=prefill_tokens or chunk, graph_bs=graph_bs, ranks=(group, pp, dp), drafting=drafting
     )
-    return defaults.mem_fraction_static(mib, reserved=reserved)
+    fraction = defaults.mem_fraction_static(mib, reserved=reserved)
+    if fraction < MIN_DEFAULT_FRACTION:
+        raise PlanInputError(
+            f"SGLang's default {MEMORY_FRACTION_NAME} on {hardware.id} would be {fraction:g} (got a reserve "
+            f"of {reserved:,.0f} MiB for --chunked-prefill-size {prefill_tokens or chunk} and graphs, "
+            f"expected less than the {mib:,} MiB card): SGLang would not start; give --memory-fraction "
+            f"({MEMORY_FRACTION_NAME}) or a smaller --max-prefill-tokens"
+        )
+    return fraction
 
 
 def rest_bytes(dep: Deployment, *, weights_bytes: int) -> int:
