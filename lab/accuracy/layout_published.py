@@ -7,7 +7,7 @@ not prefill/decode-disaggregated. Each row is planned as a vLLM deployment of it
 max_num_batched_tokens as --max-prefill-tokens, MTP as published, memory fraction 0.9; the closed-loop
 estimate (planner/serving/closed_loop.py, steady waves) runs on one DP group at ceil(concurrency / dp) clients
 with max_num_seqs as its batch limit, times dp. CI rows are floors (CI asserts >= 0.97 x baseline).
-Uncalibrated: the 910C profile has no measured block.
+Speeds: the 910C's shipped vllm-ascend fit (hwprofiles/fitted/ascend-910c.vllm.yaml), as the plan reads it.
 """
 
 from __future__ import annotations
