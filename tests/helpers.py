@@ -97,6 +97,25 @@ def kvplan(words: str, *args: str | Path, code: int = 0) -> Result:
     return result
 
 
+def fails_with(args: list[str | Path], *words: str, code: int = 2) -> str:
+    """Run `kvplan ARGS` in-process; it exits `code` with exactly one `kvplan: error:` line holding every
+    one of `words`, which is returned."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == code, (args, result.output)
+    line = result.stderr
+    assert line.startswith("kvplan: error: ") and line.count("\n") == 1, line
+    missing = [w for w in words if w not in line]
+    assert not missing, (missing, line)
+    return line
+
+
+def stdout_of(args: list[str | Path]) -> str:
+    """Run `kvplan ARGS` in-process; it exits 0, and its standard output is returned."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, (args, result.output)
+    return result.stdout
+
+
 H200_POINTS = Path(__file__).resolve().parents[1] / "lab/runs/h200-e2e-decode.csv"
 
 

@@ -14,14 +14,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 from planner import units
-from planner.cli import app
 from planner.engines.vllm import log as vllm_log
+from tests.helpers import fails_with, stdout_of
 from tests.test_vllm_startup import LOG_3800, LOG_10122, LOG_10517
 
-runner = CliRunner()
 WEIGHTS_LINE = "INFO [model_runner.py:1] Model loading took 15.3 GiB memory\n"
 QWEN3_CONFIG = {
     "architectures": ["Qwen3ForCausalLM"],
@@ -43,23 +41,6 @@ SERVING_HEADER = (
 SERVING_ROW = "qwen3-8b,ascend-950pr,bf16,,1,vllm,8,1024,256,900"
 
 
-def fails_with(args: list[str], *words: str, code: int = 2) -> str:
-    """The command exits `code` with exactly one `kvplan: error:` line holding every one of `words`."""
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == code, (args, result.output)
-    line = result.stderr
-    assert line.startswith("kvplan: error: ") and line.count("\n") == 1, line
-    missing = [w for w in words if w not in line]
-    assert not missing, (missing, line)
-    return line
-
-
-def succeeds(args: list[str]) -> str:
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == 0, (args, result.output)
-    return result.stdout
-
-
 def write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
@@ -74,13 +55,13 @@ def test_from_log_on_a_card_with_variants_writes_the_logged_total(tmp_path: Path
     the card's visible_memory_bytes still overrode the logged total in the plan."""
     out = tmp_path / "duo.yaml"
     log = write(tmp_path / "startup.log", LOG_10122)
-    text = succeeds(["calibrate", "--from-log", log, "--card", "atlas-300i-duo", "--out", out])
+    text = stdout_of(["calibrate", "--from-log", log, "--card", "atlas-300i-duo", "--out", out])
     assert "variant atlas-300i-duo-48g dropped" in text
     logged = vllm_log.parse_vllm_log(LOG_10122).device_total_bytes
     profile = yaml.safe_load(out.read_text(encoding="utf-8"))
     assert profile["visible_memory_bytes"] == logged and profile["variant"] is None
     assert profile["memory_capacity_gib"] == 48  # the nominal stays: it is larger than the logged total
-    plan = json.loads(succeeds(["-m", "qwen3-8b", "--dtype", "fp16", "--card", out, "--json"]))
+    plan = json.loads(stdout_of(["-m", "qwen3-8b", "--dtype", "fp16", "--card", out, "--json"]))
     assert plan["memory"]["device_capacity_bytes"] == logged
 
 
@@ -89,8 +70,8 @@ def test_from_log_on_a_64g_card_plans_with_the_logged_total(tmp_path: Path) -> N
     out = tmp_path / "b3.yaml"
     log = write(tmp_path / "startup.log", LOG_3800 + WEIGHTS_LINE)
     args = ["calibrate", "--from-log", log, "--card", "ascend-910b3", "--out", out]
-    succeeds([*args, "--gpu-memory-utilization", "0.9"])
-    plan = json.loads(succeeds(["-m", "qwen3-8b", "--card", out, "--json"]))
+    stdout_of([*args, "--gpu-memory-utilization", "0.9"])
+    plan = json.loads(stdout_of(["-m", "qwen3-8b", "--card", out, "--json"]))
     assert plan["memory"]["device_capacity_bytes"] == 65452113920
 
 
@@ -102,7 +83,7 @@ def test_from_log_keeps_line_endings_and_refuses_a_flow_style_card(tmp_path: Pat
     crlf.write_bytes(source.read_bytes().replace(b"\n", b"\r\n"))
     log = write(tmp_path / "startup.log", LOG_10517)
     out = tmp_path / "out.yaml"
-    succeeds(["calibrate", "--from-log", log, "--card", crlf, "--out", out])
+    stdout_of(["calibrate", "--from-log", log, "--card", crlf, "--out", out])
     assert b"\r" not in out.read_bytes()
     flow = write(tmp_path / "flow.yaml", json.dumps(yaml.safe_load(source.read_text(encoding="utf-8"))))
     args = ["calibrate", "--from-log", log, "--card", flow, "--out", tmp_path / "flow-out.yaml"]
@@ -252,7 +233,7 @@ def test_log_figures_are_bytes_exact_in_the_profile(tmp_path: Path) -> None:
     total = 45 * units.GIB_BYTES + 12345  # above the L40S's 44.99 GiB, within its 5 % tolerance
     log = write(tmp_path / "x.log", f"Available memory: 1000, total memory: {total}\n" + WEIGHTS_LINE)
     out = tmp_path / "x.yaml"
-    succeeds(
+    stdout_of(
         ["calibrate", "--from-log", log, "--card", "nvidia-l40s", "--out", out, "--memory-fraction", "0.9"]
     )
     profile = yaml.safe_load(out.read_text(encoding="utf-8"))

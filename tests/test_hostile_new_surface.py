@@ -15,29 +15,13 @@ from typer.testing import CliRunner
 
 import planner
 from planner.cli import app
+from tests.helpers import fails_with, stdout_of
 
 runner = CliRunner()
 QWEN = ["-m", "qwen3-8b"]
 EAGLE3 = '{"method": "eagle3", "num_speculative_tokens": 3, "model": "org/qwen3-8b-eagle3"}'
 DFLASH = '{"method": "dflash", "num_speculative_tokens": 3}'
 RESULT = Path(__file__).parent / "fixtures" / "bench_results" / "vllm_bench_serve.json"
-
-
-def fails_with(args: list[str], *words: str, code: int = 2) -> str:
-    """The command exits `code` with exactly one `kvplan: error:` line holding every one of `words`."""
-    result = runner.invoke(app, args)
-    assert result.exit_code == code, (args, result.output)
-    line = result.stderr
-    assert line.startswith("kvplan: error: ") and line.count("\n") == 1, line
-    missing = [w for w in words if w not in line]
-    assert not missing, (missing, line)
-    return line
-
-
-def stdout_of(args: list[str]) -> str:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, (args, result.output)
-    return result.stdout
 
 
 # --- speculative decoding with pipeline parallelism (vLLM refuses it: PR #10975, issues #44697, #52069) ---
