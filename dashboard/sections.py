@@ -137,7 +137,7 @@ def cached_vllm(req: PlanRequest, weights_path: str) -> tuple[str, list[str]]:
 def show_memory(dep: Deployment, plan: Plan) -> None:
     """Stacked memory bar, KV share against the guideline, and the budget arithmetic."""
     mem, batch = plan.memory, plan.batch_per_dp_group
-    segments = dashboard.plan_memory_segments(dep, plan)
+    segments = dashboard.plan_memory_segments(plan)
     guideline = dashboard.kv_guideline_fraction()
     st.html(  # HTML, not plotly: the first page of a new session loads no plotly.js (dashboard/membar.py)
         memory_bar_html(
@@ -150,7 +150,7 @@ def show_memory(dep: Deployment, plan: Plan) -> None:
     share = dashboard.kv_fraction_of_capacity(plan)
     low, high = guideline
     verdict = "inside" if low <= share <= high else ("below" if share < low else "above")
-    kv_gib = units.fmt_gib(dashboard.kv_bytes_at(dep, mem, batch=batch))
+    kv_gib = units.fmt_gib(plan.kv_bytes_at_batch)
     group = f" (one of {plan.layout.dp} DP groups)" if plan.layout and plan.layout.dp > 1 else ""
     text, table = st.columns([2, 3])
     text.markdown(
@@ -161,7 +161,7 @@ def show_memory(dep: Deployment, plan: Plan) -> None:
         f"**{units.fmt_gib(mem.kv_budget_bytes)}** "
         f"({units.fmt_fraction(mem.kv_budget_fraction_of_capacity)} of "
         f"capacity); one sequence of {units.fmt_tokens(plan.ctx_tokens)} tokens holds "
-        f"{units.fmt_bytes(dashboard.kv_bytes_at(dep, mem, batch=1))} in {dep.engine}'s pool."
+        f"{units.fmt_bytes(plan.pool_sequence_bytes)} in {dep.engine}'s pool."
     )
     table.html(memory_table_html(segments))  # HTML too: st.dataframe / st.table load Arrow's scripts
 
@@ -312,7 +312,7 @@ def show_compare(settings: Settings) -> None:
     st.dataframe(rows, hide_index=True, width="stretch")
     charts = st.columns(3)
     charts[0].plotly_chart(
-        fig_compare_memory([(name, dashboard.plan_memory_segments(dep, plan)) for name, dep, plan in named]),
+        fig_compare_memory([(name, dashboard.plan_memory_segments(plan)) for name, _, plan in named]),
         key="fig_cmp_memory",
     )
     if all("aggregate tok/s" in r for r in rows):

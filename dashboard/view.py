@@ -59,16 +59,15 @@ class FeasibilityGrid:
     tpot_s_high: np.ndarray
 
 
-def memory_segments(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> list[MemorySegment]:
+def memory_segments(mem: MemoryBreakdown, *, batch: int, held_bytes: int) -> list[MemorySegment]:
     """One device's memory split at `batch` sequences of ctx tokens (one DP group's batch: the plan's
     batch_per_dp_group); the segments sum to the capacity.
 
-    Formula: held = kv_bytes_at (the engine's pool: pages or blocks, state, MindIE's MTP lookahead);
+    Formula: held = held_bytes (the engine's pool: pages or blocks, state, MindIE's MTP lookahead);
     state = batch * state per sequence; KV = min(held, KV budget) - state; free = KV budget - min(held,
     KV budget). The min is a guard: each engine's batch fits its budget at full length (else the note says
     so).
     """
-    held_bytes = kv_bytes_at(dep, mem, batch=batch)
     state_bytes = batch * mem.state_bytes_per_sequence
     shown_bytes = min(held_bytes, mem.kv_budget_bytes)
     over = "; over the budget at full length" if held_bytes > mem.kv_budget_bytes else ""
@@ -93,20 +92,14 @@ def memory_segments(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> lis
     ]
 
 
-def plan_memory_segments(dep: Deployment, plan: Plan) -> list[MemorySegment]:
-    """memory_segments at the plan's recommended batch, one DP group's share of it."""
-    return memory_segments(dep, plan.memory, batch=plan.batch_per_dp_group)
-
-
-def kv_bytes_at(dep: Deployment, mem: MemoryBreakdown, *, batch: int) -> int:
-    """KV cache and states of `batch` sequences of ctx tokens in the engine's pool on one device, in bytes
-    (registry.kv_bytes_at_batch: what the plan's "KV at recommended batch" row prints)."""
-    return registry.kv_bytes_at_batch(dep, mem, batch=batch)
+def plan_memory_segments(plan: Plan) -> list[MemorySegment]:
+    """memory_segments at the plan's recommended batch (one DP group's): Plan.kv_bytes_at_batch."""
+    return memory_segments(plan.memory, batch=plan.batch_per_dp_group, held_bytes=plan.kv_bytes_at_batch)
 
 
 def kv_fraction_of_capacity(plan: Plan) -> float:
     """Share of one device's memory the KV cache and states take at the plan's recommended batch (one DP
-    group's): kv_bytes_at / capacity, the plan's 30-40 % note's figure."""
+    group's): Plan.kv_bytes_at_batch / capacity, the plan's 30-40 % note's figure."""
     return plan.kv_bytes_at_batch / plan.memory.device_capacity_bytes
 
 

@@ -1,8 +1,7 @@
 """Deployment -> memory plan: checks the inputs against the card, sizes memory, recommends lengths.
 
-The formulas live in memory.py; this module composes them per deployment (the one KV budget, the one batch
-cap) and words the outcome; planner/plan/compose.py adds the speed. `admission` (one replica's running batch
-for K clients) is the rule `kvplan serve` and the serving fit share (closed_loop.py re-exports it).
+The formulas live in memory.py; this module composes them per deployment (one KV budget, one batch cap) and
+words the outcome; plan/compose.py adds the speed; `admission`: the running batch serve and the fit share.
 """
 
 import numpy as np
@@ -284,8 +283,9 @@ VISION_TOWER_NOTE = (
 )
 
 
-def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) -> list[str]:
-    """Advice that does not stop the plan: context beyond the model, KV share vs the 30-40 % guideline."""
+def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation, pool_bytes: int) -> list[str]:
+    """Advice that does not stop the plan: context beyond the model, the KV share (one DP group's batch x
+    pool_bytes, one sequence in the engine's pool: Plan.pool_sequence_bytes) vs the 30-40 % guideline."""
     notes: list[str] = []
     if dep.ctx_tokens > dep.model.max_position_embeddings:
         notes.append(
@@ -294,7 +294,7 @@ def plan_warnings(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
         )
     low, high = KV_GUIDELINE_FRACTION
     rank_batch = layout.per_dp_rank_batch(rec.max_batch_size, dp=dep.dp)
-    used_fraction = registry.kv_bytes_at_batch(dep, mem, batch=rank_batch) / mem.device_capacity_bytes
+    used_fraction = rank_batch * pool_bytes / mem.device_capacity_bytes
     if not low <= used_fraction <= high:
         notes.append(
             f"KV cache at the recommended batch takes {units.fmt_fraction(used_fraction)} of device memory; "

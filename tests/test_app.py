@@ -289,9 +289,11 @@ def plan_27b() -> tuple[object, object]:
 
 
 def test_memory_segments_sum_to_capacity(plan_27b: tuple) -> None:
-    dep, plan = plan_27b
+    _, plan = plan_27b
     for batch in (1, plan.recommendation.max_batch_size):
-        segments = dashboard.memory_segments(dep, plan.memory, batch=batch)
+        segments = dashboard.memory_segments(
+            plan.memory, batch=batch, held_bytes=batch * plan.pool_sequence_bytes
+        )
         assert sum(s.size_bytes for s in segments) == plan.memory.device_capacity_bytes
         assert all(s.size_bytes >= 0 for s in segments)
 
@@ -311,7 +313,7 @@ def test_the_memory_tab_shows_the_plans_kv_row(req: PlanRequest) -> None:
     dep, plan = dashboard.plan_for(req)
     mem, batch = plan.memory, plan.batch_per_dp_group
     held = registry.kv_bytes_at_batch(dep, mem, batch=batch)
-    segments = {s.label: s for s in dashboard.plan_memory_segments(dep, plan)}
+    segments = {s.label: s for s in dashboard.plan_memory_segments(plan)}
     shown = segments["KV cache"].size_bytes + segments["linear-attention state"].size_bytes
     assert shown == min(held, mem.kv_budget_bytes)
     assert sum(s.size_bytes for s in segments.values()) == mem.device_capacity_bytes
@@ -334,9 +336,9 @@ def test_memory_bar_html_widths_are_the_segments_shares(plan_27b: tuple) -> None
     widths add up to the whole bar), the guideline band where KV should end, labels escaped."""
     import re
 
-    dep, plan = plan_27b
+    _, plan = plan_27b
     mem = plan.memory
-    segments = dashboard.plan_memory_segments(dep, plan)
+    segments = dashboard.plan_memory_segments(plan)
     text = membar.memory_bar_html(
         segments,
         capacity_bytes=mem.device_capacity_bytes,

@@ -73,20 +73,21 @@ def build_plan(
     if with_performance:  # memory-only plans (MindIE's default schedule times) skip the roofline
         perf = instance_performance(group_dep, batch=rec.max_batch_size, dp=dep.dp, prompt_tokens=prompt)
     report = plan_layout_report(dep, rec)
+    pool_sequence_bytes = registry.kv_bytes_at_batch(dep, mem, batch=1)  # the engine's pool, built once
     return Plan(
         **carried(dep, PLAN_ECHOES),
         model=dep.model.id,
         card=dep.hardware.id,
         card_variant=dep.hardware.variant_id,
         engine_block_size_tokens=registry.prefix_cache_block_tokens(dep),
-        pool_sequence_bytes=registry.kv_bytes_at_batch(dep, mem, batch=1),
+        pool_sequence_bytes=pool_sequence_bytes,
         dtype=dep.weight_scheme.name,
         kv_dtype=dep.kv_dtype.value,
         memory=mem,
         recommendation=rec,
         performance=perf,
         warnings=checkpoint_dtype_warnings(dep)
-        + capacity.plan_warnings(dep, mem, rec)
+        + capacity.plan_warnings(dep, mem, rec, pool_sequence_bytes)
         + [f"speed from a fitted profile: {line}" for line in fitted_speed_warnings(dep, rec, perf)]
         + slo_context_warnings(answer, perf),
         layout=report,
