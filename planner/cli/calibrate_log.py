@@ -4,7 +4,6 @@ into the card's profile (parse -> call -> format; the log's arithmetic is planne
 from __future__ import annotations
 
 import datetime as dt
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ import typer
 
 from planner import units
 from planner.cli.options import print_json
+from planner.engines import common
 from planner.errors import PlanInputError
 
 if TYPE_CHECKING:
@@ -80,20 +80,10 @@ def learned_machine(hw: HardwareProfile, *, log_path: Path, util: float | None) 
 
 
 def learned_figures(hw: HardwareProfile, machine: LearnedMachine) -> dict[str, float | int | None]:
-    """The profile's top-level figures the log sets (the rule of MindIE's log correction,
-    planner/engines/mindie/log.py corrected_deployment): visible_memory_bytes := the device total the runtime
-    reported (bytes); memory_capacity_gib := that total in GiB rounded up to 1e-6 where it exceeds the
-    nominal (else the nominal stays: left out here); runtime_overhead_gib := runtime_bytes / 2^30; variant
-    := null (a listed SKU's figures no longer hold)."""
-    total_gib = math.ceil(units.bytes_to_gib(machine.device_total_bytes) * 1e6) / 1e6
-    figures: dict[str, float | int | None] = {
-        "visible_memory_bytes": machine.device_total_bytes,
-        "runtime_overhead_gib": round(units.bytes_to_gib(machine.runtime_bytes), 6),
-        "variant": None,
-    }
-    if total_gib > hw.memory_capacity_gib:
-        figures["memory_capacity_gib"] = total_gib
-    return figures
+    """The profile's top-level figures the log sets: the logged device total's (common.logged_total_figures,
+    the rule MindIE's log correction uses too) and runtime_overhead_gib := runtime_bytes / 2^30."""
+    figures = common.logged_total_figures(hw, machine.device_total_bytes)
+    return {**figures, "runtime_overhead_gib": round(units.bytes_to_gib(machine.runtime_bytes), 6)}
 
 
 def learned_profile_text(hw: HardwareProfile, machine: LearnedMachine, *, source: Path, log_name: str) -> str:

@@ -4,6 +4,7 @@ MindIE (planner/engines/mindie/) and vLLM (planner/engines/vllm/args.py) both si
 lengths, so their configs describe the same deployment.
 """
 
+import math
 import shlex
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -12,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field, field_validator
 
-from planner import deployment, memory
+from planner import deployment, memory, units
 from planner.deployment import DEFAULT_MAX_PREFILL_TOKENS, Deployment
 from planner.errors import PlanInputError
 from planner.results import MemoryBreakdown
@@ -280,3 +281,15 @@ def ascend_fp32_refusal(dep: Deployment, *, refusal: str) -> str | None:
     if dep.weight_scheme_name != "fp32" or dep.hardware.vendor != "huawei":
         return None
     return refusal
+
+
+def logged_total_figures(hw: HardwareProfile, total_bytes: int) -> dict[str, float | int | None]:
+    """The card figures an engine's logged device total sets (MindIE's and vLLM's start-up logs alike):
+    visible_memory_bytes := the total the runtime reported (bytes); variant := None (a listed SKU's figures
+    no longer hold); memory_capacity_gib := the total in GiB rounded up to 1e-6, only where it exceeds the
+    nominal (else the nominal stays, and is left out here)."""
+    figures: dict[str, float | int | None] = {"visible_memory_bytes": total_bytes, "variant": None}
+    total_gib = math.ceil(units.bytes_to_gib(total_bytes) * 1e6) / 1e6
+    if total_gib > hw.memory_capacity_gib:
+        figures["memory_capacity_gib"] = total_gib
+    return figures

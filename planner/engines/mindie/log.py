@@ -23,6 +23,7 @@ from pydantic import Field
 
 from planner import units
 from planner.deployment import Deployment
+from planner.engines import common
 from planner.engines.mindie.config import BlockPrediction
 from planner.engines.mindie.pool import reserved_blocks
 from planner.errors import PlanInputError
@@ -215,11 +216,7 @@ def corrected_deployment(dep: Deployment, comparison: LogComparison) -> Deployme
     """The deployment with the card's runtime reserve (and capacity, when logged) set from the log."""
     runtime_gib = units.bytes_to_gib(comparison.corrected_runtime_bytes)
     update: dict[str, float | int | None] = {"runtime_overhead_gib": runtime_gib}
-    if comparison.corrected_capacity_bytes:
-        # the logged total is what the runtime sees: the card's visible total (a custom size, no variant)
-        logged = comparison.corrected_capacity_bytes
-        update["visible_memory_bytes"] = logged
-        update["memory_capacity_gib"] = max(dep.hardware.memory_capacity_gib, units.bytes_to_gib(logged))
-        update["variant"] = None
+    if comparison.corrected_capacity_bytes:  # what the runtime sees: the card's visible total
+        update |= common.logged_total_figures(dep.hardware, comparison.corrected_capacity_bytes)
     hardware = HardwareProfile.model_validate({**dep.hardware.model_dump(), **update})
     return dep.model_copy(update={"hardware": hardware})
