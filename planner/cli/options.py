@@ -20,7 +20,7 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from planner import records
-from planner.cli.repeats import conflict
+from planner.cli.repeats import Occurrence, first_conflict, occurrences
 from planner.cli.usage import LAST_TYPED_ARGS, UsageError, one_line, printable, usage_line
 from planner.errors import KvplanError, PlanInputError
 from planner.inputs import PlanRequest, ServiceLevels, ms_to_s, positive
@@ -217,14 +217,13 @@ class TypelessFlags:
         is refused before the library drops its slash, and an option given twice with different values after
         (repeats.conflict: the library would keep the last), exit 2."""
         LAST_TYPED_ARGS[:] = args
-        typed = list(args)
-        refuse_folder_outputs(args, self.params)
+        params = self.get_params(ctx)  # type: ignore[attr-defined]
+        found = occurrences(params, list(args), interspersed=ctx.allow_interspersed_args)  # as typed
+        refuse_folder_outputs(found)
         rest: list[str] = super().parse_args(ctx, args)  # type: ignore[misc]
-        if not ctx.resilient_parsing:
-            params = self.get_params(ctx)  # type: ignore[attr-defined]
-            found = conflict(params, typed, interspersed=ctx.allow_interspersed_args)
-            if found is not None:
-                fail(PlanInputError(found))
+        repeated = None if ctx.resilient_parsing else first_conflict(found)
+        if repeated is not None:
+            fail(PlanInputError(repeated))
         return rest
 
     def get_help_option(self, ctx: Any) -> Any:
@@ -237,17 +236,14 @@ class TypelessFlags:
 WRITTEN_PARAMS = frozenset({"out", "raw", "timeline_out"})  # the parameters naming a file a command writes
 
 
-def refuse_folder_outputs(args: Sequence[str], params: Sequence[Any]) -> None:
+def refuse_folder_outputs(found: dict[str, list[Occurrence]]) -> None:
     """PlanInputError for an output flag typed with a folder's name (`--out dir/`, `--out=dir/.`): the path
     the command receives has lost the slash, and would be written as a file named like the folder."""
-    opts = {opt for p in params if p.name in WRITTEN_PARAMS for opt in p.opts}
-    for index, arg in enumerate(args):
-        flag, _, attached = arg.partition("=")
-        value = attached if attached else args[index + 1] if arg in opts and index + 1 < len(args) else ""
-        if flag in opts and value.endswith(("/", "/.")):
+    for use in (use for name in WRITTEN_PARAMS for use in found.get(name, ())):
+        if use.value.endswith(("/", "/.")):
             raise PlanInputError(
-                f"{flag}: a folder, not a file name (got {value!r}, expected a file to write, e.g. "
-                f"{value.removesuffix('.')}NAME)"
+                f"{use.spelling}: a folder, not a file name (got {use.value!r}, expected a file to write, "
+                f"e.g. {use.value.removesuffix('.')}NAME)"
             )
 
 

@@ -98,7 +98,12 @@ def occurrences(
 def conflict(params: Iterable[Any], args: Sequence[str], *, interspersed: bool) -> str | None:
     """The one-line complaint about the first option given twice with different values ('--tp 2 and
     --tensor-parallel-size 4 set the same option; give one'), None when every option has one value."""
-    for uses in occurrences(params, args, interspersed=interspersed).values():
+    return first_conflict(occurrences(params, args, interspersed=interspersed))
+
+
+def first_conflict(found: dict[str, list[Occurrence]]) -> str | None:
+    """conflict over the occurrences already walked (occurrences)."""
+    for uses in found.values():
         first = uses[0]
         other = next((use for use in uses[1:] if use.value != first.value), None)
         if other is not None:
