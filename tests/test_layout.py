@@ -56,6 +56,22 @@ def test_nightly_a3_moe_layouts_fit_with_itemised_ranks(
     assert "MC2 dispatch/combine window" in report["comm_buffers_bytes"]
 
 
+def test_layout_buffers_print_under_the_runtime_row_they_are_part_of() -> None:
+    """The MC2 window is part of the runtime reserve: its row follows the runtime row, never the weights'
+    parts, and is no larger than the runtime it is part of."""
+    args = ["--model", "deepseek-v3", "--card", "ascend-910c", "--dtype", "int8", "--tp", "8", "--dp", "2"]
+    args += ["--ep", "16", "--ctx", "8k"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    names = [line.split("│")[1].strip() for line in lines]
+    at = names.index("MC2 dispatch/combine window")
+    assert names[at - 1] == "runtime" and "layout's buffers below" in lines[at - 1]
+    plan = plan_json(*args)
+    window = plan["layout"]["comm_buffers_bytes"]["MC2 dispatch/combine window"]
+    assert 0 < window <= plan["memory"]["runtime_bytes"]
+
+
 def test_qwen3_235b_tp8_alone_does_not_fit_but_ep_does() -> None:
     """The issue's complaint: bf16 tp 8 needs ~58.6 GiB per die; spreading experts over 16 dies fits."""
     base = ["--model", "qwen3-235b-a22b", "--card", "ascend-910c", "--dtype", "bf16", "--ctx", "5k"]

@@ -34,17 +34,26 @@ PART_LABELS = {
 }
 
 
-def _layout_rows(result: Plan) -> list[tuple[str, int, str]]:
-    """Itemised per-rank rows of a layout plan: weights by part, then the layout's comm buffers."""
+def _weight_part_rows(result: Plan) -> list[tuple[str, int, str]]:
+    """Itemised per-rank weight rows of a layout plan, largest part first (none without a layout)."""
     report = result.layout
     if report is None:
         return []
-    rows = [
+    return [
         (f"  {PART_LABELS.get(part, part)}", size, "weights of this rank")
         for part, size in sorted(report.weights_by_part_bytes.items(), key=lambda item: -item[1])
     ]
-    rows += [(f"  {name}", size, "in runtime") for name, size in report.comm_buffers_bytes.items()]
-    return rows
+
+
+def _runtime_rows(result: Plan, dep: Deployment) -> list[tuple[str, int, str]]:
+    """The runtime row, then the buffers the layout adds to it (MC2 window, ...), each a part of it."""
+    buffers = result.layout.comm_buffers_bytes if result.layout else {}
+    source = registry.room(dep.engine).RUNTIME_SOURCE
+    note = f"runtime context, comm buffers ({source})"
+    if buffers:
+        note = f"runtime context ({source}) + the layout's buffers below"
+    rows = [("runtime", result.memory.runtime_bytes, note)]
+    return rows + [(f"  {name}", size, "part of runtime (layout)") for name, size in buffers.items()]
 
 
 def _memory_table(result: Plan, dep: Deployment) -> Table:
@@ -60,17 +69,13 @@ def _memory_table(result: Plan, dep: Deployment) -> Table:
     rows = [
         ("device capacity", mem.device_capacity_bytes, capacity_note),
         ("weights", mem.weights_bytes, f"{result.dtype}, {parallel}"),
-        *_layout_rows(result),
+        *_weight_part_rows(result),
         (
             "activation peak",
             mem.activation_bytes,
             f"prefill of {dep.max_prefill_tokens} tokens (--max-prefill-tokens)",
         ),
-        (
-            "runtime",
-            mem.runtime_bytes,
-            f"runtime context, comm buffers ({registry.room(dep.engine).RUNTIME_SOURCE})",
-        ),
+        *_runtime_rows(result, dep),
         (
             "KV budget",
             mem.kv_budget_bytes,
