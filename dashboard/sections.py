@@ -216,7 +216,7 @@ def show_slo_summary(slo: Any, *, knee: int, settings: Settings, memory_batch: i
     st.success(
         f"{memory} SLO limit: the largest batch meeting {slos} is **{slo.batch}** ({slo.users} users of "
         f"{slo.input_tokens} in / {slo.output_tokens} out, closed loop, {slo.arrivals}, simulated as "
-        f"`kvplan serve`; bound by {slo.binding}): there p99 TTFT {units.fmt_ms(slo.ttft_s)}, TPOT "
+        f"`kvplan serve`; bound by {slo.binding}): there p99 TTFT {units.fmt_duration(slo.ttft_s)}, TPOT "
         f"{units.fmt_tpot(slo.tpot_s)}. Knee of the throughput curve: batch {knee}."
     )
 
@@ -363,6 +363,6 @@ def show_formulas(dep: Deployment, plan: Plan) -> None:
         height=min(40 + 35 * len(ledger.ops), 700),
     )
     st.markdown(
-        f"**Step total {units.fmt_ms(ledger.time_s)}**: HBM {units.fmt_bytes(ledger.hbm_bytes)}, "
+        f"**Step total {units.fmt_duration(ledger.time_s)}**: HBM {units.fmt_bytes(ledger.hbm_bytes)}, "
         f"interconnect {units.fmt_bytes(ledger.link_bytes)}, {ledger.flop:.3g} FLOP."
     )

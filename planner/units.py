@@ -98,15 +98,30 @@ def fmt_bytes(n_bytes: float) -> str:
     return f"{n_bytes:.0f} B"
 
 
-def fmt_ms(seconds: float) -> str:
-    """Display seconds as milliseconds ("63.2 ms")."""
+# From here a time prints in seconds: 6,195.1 s reads at a glance, 6195137.9 ms does not (a long queue).
+SECONDS_FROM_S = 10.0
+
+
+def fmt_duration(seconds: float) -> str:
+    """Display a time: milliseconds below SECONDS_FROM_S ("63.2 ms", "9876.5 ms"), seconds from there on
+    ("12.3 s", "6,195.1 s")."""
+    if abs(seconds) >= SECONDS_FROM_S:
+        return f"{seconds:,.1f} s"
     return f"{seconds / MS_S:.1f} ms"
 
 
+def fmt_duration_span(low_s: float, high_s: float) -> str:
+    """A range of times in one unit, the unit fmt_duration gives its high end: '99-231 ms', '4,425-10,326 s'
+    (fmt_span's rounding)."""
+    if abs(high_s) >= SECONDS_FROM_S:
+        return f"{fmt_span(low_s, high_s)} s"
+    return f"{fmt_span(low_s / MS_S, high_s / MS_S)} ms"
+
+
 def fmt_tpot(seconds: float | None) -> str:
-    """A TPOT as fmt_ms does, or 'undefined (one-token outputs)' for None: with one output token there is
-    no time between tokens."""
-    return "undefined (one-token outputs)" if seconds is None else fmt_ms(seconds)
+    """A TPOT as fmt_duration does, or 'undefined (one-token outputs)' for None: with one output token
+    there is no time between tokens."""
+    return "undefined (one-token outputs)" if seconds is None else fmt_duration(seconds)
 
 
 def _span_decimals(value: float) -> int:

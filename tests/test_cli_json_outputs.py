@@ -67,8 +67,8 @@ def test_calibrate_from_bench_json_is_the_text_fit_and_the_written_profile(tmp_p
     # per row: measured, predicted and error as the table prints them
     for row, cells in zip(fit["decode_steps"], table_rows(text.stdout), strict=True):
         assert cells[-3:] == [
-            units.fmt_ms(row["measured_decode_step_s"]),
-            units.fmt_ms(row["predicted_decode_step_s"]),
+            units.fmt_duration(row["measured_decode_step_s"]),
+            units.fmt_duration(row["predicted_decode_step_s"]),
             f"{row['error_fraction'] * units.PERCENT:+.1f} %",
         ]
     assert f"MAPE {units.fmt_fraction(fit['decode_step_mape_fraction'])};" in text.stdout

@@ -35,7 +35,11 @@ def test_formatting() -> None:
     assert units.fmt_gib(3 * 2**30) == "3.00 GiB"
     assert units.fmt_bytes(65536) == "64.00 KiB"
     assert units.fmt_bytes(12) == "12 B"
-    assert units.fmt_ms(0.0632) == "63.2 ms"
+    assert units.fmt_duration(0.0632) == "63.2 ms"
+    assert units.fmt_duration(9.8765) == "9876.5 ms"
+    assert units.fmt_duration(6195.1379) == "6,195.1 s"  # an overloaded queue's TTFT, not 6195137.9 ms
+    assert units.fmt_duration_span(0.099, 0.231) == "99.0-231 ms"
+    assert units.fmt_duration_span(4425.1, 10325.2) == "4,425-10,326 s"
     assert units.fmt_tokens(32768) == "32k (32768)"
     assert units.fmt_tokens(1000) == "1000"
     assert units.fmt_fraction(0.375) == "37.5 %"
@@ -89,3 +93,14 @@ def test_figures_examples() -> None:
     assert units.fmt_figures(26.54) == "26.5"
     assert units.fmt_figures(1204.4) == "1,204"
     assert units.round_figures(0.04321) == 0.0432 and units.round_figures(1204.4) == 1204
+
+
+@given(st.floats(min_value=0.0, max_value=1e7, allow_nan=False))
+def test_a_printed_duration_reads_back_within_its_last_digit(seconds: float) -> None:
+    """fmt_duration's text, read back in its own unit, is the time to within half its last printed digit."""
+    text = units.fmt_duration(seconds)
+    number, unit = text.rsplit(" ", 1)
+    value_s = float(number.replace(",", "")) * (units.MS_S if unit == "ms" else 1.0)
+    half_digit_s = 0.05 * (units.MS_S if unit == "ms" else 1.0)
+    assert abs(value_s - seconds) <= half_digit_s + 1e-9 * seconds
+    assert (unit == "s") == (seconds >= units.SECONDS_FROM_S)

@@ -71,8 +71,8 @@ def print_points(points: list, errors: list[float], *, hw_id: str) -> None:  # t
             str(p.tp),
             str(p.batch),
             str(p.ctx_tokens),
-            units.fmt_ms(p.decode_step_s),
-            units.fmt_ms(p.decode_step_s * (1 + error)),
+            units.fmt_duration(p.decode_step_s),
+            units.fmt_duration(p.decode_step_s * (1 + error)),
         ]
         for p, error in zip(points, errors, strict=True)
     ]
@@ -270,8 +270,12 @@ TRIPLE = ("measured", "predicted", "error")
 def _triple(measured: float | None, error: float | None) -> tuple[str, str, str]:
     """(measured, predicted, error) cells of one latency; '-' where the row or the prediction has none."""
     if measured is None or error is None:
-        return (units.fmt_ms(measured) if measured is not None else "-", "-", "-")
-    return units.fmt_ms(measured), units.fmt_ms(measured * (1 + error)), f"{error * units.PERCENT:+.1f} %"
+        return (units.fmt_duration(measured) if measured is not None else "-", "-", "-")
+    return (
+        units.fmt_duration(measured),
+        units.fmt_duration(measured * (1 + error)),
+        f"{error * units.PERCENT:+.1f} %",
+    )
 
 
 def prediction_card(

@@ -123,11 +123,15 @@ def layout_cells(c: LayoutCandidate, *, with_slo: bool) -> tuple[str, ...]:
     """One layout's row: its degrees and devices, batch, speeds (ms, tok/s), the SLO tails, what binds it."""
     return (
         *map(str, (c.tp, c.dp, c.ep, c.pp, c.devices, c.replicas, c.max_batch_size)),
-        units.fmt_ms(c.tpot_s),
-        units.fmt_ms(c.ttft_s),
+        units.fmt_duration(c.tpot_s),
+        units.fmt_duration(c.ttft_s),
         units.fmt_tokens_per_s(c.tokens_per_s),
         units.fmt_tokens_per_s(c.tokens_per_s_per_device),
-        *((units.fmt_tpot(c.slo_tpot_p99_s), units.fmt_ms(c.slo_ttft_p99_s or 0.0)) if with_slo else ()),
+        *(
+            (units.fmt_tpot(c.slo_tpot_p99_s), units.fmt_duration(c.slo_ttft_p99_s or 0.0))
+            if with_slo
+            else ()
+        ),
         c.binding_constraint,
     )
 

@@ -246,9 +246,10 @@ def speed_line(perf: Performance) -> str:
         tag = "calibrated" if perf.calibrated else "uncalibrated, datasheet peaks x assumed efficiencies"
         return (
             f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: TPOT "
-            f"{units.fmt_ms(perf.tpot_s)}{f' ({step})' if (step := step_text(perf)) else ''}, "
+            f"{units.fmt_duration(perf.tpot_s)}{f' ({step})' if (step := step_text(perf)) else ''}, "
             f"{units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} per "
-            f"user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, TTFT {units.fmt_ms(perf.ttft_s)}"
+            f"user, {units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate, "
+            f"TTFT {units.fmt_duration(perf.ttft_s)}"
             f"{ttft_of(perf)} "
             f"({tag}){client_ttft(perf)}"
         )
@@ -258,18 +259,18 @@ def speed_line(perf: Performance) -> str:
     )
     return (
         f"[bold]Speed[/bold] at batch {perf.batch}, ctx {perf.ctx_tokens}: "
-        f"TPOT {units.fmt_ms(perf.tpot_s)}{_range_text(perf, band)}, "
+        f"TPOT {units.fmt_duration(perf.tpot_s)}{_range_text(perf, band)}, "
         f"{units.fmt_tokens_per_s(perf.per_user_tokens_per_s)} per user "
         f"({per_user}), "
         f"{units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate "
         f"({_span(band.tokens_per_s_low, band.tokens_per_s_high, perf.tokens_per_s)}), "
-        f"TTFT {units.fmt_ms(perf.ttft_s)}{ttft_of(perf)} (range "
+        f"TTFT {units.fmt_duration(perf.ttft_s)}{ttft_of(perf)} (range "
         f"{_span(*ttft_ms, units.s_to_ms(perf.ttft_s))} ms, {band.ttft_source}){client_ttft(perf)}"
     )
 
 
 def _span(low: float, high: float, point: float) -> str:
-    """units.fmt_span of a range whose point prints with one decimal (fmt_ms, fmt_tokens_per_s)."""
+    """units.fmt_span of a range whose point prints with one decimal (fmt_duration, fmt_tokens_per_s)."""
     return units.fmt_span(low, high, point=point, point_decimals=1)
 
 
@@ -278,7 +279,9 @@ def step_text(perf: Performance) -> str:
     drafts, where TPOT is the decode step."""
     if perf.tokens_per_step == 1.0:
         return ""
-    return f"decode step {units.fmt_ms(perf.decode_step_s)} at {perf.tokens_per_step:.2g} tokens per step"
+    return (
+        f"decode step {units.fmt_duration(perf.decode_step_s)} at {perf.tokens_per_step:.2g} tokens per step"
+    )
 
 
 def client_ttft(perf: Performance) -> str:
@@ -287,8 +290,8 @@ def client_ttft(perf: Performance) -> str:
     if perf.request_overhead_s <= 0:
         return ""
     return (
-        f"; a client sees {units.fmt_ms(perf.ttft_s + perf.request_overhead_s)} with the "
-        f"{units.fmt_ms(perf.request_overhead_s)} each request costs outside the forward pass "
+        f"; a client sees {units.fmt_duration(perf.ttft_s + perf.request_overhead_s)} with the "
+        f"{units.fmt_duration(perf.request_overhead_s)} each request costs outside the forward pass "
         "(API server, tokenization)"
     )
 
@@ -305,13 +308,14 @@ def slo_line(answer: SloAnswer) -> str:
     waves): 25 users meet p99 TTFT <= 1000 ms, p99 TPOT <= 150 ms (there: TTFT .., TPOT ..); ...'."""
     names = {"ttft_s": "TTFT", "tpot_s": "TPOT"}
     targets = ", ".join(
-        f"{answer.quantile} {names[k]} <= {units.fmt_ms(v)}" for k, v in answer.targets_s.items()
+        f"{answer.quantile} {names[k]} <= {units.fmt_duration(v)}" for k, v in answer.targets_s.items()
     )
     cap = f"; memory caps the batch at {answer.batch}" if answer.batch < answer.users else ""
     return (
         f"  SLO search (simulated closed loop, {answer.input_tokens} in / {answer.output_tokens} out, "
         f"{answer.arrivals}; as `kvplan serve`): {answer.users} users meet {targets} (there: "
-        f"{answer.quantile} TTFT {units.fmt_ms(answer.ttft_s)}, TPOT {units.fmt_tpot(answer.tpot_s)}){cap}"
+        f"{answer.quantile} TTFT {units.fmt_duration(answer.ttft_s)}, "
+        f"TPOT {units.fmt_tpot(answer.tpot_s)}){cap}"
     )
 
 
@@ -337,13 +341,13 @@ def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
         if knee.users > group_batch
         else f"; memory holds {knee.max_users}{'+' if knee.max_users >= MAX_KNEE_USERS else ''} such requests"
     )
-    alone = "" if knee.tpot_p99_s is None else f" ({units.fmt_ms(knee.single_user_tpot_s)} alone)"
+    alone = "" if knee.tpot_p99_s is None else f" ({units.fmt_duration(knee.single_user_tpot_s)} alone)"
     return (
         f"[bold]Load knee[/bold]: {knee.users} users{group} at {knee.input_tokens} in / {knee.output_tokens} "
         f"out (the default workload, the seed's benchmark; closed loop, {knee.arrivals} arrivals: requests "
         f"drifting apart; past it latency grows faster than throughput): "
         f"{units.fmt_tokens_per_s(knee.output_tokens_per_s)}, P99 TPOT {units.fmt_tpot(knee.tpot_p99_s)}"
-        f"{alone}, P99 TTFT {units.fmt_ms(knee.ttft_p99_s)}{cap}"
+        f"{alone}, P99 TTFT {units.fmt_duration(knee.ttft_p99_s)}{cap}"
     )
 
 

@@ -54,7 +54,7 @@ def slo_lines(found: SearchResult | None, estimate: ServingEstimate) -> list[str
         first = found.points[0]
         return [
             f"SLO search ({where}): no number of users meets {sim_search.slo_text(found)}; at 1 user "
-            f"{found.quantile} TTFT {units.fmt_ms(first.ttft_s)}, TPOT {units.fmt_tpot(first.tpot_s)}"
+            f"{found.quantile} TTFT {units.fmt_duration(first.ttft_s)}, TPOT {units.fmt_tpot(first.tpot_s)}"
         ]
     # no simulated load missed: the answer is the search's top, what the engine runs at once
     capped = (
@@ -103,9 +103,10 @@ def admission_notes(view: ServeView) -> list[str]:
 def tail_lines(sim: SimSummary) -> list[str]:
     """Mean and P50 / P90 / P95 / P99 of TTFT, TPOT and end-to-end latency, one row each; TPOT says so
     when no request generated a second token (it has no sample then, not a TPOT of 0)."""
+    show = units.fmt_duration
     lines = [
-        f"  {name:4} mean {units.fmt_ms(p.mean)}  P50 {units.fmt_ms(p.p50)}  P90 {units.fmt_ms(p.p90)}  "
-        f"P95 {units.fmt_ms(p.p95)}  P99 {units.fmt_ms(p.p99)}"
+        f"  {name:4} mean {show(p.mean)}  P50 {show(p.p50)}  P90 {show(p.p90)}  "
+        f"P95 {show(p.p95)}  P99 {show(p.p99)}"
         for name, p in (("TTFT", sim.ttft_s), ("TPOT", sim.tpot_s), ("E2E", sim.e2e_s))
     ]
     if sim.tpot_requests == 0:
@@ -143,19 +144,13 @@ def per_user_text(tpot_s: float | None) -> str:
 def range_line(sim: SimSummary, band: SpeedBand) -> str:
     """The simulated output tok/s, mean TTFT and mean TPOT at the ends of the band (perf.ranges)."""
     out = sim.throughput.output_tokens_per_s
-    ttft = (
-        units.s_to_ms(sim.ttft_s.mean / band.ttft_high_factor),
-        units.s_to_ms(sim.ttft_s.mean / band.ttft_low_factor),
-    )
-    tpot = (
-        units.s_to_ms(sim.tpot_s.mean / band.high_factor),
-        units.s_to_ms(sim.tpot_s.mean / band.low_factor),
-    )
+    ttft = (sim.ttft_s.mean / band.ttft_high_factor, sim.ttft_s.mean / band.ttft_low_factor)
+    tpot = (sim.tpot_s.mean / band.high_factor, sim.tpot_s.mean / band.low_factor)
     return (
         f"  range ({band.label}{', extrapolated' if band.extrapolated else ''}): output "
         f"{units.fmt_span(band.low_factor * out, band.high_factor * out)} tok/s, mean TTFT "
-        f"{units.fmt_span(*ttft)} ms ({band.ttft_source})"
-        + ("" if sim.tpot_requests == 0 else f", mean TPOT {units.fmt_span(*tpot)} ms")
+        f"{units.fmt_duration_span(*ttft)} ({band.ttft_source})"
+        + ("" if sim.tpot_requests == 0 else f", mean TPOT {units.fmt_duration_span(*tpot)}")
     )
 
 
@@ -175,12 +170,12 @@ def estimate_lines(estimate: ServingEstimate, sim: SimSummary) -> list[str]:
     return [
         f"  analytic steady state: output {units.fmt_tokens_per_s(estimate.output_tokens_per_s)} "
         f"(simulated {gap * units.PERCENT:+.1f} %), {per_user_text(estimate.tpot_s)}, "
-        f"TTFT {units.fmt_ms(estimate.ttft_s)}, TPOT {units.fmt_tpot(estimate.tpot_s)} "
-        f"(means, prefills included), request latency {units.fmt_ms(estimate.request_latency_s)}",
+        f"TTFT {units.fmt_duration(estimate.ttft_s)}, TPOT {units.fmt_tpot(estimate.tpot_s)} "
+        f"(means, prefills included), request latency {units.fmt_duration(estimate.request_latency_s)}",
         f"  engine: {estimate.running_batch} running"
         + (f" ({queued} queued)" if queued else "")
-        + f", decode step {units.fmt_ms(estimate.decode_step_s)}, prefill passes of "
-        f"{estimate.prefill_batch} prompt(s) {units.fmt_ms(estimate.prefill_pass_s)} each "
+        + f", decode step {units.fmt_duration(estimate.decode_step_s)}, prefill passes of "
+        f"{estimate.prefill_batch} prompt(s) {units.fmt_duration(estimate.prefill_pass_s)} each "
         f"({units.fmt_fraction(estimate.prefill_time_fraction)} of engine time)",
     ]
 

@@ -61,9 +61,10 @@ def run_pd_search(
     if slo[1] is not None and slo[1] < floor_s:
         raise DoesNotFitError(
             f"--tpot-ms: no P:D split can meet it (got {flags.tpot_ms:g} ms, expected >= "
-            f"{units.fmt_ms(floor_s)}): one request alone on a decode instance (tp={flags.request.tp}) "
+            f"{units.fmt_duration(floor_s)}): one request alone on a decode instance (tp={flags.request.tp}) "
             "already "
-            f"takes {units.fmt_ms(floor_s)} per output token at its shortest context ({ctx_tokens} tokens), "
+            f"takes {units.fmt_duration(floor_s)} per output token at its shortest context "
+            f"({ctx_tokens} tokens), "
             "and more instances share the load without making a step faster; try a larger --tp, a smaller "
             "--dtype, --mtp or a looser --tpot-ms"
         )
@@ -167,7 +168,7 @@ def print_pd_search(found: PdSearchResult) -> None:
     """Human table of a P:D search."""
     for p in found.points:
         typer.echo(
-            f"  P:D {p.pd:5} ({p.devices} cards): TTFT {found.quantile} {units.fmt_ms(p.ttft_s)}, "
+            f"  P:D {p.pd:5} ({p.devices} cards): TTFT {found.quantile} {units.fmt_duration(p.ttft_s)}, "
             f"TPOT {units.fmt_tpot(p.tpot_s)} ({'meets' if p.meets_slo else 'misses'} the SLOs)"
         )
     answer = "none up to 8 instances" if found.best is None else f"{found.best} on {found.devices} cards"
@@ -186,9 +187,9 @@ def print_search(found: SearchResult | PdSearchResult, band: SpeedBand) -> None:
     for p in found.points:
         mark = "meets" if p.meets_slo else "misses"
         typer.echo(
-            f"  {p.x:10.4g} {unit}: TTFT {found.quantile} {units.fmt_ms(p.ttft_s)}, "
+            f"  {p.x:10.4g} {unit}: TTFT {found.quantile} {units.fmt_duration(p.ttft_s)}, "
             f"TPOT {units.fmt_tpot(p.tpot_s)}, "
-            f"E2E {units.fmt_ms(p.e2e_s)}, {units.fmt_tokens_per_s(p.output_tokens_per_s)}"
+            f"E2E {units.fmt_duration(p.e2e_s)}, {units.fmt_tokens_per_s(p.output_tokens_per_s)}"
             + (f" ({mark} the SLOs)" if found.slo else "")
         )
     answer = "none meets the SLOs" if found.best is None else f"{found.best:.4g}"

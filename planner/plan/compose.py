@@ -125,9 +125,10 @@ def slo_context_warnings(answer: SloAnswer | None, perf: Performance | None) -> 
     if answer is None or perf is None or target_s is None or perf.tpot_s <= target_s:
         return []
     return [
-        f"SLO: the {answer.users} users meet TPOT <= {units.fmt_ms(target_s)} at {answer.input_tokens} in / "
+        f"SLO: the {answer.users} users meet TPOT <= {units.fmt_duration(target_s)} "
+        f"at {answer.input_tokens} in / "
         f"{answer.output_tokens} out (the search's workload); with every sequence at the full "
-        f"{perf.ctx_tokens} tokens, batch {perf.batch} decodes at TPOT {units.fmt_ms(perf.tpot_s)}, "
+        f"{perf.ctx_tokens} tokens, batch {perf.batch} decodes at TPOT {units.fmt_duration(perf.tpot_s)}, "
         f"over the target: plan --ctx for the lengths you serve, or check that load with `kvplan serve`"
     ]
 

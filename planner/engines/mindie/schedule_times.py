@@ -53,7 +53,7 @@ def step_time_notes(plan: Plan) -> list[str]:
         if units.s_to_ms(max(perf.ttft_s, perf.decode_step_s)) > MAX_MS:
             notes.append(
                 f"roofline prefill or decode time above 1000 ms (prefill of a {perf.ttft_prompt_tokens}-"
-                f"token prompt: {units.fmt_ms(perf.ttft_s)}): clamped to MindIE's maximum, so "
+                f"token prompt: {units.fmt_duration(perf.ttft_s)}): clamped to MindIE's maximum, so "
                 "supportSelectBatch stays false (a clamped time misstates the prefill/decode weight)"
             )
         times = schedule_times_ms(plan)
