@@ -436,6 +436,17 @@ FINDINGS = (
     "torch_npu's source here. Grouping the base by counting rule (absolute vs increase, LOLO within the "
     "group) was tried again with va-5020 on an A3: median 1.87 %, worst 5.74 % (vllm-10517 +5.0 / +5.7 %: "
     "the CUDA V0 log's 0.35 GiB then meets only main-rule bases of 0.02-0.32): not kept.",
+    "Sixth pass (2026-12-05, held out: nothing chosen after seeing it): va-4037 added (Qwen3-1.7B TP1, "
+    "eager, "
+    "910B1, vllm-ascend main 00aa0bf33 of 2025-10-28, v0.11 rule): pool exact (415,104 tok, 3243 blocks); "
+    "kvplan's weights 3.2146 GiB vs 3.2153 logged; start-up +0.2 % with max_num_batched_tokens assumed 8192 "
+    "(vLLM's LLM-class default under 70 GiB; +0.7 % at 2048); its implied base 0.45 GiB sits with the other "
+    "v0.11-v0.15 rows (0.40-0.55). Median / worst 0.68 / 4.98 % (11 logs) -> 0.68 / 4.83 % (12 logs).",
+    "Seen, not recorded (repository not identified: an 18,364-character quick_start.md variant in the code "
+    "index, not in vllm-project/vllm-ascend's history up to 182b75ea): the quickstart LLM('Qwen/Qwen3-0.6B') "
+    "run on a 61.27 GiB die (main rule, worker.py:546, util 0.92, 8192 batched tokens logged, max_model_len "
+    "40960) logging 54.98 GiB / 514,688 tok / 12.57x and 1.14 / 0.22 / 0.03 / 0.09 GiB weights / activation "
+    "/ non-torch / graph: pool exact, start-up -0.6 % (the pooled base 0.35 GiB vs its own 0.03).",
     "Seen, not recorded (no public address found): a v0.18.0 LLM() run of Qwen3-0.6B on a 64 GB 910B3 (util "
     "0.8, 32 seqs, 8192 batched tokens, 4096 len) logging 47.39 GiB / 443,648 tok / 108.31x (main: -0.8 %).",
 )
