@@ -436,7 +436,7 @@ FINDINGS = (
     "torch_npu's source here. Grouping the base by counting rule (absolute vs increase, LOLO within the "
     "group) was tried again with va-5020 on an A3: median 1.87 %, worst 5.74 % (vllm-10517 +5.0 / +5.7 %: "
     "the CUDA V0 log's 0.35 GiB then meets only main-rule bases of 0.02-0.32): not kept.",
-    "Sixth pass (2026-12-05, held out: nothing chosen after seeing it): va-4037 added (Qwen3-1.7B TP1, "
+    "Sixth pass (2026-12-07, held out: nothing chosen after seeing it): va-4037 added (Qwen3-1.7B TP1, "
     "eager, "
     "910B1, vllm-ascend main 00aa0bf33 of 2025-10-28, v0.11 rule): pool exact (415,104 tok, 3243 blocks); "
     "kvplan's weights 3.2146 GiB vs 3.2153 logged; start-up +0.2 % with max_num_batched_tokens assumed 8192 "
