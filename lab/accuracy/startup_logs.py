@@ -112,8 +112,11 @@ def model_terms(row: dict[str, str]) -> tuple[int, int] | None:
 
 
 def hccl(row: dict[str, str]) -> int:
-    moe = (bool(row["model_id"]) and catalog.load_model(row["model_id"]).is_moe) or "A3B" in row["checkpoint"]
+    """HCCL buffers of a vllm-ascend row (0 on vLLM / CUDA), as startup.startup_terms counts them."""
     version = versions.engine_version(row["engine_rule"])
+    if version.engine != "vllm-ascend":
+        return 0
+    moe = (bool(row["model_id"]) and catalog.load_model(row["model_id"]).is_moe) or "A3B" in row["checkpoint"]
     comms = vllm_terms.hccl_communicators(
         tp=int(row["tp"]),
         dp=int(row["dp"] or 1),
