@@ -68,6 +68,7 @@ class KvplanGroup(OneLineErrors):
         if not self.commands:
             register_commands()
             for name, command in typer.main.get_group(commands).commands.items():
+                fold_short_help(command)
                 self.add_command(command, name)
 
     def list_commands(self, ctx: Any) -> list[str]:
@@ -81,6 +82,16 @@ class KvplanGroup(OneLineErrors):
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         self._load()
         return super().resolve_command(ctx, args)
+
+
+def fold_short_help(command: Any) -> None:
+    """Give a command (and a group's sub-commands) a one-paragraph short_help from its docstring, its line
+    breaks folded: the command list prints a short help's line breaks as they stand in the source, so a
+    docstring wrapped at 110 columns came out ragged in `kvplan --help`."""
+    if command.short_help is None and command.help:
+        command.short_help = " ".join(command.help.split("\n\n", 1)[0].split())
+    for sub in getattr(command, "commands", {}).values():
+        fold_short_help(sub)
 
 
 app = typer.Typer(

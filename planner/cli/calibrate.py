@@ -301,4 +301,5 @@ def validate(
 def register(app: typer.Typer) -> None:
     """Add `calibrate` and `validate` to the kvplan app."""
     app.command("calibrate", cls=FlagCommand)(calibrate)
-    app.command("validate", cls=FlagCommand)(validate)
+    summary = "Predicted vs measured for your bench rows (step time, tok/s, TTFT, TPOT), with MAPE."
+    app.command("validate", cls=FlagCommand, short_help=summary)(validate)

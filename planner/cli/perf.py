@@ -287,4 +287,5 @@ def register(app: typer.Typer) -> None:
         ("num_requests", ("prefix_cached_fraction",)),
         (None, LOAD_FLAGS),
     )
-    app.command("serve", cls=flag_command(*placements))(serve_command)
+    summary = "Serving N users in a closed loop, simulated and analytic; with an SLO alone, the most users."
+    app.command("serve", cls=flag_command(*placements), short_help=summary)(serve_command)
