@@ -338,14 +338,32 @@ def test_glm5_rows_are_predicted_not_fitted_and_name_the_index_reuse_kvplan_does
     with predict.CORPUS.open(encoding="utf-8") as handle:
         rows = list(enumerate(csv.DictReader(handle), start=2))
     glm = {i: row for i, row in rows if row["model"].startswith(predict.GLM5_MODEL)}
-    assert sorted(glm) == [71, 72, 73, 74, 79, 80, 81, 89]
+    held_out = list(range(432, 441))  # PR #12920's one-node A2 runs (sixth pass): IndexShare and DSA CP
+    assert sorted(glm) == [71, 72, 73, 74, 79, 80, 81, 89, *held_out]
     assert all(predict.not_fitted(i, row) for i, row in glm.items())
     assert all(predict._skip_reason(row) in (None, predict.DISAGGREGATED) for row in glm.values())
     caveats = {i: predict.not_modelled(row) for i, row in glm.items() if predict.not_modelled(row)}
-    assert set(caveats) == {71, 72, 73, 74, 81}
+    assert set(caveats) == {71, 72, 73, 74, 81, *held_out}
+    assert all("IndexShare" in caveats[i] and "enable_dsa_cp" in caveats[i] for i in held_out)
     assert all("IndexCache" in caveats[i] for i in (71, 72, 73, 74)) and "IndexShare" in caveats[81]
     # the dash-named shared-prefix dataset (GSM8K-in131072-bs500-prefix90-glm51) is read as 90 % cached
     assert predict.prefix_cached_fraction(glm[71]) == 0.9
+
+
+@pytest.mark.lab
+def test_held_out_rows_are_predicted_and_never_fitted() -> None:
+    """The sixth pass (lines 422-440, predict.HELD_OUT in their notes) tests the shipped fits: every row is
+    predicted (a closed loop, or the finite open-loop run of its stated prompts) and not_fitted names the
+    hold-out first, whatever the row's engine era or other reasons."""
+    from lab.published import predict
+
+    with predict.CORPUS.open(encoding="utf-8") as handle:
+        rows = dict(enumerate(csv.DictReader(handle), start=2))
+    held = {i: row for i, row in rows.items() if predict.HELD_OUT in row["notes"]}
+    assert sorted(held) == list(range(422, 441))
+    assert all(predict.not_fitted(i, row) == predict.HELD_OUT for i, row in held.items())
+    assert all(predict._skip_reason(row) in (None, predict.FINITE_PROMPTS) for row in held.values())
+    assert all(predict.older_engine(row) is None for row in held.values())  # only the flag keeps them out
 
 
 def test_before_and_after_predictions_use_their_own_profiles() -> None:

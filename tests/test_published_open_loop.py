@@ -49,10 +49,15 @@ def test_every_run_past_capacity_is_predicted_or_named_a_failure() -> None:
     failures = [i for i in rows if recorded[i]["status"].startswith(f"{predict.VERDICT}: ")]
     # 122 Alauda levels past capacity (lab/published/README.md): 105 simulated, 17 failures (verdict); two
     # `vllm bench serve` runs (issue 27's fourth pass): line 420 is simulated as its 200 prompts
-    # (FINITE_PROMPTS, test below), and so is line 421, at an assumed tp (assumed_settings.py, not fitted)
-    assert (len(rows), len(predicted), len(failures)) == (124, 107, 17)
+    # (FINITE_PROMPTS, test below), and so is line 421, at an assumed tp (assumed_settings.py, not fitted);
+    # the Kimi-K2-Thinking tutorial's three runs of 10 prompts at 1 req/s (lines 427-429, held out) likewise
+    assert (len(rows), len(predicted), len(failures)) == (127, 110, 17)
     assert set(rows) - set(predicted) - set(failures) == set()
-    for index in set(predicted) - {420, 421}:
+    for index in (427, 428, 429):
+        assert predict._skip_reason(rows[index]) == predict.FINITE_PROMPTS
+        assert " --rate 1 " in recorded[index]["command"]
+        assert " --num-requests 10 " in recorded[index]["command"]
+    for index in set(predicted) - {420, 421, 427, 428, 429}:
         rate = predict.open_loop_rate(rows[index]) or 0.0
         assert f" --rate {rate:g} " in recorded[index]["command"]
         assert f" --num-requests {round(rate * 300)} " in recorded[index]["command"]  # R x 300 s
