@@ -72,6 +72,22 @@ def test_layout_buffers_print_under_the_runtime_row_they_are_part_of() -> None:
     assert 0 < window <= plan["memory"]["runtime_bytes"]
 
 
+def test_under_vllm_the_mc2_window_is_said_to_be_outside_the_figures() -> None:
+    """vLLM's runtime is its start-up arithmetic, which counts HCCL's default buffer size: the MC2 window
+    (here larger than that whole runtime) is printed as not in the figures, pointing at HCCL_BUFFSIZE."""
+    args = ["--model", "kimi-k2.5", "--card", "ascend-910c", "--dtype", "w4a16", "--tp", "16", "--ep", "16"]
+    args += ["--ctx", "2k", "--engine", "vllm"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.stdout.splitlines() if "MC2 dispatch/combine window" in line)
+    assert "not in these figures" in row and "HCCL_BUFFSIZE" in row
+    assert "layout's buffers below" not in result.stdout
+    plan = plan_json(*args)
+    assert (
+        plan["layout"]["comm_buffers_bytes"]["MC2 dispatch/combine window"] > plan["memory"]["runtime_bytes"]
+    )
+
+
 def test_qwen3_235b_tp8_alone_does_not_fit_but_ep_does() -> None:
     """The issue's complaint: bf16 tp 8 needs ~58.6 GiB per die; spreading experts over 16 dies fits."""
     base = ["--model", "qwen3-235b-a22b", "--card", "ascend-910c", "--dtype", "bf16", "--ctx", "5k"]

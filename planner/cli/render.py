@@ -48,12 +48,14 @@ def _weight_part_rows(result: Plan) -> list[tuple[str, int, str]]:
 def _runtime_rows(result: Plan, dep: Deployment) -> list[tuple[str, int, str]]:
     """The runtime row, then the buffers the layout adds to it (MC2 window, ...), each a part of it."""
     buffers = result.layout.comm_buffers_bytes if result.layout else {}
-    source = registry.room(dep.engine).RUNTIME_SOURCE
-    note = f"runtime context, comm buffers ({source})"
-    if buffers:
-        note = f"runtime context ({source}) + the layout's buffers below"
+    room = registry.room(dep.engine)
+    outside = room.LAYOUT_BUFFERS_OUTSIDE_RUNTIME
+    note = f"runtime context, comm buffers ({room.RUNTIME_SOURCE})"
+    if buffers and outside is None:
+        note = f"runtime context ({room.RUNTIME_SOURCE}) + the layout's buffers below"
     rows = [("runtime", result.memory.runtime_bytes, note)]
-    return rows + [(f"  {name}", size, "part of runtime (layout)") for name, size in buffers.items()]
+    where = outside or "part of runtime (layout)"
+    return rows + [(f"  {name}", size, where) for name, size in buffers.items()]
 
 
 def _memory_table(result: Plan, dep: Deployment) -> Table:

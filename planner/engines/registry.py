@@ -27,8 +27,7 @@ from planner.kinds import ENGINES, EngineName, SchedulerKind
 from planner.results import MemoryBreakdown, Plan, Recommendation
 from planner.schema import HardwareProfile
 
-# (title, [(engine field or flag, value)], what its kvplan config command needs beyond the plan's flags)
-ConfigWords = tuple[str, list[tuple[str, str]], str]
+ConfigWords = tuple[str, list[tuple[str, str]], str]  # (title, [(field or flag, value)], what else it needs)
 
 
 class EngineRoom(Protocol):
@@ -59,6 +58,7 @@ class EngineRoom(Protocol):
     # group (ep is 1 or the group); None: any ep of the candidates runs (or check_layout refuses ep > 1)
     EXPERTS_OVER_WHOLE_GROUP: str | None
     RUNTIME_SOURCE: str  # where the plan's runtime memory comes from, in a few words (the plan's table)
+    LAYOUT_BUFFERS_OUTSIDE_RUNTIME: str | None  # None: runtime holds the layout's buffers; else where they go
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
     def weight_dtype_refusal(self, dep: Deployment) -> str | None: ...

@@ -3,9 +3,8 @@
 Sources: [DOC] = MindIE-LLM docs/zh/user_guide/user_manual/service_parameter_configuration.md (master
 8b4871ad31f5); [KV] = mindie_llm/text_generator/utils/kvcache_settings.py; [ROUTER] = the Python router's
 initialize() (mindie_llm/connector/request_router/router_impl.py); summarised in ascend-mindie-facts.md
-section 1 and docs/engines/mindie-memory.md; the scheduler's own facts are in
-planner/engines/mindie/scheduler.py (re-exported here for the registry). The registry
-(planner/engines/registry.py) asks this module; nothing else names these facts.
+section 1 and docs/engines/mindie-memory.md; the scheduler's facts are in engines/mindie/scheduler.py
+(re-exported here). The registry asks this module; nothing else names these facts.
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ BATCH_CAP_RULE = (
 )
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
 RUNTIME_SOURCE = "card profile"  # runtime_overhead_gib: MindIE logs no runtime figure to read
+LAYOUT_BUFFERS_OUTSIDE_RUNTIME: str | None = None  # capacity.runtime_bytes adds them to the card's reserve
 MEMORY_FRACTION_NAME = "NPU_MEMORY_FRACTION"  # an environment variable (mindie_llm/utils/env.py)
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)

@@ -28,6 +28,7 @@ MODEL_NAME_RULE: str | None = None
 BATCH_CAP_RULE = ""  # no batch limit of its own (batch_cap None)
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # no engine setting of its own: the plan default
 RUNTIME_SOURCE = "card profile"  # runtime_overhead_gib
+LAYOUT_BUFFERS_OUTSIDE_RUNTIME: str | None = None  # capacity.runtime_bytes adds them to the card's reserve
 MEMORY_FRACTION_NAME = "--memory-fraction"  # no engine setting of its own: kvplan's flag names it
 STATE_PASSES = 4
 DP_PHASE_VOTE = vllm_scheduler.DP_PHASE_VOTE  # simulated with vLLM's scheduler

@@ -37,6 +37,9 @@ MODEL_NAME_RULE: str | None = None
 BATCH_CAP_RULE = "--max-num-seqs <= --max-num-batched-tokens"
 DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
 RUNTIME_SOURCE = "vLLM's start-up: non-torch, rotary caches"  # startup_budget: requested - the rest
+# non-torch counts HCCL's default HCCL_BUFFSIZE per buffer; the MC2 window asks for a larger one, whose cost
+# `kvplan vllm` states (args.mc2_window_note)
+LAYOUT_BUFFERS_OUTSIDE_RUNTIME: str | None = "not in these figures: set as HCCL_BUFFSIZE (`kvplan vllm`)"
 MEMORY_FRACTION_NAME = (
     "--gpu-memory-utilization"  # CacheConfig.gpu_memory_utilization (vllm/config/cache.py:68)
 )
