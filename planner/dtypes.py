@@ -77,6 +77,11 @@ class WeightScheme(BaseModel):
 #   shared-expert MLPs, lm_head) runs as W8A8 (int8), and a dense model's "w4a8" is its W8A8.
 #   [source for vllm-ascend; assumed: scale layout, and the same split under MindIE]
 # - w4a16: group size 128 with a bf16 scale and a bf16 offset per group (AWQ/GPTQ-style), 4 B/group.
+# - w4a16-moe: the routed experts int4, symmetric, group 32, one bf16 scale per group (2 B/group); every
+#   other matmul 16-bit: compressed-tensors pack-quantized as Kimi-K2-Thinking, K2.5 and K2.6 ship
+#   (quantization_config: num_bits 4, type int, group_size 32, symmetric; ignore self_attn, shared_experts,
+#   the dense mlp and lm_head; modelcards/kimi-k2.5.yaml). 594.2 GB for Kimi-K2.5's text model, where
+#   w4a16 counts 549.0 GB.
 # - fp32: float32 weights, activations and KV cache (4 bytes each), as an eager torch stack serves a
 #   checkpoint loaded with torch_dtype=float32. Its matmuls run at the card's fp32 peak
 #   (peak_tflop_per_s.fp32, which a profile states only with a source; torch_npu leaves HF32 off for
@@ -95,6 +100,9 @@ _W4A4_DESCRIPTION = (
     "INT4 weights (per channel) and INT4 activations per token (msModelSlim W4A4 flatquant); timed at the "
     "int8 peak"
 )
+_W4A16_MOE_DESCRIPTION = (
+    "INT4 routed experts (group 32, symmetric), other matmuls 16-bit (Kimi-K2's native INT4)"
+)
 _W4A8_DESCRIPTION = "INT4 weights (per channel), INT8 activations per token (msModelSlim W4A8 dynamic)"
 # One row per scheme, in WeightScheme's field order: name, weight_bits, compute_dtype, requires_native,
 # scale_bytes_per_channel, group_size, scale_bytes_per_group, description, other_linears.
@@ -108,6 +116,7 @@ _SCHEME_ROWS: tuple[tuple[str, int, str, str | None, int, int, int, str, str | N
     ("w4a8", 4, "int8", "int8", 8, 0, 0, _W4A8_DESCRIPTION, "int8"),  # routed experts only (above)
     ("w4a4", 4, "int8", "int8", 8, 0, 0, _W4A4_DESCRIPTION, None),  # every linear; int8 rate (above)
     ("w4a16", 4, "bf16", None, 0, 128, 4, "INT4 weights (group 128) dequantized to 16-bit activations", None),
+    ("w4a16-moe", 4, "bf16", None, 0, 32, 2, _W4A16_MOE_DESCRIPTION, "bf16"),  # Kimi's native INT4 (above)
 )
 WEIGHT_SCHEMES: dict[str, WeightScheme] = {
     row[0]: WeightScheme.model_validate(dict(zip(WeightScheme.model_fields, row, strict=True)))
@@ -124,6 +133,7 @@ WEIGHT_ALIASES = {
     "w4a16-int4": "w4a16",
     "awq": "w4a16",
     "gptq": "w4a16",
+    "w4a16-experts": "w4a16-moe",
 }
 
 

@@ -62,6 +62,10 @@ def config_with(tmp_path: Path, quant: object, description: dict[str, Any] | Non
 
 
 CT_GROUP = {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}
+KIMI_INT4 = {  # Kimi-K2.5's quantization_config group (modelcards/kimi-k2.5.yaml)
+    "targets": ["Linear"],
+    "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32, "symmetric": True},
+}
 
 
 @pytest.mark.parametrize(
@@ -88,6 +92,31 @@ CT_GROUP = {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "
                 "config_groups": {
                     "g": {"weights": {"num_bits": 4, "type": "int"}, "input_activations": None}
                 },
+            },
+            None,
+            "w4a16",
+            None,
+        ),
+        (  # Kimi-K2's native INT4: int4 group 32 symmetric, attention and shared experts ignored
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"group_0": {**KIMI_INT4, "input_activations": None}},
+                "ignore": [
+                    "lm_head",
+                    "re:.*self_attn.*",
+                    "re:.*shared_experts.*",
+                    "re:.*mlp\\.(gate|up)_proj.*",
+                ],
+            },
+            None,
+            "w4a16-moe",
+            None,
+        ),
+        (  # the same weights with nothing ignored: every matmul int4, w4a16
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"group_0": {**KIMI_INT4, "input_activations": None}},
+                "ignore": ["lm_head"],
             },
             None,
             "w4a16",

@@ -130,6 +130,34 @@ def test_w4a8_packs_routed_experts_in_int4_and_the_rest_as_w8a8() -> None:
     assert (scheme.compute_dtype, scheme.requires_native) == ("int8", "int8")
 
 
+def test_w4a16_moe_packs_routed_experts_in_int4_group_32_and_keeps_the_rest_16_bit() -> None:
+    """Kimi-K2's native INT4 (compressed-tensors, symmetric, group 32, one bf16 scale a group): routed
+    experts int4, attention / shared experts / dense MLP / lm_head unquantized, as its ignore list says."""
+    scheme = weight_scheme("w4a16-moe")
+    experts = Linear("x", "moe_experts", in_features=7168, out_features=2048, count=3)
+    # 7168 * 2048 * 4 / 8 = 7_340_032 B of int4 + 2048 channels * 224 groups * 2 B = 917_504 B, 3 times
+    assert memory.linear_weight_bytes(experts, scheme=scheme) == 3 * (7_340_032 + 917_504)
+    for part in ("mlp", "attention", "moe_shared", "lm_head"):
+        other = Linear("x", part, in_features=7168, out_features=2048, count=1)
+        assert memory.linear_weight_bytes(other, scheme=scheme) == 7168 * 2048 * 2
+    assert weight_scheme("w4a16-experts") == scheme  # its alias
+
+
+def test_kimi_native_int4_checkpoint_is_594_gb_where_uniform_w4a16_says_549() -> None:
+    """Kimi-K2.5's text model in its released layout: 594.2 GB by the card's shapes; uniform w4a16 (every
+    matmul int4, group 128) would count 45 GB less, 2.8 GB per die of a 16-die A3 node."""
+    card = model("kimi-k2.5")
+
+    def total_gb(name: str) -> float:
+        return (
+            memory.weight_bytes_per_device(card, scheme=weight_scheme(name), activation_dtype=BF16, tp=1)
+            / 1e9
+        )
+
+    assert total_gb("w4a16-moe") == pytest.approx(594.2, abs=0.1)
+    assert total_gb("w4a16") == pytest.approx(549.0, abs=0.1)
+
+
 def test_w4a4_packs_every_linear_in_int4_with_a_per_channel_scale_and_offset() -> None:
     """msModelSlim W4A4 flatquant (vllm-ascend W4A4_FLATQUANT_DYNAMIC, "linear" layers): every matmul int4
     with an fp32 scale and an fp32 offset per output channel; timed on int8 units (no int4 peak stated)."""

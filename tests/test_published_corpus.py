@@ -208,7 +208,7 @@ def test_rows_that_ran_are_predicted_not_refused_for_memory() -> None:
     assert result["status"] == "predicted"
     assert f"--memory-fraction {predict.RAISED_MEMORY_FRACTION:g}" in result["command"]
     kimi = 90
-    assert rows[kimi - 2]["model"] == "moonshotai/Kimi-K2-Thinking" and rows[kimi - 2]["dtype"] == "w4a16"
+    assert rows[kimi - 2]["model"] == "moonshotai/Kimi-K2-Thinking" and rows[kimi - 2]["dtype"] == "w4a16-moe"
     assert predict.predict_row(kimi, rows[kimi - 2], profile_dir=None, fitted=True)["status"] == "predicted"
     assert predict.not_fitted(kimi, rows[kimi - 2]) == predict.CORRECTED_AFTER_FIT[kimi]
     fitted_rows = [i for i, row in enumerate(rows, start=2) if predict.not_fitted(i, row) is None]

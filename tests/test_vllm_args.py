@@ -308,3 +308,21 @@ def test_pipeline_stages_print_no_utilisation_they_cannot_compute() -> None:
         app, ["vllm", "--model", "qwen3-32b", "--card", "ascend-910b3", "--tp", "4"]
     ).output
     assert "needs --gpu-memory-utilization >=" in single
+
+
+@pytest.mark.parametrize(
+    ("typed", "repo"),
+    [
+        ("kimi-k2-thinking", "moonshotai/Kimi-K2-Thinking"),
+        ("kimi-k2.5", "moonshotai/Kimi-K2.5"),
+        ("kimi-k2.6", "moonshotai/Kimi-K2.6"),
+    ],
+)
+def test_kimi_native_int4_prints_the_release_the_user_named(typed: str, repo: str) -> None:
+    """The three Kimi releases share one card; each ships its own native-INT4 repo (w4a16-moe), read by
+    vLLM from the checkpoint's own quantization_config (no --quantization); uniform w4a16 names none."""
+    request = inputs.PlanRequest(model=typed, card="ascend-910c", dtype="w4a16-moe", tp=16, ep=16, ctx="8k")
+    assert vllm_args.served_checkpoint(*build_plan_only(request), mindie.MindieOptions()) == (repo, None)
+    uniform = records.replace(request, dtype="w4a16")
+    with pytest.raises(PlanInputError, match=r"^--weights-path: kvplan knows no w4a16 checkpoint"):
+        vllm_args.served_checkpoint(*build_plan_only(uniform), mindie.MindieOptions())

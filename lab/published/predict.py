@@ -332,7 +332,7 @@ def older_engine(row: dict[str, str]) -> str | None:
 # profiles.
 CORRECTED_AFTER_FIT = {
     90: "Kimi-K2-Thinking is a native INT4 checkpoint, read as BF16 (which does not fit) until 2026-12-05; "
-    "the only W4A16 MoE row (kvplan also counts its 16-bit attention as 4-bit)",
+    "the only native-INT4 MoE row (w4a16-moe since 2026-12-07: INT4 experts, 16-bit attention)",
 }
 
 

@@ -7,8 +7,10 @@ vllm_ascend/quantization/modelslim_config.py @182b75ea). What each format states
 - awq, gptq: `bits` 4 -> w4a16, 8 -> w8a16 (16-bit activations), `group_size`
 - compressed-tensors (llm-compressor): per `config_groups` entry `weights` and `input_activations`
   {num_bits, type int|float}: float 8/8 -> fp8, int 8/8 -> int8, int 4/8 -> w4a8, int 4/4 -> w4a4, int 8 or 4
-  with no activation quantization -> w8a16 / w4a16; `kv_cache_scheme` {num_bits 8, type float} -> fp8 KV
-  (an int 8 one is named, not mapped: no engine kvplan models reads int8 KV scales from compressed-tensors)
+  with no activation quantization -> w8a16 / w4a16 (int 4, symmetric, group 32 with attention and the
+  shared experts in `ignore`: Kimi-K2's native INT4 -> w4a16-moe); `kv_cache_scheme` {num_bits 8, type
+  float} -> fp8 KV (an int 8 one is named, not mapped: no engine kvplan models reads int8 KV scales from
+  compressed-tensors)
 - msModelSlim: `model_quant_type` W8A8, W8A8_DYNAMIC, W8A8_MIX, W8A8S, W8A8SC -> int8; W4A8, W4A8_DYNAMIC ->
   w4a8; W4A4_DYNAMIC, W4A4_FLATQUANT_DYNAMIC -> w4a4; W8A16, W4A16; W8A8FP8_DYNAMIC, W8A8_MXFP8 -> fp8 (as
   lab/published writes MXFP8); FLOAT: not quantized. `kv_cache_type` "C8" -> int8 KV.
@@ -128,10 +130,32 @@ def _compressed_tensors(stated: Mapping[str, Any]) -> CheckpointQuantization:
     # (compressed_tensors_config.py get_quant_method @182b75ea), so that checkpoint's KV stays 16-bit
     kv_dtype = "fp8" if (kv_type, kv_bits) == ("float", 8) else None
     dtype = dtypes.pop() if len(dtypes) == 1 else None  # mixed groups: no single --dtype
+    if dtype == "w4a16" and _kimi_native_int4(stated):
+        dtype = "w4a16-moe"
     detail = ", ".join(words) + (f", KV cache {kv_type}{kv_bits}" if kv_type else "")
     return CheckpointQuantization(
         "compressed-tensors", detail or str(stated.get("format") or ""), dtype, kv_dtype
     )
+
+
+# The ignore list of an experts-only INT4 checkpoint: attention and shared experts stay 16-bit
+_EXPERTS_ONLY_IGNORED = ("self_attn", "shared_experts")
+
+
+def _kimi_native_int4(stated: Mapping[str, Any]) -> bool:
+    """True for the w4a16-moe layout (planner/dtypes.py): every weight group int4, symmetric, group 32, and
+    the ignore list keeping attention and the shared experts out of it, as Kimi-K2-Thinking ships."""
+    groups = stated.get("config_groups")
+    weights = (
+        [g.get("weights") for g in groups.values() if isinstance(g, Mapping)]
+        if isinstance(groups, Mapping)
+        else []
+    )
+    grouped = bool(weights) and all(
+        isinstance(w, Mapping) and w.get("group_size") == 32 and w.get("symmetric") is True for w in weights
+    )
+    ignored = " ".join(str(item) for item in stated.get("ignore") or () if isinstance(item, str))
+    return grouped and all(part in ignored for part in _EXPERTS_ONLY_IGNORED)
 
 
 def _modelslim_quantization(path: Path) -> CheckpointQuantization | None:

@@ -107,6 +107,18 @@ CHECKPOINTS: dict[tuple[str, str], Checkpoint] = {
         "ascend",
         f"{_VA}67b1ac5e7a2f0d98606c720d500cdb3f8d675054/tests/e2e/nightly/multi_node/internal_dp/config/Kimi-K2_5-W4A8-A2-dual-nodes.yaml",
     ),
+    # Moonshot's own repos hold the native INT4 layout (w4a16-moe: compressed-tensors, read by vLLM itself)
+    ("kimi-k2-thinking", "w4a16-moe"): Checkpoint(
+        "moonshotai/Kimi-K2-Thinking",
+        None,
+        f"{_VA}d3708120307f874e023fa37d0ed612297c12149a/docs/source/tutorials/models/Kimi-K2-Thinking.md",
+    ),
+    ("kimi-k2.5", "w4a16-moe"): Checkpoint(
+        "moonshotai/Kimi-K2.5", None, "modelcards/kimi-k2.5.yaml source.hf_repo (its quantization_config)"
+    ),
+    ("kimi-k2.6", "w4a16-moe"): Checkpoint(
+        "moonshotai/Kimi-K2.6", None, "modelcards/kimi-k2.5.yaml sources (Kimi-K2.6's quantization_config)"
+    ),
     ("glm-5.1", "int8"): Checkpoint(
         "Eco-Tech/GLM-5.1-w8a8",
         "ascend",
@@ -126,7 +138,7 @@ RELEASED_DTYPE: dict[str, str | None] = {
     "deepseek-r1": "fp8",  # same config as V3 (FP8 quantization_config, modelcards/deepseek-v3.yaml sources)
     "minimax-m2.5": "fp8",  # modelcards/minimax-m2.5.yaml notes: released weights FP8
     "deepseek-v3.2": None,  # not checked
-    "kimi-k2.5": None,  # not checked
+    "kimi-k2.5": None,  # native INT4 experts (w4a16-moe): listed per release in CHECKPOINTS
 }
 SIXTEEN_BIT = frozenset({"bf16", "fp16"})
 
