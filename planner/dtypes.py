@@ -77,11 +77,14 @@ class WeightScheme(BaseModel):
 #   shared-expert MLPs, lm_head) runs as W8A8 (int8), and a dense model's "w4a8" is its W8A8.
 #   [source for vllm-ascend; assumed: scale layout, and the same split under MindIE]
 # - w4a16: group size 128 with a bf16 scale and a bf16 offset per group (AWQ/GPTQ-style), 4 B/group.
-# - w4a16-moe: the routed experts int4, symmetric, group 32, one bf16 scale per group (2 B/group); every
-#   other matmul 16-bit: compressed-tensors pack-quantized as Kimi-K2-Thinking, K2.5 and K2.6 ship
-#   (quantization_config: num_bits 4, type int, group_size 32, symmetric; ignore self_attn, shared_experts,
-#   the dense mlp and lm_head; modelcards/kimi-k2.5.yaml). 594.2 GB for Kimi-K2.5's text model, where
-#   w4a16 counts 549.0 GB.
+# - w4a16-moe: the routed experts int4, symmetric, group 32; every other matmul 16-bit: compressed-tensors
+#   pack-quantized as Kimi-K2-Thinking, K2.5 and K2.6 ship (quantization_config: num_bits 4, type int,
+#   group_size 32, symmetric; ignore self_attn, shared_experts, the dense mlp and lm_head;
+#   modelcards/kimi-k2.5.yaml). The checkpoint holds one bf16 scale a group (2 B); vllm-ascend also
+#   allocates an all-zero bf16 offset of the scale's shape, which its fused MoE operator requires
+#   (vllm_ascend/quantization/methods/w4a16.py:239-244 @182b75ea, the same at v0.18.0 and v0.20.2rc1), so
+#   a device holds 4 B a group: Kimi-K2.5's text model 657.6 GB on the devices, 594.2 GB on disk, where
+#   uniform w4a16 counts 549.0 GB.
 # - fp32: float32 weights, activations and KV cache (4 bytes each), as an eager torch stack serves a
 #   checkpoint loaded with torch_dtype=float32. Its matmuls run at the card's fp32 peak
 #   (peak_tflop_per_s.fp32, which a profile states only with a source; torch_npu leaves HF32 off for
@@ -116,7 +119,7 @@ _SCHEME_ROWS: tuple[tuple[str, int, str, str | None, int, int, int, str, str | N
     ("w4a8", 4, "int8", "int8", 8, 0, 0, _W4A8_DESCRIPTION, "int8"),  # routed experts only (above)
     ("w4a4", 4, "int8", "int8", 8, 0, 0, _W4A4_DESCRIPTION, None),  # every linear; int8 rate (above)
     ("w4a16", 4, "bf16", None, 0, 128, 4, "INT4 weights (group 128) dequantized to 16-bit activations", None),
-    ("w4a16-moe", 4, "bf16", None, 0, 32, 2, _W4A16_MOE_DESCRIPTION, "bf16"),  # Kimi's native INT4 (above)
+    ("w4a16-moe", 4, "bf16", None, 0, 32, 4, _W4A16_MOE_DESCRIPTION, "bf16"),  # Kimi's native INT4 (above)
 )
 WEIGHT_SCHEMES: dict[str, WeightScheme] = {
     row[0]: WeightScheme.model_validate(dict(zip(WeightScheme.model_fields, row, strict=True)))
