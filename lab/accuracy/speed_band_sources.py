@@ -90,7 +90,8 @@ def newer_feature(row: dict[str, str]) -> bool:
 
 def ascend_decode_ratios(*, newer: bool = False) -> list[float]:
     """Published / predicted output tok/s of every closed-loop corpus row predict.py predicts, datasheet
-    profiles, without (newer=False) or only (newer=True) the rows of newer features (newer_feature).
+    profiles, without (newer=False) or only (newer=True) the rows of newer features (newer_feature); the
+    held-out rows (predict.HELD_OUT) never set the band.
     Open-loop rows (request_rate) are left out: a steady open-loop run's output tok/s is its
     arrival rate x output tokens whatever the engine's speed, so their ratio says nothing about speed."""
     with predict.CORPUS.open(encoding="utf-8") as handle:
@@ -105,7 +106,9 @@ def ascend_decode_ratios(*, newer: bool = False) -> list[float]:
     closed = [
         r
         for r, c in zip(rows, corpus, strict=True)
-        if predict.open_loop_rate(c) is None and newer_feature(c) == newer
+        if predict.open_loop_rate(c) is None
+        and newer_feature(c) == newer
+        and predict.HELD_OUT not in c["notes"]
     ]
     return [1.0 / (1.0 + float(row["error"])) for row in closed if row["status"] == "predicted"]
 
@@ -120,6 +123,8 @@ def ascend_ttft_ratios(*, newer: bool = False) -> list[float]:
     with predict.CORPUS.open(encoding="utf-8") as handle:
         for i, row in enumerate(csv.DictReader(handle), start=2):
             if row["concurrency"] != "1" or not row["ttft_s"] or predict._skip_reason(row) is not None:
+                continue
+            if predict.HELD_OUT in row["notes"]:  # predicted against, never a source of the band
                 continue
             if newer_feature(row) != newer:
                 continue
