@@ -115,6 +115,30 @@ def test_memory_fraction_outside_what_mindie_accepts_is_refused(logged: str) -> 
         mindie_log.parse_mindie_log(log)
 
 
+# Older MindIE-LLM releases (generator.py warm-up and watch_npu_mem @40fb063; the wording of a public 300I Duo
+# log, GPUStack issue 2849) log the same figures in GiB: a constructed excerpt with its own numbers. The
+# serving-time "After forward, peak mem" line holds the KV cache too and must not count as non-KV memory.
+OLD_RELEASE_LOG = "\n".join(
+    PREFIX + line
+    for line in [
+        "After Decode warmup, peak mem: 16.50G, total_mem: 43.24G",
+        "After check warmup, peak mem: 16.50G, total_mem: 43.24G",
+        "`Total blocks` needs npu memory(GB): 18.09375",
+        ">>>global rank:0: return initialize success result: {'status': 'ok', 'npuBlockNum': '2645', "
+        "'cpuBlockNum': '0', 'maxPositionEmbeddings': '131072'}",
+        "After forward, peak mem: 40.10G, total_mem: 43.24G",
+    ]
+)
+
+
+def test_parse_old_release_wording() -> None:
+    figures = mindie_log.parse_mindie_log(OLD_RELEASE_LOG)
+    assert figures.non_kv_cache_bytes == [units.gib_to_bytes(16.50)] * 2
+    assert figures.total_memory_bytes == units.gib_to_bytes(43.24)
+    assert figures.kv_cache_bytes == [units.gib_to_bytes(18.09375)]
+    assert figures.npu_block_num == 2645
+
+
 def test_parse_failed_warmup() -> None:
     figures = mindie_log.parse_mindie_log(FAILED_WARMUP_LOG)
     assert (figures.warmup_required_blocks, figures.warmup_left_blocks) == (257, 100)

@@ -11,6 +11,11 @@ MINDIE_LLM_PYTHON_LOG_LEVEL=INFO), one line per message with any prefix (time, l
   _validate_warmup_memory     "Allocated 82.7 (GiB) NPU memory for KVcache. Model role: standard"
                                or at a failed start-up "... Required block number: 257. Left block number: 9."
   _get_warm_up_params         "warmup params: max_prefill_tokens=8192, max_seq_len=32768, ..."
+Older releases (MindIE-LLM @40fb063 generator.py warm-up, kvcache_settings.py watch_npu_mem; seen in the
+GPUStack issue 2849 log of a 300I Duo) word the same figures, in GiB, as
+  watch_npu_mem               "After Decode warmup, peak mem: 17.02G, total_mem: 43.24G" (peak = total -
+                               free after warm-up, one KV block held: the non-KV memory, within one block)
+  warm-up result              "`Total blocks` needs npu memory(GB): 20.5" (the KV budget, like "Allocated")
 Spellings "npuBlockNum=817" and '"npuBlockNum": "817"' (older releases) are accepted too. The docs'
 advice is followed: the smallest npuBlockNum over ranks is the instance's block count.
 """
@@ -43,11 +48,16 @@ NPU_BLOCK_RE = re.compile(r"(?<![A-Za-z_])npuBlockNum['\"]?\s*[:=]\s*['\"]?(\d+)
 BLOCK_SIZE_RE = re.compile(r"['\"]blockSize['\"]\s*:\s*(\d+)")
 # MindieLogFigures' per-rank lists of GiB figures, each with the line it is read from (every match, in order)
 GIB_FIGURE_LINES = {
-    "kv_cache_bytes": re.compile(rf"Allocated\s+{_N}\s*\(GiB\)\s*NPU memory for KVcache"),
+    "kv_cache_bytes": re.compile(
+        rf"(?:Allocated\s+(?={LOG_NUMBER}\s*\(GiB\)\s*NPU memory for KVcache)"
+        rf"|`Total blocks` needs npu memory\(GB\):\s*){_N}"
+    ),
     "weights_bytes": re.compile(rf"Model loading took\s+{_N}\s*GiB"),
-    "non_kv_cache_bytes": re.compile(rf"Total non KV cache memory:\s*{_N}\s*GiB"),
+    "non_kv_cache_bytes": re.compile(
+        rf"(?:Total non KV cache memory:|After (?:prefill |Decode |check )?warmup, peak mem:)\s*{_N}\s*G"
+    ),
 }
-TOTAL_RE = re.compile(rf"Total npu memory:\s*{_N}\s*GiB")
+TOTAL_RE = re.compile(rf"(?:Total npu memory:|warmup, peak mem:\s*{LOG_NUMBER}\s*G,\s*total_mem:)\s*{_N}\s*G")
 FRACTION_RE = re.compile(rf"Requested memory:\s*{_N}\s*\(util\)")
 WARMUP_RE = re.compile(
     r"warmup params: max_prefill_tokens=(\d+), max_seq_len=(\d+), max_input_len=(\d+), "
