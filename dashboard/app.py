@@ -102,6 +102,7 @@ def show_metrics(plan: Plan) -> None:
     )
     if perf is None:
         return
+    ttft_unit, ttft_scale = units.duration_unit(perf.ttft_s)  # seconds from 10 s, as the CLI prints it
     metric_row(
         [
             (
@@ -112,8 +113,8 @@ def show_metrics(plan: Plan) -> None:
             ("total (tok/s)", units.fmt_figures(perf.tokens_per_s), None),
             ("per user (tok/s)", units.fmt_figures(perf.per_user_tokens_per_s), None),
             (
-                "TTFT (ms)",
-                units.fmt_figures(units.s_to_ms(perf.ttft_s)),
+                f"TTFT ({ttft_unit})",
+                units.fmt_figures(perf.ttft_s / ttft_scale),
                 "Idle-engine TTFT: prefill of one prompt of 'Prompt tokens for TTFT' (default: the default "
                 "workload's 256 tokens, shorter where the context is).",
             ),

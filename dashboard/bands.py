@@ -20,14 +20,16 @@ def speed_range_text(perf: Performance) -> str:
     # TPOT as the metric shows it: one user's time per output token (MTP included), Performance.tpot_s;
     # each range holds its metric as the metric box prints it (fmt_figures: point_decimals None)
     tpot = (units.s_to_ms(band.tpot_s_low), units.s_to_ms(band.tpot_s_high), units.s_to_ms(perf.tpot_s))
-    ttft = (units.s_to_ms(band.ttft_s_low), units.s_to_ms(band.ttft_s_high), units.s_to_ms(perf.ttft_s))
+    ttft = units.fmt_duration_span(
+        band.ttft_s_low, band.ttft_s_high, point_s=perf.ttft_s, point_decimals=None
+    )
     total = (band.tokens_per_s_low, band.tokens_per_s_high, perf.tokens_per_s)
     per_user = (band.per_user_tokens_per_s_low, band.per_user_tokens_per_s_high, perf.per_user_tokens_per_s)
-    spans = [units.fmt_span(low, high, point=point) for low, high, point in (tpot, total, per_user, ttft)]
+    spans = [units.fmt_span(low, high, point=point) for low, high, point in (tpot, total, per_user)]
     extrapolated = ", extrapolated" if band.extrapolated else ""
     return (
         f"Range ({band.label}{extrapolated}): TPOT {spans[0]} ms, total {spans[1]} tok/s, per user "
-        f"{spans[2]} tok/s, TTFT {spans[3]} ms ({band.ttft_source}). Source: {band.source}."
+        f"{spans[2]} tok/s, TTFT {ttft} ({band.ttft_source}). Source: {band.source}."
         + "".join(f" {note}." for note in band.notes)
     )
 

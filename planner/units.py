@@ -102,20 +102,29 @@ def fmt_bytes(n_bytes: float) -> str:
 SECONDS_FROM_S = 10.0
 
 
-def fmt_duration(seconds: float) -> str:
+def duration_unit(seconds: float) -> tuple[str, float]:
+    """(unit, seconds per unit) a time prints in: ("ms", 0.001) below SECONDS_FROM_S, ("s", 1.0) from it."""
+    return ("s", 1.0) if abs(seconds) >= SECONDS_FROM_S else ("ms", MS_S)
+
+
+def fmt_duration(seconds: float, *, unit_of: float | None = None) -> str:
     """Display a time: milliseconds below SECONDS_FROM_S ("63.2 ms", "9876.5 ms"), seconds from there on
-    ("12.3 s", "6,195.1 s")."""
-    if abs(seconds) >= SECONDS_FROM_S:
-        return f"{seconds:,.1f} s"
-    return f"{seconds / MS_S:.1f} ms"
+    ("12.3 s", "6,195.1 s"). unit_of: the time whose unit to use instead (the largest of a line's times, so
+    that one line reads in one unit: "7.6 s ... 13.4 s", not "7557.9 ms ... 13.4 s")."""
+    unit, scale = duration_unit(seconds if unit_of is None else unit_of)
+    return f"{seconds / scale:,.1f} s" if unit == "s" else f"{seconds / scale:.1f} ms"
 
 
-def fmt_duration_span(low_s: float, high_s: float) -> str:
+def fmt_duration_span(
+    low_s: float, high_s: float, *, point_s: float | None = None, point_decimals: int | None = 1
+) -> str:
     """A range of times in one unit, the unit fmt_duration gives its high end: '99-231 ms', '4,425-10,326 s'
-    (fmt_span's rounding)."""
-    if abs(high_s) >= SECONDS_FROM_S:
-        return f"{fmt_span(low_s, high_s)} s"
-    return f"{fmt_span(low_s / MS_S, high_s / MS_S)} ms"
+    (fmt_span's rounding). point_s: the time the range is of; where it prints in that unit too, the range
+    holds it as printed with point_decimals decimals (fmt_span's point; 1: as fmt_duration prints it, None:
+    as fmt_figures does)."""
+    unit, scale = duration_unit(high_s)
+    point = point_s / scale if point_s is not None and duration_unit(point_s)[0] == unit else None
+    return f"{fmt_span(low_s / scale, high_s / scale, point=point, point_decimals=point_decimals)} {unit}"
 
 
 def fmt_tpot(seconds: float | None) -> str:

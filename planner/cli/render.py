@@ -255,7 +255,7 @@ def speed_line(perf: Performance) -> str:
             f"{ttft_of(perf)} "
             f"({tag}){client_ttft(perf)}"
         )
-    ttft_ms = (units.s_to_ms(band.ttft_s_low), units.s_to_ms(band.ttft_s_high))
+    ttft = units.fmt_duration_span(band.ttft_s_low, band.ttft_s_high, point_s=perf.ttft_s)
     per_user = _span(
         band.per_user_tokens_per_s_low, band.per_user_tokens_per_s_high, perf.per_user_tokens_per_s
     )
@@ -266,8 +266,8 @@ def speed_line(perf: Performance) -> str:
         f"({per_user}), "
         f"{units.fmt_tokens_per_s(perf.tokens_per_s)} aggregate "
         f"({_span(band.tokens_per_s_low, band.tokens_per_s_high, perf.tokens_per_s)}), "
-        f"TTFT {units.fmt_duration(perf.ttft_s)}{ttft_of(perf)} (range "
-        f"{_span(*ttft_ms, units.s_to_ms(perf.ttft_s))} ms, {band.ttft_source}){client_ttft(perf)}"
+        f"TTFT {units.fmt_duration(perf.ttft_s)}{ttft_of(perf)} (range {ttft}, {band.ttft_source})"
+        f"{client_ttft(perf)}"
     )
 
 
@@ -356,11 +356,10 @@ def load_knee_line(knee: LoadKnee, *, dep: Deployment, max_batch: int) -> str:
 def _range_text(perf: Performance, band: SpeedRange) -> str:
     """' (range 180-240 ms, fitted profile[, extrapolated][; decode step ..])': the TPOT's range, the compact
     source and, with MTP, the decode step behind the TPOT."""
-    tpot_ms = (units.s_to_ms(band.tpot_s_low), units.s_to_ms(band.tpot_s_high))
-    span = _span(*tpot_ms, units.s_to_ms(perf.tpot_s))
+    span = units.fmt_duration_span(band.tpot_s_low, band.tpot_s_high, point_s=perf.tpot_s)
     step = step_text(perf)
     return (
-        f" (range {span} ms, {band.label}{', extrapolated' if band.extrapolated else ''}"
+        f" (range {span}, {band.label}{', extrapolated' if band.extrapolated else ''}"
         f"{f'; {step}' if step else ''})"
     )
 

@@ -9,6 +9,7 @@ mean, p50, p90, p95, p99, ...).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from planner import units
@@ -103,12 +104,13 @@ def admission_notes(view: ServeView) -> list[str]:
 def tail_lines(sim: SimSummary) -> list[str]:
     """Mean and P50 / P90 / P95 / P99 of TTFT, TPOT and end-to-end latency, one row each; TPOT says so
     when no request generated a second token (it has no sample then, not a TPOT of 0)."""
-    show = units.fmt_duration
-    lines = [
-        f"  {name:4} mean {show(p.mean)}  P50 {show(p.p50)}  P90 {show(p.p90)}  "
-        f"P95 {show(p.p95)}  P99 {show(p.p99)}"
-        for name, p in (("TTFT", sim.ttft_s), ("TPOT", sim.tpot_s), ("E2E", sim.e2e_s))
-    ]
+    lines = []
+    for name, p in (("TTFT", sim.ttft_s), ("TPOT", sim.tpot_s), ("E2E", sim.e2e_s)):
+        show = partial(units.fmt_duration, unit_of=max(p.mean, p.p50, p.p90, p.p95, p.p99))  # the line's unit
+        lines.append(
+            f"  {name:4} mean {show(p.mean)}  P50 {show(p.p50)}  P90 {show(p.p90)}  "
+            f"P95 {show(p.p95)}  P99 {show(p.p99)}"
+        )
     if sim.tpot_requests == 0:
         lines[1] = "  TPOT undefined: every request generated one token (TPOT needs a second one)"
     return lines

@@ -248,6 +248,12 @@ def slo_text(found: SearchResult) -> str:
     rate = found.min_user_tokens_per_s
     origin = {"tpot_s": f" (--min-user-tps {rate:g}: 1 / that per-user rate)" if rate is not None else ""}
     return ", ".join(
-        f"{found.quantile} {names[k]} <= {units.s_to_ms(v):.4g} ms{origin.get(k, '')}"
+        f"{found.quantile} {names[k]} <= {_target_ms(v)} ms{origin.get(k, '')}"
         for k, v in (found.slo or {}).items()
     )
+
+
+def _target_ms(seconds: float) -> str:
+    """An SLO target in ms, the unit its flag takes, to 0.01 ms without exponent: '1000', '33.33', '60000'
+    (':.4g' printed --ttft-ms 60000 as '6e+04')."""
+    return f"{units.s_to_ms(seconds):.2f}".rstrip("0").rstrip(".")

@@ -92,8 +92,8 @@ def check_tpot_defined(tpot_s: float | None, *, longest_output_tokens: int, work
 
 
 def tpot_text(tpot_s: float | None) -> str:
-    """'83.1 ms' (4 significant figures), or 'undefined (one-token outputs)' (units.fmt_tpot)."""
-    return units.fmt_tpot(None) if tpot_s is None else f"{units.s_to_ms(tpot_s):.4g} ms"
+    """'83.1 ms' (units.fmt_duration: seconds from 10 s), or 'undefined (one-token outputs)' (fmt_tpot)."""
+    return units.fmt_tpot(tpot_s)
 
 
 def require_met(found: SearchResult, *, what: str) -> None:
@@ -103,6 +103,6 @@ def require_met(found: SearchResult, *, what: str) -> None:
     first = found.points[0]
     raise SloNotMetError(
         f"SLO: no {what} meets {slo_text(found)} (got at the lowest load, {first.x:g}: {found.quantile} "
-        f"TTFT {units.s_to_ms(first.ttft_s):.4g} ms, TPOT {tpot_text(first.tpot_s)}; expected "
+        f"TTFT {units.fmt_duration(first.ttft_s)}, TPOT {tpot_text(first.tpot_s)}; expected "
         "within the targets); relax them or add devices"
     )
