@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from planner import memory
 from planner.deployment import Deployment
 from planner.dtypes import WEIGHT_SCHEMES
 
@@ -29,14 +30,28 @@ def smallest_tp(dep: Deployment, *, fits: Fits) -> int | None:
     return None
 
 
+def model_weight_bytes(dep: Deployment, name: str) -> int:
+    """dep's model's weight bytes in scheme `name`, unsharded (tp 1): what "smaller" means here, since an
+    experts-only scheme (w4a8, w4a16-moe) keeps every matmul of a dense model at 8 or 16 bits.
+
+    Formula: memory.weight_bytes_per_device(model, scheme, activation dtype of dep, tp=1), bytes.
+    """
+    scheme = WEIGHT_SCHEMES[name]
+    return memory.weight_bytes_per_device(
+        dep.model, scheme=scheme, activation_dtype=dep.activation_dtype, tp=1
+    )
+
+
 def runnable_smaller_dtypes(dep: Deployment) -> list[str]:
-    """Weight dtypes with fewer bits than dep's that the card can run (native units, or weight-only)."""
-    bits = dep.weight_scheme.weight_bits
+    """Weight dtypes the card can run (native units, or weight-only) that store dep's model in fewer bytes
+    than dep's dtype (model_weight_bytes), in WEIGHT_SCHEMES order."""
+    own = model_weight_bytes(dep, dep.weight_scheme.name)
     native = dep.hardware.native_dtypes
     return [
         name
         for name, scheme in WEIGHT_SCHEMES.items()
-        if scheme.weight_bits < bits and (scheme.requires_native is None or scheme.requires_native in native)
+        if (scheme.requires_native is None or scheme.requires_native in native)
+        and model_weight_bytes(dep, name) < own
     ]
 
 
@@ -47,12 +62,14 @@ def fitting_dtypes(dep: Deployment, *, fits: Fits) -> list[str]:
 
 
 def combined_hint(dep: Deployment, *, fits: Fits) -> str | None:
-    """`--tp N --dtype D` with the smallest dtype the card runs and the smallest tp that then fits."""
-    smallest = runnable_smaller_dtypes(dep)[-1:]
-    if not smallest:
+    """`--tp N --dtype D` with the dtype the card runs that stores the model in the fewest bytes
+    (model_weight_bytes; the first of WEIGHT_SCHEMES on a tie) and the smallest tp that then fits."""
+    candidates = runnable_smaller_dtypes(dep)
+    if not candidates:
         return None
-    tp = smallest_tp(dep.model_copy(update={"weight_scheme_name": smallest[0]}), fits=fits)
-    return None if tp is None else f"--tp {tp} --dtype {smallest[0]}"
+    smallest = min(candidates, key=lambda name: model_weight_bytes(dep, name))
+    tp = smallest_tp(dep.model_copy(update={"weight_scheme_name": smallest}), fits=fits)
+    return None if tp is None else f"--tp {tp} --dtype {smallest}"
 
 
 def no_fit_hints(dep: Deployment, *, fits: Fits, longest_ctx_tokens: int) -> list[str]:

@@ -40,8 +40,9 @@ def check_supported(dep: Deployment) -> None:
     hw, scheme = dep.hardware, dep.weight_scheme
     native = ", ".join(hw.native_dtypes)
     if scheme.requires_native and scheme.requires_native not in hw.native_dtypes:
+        same_width = ("fp16", "bf16") if scheme.weight_bits == 16 else ()  # then w8a16, w4a16: weight-only
         alternatives = [
-            d for d in ("int8", "w8a16", "w4a16") if d == "w8a16" or d == "w4a16" or d in hw.native_dtypes
+            d for d in (*same_width, "int8", "w8a16", "w4a16") if d[0] == "w" or d in hw.native_dtypes
         ]
         raise PlanInputError(
             f"--dtype: {scheme.name} needs native {scheme.requires_native} units, which {hw.id} lacks "
@@ -120,9 +121,8 @@ def memory_breakdown(dep: Deployment) -> MemoryBreakdown:
         card, conv_dtype=dep.activation_dtype, tp=dep.tp, pp=dep.pp, mtp=dep.include_mtp
     )
     runtime = runtime_bytes(dep)
-    budget = memory.kv_budget_bytes(
-        usable, weights=weights, activation=activation, runtime=runtime
-    )  # = kv_budget_bytes(dep), without computing the weights twice
+    # = kv_budget_bytes(dep), without computing the weights twice
+    budget = memory.kv_budget_bytes(usable, weights=weights, activation=activation, runtime=runtime)
     engine = registry.startup_budget(dep, weights_bytes=weights)
     if engine is not None:  # the engine's own start-up arithmetic (vLLM): its activation and overheads
         activation, runtime, budget = engine.activation_bytes, engine.runtime_bytes, engine.kv_budget_bytes
