@@ -72,8 +72,12 @@ _MODELSLIM_TYPES = {
 
 def checkpoint_quantization(config: Mapping[str, Any], *, directory: Path) -> CheckpointQuantization | None:
     """The quantization config.json states (else msModelSlim's description in `directory`), or None for an
-    unquantized checkpoint."""
+    unquantized checkpoint. A multimodal wrapper (Kimi-K2.5's kimi_k25, whose text model is `text_config`)
+    may state it in text_config alone: read there when the top level states none."""
     stated = config.get("quantization_config")
+    text_config = config.get("text_config")
+    if stated is None and isinstance(text_config, Mapping):
+        stated = text_config.get("quantization_config")
     method = str(stated.get("quant_method") or "") if isinstance(stated, Mapping) else ""
     if isinstance(stated, Mapping) and method not in ("", "ascend"):
         return _hf_quantization(stated, method=method.lower())

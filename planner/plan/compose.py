@@ -97,13 +97,31 @@ def build_plan(
 
 def checkpoint_dtype_warnings(dep: Deployment) -> list[str]:
     """One line when the card records its checkpoint's quantized dtype (checkpoint_dtype, from `kvplan models
-    import`) and the plan sizes another: --dtype defaults to bf16 whatever the checkpoint holds."""
+    import`) and the plan sizes another: --dtype defaults to bf16 whatever the checkpoint holds; one line
+    when an experts-only --dtype meets a dense model (experts_only_warnings)."""
     stored = dep.model.checkpoint_dtype
     if stored is None or stored == dep.weight_scheme.name:
-        return []
+        return experts_only_warnings(dep)
     return [
         f"{dep.model.id}'s checkpoint is quantized to {stored} (the card's checkpoint_dtype), but this plan "
-        f"sizes {dep.weight_scheme.name} weights: pass --dtype {stored} to plan that checkpoint"
+        f"sizes {dep.weight_scheme.name} weights: pass --dtype {stored} to plan that checkpoint",
+        *experts_only_warnings(dep),
+    ]
+
+
+def experts_only_warnings(dep: Deployment) -> list[str]:
+    """One line when --dtype quantizes the routed experts only (WeightScheme.other_linears: w4a8, w4a16-moe)
+    and the model has none: every matmul is then stored as other_linears (memory.linear_scheme), so the plan
+    is that dtype's in all but its name."""
+    scheme = dep.weight_scheme
+    if scheme.other_linears is None or dep.model.is_moe:
+        return []
+    # a 16-bit other_linears is the card's 16-bit dtype (fp16 on a card without bf16, as the activations)
+    other = dep.activation_dtype.value if scheme.other_linears in ("bf16", "fp16") else scheme.other_linears
+    return [
+        f"--dtype {scheme.name} quantizes routed experts only and {dep.model.id} is dense: every matmul is "
+        f"stored as {other} (the figures are --dtype {other}'s); for 4-bit weights in every matmul, use "
+        "--dtype w4a16"
     ]
 
 
