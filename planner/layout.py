@@ -128,6 +128,12 @@ def mc2_window_bytes(dep: Deployment) -> int:
     return 2 * (tokens * dep.ep * min(local, top_k) * hidden * element_bytes + MC2_FIXED_BYTES)
 
 
+# The names of the layout's buffers (comm_buffer_bytes' keys; the engines' rooms say where each stands)
+MC2_WINDOW = "MC2 dispatch/combine window"
+EXPERT_GROUP_BUFFER = "expert-group communicator"
+PIPELINE_BUFFER = "pipeline communicator"
+
+
 def comm_buffer_bytes(dep: Deployment) -> dict[str, int]:
     """Communication buffers of one rank beyond the card's runtime reserve (which covers the TP group).
 
@@ -136,11 +142,11 @@ def comm_buffer_bytes(dep: Deployment) -> dict[str, int]:
     """
     buffers: dict[str, int] = {}
     if dep.model.is_moe and dep.ep > 1 and dep.hardware.vendor == "huawei":
-        buffers["MC2 dispatch/combine window"] = mc2_window_bytes(dep)
+        buffers[MC2_WINDOW] = mc2_window_bytes(dep)
     elif dep.model.is_moe and (dep.ep > 1 or dep.dp > 1):
-        buffers["expert-group communicator"] = HCCL_DEFAULT_BUFFER_BYTES
+        buffers[EXPERT_GROUP_BUFFER] = HCCL_DEFAULT_BUFFER_BYTES
     if dep.pp > 1:
-        buffers["pipeline communicator"] = HCCL_DEFAULT_BUFFER_BYTES
+        buffers[PIPELINE_BUFFER] = HCCL_DEFAULT_BUFFER_BYTES
     return buffers
 
 

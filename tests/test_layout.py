@@ -66,26 +66,72 @@ def test_layout_buffers_print_under_the_runtime_row_they_are_part_of() -> None:
     lines = [line for line in result.stdout.splitlines() if line.startswith("│")]
     names = [line.split("│")[1].strip() for line in lines]
     at = names.index("MC2 dispatch/combine window")
-    assert names[at - 1] == "runtime" and "layout's buffers below" in lines[at - 1]
+    assert names[at - 1] == "runtime" and "layout's buffers marked so" in lines[at - 1]
+    assert "part of runtime (layout)" in lines[at]
     plan = plan_json(*args)
     window = plan["layout"]["comm_buffers_bytes"]["MC2 dispatch/combine window"]
     assert 0 < window <= plan["memory"]["runtime_bytes"]
 
 
-def test_under_vllm_the_mc2_window_is_said_to_be_outside_the_figures() -> None:
-    """vLLM's runtime is its start-up arithmetic, which counts HCCL's default buffer size: the MC2 window
-    (here larger than that whole runtime) is printed as not in the figures, pointing at HCCL_BUFFSIZE."""
-    args = ["--model", "kimi-k2.5", "--card", "ascend-910c", "--dtype", "w4a16", "--tp", "16", "--ep", "16"]
-    args += ["--ctx", "2k", "--engine", "vllm"]
+def buffer_notes(args: list[str]) -> dict[str, str]:
+    """The plan table's layout-buffer rows under the runtime row: name -> note."""
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    row = next(line for line in result.stdout.splitlines() if "MC2 dispatch/combine window" in line)
-    assert "not in these figures" in row and "HCCL_BUFFSIZE" in row
-    assert "layout's buffers below" not in result.stdout
+    cells = [line.split("│")[1:4] for line in result.stdout.splitlines() if line.startswith("│")]
+    at = next(i for i, (name, _, _) in enumerate(cells) if name.strip() == "runtime")
+    notes = {}
+    for name, _, note in cells[at + 1 :]:
+        if not name.startswith("   "):  # the next top-level row: the runtime's sub-rows are over
+            break
+        notes[name.strip()] = note.strip()
+    return notes
+
+
+KIMI_A3 = [
+    "--model",
+    "kimi-k2.5",
+    "--card",
+    "ascend-910c",
+    "--dtype",
+    "w4a16-moe",
+    "--tp",
+    "16",
+    "--ep",
+    "16",
+]
+
+
+def test_under_vllm_the_mc2_window_is_counted_at_hccls_default_and_points_at_kvplan_vllm() -> None:
+    """vLLM's runtime is its start-up arithmetic, which counts each HCCL group at the default HCCL_BUFFSIZE:
+    the MC2 window (here larger than that whole runtime) says so and points at `kvplan vllm`."""
+    args = [*KIMI_A3, "--ctx", "2k", "--engine", "vllm"]
+    notes = buffer_notes(args)
+    assert (
+        "HCCL_BUFFSIZE" in notes["MC2 dispatch/combine window"]
+        and "kvplan vllm" in notes["MC2 dispatch/combine window"]
+    )
     plan = plan_json(*args)
     assert (
         plan["layout"]["comm_buffers_bytes"]["MC2 dispatch/combine window"] > plan["memory"]["runtime_bytes"]
     )
+
+
+def test_vllms_pipeline_group_is_one_more_hccl_communicator_in_its_runtime() -> None:
+    """With --pp the pipeline group's HCCL buffers are part of vLLM's non-torch memory (2 x 200 MB a rank):
+    the row says so, and the start-up arithmetic counts one more communicator."""
+    args = ["--model", "kimi-k2.5", "--card", "ascend-910b3", "--tp", "8", "--pp", "2", "--ep", "8"]
+    args += ["--dtype", "w4a16-moe", "--engine", "vllm"]
+    assert buffer_notes(args)["pipeline communicator"] == "part of runtime (layout)"
+    from planner.engines.vllm import terms
+
+    with_pp = terms.hccl_communicators(tp=8, moe=True, ep=True, pp=2)
+    assert with_pp == terms.hccl_communicators(tp=8, moe=True, ep=True) + 1
+
+
+def test_under_sglang_every_layout_buffer_is_said_to_be_outside_the_figures() -> None:
+    args = ["--model", "deepseek-v3", "--card", "ascend-910c", "--dtype", "int8", "--tp", "8", "--dp", "2"]
+    notes = buffer_notes([*args, "--ep", "16", "--ctx", "8k", "--engine", "sglang"])
+    assert notes and all("not in these figures" in note for note in notes.values())
 
 
 def test_qwen3_235b_tp8_alone_does_not_fit_but_ep_does() -> None:

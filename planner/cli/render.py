@@ -49,13 +49,12 @@ def _runtime_rows(result: Plan, dep: Deployment) -> list[tuple[str, int, str]]:
     """The runtime row, then the buffers the layout adds to it (MC2 window, ...), each a part of it."""
     buffers = result.layout.comm_buffers_bytes if result.layout else {}
     room = registry.room(dep.engine)
-    outside = room.LAYOUT_BUFFERS_OUTSIDE_RUNTIME
+    notes = {name: room.LAYOUT_BUFFER_NOTES.get(name, "part of runtime (layout)") for name in buffers}
     note = f"runtime context, comm buffers ({room.RUNTIME_SOURCE})"
-    if buffers and outside is None:
-        note = f"runtime context ({room.RUNTIME_SOURCE}) + the layout's buffers below"
+    if any(name not in room.LAYOUT_BUFFER_NOTES for name in buffers):
+        note = f"runtime context ({room.RUNTIME_SOURCE}) + the layout's buffers marked so"
     rows = [("runtime", result.memory.runtime_bytes, note)]
-    where = outside or "part of runtime (layout)"
-    return rows + [(f"  {name}", size, where) for name, size in buffers.items()]
+    return rows + [(f"  {name}", size, notes[name]) for name, size in buffers.items()]
 
 
 def _memory_table(result: Plan, dep: Deployment) -> Table:

@@ -58,7 +58,7 @@ class EngineRoom(Protocol):
     # group (ep is 1 or the group); None: any ep of the candidates runs (or check_layout refuses ep > 1)
     EXPERTS_OVER_WHOLE_GROUP: str | None
     RUNTIME_SOURCE: str  # where the plan's runtime memory comes from, in a few words (the plan's table)
-    LAYOUT_BUFFERS_OUTSIDE_RUNTIME: str | None  # None: runtime holds the layout's buffers; else where they go
+    LAYOUT_BUFFER_NOTES: dict[str, str]  # layout buffer -> where it stands when not in the runtime row
 
     def check_kv_dtype(self, dep: Deployment) -> None: ...
     def weight_dtype_refusal(self, dep: Deployment) -> str | None: ...

@@ -61,7 +61,7 @@ BATCH_CAP_RULE = (
 )
 DEFAULT_MEMORY_FRACTION = deployment.DEFAULT_MEMORY_FRACTION  # NPU_MEMORY_FRACTION (mindie_llm/utils/env.py)
 RUNTIME_SOURCE = "card profile"  # runtime_overhead_gib: MindIE logs no runtime figure to read
-LAYOUT_BUFFERS_OUTSIDE_RUNTIME: str | None = None  # capacity.runtime_bytes adds them to the card's reserve
+LAYOUT_BUFFER_NOTES: dict[str, str] = {}  # all in runtime: capacity.runtime_bytes adds them to the reserve
 MEMORY_FRACTION_NAME = "NPU_MEMORY_FRACTION"  # an environment variable (mindie_llm/utils/env.py)
 STATE_PASSES = 2  # linear-attention state reads + writes per decode step (planner/perf/kernels.py) [assumed]
 FUSED_KERNELS = True  # fused decode kernels (planner/perf/kernels.py FUSED)

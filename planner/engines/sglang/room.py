@@ -70,8 +70,9 @@ DP_LOCKSTEP_DENSE = True
 DEFAULT_MEMORY_FRACTION = 0.88
 RUNTIME_SOURCE = "card profile x the fraction"  # c * f in startup_budget
 # rest_bytes reads the card's runtime reserve alone: a layout's comm buffers are in none of the plan's rows
-LAYOUT_BUFFERS_OUTSIDE_RUNTIME: str | None = (
-    "not in these figures: SGLang's fraction arithmetic leaves it out"
+LAYOUT_BUFFER_NOTES: dict[str, str] = dict.fromkeys(
+    (layout.MC2_WINDOW, layout.EXPERT_GROUP_BUFFER, layout.PIPELINE_BUFFER),
+    "not in these figures: SGLang's fraction arithmetic leaves it out",
 )
 MEMORY_FRACTION_NAME = "--mem-fraction-static"  # ServerArgs.mem_fraction_static ([SA] server_args.py)
 # Below this the formula's reserve (activations of a chunked-prefill pass, graphs) fills the card: a negative

@@ -270,7 +270,7 @@ def mc2_window_note(plan: Plan, dep: Deployment, *, pool: vm.VllmPool) -> list[s
         return []
     version = vllm_scheduler.version_for_card(dep.hardware)
     comms = hccl_communicators(
-        tp=dep.tp, dp=dep.dp, moe=True, ep=True, moe_groups_need_ep=version.moe_groups_need_ep
+        tp=dep.tp, dp=dep.dp, moe=True, ep=True, moe_groups_need_ep=version.moe_groups_need_ep, pp=dep.pp
     )
     extra = hccl_buffer_bytes(comms, buffsize_mib=window_mib) - hccl_buffer_bytes(comms)
     left = vm.blocks_in_pool(

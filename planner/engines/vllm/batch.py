@@ -37,9 +37,11 @@ MODEL_NAME_RULE: str | None = None
 BATCH_CAP_RULE = "--max-num-seqs <= --max-num-batched-tokens"
 DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
 RUNTIME_SOURCE = "vLLM's start-up: non-torch, rotary caches"  # startup_budget: requested - the rest
-# non-torch counts HCCL's default HCCL_BUFFSIZE per buffer; the MC2 window asks for a larger one, whose cost
-# `kvplan vllm` states (args.mc2_window_note)
-LAYOUT_BUFFERS_OUTSIDE_RUNTIME: str | None = "not in these figures: set as HCCL_BUFFSIZE (`kvplan vllm`)"
+# non-torch counts each HCCL group (expert, pipeline) at the default HCCL_BUFFSIZE; the MC2 window asks for
+# a larger one, whose cost `kvplan vllm` states (args.mc2_window_note)
+LAYOUT_BUFFER_NOTES: dict[str, str] = {
+    layout.MC2_WINDOW: "runtime counts its group at HCCL_BUFFSIZE 200 MB (`kvplan vllm`: if it needs more)"
+}
 MEMORY_FRACTION_NAME = (
     "--gpu-memory-utilization"  # CacheConfig.gpu_memory_utilization (vllm/config/cache.py:68)
 )

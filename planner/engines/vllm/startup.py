@@ -221,12 +221,13 @@ def activation_bytes(
     )
 
 
-# Base non-torch memory besides HCCL buffers (ACL / CUDA context, workspaces): 348 MiB, the mean over the
-# twelve rows of lab/published/startup-logs.csv that show it (0.02-0.75 GiB), the estimator the lab validates
+# Base non-torch memory besides HCCL buffers (ACL / CUDA context, workspaces): 356 MiB, the mean over the
+# thirteen rows of lab/published/startup-logs.csv showing it (0.02-0.75 GiB), the estimator the lab validates
 # leave-one-log-out (lab/accuracy/startup_logs.py: a row's prediction takes the mean of the other sources).
-# [measured: lab/accuracy/startup_logs.py, 2026-12-05; 305 MiB before va-5020 was read as an A3 die, the
-# v0.11-v0.15 rows' in-use-at-start and MoE rank-0 terms were taken from the logs and va-4594 was added]
-NON_TORCH_BASE_BYTES = 348 * units.MIB_BYTES
+# [measured: lab/accuracy/startup_logs.py, 2026-12-07 (348 MiB over twelve rows before va-4037); 305 MiB
+# before va-5020 was read as an A3 die, the v0.11-v0.15 rows' in-use-at-start and MoE rank-0 terms were taken
+# from the logs and va-4594 was added]
+NON_TORCH_BASE_BYTES = 356 * units.MIB_BYTES
 
 
 # Device memory in use when a vllm-ascend worker has set its device, before torch allocates anything: total -
@@ -270,6 +271,7 @@ def plan_terms(
             moe=dep.model.is_moe,
             ep=dep.ep > 1,
             moe_groups_need_ep=version.moe_groups_need_ep,
+            pp=dep.pp,
         )
         if ascend
         else 0
@@ -347,7 +349,7 @@ def rope_and_non_torch_lines(dep: Deployment, *, version: EngineVersion) -> list
         f"  non-torch = {units.fmt_gib(NON_TORCH_BASE_BYTES)} base (fitted, lab/accuracy/startup_logs.py) "
         "+ 2 x HCCL_BUFFSIZE (200 MB) per HCCL communicator (TP group; MoE dispatch group"
         + (" with EP only" if version.moe_groups_need_ep else "")
-        + "); set HCCL_BUFFSIZE higher (EP) and it grows",
+        + "; pipeline group with PP); set HCCL_BUFFSIZE higher (EP) and it grows",
     ]
 
 

@@ -19,16 +19,23 @@ DP_BUFFER_MIN_MIB = 50  # [VA] 182b75ea utils.py:71 _MIN_DP_BUFFER_SIZE, calcula
 
 
 def hccl_communicators(
-    *, tp: int, dp: int = 1, moe: bool = False, ep: bool = False, moe_groups_need_ep: bool = False
+    *,
+    tp: int,
+    dp: int = 1,
+    moe: bool = False,
+    ep: bool = False,
+    moe_groups_need_ep: bool = False,
+    pp: int = 1,
 ) -> int:
     """Communicators that hold HCCL_BUFFSIZE buffers on one rank (D, an assumption from the group list).
 
     The TP group when tp > 1, and the MoE dispatch group (MC2 / EP, sized by HCCL_BUFFSIZE, [VA] utils.py:
     976-984) for a MoE model spread over more than one rank; with moe_groups_need_ep (vllm-ascend >=
-    v0.20, EngineVersion.moe_groups_need_ep) only when expert parallelism is on. The DP group has its own
-    small buffer (dp_buffer_bytes).
+    v0.20, EngineVersion.moe_groups_need_ep) only when expert parallelism is on; the pipeline group's
+    send / recv when pp > 1 (the same assumption, no log with pp read). The DP group has its own small
+    buffer (dp_buffer_bytes).
     """
-    groups = 1 if tp > 1 else 0
+    groups = (1 if tp > 1 else 0) + (1 if pp > 1 else 0)
     if moe and (tp * dp > 1 or ep) and (ep or not moe_groups_need_ep):
         groups += 1
     return groups
