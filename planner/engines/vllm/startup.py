@@ -224,9 +224,8 @@ def activation_bytes(
 # Base non-torch memory besides HCCL buffers (ACL / CUDA context, workspaces): 356 MiB, the mean over the
 # thirteen rows of lab/published/startup-logs.csv showing it (0.02-0.75 GiB), the estimator the lab validates
 # leave-one-log-out (lab/accuracy/startup_logs.py: a row's prediction takes the mean of the other sources).
-# [measured: lab/accuracy/startup_logs.py, 2026-12-07 (348 MiB over twelve rows before va-4037); 305 MiB
-# before va-5020 was read as an A3 die, the v0.11-v0.15 rows' in-use-at-start and MoE rank-0 terms were taken
-# from the logs and va-4594 was added]
+# [measured: lab/accuracy/startup_logs.py, 2026-12-07; 348 MiB before va-4037, 305 MiB before the fifth pass
+# (docs/engines/vllm-memory.md)]
 NON_TORCH_BASE_BYTES = 356 * units.MIB_BYTES
 
 
