@@ -246,3 +246,30 @@ def test_mla_pool_hand_worked_deepseek_r1_dp_attention() -> None:
     assert (mem.kv_budget_bytes, mem.kv_bytes_per_token) == (8_302_897_875, 70_272)
     assert room.pool_tokens(dep, mem) == 118_144
     assert rec.max_batch_size == 28 * 16
+
+
+@pytest.mark.parametrize(
+    ("flags", "model_path"),
+    [
+        (["-m", "qwen3-8b", "--card", "ascend-910b3"], "Qwen/Qwen3-8B"),  # 16-bit: the card's own repo
+        (
+            ["-m", "qwen3-32b", "--card", "ascend-910b3", "--tp", "4", "--dtype", "int8"],
+            "vllm-ascend/Qwen3-32B-W8A8",
+        ),
+        (["-m", "qwen3-8b", "--card", "ascend-910b3", "--dtype", "int8", "--weights-path", "/w/q8"], "/w/q8"),
+    ],
+)
+def test_sglang_model_path_holds_the_plans_weights(flags: list[str], model_path: str) -> None:
+    result = runner.invoke(app, ["sglang", *flags])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0].endswith(f"--model-path {model_path} \\")
+
+
+def test_sglang_refuses_to_name_a_repo_whose_weights_are_not_the_plans() -> None:
+    """A w4a16 plan of a model whose repo holds 16-bit weights printed that repo (SGLang would load bf16
+    weights the plan did not size); now --weights-path is asked for in one line, as `kvplan vllm` does."""
+    refused = runner.invoke(
+        app, ["sglang", "-m", "qwen3-235b-a22b", "--card", "ascend-910b3", "--tp", "8", "--dtype", "w4a16"]
+    )
+    assert refused.exit_code == 2
+    assert refused.output.startswith("kvplan: error: --weights-path: kvplan knows no w4a16 checkpoint")

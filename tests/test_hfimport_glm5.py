@@ -15,7 +15,7 @@ import pytest
 
 from planner import catalog, memory, params
 from planner.dtypes import storage_dtype
-from planner.engines.vllm import checkpoints
+from planner.engines import checkpoints
 from planner.importers import hfimport
 
 pytestmark = pytest.mark.lab  # reads the lab's data (tests/conftest.py: lab implies slow)

@@ -20,9 +20,10 @@ from __future__ import annotations
 import shlex
 
 from planner.deployment import Deployment
-from planner.engines import common
+from planner.engines import checkpoints, common
 from planner.engines.common import Lengths, ServingOptions
 from planner.engines.sglang import defaults, flags
+from planner.errors import PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
 
@@ -74,7 +75,21 @@ def launch_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Servi
     args += [] if radix_cache else [("--disable-radix-cache", None)]
     placeholder = dep.draft_method == "eagle3" and options.draft_model is None
     notes = [f"SGLang's draft model: replace {DRAFT_PLACEHOLDER}"] if placeholder else []
-    return SglangLaunch(model=options.weights_path or dep.model.source.hf_repo, args=args, notes=notes)
+    return SglangLaunch(model=served_model(plan, dep, options), args=args, notes=notes)
+
+
+def served_model(plan: Plan, dep: Deployment, options: ServingOptions) -> str:
+    """--model-path: --weights-path, else the repo whose weights are the plan's dtype (engines/checkpoints.py:
+    the card's own repo for its released dtype, a listed quantized one); PlanInputError when none is known."""
+    if options.weights_path:
+        return options.weights_path
+    found = checkpoints.checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)
+    if found is None:
+        raise PlanInputError(
+            f"--weights-path: kvplan knows no {plan.dtype} checkpoint of {dep.model.id} to print (got none, "
+            f"expected the path or repo of its {plan.dtype} weights; {dep.model.source.hf_repo} holds others)"
+        )
+    return found.repo
 
 
 def render_command(result: SglangLaunch) -> str:

@@ -24,7 +24,7 @@ import math
 from planner import layout, memory
 from planner.arrays import IntArray
 from planner.deployment import DEFAULT_BLOCK_SIZE_TOKENS, Deployment
-from planner.engines import common
+from planner.engines import checkpoints, common
 from planner.engines.sglang import defaults, flags
 from planner.errors import PlanInputError
 from planner.kinds import EngineName, SchedulerKind
@@ -286,5 +286,7 @@ def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
 
 def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]], str]:
     """The plan as `python -m sglang.launch_server` flags (engines/sglang/flags.py) and what `kvplan sglang`
-    needs beyond the plan's flags: --weights-path unless the model's Hugging Face repo is meant."""
-    return flags.MODULE, flags.plan_words(plan, dep), "--weights-path <checkpoint dir>"
+    needs beyond the plan's flags: --weights-path when kvplan knows no checkpoint of the plan's dtype to name
+    (engines/checkpoints.py), so the printed next command runs as printed."""
+    known = checkpoints.checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)
+    return flags.MODULE, flags.plan_words(plan, dep), "" if known else "--weights-path <checkpoint dir>"

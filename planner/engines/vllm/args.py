@@ -27,9 +27,9 @@ import shlex
 
 from planner import layout, units
 from planner.deployment import Deployment
+from planner.engines import checkpoints as ckpt
 from planner.engines import common, layouts
 from planner.engines.common import Lengths, ServingOptions
-from planner.engines.vllm import checkpoints as ckpt
 from planner.engines.vllm import pool as vm
 from planner.engines.vllm import scheduler as vllm_scheduler
 from planner.engines.vllm import startup as vllm_startup
@@ -196,7 +196,7 @@ def speculative_config(dep: Deployment, *, draft_model: str | None) -> str | Non
 
 def served_checkpoint(plan: Plan, dep: Deployment, options: ServingOptions) -> tuple[str, str | None]:
     """(model path or repo, --quantization value) whose weights are the plan's dtype
-    (planner/engines/vllm/checkpoints.py); PlanInputError when none is known and --weights-path is absent."""
+    (planner/engines/checkpoints.py); PlanInputError when none is known and --weights-path is absent."""
     if options.weights_path:
         return options.weights_path, ckpt.quantization_flag(plan.dtype, vendor=dep.hardware.vendor)
     found = ckpt.checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)

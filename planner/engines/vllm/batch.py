@@ -12,8 +12,8 @@ import numpy as np
 from planner import layout
 from planner.arrays import IntArray
 from planner.deployment import DEFAULT_BLOCK_SIZE_TOKENS, Deployment
-from planner.engines import common
-from planner.engines.vllm import checkpoints, flags, pool, scheduler, startup
+from planner.engines import checkpoints, common
+from planner.engines.vllm import flags, pool, scheduler, startup
 from planner.engines.vllm.scheduler import ADMITS_BEYOND_POOL as ADMITS_BEYOND_POOL
 from planner.engines.vllm.scheduler import DP_LOCKSTEP_DENSE as DP_LOCKSTEP_DENSE
 from planner.engines.vllm.scheduler import DP_PHASE_VOTE as DP_PHASE_VOTE
@@ -339,7 +339,7 @@ def startup_lines(dep: Deployment, mem: MemoryBreakdown, rec: Recommendation) ->
 def config_words(plan: Plan, dep: Deployment) -> tuple[str, list[tuple[str, str]], str]:
     """The plan as `vllm serve` flags (engines/vllm/flags.py): (title, flags, what `kvplan vllm` still
     needs): --weights-path when kvplan knows no checkpoint of the plan's dtype to name
-    (engines/vllm/checkpoints.py), so the printed next command runs as printed."""
+    (engines/checkpoints.py), so the printed next command runs as printed."""
     known = checkpoints.checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)
     return "vllm serve", flags.serve_words(plan, dep), "" if known else "--weights-path <checkpoint dir>"
 

@@ -1,4 +1,6 @@
-"""The checkpoint `vllm serve` loads for a plan's weight dtype: never a repo whose weights differ from it.
+"""The checkpoint a serving command loads for a plan's weight dtype (`kvplan vllm`, `kvplan sglang`): never
+a repo whose weights differ from it. Which repo holds which weights is the model's fact, shared by the
+engines' rooms; `quantization` is vLLM's flag for it (SGLang names msModelSlim weights its own way).
 
 vllm-ascend runs quantized weights from msModelSlim checkpoints (W8A8 / W4A8 / W4A4,
 quant_model_description.json) loaded with `--quantization ascend`; its nightly CI configs and tutorials name
