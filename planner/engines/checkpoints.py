@@ -12,6 +12,7 @@ exit 2).
 
 from __future__ import annotations
 
+from planner.errors import PlanInputError
 from planner.records import record
 from planner.schema import ModelCard
 
@@ -166,3 +167,14 @@ def quantization_flag(scheme: str, *, vendor: str) -> str | None:
     """--quantization for a checkpoint the user brings (--weights-path): `ascend` for msModelSlim schemes on
     Ascend cards, else None (vLLM reads the checkpoint's own quantization config)."""
     return ASCEND_QUANTIZATION if vendor == "huawei" and scheme in MSMODELSLIM_SCHEMES else None
+
+
+def known_checkpoint(card: ModelCard, *, scheme: str, alias: str | None = None) -> Checkpoint:
+    """checkpoint(), or PlanInputError asking for --weights-path when kvplan knows none to print."""
+    found = checkpoint(card, scheme=scheme, alias=alias)
+    if found is None:
+        raise PlanInputError(
+            f"--weights-path: kvplan knows no {scheme} checkpoint of {card.id} to print (got none, "
+            f"expected the path or repo of its {scheme} weights; {card.source.hf_repo} holds others)"
+        )
+    return found

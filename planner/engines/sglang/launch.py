@@ -23,7 +23,6 @@ from planner.deployment import Deployment
 from planner.engines import checkpoints, common
 from planner.engines.common import Lengths, ServingOptions
 from planner.engines.sglang import defaults, flags
-from planner.errors import PlanInputError
 from planner.results import Plan
 from planner.schema import Frozen
 
@@ -83,13 +82,7 @@ def served_model(plan: Plan, dep: Deployment, options: ServingOptions) -> str:
     the card's own repo for its released dtype, a listed quantized one); PlanInputError when none is known."""
     if options.weights_path:
         return options.weights_path
-    found = checkpoints.checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)
-    if found is None:
-        raise PlanInputError(
-            f"--weights-path: kvplan knows no {plan.dtype} checkpoint of {dep.model.id} to print (got none, "
-            f"expected the path or repo of its {plan.dtype} weights; {dep.model.source.hf_repo} holds others)"
-        )
-    return found.repo
+    return checkpoints.known_checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias).repo
 
 
 def render_command(result: SglangLaunch) -> str:

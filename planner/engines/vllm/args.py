@@ -199,12 +199,7 @@ def served_checkpoint(plan: Plan, dep: Deployment, options: ServingOptions) -> t
     (planner/engines/checkpoints.py); PlanInputError when none is known and --weights-path is absent."""
     if options.weights_path:
         return options.weights_path, ckpt.quantization_flag(plan.dtype, vendor=dep.hardware.vendor)
-    found = ckpt.checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)
-    if found is None:
-        raise PlanInputError(
-            f"--weights-path: kvplan knows no {plan.dtype} checkpoint of {dep.model.id} to print (got none, "
-            f"expected the path or repo of its {plan.dtype} weights; {dep.model.source.hf_repo} holds others)"
-        )
+    found = ckpt.known_checkpoint(dep.model, scheme=plan.dtype, alias=dep.model_alias)
     return found.repo, found.quantization
 
 
