@@ -72,10 +72,27 @@ def combined_hint(dep: Deployment, *, fits: Fits) -> str | None:
     return None if tp is None else f"--tp {tp} --dtype {smallest}"
 
 
+def checkpoint_hint(dep: Deployment, *, fits: Fits) -> list[str]:
+    """`--dtype D (the checkpoint's)` when the card records its checkpoint's dtype D (checkpoint_dtype, from
+    `kvplan models import`), dep plans another, the card runs D and dep fits at it; else []."""
+    stored = dep.model.checkpoint_dtype
+    if stored is None or stored == dep.weight_scheme.name:
+        return []
+    native = WEIGHT_SCHEMES[stored].requires_native
+    if native is not None and native not in dep.hardware.native_dtypes:
+        return []
+    return (
+        [f"--dtype {stored} (the checkpoint's)"]
+        if fits(dep.model_copy(update={"weight_scheme_name": stored}))
+        else []
+    )
+
+
 def no_fit_hints(dep: Deployment, *, fits: Fits, longest_ctx_tokens: int) -> list[str]:
-    """Options that each make dep fit: the smallest larger --tp, smaller dtypes the card runs, a shorter
-    --ctx (longest_ctx_tokens, 0: none); when neither tp nor dtype alone works, the two together."""
-    hints: list[str] = []
+    """Options that each make dep fit: the card's own checkpoint dtype (checkpoint_hint), the smallest
+    larger --tp, smaller dtypes the card runs, a shorter --ctx (longest_ctx_tokens, 0: none); when neither tp
+    nor dtype alone works, the two together."""
+    hints: list[str] = checkpoint_hint(dep, fits=fits)
     tp = smallest_tp(dep, fits=fits)
     if tp is not None:
         hints.append(f"--tp {tp}")

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from planner import advice, catalog, units
@@ -20,6 +21,8 @@ from planner.importers import quantization
 from planner.sim.metrics import Percentiles
 from planner.sim.search import SearchResult, slo_text
 from tests.helpers import deployment, fails_with, stdout_of
+
+ROOT = Path(__file__).resolve().parents[1]
 
 _MS_VALUE = re.compile(r"([0-9][0-9,]*(?:\.[0-9]+)?) ms")
 
@@ -176,3 +179,21 @@ def test_slo_texts_print_no_exponent_and_seconds_from_10_s() -> None:
     line = result.stderr
     assert result.exit_code == SloNotMetError.exit_code and line.startswith("kvplan: error: SLO"), line
     assert "e+" not in line and not huge_ms(line), line
+
+
+def test_a_card_whose_checkpoint_is_quantized_names_that_dtype_when_the_default_does_not_fit(
+    tmp_path: Path,
+) -> None:
+    """A card `kvplan models import` wrote from Kimi's native-INT4 checkpoint records checkpoint_dtype
+    w4a16-moe; planned at the default bf16 it does not fit, and the refusal names the checkpoint's dtype
+    first (the warning that says so is printed only with a plan)."""
+    card = yaml.safe_load((ROOT / "modelcards" / "kimi-k2.5.yaml").read_text())
+    card.update(id="kimi-imported", aliases=[], checkpoint_dtype="w4a16-moe")
+    path = tmp_path / "kimi-imported.yaml"
+    path.write_text(yaml.safe_dump(card))
+    args = ["--model", str(path), "--card", "ascend-910c", "--tp", "16", "--ep", "16", "--ctx", "8k"]
+    refused = CliRunner().invoke(app, [*args, "--engine", "vllm"])
+    assert refused.exit_code == 3
+    assert "try --dtype w4a16-moe (the checkpoint's)" in refused.output
+    planned = CliRunner().invoke(app, [*args, "--engine", "vllm", "--dtype", "w4a16-moe"])
+    assert planned.exit_code == 0, planned.output
