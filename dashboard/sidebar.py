@@ -18,7 +18,7 @@ from planner import catalog, inputs
 from planner.dtypes import WEIGHT_SCHEMES
 from planner.engines import registry
 from planner.errors import KvplanError
-from planner.inputs import DEFAULT_CARD, PlanRequest
+from planner.inputs import AUTO_DTYPE, DEFAULT_CARD, PlanRequest
 from planner.kinds import DEFAULT_ENGINE, ENGINES, parse_engine
 
 DEFAULT_MODEL = "qwen3.5-27b"
@@ -228,12 +228,16 @@ def sidebar() -> Settings:
 
 def sidebar_shape() -> dict[str, Any]:
     """PlanRequest's fields from the shape widgets: weight and KV dtype, tp, context length, batch."""
+    choices = [AUTO_DTYPE, *WEIGHT_SCHEMES]  # auto: the card's 16-bit dtype, as the CLI's default
     dtype = st.sidebar.selectbox(
         "Weight dtype",
-        list(WEIGHT_SCHEMES),
-        index=list(WEIGHT_SCHEMES).index(DEFAULT_WEIGHT_DTYPE),
+        choices,
+        index=choices.index(DEFAULT_WEIGHT_DTYPE),
         key="dtype",
-        help="\n".join(f"- **{n}**: {s.description}" for n, s in WEIGHT_SCHEMES.items()),
+        help="\n".join(
+            ["- **auto**: the card's 16-bit dtype (bf16, else fp16)"]
+            + [f"- **{n}**: {s.description}" for n, s in WEIGHT_SCHEMES.items()]
+        ),
     )
     kv_dtype = st.sidebar.selectbox("KV-cache dtype", KV_DTYPE_CHOICES, index=0, key="kv_dtype")
     tp = st.sidebar.selectbox("Tensor parallel (tp)", TP_CHOICES, index=0, key="tp")

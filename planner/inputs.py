@@ -1,7 +1,5 @@
-"""Turn what a user typed (CLI flags, dashboard widgets) into a validated Deployment.
-
-Every failure is a PlanInputError (or UnknownIdError / DataFileError) whose message starts with the flag.
-"""
+"""Turn what a user typed (CLI flags, dashboard widgets) into a validated Deployment. Every failure is a
+PlanInputError (or UnknownIdError / DataFileError) whose message starts with the flag."""
 
 import math
 from typing import NamedTuple
@@ -24,7 +22,7 @@ from planner.schema import Frozen, HardwareProfile, ModelCard
 from planner.speculation import speculation
 
 DEFAULT_CARD = "ascend-950pr"
-DEFAULT_DTYPE = "bf16"
+DEFAULT_DTYPE = AUTO_DTYPE = "auto"  # --dtype's default: the card's 16-bit dtype (weight_dtype_on)
 DEFAULT_CTX = "4k"
 
 
@@ -103,6 +101,11 @@ def parse_context(text: str, *, flag: str = "--ctx") -> int:
             f"{MIN_CTX_TOKENS})"
         )
     return tokens
+
+
+def weight_dtype_on(text: str, *, hardware: HardwareProfile) -> str:
+    """parse_weight_scheme, with auto (the default) read as the card's 16-bit dtype (activation_dtype)."""
+    return hardware.activation_dtype if text.strip().lower() == AUTO_DTYPE else parse_weight_scheme(text)
 
 
 def parse_weight_scheme(text: str) -> str:
@@ -314,7 +317,7 @@ def resolve_request(req: PlanRequest) -> Resolved:
     _check_ranges(req)
     engine = parse_engine(req.engine)
     ctx_tokens = parse_context(req.ctx)
-    scheme = parse_weight_scheme(req.dtype)
+    scheme = req.dtype if req.dtype.strip().lower() == AUTO_DTYPE else parse_weight_scheme(req.dtype)
     card, alias = catalog.resolve_model(req.model)
     hw = apply_overrides(
         catalog.resolve_card(req.card, engine=engine, profile_engine=registry.fitted_profile_engine(engine)),
@@ -330,6 +333,7 @@ def resolve_request(req: PlanRequest) -> Resolved:
     if method == "mtp" and drafts and card.mtp_layers == 0:
         flag = "--speculative-config" if req.speculative_config else "--mtp"
         raise PlanInputError(f"{flag}: {card.id} ships no MTP layers (got {drafts} MTP drafts, expected 0)")
+    scheme = weight_dtype_on(scheme, hardware=hw)  # auto: the card's 16-bit dtype, now the card is known
     return Resolved(engine, ctx_tokens, scheme, card, alias, hw, (method, drafts, acceptance))
 
 

@@ -197,3 +197,21 @@ def test_a_card_whose_checkpoint_is_quantized_names_that_dtype_when_the_default_
     assert "try --dtype w4a16-moe (the checkpoint's)" in refused.output
     planned = CliRunner().invoke(app, [*args, "--engine", "vllm", "--dtype", "w4a16-moe"])
     assert planned.exit_code == 0, planned.output
+
+
+def test_the_default_dtype_is_the_cards_own_16_bit_one() -> None:
+    """`kvplan -m qwen3-8b --card atlas-300i-duo` was refused (the bf16 default on a card without bf16);
+    --dtype now defaults to auto, the card's 16-bit dtype: fp16 there, bf16 on a card that has it. A typed
+    bf16 is still refused on the 300I Duo, and sweep's dtype axis takes auto too."""
+    duo = CliRunner().invoke(app, ["-m", "qwen3-8b", "--card", "atlas-300i-duo", "--json"])
+    assert duo.exit_code == 0, duo.output
+    assert json.loads(duo.stdout)["dtype"] == "fp16"
+    a2 = CliRunner().invoke(app, ["-m", "qwen3-8b", "--card", "ascend-910b3", "--dtype", "AUTO", "--json"])
+    assert json.loads(a2.stdout)["dtype"] == "bf16"
+    typed = CliRunner().invoke(app, ["-m", "qwen3-8b", "--card", "atlas-300i-duo", "--dtype", "bf16"])
+    assert typed.exit_code == 2 and "needs native bf16 units" in typed.output
+    swept = CliRunner().invoke(
+        app, ["sweep", "-m", "qwen3-8b", "--card", "atlas-300i-duo", "--dtype", "auto,int8,fp16", "--json"]
+    )
+    assert swept.exit_code == 0, swept.output
+    assert json.loads(swept.stdout)["weight_dtypes"] == ["fp16", "int8"]  # auto is fp16 here: swept once

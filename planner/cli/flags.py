@@ -42,7 +42,9 @@ MaybeModelOpt = Annotated[
 # Aliases: the spelling vLLM users already type (vllm serve --help) names the same thing here.
 # --dtype names every weight scheme kvplan plans, read from the scheme table (planner/dtypes.py), so a new
 # scheme reaches every command's help; aliases (w8a8, awq, ...) are accepted too.
-WEIGHT_DTYPES_HELP = ", ".join(WEIGHT_SCHEMES) + " (int8 is W8A8)"
+WEIGHT_DTYPES_HELP = (
+    "auto (the card's 16-bit dtype: bf16, else fp16), " + ", ".join(WEIGHT_SCHEMES) + " (int8 is W8A8)"
+)
 DtypeOpt = Annotated[str, typer.Option(help=f"Weight dtype: {WEIGHT_DTYPES_HELP}.")]
 # The shared flags `kvplan bench import` takes too (with its own defaults).
 CardOpt = Annotated[str, typer.Option(help="Hardware profile id or path to a profile YAML.")]

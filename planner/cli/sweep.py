@@ -277,9 +277,8 @@ def sweep_command(
             raise PlanInputError("--json: conflicts with --format csv (got both, expected one output format)")
         output_format = "json" if as_json else output_format
         # distinct schemes in the order given: 'fp8,fp8' (or fp8,w8a8-fp8) sweeps fp8 once
-        dtypes = list(
-            dict.fromkeys(inputs.parse_weight_scheme(d.strip()) for d in dtype.split(",") if d.strip())
-        )
+        typed = [d.strip() for d in dtype.split(",") if d.strip()]
+        dtypes = [d if d.lower() == inputs.AUTO_DTYPE else inputs.parse_weight_scheme(d) for d in typed]
         batches, contexts = parse_batches(batch), parse_contexts(ctx)
         if not dtypes:
             raise PlanInputError(
@@ -288,9 +287,9 @@ def sweep_command(
         check_grid(dtypes=len(dtypes), batches=len(batches), contexts=len(contexts))
         # --dtype, --batch and --ctx are lists here: the request takes the first dtype and the longest ctx
         request = plan_request(context, dtype=dtypes[0], ctx=str(max(contexts)), batch=None)
-        result = sweep.sweep(
-            inputs.to_deployment(request), batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes
-        )
+        dep = inputs.to_deployment(request)
+        dtypes = list(dict.fromkeys(inputs.weight_dtype_on(d, hardware=dep.hardware) for d in dtypes))
+        result = sweep.sweep(dep, batch=batches, ctx_tokens=contexts, weight_dtypes=dtypes)
     except KvplanError as exc:
         fail(exc)
     if output_format == "csv":

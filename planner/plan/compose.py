@@ -97,8 +97,8 @@ def build_plan(
 
 def checkpoint_dtype_warnings(dep: Deployment) -> list[str]:
     """One line when the card records its checkpoint's quantized dtype (checkpoint_dtype, from `kvplan models
-    import`) and the plan sizes another: --dtype defaults to bf16 whatever the checkpoint holds; one line
-    when an experts-only --dtype meets a dense model (experts_only_warnings)."""
+    import`) and the plan sizes another: --dtype defaults to the card's 16-bit dtype whatever the checkpoint
+    holds; one line when an experts-only --dtype meets a dense model (experts_only_warnings)."""
     stored = dep.model.checkpoint_dtype
     if stored is None or stored == dep.weight_scheme.name:
         return experts_only_warnings(dep)
