@@ -114,7 +114,8 @@ def parse_weight_scheme(text: str) -> str:
         return weight_scheme(text).name
     except KeyError:
         raise PlanInputError(
-            f"--dtype: unknown weight dtype (got {text!r}, expected one of {', '.join(WEIGHT_SCHEMES)})"
+            f"--dtype: unknown weight dtype (got {text!r}, expected one of "
+            f"{', '.join([AUTO_DTYPE, *WEIGHT_SCHEMES])})"
         ) from None
 
 

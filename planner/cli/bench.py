@@ -82,38 +82,28 @@ def list_formats(ctx: typer.Context, as_json: JsonOpt = False, version: VersionO
 
 def setup_columns(flags: FileSetup, *, model: str, dtype: str) -> dict[str, str]:
     """The row cells the flags give (`model` and `dtype` as resolved for one file), each validated (one clear
-    error naming the flag)."""
-    from planner import catalog
-    from planner.dtypes import WEIGHT_ALIASES, WEIGHT_SCHEMES, storage_dtype
+    error naming the flag). The dtypes resolve as the plan's: auto (or none) is the card's 16-bit dtype for
+    the weights (inputs.weight_dtype_on) and the activation dtype for the KV cache (inputs.parse_kv_dtype)."""
+    from planner import capacity, catalog, inputs
     from planner.kinds import parse_engine
 
     card, _flag_dtype, kv_dtype, tp, layout, engine, mtp = flags  # dtype: the file's, resolved by the caller
     catalog.resolve_model(model)
     catalog.resolve_card(card)
-    scheme = WEIGHT_ALIASES.get(dtype.strip().lower(), dtype.strip().lower())
-    if scheme not in WEIGHT_SCHEMES:
-        raise PlanInputError(
-            f"--dtype: unknown weight dtype (got {dtype!r}, expected one of {', '.join(WEIGHT_SCHEMES)})"
-        )
-    try:
-        kv = storage_dtype(kv_dtype or "bf16").value
-    except ValueError as exc:
-        raise PlanInputError(f"--kv-dtype: unknown dtype (got {kv_dtype!r})") from exc
     for flag, degree in (("--tp", tp), ("--dp", layout[0]), ("--ep", layout[1])):
         if degree < 1:
             raise PlanInputError(f"{flag}: must be >= 1 (got {degree})")
     if mtp < 0:
         raise PlanInputError(f"--mtp: must be >= 0 (got {mtp})")
-    from planner import capacity, inputs
-
     request = inputs.PlanRequest(
-        model=model, card=card, dtype=scheme, kv_dtype=kv_dtype, tp=tp, engine=engine,
+        model=model, card=card, dtype=dtype, kv_dtype=kv_dtype, tp=tp, engine=engine,
         dp=layout[0], ep=layout[1],  # --mtp keeps its own check above (a draft model may supply it)
     )  # fmt: skip
-    capacity.check_supported(inputs.to_deployment(request))  # the plan's checks, on the same values
-    return {"model": model.strip(), "card": card, "dtype": scheme, "kv_dtype": kv, "tp": str(tp),
-            "dp": str(layout[0]), "ep": str(layout[1]), "engine": parse_engine(engine),
-            "mtp": str(mtp)}  # fmt: skip
+    dep = inputs.to_deployment(request)
+    capacity.check_supported(dep)  # the plan's checks, on the same values
+    return {"model": model.strip(), "card": card, "dtype": dep.weight_scheme.name,
+            "kv_dtype": dep.kv_dtype.value, "tp": str(tp), "dp": str(layout[0]), "ep": str(layout[1]),
+            "engine": parse_engine(engine), "mtp": str(mtp)}  # fmt: skip
 
 
 # Quantized checkpoints name their scheme at the end of the repo (vllm-ascend/Qwen3-32B-W8A8, msModelSlim's
@@ -266,7 +256,7 @@ def import_results(
     ] = None,
     dtype: Annotated[
         str | None,
-        typer.Option(help=f"Weight dtype: {WEIGHT_DTYPES_HELP}; default: checkpoint's, else bf16."),
+        typer.Option(help=f"Weight dtype: {WEIGHT_DTYPES_HELP}; default: checkpoint's, else auto."),
     ] = None,
     kv_dtype: KvDtypeOpt = None,
     tp: TpOpt = 1,
@@ -327,7 +317,7 @@ def import_rows(
     for path in files:
         result = servingfiles.read_serving_result(path, concurrency=concurrency)
         name, scheme = checkpoint_model(run_model(model, result, path=path), dtype=flags.dtype)
-        setup = setup_columns(flags, model=name, dtype=scheme or "bf16")
+        setup = setup_columns(flags, model=name, dtype=scheme or "auto")
         cells, note = speculation_cells(result, drafts=drafts)
         notes.append(note)
         if result.failed_requests:
