@@ -117,15 +117,42 @@ def test_under_vllm_the_mc2_window_is_counted_at_hccls_default_and_points_at_kvp
 
 
 def test_vllms_pipeline_group_is_one_more_hccl_communicator_in_its_runtime() -> None:
-    """With --pp the pipeline group's HCCL buffers are part of vLLM's non-torch memory (2 x 200 MB a rank):
-    the row says so, and the start-up arithmetic counts one more communicator."""
+    """With --pp the pipeline group's HCCL buffers are part of vLLM's non-torch memory (2 x 200 MB a rank),
+    counted by vLLM's own rule: the row points at `kvplan vllm`, and the start-up arithmetic counts one more
+    communicator."""
     args = ["--model", "kimi-k2.5", "--card", "ascend-910b3", "--tp", "8", "--pp", "2", "--ep", "8"]
     args += ["--dtype", "w4a16-moe", "--engine", "vllm"]
-    assert buffer_notes(args)["pipeline communicator"] == "part of runtime (layout)"
+    assert "kvplan vllm" in buffer_notes(args)["pipeline communicator"]
     from planner.engines.vllm import terms
 
     with_pp = terms.hccl_communicators(tp=8, moe=True, ep=True, pp=2)
     assert with_pp == terms.hccl_communicators(tp=8, moe=True, ep=True) + 1
+
+
+def runtime_and_buffers(*args: str) -> tuple[int, dict[str, int]]:
+    plan = plan_json(*args)
+    return plan["memory"]["runtime_bytes"], (plan.get("layout") or {}).get("comm_buffers_bytes", {})
+
+
+@pytest.mark.parametrize(
+    ("base", "flag", "buffer"),
+    [
+        (["--model", "qwen3-8b", "--card", "ascend-910b3"], "--pp", layout.PIPELINE_BUFFER),
+        (["--model", "qwen3-30b-a3b", "--card", "nvidia-h200"], "--dp", layout.EXPERT_GROUP_BUFFER),
+    ],
+)
+def test_under_vllm_a_group_buffer_is_not_called_part_of_a_runtime_that_counts_it_otherwise(
+    base: list[str], flag: str, buffer: str
+) -> None:
+    """vLLM's runtime row is its start-up non-torch memory: a pipeline group adds 2 x HCCL_BUFFSIZE there,
+    not the layout's one buffer, and CUDA counts no expert-group buffer; the sub-row said 'part of runtime
+    (layout)' at the layout's figure all the same. It now says the figure is not added."""
+    args = [*base, "--engine", "vllm"]
+    alone, _ = runtime_and_buffers(*args)
+    runtime, buffers = runtime_and_buffers(*args, flag, "2")
+    assert runtime - alone != buffers[buffer]  # the row's figure is not what the runtime grew by
+    note = buffer_notes([*args, flag, "2"])[buffer]
+    assert "part of runtime" not in note and "kvplan vllm" in note
 
 
 def test_under_sglang_every_layout_buffer_is_said_to_be_outside_the_figures() -> None:

@@ -37,10 +37,16 @@ MODEL_NAME_RULE: str | None = None
 BATCH_CAP_RULE = "--max-num-seqs <= --max-num-batched-tokens"
 DEFAULT_MEMORY_FRACTION = pool.DEFAULT_GPU_MEMORY_UTILIZATION  # vllm/config/cache.py
 RUNTIME_SOURCE = "vLLM's start-up: non-torch, rotary caches"  # startup_budget: requested - the rest
-# non-torch counts each HCCL group (expert, pipeline) at the default HCCL_BUFFSIZE; the MC2 window asks for
-# a larger one, whose cost `kvplan vllm` states (args.mc2_window_note)
+# The runtime row is vLLM's start-up non-torch memory, which counts the HCCL groups by its own rule
+# (terms.hccl_communicators: 2 x HCCL_BUFFSIZE each on vllm-ascend, a dp-only MoE group only before v0.20,
+# none on CUDA), not the layout's one-buffer figure; the MC2 window asks for a larger HCCL_BUFFSIZE, whose
+# cost `kvplan vllm` states (args.mc2_window_note)
 LAYOUT_BUFFER_NOTES: dict[str, str] = {
-    layout.MC2_WINDOW: "runtime counts its group at HCCL_BUFFSIZE 200 MB (`kvplan vllm`: if it needs more)"
+    layout.MC2_WINDOW: "runtime counts its group at HCCL_BUFFSIZE 200 MB (`kvplan vllm`: if it needs more)",
+    **dict.fromkeys(
+        (layout.EXPERT_GROUP_BUFFER, layout.PIPELINE_BUFFER),
+        "not added: runtime counts vLLM's HCCL groups its own way (`kvplan vllm` lists them)",
+    ),
 }
 MEMORY_FRACTION_NAME = (
     "--gpu-memory-utilization"  # CacheConfig.gpu_memory_utilization (vllm/config/cache.py:68)
