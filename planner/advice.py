@@ -96,10 +96,12 @@ def no_fit_hints(dep: Deployment, *, fits: Fits, longest_ctx_tokens: int) -> lis
     tp = smallest_tp(dep, fits=fits)
     if tp is not None:
         hints.append(f"--tp {tp}")
-    dtypes = fitting_dtypes(dep, fits=fits)
+    fitting = fitting_dtypes(dep, fits=fits)
+    named = dep.model.checkpoint_dtype if hints else None  # the checkpoint's, named once, first
+    dtypes = [name for name in fitting if name != named]
     if dtypes:
         hints.append(f"--dtype {' or '.join(dtypes)}")
-    if tp is None and not dtypes:
+    if tp is None and not fitting:
         both = combined_hint(dep, fits=fits)
         hints += [both] if both else []
     if longest_ctx_tokens:
