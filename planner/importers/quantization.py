@@ -192,7 +192,8 @@ def import_note(quant: CheckpointQuantization, *, origin: str) -> str:
     if quant.dtype is None:
         return (
             f"note: {origin}: quantization {stated} is not a format kvplan maps to a --dtype; the card is "
-            f"planned with --dtype as given (default bf16): pass the closest scheme (planner/dtypes.py)"
+            f"planned with --dtype as given (default auto: the card's 16-bit dtype): pass the closest scheme "
+            "(planner/dtypes.py)"
         )
     kv = f" --kv-dtype {quant.kv_dtype}" if quant.kv_dtype else ""
     return (
