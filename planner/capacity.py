@@ -31,7 +31,7 @@ def check_matmul_peak(dep: Deployment) -> None:
     raise PlanInputError(
         f"--dtype: {scheme.name} matmuls need the card's {scheme.compute_dtype} peak, which the {hw.id} "
         f"profile does not state (got {scheme.name}, peaks stated for {stated}); add "
-        f"peak_tflop_per_s.{scheme.compute_dtype} with its source, or pick --dtype bf16"
+        f"peak_tflop_per_s.{scheme.compute_dtype} with its source, or pick --dtype {hw.activation_dtype}"
     )
 
 

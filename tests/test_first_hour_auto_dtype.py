@@ -77,3 +77,17 @@ def test_the_no_fit_refusal_names_the_checkpoints_dtype_once(tmp_path: Path) -> 
     assert refused.exit_code == 3
     hints = refused.output.split("; try ", 1)[1]
     assert "(the checkpoint's)" in hints and hints.count("w4a16-moe") == 1, hints
+
+
+def test_an_fp32_plan_without_an_fp32_peak_suggests_the_cards_own_16_bit_dtype() -> None:
+    """It said 'pick --dtype bf16' on the 300I Duo too, which then refuses bf16 (no native bf16 units)."""
+    card = "atlas-300i-duo"  # no fp32 peak stated, no bf16 units
+    refused = runner.invoke(
+        app, ["-m", "qwen3-8b", "--card", card, "--dtype", "fp32", "--engine", "transformers"]
+    )
+    assert refused.exit_code == 2
+    suggested = refused.output.rsplit("pick --dtype ", 1)[1].split()[0]
+    planned = runner.invoke(
+        app, ["-m", "qwen3-8b", "--card", card, "--dtype", suggested, "--engine", "transformers"]
+    )
+    assert planned.exit_code == 0, planned.output
