@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -326,3 +327,22 @@ def test_kimi_native_int4_prints_the_release_the_user_named(typed: str, repo: st
     uniform = records.replace(request, dtype="w4a16")
     with pytest.raises(PlanInputError, match=r"^--weights-path: kvplan knows no w4a16 checkpoint"):
         vllm_args.served_checkpoint(*build_plan_only(uniform), mindie.MindieOptions())
+
+
+@pytest.mark.parametrize(
+    ("card", "dtype", "printed"),
+    [
+        ("atlas-300i-duo", "auto", "float16"),  # the 300I Duo runs float16 (vllm-ascend quick_start.md)
+        ("atlas-300i-duo", "int8", "float16"),  # its W8A8 activations too
+        ("ascend-910b3", "fp16", "float16"),  # fp16 asked for on a bf16 card
+        ("ascend-910b3", "auto", None),  # bf16: the checkpoint's own dtype, nothing to say
+    ],
+)
+def test_vllm_dtype_is_printed_when_the_plans_activations_are_not_bfloat16(
+    card: str, dtype: str, printed: str | None
+) -> None:
+    args = ["vllm", "-m", "qwen3-8b", "--card", card, "--dtype", dtype, "--weights-path", "/w/qwen3-8b"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    found = re.findall(r"--dtype (\S+)", result.stdout)
+    assert found == ([printed] if printed else [])

@@ -42,7 +42,10 @@ KV_CACHE_DTYPES = {"bf16": "auto", "fp16": "auto", "fp8": "fp8", "int8": "auto",
 # vLLM's --dtype for a plan whose weights are not the checkpoint's own dtype: fp32 upcasts a 16-bit checkpoint
 # (vLLM --dtype choices: auto, half, float16, bfloat16, float, float32). vllm-ascend refuses fp32 before this
 # is printed (planner/engines/vllm/batch.weight_dtype_refusal).
-MODEL_DTYPES = {"fp32": "float32"}
+# vLLM's --dtype for a plan whose activations are not the checkpoint's usual bfloat16: fp32, and fp16, which
+# the Atlas 300I Duo needs ("Atlas 300I DUO uses `float16`", vllm-ascend docs/source/quick_start.md:52
+# @182b75ea: NPUPlatform leaves vLLM's supported dtypes as they are, so a bfloat16 config stays bfloat16)
+MODEL_DTYPES = {"fp32": "float32", "fp16": "float16"}
 
 
 class VllmArgs(Frozen):
@@ -145,11 +148,12 @@ def vllm_args(plan: Plan, dep: Deployment, *, lengths: Lengths, options: Serving
 
 
 def model_args(plan: Plan, dep: Deployment, *, options: ServingOptions) -> list[tuple[str, str | None]]:
-    """The flags about the model and its serving: --dtype (fp32), --served-model-name, --trust-remote-code
-    (the checkpoint's own code loads its config or tokenizer), prefix caching, speculative decoding."""
+    """The flags about the model and its serving: --dtype (fp32, fp16 activations), --served-model-name,
+    --trust-remote-code (the checkpoint's own code loads its config or tokenizer), prefix caching, speculative
+    decoding."""
     args: list[tuple[str, str | None]] = []
-    if plan.dtype in MODEL_DTYPES:
-        args.append(("--dtype", MODEL_DTYPES[plan.dtype]))
+    if dep.activation_dtype.value in MODEL_DTYPES:
+        args.append(("--dtype", MODEL_DTYPES[dep.activation_dtype.value]))
     if options.model_name:
         args.append(("--served-model-name", options.model_name))
     if dep.model.trust_remote_code:
