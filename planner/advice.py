@@ -18,14 +18,24 @@ TP_CHOICES = (1, 2, 4, 8, 16, 32, 64)  # the --tp range 1..64 in powers of two
 Fits = Callable[[Deployment], bool]
 
 
+def with_tp(dep: Deployment, tp: int) -> Deployment:
+    """dep at tensor-parallel degree tp; an expert parallelism that spans the tp x dp group (ep = tp x dp > 1)
+    grows with it, as the engines that split the experts over the whole group require."""
+    spans = dep.ep > 1 and dep.ep == dep.tp * dep.dp
+    return dep.model_copy(update={"tp": tp, **({"ep": tp * dep.dp} if spans else {})})
+
+
+def tp_words(dep: Deployment, tp: int) -> str:
+    """`--tp N`, with `--ep M` where with_tp grows the expert parallelism too."""
+    ep = with_tp(dep, tp).ep
+    return f"--tp {tp}" + (f" --ep {ep}" if ep != dep.ep else "")
+
+
 def smallest_tp(dep: Deployment, *, fits: Fits) -> int | None:
-    """The smallest tp above dep.tp (a power of two dividing the attention heads) at which dep fits."""
+    """The smallest tp above dep.tp (a power of two dividing the attention heads) at which dep fits
+    (with_tp: an ep spanning the group grows with it)."""
     for tp in TP_CHOICES:
-        if (
-            tp > dep.tp
-            and dep.model.num_attention_heads % tp == 0
-            and fits(dep.model_copy(update={"tp": tp}))
-        ):
+        if tp > dep.tp and dep.model.num_attention_heads % tp == 0 and fits(with_tp(dep, tp)):
             return tp
     return None
 
@@ -69,7 +79,7 @@ def combined_hint(dep: Deployment, *, fits: Fits) -> str | None:
         return None
     smallest = min(candidates, key=lambda name: model_weight_bytes(dep, name))
     tp = smallest_tp(dep.model_copy(update={"weight_scheme_name": smallest}), fits=fits)
-    return None if tp is None else f"--tp {tp} --dtype {smallest}"
+    return None if tp is None else f"{tp_words(dep, tp)} --dtype {smallest}"
 
 
 def checkpoint_hint(dep: Deployment, *, fits: Fits) -> list[str]:
@@ -95,7 +105,7 @@ def no_fit_hints(dep: Deployment, *, fits: Fits, longest_ctx_tokens: int) -> lis
     hints: list[str] = checkpoint_hint(dep, fits=fits)
     tp = smallest_tp(dep, fits=fits)
     if tp is not None:
-        hints.append(f"--tp {tp}")
+        hints.append(tp_words(dep, tp))
     fitting = fitting_dtypes(dep, fits=fits)
     named = dep.model.checkpoint_dtype if hints else None  # the checkpoint's, named once, first
     dtypes = [name for name in fitting if name != named]

@@ -215,3 +215,26 @@ def test_the_default_dtype_is_the_cards_own_16_bit_one() -> None:
     )
     assert swept.exit_code == 0, swept.output
     assert json.loads(swept.stdout)["weight_dtypes"] == ["fp16", "int8"]  # auto is fp16 here: swept once
+
+
+def test_a_tp_hint_grows_an_expert_parallelism_that_spans_the_group() -> None:
+    """Kimi at --tp 8 --ep 8 on the A3 said 'try --tp 16', which vLLM refuses (ep must be 1 or tp x dp):
+    the hint now carries --ep 16 along, and the command it names plans."""
+    args = [
+        "-m",
+        "kimi-k2.5",
+        "--card",
+        "ascend-910c",
+        "--dtype",
+        "w4a16-moe",
+        "--ctx",
+        "8k",
+        "--engine",
+        "vllm",
+    ]
+    refused = CliRunner().invoke(app, [*args, "--tp", "8", "--ep", "8"])
+    assert refused.exit_code == 3
+    hint = re.search(r"try (--tp \d+ --ep \d+)", refused.output)
+    assert hint is not None, refused.output
+    planned = CliRunner().invoke(app, [*args, *hint.group(1).split()])
+    assert planned.exit_code == 0, planned.output
