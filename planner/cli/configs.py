@@ -388,7 +388,7 @@ def launch_plan(
             dep, lengths = prepare(request, options)
         options, name_notes = named(options, request.model, card_id=dep.model.id)
         plan = build_plan(dep, prompt_tokens=lengths.max_input_tokens)
-        notes = compose.checkpoint_dtype_warnings(dep) + name_notes
+        notes = compose.dtype_warnings(dep) + name_notes
         return plan, make(plan, dep, lengths=lengths, options=options), notes
     except ValidationError as exc:
         fail(option_error(exc))

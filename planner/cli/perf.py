@@ -153,9 +153,9 @@ def serve_notes(
     other than the card's checkpoint_dtype (the plan's and the config commands' line)."""
     from planner.engines import registry
     from planner.engines.common import raised_prefill_notes
-    from planner.plan.compose import checkpoint_dtype_warnings
+    from planner.plan.compose import dtype_warnings
 
-    notes = raised_prefill_notes(given[0], used=dep.max_prefill_tokens) + checkpoint_dtype_warnings(dep)
+    notes = raised_prefill_notes(given[0], used=dep.max_prefill_tokens) + dtype_warnings(dep)
     if given[1] is None:
         wanted = registry.default_max_batch(dep, planned_batch=1)
         if users is not None:

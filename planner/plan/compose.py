@@ -86,7 +86,7 @@ def build_plan(
         memory=mem,
         recommendation=rec,
         performance=perf,
-        warnings=checkpoint_dtype_warnings(dep)
+        warnings=dtype_warnings(dep)
         + capacity.plan_warnings(dep, mem, rec, pool_sequence_bytes)
         + [f"speed from a fitted profile: {line}" for line in fitted_speed_warnings(dep, rec, perf)]
         + slo_context_warnings(answer, perf),
@@ -95,17 +95,22 @@ def build_plan(
     )
 
 
+def dtype_warnings(dep: Deployment) -> list[str]:
+    """What the plan, the config commands and serve say of --dtype: checkpoint_dtype_warnings, then
+    experts_only_warnings."""
+    return checkpoint_dtype_warnings(dep) + experts_only_warnings(dep)
+
+
 def checkpoint_dtype_warnings(dep: Deployment) -> list[str]:
     """One line when the card records its checkpoint's quantized dtype (checkpoint_dtype, from `kvplan models
     import`) and the plan sizes another: --dtype defaults to the card's 16-bit dtype whatever the checkpoint
-    holds; one line when an experts-only --dtype meets a dense model (experts_only_warnings)."""
+    holds."""
     stored = dep.model.checkpoint_dtype
     if stored is None or stored == dep.weight_scheme.name:
-        return experts_only_warnings(dep)
+        return []
     return [
         f"{dep.model.id}'s checkpoint is quantized to {stored} (the card's checkpoint_dtype), but this plan "
-        f"sizes {dep.weight_scheme.name} weights: pass --dtype {stored} to plan that checkpoint",
-        *experts_only_warnings(dep),
+        f"sizes {dep.weight_scheme.name} weights: pass --dtype {stored} to plan that checkpoint"
     ]
 
 

@@ -91,11 +91,6 @@ def check_tpot_defined(tpot_s: float | None, *, longest_output_tokens: int, work
         )
 
 
-def tpot_text(tpot_s: float | None) -> str:
-    """'83.1 ms' (units.fmt_duration: seconds from 10 s), or 'undefined (one-token outputs)' (fmt_tpot)."""
-    return units.fmt_tpot(tpot_s)
-
-
 def require_met(found: SearchResult, *, what: str) -> None:
     """SloNotMetError (exit 3) when the search found no load meeting the targets; `what` names the load."""
     if found.best is not None:
@@ -103,6 +98,6 @@ def require_met(found: SearchResult, *, what: str) -> None:
     first = found.points[0]
     raise SloNotMetError(
         f"SLO: no {what} meets {slo_text(found)} (got at the lowest load, {first.x:g}: {found.quantile} "
-        f"TTFT {units.fmt_duration(first.ttft_s)}, TPOT {tpot_text(first.tpot_s)}; expected "
+        f"TTFT {units.fmt_duration(first.ttft_s)}, TPOT {units.fmt_tpot(first.tpot_s)}; expected "
         "within the targets); relax them or add devices"
     )
